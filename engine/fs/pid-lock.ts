@@ -1,0 +1,100 @@
+// One process per data directory. Node has no flock(2), and mkdir/mtime locks (the
+// proper-lockfile approach) call a lock stale only after a timeout, which would make every
+// restart after kill -9 wait. Instead the LOCK file names its owner by pid and the process
+// start time from /proc: the owner is alive exactly when a process with that pid exists and
+// started at that time, so a lock left by a dead process is taken over at once and a reused
+// pid is not mistaken for the owner.
+//
+// Takeover of a stale lock unlinks the file and retries the exclusive create, so two
+// processes racing for one stale lock cannot both win the create.
+import { constants, promises as fsp } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
+import type { DirLock } from './file-system.ts';
+
+const lockFileName = 'LOCK';
+const takeoverAttemptsMax = 3;
+
+interface LockOwner {
+  readonly pid: number;
+  readonly startTicks: string;
+  readonly host: string;
+}
+
+async function processStartTicks(pid: number): Promise<string> {
+  try {
+    const stat = await fsp.readFile(`/proc/${pid}/stat`, 'utf8');
+    // Field 22 (starttime); the command name in field 2 may hold spaces, so count after ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[19] ?? '';
+  } catch {
+    return '';
+  }
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return systemErrorCode(err) === 'EPERM';
+  }
+}
+
+async function ownerAlive(owner: LockOwner): Promise<boolean> {
+  if (owner.host !== hostname()) return true; // another machine's lock (shared storage): never steal it
+  if (!processExists(owner.pid)) return false;
+  return owner.startTicks === '' || owner.startTicks === (await processStartTicks(owner.pid));
+}
+
+function parseOwner(text: string): LockOwner | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    if (typeof value !== 'object' || value === null) return undefined;
+    const { pid, startTicks, host } = value as Record<string, unknown>;
+    if (typeof pid !== 'number' || typeof startTicks !== 'string' || typeof host !== 'string') return undefined;
+    return { pid, startTicks, host };
+  } catch {
+    return undefined;
+  }
+}
+
+export async function acquirePidLock(dir: string, syncDir: (dir: string) => Promise<void>): Promise<DirLock> {
+  const path = join(dir, lockFileName);
+  const me: LockOwner = { pid: process.pid, startTicks: await processStartTicks(process.pid), host: hostname() };
+  const text = JSON.stringify(me) + '\n';
+  for (let attempt = 0; attempt < takeoverAttemptsMax; attempt++) {
+    try {
+      const handle = await fsp.open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);
+      try {
+        await handle.writeFile(text);
+        await handle.datasync();
+      } finally {
+        await handle.close();
+      }
+      await syncDir(dir);
+      return { release: () => releasePidLock(path, text) };
+    } catch (err) {
+      if (systemErrorCode(err) !== 'EEXIST') throw err;
+    }
+    const existing = await fsp.readFile(path, 'utf8').catch(() => '');
+    const owner = parseOwner(existing);
+    // An unparseable LOCK is a create torn by a crash: its writer is gone.
+    if (owner !== undefined && (await ownerAlive(owner))) {
+      throw new FermataError(errorCodes.dataDirLocked, `data directory ${dir} is in use by process ${owner.pid} on ${owner.host}`, {
+        file: path,
+        pid: owner.pid,
+      });
+    }
+    await fsp.unlink(path).catch((err: unknown) => {
+      if (systemErrorCode(err) !== 'ENOENT') throw err;
+    });
+  }
+  throw new FermataError(errorCodes.dataDirLocked, `data directory ${dir}: lost the race for a stale lock ${takeoverAttemptsMax} times`, { file: path });
+}
+
+async function releasePidLock(path: string, text: string): Promise<void> {
+  const current = await fsp.readFile(path, 'utf8').catch(() => '');
+  if (current === text) await fsp.unlink(path);
+}

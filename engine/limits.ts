@@ -1,0 +1,34 @@
+// Every limit fermata enforces, in one place, with its unit in its name. Relations between
+// limits are asserted when this module loads, so an edit that breaks one fails at start-up.
+import assert from 'node:assert/strict';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+export const walLimits = {
+  /** A segment is sealed and a new one started once the next group would pass this size. */
+  segmentBytes: 64 * MiB,
+  /** Largest record body the log accepts (an Arrow batch from ingest is one record). */
+  recordBodyBytesMax: 32 * MiB,
+  /** One group commit writes at most this many bytes (one writev + one fdatasync). */
+  groupBytesMax: 8 * MiB,
+  /** How long the committer may wait for more appends before writing a group; 0 = never wait. */
+  groupWaitMsMax: 0,
+  /** Bytes queued behind the committer; past this, append rejects with WAL_QUEUE_FULL. */
+  queueBytesMax: 256 * MiB,
+  /** An fdatasync slower than this is logged and counted as slow. */
+  slowSyncMs: 1000,
+} as const;
+
+export type WalLimits = { -readonly [K in keyof typeof walLimits]: number };
+
+export function assertWalLimits(limits: WalLimits): void {
+  assert.ok(Number.isSafeInteger(limits.segmentBytes) && limits.segmentBytes >= 4 * KiB, 'segmentBytes must be at least 4 KiB');
+  assert.ok(limits.recordBodyBytesMax >= 1, 'recordBodyBytesMax must be positive');
+  assert.ok(limits.recordBodyBytesMax < 2 ** 32, 'recordBodyBytesMax must fit the u32 length field');
+  assert.ok(limits.groupBytesMax >= 1, 'groupBytesMax must be positive');
+  assert.ok(limits.queueBytesMax >= limits.recordBodyBytesMax, 'queueBytesMax must hold the largest record');
+  assert.ok(limits.groupWaitMsMax >= 0, 'groupWaitMsMax must not be negative');
+}
+
+assertWalLimits(walLimits);

@@ -1,0 +1,21 @@
+// The engine's view of its log: append a record, get back a durable position; read records
+// from a position. The local segmented WAL (engine/wal/) is the embedded implementation; a
+// replicated log (NATS JetStream) can stand in later, so nothing above this interface may
+// assume the log is a local file.
+
+export interface LogRecord {
+  /** Position in the log: 1, 2, 3, … with no gaps. */
+  readonly seq: number;
+  /** Record type, 1..255, defined by the engine; the log treats it as opaque. */
+  readonly type: number;
+  /** The bytes as appended (a view into the log's read buffer; copy to keep beyond the iteration). */
+  readonly body: Uint8Array;
+}
+
+export interface DurableLog {
+  /** Resolves with the record's sequence once it is durable; rejects with a coded error otherwise. */
+  append(type: number, body: Uint8Array): Promise<number>;
+  records(fromSeq?: number): AsyncIterable<LogRecord>;
+  readonly lastSeq: number;
+  close(): Promise<void>;
+}

@@ -1,0 +1,122 @@
+// Reads segment bytes back and gives a verdict on each frame: `record`, `end`, `torn` or
+// `corrupt`. The decoder judges one frame in isolation; what a bad frame means for the log
+// (cut a torn tail, or refuse to start) is recovery's decision (recovery.ts).
+//
+// Assertions in pairs: every field the encoder wrote is checked here again, and nothing is
+// allocated from a length field (a length past the bytes at hand is `torn`, never a read).
+import { crc32 } from 'node:zlib';
+import {
+  formatVersion,
+  recordBodyBytesFormatMax,
+  recordCrcStart,
+  recordHeaderBytes,
+  recordTypeReserved,
+  segmentHeaderBytes,
+  segmentHeaderCrcOffset,
+  segmentMagic,
+  sequenceMax,
+} from './format.ts';
+
+const twoTo32 = 2 ** 32;
+
+export type Frame =
+  | {
+      readonly verdict: 'record';
+      readonly seq: number;
+      readonly type: number;
+      /** Sequence of the first record of the commit group this record was written in. */
+      readonly groupBaseSeq: number;
+      readonly body: Uint8Array;
+      readonly next: number;
+    }
+  | { readonly verdict: 'end' }
+  | { readonly verdict: 'torn'; readonly reason: string }
+  | { readonly verdict: 'corrupt'; readonly reason: string };
+
+export interface SegmentHeader {
+  readonly segmentId: number;
+  readonly baseSeq: number;
+}
+
+export type SegmentHeaderVerdict =
+  | { readonly verdict: 'ok'; readonly header: SegmentHeader }
+  | { readonly verdict: 'torn' | 'corrupt'; readonly reason: string };
+
+function readU64(view: DataView, offset: number): number | undefined {
+  const high = view.getUint32(offset + 4, true);
+  const value = high * twoTo32 + view.getUint32(offset, true);
+  return value <= sequenceMax ? value : undefined;
+}
+
+function viewOf(bytes: Uint8Array): DataView {
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+export function decodeSegmentHeader(bytes: Uint8Array): SegmentHeaderVerdict {
+  if (bytes.length < segmentHeaderBytes) return { verdict: 'torn', reason: `segment header has ${bytes.length} of ${segmentHeaderBytes} bytes` };
+  const view = viewOf(bytes);
+  const stored = view.getUint32(segmentHeaderCrcOffset, true);
+  if (crc32(bytes.subarray(0, segmentHeaderCrcOffset)) !== stored) return { verdict: 'corrupt', reason: 'segment header checksum mismatch' };
+  for (let i = 0; i < segmentMagic.length; i++) {
+    if (bytes[i] !== segmentMagic[i]) return { verdict: 'corrupt', reason: 'not a fermata WAL segment (bad magic)' };
+  }
+  const version = view.getUint16(8, true);
+  if (version !== formatVersion) return { verdict: 'corrupt', reason: `unsupported WAL format version ${version}` };
+  if (view.getUint16(10, true) !== segmentHeaderBytes || view.getUint32(24, true) !== 0) {
+    return { verdict: 'corrupt', reason: 'segment header has unknown fields' };
+  }
+  const baseSeq = readU64(view, 16);
+  if (baseSeq === undefined || baseSeq < 1) return { verdict: 'corrupt', reason: 'segment base sequence out of range' };
+  return { verdict: 'ok', header: { segmentId: view.getUint32(12, true), baseSeq } };
+}
+
+/**
+ * Judges the frame at `offset` of a segment's bytes, expecting record `expectedSeq` of
+ * segment `segmentId`. A frame that checks out but carries another sequence or segment (a
+ * stale or misdirected record) is `corrupt`, as is any bad checksum or reserved value.
+ */
+export function decodeFrame(bytes: Uint8Array, offset: number, segmentId: number, expectedSeq: number): Frame {
+  const remaining = bytes.length - offset;
+  if (remaining === 0) return { verdict: 'end' };
+  if (remaining < recordHeaderBytes) return { verdict: 'torn', reason: `record header cut short (${remaining} of ${recordHeaderBytes} bytes)` };
+  const view = new DataView(bytes.buffer, bytes.byteOffset + offset, recordHeaderBytes);
+  const length = view.getUint32(4, true);
+  if (length > recordBodyBytesFormatMax) return { verdict: 'corrupt', reason: `record length ${length} above the format maximum` };
+  const end = offset + recordHeaderBytes + length;
+  if (end > bytes.length) return { verdict: 'torn', reason: `record body cut short (${remaining - recordHeaderBytes} of ${length} bytes)` };
+  const body = bytes.subarray(offset + recordHeaderBytes, end);
+  const header = bytes.subarray(offset + recordCrcStart, offset + recordHeaderBytes);
+  if (crc32(body, crc32(header)) !== view.getUint32(0, true)) return { verdict: 'corrupt', reason: 'record checksum mismatch' };
+  const type = view.getUint8(20);
+  if (type === recordTypeReserved) return { verdict: 'corrupt', reason: 'record type 0 is reserved' };
+  if (view.getUint8(21) !== 0 || view.getUint16(22, true) !== 0 || view.getUint32(28, true) !== 0) {
+    return { verdict: 'corrupt', reason: 'record reserved bytes are not zero' };
+  }
+  const recordSegment = view.getUint32(16, true);
+  if (recordSegment !== segmentId) return { verdict: 'corrupt', reason: `record belongs to segment ${recordSegment}, found in segment ${segmentId}` };
+  const seq = readU64(view, 8);
+  if (seq !== expectedSeq) return { verdict: 'corrupt', reason: `record sequence ${seq ?? 'out of range'} where ${expectedSeq} was expected` };
+  const indexInGroup = view.getUint32(24, true);
+  if (indexInGroup >= seq) return { verdict: 'corrupt', reason: `record index in group ${indexInGroup} beyond its sequence ${seq}` };
+  return { verdict: 'record', seq, type, groupBaseSeq: seq - indexInGroup, body, next: end };
+}
+
+/**
+ * The offset of a valid record of `segmentId` at or after `from` that was written in a commit
+ * group starting after sequence `badSeq`, if any. Such a record proves that the group holding
+ * `badSeq` had been synced before it was written, so a bad frame at `badSeq` is corruption in
+ * the middle of the log, not a torn tail. Tries every byte offset; cheap checks come before
+ * the checksum.
+ */
+export function laterGroupRecordAfter(bytes: Uint8Array, from: number, segmentId: number, badSeq: number): number | undefined {
+  const view = viewOf(bytes);
+  for (let offset = from; offset + recordHeaderBytes <= bytes.length; offset++) {
+    if (view.getUint32(offset + 16, true) !== segmentId) continue;
+    const length = view.getUint32(offset + 4, true);
+    if (length > bytes.length - offset - recordHeaderBytes) continue;
+    const seq = readU64(view, offset + 8);
+    if (seq === undefined || seq - view.getUint32(offset + 24, true) <= badSeq) continue;
+    if (decodeFrame(bytes, offset, segmentId, seq).verdict === 'record') return offset;
+  }
+  return undefined;
+}

@@ -1,0 +1,302 @@
+// The write-ahead log: the engine's durable truth. One Wal owns its directory (a pid lock
+// keeps other processes out) and is driven from the main thread's event loop.
+//
+// Group commit (LevelDB's DBImpl::Write, etcd's WAL): `append` only queues a record and
+// returns a promise. One committer at a time takes everything queued (up to groupBytesMax),
+// numbers the records, writes them with one writev and covers them with one fdatasync; only
+// then do their promises resolve. Appends that arrive while a group is being synced ride the
+// next one, so the cost of a sync is shared by every caller waiting on it.
+//
+//   append ─► queue ─► committer: [roll segment?] ─► writev(group) ─► fdatasync ─► resolve all
+//
+// A failed write or sync poisons the log: the group and everything queued reject with
+// WAL_POISONED, as does every later append. Nothing is retried in place (after a failed
+// fdatasync the kernel may have dropped the dirty pages; only recovery, which re-reads the
+// disk, knows what is there).
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
+import type { DirLock, FileHandle, FileSystem } from '../fs/file-system.ts';
+import { nodeFileSystem } from '../fs/node-file-system.ts';
+import { assertWalLimits, walLimits, type WalLimits } from '../limits.ts';
+import type { DurableLog, LogRecord } from '../log.ts';
+import { decodeFrame } from './decoder.ts';
+import { encodeRecordHeader, encodeSegmentHeader } from './encoder.ts';
+import { recordHeaderBytes, recordTypeMax, recordTypeReserved, segmentFileName, segmentHeaderBytes } from './format.ts';
+import { recoverSegments, type RecoveryReport, type SegmentInfo } from './recovery.ts';
+
+export interface WalLogger {
+  warn(details: object, message: string): void;
+}
+
+/** What one group commit did, for histograms and logs. */
+export interface GroupCommitStats {
+  readonly records: number;
+  readonly bytes: number;
+  readonly writeMs: number;
+  readonly syncMs: number;
+}
+
+export interface WalOptions {
+  readonly dir: string;
+  readonly fs?: FileSystem;
+  readonly limits?: Partial<WalLimits>;
+  readonly logger?: WalLogger;
+  readonly onGroupCommitted?: (stats: GroupCommitStats) => void;
+}
+
+export interface WalCounters {
+  appends: number;
+  groups: number;
+  syncs: number;
+  bytesWritten: number;
+  slowSyncs: number;
+  segmentsCreated: number;
+}
+
+interface PendingAppend {
+  readonly type: number;
+  readonly body: Uint8Array;
+  readonly resolve: (seq: number) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+export class Wal implements DurableLog {
+  readonly dir: string;
+  readonly recovery: RecoveryReport;
+  readonly counters: WalCounters = { appends: 0, groups: 0, syncs: 0, bytesWritten: 0, slowSyncs: 0, segmentsCreated: 0 };
+
+  readonly #fs: FileSystem;
+  readonly #limits: WalLimits;
+  readonly #lock: DirLock;
+  readonly #logger: WalLogger | undefined;
+  readonly #onGroupCommitted: ((stats: GroupCommitStats) => void) | undefined;
+  readonly #segments: SegmentInfo[];
+  #active: FileHandle;
+  #queue: PendingAppend[] = [];
+  #queuedBytes = 0;
+  #committer: Promise<void> | undefined;
+  #poison: FermataError | undefined;
+  #closed = false;
+
+  private constructor(options: WalOptions, fs: FileSystem, limits: WalLimits, lock: DirLock, recovery: RecoveryReport, active: FileHandle) {
+    this.dir = options.dir;
+    this.#fs = fs;
+    this.#limits = limits;
+    this.#lock = lock;
+    this.#logger = options.logger;
+    this.#onGroupCommitted = options.onGroupCommitted;
+    this.recovery = recovery;
+    this.#segments = recovery.segments;
+    this.#active = active;
+  }
+
+  /** Opens (creating if needed) the log in `options.dir`: lock, recover, ready to append. */
+  static async open(options: WalOptions): Promise<Wal> {
+    const fs = options.fs ?? nodeFileSystem;
+    const limits: WalLimits = { ...walLimits, ...options.limits };
+    assertWalLimits(limits);
+    await fs.mkdirp(options.dir);
+    const lock = await fs.lockDir(options.dir);
+    try {
+      const recovery = await recoverSegments(fs, options.dir);
+      const last = recovery.segments.at(-1);
+      let active: FileHandle;
+      if (last === undefined) {
+        active = await createSegment(fs, options.dir, 1, 1);
+        recovery.segments.push({ id: 1, baseSeq: 1, lastSeq: 0, bytes: segmentHeaderBytes });
+      } else {
+        active = await fs.open(join(options.dir, segmentFileName(last.id)), 'readwrite');
+      }
+      if (recovery.repair !== undefined) options.logger?.warn({ ...recovery.repair }, 'WAL torn tail repaired');
+      return new Wal(options, fs, limits, lock, recovery, active);
+    } catch (err) {
+      await lock.release();
+      throw err;
+    }
+  }
+
+  /** Sequence of the newest durable record (0 when the log has never held one). */
+  get lastSeq(): number {
+    return (this.#segments.at(-1) as SegmentInfo).lastSeq;
+  }
+
+  /** Sequence of the oldest record still in the log. */
+  get firstSeq(): number {
+    return (this.#segments[0] as SegmentInfo).baseSeq;
+  }
+
+  get poisoned(): FermataError | undefined {
+    return this.#poison;
+  }
+
+  get segmentCount(): number {
+    return this.#segments.length;
+  }
+
+  /**
+   * Queues one record and resolves with its sequence once it is durable. `body` is written
+   * as it is, without a copy: the caller must not change it until the promise settles.
+   */
+  append(type: number, body: Uint8Array): Promise<number> {
+    assert.ok(Number.isInteger(type) && type > recordTypeReserved && type <= recordTypeMax, `record type ${type} out of range`);
+    if (this.#poison !== undefined) return Promise.reject(this.#poison);
+    if (this.#closed) return Promise.reject(new FermataError(errorCodes.walClosed, 'the WAL is closed'));
+    if (body.length > this.#limits.recordBodyBytesMax) {
+      return Promise.reject(
+        new FermataError(errorCodes.walRecordTooLarge, `record of ${body.length} bytes exceeds recordBodyBytesMax (${this.#limits.recordBodyBytesMax})`, {
+          bytes: body.length,
+        }),
+      );
+    }
+    const frameBytes = recordHeaderBytes + body.length;
+    if (this.#queuedBytes + frameBytes > this.#limits.queueBytesMax) {
+      return Promise.reject(new FermataError(errorCodes.walQueueFull, `WAL queue full (${this.#queuedBytes} bytes waiting)`, { queuedBytes: this.#queuedBytes }));
+    }
+    const { promise, resolve, reject } = Promise.withResolvers<number>();
+    this.#queue.push({ type, body, resolve, reject });
+    this.#queuedBytes += frameBytes;
+    this.counters.appends++;
+    // Start the committer after the current task, so a burst of synchronous appends forms one group.
+    if (this.#committer === undefined) this.#committer = Promise.resolve().then(() => this.#commitLoop());
+    return promise;
+  }
+
+  /** Durable records with sequence ≥ `fromSeq`, in order, read back from the segment files. */
+  async *records(fromSeq = 1): AsyncGenerator<LogRecord> {
+    for (const segment of [...this.#segments]) {
+      if (segment.lastSeq < fromSeq) continue;
+      const durableBytes = segment.bytes;
+      const lastSeq = segment.lastSeq;
+      const path = join(this.dir, segmentFileName(segment.id));
+      const bytes = await this.#fs.readFile(path);
+      let offset = segmentHeaderBytes;
+      for (let seq = segment.baseSeq; seq <= lastSeq; seq++) {
+        const frame = decodeFrame(bytes.subarray(0, durableBytes), offset, segment.id, seq);
+        if (frame.verdict !== 'record') {
+          throw new FermataError(errorCodes.walCorrupt, `WAL corrupt: ${path} at offset ${offset}: ${frame.verdict === 'end' ? 'ends early' : frame.reason}`, {
+            file: path,
+            offset,
+          });
+        }
+        offset = frame.next;
+        if (seq >= fromSeq) yield { seq, type: frame.type, body: frame.body };
+      }
+    }
+  }
+
+  /** Commits what is queued, stops taking appends, releases the directory. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#committer;
+    await this.#active.close().catch(() => undefined);
+    await this.#lock.release();
+  }
+
+  async #commitLoop(): Promise<void> {
+    try {
+      while (this.#queue.length > 0 && this.#poison === undefined) {
+        if (this.#limits.groupWaitMsMax > 0 && this.#queuedBytes < this.#limits.groupBytesMax) await sleep(this.#limits.groupWaitMsMax);
+        const group = this.#takeGroup();
+        try {
+          await this.#commitGroup(group);
+        } catch (err) {
+          this.#poisonWith(err, group);
+        }
+      }
+    } finally {
+      this.#committer = undefined;
+    }
+  }
+
+  #takeGroup(): PendingAppend[] {
+    let bytes = 0;
+    let count = 0;
+    for (const pending of this.#queue) {
+      const frameBytes = recordHeaderBytes + pending.body.length;
+      if (count > 0 && bytes + frameBytes > this.#limits.groupBytesMax) break;
+      bytes += frameBytes;
+      count++;
+    }
+    const group = count === this.#queue.length ? this.#queue : this.#queue.slice(0, count);
+    this.#queue = count === this.#queue.length ? [] : this.#queue.slice(count);
+    this.#queuedBytes -= bytes;
+    return group;
+  }
+
+  async #commitGroup(group: PendingAppend[]): Promise<void> {
+    let groupBytes = 0;
+    for (const pending of group) groupBytes += recordHeaderBytes + pending.body.length;
+    let segment = this.#segments.at(-1) as SegmentInfo;
+    if (segment.bytes > segmentHeaderBytes && segment.bytes + groupBytes > this.#limits.segmentBytes) segment = await this.#roll(segment);
+
+    const headers = new Uint8Array(group.length * recordHeaderBytes);
+    const chunks: Uint8Array[] = new Array(group.length * 2);
+    const baseSeq = segment.lastSeq + 1;
+    for (let i = 0; i < group.length; i++) {
+      const pending = group[i] as PendingAppend;
+      const at = i * recordHeaderBytes;
+      encodeRecordHeader(headers, at, pending.type, baseSeq + i, segment.id, i, pending.body);
+      chunks[2 * i] = headers.subarray(at, at + recordHeaderBytes);
+      chunks[2 * i + 1] = pending.body;
+    }
+
+    const started = performance.now();
+    await this.#active.writev(chunks, segment.bytes);
+    const written = performance.now();
+    await this.#active.datasync();
+    const syncMs = performance.now() - written;
+
+    segment.bytes += groupBytes;
+    segment.lastSeq = baseSeq + group.length - 1;
+    this.counters.groups++;
+    this.counters.syncs++;
+    this.counters.bytesWritten += groupBytes;
+    if (syncMs > this.#limits.slowSyncMs) {
+      this.counters.slowSyncs++;
+      this.#logger?.warn({ syncMs, bytes: groupBytes, records: group.length }, 'slow fdatasync');
+    }
+    for (let i = 0; i < group.length; i++) (group[i] as PendingAppend).resolve(baseSeq + i);
+    this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: written - started, syncMs });
+  }
+
+  /** Seals `current` (already synced) and makes the next segment durable before any record goes in. */
+  async #roll(current: SegmentInfo): Promise<SegmentInfo> {
+    const next: SegmentInfo = { id: current.id + 1, baseSeq: current.lastSeq + 1, lastSeq: current.lastSeq, bytes: segmentHeaderBytes };
+    const handle = await createSegment(this.#fs, this.dir, next.id, next.baseSeq);
+    const sealed = this.#active;
+    this.#active = handle;
+    this.#segments.push(next);
+    this.counters.segmentsCreated++;
+    await sealed.close();
+    return next;
+  }
+
+  #poisonWith(cause: unknown, group: PendingAppend[]): void {
+    const code = systemErrorCode(cause);
+    const reason = code === 'ENOSPC' ? 'the disk is full' : `${code ?? 'I/O error'}`;
+    const poison = new FermataError(errorCodes.walPoisoned, `WAL poisoned (${reason}): no more appends until recovery re-reads the disk`, { cause: code }, cause);
+    this.#poison = poison;
+    this.#logger?.warn({ err: cause }, 'WAL poisoned');
+    for (const pending of group) pending.reject(poison);
+    for (const pending of this.#queue) pending.reject(poison);
+    this.#queue = [];
+    this.#queuedBytes = 0;
+  }
+}
+
+async function createSegment(fs: FileSystem, dir: string, id: number, baseSeq: number): Promise<FileHandle> {
+  const handle = await fs.open(join(dir, segmentFileName(id)), 'create');
+  try {
+    await handle.writev([encodeSegmentHeader(id, baseSeq)], 0);
+    await handle.datasync();
+    await fs.syncDir(dir);
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    throw err;
+  }
+  return handle;
+}
