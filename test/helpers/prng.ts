@@ -1,0 +1,27 @@
+// A small seeded PRNG (mulberry32) for tests: every random choice reproducible from its seed.
+export class Prng {
+  #state: number;
+
+  constructor(seed: number) {
+    this.#state = seed >>> 0;
+  }
+
+  next(): number {
+    this.#state = (this.#state + 0x6d2b79f5) >>> 0;
+    let t = this.#state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+
+  /** An integer in [0, n). */
+  below(n: number): number {
+    return Math.floor(this.next() * n);
+  }
+
+  bytes(length: number): Uint8Array {
+    const out = new Uint8Array(length);
+    for (let i = 0; i < length; i++) out[i] = this.below(256);
+    return out;
+  }
+}

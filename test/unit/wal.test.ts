@@ -1,0 +1,119 @@
+// The WAL on the real file system: ordering, group commit, segment rolls, limits, the lock.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, test } from 'node:test';
+import { errorCodes, isFermataError } from '../../engine/errors.ts';
+import { Wal } from '../../engine/wal/wal.ts';
+
+const dirs: string[] = [];
+function freshDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'fermata-wal-'));
+  dirs.push(dir);
+  return dir;
+}
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+const text = (body: Uint8Array): string => new TextDecoder().decode(body);
+
+async function readAll(wal: Wal, fromSeq?: number): Promise<Array<[number, number, string]>> {
+  const out: Array<[number, number, string]> = [];
+  for await (const record of wal.records(fromSeq)) out.push([record.seq, record.type, text(record.body)]);
+  return out;
+}
+
+test('appends resolve with consecutive sequences and read back after reopening', async () => {
+  const dir = freshDir();
+  let wal = await Wal.open({ dir });
+  assert.equal(await wal.append(1, bytes('first')), 1);
+  assert.equal(await wal.append(7, bytes('')), 2);
+  assert.equal(await wal.append(255, bytes('third')), 3);
+  await wal.close();
+  wal = await Wal.open({ dir });
+  assert.deepEqual(await readAll(wal), [
+    [1, 1, 'first'],
+    [2, 7, ''],
+    [3, 255, 'third'],
+  ]);
+  assert.deepEqual(await readAll(wal, 3), [[3, 255, 'third']]);
+  assert.equal(await wal.append(2, bytes('fourth')), 4, 'appends continue after reopening');
+  await wal.close();
+});
+
+test('concurrent appends share fdatasyncs (group commit) and keep queue order', async () => {
+  const wal = await Wal.open({ dir: freshDir() });
+  const seqs = await Promise.all(Array.from({ length: 1000 }, (_, i) => wal.append(1, bytes(`r${i}`))));
+  assert.deepEqual(seqs, Array.from({ length: 1000 }, (_, i) => i + 1));
+  assert.ok(wal.counters.syncs <= 10, `1000 concurrent appends took ${wal.counters.syncs} fdatasyncs`);
+  assert.equal(wal.counters.syncs, wal.counters.groups);
+  await wal.close();
+});
+
+test('a group never passes groupBytesMax, and each group is one sync', async () => {
+  const groups: number[] = [];
+  const wal = await Wal.open({ dir: freshDir(), limits: { groupBytesMax: 1000 }, onGroupCommitted: (s) => groups.push(s.bytes) });
+  await Promise.all(Array.from({ length: 100 }, () => wal.append(1, new Uint8Array(68))));
+  assert.equal(groups.length, 10, 'ten records of 100 framed bytes fit each 1000-byte group');
+  assert.ok(groups.every((b) => b <= 1000));
+  await wal.close();
+});
+
+test('segments roll at segmentBytes, their names sort in replay order, and replay crosses them', async () => {
+  const dir = freshDir();
+  let wal = await Wal.open({ dir, limits: { segmentBytes: 4096 } });
+  for (let i = 0; i < 200; i++) await wal.append(1, bytes(`record ${i} `.padEnd(100, '.')));
+  assert.ok(wal.segmentCount > 5);
+  await wal.close();
+  const names = readdirSync(dir).filter((n) => n.endsWith('.wal'));
+  assert.deepEqual(names, [...names].sort());
+  assert.equal(names[0], '0000000001.wal');
+  wal = await Wal.open({ dir, limits: { segmentBytes: 4096 } });
+  const records = await readAll(wal);
+  assert.equal(records.length, 200);
+  assert.ok(records.every(([seq, , body], i) => seq === i + 1 && body.startsWith(`record ${i} `)));
+  await wal.close();
+});
+
+test('a record over recordBodyBytesMax and a full queue reject with coded errors', async () => {
+  const wal = await Wal.open({ dir: freshDir(), limits: { recordBodyBytesMax: 1000, queueBytesMax: 4096 } });
+  await assert.rejects(wal.append(1, new Uint8Array(1001)), (err) => isFermataError(err, errorCodes.walRecordTooLarge));
+  const accepted = [wal.append(1, new Uint8Array(1000)), wal.append(1, new Uint8Array(1000)), wal.append(1, new Uint8Array(1000))];
+  await assert.rejects(wal.append(1, new Uint8Array(1000)), (err) => isFermataError(err, errorCodes.walQueueFull));
+  assert.deepEqual(await Promise.all(accepted), [1, 2, 3]);
+  assert.equal(await wal.append(1, new Uint8Array(1000)), 4, 'room again once the queue drained');
+  await wal.close();
+  await assert.rejects(wal.append(1, new Uint8Array(1)), (err) => isFermataError(err, errorCodes.walClosed));
+});
+
+test('one process per directory: a second open is refused while the first holds it', async () => {
+  const dir = freshDir();
+  const wal = await Wal.open({ dir });
+  await assert.rejects(Wal.open({ dir }), (err) => isFermataError(err, errorCodes.dataDirLocked) && /in use by process/.test(err.message));
+  await wal.close();
+  const again = await Wal.open({ dir });
+  await again.close();
+});
+
+test('a lock held by a live process of another start is kept; a dead owner’s lock is taken over', async () => {
+  const dir = freshDir();
+  const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
+  try {
+    const stat = readFileSync(`/proc/${sleeper.pid}/stat`, 'utf8');
+    const startTicks = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    writeFileSync(join(dir, 'LOCK'), JSON.stringify({ pid: sleeper.pid, startTicks, host: hostname() }));
+    await assert.rejects(Wal.open({ dir }), (err) => isFermataError(err, errorCodes.dataDirLocked));
+    writeFileSync(join(dir, 'LOCK'), JSON.stringify({ pid: sleeper.pid, startTicks: '1', host: hostname() }));
+    const reusedPid = await Wal.open({ dir });
+    await reusedPid.close();
+  } finally {
+    sleeper.kill('SIGKILL');
+  }
+  writeFileSync(join(dir, 'LOCK'), JSON.stringify({ pid: 2 ** 22 + 1, startTicks: '5', host: hostname() }));
+  const wal = await Wal.open({ dir });
+  await wal.close();
+});
