@@ -27,6 +27,9 @@ import { encodeRecordHeader, encodeSegmentHeader } from './encoder.ts';
 import { recordHeaderBytes, recordTypeMax, recordTypeReserved, segmentFileName, segmentHeaderBytes } from './format.ts';
 import { recoverSegments, type RecoveryReport, type SegmentInfo } from './recovery.ts';
 
+/** Bodies below this size are copied into the group's write buffer; larger ones are written in place. */
+const copyBodyBytesMax = 64 * 1024;
+
 export interface WalLogger {
   warn(details: object, message: string): void;
 }
@@ -233,16 +236,8 @@ export class Wal implements DurableLog {
     let segment = this.#segments.at(-1) as SegmentInfo;
     if (segment.bytes > segmentHeaderBytes && segment.bytes + groupBytes > this.#limits.segmentBytes) segment = await this.#roll(segment);
 
-    const headers = new Uint8Array(group.length * recordHeaderBytes);
-    const chunks: Uint8Array[] = new Array(group.length * 2);
     const baseSeq = segment.lastSeq + 1;
-    for (let i = 0; i < group.length; i++) {
-      const pending = group[i] as PendingAppend;
-      const at = i * recordHeaderBytes;
-      encodeRecordHeader(headers, at, pending.type, baseSeq + i, segment.id, i, pending.body);
-      chunks[2 * i] = headers.subarray(at, at + recordHeaderBytes);
-      chunks[2 * i + 1] = pending.body;
-    }
+    const chunks = encodeGroup(group, baseSeq, segment.id, groupBytes);
 
     const started = performance.now();
     await this.#active.writev(chunks, segment.bytes);
@@ -286,6 +281,39 @@ export class Wal implements DurableLog {
     this.#queue = [];
     this.#queuedBytes = 0;
   }
+}
+
+/**
+ * Frames a group for one writev. Headers and small bodies are copied into one buffer, so a
+ * group of small records is one contiguous write and each record one checksum pass; bodies of
+ * `copyBodyBytesMax` or more are left where they are (an Arrow batch is never copied) and
+ * become chunks of their own between the copied runs.
+ */
+function encodeGroup(group: readonly PendingAppend[], baseSeq: number, segmentId: number, groupBytes: number): Uint8Array[] {
+  let copiedBytes = groupBytes;
+  for (const pending of group) if (pending.body.length >= copyBodyBytesMax) copiedBytes -= pending.body.length;
+  const buffer = Buffer.allocUnsafe(copiedBytes);
+  const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+  const chunks: Uint8Array[] = [];
+  let runStart = 0;
+  let at = 0;
+  for (let i = 0; i < group.length; i++) {
+    const { type, body } = group[i] as PendingAppend;
+    const fields = { type, seq: baseSeq + i, segmentId, indexInGroup: i };
+    if (body.length < copyBodyBytesMax) {
+      buffer.set(body, at + recordHeaderBytes);
+      encodeRecordHeader(buffer, view, at, fields, body, true);
+      at += recordHeaderBytes + body.length;
+    } else {
+      encodeRecordHeader(buffer, view, at, fields, body, false);
+      at += recordHeaderBytes;
+      chunks.push(buffer.subarray(runStart, at), body);
+      runStart = at;
+    }
+  }
+  assert.equal(at, copiedBytes);
+  if (runStart < at) chunks.push(buffer.subarray(runStart, at));
+  return chunks;
 }
 
 async function createSegment(fs: FileSystem, dir: string, id: number, baseSeq: number): Promise<FileHandle> {
