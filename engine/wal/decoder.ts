@@ -105,13 +105,18 @@ export function decodeFrame(bytes: Uint8Array, offset: number, segmentId: number
  * The offset of a valid record of `segmentId` at or after `from` that was written in a commit
  * group starting after sequence `badSeq`, if any. Such a record proves that the group holding
  * `badSeq` had been synced before it was written, so a bad frame at `badSeq` is corruption in
- * the middle of the log, not a torn tail. Tries every byte offset; cheap checks come before
- * the checksum.
+ * the middle of the log, not a torn tail. Every byte offset is a candidate; cheap checks come
+ * before the checksum.
  */
 export function laterGroupRecordAfter(bytes: Uint8Array, from: number, segmentId: number, badSeq: number): number | undefined {
   const view = viewOf(bytes);
-  for (let offset = from; offset + recordHeaderBytes <= bytes.length; offset++) {
-    if (view.getUint32(offset + 16, true) !== segmentId) continue;
+  const haystack = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const needle = Buffer.alloc(4);
+  needle.writeUInt32LE(segmentId);
+  // The segment id field sits 16 bytes into a header: let the native search find candidates.
+  for (let found = haystack.indexOf(needle, from + 16); found !== -1; found = haystack.indexOf(needle, found + 1)) {
+    const offset = found - 16;
+    if (offset + recordHeaderBytes > bytes.length) return undefined;
     const length = view.getUint32(offset + 4, true);
     if (length > bytes.length - offset - recordHeaderBytes) continue;
     const seq = readU64(view, offset + 8);

@@ -22,7 +22,7 @@ function groupsOfAbout(totalBytes: number, prng: Prng): number[][] {
   return groups;
 }
 
-function withTail(original: Uint8Array, cut: number, tail: Tail, staleFrame: Uint8Array, prng: Prng): Uint8Array {
+function withTail(original: Uint8Array, cut: number, tail: Tail, staleFrame: Uint8Array, noise: Uint8Array): Uint8Array {
   const fill = Math.max(original.length - cut, sectorBytes);
   switch (tail) {
     case 'absent':
@@ -30,7 +30,7 @@ function withTail(original: Uint8Array, cut: number, tail: Tail, staleFrame: Uin
     case 'zeros':
       return concat(original.subarray(0, cut), new Uint8Array(fill));
     case 'random':
-      return concat(original.subarray(0, cut), prng.bytes(fill));
+      return concat(original.subarray(0, cut), noise.subarray(cut % sectorBytes, cut % sectorBytes + fill));
     case 'stale-record':
       return concat(original.subarray(0, cut), staleFrame);
     case 'zeroed-sector': {
@@ -68,11 +68,12 @@ test('every byte-truncation of a ~64 KiB last segment × 5 tails recovers the co
   const [name, original] = [...log.files][0] as [string, Uint8Array];
   const ends = log.recordEnds.get(name) as number[];
   const staleFrame = original.slice(32, ends[0]);
+  const noise = prng.bytes(original.length + 2 * sectorBytes);
   const verifyStride = 97; // full append-and-reopen check on every 97th cut; the recovery verdict on all
   let checked = 0;
   for (let cut = 0; cut <= original.length; cut++) {
     for (const tail of tails) {
-      const image = withTail(original, cut, tail, staleFrame, prng);
+      const image = withTail(original, cut, tail, staleFrame, noise);
       const fs = await imageWith(new Map([[name, image]]));
       const expected = cut < 32 ? undefined : intactPrefix(original, image, ends);
       const wal = await Wal.open({ dir: walDir, fs });
