@@ -13,8 +13,11 @@ export interface LogRecord {
 }
 
 export interface DurableLog {
-  /** Resolves with the record's sequence once it is durable; rejects with a coded error otherwise. */
-  append(type: number, body: Uint8Array): Promise<number>;
+  /**
+   * Resolves with the record's sequence once it is durable; rejects with a coded error
+   * otherwise. A body given as parts is stored as their concatenation.
+   */
+  append(type: number, body: Uint8Array | readonly Uint8Array[]): Promise<number>;
   records(fromSeq?: number): AsyncIterable<LogRecord>;
   readonly lastSeq: number;
   close(): Promise<void>;

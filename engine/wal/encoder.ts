@@ -37,29 +37,35 @@ export function encodeSegmentHeader(segmentId: number, baseSeq: number): Uint8Ar
 /**
  * Writes the header of one record into `into` at `at` (32 bytes). The checksum covers the
  * header fields after it (so a record moved to another segment or sequence cannot pass) and
- * then the body. When `bodyFollows`, the body has already been copied right behind the header
- * in `into` and is checksummed there in one pass; otherwise it is checksummed where it lies.
+ * then the body, the concatenation of `parts`. When `bodyFollows`, the body has already been
+ * copied right behind the header in `into` and is checksummed there in one pass; otherwise
+ * each part is checksummed where it lies.
  */
 export function encodeRecordHeader(
   into: Uint8Array,
   view: DataView,
   at: number,
   fields: { readonly type: number; readonly seq: number; readonly segmentId: number; readonly indexInGroup: number },
-  body: Uint8Array,
+  parts: readonly Uint8Array[],
+  bodyLength: number,
   bodyFollows: boolean,
 ): void {
   const { type, seq, segmentId, indexInGroup } = fields;
   assert.ok(type > recordTypeReserved && type <= recordTypeMax, `record type ${type} out of range`);
-  assert.ok(body.length <= recordBodyBytesFormatMax, 'record body beyond the format maximum');
+  assert.ok(bodyLength <= recordBodyBytesFormatMax, 'record body beyond the format maximum');
   assert.ok(seq >= 1 && seq <= sequenceMax, `sequence ${seq} out of range`);
-  view.setUint32(at + 4, body.length, true);
+  view.setUint32(at + 4, bodyLength, true);
   writeU64(view, at + 8, seq);
   view.setUint32(at + 16, segmentId, true);
   view.setUint32(at + 20, type, true); // type in byte 20, reserved bytes 21..23 zero (little-endian u32)
   view.setUint32(at + 24, indexInGroup, true);
   view.setUint32(at + 28, 0, true);
-  const checksum = bodyFollows
-    ? crc32(into.subarray(at + recordCrcStart, at + recordHeaderBytes + body.length))
-    : crc32(body, crc32(into.subarray(at + recordCrcStart, at + recordHeaderBytes)));
+  let checksum: number;
+  if (bodyFollows) {
+    checksum = crc32(into.subarray(at + recordCrcStart, at + recordHeaderBytes + bodyLength));
+  } else {
+    checksum = crc32(into.subarray(at + recordCrcStart, at + recordHeaderBytes));
+    for (const part of parts) checksum = crc32(part, checksum);
+  }
   view.setUint32(at, checksum, true);
 }

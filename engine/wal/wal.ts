@@ -61,7 +61,9 @@ export interface WalCounters {
 
 interface PendingAppend {
   readonly type: number;
-  readonly body: Uint8Array;
+  /** The record body is these parts, concatenated. */
+  readonly parts: readonly Uint8Array[];
+  readonly bodyBytes: number;
   readonly resolve: (seq: number) => void;
   readonly reject: (err: unknown) => void;
 }
@@ -140,26 +142,31 @@ export class Wal implements DurableLog {
   }
 
   /**
-   * Queues one record and resolves with its sequence once it is durable. `body` is written
-   * as it is, without a copy: the caller must not change it until the promise settles.
+   * Queues one record and resolves with its sequence once it is durable. The body is `body`,
+   * or the concatenation of its parts (an engine header before an Arrow batch, say); large
+   * parts are written where they lie, so the caller must not change them until the promise
+   * settles.
    */
-  append(type: number, body: Uint8Array): Promise<number> {
+  append(type: number, body: Uint8Array | readonly Uint8Array[]): Promise<number> {
+    const parts = body instanceof Uint8Array ? [body] : body;
+    let bodyBytes = 0;
+    for (const part of parts) bodyBytes += part.length;
     assert.ok(Number.isInteger(type) && type > recordTypeReserved && type <= recordTypeMax, `record type ${type} out of range`);
     if (this.#poison !== undefined) return Promise.reject(this.#poison);
     if (this.#closed) return Promise.reject(new FermataError(errorCodes.walClosed, 'the WAL is closed'));
-    if (body.length > this.#limits.recordBodyBytesMax) {
+    if (bodyBytes > this.#limits.recordBodyBytesMax) {
       return Promise.reject(
-        new FermataError(errorCodes.walRecordTooLarge, `record of ${body.length} bytes exceeds recordBodyBytesMax (${this.#limits.recordBodyBytesMax})`, {
-          bytes: body.length,
+        new FermataError(errorCodes.walRecordTooLarge, `record of ${bodyBytes} bytes exceeds recordBodyBytesMax (${this.#limits.recordBodyBytesMax})`, {
+          bytes: bodyBytes,
         }),
       );
     }
-    const frameBytes = recordHeaderBytes + body.length;
+    const frameBytes = recordHeaderBytes + bodyBytes;
     if (this.#queuedBytes + frameBytes > this.#limits.queueBytesMax) {
       return Promise.reject(new FermataError(errorCodes.walQueueFull, `WAL queue full (${this.#queuedBytes} bytes waiting)`, { queuedBytes: this.#queuedBytes }));
     }
     const { promise, resolve, reject } = Promise.withResolvers<number>();
-    this.#queue.push({ type, body, resolve, reject });
+    this.#queue.push({ type, parts, bodyBytes, resolve, reject });
     this.#queuedBytes += frameBytes;
     this.counters.appends++;
     // Start the committer after the current task, so a burst of synchronous appends forms one group.
@@ -219,7 +226,7 @@ export class Wal implements DurableLog {
     let bytes = 0;
     let count = 0;
     for (const pending of this.#queue) {
-      const frameBytes = recordHeaderBytes + pending.body.length;
+      const frameBytes = recordHeaderBytes + pending.bodyBytes;
       if (count > 0 && bytes + frameBytes > this.#limits.groupBytesMax) break;
       bytes += frameBytes;
       count++;
@@ -232,7 +239,7 @@ export class Wal implements DurableLog {
 
   async #commitGroup(group: PendingAppend[]): Promise<void> {
     let groupBytes = 0;
-    for (const pending of group) groupBytes += recordHeaderBytes + pending.body.length;
+    for (const pending of group) groupBytes += recordHeaderBytes + pending.bodyBytes;
     let segment = this.#segments.at(-1) as SegmentInfo;
     if (segment.bytes > segmentHeaderBytes && segment.bytes + groupBytes > this.#limits.segmentBytes) segment = await this.#roll(segment);
 
@@ -287,27 +294,31 @@ export class Wal implements DurableLog {
  * Frames a group for one writev. Headers and small bodies are copied into one buffer, so a
  * group of small records is one contiguous write and each record one checksum pass; bodies of
  * `copyBodyBytesMax` or more are left where they are (an Arrow batch is never copied) and
- * become chunks of their own between the copied runs.
+ * their parts become chunks of their own between the copied runs.
  */
 function encodeGroup(group: readonly PendingAppend[], baseSeq: number, segmentId: number, groupBytes: number): Uint8Array[] {
   let copiedBytes = groupBytes;
-  for (const pending of group) if (pending.body.length >= copyBodyBytesMax) copiedBytes -= pending.body.length;
+  for (const pending of group) if (pending.bodyBytes >= copyBodyBytesMax) copiedBytes -= pending.bodyBytes;
   const buffer = Buffer.allocUnsafe(copiedBytes);
   const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
   const chunks: Uint8Array[] = [];
   let runStart = 0;
   let at = 0;
   for (let i = 0; i < group.length; i++) {
-    const { type, body } = group[i] as PendingAppend;
+    const { type, parts, bodyBytes } = group[i] as PendingAppend;
     const fields = { type, seq: baseSeq + i, segmentId, indexInGroup: i };
-    if (body.length < copyBodyBytesMax) {
-      buffer.set(body, at + recordHeaderBytes);
-      encodeRecordHeader(buffer, view, at, fields, body, true);
-      at += recordHeaderBytes + body.length;
+    if (bodyBytes < copyBodyBytesMax) {
+      let partAt = at + recordHeaderBytes;
+      for (const part of parts) {
+        buffer.set(part, partAt);
+        partAt += part.length;
+      }
+      encodeRecordHeader(buffer, view, at, fields, parts, bodyBytes, true);
+      at = partAt;
     } else {
-      encodeRecordHeader(buffer, view, at, fields, body, false);
+      encodeRecordHeader(buffer, view, at, fields, parts, bodyBytes, false);
       at += recordHeaderBytes;
-      chunks.push(buffer.subarray(runStart, at), body);
+      chunks.push(buffer.subarray(runStart, at), ...parts);
       runStart = at;
     }
   }

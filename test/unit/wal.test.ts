@@ -132,3 +132,19 @@ test('groups mixing small and large bodies (copied and written in place) read ba
   assert.deepEqual(back, bodies);
   await wal.close();
 });
+
+test('a body given in parts is stored as their concatenation, copied or written in place', async () => {
+  const dir = freshDir();
+  let wal = await Wal.open({ dir });
+  const header = bytes('HDR:');
+  const large = Uint8Array.from({ length: 300_000 }, (_, j) => (j * 13) & 0xff);
+  await Promise.all([wal.append(4, [header, bytes('small'), new Uint8Array(0)]), wal.append(4, [header, large]), wal.append(4, [])]);
+  await wal.close();
+  wal = await Wal.open({ dir });
+  const back: Uint8Array[] = [];
+  for await (const record of wal.records()) back.push(record.body.slice());
+  assert.equal(text(back[0] as Uint8Array), 'HDR:small');
+  assert.deepEqual(back[1], Uint8Array.from([...header, ...large]));
+  assert.equal(back[2]?.length, 0);
+  await wal.close();
+});
