@@ -1,0 +1,68 @@
+// Timer ids: 24 characters of lowercase Crockford base32 carrying 120 bits, big-endian:
+//
+//   bits 119..72  log sequence of the record that added the timer (48)
+//   bits  71..48  row of the timer within that record's batch       (24)
+//   bits  47..0   the fire time the timer was added with, epoch ms  (48)
+//
+// The alphabet is in ASCII order and the sequence comes first, so ids sort by creation.
+// (sequence, row) names a timer exactly; the fire time says where a timer that is not in
+// memory lives on disk (its spill bucket) without a per-timer map. docs/format/ids.md.
+import assert from 'node:assert/strict';
+
+export const idAlphabet = '0123456789abcdefghjkmnpqrstvwxyz';
+export const idLength = 24;
+export const idRowMax = 2 ** 24 - 1;
+export const idSequenceMax = 2 ** 48 - 1;
+export const idFireAtMax = 2 ** 48 - 1;
+
+const valueOf = new Int8Array(128).fill(-1);
+for (let i = 0; i < idAlphabet.length; i++) valueOf[idAlphabet.charCodeAt(i)] = i;
+
+export interface TimerIdParts {
+  readonly seq: number;
+  readonly row: number;
+  readonly fireAtMs: number;
+}
+
+const twoTo24 = 2 ** 24;
+
+/** Encodes 48 + 24 + 48 bits as 24 characters (5 bits each), most significant first. */
+export function encodeTimerId(seq: number, row: number, fireAtMs: number): string {
+  assert.ok(Number.isInteger(seq) && seq >= 0 && seq <= idSequenceMax, `sequence ${seq} out of id range`);
+  assert.ok(Number.isInteger(row) && row >= 0 && row <= idRowMax, `row ${row} out of id range`);
+  assert.ok(Number.isInteger(fireAtMs) && fireAtMs >= 0 && fireAtMs <= idFireAtMax, `fire time ${fireAtMs} out of id range`);
+  // 120 bits are three 40-bit groups of 8 characters each, all exact in float64 arithmetic:
+  //   a = seq[47..8]   b = seq[7..0] row[23..0] fire[47..40]   c = fire[39..0]
+  const seqHigh = Math.floor(seq / twoTo24);
+  const seqLow = seq % twoTo24;
+  const fireHigh = Math.floor(fireAtMs / twoTo24);
+  const fireLow = fireAtMs % twoTo24;
+  const groups = [
+    seqHigh * 2 ** 16 + Math.floor(seqLow / 2 ** 8),
+    (seqLow % 2 ** 8) * 2 ** 32 + row * 2 ** 8 + Math.floor(fireHigh / 2 ** 16),
+    (fireHigh % 2 ** 16) * twoTo24 + fireLow,
+  ];
+  let id = '';
+  for (const group of groups) {
+    for (let shift = 35; shift >= 0; shift -= 5) id += idAlphabet[Math.floor(group / 2 ** shift) % 32];
+  }
+  return id;
+}
+
+/** The parts of a well-formed id, or undefined for anything else (wrong length or alphabet). */
+export function decodeTimerId(id: string): TimerIdParts | undefined {
+  if (id.length !== idLength) return undefined;
+  const groups = [0, 0, 0];
+  for (let i = 0; i < idLength; i++) {
+    const code = id.charCodeAt(i);
+    const value = code < 128 ? (valueOf[code] as number) : -1;
+    if (value < 0) return undefined;
+    const g = Math.floor(i / 8);
+    groups[g] = (groups[g] as number) * 32 + value;
+  }
+  const [a, b, c] = groups as [number, number, number];
+  const seq = Math.floor(a / 2 ** 16) * twoTo24 + (a % 2 ** 16) * 2 ** 8 + Math.floor(b / 2 ** 32);
+  const row = Math.floor(b / 2 ** 8) % twoTo24;
+  const fireAtMs = (b % 2 ** 8) * 2 ** 40 + c;
+  return { seq, row, fireAtMs };
+}
