@@ -10,6 +10,7 @@ export const errorCodes = {
   walRecordTooLarge: 'WAL_RECORD_TOO_LARGE',
   dataDirLocked: 'DATA_DIR_LOCKED',
   diskFull: 'DISK_FULL',
+  batchInvalid: 'BATCH_INVALID',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

@@ -1,0 +1,261 @@
+// Arrow IPC ⇄ TimerBatch. Reading is column by column (`getChild(name)`, whole buffers, one
+// BigInt conversion pass per batch for 64-bit times), never row objects. Writing produces the
+// canonical schema the engine logs for batches that did not arrive as Arrow.
+//
+// Accepted columns (DESIGN.md; names are snake_case):
+//   fire_at   Timestamp (any unit) or Int64 epoch ms     } exactly one of the two
+//   delay_ms  Int64 or Int32, ≥ 0, from `acceptedAtMs`   }
+//   target    Utf8 or Dictionary<Utf8>                   required
+//   payload   Utf8 or Binary                             optional (null = empty)
+//   headers   Utf8 holding a JSON object                 optional
+//   key       Utf8                                       optional
+//   queue     Utf8 or Dictionary<Utf8>                   optional (null = "default")
+// Anything else is refused with an error naming the column.
+import {
+  Binary,
+  type Data,
+  type DataType,
+  Dictionary,
+  Field,
+  type Int,
+  Int32,
+  makeData,
+  makeVector,
+  RecordBatch,
+  Schema,
+  Struct,
+  Table,
+  tableFromIPC,
+  tableToIPC,
+  Timestamp,
+  TimeUnit,
+  Type,
+  Utf8,
+} from 'apache-arrow';
+import { errorCodes, FermataError } from '../errors.ts';
+import { type BytesColumn, defaultQueue, type TimerBatch } from './timer-batch.ts';
+
+const knownColumns = new Set(['fire_at', 'delay_ms', 'target', 'payload', 'headers', 'key', 'queue']);
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+function invalid(message: string, column: string, row?: number): FermataError {
+  return new FermataError(errorCodes.batchInvalid, message, row === undefined ? { column } : { column, row });
+}
+
+type Chunks = readonly Data<DataType>[];
+
+function chunksOf(table: Table, name: string): Chunks | undefined {
+  return table.getChild(name)?.data;
+}
+
+function isNull(chunk: Data<DataType>, i: number): boolean {
+  return chunk.nullCount > 0 && !chunk.getValid(i);
+}
+
+const nsPerUnit: Record<number, bigint> = {
+  [TimeUnit.SECOND]: 1_000_000_000n,
+  [TimeUnit.MILLISECOND]: 1_000_000n,
+  [TimeUnit.MICROSECOND]: 1_000n,
+  [TimeUnit.NANOSECOND]: 1n,
+};
+
+/** Epoch ms from a 64-bit time column, each value converted by `toMs`. */
+function readTimes(chunks: Chunks, column: string, rows: number, toMs: (raw: bigint) => number): Float64Array {
+  const out = new Float64Array(rows);
+  let row = 0;
+  for (const chunk of chunks) {
+    const values = chunk.values as BigInt64Array;
+    for (let i = 0; i < chunk.length; i++, row++) {
+      if (isNull(chunk, i)) throw invalid(`${column} is null in row ${row}`, column, row);
+      out[row] = toMs(values[chunk.offset + i] as bigint);
+    }
+  }
+  return out;
+}
+
+function readFireAt(chunks: Chunks, rows: number): Float64Array {
+  const type = (chunks[0] as Data<DataType>).type;
+  if (type.typeId === Type.Timestamp) {
+    const perMs = 1_000_000n;
+    const unitNs = nsPerUnit[(type as Timestamp).unit] as bigint;
+    // Round up to the next millisecond: a timer must never fire before its time.
+    return readTimes(chunks, 'fire_at', rows, (raw) => {
+      const ns = raw * unitNs;
+      return Number(ns / perMs + (ns % perMs > 0n ? 1n : 0n));
+    });
+  }
+  if (type.typeId === Type.Int && (type as Int).bitWidth === 64 && (type as Int).isSigned) return readTimes(chunks, 'fire_at', rows, Number);
+  throw invalid(`fire_at must be Timestamp or Int64 (epoch ms), not ${type}`, 'fire_at');
+}
+
+function readDelays(chunks: Chunks, rows: number, acceptedAtMs: number): Float64Array {
+  const type = (chunks[0] as Data<DataType>).type;
+  if (type.typeId !== Type.Int || !(type as Int).isSigned || ((type as Int).bitWidth !== 64 && (type as Int).bitWidth !== 32)) {
+    throw invalid(`delay_ms must be Int64 or Int32, not ${type}`, 'delay_ms');
+  }
+  const out = new Float64Array(rows);
+  let row = 0;
+  for (const chunk of chunks) {
+    for (let i = 0; i < chunk.length; i++, row++) {
+      if (isNull(chunk, i)) throw invalid(`delay_ms is null in row ${row}`, 'delay_ms', row);
+      const delay = Number((chunk.values as BigInt64Array | Int32Array)[chunk.offset + i] as bigint | number);
+      if (delay < 0) throw invalid(`delay_ms is negative in row ${row}`, 'delay_ms', row);
+      out[row] = acceptedAtMs + delay;
+    }
+  }
+  return out;
+}
+
+/** Copies a Utf8 or Binary column into one BytesColumn (nulls become empty). */
+function readBytes(chunks: Chunks | undefined, column: string, rows: number, allowBinary: boolean): BytesColumn {
+  const offsets = new Int32Array(rows + 1);
+  if (chunks === undefined) return { values: new Uint8Array(0), offsets };
+  const type = (chunks[0] as Data<DataType>).type;
+  if (type.typeId !== Type.Utf8 && !(allowBinary && type.typeId === Type.Binary)) {
+    throw invalid(`${column} must be Utf8${allowBinary ? ' or Binary' : ''}, not ${type}`, column);
+  }
+  let total = 0;
+  let row = 0;
+  for (const chunk of chunks) {
+    const chunkOffsets = chunk.valueOffsets as Int32Array;
+    for (let i = 0; i < chunk.length; i++, row++) {
+      if (!isNull(chunk, i)) total += (chunkOffsets[chunk.offset + i + 1] as number) - (chunkOffsets[chunk.offset + i] as number);
+      offsets[row + 1] = total;
+    }
+  }
+  const values = new Uint8Array(total);
+  row = 0;
+  for (const chunk of chunks) {
+    const chunkOffsets = chunk.valueOffsets as Int32Array;
+    const chunkValues = chunk.values as Uint8Array;
+    for (let i = 0; i < chunk.length; i++, row++) {
+      if (isNull(chunk, i)) continue;
+      values.set(chunkValues.subarray(chunkOffsets[chunk.offset + i] as number, chunkOffsets[chunk.offset + i + 1] as number), offsets[row] as number);
+    }
+  }
+  return { values, offsets };
+}
+
+/** A Utf8 or Dictionary<Utf8> column as distinct strings plus a row → string index. */
+function readDictionary(chunks: Chunks | undefined, column: string, rows: number, fallback: string | undefined): { entries: string[]; index: Int32Array } {
+  const entries: string[] = [];
+  const positions = new Map<string, number>();
+  const index = new Int32Array(rows);
+  const intern = (value: string): number => {
+    let position = positions.get(value);
+    if (position === undefined) {
+      position = entries.push(value) - 1;
+      positions.set(value, position);
+    }
+    return position;
+  };
+  if (chunks === undefined) {
+    if (fallback === undefined) throw invalid(`column ${column} is required`, column);
+    index.fill(intern(fallback));
+    return { entries, index };
+  }
+  let row = 0;
+  for (const chunk of chunks) {
+    const type = chunk.type;
+    const isDictionary = type.typeId === Type.Dictionary && (type as Dictionary).dictionary.typeId === Type.Utf8;
+    if (!isDictionary && type.typeId !== Type.Utf8) throw invalid(`${column} must be Utf8 or Dictionary<Utf8>, not ${type}`, column);
+    // Each distinct dictionary entry is decoded once, not once per row.
+    const dictionaryPositions = new Map<number, number>();
+    for (let i = 0; i < chunk.length; i++, row++) {
+      if (isNull(chunk, i)) {
+        if (fallback === undefined) throw invalid(`${column} is null in row ${row}`, column, row);
+        index[row] = intern(fallback);
+        continue;
+      }
+      if (isDictionary) {
+        const key = Number((chunk.values as Int32Array)[chunk.offset + i]);
+        let position = dictionaryPositions.get(key);
+        if (position === undefined) {
+          const text = chunk.dictionary?.get(key);
+          if (typeof text !== 'string') throw invalid(`${column} dictionary index ${key} out of range in row ${row}`, column, row);
+          position = intern(text);
+          dictionaryPositions.set(key, position);
+        }
+        index[row] = position;
+      } else {
+        const offsets = chunk.valueOffsets as Int32Array;
+        const bytes = (chunk.values as Uint8Array).subarray(offsets[chunk.offset + i] as number, offsets[chunk.offset + i + 1] as number);
+        try {
+          index[row] = intern(decoder.decode(bytes));
+        } catch {
+          throw invalid(`${column} is not valid UTF-8 in row ${row}`, column, row);
+        }
+      }
+    }
+  }
+  return { entries, index };
+}
+
+/**
+ * Decodes an Arrow IPC stream into one batch (all its record batches together). Structural
+ * errors name the column (and row); malformed IPC bytes are refused as a whole.
+ */
+export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number): TimerBatch {
+  let table: Table;
+  try {
+    table = tableFromIPC(ipc);
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    const message = /compressed/i.test(reason)
+      ? 'compressed Arrow record batches (LZ4, ZSTD) are not supported: send the stream uncompressed'
+      : `not a readable Arrow IPC stream: ${reason}`;
+    throw new FermataError(errorCodes.batchInvalid, message, { column: '' }, err);
+  }
+  for (const field of table.schema.fields) {
+    if (!knownColumns.has(field.name)) throw invalid(`unknown column ${field.name}`, field.name);
+  }
+  const names = table.schema.fields.map((field) => field.name);
+  const duplicate = names.find((name, i) => names.indexOf(name) !== i);
+  if (duplicate !== undefined) throw invalid(`column ${duplicate} appears twice`, duplicate);
+  const rows = table.numRows;
+  const fireAt = chunksOf(table, 'fire_at');
+  const delay = chunksOf(table, 'delay_ms');
+  if ((fireAt === undefined) === (delay === undefined)) throw invalid('exactly one of fire_at and delay_ms is required', fireAt === undefined ? 'fire_at' : 'delay_ms');
+  const targets = readDictionary(chunksOf(table, 'target'), 'target', rows, undefined);
+  const queues = readDictionary(chunksOf(table, 'queue'), 'queue', rows, defaultQueue);
+  return {
+    rows,
+    fireAtMs: rows === 0 ? new Float64Array(0) : fireAt !== undefined ? readFireAt(fireAt, rows) : readDelays(delay as Chunks, rows, acceptedAtMs),
+    targets: targets.entries,
+    targetIndex: targets.index,
+    queues: queues.entries,
+    queueIndex: queues.index,
+    payload: readBytes(chunksOf(table, 'payload'), 'payload', rows, true),
+    headers: readBytes(chunksOf(table, 'headers'), 'headers', rows, false),
+    keys: readBytes(chunksOf(table, 'key'), 'key', rows, false),
+  };
+}
+
+const utf8Dictionary = (): Dictionary<Utf8, Int32> => new Dictionary(new Utf8(), new Int32());
+
+function stringsData(strings: readonly string[]): Data<Utf8> {
+  const encoder = new TextEncoder();
+  const parts = strings.map((s) => encoder.encode(s));
+  const offsets = new Int32Array(parts.length + 1);
+  for (let i = 0; i < parts.length; i++) offsets[i + 1] = (offsets[i] as number) + (parts[i] as Uint8Array).length;
+  const values = new Uint8Array(offsets[parts.length] as number);
+  for (let i = 0; i < parts.length; i++) values.set(parts[i] as Uint8Array, offsets[i] as number);
+  return makeData({ type: new Utf8(), length: parts.length, valueOffsets: offsets, data: values });
+}
+
+/** The canonical Arrow IPC stream of a batch: what the engine logs for JSON and in-process adds. */
+export function batchToArrow(batch: TimerBatch): Uint8Array {
+  const rows = batch.rows;
+  const fireAt = BigInt64Array.from(batch.fireAtMs, (ms) => BigInt(ms));
+  const columns = [
+    ['fire_at', makeData({ type: new Timestamp(TimeUnit.MILLISECOND, 'UTC'), length: rows, data: fireAt })],
+    ['target', makeData({ type: utf8Dictionary(), length: rows, data: batch.targetIndex, dictionary: makeVector(stringsData(batch.targets)) })],
+    ['queue', makeData({ type: utf8Dictionary(), length: rows, data: batch.queueIndex, dictionary: makeVector(stringsData(batch.queues)) })],
+    ['payload', makeData({ type: new Binary(), length: rows, valueOffsets: batch.payload.offsets, data: batch.payload.values })],
+    ['headers', makeData({ type: new Utf8(), length: rows, valueOffsets: batch.headers.offsets, data: batch.headers.values })],
+    ['key', makeData({ type: new Utf8(), length: rows, valueOffsets: batch.keys.offsets, data: batch.keys.values })],
+  ] as const;
+  const schema = new Schema(columns.map(([name, data]) => new Field(name, data.type, false)));
+  const struct = makeData({ type: new Struct(schema.fields), length: rows, children: columns.map(([, data]) => data as Data<DataType>) });
+  return tableToIPC(new Table([new RecordBatch(schema, struct)]), 'stream');
+}

@@ -1,0 +1,105 @@
+// TimerBatch: the struct-of-arrays form every transport produces and the engine admits. One
+// batch is one WAL record and is accepted or refused whole. No object per timer: numbers in
+// typed arrays, byte strings in Arrow's layout (one values buffer + row offsets), and
+// strings that repeat across rows (targets, queues) as a small dictionary plus an index
+// column, so each distinct target is parsed and checked once per batch.
+//
+//   rows = 3          fireAtMs    targetIndex  queueIndex   payload.offsets  payload.values
+//                     [t0,t1,t2]  [0, 1, 0]    [0, 0, 0]    [0, 5, 5, 9]     "hello" "" "abcd"
+//   targets = ["https://a.example/hook", "https://b.example/x"]     queues = ["default"]
+
+/** Row i is `values[offsets[i] .. offsets[i + 1])`; an empty string means "none" where a column allows it. */
+export interface BytesColumn {
+  readonly values: Uint8Array;
+  readonly offsets: Int32Array;
+}
+
+export interface TimerBatch {
+  readonly rows: number;
+  /** Absolute fire time of each row, epoch milliseconds (integers). */
+  readonly fireAtMs: Float64Array;
+  readonly targets: readonly string[];
+  readonly targetIndex: Int32Array;
+  readonly queues: readonly string[];
+  readonly queueIndex: Int32Array;
+  readonly payload: BytesColumn;
+  /** JSON object text of extra delivery headers; empty = none. */
+  readonly headers: BytesColumn;
+  /** Idempotency key; empty = none. */
+  readonly keys: BytesColumn;
+}
+
+export function bytesAt(column: BytesColumn, row: number): Uint8Array {
+  return column.values.subarray(column.offsets[row] as number, column.offsets[row + 1] as number);
+}
+
+export function byteLengthAt(column: BytesColumn, row: number): number {
+  return (column.offsets[row + 1] as number) - (column.offsets[row] as number);
+}
+
+export const defaultQueue = 'default';
+
+/** One timer as a caller of the in-process API or a JSON client describes it. */
+export interface TimerSpec {
+  readonly fireAtMs: number;
+  readonly target: string;
+  readonly payload?: Uint8Array | string;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly key?: string;
+  readonly queue?: string;
+}
+
+const encoder = new TextEncoder();
+
+function toBytes(value: Uint8Array | string | undefined): Uint8Array {
+  if (value === undefined) return new Uint8Array(0);
+  return typeof value === 'string' ? encoder.encode(value) : value;
+}
+
+function bytesColumn(parts: readonly Uint8Array[]): BytesColumn {
+  const offsets = new Int32Array(parts.length + 1);
+  let total = 0;
+  for (let i = 0; i < parts.length; i++) {
+    total += (parts[i] as Uint8Array).length;
+    offsets[i + 1] = total;
+  }
+  const values = new Uint8Array(total);
+  for (let i = 0; i < parts.length; i++) values.set(parts[i] as Uint8Array, offsets[i] as number);
+  return { values, offsets };
+}
+
+function dictionary(values: readonly string[]): { entries: string[]; index: Int32Array } {
+  const entries: string[] = [];
+  const positions = new Map<string, number>();
+  const index = new Int32Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i] as string;
+    let position = positions.get(value);
+    if (position === undefined) {
+      position = entries.push(value) - 1;
+      positions.set(value, position);
+    }
+    index[i] = position;
+  }
+  return { entries, index };
+}
+
+/**
+ * Builds a batch from timer descriptions: the row-oriented edge of the system (JSON bodies,
+ * tests). Arrow input never comes this way; it is read column by column (arrow-codec.ts).
+ */
+export function batchFromSpecs(specs: readonly TimerSpec[]): TimerBatch {
+  const targets = dictionary(specs.map((spec) => spec.target));
+  const queues = dictionary(specs.map((spec) => spec.queue ?? defaultQueue));
+  return {
+    rows: specs.length,
+    fireAtMs: Float64Array.from(specs, (spec) => spec.fireAtMs),
+    targets: targets.entries,
+    targetIndex: targets.index,
+    queues: queues.entries,
+    queueIndex: queues.index,
+    payload: bytesColumn(specs.map((spec) => toBytes(spec.payload))),
+    headers: bytesColumn(specs.map((spec) => (spec.headers === undefined ? new Uint8Array(0) : encoder.encode(JSON.stringify(spec.headers))))),
+    keys: bytesColumn(specs.map((spec) => toBytes(spec.key))),
+  };
+}

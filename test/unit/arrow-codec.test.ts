@@ -1,0 +1,118 @@
+// Arrow IPC ⇄ TimerBatch: round trips, every accepted column type, errors that name the
+// column and row, and the Arrow project's own malformed, foreign and compressed streams.
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Binary, Dictionary, Int32, Int64, makeData, makeVector, type Table, tableFromArrays, tableToIPC, Timestamp, TimeUnit, Utf8, vectorFromArray } from 'apache-arrow';
+import { batchFromArrow, batchToArrow } from '../../engine/batch/arrow-codec.ts';
+import { batchFromSpecs, bytesAt, type TimerBatch } from '../../engine/batch/timer-batch.ts';
+import { errorCodes, FermataError, isFermataError } from '../../engine/errors.ts';
+
+const testdata = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url).pathname;
+const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
+
+/** An Arrow IPC stream of the given columns (typed arrays or vectors). */
+function ipcOf(columns: Record<string, unknown>): Uint8Array {
+  return tableToIPC(tableFromArrays(columns as never) as unknown as Table, 'stream');
+}
+
+function rowsOf(batch: TimerBatch): object[] {
+  return Array.from({ length: batch.rows }, (_, row) => ({
+    fireAtMs: batch.fireAtMs[row],
+    target: batch.targets[batch.targetIndex[row] as number],
+    queue: batch.queues[batch.queueIndex[row] as number],
+    payload: Array.from(bytesAt(batch.payload, row)),
+    headers: text(bytesAt(batch.headers, row)),
+    key: text(bytesAt(batch.keys, row)),
+  }));
+}
+
+test('a batch survives the canonical Arrow encoding unchanged', () => {
+  const batch = batchFromSpecs([
+    { fireAtMs: 1_796_220_000_000, target: 'https://a.example/hook', payload: 'hello', key: 'k1' },
+    { fireAtMs: 0, target: 'https://b.example/x', payload: Uint8Array.of(0, 255, 7), queue: 'billing', headers: { 'x-a': '1' } },
+    { fireAtMs: 2 ** 47, target: 'https://a.example/hook' },
+  ]);
+  const back = batchFromArrow(batchToArrow(batch), 0);
+  assert.deepEqual(rowsOf(back), rowsOf(batch));
+  assert.deepEqual(back.targets, ['https://a.example/hook', 'https://b.example/x'], 'the dictionary survives');
+});
+
+test('fire_at as Timestamp of any unit (rounded up to the ms, never early) or Int64 ms; delay_ms from the accept time', () => {
+  const cases: Array<[Timestamp | Int64, bigint, number]> = [
+    [new Timestamp(TimeUnit.SECOND), 1_700_000_000n, 1_700_000_000_000],
+    [new Timestamp(TimeUnit.MILLISECOND), 1_700_000_000_123n, 1_700_000_000_123],
+    [new Timestamp(TimeUnit.MICROSECOND), 1_700_000_000_123_001n, 1_700_000_000_124],
+    [new Timestamp(TimeUnit.NANOSECOND), 1_700_000_000_123_000_000n, 1_700_000_000_123],
+    [new Int64(), 1_700_000_000_999n, 1_700_000_000_999],
+  ];
+  for (const [type, raw, expectedMs] of cases) {
+    const ipc = ipcOf({
+      fire_at: makeVector(makeData({ type, length: 1, data: BigInt64Array.of(raw) } as never)),
+      target: vectorFromArray(['https://a.example/'], new Utf8()),
+    });
+    assert.equal(batchFromArrow(ipc, 0).fireAtMs[0], expectedMs, String(type));
+  }
+  const delays = ipcOf({ delay_ms: Int32Array.of(0, 1500), target: vectorFromArray(['u', 'v'], new Dictionary(new Utf8(), new Int32())) });
+  assert.deepEqual(Array.from(batchFromArrow(delays, 1_000).fireAtMs), [1_000, 2_500]);
+});
+
+test('payload as Utf8 or Binary, nulls become empty, queue defaults to "default"', () => {
+  const ipc = ipcOf({
+    fire_at: makeVector(makeData({ type: new Int64(), length: 2, data: BigInt64Array.of(1n, 2n) } as never)),
+    target: vectorFromArray(['t', 't'], new Utf8()),
+    payload: vectorFromArray([Uint8Array.of(1, 2), null], new Binary()),
+    queue: vectorFromArray([null, 'q'], new Utf8()),
+  });
+  const batch = batchFromArrow(ipc, 0);
+  assert.deepEqual(rowsOf(batch).map((row) => [(row as { payload: number[] }).payload, (row as { queue: string }).queue]), [
+    [[1, 2], 'default'],
+    [[], 'q'],
+  ]);
+});
+
+test('structural errors name the column, and the row where there is one', () => {
+  const target = vectorFromArray(['t'], new Utf8());
+  const fire = makeVector(makeData({ type: new Int64(), length: 1, data: BigInt64Array.of(1n) } as never));
+  const expectations: Array<[Record<string, unknown>, string, RegExp]> = [
+    [{ fire_at: fire, target, colour: vectorFromArray(['red'], new Utf8()) }, 'colour', /unknown column colour/],
+    [{ fire_at: fire }, 'target', /target is required/],
+    [{ target }, 'fire_at', /exactly one of fire_at and delay_ms/],
+    [{ fire_at: fire, delay_ms: Int32Array.of(1), target }, 'delay_ms', /exactly one/],
+    [{ fire_at: Float64Array.of(1), target }, 'fire_at', /fire_at must be Timestamp or Int64/],
+    [{ delay_ms: Int32Array.of(-5), target }, 'delay_ms', /negative in row 0/],
+    [{ fire_at: fire, target: Int32Array.of(1) }, 'target', /target must be Utf8/],
+    [{ fire_at: fire, target: vectorFromArray([null], new Utf8()) }, 'target', /target is null in row 0/],
+  ];
+  for (const [columns, column, message] of expectations) {
+    const ipc = ipcOf(columns);
+    assert.throws(
+      () => batchFromArrow(ipc, 0),
+      (err) => isFermataError(err, errorCodes.batchInvalid) && err.details.column === column && message.test(err.message),
+      `${Object.keys(columns).join(',')} → ${column}`,
+    );
+  }
+});
+
+test("the Arrow project's malformed, foreign and compressed streams are refused with BATCH_INVALID, never another error", { timeout: 120_000 }, () => {
+  let files = 0;
+  for (const folder of ['malformed', 'valid', 'compressed']) {
+    for (const name of readdirSync(join(testdata, folder))) {
+      const bytes = new Uint8Array(readFileSync(join(testdata, folder, name)));
+      const started = performance.now();
+      try {
+        batchFromArrow(bytes, 0);
+        assert.fail(`${folder}/${name} was accepted`);
+      } catch (err) {
+        assert.ok(err instanceof FermataError, `${folder}/${name} threw ${String(err)}`);
+        assert.equal(err.code, errorCodes.batchInvalid);
+        if (folder === 'valid') assert.match(err.message, /unknown column|required|must be/, `${name}: ${err.message}`);
+        if (folder === 'compressed') assert.match(err.message, /compressed .* not supported/, `${name}: ${err.message}`);
+      }
+      assert.ok(performance.now() - started < 5_000, `${folder}/${name} took too long`);
+      files++;
+    }
+  }
+  assert.ok(files >= 90, `read ${files} files`);
+});
