@@ -11,6 +11,7 @@ export const errorCodes = {
   dataDirLocked: 'DATA_DIR_LOCKED',
   diskFull: 'DISK_FULL',
   batchInvalid: 'BATCH_INVALID',
+  capacityFull: 'CAPACITY_FULL',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

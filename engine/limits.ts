@@ -32,3 +32,39 @@ export function assertWalLimits(limits: WalLimits): void {
 }
 
 assertWalLimits(walLimits);
+
+export const timerLimits = {
+  /** Rows one batch (one WAL record) may hold. */
+  rowsPerBatchMax: 100_000,
+  /** Bytes of one timer's payload (its delivery body). */
+  payloadBytesMax: 1 * MiB,
+  /** Bytes of an idempotency key (DESIGN.md: ≤ 256). */
+  keyBytesMax: 256,
+  /** Extra delivery headers one timer may carry. */
+  headerCountMax: 32,
+  /** Bytes of one timer's headers as JSON text. */
+  headersBytesMax: 8 * KiB,
+  /** Bytes of a target URL. */
+  targetBytesMax: 2 * KiB,
+  /** Bytes of a queue name. */
+  queueNameBytesMax: 64,
+  /** How far ahead a timer may be set: 10 years, in ms. */
+  horizonMsMax: 10 * 366 * 24 * 3600 * 1000,
+} as const;
+
+export type TimerLimits = { -readonly [K in keyof typeof timerLimits]: number };
+
+assert.ok(timerLimits.rowsPerBatchMax < 2 ** 24, 'a row must fit the 24-bit row field of an id');
+assert.ok(timerLimits.payloadBytesMax <= walLimits.recordBodyBytesMax, 'one timer must fit a WAL record');
+
+export const schedulerLimits = {
+  /** Timers handed to the dispatcher in one slice; the event loop runs between slices. */
+  sliceTimersMax: 1024,
+  /** Timers released per second at most (a token bucket): a restart after downtime finds
+   * every overdue timer due at once, and they go out at this rate, not all together. */
+  releasePerSecondMax: 50_000,
+  /** The longest the scheduler sleeps before looking at the wall clock again (clock jumps). */
+  sleepMsMax: 1000,
+} as const;
+
+export type SchedulerLimits = { -readonly [K in keyof typeof schedulerLimits]: number };

@@ -1,12 +1,18 @@
 // (log sequence, row) → slot, for the timers resident in memory: how get and cancel find a
-// timer from its id. Open addressing with linear probing over typed arrays, deletion by
-// backward shift (no tombstones), so it costs 16 bytes per cell, at most two cells per entry,
-// and no object per timer. Main thread only.
+// timer from its id. Open addressing with linear probing, deletion by backward shift (no
+// tombstones). A cell holds only the slot: the key is read back from the store's own logSeq
+// and row columns, so the index costs 4 bytes a cell, at most two cells a timer, and no
+// object per timer. Main thread only.
 //
-//   cell i:   seqs[i]  rows[i]  slots[i]      slots[i] = -1 → empty
-//             ───────  ───────  ────────
-//   hash(seq,row) → probe i, i+1, i+2, … until the key or an empty cell
+//   cell i:   slots[i] = s  ──►  keys.logSeq[s], keys.row[s]        slots[i] = -1 → empty
+//   hash(seq,row) → probe i, i+1, i+2, … until a cell whose slot has that key, or an empty cell
 import assert from 'node:assert/strict';
+
+/** Where the index reads a slot's key: the resident store (its columns may be replaced as it grows). */
+export interface SlotKeys {
+  readonly logSeq: { readonly [slot: number]: number };
+  readonly row: { readonly [slot: number]: number };
+}
 
 const emptySlot = -1;
 const initialCapacityDefault = 1024;
@@ -24,16 +30,15 @@ function hashOf(seq: number, row: number): number {
 }
 
 export class SlotIndex {
-  #seqs: Float64Array;
-  #rows: Uint32Array;
+  readonly #keys: SlotKeys;
   #slots: Int32Array;
   #mask: number;
   #size = 0;
 
-  constructor(initialCapacity = initialCapacityDefault) {
+  /** `keys` must already hold a slot's key when it is inserted, and until it is deleted. */
+  constructor(keys: SlotKeys, initialCapacity = initialCapacityDefault) {
     assert.ok(initialCapacity >= 2 && (initialCapacity & (initialCapacity - 1)) === 0, 'capacity is a power of two');
-    this.#seqs = new Float64Array(initialCapacity);
-    this.#rows = new Uint32Array(initialCapacity);
+    this.#keys = keys;
     this.#slots = new Int32Array(initialCapacity).fill(emptySlot);
     this.#mask = initialCapacity - 1;
   }
@@ -43,23 +48,30 @@ export class SlotIndex {
   }
 
   get bytesUsed(): number {
-    return this.#seqs.byteLength + this.#rows.byteLength + this.#slots.byteLength;
+    return this.#slots.byteLength;
+  }
+
+  #holds(slot: number, seq: number, row: number): boolean {
+    return this.#keys.logSeq[slot] === seq && this.#keys.row[slot] === row;
+  }
+
+  #homeOf(slot: number): number {
+    return hashOf(this.#keys.logSeq[slot] as number, this.#keys.row[slot] as number) & this.#mask;
   }
 
   /** The slot of (seq, row), or -1. */
   get(seq: number, row: number): number {
     for (let i = hashOf(seq, row) & this.#mask; ; i = (i + 1) & this.#mask) {
       const slot = this.#slots[i] as number;
-      if (slot === emptySlot) return emptySlot;
-      if (this.#seqs[i] === seq && this.#rows[i] === row) return slot;
+      if (slot === emptySlot || this.#holds(slot, seq, row)) return slot;
     }
   }
 
-  /** Maps (seq, row) to `slot`; the key must not be present. */
-  insert(seq: number, row: number, slot: number): void {
+  /** Indexes `slot` under the key the store holds for it; the key must not be indexed yet. */
+  insert(slot: number): void {
     assert.ok(slot >= 0, 'slots are non-negative');
     if (this.#size + 1 > (this.#mask + 1) * loadFactorMax) this.#grow();
-    this.#place(seq, row, slot);
+    this.#place(slot);
     this.#size++;
   }
 
@@ -69,7 +81,7 @@ export class SlotIndex {
     for (; ; i = (i + 1) & this.#mask) {
       const slot = this.#slots[i] as number;
       if (slot === emptySlot) return emptySlot;
-      if (this.#seqs[i] === seq && this.#rows[i] === row) break;
+      if (this.#holds(slot, seq, row)) break;
     }
     const removed = this.#slots[i] as number;
     // Backward shift: pull later members of the probe run into the hole when that keeps each
@@ -80,11 +92,9 @@ export class SlotIndex {
         this.#slots[hole] = emptySlot;
         break;
       }
-      const home = hashOf(this.#seqs[j] as number, this.#rows[j] as number) & this.#mask;
+      const home = this.#homeOf(slot);
       const movable = hole <= j ? home <= hole || home > j : home <= hole && home > j;
       if (movable) {
-        this.#seqs[hole] = this.#seqs[j] as number;
-        this.#rows[hole] = this.#rows[j] as number;
         this.#slots[hole] = slot;
         hole = j;
       }
@@ -93,28 +103,21 @@ export class SlotIndex {
     return removed;
   }
 
-  #place(seq: number, row: number, slot: number): void {
+  #place(slot: number): void {
+    const seq = this.#keys.logSeq[slot] as number;
+    const row = this.#keys.row[slot] as number;
     let i = hashOf(seq, row) & this.#mask;
-    while (this.#slots[i] !== emptySlot) {
-      assert.ok(this.#seqs[i] !== seq || this.#rows[i] !== row, `(${seq}, ${row}) is already indexed`);
+    for (let other = this.#slots[i] as number; other !== emptySlot; other = this.#slots[i] as number) {
+      assert.ok(!this.#holds(other, seq, row), `(${seq}, ${row}) is already indexed`);
       i = (i + 1) & this.#mask;
     }
-    this.#seqs[i] = seq;
-    this.#rows[i] = row;
     this.#slots[i] = slot;
   }
 
   #grow(): void {
-    const seqs = this.#seqs;
-    const rows = this.#rows;
     const slots = this.#slots;
-    const capacity = (this.#mask + 1) * 2;
-    this.#seqs = new Float64Array(capacity);
-    this.#rows = new Uint32Array(capacity);
-    this.#slots = new Int32Array(capacity).fill(emptySlot);
-    this.#mask = capacity - 1;
-    for (let i = 0; i < slots.length; i++) {
-      if (slots[i] !== emptySlot) this.#place(seqs[i] as number, rows[i] as number, slots[i] as number);
-    }
+    this.#slots = new Int32Array(slots.length * 2).fill(emptySlot);
+    this.#mask = slots.length * 2 - 1;
+    for (const slot of slots) if (slot !== emptySlot) this.#place(slot);
   }
 }

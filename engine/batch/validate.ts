@@ -1,0 +1,82 @@
+// Checks a TimerBatch against the API's rules and limits before anything is logged: a batch
+// is accepted whole or refused whole, and a refusal names the column and the row. Distinct
+// targets and queues are checked once each (they are dictionaries), the rest row by row over
+// the typed columns.
+import { errorCodes, FermataError } from '../errors.ts';
+import type { TimerLimits } from '../limits.ts';
+import { byteLengthAt, bytesAt, type TimerBatch } from './timer-batch.ts';
+
+const queueNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const headerNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** Headers fermata sets itself on every delivery: a timer may not override them. */
+const reservedHeaders = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'idempotency-key', 'fermata-timer-id', 'fermata-attempt', 'fermata-fire-at', 'webhook-id', 'webhook-timestamp', 'webhook-signature']);
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function refuse(message: string, column: string, row?: number): FermataError {
+  return new FermataError(errorCodes.batchInvalid, message, row === undefined ? { column } : { column, row });
+}
+
+/** The first row whose dictionary column holds entry `entry` (for naming it in an error). */
+function firstRowWith(index: Int32Array, entry: number): number {
+  const row = index.indexOf(entry);
+  return row < 0 ? 0 : row;
+}
+
+function checkTargets(batch: TimerBatch, limits: TimerLimits): void {
+  for (let i = 0; i < batch.targets.length; i++) {
+    const target = batch.targets[i] as string;
+    const row = firstRowWith(batch.targetIndex, i);
+    if (Buffer.byteLength(target) > limits.targetBytesMax) throw refuse(`target longer than ${limits.targetBytesMax} bytes in row ${row}`, 'target', row);
+    const url = URL.parse(target);
+    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw refuse(`target must be an absolute http(s) URL in row ${row}`, 'target', row);
+    }
+    if (url.username !== '' || url.password !== '') throw refuse(`target must not carry credentials in row ${row}`, 'target', row);
+  }
+}
+
+function checkQueues(batch: TimerBatch, limits: TimerLimits): void {
+  for (let i = 0; i < batch.queues.length; i++) {
+    const queue = batch.queues[i] as string;
+    const row = firstRowWith(batch.queueIndex, i);
+    if (Buffer.byteLength(queue) > limits.queueNameBytesMax || !queueNamePattern.test(queue)) {
+      throw refuse(`queue must be 1–${limits.queueNameBytesMax} characters of A–Z, a–z, 0–9, '.', '_', '-' in row ${row}`, 'queue', row);
+    }
+  }
+}
+
+function checkHeaders(batch: TimerBatch, row: number, limits: TimerLimits): void {
+  const length = byteLengthAt(batch.headers, row);
+  if (length === 0) return;
+  if (length > limits.headersBytesMax) throw refuse(`headers longer than ${limits.headersBytesMax} bytes in row ${row}`, 'headers', row);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(utf8.decode(bytesAt(batch.headers, row)));
+  } catch {
+    throw refuse(`headers must be a JSON object in row ${row}`, 'headers', row);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw refuse(`headers must be a JSON object in row ${row}`, 'headers', row);
+  const entries = Object.entries(parsed);
+  if (entries.length > limits.headerCountMax) throw refuse(`more than ${limits.headerCountMax} headers in row ${row}`, 'headers', row);
+  for (const [name, value] of entries) {
+    if (!headerNamePattern.test(name)) throw refuse(`header name ${JSON.stringify(name)} is not a valid token in row ${row}`, 'headers', row);
+    if (reservedHeaders.has(name.toLowerCase())) throw refuse(`header ${name} is set by fermata and cannot be given in row ${row}`, 'headers', row);
+    if (typeof value !== 'string' || /[\r\n\0]/.test(value)) throw refuse(`header ${name} must be a string without CR, LF or NUL in row ${row}`, 'headers', row);
+  }
+}
+
+export function validateBatch(batch: TimerBatch, limits: TimerLimits, nowMs: number): void {
+  if (batch.rows === 0) throw refuse('a batch needs at least one timer', 'fire_at');
+  if (batch.rows > limits.rowsPerBatchMax) throw refuse(`a batch holds at most ${limits.rowsPerBatchMax} timers, this one ${batch.rows}`, 'fire_at');
+  checkTargets(batch, limits);
+  checkQueues(batch, limits);
+  const latest = nowMs + limits.horizonMsMax;
+  for (let row = 0; row < batch.rows; row++) {
+    const fireAt = batch.fireAtMs[row] as number;
+    if (!Number.isInteger(fireAt) || fireAt < 0) throw refuse(`fire_at must be a whole number of epoch ms ≥ 0 in row ${row}`, 'fire_at', row);
+    if (fireAt > latest) throw refuse(`fire_at is more than ${limits.horizonMsMax} ms ahead in row ${row}`, 'fire_at', row);
+    if (byteLengthAt(batch.payload, row) > limits.payloadBytesMax) throw refuse(`payload longer than ${limits.payloadBytesMax} bytes in row ${row}`, 'payload', row);
+    if (byteLengthAt(batch.keys, row) > limits.keyBytesMax) throw refuse(`key longer than ${limits.keyBytesMax} bytes in row ${row}`, 'key', row);
+    checkHeaders(batch, row, limits);
+  }
+}

@@ -1,0 +1,150 @@
+// The engine's WAL record types and bodies. The log itself treats bodies as opaque bytes;
+// this module is the one place that gives them meaning. docs/format/engine-records.md is the
+// specification; change both together.
+//
+//   ADD      header (16 B) , Arrow IPC stream of the batch, kept whole as it arrived
+//   CANCEL   { ref (16 B) }        ref     = seq f64 , row u32 , reserved u32
+//   OUTCOME  { outcome (32 B) }    outcome = seq f64 , row u32 , kind u8 , reason u8 ,
+//                                            status u16 , attempts u32 , reserved u32 , retry-at f64
+import assert from 'node:assert/strict';
+
+export const recordType = {
+  add: 1,
+  cancel: 2,
+  outcome: 3,
+} as const;
+
+/** What one delivery attempt came to. */
+export const outcomeKind = {
+  delivered: 1,
+  retry: 2,
+  dead: 3,
+} as const;
+export type OutcomeKind = (typeof outcomeKind)[keyof typeof outcomeKind];
+
+/** Why a timer is dead (the `reason` byte of a dead outcome; 0 for the other kinds). */
+export const deadReason = {
+  none: 0,
+  attemptsExhausted: 1,
+  gone: 2,
+  targetRefused: 3,
+} as const;
+export type DeadReason = (typeof deadReason)[keyof typeof deadReason];
+
+export const outcomeEntryBytes = 32;
+
+/**
+ * Delivery outcomes, column by column (the dispatcher fills them; nothing per timer is an
+ * object). `retryAtMs` is read for retries only; `attempts` counts the attempts made so far.
+ */
+export interface Outcomes {
+  readonly count: number;
+  readonly seqs: Float64Array;
+  readonly rows: Uint32Array;
+  readonly kinds: Uint8Array;
+  readonly reasons: Uint8Array;
+  readonly statuses: Uint16Array;
+  readonly attempts: Uint32Array;
+  readonly retryAtMs: Float64Array;
+}
+
+export function emptyOutcomes(capacity: number): Outcomes & { count: number } {
+  return {
+    count: 0,
+    seqs: new Float64Array(capacity),
+    rows: new Uint32Array(capacity),
+    kinds: new Uint8Array(capacity),
+    reasons: new Uint8Array(capacity),
+    statuses: new Uint16Array(capacity),
+    attempts: new Uint32Array(capacity),
+    retryAtMs: new Float64Array(capacity),
+  };
+}
+
+export function encodeOutcomes(outcomes: Outcomes): Uint8Array {
+  const bytes = new Uint8Array(outcomes.count * outcomeEntryBytes);
+  const view = new DataView(bytes.buffer);
+  for (let i = 0; i < outcomes.count; i++) {
+    const at = i * outcomeEntryBytes;
+    view.setFloat64(at, outcomes.seqs[i] as number, true);
+    view.setUint32(at + 8, outcomes.rows[i] as number, true);
+    view.setUint8(at + 12, outcomes.kinds[i] as number);
+    view.setUint8(at + 13, outcomes.reasons[i] as number);
+    view.setUint16(at + 14, outcomes.statuses[i] as number, true);
+    view.setUint32(at + 16, outcomes.attempts[i] as number, true);
+    view.setFloat64(at + 24, outcomes.kinds[i] === outcomeKind.retry ? (outcomes.retryAtMs[i] as number) : 0, true);
+  }
+  return bytes;
+}
+
+/** The outcomes in an OUTCOME body, or undefined if it is malformed. */
+export function decodeOutcomes(body: Uint8Array): Outcomes | undefined {
+  if (body.length % outcomeEntryBytes !== 0) return undefined;
+  const outcomes = emptyOutcomes(body.length / outcomeEntryBytes);
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  for (let i = 0; i < outcomes.seqs.length; i++) {
+    const at = i * outcomeEntryBytes;
+    const kind = view.getUint8(at + 12);
+    if (kind < outcomeKind.delivered || kind > outcomeKind.dead || view.getUint32(at + 20, true) !== 0) return undefined;
+    outcomes.seqs[i] = view.getFloat64(at, true);
+    outcomes.rows[i] = view.getUint32(at + 8, true);
+    outcomes.kinds[i] = kind;
+    outcomes.reasons[i] = view.getUint8(at + 13);
+    outcomes.statuses[i] = view.getUint16(at + 14, true);
+    outcomes.attempts[i] = view.getUint32(at + 16, true);
+    outcomes.retryAtMs[i] = view.getFloat64(at + 24, true);
+  }
+  outcomes.count = outcomes.seqs.length;
+  return outcomes;
+}
+
+export const addHeaderBytes = 16;
+export const addFormatVersion = 1;
+export const addEncodingArrowStream = 1;
+export const timerRefBytes = 16;
+
+export interface AddHeader {
+  readonly rows: number;
+  /** Server wall clock when the batch was accepted: the origin of its delay_ms values. */
+  readonly acceptedAtMs: number;
+}
+
+export function encodeAddHeader(rows: number, acceptedAtMs: number): Uint8Array {
+  assert.ok(rows >>> 0 === rows, 'rows must be a u32');
+  const bytes = new Uint8Array(addHeaderBytes);
+  const view = new DataView(bytes.buffer);
+  view.setUint8(0, addFormatVersion);
+  view.setUint8(1, addEncodingArrowStream);
+  view.setUint32(4, rows, true);
+  view.setFloat64(8, acceptedAtMs, true);
+  return bytes;
+}
+
+/** The header and the Arrow bytes of an ADD body; undefined if the header is not one this version writes. */
+export function decodeAddBody(body: Uint8Array): { header: AddHeader; arrow: Uint8Array } | undefined {
+  if (body.length < addHeaderBytes) return undefined;
+  const view = new DataView(body.buffer, body.byteOffset, addHeaderBytes);
+  if (view.getUint8(0) !== addFormatVersion || view.getUint8(1) !== addEncodingArrowStream || view.getUint16(2, true) !== 0) return undefined;
+  const acceptedAtMs = view.getFloat64(8, true);
+  if (!Number.isFinite(acceptedAtMs)) return undefined;
+  return { header: { rows: view.getUint32(4, true), acceptedAtMs }, arrow: body.subarray(addHeaderBytes) };
+}
+
+/** A list of timers named by (sequence of the ADD record, row): the body of CANCEL. */
+export function encodeTimerRefs(seqs: readonly number[], rows: readonly number[]): Uint8Array {
+  assert.equal(seqs.length, rows.length);
+  const bytes = new Uint8Array(seqs.length * timerRefBytes);
+  const view = new DataView(bytes.buffer);
+  for (let i = 0; i < seqs.length; i++) {
+    view.setFloat64(i * timerRefBytes, seqs[i] as number, true);
+    view.setUint32(i * timerRefBytes + 8, rows[i] as number, true);
+  }
+  return bytes;
+}
+
+export function forEachTimerRef(body: Uint8Array, visit: (seq: number, row: number) => void): boolean {
+  if (body.length % timerRefBytes !== 0) return false;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  for (let at = 0; at < body.length; at += timerRefBytes) visit(view.getFloat64(at, true), view.getUint32(at + 8, true));
+  return true;
+}

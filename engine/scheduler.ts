@@ -1,0 +1,113 @@
+// The scheduler: releases due timers to the dispatcher. Main thread; one timer armed at a time.
+//
+//   sleep until min(next due, sleepMsMax) ─► tick: take ≤ min(slice, room, tokens) timers with
+//   fire time ≤ wall clock ─► dispatcher ─► setImmediate (yield) if more are due, else sleep
+//
+// Never early: a timer is taken only when the wall clock (the injected Clock) has reached its
+// fire time, checked at the moment it is taken; timers armed by setTimeout only decide when to
+// look. A clock that jumps back makes the scheduler wait longer; one that jumps forward makes
+// timers due. Sleeps are capped so a jump is noticed within sleepMsMax.
+import type { Clock, DueSlice, Engine } from './engine.ts';
+import { schedulerLimits, type SchedulerLimits } from './limits.ts';
+
+/** Where due timers go (dispatch/ implements it; tests use a double). */
+export interface DispatchPort {
+  /** How many more timers the dispatcher takes now (its in-flight room). */
+  room(): number;
+  deliver(slice: DueSlice): void;
+}
+
+/** How soon to look again when due timers wait for dispatcher room or rate tokens. */
+const heldBackWaitMs = 5;
+
+export class Scheduler {
+  readonly #engine: Engine;
+  readonly #port: DispatchPort;
+  readonly #clock: Clock;
+  readonly #limits: SchedulerLimits;
+  #tokens: number;
+  #tokensAtMs: number;
+  #timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  #armedForMs = Infinity;
+  #running = false;
+
+  constructor(engine: Engine, port: DispatchPort, clock: Clock, limits: Partial<SchedulerLimits> = {}) {
+    this.#engine = engine;
+    this.#port = port;
+    this.#clock = clock;
+    this.#limits = { ...schedulerLimits, ...limits };
+    this.#tokens = this.#limits.sliceTimersMax;
+    this.#tokensAtMs = clock.now();
+  }
+
+  start(): void {
+    this.#running = true;
+    this.#engine.setDueChangedHook(() => this.#rearmIfEarlier());
+    this.#loop();
+  }
+
+  stop(): void {
+    this.#running = false;
+    this.#disarm();
+    this.#engine.setDueChangedHook(() => undefined);
+  }
+
+  /** Looks at once: the dispatcher calls it when it has room again. */
+  wake(): void {
+    if (!this.#running || this.#armedForMs <= this.#clock.now()) return;
+    this.#disarm();
+    this.#timer = setImmediate(this.#loop);
+    this.#armedForMs = this.#clock.now();
+  }
+
+  /** One pass: hands over what is due now, within the slice, room and rate limits; returns how many. */
+  tick(): number {
+    const now = this.#clock.now();
+    this.#refill(now);
+    const max = Math.min(this.#limits.sliceTimersMax, this.#port.room(), Math.floor(this.#tokens));
+    if (max <= 0) return 0;
+    const slice = this.#engine.takeDue(now, max);
+    if (slice.count === 0) return 0;
+    this.#tokens -= slice.count;
+    this.#port.deliver(slice);
+    return slice.count;
+  }
+
+  #refill(now: number): void {
+    const elapsedMs = Math.max(0, now - this.#tokensAtMs);
+    this.#tokensAtMs = now;
+    this.#tokens = Math.min(this.#limits.releasePerSecondMax, this.#tokens + (elapsedMs * this.#limits.releasePerSecondMax) / 1000);
+  }
+
+  readonly #loop = (): void => {
+    this.#timer = undefined;
+    this.#armedForMs = Infinity;
+    if (!this.#running) return;
+    const released = this.tick();
+    const now = this.#clock.now();
+    const next = this.#engine.nextDueMs();
+    if (next === undefined) return; // nothing pending: an admit wakes the loop
+    if (next <= now && released > 0) {
+      this.#timer = setImmediate(this.#loop); // more due: yield to the event loop, then go on
+      this.#armedForMs = now;
+      return;
+    }
+    // Not due yet, or due but held back by room or rate: look again later (or on wake()).
+    const waitMs = next <= now ? heldBackWaitMs : Math.min(next - now, this.#limits.sleepMsMax);
+    this.#timer = setTimeout(this.#loop, waitMs);
+    this.#armedForMs = now + waitMs;
+  };
+
+  #rearmIfEarlier(): void {
+    const next = this.#engine.nextDueMs();
+    if (next !== undefined && next < this.#armedForMs) this.wake();
+  }
+
+  #disarm(): void {
+    if (this.#timer === undefined) return;
+    clearTimeout(this.#timer as NodeJS.Timeout);
+    clearImmediate(this.#timer as NodeJS.Immediate);
+    this.#timer = undefined;
+    this.#armedForMs = Infinity;
+  }
+}

@@ -1,0 +1,198 @@
+// Variable-length byte strings (payloads, headers JSON) for resident timers, kept in a few
+// large slabs instead of one ArrayBuffer per string. Owned by the main thread (the engine's
+// state); dispatch workers get copies, never views.
+//
+// Contract: add() copies bytes in and returns a ref; the caller keeps (ref, length) in its own
+// typed-array columns, because the arena records no per-string metadata at all. view() is a
+// subarray over the slab, valid until that string is freed (or moved by compaction). free()
+// must be called exactly once per add(), with the same length. A zero-length string costs no
+// slab bytes: any ref with length 0 views as empty and frees as a no-op.
+//
+//   ref = slabId · 2^32 + offset                (a safe integer: slabId < 2^21)
+//
+//   slab 0 ┌────────┬───┬──────────┬╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌┐ live 2 strings, filled to `end`
+//          │ live   │///│ live     │ never written       │ (/// = freed, counted as dead)
+//          └────────┴───┴──────────┴╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌┘
+//   slab 1 ┌──────────────────────────────────────────────┐  ← current: appends go here
+//   slab 2   (released: its live count reached 0; id waits in the free list)
+//   slab 3 ┌───────────────────────────────────────────────────────────┐ one string larger
+//          └───────────────────────────────────────────────────────────┘ than a slab
+//
+// Each slab counts its live bytes; a slab that is not current is released when that count
+// reaches 0, and the current one is rewound to offset 0 instead. Compaction is driven by the
+// owner of the refs (only it knows where the strings are): markSparseSlabs() picks slabs whose
+// live share has fallen below a ratio, the owner move()s every string it holds in them, and
+// each such slab is released as its last string leaves.
+import assert from 'node:assert/strict';
+
+/** Bytes of a regular slab; a string longer than this gets a slab of exactly its size. */
+export const arenaSlabBytesDefault = 4 * 1024 * 1024;
+/** Offsets occupy the low 32 bits of a ref, so one string (and one slab) is below 4 GiB. */
+export const arenaSlabBytesMax = 2 ** 32 - 1;
+/** Slab ids occupy the bits of a ref above the offset, up to 2^53. */
+export const arenaSlabCountMax = 2 ** 21;
+
+const offsetSpan = 2 ** 32;
+const empty = new Uint8Array(0);
+
+export interface ByteArenaOptions {
+  readonly slabBytes?: number;
+}
+
+export class ByteArena {
+  readonly slabBytes: number;
+  /** Indexed by slab id; undefined once released. */
+  readonly #slabs: Array<Uint8Array | undefined> = [];
+  /** Live bytes per slab id. */
+  readonly #live: number[] = [];
+  /** Bytes appended to each slab so far (its high-water mark); the rest was never written. */
+  readonly #end: number[] = [];
+  /** Slabs chosen by markSparseSlabs() whose strings their owner should move. */
+  readonly #marked: boolean[] = [];
+  readonly #freeSlabIds: number[] = [];
+  #current = -1;
+  #bytesReserved = 0;
+  #bytesLive = 0;
+
+  constructor(options: ByteArenaOptions = {}) {
+    const slabBytes = options.slabBytes ?? arenaSlabBytesDefault;
+    assert.ok(Number.isSafeInteger(slabBytes) && slabBytes >= 1 && slabBytes <= arenaSlabBytesMax, 'slabBytes out of range');
+    this.slabBytes = slabBytes;
+  }
+
+  /** Bytes held in slabs, live or not (what the arena costs in memory). */
+  get bytesReserved(): number {
+    return this.#bytesReserved;
+  }
+
+  /** Bytes of strings added and not yet freed. */
+  get bytesLive(): number {
+    return this.#bytesLive;
+  }
+
+  /** Slabs currently held. */
+  get slabCount(): number {
+    return this.#slabs.length - this.#freeSlabIds.length;
+  }
+
+  /** Copies `bytes` in; returns its ref. */
+  add(bytes: Uint8Array): number {
+    return this.addJoined(bytes, empty);
+  }
+
+  /**
+   * Copies `first` and `second` in back to back as one string and returns its ref: `second`
+   * is then at `ref + first.length`. Both halves are freed together, as one string.
+   */
+  addJoined(first: Uint8Array, second: Uint8Array): number {
+    const length = first.length + second.length;
+    if (length === 0) return 0;
+    const ref = this.#reserve(length);
+    const slab = this.#slabs[this.#slabIdOf(ref)] as Uint8Array;
+    const offset = ref % offsetSpan;
+    slab.set(first, offset);
+    slab.set(second, offset + first.length);
+    return ref;
+  }
+
+  /** The bytes of a live string, without copying. Writing through the view changes the string. */
+  view(ref: number, length: number): Uint8Array {
+    if (length === 0) return empty;
+    const slabId = this.#slabIdOf(ref);
+    const slab = this.#slabs[slabId];
+    const offset = ref % offsetSpan;
+    assert.ok(slab !== undefined && offset + length <= (this.#end[slabId] ?? 0), 'view of a ref outside any slab');
+    return slab.subarray(offset, offset + length);
+  }
+
+  free(ref: number, length: number): void {
+    if (length === 0) return;
+    const slabId = this.#slabIdOf(ref);
+    const live = (this.#live[slabId] ?? 0) - length;
+    assert.ok(this.#slabs[slabId] !== undefined && ref % offsetSpan + length <= (this.#end[slabId] ?? 0), 'free of a ref outside any slab');
+    assert.ok(live >= 0, 'slab live count below zero: a string was freed twice or with the wrong length');
+    this.#live[slabId] = live;
+    this.#bytesLive -= length;
+    if (live > 0) return;
+    if (slabId === this.#current) this.#end[slabId] = 0;
+    else this.#release(slabId);
+  }
+
+  /**
+   * Marks every slab except the current one whose live bytes are below `liveRatioMax` of its
+   * size; returns how many. Marks from an earlier call are cleared.
+   */
+  markSparseSlabs(liveRatioMax: number): number {
+    assert.ok(liveRatioMax >= 0 && liveRatioMax <= 1, 'liveRatioMax must be within [0, 1]');
+    let marked = 0;
+    for (let slabId = 0; slabId < this.#slabs.length; slabId++) {
+      const slab = this.#slabs[slabId];
+      const sparse = slab !== undefined && slabId !== this.#current && (this.#live[slabId] ?? 0) < liveRatioMax * slab.length;
+      this.#marked[slabId] = sparse;
+      if (sparse) marked++;
+    }
+    return marked;
+  }
+
+  /** Whether the string at `ref` lies in a slab marked by markSparseSlabs(). */
+  isMarked(ref: number, length: number): boolean {
+    return length > 0 && this.#marked[this.#slabIdOf(ref)] === true;
+  }
+
+  /** Copies a live string to the current slab, frees the old copy; returns the new ref. */
+  move(ref: number, length: number): number {
+    if (length === 0) return ref;
+    const moved = this.add(this.view(ref, length));
+    this.free(ref, length);
+    return moved;
+  }
+
+  #slabIdOf(ref: number): number {
+    return Math.floor(ref / offsetSpan);
+  }
+
+  #reserve(length: number): number {
+    if (length > this.slabBytes) {
+      const slabId = this.#open(length);
+      this.#end[slabId] = length;
+      this.#live[slabId] = length;
+      this.#bytesLive += length;
+      return slabId * offsetSpan;
+    }
+    const end = this.#current < 0 ? this.slabBytes : (this.#end[this.#current] ?? 0);
+    if (end + length > this.slabBytes) this.#replaceCurrent();
+    const slabId = this.#current;
+    const offset = this.#end[slabId] ?? 0;
+    this.#end[slabId] = offset + length;
+    this.#live[slabId] = (this.#live[slabId] ?? 0) + length;
+    this.#bytesLive += length;
+    return slabId * offsetSpan + offset;
+  }
+
+  #replaceCurrent(): void {
+    const previous = this.#current;
+    this.#current = this.#open(this.slabBytes);
+    if (previous >= 0 && this.#live[previous] === 0) this.#release(previous);
+  }
+
+  #open(bytes: number): number {
+    assert.ok(bytes <= arenaSlabBytesMax, 'a string of 4 GiB or more does not fit the arena');
+    const slabId = this.#freeSlabIds.pop() ?? this.#slabs.length;
+    assert.ok(slabId < arenaSlabCountMax, 'arena slab ids exhausted');
+    this.#slabs[slabId] = new Uint8Array(bytes);
+    this.#live[slabId] = 0;
+    this.#end[slabId] = 0;
+    this.#marked[slabId] = false;
+    this.#bytesReserved += bytes;
+    return slabId;
+  }
+
+  #release(slabId: number): void {
+    const slab = this.#slabs[slabId];
+    assert.ok(slab !== undefined && this.#live[slabId] === 0 && slabId !== this.#current, 'released a slab still in use');
+    this.#bytesReserved -= slab.length;
+    this.#slabs[slabId] = undefined;
+    this.#marked[slabId] = false;
+    this.#freeSlabIds.push(slabId);
+  }
+}

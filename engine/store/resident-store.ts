@@ -1,0 +1,436 @@
+// The resident timers: every timer due before the horizon, held as one row of typed-array
+// columns (no JavaScript object per timer), addressed by slot. Owned by the main thread (the
+// engine's state); nothing here is shared with dispatch workers or touched off-thread.
+//
+// Contract: allocate() takes a free slot (or a new one, doubling the columns up to
+// capacityMax; past it, -1 so the caller can answer 503) and copies the payload and headers
+// into the arena; release() gives the slot back and bumps its generation. Outside code keeps
+// handles, not slots: a handle is one safe integer carrying slot and generation, and
+// slotOf(handle) answers -1 once the slot was released, even after it was taken again.
+// Columns are read directly (store.fireAt[slot]) and written through the setters, which
+// assert the slot is live. A bug (releasing a free slot, a bad column value) is an assertion.
+//
+//   slot:          0      1      2      3      4      5   …  capacity-1
+//   state        [ 1    | 0    | 2    | 1    | 0    | 3  … ]     0 = free
+//   fireAt       [ t0   |      | t2   | t3   |      | t5 … ]     f64 epoch ms
+//   generation   [ 1    | 2    | 1    | 5    | 1    | 1  … ]     bumped on release
+//   …one typed array per column, all `capacity` long
+//   freeSlots    [ 4, 1 ]  ← stack of released slots; slots ≥ highWater were never used
+//
+//   handle = generation · 2^28 + slot      (generation ≥ 1, so 0 is never a handle)
+//
+// Per-timer cost, in bytes per slot of capacity (capacity is at most twice the count):
+//
+//   fireAt f64 8 · logSeq f64 8 · row u32 4 · generation u32 4 · state u8 1 · attempts u16 2
+//   queueIndex u16 2 · targetIndex u32 4 · lastStatus u16 2 · bytesRef f64 8
+//   payloadLength u32 4 · headersLength u32 4                              = 51 bytes a slot
+//   + payload and headers bytes in the arena (one joined string: one ref, two lengths)
+//   + 4 bytes per free slot (the free stack grows with releases, not with capacity)
+//   + per distinct target: its string, a Map entry and a u32 refcount (shared by its timers)
+//
+// Payload and headers share one arena string because they are added and freed together; that
+// saves a second 8-byte ref per timer. The headers start at bytesRef + payloadLength.
+import assert from 'node:assert/strict';
+import { ByteArena, type ByteArenaOptions } from './byte-arena.ts';
+
+/** Low bits of a handle that carry the slot. */
+export const residentSlotBits = 28;
+/** Slots a handle can address: the ceiling for capacityMax. */
+export const residentCapacityLimit = 2 ** residentSlotBits;
+/** Highest generation that still fits a safe-integer handle; a slot that reaches it is retired. */
+export const residentGenerationMax = 2 ** (53 - residentSlotBits) - 1;
+export const residentCapacityInitialDefault = 1024;
+export const residentCapacityMaxDefault = 2 ** 24;
+/** queueIndex is a u16 column. */
+export const residentQueueCountMax = 2 ** 16;
+/** The arena's compaction moves strings out of slabs whose live share is below this. */
+export const residentCompactLiveRatioDefault = 0.5;
+
+const slotSpan = 2 ** residentSlotBits;
+const freeStackInitial = 64;
+const targetTableInitial = 16;
+
+/** Codes of the `state` column. */
+export const timerState = {
+  free: 0,
+  pending: 1,
+  delivering: 2,
+  retrying: 3,
+  delivered: 4,
+  dead: 5,
+  cancelled: 6,
+} as const;
+
+export type TimerStateCode = (typeof timerState)[keyof typeof timerState];
+
+/** A column to read by slot; write through the store's setters. */
+export interface ReadonlyColumn {
+  readonly [slot: number]: number;
+  readonly length: number;
+}
+
+export interface TimerFields {
+  readonly fireAt: number;
+  readonly logSeq: number;
+  readonly row: number;
+  readonly queueIndex: number;
+  readonly target: string;
+  readonly payload: Uint8Array;
+  readonly headers: Uint8Array;
+}
+
+export interface ResidentStoreOptions {
+  readonly capacityInitial?: number;
+  readonly capacityMax?: number;
+  /** Lower than residentGenerationMax only in tests, to reach slot retirement quickly. */
+  readonly generationMax?: number;
+  readonly arena?: ByteArenaOptions;
+}
+
+type Column = Float64Array | Uint32Array | Uint16Array | Uint8Array | Int32Array;
+
+function widened<C extends Column>(old: C, length: number, make: (length: number) => C): C {
+  const next = make(length);
+  next.set(old);
+  return next;
+}
+
+export class ResidentStore {
+  readonly capacityMax: number;
+  readonly generationMax: number;
+  /** Payload and headers bytes; read its counters for stats, never add or free through it. */
+  readonly arena: ByteArena;
+
+  #capacity: number;
+  #count = 0;
+  /** Slots at and above this were never allocated (their generation is still 0). */
+  #highWater = 0;
+  #fireAt: Float64Array;
+  #logSeq: Float64Array;
+  #row: Uint32Array;
+  #generation: Uint32Array;
+  #state: Uint8Array;
+  #attempts: Uint16Array;
+  #queueIndex: Uint16Array;
+  #targetIndex: Uint32Array;
+  #lastStatus: Uint16Array;
+  #bytesRef: Float64Array;
+  #payloadLength: Uint32Array;
+  #headersLength: Uint32Array;
+  #freeSlots = new Int32Array(freeStackInitial);
+  #freeCount = 0;
+
+  // Interned targets: index → string, string → index, index → timers using it.
+  readonly #targetNames: Array<string | undefined> = [];
+  readonly #targetIndexOf = new Map<string, number>();
+  #targetRefs = new Uint32Array(targetTableInitial);
+  readonly #freeTargets: number[] = [];
+
+  constructor(options: ResidentStoreOptions = {}) {
+    const capacityMax = options.capacityMax ?? residentCapacityMaxDefault;
+    const generationMax = options.generationMax ?? residentGenerationMax;
+    assert.ok(Number.isSafeInteger(capacityMax) && capacityMax >= 1 && capacityMax <= residentCapacityLimit, 'capacityMax out of range');
+    assert.ok(Number.isSafeInteger(generationMax) && generationMax >= 1 && generationMax <= residentGenerationMax, 'generationMax out of range');
+    const capacity = Math.min(options.capacityInitial ?? residentCapacityInitialDefault, capacityMax);
+    assert.ok(Number.isSafeInteger(capacity) && capacity >= 1, 'capacityInitial must be a positive integer');
+    this.capacityMax = capacityMax;
+    this.generationMax = generationMax;
+    this.arena = new ByteArena(options.arena);
+    this.#capacity = capacity;
+    this.#fireAt = new Float64Array(capacity);
+    this.#logSeq = new Float64Array(capacity);
+    this.#row = new Uint32Array(capacity);
+    this.#generation = new Uint32Array(capacity);
+    this.#state = new Uint8Array(capacity);
+    this.#attempts = new Uint16Array(capacity);
+    this.#queueIndex = new Uint16Array(capacity);
+    this.#targetIndex = new Uint32Array(capacity);
+    this.#lastStatus = new Uint16Array(capacity);
+    this.#bytesRef = new Float64Array(capacity);
+    this.#payloadLength = new Uint32Array(capacity);
+    this.#headersLength = new Uint32Array(capacity);
+  }
+
+  /** Live timers. */
+  get count(): number {
+    return this.#count;
+  }
+
+  /** Slots the columns hold now; grows by doubling up to capacityMax. */
+  get capacity(): number {
+    return this.#capacity;
+  }
+
+  /** Distinct targets interned. */
+  get targetCount(): number {
+    return this.#targetIndexOf.size;
+  }
+
+  // The columns. Growth replaces them, so read these again after any allocate().
+  get fireAt(): ReadonlyColumn {
+    return this.#fireAt;
+  }
+  get logSeq(): ReadonlyColumn {
+    return this.#logSeq;
+  }
+  get row(): ReadonlyColumn {
+    return this.#row;
+  }
+  get state(): ReadonlyColumn {
+    return this.#state;
+  }
+  get attempts(): ReadonlyColumn {
+    return this.#attempts;
+  }
+  get queueIndex(): ReadonlyColumn {
+    return this.#queueIndex;
+  }
+  get targetIndex(): ReadonlyColumn {
+    return this.#targetIndex;
+  }
+  get lastStatus(): ReadonlyColumn {
+    return this.#lastStatus;
+  }
+
+  /** Whether `n` more allocations would succeed (a batch is admitted whole or not at all). */
+  canAllocate(n: number): boolean {
+    return n <= this.#freeCount + (this.capacityMax - this.#highWater);
+  }
+
+  /** Allocates a timer from one object; the hot path uses allocateRaw(). Returns -1 when full. */
+  allocate(fields: TimerFields): number {
+    const targetIndex = this.internTarget(fields.target);
+    const slot = this.allocateRaw(fields.fireAt, fields.logSeq, fields.row, fields.queueIndex, targetIndex, fields.payload, fields.headers);
+    this.releaseTarget(targetIndex);
+    return slot;
+  }
+
+  /**
+   * Allocates a pending timer; returns its slot, or -1 when capacityMax slots are live.
+   * `targetIndex` is pinned by the caller (internTarget()); the timer takes its own reference,
+   * dropped by release().
+   */
+  allocateRaw(
+    fireAt: number,
+    logSeq: number,
+    row: number,
+    queueIndex: number,
+    targetIndex: number,
+    payload: Uint8Array,
+    headers: Uint8Array,
+  ): number {
+    assert.ok(Number.isFinite(fireAt), 'fireAt must be a finite number of ms');
+    assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
+    assert.ok(row >>> 0 === row, 'row must be a u32');
+    assert.ok(queueIndex >>> 0 === queueIndex && queueIndex < residentQueueCountMax, 'queueIndex must be a u16');
+    assert.ok(this.#targetNames[targetIndex] !== undefined, 'targetIndex is not an interned target: pin it with internTarget()');
+    const slot = this.#takeSlot();
+    if (slot < 0) return -1;
+    this.#fireAt[slot] = fireAt;
+    this.#logSeq[slot] = logSeq;
+    this.#row[slot] = row;
+    this.#state[slot] = timerState.pending;
+    this.#attempts[slot] = 0;
+    this.#queueIndex[slot] = queueIndex;
+    this.#targetIndex[slot] = targetIndex;
+    this.#lastStatus[slot] = 0;
+    this.#bytesRef[slot] = this.arena.addJoined(payload, headers);
+    this.#payloadLength[slot] = payload.length;
+    this.#headersLength[slot] = headers.length;
+    this.#targetRefs[targetIndex] = (this.#targetRefs[targetIndex] as number) + 1;
+    this.#count++;
+    return slot;
+  }
+
+  /** Frees the slot's bytes and target reference and makes every handle to it stale. */
+  release(slot: number): void {
+    this.#assertLive(slot);
+    this.arena.free(this.#bytesRef[slot] as number, (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number));
+    this.#unrefTarget(this.#targetIndex[slot] as number);
+    this.#state[slot] = timerState.free;
+    this.#count--;
+    const generation = (this.#generation[slot] as number) + 1;
+    this.#generation[slot] = generation;
+    // A slot whose generation would leave the handle's bits is retired, never handed out again:
+    // wrapping around could let a very old handle match a new timer.
+    if (generation <= this.generationMax) this.#pushFree(slot);
+  }
+
+  /**
+   * The index of `target` in the target table, adding it if new, and pinned: it stays valid
+   * until releaseTarget(index), whatever happens to the timers using it meanwhile. A batch
+   * interns each distinct target once, allocates its rows, then releases its pins.
+   */
+  internTarget(target: string): number {
+    let index = this.#targetIndexOf.get(target);
+    if (index === undefined) {
+      index = this.#freeTargets.pop() ?? this.#targetNames.length;
+      if (index >= this.#targetRefs.length) {
+        this.#targetRefs = widened(this.#targetRefs, this.#targetRefs.length * 2, (n) => new Uint32Array(n));
+      }
+      this.#targetNames[index] = target;
+      this.#targetIndexOf.set(target, index);
+    }
+    this.#targetRefs[index] = (this.#targetRefs[index] as number) + 1;
+    return index;
+  }
+
+  /** Drops a pin taken by internTarget(); the target is freed once no pin or timer holds it. */
+  releaseTarget(index: number): void {
+    assert.ok(this.#targetNames[index] !== undefined, 'released a target that is not interned');
+    this.#unrefTarget(index);
+  }
+
+  /** Timers and pins holding target `index` (0 for an index no longer interned). */
+  targetRefCount(index: number): number {
+    return this.#targetNames[index] === undefined ? 0 : (this.#targetRefs[index] as number);
+  }
+
+  isLive(slot: number): boolean {
+    // Out of range, negative or fractional slots read undefined: not live.
+    return (this.#state[slot] ?? timerState.free) !== timerState.free;
+  }
+
+  handleOf(slot: number): number {
+    this.#assertLive(slot);
+    return (this.#generation[slot] as number) * slotSpan + slot;
+  }
+
+  /** The slot a handle names, or -1 if that timer was released (whatever took the slot since). */
+  slotOf(handle: number): number {
+    if (!Number.isSafeInteger(handle) || handle < 0) return -1;
+    const slot = handle % slotSpan;
+    const generation = (handle - slot) / slotSpan;
+    if (!this.isLive(slot) || this.#generation[slot] !== generation) return -1;
+    return slot;
+  }
+
+  /** The payload bytes, a view into the arena: copy them before the slot is released. */
+  payloadOf(slot: number): Uint8Array {
+    this.#assertLive(slot);
+    return this.arena.view(this.#bytesRef[slot] as number, this.#payloadLength[slot] as number);
+  }
+
+  /** The headers bytes (JSON), a view into the arena: copy them before the slot is released. */
+  headersOf(slot: number): Uint8Array {
+    this.#assertLive(slot);
+    const payloadLength = this.#payloadLength[slot] as number;
+    return this.arena.view((this.#bytesRef[slot] as number) + payloadLength, this.#headersLength[slot] as number);
+  }
+
+  targetOf(slot: number): string {
+    this.#assertLive(slot);
+    return this.#targetNames[this.#targetIndex[slot] as number] as string;
+  }
+
+  /** Changes the due time; a heap holding the slot must then be told with update(slot). */
+  setFireAt(slot: number, fireAt: number): void {
+    this.#assertLive(slot);
+    assert.ok(Number.isFinite(fireAt), 'fireAt must be a finite number of ms');
+    this.#fireAt[slot] = fireAt;
+  }
+
+  setState(slot: number, state: TimerStateCode): void {
+    this.#assertLive(slot);
+    assert.ok(state >= timerState.pending && state <= timerState.cancelled, 'setState needs a live state; release() frees a slot');
+    this.#state[slot] = state;
+  }
+
+  setAttempts(slot: number, attempts: number): void {
+    this.#assertLive(slot);
+    assert.ok(attempts >>> 0 === attempts && attempts <= 0xffff, 'attempts must be a u16');
+    this.#attempts[slot] = attempts;
+  }
+
+  setLastStatus(slot: number, status: number): void {
+    this.#assertLive(slot);
+    assert.ok(status >>> 0 === status && status <= 0xffff, 'lastStatus must be a u16');
+    this.#lastStatus[slot] = status;
+  }
+
+  /** Bytes held by the columns, the free stack, the target refcounts and the arena's slabs. */
+  bytesUsed(): number {
+    const columns =
+      this.#fireAt.byteLength +
+      this.#logSeq.byteLength +
+      this.#row.byteLength +
+      this.#generation.byteLength +
+      this.#state.byteLength +
+      this.#attempts.byteLength +
+      this.#queueIndex.byteLength +
+      this.#targetIndex.byteLength +
+      this.#lastStatus.byteLength +
+      this.#bytesRef.byteLength +
+      this.#payloadLength.byteLength +
+      this.#headersLength.byteLength;
+    return columns + this.#freeSlots.byteLength + this.#targetRefs.byteLength + this.arena.bytesReserved;
+  }
+
+  /**
+   * Moves the payload and headers of every live timer out of arena slabs whose live share is
+   * below `liveRatioMax`, so those slabs are released; returns how many timers moved. One pass
+   * over all slots: call it when the arena's bytesLive / bytesReserved has fallen, not per tick.
+   */
+  compact(liveRatioMax: number = residentCompactLiveRatioDefault): number {
+    if (this.arena.markSparseSlabs(liveRatioMax) === 0) return 0;
+    let moved = 0;
+    for (let slot = 0; slot < this.#highWater; slot++) {
+      if (this.#state[slot] === timerState.free) continue;
+      const ref = this.#bytesRef[slot] as number;
+      const length = (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
+      if (!this.arena.isMarked(ref, length)) continue;
+      this.#bytesRef[slot] = this.arena.move(ref, length);
+      moved++;
+    }
+    this.arena.markSparseSlabs(0); // no slab is below a ratio of 0: clears the marks
+    return moved;
+  }
+
+  #assertLive(slot: number): void {
+    assert.ok(this.isLive(slot), 'slot is not live: released twice, or never allocated');
+  }
+
+  #takeSlot(): number {
+    if (this.#freeCount > 0) return this.#freeSlots[--this.#freeCount] as number;
+    if (this.#highWater === this.#capacity) {
+      if (this.#capacity === this.capacityMax) return -1;
+      this.#grow(Math.min(this.#capacity * 2, this.capacityMax));
+    }
+    const slot = this.#highWater++;
+    this.#generation[slot] = 1;
+    return slot;
+  }
+
+  #pushFree(slot: number): void {
+    if (this.#freeCount === this.#freeSlots.length) {
+      this.#freeSlots = widened(this.#freeSlots, this.#freeSlots.length * 2, (n) => new Int32Array(n));
+    }
+    this.#freeSlots[this.#freeCount++] = slot;
+  }
+
+  #unrefTarget(index: number): void {
+    const refs = (this.#targetRefs[index] as number) - 1;
+    assert.ok(refs >= 0, 'target refcount below zero');
+    this.#targetRefs[index] = refs;
+    if (refs > 0) return;
+    this.#targetIndexOf.delete(this.#targetNames[index] as string);
+    this.#targetNames[index] = undefined;
+    this.#freeTargets.push(index);
+  }
+
+  #grow(capacity: number): void {
+    this.#fireAt = widened(this.#fireAt, capacity, (n) => new Float64Array(n));
+    this.#logSeq = widened(this.#logSeq, capacity, (n) => new Float64Array(n));
+    this.#row = widened(this.#row, capacity, (n) => new Uint32Array(n));
+    this.#generation = widened(this.#generation, capacity, (n) => new Uint32Array(n));
+    this.#state = widened(this.#state, capacity, (n) => new Uint8Array(n));
+    this.#attempts = widened(this.#attempts, capacity, (n) => new Uint16Array(n));
+    this.#queueIndex = widened(this.#queueIndex, capacity, (n) => new Uint16Array(n));
+    this.#targetIndex = widened(this.#targetIndex, capacity, (n) => new Uint32Array(n));
+    this.#lastStatus = widened(this.#lastStatus, capacity, (n) => new Uint16Array(n));
+    this.#bytesRef = widened(this.#bytesRef, capacity, (n) => new Float64Array(n));
+    this.#payloadLength = widened(this.#payloadLength, capacity, (n) => new Uint32Array(n));
+    this.#headersLength = widened(this.#headersLength, capacity, (n) => new Uint32Array(n));
+    this.#capacity = capacity;
+  }
+}

@@ -1,0 +1,112 @@
+// The engine (store + heap + index + log) against a plain model, under random sequences of
+// admit, cancel, clock moves, takeDue, outcomes and restarts: both must agree on every answer.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
+import { type Clock, Engine, type TimerStateName } from '../../engine/engine.ts';
+import { emptyOutcomes, outcomeKind } from '../../engine/records.ts';
+import { SimFileSystem } from '../sim/sim-file-system.ts';
+
+const t0 = 1_796_220_000_000;
+
+type Command =
+  | { kind: 'admit'; offsets: number[] }
+  | { kind: 'cancel'; pick: number }
+  | { kind: 'advance'; ms: number }
+  | { kind: 'take'; max: number }
+  | { kind: 'settle'; choices: number[] }
+  | { kind: 'restart' };
+
+const command: fc.Arbitrary<Command> = fc.oneof(
+  fc.record({ kind: fc.constant('admit' as const), offsets: fc.array(fc.integer({ min: -50, max: 500 }), { minLength: 1, maxLength: 4 }) }),
+  fc.record({ kind: fc.constant('cancel' as const), pick: fc.nat() }),
+  fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: -100, max: 300 }) }),
+  fc.record({ kind: fc.constant('take' as const), max: fc.integer({ min: 1, max: 5 }) }),
+  fc.record({ kind: fc.constant('settle' as const), choices: fc.array(fc.integer({ min: 0, max: 2 }), { maxLength: 5 }) }),
+  fc.constant({ kind: 'restart' as const }),
+);
+
+interface ModelTimer {
+  readonly id: string;
+  readonly seq: number;
+  readonly row: number;
+  fireAt: number;
+  state: TimerStateName;
+  /** The last logged state, which a restart returns a delivering timer to. */
+  loggedState: 'pending' | 'retrying';
+  attempts: number;
+}
+
+test('the engine agrees with a plain model through admits, cancels, deliveries and restarts', { timeout: 300_000 }, async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(command, { maxLength: 60 }), fc.integer({ min: 1, max: 2 ** 30 }), async (commands, seed) => {
+      let now = t0;
+      const clock: Clock = { now: () => now };
+      const fs = new SimFileSystem({ seed, maxExtraHops: 0 });
+      let engine = await Engine.open({ dataDir: '/data', fs, clock });
+      const model: ModelTimer[] = [];
+      const due = (): ModelTimer[] =>
+        model.filter((t) => (t.state === 'pending' || t.state === 'retrying') && t.fireAt <= now).sort((a, b) => a.fireAt - b.fireAt || a.seq - b.seq || a.row - b.row);
+      try {
+        for (const step of commands) {
+          if (step.kind === 'admit') {
+            const admitted = await engine.admit(batchFromSpecs(step.offsets.map((offset) => ({ fireAtMs: Math.max(0, now + offset), target: 'https://a.example/' }))));
+            step.offsets.forEach((offset, row) =>
+              model.push({ id: admitted.idOf(row), seq: admitted.seq, row, fireAt: Math.max(0, now + offset), state: 'pending', loggedState: 'pending', attempts: 0 }),
+            );
+          } else if (step.kind === 'cancel') {
+            const timer = model[step.pick % Math.max(1, model.length)];
+            const outcome = await engine.cancel(timer?.id ?? 'zzzzzzzzzzzzzzzzzzzzzzzz');
+            const expected = timer === undefined ? 'not-found' : timer.state === 'pending' || timer.state === 'retrying' || timer.state === 'cancelled' ? 'cancelled' : 'too-late';
+            assert.equal(outcome, expected);
+            if (timer !== undefined && expected === 'cancelled') timer.state = 'cancelled';
+          } else if (step.kind === 'advance') {
+            now += step.ms;
+          } else if (step.kind === 'take') {
+            const expected = due().slice(0, step.max);
+            const slice = engine.takeDue(now, step.max);
+            assert.deepEqual(
+              Array.from({ length: slice.count }, (_, i) => `${slice.seqs[i]}/${slice.rows[i]}@${slice.attempts[i]}`),
+              expected.map((t) => `${t.seq}/${t.row}@${t.attempts + 1}`),
+            );
+            for (const timer of expected) timer.state = 'delivering';
+          } else if (step.kind === 'settle') {
+            const delivering = model.filter((t) => t.state === 'delivering').slice(0, step.choices.length);
+            const outcomes = emptyOutcomes(delivering.length);
+            delivering.forEach((timer, i) => {
+              const kind = [outcomeKind.delivered, outcomeKind.retry, outcomeKind.dead][step.choices[i] as number] as number;
+              outcomes.seqs[i] = timer.seq;
+              outcomes.rows[i] = timer.row;
+              outcomes.kinds[i] = kind;
+              outcomes.statuses[i] = 500;
+              outcomes.attempts[i] = timer.attempts + 1;
+              outcomes.retryAtMs[i] = now + 100;
+              timer.attempts++;
+              if (kind === outcomeKind.retry) {
+                timer.state = timer.loggedState = 'retrying';
+                timer.fireAt = now + 100;
+              } else {
+                timer.state = kind === outcomeKind.delivered ? 'delivered' : 'dead';
+              }
+            });
+            outcomes.count = delivering.length;
+            await engine.settle(outcomes);
+          } else {
+            await engine.close();
+            engine = await Engine.open({ dataDir: '/data', fs, clock });
+            for (const timer of model) if (timer.state === 'delivering') timer.state = timer.loggedState;
+          }
+          for (const timer of model) {
+            const view = engine.get(timer.id);
+            assert.deepEqual([view?.state, view?.fireAtMs, view?.attempts], [timer.state, timer.fireAt, timer.attempts], `timer ${timer.id}`);
+          }
+          assert.equal(engine.nextDueMs(), due()[0]?.fireAt ?? model.filter((t) => t.state === 'pending' || t.state === 'retrying').sort((a, b) => a.fireAt - b.fireAt)[0]?.fireAt);
+        }
+      } finally {
+        await engine.close();
+      }
+    }),
+    { numRuns: 150 },
+  );
+});
