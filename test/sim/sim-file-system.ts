@@ -22,6 +22,7 @@ import assert from 'node:assert/strict';
 import { posix } from 'node:path';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import type { DirLock, FileHandle, FileSystem, OpenMode } from '../../engine/fs/file-system.ts';
+import { Prng } from '../helpers/prng.ts';
 
 export type SimOp =
   | 'open'
@@ -693,41 +694,6 @@ function sectorPieces(position: number, bytes: Uint8Array, sectorBytes: number):
 
 // ---- small helpers ----
 
-/** mulberry32: tiny, fast, and good enough to pick crash images. */
-class Prng {
-  #state: number;
-
-  constructor(seed: number) {
-    assert.ok(Number.isFinite(seed), 'seed must be a finite number');
-    this.#state = seed >>> 0;
-  }
-
-  uint32(): number {
-    this.#state = (this.#state + 0x6d2b79f5) >>> 0;
-    let t = this.#state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  }
-
-  /** An integer in [0, n). */
-  below(n: number): number {
-    return Math.floor((this.uint32() / 2 ** 32) * n);
-  }
-
-  coin(): boolean {
-    return this.uint32() >= 2 ** 31;
-  }
-
-  shuffle<T>(items: T[]): void {
-    for (let index = items.length - 1; index > 0; index--) {
-      const other = this.below(index + 1);
-      const item = items[index] as T;
-      items[index] = items[other] as T;
-      items[other] = item;
-    }
-  }
-}
 
 function normalize(path: string): string {
   return posix.resolve('/', path);
