@@ -68,3 +68,18 @@ export const schedulerLimits = {
 } as const;
 
 export type SchedulerLimits = { -readonly [K in keyof typeof schedulerLimits]: number };
+
+export const httpLimits = {
+  /** SIGTERM waits this long for requests in flight before closing their connections. */
+  drainTimeoutMs: 10_000,
+  /** A connection that has not shown its protocol by then is closed. */
+  sniffTimeoutMs: 10_000,
+  /** An idle HTTP/1.1 keep-alive connection is closed after this (above common load-balancer idle timeouts, as fastify's own default). */
+  http1KeepAliveTimeoutMs: 72_000,
+  /** HTTP/1.1 request headers must arrive within this (Node's default, made explicit: slow-loris bound). */
+  http1HeadersTimeoutMs: 60_000,
+  /** A whole HTTP/1.1 request must arrive within this (Node's default, made explicit). */
+  http1RequestTimeoutMs: 300_000,
+  /** An HTTP/2 session without any activity for this long is closed (GOAWAY), as fastify's own default. */
+  http2SessionIdleTimeoutMs: 72_000,
+} as const;

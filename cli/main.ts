@@ -1,0 +1,30 @@
+// The `fermata` command line: picks the subcommand and returns the process exit code
+// (bin/fermata.js sets process.exitCode from it). 0 success, 1 failure at run time, 2 usage.
+import { serve } from './serve.ts';
+
+export const usage = `Usage: fermata <command> [options]
+
+Commands:
+  serve    run the timer service (fermata serve --help for its options)
+
+  -h, --help    this text
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      return serve(rest);
+    case '-h':
+    case '--help':
+    case 'help':
+      process.stdout.write(usage);
+      return 0;
+    case undefined:
+      process.stderr.write(usage);
+      return 2;
+    default:
+      process.stderr.write(`fermata: unknown command "${command}"\n\n${usage}`);
+      return 2;
+  }
+}

@@ -1,0 +1,149 @@
+// One cleartext TCP port that speaks HTTP/1.1 and HTTP/2 with prior knowledge (h2c) alike.
+// Node serves h2c only from http2.createServer(), and `allowHTTP1` works only behind TLS, where
+// ALPN names the protocol; on a cleartext port only a client's first bytes say which protocol
+// it speaks. So this listener accepts every connection itself, reads until the bytes either are
+// the HTTP/2 client preface or can no longer become it, puts them back (unshift), and injects
+// the socket into an inner HTTP/2 or HTTP/1.1 server through their documented 'connection'
+// event. Both inner servers call one request handler.
+//
+//   accept ─► sniff (≤ 24 B, ≤ sniffTimeoutMs) ─┬─ "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" ─► http2 server ─┐
+//                                               └─ anything else ───────────────────► http server ───┴─► handler
+//
+// Unshifting is safe for both: http.Server reads what is buffered on the socket before it
+// reads the handle, and an Http2Session feeds bytes already buffered on its socket to nghttp2
+// first (nodejs/node#35475). The socket must not be switched to flowing mode while sniffing,
+// or the bytes would be emitted to nobody; hence 'readable' and read(), never 'data'.
+//
+// Owned by the main thread's event loop, like every server in the process.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import http2 from 'node:http2';
+import net from 'node:net';
+import { httpLimits } from '../../engine/limits.ts';
+
+/** RFC 9113 §3.4: what an HTTP/2 client with prior knowledge sends first. */
+export const http2Preface = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+
+assert.equal(http2Preface.length, 24);
+assert.ok(httpLimits.http1HeadersTimeoutMs <= httpLimits.http1RequestTimeoutMs, 'headers must be due before the whole request');
+
+type SniffedProtocol = 'h2' | 'http/1.1';
+
+/** The protocol the first bytes of a connection commit to, or undefined while they are still a prefix of the preface. */
+function sniffProtocol(head: Uint8Array): SniffedProtocol | undefined {
+  const compared = Math.min(head.length, http2Preface.length);
+  for (let i = 0; i < compared; i++) if (head[i] !== http2Preface[i]) return 'http/1.1';
+  return head.length >= http2Preface.length ? 'h2' : undefined;
+}
+
+/** A request handler that accepts both request kinds (fastify's is one: it is what fastify gives http and http2 servers alike). */
+export type DualProtocolRequestHandler = (
+  request: http.IncomingMessage | http2.Http2ServerRequest,
+  response: http.ServerResponse | http2.Http2ServerResponse,
+) => void;
+
+export class CleartextListener extends net.Server {
+  readonly #http1: http.Server;
+  readonly #http2: http2.Http2Server;
+  /** Every accepted socket until it closes, whatever protocol it turned out to speak. */
+  readonly #sockets = new Set<net.Socket>();
+  readonly #sniffing = new Set<net.Socket>();
+  readonly #sessions = new Set<http2.ServerHttp2Session>();
+
+  constructor(handler: DualProtocolRequestHandler) {
+    // As http.Server configures its own sockets: an HTTP/1.1 client may half-close after its
+    // request and still read the response; responses are not held back by Nagle.
+    super({ allowHalfOpen: true, noDelay: true });
+    this.#http1 = http.createServer(
+      {
+        keepAliveTimeout: httpLimits.http1KeepAliveTimeoutMs,
+        headersTimeout: httpLimits.http1HeadersTimeoutMs,
+        requestTimeout: httpLimits.http1RequestTimeoutMs,
+      },
+      handler,
+    );
+    this.#http2 = http2.createServer(handler);
+    this.#http2.on('session', (session) => this.#adoptSession(session));
+    // http.Server starts tracking its connections (the headers/request timeout checks,
+    // closeIdleConnections) when it hears 'listening'. It never listens itself; it hears ours.
+    this.on('listening', () => this.#http1.emit('listening'));
+    // fastify answers client errors (malformed HTTP/1.1) with a JSON 400 through its listener
+    // on the server it was given: this one. Without a listener here, drop the connection.
+    this.#http1.on('clientError', (err: Error, socket: net.Socket) => {
+      if (!this.emit('clientError', err, socket)) socket.destroy();
+    });
+    this.on('connection', (socket: net.Socket) => this.#accept(socket));
+  }
+
+  /**
+   * Stops accepting; closes idle HTTP/1.1 connections (active ones close after their response
+   * once fastify marks them `Connection: close`), sends GOAWAY on every HTTP/2 session (open
+   * streams finish, no new ones start) and drops connections that never said anything.
+   * `callback` runs once every connection has closed.
+   */
+  override close(callback?: (err?: Error) => void): this {
+    super.close(callback);
+    this.#http1.close();
+    for (const session of this.#sessions) session.close();
+    for (const socket of this.#sniffing) socket.destroy();
+    return this;
+  }
+
+  /** Destroys every connection at once: the bound on a graceful close. */
+  closeAllConnections(): void {
+    for (const socket of this.#sockets) socket.destroy();
+  }
+
+  // Http2Server's own members, so that fastify's HTTP/2 typing accepts this listener as the
+  // server it runs on (fastify itself calls neither).
+  setTimeout(msec?: number, callback?: () => void): this {
+    this.#http1.setTimeout(msec, callback);
+    this.#http2.setTimeout(msec, callback);
+    return this;
+  }
+
+  updateSettings(settings: http2.Settings): void {
+    this.#http2.updateSettings(settings);
+  }
+
+  #accept(socket: net.Socket): void {
+    this.#sockets.add(socket);
+    this.#sniffing.add(socket);
+    socket.once('close', () => {
+      this.#sockets.delete(socket);
+      this.#sniffing.delete(socket);
+    });
+
+    let head: Buffer = Buffer.alloc(0);
+    const onReadable = (): void => {
+      for (let chunk = socket.read() as Buffer | null; chunk !== null; chunk = socket.read() as Buffer | null) {
+        head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
+      }
+      const protocol = sniffProtocol(head);
+      if (protocol === undefined) return;
+      stopSniffing();
+      socket.unshift(head);
+      if (protocol === 'h2') this.#http2.emit('connection', socket);
+      else this.#http1.emit('connection', socket);
+    };
+    // Silent past the deadline, gone, or ended inside the preface: nothing to answer.
+    const drop = (): void => {
+      stopSniffing();
+      socket.destroy();
+    };
+    const stopSniffing = (): void => {
+      this.#sniffing.delete(socket);
+      socket.setTimeout(0);
+      socket.off('readable', onReadable).off('timeout', drop).off('end', drop).off('error', drop);
+    };
+    socket.setTimeout(httpLimits.sniffTimeoutMs);
+    socket.on('readable', onReadable).on('timeout', drop).on('end', drop).on('error', drop);
+  }
+
+  #adoptSession(session: http2.ServerHttp2Session): void {
+    this.#sessions.add(session);
+    session.once('close', () => this.#sessions.delete(session));
+    session.setTimeout(httpLimits.http2SessionIdleTimeoutMs, () => session.close());
+  }
+}
