@@ -7,6 +7,7 @@ import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { type Admitted, type Clock, Engine } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { decodeTimerId, encodeTimerId } from '../../engine/ids.ts';
+import { emptyOutcomes, outcomeKind } from '../../engine/records.ts';
 import { Prng } from '../helpers/prng.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
@@ -180,3 +181,54 @@ function idsAt(engine: Engine, seq: number, row: number): string | undefined {
   return undefined;
 }
 
+
+test('power loss during delivery outcomes: every acknowledged outcome survives; the rest are delivered again', { timeout: 300_000 }, async () => {
+  for (let seed = 1; seed <= 300; seed++) {
+    const prng = new Prng(seed);
+    const fs = new SimFileSystem({ seed });
+    const clock = manualClock();
+    const setup = await Engine.open({ dataDir, fs, clock });
+    const admitted = await setup.admit(batchFromSpecs(Array.from({ length: 20 }, (_, i) => ({ fireAtMs: t0 + i, target: 'https://a.example/' }))));
+    await setup.close();
+    let image: SimFileSystem | undefined;
+    const crashAt = fs.opCount + 4 + prng.below(40);
+    fs.setFault(() => {
+      if (image === undefined && fs.opCount >= crashAt) image = fs.powerLoss();
+      return undefined;
+    });
+    const settled = new Map<string, string>();
+    try {
+      const engine = await Engine.open({ dataDir, fs, clock });
+      const work: Array<Promise<void>> = [];
+      for (let round = 0; round < 5; round++) {
+        const slice = engine.takeDue(t0 + 100, 4);
+        const outcomes = emptyOutcomes(slice.count);
+        const expected: Array<[string, string]> = [];
+        for (let i = 0; i < slice.count; i++) {
+          const kind = [outcomeKind.delivered, outcomeKind.retry, outcomeKind.dead][prng.below(3)] as number;
+          outcomes.seqs[i] = slice.seqs[i] as number;
+          outcomes.rows[i] = slice.rows[i] as number;
+          outcomes.kinds[i] = kind;
+          outcomes.statuses[i] = 500;
+          outcomes.attempts[i] = 1;
+          outcomes.retryAtMs[i] = t0 + 10_000;
+          expected.push([admitted.idOf(slice.rows[i] as number), kind === outcomeKind.delivered ? 'delivered' : kind === outcomeKind.retry ? 'retrying' : 'dead']);
+        }
+        outcomes.count = slice.count;
+        work.push(engine.settle(outcomes).then(() => void expected.forEach(([id, state]) => settled.set(id, state))));
+      }
+      await Promise.allSettled(work);
+      await engine.close().catch(() => undefined);
+    } catch {
+      // The crash can come during open itself.
+    }
+    const recovered = await Engine.open({ dataDir, fs: image ?? fs.powerLoss(), clock });
+    for (const [id, state] of settled) assert.equal(recovered.get(id)?.state, state, `seed ${seed}: acknowledged outcome of ${id} lost`);
+    for (let row = 0; row < 20; row++) {
+      const view = recovered.get(admitted.idOf(row));
+      assert.ok(view !== undefined, `seed ${seed}: timer ${row} lost`);
+      if (!settled.has(view.id)) assert.ok(['pending', 'delivered', 'retrying', 'dead'].includes(view.state), `seed ${seed}: ${view.state}`);
+    }
+    await recovered.close();
+  }
+});
