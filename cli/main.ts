@@ -1,11 +1,13 @@
 // The `fermata` command line: picks the subcommand and returns the process exit code
 // (bin/fermata.js sets process.exitCode from it). 0 success, 1 failure at run time, 2 usage.
 import { serve } from './serve.ts';
+import { walDump } from './wal-dump.ts';
 
 export const usage = `Usage: fermata <command> [options]
 
 Commands:
-  serve    run the timer service (fermata serve --help for its options)
+  serve      run the timer service (fermata serve --help for its options)
+  wal-dump   read a WAL directory without changing it: segments, records, where they stop
 
   -h, --help    this text
 `;
@@ -15,6 +17,8 @@ export async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'serve':
       return serve(rest);
+    case 'wal-dump':
+      return walDump(rest);
     case '-h':
     case '--help':
     case 'help':
