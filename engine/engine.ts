@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { batchFromArrow, batchToArrow } from './batch/arrow-codec.ts';
 import { bytesAt, type TimerBatch } from './batch/timer-batch.ts';
-import { validateBatch } from './batch/validate.ts';
+import { validateBatch, validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import type { FileSystem } from './fs/file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
@@ -27,6 +27,7 @@ import {
   type Outcomes,
   recordType,
 } from './records.ts';
+import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
 import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
@@ -100,6 +101,8 @@ export class Engine {
   readonly #index: SlotIndex;
   readonly #queueNames: string[] = [];
   readonly #queueIndexOf = new Map<string, number>();
+  /** Configs set through setQueue(); other queues run with defaultQueueConfig. */
+  readonly #queueConfigs = new Map<string, QueueConfig>();
   /** Rows admitted but not yet in the store: capacity promised to appends in flight. */
   #reservedRows = 0;
   /** Cancels whose CANCEL record is not yet durable, by slot. */
@@ -221,6 +224,25 @@ export class Engine {
       }
     }
     if (retried) this.#onDueChanged();
+  }
+
+  /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
+  async setQueue(name: string, input: unknown): Promise<QueueConfig> {
+    validateQueueName(name);
+    const config = parseQueueConfig(input);
+    await this.#wal.append(recordType.queue, encodeQueueRecord(name, config));
+    this.#queueConfigs.set(name, config);
+    this.#queueIndex(name);
+    return config;
+  }
+
+  queueConfig(name: string): QueueConfig {
+    return this.#queueConfigs.get(name) ?? defaultQueueConfig;
+  }
+
+  /** Every queue that was configured or has held a timer, with its config, by name. */
+  queues(): Array<{ name: string; config: QueueConfig }> {
+    return [...this.#queueNames].sort().map((name) => ({ name, config: this.queueConfig(name) }));
   }
 
   /** Admits a batch built in process or from JSON: logged in the canonical Arrow form. */
@@ -370,6 +392,13 @@ export class Engine {
       const outcomes = decodeOutcomes(body);
       if (outcomes === undefined) throw this.#badRecord(seq, 'malformed OUTCOME record');
       this.#applyOutcomes(outcomes);
+      return;
+    }
+    if (type === recordType.queue) {
+      const queue = decodeQueueRecord(body);
+      if (queue === undefined) throw this.#badRecord(seq, 'malformed QUEUE record');
+      this.#queueConfigs.set(queue.name, queue.config);
+      this.#queueIndex(queue.name);
       return;
     }
     throw this.#badRecord(seq, `unknown record type ${type}`);

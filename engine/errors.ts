@@ -12,6 +12,7 @@ export const errorCodes = {
   diskFull: 'DISK_FULL',
   batchInvalid: 'BATCH_INVALID',
   capacityFull: 'CAPACITY_FULL',
+  queueInvalid: 'QUEUE_INVALID',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

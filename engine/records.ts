@@ -6,12 +6,14 @@
 //   CANCEL   { ref (16 B) }        ref     = seq f64 , row u32 , reserved u32
 //   OUTCOME  { outcome (32 B) }    outcome = seq f64 , row u32 , kind u8 , reason u8 ,
 //                                            status u16 , attempts u32 , reserved u32 , retry-at f64
+//   QUEUE    UTF-8 JSON {"name": …, "config": {…}}      (engine/queues.ts)
 import assert from 'node:assert/strict';
 
 export const recordType = {
   add: 1,
   cancel: 2,
   outcome: 3,
+  queue: 4,
 } as const;
 
 /** What one delivery attempt came to. */

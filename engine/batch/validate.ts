@@ -3,7 +3,7 @@
 // targets and queues are checked once each (they are dictionaries), the rest row by row over
 // the typed columns.
 import { errorCodes, FermataError } from '../errors.ts';
-import type { TimerLimits } from '../limits.ts';
+import { timerLimits, type TimerLimits } from '../limits.ts';
 import { byteLengthAt, bytesAt, type TimerBatch } from './timer-batch.ts';
 
 const queueNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -35,14 +35,22 @@ function checkTargets(batch: TimerBatch, limits: TimerLimits): void {
   }
 }
 
+function queueNameOk(name: string, limits: TimerLimits): boolean {
+  return Buffer.byteLength(name) <= limits.queueNameBytesMax && queueNamePattern.test(name);
+}
+
+const queueNameRule = (limits: TimerLimits): string => `1–${limits.queueNameBytesMax} characters of A–Z, a–z, 0–9, '.', '_', '-'`;
+
 function checkQueues(batch: TimerBatch, limits: TimerLimits): void {
   for (let i = 0; i < batch.queues.length; i++) {
-    const queue = batch.queues[i] as string;
     const row = firstRowWith(batch.queueIndex, i);
-    if (Buffer.byteLength(queue) > limits.queueNameBytesMax || !queueNamePattern.test(queue)) {
-      throw refuse(`queue must be 1–${limits.queueNameBytesMax} characters of A–Z, a–z, 0–9, '.', '_', '-' in row ${row}`, 'queue', row);
-    }
+    if (!queueNameOk(batch.queues[i] as string, limits)) throw refuse(`queue must be ${queueNameRule(limits)} in row ${row}`, 'queue', row);
   }
+}
+
+/** A queue name outside a batch (PUT /v1/queues/{name}). */
+export function validateQueueName(name: string, limits: TimerLimits = timerLimits): void {
+  if (!queueNameOk(name, limits)) throw new FermataError(errorCodes.queueInvalid, `queue name must be ${queueNameRule(limits)}`, { field: 'name' });
 }
 
 function checkHeaders(batch: TimerBatch, row: number, limits: TimerLimits): void {
