@@ -83,3 +83,16 @@ export const httpLimits = {
   /** An HTTP/2 session without any activity for this long is closed (GOAWAY), as fastify's own default. */
   http2SessionIdleTimeoutMs: 72_000,
 } as const;
+
+export const storeLimits = {
+  /** Resident timers at most; past it admits get CAPACITY_FULL (503). Handles address 2^28. */
+  residentTimersMax: 2 ** 24,
+  /** Slots allocated up front; the columns double as timers arrive. */
+  residentTimersInitial: 1024,
+  /** Payload and headers bytes are appended to slabs of this size (a larger string gets its own). */
+  arenaSlabBytes: 4 * MiB,
+  /** Compaction moves strings out of slabs whose live share fell below this. */
+  arenaCompactLiveRatio: 0.5,
+} as const;
+
+assert.ok(storeLimits.residentTimersMax <= 2 ** 28, 'a store handle carries the slot in 28 bits');

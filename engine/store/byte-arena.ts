@@ -24,9 +24,8 @@
 // live share has fallen below a ratio, the owner move()s every string it holds in them, and
 // each such slab is released as its last string leaves.
 import assert from 'node:assert/strict';
+import { storeLimits } from '../limits.ts';
 
-/** Bytes of a regular slab; a string longer than this gets a slab of exactly its size. */
-export const arenaSlabBytesDefault = 4 * 1024 * 1024;
 /** Offsets occupy the low 32 bits of a ref, so one string (and one slab) is below 4 GiB. */
 export const arenaSlabBytesMax = 2 ** 32 - 1;
 /** Slab ids occupy the bits of a ref above the offset, up to 2^53. */
@@ -55,7 +54,7 @@ export class ByteArena {
   #bytesLive = 0;
 
   constructor(options: ByteArenaOptions = {}) {
-    const slabBytes = options.slabBytes ?? arenaSlabBytesDefault;
+    const slabBytes = options.slabBytes ?? storeLimits.arenaSlabBytes;
     assert.ok(Number.isSafeInteger(slabBytes) && slabBytes >= 1 && slabBytes <= arenaSlabBytesMax, 'slabBytes out of range');
     this.slabBytes = slabBytes;
   }

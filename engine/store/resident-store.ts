@@ -31,6 +31,7 @@
 // Payload and headers share one arena string because they are added and freed together; that
 // saves a second 8-byte ref per timer. The headers start at bytesRef + payloadLength.
 import assert from 'node:assert/strict';
+import { storeLimits } from '../limits.ts';
 import { ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 
 /** Low bits of a handle that carry the slot. */
@@ -39,12 +40,8 @@ export const residentSlotBits = 28;
 export const residentCapacityLimit = 2 ** residentSlotBits;
 /** Highest generation that still fits a safe-integer handle; a slot that reaches it is retired. */
 export const residentGenerationMax = 2 ** (53 - residentSlotBits) - 1;
-export const residentCapacityInitialDefault = 1024;
-export const residentCapacityMaxDefault = 2 ** 24;
 /** queueIndex is a u16 column. */
 export const residentQueueCountMax = 2 ** 16;
-/** The arena's compaction moves strings out of slabs whose live share is below this. */
-export const residentCompactLiveRatioDefault = 0.5;
 
 const slotSpan = 2 ** residentSlotBits;
 const freeStackInitial = 64;
@@ -127,11 +124,11 @@ export class ResidentStore {
   readonly #freeTargets: number[] = [];
 
   constructor(options: ResidentStoreOptions = {}) {
-    const capacityMax = options.capacityMax ?? residentCapacityMaxDefault;
+    const capacityMax = options.capacityMax ?? storeLimits.residentTimersMax;
     const generationMax = options.generationMax ?? residentGenerationMax;
     assert.ok(Number.isSafeInteger(capacityMax) && capacityMax >= 1 && capacityMax <= residentCapacityLimit, 'capacityMax out of range');
     assert.ok(Number.isSafeInteger(generationMax) && generationMax >= 1 && generationMax <= residentGenerationMax, 'generationMax out of range');
-    const capacity = Math.min(options.capacityInitial ?? residentCapacityInitialDefault, capacityMax);
+    const capacity = Math.min(options.capacityInitial ?? storeLimits.residentTimersInitial, capacityMax);
     assert.ok(Number.isSafeInteger(capacity) && capacity >= 1, 'capacityInitial must be a positive integer');
     this.capacityMax = capacityMax;
     this.generationMax = generationMax;
@@ -371,7 +368,7 @@ export class ResidentStore {
    * below `liveRatioMax`, so those slabs are released; returns how many timers moved. One pass
    * over all slots: call it when the arena's bytesLive / bytesReserved has fallen, not per tick.
    */
-  compact(liveRatioMax: number = residentCompactLiveRatioDefault): number {
+  compact(liveRatioMax: number = storeLimits.arenaCompactLiveRatio): number {
     if (this.arena.markSparseSlabs(liveRatioMax) === 0) return 0;
     let moved = 0;
     for (let slot = 0; slot < this.#highWater; slot++) {
