@@ -12,6 +12,7 @@ import { walSuite } from './wal.ts';
 
 const suites: Readonly<Record<string, Suite>> = {
   wal: walSuite,
+  store: async (options) => (await import('./store.ts')).storeSuite(options),
 };
 
 const usage = `usage: npm run bench -- <suite>... [--quick] [--json] [--dir D]
