@@ -9,7 +9,8 @@
 //   open()       ─► Wal.open (recovery) ─► replay every record in order
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { batchFromArrow, batchToArrow } from './batch/arrow-codec.ts';
+import { batchFromArrow } from './batch/arrow-codec.ts';
+import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
 import { bytesAt, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch, validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
@@ -17,6 +18,9 @@ import type { FileSystem } from './fs/file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
 import {
+  addEncodingArrowStream,
+  addEncodingColumns,
+  type AddEncoding,
   decodeAddBody,
   decodeOutcomes,
   encodeAddHeader,
@@ -245,11 +249,11 @@ export class Engine {
     return [...this.#queueNames].sort().map((name) => ({ name, config: this.queueConfig(name) }));
   }
 
-  /** Admits a batch built in process or from JSON: logged in the canonical Arrow form. */
+  /** Admits a batch built in process or from JSON: logged in the engine's columnar form. */
   async admit(batch: TimerBatch): Promise<Admitted> {
     const acceptedAtMs = this.#clock.now();
     validateBatch(batch, this.#limits, acceptedAtMs);
-    return this.#admit(batch, batchToArrow(batch), acceptedAtMs);
+    return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs);
   }
 
   /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
@@ -257,18 +261,18 @@ export class Engine {
     const acceptedAtMs = this.#clock.now();
     const batch = batchFromArrow(ipc, acceptedAtMs);
     validateBatch(batch, this.#limits, acceptedAtMs);
-    return this.#admit(batch, ipc, acceptedAtMs);
+    return this.#admit(batch, addEncodingArrowStream, [ipc], acceptedAtMs);
   }
 
   /** Logs a validated batch and puts it in memory once durable. */
-  async #admit(batch: TimerBatch, arrow: Uint8Array, acceptedAtMs: number): Promise<Admitted> {
+  async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number): Promise<Admitted> {
     if (!this.#store.canAllocate(this.#reservedRows + batch.rows)) {
       throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: batch.rows });
     }
     this.#reservedRows += batch.rows;
     let seq: number;
     try {
-      seq = await this.#wal.append(recordType.add, [encodeAddHeader(batch.rows, acceptedAtMs), arrow]);
+      seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs), ...encoded]);
     } finally {
       this.#reservedRows -= batch.rows;
     }
@@ -373,7 +377,12 @@ export class Engine {
     if (type === recordType.add) {
       const add = decodeAddBody(body);
       if (add === undefined) throw this.#badRecord(seq, 'ADD record with an unknown header');
-      const batch = batchFromArrow(add.arrow, add.header.acceptedAtMs);
+      let batch: TimerBatch;
+      try {
+        batch = add.header.encoding === addEncodingArrowStream ? batchFromArrow(add.batch, add.header.acceptedAtMs) : decodeBatch(add.batch);
+      } catch (err) {
+        throw this.#badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
+      }
       if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
       this.#insert(batch, seq);
       return;

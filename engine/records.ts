@@ -2,7 +2,8 @@
 // this module is the one place that gives them meaning. docs/format/engine-records.md is the
 // specification; change both together.
 //
-//   ADD      header (16 B) , Arrow IPC stream of the batch, kept whole as it arrived
+//   ADD      header (16 B) , the batch: an Arrow IPC stream kept whole as it arrived, or the
+//            engine's columnar form for batches that came as JSON or in process
 //   CANCEL   { ref (16 B) }        ref     = seq f64 , row u32 , reserved u32
 //   OUTCOME  { outcome (32 B) }    outcome = seq f64 , row u32 , kind u8 , reason u8 ,
 //                                            status u16 , attempts u32 , reserved u32 , retry-at f64
@@ -103,33 +104,40 @@ export function decodeOutcomes(body: Uint8Array): Outcomes | undefined {
 export const addHeaderBytes = 16;
 export const addFormatVersion = 1;
 export const addEncodingArrowStream = 1;
+/** The engine's own columnar form (engine/batch/batch-codec.ts), for batches that did not arrive as Arrow. */
+export const addEncodingColumns = 2;
+export type AddEncoding = typeof addEncodingArrowStream | typeof addEncodingColumns;
 export const timerRefBytes = 16;
 
 export interface AddHeader {
+  readonly encoding: AddEncoding;
   readonly rows: number;
   /** Server wall clock when the batch was accepted: the origin of its delay_ms values. */
   readonly acceptedAtMs: number;
 }
 
-export function encodeAddHeader(rows: number, acceptedAtMs: number): Uint8Array {
+export function encodeAddHeader(encoding: AddEncoding, rows: number, acceptedAtMs: number): Uint8Array {
   assert.ok(rows >>> 0 === rows, 'rows must be a u32');
   const bytes = new Uint8Array(addHeaderBytes);
   const view = new DataView(bytes.buffer);
   view.setUint8(0, addFormatVersion);
-  view.setUint8(1, addEncodingArrowStream);
+  view.setUint8(1, encoding);
   view.setUint32(4, rows, true);
   view.setFloat64(8, acceptedAtMs, true);
   return bytes;
 }
 
-/** The header and the Arrow bytes of an ADD body; undefined if the header is not one this version writes. */
-export function decodeAddBody(body: Uint8Array): { header: AddHeader; arrow: Uint8Array } | undefined {
+/** The header and the batch bytes of an ADD body; undefined if the header is not one this version writes. */
+export function decodeAddBody(body: Uint8Array): { header: AddHeader; batch: Uint8Array } | undefined {
   if (body.length < addHeaderBytes) return undefined;
   const view = new DataView(body.buffer, body.byteOffset, addHeaderBytes);
-  if (view.getUint8(0) !== addFormatVersion || view.getUint8(1) !== addEncodingArrowStream || view.getUint16(2, true) !== 0) return undefined;
+  const encoding = view.getUint8(1);
+  if (view.getUint8(0) !== addFormatVersion || (encoding !== addEncodingArrowStream && encoding !== addEncodingColumns) || view.getUint16(2, true) !== 0) {
+    return undefined;
+  }
   const acceptedAtMs = view.getFloat64(8, true);
   if (!Number.isFinite(acceptedAtMs)) return undefined;
-  return { header: { rows: view.getUint32(4, true), acceptedAtMs }, arrow: body.subarray(addHeaderBytes) };
+  return { header: { encoding, rows: view.getUint32(4, true), acceptedAtMs }, batch: body.subarray(addHeaderBytes) };
 }
 
 /** A list of timers named by (sequence of the ADD record, row): the body of CANCEL. */

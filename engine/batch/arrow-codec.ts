@@ -1,6 +1,6 @@
-// Arrow IPC ⇄ TimerBatch. Reading is column by column (`getChild(name)`, whole buffers, one
-// BigInt conversion pass per batch for 64-bit times), never row objects. Writing produces the
-// canonical schema the engine logs for batches that did not arrive as Arrow.
+// Arrow IPC → TimerBatch. Reading is column by column (`getChild(name)`, whole buffers, one
+// BigInt conversion pass per batch for 64-bit times), never row objects; byte columns that are
+// one chunk without nulls are used in place.
 //
 // Accepted columns (DESIGN.md; names are snake_case):
 //   fire_at   Timestamp (any unit) or Int64 epoch ms     } exactly one of the two
@@ -12,25 +12,15 @@
 //   queue     Utf8 or Dictionary<Utf8>                   optional (null = "default")
 // Anything else is refused with an error naming the column.
 import {
-  Binary,
   type Data,
   type DataType,
-  Dictionary,
-  Field,
+  type Dictionary,
   type Int,
-  Int32,
-  makeData,
-  makeVector,
-  RecordBatch,
-  Schema,
-  Struct,
   Table,
+  type Timestamp,
   tableFromIPC,
-  tableToIPC,
-  Timestamp,
   TimeUnit,
   Type,
-  Utf8,
 } from 'apache-arrow';
 import { errorCodes, FermataError } from '../errors.ts';
 import { type BytesColumn, defaultQueue, type TimerBatch } from './timer-batch.ts';
@@ -106,14 +96,27 @@ function readDelays(chunks: Chunks, rows: number, acceptedAtMs: number): Float64
   return out;
 }
 
-/** Copies a Utf8 or Binary column into one BytesColumn (nulls become empty). */
+/**
+ * A Utf8 or Binary column as one BytesColumn (nulls become empty). A column that is one chunk
+ * without nulls is used as it lies (Arrow's layout is the BytesColumn layout): no copy.
+ */
 function readBytes(chunks: Chunks | undefined, column: string, rows: number, allowBinary: boolean): BytesColumn {
-  const offsets = new Int32Array(rows + 1);
-  if (chunks === undefined) return { values: new Uint8Array(0), offsets };
+  if (chunks === undefined) return { values: new Uint8Array(0), offsets: new Int32Array(rows + 1) };
   const type = (chunks[0] as Data<DataType>).type;
   if (type.typeId !== Type.Utf8 && !(allowBinary && type.typeId === Type.Binary)) {
     throw invalid(`${column} must be Utf8${allowBinary ? ' or Binary' : ''}, not ${type}`, column);
   }
+  const only = chunks[0] as Data<DataType>;
+  if (chunks.length === 1 && only.nullCount === 0) {
+    const offsets = (only.valueOffsets as Int32Array).subarray(only.offset, only.offset + rows + 1);
+    if (offsets[0] === 0) return { values: only.values as Uint8Array, offsets };
+  }
+  return copyBytes(chunks, rows);
+}
+
+/** Joins several chunks (or skips nulls) into one fresh BytesColumn. */
+function copyBytes(chunks: Chunks, rows: number): BytesColumn {
+  const offsets = new Int32Array(rows + 1);
   let total = 0;
   let row = 0;
   for (const chunk of chunks) {
@@ -229,33 +232,4 @@ export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number): TimerBatc
     headers: readBytes(chunksOf(table, 'headers'), 'headers', rows, false),
     keys: readBytes(chunksOf(table, 'key'), 'key', rows, false),
   };
-}
-
-const utf8Dictionary = (): Dictionary<Utf8, Int32> => new Dictionary(new Utf8(), new Int32());
-
-function stringsData(strings: readonly string[]): Data<Utf8> {
-  const encoder = new TextEncoder();
-  const parts = strings.map((s) => encoder.encode(s));
-  const offsets = new Int32Array(parts.length + 1);
-  for (let i = 0; i < parts.length; i++) offsets[i + 1] = (offsets[i] as number) + (parts[i] as Uint8Array).length;
-  const values = new Uint8Array(offsets[parts.length] as number);
-  for (let i = 0; i < parts.length; i++) values.set(parts[i] as Uint8Array, offsets[i] as number);
-  return makeData({ type: new Utf8(), length: parts.length, valueOffsets: offsets, data: values });
-}
-
-/** The canonical Arrow IPC stream of a batch: what the engine logs for JSON and in-process adds. */
-export function batchToArrow(batch: TimerBatch): Uint8Array {
-  const rows = batch.rows;
-  const fireAt = BigInt64Array.from(batch.fireAtMs, (ms) => BigInt(ms));
-  const columns = [
-    ['fire_at', makeData({ type: new Timestamp(TimeUnit.MILLISECOND, 'UTC'), length: rows, data: fireAt })],
-    ['target', makeData({ type: utf8Dictionary(), length: rows, data: batch.targetIndex, dictionary: makeVector(stringsData(batch.targets)) })],
-    ['queue', makeData({ type: utf8Dictionary(), length: rows, data: batch.queueIndex, dictionary: makeVector(stringsData(batch.queues)) })],
-    ['payload', makeData({ type: new Binary(), length: rows, valueOffsets: batch.payload.offsets, data: batch.payload.values })],
-    ['headers', makeData({ type: new Utf8(), length: rows, valueOffsets: batch.headers.offsets, data: batch.headers.values })],
-    ['key', makeData({ type: new Utf8(), length: rows, valueOffsets: batch.keys.offsets, data: batch.keys.values })],
-  ] as const;
-  const schema = new Schema(columns.map(([name, data]) => new Field(name, data.type, false)));
-  const struct = makeData({ type: new Struct(schema.fields), length: rows, children: columns.map(([, data]) => data as Data<DataType>) });
-  return tableToIPC(new Table([new RecordBatch(schema, struct)]), 'stream');
 }
