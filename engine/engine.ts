@@ -68,7 +68,10 @@ const stateNames: Record<number, TimerStateName> = {
 export interface TimerView {
   readonly id: string;
   readonly state: TimerStateName;
+  /** The fire time the timer was added with. */
   readonly fireAtMs: number;
+  /** When it is next due: the fire time, or its retry's time. */
+  readonly dueAtMs: number;
   readonly attempts: number;
   readonly queue: string;
   readonly target: string;
@@ -86,7 +89,8 @@ export type CancelOutcome = 'cancelled' | 'not-found' | 'too-late';
 
 /**
  * Due timers handed to the dispatcher, as columns: timer i is (seqs[i], rows[i]), about to get
- * delivery attempt attempts[i] (1-based), due at fireAtMs[i].
+ * delivery attempt attempts[i] (1-based); fireAtMs[i] is its fire time (the one it was added
+ * with, which its id carries; a retry is due later).
  */
 export interface DueSlice {
   readonly count: number;
@@ -156,7 +160,7 @@ export class Engine {
   /** Due time of the earliest pending timer, or undefined when none is pending. */
   nextDueMs(): number | undefined {
     const slot = this.#heap.peek();
-    return slot < 0 ? undefined : (this.#store.fireAt[slot] as number);
+    return slot < 0 ? undefined : (this.#store.dueAt[slot] as number);
   }
 
   setDueChangedHook(hook: () => void): void {
@@ -177,7 +181,7 @@ export class Engine {
     let count = 0;
     for (; count < max; count++) {
       const slot = this.#heap.peek();
-      if (slot < 0 || (store.fireAt[slot] as number) > nowMs) break;
+      if (slot < 0 || (store.dueAt[slot] as number) > nowMs) break;
       this.#heap.pop();
       store.setState(slot, timerState.delivering);
       seqs[count] = store.logSeq[slot] as number;
@@ -220,7 +224,7 @@ export class Engine {
       const kind = outcomes.kinds[i];
       if (kind === outcomeKind.retry) {
         store.setState(slot, timerState.retrying);
-        store.setFireAt(slot, outcomes.retryAtMs[i] as number);
+        store.setDueAt(slot, outcomes.retryAtMs[i] as number);
         this.#heap.push(slot);
         retried = true;
       } else {
@@ -319,6 +323,7 @@ export class Engine {
       id,
       state: stateNames[store.state[slot] as number] as TimerStateName,
       fireAtMs: store.fireAt[slot] as number,
+      dueAtMs: store.dueAt[slot] as number,
       attempts: store.attempts[slot] as number,
       queue: this.#queueNames[store.queueIndex[slot] as number] as string,
       target: store.targetOf(slot),

@@ -80,17 +80,19 @@ export class ByteArena {
   }
 
   /**
-   * Copies `first` and `second` in back to back as one string and returns its ref: `second`
-   * is then at `ref + first.length`. Both halves are freed together, as one string.
+   * Copies `first`, `second` and `third` in back to back as one string and returns its ref:
+   * `second` is then at `ref + first.length`, `third` after it. All are freed together, as one
+   * string.
    */
-  addJoined(first: Uint8Array, second: Uint8Array): number {
-    const length = first.length + second.length;
+  addJoined(first: Uint8Array, second: Uint8Array, third: Uint8Array = empty): number {
+    const length = first.length + second.length + third.length;
     if (length === 0) return 0;
     const ref = this.#reserve(length);
     const slab = this.#slabs[this.#slabIdOf(ref)] as Uint8Array;
     const offset = ref % offsetSpan;
     slab.set(first, offset);
     slab.set(second, offset + first.length);
+    slab.set(third, offset + first.length + second.length);
     return ref;
   }
 

@@ -21,15 +21,20 @@
 //
 // Per-timer cost, in bytes per slot of capacity (capacity is at most twice the count):
 //
-//   fireAt f64 8 · logSeq f64 8 · row u32 4 · generation u32 4 · state u8 1 · attempts u16 2
-//   queueIndex u16 2 · targetIndex u32 4 · lastStatus u16 2 · bytesRef f64 8
-//   payloadLength u32 4 · headersLength u32 4                              = 51 bytes a slot
-//   + payload and headers bytes in the arena (one joined string: one ref, two lengths)
+//   fireAt f64 8 · dueAt f64 8 · logSeq f64 8 · row u32 4 · generation u32 4 · state u8 1
+//   attempts u16 2 · queueIndex u16 2 · targetIndex u32 4 · lastStatus u16 2 · bytesRef f64 8
+//   payloadLength u32 4 · headersLength u32 4 · keyLength u16 2            = 61 bytes a slot
+//   + payload, headers and key bytes in the arena (one joined string: one ref, three lengths)
 //   + 4 bytes per free slot (the free stack grows with releases, not with capacity)
 //   + per distinct target: its string, a Map entry and a u32 refcount (shared by its timers)
 //
-// Payload and headers share one arena string because they are added and freed together; that
-// saves a second 8-byte ref per timer. The headers start at bytesRef + payloadLength.
+// Payload, headers and key share one arena string because they are added and freed together;
+// that saves a second and third 8-byte ref per timer. The headers start at bytesRef +
+// payloadLength, the key after them.
+//
+// fireAt is the fire time the timer was added with, and never changes (a timer's id carries
+// it); dueAt is when it is next due: the fire time, then each retry's time. The heap orders by
+// dueAt.
 import assert from 'node:assert/strict';
 import { storeLimits } from '../limits.ts';
 import { ByteArena, type ByteArenaOptions } from './byte-arena.ts';
@@ -44,6 +49,7 @@ export const residentGenerationMax = 2 ** (53 - residentSlotBits) - 1;
 export const residentQueueCountMax = 2 ** 16;
 
 const slotSpan = 2 ** residentSlotBits;
+const noBytes = new Uint8Array(0);
 const freeStackInitial = 64;
 const targetTableInitial = 16;
 
@@ -67,6 +73,7 @@ export interface ReadonlyColumn {
 }
 
 export interface TimerFields {
+  readonly key?: Uint8Array;
   readonly fireAt: number;
   readonly logSeq: number;
   readonly row: number;
@@ -103,6 +110,7 @@ export class ResidentStore {
   /** Slots at and above this were never allocated (their generation is still 0). */
   #highWater = 0;
   #fireAt: Float64Array;
+  #dueAt: Float64Array;
   #logSeq: Float64Array;
   #row: Uint32Array;
   #generation: Uint32Array;
@@ -114,6 +122,7 @@ export class ResidentStore {
   #bytesRef: Float64Array;
   #payloadLength: Uint32Array;
   #headersLength: Uint32Array;
+  #keyLength: Uint16Array;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
 
@@ -135,6 +144,7 @@ export class ResidentStore {
     this.arena = new ByteArena(options.arena);
     this.#capacity = capacity;
     this.#fireAt = new Float64Array(capacity);
+    this.#dueAt = new Float64Array(capacity);
     this.#logSeq = new Float64Array(capacity);
     this.#row = new Uint32Array(capacity);
     this.#generation = new Uint32Array(capacity);
@@ -146,6 +156,7 @@ export class ResidentStore {
     this.#bytesRef = new Float64Array(capacity);
     this.#payloadLength = new Uint32Array(capacity);
     this.#headersLength = new Uint32Array(capacity);
+    this.#keyLength = new Uint16Array(capacity);
   }
 
   /** Live timers. */
@@ -166,6 +177,9 @@ export class ResidentStore {
   // The columns. Growth replaces them, so read these again after any allocate().
   get fireAt(): ReadonlyColumn {
     return this.#fireAt;
+  }
+  get dueAt(): ReadonlyColumn {
+    return this.#dueAt;
   }
   get logSeq(): ReadonlyColumn {
     return this.#logSeq;
@@ -197,7 +211,7 @@ export class ResidentStore {
   /** Allocates a timer from one object; the hot path uses allocateRaw(). Returns -1 when full. */
   allocate(fields: TimerFields): number {
     const targetIndex = this.internTarget(fields.target);
-    const slot = this.allocateRaw(fields.fireAt, fields.logSeq, fields.row, fields.queueIndex, targetIndex, fields.payload, fields.headers);
+    const slot = this.allocateRaw(fields.fireAt, fields.logSeq, fields.row, fields.queueIndex, targetIndex, fields.payload, fields.headers, fields.key);
     this.releaseTarget(targetIndex);
     return slot;
   }
@@ -215,6 +229,7 @@ export class ResidentStore {
     targetIndex: number,
     payload: Uint8Array,
     headers: Uint8Array,
+    key: Uint8Array = noBytes,
   ): number {
     assert.ok(Number.isFinite(fireAt), 'fireAt must be a finite number of ms');
     assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
@@ -224,6 +239,7 @@ export class ResidentStore {
     const slot = this.#takeSlot();
     if (slot < 0) return -1;
     this.#fireAt[slot] = fireAt;
+    this.#dueAt[slot] = fireAt;
     this.#logSeq[slot] = logSeq;
     this.#row[slot] = row;
     this.#state[slot] = timerState.pending;
@@ -231,9 +247,10 @@ export class ResidentStore {
     this.#queueIndex[slot] = queueIndex;
     this.#targetIndex[slot] = targetIndex;
     this.#lastStatus[slot] = 0;
-    this.#bytesRef[slot] = this.arena.addJoined(payload, headers);
+    this.#bytesRef[slot] = this.arena.addJoined(payload, headers, key);
     this.#payloadLength[slot] = payload.length;
     this.#headersLength[slot] = headers.length;
+    this.#keyLength[slot] = key.length;
     this.#targetRefs[targetIndex] = (this.#targetRefs[targetIndex] as number) + 1;
     this.#count++;
     return slot;
@@ -242,7 +259,7 @@ export class ResidentStore {
   /** Frees the slot's bytes and target reference and makes every handle to it stale. */
   release(slot: number): void {
     this.#assertLive(slot);
-    this.arena.free(this.#bytesRef[slot] as number, (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number));
+    this.arena.free(this.#bytesRef[slot] as number, this.#bytesLength(slot));
     this.#unrefTarget(this.#targetIndex[slot] as number);
     this.#state[slot] = timerState.free;
     this.#count--;
@@ -315,16 +332,27 @@ export class ResidentStore {
     return this.arena.view((this.#bytesRef[slot] as number) + payloadLength, this.#headersLength[slot] as number);
   }
 
+  /** The idempotency key bytes (empty: none), a view into the arena. */
+  keyOf(slot: number): Uint8Array {
+    this.#assertLive(slot);
+    const at = (this.#bytesRef[slot] as number) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
+    return this.arena.view(at, this.#keyLength[slot] as number);
+  }
+
+  keyLengthOf(slot: number): number {
+    return this.#keyLength[slot] as number;
+  }
+
   targetOf(slot: number): string {
     this.#assertLive(slot);
     return this.#targetNames[this.#targetIndex[slot] as number] as string;
   }
 
-  /** Changes the due time; a heap holding the slot must then be told with update(slot). */
-  setFireAt(slot: number, fireAt: number): void {
+  /** Changes when the timer is next due; a heap holding the slot must then be told with update(slot). */
+  setDueAt(slot: number, dueAt: number): void {
     this.#assertLive(slot);
-    assert.ok(Number.isFinite(fireAt), 'fireAt must be a finite number of ms');
-    this.#fireAt[slot] = fireAt;
+    assert.ok(Number.isFinite(dueAt), 'dueAt must be a finite number of ms');
+    this.#dueAt[slot] = dueAt;
   }
 
   setState(slot: number, state: TimerStateCode): void {
@@ -349,6 +377,7 @@ export class ResidentStore {
   bytesUsed(): number {
     const columns =
       this.#fireAt.byteLength +
+      this.#dueAt.byteLength +
       this.#logSeq.byteLength +
       this.#row.byteLength +
       this.#generation.byteLength +
@@ -359,7 +388,8 @@ export class ResidentStore {
       this.#lastStatus.byteLength +
       this.#bytesRef.byteLength +
       this.#payloadLength.byteLength +
-      this.#headersLength.byteLength;
+      this.#headersLength.byteLength +
+      this.#keyLength.byteLength;
     return columns + this.#freeSlots.byteLength + this.#targetRefs.byteLength + this.arena.bytesReserved;
   }
 
@@ -374,13 +404,17 @@ export class ResidentStore {
     for (let slot = 0; slot < this.#highWater; slot++) {
       if (this.#state[slot] === timerState.free) continue;
       const ref = this.#bytesRef[slot] as number;
-      const length = (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
+      const length = this.#bytesLength(slot);
       if (!this.arena.isMarked(ref, length)) continue;
       this.#bytesRef[slot] = this.arena.move(ref, length);
       moved++;
     }
     this.arena.markSparseSlabs(0); // no slab is below a ratio of 0: clears the marks
     return moved;
+  }
+
+  #bytesLength(slot: number): number {
+    return (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + (this.#keyLength[slot] as number);
   }
 
   #assertLive(slot: number): void {
@@ -417,6 +451,7 @@ export class ResidentStore {
 
   #grow(capacity: number): void {
     this.#fireAt = widened(this.#fireAt, capacity, (n) => new Float64Array(n));
+    this.#dueAt = widened(this.#dueAt, capacity, (n) => new Float64Array(n));
     this.#logSeq = widened(this.#logSeq, capacity, (n) => new Float64Array(n));
     this.#row = widened(this.#row, capacity, (n) => new Uint32Array(n));
     this.#generation = widened(this.#generation, capacity, (n) => new Uint32Array(n));
@@ -428,6 +463,7 @@ export class ResidentStore {
     this.#bytesRef = widened(this.#bytesRef, capacity, (n) => new Float64Array(n));
     this.#payloadLength = widened(this.#payloadLength, capacity, (n) => new Uint32Array(n));
     this.#headersLength = widened(this.#headersLength, capacity, (n) => new Uint32Array(n));
+    this.#keyLength = widened(this.#keyLength, capacity, (n) => new Uint16Array(n));
     this.#capacity = capacity;
   }
 }

@@ -1,10 +1,10 @@
-// A binary min-heap of resident slots, earliest first by (fireAt, logSeq, row), with the slot
+// A binary min-heap of resident slots, earliest first by (dueAt, logSeq, row), with the slot
 // number breaking any remaining tie so the order is total. Owned by the main thread, next to
 // the ResidentStore whose columns it reads. This is the simple, obviously correct index: a
 // faster one (a timing wheel) is tested against it, so clarity wins over speed here.
 //
 // The heap holds slot numbers only; keys are read from the store's columns at each comparison,
-// so after store.setFireAt(slot, …) the heap must be told with update(slot).
+// so after store.setDueAt(slot, …) the heap must be told with update(slot).
 //
 //   entries    [ s7 | s2 | s9 | s4 | s1 | … ]    entries[i] is due no later than entries[2i+1]
 //                 0    1    2    3    4            and entries[2i+2]
@@ -21,10 +21,10 @@ import type { ReadonlyColumn, ResidentStore } from './resident-store.ts';
 export const timerHeapCapacityInitialDefault = 1024;
 
 /** Whether slot `a` is due before slot `b`. */
-function dueBefore(fireAt: ReadonlyColumn, logSeq: ReadonlyColumn, row: ReadonlyColumn, a: number, b: number): boolean {
-  const fireA = fireAt[a] as number;
-  const fireB = fireAt[b] as number;
-  if (fireA !== fireB) return fireA < fireB;
+function dueBefore(dueAt: ReadonlyColumn, logSeq: ReadonlyColumn, row: ReadonlyColumn, a: number, b: number): boolean {
+  const dueA = dueAt[a] as number;
+  const dueB = dueAt[b] as number;
+  if (dueA !== dueB) return dueA < dueB;
   const seqA = logSeq[a] as number;
   const seqB = logSeq[b] as number;
   if (seqA !== seqB) return seqA < seqB;
@@ -90,7 +90,7 @@ export class TimerHeap {
     return true;
   }
 
-  /** Restores the order after the slot's fireAt (or logSeq, row) changed in the store. */
+  /** Restores the order after the slot's dueAt changed in the store. */
   update(slot: number): void {
     assert.ok(this.has(slot), 'updated a slot not in the heap');
     const at = this.#position[slot] as number;
@@ -99,13 +99,13 @@ export class TimerHeap {
 
   /** Checks the heap property and the position index in O(n + capacity); for tests. */
   assertValid(): void {
-    const { fireAt, logSeq, row } = this.#store;
+    const { dueAt, logSeq, row } = this.#store;
     for (let i = 0; i < this.#size; i++) {
       const slot = this.#entries[i] as number;
       assert.ok(this.#store.isLive(slot), `slot ${slot} in the heap was released`);
       assert.equal(this.#position[slot], i, `position of slot ${slot} is not ${i}`);
       const parent = (i - 1) >> 1;
-      if (i > 0) assert.ok(!dueBefore(fireAt, logSeq, row, slot, this.#entries[parent] as number), `entry ${i} is due before its parent`);
+      if (i > 0) assert.ok(!dueBefore(dueAt, logSeq, row, slot, this.#entries[parent] as number), `entry ${i} is due before its parent`);
     }
     let present = 0;
     for (let slot = 0; slot < this.#position.length; slot++) if ((this.#position[slot] as number) >= 0) present++;
@@ -128,12 +128,12 @@ export class TimerHeap {
 
   /** Moves the entry at `at` up while it is due before its parent; returns where it ends. */
   #siftUp(at: number): number {
-    const { fireAt, logSeq, row } = this.#store;
+    const { dueAt, logSeq, row } = this.#store;
     const slot = this.#entries[at] as number;
     while (at > 0) {
       const parentAt = (at - 1) >> 1;
       const parent = this.#entries[parentAt] as number;
-      if (!dueBefore(fireAt, logSeq, row, slot, parent)) break;
+      if (!dueBefore(dueAt, logSeq, row, slot, parent)) break;
       this.#place(parent, at);
       at = parentAt;
     }
@@ -143,18 +143,18 @@ export class TimerHeap {
 
   /** Moves the entry at `at` down while a child is due before it. */
   #siftDown(at: number): void {
-    const { fireAt, logSeq, row } = this.#store;
+    const { dueAt, logSeq, row } = this.#store;
     const slot = this.#entries[at] as number;
     for (;;) {
       const leftAt = 2 * at + 1;
       if (leftAt >= this.#size) break;
       const rightAt = leftAt + 1;
       let childAt = leftAt;
-      if (rightAt < this.#size && dueBefore(fireAt, logSeq, row, this.#entries[rightAt] as number, this.#entries[leftAt] as number)) {
+      if (rightAt < this.#size && dueBefore(dueAt, logSeq, row, this.#entries[rightAt] as number, this.#entries[leftAt] as number)) {
         childAt = rightAt;
       }
       const child = this.#entries[childAt] as number;
-      if (!dueBefore(fireAt, logSeq, row, child, slot)) break;
+      if (!dueBefore(dueAt, logSeq, row, child, slot)) break;
       this.#place(child, at);
       at = childAt;
     }

@@ -31,7 +31,8 @@ interface ModelTimer {
   readonly id: string;
   readonly seq: number;
   readonly row: number;
-  fireAt: number;
+  readonly fireAt: number;
+  dueAt: number;
   state: TimerStateName;
   /** The last logged state, which a restart returns a delivering timer to. */
   loggedState: 'pending' | 'retrying';
@@ -47,13 +48,13 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
       let engine = await Engine.open({ dataDir: '/data', fs, clock });
       const model: ModelTimer[] = [];
       const due = (): ModelTimer[] =>
-        model.filter((t) => (t.state === 'pending' || t.state === 'retrying') && t.fireAt <= now).sort((a, b) => a.fireAt - b.fireAt || a.seq - b.seq || a.row - b.row);
+        model.filter((t) => (t.state === 'pending' || t.state === 'retrying') && t.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt || a.seq - b.seq || a.row - b.row);
       try {
         for (const step of commands) {
           if (step.kind === 'admit') {
             const admitted = await engine.admit(batchFromSpecs(step.offsets.map((offset) => ({ fireAtMs: Math.max(0, now + offset), target: 'https://a.example/' }))));
             step.offsets.forEach((offset, row) =>
-              model.push({ id: admitted.idOf(row), seq: admitted.seq, row, fireAt: Math.max(0, now + offset), state: 'pending', loggedState: 'pending', attempts: 0 }),
+              model.push({ id: admitted.idOf(row), seq: admitted.seq, row, fireAt: Math.max(0, now + offset), dueAt: Math.max(0, now + offset), state: 'pending', loggedState: 'pending', attempts: 0 }),
             );
           } else if (step.kind === 'cancel') {
             const timer = model[step.pick % Math.max(1, model.length)];
@@ -85,7 +86,7 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
               timer.attempts++;
               if (kind === outcomeKind.retry) {
                 timer.state = timer.loggedState = 'retrying';
-                timer.fireAt = now + 100;
+                timer.dueAt = now + 100;
               } else {
                 timer.state = kind === outcomeKind.delivered ? 'delivered' : 'dead';
               }
@@ -99,9 +100,9 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
           }
           for (const timer of model) {
             const view = engine.get(timer.id);
-            assert.deepEqual([view?.state, view?.fireAtMs, view?.attempts], [timer.state, timer.fireAt, timer.attempts], `timer ${timer.id}`);
+            assert.deepEqual([view?.state, view?.fireAtMs, view?.dueAtMs, view?.attempts], [timer.state, timer.fireAt, timer.dueAt, timer.attempts], `timer ${timer.id}`);
           }
-          assert.equal(engine.nextDueMs(), due()[0]?.fireAt ?? model.filter((t) => t.state === 'pending' || t.state === 'retrying').sort((a, b) => a.fireAt - b.fireAt)[0]?.fireAt);
+          assert.equal(engine.nextDueMs(), model.filter((t) => t.state === 'pending' || t.state === 'retrying').sort((a, b) => a.dueAt - b.dueAt)[0]?.dueAt);
         }
       } finally {
         await engine.close();

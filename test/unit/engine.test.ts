@@ -36,6 +36,7 @@ test('admit makes timers durable and gettable; ids carry sequence, row and fire 
     id: ids[0],
     state: 'pending',
     fireAtMs: t0 + 1000,
+    dueAtMs: t0 + 1000,
     attempts: 0,
     queue: 'billing',
     target: 'https://a.example/hook',

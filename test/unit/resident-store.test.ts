@@ -8,6 +8,7 @@ import { ResidentStore, residentSlotBits, timerState, type TimerStateCode } from
 
 interface ModelTimer {
   fireAt: number;
+  dueAt: number;
   logSeq: number;
   row: number;
   queueIndex: number;
@@ -76,6 +77,7 @@ function checkAgainstModel(store: ResidentStore, model: Map<number, ModelTimer>,
     assert.ok(slot >= 0, 'a live handle lost its slot');
     assert.equal(store.handleOf(slot), handle);
     assert.equal(store.fireAt[slot], timer.fireAt);
+    assert.equal(store.dueAt[slot], timer.dueAt);
     assert.equal(store.logSeq[slot], timer.logSeq);
     assert.equal(store.row[slot], timer.row);
     assert.equal(store.queueIndex[slot], timer.queueIndex);
@@ -129,6 +131,7 @@ test('ResidentStore matches a Map model through allocate, release, set, compact 
           assert.ok(!model.has(handle) && !stale.includes(handle), 'a handle was given out twice');
           model.set(handle, {
             fireAt: o.fireAt,
+            dueAt: o.fireAt,
             logSeq: o.logSeq,
             row: o.row,
             queueIndex: o.queueIndex,
@@ -150,11 +153,11 @@ test('ResidentStore matches a Map model through allocate, release, set, compact 
         } else if (o.kind === 'set' && model.size > 0) {
           const [handle, timer] = [...model][o.pick % model.size] as [number, ModelTimer];
           const slot = store.slotOf(handle);
-          store.setFireAt(slot, o.fireAt);
+          store.setDueAt(slot, o.fireAt);
           store.setState(slot, o.state);
           store.setAttempts(slot, o.attempts);
           store.setLastStatus(slot, o.lastStatus);
-          Object.assign(timer, { fireAt: o.fireAt, state: o.state, attempts: o.attempts, lastStatus: o.lastStatus });
+          Object.assign(timer, { dueAt: o.fireAt, state: o.state, attempts: o.attempts, lastStatus: o.lastStatus });
         } else if (o.kind === 'compact') {
           const reservedBefore = store.arena.bytesReserved;
           store.compact(o.ratio);
@@ -254,9 +257,9 @@ test('bugs assert: releasing a free slot, reading a released one, bad column val
   assert.throws(() => store.release(0.5), assert.AssertionError);
   assert.throws(() => store.payloadOf(slot), assert.AssertionError);
   assert.throws(() => store.handleOf(slot), assert.AssertionError);
-  assert.throws(() => store.setFireAt(slot, 5), assert.AssertionError);
+  assert.throws(() => store.setDueAt(slot, 5), assert.AssertionError);
   const live = store.allocateRaw(1, 1, 0, 0, target, new Uint8Array(0), new Uint8Array(0));
-  assert.throws(() => store.setFireAt(live, NaN), assert.AssertionError);
+  assert.throws(() => store.setDueAt(live, NaN), assert.AssertionError);
   assert.throws(() => store.setState(live, timerState.free), assert.AssertionError);
   assert.throws(() => store.setAttempts(live, 0x10000), assert.AssertionError);
   assert.throws(() => store.allocateRaw(Infinity, 1, 0, 0, target, new Uint8Array(0), new Uint8Array(0)), assert.AssertionError);

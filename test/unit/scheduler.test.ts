@@ -99,6 +99,7 @@ test('outcomes: delivered and dead are final, a retry comes back at its time; al
   ];
   assert.deepEqual(states(engine), expected);
   assert.equal(engine.nextDueMs(), t0 + 30_000, 'the retry is back in the heap at its time');
+  assert.deepEqual([engine.get(admitted.idOf(1))?.fireAtMs, engine.get(admitted.idOf(1))?.dueAtMs], [t0, t0 + 30_000], 'the fire time its id carries stays');
   assert.equal(engine.takeDue(t0 + 29_999, 10).count, 0);
   await engine.close();
   engine = await Engine.open({ dataDir, fs, clock });

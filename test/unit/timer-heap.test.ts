@@ -83,7 +83,7 @@ test('TimerHeap gives the same answers as a sorted array through any sequence of
           model = model.filter((s) => s !== slot);
         } else if (model.length > 0) {
           const slot = model[o.pick % model.length] as number;
-          store.setFireAt(slot, o.fireAt);
+          store.setDueAt(slot, o.fireAt);
           (keys.get(slot) as Key).fireAt = o.fireAt;
           heap.update(slot);
         }
@@ -124,10 +124,10 @@ test('update moves an entry both ways; remove and has track membership', () => {
   for (const slot of slots) heap.push(slot);
   const [s50, s40, s30, s20, s10] = slots as [number, number, number, number, number];
   assert.equal(heap.peek(), s10);
-  store.setFireAt(s10, 60);
+  store.setDueAt(s10, 60);
   heap.update(s10);
   assert.equal(heap.peek(), s20);
-  store.setFireAt(s50, 0);
+  store.setDueAt(s50, 0);
   heap.update(s50);
   assert.equal(heap.peek(), s50);
   assert.equal(heap.remove(s30), true);
