@@ -33,6 +33,7 @@ import {
 } from './records.ts';
 import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
 import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
+import { KeyIndex, keyHash } from './store/key-index.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
 import { Wal, type WalLogger } from './wal/wal.ts';
@@ -75,14 +76,36 @@ export interface TimerView {
   readonly attempts: number;
   readonly queue: string;
   readonly target: string;
+  readonly key: string | null;
   readonly lastStatus: number | null;
 }
 
-/** What admit() made durable: row i's id is idOf(i). */
+/**
+ * What admit() made durable: row i's id is idOf(i). A row whose idempotency key was already
+ * known is a duplicate: no new timer, and idOf gives the original's id.
+ */
 export interface Admitted {
   readonly seq: number;
   readonly rows: number;
+  readonly duplicates: number;
   idOf(row: number): string;
+  isDuplicate(row: number): boolean;
+}
+
+/**
+ * How the keyed rows of a batch resolve (undefined for a batch without keys). For a duplicate
+ * row, originalSeq/originalRow/originalFireAt name the timer it repeats (originalSeq NaN: not a
+ * duplicate; 0: a row of this same batch, whose sequence is not known until it is logged).
+ */
+interface KeyPlan {
+  readonly originalSeq: Float64Array;
+  readonly originalRow: Int32Array;
+  readonly originalFireAt: Float64Array;
+  readonly duplicates: number;
+  /** Keys this batch adds, as latin1 strings (the in-flight table's keys). */
+  readonly introduced: string[];
+  /** Admits still in flight that hold a key of this batch: wait for them, then plan again. */
+  readonly waitFor: Array<Promise<void>>;
 }
 
 export type CancelOutcome = 'cancelled' | 'not-found' | 'too-late';
@@ -100,6 +123,24 @@ export interface DueSlice {
   readonly fireAtMs: Float64Array;
 }
 
+const utf8 = new TextDecoder();
+
+function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
+  const fireAtMs = batch.fireAtMs;
+  const isDuplicate = (row: number): boolean => plan !== undefined && !Number.isNaN(plan.originalSeq[row]);
+  return {
+    seq,
+    rows: batch.rows,
+    duplicates: plan?.duplicates ?? 0,
+    isDuplicate,
+    idOf: (row) => {
+      if (plan === undefined || !isDuplicate(row)) return encodeTimerId(seq, row, fireAtMs[row] as number);
+      const originalSeq = plan.originalSeq[row] as number;
+      return encodeTimerId(originalSeq === 0 ? seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
+    },
+  };
+}
+
 export class Engine {
   readonly #wal: Wal;
   readonly #clock: Clock;
@@ -107,6 +148,9 @@ export class Engine {
   readonly #store: ResidentStore;
   readonly #heap: TimerHeap;
   readonly #index: SlotIndex;
+  readonly #keys: KeyIndex;
+  /** Keys of admits whose ADD record is not yet durable → settles when that admit is done. */
+  readonly #keysInFlight = new Map<string, Promise<void>>();
   readonly #queueNames: string[] = [];
   readonly #queueIndexOf = new Map<string, number>();
   /** Configs set through setQueue(); other queues run with defaultQueueConfig. */
@@ -125,6 +169,7 @@ export class Engine {
     this.#store = new ResidentStore(options.store);
     this.#heap = new TimerHeap(this.#store);
     this.#index = new SlotIndex(this.#store);
+    this.#keys = new KeyIndex(this.#store);
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
@@ -268,21 +313,35 @@ export class Engine {
     return this.#admit(batch, addEncodingArrowStream, [ipc], acceptedAtMs);
   }
 
-  /** Logs a validated batch and puts it in memory once durable. */
+  /**
+   * Logs a validated batch and puts it in memory once durable. Keyed rows are planned against
+   * the keys known so far; if an admit still in flight holds one of them, this one waits for it
+   * and plans again, so the log's order decides which row is the original, live and on replay.
+   */
   async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number): Promise<Admitted> {
-    if (!this.#store.canAllocate(this.#reservedRows + batch.rows)) {
-      throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: batch.rows });
+    let plan = this.#planKeys(batch);
+    while (plan !== undefined && plan.waitFor.length > 0) {
+      await Promise.allSettled(plan.waitFor);
+      plan = this.#planKeys(batch);
     }
-    this.#reservedRows += batch.rows;
+    const newRows = batch.rows - (plan?.duplicates ?? 0);
+    if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
+      throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: newRows });
+    }
+    // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
+    const settled = Promise.withResolvers<void>();
+    for (const key of plan?.introduced ?? []) this.#keysInFlight.set(key, settled.promise);
+    this.#reservedRows += newRows;
     let seq: number;
     try {
       seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs), ...encoded]);
+      this.#insert(batch, seq, plan);
     } finally {
-      this.#reservedRows -= batch.rows;
+      this.#reservedRows -= newRows;
+      for (const key of plan?.introduced ?? []) this.#keysInFlight.delete(key);
+      settled.resolve();
     }
-    this.#insert(batch, seq);
-    const fireAtMs = batch.fireAtMs;
-    return { seq, rows: batch.rows, idOf: (row) => encodeTimerId(seq, row, fireAtMs[row] as number) };
+    return admittedOf(batch, seq, plan);
   }
 
   /** Cancels a timer; resolves once the cancel is durable. */
@@ -327,6 +386,7 @@ export class Engine {
       attempts: store.attempts[slot] as number,
       queue: this.#queueNames[store.queueIndex[slot] as number] as string,
       target: store.targetOf(slot),
+      key: store.keyLengthOf(slot) === 0 ? null : utf8.decode(store.keyOf(slot)),
       lastStatus: status === 0 ? null : status,
     };
   }
@@ -355,12 +415,60 @@ export class Engine {
     return index;
   }
 
-  /** Puts a durable batch into memory: one slot, heap entry and index entry per row. */
-  #insert(batch: TimerBatch, seq: number): void {
+  /**
+   * Plans the keyed rows of a batch against the keys known now (undefined: the batch has no
+   * keys). Deterministic given the engine's state, so replay plans every ADD as it was planned live.
+   */
+  #planKeys(batch: TimerBatch): KeyPlan | undefined {
+    if (batch.keys.values.length === 0) return undefined;
+    const plan = {
+      originalSeq: new Float64Array(batch.rows).fill(NaN),
+      originalRow: new Int32Array(batch.rows),
+      originalFireAt: new Float64Array(batch.rows),
+      duplicates: 0,
+      introduced: [] as string[],
+      waitFor: [] as Array<Promise<void>>,
+    };
+    const rowOfKey = new Map<string, number>();
+    const keys = Buffer.from(batch.keys.values.buffer, batch.keys.values.byteOffset, batch.keys.values.byteLength);
+    for (let row = 0; row < batch.rows; row++) {
+      const start = batch.keys.offsets[row] as number;
+      const end = batch.keys.offsets[row + 1] as number;
+      if (start === end) continue;
+      const text = keys.toString('latin1', start, end);
+      const earlierRow = rowOfKey.get(text);
+      const inFlight = this.#keysInFlight.get(text);
+      const bytes = keys.subarray(start, end);
+      const slot = earlierRow === undefined && inFlight === undefined ? this.#keys.find(bytes, keyHash(bytes)) : -1;
+      if (earlierRow !== undefined) {
+        plan.originalSeq[row] = 0;
+        plan.originalRow[row] = earlierRow;
+        plan.originalFireAt[row] = batch.fireAtMs[earlierRow] as number;
+      } else if (inFlight !== undefined) {
+        plan.waitFor.push(inFlight);
+        continue;
+      } else if (slot >= 0) {
+        plan.originalSeq[row] = this.#store.logSeq[slot] as number;
+        plan.originalRow[row] = this.#store.row[slot] as number;
+        plan.originalFireAt[row] = this.#store.fireAt[slot] as number;
+      } else {
+        rowOfKey.set(text, row);
+        plan.introduced.push(text);
+        continue;
+      }
+      plan.duplicates++;
+    }
+    return plan;
+  }
+
+  /** Puts a durable batch into memory: one slot, heap entry and index entry per new row. */
+  #insert(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): void {
     const store = this.#store;
     const targets = batch.targets.map((target) => store.internTarget(target));
     const queues = batch.queues.map((queue) => this.#queueIndex(queue));
     for (let row = 0; row < batch.rows; row++) {
+      if (plan !== undefined && !Number.isNaN(plan.originalSeq[row])) continue;
+      const key = bytesAt(batch.keys, row);
       const slot = store.allocateRaw(
         batch.fireAtMs[row] as number,
         seq,
@@ -369,10 +477,12 @@ export class Engine {
         targets[batch.targetIndex[row] as number] as number,
         bytesAt(batch.payload, row),
         bytesAt(batch.headers, row),
+        key,
       );
       assert.ok(slot >= 0, 'capacity was reserved before the append');
       this.#heap.push(slot);
       this.#index.insert(slot);
+      if (key.length > 0) this.#keys.insert(slot, keyHash(key));
     }
     for (const target of targets) store.releaseTarget(target);
     this.#onDueChanged();
@@ -389,7 +499,7 @@ export class Engine {
         throw this.#badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
       }
       if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
-      this.#insert(batch, seq);
+      this.#insert(batch, seq, this.#planKeys(batch));
       return;
     }
     if (type === recordType.cancel) {

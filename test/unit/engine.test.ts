@@ -40,6 +40,7 @@ test('admit makes timers durable and gettable; ids carry sequence, row and fire 
     attempts: 0,
     queue: 'billing',
     target: 'https://a.example/hook',
+    key: null,
     lastStatus: null,
   });
   assert.equal(new TextDecoder().decode(engine.payloadOf(ids[1] as string)), 'two');

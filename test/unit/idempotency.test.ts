@@ -1,0 +1,64 @@
+// Idempotency keys: a key already known returns the original timer's id and adds nothing,
+// within a batch, across batches, between concurrent admits, after a retry moved the
+// original, and after a restart (replay decides every duplicate as it was decided live).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
+import { type Clock, Engine } from '../../engine/engine.ts';
+import { emptyOutcomes, outcomeKind } from '../../engine/records.ts';
+import { SimFileSystem } from '../sim/sim-file-system.ts';
+
+const dataDir = '/data';
+const t0 = 1_796_220_000_000;
+const clock: Clock = { now: () => t0 };
+const timer = (key: string | undefined, offset = 0): TimerSpec => ({ fireAtMs: t0 + offset, target: 'https://a.example/', ...(key === undefined ? {} : { key }) });
+
+test('a known key returns the original id and adds nothing, across batches and within one', async () => {
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 51 }), clock });
+  const first = await engine.admit(batchFromSpecs([timer('order-1'), timer(undefined), timer('order-2', 5)]));
+  assert.equal(first.duplicates, 0);
+  const second = await engine.admit(batchFromSpecs([timer('order-2', 99), timer('order-3'), timer('order-3', 1)]));
+  assert.equal(second.duplicates, 2);
+  assert.deepEqual([0, 1, 2].map((row) => second.isDuplicate(row)), [true, false, true]);
+  assert.equal(second.idOf(0), first.idOf(2), 'the original id, with the original fire time');
+  assert.equal(second.idOf(2), second.idOf(1), 'a key repeated inside a batch points at its first row');
+  assert.equal(engine.pending, 4, 'two duplicates added no timers');
+  assert.equal(engine.get(first.idOf(2))?.key, 'order-2');
+  assert.equal(engine.get(first.idOf(1))?.key, null);
+  await engine.close();
+});
+
+test('concurrent admits of one key make one timer, and both answer its id', async () => {
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 52 }), clock });
+  const results = await Promise.all(Array.from({ length: 8 }, (_, i) => engine.admit(batchFromSpecs([timer('same', i), timer(`own-${i}`)]))));
+  const ids = new Set(results.map((admitted) => admitted.idOf(0)));
+  assert.equal(ids.size, 1, 'every admit got the same id for the shared key');
+  assert.equal(results.filter((admitted) => !admitted.isDuplicate(0)).length, 1);
+  assert.equal(engine.pending, 1 + 8);
+  await engine.close();
+});
+
+test('duplicates hold after a restart and after the original was retried', async () => {
+  const fs = new SimFileSystem({ seed: 53 });
+  let engine = await Engine.open({ dataDir, fs, clock });
+  const original = await engine.admit(batchFromSpecs([timer('pay-7')]));
+  const slice = engine.takeDue(t0, 1);
+  const outcomes = emptyOutcomes(1);
+  outcomes.seqs[0] = slice.seqs[0] as number;
+  outcomes.rows[0] = slice.rows[0] as number;
+  outcomes.kinds[0] = outcomeKind.retry;
+  outcomes.attempts[0] = 1;
+  outcomes.retryAtMs[0] = t0 + 60_000;
+  outcomes.count = 1;
+  await engine.settle(outcomes);
+  const again = await engine.admit(batchFromSpecs([timer('pay-7', 123), timer('pay-8')]));
+  assert.equal(again.idOf(0), original.idOf(0), 'the id it was first given, though its due time moved');
+  await engine.close();
+
+  engine = await Engine.open({ dataDir, fs, clock });
+  assert.equal(engine.pending, 2, 'replay made the same duplicate decisions');
+  const afterRestart = await engine.admit(batchFromSpecs([timer('pay-8', 7), timer('pay-7', 8)]));
+  assert.deepEqual([afterRestart.idOf(0), afterRestart.idOf(1)], [again.idOf(1), original.idOf(0)]);
+  assert.equal(afterRestart.duplicates, 2);
+  await engine.close();
+});
