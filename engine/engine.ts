@@ -3,6 +3,11 @@
 // log and arrives at the same state. It knows nothing of HTTP: transports call admit(),
 // cancel() and get() (engine/api.ts is the public face).
 //
+// Every live timer is in the heap, ordered by dueAt: a pending or retrying timer is due to be
+// delivered; a finished one (delivered, dead, cancelled) is "due" when its retention ends and
+// is then released. The expiry of a finished timer is logged with the change that finished
+// it, so replay releases, and deduplicates keys, exactly as the live engine did.
+//
 //   admit(batch) ─► validate ─► reserve rows ─► WAL append [ADD header | Arrow batch] ─► durable
 //                                                 └─► store.allocate × rows, heap.push, index.insert
 //   cancel(id)   ─► index → slot ─► out of the heap (it can no longer fire) ─► WAL CANCEL ─► cancelled
@@ -16,7 +21,7 @@ import { validateBatch, validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import type { FileSystem } from './fs/file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
-import { timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
+import { type Retention, retentionDefaults, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
 import {
   addEncodingArrowStream,
   addEncodingColumns,
@@ -25,8 +30,8 @@ import {
   decodeOutcomes,
   encodeAddHeader,
   encodeOutcomes,
-  encodeTimerRefs,
-  forEachTimerRef,
+  encodeCancel,
+  forEachCancelled,
   outcomeKind,
   type Outcomes,
   recordType,
@@ -52,6 +57,8 @@ export interface EngineOptions {
   readonly limits?: Partial<TimerLimits>;
   readonly walLimits?: Partial<WalLimits>;
   readonly store?: ResidentStoreOptions;
+  /** How long finished timers stay after they finish (their record, and their key's dedup). */
+  readonly retention?: Partial<Retention>;
   readonly logger?: WalLogger;
 }
 
@@ -125,6 +132,8 @@ export interface DueSlice {
 
 const utf8 = new TextDecoder();
 
+const isFinished = (state: number): boolean => state === timerState.delivered || state === timerState.dead || state === timerState.cancelled;
+
 function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
   const fireAtMs = batch.fireAtMs;
   const isDuplicate = (row: number): boolean => plan !== undefined && !Number.isNaN(plan.originalSeq[row]);
@@ -145,6 +154,9 @@ export class Engine {
   readonly #wal: Wal;
   readonly #clock: Clock;
   readonly #limits: TimerLimits;
+  readonly #retention: Retention;
+  /** Live timers by state code (index = timerState value). */
+  readonly #counts = new Float64Array(7);
   readonly #store: ResidentStore;
   readonly #heap: TimerHeap;
   readonly #index: SlotIndex;
@@ -166,6 +178,7 @@ export class Engine {
     this.#wal = wal;
     this.#clock = options.clock ?? systemClock;
     this.#limits = { ...timerLimits, ...options.limits };
+    this.#retention = { ...retentionDefaults, ...options.retention };
     this.#store = new ResidentStore(options.store);
     this.#heap = new TimerHeap(this.#store);
     this.#index = new SlotIndex(this.#store);
@@ -189,8 +202,22 @@ export class Engine {
     return engine;
   }
 
+  /** Timers waiting to be delivered (pending or retrying). */
   get pending(): number {
-    return this.#heap.size;
+    return (this.#counts[timerState.pending] as number) + (this.#counts[timerState.retrying] as number);
+  }
+
+  /** Live timers in each state (finished ones until their retention ends). */
+  countsByState(): Record<TimerStateName, number> {
+    const counts = this.#counts;
+    return {
+      pending: counts[timerState.pending] as number,
+      delivering: counts[timerState.delivering] as number,
+      retrying: counts[timerState.retrying] as number,
+      delivered: counts[timerState.delivered] as number,
+      dead: counts[timerState.dead] as number,
+      cancelled: counts[timerState.cancelled] as number,
+    };
   }
 
   get resident(): number {
@@ -224,15 +251,22 @@ export class Engine {
     const attempts = new Uint32Array(max);
     const fireAtMs = new Float64Array(max);
     let count = 0;
-    for (; count < max; count++) {
+    // Finished timers whose retention ended are released on the way, up to a bound of their own.
+    for (let released = 0; count < max && released < max * 4; ) {
       const slot = this.#heap.peek();
       if (slot < 0 || (store.dueAt[slot] as number) > nowMs) break;
       this.#heap.pop();
-      store.setState(slot, timerState.delivering);
+      if (isFinished(store.state[slot] as number)) {
+        this.#release(slot);
+        released++;
+        continue;
+      }
+      this.#setState(slot, timerState.delivering);
       seqs[count] = store.logSeq[slot] as number;
       rows[count] = store.row[slot] as number;
       attempts[count] = (store.attempts[slot] as number) + 1;
       fireAtMs[count] = store.fireAt[slot] as number;
+      count++;
     }
     return { count, seqs: seqs.subarray(0, count), rows: rows.subarray(0, count), attempts: attempts.subarray(0, count), fireAtMs: fireAtMs.subarray(0, count) };
   }
@@ -253,13 +287,19 @@ export class Engine {
       const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
       assert.ok(slot >= 0 && this.#store.state[slot] === timerState.delivering, 'an outcome for a timer that is not being delivered');
     }
+    // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
+    const now = this.#clock.now();
+    for (let i = 0; i < outcomes.count; i++) {
+      const kind = outcomes.kinds[i];
+      if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#retention.finishedMs;
+      else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#retention.deadMs;
+    }
     await this.#wal.append(recordType.outcome, encodeOutcomes(outcomes));
     this.#applyOutcomes(outcomes);
   }
 
   #applyOutcomes(outcomes: Outcomes): void {
     const store = this.#store;
-    let retried = false;
     for (let i = 0; i < outcomes.count; i++) {
       const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
       if (slot < 0) continue;
@@ -267,16 +307,12 @@ export class Engine {
       store.setAttempts(slot, Math.min(outcomes.attempts[i] as number, 0xffff));
       store.setLastStatus(slot, outcomes.statuses[i] as number);
       const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.retry) {
-        store.setState(slot, timerState.retrying);
-        store.setDueAt(slot, outcomes.retryAtMs[i] as number);
-        this.#heap.push(slot);
-        retried = true;
-      } else {
-        store.setState(slot, kind === outcomeKind.delivered ? timerState.delivered : timerState.dead);
-      }
+      this.#setState(slot, kind === outcomeKind.retry ? timerState.retrying : kind === outcomeKind.delivered ? timerState.delivered : timerState.dead);
+      // A retry's time, or a finished timer's expiry: either way, when the heap hands it back.
+      store.setDueAt(slot, outcomes.retryAtMs[i] as number);
+      this.#heap.push(slot);
     }
-    if (retried) this.#onDueChanged();
+    this.#onDueChanged();
   }
 
   /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
@@ -319,10 +355,10 @@ export class Engine {
    * and plans again, so the log's order decides which row is the original, live and on replay.
    */
   async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number): Promise<Admitted> {
-    let plan = this.#planKeys(batch);
+    let plan = this.#planKeys(batch, acceptedAtMs);
     while (plan !== undefined && plan.waitFor.length > 0) {
       await Promise.allSettled(plan.waitFor);
-      plan = this.#planKeys(batch);
+      plan = this.#planKeys(batch, acceptedAtMs);
     }
     const newRows = batch.rows - (plan?.duplicates ?? 0);
     if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
@@ -357,9 +393,10 @@ export class Engine {
     this.#heap.remove(slot);
     const seq = this.#store.logSeq[slot] as number;
     const row = this.#store.row[slot] as number;
-    const outcome = this.#wal.append(recordType.cancel, encodeTimerRefs([seq], [row])).then(
+    const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
+    const outcome = this.#wal.append(recordType.cancel, encodeCancel(expiresAtMs, [seq], [row])).then(
       () => {
-        this.#store.setState(slot, timerState.cancelled);
+        this.#finishCancelled(slot, expiresAtMs);
         return 'cancelled' as const;
       },
       (err: unknown) => {
@@ -416,10 +453,12 @@ export class Engine {
   }
 
   /**
-   * Plans the keyed rows of a batch against the keys known now (undefined: the batch has no
-   * keys). Deterministic given the engine's state, so replay plans every ADD as it was planned live.
+   * Plans the keyed rows of a batch accepted at `acceptedAtMs` against the keys known then
+   * (undefined: the batch has no keys). A key held by a finished timer whose retention ended by
+   * then is free again (that timer is released here if the sweep has not got to it). A function
+   * of the log's earlier records, so replay plans every ADD as it was planned live.
    */
-  #planKeys(batch: TimerBatch): KeyPlan | undefined {
+  #planKeys(batch: TimerBatch, acceptedAtMs: number): KeyPlan | undefined {
     if (batch.keys.values.length === 0) return undefined;
     const plan = {
       originalSeq: new Float64Array(batch.rows).fill(NaN),
@@ -439,7 +478,7 @@ export class Engine {
       const earlierRow = rowOfKey.get(text);
       const inFlight = this.#keysInFlight.get(text);
       const bytes = keys.subarray(start, end);
-      const slot = earlierRow === undefined && inFlight === undefined ? this.#keys.find(bytes, keyHash(bytes)) : -1;
+      const slot = earlierRow === undefined && inFlight === undefined ? this.#liveKeyHolder(bytes, acceptedAtMs) : -1;
       if (earlierRow !== undefined) {
         plan.originalSeq[row] = 0;
         plan.originalRow[row] = earlierRow;
@@ -461,6 +500,41 @@ export class Engine {
     return plan;
   }
 
+  /** The slot whose key is `key` and whose retention has not ended at `atMs`, or -1. */
+  #liveKeyHolder(key: Uint8Array, atMs: number): number {
+    const hash = keyHash(key);
+    const slot = this.#keys.find(key, hash);
+    if (slot < 0 || !isFinished(this.#store.state[slot] as number) || (this.#store.dueAt[slot] as number) > atMs) return slot;
+    this.#release(slot);
+    return -1;
+  }
+
+  #setState(slot: number, state: TimerStateCode): void {
+    const counts = this.#counts;
+    const before = this.#store.state[slot] as number;
+    counts[before] = (counts[before] as number) - 1;
+    counts[state] = (counts[state] as number) + 1;
+    this.#store.setState(slot, state);
+  }
+
+  #finishCancelled(slot: number, expiresAtMs: number): void {
+    this.#setState(slot, timerState.cancelled);
+    this.#store.setDueAt(slot, expiresAtMs);
+    this.#heap.push(slot);
+  }
+
+  /** Forgets a finished timer whose retention ended: its slot, id and key go. */
+  #release(slot: number): void {
+    const store = this.#store;
+    assert.ok(isFinished(store.state[slot] as number), 'only finished timers are released');
+    this.#heap.remove(slot);
+    this.#index.delete(store.logSeq[slot] as number, store.row[slot] as number);
+    if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));
+    const state = store.state[slot] as number;
+    this.#counts[state] = (this.#counts[state] as number) - 1;
+    store.release(slot);
+  }
+
   /** Puts a durable batch into memory: one slot, heap entry and index entry per new row. */
   #insert(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): void {
     const store = this.#store;
@@ -480,6 +554,7 @@ export class Engine {
         key,
       );
       assert.ok(slot >= 0, 'capacity was reserved before the append');
+      this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) + 1;
       this.#heap.push(slot);
       this.#index.insert(slot);
       if (key.length > 0) this.#keys.insert(slot, keyHash(key));
@@ -499,15 +574,15 @@ export class Engine {
         throw this.#badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
       }
       if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
-      this.#insert(batch, seq, this.#planKeys(batch));
+      this.#insert(batch, seq, this.#planKeys(batch, add.header.acceptedAtMs));
       return;
     }
     if (type === recordType.cancel) {
-      const ok = forEachTimerRef(body, (addSeq, row) => {
+      const ok = forEachCancelled(body, (addSeq, row, expiresAtMs) => {
         const slot = this.#index.get(addSeq, row);
         if (slot < 0) return;
         this.#heap.remove(slot);
-        this.#store.setState(slot, timerState.cancelled);
+        this.#finishCancelled(slot, expiresAtMs);
       });
       if (!ok) throw this.#badRecord(seq, 'CANCEL record of a length that is not a whole number of entries');
       return;

@@ -96,3 +96,12 @@ export const storeLimits = {
 } as const;
 
 assert.ok(storeLimits.residentTimersMax <= 2 ** 28, 'a store handle carries the slot in 28 bits');
+
+export const retentionDefaults = {
+  /** A delivered or cancelled timer stays (GET answers, its key deduplicates) this long. */
+  finishedMs: 24 * 3600 * 1000,
+  /** A dead timer stays (listed, redrivable, its key deduplicates) this long. */
+  deadMs: 7 * 24 * 3600 * 1000,
+} as const;
+
+export type Retention = { -readonly [K in keyof typeof retentionDefaults]: number };

@@ -4,9 +4,10 @@
 //
 //   ADD      header (16 B) , the batch: an Arrow IPC stream kept whole as it arrived, or the
 //            engine's columnar form for batches that came as JSON or in process
-//   CANCEL   { ref (16 B) }        ref     = seq f64 , row u32 , reserved u32
+//   CANCEL   expires-at f64 , reserved (8 B) , { ref (16 B) }     ref = seq f64 , row u32 , reserved u32
 //   OUTCOME  { outcome (32 B) }    outcome = seq f64 , row u32 , kind u8 , reason u8 ,
-//                                            status u16 , attempts u32 , reserved u32 , retry-at f64
+//                                            status u16 , attempts u32 , reserved u32 , at f64
+//            (at: the retry's time for a retry; when the finished timer's record expires otherwise)
 //   QUEUE    UTF-8 JSON {"name": …, "config": {…}}      (engine/queues.ts)
 import assert from 'node:assert/strict';
 
@@ -39,6 +40,7 @@ export const outcomeEntryBytes = 32;
 /**
  * Delivery outcomes, column by column (the dispatcher fills them; nothing per timer is an
  * object). `retryAtMs` is read for retries only; `attempts` counts the attempts made so far.
+ * Logged, the same column holds each finished timer's expiry instead (the engine sets it).
  */
 export interface Outcomes {
   readonly count: number;
@@ -75,7 +77,7 @@ export function encodeOutcomes(outcomes: Outcomes): Uint8Array {
     view.setUint8(at + 13, outcomes.reasons[i] as number);
     view.setUint16(at + 14, outcomes.statuses[i] as number, true);
     view.setUint32(at + 16, outcomes.attempts[i] as number, true);
-    view.setFloat64(at + 24, outcomes.kinds[i] === outcomeKind.retry ? (outcomes.retryAtMs[i] as number) : 0, true);
+    view.setFloat64(at + 24, outcomes.retryAtMs[i] as number, true);
   }
   return bytes;
 }
@@ -140,21 +142,27 @@ export function decodeAddBody(body: Uint8Array): { header: AddHeader; batch: Uin
   return { header: { encoding, rows: view.getUint32(4, true), acceptedAtMs }, batch: body.subarray(addHeaderBytes) };
 }
 
-/** A list of timers named by (sequence of the ADD record, row): the body of CANCEL. */
-export function encodeTimerRefs(seqs: readonly number[], rows: readonly number[]): Uint8Array {
+export const cancelHeaderBytes = 16;
+
+/** The body of CANCEL: when the cancelled timers' records expire, then the timers, named by (ADD sequence, row). */
+export function encodeCancel(expiresAtMs: number, seqs: readonly number[], rows: readonly number[]): Uint8Array {
   assert.equal(seqs.length, rows.length);
-  const bytes = new Uint8Array(seqs.length * timerRefBytes);
+  const bytes = new Uint8Array(cancelHeaderBytes + seqs.length * timerRefBytes);
   const view = new DataView(bytes.buffer);
+  view.setFloat64(0, expiresAtMs, true);
   for (let i = 0; i < seqs.length; i++) {
-    view.setFloat64(i * timerRefBytes, seqs[i] as number, true);
-    view.setUint32(i * timerRefBytes + 8, rows[i] as number, true);
+    view.setFloat64(cancelHeaderBytes + i * timerRefBytes, seqs[i] as number, true);
+    view.setUint32(cancelHeaderBytes + i * timerRefBytes + 8, rows[i] as number, true);
   }
   return bytes;
 }
 
-export function forEachTimerRef(body: Uint8Array, visit: (seq: number, row: number) => void): boolean {
-  if (body.length % timerRefBytes !== 0) return false;
+/** Visits the timers of a CANCEL body with its expiry; false if the body is malformed. */
+export function forEachCancelled(body: Uint8Array, visit: (seq: number, row: number, expiresAtMs: number) => void): boolean {
+  if (body.length < cancelHeaderBytes || (body.length - cancelHeaderBytes) % timerRefBytes !== 0) return false;
   const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
-  for (let at = 0; at < body.length; at += timerRefBytes) visit(view.getFloat64(at, true), view.getUint32(at + 8, true));
+  const expiresAtMs = view.getFloat64(0, true);
+  if (!Number.isFinite(expiresAtMs)) return false;
+  for (let at = cancelHeaderBytes; at < body.length; at += timerRefBytes) visit(view.getFloat64(at, true), view.getUint32(at + 8, true), expiresAtMs);
   return true;
 }

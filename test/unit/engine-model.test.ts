@@ -45,10 +45,11 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
       let now = t0;
       const clock: Clock = { now: () => now };
       const fs = new SimFileSystem({ seed, maxExtraHops: 0 });
-      let engine = await Engine.open({ dataDir: '/data', fs, clock });
-      const model: ModelTimer[] = [];
-      const due = (): ModelTimer[] =>
-        model.filter((t) => (t.state === 'pending' || t.state === 'retrying') && t.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt || a.seq - b.seq || a.row - b.row);
+      const retention = { finishedMs: 200, deadMs: 400 };
+      let engine = await Engine.open({ dataDir: '/data', fs, clock, retention });
+      let model: ModelTimer[] = [];
+      const live = (t: ModelTimer): boolean => t.state !== 'delivering';
+      const byDue = (a: ModelTimer, b: ModelTimer): number => a.dueAt - b.dueAt || a.seq - b.seq || a.row - b.row;
       try {
         for (const step of commands) {
           if (step.kind === 'admit') {
@@ -61,17 +62,29 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
             const outcome = await engine.cancel(timer?.id ?? 'zzzzzzzzzzzzzzzzzzzzzzzz');
             const expected = timer === undefined ? 'not-found' : timer.state === 'pending' || timer.state === 'retrying' || timer.state === 'cancelled' ? 'cancelled' : 'too-late';
             assert.equal(outcome, expected);
-            if (timer !== undefined && expected === 'cancelled') timer.state = 'cancelled';
+            if (timer !== undefined && expected === 'cancelled' && timer.state !== 'cancelled') {
+              timer.state = 'cancelled';
+              timer.dueAt = now + retention.finishedMs;
+            }
           } else if (step.kind === 'advance') {
             now += step.ms;
           } else if (step.kind === 'take') {
-            const expected = due().slice(0, step.max);
+            // Walk due timers in heap order: deliverable ones go out, finished ones whose retention ended are released.
+            const expected: ModelTimer[] = [];
+            const released = new Set<ModelTimer>();
+            for (const timer of model.filter((t) => live(t) && t.dueAt <= now).sort(byDue)) {
+              if (expected.length === step.max || released.size === step.max * 4) break;
+              if (timer.state === 'pending' || timer.state === 'retrying') expected.push(timer);
+              else released.add(timer);
+            }
             const slice = engine.takeDue(now, step.max);
             assert.deepEqual(
               Array.from({ length: slice.count }, (_, i) => `${slice.seqs[i]}/${slice.rows[i]}@${slice.attempts[i]}`),
               expected.map((t) => `${t.seq}/${t.row}@${t.attempts + 1}`),
             );
             for (const timer of expected) timer.state = 'delivering';
+            for (const timer of released) assert.equal(engine.get(timer.id), undefined, 'a finished timer is gone once its retention ended');
+            model = model.filter((t) => !released.has(t));
           } else if (step.kind === 'settle') {
             const delivering = model.filter((t) => t.state === 'delivering').slice(0, step.choices.length);
             const outcomes = emptyOutcomes(delivering.length);
@@ -89,20 +102,22 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
                 timer.dueAt = now + 100;
               } else {
                 timer.state = kind === outcomeKind.delivered ? 'delivered' : 'dead';
+                timer.dueAt = now + (kind === outcomeKind.delivered ? retention.finishedMs : retention.deadMs);
               }
             });
             outcomes.count = delivering.length;
             await engine.settle(outcomes);
           } else {
             await engine.close();
-            engine = await Engine.open({ dataDir: '/data', fs, clock });
+            engine = await Engine.open({ dataDir: '/data', fs, clock, retention });
             for (const timer of model) if (timer.state === 'delivering') timer.state = timer.loggedState;
           }
           for (const timer of model) {
             const view = engine.get(timer.id);
             assert.deepEqual([view?.state, view?.fireAtMs, view?.dueAtMs, view?.attempts], [timer.state, timer.fireAt, timer.dueAt, timer.attempts], `timer ${timer.id}`);
           }
-          assert.equal(engine.nextDueMs(), model.filter((t) => t.state === 'pending' || t.state === 'retrying').sort((a, b) => a.dueAt - b.dueAt)[0]?.dueAt);
+          assert.equal(engine.nextDueMs(), model.filter(live).sort(byDue)[0]?.dueAt);
+          assert.equal(engine.pending, model.filter((t) => t.state === 'pending' || t.state === 'retrying').length);
         }
       } finally {
         await engine.close();

@@ -62,3 +62,35 @@ test('duplicates hold after a restart and after the original was retried', async
   assert.equal(afterRestart.duplicates, 2);
   await engine.close();
 });
+
+test('a key is free again once its finished timer’s retention ended, and replay agrees', async () => {
+  const fs = new SimFileSystem({ seed: 54 });
+  let now = t0;
+  const moving: Clock = { now: () => now };
+  const retention = { finishedMs: 1_000, deadMs: 5_000 };
+  let engine = await Engine.open({ dataDir, fs, clock: moving, retention });
+  const original = await engine.admit(batchFromSpecs([timer('k')]));
+  const slice = engine.takeDue(now, 1);
+  const outcomes = emptyOutcomes(1);
+  outcomes.seqs[0] = slice.seqs[0] as number;
+  outcomes.rows[0] = slice.rows[0] as number;
+  outcomes.kinds[0] = outcomeKind.delivered;
+  outcomes.statuses[0] = 200;
+  outcomes.attempts[0] = 1;
+  outcomes.count = 1;
+  await engine.settle(outcomes);
+  now += 500;
+  const within = await engine.admit(batchFromSpecs([timer('k', 600)]));
+  assert.equal(within.idOf(0), original.idOf(0), 'within retention: a duplicate');
+  now += 1_000;
+  const after = await engine.admit(batchFromSpecs([timer('k', 2_000)]));
+  assert.equal(after.isDuplicate(0), false, 'after retention: a new timer');
+  assert.equal(engine.get(original.idOf(0)), undefined, 'the finished original is gone');
+  await engine.close();
+
+  now += 60_000; // replay happens much later: decisions must still be the ones made live
+  engine = await Engine.open({ dataDir, fs, clock: moving, retention });
+  assert.equal(engine.get(after.idOf(0))?.state, 'pending');
+  assert.equal(engine.pending, 1);
+  await engine.close();
+});
