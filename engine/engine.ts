@@ -151,7 +151,7 @@ function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): 
 }
 
 export class Engine {
-  readonly #wal: Wal;
+  #wal!: Wal;
   readonly #clock: Clock;
   readonly #limits: TimerLimits;
   readonly #retention: Retention;
@@ -174,8 +174,7 @@ export class Engine {
   /** Told when a timer may have become the earliest due (the scheduler re-arms its timer). */
   #onDueChanged: () => void = () => undefined;
 
-  private constructor(wal: Wal, options: EngineOptions) {
-    this.#wal = wal;
+  private constructor(options: EngineOptions) {
     this.#clock = options.clock ?? systemClock;
     this.#limits = { ...timerLimits, ...options.limits };
     this.#retention = { ...retentionDefaults, ...options.retention };
@@ -186,19 +185,16 @@ export class Engine {
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
-    const wal = await Wal.open({
+    // The engine exists before its log does: open() replays every record into it while it
+    // reads the segments for recovery, one pass over the log.
+    const engine = new Engine(options);
+    engine.#wal = await Wal.open({
       dir: join(options.dataDir, 'wal'),
+      replay: (seq, type, body) => engine.#replay(seq, type, body),
       ...(options.fs === undefined ? {} : { fs: options.fs }),
       ...(options.walLimits === undefined ? {} : { limits: options.walLimits }),
       ...(options.logger === undefined ? {} : { logger: options.logger }),
     });
-    const engine = new Engine(wal, options);
-    try {
-      for await (const record of wal.records()) engine.#replay(record.seq, record.type, record.body);
-    } catch (err) {
-      await wal.close();
-      throw err;
-    }
     return engine;
   }
 

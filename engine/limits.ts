@@ -105,3 +105,13 @@ export const retentionDefaults = {
 } as const;
 
 export type Retention = { -readonly [K in keyof typeof retentionDefaults]: number };
+
+export const ingestLimits = {
+  /** Largest request body of a bulk add (Arrow IPC stream or NDJSON); past it the answer is 413, read no further. */
+  bodyBytesMax: 64 * MiB,
+  /** Largest application/json body (one timer, a queue config): JSON is parsed whole into objects, so it gets less room. */
+  jsonBodyBytesMax: 4 * MiB,
+} as const;
+
+assert.ok(ingestLimits.jsonBodyBytesMax <= ingestLimits.bodyBytesMax, 'a JSON body is never allowed more than a bulk one');
+assert.ok(ingestLimits.jsonBodyBytesMax >= 2 * timerLimits.payloadBytesMax, 'one timer with the largest payload fits a JSON body, base64-encoded');

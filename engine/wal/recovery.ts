@@ -96,7 +96,10 @@ async function readSegment(fs: FileSystem, path: string): Promise<Uint8Array> {
   }
 }
 
-export async function recoverSegments(fs: FileSystem, dir: string): Promise<RecoveryReport> {
+/** Called with each valid record, in order, as recovery reads it (the one pass over the log at open). */
+export type RecordVisitor = (seq: number, type: number, body: Uint8Array) => void;
+
+export async function recoverSegments(fs: FileSystem, dir: string, visit?: RecordVisitor): Promise<RecoveryReport> {
   const ids = await listSegmentIds(fs, dir);
   const segments: SegmentInfo[] = [];
   let repair: TailRepair | undefined;
@@ -129,6 +132,7 @@ export async function recoverSegments(fs: FileSystem, dir: string): Promise<Reco
       if (frame.verdict === 'end') break;
       if (frame.verdict === 'record') {
         if (frame.groupBaseSeq < segment.baseSeq) throw corrupt(path, segment.bytes, 'record claims a commit group that began in another segment');
+        visit?.(frame.seq, frame.type, frame.body);
         segment.lastSeq = frame.seq;
         segment.bytes = frame.next;
         continue;

@@ -25,7 +25,7 @@ import type { DurableLog, LogRecord } from '../log.ts';
 import { decodeFrame } from './decoder.ts';
 import { encodeRecordHeader, encodeSegmentHeader } from './encoder.ts';
 import { recordHeaderBytes, recordTypeMax, recordTypeReserved, segmentFileName, segmentHeaderBytes } from './format.ts';
-import { recoverSegments, type RecoveryReport, type SegmentInfo } from './recovery.ts';
+import { type RecordVisitor, recoverSegments, type RecoveryReport, type SegmentInfo } from './recovery.ts';
 
 /** Bodies below this size are copied into the group's write buffer; larger ones are written in place. */
 const copyBodyBytesMax = 64 * 1024;
@@ -48,6 +48,11 @@ export interface WalOptions {
   readonly limits?: Partial<WalLimits>;
   readonly logger?: WalLogger;
   readonly onGroupCommitted?: (stats: GroupCommitStats) => void;
+  /**
+   * Sees every record already in the log, in order, while open() reads the segments for
+   * recovery: replaying state this way reads the log once. If it throws, open() fails with that.
+   */
+  readonly replay?: RecordVisitor;
 }
 
 export interface WalCounters {
@@ -106,7 +111,7 @@ export class Wal implements DurableLog {
     await fs.mkdirp(options.dir);
     const lock = await fs.lockDir(options.dir);
     try {
-      const recovery = await recoverSegments(fs, options.dir);
+      const recovery = await recoverSegments(fs, options.dir, options.replay);
       const last = recovery.segments.at(-1);
       let active: FileHandle;
       if (last === undefined) {
