@@ -1,16 +1,16 @@
 // The `store` suite: the engine (engine/engine.ts) on a real data directory, end to end —
-// validate, Arrow encoding, WAL group commit, then the resident store, heap and id index:
+// validate, batch encoding, WAL group commit, then the resident store, heap, id and key indexes:
 //
 //   admit_single   256 async loops, each admitting a one-timer batch and awaiting it (durable)
 //   admit_batch    4 async loops admitting 10,000-timer batches
-//   resident       RAM per resident timer: heapUsed + external growth over N timers
+//   resident       RAM per resident timer: heapUsed + external growth over N timers without keys
+//   key            RAM per idempotency key: the same N timers with 64-byte keys, minus the above
 //   pop            takeDue(now, 1024) until the N (all due) timers are out of the heap
-//   recovery       Engine.open of the data dir holding those N timers, in a fresh process
+//   recovery       Engine.open of the data dir holding the N keyed timers, in a fresh process
 //
-// N is 1,000,000 (200,000 with --quick). Every timer carries a 128-byte payload and a 64-byte
-// key (unique, ASCII); the engine keeps no key yet, but they are logged, so the figures stay
-// comparable when keys land. Batches are built once as columns and reused: the suite measures
-// the engine, not a batch builder. The admit measurements warm up, then count only the admits
+// N is 1,000,000 (200,000 with --quick). Every timer carries a 128-byte payload; the admit and
+// keyed runs a 64-byte key (unique, ASCII) too. Batches are built once as columns and reused:
+// the suite measures the engine, not a batch builder. The admit measurements warm up, then count only the admits
 // acknowledged inside the measured span.
 //
 // The resident, pop and recovery measurements each run in a child process (this file, forked
@@ -81,10 +81,12 @@ export async function storeSuite(options: SuiteOptions): Promise<Figure[]> {
   progress(`store: ${batchAdmitters} admitters of ${batchRows}-timer batches (${seconds} s)`);
   const batched = await inTempDir(baseDir, 'admit10k', (dir) => measureAdmits(dir, timing, batchAdmitters, batchRows));
 
+  progress(`store: ${n} resident timers without keys: memory, then pops (child process)`);
+  const plain = await inTempDir(baseDir, 'plain', (dir) => runChild<FillResult>(['fill', dir, String(n), 'no-keys']));
+  assert.equal(plain.popped, n, 'every admitted timer was due and popped');
   const { fill, reopens } = await inTempDir(baseDir, 'resident', async (dir) => {
-    progress(`store: ${n} resident timers: memory, then pops (child process)`);
-    const fill = await runChild<FillResult>(['fill', dir, String(n)]);
-    assert.equal(fill.popped, n, 'every admitted timer was due and popped');
+    progress(`store: ${n} resident timers with ${keyBytes}-byte keys: memory (child process)`);
+    const fill = await runChild<FillResult>(['fill', dir, String(n), 'keys']);
     const reopens: RecoverResult[] = [];
     for (let i = 0; i < timing.reopens; i++) {
       progress(`store: reopen ${i + 1} of ${timing.reopens}, replaying ${n} timers (child process)`);
@@ -114,8 +116,9 @@ export async function storeSuite(options: SuiteOptions): Promise<Figure[]> {
     }),
     figure('store.admit_single.per_s', Math.round(single.admitted / single.seconds), '1/s'),
     figure('store.admit_batch.per_s', Math.round(batched.admitted / batched.seconds), '1/s'),
-    figure('store.resident.bytes_per_timer', roundTo((fill.heapUsedBytes + fill.externalBytes) / n, 1), 'B'),
-    figure('store.pop.per_s', Math.round(fill.popped / fill.popSeconds), '1/s'),
+    figure('store.resident.bytes_per_timer', roundTo((plain.heapUsedBytes + plain.externalBytes) / n, 1), 'B'),
+    figure('store.key.bytes_per_key', roundTo((fill.heapUsedBytes + fill.externalBytes - plain.heapUsedBytes - plain.externalBytes) / n, 1), 'B'),
+    figure('store.pop.per_s', Math.round(plain.popped / plain.popSeconds), '1/s'),
     figure('store.recovery.timers_per_s', Math.round(n / openSeconds), '1/s'),
   ];
 }
@@ -145,7 +148,7 @@ const hexDigits = new TextEncoder().encode('0123456789abcdef');
  * A batch of `rows` timers as columns: one target, the default queue, no headers, a
  * 128-byte payload and a 64-byte key per row. Fire times are set by setFireTimes().
  */
-function newBatch(rows: number): TimerBatch {
+function newBatch(rows: number, keyed = true): TimerBatch {
   const payload = new Uint8Array(rows * payloadBytes);
   for (let i = 0; i < payload.length; i++) payload[i] = (i * 31 + 7) & 0xff;
   const keys = new Uint8Array(rows * keyBytes);
@@ -160,9 +163,9 @@ function newBatch(rows: number): TimerBatch {
     queueIndex: new Int32Array(rows),
     payload: { values: payload, offsets: Int32Array.from({ length: rows + 1 }, (_, i) => i * payloadBytes) },
     headers: { values: new Uint8Array(0), offsets: new Int32Array(rows + 1) },
-    keys: { values: keys, offsets: Int32Array.from({ length: rows + 1 }, (_, i) => i * keyBytes) },
+    keys: keyed ? { values: keys, offsets: Int32Array.from({ length: rows + 1 }, (_, i) => i * keyBytes) } : { values: new Uint8Array(0), offsets: new Int32Array(rows + 1) },
   };
-  stampKeys(batch);
+  if (keyed) stampKeys(batch);
   return batch;
 }
 
@@ -266,13 +269,13 @@ async function settledMemory(gc: NodeJS.GCFunction): Promise<{ heapUsed: number;
 }
 
 /** Child: admits `n` due timers in 10,000-row batches, measures the memory they hold, pops them all. */
-async function fillChild(dir: string, n: number): Promise<FillResult> {
+async function fillChild(dir: string, n: number, keyed: boolean): Promise<FillResult> {
   const gc = globalThis.gc;
   assert.ok(gc !== undefined, 'the fill child needs --expose-gc');
   assert.ok(Number.isSafeInteger(n) && n > 0 && n % batchRows === 0, `timers must be a positive multiple of ${batchRows}`);
   const engine = await Engine.open({ dataDir: dir });
   try {
-    const batches = Array.from({ length: batchAdmitters }, () => newBatch(batchRows));
+    const batches = Array.from({ length: batchAdmitters }, () => newBatch(batchRows, keyed));
     const before = await settledMemory(gc);
     const started = performance.now();
     let remaining = n / batchRows;
@@ -280,7 +283,7 @@ async function fillChild(dir: string, n: number): Promise<FillResult> {
       batches.map(async (batch) => {
         while (remaining > 0) {
           remaining--;
-          stampKeys(batch);
+          if (keyed) stampKeys(batch);
           setFireTimes(batch, Date.now() - pastSpanMs, pastSpanMs);
           await engine.admit(batch);
         }
@@ -315,9 +318,9 @@ async function recoverChild(dir: string): Promise<RecoverResult> {
 }
 
 async function childMain(args: readonly string[]): Promise<void> {
-  const [role, dir, count] = args;
+  const [role, dir, count, keys] = args;
   assert.ok(dir !== undefined, 'usage: store.ts fill|recover <dir> [timers]');
-  const result = role === 'fill' ? await fillChild(dir, Number(count)) : role === 'recover' ? await recoverChild(dir) : assert.fail(`unknown role ${role}`);
+  const result = role === 'fill' ? await fillChild(dir, Number(count), keys === 'keys') : role === 'recover' ? await recoverChild(dir) : assert.fail(`unknown role ${role}`);
   assert.ok(process.send !== undefined, 'a store child runs with an IPC channel (fork)');
   await new Promise<void>((resolve, reject) => process.send?.(result, undefined, {}, (err) => (err === null ? resolve() : reject(err))));
   process.disconnect?.();

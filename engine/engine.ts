@@ -38,7 +38,7 @@ import {
 } from './records.ts';
 import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
 import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
-import { KeyIndex, keyHash } from './store/key-index.ts';
+import { KeyIndex, keyHash, sameBytes } from './store/key-index.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
 import { Wal, type WalLogger } from './wal/wal.ts';
@@ -109,8 +109,10 @@ interface KeyPlan {
   readonly originalRow: Int32Array;
   readonly originalFireAt: Float64Array;
   readonly duplicates: number;
-  /** Keys this batch adds, as latin1 strings (the in-flight table's keys). */
-  readonly introduced: string[];
+  /** Each keyed row's key hash (computed once, for the in-flight table and the key index). */
+  readonly hashes: Uint32Array;
+  /** Hashes of the keys this batch adds (the in-flight table's keys). */
+  readonly introduced: number[];
   /** Admits still in flight that hold a key of this batch: wait for them, then plan again. */
   readonly waitFor: Array<Promise<void>>;
 }
@@ -161,8 +163,11 @@ export class Engine {
   readonly #heap: TimerHeap;
   readonly #index: SlotIndex;
   readonly #keys: KeyIndex;
-  /** Keys of admits whose ADD record is not yet durable → settles when that admit is done. */
-  readonly #keysInFlight = new Map<string, Promise<void>>();
+  /**
+   * Key hashes of admits whose ADD record is not yet durable → settles when that admit is done.
+   * Two keys with one hash only make the later admit wait needlessly.
+   */
+  readonly #keysInFlight = new Map<number, Promise<void>>();
   readonly #queueNames: string[] = [];
   readonly #queueIndexOf = new Map<string, number>();
   /** Configs set through setQueue(); other queues run with defaultQueueConfig. */
@@ -455,50 +460,65 @@ export class Engine {
    * of the log's earlier records, so replay plans every ADD as it was planned live.
    */
   #planKeys(batch: TimerBatch, acceptedAtMs: number): KeyPlan | undefined {
-    if (batch.keys.values.length === 0) return undefined;
+    const { values, offsets } = batch.keys;
+    if (values.length === 0) return undefined;
     const plan = {
       originalSeq: new Float64Array(batch.rows).fill(NaN),
       originalRow: new Int32Array(batch.rows),
       originalFireAt: new Float64Array(batch.rows),
       duplicates: 0,
-      introduced: [] as string[],
+      hashes: new Uint32Array(batch.rows),
+      introduced: [] as number[],
       waitFor: [] as Array<Promise<void>>,
     };
-    const rowOfKey = new Map<string, number>();
-    const keys = Buffer.from(batch.keys.values.buffer, batch.keys.values.byteOffset, batch.keys.values.byteLength);
+    // Keys first seen in this batch, by hash: rows in an open-addressing table (no string per key).
+    const firstRows = new Int32Array(2 ** Math.ceil(Math.log2(2 * batch.rows + 2))).fill(-1);
+    const mask = firstRows.length - 1;
     for (let row = 0; row < batch.rows; row++) {
-      const start = batch.keys.offsets[row] as number;
-      const end = batch.keys.offsets[row + 1] as number;
+      const start = offsets[row] as number;
+      const end = offsets[row + 1] as number;
       if (start === end) continue;
-      const text = keys.toString('latin1', start, end);
-      const earlierRow = rowOfKey.get(text);
-      const inFlight = this.#keysInFlight.get(text);
-      const bytes = keys.subarray(start, end);
-      const slot = earlierRow === undefined && inFlight === undefined ? this.#liveKeyHolder(bytes, acceptedAtMs) : -1;
-      if (earlierRow !== undefined) {
-        plan.originalSeq[row] = 0;
-        plan.originalRow[row] = earlierRow;
-        plan.originalFireAt[row] = batch.fireAtMs[earlierRow] as number;
-      } else if (inFlight !== undefined) {
-        plan.waitFor.push(inFlight);
-        continue;
-      } else if (slot >= 0) {
-        plan.originalSeq[row] = this.#store.logSeq[slot] as number;
-        plan.originalRow[row] = this.#store.row[slot] as number;
-        plan.originalFireAt[row] = this.#store.fireAt[slot] as number;
-      } else {
-        rowOfKey.set(text, row);
-        plan.introduced.push(text);
+      const key = values.subarray(start, end);
+      const hash = keyHash(key);
+      plan.hashes[row] = hash;
+      let cell = hash & mask;
+      let earlierRow = -1;
+      for (; firstRows[cell] !== -1; cell = (cell + 1) & mask) {
+        const other = firstRows[cell] as number;
+        if (plan.hashes[other] === hash && sameBytes(bytesAt(batch.keys, other), key)) {
+          earlierRow = other;
+          break;
+        }
+      }
+      if (earlierRow >= 0) {
+        this.#markDuplicate(plan, row, 0, earlierRow, batch.fireAtMs[earlierRow] as number);
         continue;
       }
-      plan.duplicates++;
+      const inFlight = this.#keysInFlight.get(hash);
+      if (inFlight !== undefined) {
+        plan.waitFor.push(inFlight);
+        continue;
+      }
+      const slot = this.#liveKeyHolder(key, hash, acceptedAtMs);
+      if (slot >= 0) {
+        this.#markDuplicate(plan, row, this.#store.logSeq[slot] as number, this.#store.row[slot] as number, this.#store.fireAt[slot] as number);
+        continue;
+      }
+      firstRows[cell] = row;
+      plan.introduced.push(hash);
     }
     return plan;
   }
 
+  #markDuplicate(plan: KeyPlan & { duplicates: number }, row: number, seq: number, originalRow: number, fireAtMs: number): void {
+    plan.originalSeq[row] = seq;
+    plan.originalRow[row] = originalRow;
+    plan.originalFireAt[row] = fireAtMs;
+    plan.duplicates++;
+  }
+
   /** The slot whose key is `key` and whose retention has not ended at `atMs`, or -1. */
-  #liveKeyHolder(key: Uint8Array, atMs: number): number {
-    const hash = keyHash(key);
+  #liveKeyHolder(key: Uint8Array, hash: number, atMs: number): number {
     const slot = this.#keys.find(key, hash);
     if (slot < 0 || !isFinished(this.#store.state[slot] as number) || (this.#store.dueAt[slot] as number) > atMs) return slot;
     this.#release(slot);
@@ -553,7 +573,7 @@ export class Engine {
       this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) + 1;
       this.#heap.push(slot);
       this.#index.insert(slot);
-      if (key.length > 0) this.#keys.insert(slot, keyHash(key));
+      if (key.length > 0) this.#keys.insert(slot, (plan as KeyPlan).hashes[row] as number);
     }
     for (const target of targets) store.releaseTarget(target);
     this.#onDueChanged();
