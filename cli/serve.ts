@@ -182,7 +182,7 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   const wal = engine.log;
   logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
 
-  const app = createHttpServer({ logger: logger.child({ component: 'http' }), log: wal });
+  const app = createHttpServer({ logger: logger.child({ component: 'http' }), engine });
   try {
     await app.listen({ host: settings.listen.host, port: settings.listen.port });
   } catch (err) {

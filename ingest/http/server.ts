@@ -1,6 +1,7 @@
 // The HTTP adapter: a fastify instance on the cleartext listener (HTTP/1.1 and h2c on one
-// port), with the service's health routes. The timer and queue routes will register here; the
-// engine knows nothing of this module.
+// port), with the service's health routes and the v1 API as encapsulated plugins (timers-,
+// queues-, stats-routes.ts). The engine knows nothing of this module; this module knows the
+// engine only through its public API. Every error leaves through one handler (error-map.ts).
 //
 // Why `http2: true` together with `serverFactory`: at run time fastify reads `http2` only to
 // pick the server it creates itself (lib/server.js, getServerInstance), which `serverFactory`
@@ -11,23 +12,30 @@
 // flag does set fastify's types: `request.raw` is typed Http2ServerRequest. Routes must keep
 // to fastify's request/reply API (or what both raw types share), because on an HTTP/1.1
 // connection `request.raw` is an http.IncomingMessage.
-import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RouteGenericInterface } from 'fastify';
 import type http2 from 'node:http2';
-import type { FermataError } from '../../engine/errors.ts';
+import type { Engine } from '../../engine/engine.ts';
+import { ingestLimits } from '../../engine/limits.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './cleartext-listener.ts';
-
-/** What /readyz looks at: the durable log's poison (a failed write or fsync stops acknowledging). */
-export interface LogHealth {
-  readonly poisoned: FermataError | undefined;
-}
+import { errorAnswer } from './error-map.ts';
+import { queuesRoutes } from './queues-routes.ts';
+import { statsRoutes } from './stats-routes.ts';
+import { timersRoutes } from './timers-routes.ts';
 
 export interface HttpServerOptions {
   /** fastify's own lines (5xx errors, broken responses) go here; see the level note below. */
   readonly logger: FastifyBaseLogger;
-  readonly log: LogHealth;
+  /** The routes' engine; /readyz looks at its log's poison (a failed write or fsync stops acknowledging). */
+  readonly engine: Engine;
 }
 
+/** What each route plugin is registered with. */
+export type RoutesOptions = Pick<HttpServerOptions, 'engine'>;
+
 export type HttpServer = FastifyInstance<CleartextListener, http2.Http2ServerRequest, http2.Http2ServerResponse, FastifyBaseLogger>;
+
+type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
+type HttpReply = FastifyReply<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest, http2.Http2ServerResponse>;
 
 const statusSchema = {
   type: 'object',
@@ -44,17 +52,36 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     // Per-request lines ("incoming request", "request completed", 4xx) are info: at ingest
     // rates they would cost more than the requests. Warnings and errors still come through.
     loggerInstance: options.logger.child({}, { level: 'warn' }),
+    // The limit of fastify's own JSON parser; the Arrow and NDJSON parsers set their own.
+    bodyLimit: ingestLimits.jsonBodyBytesMax,
   });
+  // Only JSON bodies at the root: a text/plain one is answered 415 like any other unknown type.
+  app.removeContentTypeParser('text/plain');
+  app.setErrorHandler(answerError);
 
   app.get('/healthz', { schema: { response: { 200: statusSchema } } }, healthz);
 
-  const { log } = options;
+  const { engine } = options;
   app.get('/readyz', { schema: { response: { 200: statusSchema, 503: statusSchema } } }, (_request, reply) => {
-    const poison = log.poisoned;
+    const poison = engine.log.poisoned;
     if (poison === undefined) return reply.send({ status: 'ready' });
     return reply.code(503).send({ status: 'not-ready', reason: poison.message });
   });
+
+  void app.register(timersRoutes, { engine });
+  void app.register(queuesRoutes, { engine });
+  void app.register(statsRoutes, { engine });
   return app;
+}
+
+/** fastify's error handler for every route: fermata's JSON error shape, status and Retry-After (error-map.ts). */
+function answerError(error: unknown, request: HttpRequest, reply: HttpReply): HttpReply {
+  const answer = errorAnswer(error, request.headers['content-type']);
+  if (answer.unexpected) request.log.error({ err: error }, 'unexpected error answering a request');
+  // fastify asks an HTTP/1.1 client to close after a body it did not read; HTTP/2 has no such header.
+  if (request.raw.httpVersionMajor === 2) reply.removeHeader('connection');
+  if (answer.retryAfterSeconds !== undefined) reply.header('retry-after', String(answer.retryAfterSeconds));
+  return reply.code(answer.status).send(answer.body);
 }
 
 /** The process serves: the answer itself is the check. */

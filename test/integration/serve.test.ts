@@ -14,7 +14,7 @@ import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { Wal } from '../../engine/wal/wal.ts';
+import { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
 import { http2Preface } from '../../ingest/http/cleartext-listener.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
@@ -576,8 +576,9 @@ describe('fermata serve', { concurrency: 4 }, () => {
 
 test('/readyz is 503 with the poison message while the WAL is poisoned, over both protocols', { timeout: 30_000 }, async () => {
   const fs = new SimFileSystem({ seed: 11 });
-  const wal = await Wal.open({ dir: '/data/wal', fs });
-  const app = createHttpServer({ logger: pino({ level: 'silent' }), log: wal });
+  const engine = await Engine.open({ dataDir: '/data', fs });
+  const wal = engine.log;
+  const app = createHttpServer({ logger: pino({ level: 'silent' }), engine });
   try {
     await app.listen({ host: '127.0.0.1', port: 0 });
     const address = app.server.address() as net.AddressInfo;
@@ -600,6 +601,6 @@ test('/readyz is 503 with the poison message while the WAL is poisoned, over bot
     }
   } finally {
     await app.close();
-    await wal.close();
+    await engine.close();
   }
 });

@@ -1,0 +1,151 @@
+// The one place error codes become HTTP statuses. Every error the HTTP API answers has this body:
+//
+//   {"error": {"code": "BATCH_INVALID", "message": "target must be …", "field": "target", "row": 1, "line": 2}}
+//
+// `code` is stable (clients key on it): a FermataError's own code, one of httpErrorCodes below
+// for conditions only HTTP has, or INTERNAL for a bug (logged, its text never sent). `field`
+// names a JSON field, `column` an Arrow column, `row` is 0-based among the timers of a batch,
+// `line` 1-based in an NDJSON body; each appears only when known. Overload answers carry
+// `Retry-After`; nothing here ever turns an error into a 2xx.
+import { type ErrorCode, errorCodes, isFermataError } from '../../engine/errors.ts';
+import { ingestLimits } from '../../engine/limits.ts';
+
+/** Conditions of the HTTP layer itself (fastify's own errors are restated as these). */
+export const httpErrorCodes = {
+  notFound: 'NOT_FOUND',
+  tooLate: 'TOO_LATE',
+  unsupportedMediaType: 'UNSUPPORTED_MEDIA_TYPE',
+  bodyTooLarge: 'BODY_TOO_LARGE',
+  /** Malformed or empty JSON, a body that does not match its Content-Length. */
+  bodyInvalid: 'BODY_INVALID',
+  /** A request that fails a route's schema (params, querystring). */
+  requestInvalid: 'REQUEST_INVALID',
+  internal: 'INTERNAL',
+} as const;
+
+export type HttpErrorCode = (typeof httpErrorCodes)[keyof typeof httpErrorCodes];
+
+/** Keyed by every code: a code added to errors.ts fails the typecheck here until it has a status. */
+const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
+  [errorCodes.batchInvalid]: 400,
+  [errorCodes.queueInvalid]: 400,
+  [errorCodes.capacityFull]: 503,
+  [errorCodes.walQueueFull]: 429,
+  // 507 instead when the poison's cause is ENOSPC (below).
+  [errorCodes.walPoisoned]: 503,
+  [errorCodes.walRecordTooLarge]: 413,
+  // The service is stopping: another instance (or this one after its restart) will take it.
+  [errorCodes.walClosed]: 503,
+  [errorCodes.diskFull]: 507,
+  // Start-up conditions; met by a request they are a bug.
+  [errorCodes.walCorrupt]: 500,
+  [errorCodes.dataDirLocked]: 500,
+  [httpErrorCodes.notFound]: 404,
+  [httpErrorCodes.tooLate]: 409,
+  [httpErrorCodes.unsupportedMediaType]: 415,
+  [httpErrorCodes.bodyTooLarge]: 413,
+  [httpErrorCodes.bodyInvalid]: 400,
+  [httpErrorCodes.requestInvalid]: 400,
+  [httpErrorCodes.internal]: 500,
+};
+
+/** Seconds a client should wait before trying again, for the conditions that pass by themselves. */
+const retryAfterSecondsOf: Partial<Record<ErrorCode, number>> = {
+  [errorCodes.capacityFull]: 1,
+  [errorCodes.walQueueFull]: 1,
+  [errorCodes.walClosed]: 1,
+};
+
+export interface ErrorBody {
+  readonly error: {
+    readonly code: string;
+    readonly message: string;
+    readonly field?: string;
+    readonly column?: string;
+    readonly row?: number;
+    readonly line?: number;
+  };
+}
+
+export interface ErrorAnswer {
+  readonly status: number;
+  readonly retryAfterSeconds: number | undefined;
+  readonly body: ErrorBody;
+  /** A bug or an unknown failure: the caller logs `err` with its stack. */
+  readonly unexpected: boolean;
+}
+
+/** A condition the HTTP layer finds itself (an unknown id, a cancel too late, …): routes throw it. */
+export class HttpProblem extends Error {
+  readonly code: HttpErrorCode;
+
+  constructor(code: HttpErrorCode, message: string) {
+    super(message);
+    this.name = 'HttpProblem';
+    this.code = code;
+  }
+}
+
+function httpError(code: HttpErrorCode, message: string): ErrorAnswer {
+  return { status: statusOf[code], retryAfterSeconds: undefined, body: { error: { code, message } }, unexpected: code === httpErrorCodes.internal };
+}
+
+const mediaTypeHint =
+  'fermata takes application/json; POST /v1/timers also takes application/x-ndjson and application/vnd.apache.arrow.stream';
+
+/** Fastify's own client errors, restated with fermata's codes; undefined for any other error. */
+function fastifyAnswer(err: { code?: unknown; statusCode?: unknown; message: string }, contentType: string | undefined): ErrorAnswer | undefined {
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return httpError(httpErrorCodes.unsupportedMediaType, `Content-Type ${JSON.stringify(contentType ?? '')} is not supported: ${mediaTypeHint}`);
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': {
+      const json = contentType !== undefined && /^\s*application\/json\b/i.test(contentType);
+      const limit = json ? ingestLimits.jsonBodyBytesMax : ingestLimits.bodyBytesMax;
+      return httpError(httpErrorCodes.bodyTooLarge, `the request body is larger than ${limit} bytes, the limit for ${json ? 'application/json' : 'this content type'}`);
+    }
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return httpError(httpErrorCodes.bodyInvalid, err.message);
+    case 'FST_ERR_VALIDATION':
+      return httpError(httpErrorCodes.requestInvalid, err.message);
+  }
+  // Any other client error fastify raises (a stream aborted mid-body, …): its status, our shape.
+  if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+    return { status: err.statusCode, retryAfterSeconds: undefined, body: { error: { code: httpErrorCodes.requestInvalid, message: err.message } }, unexpected: false };
+  }
+  return undefined;
+}
+
+const nonEmptyString = (value: unknown): value is string => typeof value === 'string' && value !== '';
+const wholeNumber = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value);
+
+/** The answer to any error a route threw; `contentType` is the request's (for 413/415 wording). */
+export function errorAnswer(err: unknown, contentType: string | undefined): ErrorAnswer {
+  if (isFermataError(err)) {
+    const { details } = err;
+    const poisonedByFullDisk = err.code === errorCodes.walPoisoned && details.cause === 'ENOSPC';
+    const status = poisonedByFullDisk ? 507 : statusOf[err.code];
+    return {
+      status,
+      retryAfterSeconds: retryAfterSecondsOf[err.code],
+      body: {
+        error: {
+          code: err.code,
+          message: err.message,
+          ...(nonEmptyString(details.field) ? { field: details.field } : {}),
+          ...(nonEmptyString(details.column) ? { column: details.column } : {}),
+          ...(wholeNumber(details.row) ? { row: details.row } : {}),
+          ...(wholeNumber(details.line) ? { line: details.line } : {}),
+        },
+      },
+      unexpected: status === 500,
+    };
+  }
+  if (err instanceof HttpProblem) return httpError(err.code, err.message);
+  if (err instanceof Error) {
+    const answer = fastifyAnswer(err as Error & { code?: unknown; statusCode?: unknown }, contentType);
+    if (answer !== undefined) return answer;
+  }
+  return httpError(httpErrorCodes.internal, 'internal error (logged on the server)');
+}

@@ -1,0 +1,57 @@
+// /v1/queues: a queue's retry policy and flow limits. PUT replaces a queue's whole config
+// (absent fields take their defaults) and answers once the QUEUE record is durable; GET lists
+// every queue that was configured or has held a timer. Validation is the engine's
+// (engine/queues.ts): a bad name or field is QUEUE_INVALID naming it, a 400.
+import type { QueueConfig } from '../../engine/queues.ts';
+import type { HttpServer, RoutesOptions } from './server.ts';
+
+const nullableInteger = { type: ['integer', 'null'] } as const;
+
+const configProperties = {
+  max_attempts: { type: 'integer' },
+  min_backoff_ms: { type: 'integer' },
+  max_backoff_ms: { type: 'integer' },
+  max_doublings: { type: 'integer' },
+  rate_per_s: nullableInteger,
+  max_concurrent: nullableInteger,
+} as const;
+
+const configFields = Object.keys(configProperties);
+
+const configSchema = {
+  type: 'object',
+  properties: configProperties,
+  required: configFields,
+  additionalProperties: false,
+} as const;
+
+const queueListSchema = {
+  type: 'object',
+  properties: {
+    queues: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: { name: { type: 'string' }, ...configProperties },
+        required: ['name', ...configFields],
+        additionalProperties: false,
+      },
+    },
+  },
+  required: ['queues'],
+  additionalProperties: false,
+} as const;
+
+interface NameParams {
+  readonly name: string;
+}
+
+export async function queuesRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
+  app.put<{ Params: NameParams; Body: unknown }>('/v1/queues/:name', { schema: { response: { 200: configSchema } } }, async (request): Promise<QueueConfig> => {
+    return engine.setQueue(request.params.name, request.body);
+  });
+
+  app.get('/v1/queues', { schema: { response: { 200: queueListSchema } } }, async () => ({
+    queues: engine.queues().map(({ name, config }) => ({ name, ...config })),
+  }));
+}

@@ -1,0 +1,166 @@
+// /v1/timers: add (JSON, NDJSON, Arrow IPC), look up, cancel. A thin adapter: bytes → TimerBatch
+// → engine.admit/admitArrow, and every 2xx is sent only after the engine says the batch is
+// durable. The NDJSON and Arrow parsers hand the body over whole as a Buffer (Arrow's bytes
+// are logged as they arrived); they are registered in this plugin's scope only.
+//
+//   POST application/json               one timer      → 201 {id, fire_at, duplicate:false} | 200 {…, duplicate:true}
+//   POST application/x-ndjson           one a line     → 201 {accepted, duplicates}   (Accept: Arrow → Arrow stream)
+//   POST application/vnd.apache.arrow.stream           → 201 {accepted, duplicates}   (Accept: Arrow → Arrow stream)
+//
+// `accepted` counts every row of the batch (each is now durable: new, or the original its key
+// names); `duplicates` says how many of those were already known. The Arrow answer has a row
+// per input row: `id` (Utf8) and `duplicate` (Bool).
+import { Bool, makeData, makeVector, Table, tableToIPC, Utf8 } from 'apache-arrow';
+import type { Admitted } from '../../engine/engine.ts';
+import { errorCodes, FermataError } from '../../engine/errors.ts';
+import { decodeTimerId, idLength } from '../../engine/ids.ts';
+import { ingestLimits } from '../../engine/limits.ts';
+import { httpErrorCodes, HttpProblem } from './error-map.ts';
+import { batchFromJsonTimer, batchFromNdjson, inJsonTerms } from './json-batch.ts';
+import type { HttpServer, RoutesOptions } from './server.ts';
+
+const mediaTypes = {
+  json: 'application/json',
+  ndjson: 'application/x-ndjson',
+  arrowStream: 'application/vnd.apache.arrow.stream',
+} as const;
+
+interface IdParams {
+  readonly id: string;
+}
+
+const idParamsSchema = {
+  type: 'object',
+  properties: { id: { type: 'string' } },
+  required: ['id'],
+} as const;
+
+const timerViewSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    state: { type: 'string' },
+    fire_at: { type: 'string' },
+    attempts: { type: 'integer' },
+    queue: { type: 'string' },
+    key: { type: ['string', 'null'] },
+    last_status: { type: ['integer', 'null'] },
+  },
+  required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status'],
+  additionalProperties: false,
+} as const;
+
+const cancelledSchema = {
+  type: 'object',
+  properties: { id: { type: 'string' }, state: { type: 'string' } },
+  required: ['id', 'state'],
+  additionalProperties: false,
+} as const;
+
+/** The body as it arrived, for parsers that read it themselves (NDJSON) or log it whole (Arrow). */
+function passBody(_request: unknown, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void {
+  done(null, body);
+}
+
+/** `type/subtype` of a Content-Type header, lowercased, without parameters. */
+function mediaTypeOf(contentType: string | undefined): string | undefined {
+  if (contentType === undefined) return undefined;
+  const cut = contentType.indexOf(';');
+  return (cut < 0 ? contentType : contentType.slice(0, cut)).trim().toLowerCase();
+}
+
+const wantsArrow = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(mediaTypes.arrowStream);
+
+const isoOf = (ms: number): string => new Date(ms).toISOString();
+
+const emptyBody = Buffer.alloc(0);
+
+/** The id and duplicate columns of an admitted batch as an Arrow IPC stream, row-aligned with the input. */
+function admittedToArrow(admitted: Admitted): Uint8Array {
+  const rows = admitted.rows;
+  const offsets = new Int32Array(rows + 1);
+  const ids = Buffer.allocUnsafe(rows * idLength);
+  const duplicates = new Uint8Array(Math.ceil(rows / 8));
+  for (let row = 0; row < rows; row++) {
+    ids.write(admitted.idOf(row), row * idLength, idLength, 'latin1');
+    offsets[row + 1] = (row + 1) * idLength;
+    // Arrow packs booleans eight a byte, least significant bit first.
+    if (admitted.isDuplicate(row)) duplicates[row >> 3] = (duplicates[row >> 3] as number) | (1 << (row & 7));
+  }
+  const table = new Table({
+    id: makeVector(makeData({ type: new Utf8(), length: rows, valueOffsets: offsets, data: ids })),
+    duplicate: makeVector(makeData({ type: new Bool(), length: rows, data: duplicates })),
+  });
+  return tableToIPC(table, 'stream');
+}
+
+export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
+  const parserOptions = { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax } as const;
+  app.addContentTypeParser(mediaTypes.ndjson, parserOptions, passBody);
+  app.addContentTypeParser(mediaTypes.arrowStream, parserOptions, passBody);
+
+  app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
+    const mediaType = mediaTypeOf(request.headers['content-type']);
+    if (mediaType === mediaTypes.json) {
+      const batch = batchFromJsonTimer(request.body, Date.now());
+      let admitted: Admitted;
+      try {
+        admitted = await engine.admit(batch);
+      } catch (err) {
+        throw inJsonTerms(err, undefined);
+      }
+      const id = admitted.idOf(0);
+      if (!admitted.isDuplicate(0)) return reply.code(201).send({ id, fire_at: isoOf(batch.fireAtMs[0] as number), duplicate: false });
+      const fireAtMs = engine.get(id)?.fireAtMs ?? decodeTimerId(id)?.fireAtMs ?? (batch.fireAtMs[0] as number);
+      return reply.code(200).send({ id, fire_at: isoOf(fireAtMs), duplicate: true });
+    }
+    // The NDJSON and Arrow parsers deliver a Buffer; an empty body is one of length 0.
+    const body = Buffer.isBuffer(request.body) ? request.body : emptyBody;
+    let admitted: Admitted;
+    if (mediaType === mediaTypes.ndjson) {
+      const { batch, lineOfRow } = batchFromNdjson(body, Date.now());
+      try {
+        admitted = await engine.admit(batch);
+      } catch (err) {
+        throw inJsonTerms(err, lineOfRow);
+      }
+    } else if (mediaType === mediaTypes.arrowStream) {
+      if (body.length === 0) throw new FermataError(errorCodes.batchInvalid, 'the body is empty: send an Arrow IPC stream (schema, then record batches)', { column: '' });
+      admitted = await engine.admitArrow(body);
+    } else {
+      // Types without a parser never get here (fastify answers 415); this is a body-less request without one.
+      throw new HttpProblem(
+        httpErrorCodes.unsupportedMediaType,
+        `POST /v1/timers needs a Content-Type: ${mediaTypes.json}, ${mediaTypes.ndjson} or ${mediaTypes.arrowStream}`,
+      );
+    }
+    if (wantsArrow(request.headers.accept)) {
+      const ipc = admittedToArrow(admitted);
+      return reply.code(201).type(mediaTypes.arrowStream).send(Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength));
+    }
+    return reply.code(201).send({ accepted: admitted.rows, duplicates: admitted.duplicates });
+  });
+
+  app.get<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerViewSchema } } }, async (request) => {
+    const view = engine.get(request.params.id);
+    if (view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${request.params.id}`);
+    return {
+      id: view.id,
+      state: view.state,
+      fire_at: isoOf(view.fireAtMs),
+      attempts: view.attempts,
+      queue: view.queue,
+      key: view.key,
+      last_status: view.lastStatus,
+    };
+  });
+
+  app.delete<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: cancelledSchema } } }, async (request) => {
+    const { id } = request.params;
+    const outcome = await engine.cancel(id);
+    if (outcome === 'cancelled') return { id, state: 'cancelled' };
+    if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
+    const state = engine.get(id)?.state ?? 'finished';
+    throw new HttpProblem(httpErrorCodes.tooLate, `timer ${id} is ${state}: too late to cancel`);
+  });
+}
