@@ -3,10 +3,11 @@
 // log and arrives at the same state. It knows nothing of HTTP: transports call admit(),
 // cancel() and get() (engine/api.ts is the public face).
 //
-// Every live timer is in the heap, ordered by dueAt: a pending or retrying timer is due to be
-// delivered; a finished one (delivered, dead, cancelled) is "due" when its retention ends and
-// is then released. The expiry of a finished timer is logged with the change that finished
-// it, so replay releases, and deduplicates keys, exactly as the live engine did.
+// Pending and retrying timers are in the due heap, ordered by dueAt. Finished ones (delivered,
+// dead, cancelled) are in the expiry heap, ordered by when their retention ends (logged with
+// the change that finished them); then they are released. Each ADD logs the time its keys were
+// decided at, and replay releases what had expired by then before it decides, so replay holds
+// no more timers than the live engine did and deduplicates keys exactly as it did.
 //
 //   admit(batch) ─► validate ─► reserve rows ─► WAL append [ADD header | Arrow batch] ─► durable
 //                                                 └─► store.allocate × rows, heap.push, index.insert
@@ -161,6 +162,12 @@ export class Engine {
   readonly #counts = new Float64Array(7);
   readonly #store: ResidentStore;
   readonly #heap: TimerHeap;
+  /** Finished timers, by the expiry of their records (their dueAt). */
+  readonly #expiring: TimerHeap;
+  /** The latest expiry among released timers: an ADD decides its keys no earlier than this. */
+  #releasedExpiryMax = 0;
+  /** Timers whose OUTCOME record is being synced, by slot. */
+  readonly #settling = new Map<number, Promise<void>>();
   readonly #index: SlotIndex;
   readonly #keys: KeyIndex;
   /**
@@ -185,6 +192,7 @@ export class Engine {
     this.#retention = { ...retentionDefaults, ...options.retention };
     this.#store = new ResidentStore(options.store);
     this.#heap = new TimerHeap(this.#store);
+    this.#expiring = new TimerHeap(this.#store);
     this.#index = new SlotIndex(this.#store);
     this.#keys = new KeyIndex(this.#store);
   }
@@ -232,8 +240,11 @@ export class Engine {
 
   /** Due time of the earliest pending timer, or undefined when none is pending. */
   nextDueMs(): number | undefined {
-    const slot = this.#heap.peek();
-    return slot < 0 ? undefined : (this.#store.dueAt[slot] as number);
+    const due = this.#heap.peek();
+    const expiring = this.#expiring.peek();
+    const dueAt = this.#store.dueAt;
+    if (due < 0) return expiring < 0 ? undefined : (dueAt[expiring] as number);
+    return expiring < 0 ? (dueAt[due] as number) : Math.min(dueAt[due] as number, dueAt[expiring] as number);
   }
 
   setDueChangedHook(hook: () => void): void {
@@ -253,21 +264,16 @@ export class Engine {
     const fireAtMs = new Float64Array(max);
     let count = 0;
     // Finished timers whose retention ended are released on the way, up to a bound of their own.
-    for (let released = 0; count < max && released < max * 4; ) {
+    this.#releaseExpired(nowMs, max * 4);
+    for (; count < max; count++) {
       const slot = this.#heap.peek();
       if (slot < 0 || (store.dueAt[slot] as number) > nowMs) break;
       this.#heap.pop();
-      if (isFinished(store.state[slot] as number)) {
-        this.#release(slot);
-        released++;
-        continue;
-      }
       this.#setState(slot, timerState.delivering);
       seqs[count] = store.logSeq[slot] as number;
       rows[count] = store.row[slot] as number;
       attempts[count] = (store.attempts[slot] as number) + 1;
       fireAtMs[count] = store.fireAt[slot] as number;
-      count++;
     }
     return { count, seqs: seqs.subarray(0, count), rows: rows.subarray(0, count), attempts: attempts.subarray(0, count), fireAtMs: fireAtMs.subarray(0, count) };
   }
@@ -284,9 +290,16 @@ export class Engine {
    * delivered and dead timers are final, retries go back to the heap at their retry time.
    */
   async settle(outcomes: Outcomes): Promise<void> {
+    // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway through applying it.
+    const slots = new Int32Array(outcomes.count);
     for (let i = 0; i < outcomes.count; i++) {
       const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
       assert.ok(slot >= 0 && this.#store.state[slot] === timerState.delivering, 'an outcome for a timer that is not being delivered');
+      assert.ok(!this.#settling.has(slot) && !slots.subarray(0, i).includes(slot), 'two outcomes for one delivery');
+      const kind = outcomes.kinds[i] as number;
+      assert.ok(kind >= outcomeKind.delivered && kind <= outcomeKind.dead, `outcome kind ${kind}`);
+      assert.ok(kind !== outcomeKind.retry || Number.isFinite(outcomes.retryAtMs[i]), 'a retry needs a finite time');
+      slots[i] = slot;
     }
     // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
     const now = this.#clock.now();
@@ -295,7 +308,21 @@ export class Engine {
       if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#retention.finishedMs;
       else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#retention.deadMs;
     }
-    await this.#wal.append(recordType.outcome, encodeOutcomes(outcomes));
+    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcomes)).then(() => undefined);
+    for (const slot of slots) this.#settling.set(slot, appended.catch(() => undefined));
+    try {
+      await appended;
+    } catch (err) {
+      // Not logged: the timers go back to waiting, to be delivered again.
+      for (const slot of slots) {
+        this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
+        this.#heap.push(slot);
+      }
+      this.#onDueChanged();
+      throw err;
+    } finally {
+      for (const slot of slots) this.#settling.delete(slot);
+    }
     this.#applyOutcomes(outcomes);
   }
 
@@ -309,9 +336,9 @@ export class Engine {
       store.setLastStatus(slot, outcomes.statuses[i] as number);
       const kind = outcomes.kinds[i];
       this.#setState(slot, kind === outcomeKind.retry ? timerState.retrying : kind === outcomeKind.delivered ? timerState.delivered : timerState.dead);
-      // A retry's time, or a finished timer's expiry: either way, when the heap hands it back.
+      // A retry's time, or a finished timer's expiry: either way, when its heap hands it back.
       store.setDueAt(slot, outcomes.retryAtMs[i] as number);
-      this.#heap.push(slot);
+      (kind === outcomeKind.retry ? this.#heap : this.#expiring).push(slot);
     }
     this.#onDueChanged();
   }
@@ -356,10 +383,12 @@ export class Engine {
    * and plans again, so the log's order decides which row is the original, live and on replay.
    */
   async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number): Promise<Admitted> {
-    let plan = this.#planKeys(batch, acceptedAtMs);
+    let decidedAtMs = this.#decisionTime();
+    let plan = this.#planKeys(batch, decidedAtMs);
     while (plan !== undefined && plan.waitFor.length > 0) {
       await Promise.allSettled(plan.waitFor);
-      plan = this.#planKeys(batch, acceptedAtMs);
+      decidedAtMs = this.#decisionTime();
+      plan = this.#planKeys(batch, decidedAtMs);
     }
     const newRows = batch.rows - (plan?.duplicates ?? 0);
     if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
@@ -371,7 +400,7 @@ export class Engine {
     this.#reservedRows += newRows;
     let seq: number;
     try {
-      seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs), ...encoded]);
+      seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded]);
       this.#insert(batch, seq, plan);
     } finally {
       this.#reservedRows -= newRows;
@@ -402,6 +431,7 @@ export class Engine {
       },
       (err: unknown) => {
         this.#heap.push(slot);
+        this.#onDueChanged();
         throw err;
       },
     );
@@ -454,12 +484,13 @@ export class Engine {
   }
 
   /**
-   * Plans the keyed rows of a batch accepted at `acceptedAtMs` against the keys known then
-   * (undefined: the batch has no keys). A key held by a finished timer whose retention ended by
-   * then is free again (that timer is released here if the sweep has not got to it). A function
-   * of the log's earlier records, so replay plans every ADD as it was planned live.
+   * Plans the keyed rows of a batch against the keys known at `decidedAtMs` (undefined: the
+   * batch has no keys). A key held by a finished timer whose retention ended by then is free
+   * again (that timer is released here if the sweep has not got to it). A key whose holder has a
+   * cancel or an outcome being synced waits for it, as a key in flight does: the log must show
+   * the holder's change before or after this ADD exactly as it was when the key was decided.
    */
-  #planKeys(batch: TimerBatch, acceptedAtMs: number): KeyPlan | undefined {
+  #planKeys(batch: TimerBatch, decidedAtMs: number): KeyPlan | undefined {
     const { values, offsets } = batch.keys;
     if (values.length === 0) return undefined;
     const plan = {
@@ -499,7 +530,12 @@ export class Engine {
         plan.waitFor.push(inFlight);
         continue;
       }
-      const slot = this.#liveKeyHolder(key, hash, acceptedAtMs);
+      const slot = this.#liveKeyHolder(key, hash, decidedAtMs);
+      const holderChanging = slot >= 0 ? (this.#cancelling.get(slot) ?? this.#settling.get(slot)) : undefined;
+      if (holderChanging !== undefined) {
+        plan.waitFor.push(holderChanging.then(() => undefined, () => undefined));
+        continue;
+      }
       if (slot >= 0) {
         this.#markDuplicate(plan, row, this.#store.logSeq[slot] as number, this.#store.row[slot] as number, this.#store.fireAt[slot] as number);
         continue;
@@ -515,6 +551,20 @@ export class Engine {
     plan.originalRow[row] = originalRow;
     plan.originalFireAt[row] = fireAtMs;
     plan.duplicates++;
+  }
+
+  /** When an admit decides its keys: now, but never before an expiry already acted on (the clock may step back). */
+  #decisionTime(): number {
+    return Math.max(this.#clock.now(), this.#releasedExpiryMax);
+  }
+
+  /** Releases finished timers whose retention ended by `nowMs`, at most `max` of them. */
+  #releaseExpired(nowMs: number, max: number): void {
+    for (let released = 0; released < max; released++) {
+      const slot = this.#expiring.peek();
+      if (slot < 0 || (this.#store.dueAt[slot] as number) > nowMs) return;
+      this.#release(slot);
+    }
   }
 
   /** The slot whose key is `key` and whose retention has not ended at `atMs`, or -1. */
@@ -536,14 +586,15 @@ export class Engine {
   #finishCancelled(slot: number, expiresAtMs: number): void {
     this.#setState(slot, timerState.cancelled);
     this.#store.setDueAt(slot, expiresAtMs);
-    this.#heap.push(slot);
+    this.#expiring.push(slot);
   }
 
   /** Forgets a finished timer whose retention ended: its slot, id and key go. */
   #release(slot: number): void {
     const store = this.#store;
     assert.ok(isFinished(store.state[slot] as number), 'only finished timers are released');
-    this.#heap.remove(slot);
+    this.#expiring.remove(slot);
+    this.#releasedExpiryMax = Math.max(this.#releasedExpiryMax, store.dueAt[slot] as number);
     this.#index.delete(store.logSeq[slot] as number, store.row[slot] as number);
     if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));
     const state = store.state[slot] as number;
@@ -590,7 +641,9 @@ export class Engine {
         throw this.#badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
       }
       if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
-      this.#insert(batch, seq, this.#planKeys(batch, add.header.acceptedAtMs));
+      // What the live engine could have released by the time it decided, replay releases now.
+      this.#releaseExpired(add.header.decidedAtMs, Infinity);
+      this.#insert(batch, seq, this.#planKeys(batch, add.header.decidedAtMs));
       return;
     }
     if (type === recordType.cancel) {

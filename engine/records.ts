@@ -2,7 +2,7 @@
 // this module is the one place that gives them meaning. docs/format/engine-records.md is the
 // specification; change both together.
 //
-//   ADD      header (16 B) , the batch: an Arrow IPC stream kept whole as it arrived, or the
+//   ADD      header (24 B) , the batch: an Arrow IPC stream kept whole as it arrived, or the
 //            engine's columnar form for batches that came as JSON or in process
 //   CANCEL   expires-at f64 , reserved (8 B) , { ref (16 B) }     ref = seq f64 , row u32 , reserved u32
 //   OUTCOME  { outcome (32 B) }    outcome = seq f64 , row u32 , kind u8 , reason u8 ,
@@ -103,7 +103,7 @@ export function decodeOutcomes(body: Uint8Array): Outcomes | undefined {
   return outcomes;
 }
 
-export const addHeaderBytes = 16;
+export const addHeaderBytes = 24;
 export const addFormatVersion = 1;
 export const addEncodingArrowStream = 1;
 /** The engine's own columnar form (engine/batch/batch-codec.ts), for batches that did not arrive as Arrow. */
@@ -116,9 +116,14 @@ export interface AddHeader {
   readonly rows: number;
   /** Server wall clock when the batch was accepted: the origin of its delay_ms values. */
   readonly acceptedAtMs: number;
+  /**
+   * The time its idempotency keys were decided at: a finished timer whose record expired by
+   * then no longer holds its key. Replay decides at the same time, so it decides the same.
+   */
+  readonly decidedAtMs: number;
 }
 
-export function encodeAddHeader(encoding: AddEncoding, rows: number, acceptedAtMs: number): Uint8Array {
+export function encodeAddHeader(encoding: AddEncoding, rows: number, acceptedAtMs: number, decidedAtMs: number): Uint8Array {
   assert.ok(rows >>> 0 === rows, 'rows must be a u32');
   const bytes = new Uint8Array(addHeaderBytes);
   const view = new DataView(bytes.buffer);
@@ -126,6 +131,7 @@ export function encodeAddHeader(encoding: AddEncoding, rows: number, acceptedAtM
   view.setUint8(1, encoding);
   view.setUint32(4, rows, true);
   view.setFloat64(8, acceptedAtMs, true);
+  view.setFloat64(16, decidedAtMs, true);
   return bytes;
 }
 
@@ -138,8 +144,9 @@ export function decodeAddBody(body: Uint8Array): { header: AddHeader; batch: Uin
     return undefined;
   }
   const acceptedAtMs = view.getFloat64(8, true);
-  if (!Number.isFinite(acceptedAtMs)) return undefined;
-  return { header: { encoding, rows: view.getUint32(4, true), acceptedAtMs }, batch: body.subarray(addHeaderBytes) };
+  const decidedAtMs = view.getFloat64(16, true);
+  if (!Number.isFinite(acceptedAtMs) || !Number.isFinite(decidedAtMs)) return undefined;
+  return { header: { encoding, rows: view.getUint32(4, true), acceptedAtMs, decidedAtMs }, batch: body.subarray(addHeaderBytes) };
 }
 
 export const cancelHeaderBytes = 16;

@@ -84,6 +84,8 @@ export class Scheduler {
     this.#armedForMs = Infinity;
     if (!this.#running) return;
     const released = this.tick();
+    // The dispatcher may have called wake() from deliver(): that armed the next look already.
+    if (this.#timer !== undefined) return;
     const now = this.#clock.now();
     const next = this.#engine.nextDueMs();
     if (next === undefined) return; // nothing pending: an admit wakes the loop
