@@ -372,7 +372,7 @@ export class Engine {
   /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
   async admitArrow(ipc: Uint8Array): Promise<Admitted> {
     const acceptedAtMs = this.#clock.now();
-    const batch = batchFromArrow(ipc, acceptedAtMs);
+    const batch = batchFromArrow(ipc, acceptedAtMs, this.#limits.rowsPerBatchMax);
     validateBatch(batch, this.#limits, acceptedAtMs);
     return this.#admit(batch, addEncodingArrowStream, [ipc], acceptedAtMs);
   }
@@ -636,7 +636,7 @@ export class Engine {
       if (add === undefined) throw this.#badRecord(seq, 'ADD record with an unknown header');
       let batch: TimerBatch;
       try {
-        batch = add.header.encoding === addEncodingArrowStream ? batchFromArrow(add.batch, add.header.acceptedAtMs) : decodeBatch(add.batch);
+        batch = add.header.encoding === addEncodingArrowStream ? batchFromArrow(add.batch, add.header.acceptedAtMs, Number.MAX_SAFE_INTEGER) : decodeBatch(add.batch);
       } catch (err) {
         throw this.#badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
       }

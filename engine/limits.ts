@@ -25,7 +25,7 @@ export type WalLimits = { -readonly [K in keyof typeof walLimits]: number };
 export function assertWalLimits(limits: WalLimits): void {
   assert.ok(Number.isSafeInteger(limits.segmentBytes) && limits.segmentBytes >= 4 * KiB, 'segmentBytes must be at least 4 KiB');
   assert.ok(limits.recordBodyBytesMax >= 1, 'recordBodyBytesMax must be positive');
-  assert.ok(limits.recordBodyBytesMax < 2 ** 32, 'recordBodyBytesMax must fit the u32 length field');
+  assert.ok(limits.recordBodyBytesMax <= 2 ** 30, 'recordBodyBytesMax must not pass the format maximum (2^30)');
   assert.ok(limits.groupBytesMax >= 1, 'groupBytesMax must be positive');
   assert.ok(limits.queueBytesMax >= limits.recordBodyBytesMax, 'queueBytesMax must hold the largest record');
   assert.ok(limits.groupWaitMsMax >= 0, 'groupWaitMsMax must not be negative');

@@ -23,6 +23,7 @@ import {
   Type,
 } from 'apache-arrow';
 import { errorCodes, FermataError } from '../errors.ts';
+import { timerLimits } from '../limits.ts';
 import { type BytesColumn, defaultQueue, type TimerBatch } from './timer-batch.ts';
 
 const knownColumns = new Set(['fire_at', 'delay_ms', 'target', 'payload', 'headers', 'key', 'queue']);
@@ -198,7 +199,7 @@ function readDictionary(chunks: Chunks | undefined, column: string, rows: number
  * Decodes an Arrow IPC stream into one batch (all its record batches together). Structural
  * errors name the column (and row); malformed IPC bytes are refused as a whole.
  */
-export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number): TimerBatch {
+export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number = timerLimits.rowsPerBatchMax): TimerBatch {
   let table: Table;
   try {
     table = tableFromIPC(ipc);
@@ -209,6 +210,8 @@ export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number): TimerBatc
       : `not a readable Arrow IPC stream: ${reason}`;
     throw new FermataError(errorCodes.batchInvalid, message, { column: '' }, err);
   }
+  // Before any column is read: a forged row count must not make the reader allocate for it.
+  if (table.numRows > rowsMax) throw invalid(`a batch holds at most ${rowsMax} timers, this stream ${table.numRows}`, 'fire_at');
   for (const field of table.schema.fields) {
     if (!knownColumns.has(field.name)) throw invalid(`unknown column ${field.name}`, field.name);
   }

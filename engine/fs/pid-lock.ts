@@ -5,8 +5,13 @@
 // started at that time, so a lock left by a dead process is taken over at once and a reused
 // pid is not mistaken for the owner.
 //
-// Takeover of a stale lock unlinks the file and retries the exclusive create, so two
-// processes racing for one stale lock cannot both win the create.
+// LOCK appears with its content in one step (written to a temporary file, then link(2)ed into
+// place, which fails if LOCK exists), so no one ever reads an empty LOCK from a live owner.
+// Taking over a stale lock unlinks it and retries the link. Two processes that start at the same
+// moment on the same stale lock can still both get through (one unlinks the other's fresh LOCK
+// between its read and its unlink): the race PostgreSQL's postmaster.pid accepts too. It needs
+// two starts within microseconds on a directory whose owner died.
+import { randomBytes } from 'node:crypto';
 import { constants, promises as fsp } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -64,15 +69,25 @@ export async function acquirePidLock(dir: string, syncDir: (dir: string) => Prom
   const path = join(dir, lockFileName);
   const me: LockOwner = { pid: process.pid, startTicks: await processStartTicks(process.pid), host: hostname() };
   const text = JSON.stringify(me) + '\n';
+  const staged = `${path}.${process.pid}.${randomBytes(6).toString('hex')}`;
+  const handle = await fsp.open(staged, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);
+  try {
+    await handle.writeFile(text);
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    return await linkStaged(dir, path, staged, text, syncDir);
+  } finally {
+    await fsp.unlink(staged).catch(() => undefined);
+  }
+}
+
+async function linkStaged(dir: string, path: string, staged: string, text: string, syncDir: (dir: string) => Promise<void>): Promise<DirLock> {
   for (let attempt = 0; attempt < takeoverAttemptsMax; attempt++) {
     try {
-      const handle = await fsp.open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);
-      try {
-        await handle.writeFile(text);
-        await handle.datasync();
-      } finally {
-        await handle.close();
-      }
+      await fsp.link(staged, path);
       await syncDir(dir);
       return { release: () => releasePidLock(path, text) };
     } catch (err) {
@@ -80,9 +95,10 @@ export async function acquirePidLock(dir: string, syncDir: (dir: string) => Prom
     }
     const existing = await fsp.readFile(path, 'utf8').catch(() => '');
     const owner = parseOwner(existing);
-    // An unparseable LOCK is a create torn by a crash: its writer is gone.
+    // LOCK is never linked in before its content is durable, so an unparseable one is damage, not a live owner mid-write.
     if (owner !== undefined && (await ownerAlive(owner))) {
-      throw new FermataError(errorCodes.dataDirLocked, `data directory ${dir} is in use by process ${owner.pid} on ${owner.host}`, {
+      const hint = owner.host === hostname() ? '' : ` (if that host is gone for good, remove ${path})`;
+      throw new FermataError(errorCodes.dataDirLocked, `data directory ${dir} is in use by process ${owner.pid} on ${owner.host}${hint}`, {
         file: path,
         pid: owner.pid,
       });

@@ -18,6 +18,8 @@ import {
 } from './format.ts';
 
 const twoTo32 = 2 ** 32;
+/** Bytes the torn-or-corrupt search may checksum for one bad frame (8 × a 64 MiB segment). */
+export const scanChecksumBytesMax = 512 * 1024 * 1024;
 
 export type Frame =
   | {
@@ -108,8 +110,11 @@ export function decodeFrame(bytes: Uint8Array, offset: number, segmentId: number
  * the middle of the log, not a torn tail. Every byte offset is a candidate; cheap checks come
  * before the checksum.
  */
-export function laterGroupRecordAfter(bytes: Uint8Array, from: number, segmentId: number, badSeq: number): number | undefined {
+export function laterGroupRecordAfter(bytes: Uint8Array, from: number, segmentId: number, badSeq: number): number | 'too-costly' | undefined {
   const view = viewOf(bytes);
+  // Hostile bytes can hold a plausible header at every offset; each costs a checksum over the
+  // rest of the file. Past this budget the search gives up and recovery refuses to start (safe).
+  let checksumBytesLeft = scanChecksumBytesMax;
   const haystack = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const needle = Buffer.alloc(4);
   needle.writeUInt32LE(segmentId);
@@ -121,6 +126,8 @@ export function laterGroupRecordAfter(bytes: Uint8Array, from: number, segmentId
     if (length > bytes.length - offset - recordHeaderBytes) continue;
     const seq = readU64(view, offset + 8);
     if (seq === undefined || seq - view.getUint32(offset + 24, true) <= badSeq) continue;
+    checksumBytesLeft -= recordHeaderBytes + length;
+    if (checksumBytesLeft < 0) return 'too-costly';
     if (decodeFrame(bytes, offset, segmentId, seq).verdict === 'record') return offset;
   }
   return undefined;

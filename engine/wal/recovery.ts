@@ -116,11 +116,16 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
     const header = decodeSegmentHeader(bytes);
     if (header.verdict !== 'ok') {
       const evidence = laterGroupRecordAfter(bytes, segmentHeaderBytes, id, (expectedBaseSeq ?? 1) - 1);
-      if (!isLast || evidence !== undefined) throw corrupt(path, 0, header.reason);
+      if (!isLast || evidence !== undefined) throw corrupt(path, 0, evidence === 'too-costly' ? `${header.reason}; too costly to rule out valid records after it` : header.reason);
       repair = await setAsideTornSegment(fs, dir, name, header.reason);
       break;
     }
     if (header.header.segmentId !== id) throw corrupt(path, 0, `header names segment ${header.header.segmentId}`);
+    // Until checkpoints record where the log starts, it starts at segment 1, sequence 1: a
+    // missing first segment is lost data, not a shorter log.
+    if (previous === undefined && (id !== 1 || header.header.baseSeq !== 1)) {
+      throw corrupt(path, 0, `the log starts at segment ${id}, sequence ${header.header.baseSeq}: earlier segments are missing`);
+    }
     if (expectedBaseSeq !== undefined && header.header.baseSeq !== expectedBaseSeq) {
       throw corrupt(path, 0, `segment starts at sequence ${header.header.baseSeq}, the previous one ended at ${expectedBaseSeq - 1}`);
     }
@@ -140,6 +145,7 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
       const badSeq = segment.lastSeq + 1;
       if (!isLast) throw corrupt(path, segment.bytes, `${frame.reason} in a sealed segment`);
       const evidence = laterGroupRecordAfter(bytes, segment.bytes + 1, id, badSeq);
+      if (evidence === 'too-costly') throw corrupt(path, segment.bytes, `${frame.reason}; too costly to rule out valid records after it`);
       if (evidence !== undefined) throw corrupt(path, segment.bytes, `${frame.reason}, followed by a valid record at offset ${evidence}`);
       repair = await cutTornTail(fs, dir, name, bytes, segment.bytes, frame.reason);
       break;

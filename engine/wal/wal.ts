@@ -267,7 +267,12 @@ export class Wal implements DurableLog {
       this.#logger?.warn({ syncMs, bytes: groupBytes, records: group.length }, 'slow fdatasync');
     }
     for (let i = 0; i < group.length; i++) (group[i] as PendingAppend).resolve(baseSeq + i);
-    this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: written - started, syncMs });
+    // An observer's failure must not poison a log whose group is already durable and acknowledged.
+    try {
+      this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: written - started, syncMs });
+    } catch (err) {
+      this.#logger?.warn({ err }, 'onGroupCommitted threw');
+    }
   }
 
   /** Seals `current` (already synced) and makes the next segment durable before any record goes in. */

@@ -117,3 +117,9 @@ test("the Arrow project's malformed, foreign and compressed streams are refused 
   }
   assert.ok(files >= 90, `read ${files} files`);
 });
+
+test('arrow-forged-row-count: a stream with more rows than a batch may hold is refused before its columns are read', () => {
+  const ipc = ipcOf({ fire_at: makeVector(makeData({ type: new Int64(), length: 3, data: BigInt64Array.of(1n, 2n, 3n) } as never)), target: vectorFromArray(['t', 't', 't'], new Utf8()) });
+  assert.throws(() => batchFromArrow(ipc, 0, 2), (err) => isFermataError(err, errorCodes.batchInvalid) && /at most 2 timers/.test(err.message));
+  assert.equal(batchFromArrow(ipc, 0, 3).rows, 3);
+});

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { Wal } from '../../engine/wal/wal.ts';
+import { laterGroupRecordAfter } from '../../engine/wal/decoder.ts';
 import { buildLog, imageWith, walDir, type BuiltLog } from '../helpers/wal-image.ts';
 import { Prng } from '../helpers/prng.ts';
 
@@ -119,4 +120,19 @@ test('hostile length fields get an answer in bounded time and memory', { timeout
       }
     }
   }
+});
+
+test('quadratic-tail-scan: a torn tail full of fake headers is judged within a bounded checksum budget', () => {
+  const size = 4 * 1024 * 1024;
+  const bytes = new Uint8Array(size);
+  const view = new DataView(bytes.buffer);
+  // Every 32 bytes a plausible header (segment 1, sequence 10, a length reaching the end): each one costs a checksum over the rest.
+  for (let offset = 64; offset + 32 <= size; offset += 32) {
+    view.setUint32(offset + 4, size - offset - 32, true);
+    view.setUint32(offset + 8, 10, true);
+    view.setUint32(offset + 16, 1, true);
+  }
+  const started = performance.now();
+  assert.equal(laterGroupRecordAfter(bytes, 33, 1, 5), 'too-costly');
+  assert.ok(performance.now() - started < 20_000, 'bounded, not quadratic (it took 80 s before the budget)');
 });

@@ -148,3 +148,12 @@ test('a body given in parts is stored as their concatenation, copied or written 
   assert.equal(back[2]?.length, 0);
   await wal.close();
 });
+
+test('missing-first-segment: a log whose first segment is gone refuses to start instead of starting short', async () => {
+  const dir = freshDir();
+  const wal = await Wal.open({ dir, limits: { segmentBytes: 4096 } });
+  for (let i = 0; i < 100; i++) await wal.append(1, new Uint8Array(100));
+  await wal.close();
+  rmSync(join(dir, '0000000001.wal'));
+  await assert.rejects(Wal.open({ dir }), (err) => isFermataError(err, errorCodes.walCorrupt) && /earlier segments are missing/.test(err.message));
+});
