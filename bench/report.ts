@@ -86,3 +86,19 @@ export function recordMs(histogram: hdr.Histogram, ms: number): void {
 export function percentileMs(histogram: hdr.Histogram, percentile: number): number {
   return roundTo(histogram.getValueAtPercentile(percentile) / 1000, 3);
 }
+
+/** The measured span, in performance.now() time; it starts after the warm-up. */
+export interface Span {
+  readonly start: number;
+  readonly end: number;
+  readonly seconds: number;
+}
+
+export function startSpan(timing: { readonly warmupMs: number; readonly measureMs: number }): Span {
+  const start = performance.now() + timing.warmupMs;
+  return { start, end: start + timing.measureMs, seconds: timing.measureMs / 1000 };
+}
+
+export function inSpan(span: Span, at: number): boolean {
+  return at >= span.start && at < span.end;
+}

@@ -25,7 +25,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { Engine } from '../engine/engine.ts';
-import { type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
+import { type Figure, inSpan, metaLine, roundTo, startSpan, type SuiteOptions } from './report.ts';
 
 const suite = 'store';
 const payloadBytes = 128;
@@ -54,21 +54,6 @@ interface Timing {
 const quickTiming: Timing = { warmupMs: 500, measureMs: 3000, residentTimers: 200_000, reopens: 1 };
 const fullTiming: Timing = { warmupMs: 1000, measureMs: 10_000, residentTimers: 1_000_000, reopens: 3 };
 
-/** The measured span, in performance.now() time; it starts after the warm-up. */
-interface Span {
-  readonly start: number;
-  readonly end: number;
-  readonly seconds: number;
-}
-
-function startSpan(timing: Timing): Span {
-  const start = performance.now() + timing.warmupMs;
-  return { start, end: start + timing.measureMs, seconds: timing.measureMs / 1000 };
-}
-
-function inSpan(span: Span, at: number): boolean {
-  return at >= span.start && at < span.end;
-}
 
 export async function storeSuite(options: SuiteOptions): Promise<Figure[]> {
   const timing = options.quick ? quickTiming : fullTiming;

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Histogram } from 'hdr-histogram-js';
 import { Wal } from '../engine/wal/wal.ts';
-import { type Figure, metaLine, newHistogram, percentileMs, recordMs, roundTo, type SuiteOptions } from './report.ts';
+import { type Figure, inSpan, metaLine, newHistogram, percentileMs, recordMs, roundTo, startSpan, type SuiteOptions } from './report.ts';
 
 const suite = 'wal';
 const MiB = 1024 * 1024;
@@ -38,21 +38,6 @@ interface Timing {
 const quickTiming: Timing = { warmupMs: 500, measureMs: 3000 };
 const fullTiming: Timing = { warmupMs: 1000, measureMs: 10_000 };
 
-/** The measured span, in performance.now() time; it starts after the warm-up. */
-interface Span {
-  readonly start: number;
-  readonly end: number;
-  readonly seconds: number;
-}
-
-function startSpan(timing: Timing): Span {
-  const start = performance.now() + timing.warmupMs;
-  return { start, end: start + timing.measureMs, seconds: timing.measureMs / 1000 };
-}
-
-function inSpan(span: Span, at: number): boolean {
-  return at >= span.start && at < span.end;
-}
 
 export async function walSuite(options: SuiteOptions): Promise<Figure[]> {
   const timing = options.quick ? quickTiming : fullTiming;

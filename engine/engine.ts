@@ -1,7 +1,7 @@
 // The timer engine: the one owner of timer state, on the main thread. Every change is a WAL
 // record first and a change in memory after the record is durable; reopening replays the
 // log and arrives at the same state. It knows nothing of HTTP: transports call admit(),
-// cancel() and get() (engine/api.ts is the public face).
+// cancel() and get(); this module is its public face.
 //
 // Pending and retrying timers are in the due heap, ordered by dueAt. Finished ones (delivered,
 // dead, cancelled) are in the expiry heap, ordered by when their retention ends (logged with

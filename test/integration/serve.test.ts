@@ -19,6 +19,7 @@ import { httpLimits } from '../../engine/limits.ts';
 import { http2Preface } from '../../ingest/http/cleartext-listener.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { withTimeout } from '../helpers/timeout.ts';
 
 const { drainTimeoutMs } = httpLimits;
 
@@ -68,17 +69,6 @@ function serviceEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return env;
 }
 
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 function spawnFermata(args: readonly string[], env: NodeJS.ProcessEnv = serviceEnv()): Fermata {
   const child = spawn(process.execPath, [binPath, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -21,6 +21,7 @@ import { ingestLimits } from '../../engine/limits.ts';
 import { errorAnswer } from '../../ingest/http/error-map.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { withTimeout } from '../helpers/timeout.ts';
 
 const binPath = fileURLToPath(new URL('../../bin/fermata.js', import.meta.url));
 const arrowTestData = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url);
@@ -36,17 +37,6 @@ after(() => {
   for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
 });
 
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 interface Service {
   readonly child: ChildProcess;
