@@ -15,6 +15,7 @@ import { pino, type Logger } from 'pino';
 import { isFermataError } from '../engine/errors.ts';
 import { Engine } from '../engine/engine.ts';
 import { httpLimits } from '../engine/limits.ts';
+import { listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
 import { createHttpServer } from '../ingest/http/server.ts';
 
 /** How long a drain may take before the connections still open are cut. */
@@ -23,17 +24,25 @@ const { drainTimeoutMs } = httpLimits;
 const defaults = { data: './data', listen: '127.0.0.1:7070' } as const;
 const configKeys = ['data', 'listen'] as const;
 type ConfigKey = (typeof configKeys)[number];
+/** Config keys that are not a single string. */
+const tokensKey = 'tokens';
 
-const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE]
+const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
 
 Runs the timer service: HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port.
 
   --data DIR          data directory (default ${defaults.data}; env FERMATA_DATA)
   --listen HOST:PORT  address to serve on (default ${defaults.listen}; port 0 picks a free
                       one; IPv6 as [::1]:7070; env FERMATA_LISTEN)
-  --config FILE       JSON object with the keys "data" and "listen" (a relative "data" is
-                      taken from the file's directory); the environment and flags override it
+  --config FILE       JSON object with the keys "data", "listen" and "tokens" (a relative
+                      "data" is taken from the file's directory); the environment and flags
+                      override it
+  --insecure          serve a non-loopback address without bearer tokens
   -h, --help          this text
+
+Bearer tokens ("tokens": ["…"] in the config file, or FERMATA_TOKENS=a,b): when set, every
+route but /healthz and /readyz needs "authorization: Bearer <token>". A non-loopback --listen
+refuses to start without them unless --insecure. Tokens are at least ${tokenLengthMin} characters.
 
 Logs are JSON lines on stdout; the line with "msg":"listening" carries the "url" served.
 SIGTERM or SIGINT drains open requests (at most ${drainTimeoutMs / 1000} s) and exits 0.
@@ -47,6 +56,7 @@ interface ListenAddress {
 interface ServeSettings {
   readonly dataDir: string;
   readonly listen: ListenAddress;
+  readonly tokens: readonly string[];
 }
 
 type ServeCommand = { readonly kind: 'help' } | { readonly kind: 'run'; readonly settings: ServeSettings };
@@ -96,7 +106,15 @@ function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Ser
   const data = pick('data', 'FERMATA_DATA');
   if (data.value === '') throw new UsageError(`${data.source}: the data directory must not be empty`);
   const listen = pick('listen', 'FERMATA_LISTEN');
-  return { kind: 'run', settings: { dataDir: resolve(data.base, data.value), listen: parseListenAddress(listen.value, listen.source) } };
+  const listenAddress = parseListenAddress(listen.value, listen.source);
+  const fromEnv = env.FERMATA_TOKENS;
+  const tokens =
+    fromEnv !== undefined && fromEnv !== ''
+      ? checkTokens(fromEnv.split(','), 'FERMATA_TOKENS')
+      : (config.tokens ?? []);
+  const refusal = listenRefusal(listenAddress.host, tokens, values.insecure === true);
+  if (refusal !== undefined) throw new UsageError(`${listen.source}: ${refusal}`);
+  return { kind: 'run', settings: { dataDir: resolve(data.base, data.value), listen: listenAddress, tokens } };
 }
 
 function parseServeArgs(argv: readonly string[]) {
@@ -107,6 +125,7 @@ function parseServeArgs(argv: readonly string[]) {
         data: { type: 'string' },
         listen: { type: 'string' },
         config: { type: 'string' },
+        insecure: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -127,7 +146,22 @@ function parseListenAddress(text: string, source: string): ListenAddress {
   return { host: (match[1] ?? match[2]) as string, port };
 }
 
-function readConfig(file: string): Partial<Record<ConfigKey, string>> {
+function checkTokens(tokens: readonly unknown[], source: string): string[] {
+  const checked: string[] = [];
+  for (const token of tokens) {
+    if (typeof token !== 'string' || token.trim().length < tokenLengthMin || /\s/.test(token.trim())) {
+      throw new UsageError(`${source}: every token must be a string of at least ${tokenLengthMin} characters without spaces`);
+    }
+    checked.push(token.trim());
+  }
+  return checked;
+}
+
+interface ServeConfig extends Partial<Record<ConfigKey, string>> {
+  tokens?: string[];
+}
+
+function readConfig(file: string): ServeConfig {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -141,11 +175,16 @@ function readConfig(file: string): Partial<Record<ConfigKey, string>> {
     throw new UsageError(`config file ${file}: not valid JSON: ${messageOf(err)}`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new UsageError(`config file ${file}: must hold a JSON object (with the keys ${configKeys.join(', ')})`);
+    throw new UsageError(`config file ${file}: must hold a JSON object (with the keys ${[...configKeys, tokensKey].join(', ')})`);
   }
-  const config: Partial<Record<ConfigKey, string>> = {};
+  const config: ServeConfig = {};
   for (const [key, entry] of Object.entries(value)) {
-    if (!isConfigKey(key)) throw new UsageError(`config file ${file}: unknown key "${key}" (known keys: ${configKeys.join(', ')})`);
+    if (key === tokensKey) {
+      if (!Array.isArray(entry)) throw new UsageError(`config file ${file}: "tokens" must be an array of strings`);
+      config.tokens = checkTokens(entry, `config file ${file}, "tokens"`);
+      continue;
+    }
+    if (!isConfigKey(key)) throw new UsageError(`config file ${file}: unknown key "${key}" (known keys: ${[...configKeys, tokensKey].join(', ')})`);
     if (typeof entry !== 'string') throw new UsageError(`config file ${file}: "${key}" must be a string, not ${JSON.stringify(entry)}`);
     config[key] = entry;
   }
@@ -182,7 +221,7 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   const wal = engine.log;
   logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
 
-  const app = createHttpServer({ logger: logger.child({ component: 'http' }), engine });
+  const app = createHttpServer({ logger: logger.child({ component: 'http' }), engine, tokens: settings.tokens });
   try {
     await app.listen({ host: settings.listen.host, port: settings.listen.port });
   } catch (err) {

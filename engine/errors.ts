@@ -13,6 +13,7 @@ export const errorCodes = {
   batchInvalid: 'BATCH_INVALID',
   capacityFull: 'CAPACITY_FULL',
   queueInvalid: 'QUEUE_INVALID',
+  unauthorized: 'UNAUTHORIZED',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

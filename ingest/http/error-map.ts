@@ -37,6 +37,7 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   // The service is stopping: another instance (or this one after its restart) will take it.
   [errorCodes.walClosed]: 503,
   [errorCodes.diskFull]: 507,
+  [errorCodes.unauthorized]: 401,
   // Start-up conditions; met by a request they are a bug.
   [errorCodes.walCorrupt]: 500,
   [errorCodes.dataDirLocked]: 500,

@@ -15,7 +15,9 @@
 import fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RouteGenericInterface } from 'fastify';
 import type http2 from 'node:http2';
 import type { Engine } from '../../engine/engine.ts';
+import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import { bearerCheck } from './bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './cleartext-listener.ts';
 import { errorAnswer } from './error-map.ts';
 import { queuesRoutes } from './queues-routes.ts';
@@ -27,6 +29,8 @@ export interface HttpServerOptions {
   readonly logger: FastifyBaseLogger;
   /** The routes' engine; /readyz looks at its log's poison (a failed write or fsync stops acknowledging). */
   readonly engine: Engine;
+  /** Bearer tokens every route but the health checks requires; none = no authentication. */
+  readonly tokens?: readonly string[];
 }
 
 /** What each route plugin is registered with. */
@@ -58,6 +62,16 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   // Only JSON bodies at the root: a text/plain one is answered 415 like any other unknown type.
   app.removeContentTypeParser('text/plain');
   app.setErrorHandler(answerError);
+
+  const tokens = options.tokens ?? [];
+  if (tokens.length > 0) {
+    const check = bearerCheck(tokens);
+    app.addHook('onRequest', (request, reply, done) => {
+      if (check.allows(request.url.split('?')[0] ?? '', request.headers.authorization)) return done();
+      reply.header('www-authenticate', 'Bearer');
+      done(new FermataError(errorCodes.unauthorized, 'this request needs authorization: Bearer <token>'));
+    });
+  }
 
   app.get('/healthz', { schema: { response: { 200: statusSchema } } }, healthz);
 

@@ -562,6 +562,36 @@ describe('fermata serve', { concurrency: 4 }, () => {
     assert.equal(serveHelp.code, 0);
     assert.match(serveHelp.stdout, /Usage: fermata serve \[--data DIR\] \[--listen HOST:PORT\] \[--config FILE\]/);
   });
+
+  test('bearer tokens: without one the API answers 401, with one it serves; health checks stay open; a non-loopback listen needs tokens', { timeout: 60_000 }, async () => {
+    const token = 'tok-0123456789abcdef';
+    const service = await startService(tempDir('auth'), [], serviceEnv({ FERMATA_TOKENS: `other-token-0000000000,${token}` }));
+    try {
+      const stats = `${service.url}/v1/stats`;
+      const bare = await fetch(stats);
+      assert.equal(bare.status, 401);
+      assert.equal(bare.headers.get('www-authenticate'), 'Bearer');
+      assert.equal(((await bare.json()) as { error: { code: string } }).error.code, 'UNAUTHORIZED');
+      assert.equal((await fetch(stats, { headers: { authorization: 'Bearer wrong-token-000000000' } })).status, 401);
+      assert.equal((await fetch(stats, { headers: { authorization: `Bearer ${token}` } })).status, 200);
+      assert.equal((await fetch(`${service.url}/healthz`)).status, 200);
+      const session = await h2Connect(service.url);
+      try {
+        assert.equal((await h2Get(session, '/v1/stats')).status, 401, 'HTTP/2 is guarded the same way');
+      } finally {
+        session.close();
+      }
+    } finally {
+      await stop(service);
+    }
+    // The refusal comes before anything binds: no non-loopback address is ever served here.
+    const exposed = await runToExit(['serve', '--data', tempDir('auth2'), '--listen', '0.0.0.0:0']);
+    assert.equal(exposed.code, 2);
+    assert.match(exposed.stderr, /not a loopback address, needs bearer tokens/);
+    const short = await runToExit(['serve', '--data', tempDir('auth3')], serviceEnv({ FERMATA_TOKENS: 'short' }));
+    assert.equal(short.code, 2);
+    assert.match(short.stderr, /at least 16 characters/);
+  });
 });
 
 test('/readyz is 503 with the poison message while the WAL is poisoned, over both protocols', { timeout: 30_000 }, async () => {
