@@ -190,6 +190,7 @@ export class Engine {
     this.#clock = options.clock ?? systemClock;
     this.#limits = { ...timerLimits, ...options.limits };
     this.#retention = { ...retentionDefaults, ...options.retention };
+    assert.ok(this.#retention.finishedMs >= 1 && this.#retention.deadMs >= 1, 'retention must be at least 1 ms');
     this.#store = new ResidentStore(options.store);
     this.#heap = new TimerHeap(this.#store);
     this.#expiring = new TimerHeap(this.#store);

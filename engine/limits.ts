@@ -82,6 +82,17 @@ export const httpLimits = {
   http1RequestTimeoutMs: 300_000,
   /** An HTTP/2 session without any activity for this long is closed (GOAWAY), as fastify's own default. */
   http2SessionIdleTimeoutMs: 72_000,
+  /** Streams one HTTP/2 client may have open at once (advertised in SETTINGS). */
+  http2ConcurrentStreamsMax: 256,
+  /** Bytes of one request's header list, HTTP/1.1 and HTTP/2 alike (HPACK-decoded size for HTTP/2). */
+  headerListBytesMax: 32 * KiB,
+  /** Header fields of one request. */
+  headerFieldsMax: 128,
+  /** MB an HTTP/2 session may buffer (header tables, unsent data) before new streams are refused. */
+  http2SessionMemoryMbMax: 32,
+  /** Malformed frames, and streams refused or reset by the client, one session may send before it is closed (rapid reset, floods). */
+  http2SessionInvalidFramesMax: 100,
+  http2SessionRejectedStreamsMax: 100,
 } as const;
 
 export const storeLimits = {

@@ -58,12 +58,23 @@ export class CleartextListener extends net.Server {
     this.#http1 = http.createServer(
       {
         keepAliveTimeout: httpLimits.http1KeepAliveTimeoutMs,
+        maxHeaderSize: httpLimits.headerListBytesMax,
         headersTimeout: httpLimits.http1HeadersTimeoutMs,
         requestTimeout: httpLimits.http1RequestTimeoutMs,
       },
       handler,
     );
-    this.#http2 = http2.createServer(handler);
+    this.#http2 = http2.createServer(
+      {
+        settings: { maxConcurrentStreams: httpLimits.http2ConcurrentStreamsMax, maxHeaderListSize: httpLimits.headerListBytesMax },
+        maxHeaderListPairs: httpLimits.headerFieldsMax,
+        maxSessionMemory: httpLimits.http2SessionMemoryMbMax,
+        maxSessionInvalidFrames: httpLimits.http2SessionInvalidFramesMax,
+        maxSessionRejectedStreams: httpLimits.http2SessionRejectedStreamsMax,
+      },
+      handler,
+    );
+    this.#http1.maxHeadersCount = httpLimits.headerFieldsMax;
     this.#http2.on('session', (session) => this.#adoptSession(session));
     // http.Server starts tracking its connections (the headers/request timeout checks,
     // closeIdleConnections) when it hears 'listening'. It never listens itself; it hears ours.

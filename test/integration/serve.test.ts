@@ -624,3 +624,38 @@ test('/readyz is 503 with the poison message while the WAL is poisoned, over bot
     await engine.close();
   }
 });
+
+test('HTTP/2 hardening: the stream limit is advertised; oversized header lists are refused on both protocols', { timeout: 30_000 }, async () => {
+  const engine = await Engine.open({ dataDir: '/data', fs: new SimFileSystem({ seed: 12 }) });
+  const app = createHttpServer({ logger: pino({ level: 'silent' }), engine });
+  try {
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const url = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`;
+    const session = await h2Connect(url);
+    try {
+      assert.equal((await h2Get(session, '/healthz')).status, 200); // a round trip: the server's SETTINGS have arrived
+      assert.equal(session.remoteSettings.maxConcurrentStreams, httpLimits.http2ConcurrentStreamsMax);
+      assert.equal(session.remoteSettings.maxHeaderListSize, httpLimits.headerListBytesMax);
+      const big = 'x'.repeat(httpLimits.headerListBytesMax);
+      const refused = await new Promise<string>((resolve) => {
+        const stream = session.request({ ':path': '/healthz', 'x-big': big });
+        stream.on('response', (headers) => resolve(String(headers[':status'])));
+        stream.on('error', (err: Error & { code?: string }) => resolve(err.code ?? err.message));
+        stream.on('close', () => resolve(`closed ${stream.rstCode}`));
+        stream.end();
+      });
+      assert.notEqual(refused, '200', 'a header list over the limit is not served');
+    } finally {
+      session.close();
+    }
+    const http1 = await fetch(`${url}/healthz`, { headers: { 'x-big': 'x'.repeat(httpLimits.headerListBytesMax + 1024) } }).then(
+      (response) => response.status,
+      () => 'refused',
+    );
+    assert.ok(http1 === 431 || http1 === 'refused', `HTTP/1.1 answered ${http1}`);
+    assert.deepEqual(await fetchAnswer(`${url}/healthz`), { status: 200, body: '{"status":"ok"}' }, 'the server still serves');
+  } finally {
+    await app.close();
+    await engine.close();
+  }
+});
