@@ -20,6 +20,7 @@ import { ingestLimits } from '../../engine/limits.ts';
 import { bearerCheck } from './bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './cleartext-listener.ts';
 import { errorAnswer } from './error-map.ts';
+import { metricsRoutes } from './metrics-routes.ts';
 import { queuesRoutes } from './queues-routes.ts';
 import { statsRoutes } from './stats-routes.ts';
 import { timersRoutes } from './timers-routes.ts';
@@ -85,6 +86,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(timersRoutes, { engine });
   void app.register(queuesRoutes, { engine });
   void app.register(statsRoutes, { engine });
+  void app.register(metricsRoutes, { engine });
   return app;
 }
 

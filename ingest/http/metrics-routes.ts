@@ -1,0 +1,63 @@
+// GET /metrics: Prometheus text, from prom-client. Every figure is read from the engine when
+// the endpoint is scraped (collect callbacks), so the request path pays nothing per request and
+// the numbers cannot drift from what /v1/stats says.
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { Engine, TimerStateName } from '../../engine/engine.ts';
+import type { HttpServer, RoutesOptions } from './server.ts';
+
+const states: readonly TimerStateName[] = ['pending', 'delivering', 'retrying', 'delivered', 'dead', 'cancelled'];
+
+/** A registry whose metrics read `engine` at scrape time. */
+export function engineMetrics(engine: Engine): Registry {
+  const registry = new Registry();
+  new Gauge({
+    name: 'fermata_timers',
+    help: 'Resident timers by state (finished ones until their retention ends).',
+    labelNames: ['state'],
+    registers: [registry],
+    collect() {
+      const counts = engine.countsByState();
+      for (const state of states) this.set({ state }, counts[state]);
+    },
+  });
+  new Gauge({
+    name: 'fermata_wal_last_sequence',
+    help: 'Sequence of the newest durable WAL record.',
+    registers: [registry],
+    collect() {
+      this.set(engine.log.lastSeq);
+    },
+  });
+  new Gauge({
+    name: 'fermata_wal_poisoned',
+    help: '1 when a failed write or fdatasync stopped the WAL from acknowledging, else 0.',
+    registers: [registry],
+    collect() {
+      this.set(engine.log.poisoned === undefined ? 0 : 1);
+    },
+  });
+  const walCounter = (name: string, help: string, read: () => number): void => {
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  };
+  walCounter('fermata_wal_appends_total', 'Records appended to the WAL since start.', () => engine.log.counters.appends);
+  walCounter('fermata_wal_fdatasyncs_total', 'Group commits (one writev and one fdatasync each) since start.', () => engine.log.counters.syncs);
+  walCounter('fermata_wal_bytes_written_total', 'Bytes written to WAL segments since start.', () => engine.log.counters.bytesWritten);
+  walCounter('fermata_wal_slow_fdatasyncs_total', 'fdatasyncs slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
+  return registry;
+}
+
+export async function metricsRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
+  const registry = engineMetrics(engine);
+  app.get('/metrics', async (_request, reply) => {
+    reply.header('content-type', registry.contentType);
+    return registry.metrics();
+  });
+}
