@@ -239,7 +239,7 @@ export class Engine {
     return this.#wal;
   }
 
-  /** Due time of the earliest pending timer, or undefined when none is pending. */
+  /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
   nextDueMs(): number | undefined {
     const due = this.#heap.peek();
     const expiring = this.#expiring.peek();
