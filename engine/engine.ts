@@ -470,9 +470,12 @@ export class Engine {
     await this.#wal.close();
   }
 
+  /** The slot of the timer `id` names: (sequence, row) finds it, and the fire time must match too, or it is not that id. */
   #slotOfId(id: string): number {
     const parts = decodeTimerId(id);
-    return parts === undefined ? -1 : this.#index.get(parts.seq, parts.row);
+    if (parts === undefined) return -1;
+    const slot = this.#index.get(parts.seq, parts.row);
+    return slot >= 0 && this.#store.fireAt[slot] === parts.fireAtMs ? slot : -1;
   }
 
   #queueIndex(name: string): number {

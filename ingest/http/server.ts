@@ -21,6 +21,7 @@ import { bearerCheck } from './bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './cleartext-listener.ts';
 import { errorAnswer } from './error-map.ts';
 import { metricsRoutes } from './metrics-routes.ts';
+import { openapiRoutes } from './openapi.ts';
 import { queuesRoutes } from './queues-routes.ts';
 import { statsRoutes } from './stats-routes.ts';
 import { timersRoutes } from './timers-routes.ts';
@@ -87,6 +88,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(queuesRoutes, { engine });
   void app.register(statsRoutes, { engine });
   void app.register(metricsRoutes, { engine });
+  void app.register(openapiRoutes);
   return app;
 }
 

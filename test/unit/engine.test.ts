@@ -46,6 +46,10 @@ test('admit makes timers durable and gettable; ids carry sequence, row and fire 
   assert.equal(new TextDecoder().decode(engine.payloadOf(ids[1] as string)), 'two');
   assert.equal(engine.pending, 2);
   assert.equal(engine.get('0'.repeat(24)), undefined);
+  const parts = decodeTimerId(ids[0] as string) as { seq: number; row: number; fireAtMs: number };
+  const forged = encodeTimerId(parts.seq, parts.row, parts.fireAtMs + 1);
+  assert.equal(engine.get(forged), undefined, 'an id with the right sequence and row but another fire time is not that timer');
+  assert.equal(await engine.cancel(forged), 'not-found');
   assert.equal(engine.get('not-an-id'), undefined);
   await engine.close();
 });

@@ -1,0 +1,479 @@
+// GET /openapi.json: the OpenAPI 3.1 description of the HTTP API as implemented, and the one
+// place it is written. Error codes, limits and queue defaults are read from the modules that
+// enforce them; test/unit/openapi.test.ts holds the rest to the code: every route fastify has
+// is documented (and nothing else), each documented error code answers with the status it is
+// listed under (error-map.ts), live answers match their schemas, queue ranges match the engine.
+import { errorCodes } from '../../engine/errors.ts';
+import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../engine/limits.ts';
+import { defaultQueueConfig } from '../../engine/queues.ts';
+import { httpErrorCodes } from './error-map.ts';
+import type { HttpServer } from './server.ts';
+
+const MiB = 1024 * 1024;
+const sizeText = (bytes: number): string => (bytes % MiB === 0 ? `${bytes / MiB} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`);
+
+const mediaTypes = {
+  json: 'application/json',
+  ndjson: 'application/x-ndjson',
+  arrowStream: 'application/vnd.apache.arrow.stream',
+} as const;
+
+const ref = (kind: 'schemas' | 'responses' | 'parameters' | 'headers', name: string): { $ref: string } => ({ $ref: `#/components/${kind}/${name}` });
+const jsonOf = (schema: object): { [mediaTypes.json]: { schema: object } } => ({ [mediaTypes.json]: { schema } });
+
+/** Headers fermata sets on every delivery itself (engine/batch/validate.ts): a timer may not give them. */
+const reservedHeaders = ['host', 'content-length', 'transfer-encoding', 'connection', 'idempotency-key', 'fermata-timer-id', 'fermata-attempt', 'fermata-fire-at', 'webhook-id', 'webhook-timestamp', 'webhook-signature'];
+const queueNamePattern = '^[A-Za-z0-9][A-Za-z0-9._-]*$';
+const queueNameSchema = { type: 'string', pattern: queueNamePattern, minLength: 1, maxLength: timerLimits.queueNameBytesMax } as const;
+
+/** Ranges engine/queues.ts enforces (its table is private; the test PUTs every bound). */
+const queueFields = {
+  max_attempts: { min: 1, max: 1_000, nullable: false, text: 'Attempts before a timer is dead (the first delivery counts).' },
+  min_backoff_ms: { min: 0, max: 30 * 24 * 3_600_000, nullable: false, text: 'Backoff after the first failed attempt.' },
+  max_backoff_ms: { min: 0, max: 30 * 24 * 3_600_000, nullable: false, text: 'Longest backoff; must not be below min_backoff_ms.' },
+  max_doublings: { min: 0, max: 62, nullable: false, text: 'How many times the backoff doubles before it grows linearly.' },
+  rate_per_s: { min: 1, max: 10_000_000, nullable: true, text: 'Deliveries per second at most; null = no limit.' },
+  max_concurrent: { min: 1, max: 1_000_000, nullable: true, text: 'Deliveries in flight at most; null = no limit.' },
+} as const;
+const queueFieldNames = Object.keys(queueFields) as (keyof typeof queueFields)[];
+
+/** An error answer whose `error.code` is one of `codes`, with these response headers. */
+function errorResponse(description: string, codes: readonly string[], headers: Record<string, object> = {}): object {
+  return {
+    description,
+    ...(Object.keys(headers).length > 0 ? { headers } : {}),
+    content: jsonOf({ allOf: [ref('schemas', 'Error')], properties: { error: { properties: { code: { enum: codes } } } } }),
+  };
+}
+
+const timerStates = {
+  pending: 'waiting for its fire time',
+  delivering: 'a delivery attempt is in flight',
+  retrying: 'waiting out a backoff after a failed attempt',
+  delivered: 'a target answered 2xx',
+  dead: 'out of attempts, or the target answered 410',
+  cancelled: 'cancelled before delivery',
+};
+
+const arrowColumns = [
+  '`fire_at`: Timestamp (any unit; finer than 1 ms rounds up) or Int64 epoch ms, no nulls',
+  '`delay_ms`: Int64 or Int32 ≥ 0, ms after the server accepted the request, no nulls (exactly one of `fire_at` and `delay_ms`)',
+  '`target`: Utf8 or Dictionary<Utf8>, required, no nulls',
+  '`payload`: Utf8 or Binary, optional (null = empty body)',
+  '`headers`: Utf8 holding a JSON object of string → string, optional (null or empty = none)',
+  '`key`: Utf8, optional (null or empty = none)',
+  '`queue`: Utf8 or Dictionary<Utf8>, optional (null = `default`)',
+];
+
+const metricNames = [
+  'fermata_timers{state}',
+  'fermata_wal_last_sequence',
+  'fermata_wal_poisoned',
+  'fermata_wal_appends_total',
+  'fermata_wal_fdatasyncs_total',
+  'fermata_wal_bytes_written_total',
+  'fermata_wal_slow_fdatasyncs_total',
+];
+
+const retryAfter = { 'Retry-After': ref('headers', 'RetryAfter') };
+
+const bearer = [{ bearerAuth: [] }];
+const open: never[] = [];
+
+/** Answers of an operation that appends to the log: it waits for the record to be durable. */
+const logResponses = {
+  '429': ref('responses', 'LogQueueFull'),
+  '503': ref('responses', 'LogUnavailable'),
+  '507': ref('responses', 'DiskFull'),
+};
+
+export const openApiDocument = {
+  openapi: '3.1.0',
+  info: {
+    title: 'fermata',
+    version: '0.1.0',
+    summary: 'A durable timer service: POST this payload to this URL at time T.',
+    description: [
+      'Timers are kept on disk (every 2xx is sent once the change is durable), fired on time and delivered as an HTTP POST of the payload to the target, retried with backoff under their queue\'s policy.',
+      'Every error is answered with the `Error` JSON shape; its `code` is stable. Overload (429, 503) carries `Retry-After` when the condition passes by itself.',
+      'The service speaks HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port. Every GET route also answers HEAD.',
+    ].join('\n\n'),
+    license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
+  },
+  security: bearer,
+  paths: {
+    '/v1/timers': {
+      post: {
+        operationId: 'addTimers',
+        summary: 'Add one timer (JSON) or a batch (NDJSON, Arrow)',
+        description: `A batch is accepted whole or refused whole; the answer comes once it is durable. A batch holds 1 to ${timerLimits.rowsPerBatchMax} timers. A timer whose \`key\` is already known is not added again: the answer names the original.`,
+        requestBody: {
+          required: true,
+          content: {
+            [mediaTypes.json]: {
+              schema: ref('schemas', 'TimerInput'),
+              example: { fire_at: '2030-01-31T09:00:00Z', target: 'https://example.com/hook', payload: '{"order":42}', headers: { 'content-type': 'application/json' }, key: 'order-42-reminder' },
+            },
+            [mediaTypes.ndjson]: {
+              schema: { type: 'string', description: 'One `TimerInput` JSON object a line (UTF-8; blank lines are skipped).' },
+              example: '{"delay_ms":60000,"target":"https://example.com/a"}\n{"delay_ms":120000,"target":"https://example.com/b","queue":"slow"}\n',
+            },
+            [mediaTypes.arrowStream]: {
+              schema: {
+                description: [
+                  'An Arrow IPC stream: a schema, then one or more uncompressed record batches, one timer a row. Columns, by name (any other column, or one given twice, is refused):',
+                  ...arrowColumns.map((line) => `- ${line}`),
+                  `Values follow the rules of \`TimerInput\`. The stream is logged as it arrived, so it may be at most ${sizeText(walLimits.recordBodyBytesMax)}. Errors name the \`column\` and 0-based \`row\`.`,
+                ].join('\n'),
+              },
+            },
+          },
+        },
+        responses: {
+          '201': {
+            description: [
+              'Added and durable. One JSON timer: `TimerAdded` with `duplicate: false`. A batch: `BatchAdded`.',
+              `A batch whose request has \`Accept: ${mediaTypes.arrowStream}\` is answered with an Arrow IPC stream instead: one row per input row, in input order, with the columns \`id\` (Utf8) and \`duplicate\` (Bool). A single JSON timer is always answered with JSON.`,
+            ].join('\n\n'),
+            content: {
+              ...jsonOf({ oneOf: [{ allOf: [ref('schemas', 'TimerAdded')], properties: { duplicate: { const: false } } }, ref('schemas', 'BatchAdded')] }),
+              [mediaTypes.arrowStream]: {},
+            },
+          },
+          '200': {
+            description: 'One JSON timer whose `key` is already known: nothing added; the original timer\'s id and fire time, `duplicate: true`.',
+            content: jsonOf({ allOf: [ref('schemas', 'TimerAdded')], properties: { duplicate: { const: true } } }),
+          },
+          '400': errorResponse('The body is not valid (BODY_INVALID: malformed or empty JSON) or a timer breaks a rule (BATCH_INVALID, naming the `field` or `column`, and for a batch the `row`, and for NDJSON the `line`).', [
+            errorCodes.batchInvalid,
+            httpErrorCodes.bodyInvalid,
+          ]),
+          '401': ref('responses', 'Unauthorized'),
+          '413': errorResponse(
+            `BODY_TOO_LARGE: the body is over ${sizeText(ingestLimits.jsonBodyBytesMax)} (application/json) or ${sizeText(ingestLimits.bodyBytesMax)} (NDJSON, Arrow). WAL_RECORD_TOO_LARGE: the batch as logged is over ${sizeText(walLimits.recordBodyBytesMax)}.`,
+            [httpErrorCodes.bodyTooLarge, errorCodes.walRecordTooLarge],
+          ),
+          '415': ref('responses', 'UnsupportedMediaType'),
+          ...logResponses,
+          '503': errorResponse(
+            'CAPACITY_FULL: the resident store holds as many timers as it may. WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging until a restart re-reads the disk (no Retry-After).',
+            [errorCodes.capacityFull, errorCodes.walClosed, errorCodes.walPoisoned],
+            retryAfter,
+          ),
+        },
+      },
+    },
+    '/v1/timers/{id}': {
+      parameters: [ref('parameters', 'TimerId')],
+      get: {
+        operationId: 'getTimer',
+        summary: 'Look up a timer',
+        description: `Finished timers stay visible for their retention: ${retentionDefaults.finishedMs / 3_600_000} h after they are delivered or cancelled, ${retentionDefaults.deadMs / 86_400_000} days after they are dead (defaults).`,
+        responses: {
+          '200': { description: 'The timer.', content: jsonOf(ref('schemas', 'Timer')) },
+          '401': ref('responses', 'Unauthorized'),
+          '404': ref('responses', 'NotFound'),
+        },
+      },
+      delete: {
+        operationId: 'cancelTimer',
+        summary: 'Cancel a timer',
+        description: 'A 200 means the timer will not be delivered (the cancel is durable). Cancelling a cancelled timer answers 200 again.',
+        responses: {
+          '200': {
+            description: 'Cancelled.',
+            content: jsonOf({
+              type: 'object',
+              properties: { id: ref('schemas', 'TimerId'), state: { const: 'cancelled' } },
+              required: ['id', 'state'],
+              additionalProperties: false,
+            }),
+          },
+          '401': ref('responses', 'Unauthorized'),
+          '404': ref('responses', 'NotFound'),
+          '409': errorResponse('TOO_LATE: a delivery already started or finished (delivering, delivered or dead).', [httpErrorCodes.tooLate]),
+          ...logResponses,
+        },
+      },
+    },
+    '/v1/queues/{name}': {
+      put: {
+        operationId: 'putQueue',
+        summary: 'Set a queue\'s config',
+        description: 'Replaces the queue\'s whole config (fields left out take their defaults) and answers it once durable. A queue never configured runs with the defaults.',
+        parameters: [
+          {
+            name: 'name',
+            in: 'path',
+            required: true,
+            description: `Queue name: 1 to ${timerLimits.queueNameBytesMax} characters of A–Z, a–z, 0–9, \`.\`, \`_\`, \`-\`, starting with a letter or digit (else 400 QUEUE_INVALID, field \`name\`).`,
+            schema: queueNameSchema,
+          },
+        ],
+        requestBody: {
+          required: true,
+          content: jsonOf({ allOf: [ref('schemas', 'QueueConfig')], unevaluatedProperties: false }),
+        },
+        responses: {
+          '200': { description: 'The config now in force, every field given.', content: jsonOf({ allOf: [ref('schemas', 'QueueConfig')], required: queueFieldNames, unevaluatedProperties: false }) },
+          '400': errorResponse('QUEUE_INVALID: a bad name, an unknown field or a value out of range (naming the `field`). BODY_INVALID: malformed or empty JSON.', [errorCodes.queueInvalid, httpErrorCodes.bodyInvalid]),
+          '401': ref('responses', 'Unauthorized'),
+          '413': errorResponse(`BODY_TOO_LARGE: the body is over ${sizeText(ingestLimits.jsonBodyBytesMax)}.`, [httpErrorCodes.bodyTooLarge]),
+          '415': ref('responses', 'UnsupportedMediaType'),
+          ...logResponses,
+        },
+      },
+    },
+    '/v1/queues': {
+      get: {
+        operationId: 'listQueues',
+        summary: 'List queues',
+        description: 'Every queue that was configured or has held a timer, by name, with the config it runs with.',
+        responses: {
+          '200': {
+            description: 'The queues.',
+            content: jsonOf({
+              type: 'object',
+              properties: {
+                queues: {
+                  type: 'array',
+                  items: { allOf: [ref('schemas', 'QueueConfig')], properties: { name: queueNameSchema }, required: ['name', ...queueFieldNames], unevaluatedProperties: false },
+                },
+              },
+              required: ['queues'],
+              additionalProperties: false,
+            }),
+          },
+          '401': ref('responses', 'Unauthorized'),
+        },
+      },
+    },
+    '/v1/stats': {
+      get: {
+        operationId: 'getStats',
+        summary: 'Counts, from memory',
+        responses: { '200': { description: 'The counts.', content: jsonOf(ref('schemas', 'Stats')) }, '401': ref('responses', 'Unauthorized') },
+      },
+    },
+    '/metrics': {
+      get: {
+        operationId: 'getMetrics',
+        summary: 'Prometheus metrics',
+        description: `Prometheus text exposition (version 0.0.4), read from the engine when scraped: ${metricNames.map((name) => `\`${name}\``).join(', ')}.`,
+        responses: {
+          '200': { description: 'The metrics.', content: { 'text/plain': { schema: { type: 'string' } } } },
+          '401': ref('responses', 'Unauthorized'),
+        },
+      },
+    },
+    '/healthz': {
+      get: {
+        operationId: 'healthz',
+        summary: 'Liveness: the process serves',
+        security: open,
+        responses: { '200': { description: 'Serving.', content: jsonOf({ allOf: [ref('schemas', 'Health')], properties: { status: { const: 'ok' } } }) } },
+      },
+    },
+    '/readyz': {
+      get: {
+        operationId: 'readyz',
+        summary: 'Readiness: the log acknowledges writes',
+        security: open,
+        responses: {
+          '200': { description: 'Ready.', content: jsonOf({ allOf: [ref('schemas', 'Health')], properties: { status: { const: 'ready' } } }) },
+          '503': {
+            description: 'Not ready: the log is poisoned (a failed write or fsync); `reason` says why.',
+            content: jsonOf({ allOf: [ref('schemas', 'Health')], properties: { status: { const: 'not-ready' } }, required: ['reason'] }),
+          },
+        },
+      },
+    },
+    '/openapi.json': {
+      get: {
+        operationId: 'getOpenApi',
+        summary: 'This document',
+        responses: {
+          '200': { description: 'The OpenAPI 3.1 description of this API.', content: jsonOf({ type: 'object' }) },
+          '401': ref('responses', 'Unauthorized'),
+        },
+      },
+    },
+  },
+  components: {
+    securitySchemes: {
+      bearerAuth: {
+        type: 'http',
+        scheme: 'bearer',
+        description:
+          'Enforced only when the service is configured with tokens (`"tokens"` in the config file, or FERMATA_TOKENS): then every route but /healthz and /readyz needs `Authorization: Bearer <token>`, else 401 UNAUTHORIZED with `WWW-Authenticate: Bearer`. Without tokens no route asks for one, and the service refuses to listen on a non-loopback address unless started with --insecure.',
+      },
+    },
+    parameters: {
+      TimerId: { name: 'id', in: 'path', required: true, description: 'A timer id. Anything that is not one is answered 404, like an unknown id.', schema: ref('schemas', 'TimerId') },
+    },
+    headers: {
+      RetryAfter: { description: 'Seconds to wait before trying again; sent only for the codes that pass by themselves (CAPACITY_FULL, WAL_QUEUE_FULL, WAL_CLOSED).', schema: { type: 'integer', minimum: 1 } },
+      WwwAuthenticate: { description: 'Always `Bearer`.', schema: { const: 'Bearer' } },
+    },
+    responses: {
+      Unauthorized: errorResponse('UNAUTHORIZED: tokens are configured and the request has no `Authorization: Bearer` header with one of them.', [errorCodes.unauthorized], {
+        'WWW-Authenticate': ref('headers', 'WwwAuthenticate'),
+      }),
+      NotFound: errorResponse('NOT_FOUND: no timer has this id (or it was forgotten after its retention).', [httpErrorCodes.notFound]),
+      UnsupportedMediaType: errorResponse('UNSUPPORTED_MEDIA_TYPE: a body with a Content-Type this route does not take, or none.', [httpErrorCodes.unsupportedMediaType]),
+      LogQueueFull: errorResponse('WAL_QUEUE_FULL: too many bytes are waiting to be written to the log.', [errorCodes.walQueueFull], retryAfter),
+      LogUnavailable: errorResponse(
+        'WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging until a restart re-reads the disk (no Retry-After).',
+        [errorCodes.walClosed, errorCodes.walPoisoned],
+        retryAfter,
+      ),
+      DiskFull: errorResponse('The disk is full: WAL_POISONED whose cause is ENOSPC, or DISK_FULL.', [errorCodes.walPoisoned, errorCodes.diskFull]),
+    },
+    schemas: {
+      TimerId: {
+        type: 'string',
+        pattern: '^[0-9a-hjkmnp-tv-z]{24}$',
+        description: '24 characters of lowercase Crockford base32 (no i, l, o, u): the log sequence, the row in its batch and the fire time it was added with. Ids sort by creation.',
+        examples: ['0000000004000001m8vgw5r0'],
+      },
+      TimerInput: {
+        type: 'object',
+        description: 'One timer as JSON. Exactly one of `fire_at` and `delay_ms`; at most one of `payload` and `payload_base64`. Unknown fields are refused.',
+        properties: {
+          fire_at: {
+            description: `When to deliver: an RFC 3339 date-time (a fraction finer than 1 ms rounds up) or epoch ms. A time past means now; at most ${timerLimits.horizonMsMax} ms (10 years) ahead.`,
+            oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', minimum: 0 }],
+          },
+          delay_ms: { type: 'integer', minimum: 0, maximum: timerLimits.horizonMsMax, description: 'Instead of `fire_at`: ms after the server accepted the request.' },
+          target: { type: 'string', format: 'uri', maxLength: timerLimits.targetBytesMax, description: 'Absolute http or https URL the payload is POSTed to, without user or password.' },
+          payload: { type: 'string', description: `The delivery body, sent byte for byte (UTF-8); at most ${sizeText(timerLimits.payloadBytesMax)}.` },
+          payload_base64: {
+            type: 'string',
+            contentEncoding: 'base64',
+            pattern: '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$',
+            description: `Instead of \`payload\` (JSON only): a binary body in standard base64; at most ${sizeText(timerLimits.payloadBytesMax)} decoded.`,
+          },
+          headers: {
+            type: 'object',
+            maxProperties: timerLimits.headerCountMax,
+            propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+            additionalProperties: { type: 'string', pattern: '^[^\\r\\n\\u0000]*$' },
+            description: `Added to the delivery; at most ${sizeText(timerLimits.headersBytesMax)} as JSON. These are set by fermata and refused here (any case): ${reservedHeaders.join(', ')}.`,
+          },
+          key: {
+            type: 'string',
+            minLength: 1,
+            description: `Idempotency key, at most ${timerLimits.keyBytesMax} bytes (UTF-8). Adding a key already known adds nothing and answers with the original timer, for as long as it exists plus its retention; a key repeated within one batch counts from its second row on.`,
+          },
+          queue: { ...queueNameSchema, default: 'default', description: 'The queue whose retry policy and limits apply.' },
+        },
+        required: ['target'],
+        oneOf: [{ required: ['fire_at'] }, { required: ['delay_ms'] }],
+        not: { required: ['payload', 'payload_base64'] },
+        additionalProperties: false,
+      },
+      TimerAdded: {
+        type: 'object',
+        properties: {
+          id: ref('schemas', 'TimerId'),
+          fire_at: { type: 'string', format: 'date-time', description: 'The fire time (UTC, ms precision); a duplicate\'s is the original\'s.' },
+          duplicate: { type: 'boolean', description: 'True when the key was already known: `id` is the original\'s.' },
+        },
+        required: ['id', 'fire_at', 'duplicate'],
+        additionalProperties: false,
+      },
+      BatchAdded: {
+        type: 'object',
+        properties: {
+          accepted: { type: 'integer', minimum: 1, description: 'Rows of the batch; each is now durable, new or the original its key names.' },
+          duplicates: { type: 'integer', minimum: 0, description: 'How many of those repeated a known key.' },
+        },
+        required: ['accepted', 'duplicates'],
+        additionalProperties: false,
+      },
+      Timer: {
+        type: 'object',
+        properties: {
+          id: ref('schemas', 'TimerId'),
+          state: { enum: Object.keys(timerStates), description: Object.entries(timerStates).map(([state, text]) => `\`${state}\`: ${text}`).join('; ') },
+          fire_at: { type: 'string', format: 'date-time', description: 'The fire time it was added with (UTC, ms precision).' },
+          attempts: { type: 'integer', minimum: 0, description: 'Delivery attempts so far.' },
+          queue: queueNameSchema,
+          key: { type: ['string', 'null'], description: 'Its idempotency key, or null.' },
+          last_status: { type: ['integer', 'null'], description: 'The HTTP status of its latest delivery attempt, or null.' },
+        },
+        required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status'],
+        additionalProperties: false,
+      },
+      QueueConfig: {
+        type: 'object',
+        description: 'A queue\'s retry policy (exponential backoff with jitter) and flow limits. Whole numbers; unknown fields are refused.',
+        properties: Object.fromEntries(
+          queueFieldNames.map((name) => {
+            const { min, max, nullable, text } = queueFields[name];
+            return [name, { type: nullable ? ['integer', 'null'] : 'integer', minimum: min, maximum: max, default: defaultQueueConfig[name], description: text }];
+          }),
+        ),
+      },
+      Stats: {
+        type: 'object',
+        description: 'Counts read from memory. Finished timers are counted until their retention ends.',
+        properties: {
+          pending: { type: 'integer', minimum: 0, description: 'Timers waiting to be delivered (pending or retrying).' },
+          resident: { type: 'integer', minimum: 0, description: 'Timers held in memory, finished ones included.' },
+          spilled: { type: 'integer', minimum: 0, description: 'Timers kept on disk only (0 until the spill tier exists).' },
+          in_flight: { type: 'integer', minimum: 0, description: 'Timers being delivered (state delivering).' },
+          delivered: { type: 'integer', minimum: 0 },
+          dead: { type: 'integer', minimum: 0 },
+          cancelled: { type: 'integer', minimum: 0 },
+          horizon: { type: 'null', description: 'How far ahead timers are kept in memory: null until the spill tier exists.' },
+          wal: {
+            type: 'object',
+            properties: {
+              last_seq: { type: 'integer', minimum: 0, description: 'Sequence of the newest durable record.' },
+              syncs: { type: 'integer', minimum: 0, description: 'Group commits (fdatasyncs) since start.' },
+              appends: { type: 'integer', minimum: 0, description: 'Records appended since start.' },
+              poisoned: { type: 'boolean', description: 'True once a failed write or fsync stopped the log from acknowledging.' },
+            },
+            required: ['last_seq', 'syncs', 'appends', 'poisoned'],
+            additionalProperties: false,
+          },
+        },
+        required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'wal'],
+        additionalProperties: false,
+      },
+      Health: {
+        type: 'object',
+        properties: { status: { type: 'string' }, reason: { type: 'string' } },
+        required: ['status'],
+        additionalProperties: false,
+      },
+      Error: {
+        type: 'object',
+        properties: {
+          error: {
+            type: 'object',
+            properties: {
+              code: { enum: [...Object.values(errorCodes), ...Object.values(httpErrorCodes)], description: 'Stable: clients key on it. INTERNAL is a bug (logged on the server).' },
+              message: { type: 'string' },
+              field: { type: 'string', description: 'The JSON field at fault.' },
+              column: { type: 'string', description: 'The Arrow column at fault.' },
+              row: { type: 'integer', minimum: 0, description: 'The 0-based row among the timers of a batch.' },
+              line: { type: 'integer', minimum: 1, description: 'The 1-based line of an NDJSON body.' },
+            },
+            required: ['code', 'message'],
+            additionalProperties: false,
+          },
+        },
+        required: ['error'],
+        additionalProperties: false,
+      },
+    },
+  },
+} as const;
+
+const documentText = JSON.stringify(openApiDocument);
+
+export async function openapiRoutes(app: HttpServer): Promise<void> {
+  app.get('/openapi.json', async (_request, reply) => reply.type('application/json; charset=utf-8').send(documentText));
+}
