@@ -13,6 +13,7 @@ import { walSuite } from './wal.ts';
 const suites: Readonly<Record<string, Suite>> = {
   wal: walSuite,
   store: async (options) => (await import('./store.ts')).storeSuite(options),
+  ingest: async (options) => (await import('./ingest.ts')).ingestSuite(options),
 };
 
 const usage = `usage: npm run bench -- <suite>... [--quick] [--json] [--dir D]

@@ -1,0 +1,196 @@
+// Arrow ingest as a client no one here wrote speaks it: pyarrow (in a cached venv, see
+// test/helpers/python-venv.ts) runs test/fixtures/pyarrow_client.py against the real
+// `fermata serve` on port 0, posting IPC streams in the DESIGN.md column layout and reading Arrow
+// answers back with pa.ipc.open_stream. This test then checks the script's summary against the
+// service with fetch. No python3 or no reachable package index: skipped, saying which. Every wait
+// is bounded; the service is killed in `finally`.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { ensureVenv, run } from '../helpers/python-venv.ts';
+import { withTimeout } from '../helpers/timeout.ts';
+
+const binPath = fileURLToPath(new URL('../../bin/fermata.js', import.meta.url));
+const clientScript = fileURLToPath(new URL('../fixtures/pyarrow_client.py', import.meta.url));
+const startTimeoutMs = 20_000;
+const scriptTimeoutMs = 120_000;
+const requestTimeoutMs = 10_000;
+const installTimeoutMs = 10 * 60_000;
+const arrowType = 'application/vnd.apache.arrow.stream';
+
+interface Service {
+  readonly child: ChildProcess;
+  readonly url: string;
+  readonly exited: Promise<void>;
+}
+
+/** Starts `fermata serve` on `dataDir` and resolves once its "listening" line names the URL. */
+async function startService(dataDir: string): Promise<Service> {
+  const env = { ...process.env };
+  delete env.FERMATA_DATA;
+  delete env.FERMATA_LISTEN;
+  const child = spawn(process.execPath, [binPath, 'serve', '--data', dataDir, '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  const listening = new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (text) => {
+      output += text + '\n';
+      try {
+        const line = JSON.parse(text) as { msg?: string; url?: string };
+        if (line.msg === 'listening' && typeof line.url === 'string') resolve(line.url);
+      } catch {
+        // not a log line
+      }
+    });
+    void exited.then(() => reject(new Error(`fermata exited before listening:\n${output}`)));
+  });
+  try {
+    return { child, url: await withTimeout(listening, startTimeoutMs, 'the "listening" line'), exited };
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+}
+
+interface SentRow {
+  readonly fire_at_ms: number;
+  readonly key: string;
+  readonly queue: string;
+}
+
+interface ScriptAnswer {
+  readonly status: number;
+  readonly content_type: string | null;
+  readonly schema?: Array<[string, string]>;
+  readonly rows?: number;
+  readonly ids?: string[];
+  readonly duplicates?: boolean[];
+  readonly body?: string;
+}
+
+interface Summary {
+  readonly pyarrow: string;
+  readonly small: { sent: SentRow[]; first: ScriptAnswer; again: ScriptAnswer };
+  readonly big: { schema: Array<[string, string]>; batches: number; sent: SentRow[]; first: ScriptAnswer };
+  readonly int64: { sent: SentRow[]; first: ScriptAnswer; again: ScriptAnswer };
+  readonly bad_float_fire_at: ScriptAnswer;
+  readonly bad_unknown_column: ScriptAnswer;
+}
+
+/** An Arrow answer of `rows` rows: schema id: string, duplicate: bool; returns its ids. */
+function arrowIds(answer: ScriptAnswer, rows: number, duplicate: boolean, what: string): string[] {
+  assert.equal(answer.status, 201, `${what}: ${JSON.stringify(answer)}`);
+  assert.equal(answer.content_type, arrowType, what);
+  assert.deepEqual(answer.schema, [
+    ['id', 'string'],
+    ['duplicate', 'bool'],
+  ]);
+  assert.equal(answer.rows, rows, what);
+  assert.equal(answer.ids?.length, rows, what);
+  assert.deepEqual(answer.duplicates, new Array<boolean>(rows).fill(duplicate), `${what}: duplicate column`);
+  return answer.ids ?? [];
+}
+
+/** A 400 JSON error of code BATCH_INVALID that names `column`. */
+function assertRefused(answer: ScriptAnswer, column: string): void {
+  assert.equal(answer.status, 400, JSON.stringify(answer));
+  assert.match(answer.content_type ?? '', /^application\/json/);
+  const body = JSON.parse(answer.body ?? '') as { error: { code: string; message: string; column?: string } };
+  assert.equal(body.error.code, 'BATCH_INVALID');
+  assert.equal(body.error.column, column, `the error names ${column}: ${answer.body}`);
+  assert.match(body.error.message, new RegExp(column));
+}
+
+async function getJson(base: string, path: string): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(`${base}${path}`, { signal: AbortSignal.timeout(requestTimeoutMs) });
+  return { status: response.status, body: JSON.parse(await response.text()) };
+}
+
+test('pyarrow posts Arrow IPC streams (ms+UTC, us, int64 ms; string and dictionary targets) and reads the Arrow ids back', { timeout: installTimeoutMs + 5 * 60_000 }, async (t) => {
+  const started = performance.now();
+  const venv = await ensureVenv(['pyarrow'], { installTimeoutMs });
+  if ('skip' in venv) {
+    t.skip(`pyarrow client not run: ${venv.skip}`);
+    return;
+  }
+  t.diagnostic(`${venv.reused ? 'reused' : 'built'} the pyarrow venv in ${Math.round(performance.now() - started)} ms (${venv.python})`);
+
+  const dataDir = mkdtempSync(join(tmpdir(), 'fermata-pyarrow-'));
+  let service: Service | undefined;
+  try {
+    service = await startService(dataDir);
+    const base = service.url;
+    const script = await run(venv.python, [clientScript, base, String(process.pid)], scriptTimeoutMs, 'pyarrow_client.py');
+    assert.equal(script.code, 0, `pyarrow_client.py exited ${script.code ?? script.signal}:\n${script.stderr}`);
+    const summary = JSON.parse(script.stdout.trim().split('\n').at(-1) ?? '') as Summary;
+    t.diagnostic(`pyarrow ${summary.pyarrow}`);
+
+    // What the script claims to have sent is what DESIGN.md lists.
+    assert.deepEqual(summary.big.schema, [
+      ['fire_at', 'timestamp[us]'],
+      ['target', 'dictionary<values=string, indices=int32, ordered=0>'],
+      ['payload', 'binary'],
+      ['headers', 'string'],
+      ['key', 'string'],
+      ['queue', 'dictionary<values=string, indices=int32, ordered=0>'],
+    ]);
+    assert.ok(summary.big.batches > 1, 'the 1,000 rows go as several record batches of one stream');
+
+    const smallIds = arrowIds(summary.small.first, 3, false, 'small batch');
+    assert.deepEqual(arrowIds(summary.small.again, 3, true, 'small batch again'), smallIds, 'duplicates answer the original ids, row-aligned');
+    const bigIds = arrowIds(summary.big.first, 1_000, false, '1,000-row batch');
+    assert.equal(summary.int64.first.status, 201, JSON.stringify(summary.int64.first));
+    assert.match(summary.int64.first.content_type ?? '', /^application\/json/);
+    assert.deepEqual(JSON.parse(summary.int64.first.body ?? ''), { accepted: 2, duplicates: 0 });
+    const intIds = arrowIds(summary.int64.again, 2, true, 'int64 batch again');
+
+    const all = [...smallIds, ...bigIds, ...intIds];
+    assert.equal(new Set(all).size, all.length, 'every new row got its own id');
+
+    assertRefused(summary.bad_float_fire_at, 'fire_at');
+    assertRefused(summary.bad_unknown_column, 'colour');
+
+    // Every id GETs 200 with what pyarrow sent, fire_at as RFC 3339 with milliseconds.
+    const expected: Array<[string, SentRow]> = [
+      ...smallIds.map((id, i): [string, SentRow] => [id, summary.small.sent[i] as SentRow]),
+      ...bigIds.map((id, i): [string, SentRow] => [id, summary.big.sent[i] as SentRow]),
+      ...intIds.map((id, i): [string, SentRow] => [id, summary.int64.sent[i] as SentRow]),
+    ];
+    const lookups = expected.values();
+    await withTimeout(
+      Promise.all(
+        Array.from({ length: 16 }, async () => {
+          for (const [id, row] of lookups) {
+            const { status, body } = await getJson(base, `/v1/timers/${id}`);
+            assert.equal(status, 200, `GET ${id}: ${JSON.stringify(body)}`);
+            const view = body as { id: string; state: string; fire_at: string; key: string | null; queue: string };
+            assert.deepEqual(
+              { id: view.id, state: view.state, fire_at: view.fire_at, key: view.key, queue: view.queue },
+              { id, state: 'pending', fire_at: new Date(row.fire_at_ms).toISOString(), key: row.key, queue: row.queue },
+              `timer ${id}`,
+            );
+          }
+        }),
+      ),
+      60_000,
+      `GET of ${expected.length} timers`,
+    );
+
+    // The 1,000-row batch (and nothing refused or duplicated) is pending.
+    const stats = await getJson(base, '/v1/stats');
+    assert.equal(stats.status, 200);
+    assert.equal((stats.body as { pending: number }).pending, 3 + 1_000 + 2);
+  } finally {
+    if (service !== undefined) {
+      if (service.child.exitCode === null && service.child.signalCode === null) service.child.kill('SIGKILL');
+      await withTimeout(service.exited, 10_000, 'fermata to die');
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
