@@ -209,6 +209,9 @@ export class Engine {
       ...(options.walLimits === undefined ? {} : { limits: options.walLimits }),
       ...(options.logger === undefined ? {} : { logger: options.logger }),
     });
+    // Finished timers whose retention ended while the engine was down (or that the live engine
+    // had swept before it stopped) go now, as the sweep would have released them.
+    engine.#releaseExpired(engine.#clock.now(), Infinity);
     return engine;
   }
 

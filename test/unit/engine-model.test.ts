@@ -107,6 +107,8 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
             await engine.close();
             engine = await Engine.open({ dataDir: '/data', fs, clock, retention });
             for (const timer of model) if (timer.state === 'delivering') timer.state = timer.loggedState;
+            // Opening releases finished timers whose retention has ended.
+            model = model.filter((t) => !((t.state === 'delivered' || t.state === 'dead' || t.state === 'cancelled') && t.dueAt <= now));
           }
           for (const timer of model) {
             const view = engine.get(timer.id);
