@@ -7,6 +7,7 @@ import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine, type TimerStateName } from '../../engine/engine.ts';
 import { emptyOutcomes, outcomeKind } from '../../engine/records.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { propertyRuns } from '../helpers/property.ts';
 
 const t0 = 1_796_220_000_000;
 
@@ -121,6 +122,6 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
         await engine.close();
       }
     }),
-    { numRuns: 150 },
+    propertyRuns(150),
   );
 });

@@ -125,3 +125,19 @@ test('scheduler-wake-in-deliver: a dispatcher that wakes the scheduler from deli
   await engine.close();
   assert.ok(after <= before + 2, `ticks per window grew from ${before} to ${after}: loops are stacking`);
 });
+
+test('swept-timer-returns-after-restart: a finished timer released before a restart stays gone after it', async () => {
+  const clock = movingClock();
+  const options = { dataDir, fs: new SimFileSystem({ seed: 66 }), clock, retention: { finishedMs: 200, deadMs: 200 } };
+  let engine = await Engine.open(options);
+  const admitted = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now(), target }]));
+  await engine.cancel(admitted.idOf(0));
+  clock.advance(200);
+  engine.takeDue(clock.now(), 1);
+  assert.equal(engine.get(admitted.idOf(0)), undefined);
+  await engine.close();
+  engine = await Engine.open(options);
+  assert.equal(engine.get(admitted.idOf(0)), undefined, 'before the fix it came back as cancelled until the next sweep');
+  assert.equal(engine.nextDueMs(), undefined);
+  await engine.close();
+});

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { decodeTimerId, encodeTimerId, idFireAtMax, idLength, idRowMax, idSequenceMax } from '../../engine/ids.ts';
+import { propertyRuns } from '../helpers/property.ts';
 
 const parts = fc.record({
   seq: fc.integer({ min: 0, max: idSequenceMax }),
@@ -17,7 +18,7 @@ test('ids round-trip every field over their whole ranges', () => {
       assert.match(id, /^[0-9a-hjkmnp-tv-z]+$/);
       assert.deepEqual(decodeTimerId(id), { seq, row, fireAtMs });
     }),
-    { numRuns: 20_000 },
+    propertyRuns(20_000),
   );
   assert.deepEqual(decodeTimerId(encodeTimerId(idSequenceMax, idRowMax, idFireAtMax)), { seq: idSequenceMax, row: idRowMax, fireAtMs: idFireAtMax });
   assert.equal(encodeTimerId(0, 0, 0), '0'.repeat(24));
@@ -31,7 +32,7 @@ test('ids sort by creation: sequence first, then row', () => {
       const b = encodeTimerId(y.seq, y.row, y.fireAtMs);
       assert.equal(Math.sign(byParts), a < b ? -1 : a > b ? 1 : 0);
     }),
-    { numRuns: 20_000 },
+    propertyRuns(20_000),
   );
 });
 

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
 import { ResidentStore, residentSlotBits, timerState, type TimerStateCode } from '../../engine/store/resident-store.ts';
+import { propertyRuns } from '../helpers/property.ts';
 
 interface ModelTimer {
   fireAt: number;
@@ -166,7 +167,7 @@ test('ResidentStore matches a Map model through allocate, release, set, compact 
         checkAgainstModel(store, model, stale);
       }
     }),
-    { numRuns: 200 },
+    propertyRuns(200),
   );
 });
 

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { SlotIndex } from '../../engine/store/slot-index.ts';
+import { propertyRuns } from '../helpers/property.ts';
 
 /** Key columns standing in for the store's: slot s holds (logSeq[s], row[s]). */
 function keyColumns(capacity: number): { logSeq: Float64Array; row: Uint32Array } {
@@ -44,7 +45,7 @@ test('SlotIndex behaves like a Map keyed by (seq, row) through inserts, deletes 
         assert.equal(index.get(seq, row), slot);
       }
     }),
-    { numRuns: 300 },
+    propertyRuns(300),
   );
 });
 

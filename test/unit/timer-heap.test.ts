@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { ResidentStore } from '../../engine/store/resident-store.ts';
 import { TimerHeap } from '../../engine/store/timer-heap.ts';
+import { propertyRuns } from '../helpers/property.ts';
 
 interface Key {
   fireAt: number;
@@ -96,7 +97,7 @@ test('TimerHeap gives the same answers as a sorted array through any sequence of
       assert.deepEqual(drained, [...model].sort(byKey(keys)));
       assert.equal(heap.size, 0);
     }),
-    { numRuns: 300 },
+    propertyRuns(300),
   );
 });
 
