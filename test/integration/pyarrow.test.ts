@@ -5,58 +5,20 @@
 // service with fetch. No python3 or no reachable package index: skipped, saying which. Every wait
 // is bounded; the service is killed in `finally`.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
+import { type Service, startService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
-const binPath = fileURLToPath(new URL('../../bin/fermata.js', import.meta.url));
 const clientScript = fileURLToPath(new URL('../fixtures/pyarrow_client.py', import.meta.url));
-const startTimeoutMs = 20_000;
 const scriptTimeoutMs = 120_000;
 const requestTimeoutMs = 10_000;
 const installTimeoutMs = 10 * 60_000;
 const arrowType = 'application/vnd.apache.arrow.stream';
-
-interface Service {
-  readonly child: ChildProcess;
-  readonly url: string;
-  readonly exited: Promise<void>;
-}
-
-/** Starts `fermata serve` on `dataDir` and resolves once its "listening" line names the URL. */
-async function startService(dataDir: string): Promise<Service> {
-  const env = { ...process.env };
-  delete env.FERMATA_DATA;
-  delete env.FERMATA_LISTEN;
-  const child = spawn(process.execPath, [binPath, 'serve', '--data', dataDir, '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  const listening = new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (text) => {
-      output += text + '\n';
-      try {
-        const line = JSON.parse(text) as { msg?: string; url?: string };
-        if (line.msg === 'listening' && typeof line.url === 'string') resolve(line.url);
-      } catch {
-        // not a log line
-      }
-    });
-    void exited.then(() => reject(new Error(`fermata exited before listening:\n${output}`)));
-  });
-  try {
-    return { child, url: await withTimeout(listening, startTimeoutMs, 'the "listening" line'), exited };
-  } catch (err) {
-    child.kill('SIGKILL');
-    throw err;
-  }
-}
 
 interface SentRow {
   readonly fire_at_ms: number;

@@ -4,15 +4,13 @@
 // again on the same data directory, and what was acknowledged must still be there. Every wait
 // is bounded; every child is killed in `after`.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { Binary, type Data, type DataType, Field, makeData, RecordBatch, Schema, Struct, Table, tableFromIPC, tableToIPC, Timestamp, TimeUnit, Type, Utf8 } from 'apache-arrow';
 import { Engine } from '../../engine/engine.ts';
@@ -21,11 +19,10 @@ import { ingestLimits } from '../../engine/limits.ts';
 import { errorAnswer } from '../../ingest/http/error-map.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { type Service, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
-const binPath = fileURLToPath(new URL('../../bin/fermata.js', import.meta.url));
 const arrowTestData = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url);
-const startTimeoutMs = 20_000;
 const requestTimeoutMs = 10_000;
 const arrowType = 'application/vnd.apache.arrow.stream';
 
@@ -38,41 +35,9 @@ after(() => {
 });
 
 
-interface Service {
-  readonly child: ChildProcess;
-  readonly url: string;
-  readonly port: number;
-  readonly exited: Promise<void>;
-}
-
-function serviceEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.FERMATA_DATA;
-  delete env.FERMATA_LISTEN;
-  return env;
-}
-
-/** Starts `fermata serve` on `dataDir` and resolves once its "listening" line names the URL. */
-async function startService(dataDir: string): Promise<Service> {
-  const child = spawn(process.execPath, [binPath, 'serve', '--data', dataDir, '--listen', '127.0.0.1:0'], { env: serviceEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  let output = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  const listening = new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (text) => {
-      output += text + '\n';
-      try {
-        const line = JSON.parse(text) as { msg?: string; url?: string };
-        if (line.msg === 'listening' && typeof line.url === 'string') resolve(line.url);
-      } catch {
-        // not a log line
-      }
-    });
-    void exited.then(() => reject(new Error(`fermata exited before listening:\n${output}`)));
-  });
-  const url = await withTimeout(listening, startTimeoutMs, 'the "listening" line');
-  return { child, url, port: Number(new URL(url).port), exited };
+/** Starts `fermata serve` on `dataDir`, tracked for cleanup. */
+function startService(dataDir: string): Promise<Service> {
+  return startTrackedService(dataDir, (child) => children.add(child));
 }
 
 async function kill9(service: Service): Promise<void> {
