@@ -296,10 +296,12 @@ export class Engine {
   async settle(outcomes: Outcomes): Promise<void> {
     // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway through applying it.
     const slots = new Int32Array(outcomes.count);
+    const seen = new Set<number>();
     for (let i = 0; i < outcomes.count; i++) {
       const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
       assert.ok(slot >= 0 && this.#store.state[slot] === timerState.delivering, 'an outcome for a timer that is not being delivered');
-      assert.ok(!this.#settling.has(slot) && !slots.subarray(0, i).includes(slot), 'two outcomes for one delivery');
+      assert.ok(!this.#settling.has(slot) && !seen.has(slot), 'two outcomes for one delivery');
+      seen.add(slot);
       const kind = outcomes.kinds[i] as number;
       assert.ok(kind >= outcomeKind.delivered && kind <= outcomeKind.dead, `outcome kind ${kind}`);
       assert.ok(kind !== outcomeKind.retry || Number.isFinite(outcomes.retryAtMs[i]), 'a retry needs a finite time');

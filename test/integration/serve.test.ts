@@ -2,7 +2,7 @@
 // spoken to with fetch (HTTP/1.1), node:http2 (prior knowledge), raw sockets and, when the
 // machine has it, the curl binary. Every wait is bounded; every child is killed in `after`.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
@@ -20,6 +20,7 @@ import { http2Preface } from '../../ingest/http/cleartext-listener.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { withTimeout } from '../helpers/timeout.ts';
+import { curl } from '../helpers/curl.ts';
 
 const { drainTimeoutMs } = httpLimits;
 
@@ -268,14 +269,6 @@ function closedPromise(emitter: net.Socket | http2.ClientHttp2Session): Promise<
   });
 }
 
-const curl = (() => {
-  try {
-    const version = execFileSync('curl', ['--version'], { encoding: 'utf8' });
-    return { present: true, http2: /^Features:.*\bHTTP2\b/m.test(version) };
-  } catch {
-    return { present: false, http2: false };
-  }
-})();
 
 function curlGet(flag: string, url: string): Promise<{ body: string; httpVersion: string }> {
   return new Promise((resolve, reject) => {

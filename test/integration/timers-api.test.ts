@@ -4,7 +4,7 @@
 // again on the same data directory, and what was acknowledged must still be there. Every wait
 // is bounded; every child is killed in `after`.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, execFileSync } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
@@ -21,6 +21,7 @@ import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { type Service, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
+import { curl } from '../helpers/curl.ts';
 
 const arrowTestData = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url);
 const requestTimeoutMs = 10_000;
@@ -241,14 +242,6 @@ async function rawDeclaredLength(port: number, contentType: string, contentLengt
   }
 }
 
-const curl = (() => {
-  try {
-    const version = execFileSync('curl', ['--version'], { encoding: 'utf8' });
-    return { present: true, http2: /^Features:.*\bHTTP2\b/m.test(version) };
-  } catch {
-    return { present: false, http2: false };
-  }
-})();
 
 const target = 'https://hooks.example.com/fire';
 const inAnHour = (): number => Date.now() + 3_600_000;

@@ -2,10 +2,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
-import { type Clock, type DueSlice, Engine } from '../../engine/engine.ts';
-import { emptyOutcomes, outcomeKind, type OutcomeKind } from '../../engine/records.ts';
+import { type Clock, Engine } from '../../engine/engine.ts';
+import { outcomeKind } from '../../engine/records.ts';
 import { Scheduler } from '../../engine/scheduler.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { outcomesFor } from '../helpers/outcomes.ts';
 
 const dataDir = '/data';
 const target = 'https://a.example/';
@@ -13,20 +14,6 @@ const target = 'https://a.example/';
 function movingClock(start = 1_796_220_000_000): Clock & { advance(ms: number): void } {
   let now = start;
   return { now: () => now, advance: (ms) => void (now += ms) };
-}
-
-function outcomesFor(slice: DueSlice, kind: OutcomeKind, retryAtMs = 0): ReturnType<typeof emptyOutcomes> {
-  const outcomes = emptyOutcomes(slice.count);
-  for (let i = 0; i < slice.count; i++) {
-    outcomes.seqs[i] = slice.seqs[i] as number;
-    outcomes.rows[i] = slice.rows[i] as number;
-    outcomes.kinds[i] = kind;
-    outcomes.statuses[i] = 200;
-    outcomes.attempts[i] = slice.attempts[i] as number;
-    outcomes.retryAtMs[i] = retryAtMs;
-  }
-  outcomes.count = slice.count;
-  return outcomes;
 }
 
 test('replay-capacity: a log that added more timers over its life than the store holds still reopens', async () => {
