@@ -28,7 +28,9 @@ import {
   addEncodingColumns,
   type AddEncoding,
   decodeAddBody,
+  deadReason,
   decodeOutcomes,
+  emptyOutcomes,
   encodeAddHeader,
   encodeOutcomes,
   encodeCancel,
@@ -131,7 +133,46 @@ export interface DueSlice {
   readonly rows: Uint32Array;
   readonly attempts: Uint32Array;
   readonly fireAtMs: Float64Array;
+  /** Each timer's queue, as an index: queueNameAt() names it. */
+  readonly queues: Uint16Array;
 }
+
+/**
+ * How many more timers of a queue the dispatcher takes now (its concurrency and rate room);
+ * takeDue() holds back, in order, due timers of a queue with no room so other queues go on.
+ */
+/** A DueSlice being filled. */
+interface SliceBuilder {
+  count: number;
+  readonly seqs: Float64Array;
+  readonly rows: Uint32Array;
+  readonly attempts: Uint32Array;
+  readonly fireAtMs: Float64Array;
+  readonly queues: Uint16Array;
+}
+
+export type QueueRoom = (queueIndex: number) => number;
+
+/** A dead timer, as GET /v1/dead lists it. */
+export interface DeadTimer {
+  readonly id: string;
+  readonly queue: string;
+  readonly target: string;
+  readonly fireAtMs: number;
+  readonly attempts: number;
+  readonly lastStatus: number | null;
+  readonly reason: DeadReasonName;
+}
+
+export type DeadReasonName = 'attempts_exhausted' | 'gone' | 'target_refused' | 'unknown';
+
+const deadReasonNames: Record<number, DeadReasonName> = {
+  [deadReason.attemptsExhausted]: 'attempts_exhausted',
+  [deadReason.gone]: 'gone',
+  [deadReason.targetRefused]: 'target_refused',
+};
+
+export type RedriveOutcome = 'redriven' | 'not-found' | 'not-dead';
 
 const utf8 = new TextDecoder();
 
@@ -185,6 +226,15 @@ export class Engine {
   readonly #cancelling = new Map<number, Promise<CancelOutcome>>();
   /** Told when a timer may have become the earliest due (the scheduler re-arms its timer). */
   #onDueChanged: () => void = () => undefined;
+  /**
+   * Due timers held back because their queue had no room, by queue index: store handles in
+   * the order they fell due. An entry counts only while its timer is still waiting, out of
+   * the heap and not being cancelled (see #takeParked); anything else is a stale entry, skipped.
+   */
+  readonly #parked: Array<{ handles: number[]; head: number }> = [];
+  #parkedCount = 0;
+  /** Why each dead timer died (dead timers are few; the OUTCOME record holds the reason). */
+  readonly #deadReasons = new Map<number, number>();
 
   private constructor(options: EngineOptions) {
     this.#clock = options.clock ?? systemClock;
@@ -244,6 +294,8 @@ export class Engine {
 
   /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
   nextDueMs(): number | undefined {
+    // Held-back timers are due already: the scheduler keeps looking while any wait for room.
+    if (this.#parkedCount > 0) return this.#clock.now();
     const due = this.#heap.peek();
     const expiring = this.#expiring.peek();
     const dueAt = this.#store.dueAt;
@@ -258,35 +310,120 @@ export class Engine {
   /**
    * Takes up to `max` timers due at `nowMs` (fire time ≤ now, earliest first) out of the heap
    * and marks them delivering. Delivering is not logged: after a crash such a timer is pending
-   * again and is delivered again (at-least-once).
+   * again and is delivered again (at-least-once). With `queueRoom`, a queue takes no more than
+   * its room; its other due timers are held back in order (parked) and go first once it has room,
+   * so a slow or rate-limited queue never stands in front of another queue's timers.
    */
-  takeDue(nowMs: number, max: number): DueSlice {
+  takeDue(nowMs: number, max: number, queueRoom?: QueueRoom): DueSlice {
     const store = this.#store;
-    const seqs = new Float64Array(max);
-    const rows = new Uint32Array(max);
-    const attempts = new Uint32Array(max);
-    const fireAtMs = new Float64Array(max);
-    let count = 0;
+    const slice: SliceBuilder = {
+      count: 0,
+      seqs: new Float64Array(max),
+      rows: new Uint32Array(max),
+      attempts: new Uint32Array(max),
+      fireAtMs: new Float64Array(max),
+      queues: new Uint16Array(max),
+    };
     // Finished timers whose retention ended are released on the way, up to a bound of their own.
     this.#releaseExpired(nowMs, max * 4);
-    for (; count < max; count++) {
+    const room = queueRoom === undefined ? undefined : new Float64Array(this.#queueNames.length).fill(NaN);
+    const roomOf = (queue: number): number => {
+      if (room === undefined) return Infinity;
+      if (Number.isNaN(room[queue])) room[queue] = Math.max(0, (queueRoom as QueueRoom)(queue));
+      return room[queue] as number;
+    };
+    if (this.#parkedCount > 0) this.#takeParked(slice, max, roomOf, room);
+    // Parking is bounded per call too, so one tick never walks a whole backlog; it is cheap
+    // (a pop and a push), so the bound is generous and a blocked backlog clears in few ticks.
+    for (let parkedNow = 0; slice.count < max && parkedNow < max * 16; ) {
       const slot = this.#heap.peek();
       if (slot < 0 || (store.dueAt[slot] as number) > nowMs) break;
       this.#heap.pop();
-      this.#setState(slot, timerState.delivering);
-      seqs[count] = store.logSeq[slot] as number;
-      rows[count] = store.row[slot] as number;
-      attempts[count] = (store.attempts[slot] as number) + 1;
-      fireAtMs[count] = store.fireAt[slot] as number;
+      const queue = store.queueIndex[slot] as number;
+      if (roomOf(queue) <= 0) {
+        this.#park(queue, slot);
+        parkedNow++;
+        continue;
+      }
+      if (room !== undefined) room[queue] = (room[queue] as number) - 1;
+      this.#handOut(slice, slot);
     }
-    return { count, seqs: seqs.subarray(0, count), rows: rows.subarray(0, count), attempts: attempts.subarray(0, count), fireAtMs: fireAtMs.subarray(0, count) };
+    const count = slice.count;
+    return {
+      count,
+      seqs: slice.seqs.subarray(0, count),
+      rows: slice.rows.subarray(0, count),
+      attempts: slice.attempts.subarray(0, count),
+      fireAtMs: slice.fireAtMs.subarray(0, count),
+      queues: slice.queues.subarray(0, count),
+    };
+  }
+
+  /** Due timers held back for want of queue room (they are still pending or retrying). */
+  get heldBack(): number {
+    return this.#parkedCount;
+  }
+
+  /** The name of the queue with index `index` (DueSlice.queues). */
+  queueNameAt(index: number): string {
+    const name = this.#queueNames[index];
+    assert.ok(name !== undefined, `no queue has index ${index}`);
+    return name;
+  }
+
+  #handOut(slice: SliceBuilder, slot: number): void {
+    const store = this.#store;
+    const at = slice.count++;
+    this.#setState(slot, timerState.delivering);
+    slice.seqs[at] = store.logSeq[slot] as number;
+    slice.rows[at] = store.row[slot] as number;
+    slice.attempts[at] = (store.attempts[slot] as number) + 1;
+    slice.fireAtMs[at] = store.fireAt[slot] as number;
+    slice.queues[at] = store.queueIndex[slot] as number;
+  }
+
+  #park(queue: number, slot: number): void {
+    let parked = this.#parked[queue];
+    if (parked === undefined) {
+      parked = { handles: [], head: 0 };
+      this.#parked[queue] = parked;
+    }
+    parked.handles.push(this.#store.handleOf(slot));
+    this.#parkedCount++;
+  }
+
+  /** Hands out held-back timers of queues that have room again, oldest first. */
+  #takeParked(slice: SliceBuilder, max: number, roomOf: (queue: number) => number, room: Float64Array | undefined): void {
+    const store = this.#store;
+    for (let queue = 0; queue < this.#parked.length && slice.count < max; queue++) {
+      const parked = this.#parked[queue];
+      if (parked === undefined || parked.head === parked.handles.length) continue;
+      while (parked.head < parked.handles.length && slice.count < max && roomOf(queue) > 0) {
+        const slot = store.slotOf(parked.handles[parked.head] as number);
+        parked.head++;
+        this.#parkedCount--;
+        // Stale: released, taken again after a retry, back in the heap after a failed cancel, or being cancelled.
+        const state = slot < 0 ? -1 : (store.state[slot] as number);
+        if ((state !== timerState.pending && state !== timerState.retrying) || this.#heap.has(slot) || this.#cancelling.has(slot)) continue;
+        if (room !== undefined) room[queue] = (room[queue] as number) - 1;
+        this.#handOut(slice, slot);
+      }
+      if (parked.head === parked.handles.length) {
+        parked.handles.length = 0;
+        parked.head = 0;
+      } else if (parked.head > 1024 && parked.head * 2 > parked.handles.length) {
+        parked.handles.splice(0, parked.head);
+        parked.head = 0;
+      }
+    }
   }
 
   /** What a dispatcher needs to deliver a timer it was handed (views: copy to keep). */
-  deliveryOf(seq: number, row: number): { target: string; payload: Uint8Array; headers: Uint8Array } | undefined {
+  deliveryOf(seq: number, row: number): { target: string; payload: Uint8Array; headers: Uint8Array; key: Uint8Array } | undefined {
     const slot = this.#index.get(seq, row);
     if (slot < 0) return undefined;
-    return { target: this.#store.targetOf(slot), payload: this.#store.payloadOf(slot), headers: this.#store.headersOf(slot) };
+    const store = this.#store;
+    return { target: store.targetOf(slot), payload: store.payloadOf(slot), headers: store.headersOf(slot), key: store.keyOf(slot) };
   }
 
   /**
@@ -337,11 +474,16 @@ export class Engine {
     for (let i = 0; i < outcomes.count; i++) {
       const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
       if (slot < 0) continue;
-      this.#heap.remove(slot);
-      store.setAttempts(slot, Math.min(outcomes.attempts[i] as number, 0xffff));
+      // A redrive is a retry outcome for a dead timer, which sits in the expiry heap.
+      if (!this.#heap.remove(slot)) this.#expiring.remove(slot);
+      this.#deadReasons.delete(slot);
+      const attempts = Math.min(outcomes.attempts[i] as number, 0xffff);
+      store.setAttempts(slot, attempts);
       store.setLastStatus(slot, outcomes.statuses[i] as number);
       const kind = outcomes.kinds[i];
-      this.#setState(slot, kind === outcomeKind.retry ? timerState.retrying : kind === outcomeKind.delivered ? timerState.delivered : timerState.dead);
+      if (kind === outcomeKind.dead) this.#deadReasons.set(slot, outcomes.reasons[i] as number);
+      const state = kind === outcomeKind.delivered ? timerState.delivered : kind === outcomeKind.dead ? timerState.dead : attempts > 0 ? timerState.retrying : timerState.pending;
+      this.#setState(slot, state);
       // A retry's time, or a finished timer's expiry: either way, when its heap hands it back.
       store.setDueAt(slot, outcomes.retryAtMs[i] as number);
       (kind === outcomeKind.retry ? this.#heap : this.#expiring).push(slot);
@@ -469,6 +611,67 @@ export class Engine {
   payloadOf(id: string): Uint8Array | undefined {
     const slot = this.#slotOfId(id);
     return slot < 0 ? undefined : this.#store.payloadOf(slot);
+  }
+
+  /**
+   * Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only.
+   */
+  listDead(limit: number, queue?: string): DeadTimer[] {
+    const store = this.#store;
+    const queueIndex = queue === undefined ? -1 : (this.#queueIndexOf.get(queue) ?? -2);
+    if (queueIndex === -2) return [];
+    const slots: number[] = [];
+    for (const slot of this.#deadReasons.keys()) {
+      if (queueIndex < 0 || store.queueIndex[slot] === queueIndex) slots.push(slot);
+    }
+    const logOrder = (a: number, b: number): number => (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
+    return slots
+      .sort(logOrder)
+      .slice(0, limit)
+      .map((slot) => {
+        const status = store.lastStatus[slot] as number;
+        return {
+          id: encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
+          queue: this.#queueNames[store.queueIndex[slot] as number] as string,
+          target: store.targetOf(slot),
+          fireAtMs: store.fireAt[slot] as number,
+          attempts: store.attempts[slot] as number,
+          lastStatus: status === 0 ? null : status,
+          reason: deadReasonNames[this.#deadReasons.get(slot) as number] ?? 'unknown',
+        };
+      });
+  }
+
+  /**
+   * Sends a dead timer round again: a retry outcome, due now, with its attempts reset, so it
+   * gets its queue's full max_attempts once more. Durable before it resolves.
+   */
+  async redrive(id: string): Promise<RedriveOutcome> {
+    const slot = this.#slotOfId(id);
+    if (slot < 0) return 'not-found';
+    const inFlight = this.#settling.get(slot);
+    if (inFlight !== undefined) {
+      await inFlight;
+      return this.#store.state[slot] === timerState.dead ? 'not-dead' : 'redriven';
+    }
+    if (this.#store.state[slot] !== timerState.dead) return 'not-dead';
+    const outcome = emptyOutcomes(1);
+    outcome.count = 1;
+    outcome.seqs[0] = this.#store.logSeq[slot] as number;
+    outcome.rows[0] = this.#store.row[slot] as number;
+    outcome.kinds[0] = outcomeKind.retry;
+    outcome.statuses[0] = this.#store.lastStatus[slot] as number;
+    outcome.attempts[0] = 0;
+    outcome.retryAtMs[0] = this.#clock.now();
+    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcome)).then(() => undefined);
+    this.#settling.set(slot, appended.catch(() => undefined));
+    try {
+      await appended;
+    } finally {
+      this.#settling.delete(slot);
+    }
+    this.#applyOutcomes(outcome);
+    return 'redriven';
   }
 
   async close(): Promise<void> {
@@ -603,6 +806,7 @@ export class Engine {
     const store = this.#store;
     assert.ok(isFinished(store.state[slot] as number), 'only finished timers are released');
     this.#expiring.remove(slot);
+    this.#deadReasons.delete(slot);
     this.#releasedExpiryMax = Math.max(this.#releasedExpiryMax, store.dueAt[slot] as number);
     this.#index.delete(store.logSeq[slot] as number, store.row[slot] as number);
     if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));

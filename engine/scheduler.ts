@@ -14,6 +14,8 @@ import { schedulerLimits, type SchedulerLimits } from './limits.ts';
 export interface DispatchPort {
   /** How many more timers the dispatcher takes now (its in-flight room). */
   room(): number;
+  /** How many more timers of one queue it takes now (absent: no limit per queue). */
+  queueRoom?(queueIndex: number): number;
   deliver(slice: DueSlice): void;
 }
 
@@ -30,6 +32,7 @@ export class Scheduler {
   #timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
   #armedForMs = Infinity;
   #running = false;
+  readonly #queueRoom: ((queueIndex: number) => number) | undefined;
 
   constructor(engine: Engine, port: DispatchPort, clock: Clock, limits: Partial<SchedulerLimits> = {}) {
     this.#engine = engine;
@@ -38,6 +41,7 @@ export class Scheduler {
     this.#limits = { ...schedulerLimits, ...limits };
     this.#tokens = this.#limits.sliceTimersMax;
     this.#tokensAtMs = clock.now();
+    this.#queueRoom = port.queueRoom?.bind(port);
   }
 
   start(): void {
@@ -66,7 +70,7 @@ export class Scheduler {
     this.#refill(now);
     const max = Math.min(this.#limits.sliceTimersMax, this.#port.room(), Math.floor(this.#tokens));
     if (max <= 0) return 0;
-    const slice = this.#engine.takeDue(now, max);
+    const slice = this.#engine.takeDue(now, max, this.#queueRoom);
     if (slice.count === 0) return 0;
     this.#tokens -= slice.count;
     this.#port.deliver(slice);
