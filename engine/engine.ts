@@ -63,6 +63,11 @@ export interface EngineOptions {
   /** How long finished timers stay after they finish (their record, and their key's dedup). */
   readonly retention?: Partial<Retention>;
   readonly logger?: WalLogger;
+  /**
+   * Why a target is refused when a timer is added (the dispatcher's SSRF guard refuses literal
+   * private addresses here, as a 400), or undefined. Run once per distinct target of a batch.
+   */
+  readonly checkTarget?: (target: string) => string | undefined;
 }
 
 export type TimerStateName = 'pending' | 'delivering' | 'retrying' | 'delivered' | 'dead' | 'cancelled';
@@ -236,7 +241,10 @@ export class Engine {
   /** Why each dead timer died (dead timers are few; the OUTCOME record holds the reason). */
   readonly #deadReasons = new Map<number, number>();
 
+  readonly #checkTarget: ((target: string) => string | undefined) | undefined;
+
   private constructor(options: EngineOptions) {
+    this.#checkTarget = options.checkTarget;
     this.#clock = options.clock ?? systemClock;
     this.#limits = { ...timerLimits, ...options.limits };
     this.#retention = { ...retentionDefaults, ...options.retention };
@@ -514,6 +522,7 @@ export class Engine {
   async admit(batch: TimerBatch): Promise<Admitted> {
     const acceptedAtMs = this.#clock.now();
     validateBatch(batch, this.#limits, acceptedAtMs);
+    this.#checkTargets(batch);
     return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs);
   }
 
@@ -522,6 +531,7 @@ export class Engine {
     const acceptedAtMs = this.#clock.now();
     const batch = batchFromArrow(ipc, acceptedAtMs, this.#limits.rowsPerBatchMax);
     validateBatch(batch, this.#limits, acceptedAtMs);
+    this.#checkTargets(batch);
     return this.#admit(batch, addEncodingArrowStream, [ipc], acceptedAtMs);
   }
 
@@ -676,6 +686,17 @@ export class Engine {
 
   async close(): Promise<void> {
     await this.#wal.close();
+  }
+
+  /** Refuses a batch with a target the dispatcher would refuse (targets are a dictionary: each is checked once). */
+  #checkTargets(batch: TimerBatch): void {
+    if (this.#checkTarget === undefined) return;
+    for (let entry = 0; entry < batch.targets.length; entry++) {
+      const refusal = this.#checkTarget(batch.targets[entry] as string);
+      if (refusal === undefined) continue;
+      const row = batch.targetIndex.indexOf(entry);
+      throw new FermataError(errorCodes.targetRefused, `${refusal} (row ${row})`, { column: 'target', row });
+    }
   }
 
   /** The slot of the timer `id` names: (sequence, row) finds it, and the fire time must match too, or it is not that id. */

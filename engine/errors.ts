@@ -14,6 +14,7 @@ export const errorCodes = {
   capacityFull: 'CAPACITY_FULL',
   queueInvalid: 'QUEUE_INVALID',
   unauthorized: 'UNAUTHORIZED',
+  targetRefused: 'TARGET_REFUSED',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

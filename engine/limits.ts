@@ -126,3 +126,41 @@ export const ingestLimits = {
 
 assert.ok(ingestLimits.jsonBodyBytesMax <= ingestLimits.bodyBytesMax, 'a JSON body is never allowed more than a bulk one');
 assert.ok(ingestLimits.jsonBodyBytesMax >= 2 * timerLimits.payloadBytesMax, 'one timer with the largest payload fits a JSON body, base64-encoded');
+
+export const deliveryLimits = {
+  /** A target's Retry-After is honoured up to this long: a broken or hostile target cannot park a timer for years. */
+  retryAfterMsMax: 24 * 3600 * 1000,
+  /** Secrets one webhook signer holds (each signs every delivery): rotation needs two, a few more is a slip. */
+  signingSecretsMax: 8,
+} as const;
+
+assert.ok(deliveryLimits.retryAfterMsMax > 0 && Number.isSafeInteger(deliveryLimits.retryAfterMsMax), 'retryAfterMsMax must be a positive whole number of ms');
+assert.ok(deliveryLimits.signingSecretsMax >= 2, 'rotation signs with an old and a new secret at once');
+
+export const readinessLimits = {
+  /** /readyz turns red when the data directory's file system has fewer bytes free (for an
+   * unprivileged writer) than this: as much as the log may hold queued, so a load balancer that
+   * stops sending at red still leaves room to write all of it. */
+  diskFreeBytesMin: walLimits.queueBytesMax,
+  /** Free space is read at most this often; /readyz answers from the last reading in between. */
+  diskCheckIntervalMs: 1000,
+} as const;
+
+assert.ok(readinessLimits.diskCheckIntervalMs > 0, 'diskCheckIntervalMs must be positive');
+
+export const dispatchLimits = {
+  /** Deliveries in flight across all queues; the scheduler hands out no more than this room. */
+  inFlightMax: 8192,
+  /** Timers in one task sent to a delivery worker (one transfer each way, one OUTCOME record). */
+  timersPerTaskMax: 256,
+  /** An HTTP/2 session to a target unused this long is closed. */
+  sessionIdleMsMax: 5 * 60_000,
+  /** TCP connect plus TLS and HTTP/2 handshakes to a target, at most. */
+  connectTimeoutMs: 10_000,
+  /** Shutdown waits this long for deliveries in flight to finish and be recorded. */
+  drainTimeoutMs: 30_000,
+} as const;
+
+export type DispatchLimits = { -readonly [K in keyof typeof dispatchLimits]: number };
+
+assert.ok(dispatchLimits.timersPerTaskMax >= 1 && dispatchLimits.timersPerTaskMax <= dispatchLimits.inFlightMax, 'a task holds at least one timer and no more than may be in flight');

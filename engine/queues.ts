@@ -14,6 +14,8 @@ export interface QueueConfig {
   readonly rate_per_s: number | null;
   /** Deliveries in flight at most; null = no limit. */
   readonly max_concurrent: number | null;
+  /** How long one delivery attempt waits for the answer's head before it counts as failed. */
+  readonly timeout_ms: number;
 }
 
 export const defaultQueueConfig: QueueConfig = {
@@ -23,6 +25,7 @@ export const defaultQueueConfig: QueueConfig = {
   max_doublings: 16,
   rate_per_s: null,
   max_concurrent: null,
+  timeout_ms: 30_000,
 };
 
 const fieldLimits = {
@@ -32,6 +35,7 @@ const fieldLimits = {
   max_doublings: { min: 0, max: 62 },
   rate_per_s: { min: 1, max: 10_000_000 },
   max_concurrent: { min: 1, max: 1_000_000 },
+  timeout_ms: { min: 1, max: 600_000 },
 } as const;
 
 type Field = keyof typeof fieldLimits;

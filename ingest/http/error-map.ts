@@ -14,6 +14,8 @@ import { ingestLimits } from '../../engine/limits.ts';
 export const httpErrorCodes = {
   notFound: 'NOT_FOUND',
   tooLate: 'TOO_LATE',
+  /** A redrive of a timer that is not dead. */
+  notDead: 'NOT_DEAD',
   unsupportedMediaType: 'UNSUPPORTED_MEDIA_TYPE',
   bodyTooLarge: 'BODY_TOO_LARGE',
   /** Malformed or empty JSON, a body that does not match its Content-Length. */
@@ -29,6 +31,8 @@ export type HttpErrorCode = (typeof httpErrorCodes)[keyof typeof httpErrorCodes]
 const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.batchInvalid]: 400,
   [errorCodes.queueInvalid]: 400,
+  // A literal target address the SSRF guard refuses, found when the timer is added.
+  [errorCodes.targetRefused]: 400,
   [errorCodes.capacityFull]: 503,
   [errorCodes.walQueueFull]: 429,
   // 507 instead when the poison's cause is ENOSPC (below).
@@ -43,6 +47,7 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.dataDirLocked]: 500,
   [httpErrorCodes.notFound]: 404,
   [httpErrorCodes.tooLate]: 409,
+  [httpErrorCodes.notDead]: 409,
   [httpErrorCodes.unsupportedMediaType]: 415,
   [httpErrorCodes.bodyTooLarge]: 413,
   [httpErrorCodes.bodyInvalid]: 400,

@@ -7,6 +7,7 @@ import { errorCodes } from '../../engine/errors.ts';
 import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../engine/limits.ts';
 import { defaultQueueConfig } from '../../engine/queues.ts';
 import { httpErrorCodes } from './error-map.ts';
+import { deadListLimitDefault, deadListLimitMax } from './dead-routes.ts';
 import type { HttpServer } from './server.ts';
 
 const MiB = 1024 * 1024;
@@ -34,6 +35,7 @@ const queueFields = {
   max_doublings: { min: 0, max: 62, nullable: false, text: 'How many times the backoff doubles before it grows linearly.' },
   rate_per_s: { min: 1, max: 10_000_000, nullable: true, text: 'Deliveries per second at most; null = no limit.' },
   max_concurrent: { min: 1, max: 1_000_000, nullable: true, text: 'Deliveries in flight at most; null = no limit.' },
+  timeout_ms: { min: 1, max: 600_000, nullable: false, text: 'How long one delivery attempt waits for the answer before it counts as failed (an addition to DESIGN.md).' },
 } as const;
 const queueFieldNames = Object.keys(queueFields) as (keyof typeof queueFields)[];
 
@@ -144,9 +146,10 @@ export const openApiDocument = {
             description: 'One JSON timer whose `key` is already known: nothing added; the original timer\'s id and fire time, `duplicate: true`.',
             content: jsonOf({ allOf: [ref('schemas', 'TimerAdded')], properties: { duplicate: { const: true } } }),
           },
-          '400': errorResponse('The body is not valid (BODY_INVALID: malformed or empty JSON) or a timer breaks a rule (BATCH_INVALID, naming the `field` or `column`, and for a batch the `row`, and for NDJSON the `line`).', [
+          '400': errorResponse('The body is not valid (BODY_INVALID: malformed or empty JSON) or a timer breaks a rule (BATCH_INVALID, naming the `field` or `column`, and for a batch the `row`, and for NDJSON the `line`). TARGET_REFUSED: a target is a literal address the delivery guard refuses (private, loopback, link-local, metadata …) and the configured allow-list does not let through.', [
             errorCodes.batchInvalid,
             httpErrorCodes.bodyInvalid,
+            errorCodes.targetRefused,
           ]),
           '401': ref('responses', 'Unauthorized'),
           '413': errorResponse(
@@ -248,6 +251,66 @@ export const openApiDocument = {
         },
       },
     },
+    '/v1/dead': {
+      get: {
+        operationId: 'listDead',
+        summary: 'List dead timers',
+        description: 'Dead timers (a 410 answer, attempts exhausted, or a target refused at delivery), oldest first, until their retention ends.',
+        parameters: [
+          { name: 'queue', in: 'query', required: false, description: 'Only this queue\'s dead timers.', schema: { type: 'string', minLength: 1 } },
+          { name: 'limit', in: 'query', required: false, description: 'At most this many.', schema: { type: 'integer', minimum: 1, maximum: deadListLimitMax, default: deadListLimitDefault } },
+        ],
+        responses: {
+          '200': {
+            description: 'The dead timers.',
+            content: jsonOf({
+              type: 'object',
+              properties: {
+                dead: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: {
+                      id: ref('schemas', 'TimerId'),
+                      queue: queueNameSchema,
+                      target: { type: 'string', format: 'uri' },
+                      fire_at: { type: 'string', format: 'date-time' },
+                      attempts: { type: 'integer', minimum: 0 },
+                      last_status: { type: ['integer', 'null'], description: 'The last HTTP status the target answered; null when none came back.' },
+                      reason: { enum: ['attempts_exhausted', 'gone', 'target_refused', 'unknown'] },
+                    },
+                    required: ['id', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason'],
+                    additionalProperties: false,
+                  },
+                },
+              },
+              required: ['dead'],
+              additionalProperties: false,
+            }),
+          },
+          '400': errorResponse('REQUEST_INVALID: a bad `limit` or an unknown query parameter.', [httpErrorCodes.requestInvalid]),
+          '401': ref('responses', 'Unauthorized'),
+        },
+      },
+    },
+    '/v1/dead/{id}/retry': {
+      parameters: [ref('parameters', 'TimerId')],
+      post: {
+        operationId: 'redriveDead',
+        summary: 'Redrive a dead timer',
+        description: 'Sends a dead timer round again, due now, with its attempts reset (its queue\'s max_attempts apply afresh). Durable before the answer.',
+        responses: {
+          '200': {
+            description: 'Redriven: pending again.',
+            content: jsonOf({ type: 'object', properties: { id: ref('schemas', 'TimerId'), state: { const: 'pending' } }, required: ['id', 'state'], additionalProperties: false }),
+          },
+          '401': ref('responses', 'Unauthorized'),
+          '404': ref('responses', 'NotFound'),
+          '409': errorResponse('NOT_DEAD: the timer is not dead (only dead timers are redriven).', [httpErrorCodes.notDead]),
+          ...logResponses,
+        },
+      },
+    },
     '/v1/stats': {
       get: {
         operationId: 'getStats',
@@ -277,12 +340,13 @@ export const openApiDocument = {
     '/readyz': {
       get: {
         operationId: 'readyz',
-        summary: 'Readiness: the log acknowledges writes',
+        summary: 'Readiness: the log acknowledges writes and the disk has room',
         security: open,
         responses: {
           '200': { description: 'Ready.', content: jsonOf({ allOf: [ref('schemas', 'Health')], properties: { status: { const: 'ready' } } }) },
           '503': {
-            description: 'Not ready: the log is poisoned (a failed write or fsync); `reason` says why.',
+            description:
+              'Not ready: the log is poisoned (a failed write or fsync), or the data directory\'s file system has fewer bytes free than the configured minimum (`free_bytes` then says how many are), or its free space cannot be read; `reason` says which.',
             content: jsonOf({ allOf: [ref('schemas', 'Health')], properties: { status: { const: 'not-ready' } }, required: ['reason'] }),
           },
         },
@@ -444,7 +508,11 @@ export const openApiDocument = {
       },
       Health: {
         type: 'object',
-        properties: { status: { type: 'string' }, reason: { type: 'string' } },
+        properties: {
+          status: { type: 'string' },
+          reason: { type: 'string' },
+          free_bytes: { type: 'integer', minimum: 0, description: 'Bytes free for the data directory, when a nearly full disk is the reason.' },
+        },
         required: ['status'],
         additionalProperties: false,
       },

@@ -14,6 +14,7 @@ const configProperties = {
   max_doublings: { type: 'integer' },
   rate_per_s: nullableInteger,
   max_concurrent: nullableInteger,
+  timeout_ms: { type: 'integer' },
 } as const;
 
 const configFields = Object.keys(configProperties);

@@ -1,0 +1,150 @@
+// The unit of work between the dispatcher (main thread) and a delivery worker: many timers in
+// three transferable arrays one way, their outcomes as transferable columns the other way (the
+// worker applies the retry policy, so it gets each timer's queue policy with it). Nothing per
+// timer crosses the thread boundary as an object.
+//
+//   DeliveryTask  count
+//                 meta    Float64Array  [fireAtMs, attempt, timeoutMs, max_attempts,
+//                                        min_backoff_ms, max_backoff_ms, max_doublings] × count
+//                 offsets Uint32Array   [id, target, headers, key, payload] starts × count, + end
+//                 bytes   Uint8Array    id | target | headers JSON | key | payload | id | …
+//
+//   DeliveryResults  kinds, reasons   Uint8Array    outcome kind and dead reason (engine/records.ts)
+//                    statuses         Uint16Array   the HTTP status; 0 when none came back
+//                    retryAtMs        Float64Array  a retry's time (0 otherwise)
+//                    startedAtMs      Float64Array  wall clock when the request was sent
+//                    durationMs       Float64Array  until the answer's head arrived, or the failure
+import assert from 'node:assert/strict';
+import type { QueueConfig } from '../engine/queues.ts';
+
+export const metaFields = 7;
+export const byteFields = 5;
+
+export interface DeliveryTask {
+  readonly count: number;
+  readonly meta: Float64Array;
+  readonly offsets: Uint32Array;
+  readonly bytes: Uint8Array;
+}
+
+export interface DeliveryResults {
+  readonly kinds: Uint8Array;
+  readonly reasons: Uint8Array;
+  readonly statuses: Uint16Array;
+  readonly retryAtMs: Float64Array;
+  readonly startedAtMs: Float64Array;
+  readonly durationMs: Float64Array;
+}
+
+/** One timer as the dispatcher adds it to a task (views into the store are fine: they are copied). */
+export interface TaskTimer {
+  readonly id: string;
+  readonly target: string;
+  readonly headers: Uint8Array;
+  readonly key: Uint8Array;
+  readonly payload: Uint8Array;
+  readonly fireAtMs: number;
+  readonly attempt: number;
+  readonly timeoutMs: number;
+  readonly policy: QueueConfig;
+}
+
+const utf8 = new TextEncoder();
+
+/** Builds a task timer by timer; the byte buffer grows by doubling. */
+export class DeliveryTaskBuilder {
+  readonly #capacity: number;
+  readonly #meta: Float64Array;
+  readonly #offsets: Uint32Array;
+  #bytes: Uint8Array;
+  #used = 0;
+  #count = 0;
+
+  constructor(capacity: number, bytesInitial = 64 * 1024) {
+    this.#capacity = capacity;
+    this.#meta = new Float64Array(capacity * metaFields);
+    this.#offsets = new Uint32Array(capacity * byteFields + 1);
+    this.#bytes = new Uint8Array(bytesInitial);
+  }
+
+  get count(): number {
+    return this.#count;
+  }
+
+  add(timer: TaskTimer): void {
+    assert.ok(this.#count < this.#capacity, 'task is full');
+    const at = this.#count++;
+    const meta = this.#meta;
+    const base = at * metaFields;
+    meta[base] = timer.fireAtMs;
+    meta[base + 1] = timer.attempt;
+    meta[base + 2] = timer.timeoutMs;
+    meta[base + 3] = timer.policy.max_attempts;
+    meta[base + 4] = timer.policy.min_backoff_ms;
+    meta[base + 5] = timer.policy.max_backoff_ms;
+    meta[base + 6] = timer.policy.max_doublings;
+    this.#putString(at * byteFields, timer.id);
+    this.#putString(at * byteFields + 1, timer.target);
+    this.#put(at * byteFields + 2, timer.headers);
+    this.#put(at * byteFields + 3, timer.key);
+    this.#put(at * byteFields + 4, timer.payload);
+    this.#offsets[at * byteFields + byteFields] = this.#used;
+  }
+
+  /** The finished task and the buffers to transfer with it. */
+  finish(): { task: DeliveryTask; transfer: ArrayBuffer[] } {
+    const count = this.#count;
+    const meta = this.#meta.slice(0, count * metaFields);
+    const offsets = this.#offsets.slice(0, count * byteFields + 1);
+    const bytes = this.#bytes.slice(0, this.#used);
+    return { task: { count, meta, offsets, bytes }, transfer: [meta.buffer, offsets.buffer, bytes.buffer] };
+  }
+
+  #putString(field: number, value: string): void {
+    this.#reserve(value.length * 3);
+    this.#offsets[field] = this.#used;
+    this.#used += utf8.encodeInto(value, this.#bytes.subarray(this.#used)).written;
+  }
+
+  #put(field: number, value: Uint8Array): void {
+    this.#reserve(value.length);
+    this.#offsets[field] = this.#used;
+    this.#bytes.set(value, this.#used);
+    this.#used += value.length;
+  }
+
+  #reserve(bytes: number): void {
+    if (this.#used + bytes <= this.#bytes.length) return;
+    const next = new Uint8Array(Math.max(this.#bytes.length * 2, this.#used + bytes));
+    next.set(this.#bytes.subarray(0, this.#used));
+    this.#bytes = next;
+  }
+}
+
+/** Field `field` (0 id … 4 payload) of timer `at`, as a view. */
+export function taskBytes(task: DeliveryTask, at: number, field: number): Uint8Array {
+  const index = at * byteFields + field;
+  return task.bytes.subarray(task.offsets[index] as number, task.offsets[index + 1] as number);
+}
+
+/** The retry policy fields of timer `at` (the rest of a QueueConfig does not reach workers). */
+export function taskPolicy(task: DeliveryTask, at: number): Pick<QueueConfig, 'max_attempts' | 'min_backoff_ms' | 'max_backoff_ms' | 'max_doublings'> {
+  const base = at * metaFields;
+  const meta = task.meta;
+  return { max_attempts: meta[base + 3] as number, min_backoff_ms: meta[base + 4] as number, max_backoff_ms: meta[base + 5] as number, max_doublings: meta[base + 6] as number };
+}
+
+export function emptyResults(count: number): DeliveryResults {
+  return {
+    kinds: new Uint8Array(count),
+    reasons: new Uint8Array(count),
+    statuses: new Uint16Array(count),
+    retryAtMs: new Float64Array(count),
+    startedAtMs: new Float64Array(count),
+    durationMs: new Float64Array(count),
+  };
+}
+
+export function resultsTransfer(results: DeliveryResults): ArrayBuffer[] {
+  return [results.kinds, results.reasons, results.statuses, results.retryAtMs, results.startedAtMs, results.durationMs].map((column) => column.buffer as ArrayBuffer);
+}

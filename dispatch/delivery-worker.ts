@@ -1,0 +1,78 @@
+// A delivery worker (piscina worker thread): takes a DeliveryTask of many timers, POSTs each
+// to its target through this thread's origin clients (warm HTTP/2 sessions per origin), applies
+// the retry policy to each answer and returns the outcomes as columns. It knows nothing of the
+// WAL: the dispatcher on the main thread makes the outcomes durable.
+//
+// Delivery request (DESIGN.md): body = payload bytes; the timer's headers; fermata-timer-id,
+// fermata-attempt (1-based), fermata-fire-at (epoch ms), idempotency-key (the timer's key, else
+// its id: the same on every attempt); Standard Webhooks headers when signing secrets are set.
+import { workerData } from 'node:worker_threads';
+import { move, transferableSymbol, valueSymbol } from 'piscina';
+import { TargetGuard } from './target-guard.ts';
+import { type DeliveryResults, type DeliveryTask, emptyResults, metaFields, resultsTransfer, taskBytes, taskPolicy } from './delivery-task.ts';
+import { OriginClients } from './origin-clients.ts';
+import { attemptFailureOf, type AttemptResult, decideOutcome } from './retry-policy.ts';
+import { WebhookSigner } from './signing.ts';
+
+/** What the dispatcher gives every worker when it starts. */
+export interface DeliveryWorkerData {
+  readonly allow: readonly string[];
+  readonly allowLoopback: boolean;
+  readonly signingSecrets: readonly string[];
+  readonly sessionIdleMsMax: number;
+  readonly connectTimeoutMs: number;
+  readonly ca?: string;
+}
+
+const config = workerData as DeliveryWorkerData;
+const guard = new TargetGuard({ allow: config.allow, allowLoopback: config.allowLoopback });
+const clients = new OriginClients({ guard, sessionIdleMsMax: config.sessionIdleMsMax, connectTimeoutMs: config.connectTimeoutMs, ca: config.ca });
+const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);
+const utf8 = new TextDecoder();
+
+export default async function deliver(task: DeliveryTask): Promise<DeliveryResults> {
+  const results = emptyResults(task.count);
+  const sends: Array<Promise<void>> = [];
+  for (let at = 0; at < task.count; at++) sends.push(deliverOne(task, at, results));
+  await Promise.all(sends);
+  // piscina moves the result columns to the main thread (transferred, not copied).
+  return move({ [transferableSymbol]: resultsTransfer(results), [valueSymbol]: results }) as unknown as DeliveryResults;
+}
+
+async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResults): Promise<void> {
+  const fireAtMs = task.meta[at * metaFields] as number;
+  const attempt = task.meta[at * metaFields + 1] as number;
+  const timeoutMs = task.meta[at * metaFields + 2] as number;
+  const id = utf8.decode(taskBytes(task, at, 0));
+  const key = taskBytes(task, at, 3);
+  const body = taskBytes(task, at, 4);
+  const headers: Record<string, string> = { 'content-type': 'application/octet-stream', ...(parseHeaders(taskBytes(task, at, 2))) };
+  headers['fermata-timer-id'] = id;
+  headers['fermata-attempt'] = String(attempt);
+  headers['fermata-fire-at'] = String(fireAtMs);
+  headers['idempotency-key'] = key.length === 0 ? id : utf8.decode(key);
+  const startedAtMs = Date.now();
+  if (signer !== undefined) Object.assign(headers, signer.sign(id, Math.floor(startedAtMs / 1000), body));
+  let result: AttemptResult;
+  let retryAfter: string | undefined;
+  try {
+    const answer = await clients.send({ url: new URL(utf8.decode(taskBytes(task, at, 1))), headers, body, timeoutMs });
+    result = answer.status;
+    retryAfter = answer.retryAfter;
+  } catch (err) {
+    result = attemptFailureOf(err);
+  }
+  const nowMs = Date.now();
+  const decision = decideOutcome(attempt, result, retryAfter, taskPolicy(task, at), nowMs, Math.random());
+  results.kinds[at] = decision.kind;
+  results.reasons[at] = decision.reason;
+  results.statuses[at] = typeof result === 'number' ? result : 0;
+  results.retryAtMs[at] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
+  results.startedAtMs[at] = startedAtMs;
+  results.durationMs[at] = nowMs - startedAtMs;
+}
+
+function parseHeaders(bytes: Uint8Array): Record<string, string> {
+  // Validated as a JSON object of strings when the timer was admitted.
+  return bytes.length === 0 ? {} : (JSON.parse(utf8.decode(bytes)) as Record<string, string>);
+}

@@ -1,0 +1,262 @@
+// The dispatcher: the engine's DispatchPort, on the main thread. It hands due timers to a
+// piscina pool of delivery workers in tasks of many timers, and makes each task's outcomes
+// durable as one OUTCOME record (group-committed with everything else) before it frees the
+// room they took. Flow control is per queue: max_concurrent (deliveries in flight) and
+// rate_per_s (a token bucket); the engine holds back a queue without room, so a slow or
+// failing target never delays another queue's timers.
+//
+//   scheduler ─takeDue(room, queueRoom)─► deliver(slice) ─► tasks of ≤ timersPerTaskMax
+//        ▲                                                     │ piscina (transferred buffers)
+//        └── wake() ◄── room freed ◄── engine.settle(outcomes) ◄┘ outcomes as columns
+//
+// At-least-once: a timer is "delivering" in memory only; a crash before its outcome is durable
+// leaves it pending in the log, and it is delivered again after the restart.
+import { availableParallelism } from 'node:os';
+import * as hdr from 'hdr-histogram-js';
+import { Piscina } from 'piscina';
+import type { Logger } from 'pino';
+import type { Clock, DueSlice, Engine } from '../engine/engine.ts';
+import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
+import type { QueueConfig } from '../engine/queues.ts';
+import { emptyOutcomes, outcomeKind } from '../engine/records.ts';
+import { Scheduler } from '../engine/scheduler.ts';
+import { encodeTimerId } from '../engine/ids.ts';
+import { type DeliveryResults, DeliveryTaskBuilder } from './delivery-task.ts';
+import type { DeliveryWorkerData } from './delivery-worker.ts';
+import { attemptFailure, decideOutcome } from './retry-policy.ts';
+import { TargetGuard } from './target-guard.ts';
+import { WebhookSigner } from './signing.ts';
+
+export interface DispatcherOptions {
+  readonly engine: Engine;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Delivery worker threads; default: all cores but the main thread's, at least one. */
+  readonly threads?: number;
+  /** Target origins and CIDRs let through the SSRF guard. */
+  readonly allow?: readonly string[];
+  /** Loopback targets allowed (the server sets this when it listens on loopback itself). */
+  readonly allowLoopback?: boolean;
+  /** Standard Webhooks secrets (`whsec_…`); each signs every delivery. */
+  readonly signingSecrets?: readonly string[];
+  /** Extra CA certificates (PEM text) trusted for https targets. */
+  readonly ca?: string;
+  readonly limits?: Partial<DispatchLimits>;
+}
+
+/** Per-queue delivery counts since start (for /v1/stats and /metrics). */
+export interface QueueDeliveryStats {
+  delivered: number;
+  retried: number;
+  dead: number;
+}
+
+export class Dispatcher {
+  readonly #engine: Engine;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #limits: DispatchLimits;
+  readonly #pool: Piscina;
+  readonly #scheduler: Scheduler;
+  #inFlight = 0;
+  /** By queue index: deliveries in flight, and the rate bucket's tokens and last refill. */
+  readonly #queueInFlight: number[] = [];
+  readonly #queueTokens: number[] = [];
+  readonly #queueTokensAtMs: number[] = [];
+  readonly #tasks = new Set<Promise<void>>();
+  readonly #stats = new Map<string, QueueDeliveryStats>();
+  /** Delivery start − fire time of first attempts, and time to the answer, in ms. */
+  readonly lateness = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
+  readonly latency = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
+  #stopped = false;
+
+  constructor(options: DispatcherOptions) {
+    this.#engine = options.engine;
+    this.#clock = options.clock;
+    this.#logger = options.logger;
+    this.#limits = { ...dispatchLimits, ...options.limits };
+    const allow = options.allow ?? [];
+    const signingSecrets = options.signingSecrets ?? [];
+    // Configuration errors surface here, at start-up, not in a worker thread later.
+    new TargetGuard({ allow, allowLoopback: options.allowLoopback ?? false });
+    if (signingSecrets.length > 0) new WebhookSigner(signingSecrets);
+    const workerData: DeliveryWorkerData = {
+      allow,
+      allowLoopback: options.allowLoopback ?? false,
+      signingSecrets,
+      sessionIdleMsMax: this.#limits.sessionIdleMsMax,
+      connectTimeoutMs: this.#limits.connectTimeoutMs,
+      ...(options.ca === undefined ? {} : { ca: options.ca }),
+    };
+    const threads = options.threads ?? Math.max(1, availableParallelism() - 1);
+    this.#pool = new Piscina({
+      filename: new URL('./delivery-worker.ts', import.meta.url).href,
+      minThreads: threads,
+      maxThreads: threads,
+      // Workers wait on their message port, not in Atomics.wait: an idle worker's event loop
+      // keeps running, so its HTTP/2 sessions answer PINGs and stay warm.
+      atomics: 'disabled',
+      // A task is mostly waiting on the network: many run at once on one worker.
+      concurrentTasksPerWorker: Math.ceil(this.#limits.inFlightMax / this.#limits.timersPerTaskMax / threads) + 1,
+      workerData,
+    });
+    this.#scheduler = new Scheduler(this.#engine, this, this.#clock);
+  }
+
+  /** Starts releasing due timers. */
+  start(): void {
+    this.#scheduler.start();
+  }
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  get threads(): number {
+    return this.#pool.threads.length;
+  }
+
+  /** Counts by queue name since start. */
+  stats(): ReadonlyMap<string, Readonly<QueueDeliveryStats>> {
+    return this.#stats;
+  }
+
+  room(): number {
+    return this.#stopped ? 0 : this.#limits.inFlightMax - this.#inFlight;
+  }
+
+  queueRoom(queueIndex: number): number {
+    const config = this.#engine.queueConfig(this.#engine.queueNameAt(queueIndex));
+    let room = Infinity;
+    if (config.max_concurrent !== null) room = config.max_concurrent - (this.#queueInFlight[queueIndex] ?? 0);
+    if (config.rate_per_s !== null) room = Math.min(room, Math.floor(this.#refill(queueIndex, config.rate_per_s)));
+    return room;
+  }
+
+  deliver(slice: DueSlice): void {
+    const engine = this.#engine;
+    let builder: DeliveryTaskBuilder | undefined;
+    let start = 0;
+    for (let i = 0; i < slice.count; i++) {
+      const queue = slice.queues[i] as number;
+      const config = engine.queueConfig(engine.queueNameAt(queue));
+      this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
+      if (config.rate_per_s !== null) this.#queueTokens[queue] = (this.#queueTokens[queue] ?? 0) - 1;
+      const seq = slice.seqs[i] as number;
+      const row = slice.rows[i] as number;
+      const fireAtMs = slice.fireAtMs[i] as number;
+      const delivery = engine.deliveryOf(seq, row);
+      if (delivery === undefined) throw new Error(`timer (${seq}, ${row}) handed out for delivery is not resident`);
+      builder ??= new DeliveryTaskBuilder(Math.min(this.#limits.timersPerTaskMax, slice.count - i));
+      builder.add({
+        id: encodeTimerId(seq, row, fireAtMs),
+        target: delivery.target,
+        headers: delivery.headers,
+        key: delivery.key,
+        payload: delivery.payload,
+        fireAtMs,
+        attempt: slice.attempts[i] as number,
+        timeoutMs: config.timeout_ms,
+        policy: config,
+      });
+      if (builder.count === this.#limits.timersPerTaskMax || i === slice.count - 1) {
+        this.#run(builder, slice, start, i + 1);
+        builder = undefined;
+        start = i + 1;
+      }
+    }
+    this.#inFlight += slice.count;
+  }
+
+  /** Stops taking due timers, waits (bounded) for deliveries in flight to be recorded, stops the workers. */
+  async close(): Promise<void> {
+    this.#stopped = true;
+    this.#scheduler.stop();
+    const drained = Promise.allSettled([...this.#tasks]);
+    const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.#limits.drainTimeoutMs).unref());
+    await Promise.race([drained, timeout]);
+    await this.#pool.destroy();
+  }
+
+  #run(builder: DeliveryTaskBuilder, slice: DueSlice, from: number, to: number): void {
+    const { task, transfer } = builder.finish();
+    // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
+    const transferList = transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
+    const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)
+      .then(
+        (results) => this.#record(slice, from, to, results),
+        (err: unknown) => {
+          this.#logger.error({ err, timers: to - from }, 'a delivery task failed; its timers count a failed attempt');
+          return this.#record(slice, from, to, undefined);
+        },
+      )
+      .catch((err: unknown) => this.#logger.error({ err, timers: to - from }, 'delivery outcomes were not recorded; the timers will be delivered again'))
+      .finally(() => {
+        this.#tasks.delete(done);
+        for (let i = from; i < to; i++) {
+          const queue = slice.queues[i] as number;
+          this.#queueInFlight[queue] = (this.#queueInFlight[queue] as number) - 1;
+        }
+        this.#inFlight -= to - from;
+        this.#scheduler.wake();
+      });
+    this.#tasks.add(done);
+  }
+
+  /** Makes one task's outcomes durable (results undefined: the task failed as a whole). */
+  async #record(slice: DueSlice, from: number, to: number, results: DeliveryResults | undefined): Promise<void> {
+    const count = to - from;
+    const outcomes = emptyOutcomes(count);
+    outcomes.count = count;
+    const nowMs = this.#clock.now();
+    for (let i = 0; i < count; i++) {
+      const at = from + i;
+      const attempt = slice.attempts[at] as number;
+      outcomes.seqs[i] = slice.seqs[at] as number;
+      outcomes.rows[i] = slice.rows[at] as number;
+      outcomes.attempts[i] = attempt;
+      if (results === undefined) {
+        const decision = decideOutcome(attempt, attemptFailure.networkError, undefined, this.#configOf(slice, at), nowMs, Math.random());
+        outcomes.kinds[i] = decision.kind;
+        outcomes.reasons[i] = decision.reason;
+        outcomes.retryAtMs[i] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
+        continue;
+      }
+      outcomes.kinds[i] = results.kinds[i] as number;
+      outcomes.reasons[i] = results.reasons[i] as number;
+      outcomes.statuses[i] = results.statuses[i] as number;
+      outcomes.retryAtMs[i] = results.retryAtMs[i] as number;
+      if (attempt === 1) this.lateness.recordValue(Math.max(0, (results.startedAtMs[i] as number) - (slice.fireAtMs[at] as number)));
+      this.latency.recordValue(Math.max(0, results.durationMs[i] as number));
+    }
+    await this.#engine.settle(outcomes);
+    for (let i = 0; i < count; i++) this.#count(slice.queues[from + i] as number, outcomes.kinds[i] as number);
+  }
+
+  #configOf(slice: DueSlice, at: number): QueueConfig {
+    return this.#engine.queueConfig(this.#engine.queueNameAt(slice.queues[at] as number));
+  }
+
+  #count(queueIndex: number, kind: number): void {
+    const name = this.#engine.queueNameAt(queueIndex);
+    let stats = this.#stats.get(name);
+    if (stats === undefined) {
+      stats = { delivered: 0, retried: 0, dead: 0 };
+      this.#stats.set(name, stats);
+    }
+    if (kind === outcomeKind.delivered) stats.delivered++;
+    else if (kind === outcomeKind.retry) stats.retried++;
+    else stats.dead++;
+  }
+
+  /** The queue's rate tokens now: the bucket holds one second's worth at most. */
+  #refill(queueIndex: number, ratePerS: number): number {
+    const now = this.#clock.now();
+    const tokens = this.#queueTokens[queueIndex];
+    const atMs = this.#queueTokensAtMs[queueIndex];
+    const refilled = tokens === undefined || atMs === undefined ? ratePerS : Math.min(ratePerS, tokens + (Math.max(0, now - atMs) * ratePerS) / 1000);
+    this.#queueTokens[queueIndex] = refilled;
+    this.#queueTokensAtMs[queueIndex] = now;
+    return refilled;
+  }
+}

@@ -1,0 +1,319 @@
+// HTTP clients for delivery, one per target origin, owned by a delivery worker thread.
+//
+// An origin speaks HTTP/2 until it shows it can't: https targets negotiate h2 or http/1.1 by
+// ALPN; cleartext http targets get HTTP/2 with prior knowledge, and one whose handshake fails
+// after the TCP connect is marked HTTP/1.1 (keep-alive agent) from then on. An HTTP/2 session
+// stays open between deliveries (idle workers run their event loop, so it answers PINGs) and
+// is closed after sessionIdleMsMax without a request.
+//
+// Every connection goes to an address the target guard checked: the client resolves through
+// the guard and connects to that exact address (TLS keeps the name for SNI and certificate
+// checks), so a DNS answer that changes between check and connect cannot slip in a private
+// address; the connected socket's remote address is checked once more. Redirects are never
+// followed: a 3xx is an answer like any other non-2xx.
+//
+//   send(request) ─► origin h2? ─► session (connect: guard → socket → h2 handshake) ─► stream
+//                        └─ h1 ─► guard → http(s).request to the checked address, keep-alive
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import http2 from 'node:http2';
+import https from 'node:https';
+import net from 'node:net';
+import tls from 'node:tls';
+
+/** What a delivery needs from the target guard (dispatch/target-guard.ts). */
+export interface AddressGuard {
+  /** The checked address to connect to for `url`; throws (code TARGET_REFUSED) when refused. */
+  resolveTarget(url: URL): Promise<{ readonly address: string; readonly family: number }>;
+  /** Why a connected socket's remote address is refused (an allow-listed origin never is), or undefined. */
+  checkConnectedAddress(address: string, origin: string): string | undefined;
+}
+
+export interface OriginClientsOptions {
+  readonly guard: AddressGuard;
+  /** A session unused this long is closed. */
+  readonly sessionIdleMsMax: number;
+  /** TCP connect plus TLS and HTTP/2 handshakes, at most. */
+  readonly connectTimeoutMs: number;
+  /** Extra CA certificates (PEM) for https targets. */
+  readonly ca?: string | undefined;
+}
+
+export interface DeliveryRequest {
+  readonly url: URL;
+  readonly headers: Record<string, string>;
+  readonly body: Uint8Array;
+  readonly timeoutMs: number;
+}
+
+export interface DeliveryAnswer {
+  readonly status: number;
+  readonly retryAfter: string | undefined;
+}
+
+/** A delivery that got no answer; `code` tells timeouts (ETIMEDOUT) from other failures. */
+export class DeliveryFailure extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'DeliveryFailure';
+    this.code = code;
+  }
+}
+
+/** The origin turned out not to speak HTTP/2: go on with HTTP/1.1. */
+class NotHttp2 extends Error {}
+
+type Protocol = 'h2' | 'h1';
+
+class Origin {
+  protocol: Protocol = 'h2';
+  session: http2.ClientHttp2Session | undefined;
+  connecting: Promise<http2.ClientHttp2Session> | undefined;
+  agent: http.Agent | undefined;
+}
+
+export class OriginClients {
+  readonly #options: OriginClientsOptions;
+  readonly #origins = new Map<string, Origin>();
+  #closed = false;
+
+  constructor(options: OriginClientsOptions) {
+    this.#options = options;
+  }
+
+  /** Open HTTP/2 sessions (for tests and stats). */
+  get sessionCount(): number {
+    let count = 0;
+    for (const origin of this.#origins.values()) if (origin.session !== undefined && !origin.session.closed) count++;
+    return count;
+  }
+
+  /** Sends one delivery; resolves with the answer's status, rejects when there is none. */
+  async send(request: DeliveryRequest): Promise<DeliveryAnswer> {
+    assert.ok(!this.#closed, 'send after close');
+    const key = request.url.origin;
+    let origin = this.#origins.get(key);
+    if (origin === undefined) {
+      origin = new Origin();
+      this.#origins.set(key, origin);
+    }
+    if (origin.protocol === 'h2') {
+      let session: http2.ClientHttp2Session | undefined;
+      try {
+        session = await this.#session(origin, request.url);
+      } catch (err) {
+        if (!(err instanceof NotHttp2)) throw err;
+        origin.protocol = 'h1';
+      }
+      if (session !== undefined) return requestH2(session, request);
+    }
+    return this.#requestH1(origin, request);
+  }
+
+  /** Closes every session and agent; in-flight requests fail. */
+  close(): void {
+    this.#closed = true;
+    for (const origin of this.#origins.values()) {
+      origin.session?.close();
+      origin.agent?.destroy();
+    }
+    this.#origins.clear();
+  }
+
+  #session(origin: Origin, url: URL): Promise<http2.ClientHttp2Session> {
+    const live = origin.session;
+    if (live !== undefined && !live.closed && !live.destroyed) return Promise.resolve(live);
+    origin.session = undefined;
+    origin.connecting ??= this.#connectH2(url).then(
+      (session) => {
+        origin.connecting = undefined;
+        origin.session = session;
+        const forget = (): void => {
+          if (origin.session === session) origin.session = undefined;
+        };
+        session.on('close', forget);
+        session.on('goaway', forget);
+        session.on('error', forget);
+        session.setTimeout(this.#options.sessionIdleMsMax, () => session.close());
+        return session;
+      },
+      (err: unknown) => {
+        origin.connecting = undefined;
+        throw err;
+      },
+    );
+    return origin.connecting;
+  }
+
+  async #connectH2(url: URL): Promise<http2.ClientHttp2Session> {
+    const { address } = await this.#options.guard.resolveTarget(url);
+    const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
+    const deadline = AbortSignal.timeout(this.#options.connectTimeoutMs);
+    const socket = url.protocol === 'https:' ? await this.#connectTls(address, port, url.hostname, ['h2', 'http/1.1'], deadline) : await connectTcp(address, port, deadline);
+    this.#checkConnected(socket, url);
+    if (socket instanceof tls.TLSSocket && socket.alpnProtocol !== 'h2') {
+      socket.destroy();
+      throw new NotHttp2(`${url.origin} chose ${String(socket.alpnProtocol)} by ALPN`);
+    }
+    const session = http2.connect(url.origin, { createConnection: () => socket, maxSessionMemory: 64 });
+    // The handshake is done when the peer's SETTINGS arrive ('connect' only means the socket
+    // is up). Over TLS, ALPN already said h2: a failed handshake is a network error. In
+    // cleartext, a server that accepted the connection but not the preface speaks HTTP/1.1.
+    const cleartext = url.protocol === 'http:';
+    return new Promise((resolve, reject) => {
+      const fail = (err: unknown): void => {
+        cleanup();
+        session.destroy();
+        reject(cleartext ? new NotHttp2(`${url.origin} did not answer the HTTP/2 preface`) : toFailure(err, `HTTP/2 handshake with ${url.origin} failed`));
+      };
+      const onTimeout = (): void => {
+        cleanup();
+        session.destroy();
+        reject(new DeliveryFailure('ETIMEDOUT', `HTTP/2 handshake with ${url.origin} timed out`));
+      };
+      const onClose = (): void => fail(new Error('closed during the handshake'));
+      const cleanup = (): void => {
+        session.off('remoteSettings', onConnect);
+        session.off('error', fail);
+        session.off('close', onClose);
+        deadline.removeEventListener('abort', onTimeout);
+      };
+      const onConnect = (): void => {
+        cleanup();
+        resolve(session);
+      };
+      session.once('remoteSettings', onConnect);
+      session.once('error', fail);
+      session.once('close', onClose);
+      deadline.addEventListener('abort', onTimeout, { once: true });
+    });
+  }
+
+  #connectTls(address: string, port: number, hostname: string, alpn: string[], deadline: AbortSignal): Promise<tls.TLSSocket> {
+    const servername = net.isIP(hostname) === 0 ? hostname : undefined;
+    // With servername set, the certificate must name the target's host, not the address it resolved to.
+    const socket = tls.connect({ host: address, port, ALPNProtocols: alpn, ...(servername === undefined ? {} : { servername }), ...(this.#options.ca === undefined ? {} : { ca: [...tls.rootCertificates, this.#options.ca] }) });
+    return settleConnect(socket, 'secureConnect', deadline, `${hostname}:${port}`);
+  }
+
+  #requestH1(origin: Origin, request: DeliveryRequest): Promise<DeliveryAnswer> {
+    const { url } = request;
+    const secure = url.protocol === 'https:';
+    origin.agent ??= secure ? new https.Agent({ keepAlive: true, ...(this.#options.ca === undefined ? {} : { ca: [...tls.rootCertificates, this.#options.ca] }) }) : new http.Agent({ keepAlive: true });
+    const agent = origin.agent;
+    return this.#options.guard.resolveTarget(url).then(
+      ({ address }) =>
+        new Promise<DeliveryAnswer>((resolve, reject) => {
+          const servername = net.isIP(url.hostname) === 0 ? url.hostname : undefined;
+          const options: https.RequestOptions = {
+            method: 'POST',
+            host: address,
+            port: Number(url.port) || (secure ? 443 : 80),
+            path: `${url.pathname}${url.search}`,
+            headers: { host: url.host, 'content-length': String(request.body.length), ...request.headers },
+            agent,
+            ...(servername === undefined ? {} : { servername }),
+          };
+          const req = (secure ? https : http).request(options, (res) => {
+            clearTimeout(timer);
+            res.resume();
+            resolve({ status: res.statusCode ?? 0, retryAfter: headerValue(res.headers['retry-after']) });
+          });
+          const timer = setTimeout(() => req.destroy(new DeliveryFailure('ETIMEDOUT', `no answer from ${url.origin} within ${request.timeoutMs} ms`)), request.timeoutMs);
+          req.on('socket', (socket) => {
+            const check = (): void => {
+              try {
+                this.#checkConnected(socket, url);
+              } catch (err) {
+                req.destroy(err as Error);
+              }
+            };
+            if (socket.remoteAddress === undefined) socket.once(secure ? 'secureConnect' : 'connect', check);
+            else check();
+          });
+          req.on('error', (err) => {
+            clearTimeout(timer);
+            reject(toFailure(err, `delivery to ${url.origin} failed`));
+          });
+          req.end(request.body);
+        }),
+    );
+  }
+
+  #checkConnected(socket: net.Socket, url: URL): void {
+    const remote = socket.remoteAddress;
+    const refusal = remote === undefined ? 'no remote address' : this.#options.guard.checkConnectedAddress(remote, url.origin);
+    if (refusal === undefined) return;
+    socket.destroy();
+    const err = new DeliveryFailure('TARGET_REFUSED', `connected address of ${url.origin} refused: ${refusal}`);
+    throw err;
+  }
+}
+
+function requestH2(session: http2.ClientHttp2Session, request: DeliveryRequest): Promise<DeliveryAnswer> {
+  const { url } = request;
+  return new Promise((resolve, reject) => {
+    let answered = false;
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': `${url.pathname}${url.search}`,
+      ':authority': url.host,
+      'content-length': request.body.length,
+      ...request.headers,
+    });
+    const timer = setTimeout(() => {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      reject(new DeliveryFailure('ETIMEDOUT', `no answer from ${url.origin} within ${request.timeoutMs} ms`));
+    }, request.timeoutMs);
+    stream.once('response', (headers) => {
+      answered = true;
+      clearTimeout(timer);
+      stream.resume();
+      resolve({ status: Number(headers[':status']), retryAfter: headerValue(headers['retry-after']) });
+    });
+    stream.once('error', (err) => {
+      clearTimeout(timer);
+      if (!answered) reject(toFailure(err, `delivery to ${url.origin} failed`));
+    });
+    stream.once('close', () => {
+      clearTimeout(timer);
+      if (!answered) reject(new DeliveryFailure('ECONNRESET', `stream to ${url.origin} closed without an answer (code ${stream.rstCode})`));
+    });
+    stream.end(request.body);
+  });
+}
+
+function connectTcp(address: string, port: number, deadline: AbortSignal): Promise<net.Socket> {
+  return settleConnect(net.connect({ host: address, port }), 'connect', deadline, `${address}:${port}`);
+}
+
+function settleConnect<S extends net.Socket>(socket: S, event: 'connect' | 'secureConnect', deadline: AbortSignal, where: string): Promise<S> {
+  return new Promise((resolve, reject) => {
+    const onTimeout = (): void => {
+      socket.destroy();
+      reject(new DeliveryFailure('ETIMEDOUT', `connecting to ${where} timed out`));
+    };
+    const onError = (err: Error): void => {
+      deadline.removeEventListener('abort', onTimeout);
+      reject(toFailure(err, `connecting to ${where} failed`));
+    };
+    socket.once('error', onError);
+    socket.once(event, () => {
+      socket.off('error', onError);
+      deadline.removeEventListener('abort', onTimeout);
+      resolve(socket);
+    });
+    deadline.addEventListener('abort', onTimeout, { once: true });
+  });
+}
+
+function toFailure(err: unknown, message: string): Error {
+  if (err instanceof DeliveryFailure) return err;
+  const code = typeof err === 'object' && err !== null && typeof (err as { code?: unknown }).code === 'string' ? (err as { code: string }).code : 'ECONNRESET';
+  return new DeliveryFailure(code, `${message}: ${err instanceof Error ? err.message : String(err)}`, err);
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
