@@ -22,6 +22,8 @@ export const byteFields = 5;
 
 export interface DeliveryTask {
   readonly count: number;
+  /** "arrow" delivery: every timer goes in one Arrow record batch POSTed here; else each to its target. */
+  readonly sink: string | undefined;
   readonly meta: Float64Array;
   readonly offsets: Uint32Array;
   readonly bytes: Uint8Array;
@@ -57,11 +59,13 @@ export class DeliveryTaskBuilder {
   readonly #meta: Float64Array;
   readonly #offsets: Uint32Array;
   #bytes: Uint8Array;
+  readonly #sink: string | undefined;
   #used = 0;
   #count = 0;
 
-  constructor(capacity: number, bytesInitial = 64 * 1024) {
+  constructor(capacity: number, sink: string | undefined, bytesInitial = 64 * 1024) {
     this.#capacity = capacity;
+    this.#sink = sink;
     this.#meta = new Float64Array(capacity * metaFields);
     this.#offsets = new Uint32Array(capacity * byteFields + 1);
     this.#bytes = new Uint8Array(bytesInitial);
@@ -97,7 +101,7 @@ export class DeliveryTaskBuilder {
     const meta = this.#meta.slice(0, count * metaFields);
     const offsets = this.#offsets.slice(0, count * byteFields + 1);
     const bytes = this.#bytes.slice(0, this.#used);
-    return { task: { count, meta, offsets, bytes }, transfer: [meta.buffer, offsets.buffer, bytes.buffer] };
+    return { task: { count, sink: this.#sink, meta, offsets, bytes }, transfer: [meta.buffer, offsets.buffer, bytes.buffer] };
   }
 
   #putString(field: number, value: string): void {

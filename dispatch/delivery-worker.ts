@@ -10,6 +10,7 @@ import { workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
 import { type DeliveryResults, type DeliveryTask, emptyResults, metaFields, resultsTransfer, taskBytes, taskPolicy } from './delivery-task.ts';
+import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
 import { OriginClients } from './origin-clients.ts';
 import { attemptFailureOf, type AttemptResult, decideOutcome } from './retry-policy.ts';
 import { WebhookSigner } from './signing.ts';
@@ -32,9 +33,13 @@ const utf8 = new TextDecoder();
 
 export default async function deliver(task: DeliveryTask): Promise<DeliveryResults> {
   const results = emptyResults(task.count);
-  const sends: Array<Promise<void>> = [];
-  for (let at = 0; at < task.count; at++) sends.push(deliverOne(task, at, results));
-  await Promise.all(sends);
+  if (task.sink === undefined) {
+    const sends: Array<Promise<void>> = [];
+    for (let at = 0; at < task.count; at++) sends.push(deliverOne(task, at, results));
+    await Promise.all(sends);
+  } else {
+    await deliverArrowBatch(task, task.sink, results);
+  }
   // piscina moves the result columns to the main thread (transferred, not copied).
   return move({ [transferableSymbol]: resultsTransfer(results), [valueSymbol]: results }) as unknown as DeliveryResults;
 }
@@ -62,7 +67,34 @@ async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResul
   } catch (err) {
     result = attemptFailureOf(err);
   }
+  recordOutcome(task, at, results, result, retryAfter, startedAtMs);
+}
+
+/** "arrow" delivery: every timer of the task in one Arrow record batch, one POST; its answer is every row's. */
+async function deliverArrowBatch(task: DeliveryTask, sink: string, results: DeliveryResults): Promise<void> {
+  const body = encodeArrowBatch(task);
+  const batchKey = arrowBatchKey(task);
+  let timeoutMs = 0;
+  for (let at = 0; at < task.count; at++) timeoutMs = Math.max(timeoutMs, task.meta[at * metaFields + 2] as number);
+  const headers: Record<string, string> = { 'content-type': arrowBatchMediaType, 'fermata-batch-rows': String(task.count), 'idempotency-key': batchKey };
+  const startedAtMs = Date.now();
+  if (signer !== undefined) Object.assign(headers, signer.sign(batchKey, Math.floor(startedAtMs / 1000), body));
+  let result: AttemptResult;
+  let retryAfter: string | undefined;
+  try {
+    const answer = await clients.send({ url: new URL(sink), headers, body, timeoutMs });
+    result = answer.status;
+    retryAfter = answer.retryAfter;
+  } catch (err) {
+    result = attemptFailureOf(err);
+  }
+  for (let at = 0; at < task.count; at++) recordOutcome(task, at, results, result, retryAfter, startedAtMs);
+}
+
+/** Timer `at`'s outcome under its own attempt number and queue policy. */
+function recordOutcome(task: DeliveryTask, at: number, results: DeliveryResults, result: AttemptResult, retryAfter: string | undefined, startedAtMs: number): void {
   const nowMs = Date.now();
+  const attempt = task.meta[at * metaFields + 1] as number;
   const decision = decideOutcome(attempt, result, retryAfter, taskPolicy(task, at), nowMs, Math.random());
   results.kinds[at] = decision.kind;
   results.reasons[at] = decision.reason;

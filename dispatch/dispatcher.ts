@@ -21,7 +21,7 @@ import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
 import { encodeTimerId } from '../engine/ids.ts';
-import { type DeliveryResults, DeliveryTaskBuilder } from './delivery-task.ts';
+import { type DeliveryResults, DeliveryTaskBuilder, type TaskTimer } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { attemptFailure, decideOutcome } from './retry-policy.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -44,11 +44,50 @@ export interface DispatcherOptions {
   readonly limits?: Partial<DispatchLimits>;
 }
 
-/** Per-queue delivery counts since start (for /v1/stats and /metrics). */
+/** Per-queue delivery figures since start (for /metrics). */
 export interface QueueDeliveryStats {
   delivered: number;
   retried: number;
   dead: number;
+  /** Delivery start − fire time of first attempts, ms. */
+  readonly lateness: hdr.Histogram;
+  /** Request sent → answer's head (or failure), ms. */
+  readonly latency: hdr.Histogram;
+}
+
+const histogram = (): hdr.Histogram => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
+
+/** A task being filled: what goes to the worker, and (on this thread) which timers it holds. */
+class PendingTask {
+  readonly builder: DeliveryTaskBuilder;
+  readonly seqs: Float64Array;
+  readonly rows: Uint32Array;
+  readonly attempts: Uint32Array;
+  readonly fireAtMs: Float64Array;
+  readonly queues: Uint16Array;
+
+  constructor(capacity: number, sink: string | undefined) {
+    this.builder = new DeliveryTaskBuilder(capacity, sink);
+    this.seqs = new Float64Array(capacity);
+    this.rows = new Uint32Array(capacity);
+    this.attempts = new Uint32Array(capacity);
+    this.fireAtMs = new Float64Array(capacity);
+    this.queues = new Uint16Array(capacity);
+  }
+
+  get count(): number {
+    return this.builder.count;
+  }
+
+  add(slice: DueSlice, i: number, timer: TaskTimer): void {
+    const at = this.builder.count;
+    this.builder.add(timer);
+    this.seqs[at] = slice.seqs[i] as number;
+    this.rows[at] = slice.rows[i] as number;
+    this.attempts[at] = slice.attempts[i] as number;
+    this.fireAtMs[at] = slice.fireAtMs[i] as number;
+    this.queues[at] = slice.queues[i] as number;
+  }
 }
 
 export class Dispatcher {
@@ -64,10 +103,12 @@ export class Dispatcher {
   readonly #queueTokens: number[] = [];
   readonly #queueTokensAtMs: number[] = [];
   readonly #tasks = new Set<Promise<void>>();
+  /** "arrow" queues' batches still filling, by queue index. */
+  readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
   readonly #stats = new Map<string, QueueDeliveryStats>();
   /** Delivery start − fire time of first attempts, and time to the answer, in ms. */
-  readonly lateness = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
-  readonly latency = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
+  readonly lateness = histogram();
+  readonly latency = histogram();
   #stopped = false;
 
   constructor(options: DispatcherOptions) {
@@ -135,88 +176,122 @@ export class Dispatcher {
 
   deliver(slice: DueSlice): void {
     const engine = this.#engine;
-    let builder: DeliveryTaskBuilder | undefined;
-    let start = 0;
+    let task: PendingTask | undefined;
     for (let i = 0; i < slice.count; i++) {
       const queue = slice.queues[i] as number;
       const config = engine.queueConfig(engine.queueNameAt(queue));
       this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
       if (config.rate_per_s !== null) this.#queueTokens[queue] = (this.#queueTokens[queue] ?? 0) - 1;
-      const seq = slice.seqs[i] as number;
-      const row = slice.rows[i] as number;
-      const fireAtMs = slice.fireAtMs[i] as number;
-      const delivery = engine.deliveryOf(seq, row);
-      if (delivery === undefined) throw new Error(`timer (${seq}, ${row}) handed out for delivery is not resident`);
-      builder ??= new DeliveryTaskBuilder(Math.min(this.#limits.timersPerTaskMax, slice.count - i));
-      builder.add({
-        id: encodeTimerId(seq, row, fireAtMs),
-        target: delivery.target,
-        headers: delivery.headers,
-        key: delivery.key,
-        payload: delivery.payload,
-        fireAtMs,
-        attempt: slice.attempts[i] as number,
-        timeoutMs: config.timeout_ms,
-        policy: config,
-      });
-      if (builder.count === this.#limits.timersPerTaskMax || i === slice.count - 1) {
-        this.#run(builder, slice, start, i + 1);
-        builder = undefined;
-        start = i + 1;
+      if (config.delivery === 'arrow') {
+        this.#addToArrowBatch(slice, i, config);
+        continue;
+      }
+      task ??= new PendingTask(Math.min(this.#limits.timersPerTaskMax, slice.count - i), undefined);
+      this.#add(task, slice, i, config);
+      if (task.count === this.#limits.timersPerTaskMax) {
+        this.#run(task);
+        task = undefined;
       }
     }
+    if (task !== undefined) this.#run(task);
     this.#inFlight += slice.count;
   }
 
-  /** Stops taking due timers, waits (bounded) for deliveries in flight to be recorded, stops the workers. */
+  /** Stops taking due timers, sends what lingers, waits (bounded) for deliveries in flight to be recorded, stops the workers. */
   async close(): Promise<void> {
     this.#stopped = true;
     this.#scheduler.stop();
+    for (const queue of [...this.#lingering.keys()]) this.#flushArrowBatch(queue);
     const drained = Promise.allSettled([...this.#tasks]);
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.#limits.drainTimeoutMs).unref());
     await Promise.race([drained, timeout]);
     await this.#pool.destroy();
   }
 
-  #run(builder: DeliveryTaskBuilder, slice: DueSlice, from: number, to: number): void {
-    const { task, transfer } = builder.finish();
+  #add(task: PendingTask, slice: DueSlice, i: number, config: QueueConfig): void {
+    const seq = slice.seqs[i] as number;
+    const row = slice.rows[i] as number;
+    const fireAtMs = slice.fireAtMs[i] as number;
+    const delivery = this.#engine.deliveryOf(seq, row);
+    if (delivery === undefined) throw new Error(`timer (${seq}, ${row}) handed out for delivery is not resident`);
+    task.add(slice, i, {
+      id: encodeTimerId(seq, row, fireAtMs),
+      target: delivery.target,
+      headers: delivery.headers,
+      key: delivery.key,
+      payload: delivery.payload,
+      fireAtMs,
+      attempt: slice.attempts[i] as number,
+      timeoutMs: config.timeout_ms,
+      policy: config,
+    });
+  }
+
+  /**
+   * "arrow" delivery: due timers of the queue gather into one batch until it holds
+   * batch_rows_max rows or the first of them has waited linger_ms, then go as one task.
+   */
+  #addToArrowBatch(slice: DueSlice, i: number, config: QueueConfig): void {
+    const queue = slice.queues[i] as number;
+    let lingering = this.#lingering.get(queue);
+    if (lingering === undefined) {
+      const task = new PendingTask(config.batch_rows_max, config.sink ?? undefined);
+      const timer = setTimeout(() => this.#flushArrowBatch(queue), config.linger_ms);
+      lingering = { task, timer };
+      this.#lingering.set(queue, lingering);
+    }
+    this.#add(lingering.task, slice, i, config);
+    if (lingering.task.count >= config.batch_rows_max) this.#flushArrowBatch(queue);
+  }
+
+  #flushArrowBatch(queue: number): void {
+    const lingering = this.#lingering.get(queue);
+    if (lingering === undefined) return;
+    this.#lingering.delete(queue);
+    clearTimeout(lingering.timer);
+    this.#run(lingering.task);
+  }
+
+  #run(pending: PendingTask): void {
+    const { task, transfer } = pending.builder.finish();
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
     const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)
       .then(
-        (results) => this.#record(slice, from, to, results),
+        (results) => this.#record(pending, results),
         (err: unknown) => {
-          this.#logger.error({ err, timers: to - from }, 'a delivery task failed; its timers count a failed attempt');
-          return this.#record(slice, from, to, undefined);
+          this.#logger.error({ err, timers: pending.count }, 'a delivery task failed; its timers count a failed attempt');
+          return this.#record(pending, undefined);
         },
       )
-      .catch((err: unknown) => this.#logger.error({ err, timers: to - from }, 'delivery outcomes were not recorded; the timers will be delivered again'))
+      .catch((err: unknown) => this.#logger.error({ err, timers: pending.count }, 'delivery outcomes were not recorded; the timers will be delivered again'))
       .finally(() => {
         this.#tasks.delete(done);
-        for (let i = from; i < to; i++) {
-          const queue = slice.queues[i] as number;
+        for (let i = 0; i < pending.count; i++) {
+          const queue = pending.queues[i] as number;
           this.#queueInFlight[queue] = (this.#queueInFlight[queue] as number) - 1;
         }
-        this.#inFlight -= to - from;
+        this.#inFlight -= pending.count;
         this.#scheduler.wake();
       });
     this.#tasks.add(done);
   }
 
   /** Makes one task's outcomes durable (results undefined: the task failed as a whole). */
-  async #record(slice: DueSlice, from: number, to: number, results: DeliveryResults | undefined): Promise<void> {
-    const count = to - from;
+  async #record(pending: PendingTask, results: DeliveryResults | undefined): Promise<void> {
+    const count = pending.count;
     const outcomes = emptyOutcomes(count);
     outcomes.count = count;
     const nowMs = this.#clock.now();
     for (let i = 0; i < count; i++) {
-      const at = from + i;
-      const attempt = slice.attempts[at] as number;
-      outcomes.seqs[i] = slice.seqs[at] as number;
-      outcomes.rows[i] = slice.rows[at] as number;
+      const attempt = pending.attempts[i] as number;
+      const queue = pending.queues[i] as number;
+      outcomes.seqs[i] = pending.seqs[i] as number;
+      outcomes.rows[i] = pending.rows[i] as number;
       outcomes.attempts[i] = attempt;
       if (results === undefined) {
-        const decision = decideOutcome(attempt, attemptFailure.networkError, undefined, this.#configOf(slice, at), nowMs, Math.random());
+        const config = this.#engine.queueConfig(this.#engine.queueNameAt(queue));
+        const decision = decideOutcome(attempt, attemptFailure.networkError, undefined, config, nowMs, Math.random());
         outcomes.kinds[i] = decision.kind;
         outcomes.reasons[i] = decision.reason;
         outcomes.retryAtMs[i] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
@@ -226,27 +301,33 @@ export class Dispatcher {
       outcomes.reasons[i] = results.reasons[i] as number;
       outcomes.statuses[i] = results.statuses[i] as number;
       outcomes.retryAtMs[i] = results.retryAtMs[i] as number;
-      if (attempt === 1) this.lateness.recordValue(Math.max(0, (results.startedAtMs[i] as number) - (slice.fireAtMs[at] as number)));
-      this.latency.recordValue(Math.max(0, results.durationMs[i] as number));
+      const stats = this.#statsOf(queue);
+      const durationMs = Math.max(0, results.durationMs[i] as number);
+      this.latency.recordValue(durationMs);
+      stats.latency.recordValue(durationMs);
+      if (attempt !== 1) continue;
+      const latenessMs = Math.max(0, (results.startedAtMs[i] as number) - (pending.fireAtMs[i] as number));
+      this.lateness.recordValue(latenessMs);
+      stats.lateness.recordValue(latenessMs);
     }
     await this.#engine.settle(outcomes);
-    for (let i = 0; i < count; i++) this.#count(slice.queues[from + i] as number, outcomes.kinds[i] as number);
+    for (let i = 0; i < count; i++) {
+      const stats = this.#statsOf(pending.queues[i] as number);
+      const kind = outcomes.kinds[i];
+      if (kind === outcomeKind.delivered) stats.delivered++;
+      else if (kind === outcomeKind.retry) stats.retried++;
+      else stats.dead++;
+    }
   }
 
-  #configOf(slice: DueSlice, at: number): QueueConfig {
-    return this.#engine.queueConfig(this.#engine.queueNameAt(slice.queues[at] as number));
-  }
-
-  #count(queueIndex: number, kind: number): void {
+  #statsOf(queueIndex: number): QueueDeliveryStats {
     const name = this.#engine.queueNameAt(queueIndex);
     let stats = this.#stats.get(name);
     if (stats === undefined) {
-      stats = { delivered: 0, retried: 0, dead: 0 };
+      stats = { delivered: 0, retried: 0, dead: 0, lateness: histogram(), latency: histogram() };
       this.#stats.set(name, stats);
     }
-    if (kind === outcomeKind.delivered) stats.delivered++;
-    else if (kind === outcomeKind.retry) stats.retried++;
-    else stats.dead++;
+    return stats;
   }
 
   /** The queue's rate tokens now: the bucket holds one second's worth at most. */

@@ -503,6 +503,8 @@ export class Engine {
   async setQueue(name: string, input: unknown): Promise<QueueConfig> {
     validateQueueName(name);
     const config = parseQueueConfig(input);
+    const refusal = config.sink === null ? undefined : this.#checkTarget?.(config.sink);
+    if (refusal !== undefined) throw new FermataError(errorCodes.targetRefused, `sink: ${refusal}`, { field: 'sink' });
     await this.#wal.append(recordType.queue, encodeQueueRecord(name, config));
     this.#queueConfigs.set(name, config);
     this.#queueIndex(name);

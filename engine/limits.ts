@@ -149,8 +149,8 @@ export const readinessLimits = {
 assert.ok(readinessLimits.diskCheckIntervalMs > 0, 'diskCheckIntervalMs must be positive');
 
 export const dispatchLimits = {
-  /** Deliveries in flight across all queues; the scheduler hands out no more than this room. */
-  inFlightMax: 8192,
+  /** Deliveries in flight across all queues (rows of "arrow" batches included); the scheduler hands out no more than this room. */
+  inFlightMax: 32_768,
   /** Timers in one task sent to a delivery worker (one transfer each way, one OUTCOME record). */
   timersPerTaskMax: 256,
   /** An HTTP/2 session to a target unused this long is closed. */

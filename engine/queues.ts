@@ -16,7 +16,18 @@ export interface QueueConfig {
   readonly max_concurrent: number | null;
   /** How long one delivery attempt waits for the answer's head before it counts as failed. */
   readonly timeout_ms: number;
+  /** "request": one POST per timer to its target; "arrow": due timers POSTed as Arrow record batches to `sink`. */
+  readonly delivery: DeliveryMode;
+  /** Where "arrow" delivery POSTs its batches (an absolute http(s) URL); null for "request". */
+  readonly sink: string | null;
+  /** Rows in one Arrow batch at most ("arrow" delivery). */
+  readonly batch_rows_max: number;
+  /** How long due timers wait for more to fill an Arrow batch ("arrow" delivery). */
+  readonly linger_ms: number;
 }
+
+export const deliveryModes = ['request', 'arrow'] as const;
+export type DeliveryMode = (typeof deliveryModes)[number];
 
 export const defaultQueueConfig: QueueConfig = {
   max_attempts: 20,
@@ -26,6 +37,10 @@ export const defaultQueueConfig: QueueConfig = {
   rate_per_s: null,
   max_concurrent: null,
   timeout_ms: 30_000,
+  delivery: 'request',
+  sink: null,
+  batch_rows_max: 10_000,
+  linger_ms: 50,
 };
 
 const fieldLimits = {
@@ -36,10 +51,18 @@ const fieldLimits = {
   rate_per_s: { min: 1, max: 10_000_000 },
   max_concurrent: { min: 1, max: 1_000_000 },
   timeout_ms: { min: 1, max: 600_000 },
+  batch_rows_max: { min: 1, max: 100_000 },
+  linger_ms: { min: 0, max: 60_000 },
 } as const;
+
+/** Fields that are not whole numbers, checked on their own. */
+const otherFields = ['delivery', 'sink'] as const;
+/** Bytes of a sink URL at most (as a target's). */
+const sinkBytesMax = 2048;
 
 type Field = keyof typeof fieldLimits;
 const fields = Object.keys(fieldLimits) as Field[];
+const knownFields: readonly string[] = [...fields, ...otherFields];
 const nullable = new Set<Field>(['rate_per_s', 'max_concurrent']);
 
 function invalid(message: string, field: string): FermataError {
@@ -54,9 +77,14 @@ export function parseQueueConfig(input: unknown): QueueConfig {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw invalid('a queue config must be a JSON object', '');
   const given = input as Record<string, unknown>;
   for (const key of Object.keys(given)) {
-    if (!(fields as string[]).includes(key)) throw invalid(`unknown field ${key} (known: ${fields.join(', ')})`, key);
+    if (!knownFields.includes(key)) throw invalid(`unknown field ${key} (known: ${knownFields.join(', ')})`, key);
   }
-  const config: Record<string, number | null> = { ...defaultQueueConfig };
+  const config: Record<string, number | string | null> = { ...defaultQueueConfig };
+  if (given.delivery !== undefined) {
+    if (!(deliveryModes as readonly unknown[]).includes(given.delivery)) throw invalid(`delivery must be one of ${deliveryModes.map((mode) => JSON.stringify(mode)).join(', ')}`, 'delivery');
+    config.delivery = given.delivery as DeliveryMode;
+  }
+  if (given.sink !== undefined) config.sink = parseSink(given.sink);
   for (const field of fields) {
     const value = given[field];
     if (value === undefined) continue;
@@ -72,7 +100,22 @@ export function parseQueueConfig(input: unknown): QueueConfig {
   }
   const parsed = config as unknown as QueueConfig;
   if (parsed.max_backoff_ms < parsed.min_backoff_ms) throw invalid('max_backoff_ms must not be below min_backoff_ms', 'max_backoff_ms');
+  if (parsed.delivery === 'arrow' && parsed.sink === null) throw invalid('"arrow" delivery needs a sink: the URL its batches are POSTed to', 'sink');
   return parsed;
+}
+
+function parseSink(value: unknown): string | null {
+  if (value === null) return null;
+  if (typeof value !== 'string' || Buffer.byteLength(value) > sinkBytesMax) throw invalid(`sink must be an absolute http(s) URL of at most ${sinkBytesMax} bytes, or null`, 'sink');
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw invalid('sink must be an absolute http(s) URL, or null', 'sink');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid('sink must be an http or https URL', 'sink');
+  if (url.username !== '' || url.password !== '') throw invalid('sink must not carry credentials', 'sink');
+  return value;
 }
 
 const encoder = new TextEncoder();

@@ -5,7 +5,7 @@
 // listed under (error-map.ts), live answers match their schemas, queue ranges match the engine.
 import { errorCodes } from '../../engine/errors.ts';
 import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../engine/limits.ts';
-import { defaultQueueConfig } from '../../engine/queues.ts';
+import { defaultQueueConfig, deliveryModes } from '../../engine/queues.ts';
 import { httpErrorCodes } from './error-map.ts';
 import { deadListLimitDefault, deadListLimitMax } from './dead-routes.ts';
 import type { HttpServer } from './server.ts';
@@ -36,8 +36,24 @@ const queueFields = {
   rate_per_s: { min: 1, max: 10_000_000, nullable: true, text: 'Deliveries per second at most; null = no limit.' },
   max_concurrent: { min: 1, max: 1_000_000, nullable: true, text: 'Deliveries in flight at most; null = no limit.' },
   timeout_ms: { min: 1, max: 600_000, nullable: false, text: 'How long one delivery attempt waits for the answer before it counts as failed (an addition to DESIGN.md).' },
+  batch_rows_max: { min: 1, max: 100_000, nullable: false, text: 'Rows in one Arrow batch at most ("arrow" delivery; an addition to DESIGN.md).' },
+  linger_ms: { min: 0, max: 60_000, nullable: false, text: 'How long due timers wait for more to fill an Arrow batch ("arrow" delivery; an addition to DESIGN.md).' },
 } as const;
-const queueFieldNames = Object.keys(queueFields) as (keyof typeof queueFields)[];
+/** The queue config's fields that are not whole numbers (additions to DESIGN.md, for "arrow" delivery). */
+const queueOtherFields = {
+  delivery: {
+    enum: [...deliveryModes],
+    default: defaultQueueConfig.delivery,
+    description: '"request": one POST per timer to its own target. "arrow": due timers are POSTed to `sink` as Arrow IPC record batches (columns id, fire_at, attempt, target, key, payload, headers), one 2xx settling the whole batch.',
+  },
+  sink: {
+    type: ['string', 'null'],
+    format: 'uri',
+    default: defaultQueueConfig.sink,
+    description: 'Where "arrow" delivery POSTs its batches (an absolute http or https URL, required for "arrow"); null otherwise.',
+  },
+} as const;
+const queueFieldNames = [...Object.keys(queueFields), ...Object.keys(queueOtherFields)];
 
 /** An error answer whose `error.code` is one of `codes`, with these response headers. */
 function errorResponse(description: string, codes: readonly string[], headers: Record<string, object> = {}): object {
@@ -471,13 +487,16 @@ export const openApiDocument = {
       },
       QueueConfig: {
         type: 'object',
-        description: 'A queue\'s retry policy (exponential backoff with jitter) and flow limits. Whole numbers; unknown fields are refused.',
-        properties: Object.fromEntries(
-          queueFieldNames.map((name) => {
-            const { min, max, nullable, text } = queueFields[name];
-            return [name, { type: nullable ? ['integer', 'null'] : 'integer', minimum: min, maximum: max, default: defaultQueueConfig[name], description: text }];
-          }),
-        ),
+        description: 'A queue\'s retry policy (exponential backoff with jitter) and flow limits, and how its timers are delivered. Unknown fields are refused.',
+        properties: {
+          ...Object.fromEntries(
+            (Object.keys(queueFields) as (keyof typeof queueFields)[]).map((name) => {
+              const { min, max, nullable, text } = queueFields[name];
+              return [name, { type: nullable ? ['integer', 'null'] : 'integer', minimum: min, maximum: max, default: defaultQueueConfig[name], description: text }];
+            }),
+          ),
+          ...queueOtherFields,
+        },
       },
       Stats: {
         type: 'object',

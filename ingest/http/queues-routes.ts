@@ -15,6 +15,10 @@ const configProperties = {
   rate_per_s: nullableInteger,
   max_concurrent: nullableInteger,
   timeout_ms: { type: 'integer' },
+  delivery: { type: 'string' },
+  sink: { type: ['string', 'null'] },
+  batch_rows_max: { type: 'integer' },
+  linger_ms: { type: 'integer' },
 } as const;
 
 const configFields = Object.keys(configProperties);

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { tableFromIPC } from 'apache-arrow';
 import pino from 'pino';
 import { Webhook } from 'standardwebhooks';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
@@ -179,4 +180,58 @@ test('an HTTP/1.1-only target is detected and delivered to over HTTP/1.1', async
     assert.equal(view.attempts, 1, 'falling back to HTTP/1.1 costs no attempt');
   }
   assert.equal(target.to('/h1/3')[0]?.body.toString(), 'p3');
+});
+
+test('"arrow" delivery: due timers go to the sink as Arrow record batches of at most batch_rows_max rows; one answer settles a batch', async () => {
+  let failFirst = true;
+  const target = await sink('h2', (path) => {
+    if (path !== '/ingest') return { status: 404 };
+    if (failFirst) {
+      failFirst = false;
+      return { status: 503 };
+    }
+    return { status: 200 };
+  });
+  await engine.setQueue('pipe', { delivery: 'arrow', sink: `${target.url}/ingest`, batch_rows_max: 50, linger_ms: 30, min_backoff_ms: 20, max_backoff_ms: 50 });
+  const fireAtMs = Date.now();
+  const specs = Array.from({ length: 120 }, (_, i) => ({
+    fireAtMs,
+    target: 'https://unused.example/',
+    payload: new Uint8Array([i, 0, 255]),
+    ...(i % 2 === 0 ? { key: `k${i}` } : {}),
+    queue: 'pipe',
+  }));
+  const ids = await add(specs);
+  const views = await Promise.all(ids.map((id) => settled(id)));
+  assert.ok(views.every((view) => view.state === 'delivered'));
+
+  const batches = target.to('/ingest');
+  const rowsById = new Map<string, { attempt: number; payload: Uint8Array; key: string | null; fireAt: number }>();
+  for (const request of batches) {
+    assert.equal(header(request.headers['content-type']), 'application/vnd.apache.arrow.stream');
+    const table = tableFromIPC(request.body);
+    assert.ok(table.numRows <= 50, 'batch_rows_max');
+    assert.equal(header(request.headers['fermata-batch-rows']), String(table.numRows));
+    assert.equal(verifyWebhook(secret, request.headers, new Uint8Array(request.body), { toleranceS: 300, nowMs: Date.now() }), 'valid');
+    assert.deepEqual(table.schema.fields.map((field) => field.name), ['id', 'fire_at', 'attempt', 'target', 'key', 'payload', 'headers']);
+    for (let row = 0; row < table.numRows; row++) {
+      const id = String(table.getChild('id')?.get(row));
+      rowsById.set(id, {
+        attempt: Number(table.getChild('attempt')?.get(row)),
+        payload: table.getChild('payload')?.get(row) as Uint8Array,
+        key: (table.getChild('key')?.get(row) as string | null) ?? null,
+        fireAt: Number(table.getChild('fire_at')?.get(row)),
+      });
+    }
+  }
+  assert.ok(batches.length >= 4, `120 rows in batches of ≤ 50, one of them refused and sent again (${batches.length} batches)`);
+  ids.forEach((id, i) => {
+    const row = rowsById.get(id);
+    assert.ok(row !== undefined, `${id} never reached the sink`);
+    assert.deepEqual(Array.from(row.payload), [i, 0, 255]);
+    assert.equal(row.key, i % 2 === 0 ? `k${i}` : null);
+    assert.equal(row.fireAt, fireAtMs);
+  });
+  const retried = views.filter((view) => view.attempts === 2).length;
+  assert.ok(retried > 0 && retried <= 50, `the refused batch's rows (and only they) took a second attempt: ${retried}`);
 });

@@ -450,6 +450,7 @@ test('queue config: the documented defaults, ranges and name rule are the engine
     const maxBackoff = obj(properties.max_backoff_ms, 'max_backoff_ms').maximum as number;
     for (const [field, schemaValue] of Object.entries(properties)) {
       const schema = obj(schemaValue, field);
+      if (field === 'delivery' || field === 'sink') continue; // not numbers: checked below
       const min = schema.minimum as number;
       const max = schema.maximum as number;
       const nullable = [schema.type].flat().includes('null');
@@ -465,6 +466,14 @@ test('queue config: the documented defaults, ranges and name rule are the engine
         assert.deepEqual([response.statusCode, response.json().error.field], [400, field], `${field} = ${JSON.stringify(value)}`);
       }
     }
+    // The two fields that are not numbers: every documented delivery mode is taken, an unknown one refused,
+    // and "arrow" needs a sink.
+    for (const mode of obj(properties.delivery, 'delivery').enum as string[]) {
+      const response = await put('q', { delivery: mode, sink: 'https://sink.example/batches' });
+      assert.deepEqual([response.statusCode, response.json().delivery], [200, mode]);
+    }
+    assert.deepEqual((await put('q', { delivery: 'telegram' })).json().error.field, 'delivery');
+    assert.deepEqual((await put('q', { delivery: 'arrow', sink: null })).json().error.field, 'sink');
     const name = obj((operationOf(doc, 'PUT', '/v1/queues/{name}').parameters as unknown[])[0], 'name parameter');
     const nameSchema = obj(name.schema, 'name schema');
     const longest = 'a'.repeat(nameSchema.maxLength as number);

@@ -35,6 +35,13 @@ test('bad queue configs are refused naming the field, and nothing is logged', as
     ['q', { colour: 'red' }, 'colour'],
     ['q', { max_attempts: null }, 'max_attempts'],
     ['q', [], ''],
+    ['q', { delivery: 'carrier-pigeon' }, 'delivery'],
+    ['q', { delivery: 'arrow' }, 'sink'],
+    ['q', { delivery: 'arrow', sink: 'ftp://example.com/' }, 'sink'],
+    ['q', { sink: 'not a url' }, 'sink'],
+    ['q', { sink: 'https://user:pw@example.com/' }, 'sink'],
+    ['q', { batch_rows_max: 0 }, 'batch_rows_max'],
+    ['q', { linger_ms: -1 }, 'linger_ms'],
     ['bad name', {}, 'name'],
   ];
   for (const [name, input, field] of cases) {

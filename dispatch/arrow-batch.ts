@@ -1,0 +1,80 @@
+// "arrow" delivery's body: the timers of one task as one Arrow IPC stream (a schema and one
+// record batch), for data pipelines that take due timers in bulk. Built column by column
+// from the task's buffers: values are copied into one buffer per column, with no object per row.
+//
+//   id        Utf8                       the timer's id
+//   fire_at   Timestamp(ms, UTC)         its fire time
+//   attempt   Uint32                     this delivery attempt, 1-based
+//   target    Utf8                       the target it was added with
+//   key       Utf8, null when none       its idempotency key
+//   payload   Binary                     its payload, byte for byte
+//   headers   Utf8 (JSON), null if none  its headers
+import { createHash } from 'node:crypto';
+import { Binary, makeData, makeVector, Table, tableToIPC, Timestamp, TimeUnit, Uint32, Utf8 } from 'apache-arrow';
+import { type DeliveryTask, metaFields, taskBytes } from './delivery-task.ts';
+
+export const arrowBatchMediaType = 'application/vnd.apache.arrow.stream';
+
+const field = { id: 0, target: 1, headers: 2, key: 3, payload: 4 } as const;
+
+interface VariableWidth {
+  readonly length: number;
+  readonly valueOffsets: Int32Array;
+  readonly data: Uint8Array;
+  readonly nullBitmap?: Uint8Array;
+  readonly nullCount?: number;
+}
+
+/** One task field as the buffers of an Arrow variable-width column; empty values are null when `emptyIsNull`. */
+function column(task: DeliveryTask, which: number, emptyIsNull: boolean): VariableWidth {
+  const count = task.count;
+  const offsets = new Int32Array(count + 1);
+  let bytes = 0;
+  for (let at = 0; at < count; at++) bytes += taskBytes(task, at, which).length;
+  const values = new Uint8Array(bytes);
+  const validity = emptyIsNull ? new Uint8Array((count + 7) >> 3) : undefined;
+  let nulls = 0;
+  let used = 0;
+  for (let at = 0; at < count; at++) {
+    const value = taskBytes(task, at, which);
+    values.set(value, used);
+    used += value.length;
+    offsets[at + 1] = used;
+    if (validity === undefined) continue;
+    if (value.length > 0) validity[at >> 3] = (validity[at >> 3] as number) | (1 << (at & 7));
+    else nulls++;
+  }
+  return { length: count, valueOffsets: offsets, data: values, ...(validity === undefined ? {} : { nullBitmap: validity, nullCount: nulls }) };
+}
+
+/** The task's timers as an Arrow IPC stream (attempt numbers and fire times from its meta). */
+export function encodeArrowBatch(task: DeliveryTask): Uint8Array {
+  const count = task.count;
+  const fireAt = new BigInt64Array(count);
+  const attempt = new Uint32Array(count);
+  for (let at = 0; at < count; at++) {
+    fireAt[at] = BigInt(task.meta[at * metaFields] as number);
+    attempt[at] = task.meta[at * metaFields + 1] as number;
+  }
+  const table = new Table({
+    id: makeVector(makeData({ type: new Utf8(), ...column(task, field.id, false) })),
+    fire_at: makeVector(makeData({ type: new Timestamp(TimeUnit.MILLISECOND, 'UTC'), length: count, data: fireAt })),
+    attempt: makeVector(makeData({ type: new Uint32(), length: count, data: attempt })),
+    target: makeVector(makeData({ type: new Utf8(), ...column(task, field.target, false) })),
+    key: makeVector(makeData({ type: new Utf8(), ...column(task, field.key, true) })),
+    payload: makeVector(makeData({ type: new Binary(), ...column(task, field.payload, false) })),
+    headers: makeVector(makeData({ type: new Utf8(), ...column(task, field.headers, true) })),
+  });
+  return tableToIPC(table, 'stream');
+}
+
+/**
+ * The batch's idempotency key (and webhook id): a digest of its timers' ids, the same when the
+ * same batch is sent again, so a sink can tell a resent batch from a new one. A retry may regroup timers into other batches:
+ * dedupe on each row's `id` for exactly-once effects.
+ */
+export function arrowBatchKey(task: DeliveryTask): string {
+  const hash = createHash('sha256');
+  for (let at = 0; at < task.count; at++) hash.update(taskBytes(task, at, field.id));
+  return `batch_${hash.digest('base64url').slice(0, 32)}`;
+}
