@@ -2,31 +2,45 @@
 // HTTP adapter (ingest/http/server.ts) into a real engine on a fresh data directory, so every
 // counted answer is a durable timer:
 //
-//   json_single   one node:http2 session, 256 streams kept busy, each POST /v1/timers of one
-//                 JSON timer (128-char payload); 201s counted, ack latency in hdr histograms
-//   ceiling       the same load against POST /noop on a second server created the same way
-//                 (same listener, same fastify options, same JSON parsing), answering {}
+//   json_single   256 streams kept busy, each POST /v1/timers of one JSON timer (128-char
+//                 payload); 201s counted, ack latency in hdr histograms
+//   ceiling       the same load against POST /noop on a server created the same way (same
+//                 listener, same fastify options, same JSON parsing), answering {}
 //   arrow         one Arrow IPC stream of 10,000 timers, POSTed again and again on 4 streams
 //
-// Server and client share this one process (and the machine's cores): the figures are what
-// one process can both generate and serve, not what the server alone could take. Each
-// measurement warms up, then counts only responses that complete inside the measured span.
-// MB is 1,048,576 bytes.
-import { mkdtemp, rm } from 'node:fs/promises';
+// Two ways to run it, the same figures either way:
+//
+//   processes     (the default when h2load is installed) the server is a child process (`fermata
+//                 serve`, or bench/noop-server.ts for the ceiling) and h2load, a third process,
+//                 is the client: 4 connections × 64 streams. The figures are the server's own.
+//   one-process   (FERMATA_BENCH_INGEST=one-process, or when h2load is missing) server and a
+//                 node:http2 client (one session, 256 streams) share this process and its event
+//                 loop: what one process can both generate and serve, a lower bound.
+//
+// Each measurement warms up, then counts only responses that complete inside the measured span
+// (h2load's --warm-up-time and -D do the same). MB is 1,048,576 bytes.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http2 from 'node:http2';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { Binary, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Utf8 } from 'apache-arrow';
 import type { Histogram } from 'hdr-histogram-js';
 import { pino } from 'pino';
 import { Engine } from '../engine/engine.ts';
 import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
-import { type Figure, inSpan, metaLine, newHistogram, percentileMs, recordMs, roundTo, startSpan, type SuiteOptions } from './report.ts';
+import { h2loadMissing, h2loadPresent, readH2loadLog, runH2load } from './h2load.ts';
+import { type Fact, type Figure, inSpan, metaLine, newHistogram, percentileMs, recordMs, roundTo, startSpan, type SuiteOptions } from './report.ts';
 
 const suite = 'ingest';
 const MiB = 1024 * 1024;
 const singleStreams = 256;
+/** h2load's split of the 256 streams: connections × streams on each. */
+const h2loadConnections = 4;
 const arrowStreams = 4;
 const arrowRows = 10_000;
 const payloadChars = 128;
@@ -42,6 +56,14 @@ interface Timing {
 // Three measurements: quick well under 60 s, full under about a minute of measuring.
 const quickTiming: Timing = { warmupMs: 1000, measureMs: 4000 };
 const fullTiming: Timing = { warmupMs: 2000, measureMs: 15_000 };
+
+const fermataBin = fileURLToPath(new URL('../bin/fermata.js', import.meta.url));
+const noopServer = fileURLToPath(new URL('./noop-server.ts', import.meta.url));
+/** A child server must be listening, and later gone after SIGTERM, within this. */
+const childTimeoutMs = 30_000;
+
+type Mode = 'processes' | 'one-process';
+const modeVariable = 'FERMATA_BENCH_INGEST';
 
 interface LoadRun {
   /** 2xx answers completed inside the span. */
@@ -60,24 +82,32 @@ interface Load {
   readonly streams: number;
 }
 
+/** One of the three loads, as either mode runs it. */
+type Measure = (load: Load, okStatus: number) => Promise<LoadRun>;
+
 export async function ingestSuite(options: SuiteOptions): Promise<Figure[]> {
   const timing = options.quick ? quickTiming : fullTiming;
   const seconds = (timing.warmupMs + timing.measureMs) / 1000;
   const { baseDir, progress } = options;
+  const mode = chooseMode(progress);
   const warnings: string[] = [];
 
   const jsonBody = Buffer.from(JSON.stringify({ delay_ms: hourMs, target, payload: 'p'.repeat(payloadChars) }));
   const jsonLoad = (path: string): Load => ({ path, contentType: 'application/json', body: jsonBody, streams: singleStreams });
+  const measure = (server: 'fermata' | 'noop'): Measure =>
+    mode === 'processes'
+      ? (load, okStatus) => withChildServer(baseDir, server, (url) => runH2loadLoad(baseDir, url, load, timing, okStatus))
+      : (load, okStatus) => withServer(baseDir, server, (port) => runLoad(port, load, timing, okStatus));
 
-  progress(`ingest: ${singleStreams} streams of one-timer JSON adds (${seconds} s)`);
-  const single = await withServer(baseDir, 'json', false, (port) => runLoad(port, jsonLoad('/v1/timers'), timing, 201));
-  progress(`ingest: ${singleStreams} streams against the no-op route (${seconds} s)`);
-  const ceiling = await withServer(baseDir, 'noop', true, (port) => runLoad(port, jsonLoad('/noop'), timing, 200));
+  progress(`ingest (${mode}): ${singleStreams} streams of one-timer JSON adds (${seconds} s)`);
+  const single = await measure('fermata')(jsonLoad('/v1/timers'), 201);
+  progress(`ingest (${mode}): ${singleStreams} streams against the no-op route (${seconds} s)`);
+  const ceiling = await measure('noop')(jsonLoad('/noop'), 200);
 
   const arrowBody = buildArrowStream(Date.now());
-  progress(`ingest: ${arrowStreams} streams of ${arrowRows}-timer Arrow batches, ${roundTo(arrowBody.length / MiB, 2)} MB each (${seconds} s)`);
+  progress(`ingest (${mode}): ${arrowStreams} streams of ${arrowRows}-timer Arrow batches, ${roundTo(arrowBody.length / MiB, 2)} MB each (${seconds} s)`);
   const arrowLoad: Load = { path: '/v1/timers', contentType: 'application/vnd.apache.arrow.stream', body: arrowBody, streams: arrowStreams };
-  const arrow = await withServer(baseDir, 'arrow', false, (port) => runLoad(port, arrowLoad, timing, 201));
+  const arrow = await measure('fermata')(arrowLoad, 201);
 
   const errors = single.errors + ceiling.errors + arrow.errors;
   if (errors > 0) warnings.push(`${errors} requests failed (json ${single.errors}, noop ${ceiling.errors}, arrow ${arrow.errors})`);
@@ -87,7 +117,7 @@ export async function ingestSuite(options: SuiteOptions): Promise<Figure[]> {
   const ceilingPerS = ceiling.ok / ceiling.seconds;
   const figure = (name: string, value: number, unit: string): Figure => ({ suite, name, value, unit });
   return [
-    metaLine(suite, { node: process.version, cpus: cpus().length, dir: baseDir, quick: options.quick, process: 'one (server and client)' }),
+    metaLine(suite, { node: process.version, cpus: cpus().length, dir: baseDir, quick: options.quick, ...modeFacts(mode) }),
     figure('ingest.json_single.per_s', Math.round(singlePerS), '1/s'),
     figure('ingest.json_single.latency_ms.p50', percentileMs(single.latencyUs, 50), 'ms'),
     figure('ingest.json_single.latency_ms.p99', percentileMs(single.latencyUs, 99), 'ms'),
@@ -99,14 +129,123 @@ export async function ingestSuite(options: SuiteOptions): Promise<Figure[]> {
   ];
 }
 
-/** A fresh data dir, an engine on it and the HTTP server on 127.0.0.1:0; all closed and removed afterwards. */
-async function withServer<T>(baseDir: string, label: string, noop: boolean, measure: (port: number) => Promise<T>): Promise<T> {
-  const dir = await mkdtemp(join(baseDir, `fermata-bench-ingest-${label}-`));
+function chooseMode(progress: (message: string) => void): Mode {
+  const asked = process.env[modeVariable];
+  if (asked !== undefined && asked !== '' && asked !== 'processes' && asked !== 'one-process') {
+    throw new Error(`${modeVariable}="${asked}": expected "processes" or "one-process"`);
+  }
+  if (asked === 'one-process') return 'one-process';
+  if (h2loadPresent) return 'processes';
+  if (asked === 'processes') throw new Error(`${modeVariable}=processes needs h2load: ${h2loadMissing}`);
+  progress(`ingest: ${h2loadMissing}; server and client run in this one process instead`);
+  return 'one-process';
+}
+
+function modeFacts(mode: Mode): Record<string, Fact> {
+  if (mode === 'one-process') return { process: 'one (server and node:http2 client)' };
+  const version = execFileSync('h2load', ['--version'], { encoding: 'utf8' }).trim();
+  return { process: 'server child process, h2load client', client: version, connections: h2loadConnections, streams_per_connection: singleStreams / h2loadConnections };
+}
+
+/**
+ * `fermata serve` (or the no-op server) as a child process on a fresh data directory under
+ * `baseDir`, listening on 127.0.0.1:0; stopped with SIGTERM and its directory removed afterwards.
+ */
+async function withChildServer<T>(baseDir: string, server: 'fermata' | 'noop', measure: (url: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(baseDir, `fermata-bench-ingest-${server}-`));
+  const args = server === 'fermata' ? [fermataBin, 'serve', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0'] : [noopServer, join(dir, 'data')];
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('FERMATA_')));
+  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const url = await listeningUrl(child);
+    return await measure(url);
+  } finally {
+    await stopChild(child);
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The URL of the child's first "listening" line. */
+async function listeningUrl(child: ChildProcess): Promise<string> {
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  const timer = setTimeout(() => child.kill('SIGKILL'), childTimeoutMs);
+  try {
+    for await (const text of lines) {
+      const line = parseLine(text);
+      if (line?.msg === 'listening' && typeof line.url === 'string') {
+        // Keep reading (and dropping) its output, so a full pipe never blocks the server.
+        child.stdout?.resume();
+        return line.url;
+      }
+    }
+    throw new Error(`the server exited before listening (${child.exitCode ?? child.signalCode})`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function parseLine(text: string): { msg?: unknown; url?: unknown } | undefined {
+  try {
+    return JSON.parse(text) as { msg?: unknown; url?: unknown };
+  } catch {
+    return undefined;
+  }
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), childTimeoutMs);
+  try {
+    await exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** h2load: `load.streams` spread over h2loadConnections connections, warm-up then the measured span; latency from its per-request log. */
+async function runH2loadLoad(baseDir: string, url: string, load: Load, timing: Timing, okStatus: number): Promise<LoadRun> {
+  const dir = await mkdtemp(join(baseDir, 'fermata-bench-h2load-'));
+  try {
+    const body = join(dir, 'body');
+    const log = join(dir, 'requests.log');
+    await writeFile(body, load.body);
+    const connections = Math.min(h2loadConnections, load.streams);
+    const args = [
+      '-c', String(connections),
+      '-m', String(Math.ceil(load.streams / connections)),
+      '--warm-up-time', `${timing.warmupMs}ms`,
+      '-D', `${timing.measureMs}ms`,
+      '-d', body,
+      '-H', `content-type: ${load.contentType}`,
+      `--log-file=${log}`,
+      `${url}${load.path}`,
+    ];
+    const run = await runH2load(args, timing.warmupMs + timing.measureMs + childTimeoutMs);
+    const { summary } = run;
+    // h2load's counters cover the measured span. Its log also holds, with status 0, the streams
+    // that were in flight when the warm-up ended (counted in its 2xx, their latency unknown):
+    // only rows with a status give latencies.
+    const latencyUs = newHistogram();
+    for (const request of await readH2loadLog(log)) if (request.status === okStatus) recordMs(latencyUs, request.durationUs / 1000);
+    const errors = summary.failed + summary.errored + summary.timeout + summary.status3xx + summary.status4xx + summary.status5xx;
+    if (errors > 0) process.stderr.write(`ingest: ${load.path}: ${errors} of ${summary.total} requests failed; h2load said:\n${run.output}\n`);
+    const ok = summary.status2xx;
+    return { ok, errors, seconds: timing.measureMs / 1000, latencyUs };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** A fresh data dir, an engine on it and the HTTP server on 127.0.0.1:0 in this process; all closed and removed afterwards. */
+async function withServer<T>(baseDir: string, server: 'fermata' | 'noop', measure: (port: number) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(baseDir, `fermata-bench-ingest-${server}-`));
   try {
     const engine = await Engine.open({ dataDir: dir });
     try {
       const app: HttpServer = createHttpServer({ logger: pino({ level: 'silent' }), engine });
-      if (noop) app.post('/noop', async () => ({}));
+      if (server === 'noop') app.post('/noop', async () => ({}));
       await app.listen({ host: '127.0.0.1', port: 0 });
       try {
         const address = app.server.address();

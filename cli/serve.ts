@@ -1,51 +1,71 @@
 // `fermata serve`: the service process. Settles its settings (flags over environment over
 // config file over defaults), opens the WAL (which takes the data directory's lock and
-// recovers), serves HTTP/1.1 and h2c on one port, and on SIGTERM or SIGINT drains: stop
-// accepting, let open requests finish (at most drainTimeoutMs, then cut), close the WAL
-// (flushing queued appends, releasing the lock), exit 0. A second signal exits 1 at once.
+// recovers), serves HTTP/1.1 and h2c on one port (and h2 or HTTP/1.1 by ALPN on a TLS port when
+// given a certificate), and on SIGTERM or SIGINT drains: stop accepting on both ports, let open
+// requests finish (at most drainTimeoutMs, then cut), close the WAL (flushing queued appends,
+// releasing the lock), exit 0. A second signal exits 1 at once.
 //
 // Exit codes: 0 stopped cleanly, 1 could not start or stop cleanly (the log says why),
 // 2 bad command line or config (stderr says why).
 import assert from 'node:assert/strict';
+import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pino, type Logger } from 'pino';
 import { isFermataError } from '../engine/errors.ts';
 import { Engine } from '../engine/engine.ts';
-import { httpLimits } from '../engine/limits.ts';
+import { httpLimits, readinessLimits } from '../engine/limits.ts';
 import { listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
-import { createHttpServer } from '../ingest/http/server.ts';
+import { DiskSpaceCheck } from '../ingest/http/disk-space.ts';
+import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
+import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
 
 /** How long a drain may take before the connections still open are cut. */
-
 const { drainTimeoutMs } = httpLimits;
 const defaults = { data: './data', listen: '127.0.0.1:7070' } as const;
-const configKeys = ['data', 'listen'] as const;
-type ConfigKey = (typeof configKeys)[number];
-/** Config keys that are not a single string. */
-const tokensKey = 'tokens';
+/** The TLS port when --tls-listen is not given and the cleartext port is not 0. */
+const tlsPortDefault = 7443;
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness'] as const;
+const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
+const readinessConfigKeys = ['disk_free_bytes_min'] as const;
 
 const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
+                    [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]]
 
-Runs the timer service: HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port.
+Runs the timer service: HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port, and with
+a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
 
-  --data DIR          data directory (default ${defaults.data}; env FERMATA_DATA)
-  --listen HOST:PORT  address to serve on (default ${defaults.listen}; port 0 picks a free
-                      one; IPv6 as [::1]:7070; env FERMATA_LISTEN)
-  --config FILE       JSON object with the keys "data", "listen" and "tokens" (a relative
-                      "data" is taken from the file's directory); the environment and flags
-                      override it
-  --insecure          serve a non-loopback address without bearer tokens
-  -h, --help          this text
+  --data DIR              data directory (default ${defaults.data}; env FERMATA_DATA)
+  --listen HOST:PORT      address to serve on (default ${defaults.listen}; port 0 picks a free
+                          one; IPv6 as [::1]:7070; env FERMATA_LISTEN)
+  --config FILE           JSON object of settings (below; relative paths in it are taken
+                          from the file's directory); the environment and flags override it
+  --insecure              serve a non-loopback address without bearer tokens
+  --tls-cert FILE         PEM certificate (chain) for the TLS port (env FERMATA_TLS_CERT)
+  --tls-key FILE          PEM private key of that certificate (env FERMATA_TLS_KEY)
+  --tls-listen HOST:PORT  address of the TLS port (env FERMATA_TLS_LISTEN; default: the
+                          --listen host, port 0 when --listen has port 0, else ${tlsPortDefault})
+  -h, --help              this text
 
-Bearer tokens ("tokens": ["…"] in the config file, or FERMATA_TOKENS=a,b): when set, every
-route but /healthz and /readyz needs "authorization: Bearer <token>". A non-loopback --listen
-refuses to start without them unless --insecure. Tokens are at least ${tokenLengthMin} characters.
+Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
+  "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT},
+  "readiness": {"disk_free_bytes_min": BYTES}}; every key is optional.
 
-Logs are JSON lines on stdout; the line with "msg":"listening" carries the "url" served.
-SIGTERM or SIGINT drains open requests (at most ${drainTimeoutMs / 1000} s) and exits 0.
+Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=a,b): when set, every route but
+/healthz and /readyz needs "authorization: Bearer <token>". A non-loopback --listen or
+--tls-listen refuses to start without them unless --insecure. Tokens are at least
+${tokenLengthMin} characters.
+
+/readyz answers 503 while the log is poisoned, and while the data directory's file system has
+fewer bytes free than "readiness"."disk_free_bytes_min" (default ${readinessLimits.diskFreeBytesMin}).
+
+Logs are JSON lines on stdout; the line with "msg":"listening" carries the "url" served
+(http://…), and with a TLS port a second such line follows with its https:// "url".
+SIGTERM or SIGINT drains open requests on both ports (at most ${drainTimeoutMs / 1000} s) and exits 0.
 `;
 
 interface ListenAddress {
@@ -53,10 +73,24 @@ interface ListenAddress {
   readonly port: number;
 }
 
+interface TlsSettings {
+  readonly credentials: TlsCredentials;
+  readonly listen: ListenAddress;
+}
+
 interface ServeSettings {
   readonly dataDir: string;
   readonly listen: ListenAddress;
   readonly tokens: readonly string[];
+  readonly tls: TlsSettings | undefined;
+  readonly diskFreeBytesMin: number;
+}
+
+/** A setting as chosen: its text, where it came from (for messages), and the directory a relative path in it is taken from. */
+interface Setting {
+  readonly value: string;
+  readonly source: string;
+  readonly base: string;
 }
 
 type ServeCommand = { readonly kind: 'help' } | { readonly kind: 'run'; readonly settings: ServeSettings };
@@ -90,31 +124,109 @@ function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Ser
 
   const configFile = values.config;
   const config = configFile === undefined ? {} : readConfig(configFile);
-  /** The winning setting for `key`, where it came from, and the directory a relative path in it is taken from. */
-  const pick = (key: ConfigKey, envName: string): { value: string; source: string; base: string } => {
-    const flag = values[key];
-    if (flag !== undefined) return { value: flag, source: `--${key}`, base: process.cwd() };
+  /** The winning setting for option `--name`: flag, else environment variable, else config file entry, else none. */
+  const pick = (name: 'data' | 'listen' | 'tls-cert' | 'tls-key' | 'tls-listen', envName: string, configName: string, fromConfig: string | undefined): Setting | undefined => {
+    const flag = values[name];
+    if (flag !== undefined) return { value: flag, source: `--${name}`, base: process.cwd() };
     const fromEnv = env[envName];
     if (fromEnv !== undefined && fromEnv !== '') return { value: fromEnv, source: envName, base: process.cwd() };
-    const fromConfig = config[key];
     if (fromConfig !== undefined && configFile !== undefined) {
-      return { value: fromConfig, source: `config file ${configFile}, "${key}"`, base: dirname(resolve(configFile)) };
+      return { value: fromConfig, source: `config file ${configFile}, "${configName}"`, base: dirname(resolve(configFile)) };
     }
-    return { value: defaults[key], source: 'the default', base: process.cwd() };
+    return undefined;
   };
+  const byDefault = (value: string): Setting => ({ value, source: 'the default', base: process.cwd() });
 
-  const data = pick('data', 'FERMATA_DATA');
+  const data = pick('data', 'FERMATA_DATA', 'data', config.data) ?? byDefault(defaults.data);
   if (data.value === '') throw new UsageError(`${data.source}: the data directory must not be empty`);
-  const listen = pick('listen', 'FERMATA_LISTEN');
+  const listen = pick('listen', 'FERMATA_LISTEN', 'listen', config.listen) ?? byDefault(defaults.listen);
   const listenAddress = parseListenAddress(listen.value, listen.source);
   const fromEnv = env.FERMATA_TOKENS;
   const tokens =
     fromEnv !== undefined && fromEnv !== ''
       ? checkTokens(fromEnv.split(','), 'FERMATA_TOKENS')
       : (config.tokens ?? []);
-  const refusal = listenRefusal(listenAddress.host, tokens, values.insecure === true);
+  const insecure = values.insecure === true;
+  const refusal = listenRefusal(listenAddress.host, tokens, insecure);
   if (refusal !== undefined) throw new UsageError(`${listen.source}: ${refusal}`);
-  return { kind: 'run', settings: { dataDir: resolve(data.base, data.value), listen: listenAddress, tokens } };
+
+  const tls = tlsSettings(
+    pick('tls-cert', 'FERMATA_TLS_CERT', 'tls.cert', config.tls?.cert),
+    pick('tls-key', 'FERMATA_TLS_KEY', 'tls.key', config.tls?.key),
+    pick('tls-listen', 'FERMATA_TLS_LISTEN', 'tls.listen', config.tls?.listen),
+    listenAddress,
+  );
+  if (tls !== undefined) {
+    const tlsRefusal = listenRefusal(tls.listen.host, tokens, insecure);
+    if (tlsRefusal !== undefined) throw new UsageError(`the TLS port: ${tlsRefusal}`);
+  }
+  return {
+    kind: 'run',
+    settings: {
+      dataDir: resolve(data.base, data.value),
+      listen: listenAddress,
+      tokens,
+      tls,
+      diskFreeBytesMin: config.readiness?.disk_free_bytes_min ?? readinessLimits.diskFreeBytesMin,
+    },
+  };
+}
+
+/** The TLS port's settings, or undefined when none of its options is set; both files are read and checked here. */
+function tlsSettings(cert: Setting | undefined, key: Setting | undefined, listen: Setting | undefined, cleartext: ListenAddress): TlsSettings | undefined {
+  if (cert === undefined && key === undefined) {
+    if (listen !== undefined) throw new UsageError(`${listen.source}: a TLS port needs a certificate and its key (--tls-cert FILE --tls-key FILE)`);
+    return undefined;
+  }
+  if (cert === undefined || key === undefined) {
+    const given = (cert ?? key) as Setting;
+    throw new UsageError(`${given.source}: a TLS port needs both a certificate and its key (--tls-cert FILE --tls-key FILE)`);
+  }
+  const address =
+    listen === undefined
+      ? { host: cleartext.host, port: cleartext.port === 0 ? 0 : tlsPortDefault }
+      : parseListenAddress(listen.value, listen.source);
+  return { credentials: readTlsCredentials(cert, key), listen: address };
+}
+
+/**
+ * Reads the certificate and key files and checks them the way a handshake would need them, so
+ * a bad file stops the start with a message naming it, before anything binds.
+ */
+function readTlsCredentials(certSetting: Setting, keySetting: Setting): TlsCredentials {
+  const certFile = resolve(certSetting.base, certSetting.value);
+  const keyFile = resolve(keySetting.base, keySetting.value);
+  const cert = readSettingFile(certSetting, certFile);
+  const key = readSettingFile(keySetting, keyFile);
+  let certificate: X509Certificate;
+  try {
+    certificate = new X509Certificate(cert);
+  } catch (err) {
+    throw new UsageError(`${certSetting.source} ${certFile}: not a PEM certificate: ${messageOf(err)}`);
+  }
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(key);
+  } catch (err) {
+    throw new UsageError(`${keySetting.source} ${keyFile}: not a PEM private key: ${messageOf(err)}`);
+  }
+  if (!certificate.checkPrivateKey(privateKey)) {
+    throw new UsageError(`${keySetting.source} ${keyFile}: this key does not belong to the certificate in ${certFile}`);
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (err) {
+    throw new UsageError(`${certSetting.source} ${certFile} with ${keySetting.source} ${keyFile}: TLS cannot use them: ${messageOf(err)}`);
+  }
+  return { cert, key };
+}
+
+function readSettingFile(setting: Setting, file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (err) {
+    throw new UsageError(`${setting.source} ${file}: cannot read it: ${messageOf(err)}`);
+  }
 }
 
 function parseServeArgs(argv: readonly string[]) {
@@ -126,6 +238,9 @@ function parseServeArgs(argv: readonly string[]) {
         listen: { type: 'string' },
         config: { type: 'string' },
         insecure: { type: 'boolean' },
+        'tls-cert': { type: 'string' },
+        'tls-key': { type: 'string' },
+        'tls-listen': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -157,8 +272,12 @@ function checkTokens(tokens: readonly unknown[], source: string): string[] {
   return checked;
 }
 
-interface ServeConfig extends Partial<Record<ConfigKey, string>> {
+interface ServeConfig {
+  data?: string;
+  listen?: string;
   tokens?: string[];
+  tls?: { cert?: string; key?: string; listen?: string };
+  readiness?: { disk_free_bytes_min?: number };
 }
 
 function readConfig(file: string): ServeConfig {
@@ -174,25 +293,51 @@ function readConfig(file: string): ServeConfig {
   } catch (err) {
     throw new UsageError(`config file ${file}: not valid JSON: ${messageOf(err)}`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new UsageError(`config file ${file}: must hold a JSON object (with the keys ${[...configKeys, tokensKey].join(', ')})`);
-  }
+  const entries = objectEntries(value, file, '', configKeys);
   const config: ServeConfig = {};
-  for (const [key, entry] of Object.entries(value)) {
-    if (key === tokensKey) {
-      if (!Array.isArray(entry)) throw new UsageError(`config file ${file}: "tokens" must be an array of strings`);
-      config.tokens = checkTokens(entry, `config file ${file}, "tokens"`);
-      continue;
+  for (const [key, entry] of entries) {
+    switch (key) {
+      case 'data':
+      case 'listen':
+        config[key] = configString(entry, file, key);
+        break;
+      case 'tokens':
+        if (!Array.isArray(entry)) throw new UsageError(`config file ${file}: "tokens" must be an array of strings`);
+        config.tokens = checkTokens(entry, `config file ${file}, "tokens"`);
+        break;
+      case 'tls':
+        config.tls = {};
+        for (const [tlsKey, tlsEntry] of objectEntries(entry, file, 'tls.', tlsConfigKeys)) config.tls[tlsKey] = configString(tlsEntry, file, `tls.${tlsKey}`);
+        break;
+      case 'readiness':
+        config.readiness = {};
+        for (const [readinessKey, bytes] of objectEntries(entry, file, 'readiness.', readinessConfigKeys)) {
+          if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes < 0) {
+            throw new UsageError(`config file ${file}: "readiness.${readinessKey}" must be a whole number of bytes ≥ 0, not ${JSON.stringify(bytes)}`);
+          }
+          config.readiness[readinessKey] = bytes;
+        }
+        break;
     }
-    if (!isConfigKey(key)) throw new UsageError(`config file ${file}: unknown key "${key}" (known keys: ${[...configKeys, tokensKey].join(', ')})`);
-    if (typeof entry !== 'string') throw new UsageError(`config file ${file}: "${key}" must be a string, not ${JSON.stringify(entry)}`);
-    config[key] = entry;
   }
   return config;
 }
 
-function isConfigKey(key: string): key is ConfigKey {
-  return (configKeys as readonly string[]).includes(key);
+/** The entries of a config object (the file itself, or the object at `prefix`), each key one of `known`. */
+function objectEntries<K extends string>(value: unknown, file: string, prefix: string, known: readonly K[]): [K, unknown][] {
+  const where = prefix === '' ? 'must hold a JSON object' : `"${prefix.slice(0, -1)}" must be a JSON object`;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new UsageError(`config file ${file}: ${where} (with the keys ${known.join(', ')})`);
+  }
+  return Object.entries(value).map(([key, entry]): [K, unknown] => {
+    if (!(known as readonly string[]).includes(key)) throw new UsageError(`config file ${file}: unknown key "${prefix}${key}" (known keys: ${known.map((name) => prefix + name).join(', ')})`);
+    return [key as K, entry];
+  });
+}
+
+function configString(entry: unknown, file: string, name: string): string {
+  if (typeof entry !== 'string') throw new UsageError(`config file ${file}: "${name}" must be a string, not ${JSON.stringify(entry)}`);
+  return entry;
 }
 
 async function runService(settings: ServeSettings, logger: Logger): Promise<number> {
@@ -221,32 +366,15 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   const wal = engine.log;
   logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
 
-  const app = createHttpServer({ logger: logger.child({ component: 'http' }), engine, tokens: settings.tokens });
-  try {
-    await app.listen({ host: settings.listen.host, port: settings.listen.port });
-  } catch (err) {
-    logStartFailure(logger, err, `cannot listen on ${settings.listen.host}:${settings.listen.port}`);
-    await app.close().catch(() => undefined);
+  const app = await startHttp(settings, engine, logger);
+  if (app === undefined) {
     await engine.close();
     return 1;
   }
-  logger.info({ url: urlOf(app.server.address()), data: settings.dataDir }, 'listening');
 
   const signal = await stopRequested.promise;
   logger.info({ signal }, 'stopping');
-  let exitCode = 0;
-  const cut = setTimeout(() => {
-    logger.warn({ drainTimeoutMs }, 'connections still open after the drain timeout: closing them');
-    app.server.closeAllConnections();
-  }, drainTimeoutMs);
-  try {
-    await app.close();
-  } catch (err) {
-    logger.error({ err }, 'closing the HTTP server failed');
-    exitCode = 1;
-  } finally {
-    clearTimeout(cut);
-  }
+  let exitCode = await drainHttp(app, logger);
   try {
     await engine.close();
   } catch (err) {
@@ -255,6 +383,56 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   }
   logger.info({ exitCode }, 'stopped');
   return exitCode;
+}
+
+/**
+ * The HTTP adapter on the engine, listening on the cleartext port and, when configured, the TLS
+ * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
+ * closing what was opened) when a port cannot be bound.
+ */
+async function startHttp(settings: ServeSettings, engine: Engine, logger: Logger): Promise<HttpServer | undefined> {
+  const disk = new DiskSpaceCheck({ dir: settings.dataDir, freeBytesMin: settings.diskFreeBytesMin, checkIntervalMs: readinessLimits.diskCheckIntervalMs });
+  const app = createHttpServer({
+    logger: logger.child({ component: 'http' }),
+    engine,
+    tokens: settings.tokens,
+    disk,
+    ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
+  });
+  let bound = `${settings.listen.host}:${settings.listen.port}`;
+  try {
+    await app.listen({ host: settings.listen.host, port: settings.listen.port });
+    const secure = app.server.tls;
+    if (settings.tls !== undefined && secure !== undefined) {
+      bound = `${settings.tls.listen.host}:${settings.tls.listen.port} (TLS)`;
+      secure.listen({ host: settings.tls.listen.host, port: settings.tls.listen.port });
+      await once(secure, 'listening');
+    }
+  } catch (err) {
+    logStartFailure(logger, err, `cannot listen on ${bound}`);
+    await app.close().catch(() => undefined);
+    return undefined;
+  }
+  logger.info({ url: urlOf('http', app.server.address()), data: settings.dataDir }, 'listening');
+  if (app.server.tls !== undefined) logger.info({ url: urlOf('https', app.server.tls.address()), alpn: alpnProtocols }, 'listening');
+  return app;
+}
+
+/** Stops accepting on every port and lets open requests finish, cutting them after drainTimeoutMs; the exit code so far. */
+async function drainHttp(app: HttpServer, logger: Logger): Promise<number> {
+  const cut = setTimeout(() => {
+    logger.warn({ drainTimeoutMs }, 'connections still open after the drain timeout: closing them');
+    app.server.closeAllConnections();
+  }, drainTimeoutMs);
+  try {
+    await app.close();
+    return 0;
+  } catch (err) {
+    logger.error({ err }, 'closing the HTTP server failed');
+    return 1;
+  } finally {
+    clearTimeout(cut);
+  }
 }
 
 /**
@@ -267,10 +445,10 @@ function logStartFailure(logger: Logger, err: unknown, context: string): void {
   else logger.fatal({ err }, `${context}: ${messageOf(err)}`);
 }
 
-function urlOf(address: AddressInfo | string | null): string {
+function urlOf(scheme: 'http' | 'https', address: AddressInfo | string | null): string {
   assert.ok(address !== null && typeof address === 'object', 'a TCP listener has an address once listening');
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return `http://${host}:${address.port}`;
+  return `${scheme}://${host}:${address.port}`;
 }
 
 function messageOf(err: unknown): string {

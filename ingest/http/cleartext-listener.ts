@@ -4,7 +4,10 @@
 // it speaks. So this listener accepts every connection itself, reads until the bytes either are
 // the HTTP/2 client preface or can no longer become it, puts them back (unshift), and injects
 // the socket into an inner HTTP/2 or HTTP/1.1 server through their documented 'connection'
-// event. Both inner servers call one request handler.
+// event. Both inner servers call one request handler. When TLS credentials are given, the
+// listener also carries the TLS port (tls-listener.ts), which hands its connections to the same
+// inner servers once ALPN has named the protocol; closing this listener closes that one too, so
+// fastify, which knows one server, drains both ports.
 //
 //   accept ─► sniff (≤ 24 B, ≤ sniffTimeoutMs) ─┬─ "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" ─► http2 server ─┐
 //                                               └─ anything else ───────────────────► http server ───┴─► handler
@@ -20,18 +23,16 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { httpLimits } from '../../engine/limits.ts';
+import { type NegotiatedProtocol, type TlsCredentials, TlsListener } from './tls-listener.ts';
 
 /** RFC 9113 §3.4: what an HTTP/2 client with prior knowledge sends first. */
 export const http2Preface = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 
-
 assert.equal(http2Preface.length, 24);
 assert.ok(httpLimits.http1HeadersTimeoutMs <= httpLimits.http1RequestTimeoutMs, 'headers must be due before the whole request');
 
-type SniffedProtocol = 'h2' | 'http/1.1';
-
 /** The protocol the first bytes of a connection commit to, or undefined while they are still a prefix of the preface. */
-function sniffProtocol(head: Uint8Array): SniffedProtocol | undefined {
+function sniffProtocol(head: Uint8Array): NegotiatedProtocol | undefined {
   const compared = Math.min(head.length, http2Preface.length);
   for (let i = 0; i < compared; i++) if (head[i] !== http2Preface[i]) return 'http/1.1';
   return head.length >= http2Preface.length ? 'h2' : undefined;
@@ -50,8 +51,10 @@ export class CleartextListener extends net.Server {
   readonly #sockets = new Set<net.Socket>();
   readonly #sniffing = new Set<net.Socket>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
+  /** The TLS port, when credentials were given; it listens when told to, on its own address. */
+  readonly tls: TlsListener | undefined;
 
-  constructor(handler: DualProtocolRequestHandler) {
+  constructor(handler: DualProtocolRequestHandler, tlsCredentials?: TlsCredentials) {
     // As http.Server configures its own sockets: an HTTP/1.1 client may half-close after its
     // request and still read the response; responses are not held back by Nagle.
     super({ allowHalfOpen: true, noDelay: true });
@@ -85,16 +88,25 @@ export class CleartextListener extends net.Server {
       if (!this.emit('clientError', err, socket)) socket.destroy();
     });
     this.on('connection', (socket: net.Socket) => this.#accept(socket));
+    this.tls = tlsCredentials === undefined ? undefined : new TlsListener(tlsCredentials, (socket, protocol) => this.#serve(socket, protocol));
   }
 
   /**
    * Stops accepting; closes idle HTTP/1.1 connections (active ones close after their response
    * once fastify marks them `Connection: close`), sends GOAWAY on every HTTP/2 session (open
-   * streams finish, no new ones start) and drops connections that never said anything.
-   * `callback` runs once every connection has closed.
+   * streams finish, no new ones start) and drops connections that never said anything; the
+   * same on the TLS port when it listens. `callback` runs once every connection of both has closed.
    */
   override close(callback?: (err?: Error) => void): this {
-    super.close(callback);
+    const secure = this.tls?.listening === true ? this.tls : undefined;
+    let open = secure === undefined ? 1 : 2;
+    let firstError: Error | undefined;
+    const closed = (err?: Error): void => {
+      firstError ??= err;
+      if (--open === 0) callback?.(firstError);
+    };
+    super.close(closed);
+    secure?.close(closed);
     this.#http1.close();
     for (const session of this.#sessions) session.close();
     for (const socket of this.#sniffing) socket.destroy();
@@ -104,6 +116,7 @@ export class CleartextListener extends net.Server {
   /** Destroys every connection at once: the bound on a graceful close. */
   closeAllConnections(): void {
     for (const socket of this.#sockets) socket.destroy();
+    this.tls?.closeAllConnections();
   }
 
   // Http2Server's own members, so that fastify's HTTP/2 typing accepts this listener as the
@@ -135,8 +148,7 @@ export class CleartextListener extends net.Server {
       if (protocol === undefined) return;
       stopSniffing();
       socket.unshift(head);
-      if (protocol === 'h2') this.#http2.emit('connection', socket);
-      else this.#http1.emit('connection', socket);
+      this.#serve(socket, protocol);
     };
     // Silent past the deadline, gone, or ended inside the preface: nothing to answer.
     const drop = (): void => {
@@ -150,6 +162,16 @@ export class CleartextListener extends net.Server {
     };
     socket.setTimeout(httpLimits.sniffTimeoutMs);
     socket.on('readable', onReadable).on('timeout', drop).on('end', drop).on('error', drop);
+  }
+
+  /** Hands a connection whose protocol is settled (sniffed here, or negotiated on the TLS port) to its inner server. */
+  #serve(socket: net.Socket, protocol: NegotiatedProtocol): void {
+    if (!this.#sockets.has(socket)) {
+      this.#sockets.add(socket);
+      socket.once('close', () => this.#sockets.delete(socket));
+    }
+    if (protocol === 'h2') this.#http2.emit('connection', socket);
+    else this.#http1.emit('connection', socket);
   }
 
   #adoptSession(session: http2.ServerHttp2Session): void {

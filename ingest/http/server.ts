@@ -1,5 +1,5 @@
 // The HTTP adapter: a fastify instance on the cleartext listener (HTTP/1.1 and h2c on one
-// port), with the service's health routes and the v1 API as encapsulated plugins (timers-,
+// port, and the optional TLS port it carries), with the service's health routes and the v1 API as encapsulated plugins (timers-,
 // queues-, stats-routes.ts). The engine knows nothing of this module; this module knows the
 // engine only through its public API. Every error leaves through one handler (error-map.ts).
 //
@@ -19,12 +19,15 @@ import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { bearerCheck } from './bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './cleartext-listener.ts';
+import type { DiskSpaceCheck } from './disk-space.ts';
 import { errorAnswer } from './error-map.ts';
+import { deadRoutes } from './dead-routes.ts';
 import { metricsRoutes } from './metrics-routes.ts';
 import { openapiRoutes } from './openapi.ts';
 import { queuesRoutes } from './queues-routes.ts';
 import { statsRoutes } from './stats-routes.ts';
 import { timersRoutes } from './timers-routes.ts';
+import type { TlsCredentials } from './tls-listener.ts';
 
 export interface HttpServerOptions {
   /** fastify's own lines (5xx errors, broken responses) go here; see the level note below. */
@@ -33,6 +36,10 @@ export interface HttpServerOptions {
   readonly engine: Engine;
   /** Bearer tokens every route but the health checks requires; none = no authentication. */
   readonly tokens?: readonly string[];
+  /** When given, /readyz is also red while the data directory's file system is nearly full. */
+  readonly disk?: DiskSpaceCheck;
+  /** When given, `app.server.tls` is a TLS port (ALPN h2 and http/1.1) on the same handler; the caller makes it listen. */
+  readonly tls?: TlsCredentials;
 }
 
 /** What each route plugin is registered with. */
@@ -45,7 +52,7 @@ type HttpReply = FastifyReply<RouteGenericInterface, CleartextListener, http2.Ht
 
 const statusSchema = {
   type: 'object',
-  properties: { status: { type: 'string' }, reason: { type: 'string' } },
+  properties: { status: { type: 'string' }, reason: { type: 'string' }, free_bytes: { type: 'integer' } },
   required: ['status'],
   additionalProperties: false,
 } as const;
@@ -54,7 +61,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const app = fastify<CleartextListener>({
     http2: true,
     // fastify's handler accepts both request kinds (see the top of this file); its type names only the HTTP/2 one.
-    serverFactory: (handler) => new CleartextListener(handler as DualProtocolRequestHandler),
+    serverFactory: (handler) => new CleartextListener(handler as DualProtocolRequestHandler, options.tls),
     // Per-request lines ("incoming request", "request completed", 4xx) are info: at ingest
     // rates they would cost more than the requests. Warnings and errors still come through.
     loggerInstance: options.logger.child({}, { level: 'warn' }),
@@ -77,15 +84,20 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
 
   app.get('/healthz', { schema: { response: { 200: statusSchema } } }, healthz);
 
-  const { engine } = options;
-  app.get('/readyz', { schema: { response: { 200: statusSchema, 503: statusSchema } } }, (_request, reply) => {
+  const { engine, disk } = options;
+  app.get('/readyz', { schema: { response: { 200: statusSchema, 503: statusSchema } } }, async (_request, reply) => {
+    const space = disk === undefined ? undefined : await disk.verdict();
     const poison = engine.log.poisoned;
-    if (poison === undefined) return reply.send({ status: 'ready' });
-    return reply.code(503).send({ status: 'not-ready', reason: poison.message });
+    if (poison !== undefined) return reply.code(503).send({ status: 'not-ready', reason: poison.message });
+    if (space !== undefined && !space.ok) {
+      return reply.code(503).send({ status: 'not-ready', reason: space.reason, ...(space.freeBytes === undefined ? {} : { free_bytes: space.freeBytes }) });
+    }
+    return reply.send({ status: 'ready' });
   });
 
   void app.register(timersRoutes, { engine });
   void app.register(queuesRoutes, { engine });
+  void app.register(deadRoutes, { engine });
   void app.register(statsRoutes, { engine });
   void app.register(metricsRoutes, { engine });
   void app.register(openapiRoutes);

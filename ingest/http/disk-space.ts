@@ -1,0 +1,72 @@
+// Free space on the data directory's file system, for /readyz: red once fewer bytes are free
+// than a minimum, so a load balancer stops sending before a write fails for want of space (after
+// which the log poisons and nothing is acknowledged until a restart). Readings come from
+// statfs (injectable, so tests can fill a disk that is not there), at most one every
+// `checkIntervalMs`; probes in between are answered from the last reading, and probes that
+// arrive while a reading is under way share it.
+//
+// Owned by the main thread's event loop.
+import { statfs as platformStatfs } from 'node:fs/promises';
+import type { StatsFs } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+
+/** The part of a statfs answer read here: blocks available to an unprivileged writer, and their size. */
+export type FreeBlocks = Pick<StatsFs, 'bavail' | 'frsize'>;
+
+export type StatFs = (path: string) => Promise<FreeBlocks>;
+
+export type DiskVerdict =
+  | { readonly ok: true; readonly freeBytes: number }
+  | { readonly ok: false; readonly reason: string; readonly freeBytes?: number };
+
+export interface DiskSpaceOptions {
+  /** A directory on the file system to watch (the data directory). */
+  readonly dir: string;
+  readonly freeBytesMin: number;
+  readonly checkIntervalMs: number;
+  readonly statfs?: StatFs;
+  /** Monotonic milliseconds. */
+  readonly now?: () => number;
+}
+
+export class DiskSpaceCheck {
+  readonly dir: string;
+  readonly freeBytesMin: number;
+  readonly #checkIntervalMs: number;
+  readonly #statfs: StatFs;
+  readonly #now: () => number;
+  #last: { readonly atMs: number; readonly verdict: DiskVerdict } | undefined;
+  #reading: Promise<DiskVerdict> | undefined;
+
+  constructor(options: DiskSpaceOptions) {
+    this.dir = options.dir;
+    this.freeBytesMin = options.freeBytesMin;
+    this.#checkIntervalMs = options.checkIntervalMs;
+    this.#statfs = options.statfs ?? platformStatfs;
+    this.#now = options.now ?? (() => performance.now());
+  }
+
+  /** The latest verdict, read afresh when the last reading is `checkIntervalMs` old or older. */
+  verdict(): Promise<DiskVerdict> {
+    const last = this.#last;
+    if (last !== undefined && this.#now() - last.atMs < this.#checkIntervalMs) return Promise.resolve(last.verdict);
+    this.#reading ??= this.#read().finally(() => (this.#reading = undefined));
+    return this.#reading;
+  }
+
+  async #read(): Promise<DiskVerdict> {
+    let verdict: DiskVerdict;
+    try {
+      const blocks = await this.#statfs(this.dir);
+      const freeBytes = blocks.bavail * blocks.frsize;
+      verdict =
+        freeBytes >= this.freeBytesMin
+          ? { ok: true, freeBytes }
+          : { ok: false, freeBytes, reason: `disk nearly full: ${freeBytes} bytes free for ${this.dir}, below the minimum of ${this.freeBytesMin}` };
+    } catch (err) {
+      verdict = { ok: false, reason: `cannot read the free space for ${this.dir}: ${err instanceof Error ? err.message : String(err)}` };
+    }
+    this.#last = { atMs: this.#now(), verdict };
+    return verdict;
+  }
+}
