@@ -1,9 +1,10 @@
 // `fermata serve`: the service process. Settles its settings (flags over environment over
 // config file over defaults), opens the WAL (which takes the data directory's lock and
 // recovers), serves HTTP/1.1 and h2c on one port (and h2 or HTTP/1.1 by ALPN on a TLS port when
-// given a certificate), and on SIGTERM or SIGINT drains: stop accepting on both ports, let open
-// requests finish (at most drainTimeoutMs, then cut), close the WAL (flushing queued appends,
-// releasing the lock), exit 0. A second signal exits 1 at once.
+// given a certificate), delivers due timers through the dispatcher's worker threads, and on
+// SIGTERM or SIGINT drains: stop accepting on both ports, let open requests finish (at most
+// drainTimeoutMs, then cut), let deliveries in flight be recorded (bounded), close the WAL
+// (flushing queued appends, releasing the lock), exit 0. A second signal exits 1 at once.
 //
 // Exit codes: 0 stopped cleanly, 1 could not start or stop cleanly (the log says why),
 // 2 bad command line or config (stderr says why).
@@ -17,9 +18,13 @@ import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pino, type Logger } from 'pino';
 import { isFermataError } from '../engine/errors.ts';
-import { Engine } from '../engine/engine.ts';
+import { Engine, systemClock } from '../engine/engine.ts';
+import { registerDispatchMetrics } from '../dispatch/dispatch-metrics.ts';
+import { Dispatcher } from '../dispatch/dispatcher.ts';
+import { TargetGuard } from '../dispatch/target-guard.ts';
+import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from './dispatch-config.ts';
 import { httpLimits, readinessLimits } from '../engine/limits.ts';
-import { listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
+import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
 import { DiskSpaceCheck } from '../ingest/http/disk-space.ts';
 import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
 import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
@@ -29,7 +34,7 @@ const { drainTimeoutMs } = httpLimits;
 const defaults = { data: './data', listen: '127.0.0.1:7070' } as const;
 /** The TLS port when --tls-listen is not given and the cleartext port is not 0. */
 const tlsPortDefault = 7443;
-const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness'] as const;
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch'] as const;
 const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
 const readinessConfigKeys = ['disk_free_bytes_min'] as const;
 
@@ -53,7 +58,15 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
   "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT},
-  "readiness": {"disk_free_bytes_min": BYTES}}; every key is optional.
+  "readiness": {"disk_free_bytes_min": BYTES},
+  "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
+               "signing_secrets": ["whsec_…"], "ca_file": FILE}}; every key is optional.
+
+Delivery: due timers are POSTed to their targets by N worker threads (default: cores − 1).
+Targets at private, loopback, link-local or metadata addresses are refused unless "allow"
+lists them (origins or CIDRs; env FERMATA_DISPATCH_ALLOW=a,b); loopback is allowed when the
+service itself listens on loopback. With "signing_secrets" (env FERMATA_SIGNING_SECRETS=a,b)
+every delivery carries Standard Webhooks signatures, one per secret.
 
 Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=a,b): when set, every route but
 /healthz and /readyz needs "authorization: Bearer <token>". A non-loopback --listen or
@@ -84,6 +97,7 @@ interface ServeSettings {
   readonly tokens: readonly string[];
   readonly tls: TlsSettings | undefined;
   readonly diskFreeBytesMin: number;
+  readonly dispatch: DispatchSettings;
 }
 
 /** A setting as chosen: its text, where it came from (for messages), and the directory a relative path in it is taken from. */
@@ -168,8 +182,18 @@ function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Ser
       tokens,
       tls,
       diskFreeBytesMin: config.readiness?.disk_free_bytes_min ?? readinessLimits.diskFreeBytesMin,
+      dispatch: dispatchSettings(config.dispatch, configFile, env),
     },
   };
+}
+
+function dispatchSettings(entry: unknown, configFile: string | undefined, env: NodeJS.ProcessEnv): DispatchSettings {
+  try {
+    return parseDispatchSettings(entry, configFile, env, configFile === undefined ? process.cwd() : dirname(resolve(configFile)));
+  } catch (err) {
+    if (err instanceof DispatchConfigError) throw new UsageError(err.message);
+    throw err;
+  }
 }
 
 /** The TLS port's settings, or undefined when none of its options is set; both files are read and checked here. */
@@ -278,6 +302,7 @@ interface ServeConfig {
   tokens?: string[];
   tls?: { cert?: string; key?: string; listen?: string };
   readiness?: { disk_free_bytes_min?: number };
+  dispatch?: unknown;
 }
 
 function readConfig(file: string): ServeConfig {
@@ -308,6 +333,10 @@ function readConfig(file: string): ServeConfig {
       case 'tls':
         config.tls = {};
         for (const [tlsKey, tlsEntry] of objectEntries(entry, file, 'tls.', tlsConfigKeys)) config.tls[tlsKey] = configString(tlsEntry, file, `tls.${tlsKey}`);
+        break;
+      case 'dispatch':
+        // Checked whole with the environment's overrides (cli/dispatch-config.ts).
+        config.dispatch = entry;
         break;
       case 'readiness':
         config.readiness = {};
@@ -356,9 +385,16 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
 
+  // Loopback targets are fine for a service that itself listens on loopback (a local setup).
+  const allowLoopback = isLoopbackHost(settings.listen.host);
+  const guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
   let engine: Engine;
   try {
-    engine = await Engine.open({ dataDir: settings.dataDir, logger: logger.child({ component: 'wal' }) });
+    engine = await Engine.open({
+      dataDir: settings.dataDir,
+      logger: logger.child({ component: 'wal' }),
+      checkTarget: (target) => guard.checkTargetAtAdmit(target),
+    });
   } catch (err) {
     logStartFailure(logger, err, `cannot open the data directory ${settings.dataDir}`);
     return 1;
@@ -366,15 +402,30 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   const wal = engine.log;
   logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
 
-  const app = await startHttp(settings, engine, logger);
+  const dispatcher = new Dispatcher({
+    engine,
+    clock: systemClock,
+    logger: logger.child({ component: 'dispatch' }),
+    allow: settings.dispatch.allow,
+    allowLoopback,
+    signingSecrets: settings.dispatch.signingSecrets,
+    ...(settings.dispatch.threads === undefined ? {} : { threads: settings.dispatch.threads }),
+    ...(settings.dispatch.ca === undefined ? {} : { ca: settings.dispatch.ca }),
+  });
+  const app = await startHttp(settings, engine, dispatcher, logger);
   if (app === undefined) {
+    await dispatcher.close();
     await engine.close();
     return 1;
   }
+  dispatcher.start();
+  logger.info({ threads: dispatcher.threads, signing: settings.dispatch.signingSecrets.length > 0, allowLoopback }, 'dispatching');
 
   const signal = await stopRequested.promise;
   logger.info({ signal }, 'stopping');
   let exitCode = await drainHttp(app, logger);
+  // Deliveries in flight finish and are recorded (bounded); what is not recorded is delivered again after a restart.
+  await dispatcher.close();
   try {
     await engine.close();
   } catch (err) {
@@ -390,13 +441,14 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
  * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
  * closing what was opened) when a port cannot be bound.
  */
-async function startHttp(settings: ServeSettings, engine: Engine, logger: Logger): Promise<HttpServer | undefined> {
+async function startHttp(settings: ServeSettings, engine: Engine, dispatcher: Dispatcher, logger: Logger): Promise<HttpServer | undefined> {
   const disk = new DiskSpaceCheck({ dir: settings.dataDir, freeBytesMin: settings.diskFreeBytesMin, checkIntervalMs: readinessLimits.diskCheckIntervalMs });
   const app = createHttpServer({
     logger: logger.child({ component: 'http' }),
     engine,
     tokens: settings.tokens,
     disk,
+    metrics: (registry) => registerDispatchMetrics(registry, dispatcher),
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
   let bound = `${settings.listen.host}:${settings.listen.port}`;

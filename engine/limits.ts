@@ -61,8 +61,10 @@ export const schedulerLimits = {
   /** Timers handed to the dispatcher in one slice; the event loop runs between slices. */
   sliceTimersMax: 1024,
   /** Timers released per second at most (a token bucket): a restart after downtime finds
-   * every overdue timer due at once, and they go out at this rate, not all together. */
-  releasePerSecondMax: 50_000,
+   * every overdue timer due at once, and they go out at this rate, not all together. The
+   * dispatcher's room (deliveries in flight) is the tighter bound in practice; this one is set
+   * above what Arrow batch delivery sustains, so it only caps a runaway. */
+  releasePerSecondMax: 2_000_000,
   /** The longest the scheduler sleeps before looking at the wall clock again (clock jumps). */
   sleepMsMax: 1000,
 } as const;

@@ -54,8 +54,9 @@ export function engineMetrics(engine: Engine): Registry {
   return registry;
 }
 
-export async function metricsRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
+export async function metricsRoutes(app: HttpServer, { engine, metrics }: RoutesOptions & { metrics?: (registry: Registry) => void }): Promise<void> {
   const registry = engineMetrics(engine);
+  metrics?.(registry);
   app.get('/metrics', async (_request, reply) => {
     reply.header('content-type', registry.contentType);
     return registry.metrics();

@@ -22,6 +22,7 @@ import { CleartextListener, type DualProtocolRequestHandler } from './cleartext-
 import type { DiskSpaceCheck } from './disk-space.ts';
 import { errorAnswer } from './error-map.ts';
 import { deadRoutes } from './dead-routes.ts';
+import type { Registry } from 'prom-client';
 import { metricsRoutes } from './metrics-routes.ts';
 import { openapiRoutes } from './openapi.ts';
 import { queuesRoutes } from './queues-routes.ts';
@@ -40,6 +41,8 @@ export interface HttpServerOptions {
   readonly disk?: DiskSpaceCheck;
   /** When given, `app.server.tls` is a TLS port (ALPN h2 and http/1.1) on the same handler; the caller makes it listen. */
   readonly tls?: TlsCredentials;
+  /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's. */
+  readonly metrics?: (registry: Registry) => void;
 }
 
 /** What each route plugin is registered with. */
@@ -99,7 +102,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
   void app.register(statsRoutes, { engine });
-  void app.register(metricsRoutes, { engine });
+  void app.register(metricsRoutes, { engine, ...(options.metrics === undefined ? {} : { metrics: options.metrics }) });
   void app.register(openapiRoutes);
   return app;
 }
