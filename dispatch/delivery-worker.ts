@@ -22,12 +22,19 @@ export interface DeliveryWorkerData {
   readonly signingSecrets: readonly string[];
   readonly sessionIdleMsMax: number;
   readonly connectTimeoutMs: number;
+  readonly requestsPerOriginMax: number;
   readonly ca?: string;
 }
 
 const config = workerData as DeliveryWorkerData;
 const guard = new TargetGuard({ allow: config.allow, allowLoopback: config.allowLoopback });
-const clients = new OriginClients({ guard, sessionIdleMsMax: config.sessionIdleMsMax, connectTimeoutMs: config.connectTimeoutMs, ca: config.ca });
+const clients = new OriginClients({
+  guard,
+  sessionIdleMsMax: config.sessionIdleMsMax,
+  connectTimeoutMs: config.connectTimeoutMs,
+  requestsPerOriginMax: config.requestsPerOriginMax,
+  ca: config.ca,
+});
 const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);
 const utf8 = new TextDecoder();
 

@@ -127,6 +127,7 @@ export class Dispatcher {
       signingSecrets,
       sessionIdleMsMax: this.#limits.sessionIdleMsMax,
       connectTimeoutMs: this.#limits.connectTimeoutMs,
+      requestsPerOriginMax: this.#limits.requestsPerOriginMax,
       ...(options.ca === undefined ? {} : { ca: options.ca }),
     };
     const threads = options.threads ?? Math.max(1, availableParallelism() - 1);

@@ -37,6 +37,8 @@ export interface OriginClientsOptions {
   readonly connectTimeoutMs: number;
   /** Extra CA certificates (PEM) for https targets. */
   readonly ca?: string | undefined;
+  /** Requests in flight to one origin at most (HTTP/2 streams, or HTTP/1.1 sockets); more wait their turn here. */
+  readonly requestsPerOriginMax: number;
 }
 
 export interface DeliveryRequest {
@@ -71,6 +73,9 @@ class Origin {
   session: http2.ClientHttp2Session | undefined;
   connecting: Promise<http2.ClientHttp2Session> | undefined;
   agent: http.Agent | undefined;
+  /** Requests in flight, and those waiting for one of them to finish (first come, first served). */
+  active = 0;
+  readonly waiting: Array<() => void> = [];
 }
 
 export class OriginClients {
@@ -98,6 +103,20 @@ export class OriginClients {
       origin = new Origin();
       this.#origins.set(key, origin);
     }
+    // A target is never sent more than requestsPerOriginMax at once: a burst of due timers
+    // must not flood it (nor one HTTP/2 session's memory) with thousands of streams.
+    if (origin.active < this.#options.requestsPerOriginMax) origin.active++;
+    else await new Promise<void>((resolve) => (origin as Origin).waiting.push(resolve));
+    try {
+      return await this.#sendOnOrigin(origin, request);
+    } finally {
+      const next = origin.waiting.shift();
+      if (next === undefined) origin.active--;
+      else next(); // the slot passes to the next in line
+    }
+  }
+
+  async #sendOnOrigin(origin: Origin, request: DeliveryRequest): Promise<DeliveryAnswer> {
     if (origin.protocol === 'h2') {
       let session: http2.ClientHttp2Session | undefined;
       try {
@@ -200,7 +219,8 @@ export class OriginClients {
   #requestH1(origin: Origin, request: DeliveryRequest): Promise<DeliveryAnswer> {
     const { url } = request;
     const secure = url.protocol === 'https:';
-    origin.agent ??= secure ? new https.Agent({ keepAlive: true, ...(this.#options.ca === undefined ? {} : { ca: [...tls.rootCertificates, this.#options.ca] }) }) : new http.Agent({ keepAlive: true });
+    const maxSockets = this.#options.requestsPerOriginMax;
+    origin.agent ??= secure ? new https.Agent({ keepAlive: true, maxSockets, ...(this.#options.ca === undefined ? {} : { ca: [...tls.rootCertificates, this.#options.ca] }) }) : new http.Agent({ keepAlive: true, maxSockets });
     const agent = origin.agent;
     return this.#options.guard.resolveTarget(url).then(
       ({ address }) =>

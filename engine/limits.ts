@@ -159,6 +159,8 @@ export const dispatchLimits = {
   sessionIdleMsMax: 5 * 60_000,
   /** TCP connect plus TLS and HTTP/2 handshakes to a target, at most. */
   connectTimeoutMs: 10_000,
+  /** Requests in flight to one target origin from one worker (HTTP/2 streams on its session, or HTTP/1.1 sockets). */
+  requestsPerOriginMax: 256,
   /** Shutdown waits this long for deliveries in flight to finish and be recorded. */
   drainTimeoutMs: 30_000,
 } as const;

@@ -64,7 +64,10 @@ export async function startH2Sink(script: SinkScript = ok): Promise<Sink> {
   let connections = 0;
   const server = http2.createServer();
   server.on('connection', () => connections++);
+  // A session torn down by the client (a killed service, a reset) is part of the script, not a test failure.
+  server.on('sessionError', () => undefined);
   server.on('session', (session) => {
+    session.on('error', () => undefined);
     sessions.add(session);
     session.on('close', () => sessions.delete(session));
   });

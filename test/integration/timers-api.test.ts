@@ -552,7 +552,14 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
 
     service = await startService(dataDir);
     const restarted = fetchClient(service.url);
-    for (const [id, view] of expected) assert.deepEqual(await getTimer(restarted, id), view);
+    // Due timers are being delivered (to a target that does not resolve here, so they retry):
+    // their state and attempts move on; what was acknowledged must not.
+    const stable = (view: TimerView): Partial<TimerView> => {
+      if (view.state === 'cancelled' || Date.parse(view.fire_at) > Date.now() + 60_000) return view;
+      const { state: _state, attempts: _attempts, last_status: _lastStatus, ...acknowledgedPart } = view;
+      return acknowledgedPart;
+    };
+    for (const [id, view] of expected) assert.deepEqual(stable(await getTimer(restarted, id)), stable(view));
     for (const { key, keyId, cancelledId } of acknowledged) {
       const again = await postJson(restarted, '/v1/timers', { delay_ms: 1, target, key });
       assert.equal(again.status, 200, again.body.toString('utf8'));
