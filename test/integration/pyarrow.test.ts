@@ -5,16 +5,18 @@
 // service with fetch. No python3 or no reachable package index: skipped, saying which. Every wait
 // is bounded; the service is killed in `finally`.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { type Service, startService } from '../helpers/service.ts';
+import { startH2Sink } from '../helpers/sinks.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
 const clientScript = fileURLToPath(new URL('../fixtures/pyarrow_client.py', import.meta.url));
+const readerScript = fileURLToPath(new URL('../fixtures/pyarrow_read_batches.py', import.meta.url));
 const scriptTimeoutMs = 120_000;
 const requestTimeoutMs = 10_000;
 const installTimeoutMs = 10 * 60_000;
@@ -153,6 +155,81 @@ test('pyarrow posts Arrow IPC streams (ms+UTC, us, int64 ms; string and dictiona
       if (service.child.exitCode === null && service.child.signalCode === null) service.child.kill('SIGKILL');
       await withTimeout(service.exited, 10_000, 'fermata to die');
     }
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('pyarrow reads the Arrow record batches that "arrow" delivery POSTs to a sink', { timeout: installTimeoutMs + 2 * 60_000 }, async (t) => {
+  const venv = await ensureVenv(['pyarrow'], { installTimeoutMs });
+  if ('skip' in venv) {
+    t.skip(`pyarrow reader not run: ${venv.skip}`);
+    return;
+  }
+  const dataDir = mkdtempSync(join(tmpdir(), 'fermata-pyarrow-sink-'));
+  const sink = await startH2Sink();
+  let service: Service | undefined;
+  try {
+    service = await startService(dataDir);
+    const base = service.url;
+    const put = await fetch(`${base}/v1/queues/pipe`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: 100, linger_ms: 20 }),
+    });
+    assert.equal(put.status, 200, await put.text());
+    const count = 250;
+    const lines = Array.from({ length: count }, (_, i) =>
+      JSON.stringify({ delay_ms: 0, target: `https://t${i % 3}.example/`, payload_base64: Buffer.from([i & 0xff, 0, 0xfe]).toString('base64'), ...(i % 2 === 0 ? { key: `k${i}`, headers: { 'x-i': String(i) } } : {}), queue: 'pipe' }),
+    );
+    const added = await fetch(`${base}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body: lines.join('\n') });
+    assert.equal(added.status, 201, await added.text());
+    await withTimeout(
+      (async () => {
+        for (;;) {
+          const { body } = await getJson(base, '/v1/stats');
+          if ((body as { delivered: number }).delivered === count) return;
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+      })(),
+      30_000,
+      'every timer to be delivered to the sink',
+    );
+    const files = sink.to('/ingest').map((request, i) => {
+      const file = join(dataDir, `batch-${i}.arrows`);
+      writeFileSync(file, request.body);
+      return file;
+    });
+    assert.ok(files.length >= 3, `250 rows in batches of at most 100: ${files.length} batches`);
+    const read = await run(venv.python, [readerScript, ...files], scriptTimeoutMs, 'pyarrow_read_batches.py');
+    assert.equal(read.code, 0, read.stderr);
+    const summary = JSON.parse(read.stdout.trim()) as { schemas: string[][][]; rows: Array<{ id: string; attempt: number; target: string; key: string | null; payload: string; headers: string | null }> };
+    assert.deepEqual(summary.schemas, [
+      [
+        ['id', 'string'],
+        ['fire_at', 'timestamp[ms, tz=UTC]'],
+        ['attempt', 'uint32'],
+        ['target', 'string'],
+        ['key', 'string'],
+        ['payload', 'binary'],
+        ['headers', 'string'],
+      ],
+    ]);
+    assert.equal(summary.rows.length, count);
+    assert.equal(new Set(summary.rows.map((row) => row.id)).size, count, 'each timer once');
+    const byKey = new Map(summary.rows.filter((row) => row.key !== null).map((row) => [row.key, row]));
+    for (let i = 0; i < count; i += 2) {
+      const row = byKey.get(`k${i}`);
+      assert.ok(row !== undefined, `k${i} arrived`);
+      assert.equal(row.payload, Buffer.from([i & 0xff, 0, 0xfe]).toString('hex'));
+      assert.equal(row.target, `https://t${i % 3}.example/`);
+      assert.deepEqual(JSON.parse(row.headers ?? 'null'), { 'x-i': String(i) });
+      assert.equal(row.attempt, 1);
+    }
+    assert.equal(summary.rows.filter((row) => row.key === null && row.headers === null).length, count / 2, 'no key and no headers arrive as nulls');
+  } finally {
+    service?.child.kill('SIGTERM');
+    if (service !== undefined) await withTimeout(service.exited, 30_000, 'the service to stop');
+    await sink.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
