@@ -183,20 +183,36 @@ const utf8 = new TextDecoder();
 
 const isFinished = (state: number): boolean => state === timerState.delivered || state === timerState.dead || state === timerState.cancelled;
 
+/** An Admitted over the batch and its key plan: methods on a prototype, no closures per admit. */
+class AdmittedBatch implements Admitted {
+  readonly seq: number;
+  readonly rows: number;
+  readonly duplicates: number;
+  readonly #fireAtMs: Float64Array;
+  readonly #plan: KeyPlan | undefined;
+
+  constructor(batch: TimerBatch, seq: number, plan: KeyPlan | undefined) {
+    this.seq = seq;
+    this.rows = batch.rows;
+    this.duplicates = plan?.duplicates ?? 0;
+    this.#fireAtMs = batch.fireAtMs;
+    this.#plan = plan;
+  }
+
+  isDuplicate(row: number): boolean {
+    return this.#plan !== undefined && !Number.isNaN(this.#plan.originalSeq[row]);
+  }
+
+  idOf(row: number): string {
+    const plan = this.#plan;
+    if (plan === undefined || !this.isDuplicate(row)) return encodeTimerId(this.seq, row, this.#fireAtMs[row] as number);
+    const originalSeq = plan.originalSeq[row] as number;
+    return encodeTimerId(originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
+  }
+}
+
 function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
-  const fireAtMs = batch.fireAtMs;
-  const isDuplicate = (row: number): boolean => plan !== undefined && !Number.isNaN(plan.originalSeq[row]);
-  return {
-    seq,
-    rows: batch.rows,
-    duplicates: plan?.duplicates ?? 0,
-    isDuplicate,
-    idOf: (row) => {
-      if (plan === undefined || !isDuplicate(row)) return encodeTimerId(seq, row, fireAtMs[row] as number);
-      const originalSeq = plan.originalSeq[row] as number;
-      return encodeTimerId(originalSeq === 0 ? seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
-    },
-  };
+  return new AdmittedBatch(batch, seq, plan);
 }
 
 export class Engine {
@@ -555,8 +571,9 @@ export class Engine {
       throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: newRows });
     }
     // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
-    const settled = Promise.withResolvers<void>();
-    for (const key of plan?.introduced ?? []) this.#keysInFlight.set(key, settled.promise);
+    const introduced = plan?.introduced ?? [];
+    const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
+    if (settled !== undefined) for (const key of introduced) this.#keysInFlight.set(key, settled.promise);
     this.#reservedRows += newRows;
     let seq: number;
     try {
@@ -564,8 +581,8 @@ export class Engine {
       this.#insert(batch, seq, plan);
     } finally {
       this.#reservedRows -= newRows;
-      for (const key of plan?.introduced ?? []) this.#keysInFlight.delete(key);
-      settled.resolve();
+      for (const key of introduced) this.#keysInFlight.delete(key);
+      settled?.resolve();
     }
     return admittedOf(batch, seq, plan);
   }
@@ -841,28 +858,32 @@ export class Engine {
   /** Puts a durable batch into memory: one slot, heap entry and index entry per new row. */
   #insert(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): void {
     const store = this.#store;
-    const targets = batch.targets.map((target) => store.internTarget(target));
-    const queues = batch.queues.map((queue) => this.#queueIndex(queue));
-    for (let row = 0; row < batch.rows; row++) {
-      if (plan !== undefined && !Number.isNaN(plan.originalSeq[row])) continue;
-      const key = bytesAt(batch.keys, row);
-      const slot = store.allocateRaw(
-        batch.fireAtMs[row] as number,
-        seq,
-        row,
-        queues[batch.queueIndex[row] as number] as number,
-        targets[batch.targetIndex[row] as number] as number,
-        bytesAt(batch.payload, row),
-        bytesAt(batch.headers, row),
-        key,
-      );
-      assert.ok(slot >= 0, 'capacity was reserved before the append');
-      this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) + 1;
-      this.#heap.push(slot);
-      this.#index.insert(slot);
-      if (key.length > 0) this.#keys.insert(slot, (plan as KeyPlan).hashes[row] as number);
+    const targets: number[] = [];
+    for (const target of batch.targets) targets.push(store.internTarget(target));
+    const queues: number[] = [];
+    for (const queue of batch.queues) queues.push(this.#queueIndex(queue));
+    // Duplicates get no slot: only the rows listed go in (every row when `rows` is undefined).
+    let rows: Int32Array | undefined;
+    if (plan !== undefined && plan.duplicates > 0) {
+      rows = new Int32Array(batch.rows - plan.duplicates);
+      let at = 0;
+      for (let row = 0; row < batch.rows; row++) if (Number.isNaN(plan.originalSeq[row])) rows[at++] = row;
     }
+    const count = rows?.length ?? batch.rows;
+    const slots = new Int32Array(count);
+    assert.ok(store.canAllocate(count), 'capacity was reserved before the append');
+    store.allocateRows(batch, seq, rows, count, queues, targets, slots);
     for (const target of targets) store.releaseTarget(target);
+    this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) + count;
+    this.#index.insertBatch(slots, count);
+    if (plan !== undefined) this.#keys.reserve(plan.introduced.length);
+    const keyOffsets = batch.keys.offsets;
+    for (let i = 0; i < count; i++) {
+      const slot = slots[i] as number;
+      this.#heap.push(slot);
+      const row = rows === undefined ? i : (rows[i] as number);
+      if ((keyOffsets[row + 1] as number) > (keyOffsets[row] as number)) this.#keys.insert(slot, (plan as KeyPlan).hashes[row] as number);
+    }
     this.#onDueChanged();
   }
 

@@ -19,6 +19,26 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 /** Byte runs at least this long are written where they lie, as parts of their own; shorter ones are copied. */
 const inlineBytesMax = 4096;
 
+/** Arrays up to this many elements are written element by element: no view object for a one-timer batch. */
+const elementwiseMax = 16;
+/**
+ * UTF-8 bytes of targets and queue names seen lately: the same few recur in batch after batch.
+ * Cleared whenever it reaches this size.
+ */
+const encodedStringsMax = 1024;
+const encodedStrings = new Map<string, Uint8Array>();
+const utf8Encoder = new TextEncoder();
+
+function utf8Of(text: string): Uint8Array {
+  let bytes = encodedStrings.get(text);
+  if (bytes === undefined) {
+    if (encodedStrings.size >= encodedStringsMax) encodedStrings.clear();
+    bytes = utf8Encoder.encode(text);
+    encodedStrings.set(text, bytes);
+  }
+  return bytes;
+}
+
 /**
  * Writes the fixed-width fields and short byte runs into one buffer, and hands long byte runs
  * over as parts of their own in between, so a one-timer batch is one part and a batch of
@@ -26,7 +46,7 @@ const inlineBytesMax = 4096;
  */
 class PartsWriter {
   readonly parts: Uint8Array[] = [];
-  readonly #buffer: Buffer;
+  readonly #buffer: Uint8Array;
   readonly #view: DataView;
   #at = 0;
   #runStart = 0;
@@ -41,30 +61,48 @@ class PartsWriter {
     this.#at += 4;
   }
 
-  string(text: string): void {
-    const length = this.#buffer.write(text, this.#at + 4, 'utf8');
-    this.u32(length);
-    this.#at += length;
+  /** Length-prefixed bytes, always copied (targets and queue names). */
+  string(bytes: Uint8Array): void {
+    this.u32(bytes.length);
+    this.#buffer.set(bytes, this.#at);
+    this.#at += bytes.length;
   }
 
-  array(values: Float64Array | Int32Array): void {
-    this.#buffer.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), this.#at);
-    this.#at += values.byteLength;
+  f64s(values: Float64Array, count: number): void {
+    if (count > elementwiseMax) return this.#copy(values, count * 8);
+    for (let i = 0; i < count; i++, this.#at += 8) this.#view.setFloat64(this.#at, values[i] as number, true);
   }
 
-  bytes(run: Uint8Array): void {
-    if (run.length < inlineBytesMax) {
-      this.#buffer.set(run, this.#at);
-      this.#at += run.length;
+  /** `count` values, each less `base` (offsets rebased to 0). */
+  i32s(values: Int32Array, count: number, base = 0): void {
+    if (count > elementwiseMax || base !== 0) {
+      if (base === 0) return this.#copy(values, count * 4);
+      for (let i = 0; i < count; i++, this.#at += 4) this.#view.setInt32(this.#at, (values[i] as number) - base, true);
       return;
     }
-    this.#flush();
-    this.parts.push(run);
+    for (let i = 0; i < count; i++, this.#at += 4) this.#view.setInt32(this.#at, values[i] as number, true);
+  }
+
+  /** Bytes [start, end) of `values`: copied when short, a part of their own when long. */
+  bytes(values: Uint8Array, start: number, end: number): void {
+    if (end - start >= inlineBytesMax) {
+      this.#flush();
+      this.parts.push(values.subarray(start, end));
+      return;
+    }
+    if (end === start) return;
+    this.#buffer.set(start === 0 && end === values.length ? values : values.subarray(start, end), this.#at);
+    this.#at += end - start;
   }
 
   finish(): Uint8Array[] {
     this.#flush();
     return this.parts;
+  }
+
+  #copy(values: Float64Array | Int32Array, byteLength: number): void {
+    this.#buffer.set(new Uint8Array(values.buffer, values.byteOffset, byteLength), this.#at);
+    this.#at += byteLength;
   }
 
   #flush(): void {
@@ -75,37 +113,46 @@ class PartsWriter {
 
 function stringsBytes(strings: readonly string[]): number {
   let bytes = 4;
-  for (const text of strings) bytes += 4 + Buffer.byteLength(text, 'utf8');
+  for (const text of strings) bytes += 4 + utf8Of(text).length;
   return bytes;
 }
 
-/** The column's byte run and offsets rebased to start at 0 (a slice of a larger column may not). */
-function columnOf(column: BytesColumn, rows: number): { offsets: Int32Array; run: Uint8Array } {
-  const offsets = column.offsets.subarray(0, rows + 1);
-  const start = offsets[0] as number;
-  const run = column.values.subarray(start, offsets[rows] as number);
-  return { offsets: start === 0 ? offsets : Int32Array.from(offsets, (offset) => offset - start), run };
+/** Bytes the column adds to the writer's own buffer: its offsets, and its byte run if short. */
+function columnBytes(column: BytesColumn, rows: number): number {
+  const run = (column.offsets[rows] as number) - (column.offsets[0] as number);
+  return 4 * (rows + 1) + (run < inlineBytesMax ? run : 0);
+}
+
+/** The column's offsets rebased to start at 0 (a slice of a larger column may not), then its byte run. */
+function writeColumn(writer: PartsWriter, column: BytesColumn, rows: number): void {
+  const start = column.offsets[0] as number;
+  writer.i32s(column.offsets, rows + 1, start);
+  writer.bytes(column.values, start, column.offsets[rows] as number);
 }
 
 /** The batch as parts to append in order: one buffer of its small fields, long byte runs as they lie. */
 export function encodeBatch(batch: TimerBatch): Uint8Array[] {
   const rows = batch.rows;
-  const columns = [columnOf(batch.payload, rows), columnOf(batch.headers, rows), columnOf(batch.keys, rows)];
-  let capacity = 4 + stringsBytes(batch.targets) + stringsBytes(batch.queues) + 16 * rows;
-  for (const { offsets, run } of columns) capacity += offsets.byteLength + (run.length < inlineBytesMax ? run.length : 0);
+  const capacity =
+    4 +
+    stringsBytes(batch.targets) +
+    stringsBytes(batch.queues) +
+    16 * rows +
+    columnBytes(batch.payload, rows) +
+    columnBytes(batch.headers, rows) +
+    columnBytes(batch.keys, rows);
   const writer = new PartsWriter(capacity);
   writer.u32(rows);
   writer.u32(batch.targets.length);
-  for (const target of batch.targets) writer.string(target);
+  for (const target of batch.targets) writer.string(utf8Of(target));
   writer.u32(batch.queues.length);
-  for (const queue of batch.queues) writer.string(queue);
-  writer.array(batch.fireAtMs.subarray(0, rows));
-  writer.array(batch.targetIndex.subarray(0, rows));
-  writer.array(batch.queueIndex.subarray(0, rows));
-  for (const { offsets, run } of columns) {
-    writer.array(offsets);
-    writer.bytes(run);
-  }
+  for (const queue of batch.queues) writer.string(utf8Of(queue));
+  writer.f64s(batch.fireAtMs, rows);
+  writer.i32s(batch.targetIndex, rows);
+  writer.i32s(batch.queueIndex, rows);
+  writeColumn(writer, batch.payload, rows);
+  writeColumn(writer, batch.headers, rows);
+  writeColumn(writer, batch.keys, rows);
   return writer.finish();
 }
 

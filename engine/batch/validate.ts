@@ -4,6 +4,7 @@
 // the typed columns.
 import { errorCodes, FermataError } from '../errors.ts';
 import { timerLimits, type TimerLimits } from '../limits.ts';
+import { residentHeadersBytesMax, residentKeyBytesMax } from '../store/resident-store.ts';
 import { byteLengthAt, bytesAt, type TimerBatch } from './timer-batch.ts';
 
 const queueNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -11,6 +12,19 @@ const headerNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Headers fermata sets itself on every delivery: a timer may not override them. */
 const reservedHeaders = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'idempotency-key', 'fermata-timer-id', 'fermata-attempt', 'fermata-fire-at', 'webhook-id', 'webhook-timestamp', 'webhook-signature']);
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+/**
+ * Targets and queue names already found well-formed (the checks that do not depend on
+ * limits): a service sees the same few again and again, and parsing a URL per admit costs
+ * more than the rest of a one-timer admit's checks. Cleared whenever it reaches this size.
+ */
+const knownGoodEntriesMax = 4096;
+const wellFormedTargets = new Set<string>();
+const wellFormedQueueNames = new Set<string>();
+
+function remember(known: Set<string>, value: string): void {
+  if (known.size >= knownGoodEntriesMax) known.clear();
+  known.add(value);
+}
 
 function refuse(message: string, column: string, row?: number): FermataError {
   return new FermataError(errorCodes.batchInvalid, message, row === undefined ? { column } : { column, row });
@@ -22,29 +36,48 @@ function firstRowWith(index: Int32Array, entry: number): number {
   return row < 0 ? 0 : row;
 }
 
+/** At most 3 UTF-8 bytes per UTF-16 code unit: a string this short is within `bytesMax` without counting. */
+function withinBytes(text: string, bytesMax: number): boolean {
+  return text.length * 3 <= bytesMax || Buffer.byteLength(text) <= bytesMax;
+}
+
 function checkTargets(batch: TimerBatch, limits: TimerLimits): void {
   for (let i = 0; i < batch.targets.length; i++) {
     const target = batch.targets[i] as string;
-    const row = firstRowWith(batch.targetIndex, i);
-    if (Buffer.byteLength(target) > limits.targetBytesMax) throw refuse(`target longer than ${limits.targetBytesMax} bytes in row ${row}`, 'target', row);
+    if (!withinBytes(target, limits.targetBytesMax)) {
+      const row = firstRowWith(batch.targetIndex, i);
+      throw refuse(`target longer than ${limits.targetBytesMax} bytes in row ${row}`, 'target', row);
+    }
+    if (wellFormedTargets.has(target)) continue;
     const url = URL.parse(target);
     if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      const row = firstRowWith(batch.targetIndex, i);
       throw refuse(`target must be an absolute http(s) URL in row ${row}`, 'target', row);
     }
-    if (url.username !== '' || url.password !== '') throw refuse(`target must not carry credentials in row ${row}`, 'target', row);
+    if (url.username !== '' || url.password !== '') {
+      const row = firstRowWith(batch.targetIndex, i);
+      throw refuse(`target must not carry credentials in row ${row}`, 'target', row);
+    }
+    remember(wellFormedTargets, target);
   }
 }
 
 function queueNameOk(name: string, limits: TimerLimits): boolean {
-  return Buffer.byteLength(name) <= limits.queueNameBytesMax && queueNamePattern.test(name);
+  // The pattern admits ASCII only, so a name that matches has as many bytes as characters.
+  if (name.length > limits.queueNameBytesMax) return false;
+  if (wellFormedQueueNames.has(name)) return true;
+  if (!queueNamePattern.test(name)) return false;
+  remember(wellFormedQueueNames, name);
+  return true;
 }
 
 const queueNameRule = (limits: TimerLimits): string => `1–${limits.queueNameBytesMax} characters of A–Z, a–z, 0–9, '.', '_', '-'`;
 
 function checkQueues(batch: TimerBatch, limits: TimerLimits): void {
   for (let i = 0; i < batch.queues.length; i++) {
+    if (queueNameOk(batch.queues[i] as string, limits)) continue;
     const row = firstRowWith(batch.queueIndex, i);
-    if (!queueNameOk(batch.queues[i] as string, limits)) throw refuse(`queue must be ${queueNameRule(limits)} in row ${row}`, 'queue', row);
+    throw refuse(`queue must be ${queueNameRule(limits)} in row ${row}`, 'queue', row);
   }
 }
 
@@ -56,7 +89,9 @@ export function validateQueueName(name: string, limits: TimerLimits = timerLimit
 function checkHeaders(batch: TimerBatch, row: number, limits: TimerLimits): void {
   const length = byteLengthAt(batch.headers, row);
   if (length === 0) return;
-  if (length > limits.headersBytesMax) throw refuse(`headers longer than ${limits.headersBytesMax} bytes in row ${row}`, 'headers', row);
+  // Limits set above what the store's length columns hold are capped there.
+  const headersBytesMax = Math.min(limits.headersBytesMax, residentHeadersBytesMax);
+  if (length > headersBytesMax) throw refuse(`headers longer than ${headersBytesMax} bytes in row ${row}`, 'headers', row);
   let parsed: unknown;
   try {
     parsed = JSON.parse(utf8.decode(bytesAt(batch.headers, row)));
@@ -79,12 +114,18 @@ export function validateBatch(batch: TimerBatch, limits: TimerLimits, nowMs: num
   checkTargets(batch, limits);
   checkQueues(batch, limits);
   const latest = nowMs + limits.horizonMsMax;
+  const keyBytesMax = Math.min(limits.keyBytesMax, residentKeyBytesMax);
   for (let row = 0; row < batch.rows; row++) {
     const fireAt = batch.fireAtMs[row] as number;
     if (!Number.isInteger(fireAt) || fireAt < 0) throw refuse(`fire_at must be a whole number of epoch ms ≥ 0 in row ${row}`, 'fire_at', row);
     if (fireAt > latest) throw refuse(`fire_at is more than ${limits.horizonMsMax} ms ahead in row ${row}`, 'fire_at', row);
+    // Codecs build consistent dictionaries; an in-process caller's batch is checked too, before it is logged.
+    const target = batch.targetIndex[row] as number;
+    if (!(target >= 0 && target < batch.targets.length)) throw refuse(`target index out of range in row ${row}`, 'target', row);
+    const queue = batch.queueIndex[row] as number;
+    if (!(queue >= 0 && queue < batch.queues.length)) throw refuse(`queue index out of range in row ${row}`, 'queue', row);
     if (byteLengthAt(batch.payload, row) > limits.payloadBytesMax) throw refuse(`payload longer than ${limits.payloadBytesMax} bytes in row ${row}`, 'payload', row);
-    if (byteLengthAt(batch.keys, row) > limits.keyBytesMax) throw refuse(`key longer than ${limits.keyBytesMax} bytes in row ${row}`, 'key', row);
+    if (byteLengthAt(batch.keys, row) > keyBytesMax) throw refuse(`key longer than ${keyBytesMax} bytes in row ${row}`, 'key', row);
     checkHeaders(batch, row, limits);
   }
 }

@@ -14,11 +14,36 @@ export interface KeyBytes {
   keyOf(slot: number): Uint8Array;
 }
 
-/** FNV-1a over the key bytes (keys are at most 256 bytes). */
+/** Murmur3 (x86, 32-bit, seed 0) over the key bytes, four at a time (keys are at most 256 bytes). */
 export function keyHash(key: Uint8Array): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ (key[i] as number), 0x01000193);
-  return hash >>> 0;
+  const length = key.length;
+  const whole = length & ~3;
+  let h = 0;
+  let i = 0;
+  for (; i < whole; i += 4) {
+    const word = (key[i] as number) | ((key[i + 1] as number) << 8) | ((key[i + 2] as number) << 16) | ((key[i + 3] as number) << 24);
+    h ^= mixWord(word);
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  if (i < length) {
+    let tail = 0;
+    for (let at = length - 1; at >= i; at--) tail = (tail << 8) | (key[at] as number);
+    h ^= mixWord(tail);
+  }
+  h ^= length;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+function mixWord(word: number): number {
+  let k = Math.imul(word, 0xcc9e2d51);
+  k = (k << 15) | (k >>> 17);
+  return Math.imul(k, 0x1b873593);
 }
 
 export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -29,6 +54,8 @@ export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 
 export class KeyIndex {
   readonly #keys: KeyBytes;
+  // Slots and hashes in separate arrays: a lookup of a missing key (the common case for an
+  // admit) mostly reads only the slots array, which is half the size of the two interleaved.
   #hashes: Uint32Array;
   #slots: Int32Array;
   #mask: number;
@@ -61,9 +88,17 @@ export class KeyIndex {
 
   /** Indexes `slot`, whose key (hash `hash`) the store already holds and the index does not. */
   insert(slot: number, hash: number): void {
-    if (this.#size + 1 > (this.#mask + 1) * loadFactorMax) this.#grow();
+    assert.ok(slot >= 0, 'slots are non-negative');
+    this.reserve(1);
     this.#place(slot, hash);
     this.#size++;
+  }
+
+  /** Grows the table, if needed, so that `n` more inserts do not grow it. */
+  reserve(n: number): void {
+    let capacity = this.#mask + 1;
+    while (this.#size + n > capacity * loadFactorMax) capacity *= 2;
+    if (capacity > this.#mask + 1) this.#rehash(capacity);
   }
 
   /** Removes `slot` (indexed under `hash`); false if it was not indexed. */
@@ -74,6 +109,8 @@ export class KeyIndex {
       if (cell === emptySlot) return false;
       if (cell === slot) break;
     }
+    // Backward shift: pull later members of the probe run into the hole when that keeps each
+    // reachable from its home cell.
     for (let hole = i, j = (i + 1) & this.#mask; ; j = (j + 1) & this.#mask) {
       const cell = this.#slots[j] as number;
       if (cell === emptySlot) {
@@ -99,12 +136,12 @@ export class KeyIndex {
     this.#hashes[i] = hash;
   }
 
-  #grow(): void {
+  #rehash(capacity: number): void {
     const slots = this.#slots;
     const hashes = this.#hashes;
-    this.#slots = new Int32Array(slots.length * 2).fill(emptySlot);
-    this.#hashes = new Uint32Array(slots.length * 2);
-    this.#mask = slots.length * 2 - 1;
+    this.#slots = new Int32Array(capacity).fill(emptySlot);
+    this.#hashes = new Uint32Array(capacity);
+    this.#mask = capacity - 1;
     for (let i = 0; i < slots.length; i++) if (slots[i] !== emptySlot) this.#place(slots[i] as number, hashes[i] as number);
   }
 }

@@ -22,22 +22,25 @@
 // Per-timer cost, in bytes per slot of capacity (capacity is at most twice the count):
 //
 //   fireAt f64 8 · dueAt f64 8 · logSeq f64 8 · row u32 4 · generation u32 4 · state u8 1
-//   attempts u16 2 · queueIndex u16 2 · targetIndex u32 4 · lastStatus u16 2 · bytesRef f64 8
-//   payloadLength u32 4 · headersLength u32 4 · keyLength u16 2            = 61 bytes a slot
+//   attempts u16 2 · queueIndex u16 2 · targetIndex u32 4 · lastStatus u16 2
+//   bytesOffset u32 4 · bytesSlab u16 2 · payloadLength u32 4 · headersLength u16 2
+//   keyLength u16 2                                                         = 57 bytes a slot
 //   + payload, headers and key bytes in the arena (one joined string: one ref, three lengths)
 //   + 4 bytes per free slot (the free stack grows with releases, not with capacity)
 //   + per distinct target: its string, a Map entry and a u32 refcount (shared by its timers)
 //
 // Payload, headers and key share one arena string because they are added and freed together;
-// that saves a second and third 8-byte ref per timer. The headers start at bytesRef +
-// payloadLength, the key after them.
+// that saves a second and third ref per timer. The arena's ref (slab · 2^32 + offset) is kept
+// in two columns, offset and slab, 6 bytes instead of a float64's 8. The headers start at the
+// ref + payloadLength, the key after them.
 //
 // fireAt is the fire time the timer was added with, and never changes (a timer's id carries
 // it); dueAt is when it is next due: the fire time, then each retry's time. The heap orders by
 // dueAt.
 import assert from 'node:assert/strict';
+import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
-import { ByteArena, type ByteArenaOptions } from './byte-arena.ts';
+import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
@@ -47,8 +50,13 @@ export const residentCapacityLimit = 2 ** residentSlotBits;
 export const residentGenerationMax = 2 ** (53 - residentSlotBits) - 1;
 /** queueIndex is a u16 column. */
 export const residentQueueCountMax = 2 ** 16;
+/** headersLength and keyLength are u16 columns. */
+export const residentHeadersBytesMax = 2 ** 16 - 1;
+export const residentKeyBytesMax = 2 ** 16 - 1;
 
 const slotSpan = 2 ** residentSlotBits;
+// bytesSlab is a u16 column.
+assert.ok(arenaSlabCountMax <= 2 ** 16, 'an arena slab id must fit the u16 bytesSlab column');
 const noBytes = new Uint8Array(0);
 const freeStackInitial = 64;
 const targetTableInitial = 16;
@@ -82,6 +90,9 @@ export interface TimerFields {
   readonly payload: Uint8Array;
   readonly headers: Uint8Array;
 }
+
+/** The columns of a batch that allocateRows() reads. */
+export type BatchRows = Pick<TimerBatch, 'fireAtMs' | 'queueIndex' | 'targetIndex' | 'payload' | 'headers' | 'keys'>;
 
 export interface ResidentStoreOptions {
   readonly capacityInitial?: number;
@@ -119,9 +130,10 @@ export class ResidentStore {
   #queueIndex: Uint16Array;
   #targetIndex: Uint32Array;
   #lastStatus: Uint16Array;
-  #bytesRef: Float64Array;
+  #bytesOffset: Uint32Array;
+  #bytesSlab: Uint16Array;
   #payloadLength: Uint32Array;
-  #headersLength: Uint32Array;
+  #headersLength: Uint16Array;
   #keyLength: Uint16Array;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
@@ -153,9 +165,10 @@ export class ResidentStore {
     this.#queueIndex = new Uint16Array(capacity);
     this.#targetIndex = new Uint32Array(capacity);
     this.#lastStatus = new Uint16Array(capacity);
-    this.#bytesRef = new Float64Array(capacity);
+    this.#bytesOffset = new Uint32Array(capacity);
+    this.#bytesSlab = new Uint16Array(capacity);
     this.#payloadLength = new Uint32Array(capacity);
-    this.#headersLength = new Uint32Array(capacity);
+    this.#headersLength = new Uint16Array(capacity);
     this.#keyLength = new Uint16Array(capacity);
   }
 
@@ -247,7 +260,8 @@ export class ResidentStore {
     this.#queueIndex[slot] = queueIndex;
     this.#targetIndex[slot] = targetIndex;
     this.#lastStatus[slot] = 0;
-    this.#bytesRef[slot] = this.arena.addJoined(payload, headers, key);
+    assert.ok(headers.length <= residentHeadersBytesMax && key.length <= residentKeyBytesMax, 'headers or key longer than its u16 length column');
+    this.#setBytesRef(slot, this.arena.addJoined(payload, headers, key));
     this.#payloadLength[slot] = payload.length;
     this.#headersLength[slot] = headers.length;
     this.#keyLength[slot] = key.length;
@@ -256,10 +270,92 @@ export class ResidentStore {
     return slot;
   }
 
+  /**
+   * Allocates a pending timer for each of `count` rows of a batch logged at `logSeq`: row
+   * rows[i] (row i when `rows` is undefined) into slot slotsOut[i]. `queueIndexOf` and
+   * `targetIndexOf` map the batch's queue and target positions to queue indexes and pinned
+   * targets (internTarget()). The caller has checked canAllocate(count): a batch goes in whole.
+   * This is the admit and replay path: what can be checked once per batch is, and a row costs
+   * column writes, one arena copy and three comparisons.
+   */
+  allocateRows(
+    batch: BatchRows,
+    logSeq: number,
+    rows: Int32Array | undefined,
+    count: number,
+    queueIndexOf: readonly number[],
+    targetIndexOf: readonly number[],
+    slotsOut: Int32Array,
+  ): void {
+    assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
+    assert.ok(this.canAllocate(count) && slotsOut.length >= count && (rows === undefined || rows.length >= count), 'allocateRows needs room for every row');
+    for (const queueIndex of queueIndexOf) assert.ok(queueIndex >>> 0 === queueIndex && queueIndex < residentQueueCountMax, 'queueIndex must be a u16');
+    for (const targetIndex of targetIndexOf) assert.ok(this.#targetNames[targetIndex] !== undefined, 'targetIndex is not an interned target: pin it with internTarget()');
+    this.reserve(count);
+    const { fireAtMs, queueIndex: batchQueues, targetIndex: batchTargets, payload, headers, keys } = batch;
+    const fireAt = this.#fireAt;
+    const dueAt = this.#dueAt;
+    const logSeqs = this.#logSeq;
+    const rowColumn = this.#row;
+    const state = this.#state;
+    const attempts = this.#attempts;
+    const queueIndex = this.#queueIndex;
+    const targetIndex = this.#targetIndex;
+    const lastStatus = this.#lastStatus;
+    const payloadLength = this.#payloadLength;
+    const headersLength = this.#headersLength;
+    const keyLength = this.#keyLength;
+    const targetRefs = this.#targetRefs;
+    for (let i = 0; i < count; i++) {
+      const row = rows === undefined ? i : (rows[i] as number);
+      const time = fireAtMs[row] as number;
+      const target = targetIndexOf[batchTargets[row] as number] as number;
+      // NaN and ±Infinity fail this, and so does a row past the batch's end (undefined).
+      assert.ok(time - time === 0, 'fireAt must be a finite number of ms');
+      let slot: number;
+      if (this.#freeCount > 0) slot = this.#freeSlots[--this.#freeCount] as number;
+      else {
+        slot = this.#highWater++;
+        this.#generation[slot] = 1;
+      }
+      fireAt[slot] = time;
+      dueAt[slot] = time;
+      logSeqs[slot] = logSeq;
+      rowColumn[slot] = row;
+      state[slot] = timerState.pending;
+      attempts[slot] = 0;
+      queueIndex[slot] = queueIndexOf[batchQueues[row] as number] as number;
+      targetIndex[slot] = target;
+      lastStatus[slot] = 0;
+      const headersBytes = (headers.offsets[row + 1] as number) - (headers.offsets[row] as number);
+      const keyBytes = (keys.offsets[row + 1] as number) - (keys.offsets[row] as number);
+      assert.ok(headersBytes <= residentHeadersBytesMax && keyBytes <= residentKeyBytesMax, 'headers or key longer than its u16 length column');
+      this.#setBytesRef(slot, this.arena.addRow(payload, headers, keys, row));
+      payloadLength[slot] = (payload.offsets[row + 1] as number) - (payload.offsets[row] as number);
+      headersLength[slot] = headersBytes;
+      keyLength[slot] = keyBytes;
+      targetRefs[target] = (targetRefs[target] as number) + 1;
+      slotsOut[i] = slot;
+    }
+    this.#count += count;
+  }
+
+  /** Grows the columns, if needed, so that `n` more allocations take slots without growing them. */
+  reserve(n: number): void {
+    const fresh = n - this.#freeCount;
+    if (fresh <= this.#capacity - this.#highWater) return;
+    const needed = this.#highWater + fresh;
+    assert.ok(needed <= this.capacityMax, 'reserve beyond capacityMax');
+    // The same capacities as growing one slot at a time would reach, whatever the batch sizes.
+    let capacity = this.#capacity;
+    while (capacity < needed) capacity *= 2;
+    this.#grow(Math.min(capacity, this.capacityMax));
+  }
+
   /** Frees the slot's bytes and target reference and makes every handle to it stale. */
   release(slot: number): void {
     this.#assertLive(slot);
-    this.arena.free(this.#bytesRef[slot] as number, this.#bytesLength(slot));
+    this.arena.free(this.#bytesRefOf(slot), this.#bytesLength(slot));
     this.#unrefTarget(this.#targetIndex[slot] as number);
     this.#state[slot] = timerState.free;
     this.#count--;
@@ -322,20 +418,20 @@ export class ResidentStore {
   /** The payload bytes, a view into the arena: copy them before the slot is released. */
   payloadOf(slot: number): Uint8Array {
     this.#assertLive(slot);
-    return this.arena.view(this.#bytesRef[slot] as number, this.#payloadLength[slot] as number);
+    return this.arena.view(this.#bytesRefOf(slot), this.#payloadLength[slot] as number);
   }
 
   /** The headers bytes (JSON), a view into the arena: copy them before the slot is released. */
   headersOf(slot: number): Uint8Array {
     this.#assertLive(slot);
     const payloadLength = this.#payloadLength[slot] as number;
-    return this.arena.view((this.#bytesRef[slot] as number) + payloadLength, this.#headersLength[slot] as number);
+    return this.arena.view(this.#bytesRefOf(slot) + payloadLength, this.#headersLength[slot] as number);
   }
 
   /** The idempotency key bytes (empty: none), a view into the arena. */
   keyOf(slot: number): Uint8Array {
     this.#assertLive(slot);
-    const at = (this.#bytesRef[slot] as number) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
+    const at = this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
     return this.arena.view(at, this.#keyLength[slot] as number);
   }
 
@@ -386,7 +482,8 @@ export class ResidentStore {
       this.#queueIndex.byteLength +
       this.#targetIndex.byteLength +
       this.#lastStatus.byteLength +
-      this.#bytesRef.byteLength +
+      this.#bytesOffset.byteLength +
+      this.#bytesSlab.byteLength +
       this.#payloadLength.byteLength +
       this.#headersLength.byteLength +
       this.#keyLength.byteLength;
@@ -403,14 +500,24 @@ export class ResidentStore {
     let moved = 0;
     for (let slot = 0; slot < this.#highWater; slot++) {
       if (this.#state[slot] === timerState.free) continue;
-      const ref = this.#bytesRef[slot] as number;
+      const ref = this.#bytesRefOf(slot);
       const length = this.#bytesLength(slot);
       if (!this.arena.isMarked(ref, length)) continue;
-      this.#bytesRef[slot] = this.arena.move(ref, length);
+      this.#setBytesRef(slot, this.arena.move(ref, length));
       moved++;
     }
     this.arena.markSparseSlabs(0); // no slab is below a ratio of 0: clears the marks
     return moved;
+  }
+
+  #bytesRefOf(slot: number): number {
+    return (this.#bytesSlab[slot] as number) * arenaOffsetSpan + (this.#bytesOffset[slot] as number);
+  }
+
+  #setBytesRef(slot: number, ref: number): void {
+    const offset = ref % arenaOffsetSpan;
+    this.#bytesOffset[slot] = offset;
+    this.#bytesSlab[slot] = (ref - offset) / arenaOffsetSpan;
   }
 
   #bytesLength(slot: number): number {
@@ -460,9 +567,10 @@ export class ResidentStore {
     this.#queueIndex = widened(this.#queueIndex, capacity, (n) => new Uint16Array(n));
     this.#targetIndex = widened(this.#targetIndex, capacity, (n) => new Uint32Array(n));
     this.#lastStatus = widened(this.#lastStatus, capacity, (n) => new Uint16Array(n));
-    this.#bytesRef = widened(this.#bytesRef, capacity, (n) => new Float64Array(n));
+    this.#bytesOffset = widened(this.#bytesOffset, capacity, (n) => new Uint32Array(n));
+    this.#bytesSlab = widened(this.#bytesSlab, capacity, (n) => new Uint16Array(n));
     this.#payloadLength = widened(this.#payloadLength, capacity, (n) => new Uint32Array(n));
-    this.#headersLength = widened(this.#headersLength, capacity, (n) => new Uint32Array(n));
+    this.#headersLength = widened(this.#headersLength, capacity, (n) => new Uint16Array(n));
     this.#keyLength = widened(this.#keyLength, capacity, (n) => new Uint16Array(n));
     this.#capacity = capacity;
   }

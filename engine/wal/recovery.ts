@@ -12,7 +12,7 @@
 //   missing segment id, base sequence not continuing     → refuse
 import { join } from 'node:path';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
-import type { FileSystem } from '../fs/file-system.ts';
+import type { FileHandle, FileSystem } from '../fs/file-system.ts';
 import { decodeFrame, decodeSegmentHeader, laterGroupRecordAfter } from './decoder.ts';
 import { brokenSuffix, parseSegmentFileName, segmentFileName, segmentHeaderBytes } from './format.ts';
 
@@ -87,69 +87,215 @@ async function setAsideTornSegment(fs: FileSystem, dir: string, name: string, re
   return { file: path, offset: 0, reason, brokenCopy };
 }
 
-async function readSegment(fs: FileSystem, path: string): Promise<Uint8Array> {
-  try {
-    return await fs.readFile(path);
-  } catch (err) {
-    if (systemErrorCode(err) === 'ENOENT') throw corrupt(path, 0, 'segment vanished while recovering');
-    throw err;
+/** A segment is read in chunks of this size, all requested at once. */
+const readChunkBytes = 4 * 1024 * 1024;
+
+/**
+ * One segment file arriving in chunks. Every chunk's read is requested up front, so the
+ * threadpool reads the file (on another core) while the main thread checks and replays the
+ * records whose bytes have landed; only a record not yet whole waits for more.
+ */
+class SegmentRead {
+  /** The file's bytes as far as they have landed: [0, available). */
+  readonly #buffer: Uint8Array;
+  readonly #chunks: Array<Promise<number>>;
+  readonly #settled: Promise<void>;
+  #available = 0;
+  #landed = 0;
+  #ended = false;
+
+  constructor(handle: FileHandle, buffer: Uint8Array, size: number) {
+    this.#buffer = buffer;
+    this.#chunks = [];
+    for (let from = 0; from < size; from += readChunkBytes) this.#chunks.push(readFully(handle, buffer, from, Math.min(from + readChunkBytes, size)));
+    // A failed read is reported by more(); closing a read-only handle cannot lose data, so a
+    // failure to close is not one recovery has to act on.
+    this.#settled = Promise.allSettled(this.#chunks).then(
+      () => handle.close().catch(() => undefined),
+      () => undefined,
+    );
+  }
+
+  /** The bytes that have landed so far (a view). */
+  get arrived(): Uint8Array {
+    return this.#buffer.subarray(0, this.#available);
+  }
+
+  /** Waits for the next chunk; false once every byte has landed (or the file ended early). */
+  async more(): Promise<boolean> {
+    if (this.#ended || this.#landed === this.#chunks.length) return false;
+    const expected = Math.min(readChunkBytes, this.#buffer.length - this.#landed * readChunkBytes);
+    const got = await (this.#chunks[this.#landed] as Promise<number>);
+    this.#landed++;
+    this.#available += got;
+    // A short chunk means the file ended there: what has landed is all there is.
+    if (got < expected) this.#ended = true;
+    return true;
+  }
+
+  /** Every byte of the file (a view). */
+  async whole(): Promise<Uint8Array> {
+    while (await this.more());
+    return this.arrived;
+  }
+
+  /** Resolves once no read is in flight and the file is closed (whatever failed). */
+  settled(): Promise<void> {
+    return this.#settled;
   }
 }
 
-/** Called with each valid record, in order, as recovery reads it (the one pass over the log at open). */
+/** Reads [from, to) of the file into the same range of `into`; returns how many bytes came (fewer at the end of the file). */
+async function readFully(handle: FileHandle, into: Uint8Array, from: number, to: number): Promise<number> {
+  let at = from;
+  while (at < to) {
+    const read = await handle.read(into.subarray(at, to), at);
+    if (read === 0) break;
+    at += read;
+  }
+  return at - from;
+}
+
+/**
+ * Starts segment reads into two buffers used in turn: one segment is read while the previous
+ * one is checked and replayed, and the log's bytes are not freshly allocated, and page-faulted
+ * in, segment after segment.
+ */
+class SegmentReader {
+  readonly #fs: FileSystem;
+  readonly #buffers: Uint8Array[] = [new Uint8Array(0), new Uint8Array(0)];
+  readonly #users: Array<SegmentRead | undefined> = [undefined, undefined];
+  #turn = 0;
+
+  constructor(fs: FileSystem) {
+    this.#fs = fs;
+  }
+
+  /** Resolves once every read started has settled and closed its file. */
+  async settled(): Promise<void> {
+    for (const user of this.#users) await user?.settled();
+  }
+
+  async start(path: string): Promise<SegmentRead> {
+    const turn = this.#turn;
+    this.#turn = 1 - turn;
+    // The buffer's previous segment is done with, but a read of it may still be landing.
+    await this.#users[turn]?.settled();
+    let handle: FileHandle;
+    try {
+      handle = await this.#fs.open(path, 'read');
+    } catch (err) {
+      if (systemErrorCode(err) === 'ENOENT') throw corrupt(path, 0, 'segment vanished while recovering');
+      throw err;
+    }
+    let size: number;
+    try {
+      size = await handle.size();
+    } catch (err) {
+      await handle.close().catch(() => undefined);
+      throw err;
+    }
+    let buffer = this.#buffers[turn] as Uint8Array;
+    if (buffer.length < size) {
+      // Uninitialised: only bytes that were read are ever handed out. A plain Uint8Array,
+      // because a Buffer's slice() is a view, not the copy decoders expect.
+      const memory = Buffer.allocUnsafeSlow(size);
+      buffer = new Uint8Array(memory.buffer, memory.byteOffset, size);
+      this.#buffers[turn] = buffer;
+    }
+    const read = new SegmentRead(handle, buffer.subarray(0, size), size);
+    this.#users[turn] = read;
+    return read;
+  }
+}
+
+/**
+ * Called with each valid record, in order, as recovery reads it (the one pass over the log at
+ * open). `body` is a view into a read buffer that is reused for a later segment: copy what
+ * must outlive the call.
+ */
 export type RecordVisitor = (seq: number, type: number, body: Uint8Array) => void;
 
 export async function recoverSegments(fs: FileSystem, dir: string, visit?: RecordVisitor): Promise<RecoveryReport> {
   const ids = await listSegmentIds(fs, dir);
   const segments: SegmentInfo[] = [];
   let repair: TailRepair | undefined;
-  for (let i = 0; i < ids.length; i++) {
-    const id = ids[i] as number;
-    const name = segmentFileName(id);
-    const path = join(dir, name);
-    const isLast = i === ids.length - 1;
-    const previous = segments.at(-1);
-    if (previous !== undefined && id !== previous.id + 1) throw corrupt(join(dir, segmentFileName(previous.id + 1)), 0, 'segment missing from the sequence');
-    const bytes = await readSegment(fs, path);
-    const expectedBaseSeq = previous === undefined ? undefined : previous.lastSeq + 1;
+  const reader = new SegmentReader(fs);
+  // A read started ahead may fail before it is awaited: mark it handled now, it is awaited (and
+  // its failure thrown) in turn.
+  const startRead = (id: number): Promise<SegmentRead> => {
+    const read = reader.start(join(dir, segmentFileName(id)));
+    read.catch(() => undefined);
+    return read;
+  };
+  let reading = ids.length === 0 ? undefined : startRead(ids[0] as number);
+  try {
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i] as number;
+      const name = segmentFileName(id);
+      const path = join(dir, name);
+      const isLast = i === ids.length - 1;
+      const previous = segments.at(-1);
+      if (previous !== undefined && id !== previous.id + 1) throw corrupt(join(dir, segmentFileName(previous.id + 1)), 0, 'segment missing from the sequence');
+      const current = await (reading as Promise<SegmentRead>);
+      // The next segment is read while this one is checked and replayed.
+      reading = isLast ? undefined : startRead(ids[i + 1] as number);
+      const expectedBaseSeq = previous === undefined ? undefined : previous.lastSeq + 1;
 
-    const header = decodeSegmentHeader(bytes);
-    if (header.verdict !== 'ok') {
-      const evidence = laterGroupRecordAfter(bytes, segmentHeaderBytes, id, (expectedBaseSeq ?? 1) - 1);
-      if (!isLast || evidence !== undefined) throw corrupt(path, 0, evidence === 'too-costly' ? `${header.reason}; too costly to rule out valid records after it` : header.reason);
-      repair = await setAsideTornSegment(fs, dir, name, header.reason);
-      break;
-    }
-    if (header.header.segmentId !== id) throw corrupt(path, 0, `header names segment ${header.header.segmentId}`);
-    // Until checkpoints record where the log starts, it starts at segment 1, sequence 1: a
-    // missing first segment is lost data, not a shorter log.
-    if (previous === undefined && (id !== 1 || header.header.baseSeq !== 1)) {
-      throw corrupt(path, 0, `the log starts at segment ${id}, sequence ${header.header.baseSeq}: earlier segments are missing`);
-    }
-    if (expectedBaseSeq !== undefined && header.header.baseSeq !== expectedBaseSeq) {
-      throw corrupt(path, 0, `segment starts at sequence ${header.header.baseSeq}, the previous one ended at ${expectedBaseSeq - 1}`);
-    }
-
-    const segment: SegmentInfo = { id, baseSeq: header.header.baseSeq, lastSeq: header.header.baseSeq - 1, bytes: segmentHeaderBytes };
-    segments.push(segment);
-    for (;;) {
-      const frame = decodeFrame(bytes, segment.bytes, id, segment.lastSeq + 1);
-      if (frame.verdict === 'end') break;
-      if (frame.verdict === 'record') {
-        if (frame.groupBaseSeq < segment.baseSeq) throw corrupt(path, segment.bytes, 'record claims a commit group that began in another segment');
-        visit?.(frame.seq, frame.type, frame.body);
-        segment.lastSeq = frame.seq;
-        segment.bytes = frame.next;
-        continue;
+      // The first chunk holds the header (or the whole file, if that is shorter).
+      await current.more();
+      let bytes = current.arrived;
+      const header = decodeSegmentHeader(bytes);
+      if (header.verdict !== 'ok') {
+        bytes = await current.whole();
+        const evidence = laterGroupRecordAfter(bytes, segmentHeaderBytes, id, (expectedBaseSeq ?? 1) - 1);
+        if (!isLast || evidence !== undefined) throw corrupt(path, 0, evidence === 'too-costly' ? `${header.reason}; too costly to rule out valid records after it` : header.reason);
+        repair = await setAsideTornSegment(fs, dir, name, header.reason);
+        break;
       }
-      const badSeq = segment.lastSeq + 1;
-      if (!isLast) throw corrupt(path, segment.bytes, `${frame.reason} in a sealed segment`);
-      const evidence = laterGroupRecordAfter(bytes, segment.bytes + 1, id, badSeq);
-      if (evidence === 'too-costly') throw corrupt(path, segment.bytes, `${frame.reason}; too costly to rule out valid records after it`);
-      if (evidence !== undefined) throw corrupt(path, segment.bytes, `${frame.reason}, followed by a valid record at offset ${evidence}`);
-      repair = await cutTornTail(fs, dir, name, bytes, segment.bytes, frame.reason);
-      break;
+      if (header.header.segmentId !== id) throw corrupt(path, 0, `header names segment ${header.header.segmentId}`);
+      // Until checkpoints record where the log starts, it starts at segment 1, sequence 1: a
+      // missing first segment is lost data, not a shorter log.
+      if (previous === undefined && (id !== 1 || header.header.baseSeq !== 1)) {
+        throw corrupt(path, 0, `the log starts at segment ${id}, sequence ${header.header.baseSeq}: earlier segments are missing`);
+      }
+      if (expectedBaseSeq !== undefined && header.header.baseSeq !== expectedBaseSeq) {
+        throw corrupt(path, 0, `segment starts at sequence ${header.header.baseSeq}, the previous one ended at ${expectedBaseSeq - 1}`);
+      }
+
+      const segment: SegmentInfo = { id, baseSeq: header.header.baseSeq, lastSeq: header.header.baseSeq - 1, bytes: segmentHeaderBytes };
+      segments.push(segment);
+      for (;;) {
+        const frame = decodeFrame(bytes, segment.bytes, id, segment.lastSeq + 1);
+        // Only a verdict on bytes that have all landed counts: until then, wait for more.
+        if (frame.verdict !== 'record' && (await current.more())) {
+          bytes = current.arrived;
+          continue;
+        }
+        if (frame.verdict === 'end') break;
+        if (frame.verdict === 'record') {
+          if (frame.groupBaseSeq < segment.baseSeq) throw corrupt(path, segment.bytes, 'record claims a commit group that began in another segment');
+          visit?.(frame.seq, frame.type, frame.body);
+          segment.lastSeq = frame.seq;
+          segment.bytes = frame.next;
+          continue;
+        }
+        const badSeq = segment.lastSeq + 1;
+        if (!isLast) throw corrupt(path, segment.bytes, `${frame.reason} in a sealed segment`);
+        const evidence = laterGroupRecordAfter(bytes, segment.bytes + 1, id, badSeq);
+        if (evidence === 'too-costly') throw corrupt(path, segment.bytes, `${frame.reason}; too costly to rule out valid records after it`);
+        if (evidence !== undefined) throw corrupt(path, segment.bytes, `${frame.reason}, followed by a valid record at offset ${evidence}`);
+        repair = await cutTornTail(fs, dir, name, bytes, segment.bytes, frame.reason);
+        break;
+      }
     }
+  } finally {
+    // A segment refused mid-log leaves reads in flight: let them finish (and close the files).
+    await reading?.then(
+      (read) => read.settled(),
+      () => undefined,
+    );
+    await reader.settled();
   }
   return { segments, repair };
 }

@@ -32,6 +32,32 @@ test('a batch survives the columnar form unchanged, also from a slice of a large
   assert.deepEqual(rowsOf(decodeBatch(join(encodeBatch(sliced)))), rowsOf(sample).slice(1, 2));
 });
 
+test('batches wider than the element-by-element path, whole and sliced, survive unchanged', () => {
+  const prng = new Prng(7);
+  const wide = batchFromSpecs(
+    Array.from({ length: 40 }, (_, row) => ({
+      fireAtMs: 1_796_220_000_000 + prng.below(1e6),
+      target: `https://t${row % 3}.example/`,
+      payload: prng.bytes(prng.below(50)),
+      ...(row % 2 === 0 ? { key: `key-${row}` } : {}),
+      ...(row % 5 === 0 ? { queue: 'other', headers: { 'x-row': String(row) } } : {}),
+    })),
+  );
+  assert.deepEqual(rowsOf(decodeBatch(join(encodeBatch(wide)))), rowsOf(wide));
+  const from = 3;
+  const sliced: TimerBatch = {
+    ...wide,
+    rows: 30,
+    fireAtMs: wide.fireAtMs.subarray(from),
+    targetIndex: wide.targetIndex.subarray(from),
+    queueIndex: wide.queueIndex.subarray(from),
+    payload: { values: wide.payload.values, offsets: wide.payload.offsets.subarray(from) },
+    headers: { values: wide.headers.values, offsets: wide.headers.offsets.subarray(from) },
+    keys: { values: wide.keys.values, offsets: wide.keys.offsets.subarray(from) },
+  };
+  assert.deepEqual(rowsOf(decodeBatch(join(encodeBatch(sliced)))), rowsOf(wide).slice(from, from + 30));
+});
+
 test('long byte runs travel as parts of their own and come back intact', () => {
   const large = batchFromSpecs([
     { fireAtMs: 1, target: 'https://a.example/', payload: Uint8Array.from({ length: 10_000 }, (_, i) => i & 0xff) },

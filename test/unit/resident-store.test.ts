@@ -16,6 +16,7 @@ interface ModelTimer {
   target: string;
   payload: Uint8Array;
   headers: Uint8Array;
+  key: Uint8Array;
   state: number;
   attempts: number;
   lastStatus: number;
@@ -23,9 +24,29 @@ interface ModelTimer {
 
 type Op =
   | { kind: 'allocate'; raw: boolean; fireAt: number; logSeq: number; row: number; queueIndex: number; target: number; payload: Uint8Array; headers: Uint8Array }
+  | { kind: 'allocateRows'; logSeq: number; targets: number[]; queueIndexes: number[]; rows: BatchRow[] }
   | { kind: 'release'; pick: number }
   | { kind: 'set'; pick: number; fireAt: number; state: TimerStateCode; attempts: number; lastStatus: number }
   | { kind: 'compact'; ratio: number };
+
+interface BatchRow {
+  take: boolean;
+  fireAt: number;
+  target: number;
+  queue: number;
+  payload: Uint8Array;
+  headers: Uint8Array;
+  key: Uint8Array;
+}
+
+/** Byte strings as one values buffer and row offsets, the way a TimerBatch holds them. */
+function column(parts: readonly Uint8Array[]): { values: Uint8Array; offsets: Int32Array } {
+  const offsets = new Int32Array(parts.length + 1);
+  parts.forEach((part, i) => (offsets[i + 1] = (offsets[i] as number) + part.length));
+  const values = new Uint8Array(offsets[parts.length] as number);
+  parts.forEach((part, i) => values.set(part, offsets[i] as number));
+  return { values, offsets };
+}
 
 const slabBytes = 256;
 const capacityMax = 37;
@@ -50,6 +71,28 @@ const op: fc.Arbitrary<Op> = fc.oneof(
         headers: bytes(40),
       })
       .map((r): Op => ({ kind: 'allocate', ...r })),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({
+        logSeq: fc.integer({ min: 0, max: 1000 }),
+        targets: fc.array(fc.integer({ min: 0, max: targets.length - 1 }), { minLength: 1, maxLength: 3 }),
+        queueIndexes: fc.array(fc.integer({ min: 0, max: 0xffff }), { minLength: 1, maxLength: 2 }),
+        rows: fc.array(
+          fc.record({
+            take: fc.oneof(fc.constant(true), fc.boolean()),
+            fireAt: fc.integer({ min: 0, max: 2 ** 48 }),
+            target: fc.nat(),
+            queue: fc.nat(),
+            payload: bytes(300),
+            headers: bytes(40),
+            key: bytes(20),
+          }),
+          { minLength: 1, maxLength: 6 },
+        ),
+      })
+      .map((r): Op => ({ kind: 'allocateRows', ...r })),
   },
   { weight: 4, arbitrary: fc.nat().map((pick): Op => ({ kind: 'release', pick })) },
   {
@@ -88,9 +131,10 @@ function checkAgainstModel(store: ResidentStore, model: Map<number, ModelTimer>,
     assert.equal(store.targetOf(slot), timer.target);
     assert.deepEqual(store.payloadOf(slot), timer.payload);
     assert.deepEqual(store.headersOf(slot), timer.headers);
+    assert.deepEqual(store.keyOf(slot), timer.key);
     users.set(timer.target, (users.get(timer.target) ?? 0) + 1);
-    liveBytes += timer.payload.length + timer.headers.length;
-    if (timer.payload.length + timer.headers.length > 0) liveStrings++;
+    liveBytes += timer.payload.length + timer.headers.length + timer.key.length;
+    if (timer.payload.length + timer.headers.length + timer.key.length > 0) liveStrings++;
   }
   for (const handle of stale) assert.equal(store.slotOf(handle), -1, 'a stale handle reached a slot');
   // Every target still used is interned once with the right count; no other target is kept.
@@ -105,7 +149,7 @@ function checkAgainstModel(store: ResidentStore, model: Map<number, ModelTimer>,
   if (model.size === 0) assert.ok(store.arena.bytesReserved <= slabBytes, 'an empty store still holds released slabs');
 }
 
-test('ResidentStore matches a Map model through allocate, release, set, compact and growth', () => {
+test('ResidentStore matches a Map model through allocate, allocateRows, release, set, compact and growth', () => {
   fc.assert(
     fc.property(fc.array(op, { maxLength: 250, size: 'max' }), (ops) => {
       const store = new ResidentStore({ capacityInitial: 1, capacityMax, arena: { slabBytes } });
@@ -139,6 +183,7 @@ test('ResidentStore matches a Map model through allocate, release, set, compact 
             target,
             payload: o.payload.slice(),
             headers: o.headers.slice(),
+            key: new Uint8Array(0),
             state: timerState.pending,
             attempts: 0,
             lastStatus: 0,
@@ -146,6 +191,47 @@ test('ResidentStore matches a Map model through allocate, release, set, compact 
           // The store copied the bytes: the caller may reuse its buffers.
           o.payload.fill(0xee);
           o.headers.fill(0xee);
+        } else if (o.kind === 'allocateRows') {
+          const taken = o.rows.flatMap((row, i) => (row.take ? [i] : []));
+          const rows = taken.length === o.rows.length ? undefined : Int32Array.from(taken);
+          if (!store.canAllocate(taken.length)) {
+            assert.ok(model.size + taken.length > capacityMax);
+            continue;
+          }
+          const batch = {
+            fireAtMs: Float64Array.from(o.rows, (row) => row.fireAt),
+            targetIndex: Int32Array.from(o.rows, (row) => row.target % o.targets.length),
+            queueIndex: Int32Array.from(o.rows, (row) => row.queue % o.queueIndexes.length),
+            payload: column(o.rows.map((row) => row.payload)),
+            headers: column(o.rows.map((row) => row.headers)),
+            keys: column(o.rows.map((row) => row.key)),
+          };
+          const pins = o.targets.map((target) => store.internTarget(targets[target] as string));
+          const slots = new Int32Array(taken.length);
+          store.allocateRows(batch, o.logSeq, rows, taken.length, o.queueIndexes, pins, slots);
+          for (const pin of pins) store.releaseTarget(pin);
+          taken.forEach((row, i) => {
+            const spec = o.rows[row] as BatchRow;
+            const handle = store.handleOf(slots[i] as number);
+            assert.ok(!model.has(handle) && !stale.includes(handle), 'a handle was given out twice');
+            model.set(handle, {
+              fireAt: spec.fireAt,
+              dueAt: spec.fireAt,
+              logSeq: o.logSeq,
+              row,
+              queueIndex: o.queueIndexes[spec.queue % o.queueIndexes.length] as number,
+              target: targets[o.targets[spec.target % o.targets.length] as number] as string,
+              payload: spec.payload.slice(),
+              headers: spec.headers.slice(),
+              key: spec.key.slice(),
+              state: timerState.pending,
+              attempts: 0,
+              lastStatus: 0,
+            });
+          });
+          // The store copied the bytes: the caller may reuse its buffers.
+          batch.payload.values.fill(0xee);
+          batch.keys.values.fill(0xee);
         } else if (o.kind === 'release' && model.size > 0) {
           const handle = [...model.keys()][o.pick % model.size] as number;
           store.release(store.slotOf(handle));
