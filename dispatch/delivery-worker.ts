@@ -38,6 +38,20 @@ const clients = new OriginClients({
 const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);
 const utf8 = new TextDecoder();
 
+/** Targets repeat (a handful of webhooks take most timers): each is parsed once, up to a bound. */
+const parsedUrls = new Map<string, URL>();
+const parsedUrlsMax = 10_000;
+
+function urlOf(target: string): URL {
+  let url = parsedUrls.get(target);
+  if (url === undefined) {
+    if (parsedUrls.size >= parsedUrlsMax) parsedUrls.clear();
+    url = new URL(target);
+    parsedUrls.set(target, url);
+  }
+  return url;
+}
+
 export default async function deliver(task: DeliveryTask): Promise<DeliveryResults> {
   const results = emptyResults(task.count);
   if (task.sink === undefined) {
@@ -68,7 +82,7 @@ async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResul
   let result: AttemptResult;
   let retryAfter: string | undefined;
   try {
-    const answer = await clients.send({ url: new URL(utf8.decode(taskBytes(task, at, 1))), headers, body, timeoutMs });
+    const answer = await clients.send({ url: urlOf(utf8.decode(taskBytes(task, at, 1))), headers, body, timeoutMs });
     result = answer.status;
     retryAfter = answer.retryAfter;
   } catch (err) {
@@ -89,7 +103,7 @@ async function deliverArrowBatch(task: DeliveryTask, sink: string, results: Deli
   let result: AttemptResult;
   let retryAfter: string | undefined;
   try {
-    const answer = await clients.send({ url: new URL(sink), headers, body, timeoutMs });
+    const answer = await clients.send({ url: urlOf(sink), headers, body, timeoutMs });
     result = answer.status;
     retryAfter = answer.retryAfter;
   } catch (err) {

@@ -10,7 +10,7 @@
 // no more timers than the live engine did and deduplicates keys exactly as it did.
 //
 //   admit(batch) ─► validate ─► reserve rows ─► WAL append [ADD header | Arrow batch] ─► durable
-//                                                 └─► store.allocate × rows, heap.push, index.insert
+//                                                 └─► store.allocateRows (one loop), heap.push, index run
 //   cancel(id)   ─► index → slot ─► out of the heap (it can no longer fire) ─► WAL CANCEL ─► cancelled
 //   open()       ─► Wal.open (recovery) ─► replay every record in order
 import assert from 'node:assert/strict';
