@@ -385,8 +385,9 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
 
-  // Loopback targets are fine for a service that itself listens on loopback (a local setup).
-  const allowLoopback = isLoopbackHost(settings.listen.host);
+  // Loopback targets are fine for a service that only listens on loopback (a local setup); a
+  // port anyone else can reach must not let them ask it to POST to this machine's own services.
+  const allowLoopback = isLoopbackHost(settings.listen.host) && (settings.tls === undefined || isLoopbackHost(settings.tls.listen.host));
   const guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
   let engine: Engine;
   try {

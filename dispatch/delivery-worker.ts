@@ -11,8 +11,8 @@ import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
 import { type DeliveryResults, type DeliveryTask, emptyResults, metaFields, resultsTransfer, taskBytes, taskPolicy } from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
-import { OriginClients } from './origin-clients.ts';
-import { attemptFailureOf, type AttemptResult, decideOutcome } from './retry-policy.ts';
+import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
+import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome } from './retry-policy.ts';
 import { WebhookSigner } from './signing.ts';
 
 /** What the dispatcher gives every worker when it starts. */
@@ -65,30 +65,50 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
   return move({ [transferableSymbol]: resultsTransfer(results), [valueSymbol]: results }) as unknown as DeliveryResults;
 }
 
+/**
+ * One timer's attempt. Whatever happens to it (a thrown error included) is its own outcome:
+ * one timer never fails the task, whose other timers may already be delivered.
+ */
 async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResults): Promise<void> {
-  const fireAtMs = task.meta[at * metaFields] as number;
-  const attempt = task.meta[at * metaFields + 1] as number;
-  const timeoutMs = task.meta[at * metaFields + 2] as number;
-  const id = utf8.decode(taskBytes(task, at, 0));
-  const key = taskBytes(task, at, 3);
-  const body = taskBytes(task, at, 4);
-  const headers: Record<string, string> = { 'content-type': 'application/octet-stream', ...(parseHeaders(taskBytes(task, at, 2))) };
-  headers['fermata-timer-id'] = id;
-  headers['fermata-attempt'] = String(attempt);
-  headers['fermata-fire-at'] = String(fireAtMs);
-  headers['idempotency-key'] = key.length === 0 ? id : utf8.decode(key);
   const startedAtMs = Date.now();
-  if (signer !== undefined) Object.assign(headers, signer.sign(id, Math.floor(startedAtMs / 1000), body));
   let result: AttemptResult;
   let retryAfter: string | undefined;
   try {
-    const answer = await clients.send({ url: urlOf(utf8.decode(taskBytes(task, at, 1))), headers, body, timeoutMs });
+    const request = deliveryRequest(task, at, startedAtMs);
+    const answer = await clients.send(request);
     result = answer.status;
     retryAfter = answer.retryAfter;
   } catch (err) {
     result = attemptFailureOf(err);
   }
   recordOutcome(task, at, results, result, retryAfter, startedAtMs);
+}
+
+function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number): DeliveryRequest {
+  const fireAtMs = task.meta[at * metaFields] as number;
+  const attempt = task.meta[at * metaFields + 1] as number;
+  const timeoutMs = task.meta[at * metaFields + 2] as number;
+  const id = utf8.decode(taskBytes(task, at, 0));
+  const key = taskBytes(task, at, 3);
+  const body = taskBytes(task, at, 4);
+  const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
+  // Header names are case-insensitive: merged lower-case, so a timer's Content-Type replaces the default instead of doubling it.
+  for (const [name, value] of Object.entries(parseHeaders(taskBytes(task, at, 2)))) headers[name.toLowerCase()] = value;
+  headers['fermata-timer-id'] = id;
+  headers['fermata-attempt'] = String(attempt);
+  headers['fermata-fire-at'] = String(fireAtMs);
+  headers['idempotency-key'] = key.length === 0 ? id : idempotencyKeyHeader(utf8.decode(key));
+  if (signer !== undefined) Object.assign(headers, signer.sign(id, Math.floor(startedAtMs / 1000), body));
+  return { url: urlOf(utf8.decode(taskBytes(task, at, 1))), headers, body, timeoutMs };
+}
+
+/**
+ * A key as a header value: as it is when it is visible ASCII (the usual case), otherwise its
+ * UTF-8 percent-encoded (HTTP/1.1 refuses other bytes, HTTP/2 would truncate each character to
+ * a byte and make two keys one).
+ */
+function idempotencyKeyHeader(key: string): string {
+  return /^[\x21-\x7e]+$/.test(key) ? key : encodeURIComponent(key);
 }
 
 /** "arrow" delivery: every timer of the task in one Arrow record batch, one POST; its answer is every row's. */
@@ -116,10 +136,12 @@ async function deliverArrowBatch(task: DeliveryTask, sink: string, results: Deli
 function recordOutcome(task: DeliveryTask, at: number, results: DeliveryResults, result: AttemptResult, retryAfter: string | undefined, startedAtMs: number): void {
   const nowMs = Date.now();
   const attempt = task.meta[at * metaFields + 1] as number;
-  const decision = decideOutcome(attempt, result, retryAfter, taskPolicy(task, at), nowMs, Math.random());
+  // A status outside HTTP's 100–599 (an HTTP/1.1 parser lets "099" through) is a broken answer, not a status.
+  const answered = typeof result === 'number' && result >= 100 && result <= 599 ? result : typeof result === 'number' ? attemptFailure.networkError : result;
+  const decision = decideOutcome(attempt, answered, retryAfter, taskPolicy(task, at), nowMs, Math.random());
   results.kinds[at] = decision.kind;
   results.reasons[at] = decision.reason;
-  results.statuses[at] = typeof result === 'number' ? result : 0;
+  results.statuses[at] = typeof answered === 'number' ? answered : 0;
   results.retryAtMs[at] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
   results.startedAtMs[at] = startedAtMs;
   results.durationMs[at] = nowMs - startedAtMs;

@@ -23,7 +23,6 @@ import { Scheduler } from '../engine/scheduler.ts';
 import { encodeTimerId } from '../engine/ids.ts';
 import { type DeliveryResults, DeliveryTaskBuilder, type TaskTimer } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
-import { attemptFailure, decideOutcome } from './retry-policy.ts';
 import { TargetGuard } from './target-guard.ts';
 import { WebhookSigner } from './signing.ts';
 
@@ -77,6 +76,10 @@ class PendingTask {
 
   get count(): number {
     return this.builder.count;
+  }
+
+  get capacity(): number {
+    return this.seqs.length;
   }
 
   add(slice: DueSlice, i: number, timer: TaskTimer): void {
@@ -164,7 +167,9 @@ export class Dispatcher {
   }
 
   room(): number {
-    return this.#stopped ? 0 : this.#limits.inFlightMax - this.#inFlight;
+    // A poisoned log records no outcome: delivering now would only re-send after the restart.
+    if (this.#stopped || this.#engine.log.poisoned !== undefined) return 0;
+    return this.#limits.inFlightMax - this.#inFlight;
   }
 
   queueRoom(queueIndex: number): number {
@@ -242,7 +247,8 @@ export class Dispatcher {
       this.#lingering.set(queue, lingering);
     }
     this.#add(lingering.task, slice, i, config);
-    if (lingering.task.count >= config.batch_rows_max) this.#flushArrowBatch(queue);
+    // Full by its own size: the queue's batch_rows_max may have changed while it filled.
+    if (lingering.task.count >= Math.min(lingering.task.capacity, config.batch_rows_max)) this.#flushArrowBatch(queue);
   }
 
   #flushArrowBatch(queue: number): void {
@@ -261,7 +267,10 @@ export class Dispatcher {
       .then(
         (results) => this.#record(pending, results),
         (err: unknown) => {
-          this.#logger.error({ err, timers: pending.count }, 'a delivery task failed; its timers count a failed attempt');
+          // Stopping (the pool was destroyed under it): nothing is recorded, and the timers are
+          // delivered again after the restart, as any delivery cut short by a stop is.
+          if (this.#stopped) return;
+          this.#logger.error({ err, timers: pending.count }, 'a delivery task failed; its timers are retried without counting an attempt');
           return this.#record(pending, undefined);
         },
       )
@@ -291,11 +300,13 @@ export class Dispatcher {
       outcomes.rows[i] = pending.rows[i] as number;
       outcomes.attempts[i] = attempt;
       if (results === undefined) {
+        // The task failed as a whole (a worker error): some of its requests may have been sent
+        // and answered. Retry them after the queue's minimum backoff, without counting the
+        // attempt, so none is dead-lettered for it.
         const config = this.#engine.queueConfig(this.#engine.queueNameAt(queue));
-        const decision = decideOutcome(attempt, attemptFailure.networkError, undefined, config, nowMs, Math.random());
-        outcomes.kinds[i] = decision.kind;
-        outcomes.reasons[i] = decision.reason;
-        outcomes.retryAtMs[i] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
+        outcomes.attempts[i] = attempt - 1;
+        outcomes.kinds[i] = outcomeKind.retry;
+        outcomes.retryAtMs[i] = nowMs + config.min_backoff_ms;
         continue;
       }
       outcomes.kinds[i] = results.kinds[i] as number;

@@ -20,11 +20,14 @@ import http2 from 'node:http2';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
+import { dispatchLimits } from '../engine/limits.ts';
+
+const { tcpKeepAliveDelayMs, sessionPingTimeoutMs } = dispatchLimits;
 
 /** What a delivery needs from the target guard (dispatch/target-guard.ts). */
 export interface AddressGuard {
   /** The checked address to connect to for `url`; throws (code TARGET_REFUSED) when refused. */
-  resolveTarget(url: URL): Promise<{ readonly address: string; readonly family: number }>;
+  resolveTarget(url: URL): Promise<{ readonly address: string; readonly family: number; readonly servername: string | undefined }>;
   /** Why a connected socket's remote address is refused (an allow-listed origin never is), or undefined. */
   checkConnectedAddress(address: string, origin: string): string | undefined;
 }
@@ -117,17 +120,20 @@ export class OriginClients {
   }
 
   async #sendOnOrigin(origin: Origin, request: DeliveryRequest): Promise<DeliveryAnswer> {
-    if (origin.protocol === 'h2') {
-      let session: http2.ClientHttp2Session | undefined;
-      try {
-        session = await this.#session(origin, request.url);
-      } catch (err) {
-        if (!(err instanceof NotHttp2)) throw err;
-        origin.protocol = 'h1';
-      }
-      if (session !== undefined) return requestH2(session, request);
+    if (origin.protocol === 'h1') return this.#requestH1(origin, request);
+    let session: http2.ClientHttp2Session;
+    try {
+      session = await this.#session(origin, request.url);
+    } catch (err) {
+      if (!(err instanceof NotHttp2)) throw err;
+      // ALPN chose HTTP/1.1, or a cleartext peer did not take the HTTP/2 preface. The latter may
+      // also be a dropped connection: the origin is marked HTTP/1.1 only once it has answered
+      // over HTTP/1.1, so a flaky HTTP/2-only target is not downgraded for good.
+      const answer = await this.#requestH1(origin, request);
+      origin.protocol = 'h1';
+      return answer;
     }
-    return this.#requestH1(origin, request);
+    return requestH2(session, request);
   }
 
   /** Closes every session and agent; in-flight requests fail. */
@@ -166,10 +172,12 @@ export class OriginClients {
   }
 
   async #connectH2(url: URL): Promise<http2.ClientHttp2Session> {
-    const { address } = await this.#options.guard.resolveTarget(url);
+    const { address, servername } = await this.#options.guard.resolveTarget(url);
     const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
     const deadline = AbortSignal.timeout(this.#options.connectTimeoutMs);
-    const socket = url.protocol === 'https:' ? await this.#connectTls(address, port, url.hostname, ['h2', 'http/1.1'], deadline) : await connectTcp(address, port, deadline);
+    const socket = url.protocol === 'https:' ? await this.#connectTls(address, port, servername, url.host, ['h2', 'http/1.1'], deadline) : await connectTcp(address, port, deadline);
+    // A peer that vanishes without a FIN is found by TCP keepalive, not only by request timeouts.
+    socket.setKeepAlive(true, tcpKeepAliveDelayMs);
     this.#checkConnected(socket, url);
     if (socket instanceof tls.TLSSocket && socket.alpnProtocol !== 'h2') {
       socket.destroy();
@@ -209,11 +217,10 @@ export class OriginClients {
     });
   }
 
-  #connectTls(address: string, port: number, hostname: string, alpn: string[], deadline: AbortSignal): Promise<tls.TLSSocket> {
-    const servername = net.isIP(hostname) === 0 ? hostname : undefined;
+  #connectTls(address: string, port: number, servername: string | undefined, where: string, alpn: string[], deadline: AbortSignal): Promise<tls.TLSSocket> {
     // With servername set, the certificate must name the target's host, not the address it resolved to.
     const socket = tls.connect({ host: address, port, ALPNProtocols: alpn, ...(servername === undefined ? {} : { servername }), ...(this.#options.ca === undefined ? {} : { ca: [...tls.rootCertificates, this.#options.ca] }) });
-    return settleConnect(socket, 'secureConnect', deadline, `${hostname}:${port}`);
+    return settleConnect(socket, 'secureConnect', deadline, where);
   }
 
   #requestH1(origin: Origin, request: DeliveryRequest): Promise<DeliveryAnswer> {
@@ -223,9 +230,8 @@ export class OriginClients {
     origin.agent ??= secure ? new https.Agent({ keepAlive: true, maxSockets, ...(this.#options.ca === undefined ? {} : { ca: [...tls.rootCertificates, this.#options.ca] }) }) : new http.Agent({ keepAlive: true, maxSockets });
     const agent = origin.agent;
     return this.#options.guard.resolveTarget(url).then(
-      ({ address }) =>
+      ({ address, servername }) =>
         new Promise<DeliveryAnswer>((resolve, reject) => {
-          const servername = net.isIP(url.hostname) === 0 ? url.hostname : undefined;
           const options: https.RequestOptions = {
             method: 'POST',
             host: address,
@@ -285,6 +291,7 @@ function requestH2(session: http2.ClientHttp2Session, request: DeliveryRequest):
     const timer = setTimeout(() => {
       stream.close(http2.constants.NGHTTP2_CANCEL);
       reject(new DeliveryFailure('ETIMEDOUT', `no answer from ${url.origin} within ${request.timeoutMs} ms`));
+      probe(session);
     }, request.timeoutMs);
     stream.once('response', (headers) => {
       answered = true;
@@ -302,6 +309,29 @@ function requestH2(session: http2.ClientHttp2Session, request: DeliveryRequest):
     });
     stream.end(request.body);
   });
+}
+
+/** Sessions with a PING out after a timeout (one probe at a time per session). */
+const probing = new WeakSet<http2.ClientHttp2Session>();
+
+/**
+ * A slow target and a dead connection look alike from one timed-out stream: a PING tells them
+ * apart. No answer within sessionPingTimeoutMs and the session is dropped, so the next
+ * delivery connects afresh instead of timing out on a connection that went silent.
+ */
+function probe(session: http2.ClientHttp2Session): void {
+  if (session.destroyed || probing.has(session)) return;
+  probing.add(session);
+  const timer = setTimeout(() => session.destroy(), sessionPingTimeoutMs);
+  const answered = session.ping((err) => {
+    clearTimeout(timer);
+    probing.delete(session);
+    if (err !== null) session.destroy();
+  });
+  if (!answered) {
+    clearTimeout(timer);
+    probing.delete(session);
+  }
 }
 
 function connectTcp(address: string, port: number, deadline: AbortSignal): Promise<net.Socket> {

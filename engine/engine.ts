@@ -19,7 +19,7 @@ import { batchFromArrow } from './batch/arrow-codec.ts';
 import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
 import { bytesAt, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch, validateQueueName } from './batch/validate.ts';
-import { errorCodes, FermataError } from './errors.ts';
+import { errorCodes, FermataError, isFermataError } from './errors.ts';
 import type { FileSystem } from './fs/file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { type Retention, retentionDefaults, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
@@ -180,6 +180,9 @@ const deadReasonNames: Record<number, DeadReasonName> = {
 export type RedriveOutcome = 'redriven' | 'not-found' | 'not-dead';
 
 const utf8 = new TextDecoder();
+
+/** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
+const settlingWork = { pastQueueLimit: true } as const;
 
 const isFinished = (state: number): boolean => state === timerState.delivered || state === timerState.dead || state === timerState.cancelled;
 
@@ -356,7 +359,7 @@ export class Engine {
       if (Number.isNaN(room[queue])) room[queue] = Math.max(0, (queueRoom as QueueRoom)(queue));
       return room[queue] as number;
     };
-    if (this.#parkedCount > 0) this.#takeParked(slice, max, roomOf, room);
+    if (this.#parkedCount > 0) this.#takeParked(slice, nowMs, max, roomOf, room);
     // Parking is bounded per call too, so one tick never walks a whole backlog; it is cheap
     // (a pop and a push), so the bound is generous and a blocked backlog clears in few ticks.
     for (let parkedNow = 0; slice.count < max && parkedNow < max * 16; ) {
@@ -417,7 +420,7 @@ export class Engine {
   }
 
   /** Hands out held-back timers of queues that have room again, oldest first. */
-  #takeParked(slice: SliceBuilder, max: number, roomOf: (queue: number) => number, room: Float64Array | undefined): void {
+  #takeParked(slice: SliceBuilder, nowMs: number, max: number, roomOf: (queue: number) => number, room: Float64Array | undefined): void {
     const store = this.#store;
     for (let queue = 0; queue < this.#parked.length && slice.count < max; queue++) {
       const parked = this.#parked[queue];
@@ -429,6 +432,11 @@ export class Engine {
         // Stale: released, taken again after a retry, back in the heap after a failed cancel, or being cancelled.
         const state = slot < 0 ? -1 : (store.state[slot] as number);
         if ((state !== timerState.pending && state !== timerState.retrying) || this.#heap.has(slot) || this.#cancelling.has(slot)) continue;
+        // The clock stepped back since it was held back: not due any more, so back to the heap (never early).
+        if ((store.dueAt[slot] as number) > nowMs) {
+          this.#heap.push(slot);
+          continue;
+        }
         if (room !== undefined) room[queue] = (room[queue] as number) - 1;
         this.#handOut(slice, slot);
       }
@@ -475,12 +483,15 @@ export class Engine {
       if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#retention.finishedMs;
       else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#retention.deadMs;
     }
-    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcomes)).then(() => undefined);
+    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork).then(() => undefined);
     for (const slot of slots) this.#settling.set(slot, appended.catch(() => undefined));
     try {
       await appended;
     } catch (err) {
-      // Not logged: the timers go back to waiting, to be delivered again.
+      // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
+      // would re-send what was delivered); recovery finds them pending and delivers them again.
+      if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.walClosed) || this.#wal.poisoned !== undefined) throw err;
+      // Not logged for another reason: the timers go back to waiting, to be delivered again.
       for (const slot of slots) {
         this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
         this.#heap.push(slot);
@@ -601,7 +612,7 @@ export class Engine {
     const seq = this.#store.logSeq[slot] as number;
     const row = this.#store.row[slot] as number;
     const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
-    const outcome = this.#wal.append(recordType.cancel, encodeCancel(expiresAtMs, [seq], [row])).then(
+    const outcome = this.#wal.append(recordType.cancel, encodeCancel(expiresAtMs, [seq], [row]), settlingWork).then(
       () => {
         this.#finishCancelled(slot, expiresAtMs);
         return 'cancelled' as const;
@@ -680,8 +691,9 @@ export class Engine {
     if (slot < 0) return 'not-found';
     const inFlight = this.#settling.get(slot);
     if (inFlight !== undefined) {
+      // An outcome or another redrive of this timer is being logged: decide once it is.
       await inFlight;
-      return this.#store.state[slot] === timerState.dead ? 'not-dead' : 'redriven';
+      return this.redrive(id);
     }
     if (this.#store.state[slot] !== timerState.dead) return 'not-dead';
     const outcome = emptyOutcomes(1);
@@ -692,7 +704,7 @@ export class Engine {
     outcome.statuses[0] = this.#store.lastStatus[slot] as number;
     outcome.attempts[0] = 0;
     outcome.retryAtMs[0] = this.#clock.now();
-    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcome)).then(() => undefined);
+    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
     this.#settling.set(slot, appended.catch(() => undefined));
     try {
       await appended;

@@ -161,6 +161,10 @@ export const dispatchLimits = {
   connectTimeoutMs: 10_000,
   /** Requests in flight to one target origin from one worker (HTTP/2 streams on its session, or HTTP/1.1 sockets). */
   requestsPerOriginMax: 256,
+  /** Idle time before TCP keepalive probes a target's connection. */
+  tcpKeepAliveDelayMs: 30_000,
+  /** After a request times out, its HTTP/2 session must answer a PING within this, or it is dropped (a silent peer). */
+  sessionPingTimeoutMs: 5_000,
   /** Shutdown waits this long for deliveries in flight to finish and be recorded. */
   drainTimeoutMs: 30_000,
 } as const;

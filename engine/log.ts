@@ -12,12 +12,21 @@ export interface LogRecord {
   readonly body: Uint8Array;
 }
 
+export interface AppendOptions {
+  /**
+   * Not refused when the queue of appends is full: records that settle work already accepted
+   * (delivery outcomes, cancels) must not be turned away by back-pressure meant for new work.
+   * They are small and bounded by the work in flight.
+   */
+  readonly pastQueueLimit?: boolean;
+}
+
 export interface DurableLog {
   /**
    * Resolves with the record's sequence once it is durable; rejects with a coded error
    * otherwise. A body given as parts is stored as their concatenation.
    */
-  append(type: number, body: Uint8Array | readonly Uint8Array[]): Promise<number>;
+  append(type: number, body: Uint8Array | readonly Uint8Array[], options?: AppendOptions): Promise<number>;
   records(fromSeq?: number): AsyncIterable<LogRecord>;
   readonly lastSeq: number;
   close(): Promise<void>;

@@ -12,6 +12,9 @@ const headerNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Headers fermata sets itself on every delivery: a timer may not override them. */
 const reservedHeaders = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'idempotency-key', 'fermata-timer-id', 'fermata-attempt', 'fermata-fire-at', 'webhook-id', 'webhook-timestamp', 'webhook-signature']);
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** Hop-by-hop headers: meaningful for one connection only, and refused by HTTP/2 (RFC 9113 §8.2.2). */
+const connectionHeaders = new Set(['keep-alive', 'proxy-connection', 'upgrade', 'te', 'http2-settings']);
+const fieldValuePattern = /^[\t\x20-\x7e]*$/;
 /**
  * Targets and queue names already found well-formed (the checks that do not depend on
  * limits): a service sees the same few again and again, and parsing a URL per admit costs
@@ -101,10 +104,16 @@ function checkHeaders(batch: TimerBatch, row: number, limits: TimerLimits): void
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw refuse(`headers must be a JSON object in row ${row}`, 'headers', row);
   const entries = Object.entries(parsed);
   if (entries.length > limits.headerCountMax) throw refuse(`more than ${limits.headerCountMax} headers in row ${row}`, 'headers', row);
+  const seen = new Set<string>();
   for (const [name, value] of entries) {
     if (!headerNamePattern.test(name)) throw refuse(`header name ${JSON.stringify(name)} is not a valid token in row ${row}`, 'headers', row);
-    if (reservedHeaders.has(name.toLowerCase())) throw refuse(`header ${name} is set by fermata and cannot be given in row ${row}`, 'headers', row);
-    if (typeof value !== 'string' || /[\r\n\0]/.test(value)) throw refuse(`header ${name} must be a string without CR, LF or NUL in row ${row}`, 'headers', row);
+    const lower = name.toLowerCase();
+    if (reservedHeaders.has(lower)) throw refuse(`header ${name} is set by fermata and cannot be given in row ${row}`, 'headers', row);
+    if (connectionHeaders.has(lower)) throw refuse(`header ${name} is connection-specific (HTTP/2 forbids it) and cannot be given in row ${row}`, 'headers', row);
+    if (seen.has(lower)) throw refuse(`header ${name} is given twice (names are case-insensitive) in row ${row}`, 'headers', row);
+    seen.add(lower);
+    // Delivered as an HTTP field value: visible ASCII, spaces and tabs (HTTP/1.1 refuses other bytes, HTTP/2 would mangle them).
+    if (typeof value !== 'string' || !fieldValuePattern.test(value)) throw refuse(`header ${name} must be a string of visible ASCII, spaces and tabs in row ${row}`, 'headers', row);
   }
 }
 

@@ -21,7 +21,7 @@ import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
 import type { DirLock, FileHandle, FileSystem } from '../fs/file-system.ts';
 import { nodeFileSystem } from '../fs/node-file-system.ts';
 import { assertWalLimits, walLimits, type WalLimits } from '../limits.ts';
-import type { DurableLog, LogRecord } from '../log.ts';
+import type { AppendOptions, DurableLog, LogRecord } from '../log.ts';
 import { decodeFrame } from './decoder.ts';
 import { encodeRecordHeader, encodeSegmentHeader } from './encoder.ts';
 import { recordHeaderBytes, recordTypeMax, recordTypeReserved, segmentFileName, segmentHeaderBytes } from './format.ts';
@@ -152,7 +152,7 @@ export class Wal implements DurableLog {
    * parts are written where they lie, so the caller must not change them until the promise
    * settles.
    */
-  append(type: number, body: Uint8Array | readonly Uint8Array[]): Promise<number> {
+  append(type: number, body: Uint8Array | readonly Uint8Array[], options: AppendOptions = {}): Promise<number> {
     const parts = body instanceof Uint8Array ? [body] : body;
     let bodyBytes = 0;
     for (const part of parts) bodyBytes += part.length;
@@ -167,7 +167,7 @@ export class Wal implements DurableLog {
       );
     }
     const frameBytes = recordHeaderBytes + bodyBytes;
-    if (this.#queuedBytes + frameBytes > this.#limits.queueBytesMax) {
+    if (options.pastQueueLimit !== true && this.#queuedBytes + frameBytes > this.#limits.queueBytesMax) {
       return Promise.reject(new FermataError(errorCodes.walQueueFull, `WAL queue full (${this.#queuedBytes} bytes waiting)`, { queuedBytes: this.#queuedBytes }));
     }
     const { promise, resolve, reject } = Promise.withResolvers<number>();

@@ -3,6 +3,8 @@
 // 500-then-200, 410, 429 + Retry-After, slow past the timeout, connection reset, GOAWAY with
 // streams in flight, an HTTP/1.1-only target; the delivery request byte-exact and signed.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import net from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -234,4 +236,34 @@ test('"arrow" delivery: due timers go to the sink as Arrow record batches of at 
   });
   const retried = views.filter((view) => view.attempts === 2).length;
   assert.ok(retried > 0 && retried <= 50, `the refused batch's rows (and only they) took a second attempt: ${retried}`);
+});
+
+test('content-type-twice: a timer\'s Content-Type (any case) replaces the default over HTTP/2 instead of doubling it', async () => {
+  const target = await sink('h2');
+  const [id] = (await add([{ fireAtMs: Date.now(), target: `${target.url}/typed`, payload: '{}', headers: { 'Content-Type': 'application/json' }, queue: 't' }])) as [string];
+  const view = await settled(id);
+  assert.equal(view.state, 'delivered');
+  assert.equal(view.attempts, 1);
+  assert.equal(header(target.to('/typed')[0]?.headers['content-type']), 'application/json');
+});
+
+test('odd-status-fails-one: a target answering a status outside 100-599 fails its own timer only; the task\'s others are delivered once', async () => {
+  // A raw HTTP/1.1 server answering "099": Node's parser reports status 99.
+  const odd = net.createServer((socket) => {
+    socket.once('data', () => socket.end('HTTP/1.1 099 Odd\r\ncontent-length: 0\r\nconnection: close\r\n\r\n'));
+  });
+  odd.listen(0, '127.0.0.1');
+  await once(odd, 'listening');
+  try {
+    const good = await sink('h2');
+    const oddUrl = `http://127.0.0.1:${(odd.address() as net.AddressInfo).port}/odd`;
+    const ids = await add([...Array.from({ length: 5 }, (_, i) => ({ fireAtMs: Date.now(), target: `${good.url}/fine/${i}`, queue: 't' })), { fireAtMs: Date.now(), target: oddUrl, queue: 't' }]);
+    const views = await Promise.all(ids.map((id) => settled(id)));
+    assert.deepEqual(views.slice(0, 5).map((view) => [view.state, view.attempts]), Array(5).fill(['delivered', 1]));
+    for (let i = 0; i < 5; i++) assert.equal(good.to(`/fine/${i}`).length, 1, 'delivered once');
+    assert.equal(views[5]?.state, 'dead');
+    assert.equal(views[5]?.lastStatus, null, 'a broken answer is not recorded as a status');
+  } finally {
+    odd.close();
+  }
 });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
+import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { outcomeKind } from '../../engine/records.ts';
 import { Scheduler } from '../../engine/scheduler.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
@@ -126,5 +127,79 @@ test('swept-timer-returns-after-restart: a finished timer released before a rest
   engine = await Engine.open(options);
   assert.equal(engine.get(admitted.idOf(0)), undefined, 'before the fix it came back as cancelled until the next sweep');
   assert.equal(engine.nextDueMs(), undefined);
+  await engine.close();
+});
+
+test('outcome-refused-by-busy-log: an outcome is logged even while admits fill the log queue (no re-send of delivered timers)', async () => {
+  const clock = movingClock();
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 71 }), clock, walLimits: { queueBytesMax: 64 * 1024, recordBodyBytesMax: 32 * 1024 } });
+  // Twenty outcomes: a 672-byte record, more than an admit refused for want of room leaves free.
+  await engine.admit(batchFromSpecs(Array.from({ length: 20 }, () => ({ fireAtMs: clock.now(), target }))));
+  const slice = engine.takeDue(clock.now(), 100);
+  // Admits queued in one tick until the log refuses more: back-pressure on new work.
+  const admits: Array<Promise<unknown>> = [];
+  let refused = false;
+  for (let i = 0; i < 1_000; i++) {
+    const admit = engine.admit(batchFromSpecs([{ fireAtMs: clock.now() + 60_000, target, payload: 'x'.repeat(512) }]));
+    admits.push(admit.catch((err: unknown) => void (refused ||= isFermataError(err, errorCodes.walQueueFull))));
+  }
+  // Still in the same tick: the queue is as full as those admits made it.
+  const settled = engine.settle(outcomesFor(slice, outcomeKind.delivered));
+  await Promise.all(admits);
+  assert.ok(refused, 'the log queue was full for admits');
+  await settled;
+  assert.equal(engine.countsByState().delivered, 20);
+  assert.equal(engine.takeDue(clock.now(), 100).count, 0, 'the delivered timers are not handed out again');
+  await engine.close();
+});
+
+test('outcome-on-poisoned-log: timers whose outcome cannot be logged stay delivering, not handed out again', async () => {
+  const clock = movingClock();
+  const fs = new SimFileSystem({ seed: 72 });
+  const engine = await Engine.open({ dataDir, fs, clock });
+  await engine.admit(batchFromSpecs([{ fireAtMs: clock.now(), target }]));
+  const slice = engine.takeDue(clock.now(), 10);
+  fs.failAfter('datasync', 0, 'EIO');
+  await assert.rejects(engine.settle(outcomesFor(slice, outcomeKind.delivered)), (err) => isFermataError(err, errorCodes.walPoisoned));
+  assert.equal(engine.countsByState().delivering, 1);
+  assert.equal(engine.takeDue(clock.now() + 60_000, 10).count, 0, 'a poisoned log does not turn into a delivery flood');
+  await engine.close().catch(() => undefined);
+});
+
+test('parked-then-clock-back: a held-back timer is not handed out once the clock steps back before its fire time', async () => {
+  const clock = movingClock();
+  const t = clock.now();
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 73 }), clock });
+  await engine.admit(batchFromSpecs([{ fireAtMs: t + 1000, target }]));
+  assert.equal(engine.takeDue(t + 1000, 10, () => 0).count, 0, 'held back for want of room');
+  assert.equal(engine.takeDue(t - 60_000, 10, () => 10).count, 0, 'never early, whatever the clock does');
+  assert.equal(engine.takeDue(t + 1000, 10, () => 10).count, 1, 'once due again, it goes');
+  await engine.close();
+});
+
+test('redrive-during-outcome: a redrive that meets an outcome being logged answers from the state that follows', async () => {
+  const clock = movingClock();
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 74 }), clock });
+  const admitted = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now(), target }, { fireAtMs: clock.now(), target }]));
+  const slice = engine.takeDue(clock.now(), 10);
+  const outcomes = outcomesFor(slice, outcomeKind.delivered);
+  outcomes.kinds[1] = outcomeKind.dead;
+  const settling = engine.settle(outcomes);
+  const [delivered, dead] = await Promise.all([engine.redrive(admitted.idOf(0)), engine.redrive(admitted.idOf(1))]);
+  await settling;
+  assert.equal(delivered, 'not-dead', 'a delivered timer is not redriven');
+  assert.equal(dead, 'redriven', 'a timer that died meanwhile is');
+  assert.equal(engine.get(admitted.idOf(1))?.state, 'pending');
+  await engine.close();
+});
+
+test('header-values-deliverable: header values that HTTP cannot carry, and HTTP/2-forbidden or repeated names, are refused at admit', async () => {
+  const clock = movingClock();
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 75 }), clock });
+  for (const headers of [{ 'x-price': '42 €' }, { 'x-a': 'bell\u0007' }, { 'Keep-Alive': 'timeout=5' }, { te: 'trailers' }, { 'X-A': '1', 'x-a': '2' }]) {
+    await assert.rejects(engine.admit(batchFromSpecs([{ fireAtMs: clock.now(), target, headers }])), (err) => isFermataError(err, errorCodes.batchInvalid), JSON.stringify(headers));
+  }
+  await engine.admit(batchFromSpecs([{ fireAtMs: clock.now(), target, headers: { 'Content-Type': 'application/json', 'x-tab': 'a\tb' } }]));
+  assert.equal(engine.log.lastSeq, 1, 'only the good one was logged');
   await engine.close();
 });
