@@ -174,8 +174,10 @@ export class Dispatcher {
 
   queueRoom(queueIndex: number): number {
     const config = this.#engine.queueConfig(this.#engine.queueNameAt(queueIndex));
-    let room = Infinity;
-    if (config.max_concurrent !== null) room = config.max_concurrent - (this.#queueInFlight[queueIndex] ?? 0);
+    // Without a max_concurrent of its own, a request-mode queue gets a share of the room, so one
+    // stuck on a slow target cannot hold all of it ("arrow" rows are batched: they take no share).
+    const share = config.delivery === 'request' ? Math.floor(this.#limits.inFlightMax * this.#limits.queueInFlightShareMax) : Infinity;
+    let room = (config.max_concurrent ?? share) - (this.#queueInFlight[queueIndex] ?? 0);
     if (config.rate_per_s !== null) room = Math.min(room, Math.floor(this.#refill(queueIndex, config.rate_per_s)));
     return room;
   }

@@ -153,6 +153,11 @@ assert.ok(readinessLimits.diskCheckIntervalMs > 0, 'diskCheckIntervalMs must be 
 export const dispatchLimits = {
   /** Deliveries in flight across all queues (rows of "arrow" batches included); the scheduler hands out no more than this room. */
   inFlightMax: 32_768,
+  /**
+   * Deliveries in flight for one queue without its own max_concurrent, at most, as a share of
+   * inFlightMax: a queue stuck on a slow target leaves the rest of the room to other queues.
+   */
+  queueInFlightShareMax: 0.25,
   /** Timers in one task sent to a delivery worker (one transfer each way, one OUTCOME record). */
   timersPerTaskMax: 256,
   /** An HTTP/2 session to a target unused this long is closed. */

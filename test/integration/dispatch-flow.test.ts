@@ -161,3 +161,25 @@ test('a name that resolves to loopback is refused at delivery when loopback is n
     await close();
   }
 });
+
+test('queue-share: a queue without max_concurrent, stuck on a silent target, leaves room for other queues', { timeout: 60_000 }, async () => {
+  // A small in-flight room, so that 200 stuck timers would fill it all without the per-queue share.
+  const { engine, dispatcher, close } = await rig({ limits: { inFlightMax: 64 } });
+  try {
+    await withSink(
+      (path) => (path.startsWith('/silent/') ? { hang: true } : { status: 200 }),
+      async (sink) => {
+        const now = Date.now();
+        await addAll(engine, Array.from({ length: 200 }, (_, i) => ({ fireAtMs: now - 1000, target: `${sink.url}/silent/${i}`, queue: 'stuck' })));
+        dispatcher.start();
+        await until('the stuck queue to fill its share', 10_000, () => sink.requests.length >= 16);
+        const [id] = await addAll(engine, [{ fireAtMs: Date.now(), target: `${sink.url}/other`, queue: 'other' }]);
+        await until('the other queue\'s timer', 5_000, () => engine.get(id as string)?.state === 'delivered');
+        assert.equal(sink.to('/other').length, 1);
+        assert.equal(sink.requests.filter((request) => request.path.startsWith('/silent/')).length, 16, 'the stuck queue holds a quarter of the room');
+      },
+    );
+  } finally {
+    await close();
+  }
+});
