@@ -84,22 +84,9 @@ export async function startH2Sink(script: SinkScript = ok): Promise<Sink> {
       stream.end();
     });
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    to: (path) => requests.filter((request) => request.path === path),
-    get connections() {
-      return connections;
-    },
-    sessions,
-    async close() {
-      for (const session of sessions) session.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return listening(server, requests, () => connections, sessions, () => {
+    for (const session of sessions) session.destroy();
+  });
 }
 
 /** An HTTP/1.1-only sink: it does not understand the HTTP/2 preface. */
@@ -119,6 +106,17 @@ export async function startH1Sink(script: SinkScript = ok): Promise<Sink> {
     });
   });
   server.on('connection', () => connections++);
+  return listening(server, requests, () => connections, new Set(), () => server.closeAllConnections());
+}
+
+/** Listens on a loopback port 0 and wraps the server as a Sink; `cut` drops open connections on close. */
+async function listening(
+  server: http.Server | http2.Http2Server,
+  requests: SinkRequest[],
+  connections: () => number,
+  sessions: Set<http2.ServerHttp2Session>,
+  cut: () => void,
+): Promise<Sink> {
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
@@ -127,11 +125,11 @@ export async function startH1Sink(script: SinkScript = ok): Promise<Sink> {
     requests,
     to: (path) => requests.filter((request) => request.path === path),
     get connections() {
-      return connections;
+      return connections();
     },
-    sessions: new Set(),
+    sessions,
     async close() {
-      server.closeAllConnections();
+      cut();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
