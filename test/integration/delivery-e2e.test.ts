@@ -4,34 +4,24 @@
 // settings stop the start naming them; a timer whose delivery was cut by kill -9 is delivered
 // again after the restart (at-least-once), and SIGTERM waits for deliveries in flight.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { binPath, serviceEnv, startService, type Service } from '../helpers/service.ts';
 import { type Sink, type SinkScript, startH2Sink } from '../helpers/sinks.ts';
+import { testScratch } from '../helpers/scratch.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
-const children = new Set<ChildProcess>();
-const dirs: string[] = [];
+const scratch = testScratch('fermata-e2e');
 const sinks: Sink[] = [];
 
-after(async () => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  await Promise.all(sinks.map((sink) => sink.close()));
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+after(() => Promise.all(sinks.map((sink) => sink.close())));
 
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'fermata-e2e-'));
-  dirs.push(dir);
-  return dir;
-}
+const tempDir = (): string => scratch.tempDir('data');
 
 async function service(dataDir: string, args: readonly string[] = []): Promise<Service> {
-  return startService(dataDir, (child) => children.add(child), { args });
+  return startService(dataDir, (child) => scratch.children.add(child), { args });
 }
 
 async function sink(script?: SinkScript): Promise<Sink> {

@@ -6,13 +6,12 @@
 // "readiness"."disk_free_bytes_min" set above any real disk: red from the real statfs, while
 // writes still go through.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import type net from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { pino } from 'pino';
 import { Engine } from '../../engine/engine.ts';
 import { DiskSpaceCheck, type FreeBlocks } from '../../ingest/http/disk-space.ts';
@@ -20,6 +19,7 @@ import { openApiDocument } from '../../ingest/http/openapi.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { binPath, serviceEnv, startService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
+import { testScratch } from '../helpers/scratch.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const requestTimeoutMs = 5_000;
@@ -27,19 +27,7 @@ const blockBytes = 4096;
 const freeBytesMin = 1_000 * blockBytes;
 const checkIntervalMs = 1000;
 
-const children = new Set<ChildProcess>();
-const scratch: string[] = [];
-
-after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
-});
-
-function tempDir(label: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `fermata-readyz-${label}-`));
-  scratch.push(dir);
-  return dir;
-}
+const { children, tempDir } = testScratch('fermata-readyz');
 
 interface Answer {
   readonly status: number;

@@ -3,14 +3,13 @@
 // machine has it, the curl binary. Every wait is bounded; every child is killed in `after`.
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Duplex } from 'node:stream';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -21,6 +20,7 @@ import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 import { curl } from '../helpers/curl.ts';
+import { testScratch } from '../helpers/scratch.ts';
 
 const { drainTimeoutMs } = httpLimits;
 
@@ -49,19 +49,7 @@ interface Service extends Fermata {
   readonly port: number;
 }
 
-const children = new Set<ChildProcess>();
-const scratch: string[] = [];
-
-after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
-});
-
-function tempDir(label: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `fermata-serve-${label}-`));
-  scratch.push(dir);
-  return dir;
-}
+const { children, tempDir } = testScratch('fermata-serve');
 
 /** The environment of the test run without the service's own variables, plus `extra`. */
 function serviceEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {

@@ -5,17 +5,17 @@
 // drain both ports; bad certificate or key files must stop the start with exit 2 naming the file.
 // Every wait is bounded; every child is killed in `after`.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { httpLimits } from '../../engine/limits.ts';
 import { curl } from '../helpers/curl.ts';
 import { binPath, type Service, serviceEnv, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
+import { testScratch } from '../helpers/scratch.ts';
 
 const exitTimeoutMs = 20_000;
 const requestTimeoutMs = 5_000;
@@ -30,19 +30,7 @@ const openssl = (() => {
 })();
 const noOpenssl = openssl ? false : 'openssl is not installed on this machine: no certificate can be made for the TLS port';
 
-const children = new Set<ChildProcess>();
-const scratch: string[] = [];
-
-after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
-});
-
-function tempDir(label: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `fermata-tls-${label}-`));
-  scratch.push(dir);
-  return dir;
-}
+const { children, tempDir } = testScratch('fermata-tls');
 
 interface KeyPair {
   readonly cert: string;
