@@ -1,6 +1,6 @@
 // `npm run bench -- <suite>… [--quick] [--json] [--dir D]`: runs the named suites one after
 // another. Figures go to stdout (JSON lines with --json, else a table) and to
-// bench/results/<suite>-<timestamp>/results.jsonl; progress and errors go to stderr, so
+// bench/results/<suite>-<timestamp>/ (results.jsonl, summary.md); progress and errors go to stderr, so
 // stdout under --json is nothing but figures. Exit 2 for a usage error, 1 if a suite fails.
 // A new suite is one entry in `suites`.
 import { stat } from 'node:fs/promises';
@@ -8,12 +8,15 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { saveResults, type Suite, toJsonLines, toTable } from './report.ts';
+import { saveMarkdownSummary } from './summary-markdown.ts';
 import { walSuite } from './wal.ts';
 
 const suites: Readonly<Record<string, Suite>> = {
   wal: walSuite,
   store: async (options) => (await import('./store.ts')).storeSuite(options),
   ingest: async (options) => (await import('./ingest.ts')).ingestSuite(options),
+  dispatch: async (options) => (await import('./dispatch.ts')).dispatchSuite(options),
+  compare: async (options) => (await import('./compare.ts')).compareSuite(options),
 };
 
 const usage = `usage: npm run bench -- <suite>... [--quick] [--json] [--dir D]
@@ -78,6 +81,7 @@ async function main(): Promise<void> {
     const figures = await suite({ quick: invocation.quick, baseDir: invocation.baseDir, progress });
     process.stdout.write(invocation.json ? toJsonLines(figures) : toTable(figures));
     const saved = await saveResults(resultsDir, name, startedAt, figures);
+    await saveMarkdownSummary(saved, name, startedAt, figures);
     progress(`${name}: ${((Date.now() - startedAt.getTime()) / 1000).toFixed(1)} s, results in ${saved}`);
   }
 }

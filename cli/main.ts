@@ -1,5 +1,6 @@
 // The `fermata` command line: picks the subcommand and returns the process exit code
 // (bin/fermata.js sets process.exitCode from it). 0 success, 1 failure at run time, 2 usage.
+import { bench } from './bench.ts';
 import { serve } from './serve.ts';
 import { walDump } from './wal-dump.ts';
 
@@ -8,6 +9,7 @@ export const usage = `Usage: fermata <command> [options]
 Commands:
   serve      run the timer service (fermata serve --help for its options)
   wal-dump   read a WAL directory without changing it: segments, records, where they stop
+  bench      load a running fermata and report rates and latencies (fermata bench --help)
 
   -h, --help    this text
 `;
@@ -19,6 +21,8 @@ export async function main(argv: string[]): Promise<number> {
       return serve(rest);
     case 'wal-dump':
       return walDump(rest);
+    case 'bench':
+      return bench(rest);
     case '-h':
     case '--help':
     case 'help':

@@ -1,0 +1,118 @@
+// The fermata side of the compare suite: the same workloads as compare-bullmq.ts, against a
+// `fermata serve` child (compare runs it) over HTTP/2 from this process. Single adds go
+// through the load generator (JSON, closed loop); batches (bulk adds, the timers of the
+// delivery, lateness and memory runs) are Arrow IPC streams of 10,000 rows posted in turn;
+// deliveries land on the suite's sink, which measures them the same way for both sides.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http2 from 'node:http2';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { runLoad } from './load-generator.ts';
+import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type Lateness, type MemoryUse, type SingleAdds } from './compare-shape.ts';
+import { startFermata } from './fermata-child.ts';
+import type { BenchSink } from './sink.ts';
+import { buildBodies, buildBody, type FireTimes, type RequestBody } from './timer-bodies.ts';
+
+const farFuture: FireTimes = { kind: 'delay', minMs: compareShape.farDelayMinMs, maxMs: compareShape.farDelayMaxMs };
+/** Streams a run of batches keeps in flight (the WAL groups what arrives together). */
+const batchStreams = 2;
+/** Settle time before reading the resident set after a fill. */
+const settleMs = 1000;
+
+function arrowBatch(fire: FireTimes, rows: number = compareShape.batchRows): RequestBody {
+  return buildBody({ mode: 'arrow', rows, payloadBytes: compareShape.payloadBytes, target: compareShape.farTarget, fire });
+}
+
+/** `streams` writers adding one JSON timer a request, fire times 1 h–30 d ahead. */
+export async function fermataSingleAdds(url: string, timing: CompareTiming): Promise<SingleAdds> {
+  const bodies = buildBodies({ mode: 'json', rows: 1, payloadBytes: compareShape.payloadBytes, target: compareShape.farTarget, fire: farFuture });
+  const load = await runLoad({
+    url,
+    token: undefined,
+    bodies,
+    concurrency: compareShape.singleWriters,
+    connections: 1,
+    ratePerS: undefined,
+    warmupMs: timing.warmupMs,
+    durationMs: timing.measureMs,
+    drainTimeoutMs: deliveryWaitMs,
+  });
+  const errors = [...load.errors.values()].reduce((sum, count) => sum + count, 0);
+  return { perS: load.spanOkTimers / load.spanSeconds, latencyUs: load.latencyUs, errors };
+}
+
+/** One 10,000-row Arrow batch at a time: one warm-up batch, then batches until the span ends; timers ÷ time to the last answer. */
+export async function fermataBulkAdds(url: string, timing: CompareTiming): Promise<number> {
+  const bodies = [arrowBatch(farFuture), arrowBatch(farFuture)];
+  await postBodies(url, bodies.slice(0, 1), 1);
+  const load = await runLoad({ url, token: undefined, bodies, concurrency: 1, connections: 1, ratePerS: undefined, warmupMs: 0, durationMs: timing.measureMs, drainTimeoutMs: deliveryWaitMs });
+  assert.equal(load.okRequests, load.sent, `every bulk add is acknowledged (${load.firstError ?? ''})`);
+  return load.okTimers / load.elapsedSeconds;
+}
+
+/** `count` timers all due at one instant `leadMs` ahead, added first; rate from that instant to the last arrival at the sink. */
+export async function fermataDelivery(url: string, sink: BenchSink, count: number, leadMs: number): Promise<Delivery> {
+  const dueMs = Date.now() + leadMs;
+  await postBodies(url, chunks(count).map((rows) => arrowBatchTo(sink, { kind: 'at', atMs: dueMs }, rows)), batchStreams);
+  return awaitDelivery(sink, count, dueMs);
+}
+
+/** Timers due at the given instants (epoch ms), added ahead of the first; lateness of their arrivals. */
+export async function fermataLateness(url: string, sink: BenchSink, fireAtMs: readonly number[]): Promise<Lateness> {
+  const bodies: RequestBody[] = [];
+  for (let first = 0; first < fireAtMs.length; first += compareShape.batchRows) {
+    const slice = fireAtMs.slice(first, first + compareShape.batchRows);
+    bodies.push(arrowBatchTo(sink, { kind: 'each', atMs: slice }, slice.length));
+  }
+  await postBodies(url, bodies, batchStreams);
+  return awaitLateness(sink, fireAtMs);
+}
+
+/** Resident-set growth of a fresh `fermata serve` while `count` far-future timers are added, after a warm-up batch; ÷ count. */
+export async function fermataMemory(baseDir: string, count: number): Promise<MemoryUse> {
+  const fermata = await startFermata(baseDir, 'compare-memory');
+  try {
+    await postBodies(fermata.url, [arrowBatch(farFuture)], 1);
+    await sleep(settleMs);
+    const before = await fermata.residentBytes();
+    const body = arrowBatch(farFuture);
+    await postBodies(fermata.url, chunks(count).map((rows) => (rows === compareShape.batchRows ? body : arrowBatch(farFuture, rows))), batchStreams);
+    await sleep(settleMs);
+    const after = await fermata.residentBytes();
+    return { bytesPerTimer: (after - before) / count, measure: 'growth of the server process VmRSS (/proc/PID/status)' };
+  } finally {
+    await fermata.stop();
+  }
+}
+
+function arrowBatchTo(sink: BenchSink, fire: FireTimes, rows: number): RequestBody {
+  return buildBody({ mode: 'arrow', rows, payloadBytes: compareShape.payloadBytes, target: `${sink.url}/hook`, fire });
+}
+
+/** Posts every body once on one session, `streams` at a time; fails on anything but a 2xx. */
+async function postBodies(url: string, bodies: readonly RequestBody[], streams: number): Promise<void> {
+  const session = http2.connect(url, { maxSessionMemory: 64 });
+  session.on('error', () => undefined); // its streams fail with it
+  try {
+    await once(session, 'remoteSettings');
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < bodies.length) await postOne(session, bodies[next++] as RequestBody);
+    };
+    await Promise.all(Array.from({ length: Math.min(streams, bodies.length) }, worker));
+  } finally {
+    session.close();
+  }
+}
+
+async function postOne(session: http2.ClientHttp2Session, body: RequestBody): Promise<void> {
+  const stream = session.request({ ':method': 'POST', ':path': '/v1/timers', 'content-type': body.contentType, 'content-length': body.bytes.length });
+  let status = 0;
+  let answer = '';
+  stream.once('response', (headers) => (status = Number(headers[':status'])));
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk: string) => (answer += chunk));
+  stream.end(body.bytes);
+  await once(stream, 'end');
+  assert.ok(status >= 200 && status <= 299, `POST /v1/timers answered ${status}: ${answer.slice(0, 500)}`);
+}

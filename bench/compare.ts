@@ -1,0 +1,306 @@
+// The `compare` suite: the same workloads on BullMQ (Redis, AOF on) and on fermata, in one run
+// on one machine, and their ratios (> 1 always means fermata is ahead):
+//
+//   single_add   256 concurrent writers, one far-future timer each call: BullMQ `queue.add`
+//                with a delay vs fermata JSON adds over HTTP/2 to a child `fermata serve`;
+//                against Redis with `appendfsync everysec` and with `always` (the durable match
+//                for fermata, whose 2xx means fdatasync'd)
+//   bulk_add     10,000 timers a call, one call at a time: `addBulk` vs one Arrow batch
+//   dispatch     N timers all due at one instant: delivered a second from that instant to the
+//                last arrival at the sink (BullMQ: a Worker, concurrency 256, POSTing each job
+//                over HTTP/2; fermata: its own dispatcher)
+//   lateness     timers due evenly over a span at a rate both sustain: arrival − fire time p99
+//   ram          memory per pending far-future timer at 1,000,000 timers (100,000 --quick):
+//                Redis INFO used_memory growth vs the fermata process's VmRSS growth
+//
+// Redis comes from Debian's redis-server (installed when missing and permitted), BullMQ from
+// npm into bench/results/.scratch (never the project's dependencies); when either cannot be
+// had, the suite says so on stderr and in its meta line and measures fermata alone. Every Redis,
+// fermata and sink process it starts is stopped, and every directory removed, also on error.
+// The delivery sink is a child process (bench/sink.ts), so neither side shares its event loop.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import type { Histogram } from 'hdr-histogram-js';
+import { BullMqSide } from './compare-bullmq.ts';
+import { fermataBulkAdds, fermataDelivery, fermataLateness, fermataMemory, fermataSingleAdds } from './compare-fermata.ts';
+import { type CompareTiming, compareShape, type Delivery, type Lateness, type MemoryUse, type SingleAdds } from './compare-shape.ts';
+import { type BullMq, bullmqVersion, loadBullMq } from './bullmq-scratch.ts';
+import { startFermata } from './fermata-child.ts';
+import { type AppendFsync, ensureRedisServer, type RedisServer, startRedis } from './redis-server.ts';
+import { type Fact, type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
+import { type BenchSink, startSinkProcess } from './sink.ts';
+
+const suite = 'compare';
+
+interface Sizes {
+  readonly timing: CompareTiming;
+  /** Timers of the delivery run. */
+  readonly deliveryTimers: number;
+  /** Span over which the lateness run's timers fall due. */
+  readonly latenessSpanMs: number;
+  /** Pending far-future timers of the memory run. */
+  readonly memoryTimers: number;
+}
+
+const quickSizes: Sizes = { timing: { warmupMs: 500, measureMs: 3000 }, deliveryTimers: 10_000, latenessSpanMs: 3000, memoryTimers: 100_000 };
+const fullSizes: Sizes = { timing: { warmupMs: 1000, measureMs: 10_000 }, deliveryTimers: 50_000, latenessSpanMs: 10_000, memoryTimers: 1_000_000 };
+
+/** The lateness run's rate: at most this, and at most half the slower side's delivery rate. */
+const latenessRateMaxPerS = 1000;
+/** Lateness below this is within the clocks' resolution; ratios use it as the floor. */
+const latenessFloorMs = 1;
+/** Fire times start this long after the adds begin, plus three times what the adds should take. */
+const leadBaseMs = 2000;
+
+/** Time to add `count` timers at `perS`, three times over, plus the base lead. */
+function leadMs(count: number, perS: number): number {
+  return leadBaseMs + Math.ceil((3 * count * 1000) / perS);
+}
+
+interface SideFigures {
+  readonly single: SingleAdds;
+  readonly bulkPerS: number;
+  readonly delivery: Delivery;
+  readonly lateness: Lateness;
+  readonly memory: MemoryUse;
+}
+
+interface BullFigures extends SideFigures {
+  readonly singleAlways: SingleAdds;
+  readonly bulkAlwaysPerS: number;
+  readonly failures: number;
+}
+
+type Bull = { readonly kind: 'ready'; readonly bull: BullMq; readonly redisVersion: string } | { readonly kind: 'unavailable'; readonly reason: string };
+
+async function findBullMq(progress: (message: string) => void): Promise<Bull> {
+  const redis = await ensureRedisServer(progress);
+  if (redis.kind === 'unavailable') return redis;
+  try {
+    return { kind: 'ready', bull: await loadBullMq(progress), redisVersion: redis.version };
+  } catch (err) {
+    return { kind: 'unavailable', reason: `bullmq could not be installed: ${err instanceof Error ? err.message : String(err)}` };
+  }
+}
+
+/** Stops what was started, last first, every one even when one fails. */
+class Cleanup {
+  readonly #steps: (() => Promise<void>)[] = [];
+
+  add(step: () => Promise<void>): void {
+    this.#steps.push(step);
+  }
+
+  /** Runs `step` now and drops it from the list. */
+  async now(step: () => Promise<void>): Promise<void> {
+    const at = this.#steps.indexOf(step);
+    if (at >= 0) this.#steps.splice(at, 1);
+    await step();
+  }
+
+  /** Runs every step left; returns what failed, so that a failure here never hides the one that got us here. */
+  async all(): Promise<unknown[]> {
+    const errors: unknown[] = [];
+    for (const step of this.#steps.splice(0).reverse()) await step().catch((err: unknown) => errors.push(err));
+    return errors;
+  }
+}
+
+/** Redis with the given fsync policy in a fresh directory under baseDir; its stop also removes the directory (the caller registers it). */
+async function redisFor(baseDir: string, fsync: AppendFsync): Promise<{ redis: RedisServer; stop: () => Promise<void> }> {
+  const dir = await mkdtemp(join(baseDir, `fermata-bench-redis-${fsync}-`));
+  const redis = await startRedis(dir, fsync).catch(async (err: unknown) => {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  });
+  const stop = async (): Promise<void> => {
+    await redis.stop();
+    await rm(dir, { recursive: true, force: true });
+  };
+  return { redis, stop };
+}
+
+/** Fire times `perS` a second over `spanMs`, the first `lead` ms from now. */
+function schedule(perS: number, spanMs: number, lead: number): number[] {
+  const count = Math.max(1, Math.round((perS * spanMs) / 1000));
+  const first = Date.now() + lead;
+  return Array.from({ length: count }, (_, i) => first + Math.floor((i * 1000) / perS));
+}
+
+export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
+  const { baseDir, progress } = options;
+  const sizes = options.quick ? quickSizes : fullSizes;
+  const measureS = sizes.timing.measureMs / 1000;
+  const bull = await findBullMq(progress);
+  if (bull.kind === 'unavailable') progress(`compare: ${bull.reason}; measuring fermata alone`);
+
+  const cleanup = new Cleanup();
+  try {
+    const sink = await startSinkProcess();
+    cleanup.add(() => sink.close());
+    const fermata = await startFermata(baseDir, 'compare');
+    const stopFermata = (): Promise<void> => fermata.stop();
+    cleanup.add(stopFermata);
+
+    progress(`compare: fermata, ${compareShape.singleWriters} writers of single adds (${measureS} s)`);
+    const fSingle = await fermataSingleAdds(fermata.url, sizes.timing);
+    progress(`compare: fermata, bulk adds of ${compareShape.batchRows} (${measureS} s)`);
+    const fBulk = await fermataBulkAdds(fermata.url, sizes.timing);
+    progress(`compare: fermata, delivery of ${sizes.deliveryTimers} timers due at once`);
+    await sink.reset();
+    const fDelivery = await fermataDelivery(fermata.url, sink, sizes.deliveryTimers, leadMs(sizes.deliveryTimers, fBulk));
+
+    // BullMQ on Redis with appendfsync everysec: everything but the memory run, which waits
+    // until fermata's lateness run (that needs both delivery rates) is done.
+    const everysec = bull.kind === 'ready' ? await everysecFirstHalf(bull.bull, baseDir, sizes, sink, cleanup, progress) : undefined;
+
+    const slowest = Math.min(fDelivery.perS, everysec?.delivery.perS ?? Infinity);
+    const latenessPerS = Math.max(1, Math.min(latenessRateMaxPerS, Math.floor(slowest / 2)));
+    const latenessTimers = Math.max(1, Math.round((latenessPerS * sizes.latenessSpanMs) / 1000));
+    const latenessSpanS = sizes.latenessSpanMs / 1000;
+    progress(`compare: fermata, lateness of ${latenessTimers} timers due over ${latenessSpanS} s`);
+    await sink.reset();
+    const fLateness = await fermataLateness(fermata.url, sink, schedule(latenessPerS, sizes.latenessSpanMs, leadMs(latenessTimers, fBulk)));
+    await cleanup.now(stopFermata);
+
+    let bullSide: BullFigures | undefined;
+    if (bull.kind === 'ready' && everysec !== undefined) {
+      const { side, stop } = everysec;
+      progress(`compare: BullMQ (appendfsync everysec), lateness of ${latenessTimers} jobs due over ${latenessSpanS} s`);
+      await sink.reset();
+      const lateness = await side.lateness(sink, schedule(latenessPerS, sizes.latenessSpanMs, leadMs(latenessTimers, everysec.bulkPerS)));
+      progress(`compare: BullMQ (appendfsync everysec), memory of ${sizes.memoryTimers} far-future jobs`);
+      const memory = await side.memory(sizes.memoryTimers);
+      const failures = side.failures;
+      await cleanup.now(stop);
+
+      const always = await redisFor(baseDir, 'always');
+      const alwaysSide = new BullMqSide(bull.bull, always.redis);
+      const stopAlways = async (): Promise<void> => {
+        try {
+          await alwaysSide.close();
+        } finally {
+          await always.stop();
+        }
+      };
+      cleanup.add(stopAlways);
+      progress(`compare: BullMQ (appendfsync always), ${compareShape.singleWriters} writers of single adds (${measureS} s)`);
+      const singleAlways = await alwaysSide.singleAdds(sizes.timing);
+      progress(`compare: BullMQ (appendfsync always), addBulk of ${compareShape.batchRows} (${measureS} s)`);
+      const bulkAlwaysPerS = await alwaysSide.bulkAdds(sizes.timing);
+      await cleanup.now(stopAlways);
+      bullSide = { single: everysec.single, bulkPerS: everysec.bulkPerS, delivery: everysec.delivery, lateness, memory, singleAlways, bulkAlwaysPerS, failures };
+    }
+
+    progress(`compare: fermata, memory of ${sizes.memoryTimers} far-future timers (a fresh server)`);
+    const fMemory = await fermataMemory(baseDir, sizes.memoryTimers);
+
+    const facts: Record<string, Fact> = {
+      node: process.version,
+      cpus: cpus().length,
+      dir: baseDir,
+      quick: options.quick,
+      bullmq: bull.kind === 'ready' ? bullmqVersion : `unavailable: ${bull.reason}`,
+      redis: bull.kind === 'ready' ? bull.redisVersion : 'unavailable',
+      single_add_writers: compareShape.singleWriters,
+      batch_rows: compareShape.batchRows,
+      payload_bytes: compareShape.payloadBytes,
+      delivery_timers: sizes.deliveryTimers,
+      lateness_rate_per_s: latenessPerS,
+      lateness_timers: latenessTimers,
+      memory_timers: sizes.memoryTimers,
+      fermata_memory: fMemory.measure,
+      bullmq_memory: bullSide?.memory.measure ?? 'not measured',
+      bullmq_worker_concurrency: compareShape.workerConcurrency,
+    };
+    const fermataSide: SideFigures = { single: fSingle, bulkPerS: fBulk, delivery: fDelivery, lateness: fLateness, memory: fMemory };
+    const figures = compareFigures(facts, fermataSide, bullSide);
+    const failed = await cleanup.all();
+    if (failed.length > 0) throw new AggregateError(failed, 'compare: stopping what the suite started failed');
+    return figures;
+  } catch (err) {
+    for (const failure of await cleanup.all()) progress(`compare: while stopping after an error: ${failure instanceof Error ? (failure.stack ?? failure.message) : String(failure)}`);
+    throw err;
+  }
+}
+
+interface EverysecRuns {
+  readonly side: BullMqSide;
+  /** Closes the side, stops its Redis and removes its directory. */
+  readonly stop: () => Promise<void>;
+  readonly single: SingleAdds;
+  readonly bulkPerS: number;
+  readonly delivery: Delivery;
+}
+
+async function everysecFirstHalf(bull: BullMq, baseDir: string, sizes: Sizes, sink: BenchSink, cleanup: Cleanup, progress: (message: string) => void): Promise<EverysecRuns> {
+  const measureS = sizes.timing.measureMs / 1000;
+  const redis = await redisFor(baseDir, 'everysec');
+  const side = new BullMqSide(bull, redis.redis);
+  const stop = async (): Promise<void> => {
+    try {
+      await side.close();
+    } finally {
+      await redis.stop();
+    }
+  };
+  cleanup.add(stop);
+  progress(`compare: BullMQ (appendfsync everysec), ${compareShape.singleWriters} writers of single adds (${measureS} s)`);
+  const single = await side.singleAdds(sizes.timing);
+  progress(`compare: BullMQ (appendfsync everysec), addBulk of ${compareShape.batchRows} (${measureS} s)`);
+  const bulkPerS = await side.bulkAdds(sizes.timing);
+  progress(`compare: BullMQ (appendfsync everysec), delivery of ${sizes.deliveryTimers} jobs due at once`);
+  await sink.reset();
+  const delivery = await side.delivery(sink, sizes.deliveryTimers, leadMs(sizes.deliveryTimers, bulkPerS));
+  return { side, stop, single, bulkPerS, delivery };
+}
+
+function p99Ms(histogram: Histogram): number {
+  return roundTo(histogram.getValueAtPercentile(99) / 1000, 3);
+}
+
+function compareFigures(facts: Record<string, Fact>, fermata: SideFigures, bull: BullFigures | undefined): Figure[] {
+  const figure = (name: string, value: number, unit: string): Figure => ({ suite, name, value, unit });
+  const latenessFigures = (side: string, lateness: Lateness): Figure[] => [
+    figure(`compare.lateness_ms.${side}.p50`, roundTo(lateness.latenessUs.getValueAtPercentile(50) / 1000, 3), 'ms'),
+    figure(`compare.lateness_ms.${side}.p99`, p99Ms(lateness.latenessUs), 'ms'),
+    figure(`compare.lateness_ms.${side}.max`, roundTo(lateness.latenessUs.maxValue / 1000, 3), 'ms'),
+  ];
+  const figures: Figure[] = [
+    metaLine(suite, facts),
+    figure('compare.single_add.fermata.per_s', Math.round(fermata.single.perS), '1/s'),
+    figure('compare.single_add.fermata.latency_ms.p99', p99Ms(fermata.single.latencyUs), 'ms'),
+    figure('compare.bulk_add.fermata.timers_per_s', Math.round(fermata.bulkPerS), '1/s'),
+    figure('compare.dispatch.fermata.per_s', Math.round(fermata.delivery.perS), '1/s'),
+    ...latenessFigures('fermata', fermata.lateness),
+    figure('compare.ram_per_timer.fermata.bytes', roundTo(fermata.memory.bytesPerTimer, 1), 'B'),
+  ];
+  let errors = fermata.single.errors;
+  let early = fermata.delivery.early + fermata.lateness.early;
+  if (bull !== undefined) {
+    const fermataLateP99 = Math.max(latenessFloorMs, p99Ms(fermata.lateness.latenessUs));
+    const bullLateP99 = Math.max(latenessFloorMs, p99Ms(bull.lateness.latenessUs));
+    figures.push(
+      figure('compare.single_add.bullmq_everysec.per_s', Math.round(bull.single.perS), '1/s'),
+      figure('compare.single_add.bullmq_everysec.latency_ms.p99', p99Ms(bull.single.latencyUs), 'ms'),
+      figure('compare.single_add.bullmq_always.per_s', Math.round(bull.singleAlways.perS), '1/s'),
+      figure('compare.single_add.bullmq_always.latency_ms.p99', p99Ms(bull.singleAlways.latencyUs), 'ms'),
+      figure('compare.bulk_add.bullmq_everysec.timers_per_s', Math.round(bull.bulkPerS), '1/s'),
+      figure('compare.bulk_add.bullmq_always.timers_per_s', Math.round(bull.bulkAlwaysPerS), '1/s'),
+      figure('compare.dispatch.bullmq.per_s', Math.round(bull.delivery.perS), '1/s'),
+      ...latenessFigures('bullmq', bull.lateness),
+      figure('compare.ram_per_timer.bullmq.bytes', roundTo(bull.memory.bytesPerTimer, 1), 'B'),
+      figure('compare.single_add.ratio_everysec', roundTo(fermata.single.perS / bull.single.perS, 3), 'ratio'),
+      figure('compare.single_add.ratio_always', roundTo(fermata.single.perS / bull.singleAlways.perS, 3), 'ratio'),
+      figure('compare.bulk_add.ratio', roundTo(fermata.bulkPerS / bull.bulkPerS, 3), 'ratio'),
+      figure('compare.dispatch.ratio', roundTo(fermata.delivery.perS / bull.delivery.perS, 3), 'ratio'),
+      figure('compare.lateness_p99.ratio', roundTo(bullLateP99 / fermataLateP99, 3), 'ratio'),
+      figure('compare.ram_per_timer.ratio', roundTo(bull.memory.bytesPerTimer / fermata.memory.bytesPerTimer, 3), 'ratio'),
+    );
+    errors += bull.single.errors + bull.singleAlways.errors + bull.failures;
+    early += bull.delivery.early + bull.lateness.early;
+  }
+  figures.push(figure('compare.errors', errors, 'requests'), figure('compare.early_deliveries', early, 'timers'));
+  return figures;
+}

@@ -1,0 +1,383 @@
+// The `dispatch` suite: due timers delivered end to end by the dispatcher (dispatch/) to a lean
+// HTTP/2 cleartext sink on loopback, each outcome durable in the WAL before it counts. Every
+// scenario opens a fresh engine (default limits) on its own temporary data directory under
+// --dir, with a fresh Dispatcher (default threads and limits, loopback allowed), and removes
+// both afterwards. Every timer has a 128-byte payload, no key, no headers, and is admitted in
+// 10,000-row batches.
+//
+//   request    N timers due now, admitted before dispatcher.start(); start → all delivered
+//              (engine.countsByState().delivered, polled): durable dispatches per second
+//   ceiling    the same sink driven by a bare node:http2 client (one session a worker, as many
+//              streams in flight as the dispatcher's workers may send to one origin, the same
+//              request fermata sends), N requests
+//   arrow      the request scenario on a queue with delivery "arrow" (batches POSTed to the sink)
+//   lateness   timers due at half the request rate, spread evenly over a span, after a warm-up
+//              batch; the dispatcher's lateness histogram (delivery start − fire time)
+//   burst      N timers all due within one second, after a warm-up: lateness p99, and N ÷ (time
+//              from the first fire time to the last durable outcome) against the request rate
+//
+// The sink (bench/sink.ts) is a child process by default, so it does not share the main thread
+// with fermata; FERMATA_BENCH_DISPATCH_SINK=in-process runs it in this process instead. It
+// answers 200 with no body once a request's body has arrived, and counts timers, deliveries that
+// arrived before their fermata-fire-at, and arrival − fire time. FERMATA_BENCH_DISPATCH_PROFILE=DIR
+// writes a CPU profile of this process's main thread during the request scenario's timed span to DIR.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import http2 from 'node:http2';
+import { Session } from 'node:inspector/promises';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Histogram } from 'hdr-histogram-js';
+import { pino } from 'pino';
+import type { TimerBatch } from '../engine/batch/timer-batch.ts';
+import { Engine, systemClock } from '../engine/engine.ts';
+import { encodeTimerId } from '../engine/ids.ts';
+import { dispatchLimits } from '../engine/limits.ts';
+import { Dispatcher } from '../dispatch/dispatcher.ts';
+import { type Fact, type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
+import { type BenchSink, startSink, startSinkProcess } from './sink.ts';
+
+const suite = 'dispatch';
+const payloadBytes = 128;
+const admitBatchRows = 10_000;
+const arrowQueue = 'pipe';
+/** Timers delivered before the lateness and burst scenarios start, so sessions and JIT are warm. */
+const warmupTimers = 2_000;
+/** The lateness and burst timers fall due this long after their admission starts. */
+const leadMs = 3_000;
+/** How often the suite looks at the engine's delivered count (sets the resolution of the drain times). */
+const pollMs = 2;
+/** A scenario that has not delivered everything by then has failed. */
+const drainTimeoutMs = 180_000;
+
+interface Sizes {
+  /** Timers in the request and arrow scenarios, and requests of the ceiling. */
+  readonly requestTimers: number;
+  readonly arrowTimers: number;
+  /** The lateness scenario's timers fall due over this span. */
+  readonly latenessSpanMs: number;
+  readonly burstTimers: number;
+}
+
+const quickSizes: Sizes = { requestTimers: 50_000, arrowTimers: 100_000, latenessSpanMs: 3_000, burstTimers: 50_000 };
+const fullSizes: Sizes = { requestTimers: 200_000, arrowTimers: 200_000, latenessSpanMs: 10_000, burstTimers: 200_000 };
+
+type SinkMode = 'process' | 'in-process';
+const sinkModeVariable = 'FERMATA_BENCH_DISPATCH_SINK';
+const profileVariable = 'FERMATA_BENCH_DISPATCH_PROFILE';
+
+export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
+  const sizes = options.quick ? quickSizes : fullSizes;
+  const { baseDir, progress } = options;
+  const sinkMode: SinkMode = process.env[sinkModeVariable] === 'in-process' ? 'in-process' : 'process';
+  const sink = sinkMode === 'process' ? await startSinkProcess() : await startSink();
+  try {
+    progress(`dispatch: request, ${sizes.requestTimers} timers due now (sink: ${sinkMode})`);
+    const request = await withRig(baseDir, 'request', (rig) => measureDrain(rig, sink, 'request', sizes.requestTimers, process.env[profileVariable]));
+    progress(`dispatch: request, ${Math.round(request.perS)}/s in ${request.seconds.toFixed(2)} s, peak in flight ${request.inFlightPeak}`);
+
+    const streams = dispatchLimits.requestsPerOriginMax;
+    progress(`dispatch: ceiling, a bare node:http2 client, ${sizes.requestTimers} requests, ${request.threads} × ${streams} streams`);
+    const ceilingPerS = await measureBareClient(sink, sizes.requestTimers, request.threads, streams);
+    progress(`dispatch: ceiling, ${Math.round(ceilingPerS)}/s`);
+
+    progress(`dispatch: arrow, ${sizes.arrowTimers} timers due now`);
+    const arrow = await withRig(baseDir, 'arrow', (rig) => measureDrain(rig, sink, 'arrow', sizes.arrowTimers, undefined));
+    progress(`dispatch: arrow, ${Math.round(arrow.perS)}/s in ${arrow.seconds.toFixed(2)} s`);
+
+    const latenessRate = Math.max(1, Math.floor(request.perS / 2));
+    const latenessTimers = Math.max(1, Math.round((latenessRate * sizes.latenessSpanMs) / 1000));
+    progress(`dispatch: lateness, ${latenessTimers} timers due at ${latenessRate}/s over ${sizes.latenessSpanMs / 1000} s`);
+    const lateness = await withRig(baseDir, 'lateness', (rig) => measureDue(rig, sink, latenessTimers, (i) => Math.floor((i * 1000) / latenessRate)));
+
+    progress(`dispatch: burst, ${sizes.burstTimers} timers due within one second`);
+    const burst = await withRig(baseDir, 'burst', (rig) => measureDue(rig, sink, sizes.burstTimers, (i) => Math.floor((i * 1000) / sizes.burstTimers)));
+    const burstPerS = sizes.burstTimers / burst.secondsFromFirstDue;
+    progress(`dispatch: burst, ${Math.round(burstPerS)}/s, done ${burst.secondsFromFirstDue.toFixed(2)} s after the first fire time`);
+
+    const early = request.early + arrow.early + lateness.early + burst.early;
+    if (early > 0) progress(`dispatch: WARNING ${early} deliveries reached the sink before their fire time`);
+    const figure = (name: string, value: number, unit: string): Figure => ({ suite, name, value, unit });
+    const facts: Record<string, Fact> = {
+      node: process.version,
+      cpus: cpus().length,
+      dir: baseDir,
+      quick: options.quick,
+      sink: sinkMode,
+      threads: request.threads,
+      in_flight_max: dispatchLimits.inFlightMax,
+      queue_in_flight_max: Math.floor(dispatchLimits.inFlightMax * dispatchLimits.queueInFlightShareMax),
+      requests_per_origin_max: dispatchLimits.requestsPerOriginMax,
+      timers_per_task_max: dispatchLimits.timersPerTaskMax,
+      payload_bytes: payloadBytes,
+      request_timers: sizes.requestTimers,
+      request_second_half_per_s: Math.round(request.secondHalfPerS),
+      request_in_flight_peak: request.inFlightPeak,
+      request_latency_ms_p50: request.latencyP50Ms,
+      request_latency_ms_p99: request.latencyP99Ms,
+      ceiling_per_s: Math.round(ceilingPerS),
+      arrow_timers: sizes.arrowTimers,
+      arrow_batch_rows_max: arrow.batchRowsMax,
+      arrow_batches: arrow.requests,
+      lateness_rate_per_s: latenessRate,
+      lateness_timers: latenessTimers,
+      lateness_sink_ms_p99: lateness.sinkP99Ms,
+      lateness_sink_ms_max: lateness.sinkMaxMs,
+      burst_timers: sizes.burstTimers,
+      burst_per_s: Math.round(burstPerS),
+      burst_sink_lateness_ms_p99: burst.sinkP99Ms,
+      early_deliveries: early,
+    };
+    return [
+      metaLine(suite, facts),
+      figure('dispatch.request.per_s', Math.round(request.perS), '1/s'),
+      figure('dispatch.request.ceiling_ratio', roundTo(request.perS / ceilingPerS, 3), 'ratio'),
+      figure('dispatch.arrow.timers_per_s', Math.round(arrow.perS), '1/s'),
+      figure('dispatch.lateness_ms.min', lateness.minMs, 'ms'),
+      figure('dispatch.lateness_ms.p50', lateness.histogram.getValueAtPercentile(50), 'ms'),
+      figure('dispatch.lateness_ms.p99', lateness.histogram.getValueAtPercentile(99), 'ms'),
+      figure('dispatch.lateness_ms.p999', lateness.histogram.getValueAtPercentile(99.9), 'ms'),
+      figure('dispatch.lateness_ms.max', lateness.histogram.maxValue, 'ms'),
+      figure('dispatch.burst_lateness_ms.p99', burst.histogram.getValueAtPercentile(99), 'ms'),
+      figure('dispatch.burst.rate_ratio', roundTo(burstPerS / request.perS, 3), 'ratio'),
+    ];
+  } finally {
+    await sink.close();
+  }
+}
+
+// ---- engine and dispatcher --------------------------------------------------------------------
+
+interface Rig {
+  readonly engine: Engine;
+  readonly dispatcher: Dispatcher;
+}
+
+/** A fresh engine on a fresh temporary data directory and a dispatcher on it; all gone afterwards. */
+async function withRig<T>(baseDir: string, label: string, run: (rig: Rig) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(baseDir, `fermata-bench-dispatch-${label}-`));
+  try {
+    const engine = await Engine.open({ dataDir: dir });
+    try {
+      // Built before any timer is admitted: the worker threads load while the admits run.
+      const dispatcher = new Dispatcher({ engine, clock: systemClock, logger: pino({ level: 'silent' }), allowLoopback: true });
+      try {
+        return await run({ engine, dispatcher });
+      } finally {
+        await dispatcher.close();
+      }
+    } finally {
+      await engine.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Admits `count` timers to `target` in 10,000-row batches; timer i falls due at fireAtMs(i). */
+async function admitTimers(engine: Engine, count: number, target: string, queue: string, fireAtMs: (i: number) => number): Promise<void> {
+  const rows = Math.min(admitBatchRows, count);
+  const payload = new Uint8Array(rows * payloadBytes);
+  for (let i = 0; i < payload.length; i++) payload[i] = (i * 31 + 7) & 0xff;
+  const emptyColumn = { values: new Uint8Array(0), offsets: new Int32Array(rows + 1) };
+  for (let first = 0; first < count; first += rows) {
+    const batchRows = Math.min(rows, count - first);
+    const batch: TimerBatch = {
+      rows: batchRows,
+      fireAtMs: Float64Array.from({ length: batchRows }, (_, row) => fireAtMs(first + row)),
+      targets: [target],
+      targetIndex: new Int32Array(batchRows),
+      queues: [queue],
+      queueIndex: new Int32Array(batchRows),
+      payload: { values: payload.subarray(0, batchRows * payloadBytes), offsets: Int32Array.from({ length: batchRows + 1 }, (_, i) => i * payloadBytes) },
+      headers: batchRows === rows ? emptyColumn : { values: new Uint8Array(0), offsets: new Int32Array(batchRows + 1) },
+      keys: batchRows === rows ? emptyColumn : { values: new Uint8Array(0), offsets: new Int32Array(batchRows + 1) },
+    };
+    await engine.admit(batch);
+  }
+}
+
+interface Drained {
+  /** Highest dispatcher.inFlight seen while polling. */
+  readonly inFlightPeak: number;
+  /** performance.now() when half of the count was first seen delivered. */
+  readonly halfAt: number;
+}
+
+/** Polls until `count` timers are delivered (durably); fails on a dead or retried timer, or after drainTimeoutMs. */
+async function untilDelivered(rig: Rig, count: number): Promise<Drained> {
+  const deadline = performance.now() + drainTimeoutMs;
+  let inFlightPeak = 0;
+  let halfAt = Infinity;
+  for (;;) {
+    inFlightPeak = Math.max(inFlightPeak, rig.dispatcher.inFlight);
+    const counts = rig.engine.countsByState();
+    assert.equal(counts.dead + counts.retrying, 0, `a fault-free sink, yet ${counts.dead} dead and ${counts.retrying} retrying timers`);
+    if (counts.delivered >= count / 2 && halfAt === Infinity) halfAt = performance.now();
+    if (counts.delivered >= count) return { inFlightPeak, halfAt };
+    assert.ok(performance.now() < deadline, `only ${counts.delivered} of ${count} timers delivered after ${drainTimeoutMs} ms`);
+    await sleep(pollMs);
+  }
+}
+
+interface DrainRun {
+  readonly seconds: number;
+  readonly perS: number;
+  /** The rate over the second half of the timers: the first half pays for cold workers and sessions. */
+  readonly secondHalfPerS: number;
+  readonly inFlightPeak: number;
+  readonly threads: number;
+  readonly latencyP50Ms: number;
+  readonly latencyP99Ms: number;
+  /** Requests the sink got (one per timer, or one per Arrow batch). */
+  readonly requests: number;
+  readonly batchRowsMax: number;
+  readonly early: number;
+}
+
+/** `count` timers due now, admitted first; the time from dispatcher.start() until all are durably delivered. */
+async function measureDrain(rig: Rig, sink: BenchSink, delivery: 'request' | 'arrow', count: number, profileDir: string | undefined): Promise<DrainRun> {
+  const { engine, dispatcher } = rig;
+  let queue = 'default';
+  let batchRowsMax = 1;
+  if (delivery === 'arrow') {
+    queue = arrowQueue;
+    batchRowsMax = (await engine.setQueue(arrowQueue, { delivery: 'arrow', sink: `${sink.url}/ingest` })).batch_rows_max;
+  }
+  const dueMs = Date.now();
+  await admitTimers(engine, count, `${sink.url}/hook`, queue, () => dueMs);
+  await sink.reset();
+  const profiler = profileDir === undefined ? undefined : await startProfile();
+  const started = performance.now();
+  dispatcher.start();
+  const { inFlightPeak, halfAt } = await untilDelivered(rig, count);
+  const ended = performance.now();
+  const seconds = (ended - started) / 1000;
+  if (profiler !== undefined && profileDir !== undefined) await stopProfile(profiler, join(profileDir, `dispatch-${delivery}-main.cpuprofile`));
+  const got = await sink.snapshot();
+  assert.equal(got.timers, count, 'the sink got every timer once');
+  return {
+    seconds,
+    perS: count / seconds,
+    secondHalfPerS: (count - Math.ceil(count / 2)) / ((ended - halfAt) / 1000),
+    inFlightPeak,
+    threads: dispatcher.threads,
+    latencyP50Ms: dispatcher.latency.getValueAtPercentile(50),
+    latencyP99Ms: dispatcher.latency.getValueAtPercentile(99),
+    requests: got.requests,
+    batchRowsMax,
+    early: got.early,
+  };
+}
+
+interface DueRun {
+  /** Delivery start − fire time of the measured timers, ms (the dispatcher's histogram). */
+  readonly histogram: Histogram;
+  readonly minMs: number;
+  /** From the first measured fire time to the last durable outcome. */
+  readonly secondsFromFirstDue: number;
+  /** Arrival at the sink − fire time: includes the wait for a free stream in the worker. */
+  readonly sinkP99Ms: number;
+  readonly sinkMaxMs: number;
+  readonly early: number;
+}
+
+/**
+ * `count` timers falling due at t0 + offsetMs(i), t0 leadMs after the admits start; a warm-up
+ * batch due now is delivered first, then the lateness histogram is reset.
+ */
+async function measureDue(rig: Rig, sink: BenchSink, count: number, offsetMs: (i: number) => number): Promise<DueRun> {
+  const { engine, dispatcher } = rig;
+  const target = `${sink.url}/hook`;
+  const t0 = Date.now() + leadMs;
+  await admitTimers(engine, count, target, 'default', (i) => t0 + offsetMs(i));
+  const warmupDueMs = Date.now();
+  await admitTimers(engine, warmupTimers, target, 'default', () => warmupDueMs);
+  dispatcher.start();
+  await untilDelivered(rig, warmupTimers);
+  await sink.reset();
+  assert.ok(Date.now() < t0, `admits and warm-up took longer than the ${leadMs} ms lead: raise leadMs`);
+  dispatcher.lateness.reset();
+  await untilDelivered(rig, warmupTimers + count);
+  const secondsFromFirstDue = (Date.now() - t0) / 1000;
+  const got = await sink.snapshot();
+  assert.equal(got.timers, count, 'the sink got every timer once');
+  assert.equal(dispatcher.lateness.totalCount, count, 'every measured timer was a first attempt');
+  return {
+    histogram: dispatcher.lateness,
+    minMs: dispatcher.lateness.getValueAtPercentile(0),
+    secondsFromFirstDue,
+    sinkP99Ms: roundTo(got.latenessUs.getValueAtPercentile(99) / 1000, 1),
+    sinkMaxMs: roundTo(got.latenessUs.maxValue / 1000, 1),
+    early: got.early,
+  };
+}
+
+// ---- the bare client ------------------------------------------------------------------------------
+
+/**
+ * Requests per second of a node:http2 client with `streams` requests in flight on each of
+ * `sessions` sessions (a delivery worker holds one session per origin and sends it at most
+ * requestsPerOriginMax at once), each request the one fermata sends.
+ */
+async function measureBareClient(sink: BenchSink, count: number, sessionCount: number, streams: number): Promise<number> {
+  const sessions = Array.from({ length: sessionCount }, () => http2.connect(sink.url, { maxSessionMemory: 64 }));
+  try {
+    await Promise.all(sessions.map((session) => once(session, 'remoteSettings')));
+    const body = new Uint8Array(payloadBytes).map((_, i) => (i * 31 + 7) & 0xff);
+    const authority = new URL(sink.url).host;
+    const fireAtMs = Date.now();
+    let sent = 0;
+    let answered = 0;
+    const started = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      const send = (session: http2.ClientHttp2Session): void => {
+        const id = encodeTimerId(1, sent++, fireAtMs);
+        const stream = session.request({
+          ':method': 'POST',
+          ':path': '/hook',
+          ':authority': authority,
+          'content-length': payloadBytes,
+          'content-type': 'application/octet-stream',
+          'fermata-timer-id': id,
+          'fermata-attempt': '1',
+          'fermata-fire-at': String(fireAtMs),
+          'idempotency-key': id,
+        });
+        stream.once('response', onResponse);
+        stream.once('error', reject);
+        stream.end(body);
+      };
+      function onResponse(this: http2.ClientHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+        this.resume();
+        if (Number(headers[':status']) !== 200) reject(new Error(`the sink answered ${String(headers[':status'])}`));
+        answered++;
+        if (sent < count) send(this.session as http2.ClientHttp2Session);
+        else if (answered === count) resolve();
+      }
+      for (let i = 0; i < Math.min(streams * sessionCount, count); i++) send(sessions[i % sessionCount] as http2.ClientHttp2Session);
+    });
+    return count / ((performance.now() - started) / 1000);
+  } finally {
+    for (const session of sessions) session.close();
+  }
+}
+
+// ---- profile ------------------------------------------------------------------------------------
+
+async function startProfile(): Promise<Session> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return session;
+}
+
+async function stopProfile(session: Session, path: string): Promise<void> {
+  const { profile } = await session.post('Profiler.stop');
+  session.disconnect();
+  await writeFile(path, JSON.stringify(profile));
+}
