@@ -20,7 +20,8 @@
 // with fermata; FERMATA_BENCH_DISPATCH_SINK=in-process runs it in this process instead. It
 // answers 200 with no body once a request's body has arrived, and counts timers, deliveries that
 // arrived before their fermata-fire-at, and arrival − fire time. FERMATA_BENCH_DISPATCH_PROFILE=DIR
-// writes a CPU profile of this process's main thread during the request scenario's timed span to DIR.
+// writes CPU profiles of this process's main thread during the timed spans of the request and
+// arrow scenarios to DIR (dispatch-request-main.cpuprofile, dispatch-arrow-main.cpuprofile).
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -85,7 +86,7 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
     progress(`dispatch: ceiling, ${Math.round(ceilingPerS)}/s`);
 
     progress(`dispatch: arrow, ${sizes.arrowTimers} timers due now`);
-    const arrow = await withRig(baseDir, 'arrow', (rig) => measureDrain(rig, sink, 'arrow', sizes.arrowTimers, undefined));
+    const arrow = await withRig(baseDir, 'arrow', (rig) => measureDrain(rig, sink, 'arrow', sizes.arrowTimers, process.env[profileVariable]));
     progress(`dispatch: arrow, ${Math.round(arrow.perS)}/s in ${arrow.seconds.toFixed(2)} s`);
 
     const latenessRate = Math.max(1, Math.floor(request.perS / 2));
