@@ -70,21 +70,23 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
  * one timer never fails the task, whose other timers may already be delivered.
  */
 async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResults): Promise<void> {
-  const startedAtMs = Date.now();
+  const takenAtMs = Date.now();
+  // When the request really went out, after its turn in line for the target: lateness and latency count from there.
+  const timing = { sentAtMs: NaN };
   let result: AttemptResult;
   let retryAfter: string | undefined;
   try {
-    const request = deliveryRequest(task, at, startedAtMs);
+    const request = deliveryRequest(task, at, takenAtMs, timing);
     const answer = await clients.send(request);
     result = answer.status;
     retryAfter = answer.retryAfter;
   } catch (err) {
     result = attemptFailureOf(err);
   }
-  recordOutcome(task, at, results, result, retryAfter, startedAtMs);
+  recordOutcome(task, at, results, result, retryAfter, Number.isNaN(timing.sentAtMs) ? takenAtMs : timing.sentAtMs);
 }
 
-function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number): DeliveryRequest {
+function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number, timing: { sentAtMs: number }): DeliveryRequest {
   const fireAtMs = task.meta[at * metaFields] as number;
   const attempt = task.meta[at * metaFields + 1] as number;
   const timeoutMs = task.meta[at * metaFields + 2] as number;
@@ -99,7 +101,7 @@ function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number): D
   headers['fermata-fire-at'] = String(fireAtMs);
   headers['idempotency-key'] = key.length === 0 ? id : idempotencyKeyHeader(utf8.decode(key));
   if (signer !== undefined) Object.assign(headers, signer.sign(id, Math.floor(startedAtMs / 1000), body));
-  return { url: urlOf(utf8.decode(taskBytes(task, at, 1))), headers, body, timeoutMs };
+  return { url: urlOf(utf8.decode(taskBytes(task, at, 1))), headers, body, timeoutMs, timing };
 }
 
 /**

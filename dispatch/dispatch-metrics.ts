@@ -21,6 +21,15 @@ export function registerDispatchMetrics(registry: Registry, dispatcher: Dispatch
       }
     },
   });
+  new Counter({
+    name: 'fermata_deliveries_early_total',
+    help: 'First delivery attempts that started before their fire time by the worker\'s clock (never early: must stay 0).',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(dispatcher.earlyDeliveries);
+    },
+  });
   new Gauge({
     name: 'fermata_deliveries_in_flight',
     help: 'Deliveries handed to workers whose outcome is not yet durable.',

@@ -113,6 +113,7 @@ export class Dispatcher {
   readonly lateness = histogram();
   readonly latency = histogram();
   #stopped = false;
+  #earlyDeliveries = 0;
 
   constructor(options: DispatcherOptions) {
     this.#engine = options.engine;
@@ -155,6 +156,11 @@ export class Dispatcher {
 
   get inFlight(): number {
     return this.#inFlight;
+  }
+
+  /** First attempts that started before their fire time by the worker's clock (must stay 0). */
+  get earlyDeliveries(): number {
+    return this.#earlyDeliveries;
   }
 
   get threads(): number {
@@ -320,9 +326,11 @@ export class Dispatcher {
       this.latency.recordValue(durationMs);
       stats.latency.recordValue(durationMs);
       if (attempt !== 1) continue;
-      const latenessMs = Math.max(0, (results.startedAtMs[i] as number) - (pending.fireAtMs[i] as number));
-      this.lateness.recordValue(latenessMs);
-      stats.lateness.recordValue(latenessMs);
+      const latenessMs = (results.startedAtMs[i] as number) - (pending.fireAtMs[i] as number);
+      // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
+      if (latenessMs < 0) this.#earlyDeliveries++;
+      this.lateness.recordValue(Math.max(0, latenessMs));
+      stats.lateness.recordValue(Math.max(0, latenessMs));
     }
     await this.#engine.settle(outcomes);
     for (let i = 0; i < count; i++) {
