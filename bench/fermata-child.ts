@@ -1,4 +1,4 @@
-// `fermata serve` as a child process for the compare suite: a fresh data directory under the
+// `fermata serve` (or another Node server) as a child process for the benchmarks: a fresh data directory under the
 // suite's --dir, 127.0.0.1 port 0, the service's own FERMATA_* variables kept out of its
 // environment. Resolved once its "listening" line names the URL; stopped with SIGTERM (SIGKILL
 // if it lingers) and its directory removed. Its resident set is read from /proc (Linux).
@@ -9,34 +9,47 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-const fermataBin = fileURLToPath(new URL('../bin/fermata.js', import.meta.url));
 /** It must be listening, and later gone after SIGTERM, within this. */
 const childTimeoutMs = 30_000;
 
-export interface FermataChild {
+export interface ListeningChild {
   readonly url: string;
   readonly pid: number;
-  /** VmRSS of the server process, bytes. */
-  residentBytes(): Promise<number>;
+  /** SIGTERM (SIGKILL if it lingers), then its directory is removed. */
   stop(): Promise<void>;
 }
 
-export async function startFermata(baseDir: string, label: string): Promise<FermataChild> {
+export interface FermataChild extends ListeningChild {
+  /** VmRSS of the server process, bytes. */
+  residentBytes(): Promise<number>;
+}
+
+export const fermataBin = fileURLToPath(new URL('../bin/fermata.js', import.meta.url));
+
+/**
+ * A Node child process (`argsFor` its fresh directory under `baseDir`), without the service's
+ * FERMATA_* variables, resolved once its first "listening" log line names the URL.
+ */
+export async function startListeningChild(baseDir: string, label: string, argsFor: (dir: string) => string[]): Promise<ListeningChild> {
   const dir = await mkdtemp(join(baseDir, `fermata-bench-${label}-`));
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('FERMATA_')));
-  const child = spawn(process.execPath, [fermataBin, 'serve', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, argsFor(dir), { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const stop = async (): Promise<void> => {
     await stopChild(child);
     await rm(dir, { recursive: true, force: true });
   };
   try {
     const url = await listeningUrl(child);
-    const pid = child.pid as number;
-    return { url, pid, residentBytes: () => residentBytes(pid), stop };
+    return { url, pid: child.pid as number, stop };
   } catch (err) {
     await stop();
     throw err;
   }
+}
+
+export async function startFermata(baseDir: string, label: string): Promise<FermataChild> {
+  const child = await startListeningChild(baseDir, label, (dir) => [fermataBin, 'serve', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0']);
+  return { ...child, residentBytes: () => residentBytes(child.pid) };
 }
 
 async function listeningUrl(child: ChildProcess): Promise<string> {

@@ -19,20 +19,19 @@
 //
 // Each measurement warms up, then counts only responses that complete inside the measured span
 // (h2load's --warm-up-time and -D do the same). MB is 1,048,576 bytes.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { once } from 'node:events';
+import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http2 from 'node:http2';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Binary, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Utf8 } from 'apache-arrow';
 import type { Histogram } from 'hdr-histogram-js';
 import { pino } from 'pino';
 import { Engine } from '../engine/engine.ts';
 import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
+import { fermataBin, startListeningChild } from './fermata-child.ts';
 import { h2loadMissing, h2loadPresent, readH2loadLog, runH2load } from './h2load.ts';
 import { type Fact, type Figure, inSpan, metaLine, newHistogram, percentileMs, recordMs, roundTo, startSpan, type SuiteOptions } from './report.ts';
 
@@ -57,7 +56,6 @@ interface Timing {
 const quickTiming: Timing = { warmupMs: 1000, measureMs: 4000 };
 const fullTiming: Timing = { warmupMs: 2000, measureMs: 15_000 };
 
-const fermataBin = fileURLToPath(new URL('../bin/fermata.js', import.meta.url));
 const noopServer = fileURLToPath(new URL('./noop-server.ts', import.meta.url));
 /** A child server must be listening, and later gone after SIGTERM, within this. */
 const childTimeoutMs = 30_000;
@@ -152,55 +150,13 @@ function modeFacts(mode: Mode): Record<string, Fact> {
  * `baseDir`, listening on 127.0.0.1:0; stopped with SIGTERM and its directory removed afterwards.
  */
 async function withChildServer<T>(baseDir: string, server: 'fermata' | 'noop', measure: (url: string) => Promise<T>): Promise<T> {
-  const dir = await mkdtemp(join(baseDir, `fermata-bench-ingest-${server}-`));
-  const args = server === 'fermata' ? [fermataBin, 'serve', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0'] : [noopServer, join(dir, 'data')];
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('FERMATA_')));
-  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = await startListeningChild(baseDir, `ingest-${server}`, (dir) =>
+    server === 'fermata' ? [fermataBin, 'serve', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0'] : [noopServer, join(dir, 'data')],
+  );
   try {
-    const url = await listeningUrl(child);
-    return await measure(url);
+    return await measure(child.url);
   } finally {
-    await stopChild(child);
-    await rm(dir, { recursive: true, force: true });
-  }
-}
-
-/** The URL of the child's first "listening" line. */
-async function listeningUrl(child: ChildProcess): Promise<string> {
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  const timer = setTimeout(() => child.kill('SIGKILL'), childTimeoutMs);
-  try {
-    for await (const text of lines) {
-      const line = parseLine(text);
-      if (line?.msg === 'listening' && typeof line.url === 'string') {
-        // Keep reading (and dropping) its output, so a full pipe never blocks the server.
-        child.stdout?.resume();
-        return line.url;
-      }
-    }
-    throw new Error(`the server exited before listening (${child.exitCode ?? child.signalCode})`);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function parseLine(text: string): { msg?: unknown; url?: unknown } | undefined {
-  try {
-    return JSON.parse(text) as { msg?: unknown; url?: unknown };
-  } catch {
-    return undefined;
-  }
-}
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), childTimeoutMs);
-  try {
-    await exited;
-  } finally {
-    clearTimeout(timer);
+    await child.stop();
   }
 }
 
