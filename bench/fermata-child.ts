@@ -79,11 +79,12 @@ function listeningLineUrl(text: string): string | undefined {
   }
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
+/** SIGTERM, then SIGKILL if it is still there after `killAfterMs`; resolves once it has exited. */
+export async function stopChild(child: ChildProcess, killAfterMs: number = childTimeoutMs): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, 'exit');
   child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), childTimeoutMs);
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
   try {
     await exited;
   } finally {

@@ -4,10 +4,10 @@
 // of the caller's, AOF on (`appendonly yes`) with the fsync policy asked for, no RDB snapshots.
 // Stopped with SIGTERM (SIGKILL if it lingers); the caller removes the directory.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import net from 'node:net';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { stopChild } from './fermata-child.ts';
 
 export type AppendFsync = 'everysec' | 'always';
 
@@ -123,20 +123,9 @@ async function startOnce(dir: string, fsync: AppendFsync, port: number): Promise
   }
   // Keep draining its output so a full pipe never blocks it.
   child.stdout?.resume();
-  return { port, pid: child.pid as number, fsync, stop: () => stopChild(child) };
+  return { port, pid: child.pid as number, fsync, stop: () => stopChild(child, stopTimeoutMs) };
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), stopTimeoutMs);
-  try {
-    await exited;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** `used_memory` from INFO memory text: bytes the allocator has handed out. */
 export function usedMemoryBytes(info: string): number {

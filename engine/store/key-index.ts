@@ -31,7 +31,11 @@ export function keyHash(key: Uint8Array): number {
     for (let at = length - 1; at >= i; at--) tail = (tail << 8) | (key[at] as number);
     h ^= mixWord(tail);
   }
-  h ^= length;
+  return finalMix(h ^ length);
+}
+
+/** Murmur3's 32-bit finaliser: every input bit reaches every output bit. */
+export function finalMix(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;

@@ -18,6 +18,7 @@
 // A row covered by a run is never in the rows table, so a lookup that finds a run for its
 // sequence covering its row has its answer there.
 import assert from 'node:assert/strict';
+import { finalMix } from './key-index.ts';
 
 /** Where the index reads a slot's key: the resident store (its columns may be replaced as it grows). */
 export interface SlotKeys {
@@ -43,13 +44,7 @@ interface Run {
 
 function hashOf(seq: number, row: number): number {
   // Mix the low and high halves of the sequence with the row (Murmur3's finaliser).
-  let h = (seq | 0) ^ Math.imul((seq / 2 ** 32) | 0, 0x9e3779b1) ^ Math.imul(row, 0x85ebca6b);
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return finalMix((seq | 0) ^ Math.imul((seq / 2 ** 32) | 0, 0x9e3779b1) ^ Math.imul(row, 0x85ebca6b));
 }
 
 export class SlotIndex {
