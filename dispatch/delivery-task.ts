@@ -15,6 +15,7 @@
 //                    startedAtMs      Float64Array  wall clock when the request was sent
 //                    durationMs       Float64Array  until the answer's head arrived, or the failure
 import assert from 'node:assert/strict';
+import { encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 
 export const metaFields = 7;
@@ -40,7 +41,9 @@ export interface DeliveryResults {
 
 /** One timer as the dispatcher adds it to a task (views into the store are fine: they are copied). */
 export interface TaskTimer {
-  readonly id: string;
+  /** The timer's ADD sequence and row: its id is written from them (and fireAtMs) as bytes, never as a string. */
+  readonly seq: number;
+  readonly row: number;
   readonly target: string;
   readonly headers: Uint8Array;
   readonly key: Uint8Array;
@@ -87,7 +90,7 @@ export class DeliveryTaskBuilder {
     meta[base + 4] = timer.policy.min_backoff_ms;
     meta[base + 5] = timer.policy.max_backoff_ms;
     meta[base + 6] = timer.policy.max_doublings;
-    this.#putString(at * byteFields, timer.id);
+    this.#putId(at * byteFields, timer.seq, timer.row, timer.fireAtMs);
     this.#putString(at * byteFields + 1, timer.target);
     this.#put(at * byteFields + 2, timer.headers);
     this.#put(at * byteFields + 3, timer.key);
@@ -108,6 +111,13 @@ export class DeliveryTaskBuilder {
     this.#reserve(value.length * 3);
     this.#offsets[field] = this.#used;
     this.#used += utf8.encodeInto(value, this.#bytes.subarray(this.#used)).written;
+  }
+
+  #putId(field: number, seq: number, row: number, fireAtMs: number): void {
+    this.#reserve(idLength);
+    this.#offsets[field] = this.#used;
+    encodeTimerIdInto(this.#bytes, this.#used, seq, row, fireAtMs);
+    this.#used += idLength;
   }
 
   #put(field: number, value: Uint8Array): void {

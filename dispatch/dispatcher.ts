@@ -20,7 +20,6 @@ import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
-import { encodeTimerId } from '../engine/ids.ts';
 import { type DeliveryResults, DeliveryTaskBuilder, type TaskTimer } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -229,7 +228,8 @@ export class Dispatcher {
     const delivery = this.#engine.deliveryOf(seq, row);
     if (delivery === undefined) throw new Error(`timer (${seq}, ${row}) handed out for delivery is not resident`);
     task.add(slice, i, {
-      id: encodeTimerId(seq, row, fireAtMs),
+      seq,
+      row,
       target: delivery.target,
       headers: delivery.headers,
       key: delivery.key,

@@ -28,6 +28,12 @@ const twoTo24 = 2 ** 24;
 
 /** Encodes 48 + 24 + 48 bits as 24 characters (5 bits each), most significant first. */
 export function encodeTimerId(seq: number, row: number, fireAtMs: number): string {
+  encodeTimerIdInto(scratch, 0, seq, row, fireAtMs);
+  return String.fromCharCode(...scratch);
+}
+
+/** The id's 24 ASCII characters as bytes at `out[at…at+24)`: no string, for ids written into buffers. */
+export function encodeTimerIdInto(out: Uint8Array, at: number, seq: number, row: number, fireAtMs: number): void {
   assert.ok(Number.isInteger(seq) && seq >= 0 && seq <= idSequenceMax, `sequence ${seq} out of id range`);
   assert.ok(Number.isInteger(row) && row >= 0 && row <= idRowMax, `row ${row} out of id range`);
   assert.ok(Number.isInteger(fireAtMs) && fireAtMs >= 0 && fireAtMs <= idFireAtMax, `fire time ${fireAtMs} out of id range`);
@@ -37,16 +43,20 @@ export function encodeTimerId(seq: number, row: number, fireAtMs: number): strin
   const seqLow = seq % twoTo24;
   const fireHigh = Math.floor(fireAtMs / twoTo24);
   const fireLow = fireAtMs % twoTo24;
-  const groups = [
-    seqHigh * 2 ** 16 + Math.floor(seqLow / 2 ** 8),
-    (seqLow % 2 ** 8) * 2 ** 32 + row * 2 ** 8 + Math.floor(fireHigh / 2 ** 16),
-    (fireHigh % 2 ** 16) * twoTo24 + fireLow,
-  ];
-  let id = '';
-  for (const group of groups) {
-    for (let shift = 35; shift >= 0; shift -= 5) id += idAlphabet[Math.floor(group / 2 ** shift) % 32];
+  putGroup(out, at, seqHigh * 2 ** 16 + Math.floor(seqLow / 2 ** 8));
+  putGroup(out, at + 8, (seqLow % 2 ** 8) * 2 ** 32 + row * 2 ** 8 + Math.floor(fireHigh / 2 ** 16));
+  putGroup(out, at + 16, (fireHigh % 2 ** 16) * twoTo24 + fireLow);
+}
+
+const scratch = new Uint8Array(idLength);
+const alphabetCodes = Uint8Array.from(idAlphabet, (char) => char.charCodeAt(0));
+
+/** A 40-bit group as 8 base-32 characters, most significant first. */
+function putGroup(out: Uint8Array, at: number, group: number): void {
+  for (let i = 7; i >= 0; i--) {
+    out[at + i] = alphabetCodes[group % 32] as number;
+    group = Math.floor(group / 32);
   }
-  return id;
 }
 
 /** The parts of a well-formed id, or undefined for anything else (wrong length or alphabet). */
