@@ -214,9 +214,15 @@ class SegmentReader {
  * open). `body` is a view into a read buffer that is reused for a later segment: copy what
  * must outlive the call.
  */
-export type RecordVisitor = (seq: number, type: number, body: Uint8Array) => void;
+export type RecordVisitor = (seq: number, type: number, body: Uint8Array) => void | Promise<void>;
 
-export async function recoverSegments(fs: FileSystem, dir: string, visit?: RecordVisitor): Promise<RecoveryReport> {
+/**
+ * Reads the log's segments in order, checking every frame and handing each valid record to
+ * `visit` (awaited when it returns a promise). `coveredSeq` is the sequence a checkpoint
+ * covers (0: none): segments holding only records up to it may have been deleted, so the log
+ * may start later than segment 1, but never after coveredSeq + 1.
+ */
+export async function recoverSegments(fs: FileSystem, dir: string, visit?: RecordVisitor, coveredSeq = 0): Promise<RecoveryReport> {
   const ids = await listSegmentIds(fs, dir);
   const segments: SegmentInfo[] = [];
   let repair: TailRepair | undefined;
@@ -254,10 +260,10 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
         break;
       }
       if (header.header.segmentId !== id) throw corrupt(path, 0, `header names segment ${header.header.segmentId}`);
-      // Until checkpoints record where the log starts, it starts at segment 1, sequence 1: a
-      // missing first segment is lost data, not a shorter log.
-      if (previous === undefined && (id !== 1 || header.header.baseSeq !== 1)) {
-        throw corrupt(path, 0, `the log starts at segment ${id}, sequence ${header.header.baseSeq}: earlier segments are missing`);
+      // The log starts at segment 1, sequence 1, or where a checkpoint let earlier segments
+      // go: a first segment starting after the checkpoint's sequence + 1 is lost data.
+      if (previous === undefined && (coveredSeq === 0 ? id !== 1 || header.header.baseSeq !== 1 : header.header.baseSeq > coveredSeq + 1)) {
+        throw corrupt(path, 0, `the log starts at segment ${id}, sequence ${header.header.baseSeq}${coveredSeq === 0 ? '' : ` (the checkpoint covers up to ${coveredSeq})`}: earlier segments are missing`);
       }
       if (expectedBaseSeq !== undefined && header.header.baseSeq !== expectedBaseSeq) {
         throw corrupt(path, 0, `segment starts at sequence ${header.header.baseSeq}, the previous one ended at ${expectedBaseSeq - 1}`);
@@ -275,7 +281,8 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
         if (frame.verdict === 'end') break;
         if (frame.verdict === 'record') {
           if (frame.groupBaseSeq < segment.baseSeq) throw corrupt(path, segment.bytes, 'record claims a commit group that began in another segment');
-          visit?.(frame.seq, frame.type, frame.body);
+          const visited = visit?.(frame.seq, frame.type, frame.body);
+          if (visited !== undefined) await visited;
           segment.lastSeq = frame.seq;
           segment.bytes = frame.next;
           continue;

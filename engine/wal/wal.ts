@@ -53,6 +53,11 @@ export interface WalOptions {
    * recovery: replaying state this way reads the log once. If it throws, open() fails with that.
    */
   readonly replay?: RecordVisitor;
+  /**
+   * The sequence a durable checkpoint covers (0 or absent: none). Segments holding only records
+   * up to it may have been deleted (deleteCoveredSegments), so the log may start later.
+   */
+  readonly coveredSeq?: number;
 }
 
 export interface WalCounters {
@@ -111,9 +116,16 @@ export class Wal implements DurableLog {
     await fs.mkdirp(options.dir);
     const lock = await fs.lockDir(options.dir);
     try {
-      const recovery = await recoverSegments(fs, options.dir, options.replay);
+      const coveredSeq = options.coveredSeq ?? 0;
+      const recovery = await recoverSegments(fs, options.dir, options.replay, coveredSeq);
       const last = recovery.segments.at(-1);
       let active: FileHandle;
+      // The segment being written is never deleted, so a checkpointed log always has one.
+      if (last === undefined && coveredSeq > 0) {
+        throw new FermataError(errorCodes.walCorrupt, `WAL corrupt: ${options.dir} holds no segment, but a checkpoint covers up to sequence ${coveredSeq}; refusing to start`, {
+          dir: options.dir,
+        });
+      }
       if (last === undefined) {
         active = await createSegment(fs, options.dir, 1, 1);
         recovery.segments.push({ id: 1, baseSeq: 1, lastSeq: 0, bytes: segmentHeaderBytes });
@@ -200,6 +212,31 @@ export class Wal implements DurableLog {
         if (seq >= fromSeq) yield { seq, type: frame.type, body: frame.body };
       }
     }
+  }
+
+  /**
+   * Deletes the sealed segments whose records all have sequences ≤ `coveredSeq` (a durable
+   * checkpoint holds their effect), then syncs the directory. The segment being written stays.
+   * Returns how many were deleted.
+   */
+  async deleteCoveredSegments(coveredSeq: number): Promise<number> {
+    let deleted = 0;
+    // Oldest first, so a crash midway leaves a log that still starts at one contiguous point.
+    while (this.#segments.length > 1 && (this.#segments[0] as SegmentInfo).lastSeq <= coveredSeq) {
+      const segment = this.#segments[0] as SegmentInfo;
+      await this.#fs.unlink(join(this.dir, segmentFileName(segment.id)));
+      this.#segments.shift();
+      deleted++;
+    }
+    if (deleted > 0) await this.#fs.syncDir(this.dir);
+    return deleted;
+  }
+
+  /** Bytes of all segments (the log's disk use). */
+  get bytes(): number {
+    let bytes = 0;
+    for (const segment of this.#segments) bytes += segment.bytes;
+    return bytes;
   }
 
   /** Commits what is queued, stops taking appends, releases the directory. */
