@@ -24,6 +24,8 @@ import { Dispatcher } from '../dispatch/dispatcher.ts';
 import { TargetGuard } from '../dispatch/target-guard.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from './dispatch-config.ts';
 import { httpLimits, readinessLimits } from '../engine/limits.ts';
+import { memoryBudget } from '../engine/memory-budget.ts';
+import { MemoryLoader } from '../engine/memory-loader.ts';
 import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
 import { DiskSpaceCheck } from '../ingest/http/disk-space.ts';
 import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
@@ -34,7 +36,7 @@ const { drainTimeoutMs } = httpLimits;
 const defaults = { data: './data', listen: '127.0.0.1:7070' } as const;
 /** The TLS port when --tls-listen is not given and the cleartext port is not 0. */
 const tlsPortDefault = 7443;
-const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch'] as const;
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget'] as const;
 const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
 const readinessConfigKeys = ['disk_free_bytes_min'] as const;
 
@@ -54,11 +56,14 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
   --tls-key FILE          PEM private key of that certificate (env FERMATA_TLS_KEY)
   --tls-listen HOST:PORT  address of the TLS port (env FERMATA_TLS_LISTEN; default: the
                           --listen host, port 0 when --listen has port 0, else ${tlsPortDefault})
+  --memory-budget BYTES   memory the service may use (e.g. 512MiB, 4GiB; env
+                          FERMATA_MEMORY_BUDGET); the cgroup limit and the machine's RAM apply
+                          too. Timers beyond what fits are kept on disk until they near.
   -h, --help              this text
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
   "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT},
-  "readiness": {"disk_free_bytes_min": BYTES},
+  "readiness": {"disk_free_bytes_min": BYTES}, "memory_budget": BYTES,
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
                "signing_secrets": ["whsec_…"], "ca_file": FILE}}; every key is optional.
 
@@ -98,6 +103,8 @@ interface ServeSettings {
   readonly tls: TlsSettings | undefined;
   readonly diskFreeBytesMin: number;
   readonly dispatch: DispatchSettings;
+  /** --memory-budget in bytes, when set. */
+  readonly memoryBudgetBytes: number | undefined;
 }
 
 /** A setting as chosen: its text, where it came from (for messages), and the directory a relative path in it is taken from. */
@@ -183,8 +190,28 @@ function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Ser
       tls,
       diskFreeBytesMin: config.readiness?.disk_free_bytes_min ?? readinessLimits.diskFreeBytesMin,
       dispatch: dispatchSettings(config.dispatch, configFile, env),
+      memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env.FERMATA_MEMORY_BUDGET, config.memory_budget),
     },
   };
+}
+
+/** --memory-budget, else FERMATA_MEMORY_BUDGET, else the config file's "memory_budget", in bytes. */
+function memoryBudgetSetting(flag: string | undefined, fromEnv: string | undefined, fromConfig: number | undefined): number | undefined {
+  const [text, source] = flag !== undefined ? [flag, '--memory-budget'] : fromEnv !== undefined && fromEnv !== '' ? [fromEnv, 'FERMATA_MEMORY_BUDGET'] : [undefined, ''];
+  if (text === undefined) return fromConfig;
+  const bytes = parseByteSize(text);
+  if (bytes === undefined) throw new UsageError(`${source}: "${text}" is not a size in bytes (a whole number, optionally with KiB, MiB or GiB)`);
+  return bytes;
+}
+
+const byteUnits: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
+
+function parseByteSize(text: string): number | undefined {
+  const match = /^(\d+)\s*([a-z]*)$/i.exec(text.trim());
+  const unit = match === null ? undefined : byteUnits[(match[2] as string).toLowerCase()];
+  if (match === null || unit === undefined) return undefined;
+  const bytes = Number(match[1]) * unit;
+  return Number.isSafeInteger(bytes) && bytes > 0 ? bytes : undefined;
 }
 
 function dispatchSettings(entry: unknown, configFile: string | undefined, env: NodeJS.ProcessEnv): DispatchSettings {
@@ -265,6 +292,7 @@ function parseServeArgs(argv: readonly string[]) {
         'tls-cert': { type: 'string' },
         'tls-key': { type: 'string' },
         'tls-listen': { type: 'string' },
+        'memory-budget': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -303,6 +331,7 @@ interface ServeConfig {
   tls?: { cert?: string; key?: string; listen?: string };
   readiness?: { disk_free_bytes_min?: number };
   dispatch?: unknown;
+  memory_budget?: number;
 }
 
 function readConfig(file: string): ServeConfig {
@@ -337,6 +366,12 @@ function readConfig(file: string): ServeConfig {
       case 'dispatch':
         // Checked whole with the environment's overrides (cli/dispatch-config.ts).
         config.dispatch = entry;
+        break;
+      case 'memory_budget':
+        if (typeof entry !== 'number' || !Number.isSafeInteger(entry) || entry <= 0) {
+          throw new UsageError(`config file ${file}: "memory_budget" must be a whole number of bytes > 0, not ${JSON.stringify(entry)}`);
+        }
+        config.memory_budget = entry;
         break;
       case 'readiness':
         config.readiness = {};
@@ -402,6 +437,10 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   }
   const wal = engine.log;
   logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
+  const budget = memoryBudget(settings.memoryBudgetBytes);
+  const loader = new MemoryLoader(engine, { budget, clock: systemClock, logger: logger.child({ component: 'loader' }) });
+  loader.start();
+  logger.info({ budgetBytes: budget.bytes, source: budget.source, limitBytes: budget.limitBytes }, 'memory budget');
 
   const dispatcher = new Dispatcher({
     engine,
@@ -415,6 +454,7 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   });
   const app = await startHttp(settings, engine, dispatcher, logger);
   if (app === undefined) {
+    await loader.stop();
     await dispatcher.close();
     await engine.close();
     return 1;
@@ -427,6 +467,7 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   let exitCode = await drainHttp(app, logger);
   // Deliveries in flight finish and are recorded (bounded); what is not recorded is delivered again after a restart.
   await dispatcher.close();
+  await loader.stop();
   try {
     await engine.close();
   } catch (err) {

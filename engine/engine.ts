@@ -21,19 +21,24 @@ import { bytesAt, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch, validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from './errors.ts';
 import type { FileSystem } from './fs/file-system.ts';
+import { nodeFileSystem } from './fs/node-file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
-import { type Retention, retentionDefaults, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
+import { memoryLimits, type Retention, retentionDefaults, spillLimits, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
 import {
   addEncodingArrowStream,
   addEncodingColumns,
   type AddEncoding,
   decodeAddBody,
+  decodeCancelSpilled,
+  decodePromote,
   deadReason,
   decodeOutcomes,
   emptyOutcomes,
   encodeAddHeader,
   encodeOutcomes,
   encodeCancel,
+  encodeCancelSpilled,
+  encodePromote,
   forEachCancelled,
   outcomeKind,
   type Outcomes,
@@ -44,6 +49,13 @@ import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCo
 import { KeyIndex, keyHash, sameBytes } from './store/key-index.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
+import { readManifest, removeUnreferenced, writeManifest, type Manifest } from './spill/manifest.ts';
+import { compactRuns } from './spill/compaction.ts';
+import { readRunKeys } from './spill/keys-file.ts';
+import { readRunBucket } from './spill/run-reader.ts';
+import { writeRun } from './spill/run-writer.ts';
+import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
+import { type SpilledRun, SpilledTimers } from './spilled-timers.ts';
 import { Wal, type WalLogger } from './wal/wal.ts';
 
 /** Wall-clock time in epoch ms; injected so tests can move it (and make it jump). */
@@ -68,6 +80,36 @@ export interface EngineOptions {
    * private addresses here, as a 400), or undefined. Run once per distinct target of a batch.
    */
   readonly checkTarget?: (target: string) => string | undefined;
+  /** Width of a spill bucket (tests shrink it); spillLimits.bucketWidthMs otherwise. */
+  readonly spillBucketWidthMs?: number;
+}
+
+/** What one checkpoint did. */
+export interface CheckpointReport {
+  /** The WAL sequence it covers. */
+  readonly coveredSeq: number;
+  readonly watermarkMs: number;
+  /** Timers written to the resident run, and to the new spilled run (which left memory). */
+  readonly residentRows: number;
+  readonly spilledRows: number;
+  readonly bytesWritten: number;
+  readonly segmentsDeleted: number;
+}
+
+/** The spill tier's figures, for /v1/stats and the loader. */
+export interface SpillStats {
+  /** Pending timers due before this are in memory (Infinity: nothing spilled yet). */
+  readonly watermarkMs: number;
+  readonly spilled: number;
+  readonly runs: number;
+  readonly tombstones: number;
+  /** Memory the spill tier's metadata takes. */
+  readonly metadataBytes: number;
+  /** Live bytes of the resident timers (slots in use and their payload, headers and keys). */
+  readonly residentBytes: number;
+  /** What the memory loader keeps residentBytes under (undefined: no loader). */
+  readonly budgetBytes: number | undefined;
+  readonly checkpointSeq: number;
 }
 
 export type TimerStateName = 'pending' | 'delivering' | 'retrying' | 'delivered' | 'dead' | 'cancelled';
@@ -184,6 +226,12 @@ const utf8 = new TextDecoder();
 /** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
 const settlingWork = { pastQueueLimit: true } as const;
 
+/**
+ * Memory a resident timer takes besides its bytes in the arena: its store columns (57 B), free
+ * stack and growth slack, its id index and heap entries (engine/store/resident-store.ts).
+ */
+const residentBytesPerSlot = 100;
+
 const isFinished = (state: number): boolean => state === timerState.delivered || state === timerState.dead || state === timerState.cancelled;
 
 /** An Admitted over the batch and its key plan: methods on a prototype, no closures per admit. */
@@ -212,6 +260,21 @@ class AdmittedBatch implements Admitted {
     const originalSeq = plan.originalSeq[row] as number;
     return encodeTimerId(originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
   }
+}
+
+type TombstoneSet = { seqs: Float64Array; rows: Uint32Array; fireAtMs: Float64Array };
+
+/** The tombstones of `all` that are not in `applied`. */
+function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneSet {
+  const done = new Set<string>();
+  for (let i = 0; i < applied.seqs.length; i++) done.add(`${applied.seqs[i]}:${applied.rows[i]}`);
+  const keep: number[] = [];
+  for (let i = 0; i < all.seqs.length; i++) if (!done.has(`${all.seqs[i]}:${all.rows[i]}`)) keep.push(i);
+  return {
+    seqs: Float64Array.from(keep, (i) => all.seqs[i] as number),
+    rows: Uint32Array.from(keep, (i) => all.rows[i] as number),
+    fireAtMs: Float64Array.from(keep, (i) => all.fireAtMs[i] as number),
+  };
 }
 
 function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
@@ -262,8 +325,24 @@ export class Engine {
 
   readonly #checkTarget: ((target: string) => string | undefined) | undefined;
 
+  readonly #fs: FileSystem;
+  readonly #spillDir: string;
+  /** The timers on disk: runs, key hashes, tombstones and the watermark. */
+  readonly #spill: SpilledTimers;
+  /** The WAL sequence the last durable checkpoint covers (0: none yet). */
+  #checkpointSeq = 0;
+  #nextRunId = 1;
+  #memoryBudgetBytes: number | undefined;
+  /** Checkpoints and promotions run one at a time, in order. */
+  #spillWork: Promise<void> = Promise.resolve();
+  /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
+  readonly #cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
+
   private constructor(options: EngineOptions) {
     this.#checkTarget = options.checkTarget;
+    this.#fs = options.fs ?? nodeFileSystem;
+    this.#spillDir = join(options.dataDir, 'spill');
+    this.#spill = new SpilledTimers(this.#fs, this.#spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs);
     this.#clock = options.clock ?? systemClock;
     this.#limits = { ...timerLimits, ...options.limits };
     this.#retention = { ...retentionDefaults, ...options.retention };
@@ -279,9 +358,14 @@ export class Engine {
     // The engine exists before its log does: open() replays every record into it while it
     // reads the segments for recovery, one pass over the log.
     const engine = new Engine(options);
+    const manifest = await readManifest(engine.#fs, engine.#spillDir);
+    if (manifest !== undefined) await engine.#restore(manifest);
+    const coveredSeq = engine.#checkpointSeq;
     engine.#wal = await Wal.open({
       dir: join(options.dataDir, 'wal'),
-      replay: (seq, type, body) => engine.#replay(seq, type, body),
+      coveredSeq,
+      // Records the checkpoint covers are in its runs already.
+      replay: (seq, type, body) => (seq <= coveredSeq ? undefined : engine.#replay(seq, type, body)),
       ...(options.fs === undefined ? {} : { fs: options.fs }),
       ...(options.walLimits === undefined ? {} : { limits: options.walLimits }),
       ...(options.logger === undefined ? {} : { logger: options.logger }),
@@ -294,14 +378,14 @@ export class Engine {
 
   /** Timers waiting to be delivered (pending or retrying). */
   get pending(): number {
-    return (this.#counts[timerState.pending] as number) + (this.#counts[timerState.retrying] as number);
+    return (this.#counts[timerState.pending] as number) + (this.#counts[timerState.retrying] as number) + this.#spill.count;
   }
 
   /** Live timers in each state (finished ones until their retention ends). */
   countsByState(): Record<TimerStateName, number> {
     const counts = this.#counts;
     return {
-      pending: counts[timerState.pending] as number,
+      pending: (counts[timerState.pending] as number) + this.#spill.count,
       delivering: counts[timerState.delivering] as number,
       retrying: counts[timerState.retrying] as number,
       delivered: counts[timerState.delivered] as number,
@@ -323,9 +407,11 @@ export class Engine {
   nextDueMs(): number | undefined {
     // Held-back timers are due already: the scheduler keeps looking while any wait for room.
     if (this.#parkedCount > 0) return this.#clock.now();
-    const due = this.#heap.peek();
+    let due = this.#heap.peek();
     const expiring = this.#expiring.peek();
     const dueAt = this.#store.dueAt;
+    // Past the watermark nothing is handed out until a promotion moves it (and says so).
+    if (due >= 0 && (dueAt[due] as number) >= this.#spill.watermarkMs) due = -1;
     if (due < 0) return expiring < 0 ? undefined : (dueAt[expiring] as number);
     return expiring < 0 ? (dueAt[due] as number) : Math.min(dueAt[due] as number, dueAt[expiring] as number);
   }
@@ -362,9 +448,12 @@ export class Engine {
     if (this.#parkedCount > 0) this.#takeParked(slice, nowMs, max, roomOf, room);
     // Parking is bounded per call too, so one tick never walks a whole backlog; it is cheap
     // (a pop and a push), so the bound is generous and a blocked backlog clears in few ticks.
+    // The watermark is a fence: a timer due at or past it waits for the loader to promote its
+    // bucket (logged), so nothing fires whose spilled copy could still be promoted as pending.
+    const fenceMs = this.#spill.watermarkMs;
     for (let parkedNow = 0; slice.count < max && parkedNow < max * 16; ) {
       const slot = this.#heap.peek();
-      if (slot < 0 || (store.dueAt[slot] as number) > nowMs) break;
+      if (slot < 0 || (store.dueAt[slot] as number) > nowMs || (store.dueAt[slot] as number) >= fenceMs) break;
       this.#heap.pop();
       const queue = store.queueIndex[slot] as number;
       if (roomOf(queue) <= 0) {
@@ -601,7 +690,11 @@ export class Engine {
   /** Cancels a timer; resolves once the cancel is durable. */
   cancel(id: string): Promise<CancelOutcome> {
     const slot = this.#slotOfId(id);
-    if (slot < 0) return Promise.resolve('not-found');
+    if (slot < 0) {
+      const parts = decodeTimerId(id);
+      // Not in memory, but its fire time is past the watermark: it may be on disk.
+      return parts !== undefined && parts.fireAtMs >= this.#spill.watermarkMs ? this.#cancelSpilled(id, parts.seq, parts.row, parts.fireAtMs) : Promise.resolve('not-found');
+    }
     const inFlight = this.#cancelling.get(slot);
     if (inFlight !== undefined) return inFlight;
     const state = this.#store.state[slot] as TimerStateCode;
@@ -644,6 +737,30 @@ export class Engine {
       target: store.targetOf(slot),
       key: store.keyLengthOf(slot) === 0 ? null : utf8.decode(store.keyOf(slot)),
       lastStatus: status === 0 ? null : status,
+    };
+  }
+
+  /** A timer in memory or on disk (get() answers for timers in memory only, without waiting). */
+  async lookup(id: string): Promise<TimerView | undefined> {
+    const resident = this.get(id);
+    if (resident !== undefined) return resident;
+    const parts = decodeTimerId(id);
+    if (parts === undefined || parts.fireAtMs < this.#spill.watermarkMs) return undefined;
+    const found = await this.#spill.find(parts.seq, parts.row, parts.fireAtMs);
+    // Promoted while the bucket was read: it is in memory now.
+    if (found === undefined) return this.get(id);
+    const { rows, index } = found;
+    const key = bytesOf(rows.keys, index);
+    return {
+      id,
+      state: 'pending',
+      fireAtMs: rows.fireAtMs[index] as number,
+      dueAtMs: rows.dueAtMs[index] as number,
+      attempts: 0,
+      queue: rows.queues[rows.queueIndex[index] as number] as string,
+      target: rows.targets[rows.targetIndex[index] as number] as string,
+      key: key.length === 0 ? null : utf8.decode(key),
+      lastStatus: null,
     };
   }
 
@@ -716,7 +833,316 @@ export class Engine {
   }
 
   async close(): Promise<void> {
+    await this.#spillWork;
     await this.#wal.close();
+  }
+
+  // ---- the spill tier (docs/format/spill.md) ----
+
+  /** The spill tier's figures. */
+  spillStats(): SpillStats {
+    return {
+      watermarkMs: this.#spill.watermarkMs,
+      spilled: this.#spill.count,
+      runs: this.#spill.runs.length,
+      tombstones: this.#spill.tombstoneCount,
+      metadataBytes: this.#spill.bytesUsed,
+      residentBytes: this.residentBytes(),
+      budgetBytes: this.#memoryBudgetBytes,
+      checkpointSeq: this.#checkpointSeq,
+    };
+  }
+
+  /** Told by the memory loader, for stats. */
+  setMemoryBudget(bytes: number): void {
+    this.#memoryBudgetBytes = bytes;
+  }
+
+  /** Live bytes of resident timers: their share of the columns and indexes, and their bytes in the arena. */
+  residentBytes(): number {
+    return this.#store.count * residentBytesPerSlot + this.#store.arena.bytesLive;
+  }
+
+  /**
+   * Live bytes of resident pending timers that could spill (never attempted), by the start of
+   * the bucket they are due in: what the loader weighs to choose a watermark.
+   */
+  spillableBytesByBucket(): Map<number, number> {
+    const store = this.#store;
+    const out = new Map<number, number>();
+    for (let slot = 0; slot < store.capacity; slot++) {
+      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0) continue;
+      const startMs = this.#spill.bucketStartOf(store.dueAt[slot] as number);
+      out.set(startMs, (out.get(startMs) ?? 0) + residentBytesPerSlot + store.payloadOf(slot).length + store.headersOf(slot).length + store.keyLengthOf(slot));
+    }
+    return out;
+  }
+
+  get bucketWidthMs(): number {
+    return this.#spill.bucketWidthMs;
+  }
+
+  /**
+   * Writes a checkpoint (the sequence in docs/format/spill.md): every live timer goes into runs
+   * on disk, the pending ones due at or past `watermarkMs` into a spilled run and out of memory;
+   * then the log segments it covers are deleted. `watermarkMs` is a bucket start; it only lowers
+   * the watermark (Infinity keeps it where it is).
+   */
+  checkpoint(watermarkMs = Infinity): Promise<CheckpointReport> {
+    return this.#serially(() => this.#checkpoint(watermarkMs));
+  }
+
+  /** Brings every spilled timer due before `toMs` (a bucket start) into memory; logged first. Returns how many. */
+  promote(toMs: number): Promise<number> {
+    return this.#serially(() => this.#promote(toMs, true));
+  }
+
+  #serially<T>(work: () => Promise<T>): Promise<T> {
+    const result = this.#spillWork.then(work);
+    this.#spillWork = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  async #checkpoint(requestedMs: number): Promise<CheckpointReport> {
+    assert.ok(requestedMs === Infinity || requestedMs === this.#spill.bucketStartOf(requestedMs), 'a watermark is a bucket start');
+    // Between macrotasks every durable record has been applied and no later one has: the
+    // store is exactly the log up to its last durable sequence.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const coveredSeq = this.#wal.lastSeq;
+    const watermarkMs = Math.min(requestedMs, this.#spill.watermarkMs);
+    // The fence first: from now on nothing due at or past the watermark is handed out.
+    this.#spill.lowerWatermark(watermarkMs);
+    const snapshot = this.#snapshot(watermarkMs);
+    const tombstones = this.#spill.tombstoneColumns();
+    // Configured queues, in the QUEUE record's JSON form (read back the way replay reads it).
+    const queues = [...this.#queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
+    const releasedExpiryMaxMs = this.#releasedExpiryMax;
+    // From here the store keeps changing; the snapshot does not.
+    const fs = this.#fs;
+    const dir = this.#spillDir;
+    await fs.mkdirp(dir);
+    const runOptions = { bucketWidthMs: this.#spill.bucketWidthMs };
+    const residentMeta = await writeRun(fs, dir, this.#nextRunId++, coveredSeq, snapshot.resident, runOptions);
+    let bytesWritten = residentMeta.bytes;
+    let spilledRuns: SpilledRun[] = this.#spill.runs.map((run) => ({ meta: run.meta, validFromMs: run.validFromMs, keyHashes: run.keyHashes }));
+    if (snapshot.spilled.rows > 0) {
+      const meta = await writeRun(fs, dir, this.#nextRunId++, coveredSeq, snapshot.spilled, runOptions);
+      bytesWritten += meta.bytes;
+      spilledRuns.push({ meta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, meta) });
+    }
+    // Too many runs make every lookup and promotion read more files: merge them into one,
+    // leaving out what was promoted (below a run's validFromMs) and what was cancelled.
+    let tombstonesKept = tombstones;
+    if (spilledRuns.length > memoryLimits.spilledRunsMax) {
+      const inputs = spilledRuns;
+      const cancelled = new Set<string>();
+      for (let i = 0; i < tombstones.seqs.length; i++) cancelled.add(`${tombstones.seqs[i]}:${tombstones.rows[i]}`);
+      const meta = await compactRuns(
+        fs,
+        dir,
+        inputs.map((run) => run.meta),
+        this.#nextRunId++,
+        coveredSeq,
+        (seq, row, dueAtMs, input) => dueAtMs < Math.max((inputs[input] as SpilledRun).validFromMs, watermarkMs) || cancelled.has(`${seq}:${row}`),
+        runOptions,
+      );
+      bytesWritten += meta.bytes;
+      spilledRuns = [{ meta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, meta) }];
+      // Every tombstone of the snapshot guarded a row the merge left out.
+      tombstonesKept = { seqs: new Float64Array(0), rows: new Uint32Array(0), fireAtMs: new Float64Array(0) };
+    }
+    // The runs' names are durable before the manifest that names them.
+    await fs.syncDir(dir);
+    const manifest: Manifest = {
+      checkpointSeq: coveredSeq,
+      watermarkMs,
+      releasedExpiryMaxMs,
+      nextRunId: this.#nextRunId,
+      residentRun: residentMeta,
+      spilledRuns: spilledRuns.map((run) => ({ ...run.meta, validFromMs: run.validFromMs })),
+      queues,
+      tombstones: tombstonesKept,
+    };
+    await writeManifest(fs, dir, manifest);
+    // Durable: the spilled timers leave memory, and the log before the checkpoint can go.
+    // Tombstones added while it was written guard rows of the new runs too: they stay.
+    const tombstonesNow = this.#spill.tombstoneColumns();
+    this.#spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
+    this.#evictSpilled(snapshot.spilledHandles);
+    this.#checkpointSeq = coveredSeq;
+    const segmentsDeleted = await this.#wal.deleteCoveredSegments(coveredSeq);
+    await removeUnreferenced(fs, dir, manifest);
+    return { coveredSeq, watermarkMs, residentRows: snapshot.resident.rows, spilledRows: snapshot.spilled.rows, bytesWritten, segmentsDeleted };
+  }
+
+  /**
+   * Copies every live timer out of the store, sorted by (dueAt, seq, row): pending, never
+   * attempted timers due at or past the watermark into `spilled` (their handles kept, to evict
+   * them once the checkpoint is durable), the rest into `resident`, as the log has them
+   * (a delivering timer was not logged as such: it is pending or retrying).
+   */
+  #snapshot(watermarkMs: number): { resident: RunRows; spilled: RunRows; spilledHandles: Float64Array } {
+    const store = this.#store;
+    const spillSlots: number[] = [];
+    const residentSlots: number[] = [];
+    for (let slot = 0; slot < store.capacity; slot++) {
+      const state = store.state[slot] as number;
+      if (state === timerState.free) continue;
+      const spills = state === timerState.pending && store.attempts[slot] === 0 && (store.dueAt[slot] as number) >= watermarkMs && !this.#cancelling.has(slot);
+      (spills ? spillSlots : residentSlots).push(slot);
+    }
+    const byDue = (a: number, b: number): number =>
+      (store.dueAt[a] as number) - (store.dueAt[b] as number) || (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
+    spillSlots.sort(byDue);
+    residentSlots.sort(byDue);
+    const spilledHandles = new Float64Array(spillSlots.length);
+    for (let i = 0; i < spillSlots.length; i++) spilledHandles[i] = store.handleOf(spillSlots[i] as number);
+    return { resident: this.#rowsOf(residentSlots), spilled: this.#rowsOf(spillSlots), spilledHandles };
+  }
+
+  #rowsOf(slots: readonly number[]): RunRows {
+    const store = this.#store;
+    const builder = new RunRowsBuilder(Math.max(1, slots.length));
+    const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
+    for (const slot of slots) {
+      const state = store.state[slot] as number;
+      const attempts = store.attempts[slot] as number;
+      fields.seq = store.logSeq[slot] as number;
+      fields.row = store.row[slot] as number;
+      fields.fireAtMs = store.fireAt[slot] as number;
+      fields.dueAtMs = store.dueAt[slot] as number;
+      fields.state = state === timerState.delivering ? (attempts > 0 ? timerState.retrying : timerState.pending) : state;
+      fields.attempts = attempts;
+      fields.lastStatus = store.lastStatus[slot] as number;
+      fields.deadReason = this.#deadReasons.get(slot) ?? deadReason.none;
+      const queue = this.#queueNames[store.queueIndex[slot] as number] as string;
+      builder.append(fields, queue, store.targetOf(slot), store.keyOf(slot), store.payloadOf(slot), store.headersOf(slot));
+    }
+    return builder.finish();
+  }
+
+  /**
+   * After a durable checkpoint: the timers it spilled leave memory. One that changed since the
+   * snapshot (a cancel being logged) stays, and its copy on disk is tombstoned, never promoted.
+   */
+  #evictSpilled(handles: Float64Array): void {
+    const store = this.#store;
+    for (const handle of handles) {
+      const slot = store.slotOf(handle);
+      if (slot < 0) continue;
+      const seq = store.logSeq[slot] as number;
+      const row = store.row[slot] as number;
+      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || this.#cancelling.has(slot) || !this.#heap.has(slot)) {
+        this.#spill.tombstone(seq, row, store.fireAt[slot] as number);
+        continue;
+      }
+      this.#heap.remove(slot);
+      this.#index.delete(seq, row);
+      if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));
+      this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) - 1;
+      store.release(slot);
+    }
+  }
+
+  async #promote(toMs: number, log: boolean): Promise<number> {
+    if (toMs <= this.#spill.watermarkMs) return 0;
+    assert.ok(toMs === this.#spill.bucketStartOf(toMs), 'a watermark is a bucket start');
+    const buckets = await this.#spill.bucketsBefore(toMs);
+    let rows = 0;
+    for (const bucket of buckets) rows += bucket.rows;
+    if (!this.#store.canAllocate(this.#reservedRows + rows)) {
+      throw new FermataError(errorCodes.capacityFull, `promoting ${rows} spilled timers would overfill the resident store (${this.#store.count} timers)`, { rows });
+    }
+    if (log) await this.#wal.append(recordType.promote, encodePromote(toMs), settlingWork);
+    // No await from here: the buckets go in and the watermark moves in one step.
+    let promoted = 0;
+    for (const bucket of buckets) {
+      for (let i = 0; i < bucket.rows; i++) {
+        const seq = bucket.seq[i] as number;
+        const row = bucket.row[i] as number;
+        // Cancelled on disk (in memory as cancelled), or already brought in by a cancel.
+        if (this.#spill.isTombstoned(seq, row) || this.#index.get(seq, row) >= 0) continue;
+        this.#insertRunRow(bucket, i, timerState.pending, bucket.dueAtMs[i] as number);
+        promoted++;
+      }
+    }
+    this.#spill.promoted(toMs);
+    this.#onDueChanged();
+    return promoted;
+  }
+
+  /** Loads a checkpoint at open: the resident run into the store, the spilled runs' metadata. */
+  async #restore(manifest: Manifest): Promise<void> {
+    this.#checkpointSeq = manifest.checkpointSeq;
+    this.#nextRunId = manifest.nextRunId;
+    this.#releasedExpiryMax = manifest.releasedExpiryMaxMs;
+    for (const queue of manifest.queues) {
+      const decoded = decodeQueueRecord(new TextEncoder().encode(JSON.stringify(queue)));
+      if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config this version cannot read`, { queue: queue.name });
+      this.#queueConfigs.set(decoded.name, decoded.config);
+      this.#queueIndex(decoded.name);
+    }
+    const run = manifest.residentRun;
+    for (let bucket = 0; bucket < run.buckets.length; bucket++) {
+      const rows = await readRunBucket(this.#fs, this.#spillDir, run, bucket);
+      for (let i = 0; i < rows.rows; i++) this.#insertRunRow(rows, i, rows.state[i] as TimerStateCode, rows.dueAtMs[i] as number);
+    }
+    const spilledRuns: SpilledRun[] = [];
+    for (const meta of manifest.spilledRuns) spilledRuns.push({ meta, validFromMs: meta.validFromMs, keyHashes: await readRunKeys(this.#fs, this.#spillDir, meta) });
+    this.#spill.reset(spilledRuns, manifest.watermarkMs, manifest.tombstones);
+  }
+
+  /** Puts row `i` of a run into the store in `state`, due at `dueAtMs`: its slot, index, key and heap entry. */
+  #insertRunRow(rows: RunRows, i: number, state: TimerStateCode, dueAtMs: number): number {
+    const store = this.#store;
+    const target = store.internTarget(rows.targets[rows.targetIndex[i] as number] as string);
+    const queue = this.#queueIndex(rows.queues[rows.queueIndex[i] as number] as string);
+    const key = bytesOf(rows.keys, i);
+    const slot = store.allocateRaw(rows.fireAtMs[i] as number, rows.seq[i] as number, rows.row[i] as number, queue, target, bytesOf(rows.payload, i), bytesOf(rows.headers, i), key);
+    store.releaseTarget(target);
+    if (slot < 0) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${store.count} timers)`, { rows: 1 });
+    store.setState(slot, state);
+    store.setAttempts(slot, rows.attempts[i] as number);
+    store.setLastStatus(slot, rows.lastStatus[i] as number);
+    store.setDueAt(slot, dueAtMs);
+    this.#counts[state] = (this.#counts[state] as number) + 1;
+    this.#index.insert(slot);
+    if (key.length > 0) this.#keys.insert(slot, keyHash(key));
+    if (state === timerState.dead) this.#deadReasons.set(slot, rows.deadReason[i] as number);
+    (isFinished(state) ? this.#expiring : this.#heap).push(slot);
+    return slot;
+  }
+
+  #cancelSpilled(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
+    const name = `${seq}:${row}`;
+    const inFlight = this.#cancellingSpilled.get(name);
+    if (inFlight !== undefined) return inFlight;
+    const outcome = this.#cancelSpilledNow(id, seq, row, fireAtMs);
+    this.#cancellingSpilled.set(name, outcome);
+    const forget = (): void => void this.#cancellingSpilled.delete(name);
+    outcome.then(forget, forget);
+    return outcome;
+  }
+
+  async #cancelSpilledNow(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
+    const found = await this.#spill.find(seq, row, fireAtMs);
+    // Promoted (or cancelled) while its bucket was read: it is in memory now, if it exists.
+    if (this.#index.get(seq, row) >= 0 || fireAtMs < this.#spill.watermarkMs) return this.cancel(id);
+    if (found === undefined) return 'not-found';
+    // Tombstoned before its record is written, so a promotion meanwhile skips it: it cannot fire.
+    this.#spill.tombstone(seq, row, fireAtMs);
+    const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
+    try {
+      await this.#wal.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
+    } catch (err) {
+      this.#spill.untombstone(seq, row);
+      throw err;
+    }
+    this.#insertRunRow(found.rows, found.index, timerState.cancelled, expiresAtMs);
+    return 'cancelled';
   }
 
   /** Refuses a batch with a target the dispatcher would refuse (targets are a dictionary: each is checked once). */
@@ -803,6 +1229,26 @@ export class Engine {
       if (slot >= 0) {
         this.#markDuplicate(plan, row, this.#store.logSeq[slot] as number, this.#store.row[slot] as number, this.#store.fireAt[slot] as number);
         continue;
+      }
+      const spilled = this.#spill.keyHolder(key, hash);
+      if (spilled instanceof Promise) {
+        plan.waitFor.push(spilled);
+        continue;
+      }
+      if (spilled !== null) {
+        const { rows: holder, index } = spilled;
+        const holderSeq = holder.seq[index] as number;
+        const holderRow = holder.row[index] as number;
+        if (!this.#spill.isTombstoned(holderSeq, holderRow)) {
+          this.#markDuplicate(plan, row, holderSeq, holderRow, holder.fireAtMs[index] as number);
+          continue;
+        }
+        // A cancelled spilled holder is in memory once its cancel is durable (and the key index finds it): wait for that.
+        const cancelling = this.#cancellingSpilled.get(`${holderSeq}:${holderRow}`);
+        if (cancelling !== undefined) {
+          plan.waitFor.push(cancelling.then(() => undefined, () => undefined));
+          continue;
+        }
       }
       firstRows[cell] = row;
       plan.introduced.push(hash);
@@ -899,7 +1345,8 @@ export class Engine {
     this.#onDueChanged();
   }
 
-  #replay(seq: number, type: number, body: Uint8Array): void {
+  /** Applies one logged record at open; a promise only when it must read spill files first. */
+  #replay(seq: number, type: number, body: Uint8Array): void | Promise<void> {
     if (type === recordType.add) {
       const add = decodeAddBody(body);
       if (add === undefined) throw this.#badRecord(seq, 'ADD record with an unknown header');
@@ -912,7 +1359,9 @@ export class Engine {
       if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
       // What the live engine could have released by the time it decided, replay releases now.
       this.#releaseExpired(add.header.decidedAtMs, Infinity);
-      this.#insert(batch, seq, this.#planKeys(batch, add.header.decidedAtMs));
+      const plan = this.#planKeys(batch, add.header.decidedAtMs);
+      if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan);
+      this.#insert(batch, seq, plan);
       return;
     }
     if (type === recordType.cancel) {
@@ -931,6 +1380,16 @@ export class Engine {
       this.#applyOutcomes(outcomes);
       return;
     }
+    if (type === recordType.cancelSpilled) {
+      const cancel = decodeCancelSpilled(body);
+      if (cancel === undefined) throw this.#badRecord(seq, 'malformed CANCEL_SPILLED record');
+      return this.#replayCancelSpilled(cancel.expiresAtMs, cancel.seqs, cancel.rows, cancel.fireAtMs);
+    }
+    if (type === recordType.promote) {
+      const watermarkMs = decodePromote(body);
+      if (watermarkMs === undefined) throw this.#badRecord(seq, 'malformed PROMOTE record');
+      return this.#promote(watermarkMs, false).then(() => undefined);
+    }
     if (type === recordType.queue) {
       const queue = decodeQueueRecord(body);
       if (queue === undefined) throw this.#badRecord(seq, 'malformed QUEUE record');
@@ -939,6 +1398,37 @@ export class Engine {
       return;
     }
     throw this.#badRecord(seq, `unknown record type ${type}`);
+  }
+
+  /** An ADD whose keys may be held by spilled timers: their buckets are read, then it is planned again. */
+  async #replayAddAfterReads(batch: TimerBatch, seq: number, decidedAtMs: number, plan: KeyPlan): Promise<void> {
+    let current: KeyPlan | undefined = plan;
+    while (current !== undefined && current.waitFor.length > 0) {
+      await Promise.all(current.waitFor);
+      current = this.#planKeys(batch, decidedAtMs);
+    }
+    this.#insert(batch, seq, current);
+  }
+
+  async #replayCancelSpilled(expiresAtMs: number, seqs: Float64Array, rows: Uint32Array, fireAtMs: Float64Array): Promise<void> {
+    for (let i = 0; i < seqs.length; i++) {
+      const seq = seqs[i] as number;
+      const row = rows[i] as number;
+      // A promotion logged before this cancel brought the timer into memory: cancel it there.
+      const slot = this.#index.get(seq, row);
+      if (slot >= 0) {
+        const state = this.#store.state[slot];
+        if (state === timerState.pending || state === timerState.retrying) {
+          this.#heap.remove(slot);
+          this.#finishCancelled(slot, expiresAtMs);
+        }
+        continue;
+      }
+      const found = await this.#spill.find(seq, row, fireAtMs[i] as number);
+      if (found === undefined) continue;
+      this.#spill.tombstone(seq, row, fireAtMs[i] as number);
+      this.#insertRunRow(found.rows, found.index, timerState.cancelled, expiresAtMs);
+    }
   }
 
   #badRecord(seq: number, reason: string): FermataError {

@@ -7,6 +7,7 @@ export const errorCodes = {
   walQueueFull: 'WAL_QUEUE_FULL',
   walClosed: 'WAL_CLOSED',
   walCorrupt: 'WAL_CORRUPT',
+  spillCorrupt: 'SPILL_CORRUPT',
   walRecordTooLarge: 'WAL_RECORD_TOO_LARGE',
   dataDirLocked: 'DATA_DIR_LOCKED',
   diskFull: 'DISK_FULL',

@@ -177,3 +177,58 @@ export const dispatchLimits = {
 export type DispatchLimits = { -readonly [K in keyof typeof dispatchLimits]: number };
 
 assert.ok(dispatchLimits.timersPerTaskMax >= 1 && dispatchLimits.timersPerTaskMax <= dispatchLimits.inFlightMax, 'a task holds at least one timer and no more than may be in flight');
+
+export const spillLimits = {
+  /** Width of a spill bucket: timers due within one such window share a run's record batch (docs/format/spill.md). */
+  bucketWidthMs: 3600 * 1000,
+  /** One run batch holds at most this many variable-width bytes plus 54 bytes a row; a larger bucket is cut into several batches. Bounds what one bucket read or one compaction input holds in memory. */
+  batchBytesMax: 64 * MiB,
+  /** Rows one run batch holds at most. */
+  batchRowsMax: 1_000_000,
+  /** Largest MANIFEST a reader accepts (it is read whole). */
+  manifestBytesMax: 256 * MiB,
+  /** Tombstones added since the last merge that stay in a small sorted side list; past it they are merged into the main columns. */
+  tombstonesRecentMax: 4096,
+  /** The engine's filter over spilled key hashes (one bit a hash value) starts at this many bytes… */
+  keyFilterBytesMin: 4 * KiB,
+  /** …and grows to keep at least this many bits per spilled keyed timer (8: about 1 byte a timer, few false hits). */
+  keyFilterBitsPerKey: 8,
+  /** Decoded spill batches the engine keeps cached (each at most batchBytesMax plus 54 bytes a row). */
+  bucketCacheMax: 4,
+} as const;
+
+export type SpillLimits = { -readonly [K in keyof typeof spillLimits]: number };
+
+assert.ok(Number.isSafeInteger(spillLimits.bucketWidthMs) && spillLimits.bucketWidthMs >= 1000, 'bucketWidthMs must be a whole number of ms, at least a second');
+assert.ok(spillLimits.batchBytesMax >= timerLimits.payloadBytesMax * 2 && spillLimits.batchBytesMax <= 2 ** 30, 'a batch holds the largest timer and keeps Arrow\'s i32 offsets far from overflow');
+assert.ok(spillLimits.batchRowsMax >= 1 && spillLimits.batchRowsMax < 2 ** 31, 'batchRowsMax must fit an Arrow length');
+assert.ok(spillLimits.tombstonesRecentMax >= 1, 'tombstonesRecentMax must be positive');
+assert.ok(spillLimits.keyFilterBytesMin >= 1 && (spillLimits.keyFilterBytesMin & (spillLimits.keyFilterBytesMin - 1)) === 0, 'the key filter is a power of two bytes');
+assert.ok(spillLimits.keyFilterBitsPerKey >= 1 && spillLimits.bucketCacheMax >= 1, 'keyFilterBitsPerKey and bucketCacheMax must be positive');
+
+export const memoryLimits = {
+  /** Share of the memory limit (cgroup, machine or --memory-budget) that resident timers may take; Node, buffers in flight and the OS get the rest. */
+  residentShare: 0.5,
+  /** A spilled bucket is promoted at least this long before it starts, so loading never makes a timer late. */
+  promoteLeadMs: 10 * 60_000,
+  /** Below this share of the budget, the loader promotes buckets ahead of need (up to promoteAheadMsMax past now). */
+  promoteBelowShare: 0.6,
+  /** How far ahead of now the loader promotes when memory allows. */
+  promoteAheadMsMax: 24 * 3600 * 1000,
+  /** Past this share of the budget, the loader spills: a checkpoint with a lower watermark. */
+  demoteAboveShare: 1.0,
+  /** After spilling, what the resident window is sized to, as a share of the budget (room to grow before the next spill). */
+  demoteToShare: 0.5,
+  /** A checkpoint is written once the log has grown this much since the last one (the WAL stays bounded). */
+  checkpointWalBytes: 256 * MiB,
+  /** How often the loader looks at memory, the clock and the log. */
+  loaderIntervalMs: 1000,
+  /** Past this many spilled runs, a checkpoint merges them into one (each lookup and promotion reads every run). */
+  spilledRunsMax: 8,
+} as const;
+
+export type MemoryLimits = { -readonly [K in keyof typeof memoryLimits]: number };
+
+assert.ok(memoryLimits.residentShare > 0 && memoryLimits.residentShare <= 1, 'residentShare is a share');
+assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveShare && memoryLimits.promoteBelowShare < memoryLimits.demoteAboveShare, 'the loader promotes and demotes at different levels, or it would flap');
+assert.ok(memoryLimits.promoteLeadMs > memoryLimits.loaderIntervalMs, 'the loader looks often enough to promote before the lead runs out');

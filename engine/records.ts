@@ -9,6 +9,9 @@
 //                                            status u16 , attempts u32 , reserved u32 , at f64
 //            (at: the retry's time for a retry; when the finished timer's record expires otherwise)
 //   QUEUE    UTF-8 JSON {"name": …, "config": {…}}      (engine/queues.ts)
+//   PROMOTE  watermark f64      (spilled timers due before it are resident from here on)
+//   CANCEL_SPILLED  expires-at f64 , reserved (8 B) , { spilled ref (24 B) }
+//            spilled ref = seq f64 , row u32 , reserved u32 , fire-at f64 (finds its spill bucket)
 import assert from 'node:assert/strict';
 
 export const recordType = {
@@ -16,6 +19,8 @@ export const recordType = {
   cancel: 2,
   outcome: 3,
   queue: 4,
+  promote: 5,
+  cancelSpilled: 6,
 } as const;
 
 /** What one delivery attempt came to. */
@@ -172,4 +177,57 @@ export function forEachCancelled(body: Uint8Array, visit: (seq: number, row: num
   if (!Number.isFinite(expiresAtMs)) return false;
   for (let at = cancelHeaderBytes; at < body.length; at += timerRefBytes) visit(view.getFloat64(at, true), view.getUint32(at + 8, true), expiresAtMs);
   return true;
+}
+
+export const spilledRefBytes = 24;
+
+/** The body of CANCEL_SPILLED: like CANCEL, each timer with its fire time, which names the spill bucket holding it. */
+export function encodeCancelSpilled(expiresAtMs: number, seq: number, row: number, fireAtMs: number): Uint8Array {
+  const bytes = new Uint8Array(cancelHeaderBytes + spilledRefBytes);
+  const view = new DataView(bytes.buffer);
+  view.setFloat64(0, expiresAtMs, true);
+  view.setFloat64(cancelHeaderBytes, seq, true);
+  view.setUint32(cancelHeaderBytes + 8, row, true);
+  view.setFloat64(cancelHeaderBytes + 16, fireAtMs, true);
+  return bytes;
+}
+
+export interface SpilledCancel {
+  readonly expiresAtMs: number;
+  readonly seqs: Float64Array;
+  readonly rows: Uint32Array;
+  readonly fireAtMs: Float64Array;
+}
+
+/** The timers of a CANCEL_SPILLED body, or undefined if it is malformed. */
+export function decodeCancelSpilled(body: Uint8Array): SpilledCancel | undefined {
+  if (body.length < cancelHeaderBytes + spilledRefBytes || (body.length - cancelHeaderBytes) % spilledRefBytes !== 0) return undefined;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const expiresAtMs = view.getFloat64(0, true);
+  if (!Number.isFinite(expiresAtMs)) return undefined;
+  const count = (body.length - cancelHeaderBytes) / spilledRefBytes;
+  const cancel = { expiresAtMs, seqs: new Float64Array(count), rows: new Uint32Array(count), fireAtMs: new Float64Array(count) };
+  for (let i = 0; i < count; i++) {
+    const at = cancelHeaderBytes + i * spilledRefBytes;
+    cancel.seqs[i] = view.getFloat64(at, true);
+    cancel.rows[i] = view.getUint32(at + 8, true);
+    cancel.fireAtMs[i] = view.getFloat64(at + 16, true);
+    if (!Number.isFinite(cancel.fireAtMs[i] as number)) return undefined;
+  }
+  return cancel;
+}
+
+export const promoteBodyBytes = 8;
+
+/** The body of PROMOTE: the new watermark (epoch ms). */
+export function encodePromote(watermarkMs: number): Uint8Array {
+  const bytes = new Uint8Array(promoteBodyBytes);
+  new DataView(bytes.buffer).setFloat64(0, watermarkMs, true);
+  return bytes;
+}
+
+export function decodePromote(body: Uint8Array): number | undefined {
+  if (body.length !== promoteBodyBytes) return undefined;
+  const watermarkMs = new DataView(body.buffer, body.byteOffset, body.byteLength).getFloat64(0, true);
+  return Number.isFinite(watermarkMs) ? watermarkMs : undefined;
 }

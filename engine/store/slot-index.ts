@@ -15,8 +15,9 @@
 //     cell i:   slots[i] = s  ──►  keys.logSeq[s], keys.row[s]        slots[i] = -1 → empty
 //     hash(seq,row) → probe i, i+1, i+2, … until a cell whose slot has that key, or an empty cell
 //
-// A row covered by a run is never in the rows table, so a lookup that finds a run for its
-// sequence covering its row has its answer there.
+// A row covered by a run is in the rows table only once its run bit is set: a timer that left
+// memory (spilled) and came back (promoted) gets a new slot, indexed row by row. So a lookup
+// that finds its row live in a run has its answer there; a deleted one looks in the rows table.
 import assert from 'node:assert/strict';
 import { finalMix } from './key-index.ts';
 
@@ -87,20 +88,19 @@ export class SlotIndex {
     return hashOf(this.#keys.logSeq[slot] as number, this.#keys.row[slot] as number) & this.#mask;
   }
 
-  /** The run of `seq` covering `row`, if any. */
+  /** The run of `seq` covering `row` with the row still live in it, if any. */
   #runOf(seq: number, row: number): Run | undefined {
     if (this.#runs.size === 0) return undefined;
     const run = this.#runs.get(seq);
-    return run !== undefined && row >= run.firstRow && row - run.firstRow < run.rows ? run : undefined;
+    if (run === undefined || row < run.firstRow || row - run.firstRow >= run.rows) return undefined;
+    const offset = row - run.firstRow;
+    return ((run.deleted[offset >>> 5] as number) >>> (offset & 31)) & 1 ? undefined : run;
   }
 
   /** The slot of (seq, row), or -1. */
   get(seq: number, row: number): number {
     const run = this.#runOf(seq, row);
-    if (run !== undefined) {
-      const offset = row - run.firstRow;
-      return ((run.deleted[offset >>> 5] as number) >>> (offset & 31)) & 1 ? emptySlot : run.firstSlot + offset;
-    }
+    if (run !== undefined) return run.firstSlot + (row - run.firstRow);
     for (let i = hashOf(seq, row) & this.#mask; ; i = (i + 1) & this.#mask) {
       const slot = this.#slots[i] as number;
       if (slot === emptySlot || this.#holds(slot, seq, row)) return slot;
@@ -108,8 +108,8 @@ export class SlotIndex {
   }
 
   /**
-   * Indexes `slot` under the key the store holds for it; the key must not be indexed yet, nor
-   * have been in a run (ids are never reused).
+   * Indexes `slot` under the key the store holds for it; the key must not be indexed yet (a
+   * key deleted from its run may come back: a promoted timer).
    */
   insert(slot: number): void {
     assert.ok(slot >= 0, 'slots are non-negative');
@@ -186,7 +186,6 @@ export class SlotIndex {
     const offset = row - run.firstRow;
     const word = offset >>> 5;
     const bit = 1 << (offset & 31);
-    if (((run.deleted[word] as number) & bit) !== 0) return emptySlot;
     run.deleted[word] = (run.deleted[word] as number) | bit;
     run.live--;
     this.#runRows--;

@@ -45,6 +45,8 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   // Start-up conditions; met by a request they are a bug.
   [errorCodes.walCorrupt]: 500,
   [errorCodes.dataDirLocked]: 500,
+  // A spill file that fails its checks: at start-up it refuses to start; met by a lookup, the disk is damaged.
+  [errorCodes.spillCorrupt]: 500,
   [httpErrorCodes.notFound]: 404,
   [httpErrorCodes.tooLate]: 409,
   [httpErrorCodes.notDead]: 409,

@@ -502,14 +502,27 @@ export const openApiDocument = {
         type: 'object',
         description: 'Counts read from memory. Finished timers are counted until their retention ends.',
         properties: {
-          pending: { type: 'integer', minimum: 0, description: 'Timers waiting to be delivered (pending or retrying).' },
+          pending: { type: 'integer', minimum: 0, description: 'Timers waiting to be delivered (pending or retrying), spilled ones included.' },
           resident: { type: 'integer', minimum: 0, description: 'Timers held in memory, finished ones included.' },
-          spilled: { type: 'integer', minimum: 0, description: 'Timers kept on disk only (0 until the spill tier exists).' },
+          spilled: { type: 'integer', minimum: 0, description: 'Pending timers kept on disk only: due at or after the horizon.' },
           in_flight: { type: 'integer', minimum: 0, description: 'Timers being delivered (state delivering).' },
           delivered: { type: 'integer', minimum: 0 },
           dead: { type: 'integer', minimum: 0 },
           cancelled: { type: 'integer', minimum: 0 },
-          horizon: { type: 'null', description: 'How far ahead timers are kept in memory: null until the spill tier exists.' },
+          horizon: {
+            type: ['integer', 'null'],
+            description: 'Epoch ms: pending timers due before it are in memory, later ones on disk (brought in well before they are due). Null while nothing was ever spilled.',
+          },
+          memory: {
+            type: 'object',
+            properties: {
+              budget_bytes: { type: ['integer', 'null'], description: 'What resident timers are kept under: a share of the smallest of the cgroup limit, the machine\'s RAM and --memory-budget.' },
+              resident_bytes: { type: 'integer', minimum: 0, description: 'Live bytes of the timers in memory.' },
+              spill_metadata_bytes: { type: 'integer', minimum: 0, description: 'Memory the spilled timers take (bucket metadata and key hashes).' },
+            },
+            required: ['budget_bytes', 'resident_bytes', 'spill_metadata_bytes'],
+            additionalProperties: false,
+          },
           wal: {
             type: 'object',
             properties: {
@@ -522,7 +535,7 @@ export const openApiDocument = {
             additionalProperties: false,
           },
         },
-        required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'wal'],
+        required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal'],
         additionalProperties: false,
       },
       Health: {

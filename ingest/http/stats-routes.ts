@@ -1,5 +1,6 @@
 // /v1/stats: counts an operator (or a load balancer's dashboard) reads, all from memory: no
-// request here touches the disk. Finished timers are counted until their retention ends.
+// request here touches the disk. Finished timers are counted until their retention ends;
+// spilled timers (on disk, due at or past the horizon) are counted in pending too.
 import type { HttpServer, RoutesOptions } from './server.ts';
 
 const count = { type: 'integer' } as const;
@@ -14,8 +15,14 @@ const statsSchema = {
     delivered: count,
     dead: count,
     cancelled: count,
-    // Only null until the spill tier gives it a value.
-    horizon: { type: 'null' },
+    // Epoch ms: pending timers due before it are in memory; null while nothing was ever spilled.
+    horizon: { type: ['integer', 'null'] },
+    memory: {
+      type: 'object',
+      properties: { budget_bytes: { type: ['integer', 'null'] }, resident_bytes: count, spill_metadata_bytes: count },
+      required: ['budget_bytes', 'resident_bytes', 'spill_metadata_bytes'],
+      additionalProperties: false,
+    },
     wal: {
       type: 'object',
       properties: { last_seq: count, syncs: count, appends: count, poisoned: { type: 'boolean' } },
@@ -23,7 +30,7 @@ const statsSchema = {
       additionalProperties: false,
     },
   },
-  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'wal'],
+  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal'],
   additionalProperties: false,
 } as const;
 
@@ -31,17 +38,17 @@ export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): P
   app.get('/v1/stats', { schema: { response: { 200: statsSchema } } }, async () => {
     const counts = engine.countsByState();
     const wal = engine.log;
+    const spill = engine.spillStats();
     return {
       pending: engine.pending,
       resident: engine.resident,
-      // Every timer is resident until the spill tier (timers beyond the horizon, on disk) exists.
-      spilled: 0,
+      spilled: spill.spilled,
       in_flight: counts.delivering,
       delivered: counts.delivered,
       dead: counts.dead,
       cancelled: counts.cancelled,
-      // The horizon (how far ahead timers are kept in memory) is the spill tier's; none until then.
-      horizon: null,
+      horizon: Number.isFinite(spill.watermarkMs) ? spill.watermarkMs : null,
+      memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes },
       wal: { last_seq: wal.lastSeq, syncs: wal.counters.syncs, appends: wal.counters.appends, poisoned: wal.poisoned !== undefined },
     };
   });

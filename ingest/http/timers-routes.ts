@@ -142,7 +142,8 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
   });
 
   app.get<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerViewSchema } } }, async (request) => {
-    const view = engine.get(request.params.id);
+    // A spilled timer (due past the horizon) is read from its bucket on disk.
+    const view = await engine.lookup(request.params.id);
     if (view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${request.params.id}`);
     return {
       id: view.id,

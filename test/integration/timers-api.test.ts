@@ -505,8 +505,11 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
       test('GET /v1/stats: the counts and the WAL', async () => {
         const answer = await client.request('GET', '/v1/stats');
         assert.equal(answer.status, 200);
-        const stats = jsonOf(answer) as Record<string, unknown> & { wal: Record<string, unknown> };
-        assert.deepEqual(Object.keys(stats).sort(), ['cancelled', 'dead', 'delivered', 'horizon', 'in_flight', 'pending', 'resident', 'spilled', 'wal']);
+        const stats = jsonOf(answer) as Record<string, unknown> & { wal: Record<string, unknown>; memory: Record<string, number> };
+        assert.deepEqual(Object.keys(stats).sort(), ['cancelled', 'dead', 'delivered', 'horizon', 'in_flight', 'memory', 'pending', 'resident', 'spilled', 'wal']);
+        // The service runs the memory loader: a budget from the machine, and these few timers well under it.
+        assert.ok(Number.isSafeInteger(stats.memory.budget_bytes) && (stats.memory.budget_bytes as number) > 0);
+        assert.ok((stats.memory.resident_bytes as number) > 0 && (stats.memory.resident_bytes as number) < (stats.memory.budget_bytes as number));
         assert.ok((stats.pending as number) >= 10);
         assert.ok((stats.cancelled as number) >= 1);
         assert.equal(stats.spilled, 0);

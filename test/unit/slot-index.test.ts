@@ -165,3 +165,30 @@ test('a row inside a run cannot be indexed again one by one', () => {
   keys.row[40] = 3;
   assert.throws(() => index.insert(40), /run/);
 });
+
+test('a row deleted from its run comes back row by row in another slot (a spilled timer promoted), and goes again', () => {
+  const rows = slotIndexRunRowsMin * 2;
+  const keys = keyColumns(rows + 4);
+  const index = new SlotIndex(keys, 4);
+  const slots = new Int32Array(rows);
+  for (let i = 0; i < rows; i++) {
+    keys.logSeq[i] = 7;
+    keys.row[i] = i;
+    slots[i] = i;
+  }
+  index.insertBatch(slots, rows);
+  assert.equal(index.runCount, 1);
+  assert.equal(index.delete(7, 5), 5);
+  assert.equal(index.get(7, 5), -1);
+  // Promoted into slot rows + 1.
+  keys.logSeq[rows + 1] = 7;
+  keys.row[rows + 1] = 5;
+  index.insert(rows + 1);
+  assert.equal(index.get(7, 5), rows + 1);
+  assert.equal(index.get(7, 6), 6, 'its run neighbours are untouched');
+  assert.equal(index.size, rows);
+  assert.equal(index.delete(7, 5), rows + 1);
+  assert.equal(index.get(7, 5), -1);
+  assert.equal(index.delete(7, 5), -1);
+  assert.throws(() => index.insert(6), /the key lies in an indexed run/, 'a row live in its run cannot be indexed twice');
+});

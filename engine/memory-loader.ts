@@ -1,0 +1,136 @@
+// The memory-aware loader: keeps the resident window (timers in memory) inside the memory
+// budget and ahead of the clock. Main thread; one step at a time, on an interval (tests call
+// step() with an injected clock).
+//
+//   now ──── lead ────┤ W (watermark) ─────────────────────────────► due time
+//   resident: due before W          spilled: pending, due at or after W, on disk
+//
+// Each step, in order:
+// 1. promote: W must stay more than promoteLeadMs ahead of now, so a bucket is in memory well
+//    before its first timer is due (loading never makes a timer late);
+// 2. spill: past the budget, a checkpoint lowers W to the furthest bucket start whose earlier
+//    pending timers fit demoteToShare of the budget (never closer than the lead);
+// 3. checkpoint: once the log has grown past checkpointWalBytes, a checkpoint that keeps W, so
+//    the log's covered segments go and the tail admitted past W leaves memory.
+import type { Clock, Engine } from './engine.ts';
+import { memoryLimits, type MemoryLimits } from './limits.ts';
+import type { MemoryBudget } from './memory-budget.ts';
+
+export interface LoaderLogger {
+  info(details: object, message: string): void;
+  warn(details: object, message: string): void;
+}
+
+export interface MemoryLoaderOptions {
+  readonly budget: MemoryBudget;
+  readonly clock: Clock;
+  readonly limits?: Partial<MemoryLimits>;
+  readonly logger?: LoaderLogger;
+}
+
+/** What one step did. */
+export interface LoaderStep {
+  readonly promotedTo?: number;
+  readonly promoted?: number;
+  readonly spilledTo?: number;
+  readonly spilled?: number;
+  readonly checkpointed?: boolean;
+}
+
+export class MemoryLoader {
+  readonly #engine: Engine;
+  readonly #budget: MemoryBudget;
+  readonly #clock: Clock;
+  readonly #limits: MemoryLimits;
+  readonly #logger: LoaderLogger | undefined;
+  #interval: NodeJS.Timeout | undefined;
+  #running: Promise<unknown> | undefined;
+
+  constructor(engine: Engine, options: MemoryLoaderOptions) {
+    this.#engine = engine;
+    this.#budget = options.budget;
+    this.#clock = options.clock;
+    this.#limits = { ...memoryLimits, ...options.limits };
+    this.#logger = options.logger;
+    engine.setMemoryBudget(this.#budget.bytes);
+  }
+
+  get budgetBytes(): number {
+    return this.#budget.bytes;
+  }
+
+  start(): void {
+    if (this.#interval !== undefined) return;
+    this.#interval = setInterval(() => {
+      if (this.#running !== undefined) return;
+      this.#running = this.step()
+        .catch((err: unknown) => this.#logger?.warn({ err }, 'memory loader step failed; trying again on the next'))
+        .finally(() => {
+          this.#running = undefined;
+        });
+    }, this.#limits.loaderIntervalMs);
+    this.#interval.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#interval);
+    this.#interval = undefined;
+    await this.#running;
+  }
+
+  /** One look at the clock, memory and the log, and what it calls for. */
+  async step(): Promise<LoaderStep> {
+    const engine = this.#engine;
+    const width = engine.bucketWidthMs;
+    const now = this.#clock.now();
+    const step: { -readonly [K in keyof LoaderStep]: LoaderStep[K] } = {};
+    // 1. Promote what falls due within the lead: the bucket holding now + lead, and all before it.
+    const neededMs = Math.floor((now + this.#limits.promoteLeadMs) / width) * width + width;
+    if (engine.spillStats().watermarkMs < neededMs) {
+      step.promoted = await engine.promote(neededMs);
+      step.promotedTo = neededMs;
+    }
+    // 2. Spill when over budget.
+    const budget = this.#budget.bytes;
+    if (engine.residentBytes() > budget * this.#limits.demoteAboveShare) {
+      const watermarkMs = this.#watermarkFitting(budget * this.#limits.demoteToShare, neededMs);
+      const report = await engine.checkpoint(watermarkMs);
+      step.spilledTo = report.watermarkMs;
+      step.spilled = report.spilledRows;
+      step.checkpointed = true;
+      this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget }, 'resident window spilled to disk');
+      return step;
+    }
+    // 3. Keep the log bounded.
+    if (engine.log.bytes > this.#limits.checkpointWalBytes) {
+      await engine.checkpoint();
+      step.checkpointed = true;
+    }
+    return step;
+  }
+
+  /**
+   * The furthest bucket start (at least `floorMs`) such that the spillable timers due before it,
+   * with everything that cannot spill, take no more than `targetBytes`.
+   */
+  #watermarkFitting(targetBytes: number, floorMs: number): number {
+    const engine = this.#engine;
+    const byBucket = engine.spillableBytesByBucket();
+    let spillable = 0;
+    for (const bytes of byBucket.values()) spillable += bytes;
+    let kept = engine.residentBytes() - spillable;
+    const starts = [...byBucket.keys()].sort((a, b) => a - b);
+    let watermarkMs = floorMs;
+    for (const startMs of starts) {
+      if (startMs < floorMs) {
+        kept += byBucket.get(startMs) as number;
+        continue;
+      }
+      const bytes = byBucket.get(startMs) as number;
+      if (kept + bytes > targetBytes) break;
+      kept += bytes;
+      watermarkMs = startMs + engine.bucketWidthMs;
+    }
+    return watermarkMs;
+  }
+}

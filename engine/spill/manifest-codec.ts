@@ -1,0 +1,174 @@
+// The manifest's bytes (docs/format/spill.md, "Manifest"): a checksummed header, a JSON
+// document naming the runs, and the tombstones as three columns. Encoding sorts the
+// tombstones; decoding checks everything (crc, sizes, the document's shape, the order of the
+// tombstones) and answers SPILL_CORRUPT naming the offset. Pure functions, any thread.
+//
+//   header (24 B) | JSON (J B) | zero pad to 8 | seqs f64 × T | fireAtMs f64 × T | rows u32 × T
+import assert from 'node:assert/strict';
+import { crc32 } from 'node:zlib';
+import { crcCoveredFrom, headerCrcOffset, isRunId, manifestFileName, manifestHeaderBytes, manifestMagic, padTo8, runIdMax, spillCorrupt, spillFormatVersion, tombstoneBytes } from './format.ts';
+import { hex } from './keys-file.ts';
+import { type RunMeta, runMetaProblem } from './run-meta.ts';
+import type { TombstoneColumns } from './tombstones.ts';
+
+/** A spilled run and the start of its part that still counts (promotion raises it). */
+export interface SpilledRunMeta extends RunMeta {
+  readonly validFromMs: number;
+}
+
+export interface ManifestQueue {
+  readonly name: string;
+  readonly config: unknown;
+}
+
+export interface Manifest {
+  /** The WAL sequence the manifest covers: every record ≤ it is in its runs. */
+  readonly checkpointSeq: number;
+  /** Pending timers due before it are in the resident run; Infinity when nothing is spilled. */
+  readonly watermarkMs: number;
+  /** The engine's latest expiry already acted on (opaque here; may be ±Infinity). */
+  readonly releasedExpiryMaxMs: number;
+  /** Greater than every run id the manifest names: the next checkpoint's first id. */
+  readonly nextRunId: number;
+  readonly residentRun: RunMeta;
+  readonly spilledRuns: readonly SpilledRunMeta[];
+  readonly queues: readonly ManifestQueue[];
+  /** Cancelled spilled timers; any order when writing, sorted by (seq, row) when read. */
+  readonly tombstones: TombstoneColumns;
+}
+
+/** Fields that may be ±Infinity: JSON has no such number, so they are written as strings. */
+const unboundedFields = new Set(['watermarkMs', 'releasedExpiryMaxMs', 'validFromMs']);
+
+function jsonValue(key: string, value: unknown): unknown {
+  if (typeof value !== 'number' || Number.isFinite(value)) return value;
+  assert.ok(unboundedFields.has(key) && !Number.isNaN(value), `manifest field ${key} is ${value}`);
+  return value > 0 ? 'Infinity' : '-Infinity';
+}
+
+function unbounded(value: unknown): number | undefined {
+  if (value === 'Infinity') return Infinity;
+  if (value === '-Infinity') return -Infinity;
+  return typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
+}
+
+export function encodeManifest(manifest: Manifest): Uint8Array {
+  const { seqs, rows, fireAtMs } = sortedTombstones(manifest.tombstones);
+  const document = {
+    checkpointSeq: manifest.checkpointSeq,
+    watermarkMs: manifest.watermarkMs,
+    releasedExpiryMaxMs: manifest.releasedExpiryMaxMs,
+    nextRunId: manifest.nextRunId,
+    residentRun: manifest.residentRun,
+    spilledRuns: manifest.spilledRuns,
+    queues: manifest.queues,
+  };
+  const json = new TextEncoder().encode(JSON.stringify(document, jsonValue));
+  const count = seqs.length;
+  const columnsAt = manifestHeaderBytes + json.length + padTo8(manifestHeaderBytes + json.length);
+  const bytes = new Uint8Array(columnsAt + tombstoneBytes * count);
+  const view = new DataView(bytes.buffer);
+  bytes.set(manifestMagic, 0);
+  view.setUint16(12, spillFormatVersion, true);
+  view.setUint16(14, manifestHeaderBytes, true);
+  view.setUint32(16, json.length, true);
+  view.setUint32(20, count, true);
+  bytes.set(json, manifestHeaderBytes);
+  new Float64Array(bytes.buffer, columnsAt, count).set(seqs);
+  new Float64Array(bytes.buffer, columnsAt + 8 * count, count).set(fireAtMs);
+  new Uint32Array(bytes.buffer, columnsAt + 16 * count, count).set(rows);
+  view.setUint32(headerCrcOffset, crc32(bytes.subarray(crcCoveredFrom)), true);
+  const problem = manifestProblem(document, seqs, rows);
+  assert.equal(problem, undefined, `writing a malformed manifest: ${problem}`);
+  return bytes;
+}
+
+function sortedTombstones(columns: TombstoneColumns): TombstoneColumns {
+  const count = columns.seqs.length;
+  assert.ok(columns.rows.length === count && columns.fireAtMs.length === count, 'tombstone columns have one length');
+  const order = new Uint32Array(count);
+  for (let i = 0; i < count; i++) order[i] = i;
+  order.sort((a, b) => (columns.seqs[a] as number) - (columns.seqs[b] as number) || (columns.rows[a] as number) - (columns.rows[b] as number));
+  const out = { seqs: new Float64Array(count), rows: new Uint32Array(count), fireAtMs: new Float64Array(count) };
+  for (let i = 0; i < count; i++) {
+    const from = order[i] as number;
+    out.seqs[i] = columns.seqs[from] as number;
+    out.rows[i] = columns.rows[from] as number;
+    out.fireAtMs[i] = columns.fireAtMs[from] as number;
+  }
+  return out;
+}
+
+export function decodeManifest(bytes: Uint8Array): Manifest {
+  const bad = (offset: number, what: string): Error => spillCorrupt(manifestFileName, offset, what);
+  if (bytes.length < manifestHeaderBytes) throw bad(0, `${bytes.length} bytes, shorter than the header (${manifestHeaderBytes})`);
+  for (let i = 0; i < manifestMagic.length; i++) if (bytes[i] !== manifestMagic[i]) throw bad(0, 'bad magic: not a spill manifest');
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const stored = view.getUint32(headerCrcOffset, true);
+  const actual = crc32(bytes.subarray(crcCoveredFrom));
+  if (stored !== actual) throw bad(headerCrcOffset, `checksum mismatch: stored ${hex(stored)}, computed ${hex(actual)}`);
+  const version = view.getUint16(12, true);
+  if (version !== spillFormatVersion) throw bad(12, `version ${version} is not ${spillFormatVersion}`);
+  if (view.getUint16(14, true) !== manifestHeaderBytes) throw bad(14, `header size ${view.getUint16(14, true)} is not ${manifestHeaderBytes}`);
+  const jsonBytes = view.getUint32(16, true);
+  const count = view.getUint32(20, true);
+  const columnsAt = manifestHeaderBytes + jsonBytes + padTo8(manifestHeaderBytes + jsonBytes);
+  if (columnsAt + tombstoneBytes * count !== bytes.length) throw bad(16, `JSON of ${jsonBytes} bytes and ${count} tombstones do not make the file's ${bytes.length} bytes`);
+  let document: unknown;
+  try {
+    document = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(manifestHeaderBytes, manifestHeaderBytes + jsonBytes)));
+  } catch (err) {
+    throw bad(manifestHeaderBytes, `the JSON document does not parse: ${(err as Error).message}`);
+  }
+  // Copies: the columns must not alias the read buffer, and its offset may not be aligned.
+  const columns = bytes.slice(columnsAt);
+  const seqs = new Float64Array(columns.buffer, 0, count);
+  const fireAtMs = new Float64Array(columns.buffer, 8 * count, count);
+  const rows = new Uint32Array(columns.buffer, 16 * count, count);
+  const problem = manifestProblem(document, seqs, rows);
+  if (problem !== undefined) throw bad(manifestHeaderBytes, problem);
+  const doc = document as Record<string, unknown>;
+  const spilledRuns = (doc.spilledRuns as Array<Record<string, unknown>>).map((run) => ({ ...run, validFromMs: unbounded(run.validFromMs) as number }) as unknown as SpilledRunMeta);
+  return {
+    checkpointSeq: doc.checkpointSeq as number,
+    watermarkMs: unbounded(doc.watermarkMs) as number,
+    releasedExpiryMaxMs: unbounded(doc.releasedExpiryMaxMs) as number,
+    nextRunId: doc.nextRunId as number,
+    residentRun: doc.residentRun as RunMeta,
+    spilledRuns,
+    queues: doc.queues as ManifestQueue[],
+    tombstones: { seqs, rows, fireAtMs },
+  };
+}
+
+/** Why a manifest document (as JSON would give it) and its tombstones are not well-formed, or undefined. */
+function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Array): string | undefined {
+  if (typeof document !== 'object' || document === null) return 'the document is not an object';
+  const doc = document as Record<string, unknown>;
+  const checkpointSeq = doc.checkpointSeq;
+  if (typeof checkpointSeq !== 'number' || !Number.isSafeInteger(checkpointSeq) || checkpointSeq < 0) return 'bad checkpointSeq';
+  for (const field of ['watermarkMs', 'releasedExpiryMaxMs']) if (unbounded(jsonValue(field, doc[field])) === undefined) return `bad ${field}`;
+  const nextRunId = doc.nextRunId;
+  if (typeof nextRunId !== 'number' || !Number.isSafeInteger(nextRunId) || nextRunId < 1 || nextRunId > runIdMax + 1) return 'bad nextRunId';
+  if (!Array.isArray(doc.spilledRuns)) return 'spilledRuns is not a list';
+  const runs: unknown[] = [doc.residentRun, ...(doc.spilledRuns as unknown[])];
+  const ids = new Set<number>();
+  for (const [index, run] of runs.entries()) {
+    const problem = runMetaProblem(run);
+    if (problem !== undefined) return problem;
+    const meta = run as RunMeta & { validFromMs?: unknown };
+    if (index > 0 && unbounded(jsonValue('validFromMs', meta.validFromMs)) === undefined) return `run ${meta.runId}: bad validFromMs`;
+    if (!isRunId(meta.runId) || meta.runId >= nextRunId || ids.has(meta.runId)) return `run ${meta.runId} is named twice or not below nextRunId ${nextRunId}`;
+    if (meta.stamp > checkpointSeq) return `run ${meta.runId} is stamped ${meta.stamp}, after the checkpoint (${checkpointSeq})`;
+    ids.add(meta.runId);
+  }
+  if (!Array.isArray(doc.queues)) return 'queues is not a list';
+  for (const queue of doc.queues as unknown[]) {
+    if (typeof queue !== 'object' || queue === null || typeof (queue as Record<string, unknown>).name !== 'string' || !('config' in queue)) return 'a queue lacks its name or config';
+  }
+  for (let i = 0; i < seqs.length; i++) {
+    if (!Number.isSafeInteger(seqs[i]) || (seqs[i] as number) < 1) return `tombstone ${i} has a bad sequence`;
+    if (i > 0 && ((seqs[i] as number) - (seqs[i - 1] as number) || (rows[i] as number) - (rows[i - 1] as number)) <= 0) return `tombstone ${i} is out of order or repeated`;
+  }
+  return undefined;
+}

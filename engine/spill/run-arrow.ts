@@ -1,0 +1,351 @@
+// RunRows ⇄ Arrow record batches of a run file (docs/format/spill.md, "Run file"). Main thread.
+//
+// Writing goes through RunIpcWriter, apache-arrow's own file writer with its one byte sink
+// (`_write`) redirected into a list the caller takes after each batch: so each batch's exact
+// bytes and file offset are known (for its checksum and the manifest), and they go to disk at
+// once instead of piling up. The file writer of apache-arrow 21 leaves out the schema message
+// the Arrow spec puts after the leading magic; RunIpcWriter writes it, so stream readers that
+// skip the magic read a run too.
+//
+// Reading one batch needs no footer: the batch's encapsulated message, read into a buffer laid
+// out as [schema message | batch | eos], is a whole Arrow IPC stream, which the public reader
+// decodes; its columns are used in place (views of the read buffer), except times (i64 → f64)
+// and queue/target (Utf8 → dictionary).
+import assert from 'node:assert/strict';
+import {
+  Binary,
+  type Data,
+  Field,
+  Float64,
+  makeData,
+  RecordBatch,
+  RecordBatchFileWriter,
+  RecordBatchReader,
+  Schema,
+  Struct,
+  Timestamp,
+  TimeUnit,
+  Uint16,
+  Uint32,
+  Uint8,
+  Utf8,
+} from 'apache-arrow';
+import { Message } from 'apache-arrow/ipc/metadata/message';
+import type { BytesColumn } from '../batch/timer-batch.ts';
+import { timerState } from '../store/resident-store.ts';
+import { arrowEos, metadataKeys, runColumns, spillFormatVersion } from './format.ts';
+import type { RunRows } from './run-rows.ts';
+
+const timestampMs = (): Timestamp => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
+
+function runFields(): Field[] {
+  return [
+    new Field('seq', new Float64(), false),
+    new Field('row', new Uint32(), false),
+    new Field('fire_at', timestampMs(), false),
+    new Field('due_at', timestampMs(), false),
+    new Field('state', new Uint8(), false),
+    new Field('attempts', new Uint16(), false),
+    new Field('last_status', new Uint16(), false),
+    new Field('queue', new Utf8(), false),
+    new Field('target', new Utf8(), false),
+    new Field('key', new Binary(), true),
+    new Field('payload', new Binary(), false),
+    new Field('headers', new Binary(), true),
+    new Field('dead_reason', new Uint8(), false),
+  ];
+}
+
+assert.deepEqual(
+  runFields().map((field) => field.name),
+  [...runColumns],
+  'the run schema has the columns format.ts lists, in its order',
+);
+
+export interface RunSchemaStamp {
+  readonly runId: number;
+  readonly stamp: number;
+  readonly bucketWidthMs: number;
+}
+
+export function runSchema(stamp: RunSchemaStamp): Schema {
+  return new Schema(
+    runFields(),
+    new Map([
+      [metadataKeys.version, String(spillFormatVersion)],
+      [metadataKeys.stamp, String(stamp.stamp)],
+      [metadataKeys.run, String(stamp.runId)],
+      [metadataKeys.bucketWidthMs, String(stamp.bucketWidthMs)],
+    ]),
+  );
+}
+
+/** apache-arrow's file writer, its output captured chunk by chunk instead of queued. */
+export class RunIpcWriter extends RecordBatchFileWriter {
+  #chunks: Uint8Array[] = [];
+
+  /** The chunks written since the last call, in order (views of the writer's buffers). */
+  take(): Uint8Array[] {
+    const chunks = this.#chunks;
+    this.#chunks = [];
+    return chunks;
+  }
+
+  protected override _write(chunk: unknown): this {
+    if (!this._started) return this;
+    if (!ArrayBuffer.isView(chunk)) throw new TypeError('the Arrow writer handed over something other than bytes');
+    if (chunk.byteLength > 0) {
+      this.#chunks.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+      this._position += chunk.byteLength;
+    }
+    return this;
+  }
+
+  protected override _writeSchema(schema: Schema): this {
+    this._writeMagic()._writePadding(2);
+    return this._writeMessage(Message.from(schema));
+  }
+}
+
+let decodePrefix: Uint8Array | undefined;
+
+/** The encapsulated schema message (no metadata) that turns one batch message into a stream. */
+function schemaMessage(): Uint8Array {
+  if (decodePrefix === undefined) {
+    const writer = new RunIpcWriter();
+    writer.reset(undefined, new Schema(runFields()));
+    const head = joinChunks(writer.take());
+    decodePrefix = head.subarray(8); // after "ARROW1\0\0"
+  }
+  return decodePrefix;
+}
+
+function joinChunks(chunks: readonly Uint8Array[]): Uint8Array {
+  let length = 0;
+  for (const chunk of chunks) length += chunk.length;
+  const bytes = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  return bytes;
+}
+
+// ---- RunRows → batch ----
+
+/** f64 epoch ms → Arrow's i64, without a BigInt per row (two i32 halves, little-endian). */
+function timesToI64(ms: Float64Array): BigInt64Array {
+  const out = new BigInt64Array(ms.length);
+  const halves = new Int32Array(out.buffer);
+  for (let i = 0; i < ms.length; i++) {
+    const value = ms[i] as number;
+    const high = Math.floor(value / 2 ** 32);
+    halves[2 * i] = (value - high * 2 ** 32) | 0;
+    halves[2 * i + 1] = high;
+  }
+  return out;
+}
+
+/** Arrow's i64 → f64 epoch ms (exact below 2^53), again through i32 halves. */
+function timesFromI64(values: BigInt64Array, rows: number): Float64Array {
+  const halves = new Int32Array(values.buffer, values.byteOffset, rows * 2);
+  const out = new Float64Array(rows);
+  for (let i = 0; i < rows; i++) out[i] = (halves[2 * i + 1] as number) * 2 ** 32 + ((halves[2 * i] as number) >>> 0);
+  return out;
+}
+
+interface VariableWidth {
+  readonly valueOffsets: Int32Array;
+  readonly data: Uint8Array;
+  readonly nullBitmap?: Uint8Array;
+  readonly nullCount?: number;
+}
+
+/** Rows [from, to) of a byte column as Arrow buffers, offsets rebased to 0; empty rows null when `emptyIsNull`. */
+function byteSlice(column: BytesColumn, from: number, to: number, emptyIsNull: boolean): VariableWidth {
+  const n = to - from;
+  const base = column.offsets[from] as number;
+  const offsets = new Int32Array(n + 1);
+  for (let i = 1; i <= n; i++) offsets[i] = (column.offsets[from + i] as number) - base;
+  const data = column.values.subarray(base, base + (offsets[n] as number));
+  if (!emptyIsNull) return { valueOffsets: offsets, data };
+  const validity = new Uint8Array((n + 7) >> 3);
+  let nulls = 0;
+  for (let i = 0; i < n; i++) {
+    if ((offsets[i + 1] as number) > (offsets[i] as number)) validity[i >> 3] = (validity[i >> 3] as number) | (1 << (i & 7));
+    else nulls++;
+  }
+  return { valueOffsets: offsets, data, nullBitmap: validity, nullCount: nulls };
+}
+
+const encoder = new TextEncoder();
+
+/** A dictionary's entries as UTF-8, encoded once per dictionary and kept in `cache`. */
+export function encodedEntries(entries: readonly string[], cache: WeakMap<readonly string[], Uint8Array[]>): Uint8Array[] {
+  let bytes = cache.get(entries);
+  if (bytes === undefined) {
+    bytes = entries.map((entry) => encoder.encode(entry));
+    cache.set(entries, bytes);
+  }
+  return bytes;
+}
+
+/** Rows [from, to) of a dictionary-coded string column as Arrow Utf8 buffers. */
+function stringSlice(entries: readonly string[], index: Uint32Array, from: number, to: number, encoded: WeakMap<readonly string[], Uint8Array[]>): VariableWidth {
+  const bytes = encodedEntries(entries, encoded);
+  const n = to - from;
+  const offsets = new Int32Array(n + 1);
+  for (let i = 0; i < n; i++) offsets[i + 1] = (offsets[i] as number) + (bytes[index[from + i] as number] as Uint8Array).length;
+  const data = new Uint8Array(offsets[n] as number);
+  for (let i = 0; i < n; i++) data.set(bytes[index[from + i] as number] as Uint8Array, offsets[i] as number);
+  return { valueOffsets: offsets, data };
+}
+
+/** Rows [from, to) of `rows` as a record batch of `schema` (a run schema). */
+export function encodeRunBatch(schema: Schema, rows: RunRows, from: number, to: number, encoded: WeakMap<readonly string[], Uint8Array[]>): RecordBatch {
+  const length = to - from;
+  const children: Data[] = [
+    makeData({ type: new Float64(), length, nullCount: 0, data: rows.seq.subarray(from, to) }),
+    makeData({ type: new Uint32(), length, nullCount: 0, data: rows.row.subarray(from, to) }),
+    makeData({ type: timestampMs(), length, nullCount: 0, data: timesToI64(rows.fireAtMs.subarray(from, to)) }),
+    makeData({ type: timestampMs(), length, nullCount: 0, data: timesToI64(rows.dueAtMs.subarray(from, to)) }),
+    makeData({ type: new Uint8(), length, nullCount: 0, data: rows.state.subarray(from, to) }),
+    makeData({ type: new Uint16(), length, nullCount: 0, data: rows.attempts.subarray(from, to) }),
+    makeData({ type: new Uint16(), length, nullCount: 0, data: rows.lastStatus.subarray(from, to) }),
+    makeData({ type: new Utf8(), length, ...stringSlice(rows.queues, rows.queueIndex, from, to, encoded) }),
+    makeData({ type: new Utf8(), length, ...stringSlice(rows.targets, rows.targetIndex, from, to, encoded) }),
+    makeData({ type: new Binary(), length, ...byteSlice(rows.keys, from, to, true) }),
+    makeData({ type: new Binary(), length, ...byteSlice(rows.payload, from, to, false) }),
+    makeData({ type: new Binary(), length, ...byteSlice(rows.headers, from, to, true) }),
+    makeData({ type: new Uint8(), length, nullCount: 0, data: rows.deadReason.subarray(from, to) }),
+  ];
+  return new RecordBatch(schema, makeData({ type: new Struct(schema.fields), length, nullCount: 0, children }));
+}
+
+// ---- batch → RunRows ----
+
+/** A buffer laid out [schema message | `batchBytes` bytes | eos]; read the batch into `batch`. */
+export function batchDecodeBuffer(batchBytes: number): { readonly whole: Uint8Array; readonly batch: Uint8Array } {
+  const prefix = schemaMessage();
+  const whole = new Uint8Array(prefix.length + batchBytes + arrowEos.length);
+  whole.set(prefix);
+  whole.set(arrowEos, prefix.length + batchBytes);
+  return { whole, batch: whole.subarray(prefix.length, prefix.length + batchBytes) };
+}
+
+/** Why a decoded batch is not a run batch; the caller wraps it into SPILL_CORRUPT with file and offset. */
+export class BatchShapeError extends Error {}
+
+const liveStates = new Set<number>([timerState.pending, timerState.retrying, timerState.delivered, timerState.dead, timerState.cancelled]);
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** Decodes the stream in `whole` (from batchDecodeBuffer), which must hold one batch of `rows` rows. */
+export function decodeRunBatch(whole: Uint8Array, rows: number): RunRows {
+  let batches: RecordBatch[];
+  try {
+    batches = RecordBatchReader.from(whole).readAll();
+  } catch (err) {
+    throw new BatchShapeError(`the batch does not decode: ${(err as Error).message}`);
+  }
+  if (batches.length !== 1) throw new BatchShapeError(`expected one record batch, found ${batches.length}`);
+  const batch = batches[0] as RecordBatch;
+  if (batch.numRows !== rows) throw new BatchShapeError(`the batch holds ${batch.numRows} rows, the manifest says ${rows}`);
+  // The column types are the run schema's (the decode buffer's schema message is ours); what
+  // the batch message decides is lengths, nulls and values, checked below.
+  const column = (name: string): Data => {
+    const data = batch.getChild(name)?.data[0] as Data;
+    if (data.offset !== 0 || data.length !== rows) throw new BatchShapeError(`column ${name} is sliced`);
+    return data;
+  };
+  const values = <A>(name: string): A => {
+    const data = column(name);
+    if (data.nullCount !== 0) throw new BatchShapeError(`column ${name} has nulls`);
+    const all = data.values as unknown as { readonly length: number; subarray(a: number, b: number): A };
+    if (all.length < rows) throw new BatchShapeError(`column ${name} holds ${all.length} values for ${rows} rows`);
+    return all.subarray(0, rows);
+  };
+  const state = values<Uint8Array>('state');
+  for (let i = 0; i < rows; i++) {
+    if (!liveStates.has(state[i] as number)) throw new BatchShapeError(`row ${i} has state ${state[i]}`);
+  }
+  const queues = dictionaryOf(column('queue'), rows);
+  const targets = dictionaryOf(column('target'), rows);
+  return {
+    rows,
+    seq: values<Float64Array>('seq'),
+    row: values<Uint32Array>('row'),
+    fireAtMs: timesFromI64(values<BigInt64Array>('fire_at'), rows),
+    dueAtMs: timesFromI64(values<BigInt64Array>('due_at'), rows),
+    state,
+    attempts: values<Uint16Array>('attempts'),
+    lastStatus: values<Uint16Array>('last_status'),
+    deadReason: values<Uint8Array>('dead_reason'),
+    queues: queues.entries,
+    queueIndex: queues.index,
+    targets: targets.entries,
+    targetIndex: targets.index,
+    keys: bytesOfColumn(column('key'), rows, true),
+    payload: bytesOfColumn(column('payload'), rows, false),
+    headers: bytesOfColumn(column('headers'), rows, true),
+  };
+}
+
+function bytesOfColumn(data: Data, rows: number, nullable: boolean): BytesColumn {
+  const offsets = (data.valueOffsets as Int32Array).subarray(0, rows + 1);
+  const values = data.values as Uint8Array;
+  if (offsets.length !== rows + 1 || offsets[0] !== 0 || (offsets[rows] as number) > values.length) throw new BatchShapeError('column offsets out of range');
+  for (let i = 0; i < rows; i++) {
+    const empty = offsets[i + 1] === offsets[i];
+    if ((offsets[i + 1] as number) < (offsets[i] as number)) throw new BatchShapeError(`offsets decrease at row ${i}`);
+    // The writer makes exactly the empty values null; anything else is not a run written here.
+    if (nullable && data.nullCount > 0 && data.getValid(i) === empty) throw new BatchShapeError(`row ${i} has a null that is not empty, or an empty value that is not null`);
+    if (!nullable && data.nullCount > 0) throw new BatchShapeError('a non-nullable column has nulls');
+  }
+  if (nullable && data.nullCount === 0) {
+    for (let i = 0; i < rows; i++) if (offsets[i + 1] === offsets[i]) throw new BatchShapeError(`row ${i} is empty but not null`);
+  }
+  return { values: values.subarray(0, offsets[rows] as number), offsets };
+}
+
+/** A Utf8 column as distinct strings plus a u32 index per row; a row equal to the one before is not decoded again. */
+function dictionaryOf(data: Data, rows: number): { entries: string[]; index: Uint32Array } {
+  if (data.nullCount !== 0) throw new BatchShapeError('a string column has nulls');
+  const offsets = data.valueOffsets as Int32Array;
+  if (offsets.length < rows + 1) throw new BatchShapeError('string offsets out of range');
+  const values = data.values as Uint8Array;
+  const entries: string[] = [];
+  const positions = new Map<string, number>();
+  const index = new Uint32Array(rows);
+  let previous = -1;
+  for (let i = 0; i < rows; i++) {
+    const start = offsets[i] as number;
+    const end = offsets[i + 1] as number;
+    if (start > end || end > values.length) throw new BatchShapeError(`string offsets out of range at row ${i}`);
+    if (previous >= 0 && sameRange(values, offsets[i - 1] as number, start, end)) {
+      index[i] = previous;
+      continue;
+    }
+    let text: string;
+    try {
+      text = decoder.decode(values.subarray(start, end));
+    } catch {
+      throw new BatchShapeError(`row ${i} is not UTF-8`);
+    }
+    let position = positions.get(text);
+    if (position === undefined) {
+      position = entries.push(text) - 1;
+      positions.set(text, position);
+    }
+    index[i] = position;
+    previous = position;
+  }
+  return { entries, index };
+}
+
+/** Whether values[a, a + (end - start)) equals values[start, end), where a starts the row before. */
+function sameRange(values: Uint8Array, a: number, start: number, end: number): boolean {
+  if (start - a !== end - start) return false;
+  for (let k = 0; k < end - start; k++) if (values[a + k] !== values[start + k]) return false;
+  return true;
+}

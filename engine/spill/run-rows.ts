@@ -1,0 +1,283 @@
+// RunRows: the timers of a run (or of one of its batches) as columns, the form the spill
+// files are written from and read into. No object per timer: numbers in typed arrays, byte
+// strings as one values buffer plus row offsets (engine/batch/timer-batch.ts's BytesColumn),
+// queues and targets as a small dictionary plus a u32 index per row. Main thread only.
+//
+//   rows = 3   seq [7, 7, 9]   row [0, 1, 0]   dueAtMs [t0, t1, t2]   …
+//              targets ["https://a/hook", "https://b/x"]   targetIndex [0, 1, 0]
+//              payload.offsets [0, 5, 5, 9]   payload.values "hello" "" "abcd"
+//
+// RunRowsBuilder appends rows one field set at a time, growing its columns by doubling, for
+// the engine copying slots out of its store and for compaction copying rows between runs.
+import assert from 'node:assert/strict';
+import type { BytesColumn } from '../batch/timer-batch.ts';
+
+export interface RunRows {
+  readonly rows: number;
+  /** WAL sequence of the timer's ADD record. */
+  readonly seq: Float64Array;
+  /** Row in that record's batch. */
+  readonly row: Uint32Array;
+  readonly fireAtMs: Float64Array;
+  /** When the timer is next due; runs are sorted by (dueAtMs, seq, row). */
+  readonly dueAtMs: Float64Array;
+  /** timerState codes (engine/store/resident-store.ts). */
+  readonly state: Uint8Array;
+  readonly attempts: Uint16Array;
+  readonly lastStatus: Uint16Array;
+  /** 0 = none. */
+  readonly deadReason: Uint8Array;
+  readonly queues: readonly string[];
+  readonly queueIndex: Uint32Array;
+  readonly targets: readonly string[];
+  readonly targetIndex: Uint32Array;
+  /** Idempotency key; empty = none (null in the file). */
+  readonly keys: BytesColumn;
+  readonly payload: BytesColumn;
+  /** The engine's header bytes, opaque here; empty = none (null in the file). */
+  readonly headers: BytesColumn;
+}
+
+/** One timer's fields other than its strings, for RunRowsBuilder.append. */
+export interface RunRowFields {
+  readonly seq: number;
+  readonly row: number;
+  readonly fireAtMs: number;
+  readonly dueAtMs: number;
+  readonly state: number;
+  readonly attempts: number;
+  readonly lastStatus: number;
+  readonly deadReason: number;
+}
+
+/** Negative, zero or positive as row `a` of `x` sorts before, with or after row `b` of `y`, by (dueAt, seq, row). */
+export function compareRunRows(x: RunRows, a: number, y: RunRows, b: number): number {
+  return (
+    (x.dueAtMs[a] as number) - (y.dueAtMs[b] as number) ||
+    (x.seq[a] as number) - (y.seq[b] as number) ||
+    (x.row[a] as number) - (y.row[b] as number)
+  );
+}
+
+/** The bytes of row `i` of a byte column. */
+export function bytesOf(column: BytesColumn, i: number): Uint8Array {
+  return column.values.subarray(column.offsets[i] as number, column.offsets[i + 1] as number);
+}
+
+class BytesBuilder {
+  values = new Uint8Array(256);
+  offsets: Int32Array;
+  used = 0;
+
+  constructor(capacity: number) {
+    this.offsets = new Int32Array(capacity + 1);
+  }
+
+  push(index: number, bytes: Uint8Array): void {
+    if (this.used + bytes.length > this.values.length) {
+      const grown = new Uint8Array(Math.max(this.values.length * 2, this.used + bytes.length));
+      grown.set(this.values.subarray(0, this.used));
+      this.values = grown;
+    }
+    this.values.set(bytes, this.used);
+    this.used += bytes.length;
+    this.offsets[index + 1] = this.used;
+  }
+
+  grow(capacity: number): void {
+    const offsets = new Int32Array(capacity + 1);
+    offsets.set(this.offsets);
+    this.offsets = offsets;
+  }
+
+  finish(rows: number): BytesColumn {
+    return { values: this.values.subarray(0, this.used), offsets: this.offsets.subarray(0, rows + 1) };
+  }
+}
+
+/** Interns strings into a dictionary, with a cache from a source dictionary's indexes to its own. */
+class Dictionary {
+  readonly entries: string[] = [];
+  readonly #positions = new Map<string, number>();
+  readonly #remaps = new WeakMap<readonly string[], Int32Array>();
+
+  intern(value: string): number {
+    let position = this.#positions.get(value);
+    if (position === undefined) {
+      position = this.entries.push(value) - 1;
+      this.#positions.set(value, position);
+    }
+    return position;
+  }
+
+  /** This dictionary's index for entry `index` of `source`, interned on first use. */
+  internFrom(source: readonly string[], index: number): number {
+    let remap = this.#remaps.get(source);
+    if (remap === undefined) {
+      remap = new Int32Array(source.length).fill(-1);
+      this.#remaps.set(source, remap);
+    }
+    let position = remap[index] as number;
+    if (position < 0) {
+      position = this.intern(source[index] as string);
+      remap[index] = position;
+    }
+    return position;
+  }
+}
+
+export class RunRowsBuilder {
+  #rows = 0;
+  #capacity: number;
+  #seq: Float64Array;
+  #row: Uint32Array;
+  #fireAt: Float64Array;
+  #dueAt: Float64Array;
+  #state: Uint8Array;
+  #attempts: Uint16Array;
+  #lastStatus: Uint16Array;
+  #deadReason: Uint8Array;
+  #queueIndex: Uint32Array;
+  #targetIndex: Uint32Array;
+  #queues = new Dictionary();
+  #targets = new Dictionary();
+  #keys: BytesBuilder;
+  #payload: BytesBuilder;
+  #headers: BytesBuilder;
+  #variableBytes = 0;
+
+  constructor(capacity = 1024) {
+    assert.ok(Number.isSafeInteger(capacity) && capacity >= 1, 'capacity must be a positive integer');
+    this.#capacity = capacity;
+    this.#seq = new Float64Array(capacity);
+    this.#row = new Uint32Array(capacity);
+    this.#fireAt = new Float64Array(capacity);
+    this.#dueAt = new Float64Array(capacity);
+    this.#state = new Uint8Array(capacity);
+    this.#attempts = new Uint16Array(capacity);
+    this.#lastStatus = new Uint16Array(capacity);
+    this.#deadReason = new Uint8Array(capacity);
+    this.#queueIndex = new Uint32Array(capacity);
+    this.#targetIndex = new Uint32Array(capacity);
+    this.#keys = new BytesBuilder(capacity);
+    this.#payload = new BytesBuilder(capacity);
+    this.#headers = new BytesBuilder(capacity);
+  }
+
+  get rows(): number {
+    return this.#rows;
+  }
+
+  /** Bytes of keys, payloads, headers, queue and target names appended so far (what a batch's size limit counts). */
+  get variableBytes(): number {
+    return this.#variableBytes;
+  }
+
+  /** Appends one timer; `key` and `headers` empty mean none. */
+  append(fields: RunRowFields, queue: string, target: string, key: Uint8Array, payload: Uint8Array, headers: Uint8Array): void {
+    const i = this.#next(fields);
+    this.#queueIndex[i] = this.#queues.intern(queue);
+    this.#targetIndex[i] = this.#targets.intern(target);
+    this.#pushBytes(i, key, payload, headers, queue.length + target.length);
+  }
+
+  /** Appends row `i` of `source` (compaction: no string decoded or hashed per row). */
+  appendFrom(source: RunRows, i: number): void {
+    const at = this.#next({
+      seq: source.seq[i] as number,
+      row: source.row[i] as number,
+      fireAtMs: source.fireAtMs[i] as number,
+      dueAtMs: source.dueAtMs[i] as number,
+      state: source.state[i] as number,
+      attempts: source.attempts[i] as number,
+      lastStatus: source.lastStatus[i] as number,
+      deadReason: source.deadReason[i] as number,
+    });
+    const queue = source.queueIndex[i] as number;
+    const target = source.targetIndex[i] as number;
+    this.#queueIndex[at] = this.#queues.internFrom(source.queues, queue);
+    this.#targetIndex[at] = this.#targets.internFrom(source.targets, target);
+    const names = (source.queues[queue] as string).length + (source.targets[target] as string).length;
+    this.#pushBytes(at, bytesOf(source.keys, i), bytesOf(source.payload, i), bytesOf(source.headers, i), names);
+  }
+
+  /** The rows appended so far, in append order; the builder must not be used afterwards. */
+  finish(): RunRows {
+    const n = this.#rows;
+    return {
+      rows: n,
+      seq: this.#seq.subarray(0, n),
+      row: this.#row.subarray(0, n),
+      fireAtMs: this.#fireAt.subarray(0, n),
+      dueAtMs: this.#dueAt.subarray(0, n),
+      state: this.#state.subarray(0, n),
+      attempts: this.#attempts.subarray(0, n),
+      lastStatus: this.#lastStatus.subarray(0, n),
+      deadReason: this.#deadReason.subarray(0, n),
+      queues: this.#queues.entries,
+      queueIndex: this.#queueIndex.subarray(0, n),
+      targets: this.#targets.entries,
+      targetIndex: this.#targetIndex.subarray(0, n),
+      keys: this.#keys.finish(n),
+      payload: this.#payload.finish(n),
+      headers: this.#headers.finish(n),
+    };
+  }
+
+  #next(fields: RunRowFields): number {
+    if (this.#rows === this.#capacity) this.#grow(this.#capacity * 2);
+    const i = this.#rows++;
+    this.#seq[i] = fields.seq;
+    this.#row[i] = fields.row;
+    this.#fireAt[i] = fields.fireAtMs;
+    this.#dueAt[i] = fields.dueAtMs;
+    this.#state[i] = fields.state;
+    this.#attempts[i] = fields.attempts;
+    this.#lastStatus[i] = fields.lastStatus;
+    this.#deadReason[i] = fields.deadReason;
+    return i;
+  }
+
+  #pushBytes(i: number, key: Uint8Array, payload: Uint8Array, headers: Uint8Array, nameChars: number): void {
+    this.#keys.push(i, key);
+    this.#payload.push(i, payload);
+    this.#headers.push(i, headers);
+    // Names are counted in UTF-16 units, close enough for a size limit (they are mostly ASCII).
+    this.#variableBytes += key.length + payload.length + headers.length + nameChars;
+  }
+
+  #grow(capacity: number): void {
+    const grow = <C extends Float64Array | Uint32Array | Uint16Array | Uint8Array>(old: C, make: (n: number) => C): C => {
+      const next = make(capacity);
+      next.set(old);
+      return next;
+    };
+    this.#seq = grow(this.#seq, (n) => new Float64Array(n));
+    this.#row = grow(this.#row, (n) => new Uint32Array(n));
+    this.#fireAt = grow(this.#fireAt, (n) => new Float64Array(n));
+    this.#dueAt = grow(this.#dueAt, (n) => new Float64Array(n));
+    this.#state = grow(this.#state, (n) => new Uint8Array(n));
+    this.#attempts = grow(this.#attempts, (n) => new Uint16Array(n));
+    this.#lastStatus = grow(this.#lastStatus, (n) => new Uint16Array(n));
+    this.#deadReason = grow(this.#deadReason, (n) => new Uint8Array(n));
+    this.#queueIndex = grow(this.#queueIndex, (n) => new Uint32Array(n));
+    this.#targetIndex = grow(this.#targetIndex, (n) => new Uint32Array(n));
+    this.#keys.grow(capacity);
+    this.#payload.grow(capacity);
+    this.#headers.grow(capacity);
+    this.#capacity = capacity;
+  }
+}
+
+/** `rows` in (dueAt, seq, row) order: `rows` itself when already sorted, else a sorted copy. */
+export function sortRunRows(rows: RunRows): RunRows {
+  let sorted = true;
+  for (let i = 1; i < rows.rows && sorted; i++) sorted = compareRunRows(rows, i - 1, rows, i) < 0;
+  if (sorted) return rows;
+  const order = new Uint32Array(rows.rows);
+  for (let i = 0; i < order.length; i++) order[i] = i;
+  order.sort((a, b) => compareRunRows(rows, a, rows, b));
+  const builder = new RunRowsBuilder(Math.max(1, rows.rows));
+  for (const i of order) builder.appendFrom(rows, i);
+  return builder.finish();
+}

@@ -1,0 +1,192 @@
+// The engine's spill tier over the simulated file system: checkpoints that spill far-future
+// timers to disk and delete covered log segments, lookups and cancels of spilled timers,
+// idempotency keys held on disk, logged promotions, the watermark as a fence, recovery from a
+// checkpoint plus the log's tail, and power loss at every step of a checkpoint.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
+import { type Admitted, type Clock, Engine, type EngineOptions } from '../../engine/engine.ts';
+import { decodeTimerId } from '../../engine/ids.ts';
+import { outcomeKind } from '../../engine/records.ts';
+import { outcomesFor } from '../helpers/outcomes.ts';
+import { SimFileSystem } from '../sim/sim-file-system.ts';
+
+const dataDir = '/data';
+const hour = 3600_000;
+const t0 = 1_796_220_000_000 - (1_796_220_000_000 % hour);
+const target = 'https://a.example/hook';
+
+function manualClock(start = t0): Clock & { set(ms: number): void } {
+  let now = start;
+  return { now: () => now, set: (ms) => (now = ms) };
+}
+
+const idsOf = (admitted: Admitted): string[] => Array.from({ length: admitted.rows }, (_, row) => admitted.idOf(row));
+
+function open(fs: SimFileSystem, clock: Clock, extra: Partial<EngineOptions> = {}): Promise<Engine> {
+  return Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 }, ...extra });
+}
+
+/** Timers every `stepMs` from `fromMs`, with payloads naming them. */
+function spread(count: number, fromMs: number, stepMs: number, extra: (i: number) => Partial<TimerSpec> = () => ({})): TimerSpec[] {
+  return Array.from({ length: count }, (_, i) => ({ fireAtMs: fromMs + i * stepMs, target, payload: `timer ${i}`, ...extra(i) }));
+}
+
+test('a checkpoint spills far-future timers, deletes covered segments, and reopening restores both sides', async () => {
+  const fs = new SimFileSystem({ seed: 11 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const near = idsOf(await engine.admit(batchFromSpecs(spread(20, t0 + 1000, 60_000))));
+  const far = idsOf(await engine.admit(batchFromSpecs(spread(50, t0 + 10 * hour, hour / 2))));
+  for (let i = 0; i < 30; i++) await engine.admit(batchFromSpecs(spread(1, t0 + 2 * hour + i, 1)));
+  const segmentsBefore = engine.log.segmentCount;
+  const report = await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(report.spilledRows, 50);
+  assert.equal(report.residentRows, 50);
+  assert.ok(report.segmentsDeleted >= 1 && engine.log.segmentCount < segmentsBefore, 'the log segments the checkpoint covers are deleted');
+  assert.equal(engine.resident, 50);
+  assert.equal(engine.pending, 100);
+  assert.equal(engine.spillStats().spilled, 50);
+  assert.equal(engine.get(far[0] as string), undefined, 'a spilled timer is not in memory');
+  assert.equal((await engine.lookup(far[7] as string))?.state, 'pending');
+  assert.equal((await engine.lookup(near[3] as string))?.state, 'pending');
+  await engine.close();
+
+  engine = await open(fs, clock);
+  assert.equal(engine.resident, 50);
+  assert.equal(engine.spillStats().spilled, 50);
+  assert.equal(engine.pending, 100);
+  const view = await engine.lookup(far[49] as string);
+  assert.equal(view?.fireAtMs, t0 + 10 * hour + 49 * (hour / 2));
+  assert.equal(view?.target, target);
+  await engine.close();
+});
+
+test('spilled timers are not handed out until promoted; promotion is logged and replayed', async () => {
+  const fs = new SimFileSystem({ seed: 12 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const ids = idsOf(await engine.admit(batchFromSpecs(spread(10, t0 + 5 * hour, 60_000))));
+  await engine.checkpoint(t0 + 2 * hour);
+  clock.set(t0 + 6 * hour);
+  assert.equal(engine.takeDue(clock.now(), 100).count, 0, 'due, but spilled: the watermark fences it');
+  assert.equal(engine.nextDueMs(), undefined);
+  assert.equal(await engine.promote(t0 + 6 * hour), 10);
+  assert.equal(engine.spillStats().spilled, 0);
+  const slice = engine.takeDue(clock.now(), 4);
+  assert.equal(slice.count, 4);
+  await engine.settle(outcomesFor(slice, outcomeKind.delivered));
+  await engine.close();
+
+  // The log's tail holds PROMOTE then the OUTCOME: replay brings the bucket back in, then delivers.
+  engine = await open(fs, clock);
+  assert.equal(engine.get(ids[0] as string)?.state, 'delivered');
+  assert.equal(engine.get(ids[3] as string)?.state, 'delivered');
+  assert.equal(engine.get(ids[4] as string)?.state, 'pending');
+  assert.equal(engine.takeDue(clock.now(), 100).count, 6, 'the rest fire once, none twice');
+  await engine.close();
+});
+
+test('a spilled timer is cancelled on disk: never promoted, still cancelled after reopening', async () => {
+  const fs = new SimFileSystem({ seed: 13 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const ids = idsOf(await engine.admit(batchFromSpecs(spread(5, t0 + 5 * hour, 60_000))));
+  await engine.checkpoint(t0 + 2 * hour);
+  assert.equal(await engine.cancel(ids[2] as string), 'cancelled');
+  assert.equal(await engine.cancel(ids[2] as string), 'cancelled');
+  assert.equal(engine.get(ids[2] as string)?.state, 'cancelled', 'a cancelled spilled timer is in memory for its retention');
+  assert.equal(engine.spillStats().spilled, 4);
+  assert.equal(engine.pending, 4);
+  await engine.close();
+
+  engine = await open(fs, clock);
+  assert.equal(engine.get(ids[2] as string)?.state, 'cancelled');
+  assert.equal(engine.spillStats().spilled, 4);
+  clock.set(t0 + 6 * hour);
+  await engine.promote(t0 + 6 * hour);
+  const slice = engine.takeDue(clock.now(), 100);
+  assert.equal(slice.count, 4);
+  assert.ok(!Array.from(slice.rows).includes(2), 'the cancelled timer never fires');
+  // And after a checkpoint of that state, the tombstone still holds.
+  await engine.checkpoint();
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.equal(engine.get(ids[2] as string)?.state, 'cancelled');
+  await engine.close();
+});
+
+test('an idempotency key held by a spilled timer deduplicates, live and after reopening', async () => {
+  const fs = new SimFileSystem({ seed: 14 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const original = idsOf(await engine.admit(batchFromSpecs(spread(3, t0 + 5 * hour, 60_000, (i) => ({ key: `order-${i}` })))));
+  await engine.checkpoint(t0 + 2 * hour);
+  assert.equal(engine.resident, 0);
+  const again = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 9 * hour, target, key: 'order-1' }, { fireAtMs: t0 + 9 * hour, target, key: 'order-9' }]));
+  assert.ok(again.isDuplicate(0));
+  assert.equal(again.idOf(0), original[1]);
+  assert.ok(!again.isDuplicate(1));
+  await engine.close();
+
+  engine = await open(fs, clock);
+  const third = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 9 * hour, target, key: 'order-2' }, { fireAtMs: t0 + 9 * hour, target, key: 'order-9' }]));
+  assert.equal(third.idOf(0), original[2]);
+  assert.equal(third.idOf(1), again.idOf(1), 'the key added after the checkpoint is replayed from the log');
+  assert.equal(engine.pending, 4);
+  await engine.close();
+});
+
+test('power loss at every step of a checkpoint: nothing acknowledged is lost, nothing cancelled comes back', async () => {
+  // Count the file-system operations one checkpoint makes, then fail each one in turn.
+  const prepare = async (seed: number): Promise<{ fs: SimFileSystem; engine: Engine; clock: Clock & { set(ms: number): void }; ids: string[]; cancelled: string }> => {
+    const fs = new SimFileSystem({ seed });
+    const clock = manualClock();
+    const engine = await open(fs, clock);
+    const ids = [
+      ...idsOf(await engine.admit(batchFromSpecs(spread(8, t0 + 1000, 60_000)))),
+      ...idsOf(await engine.admit(batchFromSpecs(spread(12, t0 + 5 * hour, 60_000, (i) => ({ key: `k${i}` }))))),
+    ];
+    await engine.checkpoint(t0 + 3 * hour);
+    // After the first checkpoint: a spilled cancel, new far-future adds, a delivery.
+    const cancelled = ids[10] as string;
+    assert.equal(await engine.cancel(cancelled), 'cancelled');
+    ids.push(...idsOf(await engine.admit(batchFromSpecs(spread(6, t0 + 7 * hour, 60_000)))));
+    clock.set(t0 + 2000);
+    const slice = engine.takeDue(clock.now(), 1);
+    await engine.settle(outcomesFor(slice, outcomeKind.delivered));
+    return { fs, engine, clock, ids, cancelled };
+  };
+  const probe = await prepare(100);
+  const before = probe.fs.opCount;
+  await probe.engine.checkpoint(t0 + 2 * hour);
+  const opsPerCheckpoint = probe.fs.opCount - before;
+  await probe.engine.close();
+  assert.ok(opsPerCheckpoint > 10, `a checkpoint made only ${opsPerCheckpoint} file-system operations`);
+
+  for (let failAt = 1; failAt <= opsPerCheckpoint; failAt++) {
+    const { fs, engine, clock, ids, cancelled } = await prepare(100 + failAt);
+    let ops = 0;
+    fs.setFault(() => (++ops === failAt ? 'EIO' : undefined));
+    await engine.checkpoint(t0 + 2 * hour).catch(() => undefined);
+    fs.setFault(undefined);
+    const after = fs.powerLoss({ mode: 'random' });
+    const reopened = await open(after, clock);
+    const context = `failing operation ${failAt} of ${opsPerCheckpoint}`;
+    for (const id of ids) {
+      const view = await reopened.lookup(id);
+      assert.ok(view !== undefined, `${context}: acknowledged timer ${id} lost`);
+      if (id === cancelled) assert.equal(view.state, 'cancelled', `${context}: the cancel was lost`);
+    }
+    assert.equal(reopened.pending, ids.length - 2, `${context}: one cancelled, one delivered`);
+    // Fire everything: each once, the cancelled one never.
+    clock.set(t0 + 10 * hour);
+    await reopened.promote(t0 + 10 * hour);
+    const fired = reopened.takeDue(clock.now(), 1000);
+    assert.equal(fired.count, ids.length - 2, context);
+    const cancelledRow = (decodeTimerId(cancelled) as { seq: number; row: number }).row;
+    const cancelledSeq = (decodeTimerId(cancelled) as { seq: number; row: number }).seq;
+    for (let i = 0; i < fired.count; i++) assert.ok(!(fired.seqs[i] === cancelledSeq && fired.rows[i] === cancelledRow), `${context}: a cancelled timer fired`);
+    await reopened.close();
+  }
+});
