@@ -933,10 +933,12 @@ export class Engine {
       bytesWritten += meta.bytes;
       spilledRuns.push({ meta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, meta) });
     }
-    // Too many runs make every lookup and promotion read more files: merge them into one,
-    // leaving out what was promoted (below a run's validFromMs) and what was cancelled.
+    // Too many runs make every lookup and promotion read more files, and tombstones take memory
+    // and disk: merge the runs into one, leaving out what was promoted (below a run's
+    // validFromMs) and what was cancelled.
     let tombstonesKept = tombstones;
-    if (spilledRuns.length > memoryLimits.spilledRunsMax) {
+    const tombstonesPiledUp = tombstones.seqs.length > Math.max(memoryLimits.tombstonesCompactMin, this.#spill.count * memoryLimits.tombstonesCompactShare);
+    if (spilledRuns.length > memoryLimits.spilledRunsMax || (tombstonesPiledUp && spilledRuns.length > 0)) {
       const inputs = spilledRuns;
       const cancelled = new Set<string>();
       for (let i = 0; i < tombstones.seqs.length; i++) cancelled.add(`${tombstones.seqs[i]}:${tombstones.rows[i]}`);

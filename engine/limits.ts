@@ -225,6 +225,9 @@ export const memoryLimits = {
   loaderIntervalMs: 1000,
   /** Past this many spilled runs, a checkpoint merges them into one (each lookup and promotion reads every run). */
   spilledRunsMax: 8,
+  /** A checkpoint also merges the runs once there are more tombstones than this share of the spilled timers, and more than tombstonesCompactMin. */
+  tombstonesCompactShare: 0.1,
+  tombstonesCompactMin: 1024,
 } as const;
 
 export type MemoryLimits = { -readonly [K in keyof typeof memoryLimits]: number };

@@ -190,3 +190,125 @@ test('power loss at every step of a checkpoint: nothing acknowledged is lost, no
     await reopened.close();
   }
 });
+
+/** Every acknowledged timer is found, the cancelled one as cancelled, and firing everything fires each once, the cancelled one never. */
+async function assertRecovered(engine: Engine, clock: Clock & { set(ms: number): void }, ids: readonly string[], cancelled: string, delivered: number, context: string): Promise<void> {
+  for (const id of ids) {
+    const view = await engine.lookup(id);
+    assert.ok(view !== undefined, `${context}: acknowledged timer ${id} lost`);
+    if (id === cancelled) assert.equal(view.state, 'cancelled', `${context}: the cancel was lost`);
+  }
+  const waiting = ids.length - 1 - delivered;
+  assert.equal(engine.pending, waiting, `${context}: pending count`);
+  clock.set(t0 + 400 * hour);
+  await engine.promote(engine.bucketWidthMs * Math.ceil((t0 + 401 * hour) / engine.bucketWidthMs));
+  const fired = engine.takeDue(clock.now(), 100_000);
+  assert.equal(fired.count, waiting, `${context}: fired`);
+  const parts = decodeTimerId(cancelled) as { seq: number; row: number };
+  const seen = new Set<string>();
+  for (let i = 0; i < fired.count; i++) {
+    const name = `${fired.seqs[i]}:${fired.rows[i]}`;
+    assert.ok(!seen.has(name), `${context}: ${name} fired twice`);
+    seen.add(name);
+    assert.ok(!(fired.seqs[i] === parts.seq && fired.rows[i] === parts.row), `${context}: a cancelled timer fired`);
+  }
+}
+
+test('compaction merges many runs into one: lookups, keys, cancels and power loss at every step of it', async () => {
+  const runsToMake = 9; // one more than memoryLimits.spilledRunsMax
+  const prepare = async (seed: number): Promise<{ fs: SimFileSystem; engine: Engine; clock: Clock & { set(ms: number): void }; ids: string[]; cancelled: string }> => {
+    const fs = new SimFileSystem({ seed });
+    const clock = manualClock();
+    const engine = await open(fs, clock);
+    const ids: string[] = [];
+    await engine.checkpoint(t0 + 2 * hour);
+    for (let run = 0; run < runsToMake; run++) {
+      ids.push(...idsOf(await engine.admit(batchFromSpecs(spread(4, t0 + (3 + run * 7) * hour, 20 * 60_000, (i) => ({ key: `run${run}-${i}` }))))));
+      // The last run's timers wait in memory for the checkpoint under test.
+      if (run < runsToMake - 1) await engine.checkpoint();
+    }
+    const cancelled = ids[5] as string;
+    assert.equal(await engine.cancel(cancelled), 'cancelled');
+    return { fs, engine, clock, ids, cancelled };
+  };
+  const probe = await prepare(300);
+  assert.equal(probe.engine.spillStats().runs, runsToMake - 1, 'the checkpoint before the last one made a run each');
+  const before = probe.fs.opCount;
+  await probe.engine.checkpoint();
+  const ops = probe.fs.opCount - before;
+  assert.equal(probe.engine.spillStats().runs, 1, 'merged into one run');
+  assert.equal(probe.engine.spillStats().tombstones, 0, 'the merge left the cancelled row out: no tombstone needed');
+  const again = await probe.engine.admit(batchFromSpecs([{ fireAtMs: t0 + 500 * hour, target, key: 'run3-2' }]));
+  assert.equal(again.idOf(0), probe.ids[14], 'a key held on disk still deduplicates after the merge');
+  await probe.engine.close();
+
+  for (let failAt = 1; failAt <= ops; failAt++) {
+    const { fs, engine, clock, ids, cancelled } = await prepare(300 + failAt);
+    let count = 0;
+    fs.setFault(() => (++count === failAt ? 'EIO' : undefined));
+    await engine.checkpoint().catch(() => undefined);
+    fs.setFault(undefined);
+    const reopened = await open(fs.powerLoss({ mode: 'random' }), clock);
+    await assertRecovered(reopened, clock, ids, cancelled, 0, `compaction, failing operation ${failAt} of ${ops}`);
+    await reopened.close();
+  }
+});
+
+test('power loss at every step of a promotion: the promoted timers fire once, after reopening too', async () => {
+  const prepare = async (seed: number): Promise<{ fs: SimFileSystem; engine: Engine; clock: Clock & { set(ms: number): void }; ids: string[]; cancelled: string }> => {
+    const fs = new SimFileSystem({ seed });
+    const clock = manualClock();
+    const engine = await open(fs, clock);
+    const ids = idsOf(await engine.admit(batchFromSpecs(spread(30, t0 + 4 * hour, 10 * 60_000))));
+    await engine.checkpoint(t0 + 2 * hour);
+    const cancelled = ids[3] as string;
+    assert.equal(await engine.cancel(cancelled), 'cancelled');
+    return { fs, engine, clock, ids, cancelled };
+  };
+  const probe = await prepare(500);
+  const before = probe.fs.opCount;
+  assert.equal(await probe.engine.promote(t0 + 6 * hour), 11, 'the two buckets before 6 h, less the cancelled timer');
+  const ops = probe.fs.opCount - before;
+  await probe.engine.close();
+  for (let failAt = 1; failAt <= ops; failAt++) {
+    const { fs, engine, clock, ids, cancelled } = await prepare(500 + failAt);
+    let count = 0;
+    fs.setFault(() => (++count === failAt ? 'EIO' : undefined));
+    await engine.promote(t0 + 6 * hour).catch(() => undefined);
+    fs.setFault(undefined);
+    const reopened = await open(fs.powerLoss({ mode: 'random' }), clock);
+    await assertRecovered(reopened, clock, ids, cancelled, 0, `promotion, failing operation ${failAt} of ${ops}`);
+    await reopened.close();
+  }
+});
+
+test('a damaged run is refused with SPILL_CORRUPT naming the file, never read as timers', async () => {
+  const fs = new SimFileSystem({ seed: 15 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const ids = idsOf(await engine.admit(batchFromSpecs([...spread(5, t0 + 1000, 60_000), ...spread(5, t0 + 9 * hour, 60_000)])));
+  await engine.checkpoint(t0 + 2 * hour);
+  const [resident, spilled] = engine.spillStats().runs === 1 ? ['run-0000000001.arrow', 'run-0000000002.arrow'] : ['', ''];
+  await engine.close();
+  const flip = (name: string, offset: number): void => {
+    const path = `${dataDir}/spill/${name}`;
+    const byte = (fs.durableBytes(path) as Uint8Array)[offset] as number;
+    fs.corrupt(path, offset, Uint8Array.of(byte ^ 0x10));
+  };
+  const isSpillCorrupt = (file: string) => (err: unknown) => err instanceof Error && (err as { code?: string }).code === 'SPILL_CORRUPT' && err.message.includes(file);
+
+  // A spilled run: reopening reads only its metadata, so the damage shows when its bucket is read.
+  const spilledBytes = (fs.durableBytes(`${dataDir}/spill/${spilled}`) as Uint8Array).length;
+  flip(spilled, Math.floor(spilledBytes / 2));
+  engine = await open(fs, clock);
+  await assert.rejects(engine.lookup(ids[7] as string), isSpillCorrupt(spilled));
+  clock.set(t0 + 9 * hour);
+  await assert.rejects(engine.promote(t0 + 10 * hour), isSpillCorrupt(spilled));
+  assert.equal(engine.takeDue(clock.now(), 100).count, 5, 'only the resident timers fire; nothing is read from the damaged run');
+  await engine.close();
+
+  // The resident run is read whole at open: refused there.
+  const residentBytes = (fs.durableBytes(`${dataDir}/spill/${resident}`) as Uint8Array).length;
+  flip(resident, Math.floor(residentBytes / 2));
+  await assert.rejects(open(fs, clock), isSpillCorrupt(resident));
+});
