@@ -1,0 +1,94 @@
+// The spill tier through the real service: with a small --memory-budget, far-future timers
+// leave memory for runs on disk (/v1/stats says so), GET and DELETE still find them, and a
+// restart brings back the same state from the checkpoint and the log's tail. A bad budget is
+// refused at start, naming the setting.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { binPath, serviceEnv, startService } from '../helpers/service.ts';
+import { testScratch } from '../helpers/scratch.ts';
+
+const scratch = testScratch('fermata-spill-serve');
+const target = 'https://hooks.example/far';
+const day = 24 * 3600_000;
+
+interface Stats {
+  pending: number;
+  resident: number;
+  spilled: number;
+  horizon: number | null;
+  memory: { budget_bytes: number; resident_bytes: number };
+}
+
+async function stats(url: string): Promise<Stats> {
+  const answer = await fetch(`${url}/v1/stats`, { signal: AbortSignal.timeout(5_000) });
+  assert.equal(answer.status, 200);
+  return (await answer.json()) as Stats;
+}
+
+async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+test('a small memory budget spills far-future timers to disk; GET, DELETE and a restart still find them', async () => {
+  const dataDir = scratch.tempDir('data');
+  const args = ['--memory-budget', '2MiB'];
+  let service = await startService(dataDir, (child) => scratch.children.add(child), { args });
+  const fireAt = Date.now() + 10 * day;
+  const bulk = 15_000;
+  const lines = Array.from({ length: bulk }, (_, i) => JSON.stringify({ fire_at: fireAt + i * 1000, target, payload: `far timer ${i} `.padEnd(100, '.') })).join('\n');
+  const added = await fetch(`${service.url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body: lines, signal: AbortSignal.timeout(30_000) });
+  assert.equal(added.status, 201, await added.text());
+  const single = async (body: object, status = 201): Promise<string> => {
+    const answer = await fetch(`${service.url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(5_000) });
+    assert.equal(answer.status, status);
+    return ((await answer.json()) as { id: string }).id;
+  };
+  const kept = await single({ fire_at: fireAt + 5 * day, target, payload: 'kept', key: 'far-key' });
+  const dropped = await single({ fire_at: fireAt + 6 * day, target, payload: 'dropped' });
+
+  const spilled = await waitFor('the loader to spill', () => stats(service.url), (s) => s.spilled === bulk + 2);
+  assert.equal(spilled.pending, bulk + 2);
+  assert.ok(spilled.horizon !== null && spilled.horizon <= fireAt, `the horizon ${spilled.horizon} lies before the far timers`);
+  assert.ok(spilled.memory.resident_bytes <= spilled.memory.budget_bytes, 'resident bytes under the budget');
+  assert.ok(readdirSync(join(dataDir, 'spill')).some((name) => name.endsWith('.arrow')), 'runs are Arrow files in the spill directory');
+
+  const view = await fetch(`${service.url}/v1/timers/${kept}`, { signal: AbortSignal.timeout(5_000) });
+  assert.equal(view.status, 200);
+  const timer = (await view.json()) as { state: string; key: string | null; fire_at: unknown };
+  assert.equal(timer.state, 'pending');
+  assert.equal(timer.key, 'far-key');
+  const cancel = await fetch(`${service.url}/v1/timers/${dropped}`, { method: 'DELETE', signal: AbortSignal.timeout(5_000) });
+  assert.ok(cancel.status === 200 || cancel.status === 204, `DELETE of a spilled timer answered ${cancel.status}`);
+  // The key of a spilled timer still deduplicates (200: the timer already existed).
+  assert.equal(await single({ fire_at: fireAt + 5 * day, target, payload: 'again', key: 'far-key' }, 200), kept);
+
+  service.child.kill('SIGTERM');
+  await service.exited;
+  service = await startService(dataDir, (child) => scratch.children.add(child), { args });
+  const after = await stats(service.url);
+  assert.equal(after.pending, bulk + 1, 'the same timers after a restart, less the cancelled one');
+  assert.equal(after.spilled, bulk + 1);
+  const cancelled = (await (await fetch(`${service.url}/v1/timers/${dropped}`, { signal: AbortSignal.timeout(5_000) })).json()) as { state: string };
+  assert.equal(cancelled.state, 'cancelled');
+  service.child.kill('SIGTERM');
+  await service.exited;
+});
+
+test('a bad --memory-budget exits 2 naming the setting', () => {
+  const result = spawnSync(process.execPath, [binPath, 'serve', '--data', scratch.tempDir('bad'), '--listen', '127.0.0.1:0', '--memory-budget', 'lots'], {
+    env: serviceEnv(),
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  assert.equal(result.status, 2);
+  assert.match(result.stderr, /--memory-budget: "lots" is not a size in bytes/);
+});
