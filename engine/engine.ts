@@ -871,7 +871,7 @@ export class Engine {
     const store = this.#store;
     const out = new Map<number, number>();
     for (let slot = 0; slot < store.capacity; slot++) {
-      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0) continue;
+      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || store.dueAt[slot] !== store.fireAt[slot]) continue;
       const startMs = this.#spill.bucketStartOf(store.dueAt[slot] as number);
       out.set(startMs, (out.get(startMs) ?? 0) + residentBytesPerSlot + store.payloadOf(slot).length + store.headersOf(slot).length + store.keyLengthOf(slot));
     }
@@ -993,7 +993,9 @@ export class Engine {
     for (let slot = 0; slot < store.capacity; slot++) {
       const state = store.state[slot] as number;
       if (state === timerState.free) continue;
-      const spills = state === timerState.pending && store.attempts[slot] === 0 && (store.dueAt[slot] as number) >= watermarkMs && !this.#cancelling.has(slot);
+      // Only timers due at their fire time spill: a spilled timer is found by its id's fire time.
+      const dueAt = store.dueAt[slot] as number;
+      const spills = state === timerState.pending && store.attempts[slot] === 0 && dueAt >= watermarkMs && dueAt === store.fireAt[slot] && !this.#cancelling.has(slot);
       (spills ? spillSlots : residentSlots).push(slot);
     }
     const byDue = (a: number, b: number): number =>

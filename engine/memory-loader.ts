@@ -92,9 +92,11 @@ export class MemoryLoader {
     }
     // 2. Spill when over budget.
     const budget = this.#budget.bytes;
-    if (engine.residentBytes() > budget * this.#limits.demoteAboveShare) {
-      const watermarkMs = this.#watermarkFitting(budget * this.#limits.demoteToShare, neededMs);
-      const report = await engine.checkpoint(watermarkMs);
+    const spill = engine.residentBytes() > budget * this.#limits.demoteAboveShare ? this.#watermarkFitting(budget * this.#limits.demoteToShare, neededMs) : undefined;
+    // Over budget with nothing that could spill (the near future, finished timers): a
+    // checkpoint would only rewrite memory to disk, so wait for the window to drain.
+    if (spill !== undefined && spill.spillableBytes > 0) {
+      const report = await engine.checkpoint(spill.watermarkMs);
       step.spilledTo = report.watermarkMs;
       step.spilled = report.spilledRows;
       step.checkpointed = true;
@@ -111,9 +113,10 @@ export class MemoryLoader {
 
   /**
    * The furthest bucket start (at least `floorMs`) such that the spillable timers due before it,
-   * with everything that cannot spill, take no more than `targetBytes`.
+   * with everything that cannot spill, take no more than `targetBytes`; and the bytes of the
+   * resident timers due at or past it (what a checkpoint there would spill).
    */
-  #watermarkFitting(targetBytes: number, floorMs: number): number {
+  #watermarkFitting(targetBytes: number, floorMs: number): { watermarkMs: number; spillableBytes: number } {
     const engine = this.#engine;
     const byBucket = engine.spillableBytesByBucket();
     let spillable = 0;
@@ -131,6 +134,8 @@ export class MemoryLoader {
       kept += bytes;
       watermarkMs = startMs + engine.bucketWidthMs;
     }
-    return watermarkMs;
+    let spillableBytes = 0;
+    for (const startMs of starts) if (startMs >= watermarkMs) spillableBytes += byBucket.get(startMs) as number;
+    return { watermarkMs, spillableBytes };
   }
 }

@@ -98,3 +98,21 @@ test('a budget of a few MiB: 1,000,000 timers over 30 days stay under it, and ea
   assert.ok(latenessMaxMs < stepMs, `a timer fired ${latenessMaxMs} ms late: promotion must come before the due time`);
   await engine.close();
 });
+
+test('over budget with nothing that could spill, the loader does not rewrite memory to disk every step', async () => {
+  const clock: Clock = { now: () => t0 };
+  const engine = await Engine.open({ dataDir: scratch.tempDir('near'), clock });
+  const loader = new MemoryLoader(engine, { budget: { bytes: 64 * 1024, source: 'configured', limitBytes: 64 * 1024 }, clock });
+  // All due within the promotion lead: they must stay in memory.
+  await engine.admit(batchFromSpecs(Array.from({ length: 2000 }, (_, i) => ({ fireAtMs: t0 + 1000 + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
+  assert.ok(engine.residentBytes() > 64 * 1024);
+  const step = await loader.step();
+  assert.equal(step.checkpointed, undefined, 'no checkpoint: nothing past the lead to spill');
+  assert.equal(engine.spillStats().spilled, 0);
+  // One far timer makes it worth it: that one spills.
+  await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 5 * day, target: 'https://a.example/hook', payload: 'far' }]));
+  const spilled = await loader.step();
+  assert.equal(spilled.checkpointed, true);
+  assert.equal(engine.spillStats().spilled, 1);
+  await engine.close();
+});
