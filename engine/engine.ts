@@ -660,10 +660,14 @@ export class Engine {
    */
   async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number): Promise<Admitted> {
     let decidedAtMs = this.#decisionTime();
+    // Replay releases what had expired by the decision time before it plans this ADD: so does
+    // the live engine, or a clock stepping back afterwards would leave the two disagreeing.
+    this.#releaseExpired(decidedAtMs, Infinity);
     let plan = this.#planKeys(batch, decidedAtMs);
     while (plan !== undefined && plan.waitFor.length > 0) {
       await Promise.allSettled(plan.waitFor);
       decidedAtMs = this.#decisionTime();
+      this.#releaseExpired(decidedAtMs, Infinity);
       plan = this.#planKeys(batch, decidedAtMs);
     }
     const newRows = batch.rows - (plan?.duplicates ?? 0);
