@@ -644,6 +644,15 @@ export class Engine {
     return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs);
   }
 
+  /**
+   * Checks a batch as admit() does, admitting nothing: throws admit()'s BATCH_INVALID or
+   * TARGET_REFUSED. The admit coalescer checks each timer alone with it before merging.
+   */
+  validate(batch: TimerBatch): void {
+    validateBatch(batch, this.#limits, this.#clock.now());
+    this.#checkTargets(batch);
+  }
+
   /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
   async admitArrow(ipc: Uint8Array): Promise<Admitted> {
     const acceptedAtMs = this.#clock.now();
@@ -665,7 +674,10 @@ export class Engine {
     this.#releaseExpired(decidedAtMs, Infinity);
     let plan = this.#planKeys(batch, decidedAtMs);
     while (plan !== undefined && plan.waitFor.length > 0) {
-      await Promise.allSettled(plan.waitFor);
+      // Admits and cancels waited for settle either way; a spill bucket that cannot be read
+      // (a failing or damaged disk) fails this admit, or asking again would loop on it.
+      const waited = await Promise.allSettled(plan.waitFor);
+      for (const result of waited) if (result.status === 'rejected') throw result.reason;
       decidedAtMs = this.#decisionTime();
       this.#releaseExpired(decidedAtMs, Infinity);
       plan = this.#planKeys(batch, decidedAtMs);

@@ -163,13 +163,17 @@ export class SpilledTimers {
   }
 
   /**
-   * The spilled timer holding `key` (hash `hash`), if any: answered at once when no spilled
+   * The spilled timer holding `key` (hash `hash`), if any, tombstoned or not: answered at once when no spilled
    * key has that hash or the buckets that might hold it are decoded; otherwise a promise that
    * decodes them, after which the caller asks again.
    */
   keyHolder(key: Uint8Array, hash: number): SpilledKeyAnswer {
-    if (this.#count === 0 || !this.#filterHas(hash)) return null;
+    // Not the count: a tombstoned holder (its cancel being logged) must still be found.
+    if (this.#runs.length === 0 || !this.#filterHas(hash)) return null;
     const waits: Array<Promise<unknown>> = [];
+    // A tombstoned holder is returned only if no live one holds the key (an old cancelled copy
+    // may sit in one run while a later timer with the key sits in another).
+    let cancelled: SpilledRow | null = null;
     for (const run of this.#runs) {
       for (let b = 0; b < run.meta.buckets.length; b++) {
         const startMs = (run.meta.buckets[b] as RunBucket).startMs;
@@ -180,10 +184,13 @@ export class SpilledTimers {
           continue;
         }
         const index = findKey(cached, key);
-        if (index >= 0 && !this.isTombstoned(cached.seq[index] as number, cached.row[index] as number)) return { rows: cached, index };
+        if (index < 0) continue;
+        if (!this.isTombstoned(cached.seq[index] as number, cached.row[index] as number)) return { rows: cached, index };
+        cancelled = { rows: cached, index };
       }
     }
-    return waits.length === 0 ? null : Promise.all(waits).then(() => undefined);
+    if (waits.length > 0) return Promise.all(waits).then(() => undefined);
+    return cancelled;
   }
 
   /** The decoded buckets of every run that are spilled and start before `toMs`, for promotion. */

@@ -24,6 +24,7 @@ import {
 } from 'apache-arrow';
 import { errorCodes, FermataError } from '../errors.ts';
 import { timerLimits } from '../limits.ts';
+import { headerTypes, messageFacts } from './arrow-message.ts';
 import { type BytesColumn, defaultQueue, type TimerBatch } from './timer-batch.ts';
 
 const knownColumns = new Set(['fire_at', 'delay_ms', 'target', 'payload', 'headers', 'key', 'queue']);
@@ -37,6 +38,56 @@ type Chunks = readonly Data<DataType>[];
 
 function chunksOf(table: Table, name: string): Chunks | undefined {
   return table.getChild(name)?.data;
+}
+
+/**
+ * Checks a Utf8 or Binary chunk's offsets against its values: apache-arrow takes them as they
+ * came, and a forged offset would otherwise pass into the log and fail (or read the wrong
+ * bytes) only when the batch is put into memory, after it is durable.
+ */
+function checkOffsets(chunk: Data<DataType>, column: string): void {
+  const offsets = chunk.valueOffsets as Int32Array | undefined;
+  const valuesLength = (chunk.values as Uint8Array | undefined)?.length ?? 0;
+  if (offsets === undefined || offsets.length < chunk.offset + chunk.length + 1) throw invalid(`${column}: its offsets buffer is shorter than the column`, column);
+  let previous = offsets[chunk.offset] as number;
+  if (previous < 0 || previous > valuesLength) throw invalid(`${column}: an offset (${previous}) lies outside its ${valuesLength} bytes of values`, column, 0);
+  for (let i = 1; i <= chunk.length; i++) {
+    const next = offsets[chunk.offset + i] as number;
+    if (next < previous || next > valuesLength) throw invalid(`${column}: row ${i - 1}'s offsets (${previous}, ${next}) do not lie within its ${valuesLength} bytes of values`, column, i - 1);
+    previous = next;
+  }
+}
+
+/**
+ * Walks the IPC stream's message frames and checks each message's counts and buffer bounds
+ * (engine/batch/arrow-message.ts) before apache-arrow reads it: a forged count made the
+ * reader allocate gigabytes for a few hundred bytes. An Arrow file's stream part is walked
+ * the same way, after its magic.
+ */
+function checkIpcFrames(ipc: Uint8Array, rowsMax: number): void {
+  const bytes = Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength);
+  const malformed = (what: string): FermataError => new FermataError(errorCodes.batchInvalid, `not a readable Arrow IPC stream: ${what}`, { column: '' });
+  let at = bytes.length >= 8 && bytes.toString('latin1', 0, 6) === 'ARROW1' ? 8 : 0;
+  let rows = 0;
+  while (at + 4 <= bytes.length) {
+    let length = bytes.readInt32LE(at);
+    let headerAt = at + 4;
+    if (length === -1) {
+      if (at + 8 > bytes.length) throw malformed(`a message prefix cut off at byte ${at}`);
+      length = bytes.readInt32LE(at + 4);
+      headerAt = at + 8;
+    }
+    if (length === 0) return;
+    if (length < 0 || headerAt + length > bytes.length) throw malformed(`a message at byte ${at} announces ${length} bytes of metadata, past the end`);
+    const facts = messageFacts(bytes.subarray(headerAt, headerAt + length), malformed);
+    const next = headerAt + length + facts.bodyLength;
+    if (next > bytes.length) throw malformed(`a message at byte ${at} announces a ${facts.bodyLength}-byte body, past the end`);
+    if (facts.headerType === headerTypes.recordBatch) {
+      rows += facts.rows;
+      if (rows > rowsMax) throw invalid(`a batch holds at most ${rowsMax} timers, this stream more`, 'fire_at');
+    }
+    at = next;
+  }
 }
 
 function isNull(chunk: Data<DataType>, i: number): boolean {
@@ -107,6 +158,7 @@ function readBytes(chunks: Chunks | undefined, column: string, rows: number, all
   if (type.typeId !== Type.Utf8 && !(allowBinary && type.typeId === Type.Binary)) {
     throw invalid(`${column} must be Utf8${allowBinary ? ' or Binary' : ''}, not ${type}`, column);
   }
+  for (const chunk of chunks) checkOffsets(chunk, column);
   const only = chunks[0] as Data<DataType>;
   if (chunks.length === 1 && only.nullCount === 0) {
     const offsets = (only.valueOffsets as Int32Array).subarray(only.offset, only.offset + rows + 1);
@@ -163,6 +215,9 @@ function readDictionary(chunks: Chunks | undefined, column: string, rows: number
     const type = chunk.type;
     const isDictionary = type.typeId === Type.Dictionary && (type as Dictionary).dictionary.typeId === Type.Utf8;
     if (!isDictionary && type.typeId !== Type.Utf8) throw invalid(`${column} must be Utf8 or Dictionary<Utf8>, not ${type}`, column);
+    // A forged dictionary's offsets could point anywhere: its entries are checked before any is read.
+    if (!isDictionary) checkOffsets(chunk, column);
+    else for (const entries of chunk.dictionary?.data ?? []) checkOffsets(entries, column);
     // Each distinct dictionary entry is decoded once, not once per row.
     const dictionaryPositions = new Map<number, number>();
     for (let i = 0; i < chunk.length; i++, row++) {
@@ -175,7 +230,12 @@ function readDictionary(chunks: Chunks | undefined, column: string, rows: number
         const key = Number((chunk.values as Int32Array)[chunk.offset + i]);
         let position = dictionaryPositions.get(key);
         if (position === undefined) {
-          const text = chunk.dictionary?.get(key);
+          let text: unknown;
+          try {
+            text = chunk.dictionary?.get(key);
+          } catch {
+            throw invalid(`${column} dictionary entry ${key} does not decode in row ${row}`, column, row);
+          }
           if (typeof text !== 'string') throw invalid(`${column} dictionary index ${key} out of range in row ${row}`, column, row);
           position = intern(text);
           dictionaryPositions.set(key, position);
@@ -200,6 +260,7 @@ function readDictionary(chunks: Chunks | undefined, column: string, rows: number
  * errors name the column (and row); malformed IPC bytes are refused as a whole.
  */
 export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number = timerLimits.rowsPerBatchMax): TimerBatch {
+  checkIpcFrames(ipc, rowsMax);
   let table: Table;
   try {
     table = tableFromIPC(ipc);

@@ -116,6 +116,7 @@ export class SimFileSystem implements FileSystem {
   async mkdirp(dir: string): Promise<void> {
     const path = normalize(dir);
     await this.#gate.begin('mkdirp', path);
+    this.#gate.assertAlive('mkdirp', path);
     const names = components(path);
     let parent = this.#root;
     for (const [index, name] of names.entries()) {
@@ -144,6 +145,7 @@ export class SimFileSystem implements FileSystem {
   async open(path: string, mode: OpenMode): Promise<FileHandle> {
     const file = normalize(path);
     await this.#gate.begin('open', file);
+    this.#gate.assertAlive('open', file);
     const { dir, name } = this.#parentOf(file, 'open');
     const entry = dir.current.get(name);
     if (mode === 'create') {
@@ -166,6 +168,7 @@ export class SimFileSystem implements FileSystem {
     const source = normalize(from);
     const target = normalize(to);
     await this.#gate.begin('rename', source);
+    this.#gate.assertAlive('rename', source);
     const src = this.#parentOf(source, 'rename');
     const dst = this.#parentOf(target, 'rename');
     const inode = fileEntry(src.dir.current.get(src.name), 'rename', source);
@@ -182,6 +185,7 @@ export class SimFileSystem implements FileSystem {
   async unlink(path: string): Promise<void> {
     const file = normalize(path);
     await this.#gate.begin('unlink', file);
+    this.#gate.assertAlive('unlink', file);
     const { dir, name } = this.#parentOf(file, 'unlink');
     fileEntry(dir.current.get(name), 'unlink', file);
     this.#recordDirOp([{ dir, name, entry: undefined }]);
@@ -190,6 +194,7 @@ export class SimFileSystem implements FileSystem {
   async syncDir(dir: string): Promise<void> {
     const path = normalize(dir);
     await this.#gate.begin('syncDir', path);
+    this.#gate.assertAlive('syncDir', path);
     this.#commitDir(this.#dirAt(path, 'syncDir'), undefined);
   }
 
@@ -347,8 +352,9 @@ class OpGate {
   }
 
   /**
-   * Resolves when the call may act. Callers mutate state synchronously right after, so the
-   * second liveness check keeps a call in flight at a power loss from touching anything.
+   * Resolves when the call may act. Its liveness check after the hops, and the caller's own
+   * check right before it mutates anything (an await's continuation runs a microtask later, when
+   * the power may already be out), keep a call in flight at a power loss from touching anything.
    */
   async begin(op: SimOp, path: string): Promise<void> {
     this.assertAlive(op, path);
@@ -402,6 +408,7 @@ class SimFileHandle implements FileHandle {
 
   async writev(chunks: readonly Uint8Array[], position: number): Promise<void> {
     await this.#enter('writev', true);
+    this.#gate.assertAlive('writev', this.#path);
     this.#checkOffset('writev', position);
     // Copied when the "syscall" runs, as the kernel would: a caller that changes its buffers
     // while the write is in flight gets what it deserves.
@@ -417,11 +424,13 @@ class SimFileHandle implements FileHandle {
 
   async datasync(): Promise<void> {
     await this.#enter('datasync', false);
+    this.#gate.assertAlive('datasync', this.#path);
     this.#inode.datasync();
   }
 
   async truncate(length: number): Promise<void> {
     await this.#enter('truncate', true);
+    this.#gate.assertAlive('truncate', this.#path);
     this.#checkOffset('truncate', length);
     this.#inode.record({ kind: 'truncate', length });
   }

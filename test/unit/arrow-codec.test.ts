@@ -9,6 +9,8 @@ import { batchFromArrow } from '../../engine/batch/arrow-codec.ts';
 import { batchFromSpecs, bytesAt, type TimerBatch } from '../../engine/batch/timer-batch.ts';
 import { errorCodes, FermataError, isFermataError } from '../../engine/errors.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
+import { Engine } from '../../engine/engine.ts';
+import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const testdata = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url).pathname;
 const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
@@ -122,4 +124,17 @@ test('arrow-forged-row-count: a stream with more rows than a batch may hold is r
   const ipc = ipcOf({ fire_at: makeVector(makeData({ type: new Int64(), length: 3, data: BigInt64Array.of(1n, 2n, 3n) } as never)), target: vectorFromArray(['t', 't', 't'], new Utf8()) });
   assert.throws(() => batchFromArrow(ipc, 0, 2), (err) => isFermataError(err, errorCodes.batchInvalid) && /at most 2 timers/.test(err.message));
   assert.equal(batchFromArrow(ipc, 0, 3).rows, 3);
+});
+
+test('regression: forged Arrow counts and offsets are refused before anything is allocated for them or logged', async () => {
+  const fixture = (name: string): Uint8Array => readFileSync(new URL(`../fixtures/arrow/${name}`, import.meta.url));
+  // 720 bytes whose record batch claims 1.66 billion column nodes: apache-arrow alone ran out of heap.
+  assert.throws(() => batchFromArrow(fixture('forged-node-count.arrows'), 0), (err: unknown) => isFermataError(err, errorCodes.batchInvalid) && /nodes vector claims/.test(err.message));
+  // 728 bytes whose payload offsets run past its values: it used to be logged, then fail in memory and on every restart.
+  assert.throws(() => batchFromArrow(fixture('forged-value-offsets.arrows'), 0), (err: unknown) => isFermataError(err, errorCodes.batchInvalid) && /payload: row 1's offsets/.test(err.message));
+  const fs = new SimFileSystem({ seed: 1 });
+  const engine = await Engine.open({ dataDir: '/data', fs });
+  await assert.rejects(engine.admitArrow(fixture('forged-value-offsets.arrows')), (err: unknown) => isFermataError(err, errorCodes.batchInvalid));
+  assert.equal(engine.log.lastSeq, 0, 'nothing was logged');
+  await engine.close();
 });

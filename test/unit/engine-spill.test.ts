@@ -312,3 +312,32 @@ test('a damaged run is refused with SPILL_CORRUPT naming the file, never read as
   flip(resident, Math.floor(residentBytes / 2));
   await assert.rejects(open(fs, clock), isSpillCorrupt(resident));
 });
+
+test('regression: an admit whose key may be held in a damaged spilled run fails with SPILL_CORRUPT instead of spinning', async () => {
+  const fs = new SimFileSystem({ seed: 16 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  await engine.admit(batchFromSpecs(spread(3, t0 + 9 * hour, 60_000, (i) => ({ key: `k${i}` }))));
+  await engine.checkpoint(t0 + 2 * hour);
+  await engine.close();
+  const path = `${dataDir}/spill/run-0000000002.arrow`;
+  const bytes = fs.durableBytes(path) as Uint8Array;
+  const offset = Math.floor(bytes.length / 2);
+  fs.corrupt(path, offset, Uint8Array.of((bytes[offset] as number) ^ 0x10));
+  engine = await open(fs, clock);
+  await assert.rejects(engine.admit(batchFromSpecs([{ fireAtMs: t0 + 9 * hour, target, key: 'k1' }])), (err: unknown) => (err as { code?: string }).code === 'SPILL_CORRUPT');
+  await engine.close();
+});
+
+test('regression: an admit racing the cancel of the spilled timer holding its key is a duplicate of it', async () => {
+  const fs = new SimFileSystem({ seed: 17 });
+  const clock = manualClock();
+  const engine = await open(fs, clock, { retention: { finishedMs: 100 * hour } });
+  const original = idsOf(await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 6 * hour, target, key: 'key4' }])))[0] as string;
+  await engine.checkpoint(t0 + 2 * hour);
+  const [cancelled, racing] = await Promise.all([engine.cancel(original), engine.admit(batchFromSpecs([{ fireAtMs: t0 + 151, target, key: 'key4' }]))]);
+  assert.equal(cancelled, 'cancelled');
+  assert.ok(racing.isDuplicate(0), 'the cancelled timer keeps its key for its retention');
+  assert.equal(racing.idOf(0), original);
+  await engine.close();
+});

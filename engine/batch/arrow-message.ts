@@ -1,0 +1,103 @@
+// The few fields of an Arrow IPC Message flatbuffer that must be checked before apache-arrow
+// reads a stream: Message.header_type, .header, .bodyLength; DictionaryBatch.id, .isDelta;
+// RecordBatch.length, .nodes, .buffers. They are located through the flatbuffer vtables with
+// bounds checks, so forged bytes give a BATCH_INVALID error, never a crash. Arrow's reader trusts
+// the counts it finds there: a forged row or node count made it allocate without bound (the
+// Flight mutation test found it; the same bytes came in over HTTP). Shared by the HTTP and
+// Flight paths (engine/batch/arrow-codec.ts, ingest/flight/ipc-assembler.ts). Any thread.
+import type { FermataError } from '../errors.ts';
+import { timerLimits } from '../limits.ts';
+
+/** MessageHeader union tags of Arrow's Message.fbs. */
+export const headerTypes = { schema: 1, dictionaryBatch: 2, recordBatch: 3 } as const;
+
+export interface MessageFacts {
+  readonly headerType: number;
+  readonly bodyLength: number;
+  /** RecordBatch and DictionaryBatch: the batch's row count (a dictionary's entries). */
+  readonly rows: number;
+  /** DictionaryBatch only. */
+  readonly dictionaryId: bigint;
+  readonly isDelta: boolean;
+}
+
+/** The position of table field `index`, or undefined when the vtable leaves it out (its default). */
+function fieldPosition(buf: Buffer, table: number, index: number): number | undefined {
+  const vtable = table - buf.readInt32LE(table);
+  const vtableBytes = buf.readUInt16LE(vtable);
+  const slot = 4 + 2 * index;
+  if (slot + 2 > vtableBytes) return undefined;
+  const offset = buf.readUInt16LE(vtable + slot);
+  return offset === 0 ? undefined : table + offset;
+}
+
+function tableAt(buf: Buffer, position: number): number {
+  const table = position + buf.readUInt32LE(position);
+  if (table >= buf.length) throw new RangeError('a table offset points past the buffer');
+  return table;
+}
+
+function int64At(buf: Buffer, position: number | undefined): bigint {
+  return position === undefined ? 0n : buf.readBigInt64LE(position);
+}
+
+/** Bytes of one element of RecordBatch's struct vectors: FieldNode {length, null_count}, Buffer {offset, length}. */
+const structBytes = 16;
+
+/**
+ * Checks what the Arrow reader would otherwise trust: the row count against the batch limit,
+ * that the nodes and buffers vectors lie inside the flatbuffer, each node's length and null
+ * count within the limit (fermata's columns are flat: a node is no longer than the batch limit),
+ * and each buffer inside the body.
+ */
+function checkRecordBatch(header: Buffer, recordBatch: number, bodyLength: bigint, malformed: (what: string) => FermataError): bigint {
+  const limit = BigInt(timerLimits.rowsPerBatchMax);
+  const rows = int64At(header, fieldPosition(header, recordBatch, 0));
+  if (rows < 0n || rows > limit) throw malformed(`a record batch of ${rows} rows (at most ${timerLimits.rowsPerBatchMax})`);
+  for (const [index, name] of [[1, 'nodes'], [2, 'buffers']] as const) {
+    const position = fieldPosition(header, recordBatch, index);
+    if (position === undefined) continue;
+    const vector = position + header.readUInt32LE(position);
+    const count = header.readUInt32LE(vector);
+    if (vector + 4 + count * structBytes > header.length) throw malformed(`the record batch's ${name} vector claims ${count} entries, more than its header holds`);
+    for (let i = 0; i < count; i++) {
+      const first = header.readBigInt64LE(vector + 4 + i * structBytes);
+      const second = header.readBigInt64LE(vector + 4 + i * structBytes + 8);
+      if (index === 1 && (first < 0n || first > limit || second < 0n || second > first)) throw malformed(`column node ${i} claims ${first} values (${second} null); at most ${timerLimits.rowsPerBatchMax}`);
+      if (index === 2 && (first < 0n || second < 0n || first + second > bodyLength)) throw malformed(`buffer ${i} of the record batch (offset ${first}, ${second} bytes) lies outside its ${bodyLength}-byte body`);
+    }
+  }
+  return rows;
+}
+
+/** The Message fields checked and read; `malformed` makes the error (a RangeError inside means the flatbuffer lies about its offsets). */
+export function messageFacts(header: Buffer, malformed: (what: string) => FermataError): MessageFacts {
+  try {
+    const message = tableAt(header, 0);
+    const typePosition = fieldPosition(header, message, 1);
+    const headerType = typePosition === undefined ? 0 : header.readUInt8(typePosition);
+    const bodyLength = int64At(header, fieldPosition(header, message, 3));
+    if (bodyLength < 0n || bodyLength > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`a message body length of ${bodyLength}`);
+    let dictionaryId = 0n;
+    let isDelta = false;
+    let rows = 0n;
+    if (headerType === headerTypes.recordBatch || headerType === headerTypes.dictionaryBatch) {
+      const headerPosition = fieldPosition(header, message, 2);
+      if (headerPosition === undefined) throw malformed('a batch message without its header');
+      let recordBatch = tableAt(header, headerPosition);
+      if (headerType === headerTypes.dictionaryBatch) {
+        dictionaryId = int64At(header, fieldPosition(header, recordBatch, 0));
+        const deltaPosition = fieldPosition(header, recordBatch, 2);
+        isDelta = deltaPosition !== undefined && header.readUInt8(deltaPosition) !== 0;
+        const dataPosition = fieldPosition(header, recordBatch, 1);
+        if (dataPosition === undefined) throw malformed('a dictionary batch without its record batch');
+        recordBatch = tableAt(header, dataPosition);
+      }
+      rows = checkRecordBatch(header, recordBatch, bodyLength, malformed);
+    }
+    return { headerType, bodyLength: Number(bodyLength), rows: Number(rows), dictionaryId, isDelta };
+  } catch (err) {
+    if (err instanceof RangeError) throw malformed(`not an Arrow IPC message flatbuffer (${err.message})`);
+    throw err;
+  }
+}
