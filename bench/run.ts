@@ -17,6 +17,7 @@ const suites: Readonly<Record<string, Suite>> = {
   ingest: async (options) => (await import('./ingest.ts')).ingestSuite(options),
   dispatch: async (options) => (await import('./dispatch.ts')).dispatchSuite(options),
   compare: async (options) => (await import('./compare.ts')).compareSuite(options),
+  flight: async (options) => (await import('./flight.ts')).flightSuite(options),
 };
 
 const usage = `usage: npm run bench -- <suite>... [--quick] [--json] [--dir D]

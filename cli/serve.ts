@@ -29,6 +29,10 @@ import { MemoryLoader } from '../engine/memory-loader.ts';
 import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
 import { DiskSpaceCheck } from '../ingest/http/disk-space.ts';
 import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
+import { type FlightListener, FlightService } from '../ingest/flight/flight-service.ts';
+import { advertiseHttp3 } from '../ingest/http3/alt-svc.ts';
+import { CaddyMissingError, CaddySupervisor, checkCaddyInstalled } from '../ingest/http3/caddy-supervisor.ts';
+import { SelfSignedError, selfSignedPair } from '../ingest/http3/self-signed.ts';
 import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
 
 /** How long a drain may take before the connections still open are cut. */
@@ -36,12 +40,14 @@ const { drainTimeoutMs } = httpLimits;
 const defaults = { data: './data', listen: '127.0.0.1:7070' } as const;
 /** The TLS port when --tls-listen is not given and the cleartext port is not 0. */
 const tlsPortDefault = 7443;
-const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget'] as const;
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'flight'] as const;
+const flightConfigKeys = ['listen'] as const;
 const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
 const readinessConfigKeys = ['disk_free_bytes_min'] as const;
 
 const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
-                    [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]]
+                    [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]] [--flight HOST:PORT]
+                    [--http3 PORT]
 
 Runs the timer service: HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port, and with
 a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
@@ -59,10 +65,17 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
   --memory-budget BYTES   memory the service may use (e.g. 512MiB, 4GiB; env
                           FERMATA_MEMORY_BUDGET); the cgroup limit and the machine's RAM apply
                           too. Timers beyond what fits are kept on disk until they near.
+  --flight HOST:PORT      also serve Arrow Flight (gRPC, cleartext) there: DoPut of record batches
+                          to ["timers"] or ["timers", QUEUE] (env FERMATA_FLIGHT_LISTEN)
+  --http3 PORT            also serve HTTP/3 (QUIC, UDP) on PORT of the TLS port's host through a
+                          supervised Caddy (Debian package caddy) that forwards to the cleartext
+                          port over h2c; the TLS port advertises it (alt-svc). Without
+                          --tls-cert/--tls-key a self-signed pair is made in DIR/http3 for local
+                          use (env FERMATA_HTTP3_PORT)
   -h, --help              this text
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
-  "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT},
+  "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT}, "flight": {"listen": HOST:PORT},
   "readiness": {"disk_free_bytes_min": BYTES}, "memory_budget": BYTES,
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
                "signing_secrets": ["whsec_…"], "ca_file": FILE}}; every key is optional.
@@ -105,6 +118,10 @@ interface ServeSettings {
   readonly dispatch: DispatchSettings;
   /** --memory-budget in bytes, when set. */
   readonly memoryBudgetBytes: number | undefined;
+  /** Where the Arrow Flight service listens, when it is on. */
+  readonly flight: ListenAddress | undefined;
+  /** The HTTP/3 port and the certificate files Caddy loads, when --http3 is on. */
+  readonly http3: { readonly port: number; readonly certFile: string; readonly keyFile: string } | undefined;
 }
 
 /** A setting as chosen: its text, where it came from (for messages), and the directory a relative path in it is taken from. */
@@ -146,7 +163,7 @@ function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Ser
   const configFile = values.config;
   const config = configFile === undefined ? {} : readConfig(configFile);
   /** The winning setting for option `--name`: flag, else environment variable, else config file entry, else none. */
-  const pick = (name: 'data' | 'listen' | 'tls-cert' | 'tls-key' | 'tls-listen', envName: string, configName: string, fromConfig: string | undefined): Setting | undefined => {
+  const pick = (name: 'data' | 'listen' | 'tls-cert' | 'tls-key' | 'tls-listen' | 'flight', envName: string, configName: string, fromConfig: string | undefined): Setting | undefined => {
     const flag = values[name];
     if (flag !== undefined) return { value: flag, source: `--${name}`, base: process.cwd() };
     const fromEnv = env[envName];
@@ -171,16 +188,23 @@ function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Ser
   const refusal = listenRefusal(listenAddress.host, tokens, insecure);
   if (refusal !== undefined) throw new UsageError(`${listen.source}: ${refusal}`);
 
-  const tls = tlsSettings(
-    pick('tls-cert', 'FERMATA_TLS_CERT', 'tls.cert', config.tls?.cert),
-    pick('tls-key', 'FERMATA_TLS_KEY', 'tls.key', config.tls?.key),
-    pick('tls-listen', 'FERMATA_TLS_LISTEN', 'tls.listen', config.tls?.listen),
-    listenAddress,
-  );
+  const http3Port = http3PortSetting(values.http3, env.FERMATA_HTTP3_PORT);
+  let certSetting = pick('tls-cert', 'FERMATA_TLS_CERT', 'tls.cert', config.tls?.cert);
+  let keySetting = pick('tls-key', 'FERMATA_TLS_KEY', 'tls.key', config.tls?.key);
+  if (http3Port !== undefined && certSetting === undefined && keySetting === undefined) {
+    const pair = http3SelfSigned(resolve(data.base, data.value));
+    certSetting = { value: pair.certFile, source: 'the self-signed certificate made for --http3', base: process.cwd() };
+    keySetting = { value: pair.keyFile, source: 'the self-signed key made for --http3', base: process.cwd() };
+  }
+  const tls = tlsSettings(certSetting, keySetting, pick('tls-listen', 'FERMATA_TLS_LISTEN', 'tls.listen', config.tls?.listen), listenAddress);
   if (tls !== undefined) {
     const tlsRefusal = listenRefusal(tls.listen.host, tokens, insecure);
     if (tlsRefusal !== undefined) throw new UsageError(`the TLS port: ${tlsRefusal}`);
   }
+  const flight = pick('flight', 'FERMATA_FLIGHT_LISTEN', 'flight.listen', config.flight?.listen);
+  const flightAddress = flight === undefined ? undefined : parseListenAddress(flight.value, flight.source);
+  const flightRefusal = flightAddress === undefined ? undefined : listenRefusal(flightAddress.host, tokens, insecure);
+  if (flight !== undefined && flightRefusal !== undefined) throw new UsageError(`${flight.source}: ${flightRefusal}`);
   return {
     kind: 'run',
     settings: {
@@ -191,8 +215,38 @@ function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Ser
       diskFreeBytesMin: config.readiness?.disk_free_bytes_min ?? readinessLimits.diskFreeBytesMin,
       dispatch: dispatchSettings(config.dispatch, configFile, env),
       memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env.FERMATA_MEMORY_BUDGET, config.memory_budget),
+      flight: flightAddress,
+      http3:
+        http3Port === undefined || certSetting === undefined || keySetting === undefined
+          ? undefined
+          : { port: http3Port, certFile: resolve(certSetting.base, certSetting.value), keyFile: resolve(keySetting.base, keySetting.value) },
     },
   };
+}
+
+/** --http3 PORT, else FERMATA_HTTP3_PORT; Caddy must be installed (checked here, so a missing one is a usage error naming the package). */
+function http3PortSetting(flag: string | undefined, fromEnv: string | undefined): number | undefined {
+  const [text, source] = flag !== undefined ? [flag, '--http3'] : fromEnv !== undefined && fromEnv !== '' ? [fromEnv, 'FERMATA_HTTP3_PORT'] : [undefined, ''];
+  if (text === undefined) return undefined;
+  const port = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
+  // Caddy binds TCP and UDP separately: port 0 would give each its own port, and no one could say which.
+  if (!(port >= 1 && port <= 65_535)) throw new UsageError(`${source}: "${text}" is not a port from 1 to 65535`);
+  try {
+    checkCaddyInstalled();
+  } catch (err) {
+    if (err instanceof CaddyMissingError) throw new UsageError(`${source}: ${err.message}`);
+    throw err;
+  }
+  return port;
+}
+
+function http3SelfSigned(dataDir: string): { certFile: string; keyFile: string } {
+  try {
+    return selfSignedPair(resolve(dataDir, 'http3'));
+  } catch (err) {
+    if (err instanceof SelfSignedError) throw new UsageError(`--http3: ${err.message}`);
+    throw err;
+  }
 }
 
 /** --memory-budget, else FERMATA_MEMORY_BUDGET, else the config file's "memory_budget", in bytes. */
@@ -293,6 +347,8 @@ function parseServeArgs(argv: readonly string[]) {
         'tls-key': { type: 'string' },
         'tls-listen': { type: 'string' },
         'memory-budget': { type: 'string' },
+        flight: { type: 'string' },
+        http3: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -332,6 +388,7 @@ interface ServeConfig {
   readiness?: { disk_free_bytes_min?: number };
   dispatch?: unknown;
   memory_budget?: number;
+  flight?: { listen?: string };
 }
 
 function readConfig(file: string): ServeConfig {
@@ -362,6 +419,10 @@ function readConfig(file: string): ServeConfig {
       case 'tls':
         config.tls = {};
         for (const [tlsKey, tlsEntry] of objectEntries(entry, file, 'tls.', tlsConfigKeys)) config.tls[tlsKey] = configString(tlsEntry, file, `tls.${tlsKey}`);
+        break;
+      case 'flight':
+        config.flight = {};
+        for (const [flightKey, flightEntry] of objectEntries(entry, file, 'flight.', flightConfigKeys)) config.flight[flightKey] = configString(flightEntry, file, `flight.${flightKey}`);
         break;
       case 'dispatch':
         // Checked whole with the environment's overrides (cli/dispatch-config.ts).
@@ -459,12 +520,25 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
     await engine.close();
     return 1;
   }
+  const flight = await startFlight(settings, engine, logger);
+  const caddy = flight === 'failed' ? undefined : await startHttp3(settings, app, logger);
+  if (flight === 'failed' || caddy === 'failed') {
+    if (flight !== 'failed') await flight?.close();
+    await drainHttp(app, logger);
+    await loader.stop();
+    await dispatcher.close();
+    await engine.close();
+    return 1;
+  }
   dispatcher.start();
   logger.info({ threads: dispatcher.threads, signing: settings.dispatch.signingSecrets.length > 0, allowLoopback }, 'dispatching');
 
   const signal = await stopRequested.promise;
   logger.info({ signal }, 'stopping');
-  let exitCode = await drainHttp(app, logger);
+  // Caddy first: it stops taking HTTP/3 requests and finishes those in flight while fermata still answers them.
+  await caddy?.stop();
+  // Both drains at once: each is bounded by its own timeout.
+  let [exitCode] = await Promise.all([drainHttp(app, logger), flight?.close()]);
   // Deliveries in flight finish and are recorded (bounded); what is not recorded is delivered again after a restart.
   await dispatcher.close();
   await loader.stop();
@@ -493,6 +567,7 @@ async function startHttp(settings: ServeSettings, engine: Engine, dispatcher: Di
     metrics: (registry) => registerDispatchMetrics(registry, dispatcher),
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
+  if (settings.http3 !== undefined && settings.tls !== undefined) advertiseHttp3(app, settings.http3.port);
   let bound = `${settings.listen.host}:${settings.listen.port}`;
   try {
     await app.listen({ host: settings.listen.host, port: settings.listen.port });
@@ -510,6 +585,41 @@ async function startHttp(settings: ServeSettings, engine: Engine, dispatcher: Di
   logger.info({ url: urlOf('http', app.server.address()), data: settings.dataDir }, 'listening');
   if (app.server.tls !== undefined) logger.info({ url: urlOf('https', app.server.tls.address()), alpn: alpnProtocols }, 'listening');
   return app;
+}
+
+/** The Arrow Flight service when --flight is set: logs a "flight listening" line with its grpc+tcp:// "url"; 'failed' (logged) when it cannot bind. */
+async function startFlight(settings: ServeSettings, engine: Engine, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
+  if (settings.flight === undefined) return undefined;
+  const service = new FlightService({ engine, logger: logger.child({ component: 'flight' }), tokens: settings.tokens });
+  try {
+    const listener = await service.listen(settings.flight.host, settings.flight.port);
+    logger.info({ url: listener.url }, 'flight listening');
+    return listener;
+  } catch (err) {
+    logStartFailure(logger, err, `cannot listen on ${settings.flight.host}:${settings.flight.port} (Flight)`);
+    return 'failed';
+  }
+}
+
+/** The HTTP/3 adapter when --http3 is set: a supervised Caddy forwarding to the cleartext port; 'failed' (logged) when it does not come up. */
+async function startHttp3(settings: ServeSettings, app: HttpServer, logger: Logger): Promise<CaddySupervisor | undefined | 'failed'> {
+  if (settings.http3 === undefined || settings.tls === undefined) return undefined;
+  const cleartext = app.server.address();
+  assert.ok(cleartext !== null && typeof cleartext === 'object', 'the cleartext port is listening');
+  const upstreamHost = cleartext.family === 'IPv6' ? (cleartext.address === '::' ? '[::1]' : `[${cleartext.address}]`) : cleartext.address === '0.0.0.0' ? '127.0.0.1' : cleartext.address;
+  const caddy = new CaddySupervisor({
+    dir: resolve(settings.dataDir, 'http3'),
+    config: { host: settings.tls.listen.host, port: settings.http3.port, upstream: `${upstreamHost}:${cleartext.port}`, certFile: settings.http3.certFile, keyFile: settings.http3.keyFile },
+    logger: logger.child({ component: 'http3' }),
+  });
+  try {
+    await caddy.start();
+  } catch (err) {
+    logStartFailure(logger, err, `cannot serve HTTP/3 on ${settings.tls.listen.host}:${settings.http3.port}`);
+    return 'failed';
+  }
+  logger.info({ url: `https://${settings.tls.listen.host.includes(':') ? `[${settings.tls.listen.host}]` : settings.tls.listen.host}:${settings.http3.port}`, protocol: 'h3' }, 'http3 listening');
+  return caddy;
 }
 
 /** Stops accepting on every port and lets open requests finish, cutting them after drainTimeoutMs; the exit code so far. */

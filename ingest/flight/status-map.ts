@@ -1,0 +1,68 @@
+// The one place fermata's error codes become gRPC status codes for the Flight service (the
+// HTTP adapter's counterpart is ingest/http/error-map.ts). pyarrow.flight raises them as
+// ArrowInvalid (INVALID_ARGUMENT), FlightUnauthenticatedError, FlightUnavailableError,
+// ArrowNotImplementedError (UNIMPLEMENTED) and FlightServerError (the rest). The details text
+// starts with the stable code and carries the Arrow column and 0-based row, and the record
+// batch's 0-based index in the stream, when known; the same facts go in trailing metadata
+// (fermata-code, fermata-column, fermata-row, fermata-batch) for clients that read it.
+import { Metadata, status } from '@grpc/grpc-js';
+import { type ErrorCode, errorCodes, isFermataError } from '../../engine/errors.ts';
+
+/** Keyed by every code: a code added to errors.ts fails the typecheck here until it has a status. */
+const statusOf: Record<ErrorCode, status> = {
+  [errorCodes.batchInvalid]: status.INVALID_ARGUMENT,
+  [errorCodes.queueInvalid]: status.INVALID_ARGUMENT,
+  [errorCodes.targetRefused]: status.INVALID_ARGUMENT,
+  // A batch too large for one log record: the client must split it, so not retryable as is.
+  [errorCodes.walRecordTooLarge]: status.INVALID_ARGUMENT,
+  // Overload that passes by itself: retry after a second.
+  [errorCodes.capacityFull]: status.RESOURCE_EXHAUSTED,
+  [errorCodes.walQueueFull]: status.RESOURCE_EXHAUSTED,
+  [errorCodes.diskFull]: status.RESOURCE_EXHAUSTED,
+  // The log stopped acknowledging (a failed write or fsync), or the service is stopping.
+  [errorCodes.walPoisoned]: status.UNAVAILABLE,
+  [errorCodes.walClosed]: status.UNAVAILABLE,
+  [errorCodes.unauthorized]: status.UNAUTHENTICATED,
+  // Start-up conditions or a damaged disk: met by a call, they are a bug or need an operator.
+  [errorCodes.walCorrupt]: status.INTERNAL,
+  [errorCodes.dataDirLocked]: status.INTERNAL,
+  [errorCodes.spillCorrupt]: status.INTERNAL,
+};
+
+const retryHint: Partial<Record<ErrorCode, string>> = {
+  [errorCodes.capacityFull]: ' (retry in 1 s)',
+  [errorCodes.walQueueFull]: ' (retry in 1 s)',
+  [errorCodes.walClosed]: ' (the service is stopping; retry against it once restarted)',
+};
+
+/** A call's end status: thrown by handlers, sent by grpc-js as the status (code, details, trailing metadata). */
+export class FlightFailure extends Error {
+  override readonly name = 'FlightFailure';
+  readonly code: status;
+  readonly details: string;
+  readonly metadata: Metadata;
+  /** A bug or unknown failure: the caller logs it with its stack. */
+  readonly unexpected: boolean;
+
+  constructor(code: status, details: string, metadata = new Metadata(), unexpected = false) {
+    super(details);
+    this.code = code;
+    this.details = details;
+    this.metadata = metadata;
+    this.unexpected = unexpected;
+  }
+}
+
+/** The status for `err`, met while handling record batch `batch` of a DoPut (undefined elsewhere). */
+export function flightFailure(err: unknown, batch?: number): FlightFailure {
+  const metadata = new Metadata();
+  if (batch !== undefined) metadata.set('fermata-batch', String(batch));
+  const inBatch = batch === undefined ? '' : ` (record batch ${batch} of the stream)`;
+  if (!isFermataError(err)) return new FlightFailure(status.INTERNAL, 'INTERNAL: internal error (logged on the server)', metadata, true);
+  metadata.set('fermata-code', err.code);
+  const { column, row } = err.details;
+  if (typeof column === 'string' && column !== '') metadata.set('fermata-column', column);
+  if (typeof row === 'number') metadata.set('fermata-row', String(row));
+  const code = statusOf[err.code];
+  return new FlightFailure(code, `${err.code}: ${err.message}${inBatch}${retryHint[err.code] ?? ''}`, metadata, code === status.INTERNAL);
+}

@@ -1,0 +1,247 @@
+// HTTP/3 through the supervised Caddy (`fermata serve --http3 PORT`), driven by real HTTP/3
+// clients no one here wrote: headless Chromium (Debian chromium) forced onto QUIC for the
+// origin, posting a JSON timer and an Arrow batch with fetch() and reporting
+// performance entries' nextHopProtocol; and gtlsclient (Debian ngtcp2-client). The timers are
+// then looked up on the cleartext port, and Caddy's access log must show the requests as
+// HTTP/3.0. Supervision: a Caddy killed with SIGKILL is started again, and SIGTERM stops both.
+// Without caddy, or without both clients, the test skips saying which; with one client it runs
+// that one and says the other is missing.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { createHash, X509Certificate } from 'node:crypto';
+import { createSocket } from 'node:dgram';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Binary, makeData, makeVector, Table, tableToIPC, Utf8, vectorFromArray } from 'apache-arrow';
+import { binPath, serviceEnv, startService } from '../helpers/service.ts';
+import { run } from '../helpers/python-venv.ts';
+import { testScratch } from '../helpers/scratch.ts';
+import { withTimeout } from '../helpers/timeout.ts';
+
+const scratch = testScratch('fermata-http3');
+const has = (command: string): boolean => spawnSync(command, ['--version'], { timeout: 20_000 }).error === undefined;
+const unable = !has('caddy')
+  ? 'caddy is not installed (Debian package caddy)'
+  : !has('chromium') && !has('gtlsclient')
+    ? 'no HTTP/3 client is installed (Debian packages chromium, ngtcp2-client)'
+    : undefined;
+const dayMs = 86_400_000;
+
+/** A port free for both TCP and UDP a moment ago (Caddy binds both; port 0 cannot be used). */
+async function freePort(): Promise<number> {
+  for (;;) {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const udp = createSocket('udp4');
+    const free = await new Promise<boolean>((resolve) => {
+      udp.once('error', () => resolve(false));
+      udp.bind(port, '127.0.0.1', () => resolve(true));
+    });
+    udp.close();
+    if (free) return port;
+  }
+}
+
+async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  await withTimeout(
+    (async () => {
+      while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 50));
+    })(),
+    timeoutMs,
+    what,
+  );
+}
+
+/** The base64 SHA-256 of a certificate's public key: what --ignore-certificate-errors-spki-list takes. */
+function spkiHash(certFile: string): string {
+  const der = new X509Certificate(readFileSync(certFile)).publicKey.export({ type: 'spki', format: 'der' });
+  return createHash('sha256').update(der).digest('base64');
+}
+
+function arrowBatch(rows: number): Buffer {
+  const payloads = Array.from({ length: rows }, (_, i) => Buffer.from([i, 0, 255, 7]));
+  const offsets = new Int32Array(rows + 1);
+  payloads.forEach((payload, i) => (offsets[i + 1] = (offsets[i] as number) + payload.length));
+  const ipc = tableToIPC(
+    new Table({
+      fire_at: makeVector(BigInt64Array.from({ length: rows }, (_, i) => BigInt(Date.now() + dayMs + i))),
+      target: vectorFromArray(Array.from({ length: rows }, () => 'https://hooks.example.com/h3'), new Utf8()),
+      payload: makeVector(makeData({ type: new Binary(), length: rows, valueOffsets: offsets, data: Buffer.concat(payloads) })),
+    }),
+    'stream',
+  );
+  return Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength);
+}
+
+/** A minimal Chrome DevTools Protocol session on one page target. */
+class Page {
+  readonly #socket: WebSocket;
+  #nextId = 1;
+  readonly #pending = new Map<number, (message: { result?: unknown; error?: { message: string } }) => void>();
+
+  private constructor(socket: WebSocket) {
+    this.#socket = socket;
+    socket.addEventListener('message', (event) => {
+      const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown; error?: { message: string } };
+      if (message.id !== undefined) this.#pending.get(message.id)?.(message);
+    });
+  }
+
+  static async open(debuggerUrl: string): Promise<Page> {
+    const socket = new WebSocket(debuggerUrl);
+    await new Promise<void>((resolve, reject) => {
+      socket.addEventListener('open', () => resolve());
+      socket.addEventListener('error', () => reject(new Error(`cannot connect to ${debuggerUrl}`)));
+    });
+    return new Page(socket);
+  }
+
+  /** The value of an expression (a promise is awaited), as JSON. */
+  async evaluate<T>(expression: string): Promise<T> {
+    const id = this.#nextId++;
+    const answer = new Promise<{ result?: unknown; error?: { message: string } }>((resolve) => this.#pending.set(id, resolve));
+    this.#socket.send(JSON.stringify({ id, method: 'Runtime.evaluate', params: { expression, awaitPromise: true, returnByValue: true } }));
+    const message = await withTimeout(answer, 20_000, `Runtime.evaluate ${expression.slice(0, 60)}`);
+    if (message.error !== undefined) throw new Error(message.error.message);
+    const result = message.result as { result: { value: T }; exceptionDetails?: { text: string; exception?: { description?: string } } };
+    if (result.exceptionDetails !== undefined) throw new Error(result.exceptionDetails.exception?.description ?? result.exceptionDetails.text);
+    return result.result.value;
+  }
+
+  close(): void {
+    this.#socket.close();
+  }
+}
+
+/** Headless Chromium forced onto QUIC for `origin` (host:port), trusting the certificate with this SPKI hash; its page opened at `url`. */
+async function openChromium(origin: string, spki: string, url: string, profileDir: string): Promise<{ browser: ChildProcess; page: Page }> {
+  const args = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--remote-debugging-port=0', `--user-data-dir=${profileDir}`, `--origin-to-force-quic-on=${origin}`, `--ignore-certificate-errors-spki-list=${spki}`, 'about:blank'];
+  const browser = spawn('chromium', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  scratch.children.add(browser);
+  let stderr = '';
+  const endpoint = await withTimeout(
+    new Promise<string>((resolve, reject) => {
+      browser.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+        stderr += chunk;
+        const match = /DevTools listening on (ws:\/\/\S+)/.exec(stderr);
+        if (match !== null) resolve(match[1] as string);
+      });
+      browser.once('exit', (code) => reject(new Error(`chromium exited ${code}: ${stderr}`)));
+    }),
+    30_000,
+    'chromium to listen for DevTools',
+  );
+  const devtools = new URL(endpoint);
+  const created = await fetch(`http://${devtools.host}/json/new?${url}`, { method: 'PUT' });
+  const target = (await created.json()) as { webSocketDebuggerUrl: string };
+  const page = await Page.open(target.webSocketDebuggerUrl);
+  await waitFor('the page to load', async () => (await page.evaluate<string>('location.href + " " + document.readyState')) === `${url} complete`);
+  return { browser, page };
+}
+
+interface AccessEntry {
+  readonly request: { readonly proto: string; readonly method: string; readonly uri: string; readonly headers: Record<string, string[]> };
+  readonly status: number;
+}
+
+function accessLog(dataDir: string): AccessEntry[] {
+  let text: string;
+  try {
+    text = readFileSync(join(dataDir, 'http3', 'access.log'), 'utf8');
+  } catch {
+    return [];
+  }
+  return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as AccessEntry);
+}
+
+test('--http3 without caddy is a usage error naming the package', async () => {
+  const result = await run(process.execPath, [binPath, 'serve', '--data', scratch.tempDir('nocaddy'), '--listen', '127.0.0.1:0', '--http3', '18443'], 30_000, 'fermata serve', serviceEnv({ PATH: '/nonexistent' }));
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(result.stderr, /install the Debian package caddy/);
+});
+
+test('HTTP/3 through Caddy: Chromium and gtlsclient over QUIC, timers stored, alt-svc advertised, Caddy supervised', { skip: unable, timeout: 180_000 }, async (t) => {
+  const port = await freePort();
+  const dataDir = scratch.tempDir('h3');
+  const service = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--http3', String(port)], tls: true });
+  await waitFor('the "http3 listening" line', () => service.output().includes('"msg":"http3 listening"'));
+  const h3Url = `https://127.0.0.1:${port}`;
+
+  // The TLS port advertises the HTTP/3 port.
+  const tlsHealth = spawnSync('curl', ['-sk', '-o', '/dev/null', '-D', '-', `${service.tlsUrl}/healthz`], { encoding: 'utf8', timeout: 20_000 });
+  assert.match(tlsHealth.stdout, new RegExp(`alt-svc: h3=":${port}"; ma=86400`, 'i'));
+
+  const stored: string[] = [];
+  if (!has('chromium')) t.diagnostic('chromium is not installed (Debian package chromium): the browser client is skipped');
+  else {
+    const spki = spkiHash(join(dataDir, 'http3', 'self-signed-cert.pem'));
+    const { browser, page } = await openChromium(`127.0.0.1:${port}`, spki, `${h3Url}/healthz`, scratch.tempDir('chromium'));
+    try {
+      const fireAt = new Date(Date.now() + dayMs).toISOString();
+      const json = await page.evaluate<{ status: number; body: { id: string }; protocol: string; page: string }>(`(async () => {
+        const answer = await fetch('/v1/timers', { method: 'POST', headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ fire_at: '${fireAt}', target: 'https://hooks.example.com/h3', payload: 'from chromium' }) });
+        const body = await answer.json();
+        const entries = performance.getEntriesByType('resource').filter((entry) => entry.name.endsWith('/v1/timers'));
+        return { status: answer.status, body, protocol: entries.at(-1).nextHopProtocol, page: performance.getEntriesByType('navigation')[0].nextHopProtocol };
+      })()`);
+      assert.equal(json.status, 201, JSON.stringify(json));
+      assert.equal(json.protocol, 'h3', 'fetch went over HTTP/3');
+      assert.equal(json.page, 'h3', 'the page itself came over HTTP/3');
+      stored.push(json.body.id);
+
+      const arrow = arrowBatch(50).toString('base64');
+      const bulk = await page.evaluate<{ status: number; body: { accepted: number } }>(`(async () => {
+        const bytes = Uint8Array.from(atob('${arrow}'), (char) => char.charCodeAt(0));
+        const answer = await fetch('/v1/timers', { method: 'POST', headers: { 'content-type': 'application/vnd.apache.arrow.stream' }, body: bytes });
+        return { status: answer.status, body: await answer.json() };
+      })()`);
+      assert.deepEqual(bulk, { status: 201, body: { accepted: 50, duplicates: 0 } });
+    } finally {
+      page.close();
+      browser.kill('SIGKILL');
+    }
+  }
+
+  if (!has('gtlsclient')) t.diagnostic('gtlsclient is not installed (Debian package ngtcp2-client): that client is skipped');
+  else {
+    const gtls = await run('gtlsclient', ['--quiet', '--exit-on-all-streams-close', '127.0.0.1', String(port), `${h3Url}/v1/stats`], 30_000, 'gtlsclient');
+    assert.equal(gtls.code, 0, gtls.stderr);
+  }
+
+  // What reached fermata is stored, and Caddy saw every request over HTTP/3.
+  for (const id of stored) assert.equal((await fetch(`${service.url}/v1/timers/${id}`)).status, 200);
+  const stats = (await (await fetch(`${service.url}/v1/stats`)).json()) as { pending: number };
+  assert.equal(stats.pending, stored.length === 0 ? 0 : 51);
+  await waitFor('the access log', () => accessLog(dataDir).some((entry) => entry.request.uri === '/v1/stats' || entry.request.method === 'POST'));
+  const entries = accessLog(dataDir);
+  const posts = entries.filter((entry) => entry.request.method === 'POST');
+  if (stored.length > 0) assert.equal(posts.length, 2);
+  for (const entry of posts) assert.equal(entry.request.proto, 'HTTP/3.0');
+  if (has('gtlsclient')) {
+    const viaGtls = entries.find((entry) => entry.request.uri === '/v1/stats');
+    assert.equal(viaGtls?.request.proto, 'HTTP/3.0');
+    assert.equal(viaGtls?.status, 200);
+  }
+
+  // Supervision: a killed Caddy is started again and serves; SIGTERM stops fermata and Caddy.
+  const pidOf = (): number | undefined => {
+    const lines = service.output().split('\n').filter((line) => line.includes('"msg":"caddy running"') || line.includes('"msg":"caddy restarted"'));
+    const last = lines.at(-1);
+    return last === undefined ? undefined : (JSON.parse(last) as { pid: number }).pid;
+  };
+  const first = pidOf();
+  assert.ok(first !== undefined);
+  process.kill(first, 'SIGKILL');
+  await waitFor('caddy to be restarted', () => pidOf() !== first);
+  await waitFor('the restarted caddy to answer', async () => spawnSync('curl', ['-sk', '-o', '/dev/null', '-w', '%{http_code}', `${h3Url}/healthz`], { encoding: 'utf8', timeout: 5_000 }).stdout === '200');
+  const second = pidOf() as number;
+  service.child.kill('SIGTERM');
+  await withTimeout(service.exited, 30_000, 'the service to stop');
+  assert.equal(service.child.exitCode, 0, service.output());
+  assert.throws(() => process.kill(second, 0), { code: 'ESRCH' }, 'caddy stopped with the service');
+});
