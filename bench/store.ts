@@ -1,7 +1,9 @@
 // The `store` suite: the engine (engine/engine.ts) on a real data directory, end to end —
 // validate, batch encoding, WAL group commit, then the resident store, heap, id and key indexes:
 //
-//   admit_single   256 async loops, each admitting a one-timer batch and awaiting it (durable)
+//   admit_single   256 async loops, each admitting a one-timer batch and awaiting it (durable),
+//                  through the AdmitCoalescer as ingest does (one turn's admits share a record)
+//   admit_single_uncoalesced   the same, each admit straight to engine.admit (a record each)
 //   admit_batch    4 async loops admitting 10,000-timer batches
 //   resident       RAM per resident timer: heapUsed + external growth over N timers without keys
 //   key            RAM per idempotency key: the same N timers with 64-byte keys, minus the above
@@ -23,6 +25,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { AdmitCoalescer } from '../engine/admit-coalescer.ts';
 import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { Engine } from '../engine/engine.ts';
 import { type Figure, inSpan, metaLine, roundTo, startSpan, type SuiteOptions } from './report.ts';
@@ -61,8 +64,10 @@ export async function storeSuite(options: SuiteOptions): Promise<Figure[]> {
   const { baseDir, progress } = options;
   const n = timing.residentTimers;
 
-  progress(`store: ${singleAdmitters} admitters of one-timer batches (${seconds} s)`);
-  const single = await inTempDir(baseDir, 'admit1', (dir) => measureAdmits(dir, timing, singleAdmitters, 1));
+  progress(`store: ${singleAdmitters} admitters of one-timer batches, coalesced (${seconds} s)`);
+  const single = await inTempDir(baseDir, 'admit1', (dir) => measureAdmits(dir, timing, singleAdmitters, 1, 'coalesced'));
+  progress(`store: ${singleAdmitters} admitters of one-timer batches, a record each (${seconds} s)`);
+  const singleRaw = await inTempDir(baseDir, 'admit1raw', (dir) => measureAdmits(dir, timing, singleAdmitters, 1, 'direct'));
   progress(`store: ${batchAdmitters} admitters of ${batchRows}-timer batches (${seconds} s)`);
   const batched = await inTempDir(baseDir, 'admit10k', (dir) => measureAdmits(dir, timing, batchAdmitters, batchRows));
 
@@ -100,6 +105,7 @@ export async function storeSuite(options: SuiteOptions): Promise<Figure[]> {
       reopens: timing.reopens,
     }),
     figure('store.admit_single.per_s', Math.round(single.admitted / single.seconds), '1/s'),
+    figure('store.admit_single_uncoalesced.per_s', Math.round(singleRaw.admitted / singleRaw.seconds), '1/s'),
     figure('store.admit_batch.per_s', Math.round(batched.admitted / batched.seconds), '1/s'),
     figure('store.resident.bytes_per_timer', roundTo((plain.heapUsedBytes + plain.externalBytes) / n, 1), 'B'),
     figure('store.key.bytes_per_key', roundTo((fill.heapUsedBytes + fill.externalBytes - plain.heapUsedBytes - plain.externalBytes) / n, 1), 'B'),
@@ -180,19 +186,24 @@ interface AdmitRun {
   readonly seconds: number;
 }
 
-/** `admitters` loops, each admitting its own `rows`-timer batch and awaiting it, until the span ends. */
-async function measureAdmits(dir: string, timing: Timing, admitters: number, rows: number): Promise<AdmitRun> {
+/**
+ * `admitters` loops, each admitting its own `rows`-timer batch and awaiting it, until the span
+ * ends: straight to engine.admit, or (one-timer batches) through an AdmitCoalescer.
+ */
+async function measureAdmits(dir: string, timing: Timing, admitters: number, rows: number, path: 'direct' | 'coalesced' = 'direct'): Promise<AdmitRun> {
   const batches = Array.from({ length: admitters }, () => {
     const batch = newBatch(rows);
     setFireTimes(batch, Date.now() + futureMinMs, futureSpanMs);
     return batch;
   });
   const engine = await Engine.open({ dataDir: dir });
+  const coalescer = path === 'coalesced' ? new AdmitCoalescer(engine) : undefined;
   let admitted = 0;
   const span = startSpan(timing);
   const admitUntilEnd = async (batch: TimerBatch): Promise<void> => {
     while (performance.now() < span.end) {
-      await engine.admit(batch);
+      if (coalescer === undefined) await engine.admit(batch);
+      else await coalescer.admitOne(batch);
       if (inSpan(span, performance.now())) admitted += batch.rows;
       stampKeys(batch);
     }

@@ -57,6 +57,16 @@ export type TimerLimits = { -readonly [K in keyof typeof timerLimits]: number };
 assert.ok(timerLimits.rowsPerBatchMax < 2 ** 24, 'a row must fit the 24-bit row field of an id');
 assert.ok(timerLimits.payloadBytesMax <= walLimits.recordBodyBytesMax, 'one timer must fit a WAL record');
 
+export const coalesceLimits = {
+  /** One-timer admits arriving in one event-loop turn share one ADD record, up to this many rows. */
+  rowsMax: 1024,
+  /** …and up to this many payload, header and key bytes (a merged record stays far below recordBodyBytesMax). */
+  bytesMax: 4 * MiB,
+} as const;
+
+assert.ok(coalesceLimits.rowsMax >= 1 && coalesceLimits.rowsMax <= timerLimits.rowsPerBatchMax, 'a merged batch is a batch: at most rowsPerBatchMax rows');
+assert.ok(coalesceLimits.bytesMax * 2 <= walLimits.recordBodyBytesMax, 'a merged batch (plus one more timer) fits a WAL record');
+
 export const schedulerLimits = {
   /** Timers handed to the dispatcher in one slice; the event loop runs between slices. */
   sliceTimersMax: 1024,

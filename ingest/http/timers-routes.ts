@@ -1,7 +1,8 @@
 // /v1/timers: add (JSON, NDJSON, Arrow IPC), look up, cancel. A thin adapter: bytes → TimerBatch
 // → engine.admit/admitArrow, and every 2xx is sent only after the engine says the batch is
 // durable. The NDJSON and Arrow parsers hand the body over whole as a Buffer (Arrow's bytes
-// are logged as they arrived); they are registered in this plugin's scope only.
+// are logged as they arrived); they are registered in this plugin's scope only. Single JSON
+// timers go through an AdmitCoalescer: those read in one event-loop turn share one WAL record.
 //
 //   POST application/json               one timer      → 201 {id, fire_at, duplicate:false} | 200 {…, duplicate:true}
 //   POST application/x-ndjson           one a line     → 201 {accepted, duplicates}   (Accept: Arrow → Arrow stream)
@@ -11,6 +12,7 @@
 // names); `duplicates` says how many of those were already known. The Arrow answer has a row
 // per input row: `id` (Utf8) and `duplicate` (Bool).
 import { Bool, makeData, makeVector, Table, tableToIPC, Utf8 } from 'apache-arrow';
+import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.ts';
 import type { Admitted } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { decodeTimerId, idLength } from '../../engine/ids.ts';
@@ -98,19 +100,20 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
   const parserOptions = { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax } as const;
   app.addContentTypeParser(mediaTypes.ndjson, parserOptions, passBody);
   app.addContentTypeParser(mediaTypes.arrowStream, parserOptions, passBody);
+  const coalescer = new AdmitCoalescer(engine);
 
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
     const mediaType = mediaTypeOf(request.headers['content-type']);
     if (mediaType === mediaTypes.json) {
       const batch = batchFromJsonTimer(request.body, Date.now());
-      let admitted: Admitted;
+      let admitted: AdmittedOne;
       try {
-        admitted = await engine.admit(batch);
+        admitted = await coalescer.admitOne(batch);
       } catch (err) {
         throw inJsonTerms(err, undefined);
       }
-      const id = admitted.idOf(0);
-      if (!admitted.isDuplicate(0)) return reply.code(201).send({ id, fire_at: isoOf(batch.fireAtMs[0] as number), duplicate: false });
+      const { id } = admitted;
+      if (!admitted.duplicate) return reply.code(201).send({ id, fire_at: isoOf(batch.fireAtMs[0] as number), duplicate: false });
       const fireAtMs = engine.get(id)?.fireAtMs ?? decodeTimerId(id)?.fireAtMs ?? (batch.fireAtMs[0] as number);
       return reply.code(200).send({ id, fire_at: isoOf(fireAtMs), duplicate: true });
     }

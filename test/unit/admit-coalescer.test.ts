@@ -1,0 +1,172 @@
+// The admit coalescer over the engine on the simulated file system: one-timer admits of one
+// turn share one WAL record yet behave as separate admits (ids, duplicates, per-timer
+// refusals, whole-record errors, replay); the merge helper keeps rows and dictionaries aligned.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.ts';
+import { mergeBatches } from '../../engine/batch/merge-batches.ts';
+import { batchFromSpecs, bytesAt, type TimerSpec } from '../../engine/batch/timer-batch.ts';
+import { type Clock, Engine } from '../../engine/engine.ts';
+import { errorCodes, isFermataError } from '../../engine/errors.ts';
+import { timerLimits } from '../../engine/limits.ts';
+import { SimFileSystem } from '../sim/sim-file-system.ts';
+
+const dataDir = '/data';
+const t0 = 1_796_220_000_000;
+
+function manualClock(start = t0): Clock & { set(ms: number): void } {
+  let now = start;
+  return { now: () => now, set: (ms) => (now = ms) };
+}
+
+/** A distinct payload per timer, with bytes of every value (not only ASCII). */
+function payloadOf(i: number): Uint8Array {
+  return Uint8Array.from({ length: 1 + (i % 37) }, (_, at) => (i * 131 + at * 7) & 0xff);
+}
+
+function specOf(i: number): TimerSpec {
+  return { fireAtMs: t0 + 1000 + i, target: `https://t${i % 3}.example/hook`, payload: payloadOf(i), queue: i % 2 === 0 ? 'default' : 'billing', key: `k-${i}` };
+}
+
+const one = (spec: TimerSpec) => batchFromSpecs([spec]);
+
+test('mergeBatches concatenates rows and merges dictionaries', () => {
+  const a = batchFromSpecs([specOf(0), specOf(1)]);
+  const b = batchFromSpecs([specOf(4), { ...specOf(5), headers: { 'x-a': 'b' } }]);
+  const merged = mergeBatches([a, b]);
+  assert.equal(merged.rows, 4);
+  assert.deepEqual([...merged.fireAtMs], [t0 + 1000, t0 + 1001, t0 + 1004, t0 + 1005]);
+  assert.deepEqual([...merged.targetIndex].map((i) => merged.targets[i]), ['https://t0.example/hook', 'https://t1.example/hook', 'https://t1.example/hook', 'https://t2.example/hook']);
+  assert.equal(merged.targets.length, 3, 'a target shared by two parts is one entry');
+  assert.deepEqual([...merged.queueIndex].map((i) => merged.queues[i]), ['default', 'billing', 'default', 'billing']);
+  for (const [row, i] of [0, 1, 4, 5].entries()) {
+    assert.deepEqual(bytesAt(merged.payload, row), payloadOf(i));
+    assert.equal(new TextDecoder().decode(bytesAt(merged.keys, row)), `k-${i}`);
+  }
+  assert.equal(new TextDecoder().decode(bytesAt(merged.headers, 3)), '{"x-a":"b"}');
+  assert.equal(bytesAt(merged.headers, 0).length, 0);
+});
+
+test('concurrent admitOne calls share one WAL record; each id names its own timer', async () => {
+  const fs = new SimFileSystem({ seed: 11 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const coalescer = new AdmitCoalescer(engine);
+  const before = engine.log.lastSeq;
+  const n = 200;
+  const answers = await Promise.all(Array.from({ length: n }, (_, i) => coalescer.admitOne(one(specOf(i)))));
+  assert.equal(engine.log.lastSeq - before, 1, `${n} admits in one turn are one record`);
+  assert.equal(new Set(answers.map((answer) => answer.id)).size, n);
+  for (const [i, answer] of answers.entries()) {
+    assert.equal(answer.duplicate, false);
+    const view = engine.get(answer.id);
+    assert.ok(view !== undefined);
+    assert.equal(view.fireAtMs, t0 + 1000 + i);
+    assert.equal(view.target, `https://t${i % 3}.example/hook`);
+    assert.equal(view.queue, i % 2 === 0 ? 'default' : 'billing');
+    assert.equal(view.key, `k-${i}`);
+    assert.deepEqual(engine.payloadOf(answer.id), payloadOf(i), `payload of timer ${i}, byte for byte`);
+  }
+  assert.equal(await engine.cancel((answers[7] as AdmittedOne).id), 'cancelled');
+  assert.equal(engine.get((answers[7] as AdmittedOne).id)?.state, 'cancelled');
+  assert.equal(engine.get((answers[8] as AdmittedOne).id)?.state, 'pending', 'cancelling one leaves its neighbours');
+  await engine.close();
+});
+
+test('admits of later turns make later records; rowsMax caps a record', async () => {
+  const fs = new SimFileSystem({ seed: 12 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const coalescer = new AdmitCoalescer(engine, { rowsMax: 10 });
+  const before = engine.log.lastSeq;
+  const answers = await Promise.all(Array.from({ length: 25 }, (_, i) => coalescer.admitOne(one(specOf(i)))));
+  assert.equal(engine.log.lastSeq - before, 3, '25 admits at 10 rows a record');
+  assert.equal(new Set(answers.map((answer) => answer.id)).size, 25);
+  await coalescer.admitOne(one(specOf(100)));
+  assert.equal(engine.log.lastSeq - before, 4);
+  await engine.close();
+});
+
+test('one invalid or refused timer among 100 is refused alone', async () => {
+  const fs = new SimFileSystem({ seed: 13 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock(), checkTarget: (target) => (target.includes('refused') ? 'a private address' : undefined) });
+  const coalescer = new AdmitCoalescer(engine);
+  const before = engine.log.lastSeq;
+  const specs = Array.from({ length: 100 }, (_, i) => specOf(i));
+  specs[40] = { ...specOf(40), target: 'ftp://bad.example/' };
+  specs[70] = { ...specOf(70), target: 'https://refused.example/' };
+  const results = await Promise.allSettled(specs.map((spec) => coalescer.admitOne(one(spec))));
+  for (const [i, result] of results.entries()) {
+    if (i === 40) assert.ok(result.status === 'rejected' && isFermataError(result.reason, errorCodes.batchInvalid));
+    else if (i === 70) assert.ok(result.status === 'rejected' && isFermataError(result.reason, errorCodes.targetRefused));
+    else assert.equal(result.status, 'fulfilled', `timer ${i} is admitted`);
+  }
+  assert.equal(engine.log.lastSeq - before, 1, 'the 98 good timers share one record');
+  assert.equal(engine.pending, 98);
+  await engine.close();
+});
+
+test('a merged batch refused as a whole falls back to admitting each timer alone', async () => {
+  const fs = new SimFileSystem({ seed: 14 });
+  const clock = manualClock();
+  const engine = await Engine.open({ dataDir, fs, clock });
+  const coalescer = new AdmitCoalescer(engine);
+  // At the horizon's edge when checked alone; past it once the clock steps back before the flush.
+  const edge = coalescer.admitOne(one({ ...specOf(0), fireAtMs: t0 + timerLimits.horizonMsMax }));
+  const ordinary = coalescer.admitOne(one(specOf(1)));
+  clock.set(t0 - 1000);
+  await assert.rejects(edge, (err) => isFermataError(err, errorCodes.batchInvalid));
+  const answer = await ordinary;
+  assert.equal(engine.get(answer.id)?.fireAtMs, t0 + 1001);
+  await engine.close();
+});
+
+test('the same key twice in one turn: one timer, both callers get its id', async () => {
+  const fs = new SimFileSystem({ seed: 15 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const coalescer = new AdmitCoalescer(engine);
+  const [first, other, second] = await Promise.all([
+    coalescer.admitOne(one({ ...specOf(1), key: 'same' })),
+    coalescer.admitOne(one(specOf(2))),
+    coalescer.admitOne(one({ ...specOf(3), key: 'same' })),
+  ]);
+  assert.ok(first !== undefined && other !== undefined && second !== undefined);
+  assert.equal(first.duplicate, false);
+  assert.equal(second.duplicate, true);
+  assert.equal(second.id, first.id);
+  assert.equal(engine.get(first.id)?.fireAtMs, t0 + 1001, 'the earlier call is the original');
+  assert.equal(engine.pending, 2);
+  const again = await coalescer.admitOne(one({ ...specOf(9), key: 'same' }));
+  assert.deepEqual(again, { id: first.id, duplicate: true });
+  await engine.close();
+});
+
+test('a poisoned log rejects every caller of the record', async () => {
+  const fs = new SimFileSystem({ seed: 16 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const coalescer = new AdmitCoalescer(engine);
+  fs.failAfter('datasync', 0, 'EIO');
+  const results = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => coalescer.admitOne(one(specOf(i)))));
+  for (const result of results) assert.ok(result.status === 'rejected' && isFermataError(result.reason, errorCodes.walPoisoned));
+  await assert.rejects(coalescer.admitOne(one(specOf(99))), (err) => isFermataError(err, errorCodes.walPoisoned));
+  await engine.close().catch(() => undefined);
+});
+
+test('reopening replays a coalesced record to the same ids', async () => {
+  const fs = new SimFileSystem({ seed: 17 });
+  let engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const coalescer = new AdmitCoalescer(engine);
+  const before = engine.log.lastSeq;
+  const specs = Array.from({ length: 64 }, (_, i) => i);
+  const answers = await Promise.all(specs.map((i) => coalescer.admitOne(one(specOf(i)))));
+  assert.equal(engine.log.lastSeq - before, 1);
+  await engine.close();
+  engine = await Engine.open({ dataDir, fs: fs.powerLoss(), clock: manualClock() });
+  for (const [i, answer] of answers.entries()) {
+    const view = engine.get(answer.id);
+    assert.ok(view !== undefined, `timer ${i} is back`);
+    assert.equal(view.fireAtMs, t0 + 1000 + i);
+    assert.deepEqual(engine.payloadOf(answer.id), payloadOf(i));
+  }
+  const again = await new AdmitCoalescer(engine).admitOne(one(specOf(5)));
+  assert.deepEqual(again, { id: (answers[5] as AdmittedOne).id, duplicate: true }, 'keys survive the reopen');
+  await engine.close();
+});
