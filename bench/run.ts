@@ -18,6 +18,9 @@ const suites: Readonly<Record<string, Suite>> = {
   dispatch: async (options) => (await import('./dispatch.ts')).dispatchSuite(options),
   compare: async (options) => (await import('./compare.ts')).compareSuite(options),
   flight: async (options) => (await import('./flight.ts')).flightSuite(options),
+  abuse: async (options) => (await import('./abuse.ts')).abuseSuite(options),
+  memory: async (options) => (await import('./memory.ts')).memorySuite(options),
+  recovery: async (options) => (await import('./recovery.ts')).recoverySuite(options),
 };
 
 const usage = `usage: npm run bench -- <suite>... [--quick] [--json] [--dir D]

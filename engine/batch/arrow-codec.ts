@@ -119,7 +119,8 @@ function readFireAt(chunks: Chunks, rows: number): Float64Array {
   const type = (chunks[0] as Data<DataType>).type;
   if (type.typeId === Type.Timestamp) {
     const perMs = 1_000_000n;
-    const unitNs = nsPerUnit[(type as Timestamp).unit] as bigint;
+    const unitNs = nsPerUnit[(type as Timestamp).unit];
+    if (unitNs === undefined) throw invalid(`fire_at has an unknown time unit (${(type as Timestamp).unit})`, 'fire_at');
     // Round up to the next millisecond: a timer must never fire before its time.
     return readTimes(chunks, 'fire_at', rows, (raw) => {
       const ns = raw * unitNs;
@@ -260,6 +261,16 @@ function readDictionary(chunks: Chunks | undefined, column: string, rows: number
  * errors name the column (and row); malformed IPC bytes are refused as a whole.
  */
 export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number = timerLimits.rowsPerBatchMax): TimerBatch {
+  try {
+    return readBatch(ipc, acceptedAtMs, rowsMax);
+  } catch (err) {
+    if (err instanceof FermataError) throw err;
+    // What the checks above did not foresee in forged bytes is still the client's bad stream, never a 500.
+    throw new FermataError(errorCodes.batchInvalid, `not a readable Arrow IPC stream: ${err instanceof Error ? err.message : String(err)}`, { column: '' }, err);
+  }
+}
+
+function readBatch(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number): TimerBatch {
   checkIpcFrames(ipc, rowsMax);
   let table: Table;
   try {

@@ -70,6 +70,49 @@ function checkRecordBatch(header: Buffer, recordBatch: number, bodyLength: bigin
   return rows;
 }
 
+/** Fields of a schema, nested ones included, at most: fermata's columns are few and flat. */
+const schemaFieldsMax = 256;
+const schemaDepthMax = 8;
+
+/** The element count of vector field `index` of `table` (0 when absent), checked to lie inside the buffer. */
+function vectorCount(buf: Buffer, table: number, index: number, elementBytes: number, what: string, malformed: (what: string) => FermataError): number {
+  const position = fieldPosition(buf, table, index);
+  if (position === undefined) return 0;
+  const vector = position + buf.readUInt32LE(position);
+  const count = buf.readUInt32LE(vector);
+  if (vector + 4 + count * elementBytes > buf.length) throw malformed(`the ${what} vector claims ${count} entries, more than its header holds`);
+  return count;
+}
+
+/** The table at element `i` of vector field `index` of `table`. */
+function vectorTable(buf: Buffer, table: number, index: number, i: number): number {
+  const position = fieldPosition(buf, table, index) as number;
+  const vector = position + buf.readUInt32LE(position);
+  return tableAt(buf, vector + 4 + i * 4);
+}
+
+/**
+ * Checks a Schema's fields (names, children, custom metadata) the way checkRecordBatch checks a
+ * batch: apache-arrow walks every vector length it finds, so a forged one kept it busy for minutes.
+ */
+function checkSchema(header: Buffer, schema: number, malformed: (what: string) => FermataError): void {
+  let fields = 0;
+  const checkFields = (table: number, vectorIndex: number, depth: number): void => {
+    const count = vectorCount(header, table, vectorIndex, 4, 'schema fields', malformed);
+    fields += count;
+    if (fields > schemaFieldsMax || (count > 0 && depth > schemaDepthMax)) throw malformed(`a schema of more than ${schemaFieldsMax} fields or ${schemaDepthMax} levels`);
+    for (let i = 0; i < count; i++) {
+      const field = vectorTable(header, table, vectorIndex, i);
+      // Field: name (0, a string: bytes), custom_metadata (6: tables); children (5) recursively.
+      vectorCount(header, field, 0, 1, 'field name', malformed);
+      vectorCount(header, field, 6, 4, 'field metadata', malformed);
+      checkFields(field, 5, depth + 1);
+    }
+  };
+  vectorCount(header, schema, 2, 4, 'schema metadata', malformed);
+  checkFields(schema, 1, 0);
+}
+
 /** The Message fields checked and read; `malformed` makes the error (a RangeError inside means the flatbuffer lies about its offsets). */
 export function messageFacts(header: Buffer, malformed: (what: string) => FermataError): MessageFacts {
   try {
@@ -81,6 +124,11 @@ export function messageFacts(header: Buffer, malformed: (what: string) => Fermat
     let dictionaryId = 0n;
     let isDelta = false;
     let rows = 0n;
+    if (headerType === headerTypes.schema) {
+      const headerPosition = fieldPosition(header, message, 2);
+      if (headerPosition === undefined) throw malformed('a schema message without its schema');
+      checkSchema(header, tableAt(header, headerPosition), malformed);
+    }
     if (headerType === headerTypes.recordBatch || headerType === headerTypes.dictionaryBatch) {
       const headerPosition = fieldPosition(header, message, 2);
       if (headerPosition === undefined) throw malformed('a batch message without its header');
