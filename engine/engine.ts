@@ -107,6 +107,8 @@ export interface SpillStats {
   readonly metadataBytes: number;
   /** Live bytes of the resident timers (slots in use and their payload, headers and keys). */
   readonly residentBytes: number;
+  /** What the store holds from the allocator for them: columns at their grown size and whole arena slabs. */
+  readonly residentReservedBytes: number;
   /** What the memory loader keeps residentBytes under (undefined: no loader). */
   readonly budgetBytes: number | undefined;
   readonly checkpointSeq: number;
@@ -864,6 +866,7 @@ export class Engine {
       tombstones: this.#spill.tombstoneCount,
       metadataBytes: this.#spill.bytesUsed,
       residentBytes: this.residentBytes(),
+      residentReservedBytes: this.#store.bytesUsed(),
       budgetBytes: this.#memoryBudgetBytes,
       checkpointSeq: this.#checkpointSeq,
     };
@@ -990,6 +993,10 @@ export class Engine {
     const tombstonesNow = this.#spill.tombstoneColumns();
     this.#spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
     this.#evictSpilled(snapshot.spilledHandles);
+    // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
+    // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
+    const arena = this.#store.arena;
+    if (arena.bytesLive < arena.bytesReserved * memoryLimits.arenaLiveShareMin) this.#store.compact();
     this.#checkpointSeq = coveredSeq;
     const segmentsDeleted = await this.#wal.deleteCoveredSegments(coveredSeq);
     await removeUnreferenced(fs, dir, manifest);

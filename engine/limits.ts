@@ -235,6 +235,8 @@ export const memoryLimits = {
   loaderIntervalMs: 1000,
   /** Past this many spilled runs, a checkpoint merges them into one (each lookup and promotion reads every run). */
   spilledRunsMax: 8,
+  /** After a checkpoint evicts timers, the arena is compacted when its live bytes fall below this share of what it holds. */
+  arenaLiveShareMin: 0.5,
   /** A checkpoint also merges the runs once there are more tombstones than this share of the spilled timers, and more than tombstonesCompactMin. */
   tombstonesCompactShare: 0.1,
   tombstonesCompactMin: 1024,
