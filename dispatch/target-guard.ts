@@ -25,6 +25,7 @@ import assert from 'node:assert/strict';
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 import { errorCodes, FermataError } from '../engine/errors.ts';
+import { dispatchLimits } from '../engine/limits.ts';
 
 /** Where an operator lets a refused target through (named in every refusal). */
 const allowHint = 'allow it in dispatch.allow';
@@ -45,6 +46,8 @@ export interface TargetGuardOptions {
   readonly allowLoopback?: boolean;
   /** Default: the system resolver (getaddrinfo: hosts file, then DNS), every answer, unsorted. */
   readonly resolve?: Resolver;
+  /** A lookup not answered within this fails as a network error (ETIMEOUT), to be retried; default dispatchLimits.dnsLookupTimeoutMs. */
+  readonly lookupTimeoutMs?: number;
 }
 
 export interface ResolvedTarget {
@@ -222,6 +225,7 @@ export class TargetGuard {
   readonly #allowedRanges: BlockList;
   readonly #allowLoopback: boolean;
   readonly #resolve: Resolver;
+  readonly #lookupTimeoutMs: number;
 
   /** Throws TargetAllowEntryError for the first malformed `allow` entry. */
   constructor(options: TargetGuardOptions = {}) {
@@ -238,6 +242,7 @@ export class TargetGuard {
     this.#allowedOrigins = origins;
     this.#allowLoopback = options.allowLoopback ?? false;
     this.#resolve = options.resolve ?? resolveAll;
+    this.#lookupTimeoutMs = options.lookupTimeoutMs ?? dispatchLimits.dnsLookupTimeoutMs;
   }
 
   /**
@@ -255,6 +260,26 @@ export class TargetGuard {
   }
 
   /**
+   * Resolves `host`, bounded in time: getaddrinfo has no timeout of its own, and a resolver that
+   * never answers would hold the delivery (and its queue's room) for good. The lookup itself
+   * cannot be cancelled; its late answer is dropped.
+   */
+  async #lookup(host: string): ReturnType<Resolver> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(Object.assign(new Error(`looking up ${host} took more than ${this.#lookupTimeoutMs} ms`), { code: 'ETIMEOUT' })),
+        this.#lookupTimeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([this.#resolve(host), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
    * At delivery: the checked address to connect to. A literal address is used as is; a name is
    * resolved and refused if any answer is refused. Throws FermataError TARGET_REFUSED; a failed
    * lookup rejects with the resolver's own error (ENOTFOUND, …), a network error to retry.
@@ -263,7 +288,7 @@ export class TargetGuard {
     assert.ok(url.protocol === 'http:' || url.protocol === 'https:', `target protocol ${url.protocol} passed validation`);
     const host = bareHost(url.hostname);
     const literal = isIP(host) !== 0;
-    const answers = literal ? [{ address: host, family: isIP(host) }] : await this.#resolve(host);
+    const answers = literal ? [{ address: host, family: isIP(host) }] : await this.#lookup(host);
     if (answers.length === 0) throw Object.assign(new Error(`target ${host} resolved to no address`), { code: 'ENOTFOUND' });
     const originAllowed = this.#allowedOrigins.has(url.origin);
     const addresses: ResolvedAddress[] = [];

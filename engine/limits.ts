@@ -172,6 +172,8 @@ export const dispatchLimits = {
   timersPerTaskMax: 256,
   /** An HTTP/2 session to a target unused this long is closed. */
   sessionIdleMsMax: 5 * 60_000,
+  /** A target's DNS lookup, at most; past it the delivery fails as a network error and is retried. */
+  dnsLookupTimeoutMs: 5_000,
   /** TCP connect plus TLS and HTTP/2 handshakes to a target, at most. */
   connectTimeoutMs: 10_000,
   /** Requests in flight to one target origin from one worker (HTTP/2 streams on its session, or HTTP/1.1 sockets). */

@@ -364,3 +364,10 @@ test('a malformed allow entry fails construction and names the entry', () => {
   }
   assert.doesNotThrow(() => new TargetGuard({ allow: ['10.0.0.0/8', '::1', 'fd00::/8', 'https://hooks.example', 'http://[::1]:8080', 'https://hooks.example/'] }));
 });
+
+test('a DNS lookup that never answers fails as a network error after the lookup timeout, not never', async () => {
+  const guard = new TargetGuard({ resolve: () => new Promise(() => undefined), lookupTimeoutMs: 50 });
+  const started = Date.now();
+  await assert.rejects(guard.resolveTarget(new URL('https://silent.example/hook')), (err: unknown) => (err as { code?: string }).code === 'ETIMEOUT' && /took more than 50 ms/.test((err as Error).message));
+  assert.ok(Date.now() - started < 5_000);
+});
