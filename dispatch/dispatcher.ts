@@ -100,6 +100,10 @@ export class Dispatcher {
   readonly #pool: Piscina;
   readonly #scheduler: Scheduler;
   #inFlight = 0;
+  /** Bytes of the tasks in flight (payloads, headers, keys, targets and ids, as sent to the workers). */
+  #inFlightBytes = 0;
+  /** Bytes a timer's delivery takes in a task, on average lately: how the byte room becomes a timer count. */
+  #bytesPerTimer = 1024;
   /** By queue index: deliveries in flight, and the rate bucket's tokens and last refill. */
   readonly #queueInFlight: number[] = [];
   readonly #queueTokens: number[] = [];
@@ -157,6 +161,10 @@ export class Dispatcher {
     return this.#inFlight;
   }
 
+  get inFlightBytes(): number {
+    return this.#inFlightBytes;
+  }
+
   /** First attempts that started before their fire time by the worker's clock (must stay 0). */
   get earlyDeliveries(): number {
     return this.#earlyDeliveries;
@@ -174,7 +182,10 @@ export class Dispatcher {
   room(): number {
     // A poisoned log records no outcome: delivering now would only re-send after the restart.
     if (this.#stopped || this.#engine.log.poisoned !== undefined) return 0;
-    return this.#limits.inFlightMax - this.#inFlight;
+    // Large payloads: the bytes held by tasks in flight are bounded too, as a count of timers of
+    // the average size lately (a slice of larger ones may pass it, by that slice at most).
+    const byBytes = Math.floor((this.#limits.inFlightBytesMax - this.#inFlightBytes) / this.#bytesPerTimer);
+    return Math.max(0, Math.min(this.#limits.inFlightMax - this.#inFlight, byBytes));
   }
 
   queueRoom(queueIndex: number): number {
@@ -269,6 +280,10 @@ export class Dispatcher {
 
   #run(pending: PendingTask): void {
     const { task, transfer } = pending.builder.finish();
+    // Counted before the transfer detaches the buffers.
+    const taskBytes = task.bytes.byteLength + task.meta.byteLength + task.offsets.byteLength;
+    this.#inFlightBytes += taskBytes;
+    this.#bytesPerTimer = Math.max(64, 0.8 * this.#bytesPerTimer + (0.2 * taskBytes) / pending.count);
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
     const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)
@@ -290,6 +305,7 @@ export class Dispatcher {
           this.#queueInFlight[queue] = (this.#queueInFlight[queue] as number) - 1;
         }
         this.#inFlight -= pending.count;
+        this.#inFlightBytes -= taskBytes;
         this.#scheduler.wake();
       });
     this.#tasks.add(done);

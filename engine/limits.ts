@@ -163,6 +163,8 @@ assert.ok(readinessLimits.diskCheckIntervalMs > 0, 'diskCheckIntervalMs must be 
 export const dispatchLimits = {
   /** Deliveries in flight across all queues (rows of "arrow" batches included); the scheduler hands out no more than this room. */
   inFlightMax: 32_768,
+  /** Bytes the tasks in flight may hold (each timer's payload, headers, key, target and id): 32,768 one-MiB payloads would be 32 GiB. */
+  inFlightBytesMax: 256 * MiB,
   /**
    * Deliveries in flight for one queue without its own max_concurrent, at most, as a share of
    * inFlightMax: a queue stuck on a slow target leaves the rest of the room to other queues.

@@ -183,3 +183,25 @@ test('queue-share: a queue without max_concurrent, stuck on a silent target, lea
     await close();
   }
 });
+
+test('in-flight bytes: tasks holding large payloads for a silent target stop further slices until they settle', { timeout: 60_000 }, async () => {
+  const { engine, dispatcher, close } = await rig({ limits: { inFlightBytesMax: 256 * 1024, drainTimeoutMs: 500 } });
+  try {
+    await withSink(
+      () => ({ hang: true }),
+      async (sink) => {
+        const payload = 'p'.repeat(32 * 1024);
+        await addAll(engine, Array.from({ length: 12 }, (_, i) => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/silent/${i}`, payload, queue: `q${i % 6}` })));
+        dispatcher.start();
+        await until('the first wave to reach the sink', 10_000, () => sink.requests.length >= 12);
+        assert.ok(dispatcher.inFlightBytes >= 12 * 32 * 1024, `in-flight bytes ${dispatcher.inFlightBytes}`);
+        assert.equal(dispatcher.room(), 0, 'past the byte budget there is no room, whatever the count room');
+        await addAll(engine, Array.from({ length: 20 }, (_, i) => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/later/${i}`, payload, queue: `q${i % 6}` })));
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        assert.equal(sink.requests.length, 12, 'nothing more is sent while the budget is spent');
+      },
+    );
+  } finally {
+    await close();
+  }
+});
