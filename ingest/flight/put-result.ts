@@ -10,9 +10,8 @@
 // Ids are opt-in because spelling them costs about 2 µs a row on the main thread (measured:
 // 10,000 ids ≈ 18 ms), which halved DoPut throughput in bench/flight.ts when always on.
 // Main thread, once per admitted batch.
-import { Bool, makeData, makeVector, Table, tableToIPC, Utf8 } from 'apache-arrow';
 import type { Admitted } from '../../engine/engine.ts';
-import { idLength } from '../../engine/ids.ts';
+import { admittedToArrow } from '../admitted-arrow.ts';
 
 export type PutResultForm = 'counts' | 'ids';
 
@@ -20,24 +19,7 @@ export type PutResultForm = 'counts' | 'ids';
 export const idsHeader = { name: 'fermata-ids', value: 'arrow' } as const;
 
 export function putResultMetadata(admitted: Admitted, form: PutResultForm): Uint8Array {
-  if (form === 'ids') return admittedIds(admitted);
+  if (form === 'ids') return admittedToArrow(admitted);
   return Buffer.from(JSON.stringify({ accepted: admitted.rows, duplicates: admitted.duplicates, first_id: admitted.rows === 0 ? null : admitted.idOf(0) }));
 }
 
-function admittedIds(admitted: Admitted): Uint8Array {
-  const rows = admitted.rows;
-  const offsets = new Int32Array(rows + 1);
-  const ids = Buffer.allocUnsafe(rows * idLength);
-  const duplicates = new Uint8Array(Math.ceil(rows / 8));
-  for (let row = 0; row < rows; row++) {
-    ids.write(admitted.idOf(row), row * idLength, idLength, 'latin1');
-    offsets[row + 1] = (row + 1) * idLength;
-    // Arrow packs booleans eight a byte, least significant bit first.
-    if (admitted.isDuplicate(row)) duplicates[row >> 3] = (duplicates[row >> 3] as number) | (1 << (row & 7));
-  }
-  const table = new Table({
-    id: makeVector(makeData({ type: new Utf8(), length: rows, valueOffsets: offsets, data: ids })),
-    duplicate: makeVector(makeData({ type: new Bool(), length: rows, data: duplicates })),
-  });
-  return tableToIPC(table, 'stream');
-}

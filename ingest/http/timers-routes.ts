@@ -11,15 +11,15 @@
 // `accepted` counts every row of the batch (each is now durable: new, or the original its key
 // names); `duplicates` says how many of those were already known. The Arrow answer has a row
 // per input row: `id` (Utf8) and `duplicate` (Bool).
-import { Bool, makeData, makeVector, Table, tableToIPC, Utf8 } from 'apache-arrow';
 import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.ts';
 import type { Admitted } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
-import { decodeTimerId, idLength } from '../../engine/ids.ts';
+import { decodeTimerId } from '../../engine/ids.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { httpErrorCodes, HttpProblem } from './error-map.ts';
 import { batchFromJsonTimer, batchFromNdjson, inJsonTerms } from './json-batch.ts';
 import type { HttpServer, RoutesOptions } from './server.ts';
+import { admittedToArrow } from '../admitted-arrow.ts';
 
 const mediaTypes = {
   json: 'application/json',
@@ -77,24 +77,6 @@ const isoOf = (ms: number): string => new Date(ms).toISOString();
 
 const emptyBody = Buffer.alloc(0);
 
-/** The id and duplicate columns of an admitted batch as an Arrow IPC stream, row-aligned with the input. */
-function admittedToArrow(admitted: Admitted): Uint8Array {
-  const rows = admitted.rows;
-  const offsets = new Int32Array(rows + 1);
-  const ids = Buffer.allocUnsafe(rows * idLength);
-  const duplicates = new Uint8Array(Math.ceil(rows / 8));
-  for (let row = 0; row < rows; row++) {
-    ids.write(admitted.idOf(row), row * idLength, idLength, 'latin1');
-    offsets[row + 1] = (row + 1) * idLength;
-    // Arrow packs booleans eight a byte, least significant bit first.
-    if (admitted.isDuplicate(row)) duplicates[row >> 3] = (duplicates[row >> 3] as number) | (1 << (row & 7));
-  }
-  const table = new Table({
-    id: makeVector(makeData({ type: new Utf8(), length: rows, valueOffsets: offsets, data: ids })),
-    duplicate: makeVector(makeData({ type: new Bool(), length: rows, data: duplicates })),
-  });
-  return tableToIPC(table, 'stream');
-}
 
 export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
   const parserOptions = { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax } as const;

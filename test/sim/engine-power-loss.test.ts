@@ -14,13 +14,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, type DueSlice, Engine } from '../../engine/engine.ts';
-import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
+import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { encodeTimerId } from '../../engine/ids.ts';
 import { type OutcomeKind, outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { Prng } from '../helpers/prng.ts';
 import { soak } from '../helpers/soak.ts';
 import { SimFileSystem } from './sim-file-system.ts';
+import { withoutDatasync } from './without-datasync.ts';
 
 const dataDir = '/data';
 const hour = 3600_000;
@@ -189,27 +190,6 @@ async function checkRecovered(fs: SimFileSystem, clock: ManualClock, ledger: Led
   }
 }
 
-/** The canary's broken disk: fdatasync returns at once and makes nothing durable. */
-function withoutDatasync(fs: SimFileSystem): FileSystem {
-  const lying = (handle: FileHandle): FileHandle => ({
-    writev: (chunks, position) => handle.writev(chunks, position),
-    read: (into, position) => handle.read(into, position),
-    datasync: async () => undefined,
-    truncate: (length) => handle.truncate(length),
-    size: () => handle.size(),
-    close: () => handle.close(),
-  });
-  return {
-    mkdirp: (path) => fs.mkdirp(path),
-    list: (path) => fs.list(path),
-    open: async (path, mode) => lying(await fs.open(path, mode)),
-    readFile: (path) => fs.readFile(path),
-    rename: (from, to) => fs.rename(from, to),
-    unlink: (path) => fs.unlink(path),
-    syncDir: (path) => fs.syncDir(path),
-    lockDir: (path) => fs.lockDir(path),
-  };
-}
 
 async function callsPerRun(): Promise<number> {
   const probe = new SimFileSystem({ seed: 0 });

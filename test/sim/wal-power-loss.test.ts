@@ -10,8 +10,9 @@ import { test } from 'node:test';
 import { Wal } from '../../engine/wal/wal.ts';
 import { Prng } from '../helpers/prng.ts';
 import { soak } from '../helpers/soak.ts';
-import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
+import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { SimFileSystem } from './sim-file-system.ts';
+import { withoutDatasync } from './without-datasync.ts';
 
 const dir = '/data/wal';
 const appenders = 256;
@@ -81,27 +82,6 @@ async function checkRecovered(fs: SimFileSystem, ledger: Ledger, context: string
   await again.close();
 }
 
-/** The canary's broken disk: fdatasync returns at once and makes nothing durable. */
-function withoutDatasync(fs: SimFileSystem): FileSystem {
-  const lying = (handle: FileHandle): FileHandle => ({
-    writev: (chunks, position) => handle.writev(chunks, position),
-    read: (into, position) => handle.read(into, position),
-    datasync: async () => undefined,
-    truncate: (length) => handle.truncate(length),
-    size: () => handle.size(),
-    close: () => handle.close(),
-  });
-  return {
-    mkdirp: (path) => fs.mkdirp(path),
-    list: (path) => fs.list(path),
-    open: async (path, mode) => lying(await fs.open(path, mode)),
-    readFile: (path) => fs.readFile(path),
-    rename: (from, to) => fs.rename(from, to),
-    unlink: (path) => fs.unlink(path),
-    syncDir: (path) => fs.syncDir(path),
-    lockDir: (path) => fs.lockDir(path),
-  };
-}
 
 test('canary: with an fdatasync that syncs nothing, the simulation catches a lost acknowledgement', async () => {
   const callsPerRun = await countCallsPerRun();

@@ -10,13 +10,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
-import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
 import { keysFileName, manifestFileName, manifestTempFileName, runFileName } from '../../engine/spill/format.ts';
 import { decodeManifest, encodeManifest, type Manifest, readManifest, removeUnreferenced, writeManifest } from '../../engine/spill/manifest.ts';
 import { encodeKeys } from '../../engine/spill/keys-file.ts';
 import type { RunMeta } from '../../engine/spill/run-meta.ts';
 import { soak } from '../helpers/soak.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { withoutDatasync } from '../sim/without-datasync.ts';
 
 const dir = '/data/spill';
 const testdata = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url).pathname;
@@ -146,27 +146,6 @@ async function withOldManifest(seed: number, old: Manifest, staleTemp: boolean):
   return fs;
 }
 
-/** The sim wrapped so that fdatasync returns at once and makes nothing durable. */
-function withoutDatasync(fs: SimFileSystem): FileSystem {
-  const lying = (handle: FileHandle): FileHandle => ({
-    writev: (chunks, position) => handle.writev(chunks, position),
-    read: (into, position) => handle.read(into, position),
-    datasync: async () => undefined,
-    truncate: (length) => handle.truncate(length),
-    size: () => handle.size(),
-    close: () => handle.close(),
-  });
-  return {
-    mkdirp: (path) => fs.mkdirp(path),
-    list: (path) => fs.list(path),
-    open: async (path, mode) => lying(await fs.open(path, mode)),
-    readFile: (path) => fs.readFile(path),
-    rename: (from, to) => fs.rename(from, to),
-    unlink: (path) => fs.unlink(path),
-    syncDir: (path) => fs.syncDir(path),
-    lockDir: (path) => fs.lockDir(path),
-  };
-}
 
 test('power loss at every step of writeManifest leaves exactly the old manifest or exactly the new one; after it resolves, the new one', async () => {
   const old = manifest(10, 5);
