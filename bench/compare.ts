@@ -28,7 +28,7 @@ import { type CompareTiming, compareShape, type Delivery, type Lateness, type Me
 import { type BullMq, bullmqVersion, loadBullMq } from './bullmq-scratch.ts';
 import { startFermata } from './fermata-child.ts';
 import { type AppendFsync, ensureRedisServer, type RedisServer, startRedis } from './redis-server.ts';
-import { type Fact, type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
+import { distributionChart, type Fact, type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
 import { type BenchSink, startSinkProcess } from './sink.ts';
 
 const suite = 'compare';
@@ -162,6 +162,7 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
     progress(`compare: fermata, lateness of ${latenessTimers} timers due over ${latenessSpanS} s`);
     await sink.reset();
     const fLateness = await fermataLateness(fermata.url, sink, schedule(latenessPerS, sizes.latenessSpanMs, leadMs(latenessTimers, fBulk)));
+    options.chart?.(distributionChart('compare.lateness_ms.fermata', fLateness.latenessUs, 1000, 'ms'));
     await cleanup.now(stopFermata);
 
     let bullSide: BullFigures | undefined;
@@ -170,6 +171,7 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
       progress(`compare: BullMQ (appendfsync everysec), lateness of ${latenessTimers} jobs due over ${latenessSpanS} s`);
       await sink.reset();
       const lateness = await side.lateness(sink, schedule(latenessPerS, sizes.latenessSpanMs, leadMs(latenessTimers, everysec.bulkPerS)));
+      options.chart?.(distributionChart('compare.lateness_ms.bullmq', lateness.latenessUs, 1000, 'ms'));
       progress(`compare: BullMQ (appendfsync everysec), memory of ${sizes.memoryTimers} far-future jobs`);
       const memory = await side.memory(sizes.memoryTimers);
       const failures = side.failures;

@@ -38,7 +38,7 @@ import { Engine, systemClock } from '../engine/engine.ts';
 import { encodeTimerId } from '../engine/ids.ts';
 import { dispatchLimits } from '../engine/limits.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
-import { type Fact, type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
+import { distributionChart, type Fact, type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
 import { type BenchSink, startSink, startSinkProcess } from './sink.ts';
 
 const suite = 'dispatch';
@@ -93,6 +93,8 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
     const latenessTimers = Math.max(1, Math.round((latenessRate * sizes.latenessSpanMs) / 1000));
     progress(`dispatch: lateness, ${latenessTimers} timers due at ${latenessRate}/s over ${sizes.latenessSpanMs / 1000} s`);
     const lateness = await withRig(baseDir, 'lateness', (rig) => measureDue(rig, sink, latenessTimers, (i) => Math.floor((i * 1000) / latenessRate)));
+    // The dispatcher's histogram already holds milliseconds.
+    options.chart?.(distributionChart('dispatch.lateness_ms', lateness.histogram, 1, 'ms'));
 
     progress(`dispatch: burst, ${sizes.burstTimers} timers due within one second`);
     const burst = await withRig(baseDir, 'burst', (rig) => measureDue(rig, sink, sizes.burstTimers, (i) => Math.floor((i * 1000) / sizes.burstTimers)));

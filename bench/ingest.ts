@@ -33,7 +33,7 @@ import { Engine } from '../engine/engine.ts';
 import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
 import { fermataBin, startListeningChild } from './fermata-child.ts';
 import { h2loadMissing, h2loadPresent, readH2loadLog, runH2load } from './h2load.ts';
-import { type Fact, type Figure, inSpan, metaLine, newHistogram, percentileMs, recordMs, roundTo, startSpan, type SuiteOptions } from './report.ts';
+import { type ChartData, type Fact, type Figure, inSpan, metaLine, newHistogram, percentileMs, recordMs, roundTo, startSpan, type SuiteOptions } from './report.ts';
 
 const suite = 'ingest';
 const MiB = 1024 * 1024;
@@ -71,6 +71,20 @@ interface LoadRun {
   readonly seconds: number;
   /** Request start to end of the answer, in microseconds, for answers inside the span. */
   readonly latencyUs: Histogram;
+  /** 2xx answers completed in each whole second of the span, for the throughput chart. */
+  readonly perSecond: readonly number[];
+}
+
+/** Adds one completion `sinceStartMs` into the span to its second's bucket. */
+function countInSecond(perSecond: number[], sinceStartMs: number): void {
+  const second = Math.floor(sinceStartMs / 1000);
+  if (second < 0) return;
+  while (perSecond.length <= second) perSecond.push(0);
+  perSecond[second] = (perSecond[second] as number) + 1;
+}
+
+function rateChart(name: string, perSecond: readonly number[]): ChartData {
+  return { kind: 'series', name, unit: 'requests/s', points: perSecond.map((count, second): [number, number] => [second + 1, count]) };
 }
 
 interface Load {
@@ -99,6 +113,7 @@ export async function ingestSuite(options: SuiteOptions): Promise<Figure[]> {
 
   progress(`ingest (${mode}): ${singleStreams} streams of one-timer JSON adds (${seconds} s)`);
   const single = await measure('fermata')(jsonLoad('/v1/timers'), 201);
+  options.chart?.(rateChart('ingest.json_single.per_s', single.perSecond));
   progress(`ingest (${mode}): ${singleStreams} streams against the no-op route (${seconds} s)`);
   const ceiling = await measure('noop')(jsonLoad('/noop'), 200);
 
@@ -106,6 +121,7 @@ export async function ingestSuite(options: SuiteOptions): Promise<Figure[]> {
   progress(`ingest (${mode}): ${arrowStreams} streams of ${arrowRows}-timer Arrow batches, ${roundTo(arrowBody.length / MiB, 2)} MB each (${seconds} s)`);
   const arrowLoad: Load = { path: '/v1/timers', contentType: 'application/vnd.apache.arrow.stream', body: arrowBody, streams: arrowStreams };
   const arrow = await measure('fermata')(arrowLoad, 201);
+  options.chart?.(rateChart('ingest.arrow.requests_per_s', arrow.perSecond));
 
   const errors = single.errors + ceiling.errors + arrow.errors;
   if (errors > 0) warnings.push(`${errors} requests failed (json ${single.errors}, noop ${ceiling.errors}, arrow ${arrow.errors})`);
@@ -184,11 +200,23 @@ async function runH2loadLoad(baseDir: string, url: string, load: Load, timing: T
     // that were in flight when the warm-up ended (counted in its 2xx, their latency unknown):
     // only rows with a status give latencies.
     const latencyUs = newHistogram();
-    for (const request of await readH2loadLog(log)) if (request.status === okStatus) recordMs(latencyUs, request.durationUs / 1000);
+    const perSecond: number[] = [];
+    const logged = await readH2loadLog(log);
+    // Seconds count from the first answered start: rows with status 0 began in the warm-up.
+    // (a loop, not Math.min(...rows): a log of a few hundred thousand rows overflows the call stack).
+    let firstStartUs = Infinity;
+    for (const request of logged) if (request.status === okStatus && request.startUs < firstStartUs) firstStartUs = request.startUs;
+    for (const request of logged) {
+      if (request.status !== okStatus) continue;
+      recordMs(latencyUs, request.durationUs / 1000);
+      const sinceStartMs = (request.startUs + request.durationUs - firstStartUs) / 1000;
+      // Answers after the span (started inside it) would draw a last, nearly empty second.
+      if (sinceStartMs < timing.measureMs) countInSecond(perSecond, sinceStartMs);
+    }
     const errors = summary.failed + summary.errored + summary.timeout + summary.status3xx + summary.status4xx + summary.status5xx;
     if (errors > 0) process.stderr.write(`ingest: ${load.path}: ${errors} of ${summary.total} requests failed; h2load said:\n${run.output}\n`);
     const ok = summary.status2xx;
-    return { ok, errors, seconds: timing.measureMs / 1000, latencyUs };
+    return { ok, errors, seconds: timing.measureMs / 1000, latencyUs, perSecond };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -227,6 +255,7 @@ async function runLoad(port: number, load: Load, timing: Timing, okStatus: numbe
     session.once('error', reject);
   });
   const latencyUs = newHistogram();
+  const perSecond: number[] = [];
   let ok = 0;
   let errors = 0;
   let firstError: string | undefined;
@@ -252,6 +281,7 @@ async function runLoad(port: number, load: Load, timing: Timing, okStatus: numbe
           if (inSpan(span, now)) {
             ok++;
             recordMs(latencyUs, now - started);
+            countInSecond(perSecond, now - span.start);
           }
         } else {
           errors++;
@@ -276,7 +306,7 @@ async function runLoad(port: number, load: Load, timing: Timing, okStatus: numbe
     await new Promise<void>((resolve) => session.close(() => resolve()));
   }
   if (firstError !== undefined) process.stderr.write(`ingest: ${load.path}: first error: ${firstError}\n`);
-  return { ok, errors, seconds: span.seconds, latencyUs };
+  return { ok, errors, seconds: span.seconds, latencyUs, perSecond };
 }
 
 /** One Arrow IPC stream: fire_at Timestamp(ms) 1 h–30 d ahead of `nowMs`, target Utf8, payload Binary of 128 bytes. */

@@ -10,6 +10,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as hdr from 'hdr-histogram-js';
+import { barChartSvg, lineChartSvg } from './svg-chart.ts';
 
 export interface Figure {
   readonly suite: string;
@@ -27,6 +28,29 @@ export interface SuiteOptions {
   readonly baseDir: string;
   /** Progress for people; goes to stderr. */
   readonly progress: (message: string) => void;
+  /** Data for a chart beside the figures (bench/results/<run>/*.svg); never printed. */
+  readonly chart?: (chart: ChartData) => void;
+}
+
+/**
+ * What a suite hands the runner to draw: a percentile distribution (x = percentile, y = the
+ * value at it) or a time series (x = seconds since the measurement started, y = a rate).
+ */
+export interface ChartData {
+  readonly kind: 'distribution' | 'series';
+  /** Becomes the file name (`<name>.svg`) and the title. */
+  readonly name: string;
+  readonly unit: string;
+  readonly points: readonly (readonly [number, number])[];
+}
+
+/** Percentiles drawn for a distribution: dense toward the tail, where lateness goes wrong. */
+const chartPercentiles: readonly number[] = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.99, 100];
+
+/** A histogram's values at `chartPercentiles`, divided by `divisor` (1000 turns µs into ms). */
+export function distributionChart(name: string, histogram: hdr.Histogram, divisor: number, unit: string): ChartData {
+  const points = chartPercentiles.map((percentile): [number, number] => [percentile, roundTo(histogram.getValueAtPercentile(percentile) / divisor, 3)]);
+  return { kind: 'distribution', name, unit, points };
 }
 
 export type Suite = (options: SuiteOptions) => Promise<Figure[]>;
@@ -101,4 +125,66 @@ export function startSpan(timing: { readonly warmupMs: number; readonly measureM
 
 export function inSpan(span: Span, at: number): boolean {
   return at >= span.start && at < span.end;
+}
+
+/** The median of a non-empty list (the mean of the middle two for an even count). */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) throw new RangeError('median of no values');
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+}
+
+/**
+ * N runs of one suite folded into one list: each figure's median under its own name, then
+ * `<name>.min` and `<name>.max`, in the first run's order. The meta line is the first run's,
+ * with `runs` added; a figure missing from some runs is the median of the runs that have it.
+ */
+export function medianFigures(runs: readonly (readonly Figure[])[]): Figure[] {
+  const byName = new Map<string, { readonly first: Figure; readonly values: number[] }>();
+  for (const run of runs) {
+    for (const figure of run) {
+      const entry = byName.get(figure.name);
+      if (entry === undefined) byName.set(figure.name, { first: figure, values: [figure.value] });
+      else entry.values.push(figure.value);
+    }
+  }
+  const folded: Figure[] = [];
+  for (const { first, values } of byName.values()) {
+    if (first.unit === 'info') {
+      folded.push(Object.assign({}, first, { runs: runs.length }));
+      continue;
+    }
+    const at = (name: string, value: number): Figure => ({ suite: first.suite, name, value: roundTo(value, 3), unit: first.unit });
+    folded.push(at(first.name, median(values)), at(`${first.name}.min`, Math.min(...values)), at(`${first.name}.max`, Math.max(...values)));
+  }
+  return folded;
+}
+
+/** Figures drawn as bars: memory per timer (or per key), in bytes, from any suite; disk use is not RAM. */
+export function ramPerTimerFigures(figures: readonly Figure[]): Figure[] {
+  return figures.filter((figure) => figure.unit === 'B' && /per_(timer|key)|ram_per_timer/.test(figure.name) && !figure.name.includes('disk'));
+}
+
+/**
+ * Draws the run's charts into `runDir`: one SVG per chart a suite handed over, plus
+ * `ram_per_timer.svg` when the figures hold memory per timer. Returns the file names.
+ */
+export async function saveCharts(runDir: string, suite: string, figures: readonly Figure[], charts: readonly ChartData[]): Promise<string[]> {
+  const files: [string, string][] = charts.map((chart) => [
+    `${chart.name}.svg`,
+    lineChartSvg({
+      title: chart.kind === 'distribution' ? `${chart.name}: value at each percentile` : `${chart.name} over time`,
+      xLabel: chart.kind === 'distribution' ? 'percentile (tail-stretched scale)' : 'seconds',
+      yLabel: chart.unit,
+      points: chart.points,
+      xScale: chart.kind === 'distribution' ? 'tail' : 'linear',
+    }),
+  ]);
+  const ram = ramPerTimerFigures(figures);
+  if (ram.length > 0) {
+    files.push(['ram_per_timer.svg', barChartSvg({ title: `${suite}: RAM per timer`, unit: 'bytes', bars: ram.map((figure) => ({ label: figure.name, value: figure.value })) })]);
+  }
+  for (const [name, svg] of files) await writeFile(join(runDir, name), svg);
+  return files.map(([name]) => name);
 }
