@@ -499,7 +499,8 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   const wal = engine.log;
   logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
   const budget = memoryBudget(settings.memoryBudgetBytes);
-  const loader = new MemoryLoader(engine, { budget, clock: systemClock, logger: logger.child({ component: 'loader' }) });
+  // Read again at each step: a container whose limit is lowered at run time spills at once.
+  const loader = new MemoryLoader(engine, { budget: () => memoryBudget(settings.memoryBudgetBytes), clock: systemClock, logger: logger.child({ component: 'loader' }) });
   loader.start();
   logger.info({ budgetBytes: budget.bytes, source: budget.source, limitBytes: budget.limitBytes }, 'memory budget');
 

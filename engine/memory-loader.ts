@@ -22,7 +22,8 @@ export interface LoaderLogger {
 }
 
 export interface MemoryLoaderOptions {
-  readonly budget: MemoryBudget;
+  /** The budget, or how to read it: read again at each step, so a cgroup limit lowered at run time spills at once. */
+  readonly budget: MemoryBudget | (() => MemoryBudget);
   readonly clock: Clock;
   readonly limits?: Partial<MemoryLimits>;
   readonly logger?: LoaderLogger;
@@ -39,7 +40,8 @@ export interface LoaderStep {
 
 export class MemoryLoader {
   readonly #engine: Engine;
-  readonly #budget: MemoryBudget;
+  readonly #readBudget: () => MemoryBudget;
+  #budget: MemoryBudget;
   readonly #clock: Clock;
   readonly #limits: MemoryLimits;
   readonly #logger: LoaderLogger | undefined;
@@ -48,7 +50,9 @@ export class MemoryLoader {
 
   constructor(engine: Engine, options: MemoryLoaderOptions) {
     this.#engine = engine;
-    this.#budget = options.budget;
+    const budget = options.budget;
+    this.#readBudget = typeof budget === 'function' ? budget : () => budget;
+    this.#budget = this.#readBudget();
     this.#clock = options.clock;
     this.#limits = { ...memoryLimits, ...options.limits };
     this.#logger = options.logger;
@@ -81,6 +85,8 @@ export class MemoryLoader {
   /** One look at the clock, memory and the log, and what it calls for. */
   async step(): Promise<LoaderStep> {
     const engine = this.#engine;
+    this.#budget = this.#readBudget();
+    engine.setMemoryBudget(this.#budget.bytes);
     const width = engine.bucketWidthMs;
     const now = this.#clock.now();
     const step: { -readonly [K in keyof LoaderStep]: LoaderStep[K] } = {};

@@ -116,3 +116,17 @@ test('over budget with nothing that could spill, the loader does not rewrite mem
   assert.equal(engine.spillStats().spilled, 1);
   await engine.close();
 });
+
+test('a budget that shrinks while the service runs (a lowered cgroup limit) spills at the next step', async () => {
+  const clock: Clock = { now: () => t0 };
+  const engine = await Engine.open({ dataDir: scratch.tempDir('shrink'), clock });
+  let limitBytes = 64 * 1024 * 1024;
+  const loader = new MemoryLoader(engine, { budget: () => ({ bytes: limitBytes, source: 'cgroup', limitBytes }), clock });
+  await engine.admit(batchFromSpecs(Array.from({ length: 2000 }, (_, i) => ({ fireAtMs: t0 + 2 * day + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
+  assert.equal((await loader.step()).checkpointed, undefined, 'well under the budget');
+  limitBytes = 64 * 1024;
+  assert.equal((await loader.step()).checkpointed, true);
+  assert.equal(engine.spillStats().spilled, 2000);
+  assert.equal(engine.spillStats().budgetBytes, 64 * 1024);
+  await engine.close();
+});
