@@ -337,6 +337,8 @@ export class Engine {
   #memoryBudgetBytes: number | undefined;
   /** Checkpoints and promotions run one at a time, in order. */
   #spillWork: Promise<void> = Promise.resolve();
+  /** Handles of the timers the checkpoint in progress copied into its spilled run (until it evicts them). */
+  #spilling: Set<number> | undefined;
   /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
   readonly #cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
 
@@ -723,7 +725,11 @@ export class Engine {
     const seq = this.#store.logSeq[slot] as number;
     const row = this.#store.row[slot] as number;
     const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
-    const outcome = this.#wal.append(recordType.cancel, encodeCancel(expiresAtMs, [seq], [row]), settlingWork).then(
+    // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
+    // disk, not in memory, so its cancel names its fire time (replay finds it either way).
+    const spilling = this.#spilling?.has(this.#store.handleOf(slot)) === true;
+    const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, this.#store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
+    const outcome = this.#wal.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
       () => {
         this.#finishCancelled(slot, expiresAtMs);
         return 'cancelled' as const;
@@ -890,7 +896,7 @@ export class Engine {
     const store = this.#store;
     const out = new Map<number, number>();
     for (let slot = 0; slot < store.capacity; slot++) {
-      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || store.dueAt[slot] !== store.fireAt[slot]) continue;
+      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || store.dueAt[slot] !== store.fireAt[slot] || !this.#heap.has(slot)) continue;
       const startMs = this.#spill.bucketStartOf(store.dueAt[slot] as number);
       out.set(startMs, (out.get(startMs) ?? 0) + residentBytesPerSlot + store.payloadOf(slot).length + store.headersOf(slot).length + store.keyLengthOf(slot));
     }
@@ -908,7 +914,11 @@ export class Engine {
    * the watermark (Infinity keeps it where it is).
    */
   checkpoint(watermarkMs = Infinity): Promise<CheckpointReport> {
-    return this.#serially(() => this.#checkpoint(watermarkMs));
+    return this.#serially(() =>
+      this.#checkpoint(watermarkMs).finally(() => {
+        this.#spilling = undefined;
+      }),
+    );
   }
 
   /** Brings every spilled timer due before `toMs` (a bucket start) into memory; logged first. Returns how many. */
@@ -935,6 +945,7 @@ export class Engine {
     // The fence first: from now on nothing due at or past the watermark is handed out.
     this.#spill.lowerWatermark(watermarkMs);
     const snapshot = this.#snapshot(watermarkMs);
+    this.#spilling = new Set(snapshot.spilledHandles);
     const tombstones = this.#spill.tombstoneColumns();
     // Configured queues, in the QUEUE record's JSON form (read back the way replay reads it).
     const queues = [...this.#queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
@@ -992,7 +1003,7 @@ export class Engine {
     // Tombstones added while it was written guard rows of the new runs too: they stay.
     const tombstonesNow = this.#spill.tombstoneColumns();
     this.#spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
-    this.#evictSpilled(snapshot.spilledHandles);
+    this.#evictSpilled(snapshot.spilledHandles, snapshot.spilled);
     // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
     // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
     const arena = this.#store.arena;
@@ -1018,7 +1029,8 @@ export class Engine {
       if (state === timerState.free) continue;
       // Only timers due at their fire time spill: a spilled timer is found by its id's fire time.
       const dueAt = store.dueAt[slot] as number;
-      const spills = state === timerState.pending && store.attempts[slot] === 0 && dueAt >= watermarkMs && dueAt === store.fireAt[slot] && !this.#cancelling.has(slot);
+      // In the heap: a held-back (parked) timer is due and stays, like one being cancelled.
+      const spills = state === timerState.pending && store.attempts[slot] === 0 && dueAt >= watermarkMs && dueAt === store.fireAt[slot] && !this.#cancelling.has(slot) && this.#heap.has(slot);
       (spills ? spillSlots : residentSlots).push(slot);
     }
     const byDue = (a: number, b: number): number =>
@@ -1055,11 +1067,16 @@ export class Engine {
    * After a durable checkpoint: the timers it spilled leave memory. One that changed since the
    * snapshot (a cancel being logged) stays, and its copy on disk is tombstoned, never promoted.
    */
-  #evictSpilled(handles: Float64Array): void {
+  #evictSpilled(handles: Float64Array, rows: RunRows): void {
     const store = this.#store;
-    for (const handle of handles) {
-      const slot = store.slotOf(handle);
-      if (slot < 0) continue;
+    for (let i = 0; i < handles.length; i++) {
+      const slot = store.slotOf(handles[i] as number);
+      // Gone: cancelled while the checkpoint was written, and its retention already over. Its
+      // copy on disk must never be promoted.
+      if (slot < 0) {
+        this.#spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
+        continue;
+      }
       const seq = store.logSeq[slot] as number;
       const row = store.row[slot] as number;
       if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || this.#cancelling.has(slot) || !this.#heap.has(slot)) {

@@ -356,3 +356,73 @@ test('regression: a checkpoint that evicts most timers gives their arena slabs b
   assert.ok(after < before * 0.75, `the store still holds ${after} of ${before} bytes after 98% of its timers left`);
   await engine.close();
 });
+
+/** Runs `during` at the checkpoint's first file-system call (after its snapshot), and waits for both. */
+async function duringCheckpoint<T>(fs: SimFileSystem, engine: Engine, watermarkMs: number, during: () => Promise<T>): Promise<T> {
+  let started: Promise<T> | undefined;
+  fs.setFault(() => {
+    started ??= during();
+    return undefined;
+  });
+  await engine.checkpoint(watermarkMs);
+  fs.setFault(undefined);
+  return started as Promise<T>;
+}
+
+test('regression: a cancel while a checkpoint writes a spilled copy of the timer survives the restart (it is logged as CANCEL_SPILLED)', async () => {
+  const fs = new SimFileSystem({ seed: 19 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const ids = idsOf(await engine.admit(batchFromSpecs(spread(5, t0 + 5 * hour, 60_000))));
+  assert.equal(await duringCheckpoint(fs, engine, t0 + 2 * hour, () => engine.cancel(ids[2] as string)), 'cancelled');
+  assert.equal(engine.pending, 4);
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.equal((await engine.lookup(ids[2] as string))?.state, 'cancelled');
+  assert.equal(engine.pending, 4);
+  clock.set(t0 + 6 * hour);
+  await engine.promote(t0 + 6 * hour);
+  const fired = engine.takeDue(clock.now(), 100);
+  assert.equal(fired.count, 4);
+  assert.ok(!Array.from(fired.rows).includes(2), 'the cancelled timer never fires');
+  await engine.close();
+});
+
+test('regression: a timer cancelled and released while a checkpoint writes its spilled copy is tombstoned, never promoted', async () => {
+  const fs = new SimFileSystem({ seed: 20 });
+  const clock = manualClock();
+  const engine = await open(fs, clock, { retention: { finishedMs: 1 } });
+  const ids = idsOf(await engine.admit(batchFromSpecs(spread(5, t0 + 5 * hour, 60_000))));
+  await duringCheckpoint(fs, engine, t0 + 2 * hour, async () => {
+    assert.equal(await engine.cancel(ids[2] as string), 'cancelled');
+    clock.set(clock.now() + 10);
+    engine.takeDue(clock.now(), 10); // the sweep releases it: its retention is over
+  });
+  assert.equal(await engine.lookup(ids[2] as string), undefined);
+  assert.equal(engine.spillStats().spilled, 4);
+  clock.set(t0 + 6 * hour);
+  await engine.promote(t0 + 6 * hour);
+  const fired = engine.takeDue(clock.now(), 100);
+  assert.equal(fired.count, 4);
+  assert.ok(!Array.from(fired.rows).includes(2), 'the cancelled timer never fires');
+  await engine.close();
+});
+
+test('regression: a held-back (parked) timer is not spilled by a checkpoint below it, so it is delivered once', async () => {
+  const fs = new SimFileSystem({ seed: 21 });
+  const clock = manualClock();
+  let engine = await open(fs, clock, { spillBucketWidthMs: 1000 });
+  const [id] = idsOf(await engine.admit(batchFromSpecs(spread(1, t0 + 1000, 1))));
+  clock.set(t0 + 1500);
+  assert.equal(engine.takeDue(clock.now(), 10, () => 0).count, 0, 'held back: its queue has no room');
+  assert.equal((await engine.checkpoint(t0 + 1000)).spilledRows, 0);
+  const slice = engine.takeDue(clock.now(), 10, () => 10);
+  assert.equal(slice.count, 1);
+  await engine.settle(outcomesFor(slice, outcomeKind.delivered));
+  await engine.close();
+  engine = await open(fs, clock, { spillBucketWidthMs: 1000 });
+  assert.equal((await engine.lookup(id as string))?.state, 'delivered');
+  await engine.promote(t0 + 2000);
+  assert.equal(engine.takeDue(clock.now(), 10).count, 0, 'delivered once');
+  await engine.close();
+});
