@@ -13,7 +13,6 @@
 // that never held the timers (the filling process keeps the store's grown columns). The
 // recovery suite (bench/recovery.ts) builds its data directory with the same fill.
 import assert from 'node:assert/strict';
-import { fork } from 'node:child_process';
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -23,6 +22,7 @@ import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { Engine } from '../engine/engine.ts';
 import { memoryLimits } from '../engine/limits.ts';
 import { type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
+import { runGcChild } from './gc-child.ts';
 
 const suite = 'memory';
 const payloadBytes = 128;
@@ -192,19 +192,7 @@ export async function directoryBytes(dir: string): Promise<number> {
 
 /** Runs this file in a child with --expose-gc; resolves with the one message it sends. */
 export function runMemoryChild<T>(args: readonly string[]): Promise<T> {
-  // The child's stdout goes to our stderr: under --json our stdout carries figures only.
-  const child = fork(import.meta.filename, args, { execArgv: [...process.execArgv, '--expose-gc'], stdio: ['ignore', 2, 'inherit', 'ipc'] });
-  return new Promise<T>((resolve, reject) => {
-    let result: { value: T } | undefined;
-    child.once('message', (message) => {
-      result = { value: message as T };
-    });
-    child.once('error', reject);
-    child.once('exit', (code, signal) => {
-      if (result !== undefined && code === 0) resolve(result.value);
-      else reject(new Error(`memory: child ${args[0]} exited with ${signal ?? `status ${code}`}${result === undefined ? ' without a result' : ''}`));
-    });
-  });
+  return runGcChild<T>(import.meta.filename, 'memory', args);
 }
 
 /** heapUsed + external (which includes arrayBuffers) after full collections, and rss. */

@@ -19,7 +19,6 @@
 // with --expose-gc), so the parent's heap does not pollute the memory figure and recovery
 // starts as cold as a restart does. A child reports one message on its IPC channel.
 import assert from 'node:assert/strict';
-import { fork } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +28,7 @@ import { AdmitCoalescer } from '../engine/admit-coalescer.ts';
 import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { Engine } from '../engine/engine.ts';
 import { type Figure, inSpan, metaLine, roundTo, startSpan, type SuiteOptions } from './report.ts';
+import { runGcChild } from './gc-child.ts';
 
 const suite = 'store';
 const payloadBytes = 128;
@@ -235,19 +235,7 @@ interface RecoverResult {
 
 /** Runs this file in a child with --expose-gc; resolves with the one message it sends. */
 function runChild<T>(args: readonly string[]): Promise<T> {
-  // The child's stdout goes to our stderr: under --json our stdout carries figures only.
-  const child = fork(import.meta.filename, args, { execArgv: [...process.execArgv, '--expose-gc'], stdio: ['ignore', 2, 'inherit', 'ipc'] });
-  return new Promise<T>((resolve, reject) => {
-    let result: { value: T } | undefined;
-    child.once('message', (message) => {
-      result = { value: message as T };
-    });
-    child.once('error', reject);
-    child.once('exit', (code, signal) => {
-      if (result !== undefined && code === 0) resolve(result.value);
-      else reject(new Error(`store: child ${args[0]} exited with ${signal ?? `status ${code}`}${result === undefined ? ' without a result' : ''}`));
-    });
-  });
+  return runGcChild<T>(import.meta.filename, 'store', args);
 }
 
 /**
