@@ -15,10 +15,10 @@ import { createServer } from 'node:net';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Binary, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Utf8 } from 'apache-arrow';
 import { flightDataOf, FlightTestClient, timersDescriptor } from '../ingest/flight/flight-client.ts';
 import { fermataBin, startListeningChild } from './fermata-child.ts';
 import { type Figure, inSpan, metaLine, roundTo, startSpan, type SuiteOptions } from './report.ts';
+import { farFutureArrowStream } from './arrow-timers.ts';
 
 const suite = 'flight';
 const MiB = 1024 * 1024;
@@ -198,27 +198,5 @@ async function runDoPut(address: string, batch: Buffer, timing: Timing): Promise
 
 /** One Arrow IPC stream: fire_at Timestamp(ms, UTC) 1 h–30 d ahead of `nowMs`, target Utf8, payload Binary of payloadBytes. */
 function buildBatch(nowMs: number): Buffer {
-  const rows = limits.batchRows;
-  const fireAt = new BigInt64Array(rows);
-  for (let row = 0; row < rows; row++) fireAt[row] = BigInt(nowMs + hourMs + Math.floor(Math.random() * 29 * 24 * hourMs));
-  const targetBytes = Buffer.from(target);
-  const targetOffsets = new Int32Array(rows + 1);
-  const targetValues = new Uint8Array(rows * targetBytes.length);
-  const payloadOffsets = new Int32Array(rows + 1);
-  const payloadValues = new Uint8Array(rows * limits.payloadBytes);
-  for (let row = 0; row < rows; row++) {
-    targetValues.set(targetBytes, row * targetBytes.length);
-    targetOffsets[row + 1] = (row + 1) * targetBytes.length;
-    payloadValues.fill(row & 0xff, row * limits.payloadBytes, (row + 1) * limits.payloadBytes);
-    payloadOffsets[row + 1] = (row + 1) * limits.payloadBytes;
-  }
-  const columns = [
-    ['fire_at', makeData({ type: new Timestamp(TimeUnit.MILLISECOND, 'UTC'), length: rows, data: fireAt })],
-    ['target', makeData({ type: new Utf8(), length: rows, valueOffsets: targetOffsets, data: targetValues })],
-    ['payload', makeData({ type: new Binary(), length: rows, valueOffsets: payloadOffsets, data: payloadValues })],
-  ] as const;
-  const schema = new Schema(columns.map(([name, data]) => new Field(name, data.type, false)));
-  const struct = makeData({ type: new Struct(schema.fields), length: rows, children: columns.map(([, data]) => data) });
-  const ipc = tableToIPC(new Table([new RecordBatch(schema, struct)]), 'stream');
-  return Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength);
+  return farFutureArrowStream({ nowMs, rows: limits.batchRows, payloadBytes: limits.payloadBytes, target, fireSpanMs: 29 * 24 * hourMs });
 }

@@ -26,7 +26,6 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { Binary, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Utf8 } from 'apache-arrow';
 import type { Histogram } from 'hdr-histogram-js';
 import { pino } from 'pino';
 import { Engine } from '../engine/engine.ts';
@@ -34,6 +33,7 @@ import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
 import { fermataBin, startListeningChild } from './fermata-child.ts';
 import { h2loadMissing, h2loadPresent, readH2loadLog, runH2load } from './h2load.ts';
 import { type ChartData, type Fact, type Figure, inSpan, metaLine, newHistogram, percentileMs, recordMs, roundTo, startSpan, type SuiteOptions } from './report.ts';
+import { farFutureArrowStream } from './arrow-timers.ts';
 
 const suite = 'ingest';
 const MiB = 1024 * 1024;
@@ -311,28 +311,5 @@ async function runLoad(port: number, load: Load, timing: Timing, okStatus: numbe
 
 /** One Arrow IPC stream: fire_at Timestamp(ms) 1 h–30 d ahead of `nowMs`, target Utf8, payload Binary of 128 bytes. */
 function buildArrowStream(nowMs: number): Buffer {
-  const rows = arrowRows;
-  const fireAt = new BigInt64Array(rows);
-  for (let row = 0; row < rows; row++) fireAt[row] = BigInt(nowMs + hourMs + Math.floor(Math.random() * arrowFireSpanMs));
-
-  const targetBytes = Buffer.from(target);
-  const targetOffsets = new Int32Array(rows + 1);
-  const targetValues = new Uint8Array(rows * targetBytes.length);
-  const payloadOffsets = new Int32Array(rows + 1);
-  const payloadValues = new Uint8Array(rows * payloadChars);
-  for (let row = 0; row < rows; row++) {
-    targetValues.set(targetBytes, row * targetBytes.length);
-    targetOffsets[row + 1] = (row + 1) * targetBytes.length;
-    payloadValues.fill(row & 0xff, row * payloadChars, (row + 1) * payloadChars);
-    payloadOffsets[row + 1] = (row + 1) * payloadChars;
-  }
-  const columns = [
-    ['fire_at', makeData({ type: new Timestamp(TimeUnit.MILLISECOND, 'UTC'), length: rows, data: fireAt })],
-    ['target', makeData({ type: new Utf8(), length: rows, valueOffsets: targetOffsets, data: targetValues })],
-    ['payload', makeData({ type: new Binary(), length: rows, valueOffsets: payloadOffsets, data: payloadValues })],
-  ] as const;
-  const schema = new Schema(columns.map(([name, data]) => new Field(name, data.type, false)));
-  const struct = makeData({ type: new Struct(schema.fields), length: rows, children: columns.map(([, data]) => data) });
-  const ipc = tableToIPC(new Table([new RecordBatch(schema, struct)]), 'stream');
-  return Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength);
+  return farFutureArrowStream({ nowMs, rows: arrowRows, payloadBytes: payloadChars, target, fireSpanMs: arrowFireSpanMs });
 }
