@@ -4,7 +4,9 @@
 // given a certificate), delivers due timers through the dispatcher's worker threads, and on
 // SIGTERM or SIGINT drains: stop accepting on both ports, let open requests finish (at most
 // drainTimeoutMs, then cut), let deliveries in flight be recorded (bounded), close the WAL
-// (flushing queued appends, releasing the lock), exit 0. A second signal exits 1 at once.
+// (flushing queued appends, releasing the lock), exit 0. A second signal exits 1 at once. A
+// poisoned log (a failed write or fdatasync) ends one life of the engine: the next opens the
+// data directory again, as a restart would, and takes over the same ports.
 //
 // Exit codes: 0 stopped cleanly, 1 could not start or stop cleanly (the log says why),
 // 2 bad command line or config (stderr says why).
@@ -15,15 +17,17 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { dirname, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { pino, type Logger } from 'pino';
-import { isFermataError } from '../engine/errors.ts';
+import { type FermataError, isFermataError } from '../engine/errors.ts';
 import { Engine, systemClock } from '../engine/engine.ts';
 import { registerDispatchMetrics } from '../dispatch/dispatch-metrics.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
 import { TargetGuard } from '../dispatch/target-guard.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from './dispatch-config.ts';
-import { httpLimits, readinessLimits } from '../engine/limits.ts';
+import { httpLimits, readinessLimits, serviceLimits } from '../engine/limits.ts';
 import { memoryBudget } from '../engine/memory-budget.ts';
 import { MemoryLoader } from '../engine/memory-loader.ts';
 import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
@@ -92,7 +96,10 @@ Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=a,b): when set, ev
 ${tokenLengthMin} characters.
 
 /readyz answers 503 while the log is poisoned, and while the data directory's file system has
-fewer bytes free than "readiness"."disk_free_bytes_min" (default ${readinessLimits.diskFreeBytesMin}).
+fewer bytes free than "readiness"."disk_free_bytes_min" (default ${readinessLimits.diskFreeBytesMin});
+adds are then refused (507 DISK_FULL), keeping the space left for cancels and delivery outcomes.
+A failed write or fdatasync poisons the log: the service opens the data directory again at once
+(recovery re-reads the disk), retrying every few seconds while that fails, on the same ports.
 
 Logs are JSON lines on stdout; the line with "msg":"listening" carries the "url" served
 (http://…), and with a TLS port a second such line follows with its https:// "url".
@@ -465,6 +472,26 @@ function configString(entry: unknown, file: string, name: string): string {
   return entry;
 }
 
+/**
+ * One life of the service on an opened engine: the loader, the dispatcher, the HTTP adapter and
+ * the Flight service built on it. A poisoned log ends a life; the next opens the data directory
+ * again (recovery re-reads the disk, as after a crash) and serves on the same ports.
+ */
+interface Life {
+  readonly engine: Engine;
+  readonly loader: MemoryLoader;
+  readonly dispatcher: Dispatcher;
+  readonly app: HttpServer;
+  readonly flight: FlightListener | undefined;
+}
+
+/** Where a life listens: the settings' addresses, or after the first life the ports it was given (port 0 picks once). */
+interface Ports {
+  readonly listen: ListenAddress;
+  readonly tls: ListenAddress | undefined;
+  readonly flight: ListenAddress | undefined;
+}
+
 async function runService(settings: ServeSettings, logger: Logger): Promise<number> {
   // Signals are caught from the start, so that one arriving while the WAL recovers still
   // leads to an orderly stop once it is open.
@@ -485,25 +512,85 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   // port anyone else can reach must not let them ask it to POST to this machine's own services.
   const allowLoopback = isLoopbackHost(settings.listen.host) && (settings.tls === undefined || isLoopbackHost(settings.tls.listen.host));
   const guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
-  let engine: Engine;
-  try {
-    engine = await Engine.open({
+  // One reading of the free space for every life: /readyz and the adds' gate.
+  const disk = new DiskSpaceCheck({ dir: settings.dataDir, freeBytesMin: settings.diskFreeBytesMin, checkIntervalMs: readinessLimits.diskCheckIntervalMs });
+  let poisoned = Promise.withResolvers<FermataError>();
+  const openEngine = (): Promise<Engine> => {
+    const thisLife = Promise.withResolvers<FermataError>();
+    poisoned = thisLife;
+    return Engine.open({
       dataDir: settings.dataDir,
       logger: logger.child({ component: 'wal' }),
       checkTarget: (target) => guard.checkTargetAtAdmit(target),
+      admitGate: () => disk.admitRefusal(),
+      onLogPoisoned: (poison) => thisLife.resolve(poison),
     });
+  };
+
+  let engine: Engine;
+  try {
+    engine = await openEngine();
   } catch (err) {
     logStartFailure(logger, err, `cannot open the data directory ${settings.dataDir}`);
     return 1;
   }
+  // The adds' gate answers from the last reading: take the first one before serving.
+  await disk.verdict();
+  const budget = memoryBudget(settings.memoryBudgetBytes);
+  logger.info({ budgetBytes: budget.bytes, source: budget.source, limitBytes: budget.limitBytes }, 'memory budget');
+  const firstPorts: Ports = { listen: settings.listen, tls: settings.tls?.listen, flight: settings.flight };
+  let life = await startLife(settings, engine, firstPorts, disk, allowLoopback, logger);
+  if (life === undefined) return 1;
+  const ports = portsOf(life, firstPorts);
+  const caddy = await startHttp3(settings, life.app, logger);
+  if (caddy === 'failed') {
+    await stopLife(life, logger);
+    return 1;
+  }
+
+  for (;;) {
+    const ended = await Promise.race([stopRequested.promise, poisoned.promise]);
+    if (typeof ended === 'string') {
+      logger.info({ signal: ended }, 'stopping');
+      // Caddy first: it stops taking HTTP/3 requests and finishes those in flight while fermata still answers them.
+      await caddy?.stop();
+      const exitCode = await stopLife(life, logger);
+      logger.info({ exitCode }, 'stopped');
+      return exitCode;
+    }
+    // The old life's ports stay open meanwhile: its adds are answered 503/507 from the poison
+    // (Retry-After), its reads from memory, until the next life can take over.
+    logger.error({ poison: ended.message }, 'the log is poisoned: opening the data directory again (recovery re-reads the disk)');
+    await stopDelivering(life, logger);
+    const next = await reopen(openEngine, stopRequested.promise, logger);
+    if (next === undefined) {
+      logger.info('stopping');
+      await caddy?.stop();
+      const exitCode = await stopServing(life, logger);
+      logger.info({ exitCode }, 'stopped');
+      return exitCode;
+    }
+    const old = life;
+    const draining = stopServing(old, logger);
+    await portsReleased(old);
+    const started = await startLife(settings, next, ports, disk, allowLoopback, logger);
+    await draining;
+    if (started === undefined) {
+      await caddy?.stop();
+      return 1;
+    }
+    life = started;
+    logger.info({ lastSeq: next.log.lastSeq, pending: next.pending }, 'serving again after the poisoned log');
+  }
+}
+
+/** Opens the engine, loader, dispatcher, HTTP and Flight on `ports`; undefined (all closed, the reason logged) when a port cannot be bound. */
+async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, disk: DiskSpaceCheck, allowLoopback: boolean, logger: Logger): Promise<Life | undefined> {
   const wal = engine.log;
   logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
-  const budget = memoryBudget(settings.memoryBudgetBytes);
   // Read again at each step: a container whose limit is lowered at run time spills at once.
   const loader = new MemoryLoader(engine, { budget: () => memoryBudget(settings.memoryBudgetBytes), clock: systemClock, logger: logger.child({ component: 'loader' }) });
   loader.start();
-  logger.info({ budgetBytes: budget.bytes, source: budget.source, limitBytes: budget.limitBytes }, 'memory budget');
-
   const dispatcher = new Dispatcher({
     engine,
     clock: systemClock,
@@ -514,43 +601,90 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
     ...(settings.dispatch.threads === undefined ? {} : { threads: settings.dispatch.threads }),
     ...(settings.dispatch.ca === undefined ? {} : { ca: settings.dispatch.ca }),
   });
-  const app = await startHttp(settings, engine, dispatcher, logger);
+  const closeEngineSide = async (): Promise<void> => {
+    await loader.stop();
+    await dispatcher.close();
+    await engine.close().catch(() => undefined);
+  };
+  const app = await startHttp(settings, ports, engine, dispatcher, disk, logger);
   if (app === undefined) {
-    await loader.stop();
-    await dispatcher.close();
-    await engine.close();
-    return 1;
+    await closeEngineSide();
+    return undefined;
   }
-  const flight = await startFlight(settings, engine, logger);
-  const caddy = flight === 'failed' ? undefined : await startHttp3(settings, app, logger);
-  if (flight === 'failed' || caddy === 'failed') {
-    if (flight !== 'failed') await flight?.close();
+  const flight = await startFlight(settings, ports.flight, engine, logger);
+  if (flight === 'failed') {
     await drainHttp(app, logger);
-    await loader.stop();
-    await dispatcher.close();
-    await engine.close();
-    return 1;
+    await closeEngineSide();
+    return undefined;
   }
   dispatcher.start();
   logger.info({ threads: dispatcher.threads, signing: settings.dispatch.signingSecrets.length > 0, allowLoopback }, 'dispatching');
+  return { engine, loader, dispatcher, app, flight };
+}
 
-  const signal = await stopRequested.promise;
-  logger.info({ signal }, 'stopping');
-  // Caddy first: it stops taking HTTP/3 requests and finishes those in flight while fermata still answers them.
-  await caddy?.stop();
+/** The ports a life was given, for the next one to listen on. */
+function portsOf(life: Life, asked: Ports): Ports {
+  const cleartext = life.app.server.address();
+  const secure = life.app.server.tls?.address();
+  assert.ok(cleartext !== null && typeof cleartext === 'object', 'the cleartext port is listening');
+  return {
+    listen: { host: asked.listen.host, port: cleartext.port },
+    tls: asked.tls === undefined || secure === undefined || secure === null || typeof secure !== 'object' ? asked.tls : { host: asked.tls.host, port: secure.port },
+    flight: asked.flight === undefined || life.flight === undefined ? asked.flight : { host: asked.flight.host, port: life.flight.port },
+  };
+}
+
+/** Stops everything of a life: its ports (drained), its deliveries (recorded, bounded), its loader, its engine; the exit code so far. */
+async function stopLife(life: Life, logger: Logger): Promise<number> {
   // Both drains at once: each is bounded by its own timeout.
-  let [exitCode] = await Promise.all([drainHttp(app, logger), flight?.close()]);
+  let [exitCode] = await Promise.all([drainHttp(life.app, logger), life.flight?.close()]);
   // Deliveries in flight finish and are recorded (bounded); what is not recorded is delivered again after a restart.
-  await dispatcher.close();
-  await loader.stop();
+  await life.dispatcher.close();
+  await life.loader.stop();
   try {
-    await engine.close();
+    await life.engine.close();
   } catch (err) {
     logger.error({ err }, 'closing the engine failed');
     exitCode = 1;
   }
-  logger.info({ exitCode }, 'stopped');
   return exitCode;
+}
+
+/** A poisoned life's deliveries, loader and engine stop (releasing the data directory); its ports still answer. */
+async function stopDelivering(life: Life, logger: Logger): Promise<void> {
+  await life.dispatcher.close();
+  await life.loader.stop();
+  // Closing a poisoned log writes nothing; it releases the lock for the next life.
+  await life.engine.close().catch((err: unknown) => logger.warn({ err }, 'closing the poisoned engine failed'));
+}
+
+/** A life's ports, drained; the exit code of the HTTP drain. */
+async function stopServing(life: Life, logger: Logger): Promise<number> {
+  const [exitCode] = await Promise.all([drainHttp(life.app, logger), life.flight?.close()]);
+  return exitCode;
+}
+
+/** Resolves once a draining life no longer listens on its ports (its open connections may still be finishing). */
+async function portsReleased(life: Life): Promise<void> {
+  const deadline = performance.now() + serviceLimits.portReleaseWaitMsMax;
+  while (life.app.server.listening || life.app.server.tls?.listening === true) {
+    if (performance.now() > deadline) return;
+    await sleep(5);
+  }
+}
+
+/** Opens the data directory again after a poisoned log, backing off while it fails; undefined when a stop is asked meanwhile. */
+async function reopen(openEngine: () => Promise<Engine>, stopRequested: Promise<NodeJS.Signals>, logger: Logger): Promise<Engine | undefined> {
+  const stop = stopRequested.then(() => undefined);
+  for (let delayMs: number = serviceLimits.reopenDelayMsMin; ; delayMs = Math.min(2 * delayMs, serviceLimits.reopenDelayMsMax)) {
+    try {
+      return await openEngine();
+    } catch (err) {
+      logger.error({ err, retryInMs: delayMs }, 'opening the data directory again failed');
+    }
+    const waited = await Promise.race([stop, sleep(delayMs).then(() => 'again' as const)]);
+    if (waited === undefined) return undefined;
+  }
 }
 
 /**
@@ -558,8 +692,7 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
  * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
  * closing what was opened) when a port cannot be bound.
  */
-async function startHttp(settings: ServeSettings, engine: Engine, dispatcher: Dispatcher, logger: Logger): Promise<HttpServer | undefined> {
-  const disk = new DiskSpaceCheck({ dir: settings.dataDir, freeBytesMin: settings.diskFreeBytesMin, checkIntervalMs: readinessLimits.diskCheckIntervalMs });
+async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, logger: Logger): Promise<HttpServer | undefined> {
   const app = createHttpServer({
     logger: logger.child({ component: 'http' }),
     engine,
@@ -569,13 +702,13 @@ async function startHttp(settings: ServeSettings, engine: Engine, dispatcher: Di
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
   if (settings.http3 !== undefined && settings.tls !== undefined) advertiseHttp3(app, settings.http3.port);
-  let bound = `${settings.listen.host}:${settings.listen.port}`;
+  let bound = `${ports.listen.host}:${ports.listen.port}`;
   try {
-    await app.listen({ host: settings.listen.host, port: settings.listen.port });
+    await app.listen({ host: ports.listen.host, port: ports.listen.port });
     const secure = app.server.tls;
-    if (settings.tls !== undefined && secure !== undefined) {
-      bound = `${settings.tls.listen.host}:${settings.tls.listen.port} (TLS)`;
-      secure.listen({ host: settings.tls.listen.host, port: settings.tls.listen.port });
+    if (ports.tls !== undefined && secure !== undefined) {
+      bound = `${ports.tls.host}:${ports.tls.port} (TLS)`;
+      secure.listen({ host: ports.tls.host, port: ports.tls.port });
       await once(secure, 'listening');
     }
   } catch (err) {
@@ -589,15 +722,15 @@ async function startHttp(settings: ServeSettings, engine: Engine, dispatcher: Di
 }
 
 /** The Arrow Flight service when --flight is set: logs a "flight listening" line with its grpc+tcp:// "url"; 'failed' (logged) when it cannot bind. */
-async function startFlight(settings: ServeSettings, engine: Engine, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
-  if (settings.flight === undefined) return undefined;
+async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
+  if (address === undefined) return undefined;
   const service = new FlightService({ engine, logger: logger.child({ component: 'flight' }), tokens: settings.tokens });
   try {
-    const listener = await service.listen(settings.flight.host, settings.flight.port);
+    const listener = await service.listen(address.host, address.port);
     logger.info({ url: listener.url }, 'flight listening');
     return listener;
   } catch (err) {
-    logStartFailure(logger, err, `cannot listen on ${settings.flight.host}:${settings.flight.port} (Flight)`);
+    logStartFailure(logger, err, `cannot listen on ${address.host}:${address.port} (Flight)`);
     return 'failed';
   }
 }

@@ -82,6 +82,14 @@ export interface EngineOptions {
   readonly checkTarget?: (target: string) => string | undefined;
   /** Width of a spill bucket (tests shrink it); spillLimits.bucketWidthMs otherwise. */
   readonly spillBucketWidthMs?: number;
+  /**
+   * Why adds are refused right now, or undefined: asked before anything of an add is logged
+   * (the server refuses adds this way while the disk is nearly full, keeping the space left
+   * for cancels and delivery outcomes). Cheap and synchronous: it runs on every add.
+   */
+  readonly admitGate?: () => FermataError | undefined;
+  /** Told once, when a failed write or sync poisons the log: the owner recovers by opening the data directory again. */
+  readonly onLogPoisoned?: (poison: FermataError) => void;
 }
 
 /** What one checkpoint did. */
@@ -326,6 +334,7 @@ export class Engine {
   readonly #deadReasons = new Map<number, number>();
 
   readonly #checkTarget: ((target: string) => string | undefined) | undefined;
+  readonly #admitGate: (() => FermataError | undefined) | undefined;
 
   readonly #fs: FileSystem;
   readonly #spillDir: string;
@@ -344,6 +353,7 @@ export class Engine {
 
   private constructor(options: EngineOptions) {
     this.#checkTarget = options.checkTarget;
+    this.#admitGate = options.admitGate;
     this.#fs = options.fs ?? nodeFileSystem;
     this.#spillDir = join(options.dataDir, 'spill');
     this.#spill = new SpilledTimers(this.#fs, this.#spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs);
@@ -373,6 +383,7 @@ export class Engine {
       ...(options.fs === undefined ? {} : { fs: options.fs }),
       ...(options.walLimits === undefined ? {} : { limits: options.walLimits }),
       ...(options.logger === undefined ? {} : { logger: options.logger }),
+      ...(options.onLogPoisoned === undefined ? {} : { onPoisoned: options.onLogPoisoned }),
     });
     // Finished timers whose retention ended while the engine was down (or that the live engine
     // had swept before it stopped) go now, as the sweep would have released them.
@@ -672,6 +683,8 @@ export class Engine {
    * and plans again, so the log's order decides which row is the original, live and on replay.
    */
   async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number): Promise<Admitted> {
+    const refusal = this.#admitGate?.();
+    if (refusal !== undefined) throw refusal;
     let decidedAtMs = this.#decisionTime();
     // Replay releases what had expired by the decision time before it plans this ADD: so does
     // the live engine, or a clock stepping back afterwards would leave the two disagreeing.

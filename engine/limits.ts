@@ -160,6 +160,17 @@ export const readinessLimits = {
 
 assert.ok(readinessLimits.diskCheckIntervalMs > 0, 'diskCheckIntervalMs must be positive');
 
+export const serviceLimits = {
+  /** After a poisoned log, `fermata serve` opens the data directory again at once; while that fails (the disk still failing), it waits this long, doubling… */
+  reopenDelayMsMin: 250,
+  /** …up to this, so it serves again within seconds of the disk recovering. */
+  reopenDelayMsMax: 4_000,
+  /** A poisoned life's ports are handed to the next: how long to wait for them to close before binding anyway. */
+  portReleaseWaitMsMax: 2_000,
+} as const;
+
+assert.ok(serviceLimits.reopenDelayMsMin > 0 && serviceLimits.reopenDelayMsMin <= serviceLimits.reopenDelayMsMax, 'reopen delays grow from min to max');
+
 export const dispatchLimits = {
   /** Deliveries in flight across all queues (rows of "arrow" batches included); the scheduler hands out no more than this room. */
   inFlightMax: 32_768,

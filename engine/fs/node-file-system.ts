@@ -22,10 +22,17 @@ class NodeFileHandle implements FileHandle {
   async writev(chunks: readonly Uint8Array[], position: number): Promise<void> {
     let expected = 0;
     for (const chunk of chunks) expected += chunk.length;
-    // libuv loops over short writes and IOV_MAX itself; a short count here means it stopped.
+    // libuv loops over short writes and IOV_MAX itself; a short count here means it stopped,
+    // and the kernel tells why only to the next write: write the rest, so that a full disk
+    // fails with its own ENOSPC (a 507 for the client) rather than a bare short count.
     const { bytesWritten } = await this.#handle.writev(chunks as Uint8Array[], position);
-    if (bytesWritten !== expected) {
-      throw Object.assign(new Error(`short write: ${bytesWritten} of ${expected} bytes`), { code: 'EIO' });
+    if (bytesWritten === expected) return;
+    const rest = Buffer.concat(chunks).subarray(bytesWritten);
+    let done = 0;
+    while (done < rest.length) {
+      const { bytesWritten: more } = await this.#handle.write(rest, done, rest.length - done, position + bytesWritten + done);
+      if (more === 0) throw Object.assign(new Error(`short write: ${bytesWritten + done} of ${expected} bytes`), { code: 'EIO' });
+      done += more;
     }
   }
 

@@ -48,6 +48,8 @@ export interface WalOptions {
   readonly limits?: Partial<WalLimits>;
   readonly logger?: WalLogger;
   readonly onGroupCommitted?: (stats: GroupCommitStats) => void;
+  /** Told once, when a failed write or sync poisons the log (after every waiting append is rejected). */
+  readonly onPoisoned?: (poison: FermataError) => void;
   /**
    * Sees every record already in the log, in order, while open() reads the segments for
    * recovery: replaying state this way reads the log once. If it throws, open() fails with that.
@@ -88,6 +90,7 @@ export class Wal implements DurableLog {
   readonly #lock: DirLock;
   readonly #logger: WalLogger | undefined;
   readonly #onGroupCommitted: ((stats: GroupCommitStats) => void) | undefined;
+  readonly #onPoisoned: ((poison: FermataError) => void) | undefined;
   readonly #segments: SegmentInfo[];
   #active: FileHandle;
   #queue: PendingAppend[] = [];
@@ -103,6 +106,7 @@ export class Wal implements DurableLog {
     this.#lock = lock;
     this.#logger = options.logger;
     this.#onGroupCommitted = options.onGroupCommitted;
+    this.#onPoisoned = options.onPoisoned;
     this.recovery = recovery;
     this.#segments = recovery.segments;
     this.#active = active;
@@ -334,6 +338,7 @@ export class Wal implements DurableLog {
     for (const pending of this.#queue) pending.reject(poison);
     this.#queue = [];
     this.#queuedBytes = 0;
+    this.#onPoisoned?.(poison);
   }
 }
 

@@ -1,6 +1,8 @@
-// Free space on the data directory's file system, for /readyz: red once fewer bytes are free
-// than a minimum, so a load balancer stops sending before a write fails for want of space (after
-// which the log poisons and nothing is acknowledged until a restart). Readings come from
+// Free space on the data directory's file system, for /readyz and for adds: red once fewer
+// bytes are free than a minimum, so a load balancer stops sending, and adds are refused (507
+// DISK_FULL) before a write fails for want of space; the space left is kept for cancels,
+// delivery outcomes and checkpoints, which are not refused. (A write that fails all the same
+// poisons the log, and `fermata serve` opens the data directory again.) Readings come from
 // statfs (injectable, so tests can fill a disk that is not there), at most one every
 // `checkIntervalMs`; probes in between are answered from the last reading, and probes that
 // arrive while a reading is under way share it.
@@ -9,6 +11,7 @@
 import { statfs as platformStatfs } from 'node:fs/promises';
 import type { StatsFs } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { errorCodes, FermataError } from '../../engine/errors.ts';
 
 /** The part of a statfs answer read here: blocks available to an unprivileged writer, and their size. */
 export type FreeBlocks = Pick<StatsFs, 'bavail' | 'frsize'>;
@@ -52,6 +55,22 @@ export class DiskSpaceCheck {
     if (last !== undefined && this.#now() - last.atMs < this.#checkIntervalMs) return Promise.resolve(last.verdict);
     this.#reading ??= this.#read().finally(() => (this.#reading = undefined));
     return this.#reading;
+  }
+
+  /**
+   * Why adds are refused now (DISK_FULL), from the last reading; synchronous, for every add. A
+   * reading older than `checkIntervalMs` is renewed in the background, so adds resume within
+   * about that long once space is freed.
+   */
+  admitRefusal(): FermataError | undefined {
+    const last = this.#last;
+    if (last === undefined || this.#now() - last.atMs >= this.#checkIntervalMs) void this.verdict();
+    if (last === undefined || last.verdict.ok || last.verdict.freeBytes === undefined) return undefined;
+    const { freeBytes } = last.verdict;
+    return new FermataError(errorCodes.diskFull, `the disk is nearly full: adds are refused while fewer than ${this.freeBytesMin} bytes are free (${freeBytes} now)`, {
+      free_bytes: freeBytes,
+      free_bytes_min: this.freeBytesMin,
+    });
   }
 
   async #read(): Promise<DiskVerdict> {

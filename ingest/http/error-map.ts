@@ -62,6 +62,10 @@ const retryAfterSecondsOf: Partial<Record<ErrorCode, number>> = {
   [errorCodes.capacityFull]: 1,
   [errorCodes.walQueueFull]: 1,
   [errorCodes.walClosed]: 1,
+  // `fermata serve` opens the data directory again at once (recovery re-reads the disk).
+  [errorCodes.walPoisoned]: 1,
+  // Free space is read again each second; an operator (or a compaction) may free some.
+  [errorCodes.diskFull]: 5,
 };
 
 export interface ErrorBody {

@@ -175,7 +175,7 @@ export const openApiDocument = {
           '415': ref('responses', 'UnsupportedMediaType'),
           ...logResponses,
           '503': errorResponse(
-            'CAPACITY_FULL: the resident store holds as many timers as it may. WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging until a restart re-reads the disk (no Retry-After).',
+            'CAPACITY_FULL: the resident store holds as many timers as it may. WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging; the service opens its data directory again by itself (recovery re-reads the disk).',
             [errorCodes.capacityFull, errorCodes.walClosed, errorCodes.walPoisoned],
             retryAfter,
           ),
@@ -403,11 +403,15 @@ export const openApiDocument = {
       UnsupportedMediaType: errorResponse('UNSUPPORTED_MEDIA_TYPE: a body with a Content-Type this route does not take, or none.', [httpErrorCodes.unsupportedMediaType]),
       LogQueueFull: errorResponse('WAL_QUEUE_FULL: too many bytes are waiting to be written to the log.', [errorCodes.walQueueFull], retryAfter),
       LogUnavailable: errorResponse(
-        'WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging until a restart re-reads the disk (no Retry-After).',
+        'WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging; the service opens its data directory again by itself (recovery re-reads the disk), so try again after Retry-After.',
         [errorCodes.walClosed, errorCodes.walPoisoned],
         retryAfter,
       ),
-      DiskFull: errorResponse('The disk is full: WAL_POISONED whose cause is ENOSPC, or DISK_FULL.', [errorCodes.walPoisoned, errorCodes.diskFull]),
+      DiskFull: errorResponse(
+        'The disk is full. DISK_FULL: fewer bytes are free than the configured minimum, so adds are refused before anything is written (cancels and delivery outcomes are not). WAL_POISONED (its cause ENOSPC): a write found no space; the service opens its data directory again by itself. Retry-After says when to ask again.',
+        [errorCodes.walPoisoned, errorCodes.diskFull],
+        retryAfter,
+      ),
     },
     schemas: {
       TimerId: {

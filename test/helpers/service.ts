@@ -31,6 +31,8 @@ export interface ServiceOptions {
   readonly env?: Record<string, string>;
   /** Wait for the TLS port's "listening" line too (the arguments must configure one). */
   readonly tls?: boolean;
+  /** A command the service runs under, which execs it (so the child's pid is the service's): e.g. `['fiu-run', '-x']`. */
+  readonly wrapper?: readonly string[];
 }
 
 /** The test run's environment without the service's own variables, plus `extra`. */
@@ -43,7 +45,8 @@ export function serviceEnv(extra: Record<string, string> = {}): NodeJS.ProcessEn
 /** Starts `fermata serve` on `dataDir`; `onSpawn` sees the child at once (to track it for cleanup). */
 export async function startService(dataDir: string, onSpawn: (child: ChildProcess) => void = () => undefined, options: ServiceOptions = {}): Promise<Service> {
   const args = [binPath, 'serve', '--data', dataDir, '--listen', '127.0.0.1:0', ...(options.args ?? [])];
-  const child = spawn(process.execPath, args, { env: serviceEnv(options.env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, ...wrapperArgs] = [...(options.wrapper ?? []), process.execPath];
+  const child = spawn(command as string, [...wrapperArgs, ...args], { env: serviceEnv(options.env), stdio: ['ignore', 'pipe', 'pipe'] });
   onSpawn(child);
   let output = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));

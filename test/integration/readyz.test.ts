@@ -138,7 +138,7 @@ test('probes that arrive while free space is being read share that one reading',
   assert.equal(verdicts[0]?.ok, false);
 });
 
-test('fermata serve: "readiness"."disk_free_bytes_min" above the real free space turns /readyz red from the real statfs; adds still go through', { timeout: 60_000 }, async () => {
+test('fermata serve: "readiness"."disk_free_bytes_min" above the real free space turns /readyz red from the real statfs and refuses adds (507), not cancels', { timeout: 60_000 }, async () => {
   const dir = tempDir('serve');
   const config = join(dir, 'fermata.json');
   writeFileSync(config, JSON.stringify({ readiness: { disk_free_bytes_min: Number.MAX_SAFE_INTEGER } }));
@@ -155,7 +155,13 @@ test('fermata serve: "readiness"."disk_free_bytes_min" above the real free space
       body: JSON.stringify({ delay_ms: 60_000, target: 'https://example.com/hook' }),
       signal: AbortSignal.timeout(requestTimeoutMs),
     });
-    assert.equal(added.status, 201, 'readiness advises a load balancer; it does not refuse writes the disk can still take');
+    assert.equal(added.status, 507, 'as etcd past its space quota: adds are refused, and the space left is kept for cancels and delivery outcomes');
+    const refusal = (await added.json()) as { error: { code: string; message: string } };
+    assert.equal(refusal.error.code, 'DISK_FULL');
+    assert.match(refusal.error.message, /adds are refused while fewer than \d+ bytes are free/);
+    assert.doesNotMatch(refusal.error.message, new RegExp(dir), 'the data directory is not shown to clients');
+    const cancelled = await fetch(`${service.url}/v1/timers/${'0'.repeat(26)}`, { method: 'DELETE', signal: AbortSignal.timeout(requestTimeoutMs) });
+    assert.notEqual(cancelled.status, 507, 'cancels are not refused for want of space');
   } finally {
     service.child.kill('SIGKILL');
   }
