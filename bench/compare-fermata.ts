@@ -6,9 +6,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http2 from 'node:http2';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { memoryLimits } from '../engine/limits.ts';
 import { runLoad } from './load-generator.ts';
-import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type Lateness, type MemoryUse, type SingleAdds } from './compare-shape.ts';
+import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type Lateness, type MemoryUse, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
 import { startFermata } from './fermata-child.ts';
 import type { BenchSink } from './sink.ts';
 import { buildBodies, buildBody, type FireTimes, type RequestBody } from './timer-bodies.ts';
@@ -82,6 +85,84 @@ export async function fermataMemory(baseDir: string, count: number): Promise<Mem
     return { bytesPerTimer: (after - before) / count, measure: 'growth of the server process VmRSS (/proc/PID/status)' };
   } finally {
     await fermata.stop();
+  }
+}
+
+/** `--memory-budget` of the spilled memory run: small, so that what is not due within the promotion lead waits on disk. */
+const spillBudget = '2MiB';
+/** The spilled run waits at most this long for the loader to settle (the spilled count unchanged over a poll). */
+const spillSettleMsMax = 180_000;
+
+/**
+ * The same far-future timers as fermataMemory, into a service given a small memory budget, so
+ * that it keeps them on disk: the engine's own count of what it holds in memory for them, once
+ * the loader has spilled, and the VmRSS of the service restarted on them over that of an empty
+ * service started alike (the restart drops what the fill left in the heap); both ÷ count.
+ */
+export async function fermataSpilledMemory(baseDir: string, count: number): Promise<SpilledMemoryUse> {
+  const args = ['--memory-budget', spillBudget];
+  const empty = await startFermata(baseDir, 'compare-spill-empty', { args });
+  let emptyBytes: number;
+  try {
+    await sleep(settleMs);
+    emptyBytes = await empty.residentBytes();
+  } finally {
+    await empty.stop();
+  }
+  const dataDir = await mkdtemp(join(baseDir, 'fermata-bench-compare-spill-data-'));
+  try {
+    const filling = await startFermata(baseDir, 'compare-spill', { dataDir, args });
+    let stats: MemoryStats;
+    try {
+      const body = arrowBatch(farFuture);
+      await postBodies(filling.url, chunks(count).map((rows) => (rows === compareShape.batchRows ? body : arrowBatch(farFuture, rows))), batchStreams);
+      stats = await settledStats(filling.url);
+    } finally {
+      await filling.stop();
+    }
+    const restarted = await startFermata(baseDir, 'compare-spill-restarted', { dataDir, args });
+    try {
+      await sleep(settleMs);
+      const processBytes = await restarted.residentBytes();
+      const again = await memoryStats(restarted.url);
+      assert.equal(again.pending, count, 'the restarted service holds every timer');
+      return {
+        countedBytesPerTimer: (stats.memory.resident_bytes + stats.memory.spill_metadata_bytes) / count,
+        processBytesPerTimer: (processBytes - emptyBytes) / count,
+        spilled: stats.spilled,
+        measure: `fermata serve --memory-budget ${spillBudget}: /v1/stats memory (resident_bytes + spill_metadata_bytes) once the loader settled; and VmRSS of the service restarted on the timers over an empty one's`,
+      };
+    } finally {
+      await restarted.stop();
+    }
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+interface MemoryStats {
+  readonly pending: number;
+  readonly spilled: number;
+  readonly memory: { readonly budget_bytes: number | null; readonly resident_bytes: number; readonly spill_metadata_bytes: number };
+}
+
+async function memoryStats(url: string): Promise<MemoryStats> {
+  const response = await fetch(`${url}/v1/stats`, { signal: AbortSignal.timeout(10_000) });
+  assert.equal(response.status, 200);
+  return (await response.json()) as MemoryStats;
+}
+
+/** /v1/stats once the loader has spilled what it will: the resident timers within the budget, and the spilled count unchanged over two looks a loader step apart. */
+async function settledStats(url: string): Promise<MemoryStats> {
+  const deadline = Date.now() + spillSettleMsMax;
+  let last = await memoryStats(url);
+  for (;;) {
+    await sleep(2 * memoryLimits.loaderIntervalMs);
+    const now = await memoryStats(url);
+    const withinBudget = now.memory.budget_bytes !== null && now.memory.resident_bytes <= now.memory.budget_bytes;
+    if (withinBudget && now.spilled > 0 && now.spilled === last.spilled) return now;
+    assert.ok(Date.now() < deadline, `the loader did not settle within ${spillSettleMsMax} ms (spilled ${now.spilled}, resident ${now.memory.resident_bytes} B of a ${now.memory.budget_bytes} B budget)`);
+    last = now;
   }
 }
 

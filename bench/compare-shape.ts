@@ -54,6 +54,16 @@ export interface MemoryUse {
   readonly measure: string;
 }
 
+/** fermata's memory for far-future timers it keeps on disk: what the engine counts, and what the process shows. */
+export interface SpilledMemoryUse {
+  /** The engine's own count (resident timers' bytes + the spill tier's metadata) ÷ timers: the like of Redis's used_memory. */
+  readonly countedBytesPerTimer: number;
+  /** VmRSS of the service restarted on those timers, over an empty service's, ÷ timers. */
+  readonly processBytesPerTimer: number;
+  readonly spilled: number;
+  readonly measure: string;
+}
+
 /** Row counts of the batches that add up to `count`. */
 export function chunks(count: number): number[] {
   const sizes: number[] = [];

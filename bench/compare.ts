@@ -11,7 +11,11 @@
 //                over HTTP/2; fermata: its own dispatcher)
 //   lateness     timers due evenly over a span at a rate both sustain: arrival − fire time p99
 //   ram          memory per pending far-future timer at 1,000,000 timers (100,000 --quick):
-//                Redis INFO used_memory growth vs the fermata process's VmRSS growth
+//                Redis INFO used_memory growth vs the fermata process's VmRSS growth, all
+//                timers resident (the default budget); and vs fermata given a small memory
+//                budget (2 MiB), which keeps what is not due soon on disk: its own count of
+//                the bytes it holds for them (the like of used_memory), and the VmRSS of the
+//                service restarted on them over an empty one's
 //
 // Redis comes from Debian's redis-server (installed when missing and permitted), BullMQ from
 // npm into bench/results/.scratch (never the project's dependencies); when either cannot be
@@ -23,8 +27,8 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import type { Histogram } from 'hdr-histogram-js';
 import { BullMqSide } from './compare-bullmq.ts';
-import { fermataBulkAdds, fermataDelivery, fermataLateness, fermataMemory, fermataSingleAdds } from './compare-fermata.ts';
-import { type CompareTiming, compareShape, type Delivery, type Lateness, type MemoryUse, type SingleAdds } from './compare-shape.ts';
+import { fermataBulkAdds, fermataDelivery, fermataLateness, fermataMemory, fermataSingleAdds, fermataSpilledMemory } from './compare-fermata.ts';
+import { type CompareTiming, compareShape, type Delivery, type Lateness, type MemoryUse, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
 import { type BullMq, bullmqVersion, loadBullMq } from './bullmq-scratch.ts';
 import { startFermata } from './fermata-child.ts';
 import { type AppendFsync, ensureRedisServer, type RedisServer, startRedis } from './redis-server.ts';
@@ -64,6 +68,11 @@ interface SideFigures {
   readonly delivery: Delivery;
   readonly lateness: Lateness;
   readonly memory: MemoryUse;
+}
+
+interface FermataFigures extends SideFigures {
+  /** The memory run again with a small budget: far-future timers kept on disk. */
+  readonly spilled: SpilledMemoryUse;
 }
 
 interface BullFigures extends SideFigures {
@@ -197,6 +206,8 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
 
     progress(`compare: fermata, memory of ${sizes.memoryTimers} far-future timers (a fresh server)`);
     const fMemory = await fermataMemory(baseDir, sizes.memoryTimers);
+    progress(`compare: fermata, memory of ${sizes.memoryTimers} far-future timers kept on disk (a fresh server with a small memory budget, then restarted)`);
+    const fSpilled = await fermataSpilledMemory(baseDir, sizes.memoryTimers);
 
     const facts: Record<string, Fact> = {
       node: process.version,
@@ -213,10 +224,12 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
       lateness_timers: latenessTimers,
       memory_timers: sizes.memoryTimers,
       fermata_memory: fMemory.measure,
+      fermata_spilled_memory: fSpilled.measure,
+      fermata_spilled_timers: fSpilled.spilled,
       bullmq_memory: bullSide?.memory.measure ?? 'not measured',
       bullmq_worker_concurrency: compareShape.workerConcurrency,
     };
-    const fermataSide: SideFigures = { single: fSingle, bulkPerS: fBulk, delivery: fDelivery, lateness: fLateness, memory: fMemory };
+    const fermataSide: FermataFigures = { single: fSingle, bulkPerS: fBulk, delivery: fDelivery, lateness: fLateness, memory: fMemory, spilled: fSpilled };
     const figures = compareFigures(facts, fermataSide, bullSide);
     const failed = await cleanup.all();
     if (failed.length > 0) throw new AggregateError(failed, 'compare: stopping what the suite started failed');
@@ -262,7 +275,7 @@ function p99Ms(histogram: Histogram): number {
   return roundTo(histogram.getValueAtPercentile(99) / 1000, 3);
 }
 
-function compareFigures(facts: Record<string, Fact>, fermata: SideFigures, bull: BullFigures | undefined): Figure[] {
+function compareFigures(facts: Record<string, Fact>, fermata: FermataFigures, bull: BullFigures | undefined): Figure[] {
   const figure = (name: string, value: number, unit: string): Figure => ({ suite, name, value, unit });
   const latenessFigures = (side: string, lateness: Lateness): Figure[] => [
     figure(`compare.lateness_ms.${side}.p50`, roundTo(lateness.latenessUs.getValueAtPercentile(50) / 1000, 3), 'ms'),
@@ -277,6 +290,8 @@ function compareFigures(facts: Record<string, Fact>, fermata: SideFigures, bull:
     figure('compare.dispatch.fermata.per_s', Math.round(fermata.delivery.perS), '1/s'),
     ...latenessFigures('fermata', fermata.lateness),
     figure('compare.ram_per_timer.fermata.bytes', roundTo(fermata.memory.bytesPerTimer, 1), 'B'),
+    figure('compare.ram_per_timer.fermata_spilled.counted_bytes', roundTo(fermata.spilled.countedBytesPerTimer, 2), 'B'),
+    figure('compare.ram_per_timer.fermata_spilled.process_bytes', roundTo(fermata.spilled.processBytesPerTimer, 2), 'B'),
   ];
   let errors = fermata.single.errors;
   let early = fermata.delivery.early + fermata.lateness.early;
@@ -299,6 +314,8 @@ function compareFigures(facts: Record<string, Fact>, fermata: SideFigures, bull:
       figure('compare.dispatch.ratio', roundTo(fermata.delivery.perS / bull.delivery.perS, 3), 'ratio'),
       figure('compare.lateness_p99.ratio', roundTo(bullLateP99 / fermataLateP99, 3), 'ratio'),
       figure('compare.ram_per_timer.ratio', roundTo(bull.memory.bytesPerTimer / fermata.memory.bytesPerTimer, 3), 'ratio'),
+      figure('compare.ram_per_timer.spilled_ratio.counted', roundTo(bull.memory.bytesPerTimer / fermata.spilled.countedBytesPerTimer, 1), 'ratio'),
+      figure('compare.ram_per_timer.spilled_ratio.process', roundTo(bull.memory.bytesPerTimer / fermata.spilled.processBytesPerTimer, 1), 'ratio'),
     );
     errors += bull.single.errors + bull.singleAlways.errors + bull.failures;
     early += bull.delivery.early + bull.lateness.early;

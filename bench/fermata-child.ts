@@ -47,8 +47,15 @@ export async function startListeningChild(baseDir: string, label: string, argsFo
   }
 }
 
-export async function startFermata(baseDir: string, label: string): Promise<FermataChild> {
-  const child = await startListeningChild(baseDir, label, (dir) => [fermataBin, 'serve', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0']);
+export interface FermataOptions {
+  /** Serve this data directory (the caller's to remove) instead of a fresh one under the child's directory: a restart sees what the last run left. */
+  readonly dataDir?: string;
+  /** More `fermata serve` options (e.g. `--memory-budget 2MiB`). */
+  readonly args?: readonly string[];
+}
+
+export async function startFermata(baseDir: string, label: string, options: FermataOptions = {}): Promise<FermataChild> {
+  const child = await startListeningChild(baseDir, label, (dir) => [fermataBin, 'serve', '--data', options.dataDir ?? join(dir, 'data'), '--listen', '127.0.0.1:0', ...(options.args ?? [])]);
   return { ...child, residentBytes: () => residentBytes(child.pid) };
 }
 

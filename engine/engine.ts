@@ -1022,6 +1022,8 @@ export class Engine {
     const arena = this.#store.arena;
     if (arena.bytesLive < arena.bytesReserved * memoryLimits.arenaLiveShareMin) this.#store.compact();
     this.#checkpointSeq = coveredSeq;
+    // A quiet log's last segment is wholly covered too: sealed, it goes with the others.
+    await this.#wal.sealCovered(coveredSeq);
     const segmentsDeleted = await this.#wal.deleteCoveredSegments(coveredSeq);
     await removeUnreferenced(fs, dir, manifest);
     return { coveredSeq, watermarkMs, residentRows: snapshot.resident.rows, spilledRows: snapshot.spilled.rows, bytesWritten, segmentsDeleted };

@@ -223,6 +223,31 @@ export class Wal implements DurableLog {
    * checkpoint holds their effect), then syncs the directory. The segment being written stays.
    * Returns how many were deleted.
    */
+  /**
+   * Starts a new segment when a checkpoint (`coveredSeq`) covers every record of the active one
+   * and no append is waiting or being written: deleteCoveredSegments can then delete the old
+   * segment, and a restart reads nothing the checkpoint already holds. Otherwise (newer records
+   * are in it, or are about to go in) it does nothing: a later checkpoint covers that segment.
+   * Appends made meanwhile wait behind it, as behind a group commit.
+   */
+  async sealCovered(coveredSeq: number): Promise<void> {
+    // A committer finishing its last group (nothing queued behind it) is let finish first.
+    while (this.#committer !== undefined && this.#queue.length === 0) await this.#committer;
+    const active = this.#segments.at(-1) as SegmentInfo;
+    const holdsRecords = active.lastSeq >= active.baseSeq;
+    if (!holdsRecords || active.lastSeq > coveredSeq || this.#poison !== undefined || this.#closed || this.#committer !== undefined || this.#queue.length > 0) return;
+    // As a group commit's roll: a failure poisons the log; appends queued meanwhile go next.
+    const sealed = this.#roll(active).then(
+      () => this.#commitLoop(),
+      (err: unknown) => {
+        this.#poisonWith(err, []);
+        this.#committer = undefined;
+      },
+    );
+    this.#committer = sealed;
+    await sealed;
+  }
+
   async deleteCoveredSegments(coveredSeq: number): Promise<number> {
     let deleted = 0;
     // Oldest first, so a crash midway leaves a log that still starts at one contiguous point.

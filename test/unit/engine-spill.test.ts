@@ -62,6 +62,31 @@ test('a checkpoint spills far-future timers, deletes covered segments, and reope
   await engine.close();
 });
 
+test('a checkpoint of a quiet log seals its last segment too: reopening reads no record the checkpoint holds', async () => {
+  const fs = new SimFileSystem({ seed: 12 });
+  const clock = manualClock();
+  // Segments large enough that every record is in the one being written.
+  let engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  const ids = idsOf(await engine.admit(batchFromSpecs(spread(40, t0 + 10 * hour, hour))));
+  assert.equal(engine.log.segmentCount, 1);
+  const lastSeq = engine.log.lastSeq;
+  const report = await engine.checkpoint(t0 + 20 * hour);
+  assert.equal(report.segmentsDeleted, 1, 'the sealed segment is deleted with the covered ones');
+  assert.equal(engine.log.segmentCount, 1);
+  assert.equal(engine.log.firstSeq, lastSeq + 1, 'the log goes on in a new, empty segment');
+  const added = idsOf(await engine.admit(batchFromSpecs(spread(1, t0 + hour, 1))));
+  await engine.close();
+
+  engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  let replayed = 0;
+  for await (const record of engine.log.records()) replayed += record.seq <= lastSeq ? 1 : 0;
+  assert.equal(replayed, 0, 'no record the checkpoint covers is read again');
+  assert.equal(engine.pending, 41);
+  assert.equal((await engine.lookup(ids[39] as string))?.state, 'pending');
+  assert.equal(engine.get(added[0] as string)?.state, 'pending');
+  await engine.close();
+});
+
 test('spilled timers are not handed out until promoted; promotion is logged and replayed', async () => {
   const fs = new SimFileSystem({ seed: 12 });
   const clock = manualClock();

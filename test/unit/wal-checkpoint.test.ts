@@ -72,3 +72,33 @@ test('an asynchronous replay is awaited record by record, in order', async () =>
   assert.deepEqual(seen, Array.from({ length: 30 }, (_, i) => i + 1));
   await reopened.close();
 });
+
+test('sealCovered starts a new segment only when a checkpoint covers every record and no append is waiting', async () => {
+  const dir = scratch.tempDir('seal');
+  const wal = await Wal.open({ dir, limits: { segmentBytes: 1024 * 1024 } });
+  for (let i = 1; i <= 5; i++) await wal.append(1, record(i));
+  await wal.sealCovered(4);
+  assert.equal(wal.segmentCount, 1, 'record 5 is not covered: the segment stays open');
+  const waiting = wal.append(1, record(6));
+  await wal.sealCovered(5);
+  assert.equal(await waiting, 6);
+  assert.equal(wal.segmentCount, 1, 'an append was waiting: it went into the open segment');
+  await wal.sealCovered(6);
+  assert.equal(wal.segmentCount, 2);
+  const afterSeal = wal.append(1, record(7));
+  assert.equal(await wal.deleteCoveredSegments(6), 1);
+  assert.equal(await afterSeal, 7);
+  assert.equal(wal.firstSeq, 7);
+  await wal.close();
+  const seen: number[] = [];
+  const reopened = await Wal.open({ dir, coveredSeq: 6, replay: (seq) => void seen.push(seq) });
+  assert.deepEqual(seen, [7], 'reopening reads only what came after the checkpoint');
+  await reopened.close();
+});
+
+test('sealCovered of an empty segment does nothing', async () => {
+  const wal = await Wal.open({ dir: scratch.tempDir('seal-empty') });
+  await wal.sealCovered(0);
+  assert.equal(wal.segmentCount, 1);
+  await wal.close();
+});
