@@ -1016,7 +1016,7 @@ export class Engine {
     // Tombstones added while it was written guard rows of the new runs too: they stay.
     const tombstonesNow = this.#spill.tombstoneColumns();
     this.#spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
-    this.#evictSpilled(snapshot.spilledHandles, snapshot.spilled);
+    await this.#evictSpilled(snapshot.spilledHandles, snapshot.spilled);
     // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
     // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
     const arena = this.#store.arena;
@@ -1082,9 +1082,22 @@ export class Engine {
    * After a durable checkpoint: the timers it spilled leave memory. One that changed since the
    * snapshot (a cancel being logged) stays, and its copy on disk is tombstoned, never promoted.
    */
-  #evictSpilled(handles: Float64Array, rows: RunRows): void {
+  async #evictSpilled(handles: Float64Array, rows: RunRows): Promise<void> {
+    // In slices, yielding between them: evicting half a million timers at once held the event
+    // loop for over a second. Meanwhile the rest stay in memory as well as on disk: fenced by
+    // the watermark (never handed out), and a cancel of one is logged as CANCEL_SPILLED
+    // (#spilling), so its slice tombstones its copy on disk.
+    for (let from = 0; from < handles.length; from += spillLimits.evictSliceRows) {
+      if (from > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      this.#evictSlice(handles, rows, from, Math.min(handles.length, from + spillLimits.evictSliceRows));
+    }
+  }
+
+  #evictSlice(handles: Float64Array, rows: RunRows, from: number, to: number): void {
     const store = this.#store;
-    for (let i = 0; i < handles.length; i++) {
+    const evicted = new Int32Array(to - from);
+    let count = 0;
+    for (let i = from; i < to; i++) {
       const slot = store.slotOf(handles[i] as number);
       // Gone: cancelled while the checkpoint was written, and its retention already over. Its
       // copy on disk must never be promoted.
@@ -1092,18 +1105,21 @@ export class Engine {
         this.#spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
         continue;
       }
-      const seq = store.logSeq[slot] as number;
-      const row = store.row[slot] as number;
       if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || this.#cancelling.has(slot) || !this.#heap.has(slot)) {
-        this.#spill.tombstone(seq, row, store.fireAt[slot] as number);
+        this.#spill.tombstone(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
         continue;
       }
-      this.#heap.remove(slot);
-      this.#index.delete(seq, row);
+      evicted[count++] = slot;
+    }
+    // Out of the heap at once: one O(n) rebuild when that is cheaper than a removal each.
+    this.#heap.removeMany(evicted.subarray(0, count));
+    for (let i = 0; i < count; i++) {
+      const slot = evicted[i] as number;
+      this.#index.delete(store.logSeq[slot] as number, store.row[slot] as number);
       if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));
-      this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) - 1;
       store.release(slot);
     }
+    this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) - count;
   }
 
   async #promote(toMs: number, log: boolean): Promise<number> {

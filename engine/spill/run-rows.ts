@@ -74,6 +74,11 @@ class BytesBuilder {
   }
 
   push(index: number, bytes: Uint8Array): void {
+    // Most keys and headers are empty: nothing to copy (a checkpoint pushes three per timer).
+    if (bytes.length === 0) {
+      this.offsets[index + 1] = this.used;
+      return;
+    }
     if (this.used + bytes.length > this.values.length) {
       const grown = new Uint8Array(Math.max(this.values.length * 2, this.used + bytes.length));
       grown.set(this.values.subarray(0, this.used));
@@ -101,12 +106,19 @@ class Dictionary {
   readonly #positions = new Map<string, number>();
   readonly #remaps = new WeakMap<readonly string[], Int32Array>();
 
+  #lastValue: string | undefined;
+  #lastPosition = -1;
+
   intern(value: string): number {
+    // Runs of rows share a queue and a target: the last answer again, without hashing the string.
+    if (value === this.#lastValue) return this.#lastPosition;
     let position = this.#positions.get(value);
     if (position === undefined) {
       position = this.entries.push(value) - 1;
       this.#positions.set(value, position);
     }
+    this.#lastValue = value;
+    this.#lastPosition = position;
     return position;
   }
 

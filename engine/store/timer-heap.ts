@@ -19,6 +19,10 @@ import assert from 'node:assert/strict';
 import type { ReadonlyColumn, ResidentStore } from './resident-store.ts';
 
 export const timerHeapCapacityInitialDefault = 1024;
+/** removeMany rebuilds the heap when k removals of log n steps would cost more than this many times n. */
+const rebuildCostFactor = 4;
+/** A position meaning "being removed" during removeMany (absent is -1). */
+const removedMark = -2;
 
 /** Whether slot `a` is due before slot `b`. */
 function dueBefore(dueAt: ReadonlyColumn, logSeq: ReadonlyColumn, row: ReadonlyColumn, a: number, b: number): boolean {
@@ -88,6 +92,37 @@ export class TimerHeap {
     if (!this.has(slot)) return false;
     this.#removeAt(this.#position[slot] as number);
     return true;
+  }
+
+  /**
+   * Removes every slot of `slots` that is in the heap; how many. Many at once (a checkpoint
+   * evicting the timers it spilled) rebuild the heap in O(n) instead of k removals of O(log n).
+   */
+  removeMany(slots: ArrayLike<number>): number {
+    // A removal sifts through about log n levels, several comparisons each; a rebuild visits
+    // every entry once or twice.
+    const rebuild = slots.length * Math.log2(this.#size + 2) > rebuildCostFactor * this.#size;
+    let removed = 0;
+    if (!rebuild) {
+      for (let i = 0; i < slots.length; i++) if (this.remove(slots[i] as number)) removed++;
+      return removed;
+    }
+    for (let i = 0; i < slots.length; i++) {
+      const slot = slots[i] as number;
+      if (!this.has(slot)) continue;
+      this.#position[slot] = removedMark;
+      removed++;
+    }
+    let kept = 0;
+    for (let i = 0; i < this.#size; i++) {
+      const slot = this.#entries[i] as number;
+      if (this.#position[slot] === removedMark) this.#position[slot] = -1;
+      else this.#place(slot, kept++);
+    }
+    this.#size = kept;
+    // Floyd's heap construction: sift down every parent, the last first.
+    for (let at = (kept >> 1) - 1; at >= 0; at--) this.#siftDown(at);
+    return removed;
   }
 
   /** Restores the order after the slot's dueAt changed in the store. */

@@ -1,5 +1,5 @@
 // TimerHeap against a model that keeps the keys itself and sorts: same answers to every
-// push, pop, remove, update and peek, with many ties so logSeq, row and slot decide the order.
+// push, pop, remove, removeMany, update and peek, with many ties so logSeq, row and slot decide the order.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -18,6 +18,7 @@ type Op =
   | { kind: 'pop' }
   | { kind: 'peek' }
   | { kind: 'remove'; pick: number }
+  | { kind: 'removeMany'; picks: number[] }
   | { kind: 'update'; pick: number; fireAt: number };
 
 const empty = new Uint8Array(0);
@@ -34,6 +35,8 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.constant<Op>({ kind: 'pop' }) },
   { weight: 1, arbitrary: fc.constant<Op>({ kind: 'peek' }) },
   { weight: 1, arbitrary: fc.nat().map((pick): Op => ({ kind: 'remove', pick })) },
+  // Few picks take removals one by one, many the O(n) rebuild; repeats and absent slots too.
+  { weight: 1, arbitrary: fc.array(fc.nat(), { maxLength: 80 }).map((picks): Op => ({ kind: 'removeMany', picks })) },
   {
     weight: 2,
     arbitrary: fc.record({ pick: fc.nat(), fireAt: fc.integer({ min: -1, max: 6 }) }).map((r): Op => ({ kind: 'update', ...r })),
@@ -82,6 +85,11 @@ test('TimerHeap gives the same answers as a sorted array through any sequence of
           const present = model.includes(slot);
           assert.equal(heap.remove(slot), present);
           model = model.filter((s) => s !== slot);
+        } else if (o.kind === 'removeMany') {
+          const slots = o.picks.map((pick) => (pick % 3 !== 0 && model.length > 0 ? (model[pick % model.length] as number) : pick % 64));
+          const present = new Set(slots.filter((slot) => model.includes(slot)));
+          assert.equal(heap.removeMany(Int32Array.from(slots)), present.size);
+          model = model.filter((s) => !present.has(s));
         } else if (model.length > 0) {
           const slot = model[o.pick % model.length] as number;
           store.setDueAt(slot, o.fireAt);
