@@ -21,15 +21,16 @@ const suites: Readonly<Record<string, Suite>> = {
   dispatch: async (options) => (await import('./dispatch.ts')).dispatchSuite(options),
   compare: async (options) => (await import('./compare.ts')).compareSuite(options),
   flight: async (options) => (await import('./flight.ts')).flightSuite(options),
+  http3: async (options) => (await import('./http3.ts')).http3Suite(options),
   abuse: async (options) => (await import('./abuse.ts')).abuseSuite(options),
   memory: async (options) => (await import('./memory.ts')).memorySuite(options),
   recovery: async (options) => (await import('./recovery.ts')).recoverySuite(options),
 };
 
 /**
- * What `all` runs, in this order: the measurement suites, not flight and abuse (protocol and
- * hostile-input checks). Names not registered yet are skipped, so a suite being built elsewhere
- * joins `all` by being registered.
+ * What `all` runs, in this order: the measurement suites, not flight, http3 and abuse (protocol
+ * comparisons and hostile-input checks; http3 also needs caddy and chromium). Names not
+ * registered yet are skipped, so a suite being built elsewhere joins `all` by being registered.
  */
 const allOrder: readonly string[] = ['wal', 'store', 'ingest', 'dispatch', 'memory', 'recovery', 'compare'];
 const runsMax = 99;

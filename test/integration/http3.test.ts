@@ -7,14 +7,12 @@
 // Without caddy, or without both clients, the test skips saying which; with one client it runs
 // that one and says the other is missing.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { createHash, X509Certificate } from 'node:crypto';
-import { createSocket } from 'node:dgram';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Binary, makeData, makeVector, Table, tableToIPC, Utf8, vectorFromArray } from 'apache-arrow';
+import { forceQuicFlag, freePort, openChromium, spkiHash, waitFor } from '../helpers/chromium.ts';
 import { binPath, serviceEnv, startService } from '../helpers/service.ts';
 import { run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -29,39 +27,6 @@ const unable = !has('caddy')
     : undefined;
 const dayMs = 86_400_000;
 
-/** A port free for both TCP and UDP a moment ago (Caddy binds both; port 0 cannot be used). */
-async function freePort(): Promise<number> {
-  for (;;) {
-    const server = createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as { port: number };
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    const udp = createSocket('udp4');
-    const free = await new Promise<boolean>((resolve) => {
-      udp.once('error', () => resolve(false));
-      udp.bind(port, '127.0.0.1', () => resolve(true));
-    });
-    udp.close();
-    if (free) return port;
-  }
-}
-
-async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  await withTimeout(
-    (async () => {
-      while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 50));
-    })(),
-    timeoutMs,
-    what,
-  );
-}
-
-/** The base64 SHA-256 of a certificate's public key: what --ignore-certificate-errors-spki-list takes. */
-function spkiHash(certFile: string): string {
-  const der = new X509Certificate(readFileSync(certFile)).publicKey.export({ type: 'spki', format: 'der' });
-  return createHash('sha256').update(der).digest('base64');
-}
-
 function arrowBatch(rows: number): Buffer {
   const payloads = Array.from({ length: rows }, (_, i) => Buffer.from([i, 0, 255, 7]));
   const offsets = new Int32Array(rows + 1);
@@ -75,72 +40,6 @@ function arrowBatch(rows: number): Buffer {
     'stream',
   );
   return Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength);
-}
-
-/** A minimal Chrome DevTools Protocol session on one page target. */
-class Page {
-  readonly #socket: WebSocket;
-  #nextId = 1;
-  readonly #pending = new Map<number, (message: { result?: unknown; error?: { message: string } }) => void>();
-
-  private constructor(socket: WebSocket) {
-    this.#socket = socket;
-    socket.addEventListener('message', (event) => {
-      const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown; error?: { message: string } };
-      if (message.id !== undefined) this.#pending.get(message.id)?.(message);
-    });
-  }
-
-  static async open(debuggerUrl: string): Promise<Page> {
-    const socket = new WebSocket(debuggerUrl);
-    await new Promise<void>((resolve, reject) => {
-      socket.addEventListener('open', () => resolve());
-      socket.addEventListener('error', () => reject(new Error(`cannot connect to ${debuggerUrl}`)));
-    });
-    return new Page(socket);
-  }
-
-  /** The value of an expression (a promise is awaited), as JSON. */
-  async evaluate<T>(expression: string): Promise<T> {
-    const id = this.#nextId++;
-    const answer = new Promise<{ result?: unknown; error?: { message: string } }>((resolve) => this.#pending.set(id, resolve));
-    this.#socket.send(JSON.stringify({ id, method: 'Runtime.evaluate', params: { expression, awaitPromise: true, returnByValue: true } }));
-    const message = await withTimeout(answer, 20_000, `Runtime.evaluate ${expression.slice(0, 60)}`);
-    if (message.error !== undefined) throw new Error(message.error.message);
-    const result = message.result as { result: { value: T }; exceptionDetails?: { text: string; exception?: { description?: string } } };
-    if (result.exceptionDetails !== undefined) throw new Error(result.exceptionDetails.exception?.description ?? result.exceptionDetails.text);
-    return result.result.value;
-  }
-
-  close(): void {
-    this.#socket.close();
-  }
-}
-
-/** Headless Chromium forced onto QUIC for `origin` (host:port), trusting the certificate with this SPKI hash; its page opened at `url`. */
-async function openChromium(origin: string, spki: string, url: string, profileDir: string): Promise<{ browser: ChildProcess; page: Page }> {
-  const args = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--remote-debugging-port=0', `--user-data-dir=${profileDir}`, `--origin-to-force-quic-on=${origin}`, `--ignore-certificate-errors-spki-list=${spki}`, 'about:blank'];
-  const browser = spawn('chromium', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  scratch.children.add(browser);
-  let stderr = '';
-  const endpoint = await withTimeout(
-    new Promise<string>((resolve, reject) => {
-      browser.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-        stderr += chunk;
-        const match = /DevTools listening on (ws:\/\/\S+)/.exec(stderr);
-        if (match !== null) resolve(match[1] as string);
-      });
-      browser.once('exit', (code) => reject(new Error(`chromium exited ${code}: ${stderr}`)));
-    }),
-    30_000,
-    'chromium to listen for DevTools',
-  );
-  const devtools = new URL(endpoint);
-  const created = await fetch(`http://${devtools.host}/json/new?${url}`, { method: 'PUT' });
-  const target = (await created.json()) as { webSocketDebuggerUrl: string };
-  const page = await Page.open(target.webSocketDebuggerUrl);
-  await waitFor('the page to load', async () => (await page.evaluate<string>('location.href + " " + document.readyState')) === `${url} complete`);
-  return { browser, page };
 }
 
 interface AccessEntry {
@@ -179,7 +78,13 @@ test('HTTP/3 through Caddy: Chromium and gtlsclient over QUIC, timers stored, al
   if (!has('chromium')) t.diagnostic('chromium is not installed (Debian package chromium): the browser client is skipped');
   else {
     const spki = spkiHash(join(dataDir, 'http3', 'self-signed-cert.pem'));
-    const { browser, page } = await openChromium(`127.0.0.1:${port}`, spki, `${h3Url}/healthz`, scratch.tempDir('chromium'));
+    const { browser, page } = await openChromium({
+      url: `${h3Url}/healthz`,
+      profileDir: scratch.tempDir('chromium'),
+      trustSpki: spki,
+      flags: [forceQuicFlag(`127.0.0.1:${port}`)],
+      onSpawn: (child) => scratch.children.add(child),
+    });
     try {
       const fireAt = new Date(Date.now() + dayMs).toISOString();
       const json = await page.evaluate<{ status: number; body: { id: string }; protocol: string; page: string }>(`(async () => {
