@@ -55,6 +55,7 @@ import { readRunKeys } from './spill/keys-file.ts';
 import { readRunBucket } from './spill/run-reader.ts';
 import { writeRun } from './spill/run-writer.ts';
 import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
+import type { StoreSnapshot } from './store/store-snapshot.ts';
 import { type SpilledRun, SpilledTimers } from './spilled-timers.ts';
 import { Wal, type WalLogger } from './wal/wal.ts';
 
@@ -274,6 +275,27 @@ class AdmittedBatch implements Admitted {
 
 type TombstoneSet = { seqs: Float64Array; rows: Uint32Array; fireAtMs: Float64Array };
 
+/** Whether `sorted` (ascending) holds `value`. */
+function sortedIncludes(sorted: Float64Array, value: number): boolean {
+  let low = 0;
+  let high = sorted.length - 1;
+  while (low <= high) {
+    const middle = (low + high) >>> 1;
+    const at = sorted[middle] as number;
+    if (at === value) return true;
+    if (at < value) low = middle + 1;
+    else high = middle - 1;
+  }
+  return false;
+}
+
+/** Timers a checkpoint took at its instant, to be copied into run rows afterwards. */
+interface TakenRows {
+  readonly store: StoreSnapshot;
+  readonly deadReasons: Uint8Array;
+  readonly queueNames: readonly string[];
+}
+
 /** The tombstones of `all` that are not in `applied`. */
 function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneSet {
   const done = new Set<string>();
@@ -346,8 +368,8 @@ export class Engine {
   #memoryBudgetBytes: number | undefined;
   /** Checkpoints and promotions run one at a time, in order. */
   #spillWork: Promise<void> = Promise.resolve();
-  /** Handles of the timers the checkpoint in progress copied into its spilled run (until it evicts them). */
-  #spilling: Set<number> | undefined;
+  /** Handles of the timers the checkpoint in progress copied into its spilled run, ascending (until it evicts them). */
+  #spilling: Float64Array | undefined;
   /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
   readonly #cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
 
@@ -740,7 +762,7 @@ export class Engine {
     const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
     // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
     // disk, not in memory, so its cancel names its fire time (replay finds it either way).
-    const spilling = this.#spilling?.has(this.#store.handleOf(slot)) === true;
+    const spilling = this.#spilling !== undefined && sortedIncludes(this.#spilling, this.#store.handleOf(slot));
     const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, this.#store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
     const outcome = this.#wal.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
       () => {
@@ -957,13 +979,22 @@ export class Engine {
     const watermarkMs = Math.min(requestedMs, this.#spill.watermarkMs);
     // The fence first: from now on nothing due at or past the watermark is handed out.
     this.#spill.lowerWatermark(watermarkMs);
-    const snapshot = this.#snapshot(watermarkMs);
-    this.#spilling = new Set(snapshot.spilledHandles);
+    const taken = this.#snapshot(watermarkMs);
+    // Sorted, for a binary search per cancel: a Set of half a million handles took longer to build.
+    this.#spilling = taken.spilledHandles.slice().sort();
     const tombstones = this.#spill.tombstoneColumns();
     // Configured queues, in the QUEUE record's JSON form (read back the way replay reads it).
     const queues = [...this.#queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
     const releasedExpiryMaxMs = this.#releasedExpiryMax;
-    // From here the store keeps changing; the snapshot does not.
+    // From here the store keeps changing; the snapshot does not. Its timers are copied into
+    // run rows over several turns (a yield every slice), reading their bytes through the hold.
+    let snapshot: { resident: RunRows; spilled: RunRows; spilledHandles: Float64Array };
+    try {
+      snapshot = { resident: await this.#rowsOf(taken.resident), spilled: await this.#rowsOf(taken.spilled), spilledHandles: taken.spilledHandles };
+    } finally {
+      taken.resident.store.release();
+      taken.spilled.store.release();
+    }
     const fs = this.#fs;
     const dir = this.#spillDir;
     await fs.mkdirp(dir);
@@ -1030,12 +1061,13 @@ export class Engine {
   }
 
   /**
-   * Copies every live timer out of the store, sorted by (dueAt, seq, row): pending, never
+   * Takes every live timer as it is now (its fields copied, its bytes held: #rowsOf copies them
+   * into run rows afterwards, yielding as it goes), sorted by (dueAt, seq, row): pending, never
    * attempted timers due at or past the watermark into `spilled` (their handles kept, to evict
    * them once the checkpoint is durable), the rest into `resident`, as the log has them
    * (a delivering timer was not logged as such: it is pending or retrying).
    */
-  #snapshot(watermarkMs: number): { resident: RunRows; spilled: RunRows; spilledHandles: Float64Array } {
+  #snapshot(watermarkMs: number): { resident: TakenRows; spilled: TakenRows; spilledHandles: Float64Array } {
     const store = this.#store;
     const spillSlots: number[] = [];
     const residentSlots: number[] = [];
@@ -1054,26 +1086,35 @@ export class Engine {
     residentSlots.sort(byDue);
     const spilledHandles = new Float64Array(spillSlots.length);
     for (let i = 0; i < spillSlots.length; i++) spilledHandles[i] = store.handleOf(spillSlots[i] as number);
-    return { resident: this.#rowsOf(residentSlots), spilled: this.#rowsOf(spillSlots), spilledHandles };
+    return { resident: this.#take(residentSlots), spilled: this.#take(spillSlots), spilledHandles };
   }
 
-  #rowsOf(slots: readonly number[]): RunRows {
-    const store = this.#store;
-    const builder = new RunRowsBuilder(Math.max(1, slots.length));
+  /** The slots' fields and the engine's own per-timer facts (dead reasons, queue names), as they are now. */
+  #take(slots: readonly number[]): TakenRows {
+    const deadReasons = new Uint8Array(slots.length);
+    for (let i = 0; i < slots.length; i++) deadReasons[i] = this.#deadReasons.get(slots[i] as number) ?? deadReason.none;
+    return { store: this.#store.snapshot(slots), deadReasons, queueNames: [...this.#queueNames] };
+  }
+
+  async #rowsOf(taken: TakenRows): Promise<RunRows> {
+    const { store, deadReasons, queueNames } = taken;
+    const columns = store.columns;
+    const builder = new RunRowsBuilder(Math.max(1, store.count));
     const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
-    for (const slot of slots) {
-      const state = store.state[slot] as number;
-      const attempts = store.attempts[slot] as number;
-      fields.seq = store.logSeq[slot] as number;
-      fields.row = store.row[slot] as number;
-      fields.fireAtMs = store.fireAt[slot] as number;
-      fields.dueAtMs = store.dueAt[slot] as number;
+    for (let i = 0; i < store.count; i++) {
+      if (i > 0 && i % spillLimits.checkpointSliceRows === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      const state = columns.state[i] as number;
+      const attempts = columns.attempts[i] as number;
+      fields.seq = columns.logSeq[i] as number;
+      fields.row = columns.row[i] as number;
+      fields.fireAtMs = columns.fireAt[i] as number;
+      fields.dueAtMs = columns.dueAt[i] as number;
+      // A delivering timer was not logged as such: it is pending or retrying.
       fields.state = state === timerState.delivering ? (attempts > 0 ? timerState.retrying : timerState.pending) : state;
       fields.attempts = attempts;
-      fields.lastStatus = store.lastStatus[slot] as number;
-      fields.deadReason = this.#deadReasons.get(slot) ?? deadReason.none;
-      const queue = this.#queueNames[store.queueIndex[slot] as number] as string;
-      builder.append(fields, queue, store.targetOf(slot), store.keyOf(slot), store.payloadOf(slot), store.headersOf(slot));
+      fields.lastStatus = columns.lastStatus[i] as number;
+      fields.deadReason = deadReasons[i] as number;
+      builder.append(fields, queueNames[columns.queueIndex[i] as number] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
     }
     return builder.finish();
   }
@@ -1087,9 +1128,9 @@ export class Engine {
     // loop for over a second. Meanwhile the rest stay in memory as well as on disk: fenced by
     // the watermark (never handed out), and a cancel of one is logged as CANCEL_SPILLED
     // (#spilling), so its slice tombstones its copy on disk.
-    for (let from = 0; from < handles.length; from += spillLimits.evictSliceRows) {
+    for (let from = 0; from < handles.length; from += spillLimits.checkpointSliceRows) {
       if (from > 0) await new Promise<void>((resolve) => setImmediate(resolve));
-      this.#evictSlice(handles, rows, from, Math.min(handles.length, from + spillLimits.evictSliceRows));
+      this.#evictSlice(handles, rows, from, Math.min(handles.length, from + spillLimits.checkpointSliceRows));
     }
   }
 

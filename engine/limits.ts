@@ -220,8 +220,8 @@ export const spillLimits = {
   keyFilterBitsPerKey: 8,
   /** Decoded spill batches the engine keeps cached (each at most batchBytesMax plus 54 bytes a row). */
   bucketCacheMax: 4,
-  /** A checkpoint evicts the timers it spilled this many at a time, yielding to the event loop between slices. */
-  evictSliceRows: 16_384,
+  /** A checkpoint copies timers into its runs, and evicts those it spilled, this many at a time, yielding to the event loop between slices. */
+  checkpointSliceRows: 16_384,
 } as const;
 
 export type SpillLimits = { -readonly [K in keyof typeof spillLimits]: number };

@@ -53,6 +53,14 @@ export interface ByteArenaOptions {
   readonly slabBytes?: number;
 }
 
+/** The arena's strings as they were when hold() was called, readable while the arena changes. */
+export interface ArenaHold {
+  /** The bytes of a string that was live at hold() (a view: copy what you keep). */
+  view(ref: number, length: number): Uint8Array;
+  /** Lets the arena rewind its current slab again; the hold must not be read afterwards. */
+  release(): void;
+}
+
 export class ByteArena {
   readonly slabBytes: number;
   /** Indexed by slab id; undefined once released. */
@@ -65,6 +73,8 @@ export class ByteArena {
   readonly #marked: boolean[] = [];
   readonly #freeSlabIds: number[] = [];
   #current = -1;
+  /** Holds not yet released: while any is, the current slab is never rewound over freed strings. */
+  #holds = 0;
   #bytesReserved = 0;
   #bytesLive = 0;
 
@@ -152,8 +162,38 @@ export class ByteArena {
     this.#live[slabId] = live;
     this.#bytesLive -= length;
     if (live > 0) return;
-    if (slabId === this.#current) this.#end[slabId] = 0;
-    else this.#release(slabId);
+    // Rewinding writes new strings over freed ones: not while a hold may still read them (the
+    // slab then fills up and is released when it is replaced, as any other emptied slab).
+    if (slabId === this.#current) {
+      if (this.#holds === 0) this.#end[slabId] = 0;
+    } else this.#release(slabId);
+  }
+
+  /**
+   * Keeps every string live now readable while the arena goes on changing, for a reader that
+   * copies strings out over several turns (a checkpoint). Nothing is written over them: slabs
+   * released meanwhile stay alive through the hold (a reused slab id gets a new slab), appends
+   * only go past a slab's end, and the current slab is not rewound until every hold is released.
+   */
+  hold(): ArenaHold {
+    this.#holds++;
+    const slabs = [...this.#slabs];
+    let released = false;
+    return {
+      view: (ref, length) => {
+        assert.ok(!released, 'read through a released arena hold');
+        if (length === 0) return empty;
+        const slab = slabs[this.#slabIdOf(ref)];
+        const offset = ref % offsetSpan;
+        assert.ok(slab !== undefined && offset + length <= slab.length, 'held view of a ref outside the held slabs');
+        return slab.subarray(offset, offset + length);
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.#holds--;
+      },
+    };
   }
 
   /**

@@ -41,6 +41,7 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
+import { StoreSnapshot } from './store-snapshot.ts';
 
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
@@ -413,6 +414,48 @@ export class ResidentStore {
     const generation = (handle - slot) / slotSpan;
     if (!this.isLive(slot) || this.#generation[slot] !== generation) return -1;
     return slot;
+  }
+
+  /**
+   * The fields of `slots` (live) as they are now, copied out, and a hold on their bytes: what a
+   * checkpoint copies into its runs over several turns while the store goes on changing.
+   * The slots must be live (the caller found them so in the same turn).
+   */
+  snapshot(slots: ArrayLike<number>): StoreSnapshot {
+    const n = slots.length;
+    const columns = {
+      logSeq: new Float64Array(n),
+      row: new Uint32Array(n),
+      fireAt: new Float64Array(n),
+      dueAt: new Float64Array(n),
+      state: new Uint8Array(n),
+      attempts: new Uint16Array(n),
+      lastStatus: new Uint16Array(n),
+      queueIndex: new Uint16Array(n),
+      targetIndex: new Uint32Array(n),
+      bytesRef: new Float64Array(n),
+      payloadLength: new Uint32Array(n),
+      headersLength: new Uint16Array(n),
+      keyLength: new Uint16Array(n),
+      targetNames: [...this.#targetNames],
+    };
+    for (let i = 0; i < n; i++) {
+      const slot = slots[i] as number;
+      columns.logSeq[i] = this.#logSeq[slot] as number;
+      columns.row[i] = this.#row[slot] as number;
+      columns.fireAt[i] = this.#fireAt[slot] as number;
+      columns.dueAt[i] = this.#dueAt[slot] as number;
+      columns.state[i] = this.#state[slot] as number;
+      columns.attempts[i] = this.#attempts[slot] as number;
+      columns.lastStatus[i] = this.#lastStatus[slot] as number;
+      columns.queueIndex[i] = this.#queueIndex[slot] as number;
+      columns.targetIndex[i] = this.#targetIndex[slot] as number;
+      columns.bytesRef[i] = this.#bytesRefOf(slot);
+      columns.payloadLength[i] = this.#payloadLength[slot] as number;
+      columns.headersLength[i] = this.#headersLength[slot] as number;
+      columns.keyLength[i] = this.#keyLength[slot] as number;
+    }
+    return new StoreSnapshot(columns, this.arena.hold());
   }
 
   /** The payload bytes, a view into the arena: copy them before the slot is released. */

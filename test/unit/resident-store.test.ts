@@ -396,6 +396,30 @@ test('ByteArena releases a slab when its last string is freed and reuses its id'
   }
 });
 
+test('an arena hold keeps the strings it saw readable: no rewind over them, released slabs kept alive', () => {
+  const arena = new ByteArena({ slabBytes: 100 });
+  const first = arena.add(new Uint8Array(40).fill(1)); // slab 0
+  const second = arena.add(new Uint8Array(40).fill(2));
+  const third = arena.add(new Uint8Array(40).fill(3)); // slab 1, current
+  const hold = arena.hold();
+  // Every string freed: slab 0 is released, and the current slab would be rewound.
+  arena.free(first, 40);
+  arena.free(second, 40);
+  arena.free(third, 40);
+  // New strings: the released id is reused by a new slab; the current slab is not written over.
+  const later = [arena.add(new Uint8Array(40).fill(7)), arena.add(new Uint8Array(40).fill(8)), arena.add(new Uint8Array(90).fill(9))];
+  assert.deepEqual(hold.view(first, 40), new Uint8Array(40).fill(1));
+  assert.deepEqual(hold.view(second, 40), new Uint8Array(40).fill(2));
+  assert.deepEqual(hold.view(third, 40), new Uint8Array(40).fill(3), 'the current slab was not rewound under the hold');
+  assert.deepEqual(arena.view(later[0] as number, 40), new Uint8Array(40).fill(7));
+  hold.release();
+  assert.throws(() => hold.view(first, 40), assert.AssertionError, 'a released hold is not read');
+  // Released, the arena rewinds its emptied current slab again.
+  for (const [ref, length] of [[later[0], 40], [later[1], 40], [later[2], 90]] as Array<[number, number]>) arena.free(ref, length);
+  const reused = arena.add(new Uint8Array(10).fill(5));
+  assert.equal(reused % 2 ** 32, 0, 'an emptied current slab is written from its start once no hold is left');
+});
+
 test('zero-length strings take no slab bytes', () => {
   const arena = new ByteArena({ slabBytes: 64 });
   const ref = arena.add(new Uint8Array(0));
