@@ -55,7 +55,7 @@ import { readRunKeys } from './spill/keys-file.ts';
 import { readRunBucket } from './spill/run-reader.ts';
 import { writeRun } from './spill/run-writer.ts';
 import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
-import type { StoreSnapshot } from './store/store-snapshot.ts';
+import type { StoreSnapshot, StoreSnapshotColumns } from './store/store-snapshot.ts';
 import { type SpilledRun, SpilledTimers } from './spilled-timers.ts';
 import { Wal, type WalLogger } from './wal/wal.ts';
 
@@ -990,7 +990,12 @@ export class Engine {
     // run rows over several turns (a yield every slice), reading their bytes through the hold.
     let snapshot: { resident: RunRows; spilled: RunRows; spilledHandles: Float64Array };
     try {
-      snapshot = { resident: await this.#rowsOf(taken.resident), spilled: await this.#rowsOf(taken.spilled), spilledHandles: taken.spilledHandles };
+      const resident = await this.#rowsOf(taken.resident);
+      const spilled = await this.#rowsOf(taken.spilled);
+      // The handles in the spilled rows' order, for the eviction.
+      const spilledHandles = new Float64Array(spilled.order.length);
+      for (let i = 0; i < spilledHandles.length; i++) spilledHandles[i] = taken.spilledHandles[spilled.order[i] as number] as number;
+      snapshot = { resident: resident.rows, spilled: spilled.rows, spilledHandles };
     } finally {
       taken.resident.store.release();
       taken.spilled.store.release();
@@ -1061,8 +1066,8 @@ export class Engine {
   }
 
   /**
-   * Takes every live timer as it is now (its fields copied, its bytes held: #rowsOf copies them
-   * into run rows afterwards, yielding as it goes), sorted by (dueAt, seq, row): pending, never
+   * Takes every live timer as it is now (its fields copied, its bytes held: #rowsOf sorts them
+   * by (dueAt, seq, row) and copies them into run rows afterwards, yielding as it goes): pending, never
    * attempted timers due at or past the watermark into `spilled` (their handles kept, to evict
    * them once the checkpoint is durable), the rest into `resident`, as the log has them
    * (a delivering timer was not logged as such: it is pending or retrying).
@@ -1080,10 +1085,6 @@ export class Engine {
       const spills = state === timerState.pending && store.attempts[slot] === 0 && dueAt >= watermarkMs && dueAt === store.fireAt[slot] && !this.#cancelling.has(slot) && this.#heap.has(slot);
       (spills ? spillSlots : residentSlots).push(slot);
     }
-    const byDue = (a: number, b: number): number =>
-      (store.dueAt[a] as number) - (store.dueAt[b] as number) || (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
-    spillSlots.sort(byDue);
-    residentSlots.sort(byDue);
     const spilledHandles = new Float64Array(spillSlots.length);
     for (let i = 0; i < spillSlots.length; i++) spilledHandles[i] = store.handleOf(spillSlots[i] as number);
     return { resident: this.#take(residentSlots), spilled: this.#take(spillSlots), spilledHandles };
@@ -1096,13 +1097,16 @@ export class Engine {
     return { store: this.#store.snapshot(slots), deadReasons, queueNames: [...this.#queueNames] };
   }
 
-  async #rowsOf(taken: TakenRows): Promise<RunRows> {
+  /** The taken timers as run rows, sorted by (dueAt, seq, row), and `order`: which taken timer each row is. */
+  async #rowsOf(taken: TakenRows): Promise<{ rows: RunRows; order: Int32Array }> {
     const { store, deadReasons, queueNames } = taken;
     const columns = store.columns;
+    const order = await this.#runOrder(columns);
     const builder = new RunRowsBuilder(Math.max(1, store.count));
     const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
-    for (let i = 0; i < store.count; i++) {
-      if (i > 0 && i % spillLimits.checkpointSliceRows === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    for (let at = 0; at < store.count; at++) {
+      if (at > 0 && at % spillLimits.checkpointSliceRows === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      const i = order[at] as number;
       const state = columns.state[i] as number;
       const attempts = columns.attempts[i] as number;
       fields.seq = columns.logSeq[i] as number;
@@ -1116,7 +1120,53 @@ export class Engine {
       fields.deadReason = deadReasons[i] as number;
       builder.append(fields, queueNames[columns.queueIndex[i] as number] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
     }
-    return builder.finish();
+    return { rows: builder.finish(), order };
+  }
+
+  /**
+   * The order of taken timers by (dueAt, seq, row): a counting pass by spill bucket, then a
+   * sort of each bucket alone, yielding between buckets once a slice's worth is sorted (one
+   * sort of everything held the event loop for as long as it took).
+   */
+  async #runOrder(columns: StoreSnapshotColumns): Promise<Int32Array> {
+    const n = columns.dueAt.length;
+    const width = this.#spill.bucketWidthMs;
+    const bucketOf = new Float64Array(n);
+    const counts = new Map<number, number>();
+    for (let i = 0; i < n; i++) {
+      const bucket = Math.floor((columns.dueAt[i] as number) / width);
+      bucketOf[i] = bucket;
+      counts.set(bucket, (counts.get(bucket) ?? 0) + 1);
+    }
+    const buckets = [...counts.keys()].sort((a, b) => a - b);
+    const starts = new Map<number, number>();
+    let start = 0;
+    for (const bucket of buckets) {
+      starts.set(bucket, start);
+      start += counts.get(bucket) as number;
+    }
+    const order = new Int32Array(n);
+    const next = new Map(starts);
+    for (let i = 0; i < n; i++) {
+      const bucket = bucketOf[i] as number;
+      const at = next.get(bucket) as number;
+      order[at] = i;
+      next.set(bucket, at + 1);
+    }
+    const { dueAt, logSeq, row } = columns;
+    const byDue = (a: number, b: number): number => (dueAt[a] as number) - (dueAt[b] as number) || (logSeq[a] as number) - (logSeq[b] as number) || (row[a] as number) - (row[b] as number);
+    let sortedSinceYield = 0;
+    for (const bucket of buckets) {
+      const from = starts.get(bucket) as number;
+      const count = counts.get(bucket) as number;
+      if (count > 1) order.subarray(from, from + count).sort(byDue);
+      sortedSinceYield += count;
+      if (sortedSinceYield >= spillLimits.checkpointSliceRows) {
+        sortedSinceYield = 0;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    }
+    return order;
   }
 
   /**
