@@ -6,6 +6,10 @@
 //   doput      Arrow Flight DoPut (gRPC, @grpc/grpc-js client): `streams` calls, each writing
 //              the batch again and again (with the channel's backpressure); a batch counts when
 //              its PutResult (the batch is durable) arrives inside the measured span
+//   doget      pull delivery: `pullTimers` timers already due, DoPut into a "pull" queue, then
+//              taken by `pullers` clients looping DoGet (max_rows = batchRows) whose ticket acks
+//              the previous lease; timers/s from the first DoGet until every timer's ack is
+//              durable (the acks ride the log's group commits like any outcome)
 //
 // Both clients run in this process, the server in its own, so the two differ only in the
 // protocol. Each run warms up, then counts what completes inside the span. MB is 1,048,576 bytes
@@ -29,6 +33,12 @@ const limits = {
   streams: 4,
   /** Batches a DoPut call may have written but not yet seen answered: the client's window. */
   putBatchesAheadMax: 8,
+  /** Due timers the doget run drains (quick / full), and the clients pulling them at once. */
+  pullTimersQuick: 50_000,
+  pullTimersFull: 200_000,
+  pullers: 2,
+  /** The doget run gives up after this long (a stuck pull is an error, not a hang). */
+  pullTimeoutMs: 120_000,
 } as const;
 const target = 'https://example.com/hook';
 const hourMs = 3_600_000;
@@ -59,9 +69,13 @@ export async function flightSuite(options: SuiteOptions): Promise<Figure[]> {
   const h2 = await withService(options.baseDir, 'h2', ({ url }) => runHttp2(url, batch, timing));
   options.progress(`flight: DoPut, ${limits.streams} calls of the same batches (${seconds} s)`);
   const put = await withService(options.baseDir, 'doput', ({ flight }) => runDoPut(flight, batch, timing));
+  const pullTimers = options.quick ? limits.pullTimersQuick : limits.pullTimersFull;
+  options.progress(`flight: DoGet, ${limits.pullers} clients pulling ${pullTimers} due timers with acks`);
+  const get = await withService(options.baseDir, 'doget', (service) => runDoGet(service, pullTimers));
   for (const [what, run] of [['arrow_h2', h2], ['doput', put]] as const) {
     if (run.errors > 0) process.stderr.write(`flight: WARNING: ${what}: ${run.errors} failed; first: ${run.firstError}\n`);
   }
+  if (get.errors > 0) process.stderr.write(`flight: WARNING: doget: ${get.errors} failed; first: ${get.firstError}\n`);
 
   const figure = (name: string, value: number, unit: string): Figure => ({ suite, name, value, unit });
   const perRun = (name: string, run: Run): Figure[] => [
@@ -73,7 +87,10 @@ export async function flightSuite(options: SuiteOptions): Promise<Figure[]> {
     ...perRun('arrow_h2', h2),
     ...perRun('doput', put),
     figure('flight.doput_to_arrow_h2_ratio', roundTo(put.batches / Math.max(1, h2.batches), 3), 'ratio'),
+    figure('flight.doget.timers_per_s', Math.round(get.timers / get.seconds), '1/s'),
+    figure('flight.doget.leases', get.leases, 'leases'),
     figure('flight.errors', h2.errors + put.errors, 'batches'),
+    figure('flight.doget.errors', get.errors, 'calls'),
   ];
 }
 
@@ -194,6 +211,65 @@ async function runDoPut(address: string, batch: Buffer, timing: Timing): Promise
     client.close();
   }
   return { batches, errors, seconds: span.seconds, firstError };
+}
+
+interface PullRun {
+  /** Timers taken and acked. */
+  readonly timers: number;
+  readonly leases: number;
+  readonly seconds: number;
+  readonly errors: number;
+  readonly firstError: string | undefined;
+}
+
+async function runDoGet(service: { url: string; flight: string }, pullTimers: number): Promise<PullRun> {
+  const queue = 'pulled';
+  const configured = await fetch(`${service.url}/v1/queues/${queue}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ delivery: 'pull', batch_rows_max: limits.batchRows }) });
+  if (configured.status !== 200) throw new Error(`PUT /v1/queues/${queue}: ${configured.status} ${await configured.text()}`);
+  const client = new FlightTestClient(service.flight);
+  try {
+    // Fire times 2–31 days ago: due at once.
+    const due = farFutureArrowStream({ nowMs: Date.now() - 31 * 24 * hourMs - hourMs, rows: limits.batchRows, payloadBytes: limits.payloadBytes, target, fireSpanMs: 29 * 24 * hourMs });
+    const put = await client.doPut(flightDataOf(timersDescriptor(queue), Array.from({ length: Math.ceil(pullTimers / limits.batchRows) }, () => due)));
+    if (put.error !== undefined) throw new Error(`DoPut of the due timers: ${put.error.details}`);
+    const total = Math.ceil(pullTimers / limits.batchRows) * limits.batchRows;
+    let taken = 0;
+    let acked = 0;
+    let leases = 0;
+    let errors = 0;
+    let firstError: string | undefined;
+    const started = performance.now();
+    // When the last ack was durable: a puller still waiting in a DoGet then is not counted.
+    let finishedAt = Infinity;
+    const giveUpAt = started + limits.pullTimeoutMs;
+    const puller = async (): Promise<void> => {
+      let ack: { lease: string; rows: number } | undefined;
+      while (performance.now() < giveUpAt) {
+        if (taken >= total && ack === undefined) return;
+        // A DoGet that acks does not wait (its ack's durability is known when it answers); one with nothing to ack waits up to a second for timers.
+        const got = await client.doGet(Buffer.from(JSON.stringify({ queue, max_rows: limits.batchRows, wait_ms: ack === undefined ? 1_000 : 0, ...(ack === undefined ? {} : { ack: ack.lease }) })));
+        if (got.error !== undefined) {
+          errors++;
+          firstError ??= got.error.details;
+          ack = undefined;
+          continue;
+        }
+        acked += ack?.rows ?? 0;
+        if (acked >= total) finishedAt = Math.min(finishedAt, performance.now());
+        ack = undefined;
+        const batch = got.messages.find((message) => message.appMetadata.length > 0);
+        if (batch === undefined) continue;
+        ack = JSON.parse(batch.appMetadata.toString()) as { lease: string; rows: number };
+        taken += ack.rows;
+        leases++;
+      }
+    };
+    await Promise.all(Array.from({ length: limits.pullers }, puller));
+    const failed = acked < total ? `only ${acked} of ${total} pulled and acked in ${limits.pullTimeoutMs} ms` : undefined;
+    return { timers: acked, leases, seconds: (Math.min(finishedAt, performance.now()) - started) / 1000, errors: errors + (failed === undefined ? 0 : 1), firstError: firstError ?? failed };
+  } finally {
+    client.close();
+  }
 }
 
 /** One Arrow IPC stream: fire_at Timestamp(ms, UTC) 1 h–30 d ahead of `nowMs`, target Utf8, payload Binary of payloadBytes. */

@@ -25,6 +25,7 @@ import { type FermataError, isFermataError } from '../engine/errors.ts';
 import { Engine, systemClock } from '../engine/engine.ts';
 import { registerDispatchMetrics } from '../dispatch/dispatch-metrics.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
+import type { PullQueues } from '../dispatch/pull-queues.ts';
 import { TargetGuard } from '../dispatch/target-guard.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from './dispatch-config.ts';
 import { httpLimits, readinessLimits, serviceLimits } from '../engine/limits.ts';
@@ -611,7 +612,7 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
     await closeEngineSide();
     return undefined;
   }
-  const flight = await startFlight(settings, ports.flight, engine, logger);
+  const flight = await startFlight(settings, ports.flight, engine, dispatcher.pull, logger);
   if (flight === 'failed') {
     await drainHttp(app, logger);
     await closeEngineSide();
@@ -722,9 +723,9 @@ async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, 
 }
 
 /** The Arrow Flight service when --flight is set: logs a "flight listening" line with its grpc+tcp:// "url"; 'failed' (logged) when it cannot bind. */
-async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
+async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
-  const service = new FlightService({ engine, logger: logger.child({ component: 'flight' }), tokens: settings.tokens });
+  const service = new FlightService({ engine, logger: logger.child({ component: 'flight' }), tokens: settings.tokens, pull });
   try {
     const listener = await service.listen(address.host, address.port);
     logger.info({ url: listener.url }, 'flight listening');

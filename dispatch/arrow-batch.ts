@@ -47,8 +47,8 @@ function column(task: DeliveryTask, which: number, emptyIsNull: boolean): Variab
   return { length: count, valueOffsets: offsets, data: values, ...(validity === undefined ? {} : { nullBitmap: validity, nullCount: nulls }) };
 }
 
-/** The task's timers as an Arrow IPC stream (attempt numbers and fire times from its meta). */
-export function encodeArrowBatch(task: DeliveryTask): Uint8Array {
+/** The task's timers as an Arrow IPC stream (attempt numbers and fire times from its meta), with `metadata` on its schema. */
+export function encodeArrowBatch(task: DeliveryTask, metadata?: ReadonlyMap<string, string>): Uint8Array {
   const count = task.count;
   const fireAt = new BigInt64Array(count);
   const attempt = new Uint32Array(count);
@@ -65,6 +65,7 @@ export function encodeArrowBatch(task: DeliveryTask): Uint8Array {
     payload: makeVector(makeData({ type: new Binary(), ...column(task, field.payload, false) })),
     headers: makeVector(makeData({ type: new Utf8(), ...column(task, field.headers, true) })),
   });
+  if (metadata !== undefined) for (const [name, value] of metadata) table.schema.metadata.set(name, value);
   return tableToIPC(table, 'stream');
 }
 

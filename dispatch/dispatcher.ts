@@ -9,6 +9,9 @@
 //        ▲                                                     │ piscina (transferred buffers)
 //        └── wake() ◄── room freed ◄── engine.settle(outcomes) ◄┘ outcomes as columns
 //
+// "pull" queues' timers are not sent: they wait in PullQueues (pull-queues.ts) for an Arrow
+// Flight DoGet, and their leases' outcomes come back through the same engine.settle path.
+//
 // At-least-once: a timer is "delivering" in memory only; a crash before its outcome is durable
 // leaves it pending in the log, and it is delivered again after the restart.
 import { availableParallelism } from 'node:os';
@@ -18,10 +21,11 @@ import type { Logger } from 'pino';
 import type { Clock, DueSlice, Engine } from '../engine/engine.ts';
 import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import type { QueueConfig } from '../engine/queues.ts';
-import { emptyOutcomes, outcomeKind } from '../engine/records.ts';
+import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
 import { type DeliveryResults, DeliveryTaskBuilder, type TaskTimer } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
+import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { TargetGuard } from './target-guard.ts';
 import { WebhookSigner } from './signing.ts';
 
@@ -40,6 +44,7 @@ export interface DispatcherOptions {
   /** Extra CA certificates (PEM text) trusted for https targets. */
   readonly ca?: string;
   readonly limits?: Partial<DispatchLimits>;
+  readonly pullLimits?: Partial<PullLimits>;
 }
 
 /** Per-queue delivery figures since start (for /metrics). */
@@ -99,6 +104,7 @@ export class Dispatcher {
   readonly #limits: DispatchLimits;
   readonly #pool: Piscina;
   readonly #scheduler: Scheduler;
+  readonly #pull: PullQueues;
   #inFlight = 0;
   /** Bytes of the tasks in flight (payloads, headers, keys, targets and ids, as sent to the workers). */
   #inFlightBytes = 0;
@@ -150,6 +156,19 @@ export class Dispatcher {
       workerData,
     });
     this.#scheduler = new Scheduler(this.#engine, this, this.#clock);
+    this.#pull = new PullQueues({
+      engine: this.#engine,
+      clock: this.#clock,
+      logger: this.#logger,
+      record: (outcomes, queueIndex, attempted) => this.#recordPull(outcomes, queueIndex, attempted),
+      roomFreed: () => this.#scheduler.wake(),
+      ...(options.pullLimits === undefined ? {} : { limits: options.pullLimits }),
+    });
+  }
+
+  /** "pull" queues' due timers, for the Flight service's DoGet and DoAction. */
+  get pull(): PullQueues {
+    return this.#pull;
   }
 
   /** Starts releasing due timers. */
@@ -190,6 +209,10 @@ export class Dispatcher {
 
   queueRoom(queueIndex: number): number {
     const config = this.#engine.queueConfig(this.#engine.queueNameAt(queueIndex));
+    if (config.delivery === 'pull') {
+      const room = this.#pull.room(queueIndex, config);
+      return config.rate_per_s === null ? room : Math.min(room, Math.floor(this.#refill(queueIndex, config.rate_per_s)));
+    }
     // Without a max_concurrent of its own, a request-mode queue gets a share of the room, so one
     // stuck on a slow target cannot hold all of it ("arrow" rows are batched: they take no share).
     const share = config.delivery === 'request' ? Math.floor(this.#limits.inFlightMax * this.#limits.queueInFlightShareMax) : Infinity;
@@ -201,11 +224,18 @@ export class Dispatcher {
   deliver(slice: DueSlice): void {
     const engine = this.#engine;
     let task: PendingTask | undefined;
+    let pulled = 0;
     for (let i = 0; i < slice.count; i++) {
       const queue = slice.queues[i] as number;
       const config = engine.queueConfig(engine.queueNameAt(queue));
-      this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
       if (config.rate_per_s !== null) this.#queueTokens[queue] = (this.#queueTokens[queue] ?? 0) - 1;
+      // Pulled timers hold no worker or bytes: they count against their queue's pull bound only.
+      if (config.delivery === 'pull') {
+        this.#pull.add(slice, i);
+        pulled++;
+        continue;
+      }
+      this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
       if (config.delivery === 'arrow') {
         this.#addToArrowBatch(slice, i, config);
         continue;
@@ -218,13 +248,14 @@ export class Dispatcher {
       }
     }
     if (task !== undefined) this.#run(task);
-    this.#inFlight += slice.count;
+    this.#inFlight += slice.count - pulled;
   }
 
   /** Stops taking due timers, sends what lingers, waits (bounded) for deliveries in flight to be recorded, stops the workers. */
   async close(): Promise<void> {
     this.#stopped = true;
     this.#scheduler.stop();
+    this.#pull.close();
     for (const queue of [...this.#lingering.keys()]) this.#flushArrowBatch(queue);
     const drained = Promise.allSettled([...this.#tasks]);
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.#limits.drainTimeoutMs).unref());
@@ -351,6 +382,19 @@ export class Dispatcher {
     await this.#engine.settle(outcomes);
     for (let i = 0; i < count; i++) {
       const stats = this.#statsOf(pending.queues[i] as number);
+      const kind = outcomes.kinds[i];
+      if (kind === outcomeKind.delivered) stats.delivered++;
+      else if (kind === outcomeKind.retry) stats.retried++;
+      else stats.dead++;
+    }
+  }
+
+  /** Makes pulled timers' outcomes durable (all of one queue) and counts them, when they were an attempt. */
+  async #recordPull(outcomes: Outcomes, queueIndex: number, attempted: boolean): Promise<void> {
+    await this.#engine.settle(outcomes);
+    if (!attempted) return;
+    const stats = this.#statsOf(queueIndex);
+    for (let i = 0; i < outcomes.count; i++) {
       const kind = outcomes.kinds[i];
       if (kind === outcomeKind.delivered) stats.delivered++;
       else if (kind === outcomeKind.retry) stats.retried++;

@@ -12,21 +12,24 @@ export interface QueueConfig {
   readonly max_doublings: number;
   /** Deliveries per second at most; null = no limit. */
   readonly rate_per_s: number | null;
-  /** Deliveries in flight at most; null = no limit. */
+  /** Deliveries in flight at most; null = no limit ("pull": due timers buffered and leased at most; null = the dispatcher's default bound). */
   readonly max_concurrent: number | null;
-  /** How long one delivery attempt waits for the answer's head before it counts as failed. */
+  /** How long one delivery attempt waits for the answer's head before it counts as failed ("pull": how long a lease lasts unacknowledged). */
   readonly timeout_ms: number;
-  /** "request": one POST per timer to its target; "arrow": due timers POSTed as Arrow record batches to `sink`. */
+  /**
+   * "request": one POST per timer to its target; "arrow": due timers POSTed as Arrow record
+   * batches to `sink`; "pull": due timers wait for a Flight DoGet, which leases them until acked.
+   */
   readonly delivery: DeliveryMode;
-  /** Where "arrow" delivery POSTs its batches (an absolute http(s) URL); null for "request". */
+  /** Where "arrow" delivery POSTs its batches (an absolute http(s) URL); not used by "request" and "pull". */
   readonly sink: string | null;
-  /** Rows in one Arrow batch at most ("arrow" delivery). */
+  /** Rows in one Arrow batch at most ("arrow" delivery; "pull": rows one DoGet leases at most). */
   readonly batch_rows_max: number;
   /** How long due timers wait for more to fill an Arrow batch ("arrow" delivery). */
   readonly linger_ms: number;
 }
 
-export const deliveryModes = ['request', 'arrow'] as const;
+export const deliveryModes = ['request', 'arrow', 'pull'] as const;
 export type DeliveryMode = (typeof deliveryModes)[number];
 
 export const defaultQueueConfig: QueueConfig = {

@@ -1,33 +1,16 @@
-// A minimal Flight DoPut client on @grpc/grpc-js, for the benchmark and the tests that must send
-// what pyarrow never would (malformed messages). It splits an Arrow IPC stream into FlightData
+// A minimal Flight client on @grpc/grpc-js, for the benchmark and the tests that must send what
+// pyarrow never would (malformed messages). DoPut splits an Arrow IPC stream into FlightData
 // (schema first, with the descriptor; then each dictionary and record batch message) and reads
-// the PutResults. Not part of the service; production clients use their own Flight library.
-import { credentials, type ClientDuplexStream, Metadata, makeGenericClientConstructor, type ServiceError } from '@grpc/grpc-js';
-import { descriptorTypes, decodePutResult, encodeFlightData, type FlightDescriptor } from './flight-messages.ts';
+// the PutResults; DoGet and DoAction collect their answers raw. Not part of the service;
+// production clients use their own Flight library.
+import { credentials, type ClientDuplexStream, type ClientReadableStream, Metadata, makeGenericClientConstructor, type ServiceError } from '@grpc/grpc-js';
+import { decodeActionResult, decodeFlightData, descriptorTypes, decodePutResult, encodeAction, encodeFlightData, encodeTicket, type FlightData, type FlightDescriptor } from './flight-messages.ts';
 import { flightLimits, flightServiceDefinition } from './flight-service.ts';
-import { messageBodyLength } from './ipc-assembler.ts';
+import { splitIpcMessages } from './ipc-assembler.ts';
 import { idsHeader } from './put-result.ts';
 
-export interface IpcMessage {
-  readonly header: Buffer;
-  readonly body: Buffer;
-}
-
 /** The messages of an IPC stream, in order, without the end-of-stream marker. */
-export function ipcMessages(stream: Uint8Array): IpcMessage[] {
-  const bytes = Buffer.from(stream.buffer, stream.byteOffset, stream.byteLength);
-  const messages: IpcMessage[] = [];
-  let at = 0;
-  while (at + 8 <= bytes.length) {
-    const length = bytes.readInt32LE(at + 4);
-    if (length === 0) break;
-    const header = bytes.subarray(at + 8, at + 8 + length);
-    const bodyLength = messageBodyLength(header);
-    messages.push({ header, body: bytes.subarray(at + 8 + length, at + 8 + length + bodyLength) });
-    at += 8 + length + bodyLength;
-  }
-  return messages;
-}
+export const ipcMessages = splitIpcMessages;
 
 export const timersDescriptor = (queue?: string): FlightDescriptor => ({ type: descriptorTypes.path, cmd: Buffer.alloc(0), path: queue === undefined ? ['timers'] : ['timers', queue] });
 
@@ -42,6 +25,11 @@ export function flightDataOf(descriptor: FlightDescriptor, streams: readonly Uin
     }
   });
   return out;
+}
+
+export interface ReadOutcome<T> {
+  readonly messages: T[];
+  readonly error: ServiceError | undefined;
 }
 
 export interface PutOutcome {
@@ -98,7 +86,31 @@ export class FlightTestClient {
     return { results, error: await ended };
   }
 
+  /** A DoGet of `ticket`: its FlightData, decoded, until the status. */
+  doGet(ticket: Uint8Array): Promise<ReadOutcome<FlightData>> {
+    return this.#read('DoGet', encodeTicket(ticket), decodeFlightData);
+  }
+
+  /** A DoAction: its Results' bodies until the status. */
+  doAction(type: string, body: Uint8Array): Promise<ReadOutcome<Buffer>> {
+    return this.#read('DoAction', encodeAction({ type, body: Buffer.from(body) }), decodeActionResult);
+  }
+
   close(): void {
     this.#client.close();
+  }
+
+  #read<T>(method: 'DoGet' | 'DoAction', request: Buffer, decode: (message: Buffer) => T): Promise<ReadOutcome<T>> {
+    const metadata = new Metadata();
+    if (this.#token !== undefined) metadata.set('authorization', `Bearer ${this.#token}`);
+    const call = (this.#client as unknown as Record<typeof method, (request: Buffer, metadata: Metadata) => ClientReadableStream<Buffer>>)[method](request, metadata);
+    const messages: T[] = [];
+    return new Promise((resolve) => {
+      call.on('data', (message: Buffer) => messages.push(decode(message)));
+      call.on('error', (err: ServiceError) => resolve({ messages, error: err }));
+      call.on('status', (status: { code: number }) => {
+        if (status.code === 0) resolve({ messages, error: undefined });
+      });
+    });
   }
 }

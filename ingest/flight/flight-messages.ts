@@ -12,6 +12,8 @@
 //                      repeated FlightEndpoint endpoint = 3; int64 total_records = 4;
 //                      int64 total_bytes = 5; bool ordered = 6; bytes app_metadata = 7; }
 //   Action           { string type = 1; bytes body = 2; }
+//   Result           { bytes body = 1; }
+//   ActionType       { string type = 1; string description = 2; }
 //   SchemaResult     { bytes schema = 1; }
 //
 // `data_header` is an Arrow IPC Message flatbuffer and `data_body` its body (ipc-assembler.ts).
@@ -40,6 +42,13 @@ export interface FlightInfo {
   readonly totalRecords: number;
   readonly totalBytes: number;
   readonly appMetadata: Uint8Array;
+  /** Where to DoGet the flight's data: each a Ticket's bytes (no location: this same service). */
+  readonly tickets?: readonly Uint8Array[];
+}
+
+export interface FlightAction {
+  readonly type: string;
+  readonly body: Buffer;
 }
 
 const empty: Buffer = Buffer.alloc(0);
@@ -101,11 +110,13 @@ export function decodeFlightData(bytes: Buffer): FlightData {
   return { descriptor, dataHeader, appMetadata, dataBody };
 }
 
-/** FlightData as a client writes it (tests and the benchmark's own client). */
-export function encodeFlightData(data: { descriptor?: FlightDescriptor; dataHeader: Uint8Array; dataBody: Uint8Array }): Buffer {
+/** FlightData as a DoPut client (tests, the benchmark) or DoGet writes it. */
+export function encodeFlightData(data: { descriptor?: FlightDescriptor; dataHeader: Uint8Array; dataBody: Uint8Array; appMetadata?: Uint8Array }): Buffer {
   const writer = new ProtoWriter();
   if (data.descriptor !== undefined) writer.messageField(1, encodeFlightDescriptor(data.descriptor));
-  return writer.bytesField(2, data.dataHeader).bytesField(1000, data.dataBody).finish();
+  writer.bytesField(2, data.dataHeader);
+  if (data.appMetadata !== undefined) writer.bytesField(3, data.appMetadata);
+  return writer.bytesField(1000, data.dataBody).finish();
 }
 
 export function encodePutResult(appMetadata: Uint8Array): Buffer {
@@ -113,23 +124,14 @@ export function encodePutResult(appMetadata: Uint8Array): Buffer {
 }
 
 export function decodePutResult(bytes: Buffer): Buffer {
-  const reader = new ProtoReader(bytes);
-  let appMetadata = empty;
-  while (!reader.done) {
-    const { field, wireType } = reader.tag();
-    if (field === 1) {
-      reader.expect(field, wireType, wireTypes.lengthDelimited);
-      appMetadata = reader.bytes();
-    } else reader.skip(wireType);
-  }
-  return appMetadata;
+  return singleBytesField(bytes);
 }
 
-/** A FlightInfo without endpoints: nothing is fetched from fermata by ticket yet. */
+/** A FlightInfo; an endpoint per ticket, with no location (DoGet on this same service). */
 export function encodeFlightInfo(info: FlightInfo): Buffer {
-  return new ProtoWriter()
-    .bytesField(1, info.schema)
-    .messageField(2, encodeFlightDescriptor(info.descriptor))
+  const writer = new ProtoWriter().bytesField(1, info.schema).messageField(2, encodeFlightDescriptor(info.descriptor));
+  for (const ticket of info.tickets ?? []) writer.messageField(3, new ProtoWriter().messageField(1, encodeTicket(ticket)).finish());
+  return writer
     .varintField(4, info.totalRecords)
     .varintField(5, info.totalBytes)
     .bytesField(7, info.appMetadata)
@@ -138,6 +140,62 @@ export function encodeFlightInfo(info: FlightInfo): Buffer {
 
 export function encodeSchemaResult(schema: Uint8Array): Buffer {
   return new ProtoWriter().bytesField(1, schema).finish();
+}
+
+export function encodeTicket(ticket: Uint8Array): Buffer {
+  return new ProtoWriter().bytesField(1, ticket).finish();
+}
+
+/** A Ticket's bytes (empty when absent). */
+export function decodeTicket(bytes: Buffer): Buffer {
+  return singleBytesField(bytes);
+}
+
+export function encodeAction(action: FlightAction): Buffer {
+  return new ProtoWriter().stringField(1, action.type).bytesField(2, action.body).finish();
+}
+
+export function decodeAction(bytes: Buffer): FlightAction {
+  const reader = new ProtoReader(bytes);
+  let type = '';
+  let body = empty;
+  while (!reader.done) {
+    const { field, wireType } = reader.tag();
+    if (field === 1) {
+      reader.expect(field, wireType, wireTypes.lengthDelimited);
+      type = reader.string();
+    } else if (field === 2) {
+      reader.expect(field, wireType, wireTypes.lengthDelimited);
+      body = reader.bytes();
+    } else reader.skip(wireType);
+  }
+  return { type, body };
+}
+
+export function encodeActionResult(body: Uint8Array): Buffer {
+  return new ProtoWriter().bytesField(1, body).finish();
+}
+
+export function decodeActionResult(bytes: Buffer): Buffer {
+  return singleBytesField(bytes);
+}
+
+export function encodeActionType(type: string, description: string): Buffer {
+  return new ProtoWriter().stringField(1, type).stringField(2, description).finish();
+}
+
+/** Field 1 of a message whose one field is bytes (Ticket, Result, PutResult). */
+function singleBytesField(bytes: Buffer): Buffer {
+  const reader = new ProtoReader(bytes);
+  let value = empty;
+  while (!reader.done) {
+    const { field, wireType } = reader.tag();
+    if (field === 1) {
+      reader.expect(field, wireType, wireTypes.lengthDelimited);
+      value = reader.bytes();
+    } else reader.skip(wireType);
+  }
+  return value;
 }
 
 /** A message this service reads only to check it is well formed (Criteria, Ticket, Action, Empty, HandshakeRequest). */

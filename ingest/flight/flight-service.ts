@@ -1,6 +1,7 @@
 // The Arrow Flight service (arrow.flight.protocol.FlightService over gRPC, @grpc/grpc-js): a thin
 // adapter that turns DoPut record batches into engine.admitArrow calls, like POST /v1/timers
-// with an Arrow body. It knows the engine only through its public API.
+// with an Arrow body, and DoGet / DoAction into leases of a "pull" queue's due timers
+// (dispatch/pull-queues.ts). It knows the engine only through its public API.
 //
 //   DoPut          descriptor PATH ["timers"] or ["timers", QUEUE]; FlightData: schema, then
 //                  [dictionary batches] and record batches. Each record batch is admitted alone
@@ -13,12 +14,19 @@
 //                  before it; batches after it that were already being admitted may be stored
 //                  without a PutResult (resend with keys to make that harmless).
 //   ListFlights    one FlightInfo per queue (engine.queues()), descriptor ["timers", QUEUE],
-//                  app_metadata JSON {"queue", "config"}; the criteria are not used.
+//                  app_metadata JSON {"queue", "config"}; the criteria are not used. A "pull"
+//                  queue's FlightInfo has one endpoint: the ticket {"queue": QUEUE} to DoGet.
 //   GetFlightInfo  ["timers"] (all queues) or ["timers", QUEUE]; NOT_FOUND for an unknown queue.
 //   GetSchema      the DoPut schema fermata reads best (timestamp[ms, UTC] fire_at, …).
-//   ListActions    none yet.
-//   DoGet, DoAction, DoExchange, PollFlightInfo, Handshake: UNIMPLEMENTED with a message saying
-//                  why (pull delivery needs leases the engine does not have yet; auth is per call).
+//   DoGet          pull delivery (docs/ARCHITECTURE.md): the ticket (pull-ticket.ts) names a "pull"
+//                  queue; the stream is the schema (dispatch/arrow-batch.ts columns, the lease in
+//                  its metadata) and, when timers were due, one record batch whose app_metadata
+//                  is JSON {"lease", "rows", "expires_at_ms"}. The rows are leased until the
+//                  queue's timeout_ms; a ticket's "ack" settles the previous lease first.
+//   DoAction       "ack" / "nack" with body LEASE or {"lease": LEASE}: the lease's timers are
+//                  delivered / a failed attempt, durably, then one Result {"lease", "delivered",
+//                  "retried", "dead"}. ListActions lists both.
+//   DoExchange, PollFlightInfo, Handshake: UNIMPLEMENTED with a message saying why (auth is per call).
 //
 // Authentication: with tokens configured, every call needs metadata `authorization: Bearer <token>`
 // (the HTTP API's check, bearer-auth.ts). Errors leave through status-map.ts. Messages are
@@ -27,15 +35,32 @@
 import { Server, ServerCredentials, status, type MethodDefinition, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { Field, Schema, Table, tableToIPC, TimeUnit, Timestamp, Binary, Utf8 } from 'apache-arrow';
 import type { Logger } from 'pino';
+import { PullRefusal, type PullQueues, type PullSettlement } from '../../dispatch/pull-queues.ts';
 import type { Admitted, Engine } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { bearerCheck, type BearerCheck } from '../http/bearer-auth.ts';
-import { decodeFlightData, decodeFlightDescriptor, checkMessage, descriptorTypes, encodeFlightInfo, encodePutResult, encodeSchemaResult, type FlightDescriptor, type FlightInfo } from './flight-messages.ts';
-import { IpcAssembler } from './ipc-assembler.ts';
+import {
+  checkMessage,
+  decodeAction,
+  decodeFlightData,
+  decodeFlightDescriptor,
+  decodeTicket,
+  descriptorTypes,
+  encodeActionResult,
+  encodeActionType,
+  encodeFlightData,
+  encodeFlightInfo,
+  encodePutResult,
+  encodeSchemaResult,
+  type FlightDescriptor,
+  type FlightInfo,
+} from './flight-messages.ts';
+import { IpcAssembler, splitIpcMessages } from './ipc-assembler.ts';
+import { parseLeaseBody, parsePullTicket } from './pull-ticket.ts';
 import { WireError } from './protobuf-wire.ts';
 import { idsHeader, type PutResultForm, putResultMetadata } from './put-result.ts';
 import { applyQueue, schemaHasQueue } from './queue-column.ts';
-import { FlightFailure, flightFailure } from './status-map.ts';
+import { FlightFailure, flightFailure, pullFailure } from './status-map.ts';
 
 export const flightLimits = {
   /** Record batches of one DoPut being admitted at once; past it the call stops reading until one is durable. */
@@ -54,6 +79,8 @@ export interface FlightServiceOptions {
   readonly logger: Logger;
   /** Bearer tokens every call must present; none = no authentication. */
   readonly tokens: readonly string[];
+  /** "pull" queues' due timers (the dispatcher's), for DoGet and DoAction. */
+  readonly pull: PullQueues;
 }
 
 export interface FlightListener {
@@ -100,8 +127,13 @@ function encapsulatedSchema(schema: Schema): Buffer {
   return ipc.subarray(0, 8 + ipc.readInt32LE(4));
 }
 
+/** DoAction types, as ListActions describes them. */
+const actions: ReadonlyArray<readonly [PullSettlement, string]> = [
+  ['ack', 'Settle a DoGet lease as delivered (body: LEASE or {"lease": LEASE}); answered once durable.'],
+  ['nack', 'Give a DoGet lease back as a failed attempt: retried after the queue\'s backoff, dead after max_attempts (body: LEASE or {"lease": LEASE}).'],
+];
+
 const notImplemented = {
-  pull: 'DoGet and DoAction (pull delivery of due timers with leases and "ack") are not implemented yet: fermata delivers by POST (queue "delivery": "request" or "arrow")',
   exchange: 'DoExchange is not supported: use DoPut to add timers',
   poll: 'PollFlightInfo is not supported: GetFlightInfo answers at once',
   handshake: 'Handshake is not used: send "authorization: Bearer <token>" metadata on every call',
@@ -113,10 +145,14 @@ export class FlightService {
   readonly #engine: Engine;
   readonly #logger: Logger;
   readonly #auth: BearerCheck | undefined;
+  readonly #pull: PullQueues;
+  /** Aborted when the listener closes: DoGets waiting for timers answer at once, so the drain is not held up by them. */
+  readonly #closing = new AbortController();
   readonly #schema = encapsulatedSchema(putSchema);
 
   constructor(options: FlightServiceOptions) {
     this.#engine = options.engine;
+    this.#pull = options.pull;
     this.#logger = options.logger;
     this.#auth = options.tokens.length === 0 ? undefined : bearerCheck(options.tokens);
   }
@@ -135,7 +171,10 @@ export class FlightService {
     return {
       url: `grpc+tcp://${hostText}:${bound}`,
       port: bound,
-      close: () => closeServer(server),
+      close: () => {
+        this.#closing.abort();
+        return closeServer(server);
+      },
     };
   }
 
@@ -151,15 +190,22 @@ export class FlightService {
         this.#flightInfo(decodeFlightDescriptor(call.request));
         return encodeSchemaResult(this.#schema);
       }),
-      DoGet: (call: ServerWritableStream<Buffer, Buffer>) => this.#refuse(call, status.UNIMPLEMENTED, notImplemented.pull),
+      DoGet: (call: ServerWritableStream<Buffer, Buffer>) => {
+        if (!this.#authorized(call)) return fail(call, this.#logger, unauthenticated());
+        this.#doGet(call).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
+      },
       DoPut: (call: ServerDuplexStream<Buffer, Buffer>) => {
         if (this.#authorized(call)) new PutCall(call, this.#engine, this.#logger).start();
         else fail(call, this.#logger, unauthenticated());
       },
       DoExchange: (call: ServerDuplexStream<Buffer, Buffer>) => this.#refuse(call, status.UNIMPLEMENTED, notImplemented.exchange),
-      DoAction: (call: ServerWritableStream<Buffer, Buffer>) => this.#refuse(call, status.UNIMPLEMENTED, notImplemented.pull),
+      DoAction: (call: ServerWritableStream<Buffer, Buffer>) => {
+        if (!this.#authorized(call)) return fail(call, this.#logger, unauthenticated());
+        this.#doAction(call).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
+      },
       ListActions: (call: ServerWritableStream<Buffer, Buffer>) => {
         if (!this.#authorized(call)) return fail(call, this.#logger, unauthenticated());
+        for (const [type, description] of actions) call.write(encodeActionType(type, description));
         call.end();
       },
     };
@@ -174,6 +220,35 @@ export class FlightService {
   /** Answers an authenticated caller `code`; an unauthenticated one UNAUTHENTICATED first, so nothing is told without a token. */
   #refuse(call: ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>, code: status, details: string): void {
     fail(call, this.#logger, this.#authorized(call) ? new FlightFailure(code, details) : unauthenticated());
+  }
+
+  /** Acks the ticket's previous lease (durably), leases what is due, streams it: schema, then the batch. */
+  async #doGet(call: ServerWritableStream<Buffer, Buffer>): Promise<void> {
+    const ticket = parsePullTicket(decodeTicket(call.request));
+    if (ticket.ack !== undefined) await this.#pull.settle(ticket.ack, 'ack', ticket.queue);
+    const gone = new AbortController();
+    call.on('cancelled', () => gone.abort());
+    const batch = await this.#pull.lease(ticket.queue, ticket.maxRows, ticket.waitMs, AbortSignal.any([gone.signal, this.#closing.signal]));
+    // The caller left while it waited: the lease expires and its timers are delivered again.
+    if (gone.signal.aborted) return;
+    const [schema, ...batches] = splitIpcMessages(batch.ipc);
+    if (schema === undefined) throw new Error('an Arrow stream without a schema message');
+    call.write(encodeFlightData({ dataHeader: schema.header, dataBody: schema.body }));
+    if (batch.lease !== undefined) {
+      const appMetadata = Buffer.from(JSON.stringify({ lease: batch.lease, rows: batch.rows, expires_at_ms: batch.expiresAtMs }));
+      for (const message of batches) call.write(encodeFlightData({ dataHeader: message.header, dataBody: message.body, appMetadata }));
+    }
+    call.end();
+  }
+
+  /** "ack" / "nack" of a lease: one Result once the outcome is durable. */
+  async #doAction(call: ServerWritableStream<Buffer, Buffer>): Promise<void> {
+    const action = decodeAction(call.request);
+    const known = actions.find(([type]) => type === action.type);
+    if (known === undefined) throw new FlightFailure(status.INVALID_ARGUMENT, `unknown action type ${JSON.stringify(action.type)} (known: ${actions.map(([type]) => type).join(', ')})`);
+    const settled = await this.#pull.settle(parseLeaseBody(action.body), known[0]);
+    call.write(encodeActionResult(Buffer.from(JSON.stringify(settled))));
+    call.end();
   }
 
   #unary(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>, answer: () => Buffer): void {
@@ -208,14 +283,16 @@ export class FlightService {
     return this.#queueInfo(queue);
   }
 
-  /** A queue's FlightInfo: how many timers it holds is not known per queue (-1); its config is in app_metadata. */
+  /** A queue's FlightInfo: how many timers it holds is not known per queue (-1); its config is in app_metadata; a "pull" queue's ticket. */
   #queueInfo(name: string): FlightInfo {
+    const config = this.#engine.queueConfig(name);
     return {
+      ...(config.delivery === 'pull' ? { tickets: [Buffer.from(JSON.stringify({ queue: name }))] } : {}),
       schema: this.#schema,
       descriptor: { type: descriptorTypes.path, cmd: Buffer.alloc(0), path: [timersPath, name] },
       totalRecords: -1,
       totalBytes: -1,
-      appMetadata: Buffer.from(JSON.stringify({ queue: name, config: this.#engine.queueConfig(name) })),
+      appMetadata: Buffer.from(JSON.stringify({ queue: name, config })),
     };
   }
 
@@ -234,6 +311,7 @@ function unauthenticated(): FlightFailure {
 function asFailure(err: unknown, batch?: number): FlightFailure {
   if (err instanceof FlightFailure) return err;
   if (err instanceof WireError) return new FlightFailure(status.INVALID_ARGUMENT, `malformed Flight message: ${err.message}`);
+  if (err instanceof PullRefusal) return pullFailure(err);
   return flightFailure(err, batch);
 }
 

@@ -30,6 +30,27 @@ export function messageBodyLength(header: Buffer): number {
   return messageFacts(header, malformed).bodyLength;
 }
 
+export interface IpcMessage {
+  readonly header: Buffer;
+  readonly body: Buffer;
+}
+
+/** The messages of an IPC stream written by apache-arrow, in order, without the end-of-stream marker (views, no copies). */
+export function splitIpcMessages(stream: Uint8Array): IpcMessage[] {
+  const bytes = Buffer.from(stream.buffer, stream.byteOffset, stream.byteLength);
+  const messages: IpcMessage[] = [];
+  let at = 0;
+  while (at + 8 <= bytes.length) {
+    const length = bytes.readInt32LE(at + 4);
+    if (length === 0) break;
+    const header = bytes.subarray(at + 8, at + 8 + length);
+    const bodyLength = messageBodyLength(header);
+    messages.push({ header, body: bytes.subarray(at + 8 + length, at + 8 + length + bodyLength) });
+    at += 8 + length + bodyLength;
+  }
+  return messages;
+}
+
 /** One encapsulated IPC message: prefix, flatbuffer padded to 8, body. */
 function frame(header: Buffer, body: Buffer): Buffer[] {
   const padded = header.length + ((8 - (header.length % 8)) % 8);

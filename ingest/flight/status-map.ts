@@ -5,7 +5,9 @@
 // starts with the stable code and carries the Arrow column and 0-based row, and the record
 // batch's 0-based index in the stream, when known; the same facts go in trailing metadata
 // (fermata-code, fermata-column, fermata-row, fermata-batch) for clients that read it.
+// Pull delivery's refusals (dispatch/pull-queues.ts) map here too.
 import { Metadata, status } from '@grpc/grpc-js';
+import { type PullRefusal, type PullRefusalCode, pullRefusalCodes } from '../../dispatch/pull-queues.ts';
 import { type ErrorCode, errorCodes, isFermataError } from '../../engine/errors.ts';
 
 /** Keyed by every code: a code added to errors.ts fails the typecheck here until it has a status. */
@@ -27,6 +29,15 @@ const statusOf: Record<ErrorCode, status> = {
   [errorCodes.walCorrupt]: status.INTERNAL,
   [errorCodes.dataDirLocked]: status.INTERNAL,
   [errorCodes.spillCorrupt]: status.INTERNAL,
+};
+
+const pullStatusOf: Record<PullRefusalCode, status> = {
+  [pullRefusalCodes.queueUnknown]: status.NOT_FOUND,
+  [pullRefusalCodes.queueNotPull]: status.INVALID_ARGUMENT,
+  // An expired or settled lease: its timers are delivered again, the ack came too late.
+  [pullRefusalCodes.leaseUnknown]: status.NOT_FOUND,
+  [pullRefusalCodes.leaseOtherQueue]: status.INVALID_ARGUMENT,
+  [pullRefusalCodes.stopped]: status.UNAVAILABLE,
 };
 
 const retryHint: Partial<Record<ErrorCode, string>> = {
@@ -65,4 +76,11 @@ export function flightFailure(err: unknown, batch?: number): FlightFailure {
   if (typeof row === 'number') metadata.set('fermata-row', String(row));
   const code = statusOf[err.code];
   return new FlightFailure(code, `${err.code}: ${err.message}${inBatch}${retryHint[err.code] ?? ''}`, metadata, code === status.INTERNAL);
+}
+
+/** The status for a pull call's refusal, its code first in the text and in fermata-code. */
+export function pullFailure(refusal: PullRefusal): FlightFailure {
+  const metadata = new Metadata();
+  metadata.set('fermata-code', refusal.code);
+  return new FlightFailure(pullStatusOf[refusal.code], `${refusal.code}: ${refusal.message}`, metadata);
 }

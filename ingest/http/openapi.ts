@@ -34,23 +34,23 @@ const queueFields = {
   max_backoff_ms: { min: 0, max: 30 * 24 * 3_600_000, nullable: false, text: 'Longest backoff; must not be below min_backoff_ms.' },
   max_doublings: { min: 0, max: 62, nullable: false, text: 'How many times the backoff doubles before it grows linearly.' },
   rate_per_s: { min: 1, max: 10_000_000, nullable: true, text: 'Deliveries per second at most; null = no limit.' },
-  max_concurrent: { min: 1, max: 1_000_000, nullable: true, text: 'Deliveries in flight at most; null = no limit.' },
-  timeout_ms: { min: 1, max: 600_000, nullable: false, text: 'How long one delivery attempt waits for the answer before it counts as failed (an addition to DESIGN.md).' },
-  batch_rows_max: { min: 1, max: 100_000, nullable: false, text: 'Rows in one Arrow batch at most ("arrow" delivery; an addition to DESIGN.md).' },
+  max_concurrent: { min: 1, max: 1_000_000, nullable: true, text: 'Deliveries in flight at most; null = no limit ("pull" delivery: due timers waiting for a DoGet and leased, at most; null = 100,000).' },
+  timeout_ms: { min: 1, max: 600_000, nullable: false, text: 'How long one delivery attempt waits for the answer before it counts as failed ("pull" delivery: how long a lease lasts before its timers count a failed attempt; an addition to DESIGN.md).' },
+  batch_rows_max: { min: 1, max: 100_000, nullable: false, text: 'Rows in one Arrow batch at most ("arrow" delivery; "pull": rows one DoGet leases at most; an addition to DESIGN.md).' },
   linger_ms: { min: 0, max: 60_000, nullable: false, text: 'How long due timers wait for more to fill an Arrow batch ("arrow" delivery; an addition to DESIGN.md).' },
 } as const;
-/** The queue config's fields that are not whole numbers (additions to DESIGN.md, for "arrow" delivery). */
+/** The queue config's fields that are not whole numbers (additions to DESIGN.md, for "arrow" and "pull" delivery). */
 const queueOtherFields = {
   delivery: {
     enum: [...deliveryModes],
     default: defaultQueueConfig.delivery,
-    description: '"request": one POST per timer to its own target. "arrow": due timers are POSTed to `sink` as Arrow IPC record batches (columns id, fire_at, attempt, target, key, payload, headers), one 2xx settling the whole batch.',
+    description: '"request": one POST per timer to its own target. "arrow": due timers are POSTed to `sink` as Arrow IPC record batches (columns id, fire_at, attempt, target, key, payload, headers), one 2xx settling the whole batch. "pull": no POST; due timers wait for an Arrow Flight DoGet naming the queue, which streams them in the same columns under a lease that a DoAction "ack" (or the next DoGet) settles; an unacknowledged lease expires after timeout_ms and its timers are retried with backoff (docs/ARCHITECTURE.md, "Pull delivery").',
   },
   sink: {
     type: ['string', 'null'],
     format: 'uri',
     default: defaultQueueConfig.sink,
-    description: 'Where "arrow" delivery POSTs its batches (an absolute http or https URL, required for "arrow"); null otherwise.',
+    description: 'Where "arrow" delivery POSTs its batches (an absolute http or https URL, required for "arrow"); not used by "request" and "pull" (null, or ignored).',
   },
 } as const;
 const queueFieldNames = [...Object.keys(queueFields), ...Object.keys(queueOtherFields)];

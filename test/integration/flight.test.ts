@@ -134,8 +134,8 @@ test('pyarrow.flight: DoPut of 1,000,000 rows, byte-exact payloads, refusals as 
     assert.match(summary.bad_column.message ?? '', /BATCH_INVALID: fire_at must be Timestamp or Int64/);
     assert.equal(summary.bad_descriptor.raised, 'ArrowInvalid');
     assert.match(summary.bad_descriptor.message ?? '', /descriptor must be a PATH \["timers"\]/);
-    assert.equal(summary.do_get.raised, 'ArrowNotImplementedError');
-    assert.match(summary.do_get.message ?? '', /DoGet and DoAction \(pull delivery/);
+    assert.equal(summary.do_get.raised, 'ArrowInvalid', JSON.stringify(summary.do_get));
+    assert.match(summary.do_get.message ?? '', /QUEUE_NOT_PULL: queue "flight-sink" has "delivery": "request"/);
     assert.equal(summary.unknown_queue.raised, 'ArrowKeyError', JSON.stringify(summary.unknown_queue));
     assert.equal(summary.no_token.raised, 'FlightUnauthenticatedError', JSON.stringify(summary.no_token));
     assert.equal(summary.wrong_token.raised, 'FlightUnauthenticatedError', JSON.stringify(summary.wrong_token));
