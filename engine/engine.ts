@@ -20,6 +20,7 @@ import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
 import { bytesAt, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch, validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from './errors.ts';
+import { failpoint } from './failpoints.ts';
 import type { FileSystem } from './fs/file-system.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
@@ -609,6 +610,7 @@ export class Engine {
       if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#retention.finishedMs;
       else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#retention.deadMs;
     }
+    failpoint('delivery.outcome-before-append');
     const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork).then(() => undefined);
     for (const slot of slots) this.#settling.set(slot, appended.catch(() => undefined));
     try {
@@ -982,7 +984,9 @@ export class Engine {
     const taken = this.#snapshot(watermarkMs);
     // Sorted, for a binary search per cancel: a Set of half a million handles took longer to build.
     this.#spilling = taken.spilledHandles.slice().sort();
-    const tombstones = this.#spill.tombstoneColumns();
+    // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
+    // durable records only, so until then the timer stays in its runs and untombstoned on disk.
+    const tombstones = this.#cancellingSpilled.size === 0 ? this.#spill.tombstoneColumns() : withoutTombstones(this.#spill.tombstoneColumns(), this.#spilledCancelsInFlight());
     // Configured queues, in the QUEUE record's JSON form (read back the way replay reads it).
     const queues = [...this.#queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
     const releasedExpiryMaxMs = this.#releasedExpiryMax;
@@ -1037,6 +1041,7 @@ export class Engine {
     }
     // The runs' names are durable before the manifest that names them.
     await fs.syncDir(dir);
+    failpoint('checkpoint.runs-written');
     const manifest: Manifest = {
       checkpointSeq: coveredSeq,
       watermarkMs,
@@ -1048,6 +1053,7 @@ export class Engine {
       tombstones: tombstonesKept,
     };
     await writeManifest(fs, dir, manifest);
+    failpoint('checkpoint.manifest-installed');
     // Durable: the spilled timers leave memory, and the log before the checkpoint can go.
     // Tombstones added while it was written guard rows of the new runs too: they stay.
     const tombstonesNow = this.#spill.tombstoneColumns();
@@ -1061,6 +1067,9 @@ export class Engine {
     // A quiet log's last segment is wholly covered too: sealed, it goes with the others.
     await this.#wal.sealCovered(coveredSeq);
     const segmentsDeleted = await this.#wal.deleteCoveredSegments(coveredSeq);
+    failpoint('checkpoint.segments-deleted');
+    // A lookup or a cancel may still be reading a run this checkpoint merged away: it finishes first.
+    await this.#spill.earlierReadsSettled();
     await removeUnreferenced(fs, dir, manifest);
     return { coveredSeq, watermarkMs, residentRows: snapshot.resident.rows, spilledRows: snapshot.spilled.rows, bytesWritten, segmentsDeleted };
   }
@@ -1280,6 +1289,12 @@ export class Engine {
     if (state === timerState.dead) this.#deadReasons.set(slot, rows.deadReason[i] as number);
     (isFinished(state) ? this.#expiring : this.#heap).push(slot);
     return slot;
+  }
+
+  /** The timers whose spilled cancel is under way (tombstoned, maybe, but not yet logged). */
+  #spilledCancelsInFlight(): TombstoneSet {
+    const names = [...this.#cancellingSpilled.keys()].map((name) => name.split(':').map(Number));
+    return { seqs: Float64Array.from(names, ([seq]) => seq as number), rows: Uint32Array.from(names, ([, row]) => row as number), fireAtMs: new Float64Array(names.length) };
   }
 
   #cancelSpilled(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {

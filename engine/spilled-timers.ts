@@ -49,6 +49,10 @@ export class SpilledTimers {
   readonly #bucketWidthMs: number;
   #watermarkMs: number;
   #runs: SpilledRun[] = [];
+  /** Counts reset()s: which set of runs a read began on. */
+  #runSet = 0;
+  /** Reads of run files under way (lookups, promotions, bucket reads), with the run set each began on. */
+  readonly #readers = new Set<{ readonly runSet: number; readonly done: Promise<unknown> }>();
   /** One bit per key-hash value modulo its size: a clear bit means no spilled timer has such a key. */
   #keyFilter: Uint8Array;
   /** Cancelled spilled timers (seq, row, fire time): never promoted. */
@@ -130,6 +134,7 @@ export class SpilledTimers {
    */
   reset(runs: readonly SpilledRun[], watermarkMs: number, tombstones?: TombstoneColumns): void {
     this.#runs = [...runs];
+    this.#runSet++;
     this.#watermarkMs = watermarkMs;
     if (tombstones !== undefined) this.#tombstones = Tombstones.fromColumns(tombstones);
     for (const name of [...this.#cache.keys()]) if (!this.#runs.some((run) => name.startsWith(`${run.meta.runId}:`))) this.#cache.delete(name);
@@ -145,7 +150,30 @@ export class SpilledTimers {
   }
 
   /** The spilled timer (seq, row) fired at `fireAtMs`, read from its bucket, unless promoted or cancelled. */
-  async find(seq: number, row: number, fireAtMs: number): Promise<SpilledRow | undefined> {
+  find(seq: number, row: number, fireAtMs: number): Promise<SpilledRow | undefined> {
+    return this.#reader(this.#find(seq, row, fireAtMs));
+  }
+
+  /**
+   * Resolves once every read that began on the runs before the last reset() has settled: the
+   * run files that reset() dropped can then be deleted without pulling them from under a
+   * lookup still reading them (reads begun since only see the new runs).
+   */
+  async earlierReadsSettled(): Promise<void> {
+    const earlier: Array<Promise<unknown>> = [];
+    for (const read of this.#readers) if (read.runSet < this.#runSet) earlier.push(read.done);
+    await Promise.allSettled(earlier);
+  }
+
+  #reader<T>(work: Promise<T>): Promise<T> {
+    const read = { runSet: this.#runSet, done: work };
+    this.#readers.add(read);
+    const settled = (): void => void this.#readers.delete(read);
+    work.then(settled, settled);
+    return work;
+  }
+
+  async #find(seq: number, row: number, fireAtMs: number): Promise<SpilledRow | undefined> {
     if (fireAtMs < this.#watermarkMs || this.isTombstoned(seq, row)) return undefined;
     const startMs = this.bucketStartOf(fireAtMs);
     for (const run of [...this.#runs]) {
@@ -194,7 +222,11 @@ export class SpilledTimers {
   }
 
   /** The decoded buckets of every run that are spilled and start before `toMs`, for promotion. */
-  async bucketsBefore(toMs: number): Promise<RunRows[]> {
+  bucketsBefore(toMs: number): Promise<RunRows[]> {
+    return this.#reader(this.#bucketsBefore(toMs));
+  }
+
+  async #bucketsBefore(toMs: number): Promise<RunRows[]> {
     const out: RunRows[] = [];
     for (const run of [...this.#runs]) {
       for (let b = 0; b < run.meta.buckets.length; b++) {
@@ -266,7 +298,7 @@ export class SpilledTimers {
     const name = `${run.runId}:${bucket}`;
     let reading = this.#reading.get(name);
     if (reading === undefined) {
-      reading = readRunBucket(this.#fs, this.#dir, run, bucket).then(
+      reading = this.#reader(readRunBucket(this.#fs, this.#dir, run, bucket)).then(
         (rows) => {
           this.#reading.delete(name);
           this.#cache.set(name, rows);

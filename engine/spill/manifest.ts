@@ -5,6 +5,7 @@
 import { posix } from 'node:path';
 import type { FileSystem } from '../fs/file-system.ts';
 import { systemErrorCode } from '../errors.ts';
+import { failpoint } from '../failpoints.ts';
 import { spillLimits } from '../limits.ts';
 import { manifestFileName, manifestTempFileName, parseRunFileName, spillCorrupt } from './format.ts';
 import { decodeManifest, encodeManifest, type Manifest } from './manifest-codec.ts';
@@ -17,6 +18,7 @@ export async function writeManifest(fs: FileSystem, dir: string, manifest: Manif
   const bytes = encodeManifest(manifest);
   const temp = posix.join(dir, manifestTempFileName);
   await writeSynced(fs, temp, bytes);
+  failpoint('spill.manifest-before-rename');
   await fs.rename(temp, posix.join(dir, manifestFileName));
   await fs.syncDir(dir);
 }

@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
+import { failpoint } from '../failpoints.ts';
 import type { DirLock, FileHandle, FileSystem } from '../fs/file-system.ts';
 import { nodeFileSystem } from '../fs/node-file-system.ts';
 import { assertWalLimits, walLimits, type WalLimits } from '../limits.ts';
@@ -219,11 +220,6 @@ export class Wal implements DurableLog {
   }
 
   /**
-   * Deletes the sealed segments whose records all have sequences ≤ `coveredSeq` (a durable
-   * checkpoint holds their effect), then syncs the directory. The segment being written stays.
-   * Returns how many were deleted.
-   */
-  /**
    * Starts a new segment when a checkpoint (`coveredSeq`) covers every record of the active one
    * and no append is waiting or being written: deleteCoveredSegments can then delete the old
    * segment, and a restart reads nothing the checkpoint already holds. Otherwise (newer records
@@ -248,6 +244,11 @@ export class Wal implements DurableLog {
     await sealed;
   }
 
+  /**
+   * Deletes the sealed segments whose records all have sequences ≤ `coveredSeq` (a durable
+   * checkpoint holds their effect), then syncs the directory. The segment being written stays.
+   * Returns how many were deleted.
+   */
   async deleteCoveredSegments(coveredSeq: number): Promise<number> {
     let deleted = 0;
     // Oldest first, so a crash midway leaves a log that still starts at one contiguous point.
@@ -320,8 +321,10 @@ export class Wal implements DurableLog {
     const started = performance.now();
     await this.#active.writev(chunks, segment.bytes);
     const written = performance.now();
+    failpoint('wal.written-before-sync');
     await this.#active.datasync();
     const syncMs = performance.now() - written;
+    failpoint('wal.synced-before-ack');
 
     segment.bytes += groupBytes;
     segment.lastSeq = baseSeq + group.length - 1;
@@ -407,6 +410,7 @@ function encodeGroup(group: readonly PendingAppend[], baseSeq: number, segmentId
 async function createSegment(fs: FileSystem, dir: string, id: number, baseSeq: number): Promise<FileHandle> {
   const handle = await fs.open(join(dir, segmentFileName(id)), 'create');
   try {
+    failpoint('wal.segment-created-empty');
     await handle.writev([encodeSegmentHeader(id, baseSeq)], 0);
     await handle.datasync();
     await fs.syncDir(dir);

@@ -3,6 +3,8 @@
 //
 //   - every acknowledged add (not cancelled) was delivered; GET shows it delivered (an add whose
 //     cancel was cut by a kill may be either)
+//   - a far-future add (due days later: it may have been spilled to disk and back) is never
+//     delivered; GET shows it pending, or cancelled when its cancel was acknowledged
 //   - nothing appears that was never sent, or that was refused with a 4xx
 //   - no acknowledged cancel is delivered after the cancel was acknowledged; GET shows it cancelled
 //   - no delivery arrives before the fire_at the add was acknowledged with
@@ -11,6 +13,8 @@
 //   - a key added again answers the original id with duplicate: true, across restarts
 //
 // Every timer carries a unique payload (its `uid`), which is how a delivery is matched to a send.
+// A kill is the test's SIGKILL, or the service's own at a failpoint (engine/failpoints.ts), seen
+// when its exit is: either way a span from the kill to the next "listening".
 // Single-threaded: the test's main thread records into it.
 import type { SinkRequest } from './sinks.ts';
 
@@ -19,6 +23,8 @@ export interface AckedAdd {
   readonly id: string;
   readonly fireAtMs: number;
   readonly key: string | undefined;
+  /** Due long after the run ends: it must still be pending at the end, never delivered. */
+  readonly far: boolean;
 }
 
 export interface AckedCancel {
@@ -68,9 +74,16 @@ export class Kill9Ledger {
     return found;
   }
 
-  /** uids acknowledged, not cancelled, and not yet seen at the sink. */
+  /** uids acknowledged, not far-future, not cancelled, and not yet seen at the sink. */
   undelivered(deliveries: ReadonlyMap<string, readonly SinkRequest[]>): string[] {
-    return [...this.adds.keys()].filter((uid) => !this.cancels.has(uid) && !this.cancelsUnanswered.has(uid) && (deliveries.get(uid)?.length ?? 0) === 0);
+    return [...this.adds.values()].filter((add) => !add.far && !this.cancels.has(add.uid) && !this.cancelsUnanswered.has(add.uid) && (deliveries.get(add.uid)?.length ?? 0) === 0).map((add) => add.uid);
+  }
+
+  /** The states GET may show for an acknowledged add once every near one is delivered. */
+  expectedStates(add: AckedAdd): readonly string[] {
+    const uncancelled = add.far ? 'pending' : 'delivered';
+    if (this.cancels.has(add.uid)) return ['cancelled'];
+    return this.cancelsUnanswered.has(add.uid) ? ['cancelled', uncancelled] : [uncancelled];
   }
 
   /** Checks every delivery the sink saw against the ledger; the problems found go to `problems`. */

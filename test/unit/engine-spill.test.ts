@@ -9,6 +9,7 @@ import { type Admitted, type Clock, Engine, type EngineOptions } from '../../eng
 import { decodeTimerId } from '../../engine/ids.ts';
 import { outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
+import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
@@ -449,5 +450,140 @@ test('regression: a held-back (parked) timer is not spilled by a checkpoint belo
   assert.equal((await engine.lookup(id as string))?.state, 'delivered');
   await engine.promote(t0 + 2000);
   assert.equal(engine.takeDue(clock.now(), 10).count, 0, 'delivered once');
+  await engine.close();
+});
+
+/** The simulated disk with some file handles' calls held at a gate while it is closed: `holds(call, path)` picks them. */
+function gatedDisk(fs: SimFileSystem, holds: (call: 'open' | 'datasync' | 'read', path: string) => boolean): { fs: FileSystem; close(): void; open(): void; held(): number } {
+  let gate: PromiseWithResolvers<void> | undefined;
+  let held = 0;
+  const atGate = async (): Promise<void> => {
+    if (gate === undefined) return;
+    held++;
+    await gate.promise;
+  };
+  const gated: FileSystem = {
+    mkdirp: (dir) => fs.mkdirp(dir),
+    list: (dir) => fs.list(dir),
+    readFile: (path) => fs.readFile(path),
+    rename: (from, to) => fs.rename(from, to),
+    unlink: (path) => fs.unlink(path),
+    syncDir: (dir) => fs.syncDir(dir),
+    lockDir: (dir) => fs.lockDir(dir),
+    open: async (path, mode) => {
+      if (holds('open', path)) await atGate();
+      const handle = await fs.open(path, mode);
+      return {
+        writev: (chunks, position) => handle.writev(chunks, position),
+        read: async (into, position) => {
+          if (holds('read', path)) await atGate();
+          return handle.read(into, position);
+        },
+        datasync: async () => {
+          if (holds('datasync', path)) await atGate();
+          return handle.datasync();
+        },
+        truncate: (length) => handle.truncate(length),
+        size: () => handle.size(),
+        close: () => handle.close(),
+      } satisfies FileHandle;
+    },
+  };
+  return {
+    fs: gated,
+    close: () => {
+      gate ??= Promise.withResolvers<void>();
+    },
+    open: () => {
+      gate?.resolve();
+      gate = undefined;
+    },
+    held: () => held,
+  };
+}
+
+test('regression (B7): a checkpoint taken while the cancel of a spilled timer is being logged keeps the timer', async () => {
+  // The cancel of a spilled timer tombstones it before its record is durable. A checkpoint taken
+  // in that gap wrote the tombstone into its manifest and its merge of the runs dropped the row:
+  // after a power loss that cut the cancel, an acknowledged add was gone; with the cancel
+  // durable, the timer was gone instead of cancelled (GET 404).
+  for (const cancelSurvives of [false, true]) {
+    const sim = new SimFileSystem({ seed: 23 });
+    const wal = gatedDisk(sim, (call, path) => call === 'datasync' && path.includes('/wal/'));
+    const clock = manualClock();
+    let engine = await Engine.open({ dataDir, fs: wal.fs, clock, walLimits: { segmentBytes: 4096 } });
+    const ids = idsOf(await engine.admit(batchFromSpecs(spread(10, t0 + 5 * hour, 60_000))));
+    // Nine spilled runs: the next checkpoint merges them, leaving out tombstoned rows.
+    for (let run = 0; run < 9; run++) {
+      await engine.admit(batchFromSpecs(spread(1, t0 + 30 * hour + run, 1)));
+      await engine.checkpoint(t0 + 2 * hour);
+    }
+    wal.close();
+    const cancel = engine.cancel(ids[4] as string);
+    while (wal.held() === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    // The cancel's record is written, its fdatasync held: the checkpoint runs in that gap.
+    const checkpoint = engine.checkpoint(t0 + 2 * hour);
+    let manifestInstalled = false;
+    sim.setFault((op, path) => {
+      if (op === 'rename' && path.endsWith('MANIFEST.tmp')) manifestInstalled = true;
+      return undefined;
+    });
+    while (!manifestInstalled) await new Promise<void>((resolve) => setImmediate(resolve));
+    sim.setFault(undefined);
+    let disk: SimFileSystem;
+    if (cancelSurvives) {
+      wal.open();
+      assert.equal(await cancel, 'cancelled');
+      await checkpoint;
+      await engine.close();
+      disk = sim;
+    } else {
+      // Power lost before the cancel's fdatasync: the cancel was never acknowledged.
+      disk = sim.powerLoss({ mode: 'keep-none' });
+      wal.open();
+      await Promise.allSettled([cancel, checkpoint]);
+    }
+    engine = await open(disk, clock);
+    const view = await engine.lookup(ids[4] as string);
+    assert.equal(view?.state, cancelSurvives ? 'cancelled' : 'pending', cancelSurvives ? 'the cancelled timer is still there, cancelled' : 'an add whose cancel was never acknowledged is still pending');
+    assert.equal((await engine.lookup(ids[5] as string))?.state, 'pending');
+    await engine.close();
+  }
+});
+
+test('regression: a lookup about to read a spilled run that a checkpoint merges away still finds its timer (the file is deleted after the read)', async () => {
+  const sim = new SimFileSystem({ seed: 29 });
+  let holdNext = false;
+  const disk = gatedDisk(sim, (call, path) => {
+    const hold = holdNext && call === 'open' && /\/spill\/run-\d+\.arrow$/.test(path);
+    if (hold) holdNext = false;
+    return hold;
+  });
+  const clock = manualClock();
+  const engine = await Engine.open({ dataDir, fs: disk.fs, clock, walLimits: { segmentBytes: 4096 } });
+  const ids = idsOf(await engine.admit(batchFromSpecs(spread(10, t0 + 5 * hour, 60_000))));
+  // Eight spilled runs; with a ninth, the next checkpoint merges them and deletes their files.
+  for (let run = 0; run < 8; run++) {
+    await engine.admit(batchFromSpecs(spread(1, t0 + 30 * hour + run, 1)));
+    await engine.checkpoint(t0 + 2 * hour);
+  }
+  // The lookup's open of the run holding the timer is held while the merging checkpoint runs.
+  disk.close();
+  holdNext = true;
+  const lookup = engine.lookup(ids[3] as string);
+  while (disk.held() === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+  let runsDeleted = false;
+  sim.setFault((op, path) => {
+    if (op === 'unlink' && /run-\d+\.arrow$/.test(path)) runsDeleted = true;
+    return undefined;
+  });
+  await engine.admit(batchFromSpecs(spread(1, t0 + 40 * hour, 1)));
+  const checkpoint = engine.checkpoint(t0 + 2 * hour);
+  // Without the fix the checkpoint deletes the run now; with it, it waits for the lookup.
+  for (let turn = 0; turn < 5_000 && !runsDeleted; turn++) await new Promise<void>((resolve) => setImmediate(resolve));
+  disk.open();
+  sim.setFault(undefined);
+  const [view] = await Promise.all([lookup, checkpoint]);
+  assert.equal(view?.state, 'pending', 'the lookup read its run before the run was deleted');
   await engine.close();
 });
