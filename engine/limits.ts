@@ -105,7 +105,54 @@ export const httpLimits = {
   /** Malformed frames, and streams refused or reset by the client, one session may send before it is closed (rapid reset, floods). */
   http2SessionInvalidFramesMax: 100,
   http2SessionRejectedStreamsMax: 100,
+  /**
+   * Streams an HTTP/2 client may reset (RST_STREAM) at once before its session is closed
+   * (rapid reset, CVE-2023-44487): nghttp2's token bucket, node's `streamResetBurst`. Twice the
+   * streams a client may have open, so a client whose every open stream times out, twice
+   * before the bucket refills, is still served; nghttp2's default is 1,000.
+   */
+  http2StreamResetBurst: 512,
+  /** Resets per second the bucket refills (node's `streamResetRate`): nghttp2's default, far above a client that cancels now and then. */
+  http2StreamResetsPerSecond: 33,
 } as const;
+
+assert.ok(httpLimits.http2StreamResetBurst >= httpLimits.http2ConcurrentStreamsMax, 'a client that cancels every stream it has open is not closed for it');
+
+/**
+ * The per-peer penalty (ingest/http/peer-penalty.ts): a connection the server closed for abuse
+ * (an HTTP/2 session past a limit above: resets, invalid frames, refused streams, a CONTINUATION
+ * flood; an HTTP/1.1 header block past headerListBytesMax) is an offence of its peer address
+ * (an IPv6 peer is its /64). A peer with enough offences has its new connections refused for a
+ * cool-down that doubles on each repeat, and its open ones closed.
+ */
+export const peerPenaltyLimits = {
+  /** Offences within offenceWindowMs that start a first penalty: one or two (a client that hit a limit once, and retried) are not a pattern. */
+  offencesBeforePenalty: 3,
+  offenceWindowMs: 60_000,
+  /** The first cool-down; each later penalty of a remembered peer doubles it… */
+  coolDownMsMin: 10_000,
+  /** …up to this. */
+  coolDownMsMax: 10 * 60_000,
+  /** A penalised peer is remembered this long after its cool-down ends: an offence in that time penalises again at once, for twice as long. */
+  peerMemoryMs: 60 * 60_000,
+  /** Peers remembered at most (about 100 B each); past it the least recently offending is forgotten. */
+  peersMax: 10_000,
+  /** Warn lines about penalised peers per minute at most; the rest are counted in the next line and in /metrics. */
+  logLinesPerMinuteMax: 60,
+} as const;
+
+export type PeerPenaltyLimits = { -readonly [K in keyof typeof peerPenaltyLimits]: number };
+
+export function assertPeerPenaltyLimits(limits: PeerPenaltyLimits): void {
+  assert.ok(Number.isSafeInteger(limits.offencesBeforePenalty) && limits.offencesBeforePenalty >= 1, 'offencesBeforePenalty must be a whole number ≥ 1');
+  assert.ok(limits.offenceWindowMs > 0, 'offenceWindowMs must be positive');
+  assert.ok(limits.coolDownMsMin > 0 && limits.coolDownMsMin <= limits.coolDownMsMax, 'cool-downs grow from min to max');
+  assert.ok(limits.peerMemoryMs >= 0, 'peerMemoryMs must not be negative');
+  assert.ok(Number.isSafeInteger(limits.peersMax) && limits.peersMax >= 1, 'peersMax must be a whole number ≥ 1');
+  assert.ok(limits.logLinesPerMinuteMax >= 1, 'at least one warn line a minute');
+}
+
+assertPeerPenaltyLimits(peerPenaltyLimits);
 
 export const storeLimits = {
   /** Resident timers at most; past it admits get CAPACITY_FULL (503). Handles address 2^28. */

@@ -7,7 +7,9 @@
 // event. Both inner servers call one request handler. When TLS credentials are given, the
 // listener also carries the TLS port (tls-listener.ts), which hands its connections to the same
 // inner servers once ALPN has named the protocol; closing this listener closes that one too, so
-// fastify, which knows one server, drains both ports.
+// fastify, which knows one server, drains both ports. Both ports ask the peer guard
+// (peer-guard.ts) before serving a connection, and report to it the sessions and connections
+// that fail for abuse; when a peer is penalised, its open connections are closed too.
 //
 //   accept ─► sniff (≤ 24 B, ≤ sniffTimeoutMs) ─┬─ "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" ─► http2 server ─┐
 //                                               └─ anything else ───────────────────► http server ───┴─► handler
@@ -23,6 +25,8 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { httpLimits } from '../../engine/limits.ts';
+import type { Penalty } from './peer-penalty.ts';
+import type { PeerGuard } from './peer-guard.ts';
 import { type NegotiatedProtocol, type TlsCredentials, TlsListener } from './tls-listener.ts';
 
 /** RFC 9113 §3.4: what an HTTP/2 client with prior knowledge sends first. */
@@ -51,13 +55,15 @@ export class CleartextListener extends net.Server {
   readonly #sockets = new Set<net.Socket>();
   readonly #sniffing = new Set<net.Socket>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
+  readonly #guard: PeerGuard;
   /** The TLS port, when credentials were given; it listens when told to, on its own address. */
   readonly tls: TlsListener | undefined;
 
-  constructor(handler: DualProtocolRequestHandler, tlsCredentials?: TlsCredentials) {
+  constructor(handler: DualProtocolRequestHandler, guard: PeerGuard, tlsCredentials?: TlsCredentials) {
     // As http.Server configures its own sockets: an HTTP/1.1 client may half-close after its
     // request and still read the response; responses are not held back by Nagle.
     super({ allowHalfOpen: true, noDelay: true });
+    this.#guard = guard;
     this.#http1 = http.createServer(
       {
         keepAliveTimeout: httpLimits.http1KeepAliveTimeoutMs,
@@ -74,8 +80,16 @@ export class CleartextListener extends net.Server {
         maxSessionMemory: httpLimits.http2SessionMemoryMbMax,
         maxSessionInvalidFrames: httpLimits.http2SessionInvalidFramesMax,
         maxSessionRejectedStreams: httpLimits.http2SessionRejectedStreamsMax,
+        streamResetBurst: httpLimits.http2StreamResetBurst,
+        streamResetRate: httpLimits.http2StreamResetsPerSecond,
       },
-      handler,
+      // A stream its client has already reset has nobody to answer, so it skips fastify's
+      // routing, body read, error and reply (measured: 65–77 µs of server CPU per rapid-reset
+      // stream instead of 83–88). Node hands a request over after reading the whole chunk it
+      // came in, so the RST_STREAM sent right behind the HEADERS has usually been read by then.
+      (request: http2.Http2ServerRequest, response: http2.Http2ServerResponse) => {
+        if (!request.stream.destroyed) handler(request, response);
+      },
     );
     this.#http1.maxHeadersCount = httpLimits.headerFieldsMax;
     this.#http2.on('session', (session) => this.#adoptSession(session));
@@ -85,10 +99,12 @@ export class CleartextListener extends net.Server {
     // fastify answers client errors (malformed HTTP/1.1) with a JSON 400 through its listener
     // on the server it was given: this one. Without a listener here, drop the connection.
     this.#http1.on('clientError', (err: Error, socket: net.Socket) => {
+      const penalty = this.#guard.http1ClientError(socket.remoteAddress, err);
       if (!this.emit('clientError', err, socket)) socket.destroy();
+      this.#penalise(penalty);
     });
     this.on('connection', (socket: net.Socket) => this.#accept(socket));
-    this.tls = tlsCredentials === undefined ? undefined : new TlsListener(tlsCredentials, (socket, protocol) => this.#serve(socket, protocol));
+    this.tls = tlsCredentials === undefined ? undefined : new TlsListener(tlsCredentials, (socket, protocol) => this.#serve(socket, protocol), (socket) => guard.admits(socket));
   }
 
   /**
@@ -132,6 +148,11 @@ export class CleartextListener extends net.Server {
   }
 
   #accept(socket: net.Socket): void {
+    // A penalised peer's connection: reset (no FIN, no TIME_WAIT here) before any HTTP work.
+    if (!this.#guard.admits(socket)) {
+      socket.resetAndDestroy();
+      return;
+    }
     this.#sockets.add(socket);
     this.#sniffing.add(socket);
     socket.once('close', () => {
@@ -177,6 +198,15 @@ export class CleartextListener extends net.Server {
   #adoptSession(session: http2.ServerHttp2Session): void {
     this.#sessions.add(session);
     session.once('close', () => this.#sessions.delete(session));
+    // Read now: once the session has failed its socket is gone, and with it the address.
+    const address = session.socket.remoteAddress;
+    session.once('error', (err: Error) => this.#penalise(this.#guard.sessionError(address, err)));
     session.setTimeout(httpLimits.http2SessionIdleTimeoutMs, () => session.close());
+  }
+
+  /** A penalty just started: the peer's other connections (both ports, once served) are closed as well. */
+  #penalise(penalty: Penalty | undefined): void {
+    if (penalty === undefined) return;
+    for (const socket of this.#sockets) if (this.#guard.belongsTo(socket, penalty.peer)) socket.destroy();
   }
 }

@@ -3,6 +3,7 @@
 // the numbers cannot drift from what /v1/stats says.
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Engine, TimerStateName } from '../../engine/engine.ts';
+import type { PeerGuard } from './peer-guard.ts';
 import type { HttpServer, RoutesOptions } from './server.ts';
 
 const states: readonly TimerStateName[] = ['pending', 'delivering', 'retrying', 'delivered', 'dead', 'cancelled'];
@@ -52,6 +53,32 @@ export function engineMetrics(engine: Engine): Registry {
   walCounter('fermata_wal_bytes_written_total', 'Bytes written to WAL segments since start.', () => engine.log.counters.bytesWritten);
   walCounter('fermata_wal_slow_fdatasyncs_total', 'fdatasyncs slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
   return registry;
+}
+
+/** The peer guard's counters (peer-guard.ts), read at scrape time. */
+export function peerGuardMetrics(registry: Registry, guard: PeerGuard): void {
+  const counter = (name: string, help: string, read: () => number): void => {
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  };
+  counter('fermata_http_abusive_connections_total', 'Connections closed because their peer went past an HTTP protocol limit (reset flood, invalid frames, header floods).', () => guard.counters.abusiveConnections);
+  counter('fermata_http_peer_penalties_total', 'Penalties started: a peer whose new connections are refused for a cool-down.', () => guard.counters.penalties);
+  counter('fermata_http_refused_connections_total', 'New connections reset because their peer was penalised.', () => guard.counters.refusedConnections);
+  new Gauge({
+    name: 'fermata_http_penalty_table_peers',
+    help: 'Peers the penalty table remembers (penalised, or with recent offences).',
+    registers: [registry],
+    collect() {
+      this.set(guard.table.size);
+    },
+  });
 }
 
 export async function metricsRoutes(app: HttpServer, { engine, metrics }: RoutesOptions & { metrics?: (registry: Registry) => void }): Promise<void> {

@@ -91,6 +91,10 @@ const metricNames = [
   'fermata_wal_fdatasyncs_total',
   'fermata_wal_bytes_written_total',
   'fermata_wal_slow_fdatasyncs_total',
+  'fermata_http_abusive_connections_total',
+  'fermata_http_peer_penalties_total',
+  'fermata_http_refused_connections_total',
+  'fermata_http_penalty_table_peers',
 ];
 
 const retryAfter = { 'Retry-After': ref('headers', 'RetryAfter') };
@@ -338,7 +342,7 @@ export const openApiDocument = {
       get: {
         operationId: 'getMetrics',
         summary: 'Prometheus metrics',
-        description: `Prometheus text exposition (version 0.0.4), read from the engine when scraped: ${metricNames.map((name) => `\`${name}\``).join(', ')}.`,
+        description: `Prometheus text exposition (version 0.0.4), read from the engine and the HTTP peer guard when scraped: ${metricNames.map((name) => `\`${name}\``).join(', ')}.`,
         responses: {
           '200': { description: 'The metrics.', content: { 'text/plain': { schema: { type: 'string' } } } },
           '401': ref('responses', 'Unauthorized'),

@@ -23,8 +23,9 @@ import type { DiskSpaceCheck } from './disk-space.ts';
 import { errorAnswer } from './error-map.ts';
 import { deadRoutes } from './dead-routes.ts';
 import type { Registry } from 'prom-client';
-import { metricsRoutes } from './metrics-routes.ts';
+import { metricsRoutes, peerGuardMetrics } from './metrics-routes.ts';
 import { openapiRoutes } from './openapi.ts';
+import { PeerGuard } from './peer-guard.ts';
 import { queuesRoutes } from './queues-routes.ts';
 import { statsRoutes } from './stats-routes.ts';
 import { timersRoutes } from './timers-routes.ts';
@@ -43,6 +44,8 @@ export interface HttpServerOptions {
   readonly tls?: TlsCredentials;
   /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's. */
   readonly metrics?: (registry: Registry) => void;
+  /** Refuses penalised peers on both ports (peer-guard.ts); made here, logging to `logger`, when not given (a test gives one to read its table). */
+  readonly peerGuard?: PeerGuard;
 }
 
 /** What each route plugin is registered with. */
@@ -61,10 +64,11 @@ const statusSchema = {
 } as const;
 
 export function createHttpServer(options: HttpServerOptions): HttpServer {
+  const guard = options.peerGuard ?? new PeerGuard({ logger: options.logger });
   const app = fastify<CleartextListener>({
     http2: true,
     // fastify's handler accepts both request kinds (see the top of this file); its type names only the HTTP/2 one.
-    serverFactory: (handler) => new CleartextListener(handler as DualProtocolRequestHandler, options.tls),
+    serverFactory: (handler) => new CleartextListener(handler as DualProtocolRequestHandler, guard, options.tls),
     // Per-request lines ("incoming request", "request completed", 4xx) are info: at ingest
     // rates they would cost more than the requests. Warnings and errors still come through.
     loggerInstance: options.logger.child({}, { level: 'warn' }),
@@ -102,7 +106,14 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
   void app.register(statsRoutes, { engine });
-  void app.register(metricsRoutes, { engine, ...(options.metrics === undefined ? {} : { metrics: options.metrics }) });
+  const metrics = options.metrics;
+  void app.register(metricsRoutes, {
+    engine,
+    metrics: (registry) => {
+      peerGuardMetrics(registry, guard);
+      metrics?.(registry);
+    },
+  });
   void app.register(openapiRoutes);
   return app;
 }

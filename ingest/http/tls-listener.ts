@@ -1,7 +1,8 @@
 // The optional TLS port: the handshake's ALPN names the protocol (h2 or http/1.1; a client that
 // offers none gets HTTP/1.1, as https servers do), and each connection, once secure, is handed
 // to the same inner HTTP/1.1 and HTTP/2 servers the cleartext port uses (cleartext-listener.ts).
-// So both ports share one request handler, one set of HTTP/2 hardening limits and one drain.
+// So both ports share one request handler, one set of HTTP/2 hardening limits, one peer guard
+// (a penalised peer's connection is reset before its handshake) and one drain.
 //
 //   accept ─► TLS handshake (≤ sniffTimeoutMs) ─┬─ ALPN "h2" ──────────────► http2 server ─┐
 //                                               └─ "http/1.1" or no ALPN ─► http server ───┴─► handler
@@ -30,7 +31,7 @@ export class TlsListener extends tls.Server {
   readonly #connections = new Set<net.Socket>();
   #closing = false;
 
-  constructor(credentials: TlsCredentials, handOver: SecureConnectionHandler) {
+  constructor(credentials: TlsCredentials, handOver: SecureConnectionHandler, admits: (socket: net.Socket) => boolean) {
     super({
       cert: credentials.cert,
       key: credentials.key,
@@ -40,6 +41,10 @@ export class TlsListener extends tls.Server {
       noDelay: true,
     });
     this.on('connection', (socket: net.Socket) => {
+      if (!admits(socket)) {
+        socket.resetAndDestroy();
+        return;
+      }
       this.#connections.add(socket);
       socket.once('close', () => this.#connections.delete(socket));
     });

