@@ -69,6 +69,7 @@ function checkIpcFrames(ipc: Uint8Array, rowsMax: number): void {
   const malformed = (what: string): FermataError => new FermataError(errorCodes.batchInvalid, `not a readable Arrow IPC stream: ${what}`, { column: '' });
   let at = bytes.length >= 8 && bytes.toString('latin1', 0, 6) === 'ARROW1' ? 8 : 0;
   let rows = 0;
+  let first = true;
   while (at + 4 <= bytes.length) {
     let length = bytes.readInt32LE(at);
     let headerAt = at + 4;
@@ -80,6 +81,8 @@ function checkIpcFrames(ipc: Uint8Array, rowsMax: number): void {
     if (length === 0) return;
     if (length < 0 || headerAt + length > bytes.length) throw malformed(`a message at byte ${at} announces ${length} bytes of metadata, past the end`);
     const facts = messageFacts(bytes.subarray(headerAt, headerAt + length), malformed);
+    if (first && facts.headerType !== headerTypes.schema) throw malformed(`the stream starts with a message of header type ${facts.headerType}, not a Schema`);
+    first = false;
     const next = headerAt + length + facts.bodyLength;
     if (next > bytes.length) throw malformed(`a message at byte ${at} announces a ${facts.bodyLength}-byte body, past the end`);
     if (facts.headerType === headerTypes.recordBatch) {

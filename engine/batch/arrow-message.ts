@@ -119,6 +119,11 @@ export function messageFacts(header: Buffer, malformed: (what: string) => Fermat
     const message = tableAt(header, 0);
     const typePosition = fieldPosition(header, message, 1);
     const headerType = typePosition === undefined ? 0 : header.readUInt8(typePosition);
+    // Anything else (NONE, Tensor, SparseTensor, a forged byte) apache-arrow's stream reader
+    // never gets past: a message of header type 0 made it loop forever (B9).
+    if (headerType !== headerTypes.schema && headerType !== headerTypes.dictionaryBatch && headerType !== headerTypes.recordBatch) {
+      throw malformed(`a message of header type ${headerType} (only Schema, DictionaryBatch and RecordBatch messages are read)`);
+    }
     const bodyLength = int64At(header, fieldPosition(header, message, 3));
     if (bodyLength < 0n || bodyLength > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`a message body length of ${bodyLength}`);
     let dictionaryId = 0n;

@@ -1,7 +1,7 @@
 // Hostile Arrow IPC streams for POST /v1/timers: byte-level mutations (flip, insert, delete,
 // truncate, splice, overwrite with a boundary integer) of seed streams. Seeds are timer batches
-// written by apache-arrow in the shapes clients send (Timestamp or Int64 fire_at, delay_ms,
-// dictionary or plain Utf8 targets, nulls, several record batches), and Arrow's own test streams
+// written by apache-arrow and by pyarrow in the shapes clients send (Timestamp of any unit or
+// Int64 fire_at, delay_ms, dictionary or plain Utf8 targets, nulls, several record batches), and Arrow's own test streams
 // in /work/shared/testdata/arrow-ipc (malformed OSS-Fuzz inputs, foreign schemas, LZ4/ZSTD).
 // Positions are drawn as naturals and taken modulo the current length, so fast-check can shrink
 // a failing case to few, small operations.
@@ -68,7 +68,16 @@ function testDataSeeds(): ArrowSeed[] {
   return seeds;
 }
 
-/** Every seed: fermata-shaped streams written by apache-arrow first, then Arrow's test data. */
+/** Timer batches written by pyarrow (test/fixtures/pyarrow_fuzz_seeds.py), committed so no Python is needed to fuzz them. */
+const pyarrowSeedDir = new URL('../fixtures/arrow/pyarrow-seeds/', import.meta.url);
+
+function pyarrowSeeds(): ArrowSeed[] {
+  return readdirSync(pyarrowSeedDir)
+    .sort()
+    .map((name) => ({ name: `pyarrow/${name}`, bytes: readFileSync(new URL(name, pyarrowSeedDir)) }));
+}
+
+/** Every seed: fermata-shaped streams written by apache-arrow and by pyarrow first, then Arrow's test data. */
 export function arrowSeeds(target: string): ArrowSeed[] {
   return [
     { name: 'timers-1', bytes: batchToArrow(batchFromSpecs(specs(target, 1))) },
@@ -76,12 +85,13 @@ export function arrowSeeds(target: string): ArrowSeed[] {
     { name: 'timers-200', bytes: batchToArrow(batchFromSpecs(specs(target, 200))) },
     { name: 'plain-columns', bytes: plainColumnsSeed(target) },
     { name: 'two-batches', bytes: twoBatchesSeed(target) },
+    ...pyarrowSeeds(),
     ...testDataSeeds(),
   ];
 }
 
-/** How many of arrowSeeds' first entries are fermata-shaped (written by apache-arrow). */
-export const writtenSeedCount = 5;
+/** How many of arrowSeeds' first entries are fermata-shaped (valid adds, written by apache-arrow or pyarrow). */
+export const writtenSeedCount = 5 + pyarrowSeeds().length;
 
 export type ByteMutation =
   | { readonly kind: 'flip'; readonly at: number; readonly bit: number }

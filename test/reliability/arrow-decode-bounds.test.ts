@@ -12,8 +12,9 @@
 //
 //   node --test test/reliability/arrow-decode-bounds.test.ts
 //
-// The control is a valid stream; the three cases are B1's regressions (fixed: the message
-// frames are checked before apache-arrow reads them, engine/batch/arrow-message.ts).
+// The control is a valid stream; three cases are B1's regressions (fixed: the message frames
+// are checked before apache-arrow reads them, engine/batch/arrow-message.ts), one is B9's (a
+// message of header type NONE, which apache-arrow's reader never got past: now refused).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
@@ -61,8 +62,9 @@ test(`control: a valid timer stream decodes within ${bounds.heapMb} MB and ${bou
   assert.equal(decoded.line, 'accepted 1');
 });
 
-const hostile: ReadonlyArray<{ readonly name: string; readonly what: string; readonly base64: string }> = [
+const hostile: ReadonlyArray<{ readonly bug: string; readonly name: string; readonly what: string; readonly base64: string }> = [
   {
+    bug: 'B1',
     name: 'fuzz case 162',
     what: 'fills over 1 GB of heap in about 5 s, then refuses',
     base64:
@@ -84,6 +86,7 @@ const hostile: ReadonlyArray<{ readonly name: string; readonly what: string; rea
       'AAAAAAAAAAAAAAAAYQtiYXoAAAgAAAAA/////7AAAAAUAAAAAAAAAAwAFAA=',
   },
   {
+    bug: 'B1',
     name: 'fuzz case 235',
     what: 'keeps the decoder busy for minutes',
     base64:
@@ -97,6 +100,7 @@ const hostile: ReadonlyArray<{ readonly name: string; readonly what: string; rea
       'ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICDxICAgICAgICAgICAgICAgICAgICAgICAgICAg',
   },
   {
+    bug: 'B1',
     name: 'fuzz case 318',
     what: 'fills a 4 GB heap in about 66 s: the process aborts',
     base64:
@@ -117,10 +121,38 @@ const hostile: ReadonlyArray<{ readonly name: string; readonly what: string; rea
       'AAAAAAAAAAAAAAAAAQAAAAAAAAAAAAAAAAAAAAEAAAAAAAAAAAAAAAAAAAABAAAAAAAAAAAAAAAAAAAAAJT/5s4BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAkA' +
       'AABwYXlsb2FkIDAAAAAAAAAAAAAAAA0AAAB7Ingtcm93IjoiMCJ9AAAAAAAAAAwAAABhcnJvdy1zZWVkLTAAAAAA/////wAAAAA=',
   },
+  {
+    bug: 'B9',
+    name: 'fuzz case 7170 (seed 20261202, from valid/generated_primitive_no_batches.stream)',
+    what: 'a schema message whose header type byte reads 0 (NONE): apache-arrow\'s stream reader looped for good',
+    base64:
+      '/////4gHAAAQAAAAAAAKAAoAAAAAAQQAEAAAAAAACgAMAAAABAAIAAoAAAAMAAAABAAAAAAAAAAeAAAAGAcAANAGAAB8BgAAPAYAAAAGAADABQAAhAUAAEQF' +
+      'AAAIBQAAyAQAAIgEAABMBAAAFAQAANgDAACgAwAAZAMAACwDAADwAgAArAIAAHACAAA0AgAA+AEAAMQBAACMAQAAWAEAACABAADcAAAAlAAAAEwAAAAEAAAA' +
+      'tPn//wAAAA8YAAAADAAAAAQAAAAAAAAAxvv//3gAAAAfAAAAZml4ZWRzaXplYmluYXJ5XzEyMF9ub25udWxsYWJsZQC0+f//AAABDxgAAAAMAAAABAAAAAAA' +
+      'AAAK/P//eAAAABwAAABmaXhlZHNpemViaW5hcnlfMTIwX251bGxhYmxlAAAAADz6//8AAAAPGAAAAAwAAAAEAAAAAAAAAE78//8TAAAAHgAAAGZpeGVkc2l6' +
+      'ZWJpbmFyeV8xOV9ub25udWxsYWJsZQAAPPr//wAAAQ8YAAAADAAAAAQAAAAAAP9/AAD//xMAAAAbAAAAZml4ZWRzaXplYmluYXJ5XzE5X251bGxhYmxlAMD6' +
+      '//8AAAAFFAAAAAwAAAAEAAAAAAAAAGz6//8QAAAAdXRmOF9ub25udWxsYWJsZQAAAACw+v//AAABBRQAAAAMAAAABAAAAAAAAACg+v//DQAAAHV0ZjhfbnVs' +
+      'bGFibGUAAAAk+///AAAABBQAAAAMAAAABAAAAAAAAADQ+v//EgAAAGJpbmFyeV9ub25udWxsYWJsZQAAFPv//wAAAQQUAAAADAAAAAQAAAAAAAAABPv//w8A' +
+      'AABiaW5hcnlfbnVsbGFibGUAiPv//wAAAAMYAAAADAAAAAQAAAAAAAAAVv///wAAAgATAAAAZmxvYXQ2NF9ub25udWxsYWJsZQB8+///AAABAxgAAAAMAAAA' +
+      'BAAAAAAAAACO////AAACABAAAABmbG9hdDY0X251bGxhYmxlAAAAAPj7//8AAAADGAAAAAwAAAAEAAAAAAAAAMb///8AAAEAEwAAAGZsb2F0MzJfbm9ubnVs' +
+      'bGFibGUA7Pv//wAAAQMgAAAAFAAAAAQAAAAAAAAAAAAGAAgABgAGAAAAAAABABAAAABmbG9hdDMyX251bGxhYmxlAAAAAHD8//8AAAACGAAAAAwAAAAEAAAA' +
+      'AAAAAIL+//9AAAAAEgAAAHVpbnQ2NF9ub25udWxsYWJsZQAAZPz//wAAAQIYAAAADAAAAAQAAAAAAAAAuv7//0AAAAAPAAAAdWludDY0X251bGxhYmxlANz8' +
+      '//8AAAACGAAAAAwAAAAEAAAAAAAAAO7+//8gAAAAEgAAAHVpbnQzMl9ub25udWxsYWJsZQAA0Pz//wAAAQIYAAAADAAAAAQAAAAAAAAAJv///yAAAAAPAAAA' +
+      'dWludDMyX251bGxhYmxlAEj9//8AAAACGAAAAAwAAAAEAAAAAAAAAFr///8QAAAAEgAAAHVpbnQxNl9ub25udWxsYWJsZQAAPP3//wAAAQIYAAAADAAAAAQA' +
+      'AAAAAAAAkv///xAAAAAPAAAAdWludDE2X251bGxhYmxlALT9//8AAAACGAAAAAwAAAAEAAAAAAAAAMb///8IAAAAEQAAAHVpbnQ4X25vbm51bGxhYmxlAAAA' +
+      'qP3//wAAAQIgAAAAFAAAAAQAAAAAAAAAAAAGAAgABAAGAAAACAAAAA4AAAB1aW50OF9udWxsYWJsZQAAKP7//wAAAAIcAAAADAAAAAQAAAAAAAAAaP7//wAA' +
+      'AAFAAAAAEQAAAGludDY0X25vbm51bGxhYmxlAAAAIP7//wAAAQIcAAAADAAAAAQAAAAAAAAApP7//wAAAAFAAAAADgAAAGludDY0X251bGxhYmxlAACc/v//' +
+      'AAAAAhwAAAAMAAAABAAAAAAAAADc/v//AAAAASAAAAARAAAAaW50MzJfbm9ubnVsbGFibGUAAACU/v//AAABAhwAAAAMAAAABAAAAAAAAAAY////AAAAASAA' +
+      'AAAOAAAAaW50MzJfbnVsbGFibGUAABD///8AAAACHAAAAAwAAAAEAAAAAAAAAFD///8AAAABEAAAABEAAABpbnQxNl9ub25udWxsYWJsZQAAAAj///8AAAEC' +
+      'HAAAAAwAAAAEAAAAAAAAAIz///8AAAABEAAAAA4AAABpbnQxNl9udWxsYWJsZQAAhP///wAAAAIcAAAADAAAAAQAAAAAAAAAxP///wAAAAEIAAAAEAAAAGlu' +
+      'dDhfbm9ubnVsbGFibGUAAAAAfP///wAAAQIkAAAAFAAAAAQAAAAAAAAACAAMAAgABwAIAAAAAAAAAQgAAAANAAAAaW50OF9udWxsYWJsZQAAABAAFAAIAAAA' +
+      'BwAMAAAAEAAQAAAAAAAABhQAAAAMAAAABAAAAAAAAAC8////EAAAAGJvb2xfbm9ubnVsbGFibGUAAAAAEAAUAAgABgAHAAwAAAAQABAAAAAAAAEGGAAAABAA' +
+      'AAAEAAAAAAAAAAQABAAEAAAADQAAAGJvb2xfbnVsbGFibGUAAAD/////AAAAAA==',
+  },
 ];
 
 for (const stream of hostile) {
-  test(`B1 ${stream.name} (${stream.what}): refused within ${bounds.heapMb} MB and ${bounds.timeMs / 1000} s`, { timeout: 30_000 }, async () => {
+  test(`${stream.bug} ${stream.name} (${stream.what}): refused within ${bounds.heapMb} MB and ${bounds.timeMs / 1000} s`, { timeout: 30_000 }, async () => {
     assertBounded(await decodeInChild(stream.base64));
   });
 }

@@ -1,5 +1,6 @@
 // Fuzzing POST /v1/timers with Arrow IPC streams: byte-level mutations (flip, insert, delete,
-// truncate, splice, boundary integers) of timer batches written by apache-arrow and of Arrow's own
+// truncate, splice, boundary integers) of timer batches written by apache-arrow and by pyarrow
+// (test/fixtures/arrow/pyarrow-seeds, each first checked to be a valid add) and of Arrow's own
 // malformed, foreign and compressed test streams (test/helpers/fuzz-arrow.ts). Every answer must
 // pass the verdict of test/helpers/fuzz-verdict.ts (a 2xx, or a 4xx with a JSON error code; no
 // 5xx; nothing over 1 s twice); afterwards the server still takes a valid add.
@@ -18,7 +19,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
-import { arrowCase, arrowSeeds } from '../helpers/fuzz-arrow.ts';
+import { arrowCase, arrowSeeds, writtenSeedCount } from '../helpers/fuzz-arrow.ts';
 import { assertStillAdds, sendAll, socketSend, Tally } from '../helpers/fuzz-verdict.ts';
 import { H2Client } from '../helpers/h2-client.ts';
 import { propertyRuns } from '../helpers/property.ts';
@@ -86,6 +87,12 @@ test(`Arrow IPC streams, ${sizes.overSockets} over HTTP/2 to fermata serve: the 
   const cases = fc.sample(arrowCase(seeds.length), { numRuns: sizes.overSockets, seed }).map((fuzzCase) => arrowRequest(fuzzCase, seeds));
   const client = await H2Client.connect(service.url, sizes.requestTimeoutMs);
   try {
+    // The fermata-shaped seeds (apache-arrow's and pyarrow's) are valid adds: mutating them explores the accepting path.
+    const send = socketSend(client);
+    for (const written of seeds.slice(0, writtenSeedCount)) {
+      const answer = await send({ headers: { 'content-type': 'application/vnd.apache.arrow.stream' }, body: Buffer.from(written.bytes) });
+      assert.equal(answer.status, 201, `seed ${written.name} is a valid add: ${answer.body.toString('utf8').slice(0, 300)}`);
+    }
     const tally = new Tally();
     const problems = await sendAll(socketSend(client), cases, tally);
     t.diagnostic(tally.summary(`over sockets (fc.sample seed ${seed})`));
