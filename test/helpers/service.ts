@@ -75,3 +75,18 @@ export async function startService(dataDir: string, onSpawn: (child: ChildProces
     throw err;
   }
 }
+
+/** The service's Flight URL (grpc+tcp://…), from its "flight listening" log line. */
+export async function flightUrl(service: Service): Promise<string> {
+  return withTimeout(
+    (async () => {
+      for (;;) {
+        const match = /"url":"(grpc\+tcp:\/\/[^"]+)","msg":"flight listening"/.exec(service.output());
+        if (match !== null) return match[1] as string;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })(),
+    10_000,
+    'the "flight listening" line',
+  );
+}

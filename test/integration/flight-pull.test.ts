@@ -18,7 +18,7 @@ import type { FlightData } from '../../ingest/flight/flight-messages.ts';
 import { IpcAssembler } from '../../ingest/flight/ipc-assembler.ts';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
-import { type Service, startService } from '../helpers/service.ts';
+import { flightUrl, startService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
 const clientScript = fileURLToPath(new URL('../fixtures/pyarrow_flight_client.py', import.meta.url));
@@ -30,19 +30,6 @@ const token = 'flight-pull-token-0123456789';
 /** The pull queue's config: short leases and backoff so an expiry is seen within a second or two. */
 const pullConfig = { delivery: 'pull', timeout_ms: 1_000, min_backoff_ms: 100, max_backoff_ms: 100, batch_rows_max: 1_000 };
 
-async function flightUrl(service: Service): Promise<string> {
-  return withTimeout(
-    (async () => {
-      for (;;) {
-        const match = /"url":"(grpc\+tcp:\/\/[^"]+)","msg":"flight listening"/.exec(service.output());
-        if (match !== null) return match[1] as string;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    })(),
-    10_000,
-    'the "flight listening" line',
-  );
-}
 
 async function http(base: string, method: string, path: string, body?: unknown, bearer?: string): Promise<{ status: number; body: unknown }> {
   const headers: Record<string, string> = bearer === undefined ? {} : { authorization: `Bearer ${bearer}` };

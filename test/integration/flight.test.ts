@@ -17,7 +17,7 @@ import { flightFailure } from '../../ingest/flight/status-map.ts';
 import { flightDataOf, FlightTestClient, ipcMessages, timersDescriptor } from '../../ingest/flight/flight-client.ts';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
-import { type Service, startService } from '../helpers/service.ts';
+import { flightUrl, startService } from '../helpers/service.ts';
 import { startH2Sink } from '../helpers/sinks.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
@@ -29,20 +29,6 @@ const requestTimeoutMs = 10_000;
 const token = 'flight-test-token-0123456789';
 const dayMs = 86_400_000;
 
-/** The service's Flight URL, from its "flight listening" log line. */
-async function flightUrl(service: Service): Promise<string> {
-  return withTimeout(
-    (async () => {
-      for (;;) {
-        const match = /"url":"(grpc\+tcp:\/\/[^"]+)","msg":"flight listening"/.exec(service.output());
-        if (match !== null) return match[1] as string;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    })(),
-    10_000,
-    'the "flight listening" line',
-  );
-}
 
 async function getJson(base: string, path: string, bearer?: string): Promise<{ status: number; body: unknown }> {
   const response = await fetch(`${base}${path}`, { headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` }, signal: AbortSignal.timeout(requestTimeoutMs) });

@@ -18,7 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { testScratch } from '../helpers/scratch.ts';
-import { type Service, startService } from '../helpers/service.ts';
+import { type Service, type ServiceOptions, startService } from '../helpers/service.ts';
 
 const sizes = {
   tmpfsMiB: 48,
@@ -106,16 +106,18 @@ function fillUp(path: string): number {
   return written;
 }
 
-/** Adds for `fullPhaseMs` while the disk is full: every answer is a kept 201, or a 507/503; none passes once the gate has had time to see. */
-async function addWhileFull(service: Service, acked: string[]): Promise<Map<string, number>> {
+/**
+ * Adds for `fullPhaseMs` while the disk is full: every answer is a 201 (kept: the record fitted
+ * in a page the log file already had) or a 507/503; with `refusedAfterMs`, none passes after it.
+ */
+async function addWhileFull(service: Service, acked: string[], refusedAfterMs?: number): Promise<Map<string, number>> {
   const refusals = new Map<string, number>();
   const started = performance.now();
   while (performance.now() - started < sizes.fullPhaseMs) {
     const sentAtMs = performance.now() - started;
     const answer = await add(service).catch((err: unknown): AddAnswer => ({ status: 0, code: String(err) }));
     if (answer.status === 201 && answer.id !== undefined) {
-      // Truthful (the bytes fitted in a page the file already had), so it must be kept.
-      assert.ok(sentAtMs < sizes.gateSettleMs, `an add sent ${sentAtMs.toFixed(0)} ms into a full disk was taken`);
+      assert.ok(refusedAfterMs === undefined || sentAtMs < refusedAfterMs, `an add sent ${sentAtMs.toFixed(0)} ms into a full disk was taken`);
       acked.push(answer.id);
       continue;
     }
@@ -123,6 +125,18 @@ async function addWhileFull(service: Service, acked: string[]): Promise<Map<stri
     refusals.set(`${answer.status} ${answer.code}`, (refusals.get(`${answer.status} ${answer.code}`) ?? 0) + 1);
   }
   return refusals;
+}
+
+/** `fermata serve` on `dataDir`, and `addsBefore` adds it acknowledged. */
+async function serviceWithAdds(dataDir: string, options: ServiceOptions): Promise<{ service: Service; acked: string[] }> {
+  const service = await startService(dataDir, (child) => scratch.children.add(child), options);
+  const acked: string[] = [];
+  for (let i = 0; i < sizes.addsBefore; i++) {
+    const answer = await add(service);
+    assert.equal(answer.status, 201);
+    acked.push(answer.id as string);
+  }
+  return { service, acked };
 }
 
 /** Every acknowledged add is still there (pending) on `service`. */
@@ -158,16 +172,10 @@ test('a full disk: adds are refused 507 DISK_FULL below the free-space minimum, 
   const mount = mountTmpfs();
   if ('skip' in mount) return t.skip(mount.skip);
   const dataDir = join(mount.dir, 'data');
-  const service = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--config', configWith(sizes.freeBytesMin)] });
-  const acked: string[] = [];
-  for (let i = 0; i < sizes.addsBefore; i++) {
-    const answer = await add(service);
-    assert.equal(answer.status, 201);
-    acked.push(answer.id as string);
-  }
+  const { service, acked } = await serviceWithAdds(dataDir, { args: ['--config', configWith(sizes.freeBytesMin)] });
   const filler = join(mount.dir, 'filler');
   fillUp(filler);
-  const refusals = await addWhileFull(service, acked);
+  const refusals = await addWhileFull(service, acked, sizes.gateSettleMs);
   t.diagnostic(`refusals while full: ${JSON.stringify(Object.fromEntries(refusals))}`);
   assert.ok((refusals.get('507 DISK_FULL') ?? 0) > 0, 'the gate refused adds as DISK_FULL');
   const ready = await fetch(`${service.url}/readyz`);
@@ -186,27 +194,10 @@ test('a write that finds no space poisons the log; the service opens the data di
   if ('skip' in mount) return t.skip(mount.skip);
   const dataDir = join(mount.dir, 'data');
   // No free-space gate: the log's own writes meet the full disk.
-  const service = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--config', configWith(0)] });
-  const acked: string[] = [];
-  for (let i = 0; i < sizes.addsBefore; i++) {
-    const answer = await add(service);
-    assert.equal(answer.status, 201);
-    acked.push(answer.id as string);
-  }
+  const { service, acked } = await serviceWithAdds(dataDir, { args: ['--config', configWith(0)] });
   const filler = join(mount.dir, 'filler');
   fillUp(filler);
-  const refusals = new Map<string, number>();
-  const started = performance.now();
-  while (performance.now() - started < sizes.fullPhaseMs) {
-    const answer = await add(service).catch((err: unknown): AddAnswer => ({ status: 0, code: String(err) }));
-    if (answer.status === 201 && answer.id !== undefined) {
-      // A record that fitted in the segment's last page: durable, so kept.
-      acked.push(answer.id);
-      continue;
-    }
-    assert.ok(answer.status === 507 || answer.status === 503, `a full disk answers adds 507 or 503, not ${answer.status} (${answer.code})`);
-    refusals.set(`${answer.status} ${answer.code}`, (refusals.get(`${answer.status} ${answer.code}`) ?? 0) + 1);
-  }
+  const refusals = await addWhileFull(service, acked);
   t.diagnostic(`refusals while full: ${JSON.stringify(Object.fromEntries(refusals))}`);
   assert.ok((refusals.get('507 WAL_POISONED') ?? 0) > 0, 'a write that found no space poisoned the log (507, the cause being ENOSPC)');
   assert.match(service.output(), /the log is poisoned: opening the data directory again/);
@@ -227,16 +218,10 @@ test('fdatasync failing with EIO (fiu) poisons the log; recovery re-reads the di
   mkdirSync(fifoDir);
   const dataDir = join(dir, 'data');
   // fiu-run preloads libfiu's POSIX wrappers and opens a control FIFO; it execs node, so the pid is the service's.
-  const service = await startService(dataDir, (child) => scratch.children.add(child), { wrapper: ['fiu-run', '-x', '-f', join(fifoDir, 'ctrl')] });
+  const { service, acked } = await serviceWithAdds(dataDir, { wrapper: ['fiu-run', '-x', '-f', join(fifoDir, 'ctrl')] });
   const control = (command: string): void => {
     execFileSync('fiu-ctrl', ['-f', join(fifoDir, 'ctrl'), '-c', command, String(service.child.pid)], { timeout: 10_000 });
   };
-  const acked: string[] = [];
-  for (let i = 0; i < sizes.addsBefore; i++) {
-    const answer = await add(service);
-    assert.equal(answer.status, 201);
-    acked.push(answer.id as string);
-  }
   control('enable name=posix/io/sync/fdatasync,failinfo=5');
   const refusals = new Map<string, number>();
   for (let i = 0; i < 20; i++) {
