@@ -562,12 +562,21 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
     // The old life's ports stay open meanwhile: its adds are answered 503/507 from the poison
     // (Retry-After), its reads from memory, until the next life can take over.
     logger.error({ poison: ended.message }, 'the log is poisoned: opening the data directory again (recovery re-reads the disk)');
-    await stopDelivering(life, logger);
-    const next = await reopen(openEngine, stopRequested.promise, logger);
+    await stopDelivering(life);
+    // A full disk: the same writes would fail again at once, so the directory is opened again
+    // only once there is room (the old life answers 507 meanwhile, its ports open).
+    const roomNeeded = ended.details.cause === 'ENOSPC' ? Math.max(settings.diskFreeBytesMin, serviceLimits.reopenFreeBytesMin) : 0;
+    const hasRoom = async (): Promise<string | undefined> => {
+      if (roomNeeded === 0) return undefined;
+      const verdict = await disk.fresh();
+      return verdict.freeBytes !== undefined && verdict.freeBytes >= roomNeeded ? undefined : `waiting for ${roomNeeded} bytes free (${verdict.freeBytes ?? 'unknown'} now)`;
+    };
+    const next = await reopen(life.engine, hasRoom, openEngine, stopRequested.promise, logger);
     if (next === undefined) {
       logger.info('stopping');
       await caddy?.stop();
       const exitCode = await stopServing(life, logger);
+      await life.engine.close().catch(() => undefined);
       logger.info({ exitCode }, 'stopped');
       return exitCode;
     }
@@ -652,11 +661,9 @@ async function stopLife(life: Life, logger: Logger): Promise<number> {
 }
 
 /** A poisoned life's deliveries, loader and engine stop (releasing the data directory); its ports still answer. */
-async function stopDelivering(life: Life, logger: Logger): Promise<void> {
+async function stopDelivering(life: Life): Promise<void> {
   await life.dispatcher.close();
   await life.loader.stop();
-  // Closing a poisoned log writes nothing; it releases the lock for the next life.
-  await life.engine.close().catch((err: unknown) => logger.warn({ err }, 'closing the poisoned engine failed'));
 }
 
 /** A life's ports, drained; the exit code of the HTTP drain. */
@@ -674,14 +681,41 @@ async function portsReleased(life: Life): Promise<void> {
   }
 }
 
-/** Opens the data directory again after a poisoned log, backing off while it fails; undefined when a stop is asked meanwhile. */
-async function reopen(openEngine: () => Promise<Engine>, stopRequested: Promise<NodeJS.Signals>, logger: Logger): Promise<Engine | undefined> {
-  const stop = stopRequested.then(() => undefined);
+/**
+ * Opens the data directory again after a poisoned log, backing off while the disk fails;
+ * undefined when a stop is asked meanwhile. First the poisoned log is cut back to its last
+ * synced record (and the engine closed, releasing the directory): the new life must not read
+ * back records whose clients were refused, nor append after bytes the kernel may have dropped.
+ */
+async function reopen(
+  poisoned: Engine,
+  hasRoom: () => Promise<string | undefined>,
+  openEngine: () => Promise<Engine>,
+  stopRequested: Promise<NodeJS.Signals>,
+  logger: Logger,
+): Promise<Engine | undefined> {
+  let stopping = false;
+  const stop = stopRequested.then(() => {
+    stopping = true;
+    return undefined;
+  });
+  let released = false;
   for (let delayMs: number = serviceLimits.reopenDelayMsMin; ; delayMs = Math.min(2 * delayMs, serviceLimits.reopenDelayMsMax)) {
     try {
-      return await openEngine();
+      if (!released) {
+        await poisoned.log.cutToSynced();
+        await poisoned.close();
+        released = true;
+      }
+      const waiting = await hasRoom();
+      if (waiting !== undefined) throw new Error(waiting);
+      const engine = await openEngine();
+      // A stop asked while the log was replayed: no new life is started for it.
+      if (!stopping) return engine;
+      await engine.close().catch(() => undefined);
+      return undefined;
     } catch (err) {
-      logger.error({ err, retryInMs: delayMs }, 'opening the data directory again failed');
+      logger.error({ err, retryInMs: delayMs }, released ? 'opening the data directory again failed' : 'cutting the poisoned log back to its last synced record failed');
     }
     const waited = await Promise.race([stop, sleep(delayMs).then(() => 'again' as const)]);
     if (waited === undefined) return undefined;

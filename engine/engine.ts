@@ -371,6 +371,11 @@ export class Engine {
   #spillWork: Promise<void> = Promise.resolve();
   /** Handles of the timers the checkpoint in progress copied into its spilled run, ascending (until it evicts them). */
   #spilling: Float64Array | undefined;
+  /**
+   * Rows of the spilled run just installed whose timers the eviction has not reached yet: the
+   * spill tier counts them already, and memory still does (or they are no longer pending).
+   */
+  #notYetEvicted = 0;
   /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
   readonly #cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
 
@@ -416,14 +421,19 @@ export class Engine {
 
   /** Timers waiting to be delivered (pending or retrying). */
   get pending(): number {
-    return (this.#counts[timerState.pending] as number) + (this.#counts[timerState.retrying] as number) + this.#spill.count;
+    return (this.#counts[timerState.pending] as number) + (this.#counts[timerState.retrying] as number) + this.#spilledPending();
+  }
+
+  /** Pending timers on disk, less those a checkpoint has put there but not yet evicted (still counted in memory). */
+  #spilledPending(): number {
+    return this.#spill.count - this.#notYetEvicted;
   }
 
   /** Live timers in each state (finished ones until their retention ends). */
   countsByState(): Record<TimerStateName, number> {
     const counts = this.#counts;
     return {
-      pending: (counts[timerState.pending] as number) + this.#spill.count,
+      pending: (counts[timerState.pending] as number) + this.#spilledPending(),
       delivering: counts[timerState.delivering] as number,
       retrying: counts[timerState.retrying] as number,
       delivered: counts[timerState.delivered] as number,
@@ -904,7 +914,7 @@ export class Engine {
   spillStats(): SpillStats {
     return {
       watermarkMs: this.#spill.watermarkMs,
-      spilled: this.#spill.count,
+      spilled: this.#spilledPending(),
       runs: this.#spill.runs.length,
       tombstones: this.#spill.tombstoneCount,
       metadataBytes: this.#spill.bytesUsed,
@@ -954,6 +964,7 @@ export class Engine {
     return this.#serially(() =>
       this.#checkpoint(watermarkMs).finally(() => {
         this.#spilling = undefined;
+        this.#notYetEvicted = 0;
       }),
     );
   }
@@ -1058,6 +1069,7 @@ export class Engine {
     // Tombstones added while it was written guard rows of the new runs too: they stay.
     const tombstonesNow = this.#spill.tombstoneColumns();
     this.#spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
+    this.#notYetEvicted = snapshot.spilledHandles.length;
     await this.#evictSpilled(snapshot.spilledHandles, snapshot.spilled);
     // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
     // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
@@ -1220,6 +1232,7 @@ export class Engine {
       store.release(slot);
     }
     this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) - count;
+    this.#notYetEvicted -= to - from;
   }
 
   async #promote(toMs: number, log: boolean): Promise<number> {

@@ -212,6 +212,8 @@ export const serviceLimits = {
   reopenDelayMsMin: 250,
   /** …up to this, so it serves again within seconds of the disk recovering. */
   reopenDelayMsMax: 4_000,
+  /** After a poison by a full disk, the directory is opened again once at least this much is free (and the free-space minimum): less would fail at once again. */
+  reopenFreeBytesMin: 8 * 1024 * 1024,
   /** A poisoned life's ports are handed to the next: how long to wait for them to close before binding anyway. */
   portReleaseWaitMsMax: 2_000,
 } as const;

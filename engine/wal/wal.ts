@@ -220,6 +220,22 @@ export class Wal implements DurableLog {
   }
 
   /**
+   * After a poison: cuts the segment being written back to its last synced length and syncs
+   * the cut, so that the next open reads no record whose write or sync failed (their clients
+   * were refused) and nothing is appended after bytes the kernel may have dropped (after a
+   * failed fdatasync Linux marks the pages clean, written or not). Rejects while the disk still
+   * fails: the caller tries again before it opens the directory anew.
+   */
+  async cutToSynced(): Promise<void> {
+    assert.ok(this.#poison !== undefined && !this.#closed, 'only an open, poisoned log is cut back');
+    // The commit loop ends at the poison; a group it was writing is part of what is cut.
+    await this.#committer;
+    const segment = this.#segments.at(-1) as SegmentInfo;
+    await this.#active.truncate(segment.bytes);
+    await this.#active.datasync();
+  }
+
+  /**
    * Starts a new segment when a checkpoint (`coveredSeq`) covers every record of the active one
    * and no append is waiting or being written: deleteCoveredSegments can then delete the old
    * segment, and a restart reads nothing the checkpoint already holds. Otherwise (newer records
@@ -233,13 +249,16 @@ export class Wal implements DurableLog {
     const holdsRecords = active.lastSeq >= active.baseSeq;
     if (!holdsRecords || active.lastSeq > coveredSeq || this.#poison !== undefined || this.#closed || this.#committer !== undefined || this.#queue.length > 0) return;
     // As a group commit's roll: a failure poisons the log; appends queued meanwhile go next.
-    const sealed = this.#roll(active).then(
-      () => this.#commitLoop(),
-      (err: unknown) => {
-        this.#poisonWith(err, []);
-        this.#committer = undefined;
-      },
-    );
+    // The committer is set before the roll starts, so no append can start a second one.
+    const sealed = Promise.resolve()
+      .then(() => this.#roll(active))
+      .then(
+        () => this.#commitLoop(),
+        (err: unknown) => {
+          this.#poisonWith(err, []);
+          this.#committer = undefined;
+        },
+      );
     this.#committer = sealed;
     await sealed;
   }

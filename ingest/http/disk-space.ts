@@ -57,6 +57,12 @@ export class DiskSpaceCheck {
     return this.#reading;
   }
 
+  /** A reading taken now, whatever the last one's age (what a decision to write again waits for). */
+  fresh(): Promise<DiskVerdict> {
+    this.#reading ??= this.#read().finally(() => (this.#reading = undefined));
+    return this.#reading;
+  }
+
   /**
    * Why adds are refused now (DISK_FULL), from the last reading; synchronous, for every add. A
    * reading older than `checkIntervalMs` is renewed in the background, so adds resume within

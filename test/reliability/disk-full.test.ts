@@ -121,7 +121,7 @@ async function addWhileFull(service: Service, acked: string[], refusedAfterMs?: 
       acked.push(answer.id);
       continue;
     }
-    assert.ok(answer.status === 507 || answer.status === 503, `a full disk answers adds 507 or 503, not ${answer.status} (${answer.code})`);
+    assert.ok(answer.status === 507 || answer.status === 503, `a full disk answers adds 507 or 503, not ${answer.status} (${answer.code}); the service said:\n${service.output().slice(-3_000)}`);
     refusals.set(`${answer.status} ${answer.code}`, (refusals.get(`${answer.status} ${answer.code}`) ?? 0) + 1);
   }
   return refusals;

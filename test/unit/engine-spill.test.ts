@@ -587,3 +587,23 @@ test('regression: a lookup about to read a spilled run that a checkpoint merges 
   assert.equal(view?.state, 'pending', 'the lookup read its run before the run was deleted');
   await engine.close();
 });
+
+test('regression: while a checkpoint evicts in slices, its timers are counted once (memory or disk, not both)', async () => {
+  const fs = new SimFileSystem({ seed: 31 });
+  const clock = manualClock();
+  const engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  const timers = 40_000; // more than two eviction slices
+  for (let from = 0; from < timers; from += 10_000) await engine.admit(batchFromSpecs(spread(10_000, t0 + 5 * hour + from, 1)));
+  const seen = new Set<number>();
+  let done = false;
+  const checkpoint = engine.checkpoint(t0 + 2 * hour).finally(() => (done = true));
+  while (!done) {
+    seen.add(engine.pending);
+    seen.add(engine.countsByState().pending);
+    seen.add(engine.resident + engine.spillStats().spilled);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  assert.equal((await checkpoint).spilledRows, timers);
+  assert.deepEqual([...seen], [timers], 'pending and resident + spilled stay the number of timers throughout');
+  await engine.close();
+});

@@ -60,3 +60,31 @@ test('a failure creating the next segment poisons the log too', async () => {
   await assert.rejects(wal.append(1, new Uint8Array(1)), poisoned);
   await wal.close();
 });
+
+test('regression: cut back to its last synced record, a poisoned log is reopened without the refused records and appends after them', async () => {
+  // A group whose fdatasync failed was written all the same: reopened as it was, the log read
+  // those records back (their clients had been refused, and the service delivered them), and
+  // appended after bytes that, after a real EIO, the kernel may have dropped.
+  const fs = new SimFileSystem({ seed: 7 });
+  const wal = await Wal.open({ dir, fs });
+  assert.equal(await wal.append(1, body(1)), 1);
+  let failed = false;
+  fs.setFault((op) => (op === 'datasync' && !failed ? ((failed = true), 'EIO') : undefined));
+  await assert.rejects(wal.append(1, body(2)), poisoned);
+  fs.setFault(() => 'EIO');
+  await assert.rejects(wal.cutToSynced(), /EIO/, 'while the disk fails the cut fails, and is tried again');
+  fs.setFault(undefined);
+  await wal.cutToSynced();
+  await wal.close();
+
+  const seen: string[] = [];
+  const reopened = await Wal.open({ dir, fs, replay: (_seq, _type, record) => void seen.push(new TextDecoder().decode(record)) });
+  assert.deepEqual(seen, ['record 1'], 'the refused record is not read back');
+  assert.equal(await reopened.append(1, body(3)), 2, 'the next record follows the last synced one');
+  await reopened.close();
+  const powerLost = fs.powerLoss({ mode: 'keep-none' });
+  const again: string[] = [];
+  const last = await Wal.open({ dir, fs: powerLost, replay: (_seq, _type, record) => void again.push(new TextDecoder().decode(record)) });
+  assert.deepEqual(again, ['record 1', 'record 3']);
+  await last.close();
+});
