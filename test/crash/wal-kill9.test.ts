@@ -15,6 +15,14 @@ import { soak } from '../helpers/soak.ts';
 const cycles = soak ? 200 : 12;
 const childPath = new URL('./wal-appender-child.ts', import.meta.url).pathname;
 
+/** Whether `text` is a whole body as wal-appender-child.ts writes them: `pid:writer:n:` padded with x to a length set by writer and n. */
+function isWhole(text: string): boolean {
+  const match = /^(\d+):(\d+):(\d+):x*$/.exec(text);
+  if (match === null) return false;
+  const [prefix, writer, n] = [`${match[1]}:${match[2]}:${match[3]}:`, Number(match[2]), Number(match[3])];
+  return text.length === Math.max(prefix.length, 16 + ((writer * 7 + n * 13) % 300));
+}
+
 async function runAndKill(dir: string, killAfterMs: number): Promise<Map<number, string>> {
   const child = spawn(process.execPath, [childPath, dir, '64'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const acked = new Map<number, string>();
@@ -27,7 +35,10 @@ async function runAndKill(dir: string, killAfterMs: number): Promise<Map<number,
       continue;
     }
     const space = line.indexOf(' ');
-    acked.set(Number(line.slice(0, space)), line.slice(space + 1));
+    const text = line.slice(space + 1);
+    // The kill can cut the last line short, and readline still hands it over: "324" once read
+    // as seq 32 with text "324". Only whole lines (a space, and the text at its full length) count.
+    if (space > 0 && isWhole(text)) acked.set(Number(line.slice(0, space)), text);
   }
   clearTimeout(timer);
   await exited;
