@@ -37,17 +37,7 @@ export function engineMetrics(engine: Engine): Registry {
       this.set(engine.log.poisoned === undefined ? 0 : 1);
     },
   });
-  const walCounter = (name: string, help: string, read: () => number): void => {
-    new Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(read());
-      },
-    });
-  };
+  const walCounter = (name: string, help: string, read: () => number): void => countedAtScrape(registry, name, help, read);
   walCounter('fermata_wal_appends_total', 'Records appended to the WAL since start.', () => engine.log.counters.appends);
   walCounter('fermata_wal_fdatasyncs_total', 'Group commits (one writev and one fdatasync each) since start.', () => engine.log.counters.syncs);
   walCounter('fermata_wal_bytes_written_total', 'Bytes written to WAL segments since start.', () => engine.log.counters.bytesWritten);
@@ -55,19 +45,22 @@ export function engineMetrics(engine: Engine): Registry {
   return registry;
 }
 
+/** A counter whose value is read from `read` at each scrape (a running total kept elsewhere). */
+function countedAtScrape(registry: Registry, name: string, help: string, read: () => number): void {
+  new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(read());
+    },
+  });
+}
+
 /** The peer guard's counters (peer-guard.ts), read at scrape time. */
 export function peerGuardMetrics(registry: Registry, guard: PeerGuard): void {
-  const counter = (name: string, help: string, read: () => number): void => {
-    new Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(read());
-      },
-    });
-  };
+  const counter = (name: string, help: string, read: () => number): void => countedAtScrape(registry, name, help, read);
   counter('fermata_http_abusive_connections_total', 'Connections closed because their peer went past an HTTP protocol limit (reset flood, invalid frames, header floods).', () => guard.counters.abusiveConnections);
   counter('fermata_http_peer_penalties_total', 'Penalties started: a peer whose new connections are refused for a cool-down.', () => guard.counters.penalties);
   counter('fermata_http_refused_connections_total', 'New connections reset because their peer was penalised.', () => guard.counters.refusedConnections);

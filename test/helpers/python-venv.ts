@@ -121,3 +121,12 @@ export async function ensureVenv(packages: readonly string[], options: VenvOptio
   if (check.code !== 0) throw new Error(`after pip install, ${python} -c '${imports}' exited ${check.code}:\n${tail(check.stderr)}`);
   return { python, reused: false };
 }
+
+/** A python with pyarrow and its Flight module, or why there is none (a test skips with it). */
+export async function pyarrowFlightPython(installTimeoutMs: number): Promise<{ readonly python: string } | { readonly skip: string }> {
+  const venv = await ensureVenv(['pyarrow'], { installTimeoutMs });
+  if ('skip' in venv) return { skip: `pyarrow.flight client not run: ${venv.skip}` };
+  const probe = await run(venv.python, ['-c', 'import pyarrow.flight'], 60_000, 'import pyarrow.flight');
+  if (probe.code !== 0) return { skip: `this pyarrow build has no Flight module: ${probe.stderr.trim().split('\n').at(-1) ?? ''}` };
+  return { python: venv.python };
+}

@@ -16,7 +16,7 @@ import { leaseMetadata } from '../../dispatch/pull-queues.ts';
 import { FlightTestClient } from '../../ingest/flight/flight-client.ts';
 import type { FlightData } from '../../ingest/flight/flight-messages.ts';
 import { IpcAssembler } from '../../ingest/flight/ipc-assembler.ts';
-import { ensureVenv, run } from '../helpers/python-venv.ts';
+import { pyarrowFlightPython, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { flightUrl, startService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -234,14 +234,9 @@ interface PullSummary {
 }
 
 test('pyarrow.flight pulls due timers: DoGet under a lease, byte-exact payloads, ack by DoAction and by ticket, expiry, errors', { timeout: installTimeoutMs + 5 * 60_000 }, async (t) => {
-  const venv = await ensureVenv(['pyarrow'], { installTimeoutMs });
+  const venv = await pyarrowFlightPython(installTimeoutMs);
   if ('skip' in venv) {
-    t.skip(`pyarrow.flight client not run: ${venv.skip}`);
-    return;
-  }
-  const probe = await run(venv.python, ['-c', 'import pyarrow.flight'], 60_000, 'import pyarrow.flight');
-  if (probe.code !== 0) {
-    t.skip(`this pyarrow build has no Flight module: ${probe.stderr.trim().split('\n').at(-1) ?? ''}`);
+    t.skip(venv.skip);
     return;
   }
   const service = await startService(scratch.tempDir('pyarrow'), (child) => scratch.children.add(child), { args: ['--flight', '127.0.0.1:0'], env: { FERMATA_TOKENS: token } });

@@ -15,7 +15,7 @@ import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { encodeFlightData } from '../../ingest/flight/flight-messages.ts';
 import { flightFailure } from '../../ingest/flight/status-map.ts';
 import { flightDataOf, FlightTestClient, ipcMessages, timersDescriptor } from '../../ingest/flight/flight-client.ts';
-import { ensureVenv, run } from '../helpers/python-venv.ts';
+import { pyarrowFlightPython, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { flightUrl, startService } from '../helpers/service.ts';
 import { startH2Sink } from '../helpers/sinks.ts';
@@ -56,14 +56,9 @@ interface Summary {
 }
 
 test('pyarrow.flight: DoPut of 1,000,000 rows, byte-exact payloads, refusals as Flight errors, ListFlights, bearer tokens', { timeout: installTimeoutMs + 10 * 60_000 }, async (t) => {
-  const venv = await ensureVenv(['pyarrow'], { installTimeoutMs });
+  const venv = await pyarrowFlightPython(installTimeoutMs);
   if ('skip' in venv) {
-    t.skip(`pyarrow.flight client not run: ${venv.skip}`);
-    return;
-  }
-  const probe = await run(venv.python, ['-c', 'import pyarrow.flight'], 60_000, 'import pyarrow.flight');
-  if (probe.code !== 0) {
-    t.skip(`this pyarrow build has no Flight module: ${probe.stderr.trim().split('\n').at(-1) ?? ''}`);
+    t.skip(venv.skip);
     return;
   }
   const sink = await startH2Sink();
