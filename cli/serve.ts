@@ -71,7 +71,8 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
                           FERMATA_MEMORY_BUDGET); the cgroup limit and the machine's RAM apply
                           too. Timers beyond what fits are kept on disk until they near.
   --flight HOST:PORT      also serve Arrow Flight (gRPC, cleartext) there: DoPut of record batches
-                          to ["timers"] or ["timers", QUEUE] (env FERMATA_FLIGHT_LISTEN)
+                          to ["timers"] or ["timers", QUEUE]; DoGet of a "pull" queue's due timers,
+                          settled by DoAction ack/nack (env FERMATA_FLIGHT_LISTEN)
   --http3 PORT            also serve HTTP/3 (QUIC, UDP) on PORT of the TLS port's host through a
                           supervised Caddy (Debian package caddy) that forwards to the cleartext
                           port over h2c; the TLS port advertises it (alt-svc). Without

@@ -1,5 +1,5 @@
-// Delivery metrics for GET /metrics, per queue: outcomes counted, and lateness and latency
-// quantiles from the dispatcher's HDR histograms. Everything is read at scrape time (collect
+// Delivery metrics for GET /metrics, per queue: outcomes counted, lateness and latency
+// quantiles from the dispatcher's HDR histograms, and pull queues' waiting and leased timers. Everything is read at scrape time (collect
 // callbacks), so delivery pays nothing for it beyond recording into the histograms.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Dispatcher } from './dispatcher.ts';
@@ -36,6 +36,19 @@ export function registerDispatchMetrics(registry: Registry, dispatcher: Dispatch
     registers: [registry],
     collect() {
       this.set(dispatcher.inFlight);
+    },
+  });
+  new Gauge({
+    name: 'fermata_pull_timers',
+    help: 'Due timers of "pull" queues waiting for a Flight DoGet, and leased to one (not yet acked, nacked or expired), by queue.',
+    labelNames: ['queue', 'state'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [queue, counts] of dispatcher.pull.allCounts()) {
+        this.set({ queue, state: 'waiting' }, counts.waiting);
+        this.set({ queue, state: 'leased' }, counts.leased);
+      }
     },
   });
   const quantileGauge = (name: string, help: string, pick: 'lateness' | 'latency'): void => {

@@ -186,6 +186,11 @@ export class PullQueues {
     return { waiting: state?.waiting ?? 0, leased: state?.leased ?? 0 };
   }
 
+  /** Every pull queue that has had due timers, with its timers waiting and leased (for /metrics). */
+  *allCounts(): IterableIterator<[string, { waiting: number; leased: number }]> {
+    for (const [name, state] of this.#byName) yield [name, { waiting: state.waiting, leased: state.leased }];
+  }
+
   /** Timer `i` of a slice the dispatcher was handed: it waits for a DoGet. */
   add(slice: DueSlice, i: number): void {
     const state = this.#stateOf(slice.queues[i] as number);

@@ -89,6 +89,10 @@ test('DoGet leases due timers of a pull queue byte for byte; acks by DoAction or
       assert.equal(table.getChild('attempt')?.get(at), 1);
     }
     assert.equal(((await http(service.url, 'GET', `/v1/timers/${firstIds[0]}`)).body as { state: string }).state, 'delivering');
+    const metrics = await (await fetch(`${service.url}/metrics`, { signal: AbortSignal.timeout(requestTimeoutMs) })).text();
+    const pullTimers = (state: string): number => Number(new RegExp(`^fermata_pull_timers\\{queue="pulled",state="${state}"\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+    assert.equal(pullTimers('leased'), table.numRows, '/metrics counts the leased timers');
+    assert.ok(pullTimers('waiting') <= rows - table.numRows, '/metrics counts the waiting timers');
 
     // Ack by DoAction: durable before the answer, so GET says delivered at once.
     const acked = await client.doAction('ack', Buffer.from(JSON.stringify({ lease })));
