@@ -25,11 +25,12 @@ const suites: Readonly<Record<string, Suite>> = {
   abuse: async (options) => (await import('./abuse.ts')).abuseSuite(options),
   memory: async (options) => (await import('./memory.ts')).memorySuite(options),
   recovery: async (options) => (await import('./recovery.ts')).recoverySuite(options),
+  'h2-clients': async (options) => (await import('./h2-clients.ts')).h2ClientsSuite(options),
 };
 
 /**
- * What `all` runs, in this order: the measurement suites, not flight, http3 and abuse (protocol
- * comparisons and hostile-input checks; http3 also needs caddy and chromium). Names not
+ * What `all` runs, in this order: the measurement suites, not flight, http3, h2-clients and abuse
+ * (protocol and client comparisons, hostile-input checks; http3 also needs caddy and chromium). Names not
  * registered yet are skipped, so a suite being built elsewhere joins `all` by being registered.
  */
 const allOrder: readonly string[] = ['wal', 'store', 'ingest', 'dispatch', 'memory', 'recovery', 'compare'];
