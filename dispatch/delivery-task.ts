@@ -56,7 +56,11 @@ export interface TaskTimer {
 
 const utf8 = new TextEncoder();
 
-/** Builds a task timer by timer; the byte buffer grows by doubling. */
+/**
+ * Builds a task timer by timer. The byte buffer starts at the caller's estimate of what the task
+ * will hold and grows by doubling past it; every copy and page touched is per timer, so a good
+ * estimate saves both. `finish` hands out views of the buffers, not copies (they are transferred).
+ */
 export class DeliveryTaskBuilder {
   readonly #capacity: number;
   readonly #meta: Float64Array;
@@ -98,13 +102,24 @@ export class DeliveryTaskBuilder {
     this.#offsets[at * byteFields + byteFields] = this.#used;
   }
 
-  /** The finished task and the buffers to transfer with it. */
-  finish(): { task: DeliveryTask; transfer: ArrayBuffer[] } {
+  /**
+   * The finished task (views of the builder's buffers, which the task now owns), the buffers to
+   * transfer with it, and their whole size in bytes (what the task holds in memory: the views
+   * plus the room left in them).
+   */
+  finish(): { task: DeliveryTask; transfer: ArrayBuffer[]; heldBytes: number } {
     const count = this.#count;
-    const meta = this.#meta.slice(0, count * metaFields);
-    const offsets = this.#offsets.slice(0, count * byteFields + 1);
-    const bytes = this.#bytes.slice(0, this.#used);
-    return { task: { count, sink: this.#sink, meta, offsets, bytes }, transfer: [meta.buffer, offsets.buffer, bytes.buffer] };
+    const meta = this.#meta.subarray(0, count * metaFields);
+    const offsets = this.#offsets.subarray(0, count * byteFields + 1);
+    const bytes = this.#bytes.subarray(0, this.#used);
+    const transfer = [meta.buffer, offsets.buffer, bytes.buffer] as ArrayBuffer[];
+    const heldBytes = transfer.reduce((sum, buffer) => sum + buffer.byteLength, 0);
+    return { task: { count, sink: this.#sink, meta, offsets, bytes }, transfer, heldBytes };
+  }
+
+  /** Bytes written into the task so far (ids, targets, headers, keys, payloads). */
+  get usedBytes(): number {
+    return this.#used;
   }
 
   #putString(field: number, value: string): void {

@@ -23,7 +23,7 @@ import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
-import { type DeliveryResults, DeliveryTaskBuilder, type TaskTimer } from './delivery-task.ts';
+import { byteFields, type DeliveryResults, DeliveryTaskBuilder, metaFields, type TaskTimer } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -58,6 +58,11 @@ export interface QueueDeliveryStats {
   readonly latency: hdr.Histogram;
 }
 
+/** A new task's byte buffer is this much larger than its timers of the average size would take: most tasks then never grow it. */
+const taskBytesSlack = 1.25;
+/** A timer's share of a task's meta and offsets arrays. */
+const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Uint32Array.BYTES_PER_ELEMENT;
+
 const histogram = (): hdr.Histogram => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
 
 /** A task being filled: what goes to the worker, and (on this thread) which timers it holds. */
@@ -69,8 +74,8 @@ class PendingTask {
   readonly fireAtMs: Float64Array;
   readonly queues: Uint16Array;
 
-  constructor(capacity: number, sink: string | undefined) {
-    this.builder = new DeliveryTaskBuilder(capacity, sink);
+  constructor(capacity: number, sink: string | undefined, bytesInitial: number) {
+    this.builder = new DeliveryTaskBuilder(capacity, sink, bytesInitial);
     this.seqs = new Float64Array(capacity);
     this.rows = new Uint32Array(capacity);
     this.attempts = new Uint32Array(capacity);
@@ -106,9 +111,9 @@ export class Dispatcher {
   readonly #scheduler: Scheduler;
   readonly #pull: PullQueues;
   #inFlight = 0;
-  /** Bytes of the tasks in flight (payloads, headers, keys, targets and ids, as sent to the workers). */
+  /** Bytes the tasks in flight hold (their whole buffers: payloads, headers, keys, targets, ids, and room left). */
   #inFlightBytes = 0;
-  /** Bytes a timer's delivery takes in a task, on average lately: how the byte room becomes a timer count. */
+  /** Bytes of ids, targets, headers, keys and payloads a timer's delivery writes into a task, on average lately: sizes new tasks, and (with its share of the meta and offsets) turns the byte room into a timer count. */
   #bytesPerTimer = 1024;
   /** By queue index: deliveries in flight, and the rate bucket's tokens and last refill. */
   readonly #queueInFlight: number[] = [];
@@ -203,7 +208,7 @@ export class Dispatcher {
     if (this.#stopped || this.#engine.log.poisoned !== undefined) return 0;
     // Large payloads: the bytes held by tasks in flight are bounded too, as a count of timers of
     // the average size lately (a slice of larger ones may pass it, by that slice at most).
-    const byBytes = Math.floor((this.#limits.inFlightBytesMax - this.#inFlightBytes) / this.#bytesPerTimer);
+    const byBytes = Math.floor((this.#limits.inFlightBytesMax - this.#inFlightBytes) / (this.#bytesPerTimer + taskFixedBytesPerTimer));
     return Math.max(0, Math.min(this.#limits.inFlightMax - this.#inFlight, byBytes));
   }
 
@@ -240,7 +245,7 @@ export class Dispatcher {
         this.#addToArrowBatch(slice, i, config);
         continue;
       }
-      task ??= new PendingTask(Math.min(this.#limits.timersPerTaskMax, slice.count - i), undefined);
+      task ??= this.#newTask(Math.min(this.#limits.timersPerTaskMax, slice.count - i), undefined);
       this.#add(task, slice, i, config);
       if (task.count === this.#limits.timersPerTaskMax) {
         this.#run(task);
@@ -291,7 +296,7 @@ export class Dispatcher {
     const queue = slice.queues[i] as number;
     let lingering = this.#lingering.get(queue);
     if (lingering === undefined) {
-      const task = new PendingTask(config.batch_rows_max, config.sink ?? undefined);
+      const task = this.#newTask(config.batch_rows_max, config.sink ?? undefined);
       const timer = setTimeout(() => this.#flushArrowBatch(queue), config.linger_ms);
       lingering = { task, timer };
       this.#lingering.set(queue, lingering);
@@ -309,12 +314,18 @@ export class Dispatcher {
     this.#run(lingering.task);
   }
 
+  /** A task for up to `capacity` timers, its byte buffer sized for that many timers of the average size lately (so it rarely grows). */
+  #newTask(capacity: number, sink: string | undefined): PendingTask {
+    const bytesInitial = Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * this.#bytesPerTimer * taskBytesSlack));
+    return new PendingTask(capacity, sink, bytesInitial);
+  }
+
   #run(pending: PendingTask): void {
-    const { task, transfer } = pending.builder.finish();
-    // Counted before the transfer detaches the buffers.
-    const taskBytes = task.bytes.byteLength + task.meta.byteLength + task.offsets.byteLength;
+    const usedBytes = pending.builder.usedBytes;
+    // The task holds its buffers whole (room left in them included): that is what is in flight.
+    const { task, transfer, heldBytes: taskBytes } = pending.builder.finish();
     this.#inFlightBytes += taskBytes;
-    this.#bytesPerTimer = Math.max(64, 0.8 * this.#bytesPerTimer + (0.2 * taskBytes) / pending.count);
+    this.#bytesPerTimer = Math.max(64, 0.8 * this.#bytesPerTimer + (0.2 * usedBytes) / pending.count);
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
     const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)

@@ -232,6 +232,8 @@ export const dispatchLimits = {
   queueInFlightShareMax: 0.25,
   /** Timers in one task sent to a delivery worker (one transfer each way, one OUTCOME record). */
   timersPerTaskMax: 256,
+  /** A task's byte buffer (ids, targets, headers, keys, payloads) is allocated at most this large up front; a fuller task grows it by doubling. */
+  taskBytesInitialMax: 16 * MiB,
   /** An HTTP/2 session to a target unused this long is closed. */
   sessionIdleMsMax: 5 * 60_000,
   /** A target's DNS lookup, at most; past it the delivery fails as a network error and is retried. */
