@@ -124,6 +124,9 @@ export function messageFacts(header: Buffer, malformed: (what: string) => Fermat
     if (headerType !== headerTypes.schema && headerType !== headerTypes.dictionaryBatch && headerType !== headerTypes.recordBatch) {
       throw malformed(`a message of header type ${headerType} (only Schema, DictionaryBatch and RecordBatch messages are read)`);
     }
+    // Message.custom_metadata (4): apache-arrow walks its claimed length before anything else
+    // of the message; a forged one kept it busy for minutes (B11).
+    vectorCount(header, message, 4, 4, 'message metadata', malformed);
     const bodyLength = int64At(header, fieldPosition(header, message, 3));
     if (bodyLength < 0n || bodyLength > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`a message body length of ${bodyLength}`);
     let dictionaryId = 0n;

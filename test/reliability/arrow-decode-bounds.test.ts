@@ -14,7 +14,8 @@
 //
 // The control is a valid stream; three cases are B1's regressions (fixed: the message frames
 // are checked before apache-arrow reads them, engine/batch/arrow-message.ts), one is B9's (a
-// message of header type NONE, which apache-arrow's reader never got past: now refused).
+// message of header type NONE, which apache-arrow's reader never got past: now refused), one is
+// B11's (a forged Message custom_metadata length, found by `npm run soak`: now refused).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
@@ -148,6 +149,21 @@ const hostile: ReadonlyArray<{ readonly bug: string; readonly name: string; read
       'dDhfbm9ubnVsbGFibGUAAAAAfP///wAAAQIkAAAAFAAAAAQAAAAAAAAACAAMAAgABwAIAAAAAAAAAQgAAAANAAAAaW50OF9udWxsYWJsZQAAABAAFAAIAAAA' +
       'BwAMAAAAEAAQAAAAAAAABhQAAAAMAAAABAAAAAAAAAC8////EAAAAGJvb2xfbm9ubnVsbGFibGUAAAAAEAAUAAgABgAHAAwAAAAQABAAAAAAAAEGGAAAABAA' +
       'AAAEAAAAAAAAAAQABAAEAAAADQAAAGJvb2xfbnVsbGFibGUAAAD/////AAAAAA==',
+  },
+  {
+    bug: 'B11',
+    name: 'soak fuzz case 12195 (fc.sample, from malformed/clusterfuzz-testcase-minimized-arrow-ipc-stream-fuzz-5048291196731392)',
+    what: 'a message whose custom_metadata vector claims 538,968,064 entries: apache-arrow walked them for minutes',
+    base64:
+      'KAEAABAAAAAgIAoAICAgAAUACAAKAAAAIAEgIBAAAAAgIAoAICAgAAQACAAKAAAADAAAAAQAAAAAAAAAAQAAAAQAAAC8////ICAgECAAAAAQAAAABAAAAAEA' +
+      'AAAIAAAAZv///5T///8gICAOnAAAABQAAAAEAAAAAQAAABwAAAAgICAgjP///xAAICAIACAABwAMAAAAEAAQAAAAIP//CiQAAAAUAAAABAAAAAAAAAAgACAg' +
+      'KAAwAAgAAAAgICAgICAgIAUAAAAgICAgIAAgIBAAICAIACAABwAMAAAAEAACACAgICAgICAAAAAgICAYAAAAIP8gICAgACAAIAAAACAgICAgICAgBwAAAAAg' +
+      'ICD/ICAAICAgICAgICAgICAgICAgICAgICD/////IAEAABQAAAAgICAgIAAgIAYABQAIAAwADAAAACAD/38AAAAAkgAAAAAAAAAgIAoAICAMAAQACAAKAAAA' +
+      'nAAAABAAAAAHAAAQAAAAACAgICAIAAAAICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg/yAg//8gICAgICAgICAgICAgICAgICAgICAgICD//yAgIAAA' +
+      'AAAAAAAAICD/IP8gICAgICAgICAgICAgICAgICAgAAAAACAgICAgICD/IP///yAgICAgIP8gICD//9///yAgICAgBAAAAAcAABAAAAAAAAAAAAAAAAAAAAAA' +
+      'AAAAACAgIP8gICAgEgAAAAAAAAAAAAAAAAAAACAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg' +
+      'ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIPEgICAgICAg' +
+      'ICAgICAgICAgICAgICAgICAgICA=',
   },
 ];
 
