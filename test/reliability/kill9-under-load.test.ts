@@ -19,7 +19,8 @@
 // cycle arming that point adds one far timer now and then and nothing else.
 // Replay: FERMATA_SEED picks the same failpoint plan (the load's timing still varies).
 //
-// Sizes: `npm test` 30 cycles (about a minute and a half); `npm run soak` 1,000.
+// Sizes: `npm test` 30 cycles (about a minute and a half); `npm run soak` 1,000;
+// FERMATA_KILL9_CYCLES=N with FERMATA_SEED=S runs N (a long soak in chunks, each on its own data directory).
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { type FailpointName, failpointNames } from '../../engine/failpoints.ts';
@@ -38,7 +39,8 @@ import { soak } from '../helpers/soak.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
 const sizes = {
-  cycles: soak ? 1_000 : 30,
+  // FERMATA_KILL9_CYCLES=N runs N instead (a soak in chunks, each with its own FERMATA_SEED).
+  cycles: Number(process.env.FERMATA_KILL9_CYCLES ?? (soak ? 1_000 : 30)),
   /** A cycle's load runs this long (uniform) before the kill. */
   loadMsMin: 150,
   loadMsMax: 1_200,
