@@ -10,7 +10,7 @@
 // no more timers than the live engine did and deduplicates keys exactly as it did.
 //
 //   admit(batch) ─► validate ─► reserve rows ─► WAL append [ADD header | Arrow batch] ─► durable
-//                                                 └─► store.allocateRows (one loop), heap.push, index run
+//                                                 └─► store.allocateRows (one loop), heap.pushMany, index run
 //   cancel(id)   ─► index → slot ─► out of the heap (it can no longer fire) ─► WAL CANCEL ─► cancelled
 //   open()       ─► Wal.open (recovery) ─► replay every record in order
 import assert from 'node:assert/strict';
@@ -47,6 +47,7 @@ import {
 } from './records.ts';
 import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
 import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
+import { KeyClaims } from './store/key-claims.ts';
 import { KeyIndex, keyHash, sameBytes } from './store/key-index.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
@@ -335,7 +336,7 @@ export class Engine {
    * Key hashes of admits whose ADD record is not yet durable → settles when that admit is done.
    * Two keys with one hash only make the later admit wait needlessly.
    */
-  readonly #keysInFlight = new Map<number, Promise<void>>();
+  readonly #keysInFlight = new KeyClaims();
   readonly #queueNames: string[] = [];
   readonly #queueIndexOf = new Map<string, number>();
   /** Configs set through setQueue(); other queues run with defaultQueueConfig. */
@@ -740,7 +741,7 @@ export class Engine {
     // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
     const introduced = plan?.introduced ?? [];
     const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
-    if (settled !== undefined) for (const key of introduced) this.#keysInFlight.set(key, settled.promise);
+    const claim = settled === undefined ? -1 : this.#keysInFlight.claim(introduced, settled.promise);
     this.#reservedRows += newRows;
     let seq: number;
     try {
@@ -748,7 +749,7 @@ export class Engine {
       this.#insert(batch, seq, plan);
     } finally {
       this.#reservedRows -= newRows;
-      for (const key of introduced) this.#keysInFlight.delete(key);
+      if (settled !== undefined) this.#keysInFlight.release(claim, introduced);
       settled?.resolve();
     }
     return admittedOf(batch, seq, plan);
@@ -1528,13 +1529,14 @@ export class Engine {
     for (const target of targets) store.releaseTarget(target);
     this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) + count;
     this.#index.insertBatch(slots, count);
-    if (plan !== undefined) this.#keys.reserve(plan.introduced.length);
-    const keyOffsets = batch.keys.offsets;
-    for (let i = 0; i < count; i++) {
-      const slot = slots[i] as number;
-      this.#heap.push(slot);
-      const row = rows === undefined ? i : (rows[i] as number);
-      if ((keyOffsets[row + 1] as number) > (keyOffsets[row] as number)) this.#keys.insert(slot, (plan as KeyPlan).hashes[row] as number);
+    this.#heap.pushMany(slots, count);
+    if (plan !== undefined) {
+      this.#keys.reserve(plan.introduced.length);
+      const keyOffsets = batch.keys.offsets;
+      for (let i = 0; i < count; i++) {
+        const row = rows === undefined ? i : (rows[i] as number);
+        if ((keyOffsets[row + 1] as number) > (keyOffsets[row] as number)) this.#keys.insert(slots[i] as number, plan.hashes[row] as number);
+      }
     }
     this.#onDueChanged();
   }

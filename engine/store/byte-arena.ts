@@ -36,17 +36,18 @@ export const arenaOffsetSpan = 2 ** 32;
 
 const offsetSpan = arenaOffsetSpan;
 const empty = new Uint8Array(0);
-/** Copies bytes [start, end) of a source into a target at an offset without making a subarray object. */
-const copyBytes = Buffer.prototype.copy as (this: Uint8Array, target: Uint8Array, targetStart: number, sourceStart: number, sourceEnd: number) => number;
 
-/** Copies `length` bytes of `source` from `start` into `slab` at `at`; returns `length`. */
-function copyPart(slab: Uint8Array, at: number, source: Uint8Array, start: number, length: number): number {
-  // A part that is its whole buffer (a one-timer batch) is fastest with set(); a part of a
-  // larger buffer with Buffer's copy, which takes a range instead of a subarray.
-  if (length === 0) return 0;
-  if (start === 0 && length === source.length) slab.set(source, at);
-  else copyBytes.call(source, slab, at, start, start + length);
-  return length;
+function rowLength(offsets: Int32Array, row: number): number {
+  return (offsets[row + 1] as number) - (offsets[row] as number);
+}
+
+/** Copies row `row` of a column into `slab` at `at`; returns where the next part goes. */
+function copyRowPart(slab: Uint8Array, at: number, column: BytesColumn, row: number): number {
+  const start = column.offsets[row] as number;
+  const end = column.offsets[row + 1] as number;
+  // A subarray and set() cost less than Buffer's copy() for strings of a few hundred bytes.
+  if (end > start) slab.set(column.values.subarray(start, end), at);
+  return at + (end - start);
 }
 
 export interface ByteArenaOptions {
@@ -123,24 +124,90 @@ export class ByteArena {
 
   /**
    * Copies row `row` of three byte columns in as one string, as addJoined(first[row],
-   * second[row], third[row]) would, without a subarray per part (the batch insert path).
+   * second[row], third[row]) would.
    */
   addRow(first: BytesColumn, second: BytesColumn, third: BytesColumn, row: number): number {
-    const firstStart = first.offsets[row] as number;
-    const firstLength = (first.offsets[row + 1] as number) - firstStart;
-    const secondStart = second.offsets[row] as number;
-    const secondLength = (second.offsets[row + 1] as number) - secondStart;
-    const thirdStart = third.offsets[row] as number;
-    const thirdLength = (third.offsets[row + 1] as number) - thirdStart;
-    const length = firstLength + secondLength + thirdLength;
+    const length = rowLength(first.offsets, row) + rowLength(second.offsets, row) + rowLength(third.offsets, row);
     if (length === 0) return 0;
     const ref = this.#reserve(length);
     const slab = this.#slabs[this.#slabIdOf(ref)] as Uint8Array;
     let at = ref % offsetSpan;
-    at += copyPart(slab, at, first.values, firstStart, firstLength);
-    at += copyPart(slab, at, second.values, secondStart, secondLength);
-    copyPart(slab, at, third.values, thirdStart, thirdLength);
+    at = copyRowPart(slab, at, first, row);
+    at = copyRowPart(slab, at, second, row);
+    copyRowPart(slab, at, third, row);
     return ref;
+  }
+
+  /**
+   * Copies row rows[i] (row i when `rows` is undefined) of three byte columns in as one string
+   * each, as addRow() would, for every i < count, and writes that string's ref split in two:
+   * slab id to slabOut[slots[i]], offset to offsetOut[slots[i]] (a zero-length row gets ref 0).
+   * The batch insert path: rows that fit the current slab are reserved together, and a run of
+   * consecutive rows whose second and third columns are empty is one copy.
+   */
+  addRows(
+    first: BytesColumn,
+    second: BytesColumn,
+    third: BytesColumn,
+    rows: Int32Array | undefined,
+    count: number,
+    slots: Int32Array,
+    slabOut: Uint16Array,
+    offsetOut: Uint32Array,
+  ): void {
+    const firstOffsets = first.offsets;
+    const secondOffsets = second.offsets;
+    const thirdOffsets = third.offsets;
+    // Consecutive rows with nothing in the second and third columns lie back to back in the
+    // first column's values exactly as the arena lays them out.
+    const onlyFirst =
+      rows === undefined &&
+      (secondOffsets[count] as number) === (secondOffsets[0] as number) &&
+      (thirdOffsets[count] as number) === (thirdOffsets[0] as number);
+    let i = 0;
+    while (i < count) {
+      // The rows from i on that fit the current slab's unwritten tail (none while there is no current slab).
+      const slabId = this.#current;
+      const start = slabId < 0 ? this.slabBytes : (this.#end[slabId] as number);
+      let end = start;
+      let runEnd = i;
+      for (; runEnd < count; runEnd++) {
+        const row = rows === undefined ? runEnd : (rows[runEnd] as number);
+        const length = rowLength(firstOffsets, row) + rowLength(secondOffsets, row) + rowLength(thirdOffsets, row);
+        if (end + length > this.slabBytes) break;
+        const slot = slots[runEnd] as number;
+        slabOut[slot] = length === 0 ? 0 : slabId;
+        offsetOut[slot] = length === 0 ? 0 : end;
+        end += length;
+      }
+      if (runEnd === i) {
+        // Row i does not fit: a new current slab, or a slab of its own if it is larger than one.
+        const row = rows === undefined ? i : (rows[i] as number);
+        const ref = this.addRow(first, second, third, row);
+        const offset = ref % offsetSpan;
+        slabOut[slots[i] as number] = (ref - offset) / offsetSpan;
+        offsetOut[slots[i] as number] = offset;
+        i++;
+        continue;
+      }
+      if (end > start) {
+        const slab = this.#slabs[slabId] as Uint8Array;
+        this.#end[slabId] = end;
+        this.#live[slabId] = (this.#live[slabId] as number) + (end - start);
+        this.#bytesLive += end - start;
+        if (onlyFirst) slab.set(first.values.subarray(firstOffsets[i] as number, firstOffsets[runEnd] as number), start);
+        else {
+          let at = start;
+          for (let j = i; j < runEnd; j++) {
+            const row = rows === undefined ? j : (rows[j] as number);
+            at = copyRowPart(slab, at, first, row);
+            at = copyRowPart(slab, at, second, row);
+            at = copyRowPart(slab, at, third, row);
+          }
+        }
+      }
+      i = runEnd;
+    }
   }
 
   /** The bytes of a live string, without copying. Writing through the view changes the string. */

@@ -4,7 +4,11 @@
 // (where they live next to the payload) only on a hash match. 8 bytes a cell, at most two
 // cells a key, no string or object per key. Main thread only.
 //
-//   cell i:   hashes[i]  slots[i] ──► store.keyOf(slot) = the key bytes      slots[i] = -1 → empty
+//   cells:  [ slot0 | hash0 | slot1 | hash1 | … ]     cell i = cells[2i], cells[2i + 1]
+//   cell i:   slot ──► store.keyOf(slot) = the key bytes       slot = -1 → empty
+//
+// A cell's slot and hash sit side by side: an insert or a hit touches one cache line, not one
+// in each of two arrays (a table of a million keys is far larger than the caches).
 import assert from 'node:assert/strict';
 
 const emptySlot = -1;
@@ -58,18 +62,15 @@ export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 
 export class KeyIndex {
   readonly #keys: KeyBytes;
-  // Slots and hashes in separate arrays: a lookup of a missing key (the common case for an
-  // admit) mostly reads only the slots array, which is half the size of the two interleaved.
-  #hashes: Uint32Array;
-  #slots: Int32Array;
+  /** Slot and hash (as int32) of each cell, interleaved. */
+  #cells: Int32Array;
   #mask: number;
   #size = 0;
 
   constructor(keys: KeyBytes, initialCapacity = 1024) {
     assert.ok(initialCapacity >= 2 && (initialCapacity & (initialCapacity - 1)) === 0, 'capacity is a power of two');
     this.#keys = keys;
-    this.#hashes = new Uint32Array(initialCapacity);
-    this.#slots = new Int32Array(initialCapacity).fill(emptySlot);
+    this.#cells = new Int32Array(2 * initialCapacity).fill(emptySlot);
     this.#mask = initialCapacity - 1;
   }
 
@@ -78,21 +79,24 @@ export class KeyIndex {
   }
 
   get bytesUsed(): number {
-    return this.#hashes.byteLength + this.#slots.byteLength;
+    return this.#cells.byteLength;
   }
 
   /** The slot holding `key` (whose hash is `hash`), or -1. */
   find(key: Uint8Array, hash: number): number {
+    const cells = this.#cells;
+    const hash32 = hash | 0;
     for (let i = hash & this.#mask; ; i = (i + 1) & this.#mask) {
-      const slot = this.#slots[i] as number;
+      const slot = cells[2 * i] as number;
       if (slot === emptySlot) return emptySlot;
-      if (this.#hashes[i] === hash && sameBytes(this.#keys.keyOf(slot), key)) return slot;
+      if (cells[2 * i + 1] === hash32 && sameBytes(this.#keys.keyOf(slot), key)) return slot;
     }
   }
 
   /** Indexes `slot`, whose key (hash `hash`) the store already holds and the index does not. */
   insert(slot: number, hash: number): void {
-    assert.ok(slot >= 0, 'slots are non-negative');
+    // A plain condition, assert only on failure: a batch inserts thousands (assert.ok's rest arguments cost an array per call).
+    if (slot < 0) assert.fail('slots are non-negative');
     this.reserve(1);
     this.#place(slot, hash);
     this.#size++;
@@ -107,25 +111,28 @@ export class KeyIndex {
 
   /** Removes `slot` (indexed under `hash`); false if it was not indexed. */
   delete(slot: number, hash: number): boolean {
-    let i = hash & this.#mask;
-    for (; ; i = (i + 1) & this.#mask) {
-      const cell = this.#slots[i] as number;
+    const cells = this.#cells;
+    const mask = this.#mask;
+    let i = hash & mask;
+    for (; ; i = (i + 1) & mask) {
+      const cell = cells[2 * i] as number;
       if (cell === emptySlot) return false;
       if (cell === slot) break;
     }
     // Backward shift: pull later members of the probe run into the hole when that keeps each
     // reachable from its home cell.
-    for (let hole = i, j = (i + 1) & this.#mask; ; j = (j + 1) & this.#mask) {
-      const cell = this.#slots[j] as number;
+    for (let hole = i, j = (i + 1) & mask; ; j = (j + 1) & mask) {
+      const cell = cells[2 * j] as number;
       if (cell === emptySlot) {
-        this.#slots[hole] = emptySlot;
+        cells[2 * hole] = emptySlot;
         break;
       }
-      const home = (this.#hashes[j] as number) & this.#mask;
+      const cellHash = cells[2 * j + 1] as number;
+      const home = cellHash & mask;
       const movable = hole <= j ? home <= hole || home > j : home <= hole && home > j;
       if (movable) {
-        this.#slots[hole] = cell;
-        this.#hashes[hole] = this.#hashes[j] as number;
+        cells[2 * hole] = cell;
+        cells[2 * hole + 1] = cellHash;
         hole = j;
       }
     }
@@ -134,18 +141,17 @@ export class KeyIndex {
   }
 
   #place(slot: number, hash: number): void {
+    const cells = this.#cells;
     let i = hash & this.#mask;
-    while (this.#slots[i] !== emptySlot) i = (i + 1) & this.#mask;
-    this.#slots[i] = slot;
-    this.#hashes[i] = hash;
+    while (cells[2 * i] !== emptySlot) i = (i + 1) & this.#mask;
+    cells[2 * i] = slot;
+    cells[2 * i + 1] = hash;
   }
 
   #rehash(capacity: number): void {
-    const slots = this.#slots;
-    const hashes = this.#hashes;
-    this.#slots = new Int32Array(capacity).fill(emptySlot);
-    this.#hashes = new Uint32Array(capacity);
+    const cells = this.#cells;
+    this.#cells = new Int32Array(2 * capacity).fill(emptySlot);
     this.#mask = capacity - 1;
-    for (let i = 0; i < slots.length; i++) if (slots[i] !== emptySlot) this.#place(slots[i] as number, hashes[i] as number);
+    for (let i = 0; i < cells.length; i += 2) if (cells[i] !== emptySlot) this.#place(cells[i] as number, cells[i + 1] as number);
   }
 }

@@ -111,6 +111,25 @@ function widened<C extends Column>(old: C, length: number, make: (length: number
   return next;
 }
 
+/**
+ * Asserts that rows rows[i] (i when `rows` is undefined), i < count, are rows of the batch with
+ * a finite fire time and headers and key that fit their u16 length columns: checked for the
+ * whole batch before any row is allocated. A plain condition per row, assert only on failure
+ * (assert.ok's rest arguments would cost an array per call).
+ */
+function assertRowsFit(batch: BatchRows, rows: Int32Array | undefined, count: number): void {
+  const { fireAtMs, headers, keys } = batch;
+  for (let i = 0; i < count; i++) {
+    const row = rows === undefined ? i : (rows[i] as number);
+    const time = fireAtMs[row] as number;
+    // NaN and ±Infinity fail this, and so does a row past the batch's end (undefined).
+    if (!(time - time === 0)) assert.fail('fireAt must be a finite number of ms');
+    const headersBytes = (headers.offsets[row + 1] as number) - (headers.offsets[row] as number);
+    const keyBytes = (keys.offsets[row + 1] as number) - (keys.offsets[row] as number);
+    if (!(headersBytes <= residentHeadersBytesMax && keyBytes <= residentKeyBytesMax)) assert.fail('headers or key longer than its u16 length column');
+  }
+}
+
 export class ResidentStore {
   readonly capacityMax: number;
   readonly generationMax: number;
@@ -276,8 +295,8 @@ export class ResidentStore {
    * rows[i] (row i when `rows` is undefined) into slot slotsOut[i]. `queueIndexOf` and
    * `targetIndexOf` map the batch's queue and target positions to queue indexes and pinned
    * targets (internTarget()). The caller has checked canAllocate(count): a batch goes in whole.
-   * This is the admit and replay path: what can be checked once per batch is, and a row costs
-   * column writes, one arena copy and three comparisons.
+   * This is the admit and replay path: what can be checked once per batch is, the rows are
+   * checked before any is written, and the arena takes the batch's bytes in one call.
    */
   allocateRows(
     batch: BatchRows,
@@ -292,12 +311,14 @@ export class ResidentStore {
     assert.ok(this.canAllocate(count) && slotsOut.length >= count && (rows === undefined || rows.length >= count), 'allocateRows needs room for every row');
     for (const queueIndex of queueIndexOf) assert.ok(queueIndex >>> 0 === queueIndex && queueIndex < residentQueueCountMax, 'queueIndex must be a u16');
     for (const targetIndex of targetIndexOf) assert.ok(this.#targetNames[targetIndex] !== undefined, 'targetIndex is not an interned target: pin it with internTarget()');
-    this.reserve(count);
     const { fireAtMs, queueIndex: batchQueues, targetIndex: batchTargets, payload, headers, keys } = batch;
+    assertRowsFit(batch, rows, count);
+    this.reserve(count);
     const fireAt = this.#fireAt;
     const dueAt = this.#dueAt;
     const logSeqs = this.#logSeq;
     const rowColumn = this.#row;
+    const generation = this.#generation;
     const state = this.#state;
     const attempts = this.#attempts;
     const queueIndex = this.#queueIndex;
@@ -307,18 +328,20 @@ export class ResidentStore {
     const headersLength = this.#headersLength;
     const keyLength = this.#keyLength;
     const targetRefs = this.#targetRefs;
+    const freeSlots = this.#freeSlots;
+    const payloadOffsets = payload.offsets;
+    const headersOffsets = headers.offsets;
+    const keyOffsets = keys.offsets;
     for (let i = 0; i < count; i++) {
       const row = rows === undefined ? i : (rows[i] as number);
-      const time = fireAtMs[row] as number;
-      const target = targetIndexOf[batchTargets[row] as number] as number;
-      // NaN and ±Infinity fail this, and so does a row past the batch's end (undefined).
-      assert.ok(time - time === 0, 'fireAt must be a finite number of ms');
       let slot: number;
-      if (this.#freeCount > 0) slot = this.#freeSlots[--this.#freeCount] as number;
+      if (this.#freeCount > 0) slot = freeSlots[--this.#freeCount] as number;
       else {
         slot = this.#highWater++;
-        this.#generation[slot] = 1;
+        generation[slot] = 1;
       }
+      const time = fireAtMs[row] as number;
+      const target = targetIndexOf[batchTargets[row] as number] as number;
       fireAt[slot] = time;
       dueAt[slot] = time;
       logSeqs[slot] = logSeq;
@@ -328,16 +351,13 @@ export class ResidentStore {
       queueIndex[slot] = queueIndexOf[batchQueues[row] as number] as number;
       targetIndex[slot] = target;
       lastStatus[slot] = 0;
-      const headersBytes = (headers.offsets[row + 1] as number) - (headers.offsets[row] as number);
-      const keyBytes = (keys.offsets[row + 1] as number) - (keys.offsets[row] as number);
-      assert.ok(headersBytes <= residentHeadersBytesMax && keyBytes <= residentKeyBytesMax, 'headers or key longer than its u16 length column');
-      this.#setBytesRef(slot, this.arena.addRow(payload, headers, keys, row));
-      payloadLength[slot] = (payload.offsets[row + 1] as number) - (payload.offsets[row] as number);
-      headersLength[slot] = headersBytes;
-      keyLength[slot] = keyBytes;
+      payloadLength[slot] = (payloadOffsets[row + 1] as number) - (payloadOffsets[row] as number);
+      headersLength[slot] = (headersOffsets[row + 1] as number) - (headersOffsets[row] as number);
+      keyLength[slot] = (keyOffsets[row + 1] as number) - (keyOffsets[row] as number);
       targetRefs[target] = (targetRefs[target] as number) + 1;
       slotsOut[i] = slot;
     }
+    this.arena.addRows(payload, headers, keys, rows, count, slotsOut, this.#bytesSlab, this.#bytesOffset);
     this.#count += count;
   }
 

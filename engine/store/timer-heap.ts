@@ -19,7 +19,7 @@ import assert from 'node:assert/strict';
 import type { ReadonlyColumn, ResidentStore } from './resident-store.ts';
 
 export const timerHeapCapacityInitialDefault = 1024;
-/** removeMany rebuilds the heap when k removals of log n steps would cost more than this many times n. */
+/** removeMany and pushMany rebuild the heap when k sifts of log n steps would cost more than this many times n. */
 const rebuildCostFactor = 4;
 /** A position meaning "being removed" during removeMany (absent is -1). */
 const removedMark = -2;
@@ -72,6 +72,29 @@ export class TimerHeap {
     const at = this.#size++;
     this.#place(slot, at);
     this.#siftUp(at);
+  }
+
+  /**
+   * Pushes slots[0..count), as that many push() calls would: a batch's new timers. The arrays
+   * grow once; when the batch is large next to the heap (the first batches of a replay), the
+   * heap is rebuilt in O(n) instead of sifting each entry up.
+   */
+  pushMany(slots: Int32Array, count: number): void {
+    assert.ok(count <= slots.length, 'pushMany past the end of its slots');
+    if (this.#store.capacity > this.#position.length) this.#growPosition();
+    while (this.#size + count > this.#entries.length) this.#growEntries();
+    const position = this.#position;
+    const first = this.#size;
+    for (let i = 0; i < count; i++) {
+      const slot = slots[i] as number;
+      // A plain condition per slot, assert only on failure (assert.ok's rest arguments cost an array per call).
+      if (!this.#store.isLive(slot)) assert.fail('pushed a slot that is not live');
+      if ((position[slot] as number) >= 0) assert.fail('pushed a slot already in the heap');
+      this.#place(slot, this.#size++);
+    }
+    const rebuild = count * Math.log2(this.#size + 2) > rebuildCostFactor * this.#size;
+    if (rebuild) for (let at = (this.#size >> 1) - 1; at >= 0; at--) this.#siftDown(at);
+    else for (let at = first; at < this.#size; at++) this.#siftUp(at);
   }
 
   /** The earliest slot, or -1 when empty. */

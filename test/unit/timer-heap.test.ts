@@ -1,5 +1,5 @@
 // TimerHeap against a model that keeps the keys itself and sorts: same answers to every
-// push, pop, remove, removeMany, update and peek, with many ties so logSeq, row and slot decide the order.
+// push, pushMany, pop, remove, removeMany, update and peek, with many ties so logSeq, row and slot decide the order.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -15,6 +15,7 @@ interface Key {
 
 type Op =
   | { kind: 'push'; key: Key }
+  | { kind: 'pushMany'; keys: Key[] }
   | { kind: 'pop' }
   | { kind: 'peek' }
   | { kind: 'remove'; pick: number }
@@ -32,6 +33,8 @@ const key: fc.Arbitrary<Key> = fc.record({
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: key.map((k): Op => ({ kind: 'push', key: k })) },
+  // A few keys sift each one up, many (next to the heap's size) take the O(n) rebuild.
+  { weight: 1, arbitrary: fc.array(key, { maxLength: 60 }).map((keys): Op => ({ kind: 'pushMany', keys })) },
   { weight: 2, arbitrary: fc.constant<Op>({ kind: 'pop' }) },
   { weight: 1, arbitrary: fc.constant<Op>({ kind: 'peek' }) },
   { weight: 1, arbitrary: fc.nat().map((pick): Op => ({ kind: 'remove', pick })) },
@@ -71,6 +74,16 @@ test('TimerHeap gives the same answers as a sorted array through any sequence of
           keys.set(slot, { ...o.key });
           heap.push(slot);
           model.push(slot);
+        } else if (o.kind === 'pushMany') {
+          const slots = new Int32Array(o.keys.length + 2).fill(-1);
+          o.keys.forEach((k, i) => {
+            const slot = store.allocateRaw(k.fireAt, k.logSeq, k.row, 0, target, empty, empty);
+            keys.set(slot, { ...k });
+            slots[i] = slot;
+            model.push(slot);
+          });
+          // The slots array may be longer than count (as the engine's is): the rest is not pushed.
+          heap.pushMany(slots, o.keys.length);
         } else if (o.kind === 'pop') {
           const expected = earliest(model, keys);
           assert.equal(heap.pop(), expected);
