@@ -24,7 +24,7 @@ import {
 } from 'apache-arrow';
 import { errorCodes, FermataError } from '../errors.ts';
 import { timerLimits } from '../limits.ts';
-import { headerTypes, messageFacts } from './arrow-message.ts';
+import { checkFooter, headerTypes, messageFacts } from './arrow-message.ts';
 import { type BytesColumn, defaultQueue, type TimerBatch } from './timer-batch.ts';
 
 const knownColumns = new Set(['fire_at', 'delay_ms', 'target', 'payload', 'headers', 'key', 'queue']);
@@ -67,9 +67,11 @@ function checkOffsets(chunk: Data<DataType>, column: string): void {
 function checkIpcFrames(ipc: Uint8Array, rowsMax: number): void {
   const bytes = Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength);
   const malformed = (what: string): FermataError => new FermataError(errorCodes.batchInvalid, `not a readable Arrow IPC stream: ${what}`, { column: '' });
-  let at = bytes.length >= 8 && bytes.toString('latin1', 0, 6) === 'ARROW1' ? 8 : 0;
+  const file = bytes.length >= 8 && bytes.toString('latin1', 0, 6) === fileMagic;
+  let at = file ? 8 : 0;
   let rows = 0;
   let first = true;
+  const frameStarts = new Set<number>();
   while (at + 4 <= bytes.length) {
     let length = bytes.readInt32LE(at);
     let headerAt = at + 4;
@@ -78,10 +80,15 @@ function checkIpcFrames(ipc: Uint8Array, rowsMax: number): void {
       length = bytes.readInt32LE(at + 4);
       headerAt = at + 8;
     }
-    if (length === 0) return;
+    if (length === 0) {
+      checkAfterEnd(bytes, headerAt, file, frameStarts, malformed);
+      return;
+    }
+    frameStarts.add(at);
     if (length < 0 || headerAt + length > bytes.length) throw malformed(`a message at byte ${at} announces ${length} bytes of metadata, past the end`);
     const facts = messageFacts(bytes.subarray(headerAt, headerAt + length), malformed);
-    if (first && facts.headerType !== headerTypes.schema) throw malformed(`the stream starts with a message of header type ${facts.headerType}, not a Schema`);
+    // A file's reader takes the schema from the footer (checked there); apache-arrow writes files without a schema message.
+    if (first && !file && facts.headerType !== headerTypes.schema) throw malformed(`the stream starts with a message of header type ${facts.headerType}, not a Schema`);
     first = false;
     const next = headerAt + length + facts.bodyLength;
     if (next > bytes.length) throw malformed(`a message at byte ${at} announces a ${facts.bodyLength}-byte body, past the end`);
@@ -91,6 +98,28 @@ function checkIpcFrames(ipc: Uint8Array, rowsMax: number): void {
     }
     at = next;
   }
+}
+
+const fileMagic = 'ARROW1';
+/** An Arrow file ends: footer, its length (int32), "ARROW1". */
+const fileTailBytes = 4 + fileMagic.length;
+
+/**
+ * What may follow a stream's end-of-stream marker at `end`: nothing but zero bytes in a stream
+ * (apache-arrow reads on after the marker, as if another stream began: forged bytes there went
+ * unchecked, B13), and in a file its footer, whose blocks must point at the checked messages.
+ */
+function checkAfterEnd(bytes: Buffer, end: number, file: boolean, frameStarts: ReadonlySet<number>, malformed: (what: string) => FermataError): void {
+  if (!file) {
+    const stray = bytes.subarray(end).findIndex((byte) => byte !== 0);
+    if (stray >= 0) throw malformed(`byte ${end + stray} follows the end-of-stream marker: a body holds one stream`);
+    return;
+  }
+  if (bytes.length < end + fileTailBytes || bytes.toString('latin1', bytes.length - fileMagic.length) !== fileMagic) throw malformed('an Arrow file without its closing magic');
+  const footerLength = bytes.readInt32LE(bytes.length - fileTailBytes);
+  const footerAt = bytes.length - fileTailBytes - footerLength;
+  if (footerLength <= 0 || footerAt < end) throw malformed(`an Arrow file footer of ${footerLength} bytes that does not fit after its messages`);
+  checkFooter(bytes.subarray(footerAt, footerAt + footerLength), frameStarts, malformed);
 }
 
 function isNull(chunk: Data<DataType>, i: number): boolean {

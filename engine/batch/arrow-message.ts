@@ -122,6 +122,36 @@ function checkSchema(header: Buffer, schema: number, malformed: (what: string) =
   checkFields(schema, 1, 0);
 }
 
+/** Bytes of a Footer Block struct: offset (int64), metaDataLength (int32), padding, bodyLength (int64). */
+const blockBytes = 24;
+
+/**
+ * Checks an Arrow file's Footer the way messageFacts checks a message: its schema (apache-arrow
+ * decodes the footer's, not the stream's), and that each dictionary and record batch block
+ * starts at a message frame the caller walked and checked (`frameStarts`); a forged offset would
+ * make the file reader decode bytes nothing checked (B13).
+ */
+export function checkFooter(footer: Buffer, frameStarts: ReadonlySet<number>, malformed: (what: string) => FermataError): void {
+  try {
+    const table = tableAt(footer, 0);
+    const schemaPosition = fieldPosition(footer, table, 1);
+    if (schemaPosition === undefined) throw malformed('an Arrow file footer without its schema');
+    checkSchema(footer, tableAt(footer, schemaPosition), malformed);
+    for (const [index, what] of [[2, 'dictionary'], [3, 'record batch']] as const) {
+      const count = vectorCount(footer, table, index, blockBytes, `footer ${what} blocks`, malformed);
+      if (count === 0) continue;
+      const start = vectorAt(footer, fieldPosition(footer, table, index) as number).start + 4;
+      for (let i = 0; i < count; i++) {
+        const offset = footer.readBigInt64LE(start + i * blockBytes);
+        if (!frameStarts.has(Number(offset))) throw malformed(`the footer's ${what} block ${i} points at byte ${offset}, where no message of the file starts`);
+      }
+    }
+  } catch (err) {
+    if (err instanceof RangeError) throw malformed(`not an Arrow file footer flatbuffer (${err.message})`);
+    throw err;
+  }
+}
+
 /** The Message fields checked and read; `malformed` makes the error (a RangeError inside means the flatbuffer lies about its offsets). */
 export function messageFacts(header: Buffer, malformed: (what: string) => FermataError): MessageFacts {
   try {

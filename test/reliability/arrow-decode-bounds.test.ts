@@ -16,7 +16,8 @@
 // are checked before apache-arrow reads them, engine/batch/arrow-message.ts), one is B9's (a
 // message of header type NONE, which apache-arrow's reader never got past: now refused), one is
 // B11's (a forged Message custom_metadata length, found by `npm run soak`: now refused), one
-// B12's (a schema vtable of odd size, also found by the soak). Each must be refused by the frame
+// B12's (a schema vtable of odd size, also found by the soak), one B13's (a second stream after
+// the end-of-stream marker). Each must be refused by the frame
 // checks, not merely within the bounds.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -191,6 +192,19 @@ const hostile: ReadonlyArray<{ readonly bug: string; readonly name: string; read
       '6Jf/5s4BAADQm//mzgEAALif/+bOAQAAoKP/5s4BAAAAAAAAAQAAAAIAAAAAAAAAAQAAAAAAAAAAAAAAAQAAAAEAAAAAAAAAAQAAAAAAAAAAAAAACQAAAA0A' +
       'AAAWAAAAGgAAACMAAABwYXlsb2FkIDAAAQIBcGF5bG9hZCAyAAECA3BheWxvYWQgNAAAAAAAAAAAAA0AAAANAAAADQAAAA0AAAAaAAAAeyJ4LXJvdyI6IjAi' +
       'fXsieC1yb3ciOiI0In0AAAAAAAAAAAAADAAAAAwAAAAMAAAADAAAAAwAAABhcnJvdy1zZWVkLTAAAAAA/////wAAAAA=',
+  },
+  {
+    bug: 'B13',
+    name: 'soak fuzz case 212849 (from malformed/clusterfuzz-testcase-arrow-ipc-stream-fuzz-4895056843112448)',
+    what: 'bytes after the end-of-stream marker, which apache-arrow reads as another stream: a record batch there claimed nodes without end',
+    base64:
+      'oAAAABAAAAAAAAoADAAGAAUACAAKAAAAxAEDAAwAAAAIAAjKawAEAAgAAAAEAAAAAQAAAAgAAAAAAAAE2P///wAAAQcYAAAALAAAAAQAAAAAAAAACP7AAAQA' +
+      '9wAkAAAARiMAACYAHAAIACQABwAMAAAAEAAQAAAABgC8AAEAAAAAAAAAAAAQZ9t9BQ2DogoAAAAABDs5AAAAAAAAA5N3UQ0AAIAAAAAAAPr4vP////+4AAAA' +
+      'FAAAAAAAAAAMABYABgAFAAgADAAMAAAAAAMDABgAAACzAAAAAAAAAAUACgAYAAwABAAIAAoAAABcAAAAEAAAAAQAAAAAAAAAAAMAAAQAAAAAAAAAAAAAAAgA' +
+      'QAAACQB3KAAAAAAAAAAQmQCgAAQAABgAAAAAAAAACABCACAA/wBwAAD9/wAAAAABRfoAAAAAAAAAAAIAAEAEAAAAAAAAAP//////////BAAAAAAAAAD/////' +
+      '/////yj///////////8AAAAAEJkA6+vr6+vr6+sR6+vr7QMAAAAAAADr6+vr6+vr6+vr6wAAAAAAAAAAAPngABAAAAAGXQoACAIGAAUACAAKAAAAXQEDAAwA' +
+      'AAAIAIc2FQAEAAgAAAAEAAAAAgAAAAAAAAAAAK+/v7+/BAAAABwAABQAEYAAUP/4///A+QAABAAAAgCOjgACCv//////////////////////////////////' +
+      'AAD/////MAEAAAAAAAAAAAIAAAAAAA==',
   },
 ];
 

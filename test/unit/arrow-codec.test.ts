@@ -138,3 +138,32 @@ test('regression: forged Arrow counts and offsets are refused before anything is
   assert.equal(engine.log.lastSeq, 0, 'nothing was logged');
   await engine.close();
 });
+
+test('B13: a body holds one stream: bytes after its end-of-stream marker are refused; an Arrow file footer must point at its checked messages', () => {
+  const batch = batchFromSpecs([{ fireAtMs: Date.UTC(2033, 0, 1), target: 'https://a.example/x', payload: 'p' }]);
+  const ipc = batchToArrow(batch);
+  const refused = (bytes: Uint8Array, pattern: RegExp): void => {
+    assert.throws(() => batchFromArrow(bytes, Date.now()), (err: unknown) => isFermataError(err, errorCodes.batchInvalid) && pattern.test(err.message));
+  };
+  // apache-arrow would read on after the marker as if a second stream began.
+  refused(Buffer.concat([ipc, ipc]), /byte \d+ follows the end-of-stream marker/);
+  assert.equal(batchFromArrow(Buffer.concat([ipc, new Uint8Array(8)]), Date.now()).rows, 1, 'zero padding after the marker is harmless');
+
+  const file = tableToIPC(tableFromArrays({ fire_at: BigInt64Array.from([BigInt(Date.UTC(2033, 0, 1))]), target: ['https://a.example/x'] } as never) as unknown as Table, 'file');
+  assert.equal(batchFromArrow(file, Date.now()).rows, 1, 'an Arrow file reads');
+  // Each footer block's offset points at a message frame (continuation marker -1): moved by 8
+  // bytes, it points into the middle of one, where the file reader would decode unchecked bytes.
+  const bytes = Buffer.from(file);
+  const footerLength = bytes.readInt32LE(bytes.length - 10);
+  const footerAt = bytes.length - 10 - footerLength;
+  let forged = 0;
+  for (let at = footerAt; at + 8 <= bytes.length - 10; at += 4) {
+    const offset = Number(bytes.readBigInt64LE(at));
+    if (offset < 8 || offset >= footerAt || bytes.readInt32LE(offset) !== -1) continue;
+    const copy = Buffer.from(bytes);
+    copy.writeBigInt64LE(BigInt(offset + 8), at);
+    refused(copy, /(dictionary|record batch) block \d+ points at byte \d+, where no message of the file starts/);
+    forged++;
+  }
+  assert.ok(forged >= 2, `the footer's blocks were found and forged (${forged})`);
+});
