@@ -1,6 +1,7 @@
 // The few fields of an Arrow IPC Message flatbuffer that must be checked before apache-arrow
 // reads a stream: Message.header_type, .header, .bodyLength; DictionaryBatch.id, .isDelta;
-// RecordBatch.length, .nodes, .buffers. They are located through the flatbuffer vtables with
+// RecordBatch.length, .nodes, .buffers, .variadicBufferCounts; every custom_metadata and schema
+// vector. They are located through the flatbuffer vtables with
 // bounds checks, so forged bytes give a BATCH_INVALID error, never a crash. Arrow's reader trusts
 // the counts it finds there: a forged row or node count made it allocate without bound (the
 // Flight mutation test found it; the same bytes came in over HTTP). Shared by the HTTP and
@@ -78,6 +79,8 @@ function checkRecordBatch(header: Buffer, recordBatch: number, bodyLength: bigin
       if (index === 2 && (first < 0n || second < 0n || first + second > bodyLength)) throw malformed(`buffer ${i} of the record batch (offset ${first}, ${second} bytes) lies outside its ${bodyLength}-byte body`);
     }
   }
+  // variadicBufferCounts (4, int64 each): apache-arrow walks its claimed length too (B14).
+  vectorCount(header, recordBatch, 4, 8, "record batch's variadic buffer counts", malformed);
   return rows;
 }
 
