@@ -108,9 +108,14 @@ describe('HTTP abuse: the service survives and keeps answering legitimate reques
   test(`idle HTTP/2 connections: min(${sizes.idleConnectionsMax}, ulimit -n − ${sizes.descriptorsSpare}) held open`, { timeout: 180_000 }, async (t) => {
     const wanted = Math.min(sizes.idleConnectionsMax, openFilesLimit() - sizes.descriptorsSpare);
     t.diagnostic(`ulimit -n ${openFilesLimit()}: ${wanted} idle connections wanted`);
+    const startedMs = Date.now();
     const report = await underAttack(t, service, 'idle_connections', wanted);
+    const heldMs = Date.now() - startedMs;
     assert.equal(report.facts.connections, wanted, 'every idle connection was accepted');
-    assert.equal(report.facts.closed_by_server, 0, 'idle sessions are kept until their idle timeout');
+    // The first sessions are idle from the start of the ramp: past the idle timeout (the soak's
+    // 30 s hold after a slow ramp on a loaded machine), closing them is the server doing its job.
+    if (heldMs < httpLimits.http2SessionIdleTimeoutMs) assert.equal(report.facts.closed_by_server, 0, 'idle sessions are kept until their idle timeout');
+    else t.diagnostic(`held ${heldMs} ms, past the ${httpLimits.http2SessionIdleTimeoutMs} ms idle timeout: ${String(report.facts.closed_by_server)} sessions closed by the server`);
   });
 });
 
