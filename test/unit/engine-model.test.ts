@@ -154,8 +154,11 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
             const back = releasedUnlogged.filter((t) => t.dueAt > now);
             model.push(...back);
             releasedUnlogged = releasedUnlogged.filter((t) => !back.includes(t));
-            // Opening releases finished timers whose retention has ended; the engine knows only the releases it replayed.
+            // Opening releases finished timers whose retention has ended; the engine knows only the
+            // releases it replayed, and those it makes now: replay brings back the unlogged ones,
+            // and those that ended by now are released again, which raises its horizon as well.
             releasedMax = releasedMaxLogged;
+            for (const timer of releasedUnlogged) if (timer.dueAt <= now) releasedMax = Math.max(releasedMax, timer.dueAt);
             release(new Set(model.filter((t) => isFinished(t) && t.dueAt <= now)));
           }
           assert.equal(engine.spillStats().watermarkMs, watermarkMs);
@@ -171,6 +174,12 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
         await engine.close();
       }
     }),
-    propertyRuns(150),
+    {
+      ...propertyRuns(150),
+      // Found by `npm run soak` (seed -1795428179): a cancelled timer released by a sweep, a
+      // restart (whose open released it again), the clock a step back, an admit, a restart. The
+      // model had not raised its release horizon at the open as the engine does.
+      examples: [[[{ kind: 'admit', offsets: [0] }, { kind: 'cancel', pick: 0 }, { kind: 'advance', ms: 200 }, { kind: 'take', max: 1 }, { kind: 'restart' }, { kind: 'advance', ms: -1 }, { kind: 'admit', offsets: [0] }, { kind: 'restart' }], 1]],
+    },
   );
 });
