@@ -98,6 +98,9 @@ function checkIpcFrames(ipc: Uint8Array, rowsMax: number): void {
     }
     at = next;
   }
+  // A file's reader goes to its footer whatever the walk saw: without the marker the footer may
+  // lie inside a message's claimed body, and would go unchecked.
+  if (file) throw malformed('an Arrow file without the end-of-stream marker before its footer');
 }
 
 const fileMagic = 'ARROW1';

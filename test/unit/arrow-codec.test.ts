@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Binary, Dictionary, Int32, Int64, makeData, makeVector, type Table, tableFromArrays, tableToIPC, Timestamp, TimeUnit, Utf8, vectorFromArray } from 'apache-arrow';
+import { Binary, Dictionary, Int32, Int64, makeData, Message, makeVector, type Table, tableFromArrays, tableToIPC, Timestamp, TimeUnit, Utf8, vectorFromArray } from 'apache-arrow';
 import { batchFromArrow } from '../../engine/batch/arrow-codec.ts';
 import { batchFromSpecs, bytesAt, type TimerBatch } from '../../engine/batch/timer-batch.ts';
 import { errorCodes, FermataError, isFermataError } from '../../engine/errors.ts';
@@ -166,4 +166,23 @@ test('B13: a body holds one stream: bytes after its end-of-stream marker are ref
     forged++;
   }
   assert.ok(forged >= 2, `the footer's blocks were found and forged (${forged})`);
+  // The last message's body stretched over the marker, the footer and the magic: the walk ends
+  // without the marker, and the footer (inside that body) would go unchecked.
+  let lastAt = 8;
+  for (let at = 8; bytes.readInt32LE(at + 4) !== 0; ) {
+    lastAt = at;
+    const metadataLength = bytes.readInt32LE(at + 4);
+    at += 8 + metadataLength + Number(Message.decode(bytes.subarray(at + 8, at + 8 + metadataLength)).bodyLength);
+  }
+  const lastLength = bytes.readInt32LE(lastAt + 4);
+  const bodyLength = BigInt(Message.decode(bytes.subarray(lastAt + 8, lastAt + 8 + lastLength)).bodyLength);
+  const stretched = Buffer.from(bytes);
+  let found = 0;
+  for (let at = lastAt + 8; at + 8 <= lastAt + 8 + lastLength; at += 8) {
+    if (stretched.readBigInt64LE(at) !== bodyLength) continue;
+    stretched.writeBigInt64LE(BigInt(bytes.length - (lastAt + 8 + lastLength)), at);
+    found++;
+  }
+  assert.equal(found, 1, 'the last message names its body length once');
+  refused(stretched, /an Arrow file without the end-of-stream marker before its footer/);
 });
