@@ -9,10 +9,15 @@ import { stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { startWithHugePages } from '../bin/huge-pages.js';
 import { progressBar } from './progress.ts';
 import { type ChartData, type Figure, medianFigures, saveCharts, saveResults, type Suite, toJsonLines, toTable } from './report.ts';
 import { saveMarkdownSummary } from './summary-markdown.ts';
 import { walSuite } from './wal.ts';
+
+// The benchmarks measure fermata as `fermata serve` runs it, so with the same memory pages (their
+// child processes inherit the environment).
+startWithHugePages(import.meta.filename);
 
 const suites: Readonly<Record<string, Suite>> = {
   wal: walSuite,
