@@ -11,7 +11,8 @@
 //   headers   Utf8 (JSON), null if none  its headers
 import { createHash } from 'node:crypto';
 import { Binary, makeData, makeVector, Table, tableToIPC, Timestamp, TimeUnit, Uint32, Utf8 } from 'apache-arrow';
-import { type DeliveryTask, metaFields, taskBytes } from './delivery-task.ts';
+import { idLength } from '../engine/ids.ts';
+import { byteFields, type DeliveryTask, metaFields } from './delivery-task.ts';
 
 export const arrowBatchMediaType = 'application/vnd.apache.arrow.stream';
 
@@ -25,23 +26,32 @@ interface VariableWidth {
   readonly nullCount?: number;
 }
 
-/** One task field as the buffers of an Arrow variable-width column; empty values are null when `emptyIsNull`. */
+/**
+ * One task field as the buffers of an Arrow variable-width column; empty values are null when
+ * `emptyIsNull`. Lengths and copies come from the task's offsets, with no view per value.
+ */
 function column(task: DeliveryTask, which: number, emptyIsNull: boolean): VariableWidth {
-  const count = task.count;
+  const { count, offsets: taskOffsets, bytes } = task;
   const offsets = new Int32Array(count + 1);
-  let bytes = 0;
-  for (let at = 0; at < count; at++) bytes += taskBytes(task, at, which).length;
-  const values = new Uint8Array(bytes);
+  let size = 0;
+  for (let at = 0; at < count; at++) {
+    const index = at * byteFields + which;
+    size += (taskOffsets[index + 1] as number) - (taskOffsets[index] as number);
+  }
+  const values = Buffer.allocUnsafe(size);
+  const source = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const validity = emptyIsNull ? new Uint8Array((count + 7) >> 3) : undefined;
   let nulls = 0;
   let used = 0;
   for (let at = 0; at < count; at++) {
-    const value = taskBytes(task, at, which);
-    values.set(value, used);
-    used += value.length;
+    const index = at * byteFields + which;
+    const start = taskOffsets[index] as number;
+    const end = taskOffsets[index + 1] as number;
+    // Buffer#copy is native and makes no view object (a subarray per value made the GC a tenth of the worker's time).
+    if (end > start) used += source.copy(values, used, start, end);
     offsets[at + 1] = used;
     if (validity === undefined) continue;
-    if (value.length > 0) validity[at >> 3] = (validity[at >> 3] as number) | (1 << (at & 7));
+    if (end > start) validity[at >> 3] = (validity[at >> 3] as number) | (1 << (at & 7));
     else nulls++;
   }
   return { length: count, valueOffsets: offsets, data: values, ...(validity === undefined ? {} : { nullBitmap: validity, nullCount: nulls }) };
@@ -75,7 +85,12 @@ export function encodeArrowBatch(task: DeliveryTask, metadata?: ReadonlyMap<stri
  * dedupe on each row's `id` for exactly-once effects.
  */
 export function arrowBatchKey(task: DeliveryTask): string {
-  const hash = createHash('sha256');
-  for (let at = 0; at < task.count; at++) hash.update(taskBytes(task, at, field.id));
-  return `batch_${hash.digest('base64url').slice(0, 32)}`;
+  // The ids side by side, hashed in one update: the same digest as one update per id.
+  const ids = Buffer.allocUnsafe(task.count * idLength);
+  const source = Buffer.from(task.bytes.buffer, task.bytes.byteOffset, task.bytes.byteLength);
+  for (let at = 0; at < task.count; at++) {
+    const start = task.offsets[at * byteFields + field.id] as number;
+    source.copy(ids, at * idLength, start, start + idLength);
+  }
+  return `batch_${createHash('sha256').update(ids).digest('base64url').slice(0, 32)}`;
 }

@@ -12,7 +12,7 @@ import { TargetGuard } from './target-guard.ts';
 import { type DeliveryResults, type DeliveryTask, emptyResults, metaFields, resultsTransfer, taskBytes, taskPolicy } from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
-import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome } from './retry-policy.ts';
+import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
 import { WebhookSigner } from './signing.ts';
 
 /** What the dispatcher gives every worker when it starts. */
@@ -140,7 +140,8 @@ function recordOutcome(task: DeliveryTask, at: number, results: DeliveryResults,
   const attempt = task.meta[at * metaFields + 1] as number;
   // A status outside HTTP's 100–599 (an HTTP/1.1 parser lets "099" through) is a broken answer, not a status.
   const answered = typeof result === 'number' && result >= 100 && result <= 599 ? result : typeof result === 'number' ? attemptFailure.networkError : result;
-  const decision = decideOutcome(attempt, answered, retryAfter, taskPolicy(task, at), nowMs, Math.random());
+  // A 2xx needs no policy: none is built per row then (an Arrow batch's rows share one answer).
+  const decision = isSuccess(answered) ? delivered : decideOutcome(attempt, answered, retryAfter, taskPolicy(task, at), nowMs, Math.random());
   results.kinds[at] = decision.kind;
   results.reasons[at] = decision.reason;
   results.statuses[at] = typeof answered === 'number' ? answered : 0;

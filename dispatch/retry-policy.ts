@@ -145,20 +145,26 @@ export type Decision =
   | { readonly kind: typeof outcomeKind.dead; readonly reason: DeadReasonOfPolicy };
 
 // Every outcome but a retry is one of four constants: most attempts allocate nothing.
-const delivered: Decision = Object.freeze({ kind: outcomeKind.delivered, reason: deadReason.none });
+export const delivered: Decision = Object.freeze({ kind: outcomeKind.delivered, reason: deadReason.none });
 const gone: Decision = Object.freeze({ kind: outcomeKind.dead, reason: deadReason.gone });
 const targetRefused: Decision = Object.freeze({ kind: outcomeKind.dead, reason: deadReason.targetRefused });
 const attemptsExhausted: Decision = Object.freeze({ kind: outcomeKind.dead, reason: deadReason.attemptsExhausted });
+
+/** A 2xx answer: delivered, whatever the attempt and the policy (so a caller may skip both). */
+export function isSuccess(result: AttemptResult): boolean {
+  return typeof result === 'number' && result >= 200 && result <= 299;
+}
 
 /**
  * The outcome of attempt `attempt` (1-based) that ended with `result`; `retryAfter` is the
  * response's Retry-After header, if any.
  */
 export function decideOutcome(attempt: number, result: AttemptResult, retryAfter: string | undefined, config: RetryConfig, nowMs: number, random01: number): Decision {
-  assert.ok(Number.isInteger(attempt) && attempt >= 1, `attempt ${attempt} must be a whole number from 1`);
+  // Plain conditions, assert only on failure (a template message would be built per timer).
+  if (!(Number.isInteger(attempt) && attempt >= 1)) assert.fail(`attempt ${attempt} must be a whole number from 1`);
   if (typeof result === 'number') {
-    assert.ok(Number.isInteger(result) && result >= 100 && result <= 999, `HTTP status ${result} out of range`);
-    if (result >= 200 && result <= 299) return delivered;
+    if (!(Number.isInteger(result) && result >= 100 && result <= 999)) assert.fail(`HTTP status ${result} out of range`);
+    if (isSuccess(result)) return delivered;
     if (result === 410) return gone;
   } else if (result === attemptFailure.targetRefused) {
     return targetRefused;

@@ -329,7 +329,7 @@ export class Engine {
   /** The latest expiry among released timers: an ADD decides its keys no earlier than this. */
   #releasedExpiryMax = 0;
   /** Timers whose OUTCOME record is being synced, by slot. */
-  readonly #settling = new Map<number, Promise<void>>();
+  readonly #settling = new KeyClaims({ scramble: true });
   readonly #index: SlotIndex;
   readonly #keys: KeyIndex;
   /**
@@ -601,44 +601,58 @@ export class Engine {
    * delivered and dead timers are final, retries go back to the heap at their retry time.
    */
   async settle(outcomes: Outcomes): Promise<void> {
-    // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway through applying it.
-    const slots = new Int32Array(outcomes.count);
-    const seen = new Set<number>();
-    for (let i = 0; i < outcomes.count; i++) {
-      const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
-      assert.ok(slot >= 0 && this.#store.state[slot] === timerState.delivering, 'an outcome for a timer that is not being delivered');
-      assert.ok(!this.#settling.has(slot) && !seen.has(slot), 'two outcomes for one delivery');
-      seen.add(slot);
-      const kind = outcomes.kinds[i] as number;
-      assert.ok(kind >= outcomeKind.delivered && kind <= outcomeKind.dead, `outcome kind ${kind}`);
-      assert.ok(kind !== outcomeKind.retry || Number.isFinite(outcomes.retryAtMs[i]), 'a retry needs a finite time');
-      slots[i] = slot;
-    }
-    // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
-    const now = this.#clock.now();
-    for (let i = 0; i < outcomes.count; i++) {
-      const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#retention.finishedMs;
-      else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#retention.deadMs;
-    }
-    failpoint('delivery.outcome-before-append');
-    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork).then(() => undefined);
-    for (const slot of slots) this.#settling.set(slot, appended.catch(() => undefined));
+    // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway
+    // through applying it. Plain conditions, assert.fail only on failure: this runs once per
+    // delivered timer. Each slot is claimed in #settling as it is checked (so a second outcome
+    // for it finds the claim), all with one promise that settles when this call is done.
+    const count = outcomes.count;
+    const slots = new Int32Array(count);
+    const store = this.#store;
+    const settling = this.#settling;
+    let release!: () => void;
+    const ticket = settling.open(
+      new Promise<void>((resolve) => {
+        release = resolve;
+      }),
+    );
+    let claims = 0;
     try {
-      await appended;
-    } catch (err) {
-      // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
-      // would re-send what was delivered); recovery finds them pending and delivers them again.
-      if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.walClosed) || this.#wal.poisoned !== undefined) throw err;
-      // Not logged for another reason: the timers go back to waiting, to be delivered again.
-      for (const slot of slots) {
-        this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
-        this.#heap.push(slot);
+      for (; claims < count; claims++) {
+        const i = claims;
+        const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
+        const kind = outcomes.kinds[i] as number;
+        if (!(slot >= 0 && store.state[slot] === timerState.delivering)) assert.fail('an outcome for a timer that is not being delivered');
+        if (settling.get(slot) !== undefined) assert.fail('two outcomes for one delivery');
+        if (!(kind >= outcomeKind.delivered && kind <= outcomeKind.dead)) assert.fail(`outcome kind ${kind}`);
+        if (kind === outcomeKind.retry && !Number.isFinite(outcomes.retryAtMs[i])) assert.fail('a retry needs a finite time');
+        settling.add(ticket, slot);
+        slots[i] = slot;
       }
-      this.#onDueChanged();
-      throw err;
+      // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
+      const now = this.#clock.now();
+      for (let i = 0; i < count; i++) {
+        const kind = outcomes.kinds[i];
+        if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#retention.finishedMs;
+        else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#retention.deadMs;
+      }
+      failpoint('delivery.outcome-before-append');
+      try {
+        await this.#wal.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
+      } catch (err) {
+        // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
+        // would re-send what was delivered); recovery finds them pending and delivers them again.
+        if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.walClosed) || this.#wal.poisoned !== undefined) throw err;
+        // Not logged for another reason: the timers go back to waiting, to be delivered again.
+        for (const slot of slots) {
+          this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
+          this.#heap.push(slot);
+        }
+        this.#onDueChanged();
+        throw err;
+      }
     } finally {
-      for (const slot of slots) this.#settling.delete(slot);
+      settling.release(ticket, slots.subarray(0, claims));
+      release();
     }
     this.#applyOutcomes(outcomes);
   }
@@ -894,11 +908,12 @@ export class Engine {
     outcome.attempts[0] = 0;
     outcome.retryAtMs[0] = this.#clock.now();
     const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
-    this.#settling.set(slot, appended.catch(() => undefined));
+    const claimed = [slot];
+    const ticket = this.#settling.claim(claimed, appended.catch(() => undefined));
     try {
       await appended;
     } finally {
-      this.#settling.delete(slot);
+      this.#settling.release(ticket, claimed);
     }
     this.#applyOutcomes(outcome);
     return 'redriven';

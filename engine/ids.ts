@@ -34,9 +34,11 @@ export function encodeTimerId(seq: number, row: number, fireAtMs: number): strin
 
 /** The id's 24 ASCII characters as bytes at `out[at…at+24)`: no string, for ids written into buffers. */
 export function encodeTimerIdInto(out: Uint8Array, at: number, seq: number, row: number, fireAtMs: number): void {
-  assert.ok(Number.isInteger(seq) && seq >= 0 && seq <= idSequenceMax, `sequence ${seq} out of id range`);
-  assert.ok(Number.isInteger(row) && row >= 0 && row <= idRowMax, `row ${row} out of id range`);
-  assert.ok(Number.isInteger(fireAtMs) && fireAtMs >= 0 && fireAtMs <= idFireAtMax, `fire time ${fireAtMs} out of id range`);
+  // Plain conditions, assert only on failure: a template message would be built on every call
+  // (this runs once per timer handed to a delivery worker).
+  if (!(Number.isInteger(seq) && seq >= 0 && seq <= idSequenceMax)) assert.fail(`sequence ${seq} out of id range`);
+  if (!(Number.isInteger(row) && row >= 0 && row <= idRowMax)) assert.fail(`row ${row} out of id range`);
+  if (!(Number.isInteger(fireAtMs) && fireAtMs >= 0 && fireAtMs <= idFireAtMax)) assert.fail(`fire time ${fireAtMs} out of id range`);
   // 120 bits are three 40-bit groups of 8 characters each, all exact in float64 arithmetic:
   //   a = seq[47..8]   b = seq[7..0] row[23..0] fire[47..40]   c = fire[39..0]
   const seqHigh = Math.floor(seq / twoTo24);
@@ -50,13 +52,23 @@ export function encodeTimerIdInto(out: Uint8Array, at: number, seq: number, row:
 
 const scratch = new Uint8Array(idLength);
 const alphabetCodes = Uint8Array.from(idAlphabet, (char) => char.charCodeAt(0));
+const twoTo20 = 2 ** 20;
 
-/** A 40-bit group as 8 base-32 characters, most significant first. */
+/**
+ * A 40-bit group as 8 base-32 characters, most significant first: split into two 20-bit halves
+ * of four characters each, so the digits come from integer shifts, not float division.
+ */
 function putGroup(out: Uint8Array, at: number, group: number): void {
-  for (let i = 7; i >= 0; i--) {
-    out[at + i] = alphabetCodes[group % 32] as number;
-    group = Math.floor(group / 32);
-  }
+  const high = Math.floor(group / twoTo20);
+  const low = group - high * twoTo20;
+  out[at] = alphabetCodes[(high >>> 15) & 31] as number;
+  out[at + 1] = alphabetCodes[(high >>> 10) & 31] as number;
+  out[at + 2] = alphabetCodes[(high >>> 5) & 31] as number;
+  out[at + 3] = alphabetCodes[high & 31] as number;
+  out[at + 4] = alphabetCodes[(low >>> 15) & 31] as number;
+  out[at + 5] = alphabetCodes[(low >>> 10) & 31] as number;
+  out[at + 6] = alphabetCodes[(low >>> 5) & 31] as number;
+  out[at + 7] = alphabetCodes[low & 31] as number;
 }
 
 /** The parts of a well-formed id, or undefined for anything else (wrong length or alphabet). */

@@ -2,6 +2,11 @@
 // hash: a later admit that plans a key with a claimed hash waits for the claiming admit to
 // settle, so the log's order decides which row is the original. Main thread only.
 //
+// The engine keeps a second table of the same kind for the slots whose delivery outcomes are
+// being logged (the slot number is the "hash", scrambled for its home cell: slots are dense, and
+// consecutive home cells would make one long probe run): a cancel, a redrive or a key plan that
+// meets such a slot waits for its record, and a second outcome for it is refused.
+//
 // An admit claims every key it introduces at once and releases them at once, so the table
 // holds a ticket per hash and the admit's promise once, by ticket: no Map entry and no boxed
 // number per key (a 10,000-key admit costs two passes over a typed array). Open addressing
@@ -17,13 +22,31 @@ const initialCapacity = 1024;
 /** Tickets are Int32 cells; they wrap around long before two in flight could meet. */
 const ticketSpan = 2 ** 31;
 
+/** A bijection of 32-bit integers that spreads consecutive ones (MurmurHash3's finalizer). */
+function scramble(value: number): number {
+  let h = value >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+export interface KeyClaimsOptions {
+  /** The claimed numbers are not hashes (e.g. slot numbers): scramble them for their home cells. */
+  readonly scramble?: boolean;
+}
+
 export class KeyClaims {
+  readonly #scramble: boolean;
   #hashes = new Uint32Array(initialCapacity);
   #tickets = new Int32Array(initialCapacity).fill(emptyTicket);
   #mask = initialCapacity - 1;
   #size = 0;
   #nextTicket = 0;
   readonly #settled = new Map<number, Promise<void>>();
+
+  constructor(options: KeyClaimsOptions = {}) {
+    this.#scramble = options.scramble ?? false;
+  }
 
   /** Claims held, over all admits in flight. */
   get size(): number {
@@ -32,19 +55,32 @@ export class KeyClaims {
 
   /** Claims `hashes` until `settled` settles; returns the ticket to release() them with. */
   claim(hashes: ArrayLike<number>, settled: Promise<void>): number {
-    const ticket = this.#nextTicket;
-    this.#nextTicket = (ticket + 1) % ticketSpan;
-    assert.ok(!this.#settled.has(ticket), 'key claim tickets wrapped around onto one in flight');
-    this.#settled.set(ticket, settled);
+    const ticket = this.open(settled);
     this.#reserve(hashes.length);
     for (let i = 0; i < hashes.length; i++) this.#place(hashes[i] as number, ticket);
     this.#size += hashes.length;
     return ticket;
   }
 
+  /** A ticket holding no claim yet, for add()ing claims one by one (each may first be looked up). */
+  open(settled: Promise<void>): number {
+    const ticket = this.#nextTicket;
+    this.#nextTicket = (ticket + 1) % ticketSpan;
+    if (this.#settled.has(ticket)) assert.fail('key claim tickets wrapped around onto one in flight');
+    this.#settled.set(ticket, settled);
+    return ticket;
+  }
+
+  /** Claims one more `hash` for `ticket` (from open() or claim()). */
+  add(ticket: number, hash: number): void {
+    this.#reserve(1);
+    this.#place(hash, ticket);
+    this.#size++;
+  }
+
   /** The promise of the admit that claimed `hash`, if one has. */
   get(hash: number): Promise<void> | undefined {
-    for (let i = hash & this.#mask; ; i = (i + 1) & this.#mask) {
+    for (let i = this.#home(hash); ; i = (i + 1) & this.#mask) {
       const ticket = this.#tickets[i] as number;
       if (ticket === emptyTicket) return undefined;
       if (this.#hashes[i] === hash) return this.#settled.get(ticket);
@@ -64,15 +100,19 @@ export class KeyClaims {
     }
   }
 
+  #home(hash: number): number {
+    return (this.#scramble ? scramble(hash) : hash) & this.#mask;
+  }
+
   #place(hash: number, ticket: number): void {
-    let i = hash & this.#mask;
+    let i = this.#home(hash);
     while (this.#tickets[i] !== emptyTicket) i = (i + 1) & this.#mask;
     this.#hashes[i] = hash;
     this.#tickets[i] = ticket;
   }
 
   #delete(hash: number, ticket: number): void {
-    let i = hash & this.#mask;
+    let i = this.#home(hash);
     for (; ; i = (i + 1) & this.#mask) {
       const cell = this.#tickets[i] as number;
       assert.ok(cell !== emptyTicket, 'released a key claim that was not held');
@@ -86,7 +126,7 @@ export class KeyClaims {
         this.#tickets[hole] = emptyTicket;
         return;
       }
-      const home = (this.#hashes[j] as number) & this.#mask;
+      const home = this.#home(this.#hashes[j] as number);
       const movable = hole <= j ? home <= hole || home > j : home <= hole && home > j;
       if (movable) {
         this.#tickets[hole] = cell;

@@ -238,3 +238,36 @@ test('power loss during delivery outcomes: every acknowledged outcome survives; 
     await recovered.close();
   }
 });
+
+test('a second outcome for one delivery is refused, before or while the first is logged, and refusing releases the claims', async () => {
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 3 }), clock: manualClock() });
+  const admitted = await engine.admit(batchFromSpecs([0, 1, 2].map((i) => ({ fireAtMs: t0 + i, target: 'https://a.example/' }))));
+  const slice = engine.takeDue(t0 + 10, 10);
+  assert.equal(slice.count, 3);
+  const delivered = (rows: readonly number[]) => {
+    const outcomes = emptyOutcomes(rows.length);
+    outcomes.count = rows.length;
+    rows.forEach((row, i) => {
+      outcomes.seqs[i] = slice.seqs[row] as number;
+      outcomes.rows[i] = slice.rows[row] as number;
+      outcomes.kinds[i] = outcomeKind.delivered;
+      outcomes.statuses[i] = 200;
+      outcomes.attempts[i] = 1;
+    });
+    return outcomes;
+  };
+  // Rows 0 and 1, then row 1 twice in one call: refused whole, row 0's claim released with it.
+  await assert.rejects(engine.settle(delivered([0, 1, 1])), /two outcomes for one delivery/);
+  const first = engine.settle(delivered([0, 1]));
+  // Row 1 again while the first call is being logged.
+  await assert.rejects(engine.settle(delivered([2, 1])), /two outcomes for one delivery/);
+  await first;
+  assert.equal(engine.get(admitted.idOf(0))?.state, 'delivered');
+  assert.equal(engine.get(admitted.idOf(1))?.state, 'delivered');
+  // Row 2's claim from the refused call was released: its own outcome goes through.
+  assert.equal(engine.get(admitted.idOf(2))?.state, 'delivering');
+  await engine.settle(delivered([2]));
+  assert.equal(engine.get(admitted.idOf(2))?.state, 'delivered');
+  await assert.rejects(engine.settle(delivered([2])), /not being delivered/);
+  await engine.close();
+});

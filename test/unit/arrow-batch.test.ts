@@ -1,0 +1,57 @@
+// "arrow" delivery's body and batch key (dispatch/arrow-batch.ts), from a task built as the
+// dispatcher builds one: every column row-aligned and byte-exact, empty keys and headers null,
+// and the batch key the SHA-256 of the ids in order (so a resent batch has the same key).
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { test } from 'node:test';
+import { tableFromIPC } from 'apache-arrow';
+import { arrowBatchKey, encodeArrowBatch } from '../../dispatch/arrow-batch.ts';
+import { DeliveryTaskBuilder } from '../../dispatch/delivery-task.ts';
+import { encodeTimerId } from '../../engine/ids.ts';
+import { defaultQueueConfig } from '../../engine/queues.ts';
+
+const utf8 = new TextEncoder();
+const fireAt = 1_796_220_000_000;
+
+function task(count: number) {
+  // A small first buffer, so the builder also grows it.
+  const builder = new DeliveryTaskBuilder(count, 'http://127.0.0.1:1/ingest', 64);
+  for (let i = 0; i < count; i++) {
+    builder.add({
+      seq: 7 + i,
+      row: i * 3,
+      target: `https://t${i % 3}.example/hook`,
+      headers: i % 2 === 0 ? utf8.encode(`{"x-n":"${i}"}`) : new Uint8Array(0),
+      key: i % 3 === 0 ? new Uint8Array(0) : utf8.encode(`key-${i}`),
+      payload: Uint8Array.from({ length: i * 5 }, (_, j) => (i + j) & 0xff),
+      fireAtMs: fireAt + i,
+      attempt: 1 + (i % 4),
+      timeoutMs: 1000,
+      policy: defaultQueueConfig,
+    });
+  }
+  return builder.finish().task;
+}
+
+test('every column row-aligned and byte-exact; empty keys and headers are null', () => {
+  const count = 37;
+  const table = tableFromIPC(encodeArrowBatch(task(count)));
+  assert.equal(table.numRows, count);
+  for (let i = 0; i < count; i++) {
+    assert.equal(table.getChild('id')?.get(i), encodeTimerId(7 + i, i * 3, fireAt + i));
+    assert.equal(Number(table.getChild('fire_at')?.get(i)), fireAt + i);
+    assert.equal(table.getChild('attempt')?.get(i), 1 + (i % 4));
+    assert.equal(table.getChild('target')?.get(i), `https://t${i % 3}.example/hook`);
+    assert.equal(table.getChild('key')?.get(i), i % 3 === 0 ? null : `key-${i}`);
+    assert.deepEqual(Array.from(table.getChild('payload')?.get(i) as Uint8Array), Array.from({ length: i * 5 }, (_, j) => (i + j) & 0xff));
+    assert.equal(table.getChild('headers')?.get(i), i % 2 === 0 ? `{"x-n":"${i}"}` : null);
+  }
+});
+
+test('the batch key is the SHA-256 of the ids in order', () => {
+  const count = 20;
+  const hash = createHash('sha256');
+  for (let i = 0; i < count; i++) hash.update(encodeTimerId(7 + i, i * 3, fireAt + i));
+  assert.equal(arrowBatchKey(task(count)), `batch_${hash.digest('base64url').slice(0, 32)}`);
+  assert.notEqual(arrowBatchKey(task(count)), arrowBatchKey(task(count - 1)));
+});
