@@ -1139,7 +1139,15 @@ export class Engine {
     const { store, deadReasons, queueNames } = taken;
     const columns = store.columns;
     const order = await this.#runOrder(columns);
-    const builder = new RunRowsBuilder(Math.max(1, store.count));
+    let keyBytes = 0;
+    let payloadBytes = 0;
+    let headersBytes = 0;
+    for (let i = 0; i < store.count; i++) {
+      keyBytes += columns.keyLength[i] as number;
+      payloadBytes += columns.payloadLength[i] as number;
+      headersBytes += columns.headersLength[i] as number;
+    }
+    const builder = new RunRowsBuilder(Math.max(1, store.count), { keys: keyBytes, payload: payloadBytes, headers: headersBytes });
     const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
     for (let at = 0; at < store.count; at++) {
       if (at > 0 && at % spillLimits.checkpointSliceRows === 0) await new Promise<void>((resolve) => setImmediate(resolve));

@@ -228,6 +228,13 @@ function copyBytes(chunks: Chunks, rows: number): BytesColumn {
   return { values, offsets };
 }
 
+/** Whether values[aStart, aEnd) and values[bStart, bEnd) hold the same bytes. */
+function sameRange(values: Uint8Array, aStart: number, aEnd: number, bStart: number, bEnd: number): boolean {
+  if (aEnd - aStart !== bEnd - bStart) return false;
+  for (let i = 0; i < aEnd - aStart; i++) if (values[aStart + i] !== values[bStart + i]) return false;
+  return true;
+}
+
 /** A Utf8 or Dictionary<Utf8> column as distinct strings plus a row → string index. */
 function readDictionary(chunks: Chunks | undefined, column: string, rows: number, fallback: string | undefined): { entries: string[]; index: Int32Array } {
   const entries: string[] = [];
@@ -256,10 +263,15 @@ function readDictionary(chunks: Chunks | undefined, column: string, rows: number
     else for (const entries of chunk.dictionary?.data ?? []) checkOffsets(entries, column);
     // Each distinct dictionary entry is decoded once, not once per row.
     const dictionaryPositions = new Map<number, number>();
+    // Plain Utf8: rows come in runs of one target or queue, so a row with the same bytes as the
+    // row before it takes its index without being decoded and hashed again. -1: no such row.
+    let previousStart = -1;
+    let previousEnd = -1;
     for (let i = 0; i < chunk.length; i++, row++) {
       if (isNull(chunk, i)) {
         if (fallback === undefined) throw invalid(`${column} is null in row ${row}`, column, row);
         index[row] = intern(fallback);
+        previousStart = -1;
         continue;
       }
       if (isDictionary) {
@@ -279,12 +291,20 @@ function readDictionary(chunks: Chunks | undefined, column: string, rows: number
         index[row] = position;
       } else {
         const offsets = chunk.valueOffsets as Int32Array;
-        const bytes = (chunk.values as Uint8Array).subarray(offsets[chunk.offset + i] as number, offsets[chunk.offset + i + 1] as number);
+        const values = chunk.values as Uint8Array;
+        const start = offsets[chunk.offset + i] as number;
+        const end = offsets[chunk.offset + i + 1] as number;
+        if (previousStart >= 0 && sameRange(values, previousStart, previousEnd, start, end)) {
+          index[row] = index[row - 1] as number;
+          continue;
+        }
         try {
-          index[row] = intern(decoder.decode(bytes));
+          index[row] = intern(decoder.decode(values.subarray(start, end)));
         } catch {
           throw invalid(`${column} is not valid UTF-8 in row ${row}`, column, row);
         }
+        previousStart = start;
+        previousEnd = end;
       }
     }
   }

@@ -65,12 +65,13 @@ export function bytesOf(column: BytesColumn, i: number): Uint8Array {
 }
 
 class BytesBuilder {
-  values = new Uint8Array(256);
+  values: Uint8Array;
   offsets: Int32Array;
   used = 0;
 
-  constructor(capacity: number) {
+  constructor(capacity: number, bytes: number) {
     this.offsets = new Int32Array(capacity + 1);
+    this.values = new Uint8Array(Math.max(256, bytes));
   }
 
   push(index: number, bytes: Uint8Array): void {
@@ -158,7 +159,12 @@ export class RunRowsBuilder {
   #headers: BytesBuilder;
   #variableBytes = 0;
 
-  constructor(capacity = 1024) {
+  /**
+   * Room for `capacity` rows and, when the caller knows them (a checkpoint does, from the store's
+   * length columns), the bytes of their keys, payloads and headers: the columns then never grow
+   * (growing by doubling copied every payload about twice more, into freshly faulted pages).
+   */
+  constructor(capacity = 1024, bytes: Partial<Record<'keys' | 'payload' | 'headers', number>> = {}) {
     assert.ok(Number.isSafeInteger(capacity) && capacity >= 1, 'capacity must be a positive integer');
     this.#capacity = capacity;
     this.#seq = new Float64Array(capacity);
@@ -171,9 +177,9 @@ export class RunRowsBuilder {
     this.#deadReason = new Uint8Array(capacity);
     this.#queueIndex = new Uint32Array(capacity);
     this.#targetIndex = new Uint32Array(capacity);
-    this.#keys = new BytesBuilder(capacity);
-    this.#payload = new BytesBuilder(capacity);
-    this.#headers = new BytesBuilder(capacity);
+    this.#keys = new BytesBuilder(capacity, bytes.keys ?? 0);
+    this.#payload = new BytesBuilder(capacity, bytes.payload ?? 0);
+    this.#headers = new BytesBuilder(capacity, bytes.headers ?? 0);
   }
 
   get rows(): number {

@@ -186,3 +186,19 @@ test('B13: a body holds one stream: bytes after its end-of-stream marker are ref
   assert.equal(found, 1, 'the last message names its body length once');
   refused(stretched, /an Arrow file without the end-of-stream marker before its footer/);
 });
+
+test('Utf8 targets and queues in runs, with nulls between: every row keeps its own string', () => {
+  // Rows with the bytes of the row before take its index undecoded: runs, a same-length
+  // different string, a prefix, and nulls (queue falls back to "default") must not fool it.
+  const targets = ['https://a.example/x', 'https://a.example/x', 'https://a.example/y', 'https://a.example/y', 'https://a.example/', 'https://a.example/x', 'https://a.example/x'];
+  const queues = ['q1', 'q1', null, 'q1', 'q2', 'q2', null];
+  const ipc = ipcOf({
+    fire_at: makeVector(makeData({ type: new Int64(), length: targets.length, data: BigInt64Array.from(targets, (_, i) => BigInt(i + 1)) } as never)),
+    target: vectorFromArray(targets, new Utf8()),
+    queue: vectorFromArray(queues, new Utf8()),
+  });
+  const batch = batchFromArrow(ipc, 0);
+  assert.deepEqual(rowsOf(batch).map((row) => (row as { target: string }).target), targets);
+  assert.deepEqual(rowsOf(batch).map((row) => (row as { queue: string }).queue), queues.map((queue) => queue ?? 'default'));
+  assert.deepEqual(batch.targets, ['https://a.example/x', 'https://a.example/y', 'https://a.example/']);
+});
