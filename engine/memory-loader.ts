@@ -10,8 +10,9 @@
 //    before its first timer is due (loading never makes a timer late);
 // 2. spill: past the budget, a checkpoint lowers W to the furthest bucket start whose earlier
 //    pending timers fit demoteToShare of the budget (never closer than the lead);
-// 3. checkpoint: once the log has grown past checkpointWalBytes, a checkpoint that keeps W, so
-//    the log's covered segments go and the tail admitted past W leaves memory.
+// 3. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
+//    bytes (what a checkpoint rewrites), a checkpoint that keeps W, so the log's covered
+//    segments go and the tail admitted past W leaves memory.
 import type { Clock, Engine } from './engine.ts';
 import { memoryLimits, type MemoryLimits } from './limits.ts';
 import type { MemoryBudget } from './memory-budget.ts';
@@ -109,8 +110,8 @@ export class MemoryLoader {
       this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget }, 'resident window spilled to disk');
       return step;
     }
-    // 3. Keep the log bounded.
-    if (engine.log.bytes > this.#limits.checkpointWalBytes) {
+    // 3. Keep the log bounded, without rewriting the resident timers more often than the log grows by as much.
+    if (engine.log.bytes > Math.max(this.#limits.checkpointWalBytes, engine.residentBytes() * this.#limits.checkpointWalPerResidentByte)) {
       await engine.checkpoint();
       step.checkpointed = true;
     }
