@@ -48,7 +48,7 @@ import {
 import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
 import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
 import { KeyClaims } from './store/key-claims.ts';
-import { KeyIndex, keyHash, sameBytes } from './store/key-index.ts';
+import { KeyIndex, keyHash, keyHashIn, sameBytes } from './store/key-index.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
 import { readManifest, removeUnreferenced, writeManifest, type Manifest } from './spill/manifest.ts';
@@ -1410,6 +1410,16 @@ export class Engine {
       introduced: [] as number[],
       waitFor: [] as Array<Promise<void>>,
     };
+    // The hashes, then the key index asked about all of them in one pass (see markUnindexed):
+    // a key it does not hold is not looked up again below. No view over a key unless it is
+    // compared: a replay plans a million keys.
+    for (let row = 0; row < batch.rows; row++) {
+      const start = offsets[row] as number;
+      const end = offsets[row + 1] as number;
+      if (start !== end) plan.hashes[row] = keyHashIn(values, start, end);
+    }
+    const unindexed = new Uint8Array(batch.rows);
+    this.#keys.markUnindexed(plan.hashes, batch.rows, unindexed);
     // Keys first seen in this batch, by hash: rows in an open-addressing table (no string per key).
     const firstRows = new Int32Array(2 ** Math.ceil(Math.log2(2 * batch.rows + 2))).fill(-1);
     const mask = firstRows.length - 1;
@@ -1417,14 +1427,12 @@ export class Engine {
       const start = offsets[row] as number;
       const end = offsets[row + 1] as number;
       if (start === end) continue;
-      const key = values.subarray(start, end);
-      const hash = keyHash(key);
-      plan.hashes[row] = hash;
+      const hash = plan.hashes[row] as number;
       let cell = hash & mask;
       let earlierRow = -1;
       for (; firstRows[cell] !== -1; cell = (cell + 1) & mask) {
         const other = firstRows[cell] as number;
-        if (plan.hashes[other] === hash && sameBytes(bytesAt(batch.keys, other), key)) {
+        if (plan.hashes[other] === hash && sameBytes(bytesAt(batch.keys, other), values.subarray(start, end))) {
           earlierRow = other;
           break;
         }
@@ -1438,7 +1446,7 @@ export class Engine {
         plan.waitFor.push(inFlight);
         continue;
       }
-      const slot = this.#liveKeyHolder(key, hash, decidedAtMs);
+      const slot = unindexed[row] === 1 ? -1 : this.#liveKeyHolder(values, start, end, hash, decidedAtMs);
       const holderChanging = slot >= 0 ? (this.#cancelling.get(slot) ?? this.#settling.get(slot)) : undefined;
       if (holderChanging !== undefined) {
         plan.waitFor.push(holderChanging.then(() => undefined, () => undefined));
@@ -1448,7 +1456,8 @@ export class Engine {
         this.#markDuplicate(plan, row, this.#store.logSeq[slot] as number, this.#store.row[slot] as number, this.#store.fireAt[slot] as number);
         continue;
       }
-      const spilled = this.#spill.keyHolder(key, hash);
+      // With no spilled run there is no spilled holder (keyHolder answers null): no view to make.
+      const spilled = this.#spill.runs.length === 0 ? null : this.#spill.keyHolder(values.subarray(start, end), hash);
       if (spilled instanceof Promise) {
         plan.waitFor.push(spilled);
         continue;
@@ -1495,9 +1504,9 @@ export class Engine {
     }
   }
 
-  /** The slot whose key is `key` and whose retention has not ended at `atMs`, or -1. */
-  #liveKeyHolder(key: Uint8Array, hash: number, atMs: number): number {
-    const slot = this.#keys.find(key, hash);
+  /** The slot whose key is values[start, end) and whose retention has not ended at `atMs`, or -1. */
+  #liveKeyHolder(values: Uint8Array, start: number, end: number, hash: number, atMs: number): number {
+    const slot = this.#keys.find(values, start, end, hash);
     if (slot < 0 || !isFinished(this.#store.state[slot] as number) || (this.#store.dueAt[slot] as number) > atMs) return slot;
     this.#release(slot);
     return -1;
@@ -1554,12 +1563,18 @@ export class Engine {
     this.#index.insertBatch(slots, count);
     this.#heap.pushMany(slots, count);
     if (plan !== undefined) {
-      this.#keys.reserve(plan.introduced.length);
+      // The keyed rows' slots and hashes side by side, for the key index's batch insert.
       const keyOffsets = batch.keys.offsets;
+      const keyedSlots = new Int32Array(count);
+      const keyedHashes = new Uint32Array(count);
+      let keyed = 0;
       for (let i = 0; i < count; i++) {
         const row = rows === undefined ? i : (rows[i] as number);
-        if ((keyOffsets[row + 1] as number) > (keyOffsets[row] as number)) this.#keys.insert(slots[i] as number, plan.hashes[row] as number);
+        if ((keyOffsets[row + 1] as number) === (keyOffsets[row] as number)) continue;
+        keyedSlots[keyed] = slots[i] as number;
+        keyedHashes[keyed++] = plan.hashes[row] as number;
       }
+      this.#keys.insertMany(keyedSlots, keyedHashes, keyed);
     }
     this.#onDueChanged();
   }

@@ -324,7 +324,10 @@ export class ByteArena {
     assert.ok(bytes <= arenaSlabBytesMax, 'a string of 4 GiB or more does not fit the arena');
     const slabId = this.#freeSlabIds.pop() ?? this.#slabs.length;
     assert.ok(slabId < arenaSlabCountMax, 'arena slab ids exhausted');
-    this.#slabs[slabId] = new Uint8Array(bytes);
+    // Uninitialised, as the log's read buffers are: only bytes written are ever viewed (view()
+    // stops at a slab's end), and zeroing a slab costs about as much as the copy into it.
+    const memory = Buffer.allocUnsafeSlow(bytes);
+    this.#slabs[slabId] = new Uint8Array(memory.buffer, memory.byteOffset, bytes);
     this.#live[slabId] = 0;
     this.#end[slabId] = 0;
     this.#marked[slabId] = false;

@@ -20,19 +20,24 @@ export interface KeyBytes {
 
 /** Murmur3 (x86, 32-bit, seed 0) over the key bytes, four at a time (keys are at most 256 bytes). */
 export function keyHash(key: Uint8Array): number {
-  const length = key.length;
-  const whole = length & ~3;
+  return keyHashIn(key, 0, key.length);
+}
+
+/** keyHash() of values[start, end), without a view over it (replay hashes a million keys). */
+export function keyHashIn(values: Uint8Array, start: number, end: number): number {
+  const length = end - start;
+  const whole = start + (length & ~3);
   let h = 0;
-  let i = 0;
+  let i = start;
   for (; i < whole; i += 4) {
-    const word = (key[i] as number) | ((key[i + 1] as number) << 8) | ((key[i + 2] as number) << 16) | ((key[i + 3] as number) << 24);
+    const word = (values[i] as number) | ((values[i + 1] as number) << 8) | ((values[i + 2] as number) << 16) | ((values[i + 3] as number) << 24);
     h ^= mixWord(word);
     h = (h << 13) | (h >>> 19);
     h = (Math.imul(h, 5) + 0xe6546b64) | 0;
   }
-  if (i < length) {
+  if (i < end) {
     let tail = 0;
-    for (let at = length - 1; at >= i; at--) tail = (tail << 8) | (key[at] as number);
+    for (let at = end - 1; at >= i; at--) tail = (tail << 8) | (values[at] as number);
     h ^= mixWord(tail);
   }
   return finalMix(h ^ length);
@@ -55,8 +60,12 @@ function mixWord(word: number): number {
 }
 
 export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return a.length === b.length && sameBytesIn(a, b, 0);
+}
+
+/** Whether `a` equals values[start, start + a.length). */
+function sameBytesIn(a: Uint8Array, values: Uint8Array, start: number): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== values[start + i]) return false;
   return true;
 }
 
@@ -82,14 +91,42 @@ export class KeyIndex {
     return this.#cells.byteLength;
   }
 
-  /** The slot holding `key` (whose hash is `hash`), or -1. */
-  find(key: Uint8Array, hash: number): number {
+  /** The slot holding the key values[start, end) (whose hash is `hash`), or -1: a range, not a view (a replay looks up a million keys). */
+  find(values: Uint8Array, start: number, end: number, hash: number): number {
     const cells = this.#cells;
     const hash32 = hash | 0;
     for (let i = hash & this.#mask; ; i = (i + 1) & this.#mask) {
       const slot = cells[2 * i] as number;
       if (slot === emptySlot) return emptySlot;
-      if (cells[2 * i + 1] === hash32 && sameBytes(this.#keys.keyOf(slot), key)) return slot;
+      if (cells[2 * i + 1] !== hash32) continue;
+      const held = this.#keys.keyOf(slot);
+      if (held.length === end - start && sameBytesIn(held, values, start)) return slot;
+    }
+  }
+
+  /**
+   * Sets unindexed[i] to 1 for each hashes[i], i < count, that no cell holds (to 0 for the
+   * others): find() would answer -1 for a key with that hash, and goes on doing so while only
+   * deletes follow. For a replay, which looks up a million keys in a table far larger than the
+   * caches: a first pass reads every home cell with no branch on what it reads (an empty slot
+   * is -1, its sign bit the answer), so the processor overlaps those misses instead of waiting
+   * out each one; only keys whose home cell is taken are probed further, from cache by then.
+   */
+  markUnindexed(hashes: Uint32Array, count: number, unindexed: Uint8Array): void {
+    const cells = this.#cells;
+    const mask = this.#mask;
+    for (let n = 0; n < count; n++) unindexed[n] = (cells[2 * ((hashes[n] as number) & mask)] as number) >>> 31;
+    for (let n = 0; n < count; n++) {
+      if (unindexed[n] === 1) continue;
+      const hash32 = (hashes[n] as number) | 0;
+      let absent = 1;
+      for (let i = hash32 & mask; cells[2 * i] !== emptySlot; i = (i + 1) & mask) {
+        if (cells[2 * i + 1] === hash32) {
+          absent = 0;
+          break;
+        }
+      }
+      unindexed[n] = absent;
     }
   }
 
@@ -100,6 +137,31 @@ export class KeyIndex {
     this.reserve(1);
     this.#place(slot, hash);
     this.#size++;
+  }
+
+  /**
+   * Indexes slots[i] under hashes[i], i < count, as that many insert() calls would. Two passes,
+   * for the cache misses of a batch's worth of inserts into a large table (see markUnindexed):
+   * the first reads each home cell with no branch on it, the second places each slot.
+   */
+  insertMany(slots: Int32Array, hashes: Uint32Array, count: number): void {
+    this.reserve(count);
+    const cells = this.#cells;
+    const mask = this.#mask;
+    const homeFree = new Uint8Array(count);
+    for (let n = 0; n < count; n++) homeFree[n] = (cells[2 * ((hashes[n] as number) & mask)] as number) >>> 31;
+    for (let n = 0; n < count; n++) {
+      const slot = slots[n] as number;
+      if (slot < 0) assert.fail('slots are non-negative');
+      const hash = hashes[n] as number;
+      const home = hash & mask;
+      // An earlier slot of this batch may have taken the home cell since the first pass.
+      if (homeFree[n] === 1 && cells[2 * home] === emptySlot) {
+        cells[2 * home] = slot;
+        cells[2 * home + 1] = hash;
+      } else this.#place(slot, hash);
+    }
+    this.#size += count;
   }
 
   /** Grows the table, if needed, so that `n` more inserts do not grow it. */

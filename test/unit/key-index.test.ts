@@ -1,0 +1,71 @@
+// KeyIndex's batch paths against its one-key paths and a model: insertMany indexes exactly what
+// insert() one by one would (find answers the same for every key, through deletes and growth),
+// and markUnindexed marks a hash only when find() cannot hold it. Hashes are drawn from a small
+// range, so many keys share one, and home cells collide.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { KeyIndex, keyHash, keyHashIn } from '../../engine/store/key-index.ts';
+import { propertyRuns } from '../helpers/property.ts';
+
+const utf8 = new TextEncoder();
+
+test('keyHashIn hashes a range as keyHash hashes a copy of it', () => {
+  fc.assert(
+    fc.property(fc.uint8Array({ maxLength: 300 }), fc.nat(), fc.nat(), (bytes, a, b) => {
+      const start = bytes.length === 0 ? 0 : a % (bytes.length + 1);
+      const end = start + (bytes.length === 0 ? 0 : b % (bytes.length - start + 1));
+      assert.equal(keyHashIn(bytes, start, end), keyHash(bytes.slice(start, end)));
+    }),
+    propertyRuns(300),
+  );
+});
+
+test('insertMany and markUnindexed agree with insert and find, through deletes', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 0, max: 15 })), { maxLength: 400 }),
+      fc.array(fc.nat(), { maxLength: 80 }),
+      fc.integer({ min: 1, max: 7 }),
+      (specs, deletions, batches) => {
+        // Slot i holds key "k<name>"; its hash is forced into a small range (as if colliding).
+        const names = [...new Set(specs.map(([name]) => name))];
+        const keys = names.map((name) => utf8.encode(`k${name}`));
+        const hashes = Uint32Array.from(names, (name, i) => (specs.find(([n]) => n === name)?.[1] ?? 0) * 1024 + (i % 3));
+        const store = { keyOf: (slot: number) => keys[slot] as Uint8Array };
+        const one = new KeyIndex(store, 2);
+        const many = new KeyIndex(store, 2);
+        const per = Math.ceil(names.length / batches);
+        for (let from = 0; from < names.length; from += per) {
+          const count = Math.min(per, names.length - from);
+          const slots = Int32Array.from({ length: count }, (_, i) => from + i);
+          for (const slot of slots) one.insert(slot, hashes[slot] as number);
+          many.insertMany(slots, hashes.subarray(from, from + count), count);
+        }
+        const deleted = new Set<number>();
+        for (const pick of deletions) {
+          if (names.length === 0) break;
+          const slot = pick % names.length;
+          if (deleted.has(slot)) continue;
+          deleted.add(slot);
+          assert.equal(one.delete(slot, hashes[slot] as number), true);
+          assert.equal(many.delete(slot, hashes[slot] as number), true);
+        }
+        assert.equal(many.size, one.size);
+        // Keys present and deleted, and keys never inserted (a fresh name under a used hash).
+        const probes = [...keys.map((key, slot) => ({ key, hash: hashes[slot] as number })), ...Array.from(hashes.slice(0, 5), (hash) => ({ key: utf8.encode('absent'), hash }))];
+        const unindexed = new Uint8Array(probes.length);
+        many.markUnindexed(Uint32Array.from(probes, (probe) => probe.hash), probes.length, unindexed);
+        probes.forEach(({ key, hash }, i) => {
+          const found = many.find(key, 0, key.length, hash);
+          assert.equal(found, one.find(key, 0, key.length, hash));
+          if (i < keys.length) assert.equal(found, deleted.has(i) ? -1 : i);
+          if (unindexed[i] === 1) assert.equal(found, -1, 'marked unindexed, yet held');
+          const anyHeld = keys.some((_, slot) => !deleted.has(slot) && hashes[slot] === hash);
+          assert.equal(unindexed[i], anyHeld ? 0 : 1, 'unindexed exactly when no held key has the hash');
+        });
+      },
+    ),
+    propertyRuns(300),
+  );
+});
