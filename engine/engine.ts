@@ -58,7 +58,7 @@ import { readRunBucket } from './spill/run-reader.ts';
 import { writeRun } from './spill/run-writer.ts';
 import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
 import type { StoreSnapshot, StoreSnapshotColumns } from './store/store-snapshot.ts';
-import { type SpilledRun, SpilledTimers } from './spilled-timers.ts';
+import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spilled-timers.ts';
 import { Wal, type WalLogger } from './wal/wal.ts';
 
 /** Wall-clock time in epoch ms; injected so tests can move it (and make it jump). */
@@ -738,7 +738,8 @@ export class Engine {
     // Replay releases what had expired by the decision time before it plans this ADD: so does
     // the live engine, or a clock stepping back afterwards would leave the two disagreeing.
     this.#releaseExpired(decidedAtMs, Infinity);
-    let plan = this.#planKeys(batch, decidedAtMs);
+    const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
+    let plan = this.#planKeys(batch, decidedAtMs, spilledAnswers);
     while (plan !== undefined && plan.waitFor.length > 0) {
       // Admits and cancels waited for settle either way; a spill bucket that cannot be read
       // (a failing or damaged disk) fails this admit, or asking again would loop on it.
@@ -746,7 +747,7 @@ export class Engine {
       for (const result of waited) if (result.status === 'rejected') throw result.reason;
       decidedAtMs = this.#decisionTime();
       this.#releaseExpired(decidedAtMs, Infinity);
-      plan = this.#planKeys(batch, decidedAtMs);
+      plan = this.#planKeys(batch, decidedAtMs, spilledAnswers);
     }
     const newRows = batch.rows - (plan?.duplicates ?? 0);
     if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
@@ -1397,8 +1398,9 @@ export class Engine {
    * again (that timer is released here if the sweep has not got to it). A key whose holder has a
    * cancel or an outcome being synced waits for it, as a key in flight does: the log must show
    * the holder's change before or after this ADD exactly as it was when the key was decided.
+   * `spilledAnswers` keeps, by row, what the spill tier answered in earlier rounds of one plan.
    */
-  #planKeys(batch: TimerBatch, decidedAtMs: number): KeyPlan | undefined {
+  #planKeys(batch: TimerBatch, decidedAtMs: number, spilledAnswers: Map<number, SpilledKeyHolder | null>): KeyPlan | undefined {
     const { values, offsets } = batch.keys;
     if (values.length === 0) return undefined;
     const plan = {
@@ -1456,18 +1458,17 @@ export class Engine {
         this.#markDuplicate(plan, row, this.#store.logSeq[slot] as number, this.#store.row[slot] as number, this.#store.fireAt[slot] as number);
         continue;
       }
-      // With no spilled run there is no spilled holder (keyHolder answers null): no view to make.
-      const spilled = this.#spill.runs.length === 0 ? null : this.#spill.keyHolder(values.subarray(start, end), hash);
+      // A spilled holder found in an earlier round of this plan is kept, not asked for again (its
+      // buckets may have left the cache since). With no spilled run there is none: no view to make.
+      const spilled = spilledAnswers.has(row) ? (spilledAnswers.get(row) as SpilledKeyHolder | null) : this.#spill.runs.length === 0 ? null : this.#spill.keyHolder(values.subarray(start, end), hash);
       if (spilled instanceof Promise) {
-        plan.waitFor.push(spilled);
+        plan.waitFor.push(spilled.then((answer) => void spilledAnswers.set(row, answer)));
         continue;
       }
       if (spilled !== null) {
-        const { rows: holder, index } = spilled;
-        const holderSeq = holder.seq[index] as number;
-        const holderRow = holder.row[index] as number;
+        const { seq: holderSeq, row: holderRow } = spilled;
         if (!this.#spill.isTombstoned(holderSeq, holderRow)) {
-          this.#markDuplicate(plan, row, holderSeq, holderRow, holder.fireAtMs[index] as number);
+          this.#markDuplicate(plan, row, holderSeq, holderRow, spilled.fireAtMs);
           continue;
         }
         // A cancelled spilled holder is in memory once its cancel is durable (and the key index finds it): wait for that.
@@ -1593,8 +1594,9 @@ export class Engine {
       if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
       // What the live engine could have released by the time it decided, replay releases now.
       this.#releaseExpired(add.header.decidedAtMs, Infinity);
-      const plan = this.#planKeys(batch, add.header.decidedAtMs);
-      if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan);
+      const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
+      const plan = this.#planKeys(batch, add.header.decidedAtMs, spilledAnswers);
+      if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan, spilledAnswers);
       this.#insert(batch, seq, plan);
       return;
     }
@@ -1635,11 +1637,11 @@ export class Engine {
   }
 
   /** An ADD whose keys may be held by spilled timers: their buckets are read, then it is planned again. */
-  async #replayAddAfterReads(batch: TimerBatch, seq: number, decidedAtMs: number, plan: KeyPlan): Promise<void> {
+  async #replayAddAfterReads(batch: TimerBatch, seq: number, decidedAtMs: number, plan: KeyPlan, spilledAnswers: Map<number, SpilledKeyHolder | null>): Promise<void> {
     let current: KeyPlan | undefined = plan;
     while (current !== undefined && current.waitFor.length > 0) {
       await Promise.all(current.waitFor);
-      current = this.#planKeys(batch, decidedAtMs);
+      current = this.#planKeys(batch, decidedAtMs, spilledAnswers);
     }
     this.#insert(batch, seq, current);
   }

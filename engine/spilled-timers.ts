@@ -28,8 +28,15 @@ export interface SpilledRow {
   readonly index: number;
 }
 
-/** What a keyed admit learns of the spill tier: no holder, a holder, or wait for this read and ask again. */
-export type SpilledKeyAnswer = SpilledRow | null | Promise<void>;
+/** A spilled timer holding a key, as plain numbers (so that an answer kept keeps no decoded bucket alive). */
+export interface SpilledKeyHolder {
+  readonly seq: number;
+  readonly row: number;
+  readonly fireAtMs: number;
+}
+
+/** What a keyed admit learns of the spill tier: no holder, a holder, or the answer once its buckets are read. */
+export type SpilledKeyAnswer = SpilledKeyHolder | null | Promise<SpilledKeyHolder | null>;
 
 /**
  * A run and what of it still counts: its buckets starting at or after validFromMs. Promotion
@@ -191,33 +198,43 @@ export class SpilledTimers {
   }
 
   /**
-   * The spilled timer holding `key` (hash `hash`), if any, tombstoned or not: answered at once when no spilled
-   * key has that hash or the buckets that might hold it are decoded; otherwise a promise that
-   * decodes them, after which the caller asks again.
+   * The spilled timer holding `key` (hash `hash`), if any, tombstoned or not: answered at once
+   * when no spilled key has that hash or the buckets that might hold it are decoded; otherwise a
+   * promise of the answer, looked up in those buckets as they arrive. The caller keeps that
+   * answer rather than asking again: the bucket cache holds only bucketCacheMax buckets, so a
+   * batch whose keys span more buckets would read them again each time it asked, for ever.
    */
   keyHolder(key: Uint8Array, hash: number): SpilledKeyAnswer {
     // Not the count: a tombstoned holder (its cancel being logged) must still be found.
     if (this.#runs.length === 0 || !this.#filterHas(hash)) return null;
-    const waits: Array<Promise<unknown>> = [];
-    // A tombstoned holder is returned only if no live one holds the key (an old cancelled copy
-    // may sit in one run while a later timer with the key sits in another).
-    let cancelled: SpilledRow | null = null;
+    const decoded: RunRows[] = [];
+    const reads: Array<Promise<RunRows>> = [];
     for (const run of this.#runs) {
       for (let b = 0; b < run.meta.buckets.length; b++) {
         const startMs = (run.meta.buckets[b] as RunBucket).startMs;
         if (startMs < run.validFromMs || startMs < this.#watermarkMs || !sortedHas(run.keyHashes[b] as Uint32Array, hash)) continue;
         const cached = this.#cached(run.meta, b);
-        if (cached === undefined) {
-          waits.push(this.#bucket(run.meta, b));
-          continue;
-        }
-        const index = findKey(cached, key);
-        if (index < 0) continue;
-        if (!this.isTombstoned(cached.seq[index] as number, cached.row[index] as number)) return { rows: cached, index };
-        cancelled = { rows: cached, index };
+        if (cached === undefined) reads.push(this.#bucket(run.meta, b));
+        else decoded.push(cached);
       }
     }
-    if (waits.length > 0) return Promise.all(waits).then(() => undefined);
+    if (reads.length === 0) return this.#holderIn(decoded, key);
+    return Promise.all(reads).then((read) => this.#holderIn([...decoded, ...read], key));
+  }
+
+  /**
+   * The holder of `key` among decoded buckets: a live one, else a tombstoned one (an old
+   * cancelled copy may sit in one run while a later timer with the key sits in another).
+   */
+  #holderIn(buckets: readonly RunRows[], key: Uint8Array): SpilledKeyHolder | null {
+    let cancelled: SpilledKeyHolder | null = null;
+    for (const rows of buckets) {
+      const index = findKey(rows, key);
+      if (index < 0) continue;
+      const holder = { seq: rows.seq[index] as number, row: rows.row[index] as number, fireAtMs: rows.fireAtMs[index] as number };
+      if (!this.isTombstoned(holder.seq, holder.row)) return holder;
+      cancelled = holder;
+    }
     return cancelled;
   }
 

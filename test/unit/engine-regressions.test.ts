@@ -8,8 +8,10 @@ import { outcomeKind } from '../../engine/records.ts';
 import { Scheduler } from '../../engine/scheduler.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
+import { testScratch } from '../helpers/scratch.ts';
 
 const dataDir = '/data';
+const scratch = testScratch('fermata-engine-regressions');
 const target = 'https://a.example/';
 
 function movingClock(start = 1_796_220_000_000): Clock & { advance(ms: number): void } {
@@ -201,5 +203,34 @@ test('header-values-deliverable: header values that HTTP cannot carry, and HTTP/
   }
   await engine.admit(batchFromSpecs([{ fireAtMs: clock.now(), target, headers: { 'Content-Type': 'application/json', 'x-tab': 'a\tb' } }]));
   assert.equal(engine.log.lastSeq, 1, 'only the good one was logged');
+  await engine.close();
+});
+
+test('spilled-keys-over-cache: a keyed batch whose keys sit in more spilled buckets than the cache holds is decided, live and on replay', { timeout: 60_000 }, async () => {
+  // Before the fix the plan read the buckets, asked again, found some evicted by the others
+  // (the cache keeps spillLimits.bucketCacheMax = 4) and read them again, for ever, at 100% CPU.
+  // On the real file system, so that a relapse fails by this test's timeout: over the simulated
+  // one, whose reads settle without the event loop turning, it would hang the run instead.
+  const hour = 3600_000;
+  const t0 = 1_796_220_000_000 - (1_796_220_000_000 % hour);
+  const clock = movingClock(t0);
+  const dir = scratch.tempDir('spilled-keys');
+  let engine = await Engine.open({ dataDir: dir, clock });
+  const keyed = (i: number): TimerSpec => ({ fireAtMs: t0 + (10 + i) * hour, target: 'https://a.example/hook', payload: `timer ${i}`, key: `key-${i}` });
+  const first = await engine.admit(batchFromSpecs(Array.from({ length: 10 }, (_, i) => keyed(i))));
+  await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(engine.spillStats().spilled, 10, 'ten timers in ten hourly buckets on disk');
+  // The same ten keys again, and one new: the ten are duplicates of the spilled timers.
+  const again = await engine.admit(batchFromSpecs([...Array.from({ length: 10 }, (_, i) => keyed(i)), keyed(10)]));
+  for (let i = 0; i < 10; i++) {
+    assert.equal(again.idOf(i), first.idOf(i), `key-${i} answers the spilled original`);
+    assert.equal(again.isDuplicate(i), true);
+  }
+  assert.equal(again.isDuplicate(10), false);
+  await engine.close();
+  // Replay plans the same ADD against the same spilled buckets.
+  engine = await Engine.open({ dataDir: dir, clock });
+  assert.equal(engine.pending, 11);
+  assert.equal((await engine.lookup(again.idOf(10)))?.state, 'pending');
   await engine.close();
 });
