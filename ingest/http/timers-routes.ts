@@ -73,7 +73,16 @@ function mediaTypeOf(contentType: string | undefined): string | undefined {
 
 const wantsArrow = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(mediaTypes.arrowStream);
 
-const isoOf = (ms: number): string => new Date(ms).toISOString();
+/** The last answer again for the same ms: one-timer adds come many to a millisecond, and formatting a Date costs ~1 us. */
+let lastIsoMs = NaN;
+let lastIso = '';
+function isoOf(ms: number): string {
+  if (ms !== lastIsoMs) {
+    lastIso = new Date(ms).toISOString();
+    lastIsoMs = ms;
+  }
+  return lastIso;
+}
 
 const emptyBody = Buffer.alloc(0);
 

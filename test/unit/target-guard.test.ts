@@ -371,3 +371,18 @@ test('a DNS lookup that never answers fails as a network error after the lookup 
   await assert.rejects(guard.resolveTarget(new URL('https://silent.example/hook')), (err: unknown) => (err as { code?: string }).code === 'ETIMEOUT' && /took more than 50 ms/.test((err as Error).message));
   assert.ok(Date.now() - started < 5_000);
 });
+
+test('admit verdicts are remembered per target text: asked again, or after the memory filled and was cleared, the same answer', () => {
+  const guard = new TargetGuard();
+  const loopback = new TargetGuard({ allowLoopback: true });
+  const refusal = guard.checkTargetAtAdmit('http://127.0.0.1:8080/hook');
+  assert.match(refusal ?? '', /127\.0\.0\.1 is a loopback address/);
+  // Another guard (other rules) answers for itself, not from the first one's memory.
+  assert.equal(loopback.checkTargetAtAdmit('http://127.0.0.1:8080/hook'), undefined);
+  assert.equal(guard.checkTargetAtAdmit('http://127.0.0.1:8080/hook'), refusal);
+  assert.equal(guard.checkTargetAtAdmit('https://93.184.216.34/x'), undefined);
+  // More distinct targets than it remembers: the memory is cleared and answers stay right.
+  for (let i = 0; i < 10_050; i++) assert.equal(guard.checkTargetAtAdmit(`https://93.184.216.34/x${i}`), undefined);
+  assert.equal(guard.checkTargetAtAdmit('http://127.0.0.1:8080/hook'), refusal);
+  assert.equal(guard.checkTargetAtAdmit('https://93.184.216.34/x'), undefined);
+});
