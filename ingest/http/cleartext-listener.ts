@@ -75,7 +75,11 @@ export class CleartextListener extends net.Server {
     );
     this.#http2 = http2.createServer(
       {
-        settings: { maxConcurrentStreams: httpLimits.http2ConcurrentStreamsMax, maxHeaderListSize: httpLimits.headerListBytesMax },
+        settings: {
+          maxConcurrentStreams: httpLimits.http2ConcurrentStreamsMax,
+          maxHeaderListSize: httpLimits.headerListBytesMax,
+          initialWindowSize: httpLimits.http2StreamWindowBytes,
+        },
         maxHeaderListPairs: httpLimits.headerFieldsMax,
         maxSessionMemory: httpLimits.http2SessionMemoryMbMax,
         maxSessionInvalidFrames: httpLimits.http2SessionInvalidFramesMax,
@@ -202,6 +206,7 @@ export class CleartextListener extends net.Server {
     const address = session.socket.remoteAddress;
     session.once('error', (err: Error) => this.#penalise(this.#guard.sessionError(address, err)));
     session.setTimeout(httpLimits.http2SessionIdleTimeoutMs, () => session.close());
+    session.setLocalWindowSize(httpLimits.http2SessionWindowBytes);
   }
 
   /** A penalty just started: the peer's other connections (both ports, once served) are closed as well. */

@@ -606,7 +606,7 @@ test('/readyz is 503 with the poison message while the WAL is poisoned, over bot
   }
 });
 
-test('HTTP/2 hardening: the stream limit is advertised; oversized header lists are refused on both protocols', { timeout: 30_000 }, async () => {
+test('HTTP/2 hardening: the stream limit and flow-control windows are advertised; oversized header lists are refused on both protocols', { timeout: 30_000 }, async () => {
   const engine = await Engine.open({ dataDir: '/data', fs: new SimFileSystem({ seed: 12 }) });
   const app = createHttpServer({ logger: pino({ level: 'silent' }), engine });
   try {
@@ -617,6 +617,9 @@ test('HTTP/2 hardening: the stream limit is advertised; oversized header lists a
       assert.equal((await h2Get(session, '/healthz')).status, 200); // a round trip: the server's SETTINGS have arrived
       assert.equal(session.remoteSettings.maxConcurrentStreams, httpLimits.http2ConcurrentStreamsMax);
       assert.equal(session.remoteSettings.maxHeaderListSize, httpLimits.headerListBytesMax);
+      // Flow-control windows sized for Arrow batches: per stream in SETTINGS, per session by WINDOW_UPDATE.
+      assert.equal(session.remoteSettings.initialWindowSize, httpLimits.http2StreamWindowBytes);
+      assert.equal(session.state.remoteWindowSize, httpLimits.http2SessionWindowBytes);
       const big = 'x'.repeat(httpLimits.headerListBytesMax);
       const refused = await new Promise<string>((resolve) => {
         const stream = session.request({ ':path': '/healthz', 'x-big': big });
