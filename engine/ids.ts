@@ -29,7 +29,14 @@ const twoTo24 = 2 ** 24;
 /** Encodes 48 + 24 + 48 bits as 24 characters (5 bits each), most significant first. */
 export function encodeTimerId(seq: number, row: number, fireAtMs: number): string {
   encodeTimerIdInto(scratch, 0, seq, row, fireAtMs);
-  return String.fromCharCode(...scratch);
+  const c = scratch;
+  // Each code as its own argument: spreading the array (`...scratch`) goes through its iterator
+  // and cost 580 ns an id against 40 (measured), a fifth of a single admit's CPU.
+  return String.fromCharCode(
+    c[0] as number, c[1] as number, c[2] as number, c[3] as number, c[4] as number, c[5] as number, c[6] as number, c[7] as number,
+    c[8] as number, c[9] as number, c[10] as number, c[11] as number, c[12] as number, c[13] as number, c[14] as number, c[15] as number,
+    c[16] as number, c[17] as number, c[18] as number, c[19] as number, c[20] as number, c[21] as number, c[22] as number, c[23] as number,
+  );
 }
 
 /** The id's 24 ASCII characters as bytes at `out[at…at+24)`: no string, for ids written into buffers. */
