@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.ts';
 import { mergeBatches } from '../../engine/batch/merge-batches.ts';
-import { batchFromSpecs, bytesAt, type TimerSpec } from '../../engine/batch/timer-batch.ts';
+import { batchFromSpecs, bytesAt, type TimerBatch, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { timerLimits } from '../../engine/limits.ts';
@@ -45,6 +45,35 @@ test('mergeBatches concatenates rows and merges dictionaries', () => {
   }
   assert.equal(new TextDecoder().decode(bytesAt(merged.headers, 3)), '{"x-a":"b"}');
   assert.equal(bytesAt(merged.headers, 0).length, 0);
+});
+
+test('mergeBatches: one-row parts, values lying inside larger buffers, out-of-range indexes and empty columns', () => {
+  const encoder = new TextEncoder();
+  // A one-row part whose payload is a window of a larger buffer (offsets not starting at 0).
+  const windowed = (text: string, target: string, targetIndex: number): TimerBatch => {
+    const bytes = encoder.encode(`<<${text}>>`);
+    return {
+      ...one({ fireAtMs: t0, target }),
+      targetIndex: Int32Array.of(targetIndex),
+      payload: { values: bytes, offsets: Int32Array.of(2, 2 + text.length) },
+    };
+  };
+  const parts = [
+    one({ fireAtMs: t0, target: 'https://a.example/', payload: 'first' }),
+    windowed('second', 'https://a.example/', 0),
+    windowed('third', 'https://b.example/', 3), // index out of its part's range
+    one({ fireAtMs: t0, target: 'https://b.example/', payload: '' }),
+    one({ fireAtMs: t0, target: 'https://a.example/', payload: 'fifth' }),
+  ];
+  const merged = mergeBatches(parts);
+  assert.deepEqual(merged.targets, ['https://a.example/', 'https://b.example/']);
+  assert.deepEqual([...merged.targetIndex], [0, 0, -1, 1, 0], 'an out-of-range index stays out of range');
+  assert.deepEqual(
+    Array.from({ length: 5 }, (_, row) => new TextDecoder().decode(bytesAt(merged.payload, row))),
+    ['first', 'second', 'third', '', 'fifth'],
+  );
+  assert.equal(merged.keys.values.length, 0);
+  assert.deepEqual([...merged.keys.offsets], [0, 0, 0, 0, 0, 0]);
 });
 
 test('concurrent admitOne calls share one WAL record; each id names its own timer', async () => {
