@@ -202,3 +202,62 @@ test('Utf8 targets and queues in runs, with nulls between: every row keeps its o
   assert.deepEqual(rowsOf(batch).map((row) => (row as { queue: string }).queue), queues.map((queue) => queue ?? 'default'));
   assert.deepEqual(batch.targets, ['https://a.example/x', 'https://a.example/y', 'https://a.example/']);
 });
+
+test('64-bit fire_at and delay_ms read from their 32-bit halves agree with exact BigInt arithmetic, at the edges of 2^53 too', () => {
+  // Values around every boundary the fast path has: sign, 2^32 (a carry into the high half),
+  // 2^43 (seconds × 1000 past 2^53: rounded as Number() rounds), 2^53 (exact ms), and beyond.
+  const edges = [0n, 1n, -1n, 2n ** 31n, 2n ** 32n - 1n, 2n ** 32n, -(2n ** 32n), 1_796_220_000_123n, 2n ** 43n - 1n, 2n ** 43n, -(2n ** 43n), 2n ** 53n - 1n, 2n ** 53n, -(2n ** 53n), -(2n ** 53n) - 1n, 2n ** 62n + 12_345n, -(2n ** 63n), 2n ** 63n - 1n];
+  const ceilDiv = (a: bigint, b: bigint): bigint => a / b + (a % b > 0n ? 1n : 0n);
+  const cases: Array<[Timestamp | Int64, (raw: bigint) => number]> = [
+    [new Timestamp(TimeUnit.MILLISECOND), (raw) => Number(raw)],
+    [new Timestamp(TimeUnit.SECOND), (raw) => Number(raw * 1000n)],
+    [new Timestamp(TimeUnit.MICROSECOND), (raw) => Number(ceilDiv(raw, 1000n))],
+    [new Int64(), (raw) => Number(raw)],
+  ];
+  for (const [type, expected] of cases) {
+    const ipc = ipcOf({
+      fire_at: makeVector(makeData({ type, length: edges.length, data: BigInt64Array.from(edges) } as never)),
+      target: vectorFromArray(edges.map(() => 'https://a.example/'), new Utf8()),
+    });
+    assert.deepEqual(Array.from(batchFromArrow(ipc, 0).fireAtMs), edges.map(expected), String(type));
+  }
+  const positive = edges.filter((raw) => raw >= 0n);
+  const delays = ipcOf({
+    delay_ms: makeVector(makeData({ type: new Int64(), length: positive.length, data: BigInt64Array.from(positive) } as never)),
+    target: vectorFromArray(positive.map(() => 'https://a.example/'), new Utf8()),
+  });
+  assert.deepEqual(Array.from(batchFromArrow(delays, 1_000).fireAtMs), positive.map((raw) => 1_000 + Number(raw)));
+  // A negative 64-bit delay is still refused, naming its row.
+  const negative = ipcOf({ delay_ms: makeVector(makeData({ type: new Int64(), length: 2, data: BigInt64Array.of(5n, -(2n ** 40n)) } as never)), target: vectorFromArray(['u', 'u'], new Utf8()) });
+  assert.throws(() => batchFromArrow(negative, 0), (err: unknown) => isFermataError(err, errorCodes.batchInvalid) && /delay_ms is negative in row 1/.test((err as Error).message));
+});
+
+test('a plain Utf8 column of one repeated string is read whole; one differing byte anywhere is still seen', () => {
+  const read = (targets: string[]): string[] => {
+    const ipc = ipcOf({
+      fire_at: makeVector(makeData({ type: new Int64(), length: targets.length, data: BigInt64Array.from(targets, (_, i) => BigInt(i + 1)) } as never)),
+      target: vectorFromArray(targets, new Utf8()),
+    });
+    const batch = batchFromArrow(ipc, 0);
+    return Array.from(batch.targetIndex, (i) => batch.targets[i] as string);
+  };
+  const same = Array.from({ length: 50 }, () => 'https://a.example/hook');
+  assert.deepEqual(read(same), same);
+  for (const at of [0, 1, 24, 49]) {
+    for (const other of ['https://a.example/hoo!', 'https://a.example/hook2', 'https://a.example/hoo']) {
+      const targets = same.map((target, i) => (i === at ? other : target));
+      assert.deepEqual(read(targets), targets, `row ${at} is ${other}`);
+    }
+  }
+  assert.deepEqual(read(['', '', '']), ['', '', '']);
+  assert.deepEqual(read(['x']), ['x']);
+  // Two strings whose concatenations line up (ab ab / a ba b) are not taken for one.
+  assert.deepEqual(read(['ab', 'ab', 'a', 'ba', 'b']), ['ab', 'ab', 'a', 'ba', 'b']);
+  // Bytes that are not UTF-8, repeated: refused, naming the first row.
+  const bad = Uint8Array.of(0xff, 0xfe, 0xff, 0xfe, 0xff, 0xfe);
+  const ipc = ipcOf({
+    fire_at: makeVector(makeData({ type: new Int64(), length: 3, data: BigInt64Array.of(1n, 2n, 3n) } as never)),
+    target: makeVector(makeData({ type: new Utf8(), length: 3, valueOffsets: Int32Array.of(0, 2, 4, 6), data: bad })),
+  });
+  assert.throws(() => batchFromArrow(ipc, 0), (err: unknown) => isFermataError(err, errorCodes.batchInvalid) && /target is not valid UTF-8 in row 0/.test((err as Error).message));
+});
