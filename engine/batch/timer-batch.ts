@@ -84,11 +84,37 @@ function dictionary(values: readonly string[]): { entries: string[]; index: Int3
   return { entries, index };
 }
 
+/** One row's bytes as a column: a string's encoding as it comes, a caller's bytes copied (a batch never shares memory with its specs). */
+function oneRowBytes(value: Uint8Array | string | undefined): BytesColumn {
+  const values = value === undefined ? new Uint8Array(0) : typeof value === 'string' ? encoder.encode(value) : value.slice();
+  const offsets = new Int32Array(2);
+  offsets[1] = values.length;
+  return { values, offsets };
+}
+
 /**
  * Builds a batch from timer descriptions: the row-oriented edge of the system (JSON bodies,
  * tests). Arrow input never comes this way; it is read column by column (arrow-codec.ts).
  */
 export function batchFromSpecs(specs: readonly TimerSpec[]): TimerBatch {
+  const only = specs.length === 1 ? (specs[0] as TimerSpec) : undefined;
+  if (only !== undefined) {
+    // One timer (every single-timer JSON add): its columns directly, without the dictionaries'
+    // maps and the copies into joined values a batch of many needs.
+    const fireAtMs = new Float64Array(1);
+    fireAtMs[0] = only.fireAtMs;
+    return {
+      rows: 1,
+      fireAtMs,
+      targets: [only.target],
+      targetIndex: new Int32Array(1),
+      queues: [only.queue ?? defaultQueue],
+      queueIndex: new Int32Array(1),
+      payload: oneRowBytes(only.payload),
+      headers: oneRowBytes(only.headers === undefined ? undefined : JSON.stringify(only.headers)),
+      keys: oneRowBytes(only.key),
+    };
+  }
   const targets = dictionary(specs.map((spec) => spec.target));
   const queues = dictionary(specs.map((spec) => spec.queue ?? defaultQueue));
   return {

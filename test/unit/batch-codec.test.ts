@@ -86,3 +86,32 @@ test('every truncation and 5,000 random byte changes are refused or decode to a 
     }
   }
 });
+
+test('batchFromSpecs builds a one-timer batch (its own path) exactly as the same timer inside a larger batch, sharing no memory with the spec', () => {
+  const payload = Uint8Array.of(1, 2, 3, 250);
+  const specs = [
+    { fireAtMs: 1_800_000_000_123, target: 'https://a.example/x', payload, headers: { 'x-a': '1' }, key: 'k-1', queue: 'billing' },
+    { fireAtMs: 5, target: 'https://b.example/', payload: 'text payload' },
+    { fireAtMs: 6, target: 'https://b.example/' },
+  ];
+  const row = (batch: TimerBatch, r: number): object => ({
+    fireAtMs: batch.fireAtMs[r],
+    target: batch.targets[batch.targetIndex[r] as number],
+    queue: batch.queues[batch.queueIndex[r] as number],
+    payload: Array.from(bytesAt(batch.payload, r)),
+    headers: new TextDecoder().decode(bytesAt(batch.headers, r)),
+    key: new TextDecoder().decode(bytesAt(batch.keys, r)),
+  });
+  const many = batchFromSpecs(specs);
+  for (const [r, spec] of specs.entries()) {
+    const one = batchFromSpecs([spec]);
+    assert.equal(one.rows, 1);
+    assert.deepEqual(row(one, 0), row(many, r), `timer ${r}`);
+    // The same shapes as a larger batch's: offsets from 0, dictionaries of one entry.
+    assert.deepEqual([one.targets.length, one.queues.length, one.payload.offsets.length, one.headers.offsets.length, one.keys.offsets.length], [1, 1, 2, 2, 2]);
+  }
+  const one = batchFromSpecs([specs[0] as (typeof specs)[0]]);
+  payload[0] = 99;
+  assert.equal(bytesAt(one.payload, 0)[0], 1, 'changing the spec afterwards does not change the batch');
+  assert.deepEqual(rowsOf(decodeBatch(join(encodeBatch(one)))), rowsOf(one), 'it survives the columnar form');
+});
