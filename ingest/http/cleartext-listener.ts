@@ -206,7 +206,8 @@ export class CleartextListener extends net.Server {
     const address = session.socket.remoteAddress;
     session.once('error', (err: Error) => this.#penalise(this.#guard.sessionError(address, err)));
     session.setTimeout(httpLimits.http2SessionIdleTimeoutMs, () => session.close());
-    session.setLocalWindowSize(httpLimits.http2SessionWindowBytes);
+    // setLocalWindowSize throws on a destroyed session (a peer gone before it was adopted).
+    if (!session.destroyed) session.setLocalWindowSize(httpLimits.http2SessionWindowBytes);
   }
 
   /** A penalty just started: the peer's other connections (both ports, once served) are closed as well. */
