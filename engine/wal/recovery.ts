@@ -161,9 +161,9 @@ async function readFully(handle: FileHandle, into: Uint8Array, from: number, to:
  * records are checked and replayed) only once the one before it has been replayed, so the
  * log's bytes are not freshly allocated, and page-faulted in, segment after segment. A second
  * buffer to read the next segment ahead was tried: Engine.open of 1,000,000 timers (4 segments
- * of up to 64 MiB) took longer with it (0.87–1.57 s against 0.63–0.97 s, 7 runs
- * each, alternated) and 30–65 MB more peak memory: on this VM a fresh 64 MiB buffer costs about as much
- * to fault in as the read-ahead saved.
+ * of up to 64 MiB) took longer with it (0.87–1.57 s against 0.63–0.97 s, 7 runs each,
+ * alternated) and 30–65 MB more peak memory: on this VM a fresh 64 MiB buffer costs about as
+ * much to fault in as the read-ahead saved.
  */
 class SegmentReader {
   readonly #fs: FileSystem;
