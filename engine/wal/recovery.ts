@@ -294,8 +294,8 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
         repair = await cutTornTail(fs, dir, name, bytes, segment.bytes, frame.reason);
         break;
       }
-      if (repair !== undefined) break;
-      // The next segment goes into the same buffer, once this one is replayed.
+      // The next segment goes into the same buffer, once this one is replayed (a torn tail is
+      // only ever cut from the last segment, so nothing follows a repair).
       if (!isLast) reading = startRead(ids[i + 1] as number);
     }
   } finally {
