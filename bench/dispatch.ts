@@ -127,10 +127,13 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
       arrow_batches: arrow.requests,
       lateness_rate_per_s: latenessRate,
       lateness_timers: latenessTimers,
+      lateness_release_ms_p99: lateness.releaseP99Ms,
+      lateness_release_ms_max: lateness.releaseMaxMs,
       lateness_sink_ms_p99: lateness.sinkP99Ms,
       lateness_sink_ms_max: lateness.sinkMaxMs,
       burst_timers: sizes.burstTimers,
       burst_per_s: Math.round(burstPerS),
+      burst_release_lateness_ms_p99: burst.releaseP99Ms,
       burst_sink_lateness_ms_p99: burst.sinkP99Ms,
       early_deliveries: early,
     };
@@ -282,6 +285,9 @@ interface DueRun {
   readonly minMs: number;
   /** From the first measured fire time to the last durable outcome. */
   readonly secondsFromFirstDue: number;
+  /** Release by the scheduler − fire time (the dispatcher's releaseLateness): the main thread's share. */
+  readonly releaseP99Ms: number;
+  readonly releaseMaxMs: number;
   /** Arrival at the sink − fire time: includes the wait for a free stream in the worker. */
   readonly sinkP99Ms: number;
   readonly sinkMaxMs: number;
@@ -304,6 +310,7 @@ async function measureDue(rig: Rig, sink: BenchSink, count: number, offsetMs: (i
   await sink.reset();
   assert.ok(Date.now() < t0, `admits and warm-up took longer than the ${leadMs} ms lead: raise leadMs`);
   dispatcher.lateness.reset();
+  dispatcher.releaseLateness.reset();
   await untilDelivered(rig, warmupTimers + count);
   const secondsFromFirstDue = (Date.now() - t0) / 1000;
   const got = await sink.snapshot();
@@ -313,6 +320,8 @@ async function measureDue(rig: Rig, sink: BenchSink, count: number, offsetMs: (i
     histogram: dispatcher.lateness,
     minMs: dispatcher.lateness.getValueAtPercentile(0),
     secondsFromFirstDue,
+    releaseP99Ms: dispatcher.releaseLateness.getValueAtPercentile(99),
+    releaseMaxMs: dispatcher.releaseLateness.maxValue,
     sinkP99Ms: roundTo(got.latenessUs.getValueAtPercentile(99) / 1000, 1),
     sinkMaxMs: roundTo(got.latenessUs.maxValue / 1000, 1),
     early: got.early,

@@ -125,6 +125,12 @@ export class Dispatcher {
   readonly #stats = new Map<string, QueueDeliveryStats>();
   /** Delivery start − fire time of first attempts, and time to the answer, in ms. */
   readonly lateness = histogram();
+  /**
+   * Release − fire time of first attempts, in ms: when the scheduler handed the timer over, on
+   * this thread. The part of `lateness` spent before a worker had the timer (the rest is the
+   * task's trip to the worker and its turn there).
+   */
+  readonly releaseLateness = histogram();
   readonly latency = histogram();
   #stopped = false;
   #earlyDeliveries = 0;
@@ -228,6 +234,7 @@ export class Dispatcher {
 
   deliver(slice: DueSlice): void {
     const engine = this.#engine;
+    const releasedAtMs = this.#clock.now();
     let task: PendingTask | undefined;
     let pulled = 0;
     for (let i = 0; i < slice.count; i++) {
@@ -240,6 +247,7 @@ export class Dispatcher {
         pulled++;
         continue;
       }
+      if (slice.attempts[i] === 1) this.releaseLateness.recordValue(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)));
       this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
       if (config.delivery === 'arrow') {
         this.#addToArrowBatch(slice, i, config);

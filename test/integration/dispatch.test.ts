@@ -114,6 +114,22 @@ test('500 then 200: retried after backoff, delivered on attempt 2 with the same 
   assert.ok((second?.atMs ?? 0) - (first?.atMs ?? 0) >= 20, 'not before min_backoff_ms');
 });
 
+test('release lateness: recorded for first attempts only, each no later than its delivery start', async () => {
+  dispatcher.lateness.reset();
+  dispatcher.releaseLateness.reset();
+  const target = await sink('h2', (path, nth) => ({ status: path === '/flaky-once' && nth === 0 ? 500 : 204 }));
+  const fireAtMs = Date.now() + 30;
+  const [flaky, steady] = (await add([
+    { fireAtMs, target: `${target.url}/flaky-once`, queue: 't' },
+    { fireAtMs, target: `${target.url}/steady`, queue: 't' },
+  ])) as [string, string];
+  assert.equal((await settled(flaky)).attempts, 2);
+  assert.equal((await settled(steady)).attempts, 1);
+  assert.equal(dispatcher.releaseLateness.totalCount, 2, 'two first attempts: the retry is not one');
+  assert.equal(dispatcher.lateness.totalCount, 2);
+  assert.ok(dispatcher.releaseLateness.maxValue <= dispatcher.lateness.maxValue, 'a timer is released before its delivery starts');
+});
+
 test('410: dead at once, listed with reason gone, and redrivable', async () => {
   let gone = true;
   const target = await sink('h2', () => ({ status: gone ? 410 : 200 }));
