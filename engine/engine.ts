@@ -447,6 +447,11 @@ export class Engine {
     return this.#store.count;
   }
 
+  /** Resident timers at most (the store's slots); past it adds are refused with CAPACITY_FULL. */
+  get residentMax(): number {
+    return this.#store.capacityMax;
+  }
+
   /** The log, for readiness (poisoned?) and counters. */
   get log(): Wal {
     return this.#wal;

@@ -306,8 +306,15 @@ export const memoryLimits = {
   promoteAheadMsMax: 24 * 3600 * 1000,
   /** Past this share of the budget, the loader spills: a checkpoint with a lower watermark. */
   demoteAboveShare: 1.0,
-  /** After spilling, what the resident window is sized to, as a share of the budget (room to grow before the next spill). */
+  /** After spilling, what the resident window is sized to, as a share of the budget and of the slot limit (room to grow before the next spill). */
   demoteToShare: 0.5,
+  /**
+   * Past this share of the resident store's slot limit (storeLimits.residentTimersMax), the
+   * loader spills too, whatever the bytes: adds past the limit are refused with 503, and the
+   * loader looks only once a loaderIntervalMs, so it starts well before (a quarter of the limit
+   * is about 4 s of Arrow ingest at 1,000,000 timers/s).
+   */
+  demoteAboveSlotShare: 0.75,
   /** A checkpoint is written once the log has grown this much since the last one (the WAL stays bounded). */
   checkpointWalBytes: 256 * MiB,
   /**
@@ -334,4 +341,5 @@ export type MemoryLimits = { -readonly [K in keyof typeof memoryLimits]: number 
 
 assert.ok(memoryLimits.residentShare > 0 && memoryLimits.residentShare <= 1, 'residentShare is a share');
 assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveShare && memoryLimits.promoteBelowShare < memoryLimits.demoteAboveShare, 'the loader promotes and demotes at different levels, or it would flap');
+assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveSlotShare && memoryLimits.demoteAboveSlotShare < 1, 'spilling by slots starts below the limit and leaves room under it');
 assert.ok(memoryLimits.promoteLeadMs > memoryLimits.loaderIntervalMs, 'the loader looks often enough to promote before the lead runs out');

@@ -8,8 +8,10 @@
 // Each step, in order:
 // 1. promote: W must stay more than promoteLeadMs ahead of now, so a bucket is in memory well
 //    before its first timer is due (loading never makes a timer late);
-// 2. spill: past the budget, a checkpoint lowers W to the furthest bucket start whose earlier
-//    pending timers fit demoteToShare of the budget (never closer than the lead);
+// 2. spill: past the budget, or past demoteAboveSlotShare of the store's slot limit (a count:
+//    adds past it are refused), a checkpoint lowers W to the furthest bucket start whose
+//    earlier pending timers fit demoteToShare of the budget, and of the limit (never closer
+//    than the lead);
 // 3. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
 //    bytes (what a checkpoint rewrites), a checkpoint that keeps W, so the log's covered
 //    segments go and the tail admitted past W leaves memory.
@@ -97,9 +99,10 @@ export class MemoryLoader {
       step.promoted = await engine.promote(neededMs);
       step.promotedTo = neededMs;
     }
-    // 2. Spill when over budget.
+    // 2. Spill when over budget, or when the resident timers near the store's slot limit.
     const budget = this.#budget.bytes;
-    const spill = engine.residentBytes() > budget * this.#limits.demoteAboveShare ? this.#watermarkFitting(budget * this.#limits.demoteToShare, neededMs) : undefined;
+    const targetBytes = this.#spillTargetBytes(budget);
+    const spill = targetBytes === undefined ? undefined : this.#watermarkFitting(targetBytes, neededMs);
     // Over budget with nothing that could spill (the near future, finished timers): a
     // checkpoint would only rewrite memory to disk, so wait for the window to drain.
     if (spill !== undefined && spill.spillableBytes > 0) {
@@ -107,7 +110,7 @@ export class MemoryLoader {
       step.spilledTo = report.watermarkMs;
       step.spilled = report.spilledRows;
       step.checkpointed = true;
-      this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget }, 'resident window spilled to disk');
+      this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget, resident: engine.resident, residentMax: engine.residentMax }, 'resident window spilled to disk');
       return step;
     }
     // 3. Keep the log bounded, without rewriting the resident timers more often than the log grows by as much.
@@ -116,6 +119,23 @@ export class MemoryLoader {
       step.checkpointed = true;
     }
     return step;
+  }
+
+  /**
+   * What the resident timers should be brought down to, in bytes, or undefined when no spill is
+   * due: over the budget, demoteToShare of it; near the slot limit, the bytes of demoteToShare
+   * of the limit's timers (at the resident timers' mean size), if that is less.
+   */
+  #spillTargetBytes(budget: number): number | undefined {
+    const engine = this.#engine;
+    const residentBytes = engine.residentBytes();
+    const overBudget = residentBytes > budget * this.#limits.demoteAboveShare;
+    const nearSlotLimit = engine.resident > engine.residentMax * this.#limits.demoteAboveSlotShare;
+    if (!overBudget && !nearSlotLimit) return undefined;
+    const budgetTarget = budget * this.#limits.demoteToShare;
+    if (!nearSlotLimit) return budgetTarget;
+    const slotTarget = (residentBytes / engine.resident) * engine.residentMax * this.#limits.demoteToShare;
+    return Math.min(budgetTarget, slotTarget);
   }
 
   /**

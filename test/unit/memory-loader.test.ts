@@ -131,6 +131,29 @@ test('a budget that shrinks while the service runs (a lowered cgroup limit) spil
   await engine.close();
 });
 
+test('near the store\'s slot limit the loader spills the far future, whatever the byte budget, so adds go on being accepted', async () => {
+  const clock: Clock = { now: () => t0 };
+  const residentMax = 4000;
+  const engine = await Engine.open({ dataDir: scratch.tempDir('slots'), clock, store: { capacityMax: residentMax } });
+  const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
+  const loader = new MemoryLoader(engine, { budget, clock });
+  // 100 near timers (inside the promotion lead: they stay) and far ones spread over 30 days.
+  const batch = (count: number, first: number): TimerSpec[] =>
+    Array.from({ length: count }, (_, i) => ({ fireAtMs: first + i < 100 ? t0 + 1000 + i : t0 + 2 * hour + ((first + i) * 7919 % (30 * day)), target: 'https://a.example/hook', payload: 'x'.repeat(100) }));
+  await engine.admit(batchFromSpecs(batch(2900, 0)));
+  assert.equal((await loader.step()).checkpointed, undefined, `${engine.resident} of ${residentMax} slots: under ${memoryLimits.demoteAboveSlotShare} of them`);
+  await engine.admit(batchFromSpecs(batch(300, 2900)));
+  const step = await loader.step();
+  assert.equal(step.checkpointed, true, `${3200} of ${residentMax} slots: spilled`);
+  assert.ok(engine.resident <= residentMax * memoryLimits.demoteToShare, `resident ${engine.resident} after the spill`);
+  assert.ok(engine.resident >= 100, 'the near future stays in memory');
+  assert.equal(engine.resident + engine.spillStats().spilled, 3200);
+  // Without the spill these 2,000 would have been refused (CAPACITY_FULL): 5,200 > 4,000 slots.
+  await engine.admit(batchFromSpecs(batch(2000, 3200)));
+  assert.ok(engine.resident <= residentMax);
+  await engine.close();
+});
+
 test('the log is checkpointed once it outgrows both checkpointWalBytes and the resident timers a checkpoint rewrites', async () => {
   const clock: Clock = { now: () => t0 };
   const engine = await Engine.open({ dataDir: scratch.tempDir('wal-scaled'), clock });
