@@ -144,7 +144,7 @@ test('near the store\'s slot limit the loader spills the far future, whatever th
   assert.equal((await loader.step()).checkpointed, undefined, `${engine.resident} of ${residentMax} slots: under ${memoryLimits.demoteAboveSlotShare} of them`);
   await engine.admit(batchFromSpecs(batch(300, 2900)));
   const step = await loader.step();
-  assert.equal(step.checkpointed, true, `${3200} of ${residentMax} slots: spilled`);
+  assert.equal(step.checkpointed, true, `3,200 of ${residentMax} slots: past ${memoryLimits.demoteAboveSlotShare} of them, spilled`);
   assert.ok(engine.resident <= residentMax * memoryLimits.demoteToShare, `resident ${engine.resident} after the spill`);
   assert.ok(engine.resident >= 100, 'the near future stays in memory');
   assert.equal(engine.resident + engine.spillStats().spilled, 3200);
