@@ -55,7 +55,8 @@ import { readManifest, removeUnreferenced, writeManifest, type Manifest } from '
 import { compactRuns } from './spill/compaction.ts';
 import { readRunKeys } from './spill/keys-file.ts';
 import { readRunBucket } from './spill/run-reader.ts';
-import { writeRun } from './spill/run-writer.ts';
+import type { RunMeta } from './spill/run-meta.ts';
+import { RunWriter, type RunWriteOptions } from './spill/run-writer.ts';
 import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
 import type { StoreSnapshot, StoreSnapshotColumns } from './store/store-snapshot.ts';
 import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spilled-timers.ts';
@@ -297,6 +298,9 @@ interface TakenRows {
   readonly deadReasons: Uint8Array;
   readonly queueNames: readonly string[];
 }
+
+/** A checkpoint's spilled timers in their run's order: which logged row each is, and its fire time. */
+type SpilledRowIds = Pick<RunRows, 'seq' | 'row' | 'fireAtMs'>;
 
 /** The tombstones of `all` that are not in `applied`. */
 function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneSet {
@@ -1024,30 +1028,40 @@ export class Engine {
     const queues = [...this.#queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
     const releasedExpiryMaxMs = this.#releasedExpiryMax;
     // From here the store keeps changing; the snapshot does not. Its timers are copied into
-    // run rows over several turns (a yield every slice), reading their bytes through the hold.
-    let snapshot: { resident: RunRows; spilled: RunRows; spilledHandles: Float64Array };
+    // run rows a slice at a time and written as they are, over several turns, reading their
+    // bytes through the hold (released once both runs are written).
+    const fs = this.#fs;
+    const dir = this.#spillDir;
+    const runOptions = { bucketWidthMs: this.#spill.bucketWidthMs };
+    let residentMeta: RunMeta;
+    let spilledMeta: RunMeta | undefined;
+    // The spilled timers in their run's order: handles for the eviction, and where each is on disk.
+    let spilledHandles: Float64Array;
+    let spilledIds: SpilledRowIds;
     try {
-      const resident = await this.#rowsOf(taken.resident);
-      const spilled = await this.#rowsOf(taken.spilled);
-      // The handles in the spilled rows' order, for the eviction.
-      const spilledHandles = new Float64Array(spilled.order.length);
-      for (let i = 0; i < spilledHandles.length; i++) spilledHandles[i] = taken.spilledHandles[spilled.order[i] as number] as number;
-      snapshot = { resident: resident.rows, spilled: spilled.rows, spilledHandles };
+      await fs.mkdirp(dir);
+      residentMeta = (await this.#writeTaken(taken.resident, this.#nextRunId++, coveredSeq, runOptions)).meta;
+      const { columns } = taken.spilled.store;
+      let order: Int32Array = new Int32Array(0);
+      if (columns.dueAt.length > 0) ({ meta: spilledMeta, order } = await this.#writeTaken(taken.spilled, this.#nextRunId++, coveredSeq, runOptions));
+      spilledHandles = new Float64Array(order.length);
+      spilledIds = { seq: new Float64Array(order.length), row: new Uint32Array(order.length), fireAtMs: new Float64Array(order.length) };
+      for (let i = 0; i < order.length; i++) {
+        const at = order[i] as number;
+        spilledHandles[i] = taken.spilledHandles[at] as number;
+        spilledIds.seq[i] = columns.logSeq[at] as number;
+        spilledIds.row[i] = columns.row[at] as number;
+        spilledIds.fireAtMs[i] = columns.fireAt[at] as number;
+      }
     } finally {
       taken.resident.store.release();
       taken.spilled.store.release();
     }
-    const fs = this.#fs;
-    const dir = this.#spillDir;
-    await fs.mkdirp(dir);
-    const runOptions = { bucketWidthMs: this.#spill.bucketWidthMs };
-    const residentMeta = await writeRun(fs, dir, this.#nextRunId++, coveredSeq, snapshot.resident, runOptions);
     let bytesWritten = residentMeta.bytes;
     let spilledRuns: SpilledRun[] = this.#spill.runs.map((run) => ({ meta: run.meta, validFromMs: run.validFromMs, keyHashes: run.keyHashes }));
-    if (snapshot.spilled.rows > 0) {
-      const meta = await writeRun(fs, dir, this.#nextRunId++, coveredSeq, snapshot.spilled, runOptions);
-      bytesWritten += meta.bytes;
-      spilledRuns.push({ meta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, meta) });
+    if (spilledMeta !== undefined) {
+      bytesWritten += spilledMeta.bytes;
+      spilledRuns.push({ meta: spilledMeta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, spilledMeta) });
     }
     // Too many runs make every lookup and promotion read more files, and tombstones take memory
     // and disk: merge the runs into one, leaving out what was promoted (below a run's
@@ -1091,8 +1105,8 @@ export class Engine {
     // Tombstones added while it was written guard rows of the new runs too: they stay.
     const tombstonesNow = this.#spill.tombstoneColumns();
     this.#spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
-    this.#notYetEvicted = snapshot.spilledHandles.length;
-    await this.#evictSpilled(snapshot.spilledHandles, snapshot.spilled);
+    this.#notYetEvicted = spilledHandles.length;
+    await this.#evictSpilled(spilledHandles, spilledIds);
     // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
     // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
     const arena = this.#store.arena;
@@ -1105,12 +1119,12 @@ export class Engine {
     // A lookup or a cancel may still be reading a run this checkpoint merged away: it finishes first.
     await this.#spill.earlierReadsSettled();
     await removeUnreferenced(fs, dir, manifest);
-    return { coveredSeq, watermarkMs, residentRows: snapshot.resident.rows, spilledRows: snapshot.spilled.rows, bytesWritten, segmentsDeleted };
+    return { coveredSeq, watermarkMs, residentRows: residentMeta.rows, spilledRows: spilledHandles.length, bytesWritten, segmentsDeleted };
   }
 
   /**
-   * Takes every live timer as it is now (its fields copied, its bytes held: #rowsOf sorts them
-   * by (dueAt, seq, row) and copies them into run rows afterwards, yielding as it goes): pending, never
+   * Takes every live timer as it is now (its fields copied, its bytes held: #writeTaken sorts them
+   * by (dueAt, seq, row) and writes them as a run afterwards, yielding as it goes): pending, never
    * attempted timers due at or past the watermark into `spilled` (their handles kept, to evict
    * them once the checkpoint is durable), the rest into `resident`, as the log has them
    * (a delivering timer was not logged as such: it is pending or retrying).
@@ -1140,38 +1154,60 @@ export class Engine {
     return { store: this.#store.snapshot(slots), deadReasons, queueNames: [...this.#queueNames] };
   }
 
-  /** The taken timers as run rows, sorted by (dueAt, seq, row), and `order`: which taken timer each row is. */
-  async #rowsOf(taken: TakenRows): Promise<{ rows: RunRows; order: Int32Array }> {
+  /**
+   * Writes the taken timers as run `runId`, sorted by (dueAt, seq, row); returns its metadata and
+   * `order` (which taken timer each row of the run is). The rows are copied a slice at a time
+   * into one of two builders, reused: the next slice is copied while the last one is written.
+   * Copying every timer at once had a checkpoint under memory pressure allocate as much again as
+   * the timers it wrote, all of it freshly faulted in (on a VM, zeroing those pages was most of
+   * the copy's cost), and wrote nothing before the whole copy was done.
+   */
+  async #writeTaken(taken: TakenRows, runId: number, stamp: number, options: RunWriteOptions): Promise<{ meta: RunMeta; order: Int32Array }> {
     const { store, deadReasons, queueNames } = taken;
     const columns = store.columns;
+    const count = columns.dueAt.length;
     const order = await this.#runOrder(columns);
-    let keyBytes = 0;
-    let payloadBytes = 0;
-    let headersBytes = 0;
-    for (let i = 0; i < store.count; i++) {
-      keyBytes += columns.keyLength[i] as number;
-      payloadBytes += columns.payloadLength[i] as number;
-      headersBytes += columns.headersLength[i] as number;
-    }
-    const builder = new RunRowsBuilder(Math.max(1, store.count), { keys: keyBytes, payload: payloadBytes, headers: headersBytes });
+    const sliceRows = spillLimits.checkpointSliceRows;
+    const builders = [new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows)), new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows))];
     const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
-    for (let at = 0; at < store.count; at++) {
-      if (at > 0 && at % spillLimits.checkpointSliceRows === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-      const i = order[at] as number;
-      const state = columns.state[i] as number;
-      const attempts = columns.attempts[i] as number;
-      fields.seq = columns.logSeq[i] as number;
-      fields.row = columns.row[i] as number;
-      fields.fireAtMs = columns.fireAt[i] as number;
-      fields.dueAtMs = columns.dueAt[i] as number;
-      // A delivering timer was not logged as such: it is pending or retrying.
-      fields.state = state === timerState.delivering ? (attempts > 0 ? timerState.retrying : timerState.pending) : state;
-      fields.attempts = attempts;
-      fields.lastStatus = columns.lastStatus[i] as number;
-      fields.deadReason = deadReasons[i] as number;
-      builder.append(fields, queueNames[columns.queueIndex[i] as number] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
+    const writer = await RunWriter.create(this.#fs, this.#spillDir, runId, stamp, options);
+    // The slice being written, while the next is copied; at most one append is in flight.
+    let writing: Promise<void> = Promise.resolve();
+    try {
+      for (let from = 0, turn = 0; from < count; from += sliceRows, turn++) {
+        // A turn for the event loop between slices, whether or not the last write is done.
+        if (from > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        // Its last rows were written two turns ago (awaited in the turn before this one).
+        const builder = builders[turn % 2] as RunRowsBuilder;
+        builder.reset();
+        for (let at = from, end = Math.min(count, from + sliceRows); at < end; at++) {
+          const i = order[at] as number;
+          const state = columns.state[i] as number;
+          const attempts = columns.attempts[i] as number;
+          fields.seq = columns.logSeq[i] as number;
+          fields.row = columns.row[i] as number;
+          fields.fireAtMs = columns.fireAt[i] as number;
+          fields.dueAtMs = columns.dueAt[i] as number;
+          // A delivering timer was not logged as such: it is pending or retrying.
+          fields.state = state === timerState.delivering ? (attempts > 0 ? timerState.retrying : timerState.pending) : state;
+          fields.attempts = attempts;
+          fields.lastStatus = columns.lastStatus[i] as number;
+          fields.deadReason = deadReasons[i] as number;
+          builder.append(fields, queueNames[columns.queueIndex[i] as number] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
+        }
+        await writing;
+        writing = writer.append(builder.finish());
+        // Awaited in the next turn or below; a failure meanwhile is not an unhandled rejection.
+        writing.catch(() => undefined);
+      }
+      await writing;
+      return { meta: await writer.finish(), order };
+    } catch (err) {
+      // No write may still be landing when the file is closed.
+      await writing.catch(() => undefined);
+      await writer.abort();
+      throw err;
     }
-    return { rows: builder.finish(), order };
   }
 
   /**
@@ -1224,7 +1260,7 @@ export class Engine {
    * After a durable checkpoint: the timers it spilled leave memory. One that changed since the
    * snapshot (a cancel being logged) stays, and its copy on disk is tombstoned, never promoted.
    */
-  async #evictSpilled(handles: Float64Array, rows: RunRows): Promise<void> {
+  async #evictSpilled(handles: Float64Array, rows: SpilledRowIds): Promise<void> {
     // In slices, yielding between them: evicting half a million timers at once held the event
     // loop for over a second. Meanwhile the rest stay in memory as well as on disk: fenced by
     // the watermark (never handed out), and a cancel of one is logged as CANCEL_SPILLED
@@ -1235,7 +1271,7 @@ export class Engine {
     }
   }
 
-  #evictSlice(handles: Float64Array, rows: RunRows, from: number, to: number): void {
+  #evictSlice(handles: Float64Array, rows: SpilledRowIds, from: number, to: number): void {
     const store = this.#store;
     const evicted = new Int32Array(to - from);
     let count = 0;

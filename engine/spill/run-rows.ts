@@ -90,6 +90,11 @@ class BytesBuilder {
     this.offsets[index + 1] = this.used;
   }
 
+  /** Empties the column, keeping its buffers for the next rows. */
+  clear(): void {
+    this.used = 0;
+  }
+
   grow(capacity: number): void {
     const offsets = new Int32Array(capacity + 1);
     offsets.set(this.offsets);
@@ -219,7 +224,24 @@ export class RunRowsBuilder {
     this.#pushBytes(at, bytesOf(source.keys, i), bytesOf(source.payload, i), bytesOf(source.headers, i), names);
   }
 
-  /** The rows appended so far, in append order; the builder must not be used afterwards. */
+  /**
+   * Forgets every row appended, keeping the columns' memory: the next rows are written over
+   * the same pages (a checkpoint builds its runs a slice at a time this way, instead of a copy
+   * of every timer at once in fresh memory). RunRows finish() returned before are invalid from
+   * here on. Queue and target names start again from empty dictionaries, as a run's writer
+   * caches each dictionary's encoding whole.
+   */
+  reset(): void {
+    this.#rows = 0;
+    this.#variableBytes = 0;
+    this.#queues = new Dictionary();
+    this.#targets = new Dictionary();
+    this.#keys.clear();
+    this.#payload.clear();
+    this.#headers.clear();
+  }
+
+  /** The rows appended so far, in append order; the builder must not be used afterwards, except to reset() it. */
   finish(): RunRows {
     const n = this.#rows;
     return {

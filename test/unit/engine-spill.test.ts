@@ -607,3 +607,44 @@ test('regression: while a checkpoint evicts in slices, its timers are counted on
   assert.deepEqual([...seen], [timers], 'pending and resident + spilled stay the number of timers throughout');
   await engine.close();
 });
+
+test('a checkpoint written over many slices restores every timer field for field: targets, queues, keys, headers and payloads', async () => {
+  const fs = new SimFileSystem({ seed: 37 });
+  const clock = manualClock();
+  let engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  // More than two checkpoint slices (16,384 rows) on each side of the watermark, so both of the
+  // run builders are reused; a target first seen in a later slice, headers on some rows only.
+  const perSide = 36_000;
+  const watermarkMs = t0 + 10 * hour;
+  const spec = (i: number): TimerSpec => ({
+    fireAtMs: i < perSide ? t0 + hour + i * 100 : watermarkMs + (i - perSide) * 100,
+    target: `https://t${Math.floor(i / 5000)}.example/hook`,
+    queue: `q${i % 3}`,
+    payload: `timer ${i} `.repeat(1 + (i % 4)),
+    key: `key-${i}`,
+    ...(i % 3 === 0 ? { headers: { 'x-row': String(i) } } : {}),
+  });
+  const ids: string[] = [];
+  for (let from = 0; from < 2 * perSide; from += 9_000) {
+    ids.push(...idsOf(await engine.admit(batchFromSpecs(Array.from({ length: 9_000 }, (_, j) => spec(from + j))))));
+  }
+  const report = await engine.checkpoint(watermarkMs);
+  assert.deepEqual([report.residentRows, report.spilledRows], [perSide, perSide]);
+  await engine.close();
+
+  engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  assert.equal(engine.resident, perSide, 'the resident run is back in memory');
+  assert.equal(await engine.promote(watermarkMs + 4 * hour), perSide, 'every spilled timer comes back from the spilled run');
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i] as string;
+    const expected = spec(i);
+    const view = engine.get(id);
+    assert.ok(view !== undefined, `timer ${i} is in memory`);
+    assert.deepEqual([view.fireAtMs, view.target, view.queue, view.key], [expected.fireAtMs, expected.target, expected.queue, expected.key], `timer ${i}'s fields`);
+    const { seq, row } = decodeTimerId(id) as { seq: number; row: number };
+    const delivery = engine.deliveryOf(seq, row);
+    assert.equal(Buffer.from(delivery?.payload ?? []).toString(), expected.payload, `timer ${i}'s payload`);
+    assert.equal(delivery?.headers.length === 0 ? undefined : JSON.parse(Buffer.from(delivery?.headers ?? []).toString())['x-row'], expected.headers?.['x-row'], `timer ${i}'s headers`);
+  }
+  await engine.close();
+});
