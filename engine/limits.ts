@@ -282,6 +282,8 @@ export const spillLimits = {
   keyFilterBitsPerKey: 8,
   /** Decoded spill batches the engine keeps cached (each at most batchBytesMax plus 54 bytes a row). */
   bucketCacheMax: 4,
+  /** A run being written is fdatasynced each time this many more bytes of it are written (and at its end). */
+  runSyncBytes: 32 * MiB,
   /** A checkpoint copies timers into its runs, and evicts those it spilled, this many at a time, yielding to the event loop between slices. */
   checkpointSliceRows: 16_384,
 } as const;

@@ -30,6 +30,8 @@ export interface RunWriteOptions {
   readonly batchBytesMax?: number;
   /** Default spillLimits.batchRowsMax. */
   readonly batchRowsMax?: number;
+  /** Default spillLimits.runSyncBytes. */
+  readonly syncBytes?: number;
 }
 
 const writableStates = new Set<number>([timerState.pending, timerState.retrying, timerState.delivered, timerState.dead, timerState.cancelled]);
@@ -51,6 +53,7 @@ export class RunWriter {
   readonly #bucketWidthMs: number;
   readonly #batchBytesMax: number;
   readonly #batchRowsMax: number;
+  readonly #syncBytes: number;
   readonly #handle: FileHandle;
   readonly #schema: Schema;
   readonly #writer = new RunIpcWriter();
@@ -61,6 +64,8 @@ export class RunWriter {
   #headCrc32 = 0;
   /** Where the next batch goes: the end of the head and every batch so far. */
   #position = 0;
+  /** The end of what the last fdatasync made durable. */
+  #syncedTo = 0;
   #rows = 0;
   // The last row appended, for the order check across appends.
   #lastDueAtMs = -Infinity;
@@ -77,6 +82,7 @@ export class RunWriter {
     this.#bucketWidthMs = options.bucketWidthMs ?? spillLimits.bucketWidthMs;
     this.#batchBytesMax = options.batchBytesMax ?? spillLimits.batchBytesMax;
     this.#batchRowsMax = options.batchRowsMax ?? spillLimits.batchRowsMax;
+    this.#syncBytes = options.syncBytes ?? spillLimits.runSyncBytes;
     assert.ok(Number.isSafeInteger(this.#bucketWidthMs) && this.#bucketWidthMs >= 1, 'bucketWidthMs must be a positive integer');
     assert.ok(this.#batchBytesMax >= 1 && this.#batchBytesMax <= 2 ** 30, 'batchBytesMax must be in [1, 2^30]');
     assert.ok(this.#batchRowsMax >= 1 && this.#batchRowsMax < 2 ** 31, 'batchRowsMax must be in [1, 2^31)');
@@ -203,6 +209,13 @@ export class RunWriter {
     this.#buckets.push({ startMs, rows: to - from, keyed: section.length, fileOffset, byteLength, crc32: crc });
     this.#keySections.push(section);
     this.#rows += to - from;
+    // Synced as it goes, not only at the end: a run of gigabytes left dirty in the page cache
+    // made the log's next fdatasync wait seconds behind its writeback, and was not written at
+    // all until then (the kernel starts writing back only past a share of RAM).
+    if (this.#position - this.#syncedTo >= this.#syncBytes) {
+      await this.#handle.datasync();
+      this.#syncedTo = this.#position;
+    }
   }
 
   #bucketStart(dueAtMs: number): number {

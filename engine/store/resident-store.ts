@@ -498,6 +498,11 @@ export class ResidentStore {
     return this.arena.view(at, this.#keyLength[slot] as number);
   }
 
+  /** Bytes of the slot's payload, headers and key together (what it holds in the arena). */
+  bytesLengthOf(slot: number): number {
+    return this.#bytesLength(slot);
+  }
+
   keyLengthOf(slot: number): number {
     return this.#keyLength[slot] as number;
   }
