@@ -64,8 +64,10 @@ export class RunWriter {
   #headCrc32 = 0;
   /** Where the next batch goes: the end of the head and every batch so far. */
   #position = 0;
-  /** The end of what the last fdatasync made durable. */
+  /** Where the file ended when the last fdatasync was started. */
   #syncedTo = 0;
+  /** That fdatasync, while it may still be in flight (awaited before the next one and at the end). */
+  #syncing: Promise<void> = Promise.resolve();
   #rows = 0;
   // The last row appended, for the order check across appends.
   #lastDueAtMs = -Infinity;
@@ -149,6 +151,7 @@ export class RunWriter {
         tailBytes += chunk.length;
       }
       await this.#handle.writev(tail, tailOffset);
+      await this.#syncing;
       await this.#handle.datasync();
       const keys = encodeKeys(this.#runId, this.#stamp, this.#keySections);
       await writeSynced(this.#fs, posix.join(this.#dir, keysFileName(this.#runId)), keys);
@@ -174,6 +177,7 @@ export class RunWriter {
   async abort(): Promise<void> {
     if (this.#done) return;
     this.#done = true;
+    await this.#syncing.catch(() => undefined);
     await this.#handle.close().catch(() => undefined);
   }
 
@@ -211,10 +215,15 @@ export class RunWriter {
     this.#rows += to - from;
     // Synced as it goes, not only at the end: a run of gigabytes left dirty in the page cache
     // made the log's next fdatasync wait seconds behind its writeback, and was not written at
-    // all until then (the kernel starts writing back only past a share of RAM).
+    // all until then (the kernel starts writing back only past a share of RAM). One sync in
+    // flight while the writes go on: the writer waits only when the disk is a whole
+    // runSyncBytes behind.
     if (this.#position - this.#syncedTo >= this.#syncBytes) {
-      await this.#handle.datasync();
+      await this.#syncing;
       this.#syncedTo = this.#position;
+      this.#syncing = this.#handle.datasync();
+      // Awaited before the next sync, by finish() or by abort(): not an unhandled rejection meanwhile.
+      this.#syncing.catch(() => undefined);
     }
   }
 

@@ -126,6 +126,53 @@ test('round trip: random rows written as a run read back batch by batch, equal t
   }
 });
 
+test('a run is fdatasynced as it is written, one sync in flight at a time, not only at its end', async () => {
+  const prng = new Prng(5);
+  const rows = randomRows(prng, 0, 3_000);
+  const sim = new SimFileSystem({ seed: 5, maxExtraHops: 0 });
+  await sim.mkdirp(dir);
+  // Where the run file had been written to at each fdatasync of it, and how many were in flight at once.
+  const syncedAt: number[] = [];
+  let inFlight = 0;
+  let inFlightMax = 0;
+  // The simulated file system, with the run file's writev and datasync watched.
+  const overriding = <T extends object>(target: T, overrides: Partial<T>): T =>
+    new Proxy(target, {
+      get: (object, name) => {
+        if (Object.hasOwn(overrides, name)) return overrides[name as keyof T];
+        const value: unknown = Reflect.get(object, name, object);
+        return typeof value === 'function' ? value.bind(object) : value;
+      },
+    });
+  const fs = overriding<FileSystem>(sim, {
+    open: async (path, mode) => {
+      const handle = await sim.open(path, mode);
+      if (!path.endsWith(runFileName(7))) return handle;
+      let written = 0;
+      return overriding<FileHandle>(handle, {
+        writev: async (chunks, position) => {
+          await handle.writev(chunks, position);
+          written = Math.max(written, position + chunks.reduce((sum, chunk) => sum + chunk.length, 0));
+        },
+        datasync: async () => {
+          syncedAt.push(written);
+          inFlightMax = Math.max(inFlightMax, ++inFlight);
+          // Slow enough that writes go on meanwhile.
+          await new Promise((resolve) => setTimeout(resolve, 2));
+          await handle.datasync();
+          inFlight--;
+        },
+      });
+    },
+  });
+  const meta = await writeRun(fs, dir, 7, 42, rows, { bucketWidthMs: widthMs, batchBytesMax: 4 * 1024, syncBytes: 64 * 1024 });
+  assert.ok(meta.bytes > 8 * 64 * 1024, `the run (${meta.bytes} B) spans many sync intervals`);
+  assert.ok(syncedAt.length >= Math.floor(meta.bytes / (64 * 1024)), `synced ${syncedAt.length} times over ${meta.bytes} B, every 64 KiB written`);
+  assert.ok(syncedAt[0] !== undefined && syncedAt[0] < meta.bytes / 2, 'the first sync came long before the end');
+  assert.equal(inFlightMax, 1, 'never two fdatasyncs of the run at once');
+  assert.deepEqual(await readAll(sim, meta), plain(rows));
+});
+
 test('an empty run is a valid run with no batches', async () => {
   const { fs, meta } = await simWithRun(1, new RunRowsBuilder().finish());
   assert.equal(meta.buckets.length, 0);
