@@ -630,6 +630,14 @@ test('a checkpoint written over many slices restores every timer field for field
   }
   const report = await engine.checkpoint(watermarkMs);
   assert.deepEqual([report.residentRows, report.spilledRows], [perSide, perSide]);
+  // The spilled side is one bucket (an hour of due times) cut into batches at the slices: a
+  // lookup and a key find their timer in any of them.
+  for (let i = perSide; i < 2 * perSide; i += 997) {
+    const view = await engine.lookup(ids[i] as string);
+    assert.deepEqual([view?.state, view?.fireAtMs, view?.target, view?.key], ['pending', spec(i).fireAtMs, spec(i).target, spec(i).key], `spilled timer ${i} found on disk`);
+  }
+  const again = await engine.admit(batchFromSpecs([spec(2 * perSide - 1), spec(perSide + 16_384)]));
+  assert.deepEqual(idsOf(again), [ids[2 * perSide - 1], ids[perSide + 16_384]], 'keys held on disk answer with the original ids');
   await engine.close();
 
   engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
