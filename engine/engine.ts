@@ -1063,17 +1063,16 @@ export class Engine {
     try {
       await fs.mkdirp(dir);
       residentMeta = (await this.#writeTaken(taken.resident, this.#nextRunId++, coveredSeq, runOptions)).meta;
-      const { columns } = taken.spilled.store;
       let order: Int32Array = new Int32Array(0);
-      if (columns.dueAt.length > 0) ({ meta: spilledMeta, order } = await this.#writeTaken(taken.spilled, this.#nextRunId++, coveredSeq, runOptions));
+      if (taken.spilled.store.count > 0) ({ meta: spilledMeta, order } = await this.#writeTaken(taken.spilled, this.#nextRunId++, coveredSeq, runOptions));
       spilledHandles = new Float64Array(order.length);
       spilledIds = { seq: new Float64Array(order.length), row: new Uint32Array(order.length), fireAtMs: new Float64Array(order.length) };
       for (let i = 0; i < order.length; i++) {
         const at = order[i] as number;
         spilledHandles[i] = taken.spilledHandles[at] as number;
-        spilledIds.seq[i] = columns.logSeq[at] as number;
-        spilledIds.row[i] = columns.row[at] as number;
-        spilledIds.fireAtMs[i] = columns.fireAt[at] as number;
+        spilledIds.seq[i] = taken.spilled.store.logSeqOf(at);
+        spilledIds.row[i] = taken.spilled.store.rowOf(at);
+        spilledIds.fireAtMs[i] = taken.spilled.store.fireAtOf(at);
       }
     } finally {
       taken.resident.store.release();
@@ -1202,9 +1201,18 @@ export class Engine {
   async #writeTaken(taken: TakenRows, runId: number, stamp: number, options: RunWriteOptions): Promise<{ meta: RunMeta; order: Int32Array }> {
     const { store, deadReasons, queueNames } = taken;
     const columns = store.columns;
-    const count = columns.dueAt.length;
-    const order = await runOrder(columns, this.#spill.bucketWidthMs, spillLimits.checkpointSliceRows, () => new Promise<void>((resolve) => setImmediate(resolve)));
+    const count = store.count;
     const sliceRows = spillLimits.checkpointSliceRows;
+    const pause = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
+    // The log positions, for the order: read from the store after the snapshot's turn, a slice a turn.
+    const logSeq = new Float64Array(count);
+    const row = new Uint32Array(count);
+    for (let i = 0; i < count; i++) {
+      if (i > 0 && i % (sliceRows * 16) === 0) await pause();
+      logSeq[i] = store.logSeqOf(i);
+      row[i] = store.rowOf(i);
+    }
+    const order = await runOrder({ dueAt: columns.dueAt, logSeq, row }, this.#spill.bucketWidthMs, sliceRows, pause);
     const builders = [new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows)), new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows))];
     const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
     const writer = await RunWriter.create(this.#fs, this.#spillDir, runId, stamp, options);
@@ -1213,7 +1221,7 @@ export class Engine {
     try {
       for (let from = 0, turn = 0; from < count; from += sliceRows, turn++) {
         // A turn for the event loop between slices, whether or not the last write is done.
-        if (from > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        if (from > 0) await pause();
         // Its last rows were written two turns ago (awaited in the turn before this one).
         const builder = builders[turn % 2] as RunRowsBuilder;
         builder.reset();
@@ -1221,16 +1229,16 @@ export class Engine {
           const i = order[at] as number;
           const state = columns.state[i] as number;
           const attempts = columns.attempts[i] as number;
-          fields.seq = columns.logSeq[i] as number;
-          fields.row = columns.row[i] as number;
-          fields.fireAtMs = columns.fireAt[i] as number;
+          fields.seq = logSeq[i] as number;
+          fields.row = row[i] as number;
+          fields.fireAtMs = store.fireAtOf(i);
           fields.dueAtMs = columns.dueAt[i] as number;
           // A delivering timer was not logged as such: it is pending or retrying.
           fields.state = state === timerState.delivering ? (attempts > 0 ? timerState.retrying : timerState.pending) : state;
           fields.attempts = attempts;
           fields.lastStatus = columns.lastStatus[i] as number;
           fields.deadReason = deadReasons[i] as number;
-          builder.append(fields, queueNames[columns.queueIndex[i] as number] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
+          builder.append(fields, queueNames[store.queueIndexOf(i)] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
         }
         await writing;
         writing = writer.append(builder.finish());

@@ -157,6 +157,9 @@ export class ResidentStore {
   #keyLength: Uint16Array;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
+  /** Snapshots not yet released (snapshot()); while any is, released slots are set aside. */
+  #snapshotsHeld = 0;
+  #setAside: number[] = [];
 
   // Interned targets: index → string, string → index, index → timers using it.
   readonly #targetNames: Array<string | undefined> = [];
@@ -384,7 +387,10 @@ export class ResidentStore {
     this.#generation[slot] = generation;
     // A slot whose generation would leave the handle's bits is retired, never handed out again:
     // wrapping around could let a very old handle match a new timer.
-    if (generation <= this.generationMax) this.#pushFree(slot);
+    if (generation > this.generationMax) return;
+    // A snapshot held reads this slot's fixed fields from the columns: no new timer in it until it is released.
+    if (this.#snapshotsHeld > 0) this.#setAside.push(slot);
+    else this.#pushFree(slot);
   }
 
   /**
@@ -437,45 +443,36 @@ export class ResidentStore {
   }
 
   /**
-   * The fields of `slots` (live) as they are now, copied out, and a hold on their bytes: what a
-   * checkpoint copies into its runs over several turns while the store goes on changing.
-   * The slots must be live (the caller found them so in the same turn).
+   * `slots` (live) as they are now, and a hold on their bytes: what a checkpoint writes into its
+   * runs over several turns while the store goes on changing (engine/store/store-snapshot.ts).
+   * Until the snapshot is released, a slot released meanwhile is not handed out again. The
+   * slots must be live (the caller found them so in the same turn).
    */
-  snapshot(slots: ArrayLike<number>): StoreSnapshot {
+  snapshot(slots: Int32Array): StoreSnapshot {
     const n = slots.length;
-    const columns = {
-      logSeq: new Float64Array(n),
-      row: new Uint32Array(n),
-      fireAt: new Float64Array(n),
-      dueAt: new Float64Array(n),
-      state: new Uint8Array(n),
-      attempts: new Uint16Array(n),
-      lastStatus: new Uint16Array(n),
-      queueIndex: new Uint16Array(n),
-      targetIndex: new Uint32Array(n),
-      bytesRef: new Float64Array(n),
-      payloadLength: new Uint32Array(n),
-      headersLength: new Uint16Array(n),
-      keyLength: new Uint16Array(n),
-      targetNames: [...this.#targetNames],
-    };
+    const columns = { dueAt: new Float64Array(n), state: new Uint8Array(n), attempts: new Uint16Array(n), lastStatus: new Uint16Array(n) };
+    const { dueAt, state, attempts, lastStatus } = columns;
     for (let i = 0; i < n; i++) {
       const slot = slots[i] as number;
-      columns.logSeq[i] = this.#logSeq[slot] as number;
-      columns.row[i] = this.#row[slot] as number;
-      columns.fireAt[i] = this.#fireAt[slot] as number;
-      columns.dueAt[i] = this.#dueAt[slot] as number;
-      columns.state[i] = this.#state[slot] as number;
-      columns.attempts[i] = this.#attempts[slot] as number;
-      columns.lastStatus[i] = this.#lastStatus[slot] as number;
-      columns.queueIndex[i] = this.#queueIndex[slot] as number;
-      columns.targetIndex[i] = this.#targetIndex[slot] as number;
-      columns.bytesRef[i] = this.#bytesRefOf(slot);
-      columns.payloadLength[i] = this.#payloadLength[slot] as number;
-      columns.headersLength[i] = this.#headersLength[slot] as number;
-      columns.keyLength[i] = this.#keyLength[slot] as number;
+      dueAt[i] = this.#dueAt[slot] as number;
+      state[i] = this.#state[slot] as number;
+      attempts[i] = this.#attempts[slot] as number;
+      lastStatus[i] = this.#lastStatus[slot] as number;
     }
-    return new StoreSnapshot(columns, this.arena.hold());
+    this.#snapshotsHeld++;
+    return new StoreSnapshot(this, slots, columns, [...this.#targetNames], this.arena.hold(), () => this.#snapshotReleased());
+  }
+
+  #snapshotReleased(): void {
+    this.#snapshotsHeld--;
+    if (this.#snapshotsHeld > 0) return;
+    for (const slot of this.#setAside) this.#pushFree(slot);
+    this.#setAside = [];
+  }
+
+  /** Slots released while a snapshot is held, set aside, not yet free for reuse. */
+  get setAsideCount(): number {
+    return this.#setAside.length;
   }
 
   /** The payload bytes, a view into the arena: copy them before the slot is released. */
@@ -496,6 +493,19 @@ export class ResidentStore {
     this.#assertLive(slot);
     const at = this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
     return this.arena.view(at, this.#keyLength[slot] as number);
+  }
+
+  /** Where the slot's payload, headers and key are in the arena, one after another. */
+  bytesRefOf(slot: number): number {
+    return this.#bytesRefOf(slot);
+  }
+
+  payloadLengthOf(slot: number): number {
+    return this.#payloadLength[slot] as number;
+  }
+
+  headersLengthOf(slot: number): number {
+    return this.#headersLength[slot] as number;
   }
 
   /** Bytes of the slot's payload, headers and key together (what it holds in the arena). */
@@ -564,6 +574,8 @@ export class ResidentStore {
    * over all slots: call it when the arena's bytesLive / bytesReserved has fallen, not per tick.
    */
   compact(liveRatioMax: number = storeLimits.arenaCompactLiveRatio): number {
+    // A held snapshot reads its timers' bytes where they were taken.
+    assert.equal(this.#snapshotsHeld, 0, 'compaction while a snapshot is held');
     if (this.arena.markSparseSlabs(liveRatioMax) === 0) return 0;
     let moved = 0;
     for (let slot = 0; slot < this.#highWater; slot++) {

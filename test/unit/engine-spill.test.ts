@@ -656,3 +656,55 @@ test('a checkpoint written over many slices restores every timer field for field
   }
   await engine.close();
 });
+
+test('regression: slots released while a checkpoint is written are not reused until it is done; after a restart every timer is as the log has it', async () => {
+  const fs = new SimFileSystem({ seed: 41 });
+  const clock = manualClock();
+  const options = { retention: { finishedMs: 1 }, walLimits: { segmentBytes: 1024 * 1024 } };
+  let engine = await open(fs, clock, options);
+  // Enough resident timers that the checkpoint writes its run over many turns.
+  const nearSpec = (i: number): TimerSpec => ({ fireAtMs: t0 + hour + i, target, payload: `near ${i}`, key: `near-${i}` });
+  const near: string[] = [];
+  for (let from = 0; from < 40_000; from += 10_000) near.push(...idsOf(await engine.admit(batchFromSpecs(Array.from({ length: 10_000 }, (_, j) => nearSpec(from + j))))));
+  const far = idsOf(await engine.admit(batchFromSpecs(spread(1000, t0 + 5 * hour, 1000))));
+  const newSpec = (i: number): TimerSpec => ({ fireAtMs: t0 + 2 * hour + i, target: 'https://other.example/new', payload: `new ${i}`, key: `new-${i}` });
+  let checkpointDone = false;
+  let during: Promise<string[]> | undefined;
+  fs.setFault(() => {
+    // While the run is written: 100 near timers cancelled and released (their retention is
+    // 1 ms), then 100 new timers admitted, which would take those slots if they were free.
+    during ??= (async () => {
+      await Promise.all(near.slice(0, 100).map(async (id) => assert.equal(await engine.cancel(id), 'cancelled')));
+      clock.set(clock.now() + 10);
+      engine.takeDue(clock.now(), 100);
+      const added = idsOf(await engine.admit(batchFromSpecs(Array.from({ length: 100 }, (_, i) => newSpec(i)))));
+      assert.ok(!checkpointDone, 'the releases and the admit happened while the checkpoint was being written');
+      return added;
+    })();
+    return undefined;
+  });
+  await engine.checkpoint(t0 + 3 * hour);
+  checkpointDone = true;
+  fs.setFault(undefined);
+  const added = await (during as Promise<string[]>);
+  await engine.close();
+
+  engine = await open(fs, clock, options);
+  engine.takeDue(clock.now(), 100);
+  for (let i = 0; i < near.length; i++) {
+    const view = engine.get(near[i] as string);
+    if (i < 100) {
+      assert.ok(view === undefined || view.state === 'cancelled', `near timer ${i} stays cancelled`);
+      continue;
+    }
+    assert.deepEqual([view?.state, view?.fireAtMs, view?.key], ['pending', nearSpec(i).fireAtMs, nearSpec(i).key], `near timer ${i}`);
+    const { seq, row } = decodeTimerId(near[i] as string) as { seq: number; row: number };
+    assert.equal(Buffer.from(engine.deliveryOf(seq, row)?.payload ?? []).toString(), `near ${i}`);
+  }
+  for (let i = 0; i < added.length; i++) {
+    const view = engine.get(added[i] as string);
+    assert.deepEqual([view?.state, view?.target, view?.key], ['pending', newSpec(i).target, newSpec(i).key], `new timer ${i}`);
+  }
+  assert.equal(engine.pending, near.length - 100 + far.length + added.length);
+  await engine.close();
+});
