@@ -4,7 +4,8 @@
 // by a numeric key (dueAt's offset in the bucket and the position, packed in one float64), which
 // a typed array sorts natively, with no comparator call per comparison; only timers due in the
 // same ms are then compared by (seq, row). It yields (await pause()) every `sliceRows` rows
-// sorted, so no turn of the event loop sorts more than about that.
+// sorted, and every 16 times that many rows of a pass over them, so no turn of the event loop
+// holds more than about that.
 
 /** The columns ordered: row i is a timer due at dueAt[i], logged as row row[i] of record logSeq[i]. */
 export interface RunOrderColumns {
@@ -17,6 +18,8 @@ export interface RunOrderColumns {
 const tallySpanMax = 2 ** 20;
 /** Keys are exact below 2^53: offset in bucket × span of positions + position. */
 const exactKeyMax = 2 ** 53;
+/** A pass over every timer (no sorting in it) pauses once every this many slices' worth of rows. */
+const passRowsPerSlice = 16;
 
 /** The positions of `columns`' timers in (dueAt, seq, row) order; `widthMs` is the spill bucket width. */
 export async function runOrder(columns: RunOrderColumns, widthMs: number, sliceRows: number, pause: () => Promise<void>): Promise<Int32Array> {
@@ -24,16 +27,20 @@ export async function runOrder(columns: RunOrderColumns, widthMs: number, sliceR
   const n = dueAt.length;
   const order = new Int32Array(n);
   if (n === 0) return order;
+  // The passes over every timer pause too, every passRows of them: at 8 million timers one
+  // pass is a few hundred ms, most of it faulting in the arrays it fills.
+  const passRows = sliceRows * passRowsPerSlice;
   const bucketOf = new Float64Array(n);
   let first = Infinity;
   let last = -Infinity;
   for (let i = 0; i < n; i++) {
+    if (i > 0 && i % passRows === 0) await pause();
     const bucket = Math.floor((dueAt[i] as number) / widthMs);
     bucketOf[i] = bucket;
     if (bucket < first) first = bucket;
     if (bucket > last) last = bucket;
   }
-  const segments = last - first < tallySpanMax ? byTally(bucketOf, first, last, order) : byMap(bucketOf, order);
+  const segments = last - first < tallySpanMax ? await byTally(bucketOf, first, last, order, passRows, pause) : byMap(bucketOf, order);
   await pause();
   let largest = 0;
   for (let k = 0; k < segments.length; k += 2) largest = Math.max(largest, (segments[k + 1] as number) - (segments[k] as number));
@@ -54,12 +61,16 @@ export async function runOrder(columns: RunOrderColumns, widthMs: number, sliceR
 
 /**
  * Places positions into `order` grouped by bucket, buckets ascending, each in position order
- * (counted in a typed array over first..last); returns the groups as [from, to) pairs.
+ * (counted in a typed array over first..last); returns the groups as [from, to) pairs. Pauses
+ * every `passRows` rows of each pass.
  */
-function byTally(bucketOf: Float64Array, first: number, last: number, order: Int32Array): number[] {
+async function byTally(bucketOf: Float64Array, first: number, last: number, order: Int32Array, passRows: number, pause: () => Promise<void>): Promise<number[]> {
   // ends[b - first] ends up as the end of bucket b's group.
   const ends = new Int32Array(last - first + 1);
-  for (let i = 0; i < bucketOf.length; i++) ends[(bucketOf[i] as number) - first] = (ends[(bucketOf[i] as number) - first] as number) + 1;
+  for (let i = 0; i < bucketOf.length; i++) {
+    if (i > 0 && i % passRows === 0) await pause();
+    ends[(bucketOf[i] as number) - first] = (ends[(bucketOf[i] as number) - first] as number) + 1;
+  }
   let start = 0;
   for (let b = 0; b < ends.length; b++) {
     const count = ends[b] as number;
@@ -67,6 +78,7 @@ function byTally(bucketOf: Float64Array, first: number, last: number, order: Int
     start += count;
   }
   for (let i = 0; i < bucketOf.length; i++) {
+    if (i > 0 && i % passRows === 0) await pause();
     const b = (bucketOf[i] as number) - first;
     const at = ends[b] as number;
     order[at] = i;
