@@ -102,7 +102,7 @@ export class MemoryLoader {
     // 2. Spill when over budget, or when the resident timers near the store's slot limit.
     const budget = this.#budget.bytes;
     const targetBytes = this.#spillTargetBytes(budget);
-    const spill = targetBytes === undefined ? undefined : this.#watermarkFitting(targetBytes, neededMs);
+    const spill = targetBytes === undefined ? undefined : await this.#watermarkFitting(targetBytes, neededMs);
     // Over budget with nothing that could spill (the near future, finished timers): a
     // checkpoint would only rewrite memory to disk, so wait for the window to drain.
     if (spill !== undefined && spill.spillableBytes > 0) {
@@ -143,9 +143,9 @@ export class MemoryLoader {
    * with everything that cannot spill, take no more than `targetBytes`; and the bytes of the
    * resident timers due at or past it (what a checkpoint there would spill).
    */
-  #watermarkFitting(targetBytes: number, floorMs: number): { watermarkMs: number; spillableBytes: number } {
+  async #watermarkFitting(targetBytes: number, floorMs: number): Promise<{ watermarkMs: number; spillableBytes: number }> {
     const engine = this.#engine;
-    const byBucket = engine.spillableBytesByBucket();
+    const byBucket = await engine.spillableBytesByBucket();
     let spillable = 0;
     for (const bytes of byBucket.values()) spillable += bytes;
     let kept = engine.residentBytes() - spillable;

@@ -41,7 +41,7 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
-import { StoreSnapshot } from './store-snapshot.ts';
+import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
@@ -443,14 +443,16 @@ export class ResidentStore {
   }
 
   /**
-   * `slots` (live) as they are now, and a hold on their bytes: what a checkpoint writes into its
+   * `slots` (live) as they are now (the changing fields copied into `into`, or fresh arrays),
+   * and a hold on their bytes: what a checkpoint writes into its
    * runs over several turns while the store goes on changing (engine/store/store-snapshot.ts).
    * Until the snapshot is released, a slot released meanwhile is not handed out again. The
    * slots must be live (the caller found them so in the same turn).
    */
-  snapshot(slots: Int32Array): StoreSnapshot {
+  snapshot(slots: Int32Array, into?: StoreSnapshotColumns): StoreSnapshot {
     const n = slots.length;
-    const columns = { dueAt: new Float64Array(n), state: new Uint8Array(n), attempts: new Uint16Array(n), lastStatus: new Uint16Array(n) };
+    const columns = into ?? { dueAt: new Float64Array(n), state: new Uint8Array(n), attempts: new Uint16Array(n), lastStatus: new Uint16Array(n) };
+    assert.ok(columns.dueAt.length === n && columns.state.length === n && columns.attempts.length === n && columns.lastStatus.length === n, 'snapshot columns of the slots\' length');
     const { dueAt, state, attempts, lastStatus } = columns;
     for (let i = 0; i < n; i++) {
       const slot = slots[i] as number;
