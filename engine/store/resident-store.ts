@@ -157,7 +157,7 @@ export class ResidentStore {
   #keyLength: Uint16Array;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
-  /** Snapshots not yet released (snapshot()); while any is, released slots are set aside. */
+  /** Snapshots not yet released (snapshot()); while any is, released slots are set aside here. */
   #snapshotsHeld = 0;
   #setAside: number[] = [];
 
@@ -444,10 +444,10 @@ export class ResidentStore {
 
   /**
    * `slots` (live) as they are now (the changing fields copied into `into`, or fresh arrays),
-   * and a hold on their bytes: what a checkpoint writes into its
-   * runs over several turns while the store goes on changing (engine/store/store-snapshot.ts).
-   * Until the snapshot is released, a slot released meanwhile is not handed out again. The
-   * slots must be live (the caller found them so in the same turn).
+   * and a hold on their bytes: what a checkpoint writes into its runs over several turns while
+   * the store goes on changing (engine/store/store-snapshot.ts). Until the snapshot is
+   * released, a slot released meanwhile is not handed out again. The slots must be live (the
+   * caller found them so in the same turn).
    */
   snapshot(slots: Int32Array, into?: StoreSnapshotColumns): StoreSnapshot {
     const n = slots.length;
@@ -470,11 +470,6 @@ export class ResidentStore {
     if (this.#snapshotsHeld > 0) return;
     for (const slot of this.#setAside) this.#pushFree(slot);
     this.#setAside = [];
-  }
-
-  /** Slots released while a snapshot is held, set aside, not yet free for reuse. */
-  get setAsideCount(): number {
-    return this.#setAside.length;
   }
 
   /** The payload bytes, a view into the arena: copy them before the slot is released. */
