@@ -1272,7 +1272,7 @@ export class Engine {
     const count = store.count;
     const sliceRows = spillLimits.checkpointSliceRows;
     const pause = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
-    // The log positions, for the order: read from the store after the snapshot's turn, a slice a turn.
+    // The log positions, for the order: read from the store after the snapshot's turn, 16 slices a turn.
     const logSeq = new Float64Array(count);
     const row = new Uint32Array(count);
     for (let i = 0; i < count; i++) {
