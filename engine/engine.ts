@@ -15,6 +15,7 @@
 //   open()       ─► Wal.open (recovery) ─► replay every record in order
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { batchFromArrow } from './batch/arrow-codec.ts';
 import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
 import { bytesAt, type TimerBatch } from './batch/timer-batch.ts';
@@ -998,12 +999,11 @@ export class Engine {
     // turns: the loader asks with up to 2^24 timers resident (1.3 s in one turn at 12.6 million
     // timers with a Map, 0.3 s without). An estimate: timers added or gone meanwhile may or may
     // not be counted. The heap holds a timer unless it is held back or cancelling.
-    const pause = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
     // The columns are read again after each pause: the store replaces them when it grows.
     let first = Infinity;
     let last = -Infinity;
     for (let from = 0; from < store.capacity; from += spillTallySliceSlots) {
-      if (from > 0) await pause();
+      if (from > 0) await nextTurn();
       const { state, attempts, dueAt, fireAt } = store;
       for (let slot = from, end = Math.min(store.capacity, from + spillTallySliceSlots); slot < end; slot++) {
         if (state[slot] !== timerState.pending || attempts[slot] !== 0 || dueAt[slot] !== fireAt[slot]) continue;
@@ -1016,7 +1016,7 @@ export class Engine {
     if (first > last) return out;
     const tally = last - first < bucketTallyMax ? new Float64Array(last - first + 1) : undefined;
     for (let from = 0; from < store.capacity; from += spillTallySliceSlots) {
-      await pause();
+      await nextTurn();
       const { state, attempts, dueAt, fireAt } = store;
       for (let slot = from, end = Math.min(store.capacity, from + spillTallySliceSlots); slot < end; slot++) {
         if (state[slot] !== timerState.pending || attempts[slot] !== 0 || dueAt[slot] !== fireAt[slot] || !this.#heap.has(slot)) continue;
@@ -1070,7 +1070,7 @@ export class Engine {
     const memory = await this.#snapshotMemory();
     // Between macrotasks every durable record has been applied and no later one has: the
     // store is exactly the log up to its last durable sequence.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
     const coveredSeq = this.#wal.lastSeq;
     const watermarkMs = Math.min(requestedMs, this.#spill.watermarkMs);
     // The fence first: from now on nothing due at or past the watermark is handed out.
@@ -1091,25 +1091,15 @@ export class Engine {
     const runOptions = { bucketWidthMs: this.#spill.bucketWidthMs };
     let residentMeta: RunMeta;
     let spilledMeta: RunMeta | undefined;
-    // The spilled timers in their run's order: handles for the eviction, and where each is on disk.
-    let spilledHandles: Float64Array;
-    let spilledIds: SpilledRowIds;
+    // The spilled timers in their run's order (filled as it is written): handles for the
+    // eviction, and where each is on disk.
+    const spilledCount = taken.spilled.store.count;
+    const spilledHandles = new Float64Array(spilledCount);
+    const spilledIds: SpilledRowIds = { seq: new Float64Array(spilledCount), row: new Uint32Array(spilledCount), fireAtMs: new Float64Array(spilledCount) };
     try {
       await fs.mkdirp(dir);
-      residentMeta = (await this.#writeTaken(taken.resident, this.#nextRunId++, coveredSeq, runOptions)).meta;
-      let order: Int32Array = new Int32Array(0);
-      if (taken.spilled.store.count > 0) ({ meta: spilledMeta, order } = await this.#writeTaken(taken.spilled, this.#nextRunId++, coveredSeq, runOptions));
-      spilledHandles = new Float64Array(order.length);
-      spilledIds = { seq: new Float64Array(order.length), row: new Uint32Array(order.length), fireAtMs: new Float64Array(order.length) };
-      // A pause now and then: at 4 million spilled timers one pass is a few hundred ms.
-      for (let i = 0; i < order.length; i++) {
-        if (i > 0 && i % (spillLimits.checkpointSliceRows * 16) === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-        const at = order[i] as number;
-        spilledHandles[i] = taken.spilledHandles[at] as number;
-        spilledIds.seq[i] = taken.spilled.store.logSeqOf(at);
-        spilledIds.row[i] = taken.spilled.store.rowOf(at);
-        spilledIds.fireAtMs[i] = taken.spilled.store.fireAtOf(at);
-      }
+      residentMeta = await this.#writeTaken(taken.resident, this.#nextRunId++, coveredSeq, runOptions);
+      if (spilledCount > 0) spilledMeta = await this.#writeTaken(taken.spilled, this.#nextRunId++, coveredSeq, runOptions, { byTaken: taken.spilledHandles, handles: spilledHandles, ids: spilledIds });
     } finally {
       taken.resident.store.release();
       taken.spilled.store.release();
@@ -1252,35 +1242,42 @@ export class Engine {
       for (let i = 0; i < array.length; i += stride) {
         array[i] = 0;
         touched += pageBytes;
-        if (touched % prefaultSliceBytes === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        if (touched % prefaultSliceBytes === 0) await nextTurn();
       }
     }
     return memory;
   }
 
   /**
-   * Writes the taken timers as run `runId`, sorted by (dueAt, seq, row); returns its metadata and
-   * `order` (which taken timer each row of the run is). The rows are copied a slice at a time
-   * into one of two builders, reused: the next slice is copied while the last one is written.
+   * Writes the taken timers as run `runId`, sorted by (dueAt, seq, row); returns its metadata.
+   * With `inRunOrder`, it also puts each row's handle (from byTaken, by taken index), log
+   * position and fire time there, in the run's order (the eviction's lists). The rows are
+   * copied a slice at a time into one of two builders, reused: the next slice is copied while
+   * the last one is written.
    * Copying every timer at once had a checkpoint under memory pressure allocate as much again as
    * the timers it wrote, all of it freshly faulted in (on a VM, zeroing those pages was most of
    * the copy's cost), and wrote nothing before the whole copy was done.
    */
-  async #writeTaken(taken: TakenRows, runId: number, stamp: number, options: RunWriteOptions): Promise<{ meta: RunMeta; order: Int32Array }> {
+  async #writeTaken(
+    taken: TakenRows,
+    runId: number,
+    stamp: number,
+    options: RunWriteOptions,
+    inRunOrder?: { readonly byTaken: Float64Array; readonly handles: Float64Array; readonly ids: SpilledRowIds },
+  ): Promise<RunMeta> {
     const { store, deadReasons, queueNames } = taken;
     const columns = store.columns;
     const count = store.count;
     const sliceRows = spillLimits.checkpointSliceRows;
-    const pause = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
     // The log positions, for the order: read from the store after the snapshot's turn, 16 slices a turn.
     const logSeq = new Float64Array(count);
     const row = new Uint32Array(count);
     for (let i = 0; i < count; i++) {
-      if (i > 0 && i % (sliceRows * 16) === 0) await pause();
+      if (i > 0 && i % (sliceRows * 16) === 0) await nextTurn();
       logSeq[i] = store.logSeqOf(i);
       row[i] = store.rowOf(i);
     }
-    const order = await runOrder({ dueAt: columns.dueAt, logSeq, row }, this.#spill.bucketWidthMs, sliceRows, pause);
+    const order = await runOrder({ dueAt: columns.dueAt, logSeq, row }, this.#spill.bucketWidthMs, sliceRows, () => nextTurn());
     const builders = [new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows)), new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows))];
     const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
     const writer = await RunWriter.create(this.#fs, this.#spillDir, runId, stamp, options);
@@ -1289,7 +1286,7 @@ export class Engine {
     try {
       for (let from = 0, turn = 0; from < count; from += sliceRows, turn++) {
         // A turn for the event loop between slices, whether or not the last write is done.
-        if (from > 0) await pause();
+        if (from > 0) await nextTurn();
         // Its last rows were written two turns ago (awaited in the turn before this one).
         const builder = builders[turn % 2] as RunRowsBuilder;
         builder.reset();
@@ -1307,6 +1304,12 @@ export class Engine {
           fields.lastStatus = columns.lastStatus[i] as number;
           fields.deadReason = deadReasons[i] as number;
           builder.append(fields, queueNames[store.queueIndexOf(i)] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
+          if (inRunOrder !== undefined) {
+            inRunOrder.handles[at] = inRunOrder.byTaken[i] as number;
+            inRunOrder.ids.seq[at] = fields.seq;
+            inRunOrder.ids.row[at] = fields.row;
+            inRunOrder.ids.fireAtMs[at] = fields.fireAtMs;
+          }
         }
         await writing;
         writing = writer.append(builder.finish());
@@ -1314,7 +1317,7 @@ export class Engine {
         writing.catch(() => undefined);
       }
       await writing;
-      return { meta: await writer.finish(), order };
+      return await writer.finish();
     } catch (err) {
       // No write may still be landing when the file is closed.
       await writing.catch(() => undefined);
@@ -1333,7 +1336,7 @@ export class Engine {
     // the watermark (never handed out), and a cancel of one is logged as CANCEL_SPILLED
     // (#spilling), so its slice tombstones its copy on disk.
     for (let from = 0; from < handles.length; from += spillLimits.checkpointSliceRows) {
-      if (from > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (from > 0) await nextTurn();
       this.#evictSlice(handles, rows, from, Math.min(handles.length, from + spillLimits.checkpointSliceRows));
     }
   }

@@ -14,7 +14,7 @@ export interface RunOrderColumns {
   readonly row: ArrayLike<number>;
 }
 
-/** Buckets spanned that a typed array counts; a wider spread (clocks gone astray) is counted in a Map. */
+/** Buckets spanned that a typed array counts directly; a wider spread is counted by rank. */
 const tallySpanMax = 2 ** 20;
 /** Keys are exact below 2^53: offset in bucket × span of positions + position. */
 const exactKeyMax = 2 ** 53;
@@ -40,7 +40,15 @@ export async function runOrder(columns: RunOrderColumns, widthMs: number, sliceR
     if (bucket < first) first = bucket;
     if (bucket > last) last = bucket;
   }
-  const segments = last - first < tallySpanMax ? await byTally(bucketOf, first, last, order, passRows, pause) : byMap(bucketOf, order);
+  if (last - first >= tallySpanMax) {
+    // Buckets spread too far for a tally over first..last (clocks gone astray): numbered by
+    // their rank among the buckets present instead.
+    const ranks = new Map([...new Set(bucketOf)].sort((a, b) => a - b).map((bucket, rank) => [bucket, rank]));
+    for (let i = 0; i < n; i++) bucketOf[i] = ranks.get(bucketOf[i] as number) as number;
+    first = 0;
+    last = ranks.size - 1;
+  }
+  const segments = await byTally(bucketOf, first, last, order, passRows, pause);
   await pause();
   let largest = 0;
   for (let k = 0; k < segments.length; k += 2) largest = Math.max(largest, (segments[k + 1] as number) - (segments[k] as number));
@@ -60,8 +68,8 @@ export async function runOrder(columns: RunOrderColumns, widthMs: number, sliceR
 }
 
 /**
- * Places positions into `order` grouped by bucket, buckets ascending, each in position order
- * (counted in a typed array over first..last); returns the groups as [from, to) pairs. Pauses
+ * Places positions into `order` grouped by bucket number (first..last), buckets ascending, each
+ * in position order (a counting sort); returns the groups as [from, to) pairs. Pauses
  * every `passRows` rows of each pass.
  */
 async function byTally(bucketOf: Float64Array, first: number, last: number, order: Int32Array, passRows: number, pause: () => Promise<void>): Promise<number[]> {
@@ -90,27 +98,6 @@ async function byTally(bucketOf: Float64Array, first: number, last: number, orde
     const to = ends[b] as number;
     if (to > from) segments.push(from, to);
     from = to;
-  }
-  return segments;
-}
-
-/** byTally's result, counted in a Map (any spread of buckets). */
-function byMap(bucketOf: Float64Array, order: Int32Array): number[] {
-  const counts = new Map<number, number>();
-  for (let i = 0; i < bucketOf.length; i++) counts.set(bucketOf[i] as number, (counts.get(bucketOf[i] as number) ?? 0) + 1);
-  const buckets = [...counts.keys()].sort((a, b) => a - b);
-  const next = new Map<number, number>();
-  const segments: number[] = [];
-  let start = 0;
-  for (const bucket of buckets) {
-    next.set(bucket, start);
-    segments.push(start, start + (counts.get(bucket) as number));
-    start += counts.get(bucket) as number;
-  }
-  for (let i = 0; i < bucketOf.length; i++) {
-    const at = next.get(bucketOf[i] as number) as number;
-    order[at] = i;
-    next.set(bucketOf[i] as number, at + 1);
   }
   return segments;
 }
