@@ -23,6 +23,7 @@ import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
+import { HistogramRuns } from './histogram-runs.ts';
 import { byteFields, type DeliveryResults, DeliveryTaskBuilder, metaFields, type TaskTimer } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
@@ -123,6 +124,8 @@ export class Dispatcher {
   /** "arrow" queues' batches still filling, by queue index. */
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
   readonly #stats = new Map<string, QueueDeliveryStats>();
+  /** The same, by queue index (per timer, a Map lookup by name showed in profiles). */
+  readonly #statsByIndex: QueueDeliveryStats[] = [];
   /** Delivery start − fire time of first attempts, and time to the answer, in ms. */
   readonly lateness = histogram();
   /**
@@ -237,6 +240,7 @@ export class Dispatcher {
     const releasedAtMs = this.#clock.now();
     let task: PendingTask | undefined;
     let pulled = 0;
+    const releaseRuns = new HistogramRuns();
     for (let i = 0; i < slice.count; i++) {
       const queue = slice.queues[i] as number;
       const config = engine.queueConfig(engine.queueNameAt(queue));
@@ -247,7 +251,7 @@ export class Dispatcher {
         pulled++;
         continue;
       }
-      if (slice.attempts[i] === 1) this.releaseLateness.recordValue(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)));
+      if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)), this.releaseLateness);
       this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
       if (config.delivery === 'arrow') {
         this.#addToArrowBatch(slice, i, config);
@@ -260,6 +264,7 @@ export class Dispatcher {
         task = undefined;
       }
     }
+    releaseRuns.flush();
     if (task !== undefined) this.#run(task);
     this.#inFlight += slice.count - pulled;
   }
@@ -367,6 +372,8 @@ export class Dispatcher {
     const outcomes = emptyOutcomes(count);
     outcomes.count = count;
     const nowMs = this.#clock.now();
+    const latencyRuns = new HistogramRuns();
+    const latenessRuns = new HistogramRuns();
     for (let i = 0; i < count; i++) {
       const attempt = pending.attempts[i] as number;
       const queue = pending.queues[i] as number;
@@ -389,15 +396,15 @@ export class Dispatcher {
       outcomes.retryAtMs[i] = results.retryAtMs[i] as number;
       const stats = this.#statsOf(queue);
       const durationMs = Math.max(0, results.durationMs[i] as number);
-      this.latency.recordValue(durationMs);
-      stats.latency.recordValue(durationMs);
+      latencyRuns.add(durationMs, this.latency, stats.latency);
       if (attempt !== 1) continue;
       const latenessMs = (results.startedAtMs[i] as number) - (pending.fireAtMs[i] as number);
       // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
       if (latenessMs < 0) this.#earlyDeliveries++;
-      this.lateness.recordValue(Math.max(0, latenessMs));
-      stats.lateness.recordValue(Math.max(0, latenessMs));
+      latenessRuns.add(Math.max(0, latenessMs), this.lateness, stats.lateness);
     }
+    latencyRuns.flush();
+    latenessRuns.flush();
     await this.#engine.settle(outcomes);
     for (let i = 0; i < count; i++) {
       const stats = this.#statsOf(pending.queues[i] as number);
@@ -422,12 +429,16 @@ export class Dispatcher {
   }
 
   #statsOf(queueIndex: number): QueueDeliveryStats {
+    const known = this.#statsByIndex[queueIndex];
+    if (known !== undefined) return known;
     const name = this.#engine.queueNameAt(queueIndex);
     let stats = this.#stats.get(name);
     if (stats === undefined) {
       stats = { delivered: 0, retried: 0, dead: 0, lateness: histogram(), latency: histogram() };
       this.#stats.set(name, stats);
     }
+    // A queue's index names it for the engine's life, so its stats are found by index from now on.
+    this.#statsByIndex[queueIndex] = stats;
     return stats;
   }
 
