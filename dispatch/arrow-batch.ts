@@ -12,11 +12,9 @@
 import { createHash } from 'node:crypto';
 import { Binary, makeData, makeVector, Table, tableToIPC, Timestamp, TimeUnit, Uint32, Utf8 } from 'apache-arrow';
 import { idLength } from '../engine/ids.ts';
-import { byteFields, type DeliveryTask, metaFields } from './delivery-task.ts';
+import { byteFields, type DeliveryTask, metaFields, taskField as field } from './delivery-task.ts';
 
 export const arrowBatchMediaType = 'application/vnd.apache.arrow.stream';
-
-const field = { id: 0, target: 1, headers: 2, key: 3, payload: 4 } as const;
 
 interface VariableWidth {
   readonly length: number;

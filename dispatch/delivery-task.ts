@@ -6,8 +6,11 @@
 //   DeliveryTask  count
 //                 meta    Float64Array  [fireAtMs, attempt, timeoutMs, max_attempts,
 //                                        min_backoff_ms, max_backoff_ms, max_doublings] × count
-//                 offsets Uint32Array   [id, target, headers, key, payload] starts × count, + end
-//                 bytes   Uint8Array    id | target | headers JSON | key | payload | id | …
+//                 offsets Uint32Array   [id, target, payload, headers, key] starts × count, + end
+//                 bytes   Uint8Array    id | target | payload | headers JSON | key | id | …
+//
+// Payload, headers and key lie back to back as the resident store's arena keeps them, so a
+// timer's three are one copy.
 //
 //   DeliveryResults  kinds, reasons   Uint8Array    outcome kind and dead reason (engine/records.ts)
 //                    statuses         Uint16Array   the HTTP status; 0 when none came back
@@ -20,6 +23,8 @@ import type { QueueConfig } from '../engine/queues.ts';
 
 export const metaFields = 7;
 export const byteFields = 5;
+/** Which of a timer's byte fields: field f of timer `at` is offsets[at · byteFields + f] up to the next offset. */
+export const taskField = { id: 0, target: 1, payload: 2, headers: 3, key: 4 } as const;
 
 export interface DeliveryTask {
   readonly count: number;
@@ -45,9 +50,10 @@ export interface TaskTimer {
   readonly seq: number;
   readonly row: number;
   readonly target: string;
-  readonly headers: Uint8Array;
-  readonly key: Uint8Array;
-  readonly payload: Uint8Array;
+  /** The payload, headers (JSON; empty: none) and key (empty: none), back to back (the store's layout; timerBytes() joins them). */
+  readonly bytes: Uint8Array;
+  readonly payloadLength: number;
+  readonly headersLength: number;
   readonly fireAtMs: number;
   readonly attempt: number;
   readonly timeoutMs: number;
@@ -69,6 +75,10 @@ export class DeliveryTaskBuilder {
   readonly #sink: string | undefined;
   #used = 0;
   #count = 0;
+  /** The last target written, and where its bytes are: timers of a task mostly share it, and a copy is cheaper than encoding. */
+  #lastTarget: string | undefined;
+  #lastTargetStart = 0;
+  #lastTargetEnd = 0;
 
   constructor(capacity: number, sink: string | undefined, bytesInitial = 64 * 1024) {
     this.#capacity = capacity;
@@ -94,12 +104,19 @@ export class DeliveryTaskBuilder {
     meta[base + 4] = timer.policy.min_backoff_ms;
     meta[base + 5] = timer.policy.max_backoff_ms;
     meta[base + 6] = timer.policy.max_doublings;
-    this.#putId(at * byteFields, timer.seq, timer.row, timer.fireAtMs);
-    this.#putString(at * byteFields + 1, timer.target);
-    this.#put(at * byteFields + 2, timer.headers);
-    this.#put(at * byteFields + 3, timer.key);
-    this.#put(at * byteFields + 4, timer.payload);
-    this.#offsets[at * byteFields + byteFields] = this.#used;
+    const fields = at * byteFields;
+    this.#putId(fields + taskField.id, timer.seq, timer.row, timer.fireAtMs);
+    this.#putTarget(fields + taskField.target, timer.target);
+    const bytes = timer.bytes;
+    assert.ok(timer.payloadLength >= 0 && timer.headersLength >= 0 && timer.payloadLength + timer.headersLength <= bytes.length, 'payload and headers lengths exceed the bytes');
+    this.#reserve(bytes.length);
+    const start = this.#used;
+    this.#bytes.set(bytes, start);
+    this.#offsets[fields + taskField.payload] = start;
+    this.#offsets[fields + taskField.headers] = start + timer.payloadLength;
+    this.#offsets[fields + taskField.key] = start + timer.payloadLength + timer.headersLength;
+    this.#used = start + bytes.length;
+    this.#offsets[fields + byteFields] = this.#used;
   }
 
   /**
@@ -122,10 +139,21 @@ export class DeliveryTaskBuilder {
     return this.#used;
   }
 
-  #putString(field: number, value: string): void {
-    this.#reserve(value.length * 3);
-    this.#offsets[field] = this.#used;
-    this.#used += utf8.encodeInto(value, this.#bytes.subarray(this.#used)).written;
+  #putTarget(field: number, target: string): void {
+    const start = this.#used;
+    this.#offsets[field] = start;
+    if (target === this.#lastTarget) {
+      const length = this.#lastTargetEnd - this.#lastTargetStart;
+      this.#reserve(length);
+      this.#bytes.copyWithin(start, this.#lastTargetStart, this.#lastTargetEnd);
+      this.#used = start + length;
+    } else {
+      this.#reserve(target.length * 3);
+      this.#used = start + utf8.encodeInto(target, this.#bytes.subarray(start)).written;
+    }
+    this.#lastTarget = target;
+    this.#lastTargetStart = start;
+    this.#lastTargetEnd = this.#used;
   }
 
   #putId(field: number, seq: number, row: number, fireAtMs: number): void {
@@ -133,13 +161,6 @@ export class DeliveryTaskBuilder {
     this.#offsets[field] = this.#used;
     encodeTimerIdInto(this.#bytes, this.#used, seq, row, fireAtMs);
     this.#used += idLength;
-  }
-
-  #put(field: number, value: Uint8Array): void {
-    this.#reserve(value.length);
-    this.#offsets[field] = this.#used;
-    this.#bytes.set(value, this.#used);
-    this.#used += value.length;
   }
 
   #reserve(bytes: number): void {
@@ -150,10 +171,19 @@ export class DeliveryTaskBuilder {
   }
 }
 
-/** Field `field` (0 id … 4 payload) of timer `at`, as a view. */
+/** Field `field` (a taskField) of timer `at`, as a view. */
 export function taskBytes(task: DeliveryTask, at: number, field: number): Uint8Array {
   const index = at * byteFields + field;
   return task.bytes.subarray(task.offsets[index] as number, task.offsets[index + 1] as number);
+}
+
+/** Payload, headers and key back to back, as TaskTimer.bytes holds them (for callers that have them apart). */
+export function timerBytes(payload: Uint8Array, headers: Uint8Array, key: Uint8Array): Pick<TaskTimer, 'bytes' | 'payloadLength' | 'headersLength'> {
+  const bytes = new Uint8Array(payload.length + headers.length + key.length);
+  bytes.set(payload, 0);
+  bytes.set(headers, payload.length);
+  bytes.set(key, payload.length + headers.length);
+  return { bytes, payloadLength: payload.length, headersLength: headers.length };
 }
 
 /** The retry policy fields of timer `at` (the rest of a QueueConfig does not reach workers). */

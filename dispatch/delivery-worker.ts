@@ -9,7 +9,7 @@
 import { workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
-import { type DeliveryResults, type DeliveryTask, emptyResults, metaFields, resultsTransfer, taskBytes, taskPolicy } from './delivery-task.ts';
+import { type DeliveryResults, type DeliveryTask, emptyResults, metaFields, resultsTransfer, taskBytes, taskField, taskPolicy } from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
@@ -90,18 +90,18 @@ function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number, ti
   const fireAtMs = task.meta[at * metaFields] as number;
   const attempt = task.meta[at * metaFields + 1] as number;
   const timeoutMs = task.meta[at * metaFields + 2] as number;
-  const id = utf8.decode(taskBytes(task, at, 0));
-  const key = taskBytes(task, at, 3);
-  const body = taskBytes(task, at, 4);
+  const id = utf8.decode(taskBytes(task, at, taskField.id));
+  const key = taskBytes(task, at, taskField.key);
+  const body = taskBytes(task, at, taskField.payload);
   const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
   // Header names are case-insensitive: merged lower-case, so a timer's Content-Type replaces the default instead of doubling it.
-  for (const [name, value] of Object.entries(parseHeaders(taskBytes(task, at, 2)))) headers[name.toLowerCase()] = value;
+  for (const [name, value] of Object.entries(parseHeaders(taskBytes(task, at, taskField.headers)))) headers[name.toLowerCase()] = value;
   headers['fermata-timer-id'] = id;
   headers['fermata-attempt'] = String(attempt);
   headers['fermata-fire-at'] = String(fireAtMs);
   headers['idempotency-key'] = key.length === 0 ? id : idempotencyKeyHeader(utf8.decode(key));
   if (signer !== undefined) Object.assign(headers, signer.sign(id, Math.floor(startedAtMs / 1000), body));
-  return { url: urlOf(utf8.decode(taskBytes(task, at, 1))), headers, body, timeoutMs, timing };
+  return { url: urlOf(utf8.decode(taskBytes(task, at, taskField.target))), headers, body, timeoutMs, timing };
 }
 
 /**

@@ -318,10 +318,10 @@ export class PullQueues {
         const row = state.rows[at] as number;
         const delivery = this.#engine.deliveryOf(seq, row);
         assert.ok(delivery !== undefined, `timer (${seq}, ${row}) waiting for a pull is not resident`);
-        const size = delivery.payload.length + delivery.headers.length + delivery.key.length + delivery.target.length * 3;
+        const size = delivery.bytes.length + delivery.target.length * 3;
         if (taken > 0 && bytes + size > this.#limits.leaseBytesMax) break;
         bytes += size;
-        builder.add({ seq, row, target: delivery.target, headers: delivery.headers, key: delivery.key, payload: delivery.payload, fireAtMs: state.fireAtMs[at] as number, attempt: state.attempts[at] as number, timeoutMs: config.timeout_ms, policy: config });
+        builder.add({ seq, row, target: delivery.target, bytes: delivery.bytes, payloadLength: delivery.payloadLength, headersLength: delivery.headersLength, fireAtMs: state.fireAtMs[at] as number, attempt: state.attempts[at] as number, timeoutMs: config.timeout_ms, policy: config });
         state.head++;
       }
     }

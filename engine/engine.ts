@@ -98,6 +98,15 @@ export interface EngineOptions {
   readonly onLogPoisoned?: (poison: FermataError) => void;
 }
 
+/** A resident timer's delivery bytes (Engine.deliveryOf). */
+export interface TimerDelivery {
+  readonly target: string;
+  /** Payload, headers (JSON; empty: none), key (empty: none), back to back. */
+  readonly bytes: Uint8Array;
+  readonly payloadLength: number;
+  readonly headersLength: number;
+}
+
 /** What one checkpoint did. */
 export interface CheckpointReport {
   /** The WAL sequence it covers. */
@@ -624,12 +633,20 @@ export class Engine {
     }
   }
 
-  /** What a dispatcher needs to deliver a timer it was handed (views: copy to keep). */
-  deliveryOf(seq: number, row: number): { target: string; payload: Uint8Array; headers: Uint8Array; key: Uint8Array } | undefined {
+  /**
+   * What a dispatcher needs to deliver a timer it was handed: its target, and its payload,
+   * headers and key back to back in one view of the store's arena (copy to keep).
+   */
+  deliveryOf(seq: number, row: number): TimerDelivery | undefined {
     const slot = this.#index.get(seq, row);
     if (slot < 0) return undefined;
     const store = this.#store;
-    return { target: store.targetOf(slot), payload: store.payloadOf(slot), headers: store.headersOf(slot), key: store.keyOf(slot) };
+    return {
+      target: store.targetOf(slot),
+      bytes: store.arena.view(store.bytesRefOf(slot), store.bytesLengthOf(slot)),
+      payloadLength: store.payloadLengthOf(slot),
+      headersLength: store.headersLengthOf(slot),
+    };
   }
 
   /**

@@ -6,12 +6,15 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
 import { arrowBatchKey, encodeArrowBatch } from '../../dispatch/arrow-batch.ts';
-import { DeliveryTaskBuilder } from '../../dispatch/delivery-task.ts';
+import { DeliveryTaskBuilder, timerBytes } from '../../dispatch/delivery-task.ts';
 import { encodeTimerId } from '../../engine/ids.ts';
 import { defaultQueueConfig } from '../../engine/queues.ts';
 
 const utf8 = new TextEncoder();
 const fireAt = 1_796_220_000_000;
+
+/** Runs of four timers with one target (the builder copies a repeated target instead of encoding it again), of two byte lengths. */
+const targetOf = (i: number): string => `https://t${Math.floor(i / 4) % 3}.example/${i % 8 < 4 ? 'hook' : 'crochet-é'}`;
 
 function task(count: number) {
   // A small first buffer, so the builder also grows it.
@@ -20,10 +23,12 @@ function task(count: number) {
     builder.add({
       seq: 7 + i,
       row: i * 3,
-      target: `https://t${i % 3}.example/hook`,
-      headers: i % 2 === 0 ? utf8.encode(`{"x-n":"${i}"}`) : new Uint8Array(0),
-      key: i % 3 === 0 ? new Uint8Array(0) : utf8.encode(`key-${i}`),
-      payload: Uint8Array.from({ length: i * 5 }, (_, j) => (i + j) & 0xff),
+      target: targetOf(i),
+      ...timerBytes(
+        Uint8Array.from({ length: i * 5 }, (_, j) => (i + j) & 0xff),
+        i % 2 === 0 ? utf8.encode(`{"x-n":"${i}"}`) : new Uint8Array(0),
+        i % 3 === 0 ? new Uint8Array(0) : utf8.encode(`key-${i}`),
+      ),
       fireAtMs: fireAt + i,
       attempt: 1 + (i % 4),
       timeoutMs: 1000,
@@ -41,7 +46,7 @@ test('every column row-aligned and byte-exact; empty keys and headers are null',
     assert.equal(table.getChild('id')?.get(i), encodeTimerId(7 + i, i * 3, fireAt + i));
     assert.equal(Number(table.getChild('fire_at')?.get(i)), fireAt + i);
     assert.equal(table.getChild('attempt')?.get(i), 1 + (i % 4));
-    assert.equal(table.getChild('target')?.get(i), `https://t${i % 3}.example/hook`);
+    assert.equal(table.getChild('target')?.get(i), targetOf(i));
     assert.equal(table.getChild('key')?.get(i), i % 3 === 0 ? null : `key-${i}`);
     assert.deepEqual(Array.from(table.getChild('payload')?.get(i) as Uint8Array), Array.from({ length: i * 5 }, (_, j) => (i + j) & 0xff));
     assert.equal(table.getChild('headers')?.get(i), i % 2 === 0 ? `{"x-n":"${i}"}` : null);

@@ -651,8 +651,12 @@ test('a checkpoint written over many slices restores every timer field for field
     assert.deepEqual([view.fireAtMs, view.target, view.queue, view.key], [expected.fireAtMs, expected.target, expected.queue, expected.key], `timer ${i}'s fields`);
     const { seq, row } = decodeTimerId(id) as { seq: number; row: number };
     const delivery = engine.deliveryOf(seq, row);
-    assert.equal(Buffer.from(delivery?.payload ?? []).toString(), expected.payload, `timer ${i}'s payload`);
-    assert.equal(delivery?.headers.length === 0 ? undefined : JSON.parse(Buffer.from(delivery?.headers ?? []).toString())['x-row'], expected.headers?.['x-row'], `timer ${i}'s headers`);
+    assert.ok(delivery !== undefined, `timer ${i} can be delivered`);
+    const { bytes, payloadLength, headersLength } = delivery;
+    const headers = bytes.subarray(payloadLength, payloadLength + headersLength);
+    assert.equal(Buffer.from(bytes.subarray(0, payloadLength)).toString(), expected.payload, `timer ${i}'s payload`);
+    assert.equal(headers.length === 0 ? undefined : JSON.parse(Buffer.from(headers).toString())['x-row'], expected.headers?.['x-row'], `timer ${i}'s headers`);
+    assert.equal(Buffer.from(bytes.subarray(payloadLength + headersLength)).toString(), expected.key ?? '', `timer ${i}'s key`);
   }
   await engine.close();
 });
@@ -699,7 +703,8 @@ test('regression: slots released while a checkpoint is written are not reused un
     }
     assert.deepEqual([view?.state, view?.fireAtMs, view?.key], ['pending', nearSpec(i).fireAtMs, nearSpec(i).key], `near timer ${i}`);
     const { seq, row } = decodeTimerId(near[i] as string) as { seq: number; row: number };
-    assert.equal(Buffer.from(engine.deliveryOf(seq, row)?.payload ?? []).toString(), `near ${i}`);
+    const delivery = engine.deliveryOf(seq, row);
+    assert.equal(Buffer.from(delivery?.bytes.subarray(0, delivery.payloadLength) ?? []).toString(), `near ${i}`);
   }
   for (let i = 0; i < added.length; i++) {
     const view = engine.get(added[i] as string);
