@@ -656,31 +656,28 @@ export class Engine {
   async settle(outcomes: Outcomes): Promise<void> {
     // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway
     // through applying it. Plain conditions, assert.fail only on failure: this runs once per
-    // delivered timer. Each slot is claimed in #settling as it is checked (so a second outcome
-    // for it finds the claim), all with one promise that settles when this call is done.
+    // delivered timer. Then every slot is claimed in #settling at once (so that a cancel, a
+    // redrive or a second outcome for it finds the claim), all with one promise that settles
+    // when this call is done; a slot claimed already, or twice here, is refused the same way.
     const count = outcomes.count;
     const slots = new Int32Array(count);
     const store = this.#store;
+    for (let i = 0; i < count; i++) {
+      const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
+      const kind = outcomes.kinds[i] as number;
+      if (!(slot >= 0 && store.state[slot] === timerState.delivering)) assert.fail('an outcome for a timer that is not being delivered');
+      if (!(kind >= outcomeKind.delivered && kind <= outcomeKind.dead)) assert.fail(`outcome kind ${kind}`);
+      if (kind === outcomeKind.retry && !Number.isFinite(outcomes.retryAtMs[i])) assert.fail('a retry needs a finite time');
+      slots[i] = slot;
+    }
     const settling = this.#settling;
-    let release!: () => void;
-    const ticket = settling.open(
-      new Promise<void>((resolve) => {
-        release = resolve;
-      }),
-    );
-    let claims = 0;
+    const { promise: settled, resolve: release } = Promise.withResolvers<void>();
+    const ticket = settling.claimUnique(slots, settled);
+    if (ticket < 0) {
+      release();
+      assert.fail('two outcomes for one delivery');
+    }
     try {
-      for (; claims < count; claims++) {
-        const i = claims;
-        const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
-        const kind = outcomes.kinds[i] as number;
-        if (!(slot >= 0 && store.state[slot] === timerState.delivering)) assert.fail('an outcome for a timer that is not being delivered');
-        if (settling.get(slot) !== undefined) assert.fail('two outcomes for one delivery');
-        if (!(kind >= outcomeKind.delivered && kind <= outcomeKind.dead)) assert.fail(`outcome kind ${kind}`);
-        if (kind === outcomeKind.retry && !Number.isFinite(outcomes.retryAtMs[i])) assert.fail('a retry needs a finite time');
-        settling.add(ticket, slot);
-        slots[i] = slot;
-      }
       // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
       const now = this.#clock.now();
       for (let i = 0; i < count; i++) {
@@ -704,7 +701,7 @@ export class Engine {
         throw err;
       }
     } finally {
-      settling.release(ticket, slots.subarray(0, claims));
+      settling.release(ticket, slots);
       release();
     }
     this.#applyOutcomes(outcomes);
@@ -717,7 +714,7 @@ export class Engine {
       if (slot < 0) continue;
       // A redrive is a retry outcome for a dead timer, which sits in the expiry heap.
       if (!this.#heap.remove(slot)) this.#expiring.remove(slot);
-      this.#deadReasons.delete(slot);
+      if (this.#deadReasons.size > 0) this.#deadReasons.delete(slot);
       const attempts = Math.min(outcomes.attempts[i] as number, 0xffff);
       store.setAttempts(slot, attempts);
       store.setLastStatus(slot, outcomes.statuses[i] as number);

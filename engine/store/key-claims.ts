@@ -62,6 +62,23 @@ export class KeyClaims {
     return ticket;
   }
 
+  /**
+   * As claim(), but only if none of `hashes` is claimed already and none appears twice among
+   * them: otherwise it claims nothing and returns -1. One probe a hash does both the check and
+   * the claim (a delivery task's outcomes claim their slots this way, thousands at once).
+   * Int32Array hashes must not be negative (the table holds unsigned 32-bit numbers).
+   */
+  claimUnique(hashes: Int32Array | Uint32Array, settled: Promise<void>): number {
+    const ticket = this.open(settled);
+    this.#reserve(hashes.length);
+    let placed = 0;
+    while (placed < hashes.length && this.#placeUnique(hashes[placed] as number, ticket)) placed++;
+    this.#size += placed;
+    if (placed === hashes.length) return ticket;
+    this.release(ticket, hashes.subarray(0, placed));
+    return -1;
+  }
+
   /** A ticket holding no claim yet, for add()ing claims one by one (each may first be looked up). */
   open(settled: Promise<void>): number {
     const ticket = this.#nextTicket;
@@ -109,6 +126,15 @@ export class KeyClaims {
     while (this.#tickets[i] !== emptyTicket) i = (i + 1) & this.#mask;
     this.#hashes[i] = hash;
     this.#tickets[i] = ticket;
+  }
+
+  /** Places `hash` unless a cell holds it already (then false). */
+  #placeUnique(hash: number, ticket: number): boolean {
+    let i = this.#home(hash);
+    for (; this.#tickets[i] !== emptyTicket; i = (i + 1) & this.#mask) if (this.#hashes[i] === hash) return false;
+    this.#hashes[i] = hash;
+    this.#tickets[i] = ticket;
+    return true;
   }
 
   #delete(hash: number, ticket: number): void {

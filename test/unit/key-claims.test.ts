@@ -2,7 +2,8 @@
 // keeps each claim as (ticket, hash): get(hash) answers a claiming admit's promise exactly while
 // some claim on that hash is held, through growth, colliding hashes, repeats within one claim,
 // releases in any order and the shrink back once nothing is in flight; claims made at once or
-// one by one (open + add); and the same with scrambled home cells (the engine's table of slots
+// one by one (open + add), or only when none is held already nor repeated (claimUnique: all or
+// nothing); and the same with scrambled home cells (the engine's table of slots
 // being settled, whose numbers are dense).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -10,13 +11,14 @@ import fc from 'fast-check';
 import { KeyClaims } from '../../engine/store/key-claims.ts';
 import { propertyRuns } from '../helpers/property.ts';
 
-type Op = { kind: 'claim'; hashes: number[]; oneByOne: boolean } | { kind: 'release'; pick: number } | { kind: 'get'; hash: number };
+type ClaimMode = 'at-once' | 'one-by-one' | 'unique';
+type Op = { kind: 'claim'; hashes: number[]; mode: ClaimMode } | { kind: 'release'; pick: number } | { kind: 'get'; hash: number };
 
 // Hashes that share low bits (the table's home cell), and a few far apart.
 const hash = fc.oneof(fc.integer({ min: 0, max: 40 }).map((h) => h * 1024), fc.integer({ min: 0, max: 3000 }), fc.constant(0xffffffff));
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 2, arbitrary: fc.tuple(fc.array(hash, { maxLength: 700 }), fc.boolean()).map(([hashes, oneByOne]): Op => ({ kind: 'claim', hashes, oneByOne })) },
+  { weight: 2, arbitrary: fc.tuple(fc.array(hash, { maxLength: 700 }), fc.constantFrom<ClaimMode>('at-once', 'one-by-one', 'unique')).map(([hashes, mode]): Op => ({ kind: 'claim', hashes, mode })) },
   { weight: 2, arbitrary: fc.nat().map((pick): Op => ({ kind: 'release', pick })) },
   { weight: 3, arbitrary: hash.map((h): Op => ({ kind: 'get', hash: h })) },
 );
@@ -37,7 +39,16 @@ for (const scramble of [false, true]) {
           if (o.kind === 'claim') {
             const promise = Promise.resolve();
             let ticket: number;
-            if (o.oneByOne) {
+            if (o.mode === 'unique') {
+              const taken = new Set(held.flatMap((claim) => claim.hashes));
+              const unique = new Set(o.hashes).size === o.hashes.length && o.hashes.every((h) => !taken.has(h));
+              ticket = claims.claimUnique(Uint32Array.from(o.hashes), promise);
+              if (!unique) {
+                assert.equal(ticket, -1, 'a hash held already or repeated: nothing claimed');
+                continue;
+              }
+              assert.ok(ticket >= 0, 'hashes all free and distinct: claimed');
+            } else if (o.mode === 'one-by-one') {
               ticket = claims.open(promise);
               for (const h of o.hashes) claims.add(ticket, h);
             } else ticket = claims.claim(o.hashes, promise);
