@@ -171,6 +171,18 @@ export class KeyIndex {
     if (capacity > this.#mask + 1) this.#rehash(capacity);
   }
 
+  /**
+   * As reserve(n); but when the table must grow, it grows for `expectedKeys` keys in all
+   * instead of doubling: recovery's one rehash instead of a chain of them.
+   */
+  reserveTowards(n: number, expectedKeys: number): void {
+    if (this.#size + n <= (this.#mask + 1) * loadFactorMax) return;
+    const wanted = Math.max(this.#size + n, Math.ceil(expectedKeys));
+    let capacity = this.#mask + 1;
+    while (wanted > capacity * loadFactorMax) capacity *= 2;
+    this.#rehash(capacity);
+  }
+
   /** Removes `slot` (indexed under `hash`); false if it was not indexed. */
   delete(slot: number, hash: number): boolean {
     const cells = this.#cells;

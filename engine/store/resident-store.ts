@@ -376,6 +376,20 @@ export class ResidentStore {
     this.#grow(Math.min(capacity, this.capacityMax));
   }
 
+  /**
+   * As reserve(n); but when the columns must grow, they grow to `expectedSlots` (what the
+   * caller expects to hold in the end; at least what n needs) instead of doubling: one copy
+   * into columns of the final size rather than a chain of copies, each into fresh memory.
+   * Recovery does this while it replays the log, whose size tells how many timers are to come.
+   */
+  reserveTowards(n: number, expectedSlots: number): void {
+    const fresh = n - this.#freeCount;
+    if (fresh <= this.#capacity - this.#highWater) return;
+    const needed = this.#highWater + fresh;
+    assert.ok(needed <= this.capacityMax, 'reserve beyond capacityMax');
+    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots)), this.capacityMax));
+  }
+
   /** Frees the slot's bytes and target reference and makes every handle to it stale. */
   release(slot: number): void {
     this.#assertLive(slot);

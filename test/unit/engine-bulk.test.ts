@@ -102,3 +102,31 @@ test('a released row of a bulk batch is gone by its id; its neighbours are not',
   assert.equal(engine.resident, rows);
   await engine.close();
 });
+
+test('a reopen sizes the store for the timers the log holds instead of doubling; every timer and key answers', async () => {
+  const clock = movingClock();
+  const options = { dataDir: '/data', fs: new SimFileSystem({ seed: 3, maxExtraHops: 0 }), clock };
+  let engine = await Engine.open(options);
+  const records = 40;
+  const rows = 500;
+  const ids: string[] = [];
+  for (let r = 0; r < records; r++) {
+    const specs: TimerSpec[] = Array.from({ length: rows }, (_, i) => ({ fireAtMs: clock.now() + 3_600_000 + i, target, payload: `r${r}-${i}`, ...(i % 2 === 0 ? { key: `key-${r}-${i}` } : {}) }));
+    const admitted = await engine.admit(batchFromSpecs(specs));
+    for (let i = 0; i < rows; i++) ids.push(admitted.idOf(i));
+  }
+  const live = ids.map((id) => engine.get(id));
+  assert.equal(engine.residentCapacity, 32_768, 'admits grow the columns by doubling');
+  await engine.close();
+
+  engine = await Engine.open(options);
+  const timers = records * rows;
+  assert.equal(engine.resident, timers);
+  // Doubling would reach 32,768 again; sized from the log's bytes, the columns hold about the 20,000 (a 5% margin).
+  assert.ok(engine.residentCapacity >= timers && engine.residentCapacity <= timers * 1.1, `capacity ${engine.residentCapacity} for ${timers} timers`);
+  assert.deepEqual(ids.map((id) => engine.get(id)), live);
+  const again = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now() + 7_200_000, target, key: 'key-7-4' }]));
+  assert.equal(again.isDuplicate(0), true, 'keys replayed into the presized index are found');
+  assert.equal(again.idOf(0), ids[7 * rows + 4]);
+  await engine.close();
+});

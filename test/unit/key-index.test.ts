@@ -69,3 +69,21 @@ test('insertMany and markUnindexed agree with insert and find, through deletes',
     propertyRuns(300),
   );
 });
+
+test('reserveTowards rehashes once for the expected keys; every key is still found', () => {
+  const keys = Array.from({ length: 600 }, (_, i) => utf8.encode(`key-${i}`));
+  const index = new KeyIndex({ keyOf: (slot: number) => keys[slot] as Uint8Array }, 8);
+  for (let slot = 0; slot < 2; slot++) index.insert(slot, keyHash(keys[slot] as Uint8Array));
+  const small = index.bytesUsed;
+  index.reserveTowards(2, 600);
+  assert.equal(index.bytesUsed, small, '8 cells hold 4 keys at half load: room for 2 more, no growth');
+  index.reserveTowards(3, 600);
+  const grown = index.bytesUsed;
+  assert.equal(grown, small * 256, 'one rehash to the power of two that holds 600 keys at half load (2048 cells), not to 16');
+  for (let slot = 2; slot < 600; slot++) index.insert(slot, keyHash(keys[slot] as Uint8Array));
+  assert.equal(index.bytesUsed, grown, 'the 600 went in without another rehash');
+  for (let slot = 0; slot < 600; slot++) {
+    const key = keys[slot] as Uint8Array;
+    assert.equal(index.find(key, 0, key.length, keyHash(key)), slot);
+  }
+});

@@ -458,3 +458,25 @@ test('compaction moves strings out of sparse slabs, releases them and keeps cont
   assert.equal(store.arena.bytesReserved, 1000, 'all ten strings share one slab');
   assert.equal(store.compact(0.5), 0, 'the current slab is never evacuated');
 });
+
+test('reserveTowards grows the columns to the expected size in one step, keeping every column; never past capacityMax', () => {
+  const store = new ResidentStore({ capacityInitial: 4, capacityMax: 1000 });
+  const target = store.internTarget('https://a.test/');
+  const allocate = (from: number, to: number): void => {
+    for (let i = from; i < to; i++) store.allocateRaw(100 + i, 1, i, 0, target, new Uint8Array([i]), new Uint8Array(0));
+  };
+  allocate(0, 4);
+  store.reserveTowards(2, 4);
+  assert.equal(store.capacity, 6, 'at least what the rows need, whatever the expectation');
+  allocate(4, 6);
+  store.reserveTowards(1, 10);
+  assert.equal(store.capacity, 10, 'grown straight to the expected size, not doubled');
+  store.reserveTowards(3, 500);
+  assert.equal(store.capacity, 10, 'no growth while there is room');
+  allocate(6, 10);
+  store.reserveTowards(1, 700.2);
+  assert.equal(store.capacity, 701);
+  for (let slot = 0; slot < 10; slot++) assert.deepEqual([store.fireAt[slot], store.row[slot], [...store.payloadOf(slot)]], [100 + slot, slot, [slot]]);
+  store.reserveTowards(990, 5000);
+  assert.equal(store.capacity, 1000, 'capped at capacityMax');
+});
