@@ -114,6 +114,9 @@ interface ReplaySizing {
   /** Timers (and keyed ones) replayed ADD records put in so far. */
   rowsSeen: number;
   keyedSeen: number;
+  /** Timers and keys in memory before the first record (the checkpoint's resident run). */
+  readonly slotsBefore: number;
+  readonly keysBefore: number;
 }
 
 /** A resident timer's delivery bytes (Engine.deliveryOf). */
@@ -465,7 +468,8 @@ export class Engine {
     if (manifest !== undefined) await engine.#restore(manifest);
     const coveredSeq = engine.#checkpointSeq;
     const walDir = join(options.dataDir, 'wal');
-    const sizing: ReplaySizing = { logBytes: await segmentBytesOnDisk(engine.#fs, walDir), bytesSeen: 0, rowsSeen: 0, keyedSeen: 0 };
+    // What the checkpoint's resident run put in is there already; the log's records come on top.
+    const sizing: ReplaySizing = { logBytes: await segmentBytesOnDisk(engine.#fs, walDir), bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: engine.#store.count, keysBefore: engine.#keys.size };
     engine.#replaySizing = sizing;
     engine.#wal = await Wal.open({
       dir: walDir,
@@ -1457,6 +1461,9 @@ export class Engine {
       this.#queueIndex(decoded.name);
     }
     const run = manifest.residentRun;
+    // The run says how many timers and keys it holds: room for them at once, not by doubling.
+    this.#store.reserve(run.rows);
+    this.#keys.reserve(run.buckets.reduce((keyed, bucket) => keyed + bucket.keyed, 0));
     for (let bucket = 0; bucket < run.buckets.length; bucket++) {
       const rows = await readRunBucket(this.#fs, this.#spillDir, run, bucket);
       for (let i = 0; i < rows.rows; i++) this.#insertRunRow(rows, i, rows.state[i] as TimerStateCode, rows.dueAtMs[i] as number);
@@ -1760,8 +1767,8 @@ export class Engine {
     // Too little read yet for a rate: let them double (they are small so far).
     if (sizing.bytesSeen * replaySizingSampleShare < sizing.logBytes) return;
     const scale = (sizing.logBytes / sizing.bytesSeen) * replaySizingMargin;
-    this.#store.reserveTowards(rows, sizing.rowsSeen * scale);
-    if (keyed > 0) this.#keys.reserveTowards(keyed, sizing.keyedSeen * scale);
+    this.#store.reserveTowards(rows, sizing.slotsBefore + sizing.rowsSeen * scale);
+    if (keyed > 0) this.#keys.reserveTowards(keyed, sizing.keysBefore + sizing.keyedSeen * scale);
   }
 
   #replay(seq: number, type: number, body: Uint8Array): void | Promise<void> {

@@ -43,6 +43,9 @@ import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 
+/** reserveTowards grows the columns by this factor at least. */
+const reserveGrowthMin = 1.5;
+
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
 /** Slots a handle can address: the ceiling for capacityMax. */
@@ -381,13 +384,15 @@ export class ResidentStore {
    * caller expects to hold in the end; at least what n needs) instead of doubling: one copy
    * into columns of the final size rather than a chain of copies, each into fresh memory.
    * Recovery does this while it replays the log, whose size tells how many timers are to come.
+   * An expectation that falls short still grows them by half at least, so that a run of low
+   * guesses cannot turn growth into a copy per batch.
    */
   reserveTowards(n: number, expectedSlots: number): void {
     const fresh = n - this.#freeCount;
     if (fresh <= this.#capacity - this.#highWater) return;
     const needed = this.#highWater + fresh;
     assert.ok(needed <= this.capacityMax, 'reserve beyond capacityMax');
-    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots)), this.capacityMax));
+    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots), Math.ceil(this.#capacity * reserveGrowthMin)), this.capacityMax));
   }
 
   /** Frees the slot's bytes and target reference and makes every handle to it stale. */

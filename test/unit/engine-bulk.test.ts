@@ -130,3 +130,34 @@ test('a reopen sizes the store for the timers the log holds instead of doubling;
   assert.equal(again.idOf(0), ids[7 * rows + 4]);
   await engine.close();
 });
+
+test('a reopen after a checkpoint makes room for the resident run and the log after it; every timer and key answers', async () => {
+  const clock = movingClock();
+  const options = { dataDir: '/data', fs: new SimFileSystem({ seed: 4, maxExtraHops: 0 }), clock };
+  let engine = await Engine.open(options);
+  const rows = 500;
+  const ids: string[] = [];
+  const admitRecords = async (from: number, to: number): Promise<void> => {
+    for (let r = from; r < to; r++) {
+      const specs: TimerSpec[] = Array.from({ length: rows }, (_, i) => ({ fireAtMs: clock.now() + 3_600_000 + i, target, payload: `r${r}-${i}`, ...(i % 2 === 0 ? { key: `key-${r}-${i}` } : {}) }));
+      const admitted = await engine.admit(batchFromSpecs(specs));
+      for (let i = 0; i < rows; i++) ids.push(admitted.idOf(i));
+    }
+  };
+  await admitRecords(0, 20);
+  await engine.checkpoint();
+  await admitRecords(20, 40);
+  const live = ids.map((id) => engine.get(id));
+  await engine.close();
+
+  engine = await Engine.open(options);
+  assert.equal(engine.resident, 40 * rows);
+  assert.ok(engine.residentCapacity >= 40 * rows && engine.residentCapacity < 32_768, `capacity ${engine.residentCapacity}: the run's 10,000 at once, then the log's 10,000 on top`);
+  assert.deepEqual(ids.map((id) => engine.get(id)), live);
+  for (const r of [3, 33]) {
+    const again = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now() + 7_200_000, target, key: `key-${r}-8` }]));
+    assert.equal(again.isDuplicate(0), true, `key of record ${r} found after the reopen`);
+    assert.equal(again.idOf(0), ids[r * rows + 8]);
+  }
+  await engine.close();
+});

@@ -479,4 +479,10 @@ test('reserveTowards grows the columns to the expected size in one step, keeping
   for (let slot = 0; slot < 10; slot++) assert.deepEqual([store.fireAt[slot], store.row[slot], [...store.payloadOf(slot)]], [100 + slot, slot, [slot]]);
   store.reserveTowards(990, 5000);
   assert.equal(store.capacity, 1000, 'capped at capacityMax');
+
+  const low = new ResidentStore({ capacityInitial: 8, capacityMax: 1000 });
+  const lowTarget = low.internTarget('https://a.test/');
+  for (let i = 0; i < 8; i++) low.allocateRaw(i, 1, i, 0, lowTarget, new Uint8Array(0), new Uint8Array(0));
+  low.reserveTowards(1, 3);
+  assert.equal(low.capacity, 12, 'an expectation below what is held still grows the columns by half');
 });
