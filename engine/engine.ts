@@ -1746,7 +1746,6 @@ export class Engine {
     this.#onDueChanged();
   }
 
-  /** Applies one logged record at open; a promise only when it must read spill files first. */
   /**
    * Before a replayed ADD goes in: once a little of the log has been read, the store and the
    * key index, when they must grow, grow to what the whole log will bring (rows and keys per
@@ -1771,6 +1770,7 @@ export class Engine {
     if (keyed > 0) this.#keys.reserveTowards(keyed, sizing.keysBefore + sizing.keyedSeen * scale);
   }
 
+  /** Applies one logged record at open; a promise only when it must read spill files first. */
   #replay(seq: number, type: number, body: Uint8Array): void | Promise<void> {
     if (type === recordType.add) {
       const add = decodeAddBody(body);
