@@ -103,31 +103,43 @@ test('a released row of a bulk batch is gone by its id; its neighbours are not',
   await engine.close();
 });
 
+/** Rows a record of the sizing tests holds; every other row has a key. */
+const sizingRows = 500;
+
+/** Admits records from…to of sizingRows timers (row i of record r keyed `key-r-i` when i is even); their ids in order. */
+async function admitSizingRecords(engine: Engine, clock: Clock, from: number, to: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let r = from; r < to; r++) {
+    const specs: TimerSpec[] = Array.from({ length: sizingRows }, (_, i) => ({ fireAtMs: clock.now() + 3_600_000 + i, target, payload: `r${r}-${i}`, ...(i % 2 === 0 ? { key: `key-${r}-${i}` } : {}) }));
+    const admitted = await engine.admit(batchFromSpecs(specs));
+    for (let i = 0; i < sizingRows; i++) ids.push(admitted.idOf(i));
+  }
+  return ids;
+}
+
+/** The key of row `row` of record `record` is found again: a new timer with it is a duplicate of that one. */
+async function assertKeyFound(engine: Engine, clock: Clock, ids: readonly string[], record: number, row: number): Promise<void> {
+  const again = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now() + 7_200_000, target, key: `key-${record}-${row}` }]));
+  assert.equal(again.isDuplicate(0), true, `key of record ${record}, row ${row} found after the reopen`);
+  assert.equal(again.idOf(0), ids[record * sizingRows + row]);
+}
+
 test('a reopen sizes the store for the timers the log holds instead of doubling; every timer and key answers', async () => {
   const clock = movingClock();
   const options = { dataDir: '/data', fs: new SimFileSystem({ seed: 3, maxExtraHops: 0 }), clock };
   let engine = await Engine.open(options);
-  const records = 40;
-  const rows = 500;
-  const ids: string[] = [];
-  for (let r = 0; r < records; r++) {
-    const specs: TimerSpec[] = Array.from({ length: rows }, (_, i) => ({ fireAtMs: clock.now() + 3_600_000 + i, target, payload: `r${r}-${i}`, ...(i % 2 === 0 ? { key: `key-${r}-${i}` } : {}) }));
-    const admitted = await engine.admit(batchFromSpecs(specs));
-    for (let i = 0; i < rows; i++) ids.push(admitted.idOf(i));
-  }
+  const ids = await admitSizingRecords(engine, clock, 0, 40);
   const live = ids.map((id) => engine.get(id));
   assert.equal(engine.residentCapacity, 32_768, 'admits grow the columns by doubling');
   await engine.close();
 
   engine = await Engine.open(options);
-  const timers = records * rows;
+  const timers = ids.length;
   assert.equal(engine.resident, timers);
   // Doubling would reach 32,768 again; sized from the log's bytes, the columns hold about the 20,000 (a 5% margin).
   assert.ok(engine.residentCapacity >= timers && engine.residentCapacity <= timers * 1.1, `capacity ${engine.residentCapacity} for ${timers} timers`);
   assert.deepEqual(ids.map((id) => engine.get(id)), live);
-  const again = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now() + 7_200_000, target, key: 'key-7-4' }]));
-  assert.equal(again.isDuplicate(0), true, 'keys replayed into the presized index are found');
-  assert.equal(again.idOf(0), ids[7 * rows + 4]);
+  await assertKeyFound(engine, clock, ids, 7, 4);
   await engine.close();
 });
 
@@ -135,29 +147,17 @@ test('a reopen after a checkpoint makes room for the resident run and the log af
   const clock = movingClock();
   const options = { dataDir: '/data', fs: new SimFileSystem({ seed: 4, maxExtraHops: 0 }), clock };
   let engine = await Engine.open(options);
-  const rows = 500;
-  const ids: string[] = [];
-  const admitRecords = async (from: number, to: number): Promise<void> => {
-    for (let r = from; r < to; r++) {
-      const specs: TimerSpec[] = Array.from({ length: rows }, (_, i) => ({ fireAtMs: clock.now() + 3_600_000 + i, target, payload: `r${r}-${i}`, ...(i % 2 === 0 ? { key: `key-${r}-${i}` } : {}) }));
-      const admitted = await engine.admit(batchFromSpecs(specs));
-      for (let i = 0; i < rows; i++) ids.push(admitted.idOf(i));
-    }
-  };
-  await admitRecords(0, 20);
+  const ids = await admitSizingRecords(engine, clock, 0, 20);
   await engine.checkpoint();
-  await admitRecords(20, 40);
+  ids.push(...(await admitSizingRecords(engine, clock, 20, 40)));
   const live = ids.map((id) => engine.get(id));
   await engine.close();
 
   engine = await Engine.open(options);
-  assert.equal(engine.resident, 40 * rows);
-  assert.ok(engine.residentCapacity >= 40 * rows && engine.residentCapacity < 32_768, `capacity ${engine.residentCapacity}: the run's 10,000 at once, then the log's 10,000 on top`);
+  assert.equal(engine.resident, ids.length);
+  assert.ok(engine.residentCapacity >= ids.length && engine.residentCapacity < 32_768, `capacity ${engine.residentCapacity}: the run's 10,000 at once, then the log's 10,000 on top`);
   assert.deepEqual(ids.map((id) => engine.get(id)), live);
-  for (const r of [3, 33]) {
-    const again = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now() + 7_200_000, target, key: `key-${r}-8` }]));
-    assert.equal(again.isDuplicate(0), true, `key of record ${r} found after the reopen`);
-    assert.equal(again.idOf(0), ids[r * rows + 8]);
-  }
+  await assertKeyFound(engine, clock, ids, 3, 8);
+  await assertKeyFound(engine, clock, ids, 33, 8);
   await engine.close();
 });
