@@ -50,7 +50,7 @@ export interface TaskTimer {
   readonly seq: number;
   readonly row: number;
   readonly target: string;
-  /** The payload, headers (JSON; empty: none) and key (empty: none), back to back (the store's layout; timerBytes() joins them). */
+  /** The payload, headers (JSON; empty: none) and key (empty: none), back to back (the store's arena layout). */
   readonly bytes: Uint8Array;
   readonly payloadLength: number;
   readonly headersLength: number;
@@ -176,15 +176,6 @@ export class DeliveryTaskBuilder {
 export function taskBytes(task: DeliveryTask, at: number, field: number): Uint8Array {
   const index = at * byteFields + field;
   return task.bytes.subarray(task.offsets[index] as number, task.offsets[index + 1] as number);
-}
-
-/** Payload, headers and key back to back, as TaskTimer.bytes holds them (for callers that have them apart). */
-export function timerBytes(payload: Uint8Array, headers: Uint8Array, key: Uint8Array): Pick<TaskTimer, 'bytes' | 'payloadLength' | 'headersLength'> {
-  const bytes = new Uint8Array(payload.length + headers.length + key.length);
-  bytes.set(payload, 0);
-  bytes.set(headers, payload.length);
-  bytes.set(key, payload.length + headers.length);
-  return { bytes, payloadLength: payload.length, headersLength: headers.length };
 }
 
 /** The retry policy fields of timer `at` (the rest of a QueueConfig does not reach workers). */

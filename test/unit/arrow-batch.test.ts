@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
 import { arrowBatchKey, encodeArrowBatch } from '../../dispatch/arrow-batch.ts';
-import { DeliveryTaskBuilder, timerBytes } from '../../dispatch/delivery-task.ts';
+import { DeliveryTaskBuilder, type TaskTimer } from '../../dispatch/delivery-task.ts';
 import { encodeTimerId } from '../../engine/ids.ts';
 import { defaultQueueConfig } from '../../engine/queues.ts';
 
@@ -15,6 +15,11 @@ const fireAt = 1_796_220_000_000;
 
 /** Runs of four timers with one target (the builder copies a repeated target instead of encoding it again), of two byte lengths. */
 const targetOf = (i: number): string => `https://t${Math.floor(i / 4) % 3}.example/${i % 8 < 4 ? 'hook' : 'crochet-é'}`;
+
+/** Payload, headers and key back to back, as a task timer carries them (the store's layout). */
+function timerBytes(payload: Uint8Array, headers: Uint8Array, key: Uint8Array): Pick<TaskTimer, 'bytes' | 'payloadLength' | 'headersLength'> {
+  return { bytes: Buffer.concat([payload, headers, key]), payloadLength: payload.length, headersLength: headers.length };
+}
 
 function task(count: number) {
   // A small first buffer, so the builder also grows it.
