@@ -1009,6 +1009,7 @@ export class Engine {
   async close(): Promise<void> {
     await this.#spillWork;
     await this.#wal.close();
+    this.#store.arena.close();
   }
 
   // ---- the spill tier (docs/format/spill.md) ----

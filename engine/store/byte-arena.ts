@@ -26,6 +26,7 @@
 import assert from 'node:assert/strict';
 import type { BytesColumn } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
+import { PrefaultedBuffers } from './prefaulted-buffers.ts';
 
 /** Offsets occupy the low 32 bits of a ref, so one string (and one slab) is below 4 GiB. */
 export const arenaSlabBytesMax = 2 ** 32 - 1;
@@ -52,7 +53,21 @@ function copyRowPart(slab: Uint8Array, at: number, column: BytesColumn, row: num
 
 export interface ByteArenaOptions {
   readonly slabBytes?: number;
+  /**
+   * Whether the next slab is made ahead, its pages mapped, on a helper thread
+   * (prefaulted-buffers.ts): by default when slabs are at least prefaultSlabBytesMin.
+   */
+  readonly prefault?: boolean;
 }
+
+/** Slabs smaller than this are not worth a helper thread's round trip (tests use tiny ones). */
+export const prefaultSlabBytesMin = 1024 * 1024;
+/**
+ * The next slab is asked for once the current one is filled this far: late enough that an
+ * arena holding few strings does not keep a spare slab, early enough that it has arrived (4 MiB
+ * take the helper 0.5–8 ms) by the time the current one is full.
+ */
+const prefaultAtShare = 0.75;
 
 /** The arena's strings as they were when hold() was called, readable while the arena changes. */
 export interface ArenaHold {
@@ -78,11 +93,30 @@ export class ByteArena {
   #holds = 0;
   #bytesReserved = 0;
   #bytesLive = 0;
+  /** Made ahead on a helper thread, when prefaulting. */
+  readonly #supply: PrefaultedBuffers | undefined;
+  /** The current slab's fill at which the next slab is asked for (Infinity: asked, or no supply). */
+  #requestAtEnd = Infinity;
 
   constructor(options: ByteArenaOptions = {}) {
     const slabBytes = options.slabBytes ?? storeLimits.arenaSlabBytes;
     assert.ok(Number.isSafeInteger(slabBytes) && slabBytes >= 1 && slabBytes <= arenaSlabBytesMax, 'slabBytes out of range');
     this.slabBytes = slabBytes;
+    if (options.prefault ?? slabBytes >= prefaultSlabBytesMin) {
+      this.#supply = new PrefaultedBuffers(slabBytes);
+      this.#supply.request();
+    }
+  }
+
+  /** Slabs that came prefaulted from the helper thread. */
+  get slabsPrefaulted(): number {
+    return this.#supply?.taken ?? 0;
+  }
+
+  /** Stops making slabs ahead (the arena goes on allocating its own); the strings stay. */
+  close(): void {
+    this.#supply?.close();
+    this.#requestAtEnd = Infinity;
   }
 
   /** Bytes held in slabs, live or not (what the arena costs in memory). */
@@ -193,6 +227,7 @@ export class ByteArena {
       if (end > start) {
         const slab = this.#slabs[slabId] as Uint8Array;
         this.#end[slabId] = end;
+        if (end >= this.#requestAtEnd) this.#requestNext();
         this.#live[slabId] = (this.#live[slabId] as number) + (end - start);
         this.#bytesLive += end - start;
         if (onlyFirst) slab.set(first.values.subarray(firstOffsets[i] as number, firstOffsets[runEnd] as number), start);
@@ -309,6 +344,7 @@ export class ByteArena {
     const slabId = this.#current;
     const offset = this.#end[slabId] ?? 0;
     this.#end[slabId] = offset + length;
+    if (offset + length >= this.#requestAtEnd) this.#requestNext();
     this.#live[slabId] = (this.#live[slabId] ?? 0) + length;
     this.#bytesLive += length;
     return slabId * offsetSpan + offset;
@@ -318,6 +354,12 @@ export class ByteArena {
     const previous = this.#current;
     this.#current = this.#open(this.slabBytes);
     if (previous >= 0 && this.#live[previous] === 0) this.#release(previous);
+    if (this.#supply !== undefined) this.#requestAtEnd = this.#supply.outstanding > 0 ? Infinity : Math.ceil(this.slabBytes * prefaultAtShare);
+  }
+
+  #requestNext(): void {
+    this.#requestAtEnd = Infinity;
+    this.#supply?.request();
   }
 
   #open(bytes: number): number {
@@ -326,8 +368,12 @@ export class ByteArena {
     assert.ok(slabId < arenaSlabCountMax, 'arena slab ids exhausted');
     // Uninitialised, as the log's read buffers are: only bytes written are ever viewed (view()
     // stops at a slab's end), and zeroing a slab costs about as much as the copy into it.
-    const memory = Buffer.allocUnsafeSlow(bytes);
-    this.#slabs[slabId] = new Uint8Array(memory.buffer, memory.byteOffset, bytes);
+    const prefaulted = bytes === this.slabBytes ? this.#supply?.take() : undefined;
+    if (prefaulted !== undefined) this.#slabs[slabId] = new Uint8Array(prefaulted);
+    else {
+      const memory = Buffer.allocUnsafeSlow(bytes);
+      this.#slabs[slabId] = new Uint8Array(memory.buffer, memory.byteOffset, bytes);
+    }
     this.#live[slabId] = 0;
     this.#end[slabId] = 0;
     this.#marked[slabId] = false;
