@@ -62,12 +62,6 @@ export interface ByteArenaOptions {
 
 /** Slabs smaller than this are not worth a helper thread's round trip (tests use tiny ones). */
 export const prefaultSlabBytesMin = 1024 * 1024;
-/**
- * The next slab is asked for once the current one is filled this far: late enough that an
- * arena holding few strings does not keep a spare slab, early enough that it has arrived (4 MiB
- * take the helper 0.5–8 ms) by the time the current one is full.
- */
-const prefaultAtShare = 0.75;
 
 /** The arena's strings as they were when hold() was called, readable while the arena changes. */
 export interface ArenaHold {
@@ -93,10 +87,12 @@ export class ByteArena {
   #holds = 0;
   #bytesReserved = 0;
   #bytesLive = 0;
-  /** Made ahead on a helper thread, when prefaulting. */
+  /**
+   * Made ahead on a helper thread, when prefaulting: one slab is always asked for, so that it
+   * has the whole filling of the current one to arrive (4 MiB take the helper 0.5–8 ms; a
+   * replay fills one in about 13 ms). It costs one slab of memory, held by the port until taken.
+   */
   readonly #supply: PrefaultedBuffers | undefined;
-  /** The current slab's fill at which the next slab is asked for (Infinity: asked, or no supply). */
-  #requestAtEnd = Infinity;
 
   constructor(options: ByteArenaOptions = {}) {
     const slabBytes = options.slabBytes ?? storeLimits.arenaSlabBytes;
@@ -116,7 +112,6 @@ export class ByteArena {
   /** Stops making slabs ahead (the arena goes on allocating its own); the strings stay. */
   close(): void {
     this.#supply?.close();
-    this.#requestAtEnd = Infinity;
   }
 
   /** Bytes held in slabs, live or not (what the arena costs in memory). */
@@ -227,7 +222,6 @@ export class ByteArena {
       if (end > start) {
         const slab = this.#slabs[slabId] as Uint8Array;
         this.#end[slabId] = end;
-        if (end >= this.#requestAtEnd) this.#requestNext();
         this.#live[slabId] = (this.#live[slabId] as number) + (end - start);
         this.#bytesLive += end - start;
         if (onlyFirst) slab.set(first.values.subarray(firstOffsets[i] as number, firstOffsets[runEnd] as number), start);
@@ -344,7 +338,6 @@ export class ByteArena {
     const slabId = this.#current;
     const offset = this.#end[slabId] ?? 0;
     this.#end[slabId] = offset + length;
-    if (offset + length >= this.#requestAtEnd) this.#requestNext();
     this.#live[slabId] = (this.#live[slabId] ?? 0) + length;
     this.#bytesLive += length;
     return slabId * offsetSpan + offset;
@@ -354,12 +347,7 @@ export class ByteArena {
     const previous = this.#current;
     this.#current = this.#open(this.slabBytes);
     if (previous >= 0 && this.#live[previous] === 0) this.#release(previous);
-    if (this.#supply !== undefined) this.#requestAtEnd = this.#supply.outstanding > 0 ? Infinity : Math.ceil(this.slabBytes * prefaultAtShare);
-  }
-
-  #requestNext(): void {
-    this.#requestAtEnd = Infinity;
-    this.#supply?.request();
+    if (this.#supply !== undefined && this.#supply.outstanding === 0) this.#supply.request();
   }
 
   #open(bytes: number): number {

@@ -61,8 +61,8 @@ test('an arena that prefaults fills slabs from the helper and keeps every string
   const arena = new ByteArena({ slabBytes, prefault: true });
   try {
     const strings: Array<{ ref: number; bytes: Uint8Array }> = [];
-    // 100-byte strings, pausing after each so that the slab asked for at three-quarters full
-    // has arrived before the current one is full: every slab after the first comes prefaulted.
+    // 100-byte strings, pausing now and then so that the slab asked for as the current one
+    // opened has arrived before that one is full.
     for (let i = 0; i < 700; i++) {
       const bytes = new Uint8Array(100).fill(i & 0xff);
       bytes[0] = i >> 8;
