@@ -62,6 +62,8 @@ export interface ByteArenaOptions {
 
 /** Slabs smaller than this are not worth a helper thread's round trip (tests use tiny ones). */
 export const prefaultSlabBytesMin = 1024 * 1024;
+/** Slabs kept asked for from the helper (see ByteArena's #supply). */
+const prefaultSlabsAhead = 2;
 
 /** The arena's strings as they were when hold() was called, readable while the arena changes. */
 export interface ArenaHold {
@@ -88,9 +90,10 @@ export class ByteArena {
   #bytesReserved = 0;
   #bytesLive = 0;
   /**
-   * Made ahead on a helper thread, when prefaulting: one slab is always asked for, so that it
-   * has the whole filling of the current one to arrive (4 MiB take the helper 0.5–8 ms; a
-   * replay fills one in about 13 ms). It costs one slab of memory, held by the port until taken.
+   * Made ahead on a helper thread, when prefaulting: two slabs are kept asked for, so that each
+   * has the filling of one or two slabs to arrive (a replay fills one in about 15 ms; the
+   * helper, sharing two cores with it, took longer than that about half the time with one).
+   * It costs up to two slabs of memory, held by the port until taken.
    */
   readonly #supply: PrefaultedBuffers | undefined;
 
@@ -100,7 +103,7 @@ export class ByteArena {
     this.slabBytes = slabBytes;
     if (options.prefault ?? slabBytes >= prefaultSlabBytesMin) {
       this.#supply = new PrefaultedBuffers(slabBytes);
-      this.#supply.request();
+      for (let i = 0; i < prefaultSlabsAhead; i++) this.#supply.request();
     }
   }
 
@@ -347,7 +350,7 @@ export class ByteArena {
     const previous = this.#current;
     this.#current = this.#open(this.slabBytes);
     if (previous >= 0 && this.#live[previous] === 0) this.#release(previous);
-    if (this.#supply !== undefined && this.#supply.outstanding === 0) this.#supply.request();
+    while (this.#supply !== undefined && this.#supply.outstanding < prefaultSlabsAhead) this.#supply.request();
   }
 
   #open(bytes: number): number {
