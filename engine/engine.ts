@@ -367,6 +367,19 @@ function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneS
   };
 }
 
+/** What a batch's rows take in the store's arena: their payloads, headers and keys. */
+function arenaBytesOf(batch: TimerBatch): number {
+  const { rows, payload, headers, keys } = batch;
+  return (
+    (payload.offsets[rows] as number) -
+    (payload.offsets[0] as number) +
+    (headers.offsets[rows] as number) -
+    (headers.offsets[0] as number) +
+    (keys.offsets[rows] as number) -
+    (keys.offsets[0] as number)
+  );
+}
+
 function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
   return new AdmittedBatch(batch, seq, plan);
 }
@@ -485,6 +498,8 @@ export class Engine {
       ...(options.onLogPoisoned === undefined ? {} : { onPoisoned: options.onLogPoisoned }),
     });
     engine.#replaySizing = undefined;
+    // Slabs made ahead for a log that turned out to hold less (cancels, outcomes) go.
+    engine.#store.arena.dropPrefaulted();
     // Finished timers whose retention ended while the engine was down (or that the live engine
     // had swept before it stopped) go now, as the sweep would have released them.
     engine.#releaseExpired(engine.#clock.now(), Infinity);
@@ -844,6 +859,8 @@ export class Engine {
     const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
     const claim = settled === undefined ? -1 : this.#keysInFlight.claim(introduced, settled.promise);
     this.#reservedRows += newRows;
+    // Slabs the batch will need beyond the arena's current one are made while the record syncs.
+    this.#store.arena.prefaultFor(arenaBytesOf(batch));
     let seq: number;
     try {
       seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded]);
@@ -1756,6 +1773,9 @@ export class Engine {
   #reserveForReplay(batch: TimerBatch, plan: KeyPlan | undefined): void {
     const sizing = this.#replaySizing;
     if (sizing === undefined) return;
+    // The rest of the log is about what the arena will take (a payload is most of an ADD's
+    // bytes): its next slabs are made ahead while this and the next batches go in.
+    this.#store.arena.prefaultFor(sizing.logBytes - sizing.bytesSeen);
     const rows = batch.rows - (plan?.duplicates ?? 0);
     let keyed = 0;
     if (plan !== undefined) {

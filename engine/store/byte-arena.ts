@@ -53,16 +53,9 @@ function copyRowPart(slab: Uint8Array, at: number, column: BytesColumn, row: num
 
 export interface ByteArenaOptions {
   readonly slabBytes?: number;
-  /**
-   * Whether the next slab is made ahead, its pages mapped, on a helper thread
-   * (prefaulted-buffers.ts): by default when slabs are at least prefaultSlabBytesMin.
-   */
-  readonly prefault?: boolean;
 }
 
-/** Slabs smaller than this are not worth a helper thread's round trip (tests use tiny ones). */
-export const prefaultSlabBytesMin = 1024 * 1024;
-/** Slabs kept asked for from the helper (see ByteArena's #supply). */
+/** Slabs prefaultFor() keeps made ahead at most. */
 const prefaultSlabsAhead = 2;
 
 /** The arena's strings as they were when hold() was called, readable while the arena changes. */
@@ -89,32 +82,46 @@ export class ByteArena {
   #holds = 0;
   #bytesReserved = 0;
   #bytesLive = 0;
-  /**
-   * Made ahead on a helper thread, when prefaulting: two slabs are kept asked for, so that each
-   * has the filling of one or two slabs to arrive (a replay fills one in about 15 ms; the
-   * helper, sharing two cores with it, took longer than that about half the time with one).
-   * It costs up to two slabs of memory, held by the port until taken.
-   */
-  readonly #supply: PrefaultedBuffers | undefined;
+  /** Slabs made ahead, their pages mapped off the main thread; made on the first prefaultFor(). */
+  #supply: PrefaultedBuffers | undefined;
+  #closed = false;
 
   constructor(options: ByteArenaOptions = {}) {
     const slabBytes = options.slabBytes ?? storeLimits.arenaSlabBytes;
     assert.ok(Number.isSafeInteger(slabBytes) && slabBytes >= 1 && slabBytes <= arenaSlabBytesMax, 'slabBytes out of range');
     this.slabBytes = slabBytes;
-    if (options.prefault ?? slabBytes >= prefaultSlabBytesMin) {
-      this.#supply = new PrefaultedBuffers(slabBytes);
-      for (let i = 0; i < prefaultSlabsAhead; i++) this.#supply.request();
-    }
   }
 
-  /** Slabs that came prefaulted from the helper thread. */
+  /** Slabs that came made ahead by prefaultFor(). */
   get slabsPrefaulted(): number {
     return this.#supply?.taken ?? 0;
   }
 
-  /** Stops making slabs ahead (the arena goes on allocating its own); the strings stay. */
+  /**
+   * Says that about `bytes` more are to be added soon (a batch being logged, the rest of a
+   * replay): the slabs they will need beyond the current one's room (prefaultSlabsAhead at most)
+   * are made ahead, their pages mapped off the main thread (prefaulted-buffers.ts), so that the
+   * copies into them do not stop for page faults. An arena told only what it will hold keeps no
+   * spare memory; dropPrefaulted() lets go of what a guess made too many of.
+   */
+  prefaultFor(bytes: number): void {
+    if (this.#closed) return;
+    const room = this.#current < 0 ? 0 : this.slabBytes - (this.#end[this.#current] as number);
+    if (bytes <= room) return;
+    this.#supply ??= new PrefaultedBuffers(this.slabBytes);
+    const slabs = Math.min(prefaultSlabsAhead, Math.ceil((bytes - room) / this.slabBytes));
+    while (this.#supply.outstanding < slabs) this.#supply.request();
+  }
+
+  /** Frees the slabs made ahead and not taken (and those still being made, as they are done). */
+  dropPrefaulted(): void {
+    this.#supply?.dropAll();
+  }
+
+  /** Stops making slabs ahead, for good (the arena goes on allocating its own); the strings stay. */
   close(): void {
-    this.#supply?.close();
+    this.#closed = true;
+    this.#supply?.dropAll();
   }
 
   /** Bytes held in slabs, live or not (what the arena costs in memory). */
@@ -350,7 +357,6 @@ export class ByteArena {
     const previous = this.#current;
     this.#current = this.#open(this.slabBytes);
     if (previous >= 0 && this.#live[previous] === 0) this.#release(previous);
-    while (this.#supply !== undefined && this.#supply.outstanding < prefaultSlabsAhead) this.#supply.request();
   }
 
   #open(bytes: number): number {
@@ -360,7 +366,7 @@ export class ByteArena {
     // Uninitialised, as the log's read buffers are: only bytes written are ever viewed (view()
     // stops at a slab's end), and zeroing a slab costs about as much as the copy into it.
     const prefaulted = bytes === this.slabBytes ? this.#supply?.take() : undefined;
-    if (prefaulted !== undefined) this.#slabs[slabId] = new Uint8Array(prefaulted);
+    if (prefaulted !== undefined) this.#slabs[slabId] = prefaulted;
     else {
       const memory = Buffer.allocUnsafeSlow(bytes);
       this.#slabs[slabId] = new Uint8Array(memory.buffer, memory.byteOffset, bytes);

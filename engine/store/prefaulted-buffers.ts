@@ -1,92 +1,99 @@
-// Buffers whose pages are already mapped, made ahead on a helper thread. Owned by the main thread.
+// Buffers whose pages are already mapped, made ahead off the main thread. Owned by the main thread.
 //
 // The first write to each page of fresh memory is a page fault, and the kernel zeroes the page
 // before mapping it. On the VMs fermata is measured on that costs 0.1 ms a MiB at best and
 // 1.2–1.9 ms a MiB at worst (the host maps the guest's memory lazily too), and which one a run
 // gets varies from run to run: a replay of 1,000,000 timers took 0.63–1.4 s with the same code,
 // the difference all in the kernel's clear_page, and a store filling with single admits spent
-// a quarter of its main thread's time there. The arena fills 4 MiB slabs one after another; a
-// helper thread (prefault-worker.ts, one per process, shared by every supply) allocates the
-// next one and touches its pages while the current one fills, and transfers it over: the
-// faults are taken on the other core.
+// a quarter of its main thread's time there. The arena fills 4 MiB slabs one after another, so
+// the next one is made while the current one fills: allocated (untouched) on the main thread,
+// then filled by a read of /dev/zero on libuv's threadpool, where the kernel takes the faults
+// as it copies the zeros in. The buffer comes back mapped, and nothing else is needed: no helper
+// thread (a worker thread costs ~19 MB of resident memory), no copy, no message.
 //
-//   engine thread                          helper thread
-//   request() ── { bytes } ─── port ──────▶ allocate, write a byte in every page
-//   take() ◀── receiveMessageOnPort ◀───── transfer the ArrayBuffer (no copy)
+//   main thread                          threadpool
+//   request(): allocate ──── read(/dev/zero, buffer) ───▶ kernel maps every page
+//   take() ◀── ready ◀───────────────── completion (next event-loop turn)
 //
-// take() polls the port synchronously, so a buffer can be picked up in the middle of a long
-// synchronous stretch (a replay) without waiting for the event loop. A buffer not there yet
-// is simply not taken: the caller allocates one itself, as it would without a supply.
-import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
-import type { PrefaultRequest } from './prefault-worker.ts';
+// A buffer is takeable once its read completed, so one is picked up between event-loop turns
+// (a replay yields between the log chunks it waits for). One not ready yet is simply not taken:
+// the caller allocates for itself, as it would without a supply. Where /dev/zero cannot be
+// opened (not Linux or macOS), the supply hands over nothing.
+import { openSync, read } from 'node:fs';
 
-let helper: Worker | undefined;
+let zeroFd: number | null | undefined;
 
-/** The process's helper thread, started on first use; it never keeps the process alive. */
-function helperThread(): Worker {
-  if (helper === undefined) {
-    // No flags of the parent's: it needs none, and some (--input-type with --eval) would stop it loading.
-    const worker = new Worker(new URL('./prefault-worker.ts', import.meta.url), { execArgv: [] });
-    worker.unref();
-    // A helper that fails is dropped: supplies made afterwards start a new one, and supplies
-    // still bound to it only stop receiving (their owners allocate for themselves).
-    worker.on('error', () => {
-      if (helper === worker) helper = undefined;
-    });
-    worker.on('exit', () => {
-      if (helper === worker) helper = undefined;
-    });
-    helper = worker;
+/** The process's descriptor of /dev/zero, opened on first use; null where there is none. */
+function zeroDevice(): number | null {
+  if (zeroFd === undefined) {
+    try {
+      zeroFd = openSync('/dev/zero', 'r');
+    } catch {
+      zeroFd = null;
+    }
   }
-  return helper;
+  return zeroFd;
 }
 
 export class PrefaultedBuffers {
   /** Bytes of every buffer this supply makes. */
   readonly bytes: number;
-  readonly #port: MessagePort;
-  /** Requested and not yet taken (on their way, or waiting in the port). */
-  #outstanding = 0;
-  #closed = false;
+  /** Buffers read in full, waiting for take(). */
+  readonly #ready: Buffer[] = [];
+  /** Reads under way. */
+  #reading = 0;
+  /** Bumped by dropAll(): a read started before it is dropped when it ends. */
+  #generation = 0;
   /** Buffers take() handed out. */
   taken = 0;
 
   constructor(bytes: number) {
     this.bytes = bytes;
-    const { port1, port2 } = new MessageChannel();
-    this.#port = port1;
-    // Polled with receiveMessageOnPort, never listened to: the port must not hold the loop open.
-    this.#port.unref();
-    helperThread().postMessage(port2, [port2]);
   }
 
-  /** Buffers requested and not yet taken. */
+  /** Buffers requested and not yet taken (being read, or ready). */
   get outstanding(): number {
-    return this.#outstanding;
+    return this.#reading + this.#ready.length;
   }
 
-  /** Asks the helper for one more buffer. */
+  /** Starts making one more buffer; a no-op where there is no /dev/zero. */
   request(): void {
-    if (this.#closed) return;
-    const request: PrefaultRequest = { bytes: this.bytes };
-    this.#port.postMessage(request);
-    this.#outstanding++;
+    const fd = zeroDevice();
+    if (fd === null) return;
+    // Uninitialised and untouched: the read is what maps its pages.
+    const buffer = Buffer.allocUnsafeSlow(this.bytes);
+    this.#reading++;
+    this.#readFrom(fd, buffer, 0, this.#generation);
   }
 
-  /** A prefaulted buffer of `bytes` if one has arrived, else undefined; never waits. */
-  take(): ArrayBuffer | undefined {
-    if (this.#closed || this.#outstanding === 0) return undefined;
-    const received = receiveMessageOnPort(this.#port);
-    if (received === undefined) return undefined;
-    this.#outstanding--;
+  /** A buffer whose pages are mapped, if one is ready; never waits. Its bytes are zero. */
+  take(): Uint8Array | undefined {
+    const buffer = this.#ready.pop();
+    if (buffer === undefined) return undefined;
     this.taken++;
-    return received.message as ArrayBuffer;
+    // A plain Uint8Array, as the arena's own slabs are: its views must not be Buffers.
+    return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.length);
   }
 
-  /** Stops taking and requesting; buffers still on their way are dropped with the port. */
-  close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#port.close();
+  /** Lets go of every buffer not taken: those ready now, and those being made as they end. */
+  dropAll(): void {
+    this.#ready.length = 0;
+    this.#generation++;
+  }
+
+  #readFrom(fd: number, buffer: Buffer, at: number, generation: number): void {
+    read(fd, buffer, at, buffer.length - at, null, (err, bytesRead) => {
+      // A failed or empty read leaves the buffer unmade: the caller allocates its own instead.
+      if (err !== null || bytesRead === 0) {
+        this.#reading--;
+        return;
+      }
+      if (at + bytesRead < buffer.length) {
+        this.#readFrom(fd, buffer, at + bytesRead, generation);
+        return;
+      }
+      this.#reading--;
+      if (generation === this.#generation) this.#ready.push(buffer);
+    });
   }
 }

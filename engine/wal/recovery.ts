@@ -11,6 +11,7 @@
 //                                                          rename it to .broken
 //   missing segment id, base sequence not continuing     → refuse
 import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
 import type { FileHandle, FileSystem } from '../fs/file-system.ts';
 import { decodeFrame, decodeSegmentHeader, laterGroupRecordAfter } from './decoder.ts';
@@ -150,6 +151,10 @@ class SegmentRead {
     if (this.#ended || this.#landed === this.#chunks.length) return false;
     const expected = Math.min(readChunkBytes, this.#buffer.length - this.#landed * readChunkBytes);
     const got = await (this.#chunks[this.#landed] as Promise<number>);
+    // A turn of the event loop per chunk, even when the chunk had landed long ago (the
+    // threadpool reads faster than replay goes): the callbacks of other I/O run, among them the
+    // reads that make the arena's next slabs ahead (engine/store/prefaulted-buffers.ts).
+    await nextTurn();
     this.#landed++;
     this.#available += got;
     // A short chunk means the file ended there: what has landed is all there is.

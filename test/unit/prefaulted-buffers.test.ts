@@ -1,110 +1,112 @@
-// Slabs made ahead on the helper thread (prefaulted-buffers.ts): a supply hands over buffers of
-// its size once they arrive and never blocks; an arena that prefaults takes its slabs from it
-// and keeps every string intact; and the helper never keeps a process alive.
+// Buffers made ahead off the main thread (prefaulted-buffers.ts) and the arena's use of them:
+// a supply hands over each buffer it made once its read of /dev/zero is done and never blocks;
+// dropAll() lets go of the ready and the unfinished; an arena makes only the slabs it was told
+// it will need beyond its current one, takes them as it opens slabs, and keeps every string.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
 import { PrefaultedBuffers } from '../../engine/store/prefaulted-buffers.ts';
 
-/** How long a test waits for the helper thread (it starts in tens of ms; CI machines are slow). */
-const arrivalWaitMs = 10_000;
+/** How long a test waits for the threadpool's reads (they take microseconds; CI machines are slow). */
+const readyWaitMs = 10_000;
 
-async function takeWithin(supply: PrefaultedBuffers, waitMs: number): Promise<ArrayBuffer | undefined> {
+/** Waits until `ready()` holds or the wait is over; returns whether it held. */
+async function eventually(ready: () => boolean, waitMs: number): Promise<boolean> {
   const deadline = performance.now() + waitMs;
-  for (;;) {
-    const buffer = supply.take();
-    if (buffer !== undefined || performance.now() > deadline) return buffer;
-    await sleep(5);
+  while (!ready()) {
+    if (performance.now() > deadline) return false;
+    await sleep(2);
   }
+  return true;
 }
 
-test('a supply hands over each requested buffer once, of its size, and nothing unrequested', async () => {
+test('a supply hands over each requested buffer once it is made, of its size, and nothing unrequested', async () => {
   const supply = new PrefaultedBuffers(64 * 1024);
-  try {
-    assert.equal(supply.take(), undefined, 'nothing was requested');
-    supply.request();
-    supply.request();
-    assert.equal(supply.outstanding, 2);
-    const first = await takeWithin(supply, arrivalWaitMs);
-    const second = await takeWithin(supply, arrivalWaitMs);
-    assert.ok(first instanceof ArrayBuffer && second instanceof ArrayBuffer, 'both requests answered');
-    assert.equal(first.byteLength, 64 * 1024);
-    assert.equal(second.byteLength, 64 * 1024);
-    assert.notEqual(first, second);
-    assert.equal(supply.outstanding, 0);
-    assert.equal(supply.taken, 2);
-    // Writable where it lies: the arena writes strings straight into it.
-    new Uint8Array(first).fill(7);
-    assert.equal(new Uint8Array(first)[64 * 1024 - 1], 7);
-    assert.equal(await takeWithin(supply, 100), undefined, 'a third buffer was never requested');
-  } finally {
-    supply.close();
-  }
+  assert.equal(supply.take(), undefined, 'nothing was requested');
+  supply.request();
+  supply.request();
+  assert.equal(supply.outstanding, 2);
+  const taken: Uint8Array[] = [];
+  assert.ok(
+    await eventually(() => {
+      const buffer = supply.take();
+      if (buffer !== undefined) taken.push(buffer);
+      return taken.length === 2;
+    }, readyWaitMs),
+    'both requests answered',
+  );
+  const [first, second] = taken as [Uint8Array, Uint8Array];
+  assert.equal(first.length, 64 * 1024);
+  assert.equal(second.length, 64 * 1024);
+  assert.notEqual(first.buffer, second.buffer);
+  // Read from /dev/zero: every byte written, to zero.
+  assert.ok(first.every((byte) => byte === 0));
+  assert.equal(supply.outstanding, 0);
+  assert.equal(supply.taken, 2);
+  await sleep(20);
+  assert.equal(supply.take(), undefined, 'a third buffer was never requested');
 });
 
-test('a closed supply neither requests nor hands over', async () => {
-  const supply = new PrefaultedBuffers(4096);
+test('dropAll lets go of the buffers ready and of those still being made', async () => {
+  const supply = new PrefaultedBuffers(256 * 1024);
   supply.request();
-  supply.close();
+  // The first read is done (its buffer ready) once the second one is asked for.
+  await sleep(50);
   supply.request();
-  assert.equal(await takeWithin(supply, 200), undefined);
-  assert.equal(supply.taken, 0);
+  supply.dropAll();
+  await sleep(100);
+  assert.equal(supply.take(), undefined);
+  assert.equal(supply.outstanding, 0);
+  // Still usable afterwards.
+  supply.request();
+  assert.ok(await eventually(() => supply.take() !== undefined, readyWaitMs));
 });
 
-test('an arena that prefaults fills slabs from the helper and keeps every string', async () => {
+test('an arena told what is coming opens slabs made ahead, and keeps every string', async () => {
   const slabBytes = 16 * 1024;
-  const arena = new ByteArena({ slabBytes, prefault: true });
-  try {
-    const strings: Array<{ ref: number; bytes: Uint8Array }> = [];
-    // 100-byte strings, pausing now and then so that the slab asked for as the current one
-    // opened has arrived before that one is full.
-    for (let i = 0; i < 700; i++) {
-      const bytes = new Uint8Array(100).fill(i & 0xff);
-      bytes[0] = i >> 8;
-      strings.push({ ref: arena.add(bytes), bytes });
-      if (i % 10 === 9) await sleep(2);
-    }
-    assert.ok(arena.slabCount >= 4, `700 strings of 100 bytes fill ${arena.slabCount} slabs of 16 KiB`);
-    assert.ok(arena.slabsPrefaulted >= 2, `only ${arena.slabsPrefaulted} of ${arena.slabCount} slabs came from the helper`);
-    for (const { ref, bytes } of strings) assert.deepEqual(arena.view(ref, bytes.length), bytes);
-    assert.equal(arena.bytesReserved, arena.slabCount * slabBytes, 'a prefaulted slab is counted as any other');
-  } finally {
-    arena.close();
+  const arena = new ByteArena({ slabBytes });
+  // 40 KiB to come, no current slab: three slabs, two of them made ahead (the most it keeps).
+  arena.prefaultFor(40 * 1024);
+  await sleep(100);
+  const strings: Array<{ ref: number; bytes: Uint8Array }> = [];
+  for (let i = 0; i < 400; i++) {
+    const bytes = new Uint8Array(100).fill(i & 0xff);
+    bytes[0] = i >> 8;
+    strings.push({ ref: arena.add(bytes), bytes });
   }
+  assert.equal(arena.slabCount, 3, '40,000 bytes in slabs of 16 KiB');
+  assert.equal(arena.slabsPrefaulted, 2);
+  for (const { ref, bytes } of strings) assert.deepEqual(arena.view(ref, bytes.length), bytes);
+  assert.equal(arena.bytesReserved, arena.slabCount * slabBytes, 'a slab made ahead is counted as any other');
 });
 
-test('an arena with small slabs does not prefault unless told to', () => {
-  const arena = new ByteArena({ slabBytes: 1024 });
-  for (let i = 0; i < 50; i++) arena.add(new Uint8Array(100));
+test('an arena makes nothing ahead for what its current slab holds, or when never told', async () => {
+  const slabBytes = 16 * 1024;
+  const arena = new ByteArena({ slabBytes });
+  arena.add(new Uint8Array(100));
+  arena.prefaultFor(slabBytes - 100);
+  await sleep(50);
+  for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
+  assert.ok(arena.slabCount >= 3);
   assert.equal(arena.slabsPrefaulted, 0);
 });
 
-test('the helper thread does not keep a process alive', async () => {
-  // The child waits until the helper has answered (so it is surely running), then has nothing
-  // left to do: it must exit by itself.
-  const script = [
-    "import { setTimeout as sleep } from 'node:timers/promises';",
-    `import { PrefaultedBuffers } from '${new URL('../../engine/store/prefaulted-buffers.ts', import.meta.url).href}';`,
-    'const supply = new PrefaultedBuffers(4096);',
-    'supply.request();',
-    'while (supply.take() === undefined) await sleep(5);',
-    "console.log('done');",
-  ].join('\n');
-  // A file, not --eval: a worker inherits the parent's execArgv, and with it --input-type.
-  const dir = await mkdtemp(join(tmpdir(), 'fermata-prefault-'));
-  try {
-    const file = join(dir, 'child.mjs');
-    await writeFile(file, script);
-    const child = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 20_000 });
-    assert.equal(child.error, undefined, 'the child exited by itself (no timeout)');
-    assert.equal(child.status, 0, child.stderr);
-    assert.equal(child.stdout.trim(), 'done');
-  } finally {
-    await rm(dir, { recursive: true, force: true });
+test('dropPrefaulted and close let go of slabs made for a guess that fell short', async () => {
+  const slabBytes = 16 * 1024;
+  for (const end of ['drop', 'close'] as const) {
+    const arena = new ByteArena({ slabBytes });
+    arena.prefaultFor(10 * slabBytes);
+    await sleep(50);
+    if (end === 'drop') arena.dropPrefaulted();
+    else arena.close();
+    await sleep(50);
+    for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
+    assert.equal(arena.slabsPrefaulted, 0, end);
+    // A closed arena is never told again; a dropped one is.
+    arena.prefaultFor(10 * slabBytes);
+    await sleep(50);
+    for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
+    assert.equal(arena.slabsPrefaulted, end === 'drop' ? 2 : 0, end);
   }
 });
