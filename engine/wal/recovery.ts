@@ -114,6 +114,10 @@ async function setAsideTornSegment(fs: FileSystem, dir: string, name: string, re
 
 /** A segment is read in chunks of this size, all requested at once. */
 const readChunkBytes = 4 * 1024 * 1024;
+/** Replay gives the event loop a turn between chunks once this long has passed without one. */
+const turnEveryMs = 2;
+/** When replay last gave the event loop a turn (performance.now()). */
+let lastTurnAt = 0;
 
 /**
  * One segment file arriving in chunks. Every chunk's read is requested up front, so the
@@ -151,10 +155,15 @@ class SegmentRead {
     if (this.#ended || this.#landed === this.#chunks.length) return false;
     const expected = Math.min(readChunkBytes, this.#buffer.length - this.#landed * readChunkBytes);
     const got = await (this.#chunks[this.#landed] as Promise<number>);
-    // A turn of the event loop per chunk, even when the chunk had landed long ago (the
-    // threadpool reads faster than replay goes): the callbacks of other I/O run, among them the
-    // reads that make the arena's next slabs ahead (engine/store/prefaulted-buffers.ts).
-    await nextTurn();
+    // A turn of the event loop between chunks when replay has gone on for a while without one,
+    // even if the chunk landed long ago (the threadpool reads faster than replay goes): the
+    // callbacks of other I/O run, among them the reads that make the arena's next slabs ahead
+    // (engine/store/prefaulted-buffers.ts). Not on every chunk: opening thousands of small
+    // logs would pay a turn each for nothing.
+    if (performance.now() - lastTurnAt > turnEveryMs) {
+      await nextTurn();
+      lastTurnAt = performance.now();
+    }
     this.#landed++;
     this.#available += got;
     // A short chunk means the file ended there: what has landed is all there is.
