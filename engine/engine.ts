@@ -47,6 +47,7 @@ import {
   recordType,
 } from './records.ts';
 import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
+import { ScratchArrays } from './scratch-arrays.ts';
 import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
 import { KeyClaims } from './store/key-claims.ts';
 import { KeyIndex, keyHash, keyHashIn, sameBytes } from './store/key-index.ts';
@@ -392,6 +393,8 @@ export class Engine {
   /** Live timers by state code (index = timerState value). */
   readonly #counts = new Float64Array(7);
   readonly #store: ResidentStore;
+  /** Typed arrays for synchronous work that keeps none of them (scratch-arrays.ts). */
+  readonly #scratch = new ScratchArrays();
   readonly #heap: TimerHeap;
   /** Finished timers, by the expiry of their records (their dueAt). */
   readonly #expiring: TimerHeap;
@@ -1583,15 +1586,18 @@ export class Engine {
    * the holder's change before or after this ADD exactly as it was when the key was decided.
    * `spilledAnswers` keeps, by row, what the spill tier answered in earlier rounds of one plan.
    */
-  #planKeys(batch: TimerBatch, decidedAtMs: number, spilledAnswers: Map<number, SpilledKeyHolder | null>): KeyPlan | undefined {
+  #planKeys(batch: TimerBatch, decidedAtMs: number, spilledAnswers: Map<number, SpilledKeyHolder | null>, scratch?: ScratchArrays): KeyPlan | undefined {
     const { values, offsets } = batch.keys;
     if (values.length === 0) return undefined;
+    // A plan kept past this call (an admit's, answered after its record syncs) gets arrays of
+    // its own; replay, which inserts each batch before it plans the next, reuses `scratch`'s.
+    const rows = batch.rows;
     const plan = {
-      originalSeq: new Float64Array(batch.rows).fill(NaN),
-      originalRow: new Int32Array(batch.rows),
-      originalFireAt: new Float64Array(batch.rows),
+      originalSeq: (scratch === undefined ? new Float64Array(rows) : scratch.float64('plan.originalSeq', rows)).fill(NaN),
+      originalRow: scratch === undefined ? new Int32Array(rows) : scratch.int32('plan.originalRow', rows).fill(0),
+      originalFireAt: scratch === undefined ? new Float64Array(rows) : scratch.float64('plan.originalFireAt', rows).fill(0),
       duplicates: 0,
-      hashes: new Uint32Array(batch.rows),
+      hashes: scratch === undefined ? new Uint32Array(rows) : scratch.uint32('plan.hashes', rows).fill(0),
       introduced: [] as number[],
       waitFor: [] as Array<Promise<void>>,
     };
@@ -1603,10 +1609,11 @@ export class Engine {
       const end = offsets[row + 1] as number;
       if (start !== end) plan.hashes[row] = keyHashIn(values, start, end);
     }
-    const unindexed = new Uint8Array(batch.rows);
+    // Both used only within this call: scratch arrays (see scratch-arrays.ts).
+    const unindexed = this.#scratch.uint8('plan.unindexed', batch.rows);
     this.#keys.markUnindexed(plan.hashes, batch.rows, unindexed);
     // Keys first seen in this batch, by hash: rows in an open-addressing table (no string per key).
-    const firstRows = new Int32Array(2 ** Math.ceil(Math.log2(2 * batch.rows + 2))).fill(-1);
+    const firstRows = this.#scratch.int32('plan.firstRows', 2 ** Math.ceil(Math.log2(2 * batch.rows + 2))).fill(-1);
     const mask = firstRows.length - 1;
     for (let row = 0; row < batch.rows; row++) {
       const start = offsets[row] as number;
@@ -1740,7 +1747,8 @@ export class Engine {
       for (let row = 0; row < batch.rows; row++) if (Number.isNaN(plan.originalSeq[row])) rows[at++] = row;
     }
     const count = rows?.length ?? batch.rows;
-    const slots = new Int32Array(count);
+    // Synchronous to the end, and nothing keeps them: scratch arrays (see scratch-arrays.ts).
+    const slots = this.#scratch.int32('insert.slots', count);
     assert.ok(store.canAllocate(count), 'capacity was reserved before the append');
     store.allocateRows(batch, seq, rows, count, queues, targets, slots);
     for (const target of targets) store.releaseTarget(target);
@@ -1750,8 +1758,8 @@ export class Engine {
     if (plan !== undefined) {
       // The keyed rows' slots and hashes side by side, for the key index's batch insert.
       const keyOffsets = batch.keys.offsets;
-      const keyedSlots = new Int32Array(count);
-      const keyedHashes = new Uint32Array(count);
+      const keyedSlots = this.#scratch.int32('insert.keyedSlots', count);
+      const keyedHashes = this.#scratch.uint32('insert.keyedHashes', count);
       let keyed = 0;
       for (let i = 0; i < count; i++) {
         const row = rows === undefined ? i : (rows[i] as number);
@@ -1806,7 +1814,8 @@ export class Engine {
       // What the live engine could have released by the time it decided, replay releases now.
       this.#releaseExpired(add.header.decidedAtMs, Infinity);
       const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
-      const plan = this.#planKeys(batch, add.header.decidedAtMs, spilledAnswers);
+      // Replay inserts the batch before it plans the next: the plan's arrays can be scratch.
+      const plan = this.#planKeys(batch, add.header.decidedAtMs, spilledAnswers, this.#scratch);
       if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan, spilledAnswers);
       this.#reserveForReplay(batch, plan);
       this.#insert(batch, seq, plan);
