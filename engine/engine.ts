@@ -857,13 +857,14 @@ export class Engine {
     if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
       throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: newRows });
     }
+    // Slabs the batch will need beyond the arena's current one are made while the record syncs
+    // (asked for before anything is claimed or reserved: nothing to undo if it throws).
+    this.#store.arena.prefaultFor(arenaBytesOf(batch));
     // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
     const introduced = plan?.introduced ?? [];
     const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
     const claim = settled === undefined ? -1 : this.#keysInFlight.claim(introduced, settled.promise);
     this.#reservedRows += newRows;
-    // Slabs the batch will need beyond the arena's current one are made while the record syncs.
-    this.#store.arena.prefaultFor(arenaBytesOf(batch));
     let seq: number;
     try {
       seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded]);

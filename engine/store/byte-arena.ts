@@ -97,6 +97,11 @@ export class ByteArena {
     return this.#supply?.taken ?? 0;
   }
 
+  /** Slabs made ahead and waiting to be opened. */
+  get slabsMadeAhead(): number {
+    return this.#supply?.ready ?? 0;
+  }
+
   /**
    * Says that about `bytes` more are to be added soon (a batch being logged, the rest of a
    * replay): the slabs they will need beyond the current one's room (prefaultSlabsAhead at most)

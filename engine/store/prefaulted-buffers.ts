@@ -62,6 +62,11 @@ export class PrefaultedBuffers {
     return this.#taken;
   }
 
+  /** Buffers made and waiting for take(). */
+  get ready(): number {
+    return this.#ready.length;
+  }
+
   /** Buffers requested and not yet taken (being read, or ready). */
   get outstanding(): number {
     return this.#reading + this.#ready.length;

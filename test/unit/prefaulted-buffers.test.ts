@@ -55,9 +55,8 @@ test('dropAll lets go of the buffers ready and of those still being made', async
   await sleep(50);
   supply.request();
   supply.dropAll();
-  await sleep(100);
+  assert.ok(await eventually(() => supply.outstanding === 0, readyWaitMs), 'the unfinished read ends');
   assert.equal(supply.take(), undefined);
-  assert.equal(supply.outstanding, 0);
   // Still usable afterwards.
   supply.request();
   assert.ok(await eventually(() => supply.take() !== undefined, readyWaitMs));
@@ -68,7 +67,7 @@ test('an arena told what is coming opens slabs made ahead, and keeps every strin
   const arena = new ByteArena({ slabBytes });
   // 40 KiB to come, no current slab: three slabs, two of them made ahead (the most it keeps).
   arena.prefaultFor(40 * 1024);
-  await sleep(100);
+  assert.ok(await eventually(() => arena.slabsMadeAhead === 2, readyWaitMs));
   const strings: Array<{ ref: number; bytes: Uint8Array }> = [];
   for (let i = 0; i < 400; i++) {
     const bytes = new Uint8Array(100).fill(i & 0xff);
@@ -87,6 +86,7 @@ test('an arena makes nothing ahead for what its current slab holds, or when neve
   arena.add(new Uint8Array(100));
   arena.prefaultFor(slabBytes - 100);
   await sleep(50);
+  assert.equal(arena.slabsMadeAhead, 0);
   for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
   assert.ok(arena.slabCount >= 3);
   assert.equal(arena.slabsPrefaulted, 0);
@@ -105,7 +105,8 @@ test('dropPrefaulted and close let go of slabs made for a guess that fell short'
     assert.equal(arena.slabsPrefaulted, 0, end);
     // A closed arena is never told again; a dropped one is.
     arena.prefaultFor(10 * slabBytes);
-    await sleep(50);
+    if (end === 'drop') assert.ok(await eventually(() => arena.slabsMadeAhead === 2, readyWaitMs));
+    else await sleep(50);
     for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
     assert.equal(arena.slabsPrefaulted, end === 'drop' ? 2 : 0, end);
   }
