@@ -51,7 +51,8 @@ test('a supply hands over each requested buffer once it is made, of its size, an
 test('dropAll lets go of the buffers ready and of those still being made', async () => {
   const supply = new PrefaultedBuffers(256 * 1024);
   supply.request();
-  // The first read is done (its buffer ready) once the second one is asked for.
+  // After 50 ms the first read has most likely ended (its buffer ready) and the second is under
+  // way: dropAll drops both, whichever state each is in.
   await sleep(50);
   supply.request();
   supply.dropAll();
