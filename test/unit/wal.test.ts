@@ -157,3 +157,29 @@ test('missing-first-segment: a log whose first segment is gone refuses to start 
   rmSync(join(dir, '0000000001.wal'));
   await assert.rejects(Wal.open({ dir }), (err) => isFermataError(err, errorCodes.walCorrupt) && /earlier segments are missing/.test(err.message));
 });
+
+test('replay of a segment longer than one read chunk gives the event loop a turn along the way', async () => {
+  const dir = freshDir();
+  let wal = await Wal.open({ dir });
+  // 96 records of 64 KiB: one 6 MiB segment, read in two 4 MiB chunks.
+  const body = new Uint8Array(64 * 1024);
+  await Promise.all(Array.from({ length: 96 }, () => wal.append(1, body)));
+  await wal.close();
+  let turned = false;
+  let turnedBeforeLast: boolean | undefined;
+  wal = await Wal.open({
+    dir,
+    replay: (seq) => {
+      if (seq === 1) {
+        // Long enough for the second chunk to land and for a turn to be due: replay then reaches
+        // it without waiting for the disk, and only its own turn lets this callback run.
+        setImmediate(() => (turned = true));
+        const until = performance.now() + 50;
+        while (performance.now() < until);
+      }
+      if (seq === 96) turnedBeforeLast = turned;
+    },
+  });
+  await wal.close();
+  assert.equal(turnedBeforeLast, true, 'a setImmediate from the first record ran before the last record was replayed');
+});
