@@ -1587,12 +1587,13 @@ export class Engine {
    * the holder's change before or after this ADD exactly as it was when the key was decided.
    * `spilledAnswers` keeps, by row, what the spill tier answered in earlier rounds of one plan.
    */
-  #planKeys(batch: TimerBatch, decidedAtMs: number, spilledAnswers: Map<number, SpilledKeyHolder | null>, scratch?: ScratchArrays): KeyPlan | undefined {
+  #planKeys(batch: TimerBatch, decidedAtMs: number, spilledAnswers: Map<number, SpilledKeyHolder | null>, planInScratch = false): KeyPlan | undefined {
     const { values, offsets } = batch.keys;
     if (values.length === 0) return undefined;
     // A plan kept past this call (an admit's, answered after its record syncs) gets arrays of
-    // its own; replay, which inserts each batch before it plans the next, reuses `scratch`'s.
+    // its own; replay, which inserts each batch before it plans the next, reuses scratch arrays.
     const rows = batch.rows;
+    const scratch = planInScratch ? this.#scratch : undefined;
     const plan = {
       originalSeq: (scratch === undefined ? new Float64Array(rows) : scratch.float64('plan.originalSeq', rows)).fill(NaN),
       originalRow: scratch === undefined ? new Int32Array(rows) : scratch.int32('plan.originalRow', rows).fill(0),
@@ -1816,7 +1817,7 @@ export class Engine {
       this.#releaseExpired(add.header.decidedAtMs, Infinity);
       const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
       // Replay inserts the batch before it plans the next: the plan's arrays can be scratch.
-      const plan = this.#planKeys(batch, add.header.decidedAtMs, spilledAnswers, this.#scratch);
+      const plan = this.#planKeys(batch, add.header.decidedAtMs, spilledAnswers, true);
       if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan, spilledAnswers);
       this.#reserveForReplay(batch, plan);
       this.#insert(batch, seq, plan);
