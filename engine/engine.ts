@@ -501,8 +501,8 @@ export class Engine {
       ...(options.onLogPoisoned === undefined ? {} : { onPoisoned: options.onLogPoisoned }),
     });
     engine.#replaySizing = undefined;
-    // Slabs made ahead for a log that turned out to hold less (cancels, outcomes) go.
-    engine.#store.arena.dropPrefaulted();
+    // Slabs and columns made ahead for a log that turned out to hold less (cancels, outcomes) go.
+    engine.#store.dropPrefaulted();
     // Finished timers whose retention ended while the engine was down (or that the live engine
     // had swept before it stopped) go now, as the sweep would have released them.
     engine.#releaseExpired(engine.#clock.now(), Infinity);
@@ -857,9 +857,11 @@ export class Engine {
     if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
       throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: newRows });
     }
-    // Slabs the batch will need beyond the arena's current one are made while the record syncs
-    // (asked for before anything is claimed or reserved: nothing to undo if it throws).
+    // Slabs the batch will need beyond the arena's current one, and the next columns when the
+    // rows on their way near the capacity, are made while the record syncs (asked for before
+    // anything is claimed or reserved: nothing to undo if it throws).
     this.#store.arena.prefaultFor(arenaBytesOf(batch));
+    this.#store.prefaultColumnsFor(this.#reservedRows + newRows);
     // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
     const introduced = plan?.introduced ?? [];
     const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
@@ -1030,7 +1032,7 @@ export class Engine {
   async close(): Promise<void> {
     await this.#spillWork;
     await this.#wal.close();
-    this.#store.arena.close();
+    this.#store.close();
   }
 
   // ---- the spill tier (docs/format/spill.md) ----

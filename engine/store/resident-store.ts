@@ -9,6 +9,10 @@
 // slotOf(handle) answers -1 once the slot was released, even after it was taken again.
 // Columns are read directly (store.fireAt[slot]) and written through the setters, which
 // assert the slot is live. A bug (releasing a free slot, a bad column value) is an assertion.
+// A growth copies every column into new ones; when the engine has said that rows on their way
+// near the capacity (prefaultColumnsFor), the new columns were made ahead, as views into one
+// buffer whose pages the threadpool mapped (prefaulted-buffers.ts), so the growth is a copy and
+// not a copy plus a page fault for every 4 KiB of hundreds of MiB.
 //
 //   slot:          0      1      2      3      4      5   …  capacity-1
 //   state        [ 1    | 0    | 2    | 1    | 0    | 3  … ]     0 = free
@@ -41,10 +45,18 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
+import { PrefaultedBuffers } from './prefaulted-buffers.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 
 /** reserveTowards grows the columns by this factor at least. */
 const reserveGrowthMin = 1.5;
+/**
+ * prefaultColumnsFor makes the next columns ahead once the rows on their way would leave less
+ * than this share (1 / it) of the capacity free. Small enough that a store filled to a
+ * capacity's 95% holds no spare columns, large enough that at a million rows a second the
+ * threadpool has a capacity's 1/32 of rows' time (31 ms a million slots) to map them.
+ */
+const columnsAheadShare = 32;
 
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
@@ -114,6 +126,69 @@ function widened<C extends Column>(old: C, length: number, make: (length: number
   return next;
 }
 
+/** Column bytes start at multiples of this, so that every typed array view is aligned. */
+const columnAlign = 8;
+const aligned = (bytes: number): number => Math.ceil(bytes / columnAlign) * columnAlign;
+/** Element sizes of the columns, one entry a column (see the table at the top). */
+const columnElementBytes = [8, 8, 8, 4, 4, 1, 2, 2, 4, 2, 4, 2, 4, 2, 2];
+
+/** Bytes of one buffer that holds every column for `capacity` slots (ColumnMemory carves it). */
+export function columnsBytes(capacity: number): number {
+  let bytes = 0;
+  for (const elementBytes of columnElementBytes) bytes += aligned(capacity * elementBytes);
+  return bytes;
+}
+
+/**
+ * The new columns of one growth, each a copy of its old column widened to `capacity`: views
+ * one after another into `memory` (columnsBytes(capacity) long, zero, made ahead) when given,
+ * else a typed array of its own, as `new Float64Array(capacity)` makes.
+ */
+class ColumnMemory {
+  readonly #memory: Uint8Array | undefined;
+  readonly #capacity: number;
+  #at = 0;
+
+  constructor(memory: Uint8Array | undefined, capacity: number) {
+    assert.ok(memory === undefined || memory.length >= columnsBytes(capacity), 'column memory too small for its capacity');
+    this.#memory = memory;
+    this.#capacity = capacity;
+  }
+
+  float64(old: Float64Array): Float64Array {
+    const next = this.#memory === undefined ? new Float64Array(this.#capacity) : new Float64Array(this.#memory.buffer, this.#take(8), this.#capacity);
+    next.set(old);
+    return next;
+  }
+
+  uint32(old: Uint32Array): Uint32Array {
+    const next = this.#memory === undefined ? new Uint32Array(this.#capacity) : new Uint32Array(this.#memory.buffer, this.#take(4), this.#capacity);
+    next.set(old);
+    return next;
+  }
+
+  uint16(old: Uint16Array): Uint16Array {
+    const next = this.#memory === undefined ? new Uint16Array(this.#capacity) : new Uint16Array(this.#memory.buffer, this.#take(2), this.#capacity);
+    next.set(old);
+    return next;
+  }
+
+  uint8(old: Uint8Array): Uint8Array {
+    const next = this.#memory === undefined ? new Uint8Array(this.#capacity) : new Uint8Array(this.#memory.buffer, this.#take(1), this.#capacity);
+    next.set(old);
+    return next;
+  }
+
+  /** The byte offset of the next column, whose elements are `elementBytes` wide. */
+  #take(elementBytes: number): number {
+    const memory = this.#memory as Uint8Array;
+    const at = memory.byteOffset + this.#at;
+    this.#at += aligned(this.#capacity * elementBytes);
+    assert.ok(this.#at <= memory.length, 'more columns carved than columnsBytes counts');
+    return at;
+  }
+}
+
 /**
  * Asserts that rows rows[i] (i when `rows` is undefined), i < count, are rows of the batch with
  * a finite fire time and headers and key that fit their u16 length columns: checked for the
@@ -158,6 +233,10 @@ export class ResidentStore {
   #payloadLength: Uint32Array;
   #headersLength: Uint16Array;
   #keyLength: Uint16Array;
+  /** Columns being made ahead for the next growth (prefaultColumnsFor), for this capacity. */
+  #columnsAhead: { readonly capacity: number; readonly supply: PrefaultedBuffers } | undefined;
+  #columnGrowthsMadeAhead = 0;
+  #closed = false;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
   /** Snapshots not yet released (snapshot()); while any is, released slots are set aside here. */
@@ -393,6 +472,52 @@ export class ResidentStore {
     const needed = this.#highWater + fresh;
     assert.ok(needed <= this.capacityMax, 'reserve beyond capacityMax');
     this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots), Math.ceil(this.#capacity * reserveGrowthMin)), this.capacityMax));
+  }
+
+  /**
+   * Says that about `rows` more timers are to be allocated soon (batches being logged). Once
+   * they would leave less than 1/columnsAheadShare of the capacity free, the columns of the next
+   * growth (the capacity reserve() would double to) are made ahead, their pages mapped off the
+   * main thread (prefaulted-buffers.ts): the growth is then a copy, and neither it nor the rows
+   * that follow stop for page faults. A growth that comes before they are made allocates its
+   * own, as without them.
+   */
+  prefaultColumnsFor(rows: number): void {
+    if (this.#closed || this.#capacity >= this.capacityMax) return;
+    const slotsAfter = this.#highWater + Math.max(0, rows - this.#freeCount);
+    if (this.#capacity - slotsAfter >= this.#capacity / columnsAheadShare) return;
+    let capacity = this.#capacity * 2;
+    while (capacity < slotsAfter) capacity *= 2;
+    this.#makeColumnsAhead(Math.min(capacity, this.capacityMax));
+  }
+
+  /** Growths that took columns made ahead. */
+  get columnGrowthsMadeAhead(): number {
+    return this.#columnGrowthsMadeAhead;
+  }
+
+  /** Capacity of the columns being made ahead (0: none). */
+  get columnsAheadCapacity(): number {
+    return this.#columnsAhead?.capacity ?? 0;
+  }
+
+  /** Whether columns made ahead are ready for the next growth to take. */
+  get columnsAheadReady(): boolean {
+    return (this.#columnsAhead?.supply.ready ?? 0) > 0;
+  }
+
+  /** Lets go of memory made ahead and not used: the arena's slabs and the next columns. */
+  dropPrefaulted(): void {
+    this.arena.dropPrefaulted();
+    this.#columnsAhead?.supply.dropAll();
+    this.#columnsAhead = undefined;
+  }
+
+  /** Stops making memory ahead, for good; the timers stay readable. */
+  close(): void {
+    this.#closed = true;
+    this.arena.close();
+    this.dropPrefaulted();
   }
 
   /** Frees the slot's bytes and target reference and makes every handle to it stale. */
@@ -652,22 +777,44 @@ export class ResidentStore {
     this.#freeTargets.push(index);
   }
 
+  #makeColumnsAhead(capacity: number): void {
+    if (this.#columnsAhead?.capacity === capacity) return;
+    this.#columnsAhead?.supply.dropAll();
+    const supply = new PrefaultedBuffers(columnsBytes(capacity));
+    supply.request();
+    this.#columnsAhead = { capacity, supply };
+  }
+
   #grow(capacity: number): void {
-    this.#fireAt = widened(this.#fireAt, capacity, (n) => new Float64Array(n));
-    this.#dueAt = widened(this.#dueAt, capacity, (n) => new Float64Array(n));
-    this.#logSeq = widened(this.#logSeq, capacity, (n) => new Float64Array(n));
-    this.#row = widened(this.#row, capacity, (n) => new Uint32Array(n));
-    this.#generation = widened(this.#generation, capacity, (n) => new Uint32Array(n));
-    this.#state = widened(this.#state, capacity, (n) => new Uint8Array(n));
-    this.#attempts = widened(this.#attempts, capacity, (n) => new Uint16Array(n));
-    this.#queueIndex = widened(this.#queueIndex, capacity, (n) => new Uint16Array(n));
-    this.#targetIndex = widened(this.#targetIndex, capacity, (n) => new Uint32Array(n));
-    this.#lastStatus = widened(this.#lastStatus, capacity, (n) => new Uint16Array(n));
-    this.#bytesOffset = widened(this.#bytesOffset, capacity, (n) => new Uint32Array(n));
-    this.#bytesSlab = widened(this.#bytesSlab, capacity, (n) => new Uint16Array(n));
-    this.#payloadLength = widened(this.#payloadLength, capacity, (n) => new Uint32Array(n));
-    this.#headersLength = widened(this.#headersLength, capacity, (n) => new Uint16Array(n));
-    this.#keyLength = widened(this.#keyLength, capacity, (n) => new Uint16Array(n));
+    let memory: Uint8Array | undefined;
+    const ahead = this.#columnsAhead;
+    if (ahead !== undefined) {
+      // Made for this growth or a larger one: taken if its pages are mapped by now. Either way
+      // it is done with (one still being made is freed once its read under way ends).
+      if (ahead.capacity >= capacity) memory = ahead.supply.take();
+      if (memory !== undefined) {
+        capacity = ahead.capacity;
+        this.#columnGrowthsMadeAhead++;
+      }
+      ahead.supply.dropAll();
+      this.#columnsAhead = undefined;
+    }
+    const columns = new ColumnMemory(memory, capacity);
+    this.#fireAt = columns.float64(this.#fireAt);
+    this.#dueAt = columns.float64(this.#dueAt);
+    this.#logSeq = columns.float64(this.#logSeq);
+    this.#row = columns.uint32(this.#row);
+    this.#generation = columns.uint32(this.#generation);
+    this.#state = columns.uint8(this.#state);
+    this.#attempts = columns.uint16(this.#attempts);
+    this.#queueIndex = columns.uint16(this.#queueIndex);
+    this.#targetIndex = columns.uint32(this.#targetIndex);
+    this.#lastStatus = columns.uint16(this.#lastStatus);
+    this.#bytesOffset = columns.uint32(this.#bytesOffset);
+    this.#bytesSlab = columns.uint16(this.#bytesSlab);
+    this.#payloadLength = columns.uint32(this.#payloadLength);
+    this.#headersLength = columns.uint16(this.#headersLength);
+    this.#keyLength = columns.uint16(this.#keyLength);
     this.#capacity = capacity;
   }
 }

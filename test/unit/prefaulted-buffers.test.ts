@@ -1,12 +1,14 @@
 // Buffers made ahead off the main thread (prefaulted-buffers.ts) and the arena's use of them:
 // a supply hands over each buffer it made once its read of /dev/zero is done and never blocks;
 // dropAll() lets go of the ready and the unfinished; an arena makes only the slabs it was told
-// it will need beyond its current one, takes them as it opens slabs, and keeps every string.
+// it will need beyond its current one, takes them as it opens slabs, and keeps every string; a
+// resident store makes its next columns ahead once the rows on their way near its capacity.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
 import { PrefaultedBuffers } from '../../engine/store/prefaulted-buffers.ts';
+import { columnsBytes, ResidentStore, timerState } from '../../engine/store/resident-store.ts';
 
 /** How long a test waits for the threadpool's reads (they take microseconds; CI machines are slow). */
 const readyWaitMs = 10_000;
@@ -110,5 +112,85 @@ test('dropPrefaulted and close let go of slabs made for a guess that fell short'
     else await sleep(50);
     for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
     assert.equal(arena.slabsPrefaulted, end === 'drop' ? 2 : 0, end);
+  }
+});
+
+/** A store holding `count` timers whose every column differs by slot, and a check of them all. */
+function filledStore(capacityInitial: number): { store: ResidentStore; add: (count: number) => void; check: () => void } {
+  const store = new ResidentStore({ capacityInitial, capacityMax: 100_000 });
+  const targets = [store.internTarget('https://a.test/'), store.internTarget('https://b.test/')];
+  const handles: number[] = [];
+  const add = (count: number): void => {
+    for (let i = 0; i < count; i++) {
+      const n = handles.length;
+      const slot = store.allocateRaw(1000 + n, 7 * n, n, n % 3, targets[n % 2] as number, Uint8Array.of(n & 0xff, 1), Uint8Array.of(2, n >> 8), Uint8Array.of(3, 3, n & 0x7f));
+      store.setDueAt(slot, 5000 + n);
+      store.setAttempts(slot, n % 9);
+      store.setLastStatus(slot, 200 + n);
+      handles.push(store.handleOf(slot));
+    }
+  };
+  const check = (): void => {
+    handles.forEach((handle, n) => {
+      const slot = store.slotOf(handle);
+      assert.ok(slot >= 0, `timer ${n} still live`);
+      const fields = [store.fireAt[slot], store.dueAt[slot], store.logSeq[slot], store.row[slot], store.queueIndex[slot], store.state[slot], store.attempts[slot], store.lastStatus[slot], store.targetOf(slot)];
+      assert.deepEqual(fields, [1000 + n, 5000 + n, 7 * n, n, n % 3, timerState.pending, n % 9, 200 + n, n % 2 === 0 ? 'https://a.test/' : 'https://b.test/'], `timer ${n}`);
+      assert.deepEqual([...store.payloadOf(slot), ...store.headersOf(slot), ...store.keyOf(slot)], [n & 0xff, 1, 2, n >> 8, 3, 3, n & 0x7f], `timer ${n}'s bytes`);
+    });
+    // Slots never used are as new columns leave them: free, generation 0.
+    for (let slot = handles.length; slot < store.capacity; slot++) assert.equal(store.state[slot], timerState.free);
+  };
+  return { store, add, check };
+}
+
+test('a store told that rows on their way near its capacity makes its next columns ahead and grows into them, keeping every column', async () => {
+  const { store, add, check } = filledStore(64);
+  add(30);
+  store.prefaultColumnsFor(32);
+  assert.equal(store.columnsAheadCapacity, 0, '2 of 64 slots left free: a 32nd, not less');
+  store.prefaultColumnsFor(33);
+  assert.equal(store.columnsAheadCapacity, 128, 'less than a 32nd left: the doubled columns');
+  assert.ok(await eventually(() => store.columnsAheadReady, readyWaitMs));
+  add(70);
+  assert.equal(store.capacity, 128);
+  assert.equal(store.columnGrowthsMadeAhead, 1);
+  assert.equal(store.columnsAheadCapacity, 0, 'taken');
+  check();
+  // Rows far beyond the next doubling ask for the capacity reserve() would double to: 1,000 slots.
+  store.prefaultColumnsFor(900);
+  assert.equal(store.columnsAheadCapacity, 1024);
+});
+
+test('a growth before the columns are made allocates its own; dropPrefaulted and close let go of them', async () => {
+  const early = filledStore(64);
+  early.store.prefaultColumnsFor(64);
+  assert.equal(early.store.columnsAheadCapacity, 128);
+  // The read of /dev/zero ends on a later turn of the event loop: this growth comes first.
+  early.add(100);
+  assert.equal(early.store.columnGrowthsMadeAhead, 0);
+  assert.equal(early.store.columnsAheadCapacity, 0, 'dropped, not kept for a later growth');
+  early.check();
+
+  for (const end of ['drop', 'close'] as const) {
+    const { store, add, check } = filledStore(64);
+    store.prefaultColumnsFor(64);
+    assert.ok(await eventually(() => store.columnsAheadReady, readyWaitMs));
+    if (end === 'drop') store.dropPrefaulted();
+    else store.close();
+    assert.equal(store.columnsAheadCapacity, 0, end);
+    add(100);
+    assert.equal(store.columnGrowthsMadeAhead, 0, end);
+    check();
+    store.prefaultColumnsFor(900);
+    assert.equal(store.columnsAheadCapacity, end === 'drop' ? 1024 : 0, `${end}: a dropped store is told again, a closed one is not`);
+  }
+});
+
+test('columnsBytes holds every column of any capacity, each aligned', () => {
+  for (const capacity of [1, 3, 7, 8, 9, 1023, 1_100_001]) {
+    const bytes = columnsBytes(capacity);
+    assert.ok(bytes >= 57 * capacity && bytes <= 57 * capacity + 15 * 7, `capacity ${capacity}: ${bytes} bytes`);
+    assert.equal(bytes % 8, 0);
   }
 });
