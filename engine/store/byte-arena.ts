@@ -114,8 +114,11 @@ export class ByteArena {
     const room = this.#current < 0 ? 0 : this.slabBytes - (this.#end[this.#current] as number);
     if (bytes <= room) return;
     this.#supply ??= new PrefaultedBuffers(this.slabBytes);
-    const slabs = Math.min(prefaultSlabsAhead, Math.ceil((bytes - room) / this.slabBytes));
-    while (this.#supply.outstanding < slabs) this.#supply.request();
+    const coming = Math.ceil((bytes - room) / this.slabBytes);
+    const slabs = Math.min(prefaultSlabsAhead, coming);
+    // The slabs still to come are allocated together (a replay's log: one malloc header's page
+    // fault on the main thread for several slabs, prefaulted-buffers.ts), each read when asked for.
+    while (this.#supply.outstanding < slabs) this.#supply.request(coming - this.#supply.outstanding);
   }
 
   /** Frees the slabs made ahead and not taken (and those still being made, as they are done). */

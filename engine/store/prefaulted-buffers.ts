@@ -21,12 +21,15 @@
 // the caller allocates for itself, as it would without a supply. Where /dev/zero cannot be
 // opened (Windows), the supply hands over nothing.
 //
-// The allocation itself is not always free of faults: once glibc's dynamic mmap threshold has
-// risen past 4 MiB (it follows the largest chunk freed), malloc carves the buffer out of its
-// heap and writes a header at each end, which under huge pages maps 2 MiB pages on the main
-// thread (seen as createUnsafeBuffer in profiles). Fixing the threshold instead
-// (glibc.malloc.mmap_threshold=4194304) made that replay slower overall: 0.97–1.05 s against
-// 0.83–0.87 s in 5 alternated pairs, every other large buffer then mapped fresh each time.
+// The allocation itself is not free of faults: malloc writes a header next to the memory it
+// hands out, and under huge pages (bin/huge-pages.js) that maps a 2 MiB page on the main thread
+// (seen as sysmalloc, or createUnsafeBuffer in profiles): half of every 4 MiB slab. Fixing
+// glibc's mmap threshold did not help (glibc.malloc.mmap_threshold=4194304 made a replay slower:
+// 0.97–1.05 s against 0.83–0.87 s in 5 alternated pairs, every other large buffer then mapped
+// fresh each time). So a caller that knows many buffers are coming (a replay) asks for them in
+// groups: one allocation, one header, for up to groupBuffersMax buffers, each read (mapped) only
+// when it is requested. The price: a group's memory is freed only when none of its buffers is
+// used any more, and its unrequested buffers, never touched, hold address space but no pages.
 import { openSync, read } from 'node:fs';
 
 /**
@@ -34,6 +37,9 @@ import { openSync, read } from 'node:fs';
  * after the read under way (a store's next columns can be hundreds of MiB).
  */
 const readBytesMax = 16 * 1024 * 1024;
+
+/** Buffers one allocation makes at most (request()'s `coming`): 32 MiB of 4 MiB slabs. */
+export const groupBuffersMax = 8;
 
 let zeroFd: number | null | undefined;
 
@@ -59,6 +65,10 @@ export class PrefaultedBuffers {
   /** Bumped by dropAll(): a read started before it is dropped when it ends. */
   #generation = 0;
   #taken = 0;
+  /** The allocation requests take buffers from, and how many of its groupBuffers they took. */
+  #group: Buffer | undefined;
+  #groupBuffers = 0;
+  #groupTaken = 0;
 
   constructor(bytes: number) {
     this.bytes = bytes;
@@ -79,12 +89,23 @@ export class PrefaultedBuffers {
     return this.#reading + this.#ready.length;
   }
 
-  /** Starts making one more buffer; a no-op where there is no /dev/zero. */
-  request(): void {
+  /**
+   * Starts making one more buffer; a no-op where there is no /dev/zero. `coming` says how many
+   * the caller expects to request in all from now on (1: just this one): when a new allocation
+   * is due, it makes that many (groupBuffersMax at most) as one, and the next requests take
+   * the rest of the group.
+   */
+  request(coming = 1): void {
     const fd = zeroDevice();
     if (fd === null) return;
-    // Uninitialised and untouched: the read is what maps its pages.
-    const buffer = Buffer.allocUnsafeSlow(this.bytes);
+    if (this.#group === undefined || this.#groupTaken === this.#groupBuffers) {
+      // Uninitialised and untouched: the reads are what map its pages.
+      this.#groupBuffers = Math.max(1, Math.min(groupBuffersMax, Math.floor(coming)));
+      this.#group = Buffer.allocUnsafeSlow(this.bytes * this.#groupBuffers);
+      this.#groupTaken = 0;
+    }
+    const from = this.#groupTaken++ * this.bytes;
+    const buffer = this.#group.subarray(from, from + this.bytes);
     this.#reading++;
     this.#readFrom(fd, buffer, 0, this.#generation);
   }
@@ -98,10 +119,11 @@ export class PrefaultedBuffers {
     return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.length);
   }
 
-  /** Lets go of every buffer not taken: those ready now, and those being made as they end. */
+  /** Lets go of every buffer not taken: those ready now, those being made as they end, and the group's rest. */
   dropAll(): void {
     this.#ready.length = 0;
     this.#generation++;
+    this.#group = undefined;
   }
 
   #readFrom(fd: number, buffer: Buffer, at: number, generation: number): void {

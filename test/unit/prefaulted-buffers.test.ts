@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
-import { PrefaultedBuffers } from '../../engine/store/prefaulted-buffers.ts';
+import { groupBuffersMax, PrefaultedBuffers } from '../../engine/store/prefaulted-buffers.ts';
 import { columnsBytes, ResidentStore, timerState } from '../../engine/store/resident-store.ts';
 
 /** How long a test waits for the threadpool's reads (they take microseconds; CI machines are slow). */
@@ -63,6 +63,47 @@ test('dropAll lets go of the buffers ready and of those still being made', async
   // Still usable afterwards.
   supply.request();
   assert.ok(await eventually(() => supply.take() !== undefined, readyWaitMs));
+});
+
+test('buffers asked for with more to come are allocated together, each made when requested', async () => {
+  const bytes = 64 * 1024;
+  const supply = new PrefaultedBuffers(bytes);
+  const takeMade = async (count: number): Promise<Uint8Array[]> => {
+    const taken: Uint8Array[] = [];
+    assert.ok(
+      await eventually(() => {
+        const buffer = supply.take();
+        if (buffer !== undefined) taken.push(buffer);
+        return taken.length === count;
+      }, readyWaitMs),
+    );
+    return taken;
+  };
+  supply.request(3);
+  assert.equal(supply.outstanding, 1, 'one requested, two more expected');
+  const [first] = (await takeMade(1)) as [Uint8Array];
+  supply.request();
+  supply.request();
+  const rest = await takeMade(2);
+  const group = [first, ...rest];
+  for (const buffer of group) {
+    assert.equal(buffer.buffer, first.buffer, 'one allocation for the three');
+    assert.equal(buffer.length, bytes);
+  }
+  assert.deepEqual(group.map((buffer) => buffer.byteOffset - first.byteOffset).sort((a, b) => a - b), [0, bytes, 2 * bytes], 'each its own part of it');
+  assert.ok(group.every((buffer) => buffer.every((byte) => byte === 0)));
+  // The group is used up: the next request allocates anew, and so does one after dropAll().
+  supply.request(2);
+  const [next] = (await takeMade(1)) as [Uint8Array];
+  assert.notEqual(next.buffer, first.buffer);
+  supply.dropAll();
+  supply.request();
+  const [afterDrop] = (await takeMade(1)) as [Uint8Array];
+  assert.notEqual(afterDrop.buffer, next.buffer, 'the dropped group is not carved further');
+  // At most groupBuffersMax to an allocation, however many are coming.
+  supply.request(1000);
+  const [big] = (await takeMade(1)) as [Uint8Array];
+  assert.equal(big.buffer.byteLength, groupBuffersMax * bytes);
 });
 
 test('an arena told what is coming opens slabs made ahead, and keeps every string', async () => {
