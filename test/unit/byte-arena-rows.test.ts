@@ -2,7 +2,7 @@
 // the same refs (slab id and offset, written into the caller's columns) and the same bytes, for
 // batches whose rows cross slab ends, exceed a slab, are empty, come in a picked order (`rows`)
 // or have nothing in the second and third columns (the one-copy path), or are all multiples of
-// 4 bytes long (the word copy).
+// 4 bytes long (the word copy), from columns whose values start anywhere in their buffers.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -10,10 +10,11 @@ import type { BytesColumn } from '../../engine/batch/timer-batch.ts';
 import { arenaOffsetSpan, ByteArena } from '../../engine/store/byte-arena.ts';
 import { propertyRuns } from '../helpers/property.ts';
 
-function column(parts: readonly Uint8Array[]): BytesColumn {
+/** The parts as a column whose values start `shift` bytes into their buffer (a replayed record's lie anywhere). */
+function column(parts: readonly Uint8Array[], shift = 0): BytesColumn {
   const offsets = new Int32Array(parts.length + 1);
   parts.forEach((part, i) => (offsets[i + 1] = (offsets[i] as number) + part.length));
-  const values = new Uint8Array(offsets[parts.length] as number);
+  const values = new Uint8Array(shift + (offsets[parts.length] as number)).subarray(shift);
   parts.forEach((part, i) => values.set(part, offsets[i] as number));
   return { values, offsets };
 }
@@ -29,6 +30,7 @@ const batch = fc.record({
   picked: fc.boolean(),
   // Every string a multiple of 4 bytes long, so that rows land 4-byte aligned (the word copy).
   wordSized: fc.boolean(),
+  shift: fc.integer({ min: 0, max: 7 }),
   seed: fc.nat(),
 });
 
@@ -36,12 +38,15 @@ const trimmedToWords = (bytes: Uint8Array): Uint8Array => bytes.subarray(0, byte
 
 test('addRows lays out and refers to every row as addRow would, row by row', () => {
   fc.assert(
-    fc.property(batch, fc.array(part(20), { maxLength: 30 }), ({ slabBytes, before: beforeAny, firsts: firstsAny, withRest, picked, wordSized, seed }, restsAny) => {
+    fc.property(batch, fc.array(part(20), { maxLength: 30 }), ({ slabBytes, before: beforeAny, firsts: firstsAny, withRest, picked, wordSized, shift, seed }, restsAny) => {
       const [before, firsts, rests] = [beforeAny, firstsAny, restsAny].map((parts) => (wordSized ? parts.map(trimmedToWords) : parts)) as [Uint8Array[], Uint8Array[], Uint8Array[]];
       const rowCount = firsts.length;
-      const first = column(firsts);
+      const first = column(firsts, shift);
       const second = column(firsts.map((_, i) => (withRest ? (rests[i] ?? new Uint8Array(0)) : new Uint8Array(0))));
-      const third = column(firsts.map((_, i) => (withRest ? (rests[(i + 7) % Math.max(1, rests.length)] ?? new Uint8Array(0)) : new Uint8Array(0))));
+      const third = column(
+        firsts.map((_, i) => (withRest ? (rests[(i + 7) % Math.max(1, rests.length)] ?? new Uint8Array(0)) : new Uint8Array(0))),
+        7 - shift,
+      );
       // `rows`: a permutation of some rows (the engine passes one when a batch is admitted in part).
       const order = Array.from({ length: rowCount }, (_, i) => i).sort((a, b) => ((a * 7919 + seed) % 97) - ((b * 7919 + seed) % 97));
       const rows = picked ? Int32Array.from(order.slice(0, Math.max(1, rowCount - (seed % 3)))) : undefined;
