@@ -93,15 +93,22 @@ export class PrefaultedBuffers {
    * Starts making one more buffer; a no-op where there is no /dev/zero. `coming` says how many
    * the caller expects to request in all from now on (1: just this one): when a new allocation
    * is due, it makes that many (groupBuffersMax at most) as one, and the next requests take
-   * the rest of the group.
+   * the rest of the group. Never throws: memory that cannot be had now is not made ahead (the
+   * caller's own allocation, when it comes, decides what that means).
    */
   request(coming = 1): void {
     const fd = zeroDevice();
     if (fd === null) return;
     if (this.#group === undefined || this.#groupTaken === this.#groupBuffers) {
-      // Uninitialised and untouched: the reads are what map its pages.
-      this.#groupBuffers = Math.max(1, Math.min(groupBuffersMax, Math.floor(coming)));
-      this.#group = Buffer.allocUnsafeSlow(this.bytes * this.#groupBuffers);
+      const buffers = Math.max(1, Math.min(groupBuffersMax, Math.floor(coming)));
+      try {
+        // Uninitialised and untouched: the reads are what map its pages.
+        this.#group = Buffer.allocUnsafeSlow(this.bytes * buffers);
+      } catch {
+        this.#group = undefined;
+        return;
+      }
+      this.#groupBuffers = buffers;
       this.#groupTaken = 0;
     }
     const from = this.#groupTaken++ * this.bytes;

@@ -106,6 +106,14 @@ test('buffers asked for with more to come are allocated together, each made when
   assert.equal(big.buffer.byteLength, groupBuffersMax * bytes);
 });
 
+test('a supply that cannot allocate makes nothing, and does not throw', () => {
+  // More than any ArrayBuffer may hold: allocUnsafeSlow throws, request() must not.
+  const supply = new PrefaultedBuffers(2 ** 53);
+  assert.doesNotThrow(() => supply.request(3));
+  assert.equal(supply.outstanding, 0);
+  assert.equal(supply.take(), undefined);
+});
+
 test('an arena told what is coming opens slabs made ahead, and keeps every string', async () => {
   const slabBytes = 16 * 1024;
   const arena = new ByteArena({ slabBytes });
