@@ -1789,11 +1789,9 @@ export class Engine {
     // bytes): its next slabs are made ahead while this and the next batches go in.
     this.#store.arena.prefaultFor(sizing.logBytes - sizing.bytesSeen);
     const rows = batch.rows - (plan?.duplicates ?? 0);
-    let keyed = 0;
-    if (plan !== undefined) {
-      const keyOffsets = batch.keys.offsets;
-      for (let row = 0; row < batch.rows; row++) if ((keyOffsets[row + 1] as number) > (keyOffsets[row] as number) && Number.isNaN(plan.originalSeq[row])) keyed++;
-    }
+    // The keys this batch adds to the index: its keyed rows that are not duplicates, which is
+    // what the plan introduced (a sizing estimate; no per-row pass for it).
+    const keyed = plan?.introduced.length ?? 0;
     sizing.rowsSeen += rows;
     sizing.keyedSeen += keyed;
     // Too little read yet for a rate: let them double (they are small so far).
