@@ -1608,10 +1608,11 @@ export class Engine {
     // The hashes, then the key index asked about all of them in one pass (see markUnindexed):
     // a key it does not hold is not looked up again below. No view over a key unless it is
     // compared: a replay plans a million keys.
+    const words = new DataView(values.buffer, values.byteOffset, values.byteLength);
     for (let row = 0; row < batch.rows; row++) {
       const start = offsets[row] as number;
       const end = offsets[row + 1] as number;
-      if (start !== end) plan.hashes[row] = keyHashIn(values, start, end);
+      if (start !== end) plan.hashes[row] = keyHashIn(values, start, end, words);
     }
     // Both used only within this call: scratch arrays (see scratch-arrays.ts).
     const unindexed = this.#scratch.uint8('plan.unindexed', batch.rows);
