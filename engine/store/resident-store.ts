@@ -120,6 +120,13 @@ export interface ResidentStoreOptions {
 
 type Column = Float64Array | Uint32Array | Uint16Array | Uint8Array | Int32Array;
 
+/** A column's typed-array constructor. */
+interface ColumnType<C extends Column> {
+  new (length: number): C;
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): C;
+  readonly BYTES_PER_ELEMENT: number;
+}
+
 function widened<C extends Column>(old: C, length: number, make: (length: number) => C): C {
   const next = make(length);
   next.set(old);
@@ -155,26 +162,9 @@ class ColumnMemory {
     this.#capacity = capacity;
   }
 
-  float64(old: Float64Array): Float64Array {
-    const next = this.#memory === undefined ? new Float64Array(this.#capacity) : new Float64Array(this.#memory.buffer, this.#take(8), this.#capacity);
-    next.set(old);
-    return next;
-  }
-
-  uint32(old: Uint32Array): Uint32Array {
-    const next = this.#memory === undefined ? new Uint32Array(this.#capacity) : new Uint32Array(this.#memory.buffer, this.#take(4), this.#capacity);
-    next.set(old);
-    return next;
-  }
-
-  uint16(old: Uint16Array): Uint16Array {
-    const next = this.#memory === undefined ? new Uint16Array(this.#capacity) : new Uint16Array(this.#memory.buffer, this.#take(2), this.#capacity);
-    next.set(old);
-    return next;
-  }
-
-  uint8(old: Uint8Array): Uint8Array {
-    const next = this.#memory === undefined ? new Uint8Array(this.#capacity) : new Uint8Array(this.#memory.buffer, this.#take(1), this.#capacity);
+  /** `old` widened to the capacity, as a `Type` (Float64Array, Uint32Array, …). */
+  widen<C extends Column>(Type: ColumnType<C>, old: C): C {
+    const next = this.#memory === undefined ? new Type(this.#capacity) : new Type(this.#memory.buffer, this.#take(Type.BYTES_PER_ELEMENT), this.#capacity);
     next.set(old);
     return next;
   }
@@ -800,21 +790,21 @@ export class ResidentStore {
       this.#columnsAhead = undefined;
     }
     const columns = new ColumnMemory(memory, capacity);
-    this.#fireAt = columns.float64(this.#fireAt);
-    this.#dueAt = columns.float64(this.#dueAt);
-    this.#logSeq = columns.float64(this.#logSeq);
-    this.#row = columns.uint32(this.#row);
-    this.#generation = columns.uint32(this.#generation);
-    this.#state = columns.uint8(this.#state);
-    this.#attempts = columns.uint16(this.#attempts);
-    this.#queueIndex = columns.uint16(this.#queueIndex);
-    this.#targetIndex = columns.uint32(this.#targetIndex);
-    this.#lastStatus = columns.uint16(this.#lastStatus);
-    this.#bytesOffset = columns.uint32(this.#bytesOffset);
-    this.#bytesSlab = columns.uint16(this.#bytesSlab);
-    this.#payloadLength = columns.uint32(this.#payloadLength);
-    this.#headersLength = columns.uint16(this.#headersLength);
-    this.#keyLength = columns.uint16(this.#keyLength);
+    this.#fireAt = columns.widen(Float64Array, this.#fireAt);
+    this.#dueAt = columns.widen(Float64Array, this.#dueAt);
+    this.#logSeq = columns.widen(Float64Array, this.#logSeq);
+    this.#row = columns.widen(Uint32Array, this.#row);
+    this.#generation = columns.widen(Uint32Array, this.#generation);
+    this.#state = columns.widen(Uint8Array, this.#state);
+    this.#attempts = columns.widen(Uint16Array, this.#attempts);
+    this.#queueIndex = columns.widen(Uint16Array, this.#queueIndex);
+    this.#targetIndex = columns.widen(Uint32Array, this.#targetIndex);
+    this.#lastStatus = columns.widen(Uint16Array, this.#lastStatus);
+    this.#bytesOffset = columns.widen(Uint32Array, this.#bytesOffset);
+    this.#bytesSlab = columns.widen(Uint16Array, this.#bytesSlab);
+    this.#payloadLength = columns.widen(Uint32Array, this.#payloadLength);
+    this.#headersLength = columns.widen(Uint16Array, this.#headersLength);
+    this.#keyLength = columns.widen(Uint16Array, this.#keyLength);
     this.#capacity = capacity;
   }
 }
