@@ -20,6 +20,7 @@ import { httpErrorCodes, HttpProblem } from './error-map.ts';
 import { batchFromJsonTimer, batchFromNdjson, inJsonTerms } from './json-batch.ts';
 import type { HttpServer, RoutesOptions } from './server.ts';
 import { admittedToArrow } from '../admitted-arrow.ts';
+import { BodyBuffers, pooledBodyParser } from './body-buffers.ts';
 
 const mediaTypes = {
   json: 'application/json',
@@ -59,11 +60,6 @@ const cancelledSchema = {
   additionalProperties: false,
 } as const;
 
-/** The body as it arrived, for parsers that read it themselves (NDJSON) or log it whole (Arrow). */
-function passBody(_request: unknown, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void {
-  done(null, body);
-}
-
 /** `type/subtype` of a Content-Type header, lowercased, without parameters. */
 function mediaTypeOf(contentType: string | undefined): string | undefined {
   if (contentType === undefined) return undefined;
@@ -86,11 +82,16 @@ function isoOf(ms: number): string {
 
 const emptyBody = Buffer.alloc(0);
 
+/** Body buffers kept for reuse: a few, each up to a 10,000-row Arrow batch's size class and more. */
+const bodyBufferLimits = { pooledBytesMax: 8 * 1024 * 1024, freeMax: 4 } as const;
+
 
 export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  const parserOptions = { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax } as const;
-  app.addContentTypeParser(mediaTypes.ndjson, parserOptions, passBody);
-  app.addContentTypeParser(mediaTypes.arrowStream, parserOptions, passBody);
+  // NDJSON and Arrow bodies are read whole into buffers used again once the request is answered.
+  const bodies = new BodyBuffers(bodyBufferLimits);
+  const readBody = pooledBodyParser(bodies, ingestLimits.bodyBytesMax);
+  app.addContentTypeParser(mediaTypes.ndjson, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
+  app.addContentTypeParser(mediaTypes.arrowStream, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   const coalescer = new AdmitCoalescer(engine);
 
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
@@ -110,29 +111,35 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
     }
     // The NDJSON and Arrow parsers deliver a Buffer; an empty body is one of length 0.
     const body = Buffer.isBuffer(request.body) ? request.body : emptyBody;
-    let admitted: Admitted;
-    if (mediaType === mediaTypes.ndjson) {
-      const { batch, lineOfRow } = batchFromNdjson(body, Date.now());
-      try {
-        admitted = await engine.admit(batch);
-      } catch (err) {
-        throw inJsonTerms(err, lineOfRow);
+    try {
+      let admitted: Admitted;
+      if (mediaType === mediaTypes.ndjson) {
+        const { batch, lineOfRow } = batchFromNdjson(body, Date.now());
+        try {
+          admitted = await engine.admit(batch);
+        } catch (err) {
+          throw inJsonTerms(err, lineOfRow);
+        }
+      } else if (mediaType === mediaTypes.arrowStream) {
+        if (body.length === 0) throw new FermataError(errorCodes.batchInvalid, 'the body is empty: send an Arrow IPC stream (schema, then record batches)', { column: '' });
+        admitted = await engine.admitArrow(body);
+      } else {
+        // Types without a parser never get here (fastify answers 415); this is a body-less request without one.
+        throw new HttpProblem(
+          httpErrorCodes.unsupportedMediaType,
+          `POST /v1/timers needs a Content-Type: ${mediaTypes.json}, ${mediaTypes.ndjson} or ${mediaTypes.arrowStream}`,
+        );
       }
-    } else if (mediaType === mediaTypes.arrowStream) {
-      if (body.length === 0) throw new FermataError(errorCodes.batchInvalid, 'the body is empty: send an Arrow IPC stream (schema, then record batches)', { column: '' });
-      admitted = await engine.admitArrow(body);
-    } else {
-      // Types without a parser never get here (fastify answers 415); this is a body-less request without one.
-      throw new HttpProblem(
-        httpErrorCodes.unsupportedMediaType,
-        `POST /v1/timers needs a Content-Type: ${mediaTypes.json}, ${mediaTypes.ndjson} or ${mediaTypes.arrowStream}`,
-      );
+      if (wantsArrow(request.headers.accept)) {
+        const ipc = admittedToArrow(admitted);
+        return reply.code(201).type(mediaTypes.arrowStream).send(Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength));
+      }
+      return reply.code(201).send({ accepted: admitted.rows, duplicates: admitted.duplicates });
+    } finally {
+      // The batch was copied into the store, the log wrote the body (or refused it), and the
+      // answer holds neither: the body's buffer can take the next request's.
+      bodies.release(body);
     }
-    if (wantsArrow(request.headers.accept)) {
-      const ipc = admittedToArrow(admitted);
-      return reply.code(201).type(mediaTypes.arrowStream).send(Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength));
-    }
-    return reply.code(201).send({ accepted: admitted.rows, duplicates: admitted.duplicates });
   });
 
   app.get<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerViewSchema } } }, async (request) => {
