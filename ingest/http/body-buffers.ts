@@ -17,6 +17,12 @@ const { FST_ERR_CTP_BODY_TOO_LARGE, FST_ERR_CTP_INVALID_CONTENT_LENGTH } = fasti
 
 /** A body of unknown length starts in a buffer this large, and grows by doubling. */
 const unknownLengthBytes = 256 * 1024;
+/**
+ * No body starts in a larger buffer, whatever its content-length says: memory beyond this is
+ * taken as bytes arrive (doubling), so a client that declares 64 MiB and sends nothing holds
+ * 2 MiB, not 64 (a 10,000-row Arrow batch of 128-byte payloads, 1.7 MB, fits).
+ */
+const initialBytesMax = 2 * 1024 * 1024;
 /** Pooled buffers are powers of two from this size up (a small body still gets a useful buffer). */
 const pooledBytesMin = 64 * 1024;
 
@@ -92,7 +98,7 @@ export function pooledBodyParser(buffers: BodyBuffers, bodyLimit: number) {
     }
     const declared = Number.isSafeInteger(contentLength) && contentLength >= 0;
     // A body of unknown length starts as large as the last such body was (clients send alike).
-    let memory = buffers.acquire(declared ? contentLength : Math.max(unknownLengthBytes, lastUnknownLength));
+    let memory = buffers.acquire(Math.min(initialBytesMax, declared ? contentLength : Math.max(unknownLengthBytes, lastUnknownLength)));
     let bytes = new Uint8Array(memory);
     let length = 0;
     const stop = (): void => {

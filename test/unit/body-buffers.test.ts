@@ -94,3 +94,17 @@ test('the parser answers as fastify does: 413 over the limit (declared or sent),
   // the two of unknown length, in turn): both are back in the pool.
   assert.equal(pool.freeCount, 2, 'every buffer a failed body had is back in the pool');
 });
+
+test('a declared length takes memory as bytes arrive, not all of it up front', async () => {
+  const pool = new BodyBuffers({ pooledBytesMax: 8 << 20, freeMax: 4 });
+  const payload = new PassThrough();
+  let answered = false;
+  pooledBodyParser(pool, 64 << 20)({ headers: { 'content-length': String(64 << 20) } }, payload, () => (answered = true));
+  payload.write(Buffer.alloc(10));
+  payload.end();
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(answered);
+  // The buffer the parser took (now back in the pool after the short body's 400) is 2 MiB.
+  assert.equal(pool.freeCount, 1);
+  assert.equal(pool.acquire(1 << 20).byteLength, 2 << 20);
+});
