@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { tableFromIPC } from 'apache-arrow';
 import pino from 'pino';
-import type { TimerBatch } from '../../engine/batch/timer-batch.ts';
+import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { Engine } from '../../engine/engine.ts';
 import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
@@ -52,19 +52,9 @@ const slowSyncs: FileSystem = {
 };
 
 function arrowBody(fill: number): Uint8Array {
-  const payload = new Uint8Array(rows * payloadBytes).fill(fill);
-  const batch: TimerBatch = {
-    rows,
-    fireAtMs: new Float64Array(rows).fill(Date.now() + 3_600_000),
-    targets: ['https://example.com/hook'],
-    targetIndex: new Int32Array(rows),
-    queues: ['default'],
-    queueIndex: new Int32Array(rows),
-    payload: { values: payload, offsets: Int32Array.from({ length: rows + 1 }, (_, i) => i * payloadBytes) },
-    headers: { values: new Uint8Array(0), offsets: new Int32Array(rows + 1) },
-    keys: { values: new Uint8Array(0), offsets: new Int32Array(rows + 1) },
-  };
-  return batchToArrow(batch);
+  const fireAtMs = Date.now() + 3_600_000;
+  const payload = new Uint8Array(payloadBytes).fill(fill);
+  return batchToArrow(batchFromSpecs(Array.from({ length: rows }, () => ({ fireAtMs, target: 'https://example.com/hook', payload }))));
 }
 
 function post(session: http2.ClientHttp2Session, body: Uint8Array): Promise<{ status: number; body: Buffer }> {
