@@ -13,7 +13,7 @@
 // error for the record (poisoned log, full store, full log queue) rejects every caller with
 // it. Should the merged batch fail validation although each timer passed alone (the clock
 // moved between the two checks), each timer is admitted alone instead.
-import type { TimerBatch } from './batch/timer-batch.ts';
+import { stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
 import { mergeBatches } from './batch/merge-batches.ts';
 import type { Admitted, Engine } from './engine.ts';
 import { errorCodes, isFermataError } from './errors.ts';
@@ -43,7 +43,6 @@ interface Waiter {
   readonly reject: (err: unknown) => void;
 }
 
-const bytesOf = (batch: TimerBatch): number => (batch.payload.offsets[1] as number) - (batch.payload.offsets[0] as number) + (batch.headers.offsets[1] as number) - (batch.headers.offsets[0] as number) + (batch.keys.offsets[1] as number) - (batch.keys.offsets[0] as number);
 
 /** The merged batch was refused as a whole although each timer passed alone: retry them one by one. */
 const refusedAsBatch = (err: unknown): boolean => isFermataError(err, errorCodes.batchInvalid) || isFermataError(err, errorCodes.targetRefused);
@@ -81,7 +80,7 @@ export class AdmitCoalescer {
     } catch (err) {
       return Promise.reject(err);
     }
-    const bytes = bytesOf(batch);
+    const bytes = stringBytesOf(batch);
     if (this.#batches.length > 0 && this.#bytes + bytes > this.#bytesMax) this.#flush();
     const { promise, resolve, reject } = Promise.withResolvers<AdmittedOne>();
     this.#batches.push(batch);

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { batchFromArrow } from './batch/arrow-codec.ts';
 import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
-import { bytesAt, type TimerBatch } from './batch/timer-batch.ts';
+import { bytesAt, stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch, validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
@@ -366,19 +366,6 @@ function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneS
     rows: Uint32Array.from(keep, (i) => all.rows[i] as number),
     fireAtMs: Float64Array.from(keep, (i) => all.fireAtMs[i] as number),
   };
-}
-
-/** What a batch's rows take in the store's arena: their payloads, headers and keys. */
-function arenaBytesOf(batch: TimerBatch): number {
-  const { rows, payload, headers, keys } = batch;
-  return (
-    (payload.offsets[rows] as number) -
-    (payload.offsets[0] as number) +
-    (headers.offsets[rows] as number) -
-    (headers.offsets[0] as number) +
-    (keys.offsets[rows] as number) -
-    (keys.offsets[0] as number)
-  );
 }
 
 function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
@@ -860,7 +847,7 @@ export class Engine {
     // Slabs the batch will need beyond the arena's current one, and the next columns when the
     // rows on their way near the capacity, are made while the record syncs (asked for before
     // anything is claimed or reserved: nothing to undo if it throws).
-    this.#store.arena.prefaultFor(arenaBytesOf(batch));
+    this.#store.arena.prefaultFor(stringBytesOf(batch));
     this.#store.prefaultColumnsFor(this.#reservedRows + newRows);
     // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
     const introduced = plan?.introduced ?? [];

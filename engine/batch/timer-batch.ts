@@ -37,6 +37,19 @@ export function byteLengthAt(column: BytesColumn, row: number): number {
   return (column.offsets[row + 1] as number) - (column.offsets[row] as number);
 }
 
+/** Bytes of a batch's payloads, headers and keys, all rows: what its timers take in the store's arena. */
+export function stringBytesOf(batch: TimerBatch): number {
+  const { rows, payload, headers, keys } = batch;
+  return (
+    (payload.offsets[rows] as number) -
+    (payload.offsets[0] as number) +
+    (headers.offsets[rows] as number) -
+    (headers.offsets[0] as number) +
+    (keys.offsets[rows] as number) -
+    (keys.offsets[0] as number)
+  );
+}
+
 export const defaultQueue = 'default';
 
 /** One timer as a caller of the in-process API or a JSON client describes it. */

@@ -99,8 +99,7 @@ export function pooledBodyParser(buffers: BodyBuffers, bodyLimit: number) {
     }
     const declared = Number.isSafeInteger(contentLength) && contentLength >= 0;
     // A body of unknown length starts as large as the last such body was (clients send alike).
-    let memory = buffers.acquire(Math.min(initialBytesMax, declared ? contentLength : Math.max(unknownLengthBytes, lastUnknownLength)));
-    let bytes = new Uint8Array(memory);
+    let bytes = new Uint8Array(buffers.acquire(Math.min(initialBytesMax, declared ? contentLength : Math.max(unknownLengthBytes, lastUnknownLength))));
     let length = 0;
     const stop = (): void => {
       payload.removeListener('data', onData);
@@ -122,7 +121,6 @@ export function pooledBodyParser(buffers: BodyBuffers, bodyLimit: number) {
         const grown = new Uint8Array(buffers.acquire(Math.max(2 * bytes.length, length + part.length)));
         grown.set(bytes.subarray(0, length));
         buffers.release(bytes);
-        memory = grown.buffer as ArrayBuffer;
         bytes = grown;
       }
       bytes.set(part, length);
@@ -140,7 +138,7 @@ export function pooledBodyParser(buffers: BodyBuffers, bodyLimit: number) {
       }
       stop();
       if (!declared) lastUnknownLength = Math.min(length, bodyLimit);
-      done(null, Buffer.from(memory, 0, length));
+      done(null, Buffer.from(bytes.buffer, 0, length));
     }
     payload.on('data', onData);
     payload.on('end', onEnd);
