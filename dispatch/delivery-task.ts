@@ -5,12 +5,18 @@
 //
 //   DeliveryTask  count
 //                 meta    Float64Array  [fireAtMs, attempt, timeoutMs, max_attempts,
-//                                        min_backoff_ms, max_backoff_ms, max_doublings] × count
+//                                        min_backoff_ms, max_backoff_ms, max_doublings,
+//                                        notBeforeMs] × count
 //                 offsets Uint32Array   [id, target, payload, headers, key] starts × count, + end
 //                 bytes   Uint8Array    id | target | payload | headers JSON | key | id | …
 //
+//                 claims  Int32Array    over a SharedArrayBuffer (not transferred: both threads
+//                                        keep it): claimState × count
+//
 // Payload, headers and key lie back to back as the resident store's arena keeps them, so a
-// timer's three are one copy.
+// timer's three are one copy. A timer's claim decides, once, between the worker sending it
+// (held → sent, when its time has come) and a cancel withdrawing it (held → withdrawn, on the
+// main thread): whichever compareExchange comes first wins.
 //
 //   DeliveryResults  kinds, reasons   Uint8Array    outcome kind and dead reason (engine/records.ts)
 //                    statuses         Uint16Array   the HTTP status; 0 when none came back
@@ -21,7 +27,11 @@ import assert from 'node:assert/strict';
 import { encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 
-export const metaFields = 7;
+export const metaFields = 8;
+/** A timer's claim (DeliveryTask.claims). */
+export const claimState = { held: 0, sent: 1, withdrawn: 2 } as const;
+/** meta[at · metaFields + notBeforeField]: the worker's wall clock (Date.now) must reach it before timer `at` is sent. */
+export const notBeforeField = 7;
 export const byteFields = 5;
 /** Which of a timer's byte fields: field f of timer `at` is offsets[at · byteFields + f] up to the next offset. */
 export const taskField = { id: 0, target: 1, payload: 2, headers: 3, key: 4 } as const;
@@ -33,6 +43,8 @@ export interface DeliveryTask {
   readonly meta: Float64Array;
   readonly offsets: Uint32Array;
   readonly bytes: Uint8Array;
+  /** Each timer's claimState, shared by the dispatcher and the worker. */
+  readonly claims: Int32Array;
 }
 
 export interface DeliveryResults {
@@ -55,6 +67,8 @@ export interface TaskTimer {
   readonly payloadLength: number;
   readonly headersLength: number;
   readonly fireAtMs: number;
+  /** Not sent before this, by the worker's Date.now(): the timer's due time (its fire time, or a retry's); absent: at once. */
+  readonly notBeforeMs?: number;
   readonly attempt: number;
   readonly timeoutMs: number;
   readonly policy: QueueConfig;
@@ -104,6 +118,7 @@ export class DeliveryTaskBuilder {
     meta[base + 4] = timer.policy.min_backoff_ms;
     meta[base + 5] = timer.policy.max_backoff_ms;
     meta[base + 6] = timer.policy.max_doublings;
+    meta[base + notBeforeField] = timer.notBeforeMs ?? 0;
     const fields = at * byteFields;
     this.#putId(fields + taskField.id, timer.seq, timer.row, timer.fireAtMs);
     this.#putTarget(fields + taskField.target, timer.target);
@@ -131,8 +146,9 @@ export class DeliveryTaskBuilder {
     const offsets = this.#offsets.subarray(0, count * byteFields + 1);
     const bytes = this.#bytes.subarray(0, this.#used);
     const transfer = [meta.buffer, offsets.buffer, bytes.buffer] as ArrayBuffer[];
-    const heldBytes = transfer.reduce((sum, buffer) => sum + buffer.byteLength, 0);
-    return { task: { count, sink: this.#sink, meta, offsets, bytes }, transfer, heldBytes };
+    const claims = new Int32Array(new SharedArrayBuffer(count * Int32Array.BYTES_PER_ELEMENT));
+    const heldBytes = transfer.reduce((sum, buffer) => sum + buffer.byteLength, claims.byteLength);
+    return { task: { count, sink: this.#sink, meta, offsets, bytes, claims }, transfer, heldBytes };
   }
 
   /** Bytes written into the task so far (ids, targets, headers, keys, payloads). */

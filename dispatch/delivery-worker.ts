@@ -6,10 +6,11 @@
 // Delivery request (DESIGN.md): body = payload bytes; the timer's headers; fermata-timer-id,
 // fermata-attempt (1-based), fermata-fire-at (epoch ms), idempotency-key (the timer's key, else
 // its id: the same on every attempt); Standard Webhooks headers when signing secrets are set.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
-import { type DeliveryResults, type DeliveryTask, emptyResults, metaFields, resultsTransfer, taskBytes, taskField, taskPolicy } from './delivery-task.ts';
+import { claimState, type DeliveryResults, type DeliveryTask, emptyResults, metaFields, notBeforeField, resultsTransfer, taskBytes, taskField, taskPolicy } from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
@@ -55,14 +56,33 @@ function urlOf(target: string): URL {
 export default async function deliver(task: DeliveryTask): Promise<DeliveryResults> {
   const results = emptyResults(task.count);
   if (task.sink === undefined) {
+    // Timers come in the order they fall due, and a task's may not be due yet (the dispatcher
+    // takes them ahead): each is sent once the wall clock reaches its time, unless the
+    // dispatcher withdrew it (a cancel) before that; the earlier ones are meanwhile on their way.
     const sends: Array<Promise<void>> = [];
-    for (let at = 0; at < task.count; at++) sends.push(deliverOne(task, at, results));
+    for (let at = 0; at < task.count; at++) {
+      const notBeforeMs = task.meta[at * metaFields + notBeforeField] as number;
+      if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
+      if (Atomics.compareExchange(task.claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
+      sends.push(deliverOne(task, at, results));
+    }
     await Promise.all(sends);
   } else {
+    let notBeforeMs = -Infinity;
+    for (let at = 0; at < task.count; at++) notBeforeMs = Math.max(notBeforeMs, task.meta[at * metaFields + notBeforeField] as number);
+    if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
     await deliverArrowBatch(task, task.sink, results);
   }
   // piscina moves the result columns to the main thread (transferred, not copied).
   return move({ [transferableSymbol]: resultsTransfer(results), [valueSymbol]: results }) as unknown as DeliveryResults;
+}
+
+/**
+ * Resolves once Date.now() ≥ `ms`. A timer fires up to a millisecond early or late by the
+ * wall clock (the loop keeps its own), so the wall clock is read again each time.
+ */
+async function untilWallClock(ms: number): Promise<void> {
+  for (let left = ms - Date.now(); left > 0; left = ms - Date.now()) await sleep(left);
 }
 
 /**

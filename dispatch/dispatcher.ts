@@ -18,13 +18,13 @@ import { availableParallelism } from 'node:os';
 import * as hdr from 'hdr-histogram-js';
 import { Piscina } from 'piscina';
 import type { Logger } from 'pino';
-import type { Clock, DueSlice, Engine } from '../engine/engine.ts';
+import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
 import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
 import { HistogramRuns } from './histogram-runs.ts';
-import { byteFields, type DeliveryResults, DeliveryTaskBuilder, metaFields, type TaskTimer } from './delivery-task.ts';
+import { byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, metaFields, type TaskTimer } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -74,6 +74,8 @@ class PendingTask {
   readonly attempts: Uint32Array;
   readonly fireAtMs: Float64Array;
   readonly queues: Uint16Array;
+  /** The task's claims, shared with its worker, once it is sent (DeliveryTask.claims). */
+  claims: Int32Array | undefined;
 
   constructor(capacity: number, sink: string | undefined, bytesInitial: number) {
     this.builder = new DeliveryTaskBuilder(capacity, sink, bytesInitial);
@@ -121,6 +123,8 @@ export class Dispatcher {
   readonly #queueTokens: number[] = [];
   readonly #queueTokensAtMs: number[] = [];
   readonly #tasks = new Set<Promise<void>>();
+  /** Tasks of single deliveries at a worker that has not answered yet: their unsent timers can be withdrawn. */
+  readonly #held = new Set<PendingTask>();
   /** "arrow" queues' batches still filling, by queue index. */
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
   readonly #stats = new Map<string, QueueDeliveryStats>();
@@ -137,6 +141,8 @@ export class Dispatcher {
   readonly latency = histogram();
   #stopped = false;
   #earlyDeliveries = 0;
+  /** "request" queues' timers are taken up to takeAheadMs before they are due: a worker holds each until its time. */
+  readonly takeAhead: TakeAhead;
 
   constructor(options: DispatcherOptions) {
     this.#engine = options.engine;
@@ -168,7 +174,10 @@ export class Dispatcher {
       // A task is mostly waiting on the network: many run at once on one worker.
       concurrentTasksPerWorker: Math.ceil(this.#limits.inFlightMax / this.#limits.timersPerTaskMax / threads) + 1,
       workerData,
+      // Short scavenges: a worker's loop stalls for each, and timers due meanwhile go out late.
+      resourceLimits: { maxYoungGenerationSizeMb: this.#limits.workerYoungGenerationMb },
     });
+    this.takeAhead = { ms: this.#limits.takeAheadMs, queue: (queue) => this.#engine.queueConfig(this.#engine.queueNameAt(queue)).delivery === 'request' };
     this.#scheduler = new Scheduler(this.#engine, this, this.#clock);
     this.#pull = new PullQueues({
       engine: this.#engine,
@@ -235,9 +244,26 @@ export class Dispatcher {
     return room;
   }
 
+  /**
+   * Takes back a timer a worker holds but has not sent (waiting for its time, or for its turn):
+   * true when it is withdrawn and will not be sent. Cancels of handed-out timers only, so a
+   * search of the tasks in flight is fine.
+   */
+  withdraw(seq: number, row: number): boolean {
+    for (const pending of this.#held) {
+      const claims = pending.claims as Int32Array;
+      for (let i = 0; i < pending.count; i++) {
+        if (pending.seqs[i] === seq && pending.rows[i] === row) return Atomics.compareExchange(claims, i, claimState.held, claimState.withdrawn) === claimState.held;
+      }
+    }
+    return false;
+  }
+
   deliver(slice: DueSlice): void {
     const engine = this.#engine;
     const releasedAtMs = this.#clock.now();
+    // Workers hold a timer until Date.now() reaches its due time: an injected clock's times are translated.
+    const workerClockOffsetMs = releasedAtMs - Date.now();
     let task: PendingTask | undefined;
     let pulled = 0;
     const releaseRuns = new HistogramRuns();
@@ -254,11 +280,11 @@ export class Dispatcher {
       if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)), this.releaseLateness);
       this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
       if (config.delivery === 'arrow') {
-        this.#addToArrowBatch(slice, i, config);
+        this.#addToArrowBatch(slice, i, config, workerClockOffsetMs);
         continue;
       }
       task ??= this.#newTask(Math.min(this.#limits.timersPerTaskMax, slice.count - i), undefined);
-      this.#add(task, slice, i, config);
+      this.#add(task, slice, i, config, workerClockOffsetMs);
       if (task.count === this.#limits.timersPerTaskMax) {
         this.#run(task);
         task = undefined;
@@ -281,7 +307,7 @@ export class Dispatcher {
     await this.#pool.destroy();
   }
 
-  #add(task: PendingTask, slice: DueSlice, i: number, config: QueueConfig): void {
+  #add(task: PendingTask, slice: DueSlice, i: number, config: QueueConfig, workerClockOffsetMs: number): void {
     const seq = slice.seqs[i] as number;
     const row = slice.rows[i] as number;
     const fireAtMs = slice.fireAtMs[i] as number;
@@ -295,6 +321,7 @@ export class Dispatcher {
       payloadLength: delivery.payloadLength,
       headersLength: delivery.headersLength,
       fireAtMs,
+      notBeforeMs: (slice.dueAtMs[i] as number) - workerClockOffsetMs,
       attempt: slice.attempts[i] as number,
       timeoutMs: config.timeout_ms,
       policy: config,
@@ -305,7 +332,7 @@ export class Dispatcher {
    * "arrow" delivery: due timers of the queue gather into one batch until it holds
    * batch_rows_max rows or the first of them has waited linger_ms, then go as one task.
    */
-  #addToArrowBatch(slice: DueSlice, i: number, config: QueueConfig): void {
+  #addToArrowBatch(slice: DueSlice, i: number, config: QueueConfig, workerClockOffsetMs: number): void {
     const queue = slice.queues[i] as number;
     let lingering = this.#lingering.get(queue);
     if (lingering === undefined) {
@@ -314,7 +341,7 @@ export class Dispatcher {
       lingering = { task, timer };
       this.#lingering.set(queue, lingering);
     }
-    this.#add(lingering.task, slice, i, config);
+    this.#add(lingering.task, slice, i, config, workerClockOffsetMs);
     // Full by its own size: the queue's batch_rows_max may have changed while it filled.
     if (lingering.task.count >= Math.min(lingering.task.capacity, config.batch_rows_max)) this.#flushArrowBatch(queue);
   }
@@ -337,14 +364,21 @@ export class Dispatcher {
     const usedBytes = pending.builder.usedBytes;
     // The task holds its buffers whole (room left in them included): that is what is in flight.
     const { task, transfer, heldBytes: taskBytes } = pending.builder.finish();
+    pending.claims = task.claims;
+    // An Arrow batch goes whole: its rows are not withdrawn one by one.
+    if (task.sink === undefined) this.#held.add(pending);
     this.#inFlightBytes += taskBytes;
     this.#bytesPerTimer = Math.max(64, 0.8 * this.#bytesPerTimer + (0.2 * usedBytes) / pending.count);
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
     const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)
       .then(
-        (results) => this.#record(pending, results),
+        (results) => {
+          this.#held.delete(pending);
+          return this.#record(pending, results);
+        },
         (err: unknown) => {
+          this.#held.delete(pending);
           // Stopping (the pool was destroyed under it): nothing is recorded, and the timers are
           // delivered again after the restart, as any delivery cut short by a stop is.
           if (this.#stopped) return;
@@ -370,15 +404,20 @@ export class Dispatcher {
   async #record(pending: PendingTask, results: DeliveryResults | undefined): Promise<void> {
     const count = pending.count;
     const outcomes = emptyOutcomes(count);
-    outcomes.count = count;
     const nowMs = this.#clock.now();
     const latencyRuns = new HistogramRuns();
     const latenessRuns = new HistogramRuns();
-    for (let i = 0; i < count; i++) {
-      const attempt = pending.attempts[i] as number;
-      const queue = pending.queues[i] as number;
-      outcomes.seqs[i] = pending.seqs[i] as number;
-      outcomes.rows[i] = pending.rows[i] as number;
+    const claims = pending.claims;
+    /** Outcome o is the task's timer taskRow[o]: withdrawn timers (cancelled) have none. */
+    const taskRow = new Uint32Array(count);
+    for (let row = 0; row < count; row++) {
+      if (claims !== undefined && claims[row] === claimState.withdrawn) continue;
+      const i = outcomes.count++;
+      taskRow[i] = row;
+      const attempt = pending.attempts[row] as number;
+      const queue = pending.queues[row] as number;
+      outcomes.seqs[i] = pending.seqs[row] as number;
+      outcomes.rows[i] = pending.rows[row] as number;
       outcomes.attempts[i] = attempt;
       if (results === undefined) {
         // The task failed as a whole (a worker error): some of its requests may have been sent
@@ -390,24 +429,25 @@ export class Dispatcher {
         outcomes.retryAtMs[i] = nowMs + config.min_backoff_ms;
         continue;
       }
-      outcomes.kinds[i] = results.kinds[i] as number;
-      outcomes.reasons[i] = results.reasons[i] as number;
-      outcomes.statuses[i] = results.statuses[i] as number;
-      outcomes.retryAtMs[i] = results.retryAtMs[i] as number;
+      outcomes.kinds[i] = results.kinds[row] as number;
+      outcomes.reasons[i] = results.reasons[row] as number;
+      outcomes.statuses[i] = results.statuses[row] as number;
+      outcomes.retryAtMs[i] = results.retryAtMs[row] as number;
       const stats = this.#statsOf(queue);
-      const durationMs = Math.max(0, results.durationMs[i] as number);
+      const durationMs = Math.max(0, results.durationMs[row] as number);
       latencyRuns.add(durationMs, this.latency, stats.latency);
       if (attempt !== 1) continue;
-      const latenessMs = (results.startedAtMs[i] as number) - (pending.fireAtMs[i] as number);
+      const latenessMs = (results.startedAtMs[row] as number) - (pending.fireAtMs[row] as number);
       // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
       if (latenessMs < 0) this.#earlyDeliveries++;
       latenessRuns.add(Math.max(0, latenessMs), this.lateness, stats.lateness);
     }
     latencyRuns.flush();
     latenessRuns.flush();
+    if (outcomes.count === 0) return;
     await this.#engine.settle(outcomes);
-    for (let i = 0; i < count; i++) {
-      const stats = this.#statsOf(pending.queues[i] as number);
+    for (let i = 0; i < outcomes.count; i++) {
+      const stats = this.#statsOf(pending.queues[taskRow[i] as number] as number);
       const kind = outcomes.kinds[i];
       if (kind === outcomeKind.delivered) stats.delivered++;
       else if (kind === outcomeKind.retry) stats.retried++;

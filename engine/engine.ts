@@ -227,6 +227,8 @@ export interface DueSlice {
   readonly rows: Uint32Array;
   readonly attempts: Uint32Array;
   readonly fireAtMs: Float64Array;
+  /** When each may be sent: its fire time, or a retry's time (later than `nowMs` only when taken ahead). */
+  readonly dueAtMs: Float64Array;
   /** Each timer's queue, as an index: queueNameAt() names it. */
   readonly queues: Uint16Array;
 }
@@ -242,10 +244,24 @@ interface SliceBuilder {
   readonly rows: Uint32Array;
   readonly attempts: Uint32Array;
   readonly fireAtMs: Float64Array;
+  readonly dueAtMs: Float64Array;
   readonly queues: Uint16Array;
 }
 
 export type QueueRoom = (queueIndex: number) => number;
+
+/** Asks the dispatcher to give back the timer it was handed as (seq, row); true when it will not be sent. */
+export type Withdraw = (seq: number, row: number) => boolean;
+
+/**
+ * Timers a dispatcher takes before they are due, up to `ms` ahead, for queues where `queue`
+ * says so: it holds each until its due time by the wall clock and sends it then, so the trip
+ * from this thread to a worker is not part of a timer's lateness.
+ */
+export interface TakeAhead {
+  readonly ms: number;
+  readonly queue: (queueIndex: number) => boolean;
+}
 
 /** A dead timer, as GET /v1/dead lists it. */
 export interface DeadTimer {
@@ -408,6 +424,8 @@ export class Engine {
   readonly #cancelling = new Map<number, Promise<CancelOutcome>>();
   /** Told when a timer may have become the earliest due (the scheduler re-arms its timer). */
   #onDueChanged: () => void = () => undefined;
+  /** Takes back a timer handed out for delivery but not sent yet (true: it will not be sent). */
+  #withdraw: Withdraw = () => false;
   /**
    * Due timers held back because their queue had no room, by queue index: store handles in
    * the order they fell due. An entry counts only while its timer is still waiting, out of
@@ -555,6 +573,11 @@ export class Engine {
     this.#onDueChanged = hook;
   }
 
+  /** How a cancel takes back a timer the dispatcher holds (taken ahead, or waiting its turn) but has not sent. */
+  setWithdrawHook(hook: Withdraw): void {
+    this.#withdraw = hook;
+  }
+
   /**
    * Takes up to `max` timers due at `nowMs` (fire time ≤ now, earliest first) out of the heap
    * and marks them delivering. Delivering is not logged: after a crash such a timer is pending
@@ -562,7 +585,7 @@ export class Engine {
    * its room; its other due timers are held back in order (parked) and go first once it has room,
    * so a slow or rate-limited queue never stands in front of another queue's timers.
    */
-  takeDue(nowMs: number, max: number, queueRoom?: QueueRoom): DueSlice {
+  takeDue(nowMs: number, max: number, queueRoom?: QueueRoom, ahead?: TakeAhead): DueSlice {
     const store = this.#store;
     const slice: SliceBuilder = {
       count: 0,
@@ -570,6 +593,7 @@ export class Engine {
       rows: new Uint32Array(max),
       attempts: new Uint32Array(max),
       fireAtMs: new Float64Array(max),
+      dueAtMs: new Float64Array(max),
       queues: new Uint16Array(max),
     };
     // Finished timers whose retention ended are released on the way, up to a bound of their own.
@@ -588,9 +612,13 @@ export class Engine {
     const fenceMs = this.#spill.watermarkMs;
     for (let parkedNow = 0; slice.count < max && parkedNow < max * 16; ) {
       const slot = this.#heap.peek();
-      if (slot < 0 || (store.dueAt[slot] as number) > nowMs || (store.dueAt[slot] as number) >= fenceMs) break;
-      this.#heap.pop();
+      if (slot < 0) break;
+      const dueAtMs = store.dueAt[slot] as number;
       const queue = store.queueIndex[slot] as number;
+      if (dueAtMs >= fenceMs) break;
+      // Not due yet: taken only ahead, for a queue whose timers may be (the heap's order is kept).
+      if (dueAtMs > nowMs && (ahead === undefined || dueAtMs > nowMs + ahead.ms || !ahead.queue(queue))) break;
+      this.#heap.pop();
       if (roomOf(queue) <= 0) {
         this.#park(queue, slot);
         parkedNow++;
@@ -606,6 +634,7 @@ export class Engine {
       rows: slice.rows.subarray(0, count),
       attempts: slice.attempts.subarray(0, count),
       fireAtMs: slice.fireAtMs.subarray(0, count),
+      dueAtMs: slice.dueAtMs.subarray(0, count),
       queues: slice.queues.subarray(0, count),
     };
   }
@@ -630,6 +659,7 @@ export class Engine {
     slice.rows[at] = store.row[slot] as number;
     slice.attempts[at] = (store.attempts[slot] as number) + 1;
     slice.fireAtMs[at] = store.fireAt[slot] as number;
+    slice.dueAtMs[at] = store.dueAt[slot] as number;
     slice.queues[at] = store.queueIndex[slot] as number;
   }
 
@@ -878,11 +908,13 @@ export class Engine {
     if (inFlight !== undefined) return inFlight;
     const state = this.#store.state[slot] as TimerStateCode;
     if (state === timerState.cancelled) return Promise.resolve('cancelled');
-    if (state !== timerState.pending && state !== timerState.retrying) return Promise.resolve('too-late');
-    // Out of the heap now, so the timer cannot fire while its CANCEL record is being synced.
-    this.#heap.remove(slot);
     const seq = this.#store.logSeq[slot] as number;
     const row = this.#store.row[slot] as number;
+    // Handed out but not sent yet: the dispatcher gives it back, or it has started (too late).
+    const withdrawn = state === timerState.delivering && this.#withdraw(seq, row);
+    if (state !== timerState.pending && state !== timerState.retrying && !withdrawn) return Promise.resolve('too-late');
+    // Out of the heap now, so the timer cannot fire while its CANCEL record is being synced.
+    this.#heap.remove(slot);
     const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
     // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
     // disk, not in memory, so its cancel names its fire time (replay finds it either way).
@@ -894,6 +926,8 @@ export class Engine {
         return 'cancelled' as const;
       },
       (err: unknown) => {
+        // Not cancelled: back to waiting (a withdrawn timer too, from "delivering").
+        if (withdrawn) this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
         this.#heap.push(slot);
         this.#onDueChanged();
         throw err;

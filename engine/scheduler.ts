@@ -5,9 +5,10 @@
 //
 // Never early: a timer is taken only when the wall clock (the injected Clock) has reached its
 // fire time, checked at the moment it is taken; timers armed by setTimeout only decide when to
-// look. A clock that jumps back makes the scheduler wait longer; one that jumps forward makes
+// look. A port with `takeAhead` (the dispatcher) takes its timers up to that lead before their
+// time and holds each until the wall clock reaches it, where it sends. A clock that jumps back makes the scheduler wait longer; one that jumps forward makes
 // timers due. Sleeps are capped so a jump is noticed within sleepMsMax.
-import type { Clock, DueSlice, Engine } from './engine.ts';
+import type { Clock, DueSlice, Engine, TakeAhead, Withdraw } from './engine.ts';
 import { schedulerLimits, type SchedulerLimits } from './limits.ts';
 
 /** Where due timers go (dispatch/ implements it; tests use a double). */
@@ -17,7 +18,13 @@ export interface DispatchPort {
   /** How many more timers of one queue it takes now (absent: no limit per queue). */
   queueRoom?(queueIndex: number): number;
   deliver(slice: DueSlice): void;
+  /** Timers the port takes before they are due (it holds each until its time); absent: only due ones. */
+  readonly takeAhead?: TakeAhead;
+  /** Gives back a timer it holds but has not sent (a cancel); true: it will not be sent. */
+  withdraw?(seq: number, row: number): boolean;
 }
+
+const refuseWithdraw: Withdraw = () => false;
 
 /** How soon to look again when due timers wait for dispatcher room or rate tokens. */
 const heldBackWaitMs = 5;
@@ -33,6 +40,9 @@ export class Scheduler {
   #armedForMs = Infinity;
   #running = false;
   readonly #queueRoom: ((queueIndex: number) => number) | undefined;
+  readonly #ahead: TakeAhead | undefined;
+  readonly #withdraw: Withdraw | undefined;
+  readonly #aheadMs: number;
 
   constructor(engine: Engine, port: DispatchPort, clock: Clock, limits: Partial<SchedulerLimits> = {}) {
     this.#engine = engine;
@@ -42,11 +52,15 @@ export class Scheduler {
     this.#tokens = this.#limits.sliceTimersMax;
     this.#tokensAtMs = clock.now();
     this.#queueRoom = port.queueRoom?.bind(port);
+    this.#ahead = port.takeAhead;
+    this.#aheadMs = port.takeAhead?.ms ?? 0;
+    this.#withdraw = port.withdraw?.bind(port);
   }
 
   start(): void {
     this.#running = true;
     this.#engine.setDueChangedHook(() => this.#rearmIfEarlier());
+    this.#engine.setWithdrawHook(this.#withdraw ?? refuseWithdraw);
     this.#loop();
   }
 
@@ -54,6 +68,7 @@ export class Scheduler {
     this.#running = false;
     this.#disarm();
     this.#engine.setDueChangedHook(() => undefined);
+    this.#engine.setWithdrawHook(refuseWithdraw);
   }
 
   /** Looks at once: the dispatcher calls it when it has room again. */
@@ -70,7 +85,7 @@ export class Scheduler {
     this.#refill(now);
     const max = Math.min(this.#limits.sliceTimersMax, this.#port.room(), Math.floor(this.#tokens));
     if (max <= 0) return 0;
-    const slice = this.#engine.takeDue(now, max, this.#queueRoom);
+    const slice = this.#engine.takeDue(now, max, this.#queueRoom, this.#ahead);
     if (slice.count === 0) return 0;
     this.#tokens -= slice.count;
     this.#port.deliver(slice);
@@ -93,20 +108,25 @@ export class Scheduler {
     const now = this.#clock.now();
     const next = this.#engine.nextDueMs();
     if (next === undefined) return; // nothing pending: an admit wakes the loop
-    if (next <= now && released > 0) {
+    const aheadMs = this.#aheadMs;
+    if (next <= now + aheadMs && released > 0) {
       this.#timer = setImmediate(this.#loop); // more due: yield to the event loop, then go on
       this.#armedForMs = now;
       return;
     }
-    // Not due yet, or due but held back by room or rate: look again later (or on wake()).
-    const waitMs = next <= now ? heldBackWaitMs : Math.min(next - now, this.#limits.sleepMsMax);
+    // Not due yet, or due but held back by room or rate (or within the lead, yet not taken ahead:
+    // a queue whose timers wait for their time here): look again later (or on wake()).
+    let waitMs: number;
+    if (next <= now) waitMs = heldBackWaitMs;
+    else if (next - aheadMs > now) waitMs = Math.min(next - aheadMs - now, this.#limits.sleepMsMax);
+    else waitMs = Math.min(next - now, heldBackWaitMs);
     this.#timer = setTimeout(this.#loop, waitMs);
     this.#armedForMs = now + waitMs;
   };
 
   #rearmIfEarlier(): void {
     const next = this.#engine.nextDueMs();
-    if (next !== undefined && next < this.#armedForMs) this.wake();
+    if (next !== undefined && next - this.#aheadMs < this.#armedForMs) this.wake();
   }
 
   #disarm(): void {

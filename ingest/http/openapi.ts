@@ -66,7 +66,7 @@ function errorResponse(description: string, codes: readonly string[], headers: R
 
 const timerStates = {
   pending: 'waiting for its fire time',
-  delivering: 'a delivery attempt is in flight',
+  delivering: 'handed to delivery: an attempt is in flight; or a worker holds it until its time (taken up to 20 ms ahead) or its turn, and a cancel still withdraws it; or it waits in an Arrow batch or for a pull',
   retrying: 'waiting out a backoff after a failed attempt',
   delivered: 'a target answered 2xx',
   dead: 'out of attempts, or the target answered 410',
@@ -214,7 +214,7 @@ export const openApiDocument = {
           },
           '401': ref('responses', 'Unauthorized'),
           '404': ref('responses', 'NotFound'),
-          '409': errorResponse('TOO_LATE: a delivery already started or finished (delivering, delivered or dead).', [httpErrorCodes.tooLate]),
+          '409': errorResponse('TOO_LATE: a delivery already started or finished (an attempt was sent, or the timer is delivered or dead).', [httpErrorCodes.tooLate]),
           ...logResponses,
         },
       },

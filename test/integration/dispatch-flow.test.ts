@@ -1,5 +1,5 @@
 // Delivery at scale and under flow limits: 100,000 timers fault-free (none lost, none twice,
-// none early); a queue's max_concurrent and rate_per_s hold, and a queue stuck on a slow
+// none early); timers taken ahead held by the worker until their time, and withdrawn by a cancel; a queue's max_concurrent and rate_per_s hold, and a queue stuck on a slow
 // target does not delay another; an idle worker's HTTP/2 session still answers a PING; a
 // name that resolves to loopback is refused at delivery when loopback is not allowed.
 import assert from 'node:assert/strict';
@@ -82,6 +82,33 @@ test('100,000 timers against a well-behaved sink: 0 lost, 0 duplicates, 0 early'
       }
       for (const id of ids) assert.ok(seen.has(id), `${id} was never delivered`);
       assert.equal(dispatcher.earlyDeliveries, 0, 'no first attempt started before its fire time');
+    });
+  } finally {
+    await close();
+  }
+});
+
+test('timers taken ahead wait in the worker for their fire time, and a cancel withdraws one the worker holds', { timeout: 30_000 }, async () => {
+  // A lead of seconds (20 ms by default), so the worker surely holds the timers when the cancel
+  // comes; the timers fall due 50 ms past it, so the scheduler must wake for the lead, not the fire time.
+  const { engine, dispatcher, close } = await rig({ limits: { takeAheadMs: 2000 } });
+  try {
+    await withSink(undefined, async (sink) => {
+      const fireAtMs = Date.now() + 2050;
+      const [kept, cancelled] = await addAll(engine, [0, 1].map((i) => ({ fireAtMs, target: `${sink.url}/ahead/${i}` })));
+      dispatcher.start();
+      await until('both timers to be handed to the worker', 5_000, () => engine.get(kept as string)?.state === 'delivering' && engine.get(cancelled as string)?.state === 'delivering');
+      assert.ok(Date.now() < fireAtMs - 1500, `handed out ${fireAtMs - Date.now()} ms before their fire time, not about 2000`);
+      assert.equal(await engine.cancel(cancelled as string), 'cancelled', 'not sent yet: the cancel withdraws it');
+      await until('the kept timer to be delivered', 10_000, () => engine.get(kept as string)?.state === 'delivered');
+      assert.equal(sink.requests.length, 1, 'the withdrawn timer was never sent');
+      const [request] = sink.requests;
+      assert.equal(request?.path, '/ahead/0');
+      assert.ok((request?.atMs ?? 0) >= fireAtMs, `arrived ${fireAtMs - (request?.atMs ?? 0)} ms early`);
+      assert.equal(await engine.cancel(kept as string), 'too-late');
+      assert.equal(engine.get(cancelled as string)?.state, 'cancelled');
+      assert.equal(dispatcher.inFlight, 0, 'the withdrawn timer left no delivery in flight');
+      assert.equal(dispatcher.earlyDeliveries, 0);
     });
   } finally {
     await close();

@@ -75,6 +75,34 @@ test('cancel: durable, idempotent, unknown ids not found; state survives reopeni
   await engine.close();
 });
 
+test('cancel of a handed-out timer the dispatcher has not sent: withdrawn, it is cancelled for good; started, too late; a failed CANCEL puts it back', async () => {
+  const fs = new SimFileSystem({ seed: 4 });
+  let engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const ids = idsOf(await engine.admit(batchFromSpecs([0, 1, 2].map(() => ({ fireAtMs: t0 + 100, target: 'https://a.example/' })))));
+  // Taken 100 ms ahead, as the dispatcher takes request-mode timers.
+  const slice = engine.takeDue(t0, 10, undefined, { ms: 1000, queue: () => true });
+  assert.equal(slice.count, 3);
+  const asked: number[] = [];
+  // The dispatcher's answer: rows 0 and 2 are still held, row 1 was sent.
+  engine.setWithdrawHook((_seq, row) => {
+    asked.push(row);
+    return row !== slice.rows[1];
+  });
+  assert.equal(await engine.cancel(ids[0] as string), 'cancelled');
+  assert.equal(await engine.cancel(ids[1] as string), 'too-late', 'sent already');
+  assert.deepEqual(asked, [slice.rows[0], slice.rows[1]]);
+  assert.deepEqual(ids.map((id) => engine.get(id)?.state), ['cancelled', 'delivering', 'delivering']);
+  fs.failAfter('datasync', 0, 'EIO');
+  await assert.rejects(engine.cancel(ids[2] as string));
+  assert.equal(engine.get(ids[2] as string)?.state, 'pending', 'its CANCEL was not logged: waiting again, not "delivering" for ever');
+  assert.equal(engine.nextDueMs(), t0 + 100, 'and back in the heap');
+  await engine.close();
+  engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  // (The failed cancel's record was written before its sync failed: a restart may find it either way.)
+  assert.deepEqual([ids[0], ids[1]].map((id) => engine.get(id as string)?.state), ['cancelled', 'pending'], 'the withdrawn timer stays cancelled after a restart; the sent one is delivered again');
+  await engine.close();
+});
+
 test('Arrow batches are logged whole: delay_ms keeps its accept time across a restart', async () => {
   const fs = new SimFileSystem({ seed: 3 });
   const clock = manualClock();

@@ -137,3 +137,22 @@ test('the running loop fires on the wall clock, never before fire time, and pick
   await engine.close();
   rmSync(dir, { recursive: true, force: true });
 });
+
+test('take-ahead: a port that holds timers gets those of its queues up to its lead early, others only when due', async () => {
+  const clock = manualClock();
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 24 }), clock });
+  await engine.admit(batchFromSpecs([spec(t0 + 5), spec(t0 + 10), { ...spec(t0 + 15), queue: 'held' }, spec(t0 + 20), spec(t0 + 40)]));
+  const port = { ...recordingPort(clock), takeAhead: { ms: 20, queue: (queue: number) => engine.queueNameAt(queue) !== 'held' } };
+  const scheduler = new Scheduler(engine, port, clock);
+  assert.equal(scheduler.tick(), 2, 'the two default timers within the lead; the "held" queue’s timer stops the walk');
+  const first = port.slices[0]?.slice;
+  assert.deepEqual(Array.from(first?.dueAtMs ?? []), [t0 + 5, t0 + 10], 'each with its due time, for the port to wait for');
+  assert.equal(scheduler.tick(), 0, 'the "held" timer is not due yet');
+  clock.set(t0 + 15);
+  assert.equal(scheduler.tick(), 2, 'due now: the "held" timer, then the default one 5 ms ahead');
+  assert.deepEqual(Array.from(port.slices[1]?.slice.fireAtMs ?? []), [t0 + 15, t0 + 20]);
+  assert.equal(scheduler.tick(), 0, 'the last timer is 25 ms away: past the lead');
+  clock.set(t0 + 20);
+  assert.equal(scheduler.tick(), 1, 'within the lead again');
+  await engine.close();
+});
