@@ -616,8 +616,9 @@ export class Engine {
       const dueAtMs = store.dueAt[slot] as number;
       const queue = store.queueIndex[slot] as number;
       if (dueAtMs >= fenceMs) break;
-      // Not due yet: taken only ahead, for a queue whose timers may be (the heap's order is kept).
-      if (dueAtMs > nowMs && (ahead === undefined || dueAtMs > nowMs + ahead.ms || !ahead.queue(queue))) break;
+      // Not due yet: taken only ahead, for a queue whose timers may be and that has room (the
+      // heap's order is kept, and nothing that is not due is held back).
+      if (dueAtMs > nowMs && (ahead === undefined || dueAtMs > nowMs + ahead.ms || !ahead.queue(queue) || roomOf(queue) <= 0)) break;
       this.#heap.pop();
       if (roomOf(queue) <= 0) {
         this.#park(queue, slot);

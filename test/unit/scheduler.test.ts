@@ -153,6 +153,8 @@ test('take-ahead: a port that holds timers gets those of its queues up to its le
   assert.deepEqual(Array.from(port.slices[1]?.slice.fireAtMs ?? []), [t0 + 15, t0 + 20]);
   assert.equal(scheduler.tick(), 0, 'the last timer is 25 ms away: past the lead');
   clock.set(t0 + 20);
+  assert.equal(engine.takeDue(t0 + 20, 10, () => 0, port.takeAhead).count, 0, 'a queue without room takes nothing ahead…');
+  assert.equal(engine.heldBack, 0, '…and holds back nothing that is not due');
   assert.equal(scheduler.tick(), 1, 'within the lead again');
   await engine.close();
 });
