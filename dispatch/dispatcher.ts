@@ -135,7 +135,8 @@ export class Dispatcher {
   /**
    * Release − fire time of first attempts, in ms: when the scheduler handed the timer over, on
    * this thread. The part of `lateness` spent before a worker had the timer (the rest is the
-   * task's trip to the worker and its turn there).
+   * task's trip to the worker and its turn there); 0 for timers taken ahead, unless the main
+   * thread fell behind by more than the lead.
    */
   readonly releaseLateness = histogram();
   readonly latency = histogram();
