@@ -10,15 +10,16 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { tuneHeapGrowth } from '../bin/heap-growth.js';
-import { startWithHugePages } from '../bin/huge-pages.js';
+import { startWithRuntimeSettings } from '../bin/runtime-settings.js';
 import { progressBar } from './progress.ts';
 import { type ChartData, type Figure, medianFigures, saveCharts, saveResults, type Suite, toJsonLines, toTable } from './report.ts';
 import { saveMarkdownSummary } from './summary-markdown.ts';
 import { walSuite } from './wal.ts';
 
-// The benchmarks measure fermata as `fermata serve` runs it, so with the same memory pages (their
-// child processes inherit the environment) and the same heap growth (in-process suites).
-startWithHugePages(import.meta.filename);
+// The benchmarks measure fermata as `fermata serve` runs it, so with the same memory pages and V8
+// thread pool (their child processes inherit the environment) and the same heap growth
+// (in-process suites).
+startWithRuntimeSettings(import.meta.filename);
 tuneHeapGrowth();
 
 const suites: Readonly<Record<string, Suite>> = {

