@@ -252,7 +252,8 @@ export const dispatchLimits = {
    * stops the worker's event loop, and the HTTP/2 streams of requests in flight survive it: with
    * V8's default size (semi-spaces grown to 16 MiB) scavenges took 5–25 ms at 5,000 deliveries a
    * second, and timers due meanwhile went out that late. At 10 MiB they take 1–3 ms (more of
-   * them); fire lateness p99 fell from 13–20 ms to 5–9 ms in alternated bench runs.
+   * them); fire lateness p99 fell from 13–20 ms to 5–9 ms in alternated quick bench runs, and
+   * with V8's pool at one helper (bin/v8-pool.js) it was 3–4 ms against 6–13 at V8's own sizing.
    */
   workerYoungGenerationMb: 10,
   /** Timers in one task sent to a delivery worker (one transfer each way, one OUTCOME record). */

@@ -6,8 +6,9 @@
 // Never early: a timer is taken only when the wall clock (the injected Clock) has reached its
 // fire time, checked at the moment it is taken; timers armed by setTimeout only decide when to
 // look. A port with `takeAhead` (the dispatcher) takes its timers up to that lead before their
-// time and holds each until the wall clock reaches it, where it sends. A clock that jumps back makes the scheduler wait longer; one that jumps forward makes
-// timers due. Sleeps are capped so a jump is noticed within sleepMsMax.
+// time and holds each until the wall clock reaches it, where it sends. A clock that jumps back
+// makes the scheduler wait longer; one that jumps forward makes timers due. Sleeps are capped so
+// a jump is noticed within sleepMsMax.
 import type { Clock, DueSlice, Engine, TakeAhead, Withdraw } from './engine.ts';
 import { schedulerLimits, type SchedulerLimits } from './limits.ts';
 
