@@ -1,6 +1,7 @@
 // Delivery at scale and under flow limits: 100,000 timers fault-free (none lost, none twice,
-// none early); timers taken ahead held by the worker until their time, and withdrawn by a cancel; a queue's max_concurrent and rate_per_s hold, and a queue stuck on a slow
-// target does not delay another; an idle worker's HTTP/2 session still answers a PING; a
+// none early); timers taken ahead are held by the worker until their time, and a cancel
+// withdraws one it holds; a queue's max_concurrent and rate_per_s hold, and a queue stuck on a
+// slow target does not delay another; an idle worker's HTTP/2 session still answers a PING; a
 // name that resolves to loopback is refused at delivery when loopback is not allowed.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
