@@ -10,13 +10,13 @@
 //                 offsets Uint32Array   [id, target, payload, headers, key] starts × count, + end
 //                 bytes   Uint8Array    id | target | payload | headers JSON | key | id | …
 //
-//                 claims  Int32Array    over a SharedArrayBuffer (not transferred: both threads
-//                                        keep it): claimState × count
+//                 claims  Int32Array    single deliveries only: over a SharedArrayBuffer (not
+//                                        transferred: both threads keep it), claimState × count
 //
 // Payload, headers and key lie back to back as the resident store's arena keeps them, so a
 // timer's three are one copy. A timer's claim decides, once, between the worker sending it
 // (held → sent, when its time has come) and a cancel withdrawing it (held → withdrawn, on the
-// main thread): whichever compareExchange comes first wins.
+// main thread, dispatch/dispatcher.ts): whichever compareExchange comes first wins.
 //
 //   DeliveryResults  kinds, reasons   Uint8Array    outcome kind and dead reason (engine/records.ts)
 //                    statuses         Uint16Array   the HTTP status; 0 when none came back
@@ -43,8 +43,8 @@ export interface DeliveryTask {
   readonly meta: Float64Array;
   readonly offsets: Uint32Array;
   readonly bytes: Uint8Array;
-  /** Each timer's claimState, shared by the dispatcher and the worker. */
-  readonly claims: Int32Array;
+  /** Each timer's claimState, shared by the dispatcher and the worker (tasks of single deliveries; an Arrow batch goes whole). */
+  readonly claims?: Int32Array;
 }
 
 export interface DeliveryResults {
@@ -146,9 +146,8 @@ export class DeliveryTaskBuilder {
     const offsets = this.#offsets.subarray(0, count * byteFields + 1);
     const bytes = this.#bytes.subarray(0, this.#used);
     const transfer = [meta.buffer, offsets.buffer, bytes.buffer] as ArrayBuffer[];
-    const claims = new Int32Array(new SharedArrayBuffer(count * Int32Array.BYTES_PER_ELEMENT));
-    const heldBytes = transfer.reduce((sum, buffer) => sum + buffer.byteLength, claims.byteLength);
-    return { task: { count, sink: this.#sink, meta, offsets, bytes, claims }, transfer, heldBytes };
+    const heldBytes = transfer.reduce((sum, buffer) => sum + buffer.byteLength, 0);
+    return { task: { count, sink: this.#sink, meta, offsets, bytes }, transfer, heldBytes };
   }
 
   /** Bytes written into the task so far (ids, targets, headers, keys, payloads). */

@@ -60,10 +60,11 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
     // takes them ahead): each is sent once the wall clock reaches its time, unless the
     // dispatcher withdrew it (a cancel) before that; the earlier ones are meanwhile on their way.
     const sends: Array<Promise<void>> = [];
+    const claims = task.claims;
     for (let at = 0; at < task.count; at++) {
       const notBeforeMs = task.meta[at * metaFields + notBeforeField] as number;
       if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
-      if (Atomics.compareExchange(task.claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
+      if (claims !== undefined && Atomics.compareExchange(claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
       sends.push(deliverOne(task, at, results));
     }
     await Promise.all(sends);

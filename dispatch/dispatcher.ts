@@ -74,7 +74,7 @@ class PendingTask {
   readonly attempts: Uint32Array;
   readonly fireAtMs: Float64Array;
   readonly queues: Uint16Array;
-  /** The task's claims, shared with its worker, once it is sent (DeliveryTask.claims). */
+  /** A task of single deliveries: its claims, shared with its worker once it is sent (DeliveryTask.claims). */
   claims: Int32Array | undefined;
 
   constructor(capacity: number, sink: string | undefined, bytesInitial: number) {
@@ -252,7 +252,8 @@ export class Dispatcher {
    */
   withdraw(seq: number, row: number): boolean {
     for (const pending of this.#held) {
-      const claims = pending.claims as Int32Array;
+      const claims = pending.claims;
+      if (claims === undefined) continue;
       for (let i = 0; i < pending.count; i++) {
         if (pending.seqs[i] === seq && pending.rows[i] === row) return Atomics.compareExchange(claims, i, claimState.held, claimState.withdrawn) === claimState.held;
       }
@@ -364,14 +365,19 @@ export class Dispatcher {
   #run(pending: PendingTask): void {
     const usedBytes = pending.builder.usedBytes;
     // The task holds its buffers whole (room left in them included): that is what is in flight.
-    const { task, transfer, heldBytes: taskBytes } = pending.builder.finish();
-    pending.claims = task.claims;
-    // An Arrow batch goes whole: its rows are not withdrawn one by one.
-    if (task.sink === undefined) this.#held.add(pending);
+    const finished = pending.builder.finish();
+    let { task, heldBytes: taskBytes } = finished;
+    // Single deliveries can be withdrawn until sent; an Arrow batch goes whole.
+    if (task.sink === undefined) {
+      pending.claims = new Int32Array(new SharedArrayBuffer(task.count * Int32Array.BYTES_PER_ELEMENT));
+      task = { ...task, claims: pending.claims };
+      taskBytes += pending.claims.byteLength;
+      this.#held.add(pending);
+    }
     this.#inFlightBytes += taskBytes;
     this.#bytesPerTimer = Math.max(64, 0.8 * this.#bytesPerTimer + (0.2 * usedBytes) / pending.count);
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
-    const transferList = transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
+    const transferList = finished.transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
     const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)
       .then(
         (results) => {

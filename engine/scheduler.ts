@@ -43,7 +43,6 @@ export class Scheduler {
   readonly #queueRoom: ((queueIndex: number) => number) | undefined;
   readonly #ahead: TakeAhead | undefined;
   readonly #withdraw: Withdraw | undefined;
-  readonly #aheadMs: number;
 
   constructor(engine: Engine, port: DispatchPort, clock: Clock, limits: Partial<SchedulerLimits> = {}) {
     this.#engine = engine;
@@ -54,7 +53,6 @@ export class Scheduler {
     this.#tokensAtMs = clock.now();
     this.#queueRoom = port.queueRoom?.bind(port);
     this.#ahead = port.takeAhead;
-    this.#aheadMs = port.takeAhead?.ms ?? 0;
     this.#withdraw = port.withdraw?.bind(port);
   }
 
@@ -109,7 +107,7 @@ export class Scheduler {
     const now = this.#clock.now();
     const next = this.#engine.nextDueMs();
     if (next === undefined) return; // nothing pending: an admit wakes the loop
-    const aheadMs = this.#aheadMs;
+    const aheadMs = this.#ahead?.ms ?? 0;
     if (next <= now + aheadMs && released > 0) {
       this.#timer = setImmediate(this.#loop); // more due: yield to the event loop, then go on
       this.#armedForMs = now;
@@ -127,7 +125,7 @@ export class Scheduler {
 
   #rearmIfEarlier(): void {
     const next = this.#engine.nextDueMs();
-    if (next !== undefined && next - this.#aheadMs < this.#armedForMs) this.wake();
+    if (next !== undefined && next - (this.#ahead?.ms ?? 0) < this.#armedForMs) this.wake();
   }
 
   #disarm(): void {
