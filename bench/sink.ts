@@ -2,7 +2,11 @@
 // port 0, that answers every request 200 with no body once its body has arrived, and counts
 // what came: requests, timers (an Arrow delivery's `fermata-batch-rows`, else 1), and fire
 // lateness, arrival − `fermata-fire-at` (the sender's intended fire time, epoch ms), in an hdr
-// histogram of microseconds. A request that arrived before its fire time counts as early.
+// histogram of microseconds. A request that arrived before its fire time by the wall clock
+// (Date.now(), the clock fermata's "never early" is stated in and its workers check) counts as
+// early. The lateness itself is taken from the monotonic clock (performance.now(), for its
+// sub-millisecond precision), which drifts from the wall clock by a millisecond or more within
+// seconds while NTP slews it; timers sent at their fire time must not be called early for that.
 //
 // Runs in the caller's process (`startSink`, for `fermata bench --sink`), or in a child process
 // of its own (`startSinkProcess`, this file forked with the argument `sink`) so that a
@@ -21,7 +25,7 @@ import { newMicrosHistogram } from './load-generator.ts';
 export interface SinkSnapshot {
   readonly requests: number;
   readonly timers: number;
-  /** Requests that arrived before their fermata-fire-at. */
+  /** Requests that arrived before their fermata-fire-at by the wall clock. */
   readonly early: number;
   /** Wall-clock ms of the last arrival (0 before any). */
   readonly lastArrivalMs: number;
@@ -38,7 +42,7 @@ export interface BenchSink {
   close(): Promise<void>;
 }
 
-interface Tally {
+export interface Tally {
   requests: number;
   timers: number;
   early: number;
@@ -46,8 +50,24 @@ interface Tally {
   latenessUs: hdr.Histogram;
 }
 
-function newTally(): Tally {
+export function newTally(): Tally {
   return { requests: 0, timers: 0, early: 0, lastArrivalMs: 0, latenessUs: newMicrosHistogram() };
+}
+
+/**
+ * Counts one request that arrived at `arrivalMs` by the monotonic clock and `arrivalWallMs` by
+ * the wall clock: early by the wall clock, late by the monotonic one (at least 1 µs).
+ */
+export function countArrival(tally: Tally, headers: http2.IncomingHttpHeaders, arrivalMs: number, arrivalWallMs: number): void {
+  tally.requests++;
+  const rows = headers['fermata-batch-rows'];
+  tally.timers += typeof rows === 'string' ? Number(rows) : 1;
+  tally.lastArrivalMs = arrivalMs;
+  const fireAt = headers['fermata-fire-at'];
+  if (typeof fireAt !== 'string') return;
+  const fireAtMs = Number(fireAt);
+  if (arrivalWallMs < fireAtMs) tally.early++;
+  else tally.latenessUs.recordValue(Math.max(1, Math.round((arrivalMs - fireAtMs) * 1000)));
 }
 
 interface Listening {
@@ -69,18 +89,7 @@ async function listen(): Promise<Listening> {
   server.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
     stream.on('error', ignore);
     stream.once('end', () => {
-      const arrivalMs = performance.timeOrigin + performance.now();
-      const tally = listening.tally;
-      tally.requests++;
-      const rows = headers['fermata-batch-rows'];
-      tally.timers += typeof rows === 'string' ? Number(rows) : 1;
-      tally.lastArrivalMs = arrivalMs;
-      const fireAt = headers['fermata-fire-at'];
-      if (typeof fireAt === 'string') {
-        const latenessMs = arrivalMs - Number(fireAt);
-        if (latenessMs < 0) tally.early++;
-        else tally.latenessUs.recordValue(Math.max(1, Math.round(latenessMs * 1000)));
-      }
+      countArrival(listening.tally, headers, performance.timeOrigin + performance.now(), Date.now());
       stream.respond({ ':status': 200 }, { endStream: true });
     });
     stream.resume();
