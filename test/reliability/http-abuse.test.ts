@@ -219,6 +219,9 @@ describe('per-peer penalty: an abusive peer is refused for a cool-down, every ot
     await withTimeout(once(bystander, 'connect'), waitMs, 'an idle session from 127.0.0.2');
 
     await floodUntilPenalised(guard, '127.0.0.2', () => rapidReset(url, floodRoundMs, '127.0.0.2'));
+    // The attacker goes on after the penalty (the round that earned it may have ended just then,
+    // on a loaded machine before any reconnect): its new connections are refused.
+    await rapidReset(url, floodRoundMs, '127.0.0.2');
     assert.equal(guard.counters.penalties, 1, 'once: the attack did not outlast the cool-down');
     assert.ok(guard.counters.abusiveConnections >= 3, 'three sessions past the reset limit before the first penalty');
     assert.ok(guard.counters.refusedConnections > 0, 'the attacker kept reconnecting and was refused');
