@@ -5,9 +5,12 @@
 // returns a promise. One committer at a time takes everything queued (up to groupBytesMax),
 // numbers the records, writes them with one writev and covers them with one fdatasync; only
 // then do their promises resolve. Appends that arrive while a group is being synced ride the
-// next one, so the cost of a sync is shared by every caller waiting on it.
+// next one, so the cost of a sync is shared by every caller waiting on it. Once a group is
+// synced, the next group's write is started before the synced group's promises resolve, so
+// what their callers do next (an admit puts its batch in memory) overlaps the disk's work.
 //
-//   append ─► queue ─► committer: [roll segment?] ─► writev(group) ─► fdatasync ─► resolve all
+//   append ─► queue ─► committer: [roll segment?] ─► writev(group) ─► fdatasync ─┬► writev(next group)
+//                                                                                 └► resolve all
 //
 // A failed write or sync poisons the log: the group and everything queued reject with
 // WAL_POISONED, as does every later append. Nothing is retried in place (after a failed
@@ -70,6 +73,21 @@ export interface WalCounters {
   bytesWritten: number;
   slowSyncs: number;
   segmentsCreated: number;
+}
+
+interface GroupSize {
+  readonly count: number;
+  readonly bytes: number;
+}
+
+/** A group whose write has been started, at `segment`'s synced end. */
+interface StartedGroup {
+  readonly group: PendingAppend[];
+  readonly segment: SegmentInfo;
+  readonly baseSeq: number;
+  readonly groupBytes: number;
+  readonly startedMs: number;
+  readonly written: Promise<void>;
 }
 
 interface PendingAppend {
@@ -299,13 +317,25 @@ export class Wal implements DurableLog {
 
   async #commitLoop(): Promise<void> {
     try {
-      while (this.#queue.length > 0 && this.#poison === undefined) {
-        if (this.#limits.groupWaitMsMax > 0 && this.#queuedBytes < this.#limits.groupBytesMax) await sleep(this.#limits.groupWaitMsMax);
-        const group = this.#takeGroup();
+      // A group whose write was started before the one ahead of it was acknowledged.
+      let next: StartedGroup | undefined;
+      while ((next !== undefined || this.#queue.length > 0) && this.#poison === undefined) {
+        let started = next;
+        next = undefined;
+        if (started === undefined) {
+          if (this.#limits.groupWaitMsMax > 0 && this.#queuedBytes < this.#limits.groupBytesMax) await sleep(this.#limits.groupWaitMsMax);
+          const group = this.#takeGroup(this.#groupSize());
+          try {
+            started = await this.#startGroup(group);
+          } catch (err) {
+            this.#poisonWith(err, group);
+            break;
+          }
+        }
         try {
-          await this.#commitGroup(group);
+          next = await this.#finishGroup(started);
         } catch (err) {
-          this.#poisonWith(err, group);
+          this.#poisonWith(err, started.group);
         }
       }
     } finally {
@@ -313,7 +343,8 @@ export class Wal implements DurableLog {
     }
   }
 
-  #takeGroup(): PendingAppend[] {
+  /** How many queued records the next group takes (at least one), and their framed bytes. */
+  #groupSize(): GroupSize {
     let bytes = 0;
     let count = 0;
     for (const pending of this.#queue) {
@@ -322,23 +353,58 @@ export class Wal implements DurableLog {
       bytes += frameBytes;
       count++;
     }
+    return { count, bytes };
+  }
+
+  #takeGroup({ count, bytes }: GroupSize): PendingAppend[] {
     const group = count === this.#queue.length ? this.#queue : this.#queue.slice(0, count);
     this.#queue = count === this.#queue.length ? [] : this.#queue.slice(count);
     this.#queuedBytes -= bytes;
     return group;
   }
 
-  async #commitGroup(group: PendingAppend[]): Promise<void> {
+  #needsRoll(segment: SegmentInfo, groupBytes: number): boolean {
+    return segment.bytes > segmentHeaderBytes && segment.bytes + groupBytes > this.#limits.segmentBytes;
+  }
+
+  /** Starts a new segment if the group does not fit the active one, then starts its write. */
+  async #startGroup(group: PendingAppend[]): Promise<StartedGroup> {
     let groupBytes = 0;
     for (const pending of group) groupBytes += recordHeaderBytes + pending.bodyBytes;
     let segment = this.#segments.at(-1) as SegmentInfo;
-    if (segment.bytes > segmentHeaderBytes && segment.bytes + groupBytes > this.#limits.segmentBytes) segment = await this.#roll(segment);
+    if (this.#needsRoll(segment, groupBytes)) segment = await this.#roll(segment);
+    return this.#writeGroup(group, segment, groupBytes);
+  }
 
+  /** Frames the group and starts its write at the segment's synced end. */
+  #writeGroup(group: PendingAppend[], segment: SegmentInfo, groupBytes: number): StartedGroup {
     const baseSeq = segment.lastSeq + 1;
     const chunks = encodeGroup(group, baseSeq, segment.id, groupBytes);
+    const startedMs = performance.now();
+    return { group, segment, baseSeq, groupBytes, startedMs, written: this.#active.writev(chunks, segment.bytes) };
+  }
 
-    const started = performance.now();
-    await this.#active.writev(chunks, segment.bytes);
+  /**
+   * The next group's write, started now if it can be without waiting (records queued, no group
+   * wait configured, no new segment needed); else undefined and the loop starts it as usual.
+   */
+  #startNextNow(): StartedGroup | undefined {
+    if (this.#queue.length === 0 || this.#limits.groupWaitMsMax > 0) return undefined;
+    const size = this.#groupSize();
+    const segment = this.#segments.at(-1) as SegmentInfo;
+    if (this.#needsRoll(segment, size.bytes)) return undefined;
+    return this.#writeGroup(this.#takeGroup(size), segment, size.bytes);
+  }
+
+  /**
+   * Waits for the group's write, syncs it and acknowledges its records. Just before the
+   * acknowledgements the next group's write is started and returned: the appenders' work on
+   * their acknowledged records (an admit puts its batch in memory) then runs while the disk
+   * takes the next group, instead of leaving the log idle until it is done.
+   */
+  async #finishGroup(started: StartedGroup): Promise<StartedGroup | undefined> {
+    const { group, segment, baseSeq, groupBytes, startedMs } = started;
+    await started.written;
     const written = performance.now();
     failpoint('wal.written-before-sync');
     await this.#active.datasync();
@@ -354,16 +420,17 @@ export class Wal implements DurableLog {
       this.counters.slowSyncs++;
       this.#logger?.warn({ syncMs, bytes: groupBytes, records: group.length }, 'slow fdatasync');
     }
+    const next = this.#startNextNow();
     for (let i = 0; i < group.length; i++) (group[i] as PendingAppend).resolve(baseSeq + i);
     // An observer's failure must not poison a log whose group is already durable and acknowledged.
     try {
-      this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: written - started, syncMs });
+      this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: written - startedMs, syncMs });
     } catch (err) {
       this.#logger?.warn({ err }, 'onGroupCommitted threw');
     }
+    return next;
   }
 
-  /** Seals `current` (already synced) and makes the next segment durable before any record goes in. */
   async #roll(current: SegmentInfo): Promise<SegmentInfo> {
     const next: SegmentInfo = { id: current.id + 1, baseSeq: current.lastSeq + 1, lastSeq: current.lastSeq, bytes: segmentHeaderBytes };
     const handle = await createSegment(this.#fs, this.dir, next.id, next.baseSeq);

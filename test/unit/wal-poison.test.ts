@@ -51,6 +51,35 @@ for (const [op, code] of [
   });
 }
 
+test('a failed write of a group started before the one ahead was acknowledged poisons that group only', async () => {
+  const fs = new SimFileSystem({ seed: 11 });
+  const wal = await Wal.open({ dir, fs });
+  let queuedBehind: Array<Promise<number>> = [];
+  let writes = 0;
+  fs.setFault((faultOp: SimOp) => {
+    if (faultOp !== 'writev') return undefined;
+    writes++;
+    // The first group's write is in flight: two appends queue behind it, and their group's
+    // write (started as soon as the first group is synced) fails.
+    if (writes === 1) queuedBehind = [wal.append(1, body(2)), wal.append(1, body(3))];
+    return writes === 2 ? 'EIO' : undefined;
+  });
+  assert.equal(await wal.append(1, body(1)), 1, 'the group ahead is synced and acknowledged');
+  for (const append of queuedBehind) await assert.rejects(append, poisoned);
+  assert.equal(writes, 2);
+  assert.equal(wal.poisoned?.details.cause, 'EIO');
+  fs.setFault(undefined);
+  await wal.cutToSynced();
+  await wal.close();
+
+  const reopened = await Wal.open({ dir, fs });
+  const seqs: number[] = [];
+  for await (const record of reopened.records()) seqs.push(record.seq);
+  assert.deepEqual(seqs, [1], 'the acknowledged record is there, the refused ones are not');
+  assert.equal(await reopened.append(1, body(4)), 2);
+  await reopened.close();
+});
+
 test('a failure creating the next segment poisons the log too', async () => {
   const fs = new SimFileSystem({ seed: 6 });
   const wal = await Wal.open({ dir, fs, limits: { segmentBytes: 4096 } });

@@ -6,6 +6,8 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
+import type { FileSystem } from '../../engine/fs/file-system.ts';
+import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { Wal } from '../../engine/wal/wal.ts';
 
 const dirs: string[] = [];
@@ -52,6 +54,58 @@ test('concurrent appends share fdatasyncs (group commit) and keep queue order', 
   assert.ok(wal.counters.syncs <= 10, `1000 concurrent appends took ${wal.counters.syncs} fdatasyncs`);
   assert.equal(wal.counters.syncs, wal.counters.groups);
   await wal.close();
+});
+
+test('the next group is being written before the synced group is acknowledged', async () => {
+  // Appenders act on an acknowledgement (an admit puts its batch in memory): the disk should be
+  // busy with the next group meanwhile, not idle until they are done.
+  const events: string[] = [];
+  let wal: Wal | undefined;
+  let queued: Array<Promise<number>> = [];
+  let writes = 0;
+  const fs: FileSystem = {
+    ...nodeFileSystem,
+    open: async (path, mode) => {
+      const handle = await nodeFileSystem.open(path, mode);
+      return {
+        ...handle,
+        read: handle.read.bind(handle),
+        truncate: handle.truncate.bind(handle),
+        size: handle.size.bind(handle),
+        close: handle.close.bind(handle),
+        writev: (chunks, position) => {
+          if (wal !== undefined) {
+            events.push(`writev ${++writes}`);
+            // While the first record's group is on its way, two more appends queue behind it.
+            if (writes === 1) queued = [wal.append(1, bytes('b')), wal.append(1, bytes('c'))];
+          }
+          return handle.writev(chunks, position);
+        },
+        datasync: async () => {
+          events.push('datasync');
+          await handle.datasync();
+        },
+      };
+    },
+  };
+  wal = await Wal.open({ dir: freshDir(), fs });
+  events.length = 0;
+  const first = wal.append(1, bytes('a')).then((seq) => {
+    events.push(`acknowledged ${seq}`);
+    return seq;
+  });
+  assert.equal(await first, 1);
+  assert.deepEqual(await Promise.all(queued), [2, 3]);
+  assert.deepEqual(events.slice(0, 4), ['writev 1', 'datasync', 'writev 2', 'acknowledged 1']);
+  assert.equal(wal.counters.groups, 2, 'b and c went as one group');
+  await wal.close();
+  const reopened = await Wal.open({ dir: wal.dir });
+  assert.deepEqual(await readAll(reopened), [
+    [1, 1, 'a'],
+    [2, 1, 'b'],
+    [3, 1, 'c'],
+  ]);
+  await reopened.close();
 });
 
 test('a group never passes groupBytesMax, and each group is one sync', async () => {
