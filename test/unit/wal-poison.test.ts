@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { Wal } from '../../engine/wal/wal.ts';
+import { withTimeout } from '../helpers/timeout.ts';
 import { SimFileSystem, type SimOp } from '../sim/sim-file-system.ts';
 
 const dir = '/data/wal';
@@ -65,7 +66,7 @@ test('a failed write of a group started before the one ahead was acknowledged po
     return writes === 2 ? 'EIO' : undefined;
   });
   assert.equal(await wal.append(1, body(1)), 1, 'the group ahead is synced and acknowledged');
-  for (const append of queuedBehind) await assert.rejects(append, poisoned);
+  for (const append of queuedBehind) await assert.rejects(withTimeout(append, 5000, 'the refusal of an append written early'), poisoned);
   assert.equal(writes, 2);
   assert.equal(wal.poisoned?.details.cause, 'EIO');
   fs.setFault(undefined);
