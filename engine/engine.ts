@@ -420,6 +420,8 @@ export class Engine {
   readonly #queueConfigs = new Map<string, QueueConfig>();
   /** Rows admitted but not yet in the store: capacity promised to appends in flight. */
   #reservedRows = 0;
+  /** Payload, header and key bytes of those rows: what the arena will take when they go in. */
+  #reservedBytes = 0;
   /** Cancels whose CANCEL record is not yet durable, by slot. */
   readonly #cancelling = new Map<number, Promise<CancelOutcome>>();
   /** Told when a timer may have become the earliest due (the scheduler re-arms its timer). */
@@ -549,6 +551,11 @@ export class Engine {
   /** Resident timers at most (the store's slots); past it adds are refused with CAPACITY_FULL. */
   get residentMax(): number {
     return this.#store.capacityMax;
+  }
+
+  /** Arena slabs that were made ahead (their pages mapped off the main thread) when the store opened them. */
+  get slabsPrefaulted(): number {
+    return this.#store.arena.slabsPrefaulted;
   }
 
   /** The log, for readiness (poisoned?) and counters. */
@@ -875,22 +882,26 @@ export class Engine {
     if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
       throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: newRows });
     }
-    // Slabs the batch will need beyond the arena's current one, and the next columns when the
-    // rows on their way near the capacity, are made while the record syncs (asked for before
-    // anything is claimed or reserved: nothing to undo if it throws).
-    this.#store.arena.prefaultFor(stringBytesOf(batch));
+    // Slabs this batch and the admits still in flight will need beyond the arena's current one
+    // (asked for together: one admit at a time, each fits the room the others will take), and the
+    // next columns when the rows on their way near the capacity, are made while the record syncs
+    // (asked for before anything is claimed or reserved: nothing to undo if it throws).
+    const bytes = stringBytesOf(batch);
+    this.#store.arena.prefaultFor(this.#reservedBytes + bytes);
     this.#store.prefaultColumnsFor(this.#reservedRows + newRows);
     // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
     const introduced = plan?.introduced ?? [];
     const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
     const claim = settled === undefined ? -1 : this.#keysInFlight.claim(introduced, settled.promise);
     this.#reservedRows += newRows;
+    this.#reservedBytes += bytes;
     let seq: number;
     try {
       seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded]);
       this.#insert(batch, seq, plan);
     } finally {
       this.#reservedRows -= newRows;
+      this.#reservedBytes -= bytes;
       if (settled !== undefined) this.#keysInFlight.release(claim, introduced);
       settled?.resolve();
     }

@@ -6,6 +6,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { batchFromSpecs, type TimerBatch } from '../../engine/batch/timer-batch.ts';
+import { Engine } from '../../engine/engine.ts';
+import type { FileSystem } from '../../engine/fs/file-system.ts';
+import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
 import { groupBuffersMax, PrefaultedBuffers } from '../../engine/store/prefaulted-buffers.ts';
 import { columnsBytes, ResidentStore, timerState } from '../../engine/store/resident-store.ts';
@@ -161,6 +168,43 @@ test('dropPrefaulted and close let go of slabs made for a guess that fell short'
     else await sleep(50);
     for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
     assert.equal(arena.slabsPrefaulted, end === 'drop' ? 2 : 0, end);
+  }
+});
+
+test('an engine makes the slabs ahead that the admits in flight need together', async () => {
+  // Three admits of ~30 KiB each are logged at once into 64 KiB slabs: each alone fits one slab,
+  // together they need two. Each admit asks for what the admits ahead of it still bring too, so
+  // both slabs are made while the records sync (a slow disk here: 300 ms a sync).
+  const dir = mkdtempSync(join(tmpdir(), 'fermata-prefault-'));
+  const fs: FileSystem = {
+    ...nodeFileSystem,
+    open: async (path, mode) => {
+      const handle = await nodeFileSystem.open(path, mode);
+      return {
+        ...handle,
+        writev: handle.writev.bind(handle),
+        read: handle.read.bind(handle),
+        truncate: handle.truncate.bind(handle),
+        size: handle.size.bind(handle),
+        close: handle.close.bind(handle),
+        datasync: async () => {
+          await sleep(300);
+          await handle.datasync();
+        },
+      };
+    },
+  };
+  try {
+    const engine = await Engine.open({ dataDir: dir, fs, store: { arena: { slabBytes: 64 * 1024 } } });
+    const batch = (): TimerBatch => batchFromSpecs(Array.from({ length: 30 }, (_, row) => ({ fireAtMs: Date.now() + 3_600_000 + row, target: 'https://a.example/', payload: new Uint8Array(1000).fill(row) })));
+    const admitted = await Promise.all([engine.admit(batch()), engine.admit(batch()), engine.admit(batch())]);
+    assert.equal(engine.resident, 90);
+    assert.equal(engine.slabsPrefaulted, 2, 'both slabs the three batches filled were made ahead');
+    const payload = engine.payloadOf(admitted[2]?.idOf(29) as string);
+    assert.deepEqual(payload, new Uint8Array(1000).fill(29));
+    await engine.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
