@@ -381,7 +381,10 @@ export class Wal implements DurableLog {
     const baseSeq = segment.lastSeq + 1;
     const chunks = encodeGroup(group, baseSeq, segment.id, groupBytes);
     const startedMs = performance.now();
-    return { group, segment, baseSeq, groupBytes, startedMs, written: this.#active.writev(chunks, segment.bytes) };
+    const written = this.#active.writev(chunks, segment.bytes);
+    // Awaited by #finishGroup; a write started early is awaited a few microtasks later.
+    written.catch(() => undefined);
+    return { group, segment, baseSeq, groupBytes, startedMs, written };
   }
 
   /**
@@ -393,7 +396,16 @@ export class Wal implements DurableLog {
     const size = this.#groupSize();
     const segment = this.#segments.at(-1) as SegmentInfo;
     if (this.#needsRoll(segment, size.bytes)) return undefined;
-    return this.#writeGroup(this.#takeGroup(size), segment, size.bytes);
+    const group = this.#takeGroup(size);
+    try {
+      return this.#writeGroup(group, segment, size.bytes);
+    } catch {
+      // Back to the front of the queue: the loop starts it the usual way, and a failure there
+      // poisons this group, not the one ahead that is already durable.
+      this.#queue = [...group, ...this.#queue];
+      this.#queuedBytes += size.bytes;
+      return undefined;
+    }
   }
 
   /**
@@ -431,6 +443,7 @@ export class Wal implements DurableLog {
     return next;
   }
 
+  /** Seals `current` (already synced) and makes the next segment durable before any record goes in. */
   async #roll(current: SegmentInfo): Promise<SegmentInfo> {
     const next: SegmentInfo = { id: current.id + 1, baseSeq: current.lastSeq + 1, lastSeq: current.lastSeq, bytes: segmentHeaderBytes };
     const handle = await createSegment(this.#fs, this.dir, next.id, next.baseSeq);
