@@ -12,12 +12,11 @@ import { tableFromIPC } from 'apache-arrow';
 import pino from 'pino';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { Engine } from '../../engine/engine.ts';
-import type { FileSystem } from '../../engine/fs/file-system.ts';
-import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { decodeTimerId } from '../../engine/ids.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
 import { testScratch } from '../helpers/scratch.ts';
+import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
 
 const scratch = testScratch('fermata-body-reuse');
 const rows = 300;
@@ -30,26 +29,16 @@ const perWriter = 5;
  * The real disk, each write and fdatasync 10 ms slower: commit groups then overlap the next
  * requests, whose bodies are read while earlier ones are still being written from where they lie.
  */
-const slowSyncs: FileSystem = {
-  ...nodeFileSystem,
-  async open(path, mode) {
-    const handle = await nodeFileSystem.open(path, mode);
-    return {
-      writev: async (chunks, position) => {
-        await sleep(10);
-        await handle.writev(chunks, position);
-      },
-      read: (into, position) => handle.read(into, position),
-      datasync: async () => {
-        await sleep(10);
-        await handle.datasync();
-      },
-      truncate: (length) => handle.truncate(length),
-      size: () => handle.size(),
-      close: () => handle.close(),
-    };
+const slowSyncs = wrappedFileSystem((handle) => ({
+  writev: async (chunks, position) => {
+    await sleep(10);
+    await handle.writev(chunks, position);
   },
-};
+  datasync: async () => {
+    await sleep(10);
+    await handle.datasync();
+  },
+}));
 
 function arrowBody(fill: number): Uint8Array {
   const fireAtMs = Date.now() + 3_600_000;

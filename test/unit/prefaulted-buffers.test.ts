@@ -11,11 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { batchFromSpecs, type TimerBatch } from '../../engine/batch/timer-batch.ts';
 import { Engine } from '../../engine/engine.ts';
-import type { FileSystem } from '../../engine/fs/file-system.ts';
-import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
 import { groupBuffersMax, PrefaultedBuffers } from '../../engine/store/prefaulted-buffers.ts';
 import { columnsBytes, ResidentStore, timerState } from '../../engine/store/resident-store.ts';
+import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
 
 /** How long a test waits for the threadpool's reads (they take microseconds; CI machines are slow). */
 const readyWaitMs = 10_000;
@@ -176,24 +175,12 @@ test('an engine makes the slabs ahead that the admits in flight need together', 
   // together they need two. Each admit asks for what the admits ahead of it still bring too, so
   // both slabs are made while the records sync (a slow disk here: 300 ms a sync).
   const dir = mkdtempSync(join(tmpdir(), 'fermata-prefault-'));
-  const fs: FileSystem = {
-    ...nodeFileSystem,
-    open: async (path, mode) => {
-      const handle = await nodeFileSystem.open(path, mode);
-      return {
-        ...handle,
-        writev: handle.writev.bind(handle),
-        read: handle.read.bind(handle),
-        truncate: handle.truncate.bind(handle),
-        size: handle.size.bind(handle),
-        close: handle.close.bind(handle),
-        datasync: async () => {
-          await sleep(300);
-          await handle.datasync();
-        },
-      };
+  const fs = wrappedFileSystem((handle) => ({
+    datasync: async () => {
+      await sleep(300);
+      await handle.datasync();
     },
-  };
+  }));
   try {
     const engine = await Engine.open({ dataDir: dir, fs, store: { arena: { slabBytes: 64 * 1024 } } });
     const batch = (): TimerBatch => batchFromSpecs(Array.from({ length: 30 }, (_, row) => ({ fireAtMs: Date.now() + 3_600_000 + row, target: 'https://a.example/', payload: new Uint8Array(1000).fill(row) })));

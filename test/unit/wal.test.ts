@@ -6,9 +6,8 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
-import type { FileSystem } from '../../engine/fs/file-system.ts';
-import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { Wal } from '../../engine/wal/wal.ts';
+import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
 
 const dirs: string[] = [];
 function freshDir(): string {
@@ -63,31 +62,20 @@ test('the next group is being written before the synced group is acknowledged', 
   let wal: Wal | undefined;
   let queued: Array<Promise<number>> = [];
   let writes = 0;
-  const fs: FileSystem = {
-    ...nodeFileSystem,
-    open: async (path, mode) => {
-      const handle = await nodeFileSystem.open(path, mode);
-      return {
-        ...handle,
-        read: handle.read.bind(handle),
-        truncate: handle.truncate.bind(handle),
-        size: handle.size.bind(handle),
-        close: handle.close.bind(handle),
-        writev: (chunks, position) => {
-          if (wal !== undefined) {
-            events.push(`writev ${++writes}`);
-            // While the first record's group is on its way, two more appends queue behind it.
-            if (writes === 1) queued = [wal.append(1, bytes('b')), wal.append(1, bytes('c'))];
-          }
-          return handle.writev(chunks, position);
-        },
-        datasync: async () => {
-          events.push('datasync');
-          await handle.datasync();
-        },
-      };
+  const fs = wrappedFileSystem((handle) => ({
+    writev: (chunks, position) => {
+      if (wal !== undefined) {
+        events.push(`writev ${++writes}`);
+        // While the first record's group is on its way, two more appends queue behind it.
+        if (writes === 1) queued = [wal.append(1, bytes('b')), wal.append(1, bytes('c'))];
+      }
+      return handle.writev(chunks, position);
     },
-  };
+    datasync: async () => {
+      events.push('datasync');
+      await handle.datasync();
+    },
+  }));
   wal = await Wal.open({ dir: freshDir(), fs });
   events.length = 0;
   const first = wal.append(1, bytes('a')).then((seq) => {
