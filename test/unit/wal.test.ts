@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterEach, test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { Wal } from '../../engine/wal/wal.ts';
+import { withTimeout } from '../helpers/timeout.ts';
 import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
 
 const dirs: string[] = [];
@@ -94,6 +95,26 @@ test('the next group is being written before the synced group is acknowledged', 
     [3, 1, 'c'],
   ]);
   await reopened.close();
+});
+
+test('a next group whose write cannot even be started is refused, not lost, and the group ahead stays acknowledged', async () => {
+  // A handle whose writev throws instead of rejecting (outside the FileHandle contract, as a
+  // bug would): the early start puts the group back, and the loop's own start poisons it.
+  let wal: Wal | undefined;
+  let queued: Array<Promise<number>> = [];
+  let writes = 0;
+  const fs = wrappedFileSystem((handle) => ({
+    writev: (chunks, position) => {
+      if (wal === undefined) return handle.writev(chunks, position);
+      if (++writes === 1) queued = [wal.append(1, bytes('b')), wal.append(1, bytes('c'))];
+      if (writes >= 2) throw Object.assign(new Error('writev broke'), { code: 'EIO' });
+      return handle.writev(chunks, position);
+    },
+  }));
+  wal = await Wal.open({ dir: freshDir(), fs });
+  assert.equal(await wal.append(1, bytes('a')), 1, 'the group ahead is durable and acknowledged');
+  for (const append of queued) await assert.rejects(withTimeout(append, 5000, 'the refusal of an append'), (err) => isFermataError(err, errorCodes.walPoisoned));
+  await wal.close();
 });
 
 test('a group never passes groupBytesMax, and each group is one sync', async () => {
