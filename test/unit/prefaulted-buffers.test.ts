@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { batchFromSpecs, type TimerBatch } from '../../engine/batch/timer-batch.ts';
 import { Engine } from '../../engine/engine.ts';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
-import { groupBuffersMax, PrefaultedBuffers } from '../../engine/store/prefaulted-buffers.ts';
-import { columnsBytes, ResidentStore, timerState } from '../../engine/store/resident-store.ts';
+import { groupBuffersMax, PrefaultedBuffers, prefaultMsPerByte } from '../../engine/store/prefaulted-buffers.ts';
+import { columnsBytes, ResidentStore, type ResidentStoreOptions, timerState } from '../../engine/store/resident-store.ts';
 import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
 
 /** How long a test waits for the threadpool's reads (they take microseconds; CI machines are slow). */
@@ -54,6 +54,17 @@ test('a supply hands over each requested buffer once it is made, of its size, an
   assert.equal(supply.taken, 2);
   await sleep(20);
   assert.equal(supply.take(), undefined, 'a third buffer was never requested');
+});
+
+test('the pace of making a byte ahead follows the reads as they are timed', async () => {
+  const before = prefaultMsPerByte();
+  assert.ok(before > 0 && Number.isFinite(before));
+  const supply = new PrefaultedBuffers(1024 * 1024);
+  supply.request();
+  assert.ok(await eventually(() => supply.ready === 1, readyWaitMs));
+  const after = prefaultMsPerByte();
+  assert.ok(after > 0 && Number.isFinite(after), `${after} ms a byte`);
+  assert.notEqual(after, before, 'the read moved the estimate');
 });
 
 test('dropAll lets go of the buffers ready and of those still being made', async () => {
@@ -196,8 +207,8 @@ test('an engine makes the slabs ahead that the admits in flight need together', 
 });
 
 /** A store holding `count` timers whose every column differs by slot, and a check of them all. */
-function filledStore(capacityInitial: number): { store: ResidentStore; add: (count: number) => void; check: () => void } {
-  const store = new ResidentStore({ capacityInitial, capacityMax: 100_000 });
+function filledStore(capacityInitial: number, options: Omit<ResidentStoreOptions, 'capacityInitial' | 'capacityMax'> = {}): { store: ResidentStore; add: (count: number) => void; check: () => void } {
+  const store = new ResidentStore({ capacityInitial, capacityMax: 100_000, ...options });
   const targets = [store.internTarget('https://a.test/'), store.internTarget('https://b.test/')];
   const handles: number[] = [];
   const add = (count: number): void => {
@@ -240,6 +251,38 @@ test('a store told that rows on their way near its capacity makes its next colum
   // Rows far beyond the next doubling ask for the capacity reserve() would double to: 1,000 slots.
   store.prefaultColumnsFor(900);
   assert.equal(store.columnsAheadCapacity, 1024);
+});
+
+test('a store filling fast asks for large columns as far ahead as making them takes, up to half its capacity', () => {
+  // 20 slots fill over `windowMs` (the fill rate is measured over 250 ms windows) of a 64-slot
+  // store whose 128-slot columns take `makingMs` to make.
+  const filledOver = (windowMs: number, makingMs: number, earlyBytesMin?: number): { store: ResidentStore; add: (count: number) => void } => {
+    let now = 0;
+    const msPerByte = makingMs / columnsBytes(128);
+    const filled = filledStore(64, { now: () => now, prefaultMsPerByte: () => msPerByte, ...(earlyBytesMin === undefined ? {} : { columnsEarlyBytesMin: earlyBytesMin }) });
+    filled.store.prefaultColumnsFor(0);
+    filled.add(20);
+    now = windowMs;
+    filled.store.prefaultColumnsFor(0);
+    return filled;
+  };
+  const aheadAfter = (filled: { store: ResidentStore; add: (count: number) => void }, count: number): number => {
+    filled.add(count);
+    filled.store.prefaultColumnsFor(0);
+    return filled.store.columnsAheadCapacity;
+  };
+  // 0.08 slots a ms, over the 100 ms the columns take, twice over: asked for with 16 slots to go.
+  const fast = filledOver(250, 100, 0);
+  assert.equal(aheadAfter(fast, 27), 0, '17 slots free, 64 - 47: not yet');
+  assert.equal(aheadAfter(fast, 2), 128, '15 slots free: less than the lead');
+  // The same slots filled a hundred times slower: the 32nd of the capacity (2 slots) as before.
+  assert.equal(aheadAfter(filledOver(25_000, 100, 0), 29), 0, 'slow fill: 15 slots free is plenty');
+  // Columns below the early size (128 MiB by default) keep the 32nd, however fast the fill.
+  assert.equal(aheadAfter(filledOver(250, 100), 29), 0, 'small columns: not early');
+  // However long making them takes, never before half the capacity is in use.
+  const slowMaking = filledOver(250, 100_000, 0);
+  assert.equal(aheadAfter(slowMaking, 12), 0, '32 slots free: half the capacity');
+  assert.equal(aheadAfter(slowMaking, 1), 128, '31 slots free: less than half');
 });
 
 test('a growth before the columns are made allocates its own; dropPrefaulted and close let go of them', async () => {
