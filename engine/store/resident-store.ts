@@ -45,6 +45,7 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
+import { FillRate } from './fill-rate.ts';
 import { PrefaultedBuffers, prefaultMsPerByte } from './prefaulted-buffers.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 
@@ -70,8 +71,6 @@ const columnsAheadShare = 32;
  * timers in 1,048,576 slots) is spared holding spare columns larger than what it holds.
  */
 const columnsEarlyBytesMin = 128 * 1024 * 1024;
-/** The fill rate is the growth of the slots in use over windows at least this long. */
-const fillRateWindowMs = 250;
 /** Columns are asked for this many times the time making them is expected to take ahead. */
 const columnsLeadFactor = 2;
 
@@ -249,13 +248,10 @@ export class ResidentStore {
   /** Columns being made ahead for the next growth (prefaultColumnsFor), for this capacity. */
   #columnsAhead: { readonly capacity: number; readonly supply: PrefaultedBuffers } | undefined;
   #columnGrowthsMadeAhead = 0;
-  readonly #now: () => number;
   readonly #prefaultMsPerByte: () => number;
   readonly #columnsEarlyBytesMin: number;
-  /** Slots in use (highWater) per ms over the last whole window, and where the current window started. */
-  #fillRate = 0;
-  #fillMarkMs = Number.NEGATIVE_INFINITY;
-  #fillMarkSlots = 0;
+  /** Slots in use (highWater) per ms. */
+  readonly #fillRate: FillRate;
   #closed = false;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
@@ -279,7 +275,7 @@ export class ResidentStore {
     this.capacityMax = capacityMax;
     this.generationMax = generationMax;
     this.arena = new ByteArena(options.arena);
-    this.#now = options.now ?? (() => performance.now());
+    this.#fillRate = new FillRate(options.now ?? (() => performance.now()));
     this.#prefaultMsPerByte = options.prefaultMsPerByte ?? prefaultMsPerByte;
     this.#columnsEarlyBytesMin = options.columnsEarlyBytesMin ?? columnsEarlyBytesMin;
     this.#capacity = capacity;
@@ -510,12 +506,12 @@ export class ResidentStore {
    */
   prefaultColumnsFor(rows: number): void {
     if (this.#closed || this.#capacity >= this.capacityMax) return;
-    this.#measureFillRate();
+    const fillRate = this.#fillRate.sample(this.#highWater);
     const slotsAfter = this.#highWater + Math.max(0, rows - this.#freeCount);
     let capacity = this.#capacity * 2;
     while (capacity < slotsAfter) capacity *= 2;
     capacity = Math.min(capacity, this.capacityMax);
-    if (this.#capacity - slotsAfter >= this.#columnsLead(capacity)) return;
+    if (this.#capacity - slotsAfter >= this.#columnsLead(capacity, fillRate)) return;
     this.#makeColumnsAhead(capacity);
   }
 
@@ -524,22 +520,12 @@ export class ResidentStore {
    * capacity, or for a large growth the slots the fill rate takes while they are being made
    * (columnsEarlyBytesMin).
    */
-  #columnsLead(capacity: number): number {
+  #columnsLead(capacity: number, fillRate: number): number {
     const share = this.#capacity / columnsAheadShare;
     const bytes = columnsBytes(capacity);
     if (bytes < this.#columnsEarlyBytesMin) return share;
     const makingMs = bytes * this.#prefaultMsPerByte();
-    return Math.min(this.#capacity / 2, Math.max(share, this.#fillRate * makingMs * columnsLeadFactor));
-  }
-
-  #measureFillRate(): void {
-    const now = this.#now();
-    const elapsed = now - this.#fillMarkMs;
-    if (elapsed < fillRateWindowMs) return;
-    // The first call only starts a window (elapsed is Infinity).
-    this.#fillRate = Number.isFinite(elapsed) ? (this.#highWater - this.#fillMarkSlots) / elapsed : 0;
-    this.#fillMarkMs = now;
-    this.#fillMarkSlots = this.#highWater;
+    return Math.min(this.#capacity / 2, Math.max(share, fillRate * makingMs * columnsLeadFactor));
   }
 
   /** Growths that took columns made ahead. */
