@@ -26,7 +26,6 @@
 import assert from 'node:assert/strict';
 import type { BytesColumn } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
-import { FillRate } from './fill-rate.ts';
 import { PrefaultedBuffers } from './prefaulted-buffers.ts';
 
 /** Offsets occupy the low 32 bits of a ref, so one string (and one slab) is below 4 GiB. */
@@ -89,21 +88,10 @@ function copyRowPartWords(slab: Uint8Array, slabWords: Int32Array | undefined, a
 
 export interface ByteArenaOptions {
   readonly slabBytes?: number;
-  /** Monotonic ms for the rate slabs are opened at (tests); performance.now() otherwise. */
-  readonly now?: () => number;
 }
 
 /** Slabs prefaultFor() keeps made ahead at most. */
 const prefaultSlabsAhead = 2;
-/**
- * The slabs the arena opens in this long at its current rate are allocated together (up to
- * groupBuffersMax). Each allocation maps a page for malloc's header on the main thread, under
- * huge pages a 2 MiB one: Arrow ingest opening 40–50 slabs a second, one allocation each,
- * spent 15% of its main thread in it (createUnsafeBuffer), 4% in groups of 8. A group's memory
- * is freed only once none of its slabs is in use, so an arena filling slowly, whose slabs hold
- * timers of different ages, keeps allocating them one by one.
- */
-const slabGroupSpanMs = 1000;
 
 /** The arena's strings as they were when hold() was called, readable while the arena changes. */
 export interface ArenaHold {
@@ -132,15 +120,11 @@ export class ByteArena {
   /** Slabs made ahead, their pages mapped off the main thread; made on the first prefaultFor(). */
   #supply: PrefaultedBuffers | undefined;
   #closed = false;
-  /** Slabs of slabBytes opened, and how many a ms. */
-  #slabsOpened = 0;
-  readonly #openRate: FillRate;
 
   constructor(options: ByteArenaOptions = {}) {
     const slabBytes = options.slabBytes ?? storeLimits.arenaSlabBytes;
     assert.ok(Number.isSafeInteger(slabBytes) && slabBytes >= 1 && slabBytes <= arenaSlabBytesMax, 'slabBytes out of range');
     this.slabBytes = slabBytes;
-    this.#openRate = new FillRate(options.now ?? (() => performance.now()));
   }
 
   /** Slabs that came made ahead by prefaultFor(). */
@@ -167,11 +151,9 @@ export class ByteArena {
     this.#supply ??= new PrefaultedBuffers(this.slabBytes);
     const coming = Math.ceil((bytes - room) / this.slabBytes);
     const slabs = Math.min(prefaultSlabsAhead, coming);
-    // The slabs still to come (a replay's log), or those the rate slabs are opened at takes in
-    // slabGroupSpanMs, are allocated together (one malloc header's page fault on the main thread
-    // for several slabs, prefaulted-buffers.ts), each read when asked for.
-    const grouped = Math.max(coming, Math.ceil(this.#openRate.sample(this.#slabsOpened) * slabGroupSpanMs));
-    while (this.#supply.outstanding < slabs) this.#supply.request(grouped - this.#supply.outstanding);
+    // The slabs still to come are allocated together (a replay's log: one malloc header's page
+    // fault on the main thread for several slabs, prefaulted-buffers.ts), each read when asked for.
+    while (this.#supply.outstanding < slabs) this.#supply.request(coming - this.#supply.outstanding);
   }
 
   /** Frees the slabs made ahead and not taken (and those still being made, as they are done). */
@@ -440,7 +422,6 @@ export class ByteArena {
       const memory = Buffer.allocUnsafeSlow(bytes);
       this.#slabs[slabId] = new Uint8Array(memory.buffer, memory.byteOffset, bytes);
     }
-    if (bytes === this.slabBytes) this.#slabsOpened++;
     this.#live[slabId] = 0;
     this.#end[slabId] = 0;
     this.#marked[slabId] = false;

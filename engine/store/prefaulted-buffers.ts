@@ -26,9 +26,9 @@
 // (seen as sysmalloc, or createUnsafeBuffer in profiles): half of every 4 MiB slab. Fixing
 // glibc's mmap threshold did not help (glibc.malloc.mmap_threshold=4194304 made a replay slower:
 // 0.97–1.05 s against 0.83–0.87 s in 5 alternated pairs, every other large buffer then mapped
-// fresh each time). So a caller that knows many buffers are coming (a replay, an arena opening
-// slabs many times a second) asks for them in groups: one allocation, one header, for up to
-// groupBuffersMax buffers, each read (mapped) only when it is requested. The price: a group's memory is freed only when none of its buffers is
+// fresh each time). So a caller that knows many buffers are coming (a replay) asks for them in
+// groups: one allocation, one header, for up to groupBuffersMax buffers, each read (mapped) only
+// when it is requested. The price: a group's memory is freed only when none of its buffers is
 // used any more, and its unrequested buffers, never touched, hold address space but no pages.
 import { openSync, read } from 'node:fs';
 

@@ -149,33 +149,6 @@ test('an arena told what is coming opens slabs made ahead, and keeps every strin
   assert.equal(arena.bytesReserved, arena.slabCount * slabBytes, 'a slab made ahead is counted as any other');
 });
 
-test('an arena opening slabs fast allocates those a second takes together; one filling slowly, one by one', async () => {
-  const slabBytes = 16 * 1024;
-  /** The buffers of the 16 slabs an arena opens when one is filled every `msPerSlab`, each made ahead. */
-  const slabBuffers = async (msPerSlab: number): Promise<ArrayBufferLike[]> => {
-    let now = 0;
-    const arena = new ByteArena({ slabBytes, now: () => now });
-    const buffers: ArrayBufferLike[] = [];
-    for (let slab = 0; slab < 16; slab++) {
-      arena.prefaultFor(slabBytes);
-      assert.ok(await eventually(() => arena.slabsMadeAhead === 1, readyWaitMs), `slab ${slab} made ahead`);
-      const ref = arena.add(new Uint8Array(slabBytes / 2).fill(slab));
-      arena.add(new Uint8Array(slabBytes / 2).fill(slab));
-      buffers.push(arena.view(ref, 1).buffer);
-      now += msPerSlab;
-    }
-    assert.equal(arena.slabsPrefaulted, 16);
-    return buffers;
-  };
-  // 20 slabs a second: alone until the first 250 ms window is measured (slabs 0-4), then in
-  // groups of 8, the most one allocation makes: 5-12, then 13-15 and the rest of their group.
-  const fast = await slabBuffers(50);
-  assert.equal(new Set(fast.slice(5, 13)).size, 1, 'slabs 5-12: one allocation');
-  assert.equal(new Set(fast).size, 7, 'allocations for 16 slabs');
-  // One slab every 2 s: each allocated alone.
-  assert.equal(new Set(await slabBuffers(2000)).size, 16);
-});
-
 test('an arena makes nothing ahead for what its current slab holds, or when never told', async () => {
   const slabBytes = 16 * 1024;
   const arena = new ByteArena({ slabBytes });
