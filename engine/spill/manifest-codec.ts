@@ -5,7 +5,7 @@
 //
 //   header (24 B) | JSON (J B) | zero pad to 8 | seqs f64 × T | fireAtMs f64 × T | rows u32 × T
 import assert from 'node:assert/strict';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../checksum.ts';
 import { crcCoveredFrom, headerCrcOffset, isRunId, manifestFileName, manifestHeaderBytes, manifestMagic, padTo8, runIdMax, spillCorrupt, spillFormatVersion, tombstoneBytes } from './format.ts';
 import { hex } from './keys-file.ts';
 import { type RunMeta, runMetaProblem } from './run-meta.ts';

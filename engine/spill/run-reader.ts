@@ -3,7 +3,7 @@
 // whole file piece by piece (head, every batch, tail, footer, schema stamp) and its keys
 // sidecar, holding one batch in memory at a time. Main thread.
 import { posix } from 'node:path';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../checksum.ts';
 import type { FileHandle, FileSystem } from '../fs/file-system.ts';
 import { FooterError, type FooterSummary, readFooter } from './arrow-footer.ts';
 import { arrowEos, arrowMagic, arrowTrailerBytes, footerBytesMax, metadataKeys, runFileName, spillCorrupt, spillFormatVersion } from './format.ts';

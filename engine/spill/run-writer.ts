@@ -10,7 +10,7 @@
 // (compaction flushing a full batch) is two consecutive batches with one start.
 import assert from 'node:assert/strict';
 import { posix } from 'node:path';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../checksum.ts';
 import type { FileHandle, FileSystem } from '../fs/file-system.ts';
 import { systemErrorCode } from '../errors.ts';
 import { spillLimits } from '../limits.ts';

@@ -4,7 +4,7 @@
 //
 // Assertions in pairs: every field the encoder wrote is checked here again, and nothing is
 // allocated from a length field (a length past the bytes at hand is `torn`, never a read).
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../checksum.ts';
 import {
   formatVersion,
   recordBodyBytesFormatMax,

@@ -1,7 +1,7 @@
 // Builds the bytes of segment headers and record headers. Owned by the WAL's committer (the
 // only writer of the log); bodies are never copied or re-encoded, only checksummed.
 import assert from 'node:assert/strict';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../checksum.ts';
 import {
   formatVersion,
   recordBodyBytesFormatMax,
