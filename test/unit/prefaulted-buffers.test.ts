@@ -149,6 +149,31 @@ test('an arena told what is coming opens slabs made ahead, and keeps every strin
   assert.equal(arena.bytesReserved, arena.slabCount * slabBytes, 'a slab made ahead is counted as any other');
 });
 
+test('an arena filling fast asks for its next slab as far ahead as it fills while one is made', async () => {
+  const slabBytes = 16 * 1024;
+  const string = new Uint8Array(1024);
+  /**
+   * Whether a slab is made ahead for a 100-byte admit when the current slab has `room` left,
+   * after 244 KiB were added over `windowMs` (the first rate window); making a slab takes 4 ms.
+   */
+  const madeAhead = async (windowMs: number, room: number, waitMs: number): Promise<boolean> => {
+    let now = 0;
+    const arena = new ByteArena({ slabBytes, now: () => now, prefaultMsPerByte: () => 4 / slabBytes });
+    arena.prefaultFor(0);
+    for (let i = 0; i < 244; i++) arena.add(string);
+    now = windowMs;
+    // 244 strings of 1 KiB, 16 to a slab: 4 in the current one. Filled on to leave `room`.
+    for (let used = 4 * 1024; slabBytes - used > room; used += 1024) arena.add(string);
+    arena.prefaultFor(100);
+    return eventually(() => arena.slabsMadeAhead === 1, waitMs);
+  };
+  // 999 bytes a ms: it fills 8,000 bytes while a slab is made, twice over.
+  assert.equal(await madeAhead(250, 8 * 1024, 50), false, '8 KiB of room: more than the lead');
+  assert.equal(await madeAhead(250, 7 * 1024, readyWaitMs), true, '7 KiB of room: less than the lead');
+  // A hundred times slower: 80 bytes of lead, and the admit's own 100 bytes fit.
+  assert.equal(await madeAhead(25_000, 7 * 1024, 50), false, 'slow: nothing ahead');
+});
+
 test('an arena makes nothing ahead for what its current slab holds, or when never told', async () => {
   const slabBytes = 16 * 1024;
   const arena = new ByteArena({ slabBytes });
