@@ -1,7 +1,8 @@
-// How fast a count grows (slots in use, slabs opened), for the stores that make memory ahead:
-// the growth per ms over the last window at least windowMs long. Sampled by the caller as it
-// goes (no timer); a caller that stops sampling keeps the last rate, and its next sample after
-// a long pause spans the pause, so a rate that stopped reads low once sampling resumes.
+// How fast a count grows (a store's slots in use, an arena's bytes added), for the structures
+// that make memory ahead: the growth per ms over the last window at least windowMs long.
+// Sampled by the caller as it goes (no timer): a caller that stops sampling keeps the last
+// rate, and its next sample after a long pause spans the pause, so a rate that stopped reads
+// low once sampling resumes. Owned by the thread of the structure it measures (main).
 
 /** Windows are at least this long by default: a few batches' worth at any rate that matters. */
 const windowMsDefault = 250;
