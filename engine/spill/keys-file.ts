@@ -4,8 +4,8 @@
 // keyed spilled timer and a bucket read only on a hash match. Main thread.
 //
 //   header (32 B) | count u32 × B | hashes u32 × count₀ | … | hashes u32 × count₍B₋₁₎
-import { crc32 } from '../checksum.ts';
 import { posix } from 'node:path';
+import { crc32 } from '../checksum.ts';
 import type { FileSystem } from '../fs/file-system.ts';
 import { crcCoveredFrom, headerCrcOffset, keysFileName, keysHeaderBytes, keysMagic, spillCorrupt, spillFormatVersion } from './format.ts';
 import type { RunMeta } from './run-meta.ts';

@@ -56,8 +56,8 @@ const reserveGrowthMin = 1.5;
  * than this share (1 / it) of the capacity free. Small enough that a store filled to a
  * capacity's 95% holds no spare columns (the store suite's 1,000,000 timers in 1,048,576
  * slots); it gives the threadpool a 32nd of the capacity's admits to map them (31 ms a million
- * slots at a million rows a second): enough on a quick machine, while on the measurement VM in a
- * slow phase growths past 2 million slots at that rate still come first and allocate as before.
+ * slots at a million rows a second): enough on a quick machine, not on the measurement VM in a
+ * slow phase, where growths of 128 MiB and more look further ahead (columnsEarlyBytesMin).
  */
 const columnsAheadShare = 32;
 /**
@@ -499,10 +499,10 @@ export class ResidentStore {
    * less than the fill rate takes while they are made: columnsEarlyBytesMin), the columns of
    * the next growth (the capacity reserve() would double to) are made ahead, their pages mapped
    * off the main thread (prefaulted-buffers.ts): the growth is then a copy, and neither it nor
-   * the rows that follow stop for page faults. A growth that comes before they are made allocates its
-   * own, as without them. Columns made and not yet taken stay until the growth (or
-   * dropPrefaulted, close): a store that stops just short of its capacity holds them, which is
-   * the memory its growth needs at its peak anyway (old and new columns side by side).
+   * the rows that follow stop for page faults. A growth that comes before they are made
+   * allocates its own, as without them. Columns made and not yet taken stay until the growth
+   * (or dropPrefaulted, close): a store that stops just short of its capacity holds them, which
+   * is the memory its growth needs at its peak anyway (old and new columns side by side).
    */
   prefaultColumnsFor(rows: number): void {
     if (this.#closed || this.#capacity >= this.capacityMax) return;
