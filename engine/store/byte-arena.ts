@@ -134,8 +134,8 @@ export class ByteArena {
   /** Slabs made ahead, their pages mapped off the main thread; made on the first prefaultFor(). */
   #supply: PrefaultedBuffers | undefined;
   #closed = false;
-  /** Bytes ever added (strings reserved), and how many a ms. */
-  #bytesAdded = 0;
+  /** Bytes of strings ever freed: with bytesLive, the bytes ever added, whose rate addRate measures. */
+  #bytesFreed = 0;
   readonly #addRate: FillRate;
   readonly #prefaultMsPerByte: () => number;
 
@@ -171,7 +171,7 @@ export class ByteArena {
     if (this.#closed) return;
     const room = this.#current < 0 ? 0 : this.slabBytes - (this.#end[this.#current] as number);
     // At least what the arena takes, at its rate, while a slab is made (slabLeadFactor), up to a slab.
-    const lead = this.#addRate.sample(this.#bytesAdded) * this.slabBytes * this.#prefaultMsPerByte() * slabLeadFactor;
+    const lead = this.#addRate.sample(this.#bytesLive + this.#bytesFreed) * this.slabBytes * this.#prefaultMsPerByte() * slabLeadFactor;
     const ahead = Math.max(bytes, Math.min(lead, this.slabBytes));
     if (ahead <= room) return;
     this.#supply ??= new PrefaultedBuffers(this.slabBytes);
@@ -307,7 +307,6 @@ export class ByteArena {
         this.#end[slabId] = end;
         this.#live[slabId] = (this.#live[slabId] as number) + (end - start);
         this.#bytesLive += end - start;
-        this.#bytesAdded += end - start;
         if (onlyFirst) slab.set(first.values.subarray(firstOffsets[i] as number, firstOffsets[runEnd] as number), start);
         else {
           const slabWords = wordsOf(slab);
@@ -345,6 +344,7 @@ export class ByteArena {
     assert.ok(live >= 0, 'slab live count below zero: a string was freed twice or with the wrong length');
     this.#live[slabId] = live;
     this.#bytesLive -= length;
+    this.#bytesFreed += length;
     if (live > 0) return;
     // Rewinding writes new strings over freed ones: not while a hold may still read them (the
     // slab then fills up and is released when it is replaced, as any other emptied slab).
@@ -421,7 +421,6 @@ export class ByteArena {
       this.#bytesLive += length;
       return slabId * offsetSpan;
     }
-    this.#bytesAdded += length;
     const end = this.#current < 0 ? this.slabBytes : (this.#end[this.#current] ?? 0);
     if (end + length > this.slabBytes) this.#replaceCurrent();
     const slabId = this.#current;
