@@ -166,7 +166,11 @@ export function assertPeerPenaltyLimits(limits: PeerPenaltyLimits): void {
 assertPeerPenaltyLimits(peerPenaltyLimits);
 
 export const storeLimits = {
-  /** Resident timers at most; past it admits get CAPACITY_FULL (503). Handles address 2^28. */
+  /**
+   * Resident timers at most, unless the store is given another capacityMax (`fermata serve` gives
+   * it residentSlotsFor(budget), never less than this); past it admits get CAPACITY_FULL (503).
+   * Handles address 2^28.
+   */
   residentTimersMax: 2 ** 24,
   /** Slots allocated up front; the columns double as timers arrive. */
   residentTimersInitial: 1024,

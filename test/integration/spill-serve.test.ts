@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { residentSlotsFor } from '../../engine/memory-budget.ts';
 import { binPath, serviceEnv, startService } from '../helpers/service.ts';
 import { testScratch } from '../helpers/scratch.ts';
 
@@ -81,6 +82,20 @@ test('a small memory budget spills far-future timers to disk; GET, DELETE and a 
   assert.ok(after.spilled >= spilled.spilled - 1, `${after.spilled} spilled after the restart, ${spilled.spilled} before (one of them cancelled)`);
   const cancelled = (await (await fetch(`${service.url}/v1/timers/${dropped}`, { signal: AbortSignal.timeout(5_000) })).json()) as { state: string };
   assert.equal(cancelled.state, 'cancelled');
+  service.child.kill('SIGTERM');
+  await service.exited;
+});
+
+test('the store takes as many slots as the memory budget could hold, so the budget decides when to spill', async () => {
+  // 4 GiB configured: a 2 GiB budget (less on a smaller machine or cgroup), 21 million slots, past the 2^24 floor.
+  const service = await startService(scratch.tempDir('slots'), (child) => scratch.children.add(child), { args: ['--memory-budget', '4GiB'] });
+  const line = service
+    .output()
+    .split('\n')
+    .map((text) => (text.startsWith('{') ? (JSON.parse(text) as { msg?: string; budgetBytes?: number; residentMax?: number }) : {}))
+    .find((entry) => entry.msg === 'memory budget');
+  assert.ok(line?.budgetBytes !== undefined, `no "memory budget" line in:\n${service.output()}`);
+  assert.equal(line.residentMax, residentSlotsFor(line.budgetBytes));
   service.child.kill('SIGTERM');
   await service.exited;
 });
