@@ -176,6 +176,29 @@ test('an arena filling fast asks for its next slab as far ahead as it fills whil
   assert.equal(await madeAhead(25_000, 7 * 1024, 50), false, 'slow: nothing ahead');
 });
 
+test('a large arena allocates the slabs it makes ahead several at a time; a small one, one at a time', async () => {
+  const slabBytes = 16 * 1024;
+  const arena = new ByteArena({ slabBytes });
+  const strings: Array<{ ref: number; bytes: Uint8Array }> = [];
+  for (let slab = 0; slab < 140; slab++) {
+    arena.prefaultFor(slabBytes);
+    assert.ok(await eventually(() => arena.slabsMadeAhead >= 1, readyWaitMs), `slab ${slab} made ahead`);
+    for (let i = 0; i < 16; i++) {
+      const bytes = new Uint8Array(1024).fill(slab & 0xff);
+      bytes[1] = i;
+      strings.push({ ref: arena.add(bytes), bytes });
+    }
+  }
+  assert.equal(arena.slabCount, 140);
+  // One string of each slab: which allocation (ArrayBuffer) its slab came from.
+  const memoryOf = (slab: number): ArrayBufferLike => arena.view((strings[slab * 16] as { ref: number }).ref, 1).buffer;
+  const small = new Set(Array.from({ length: 64 }, (_, slab) => memoryOf(slab)));
+  assert.equal(small.size, 64, 'under 64 slabs, each slab is an allocation of its own');
+  const large = new Set(Array.from({ length: 20 }, (_, i) => memoryOf(120 + i)));
+  assert.ok(large.size <= 4, `past 120 slabs, groups of ${groupBuffersMax}: 20 slabs came from ${large.size} allocations`);
+  for (const { ref, bytes } of strings) assert.deepEqual(arena.view(ref, bytes.length), bytes);
+});
+
 test('an arena makes nothing ahead for what its current slab holds, or when never told', async () => {
   const slabBytes = 16 * 1024;
   const arena = new ByteArena({ slabBytes });
