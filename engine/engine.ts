@@ -26,7 +26,6 @@ import type { FileSystem } from './fs/file-system.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { memoryLimits, type Retention, retentionDefaults, spillLimits, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
-import { residentBytesPerSlot } from './memory-budget.ts';
 import {
   addEncodingArrowStream,
   addEncodingColumns,
@@ -289,6 +288,12 @@ const utf8 = new TextDecoder();
 
 /** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
 const settlingWork = { pastQueueLimit: true } as const;
+
+/**
+ * Memory a resident timer takes besides its bytes in the arena: its store columns (57 B), free
+ * stack and growth slack, its id index and heap entries (engine/store/resident-store.ts).
+ */
+const residentBytesPerSlot = 100;
 
 /** Spill buckets spanned that spillableBytesByBucket() tallies in a typed array; a wider spread is tallied in a Map. */
 const bucketTallyMax = 2 ** 20;

@@ -167,9 +167,9 @@ assertPeerPenaltyLimits(peerPenaltyLimits);
 
 export const storeLimits = {
   /**
-   * Resident timers at most, unless the store is given another capacityMax (`fermata serve` gives
-   * it residentSlotsFor(budget), never less than this); past it admits get CAPACITY_FULL (503).
-   * Handles address 2^28.
+   * Resident timers at most, unless the store is given another capacityMax (`fermata serve`
+   * gives it the 2^28 a handle addresses: its memory budget decides); past it admits get
+   * CAPACITY_FULL (503).
    */
   residentTimersMax: 2 ** 24,
   /** Slots allocated up front; the columns double as timers arrive. */

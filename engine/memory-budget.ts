@@ -4,14 +4,7 @@
 // at start on the main thread; the loader compares the store's bytes with it.
 import { readFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
-import { memoryLimits, storeLimits } from './limits.ts';
-import { residentCapacityLimit } from './store/resident-store.ts';
-
-/**
- * Memory a resident timer takes besides its bytes in the arena: its store columns (57 B), free
- * stack and growth slack, its id index and heap entries (engine/store/resident-store.ts).
- */
-export const residentBytesPerSlot = 100;
+import { memoryLimits } from './limits.ts';
 
 export interface MemoryBudget {
   /** Bytes the resident store may hold. */
@@ -57,15 +50,4 @@ export function memoryBudget(configuredBytes?: number, cgroupBytes: number | und
     source = 'configured';
   }
   return { bytes: Math.floor(limitBytes * memoryLimits.residentShare), source, limitBytes };
-}
-
-/**
- * The resident store's slot limit for a budget: as many timers as the budget could hold were
- * each of them only its slot (no payload), so the budget, not the count, decides when the
- * loader spills; never below storeLimits.residentTimersMax, never past what a handle addresses.
- * A fixed 2^24 had a 24 GiB machine spill (rewriting 12.6 million timers) with a quarter of its
- * budget used.
- */
-export function residentSlotsFor(budgetBytes: number): number {
-  return Math.min(residentCapacityLimit, Math.max(storeLimits.residentTimersMax, Math.floor(budgetBytes / residentBytesPerSlot)));
 }

@@ -7,9 +7,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
-import { memoryLimits, storeLimits } from '../../engine/limits.ts';
-import { cgroupMemoryLimit, memoryBudget, residentBytesPerSlot, residentSlotsFor } from '../../engine/memory-budget.ts';
-import { residentCapacityLimit } from '../../engine/store/resident-store.ts';
+import { memoryLimits } from '../../engine/limits.ts';
+import { cgroupMemoryLimit, memoryBudget } from '../../engine/memory-budget.ts';
 import { MemoryLoader } from '../../engine/memory-loader.ts';
 import { outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
@@ -33,15 +32,6 @@ test('the budget is the smallest of the configured size, the cgroup limit and th
   assert.deepEqual(memoryBudget(undefined, 2 ** 31, 2 ** 34), { bytes: 2 ** 31 * share, source: 'cgroup', limitBytes: 2 ** 31 });
   assert.deepEqual(memoryBudget(2 ** 30, 2 ** 31, 2 ** 34), { bytes: 2 ** 30 * share, source: 'configured', limitBytes: 2 ** 30 });
   assert.deepEqual(memoryBudget(2 ** 40, undefined, 2 ** 34), { bytes: 2 ** 34 * share, source: 'machine', limitBytes: 2 ** 34 });
-});
-
-test('the slot limit follows the budget: a timer per residentBytesPerSlot, never below the fixed floor nor past what a handle addresses', () => {
-  const gib = 2 ** 30;
-  // 12 GiB (half of a 24 GiB machine): the budget, not 2^24 slots, decides when to spill.
-  assert.equal(residentSlotsFor(12 * gib), Math.floor((12 * gib) / residentBytesPerSlot));
-  assert.ok(residentSlotsFor(12 * gib) > storeLimits.residentTimersMax * 7);
-  assert.equal(residentSlotsFor(64 * 1024 * 1024), storeLimits.residentTimersMax, 'a small budget keeps the floor (it spills on bytes first)');
-  assert.equal(residentSlotsFor(1024 * gib), residentCapacityLimit, 'capped at the slots a handle carries');
 });
 
 test('a budget of a few MiB: 1,000,000 timers over 30 days stay under it, and each fires once, on time', async () => {
