@@ -74,10 +74,13 @@ class PendingTask {
   readonly attempts: Uint32Array;
   readonly fireAtMs: Float64Array;
   readonly queues: Uint16Array;
+  /** An Arrow batch's sink; undefined for a task of single deliveries. */
+  readonly sink: string | undefined;
   /** A task of single deliveries: its claims, shared with its worker once it is sent (DeliveryTask.claims). */
   claims: Int32Array | undefined;
 
   constructor(capacity: number, sink: string | undefined, bytesInitial: number) {
+    this.sink = sink;
     this.builder = new DeliveryTaskBuilder(capacity, sink, bytesInitial);
     this.seqs = new Float64Array(capacity);
     this.rows = new Uint32Array(capacity);
@@ -114,6 +117,8 @@ export class Dispatcher {
   readonly #scheduler: Scheduler;
   readonly #pull: PullQueues;
   #inFlight = 0;
+  /** Of #inFlight, single deliveries (tasks without a sink). */
+  #requestsInFlight = 0;
   /** Bytes the tasks in flight hold (their whole buffers: payloads, headers, keys, targets, ids, and room left). */
   #inFlightBytes = 0;
   /** Bytes of ids, targets, headers, keys and payloads a timer's delivery writes into a task, on average lately: sizes new tasks, and (with its share of the meta and offsets) turns the byte room into a timer count. */
@@ -173,7 +178,7 @@ export class Dispatcher {
       // keeps running, so its HTTP/2 sessions answer PINGs and stay warm.
       atomics: 'disabled',
       // A task is mostly waiting on the network: many run at once on one worker.
-      concurrentTasksPerWorker: Math.ceil(this.#limits.inFlightMax / this.#limits.timersPerTaskMax / threads) + 1,
+      concurrentTasksPerWorker: Math.ceil(this.#limits.requestsInFlightMax / this.#limits.timersPerTaskMax / threads) + 1,
       workerData,
       // Short scavenges: a worker's loop stalls for each, and timers due meanwhile go out late.
       resourceLimits: { maxYoungGenerationSizeMb: this.#limits.workerYoungGenerationMb },
@@ -228,7 +233,10 @@ export class Dispatcher {
     // Large payloads: the bytes held by tasks in flight are bounded too, as a count of timers of
     // the average size lately (a slice of larger ones may pass it, by that slice at most).
     const byBytes = Math.floor((this.#limits.inFlightBytesMax - this.#inFlightBytes) / (this.#bytesPerTimer + taskFixedBytesPerTimer));
-    return Math.max(0, Math.min(this.#limits.inFlightMax - this.#inFlight, byBytes));
+    // A slice may be all single deliveries: it is no larger than their room. Rows of Arrow
+    // batches, which cost no request each, add up over slices to inFlightMax.
+    const requestRoom = this.#limits.requestsInFlightMax - this.#requestsInFlight;
+    return Math.max(0, Math.min(this.#limits.inFlightMax - this.#inFlight, requestRoom, byBytes));
   }
 
   queueRoom(queueIndex: number): number {
@@ -239,7 +247,7 @@ export class Dispatcher {
     }
     // Without a max_concurrent of its own, a request-mode queue gets a share of the room, so one
     // stuck on a slow target cannot hold all of it ("arrow" rows are batched: they take no share).
-    const share = config.delivery === 'request' ? Math.floor(this.#limits.inFlightMax * this.#limits.queueInFlightShareMax) : Infinity;
+    const share = config.delivery === 'request' ? Math.floor(this.#limits.requestsInFlightMax * this.#limits.queueInFlightShareMax) : Infinity;
     let room = (config.max_concurrent ?? share) - (this.#queueInFlight[queueIndex] ?? 0);
     if (config.rate_per_s !== null) room = Math.min(room, Math.floor(this.#refill(queueIndex, config.rate_per_s)));
     return room;
@@ -287,6 +295,7 @@ export class Dispatcher {
       }
       task ??= this.#newTask(Math.min(this.#limits.timersPerTaskMax, slice.count - i), undefined);
       this.#add(task, slice, i, config, workerClockOffsetMs);
+      this.#requestsInFlight++;
       if (task.count === this.#limits.timersPerTaskMax) {
         this.#run(task);
         task = undefined;
@@ -401,6 +410,7 @@ export class Dispatcher {
           this.#queueInFlight[queue] = (this.#queueInFlight[queue] as number) - 1;
         }
         this.#inFlight -= pending.count;
+        if (pending.sink === undefined) this.#requestsInFlight -= pending.count;
         this.#inFlightBytes -= taskBytes;
         this.#scheduler.wake();
       });

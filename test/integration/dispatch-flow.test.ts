@@ -193,7 +193,7 @@ test('a name that resolves to loopback is refused at delivery when loopback is n
 
 test('queue-share: a queue without max_concurrent, stuck on a silent target, leaves room for other queues', { timeout: 60_000 }, async () => {
   // A small in-flight room, so that 200 stuck timers would fill it all without the per-queue share.
-  const { engine, dispatcher, close } = await rig({ limits: { inFlightMax: 64 } });
+  const { engine, dispatcher, close } = await rig({ limits: { inFlightMax: 64, requestsInFlightMax: 64 } });
   try {
     await withSink(
       (path) => (path.startsWith('/silent/') ? { hang: true } : { status: 200 }),
@@ -206,6 +206,43 @@ test('queue-share: a queue without max_concurrent, stuck on a silent target, lea
         await until('the other queue\'s timer', 5_000, () => engine.get(id as string)?.state === 'delivered');
         assert.equal(sink.to('/other').length, 1);
         assert.equal(sink.requests.filter((request) => request.path.startsWith('/silent/')).length, 16, 'the stuck queue holds a quarter of the room');
+      },
+    );
+  } finally {
+    await close();
+  }
+});
+
+test('single deliveries in flight stay within requestsInFlightMax across queues; rows of Arrow batches go past it, up to inFlightMax', { timeout: 60_000 }, async () => {
+  const limits = { inFlightMax: 64, requestsInFlightMax: 8 };
+  // Six request queues with a share of 2 each (a quarter of 8): 12 in all, 8 at most.
+  let { engine, dispatcher, close } = await rig({ limits });
+  try {
+    await withSink(
+      () => ({ hang: true }),
+      async (sink) => {
+        await addAll(engine, Array.from({ length: 60 }, (_, i) => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/silent/${i}`, queue: `q${i % 6}` })));
+        dispatcher.start();
+        await until('the first single deliveries', 10_000, () => sink.requests.length >= 8);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.equal(sink.requests.length, 8, 'single deliveries: requestsInFlightMax, whatever the queues\' shares add up to');
+        assert.equal(dispatcher.inFlight, 8);
+      },
+    );
+  } finally {
+    await close();
+  }
+  // Rows of Arrow batches: 50 in flight, as 5 batches of 10, past the 8 single deliveries' limit.
+  ({ engine, dispatcher, close } = await rig({ limits }));
+  try {
+    await withSink(
+      () => ({ hang: true }),
+      async (sink) => {
+        await engine.setQueue('pipe', { delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: 10, linger_ms: 1 });
+        await addAll(engine, Array.from({ length: 50 }, (_, i) => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row/${i}`, queue: 'pipe' })));
+        dispatcher.start();
+        await until('every row in flight', 10_000, () => dispatcher.inFlight === 50);
+        assert.equal(engine.countsByState().pending, 0, 'none held back');
       },
     );
   } finally {
