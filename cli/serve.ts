@@ -23,14 +23,13 @@ import { parseArgs } from 'node:util';
 import { pino, type Logger } from 'pino';
 import { type FermataError, isFermataError } from '../engine/errors.ts';
 import { Engine, systemClock } from '../engine/engine.ts';
-import { residentCapacityLimit } from '../engine/store/resident-store.ts';
 import { registerDispatchMetrics } from '../dispatch/dispatch-metrics.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
 import type { PullQueues } from '../dispatch/pull-queues.ts';
 import { TargetGuard } from '../dispatch/target-guard.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from './dispatch-config.ts';
 import { httpLimits, readinessLimits, serviceLimits } from '../engine/limits.ts';
-import { memoryBudget } from '../engine/memory-budget.ts';
+import { memoryBudget, residentSlotsFor } from '../engine/memory-budget.ts';
 import { MemoryLoader } from '../engine/memory-loader.ts';
 import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
 import { DiskSpaceCheck } from '../ingest/http/disk-space.ts';
@@ -517,16 +516,17 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   const guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
   // One reading of the free space for every life: /readyz and the adds' gate.
   const disk = new DiskSpaceCheck({ dir: settings.dataDir, freeBytesMin: settings.diskFreeBytesMin, checkIntervalMs: readinessLimits.diskCheckIntervalMs });
+  // Read before the engine opens: it sizes the store's slot limit.
+  const budget = memoryBudget(settings.memoryBudgetBytes);
   let poisoned = Promise.withResolvers<FermataError>();
   const openEngine = (): Promise<Engine> => {
     const thisLife = Promise.withResolvers<FermataError>();
     poisoned = thisLife;
     return Engine.open({
       dataDir: settings.dataDir,
-      // The memory budget decides when timers spill, not a count of slots: the store may hold
-      // as many as a handle addresses. The same limit in every life, whatever the budget, so a
-      // restart (with a smaller budget, on a smaller machine) replays all a past life held.
-      store: { capacityMax: residentCapacityLimit },
+      // Slots as the budget allows (a past life with a larger one may have let in more: they
+      // all come back, and the limit rises to them).
+      store: { capacityMax: residentSlotsFor(budget.bytes) },
       logger: logger.child({ component: 'wal' }),
       checkTarget: (target) => guard.checkTargetAtAdmit(target),
       admitGate: () => disk.admitRefusal(),
@@ -543,7 +543,6 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   }
   // The adds' gate answers from the last reading: take the first one before serving.
   await disk.verdict();
-  const budget = memoryBudget(settings.memoryBudgetBytes);
   logger.info({ budgetBytes: budget.bytes, source: budget.source, limitBytes: budget.limitBytes, residentMax: engine.residentMax }, 'memory budget');
   const firstPorts: Ports = { listen: settings.listen, tls: settings.tls?.listen, flight: settings.flight };
   let life = await startLife(settings, engine, firstPorts, disk, allowLoopback, logger);

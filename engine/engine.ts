@@ -487,6 +487,8 @@ export class Engine {
     // The engine exists before its log does: open() replays every record into it while it
     // reads the segments for recovery, one pass over the log.
     const engine = new Engine(options);
+    // Every timer the checkpoint and the log hold comes back, whatever this life's slot limit.
+    engine.#store.beginReplay();
     const manifest = await readManifest(engine.#fs, engine.#spillDir);
     if (manifest !== undefined) await engine.#restore(manifest);
     const coveredSeq = engine.#checkpointSeq;
@@ -508,6 +510,7 @@ export class Engine {
       ...(options.onLogPoisoned === undefined ? {} : { onPoisoned: options.onLogPoisoned }),
     });
     engine.#replaySizing = undefined;
+    engine.#store.endReplay();
     // Slabs and columns made ahead for a log that turned out to hold less (cancels, outcomes) go.
     engine.#store.dropPrefaulted();
     // Finished timers whose retention ended while the engine was down (or that the live engine

@@ -168,8 +168,8 @@ assertPeerPenaltyLimits(peerPenaltyLimits);
 export const storeLimits = {
   /**
    * Resident timers at most, unless the store is given another capacityMax (`fermata serve`
-   * gives it the 2^28 a handle addresses: its memory budget decides); past it admits get
-   * CAPACITY_FULL (503).
+   * gives it residentSlotsFor(budget), never less than this); past it admits get CAPACITY_FULL
+   * (503). A log replayed at open may pass it: the limit then rises to what it holds.
    */
   residentTimersMax: 2 ** 24,
   /** Slots allocated up front; the columns double as timers arrive. */

@@ -4,7 +4,8 @@
 // at start on the main thread; the loader compares the store's bytes with it.
 import { readFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
-import { memoryLimits } from './limits.ts';
+import { memoryLimits, storeLimits } from './limits.ts';
+import { columnsBytes, residentCapacityLimit } from './store/resident-store.ts';
 
 export interface MemoryBudget {
   /** Bytes the resident store may hold. */
@@ -50,4 +51,20 @@ export function memoryBudget(configuredBytes?: number, cgroupBytes: number | und
     source = 'configured';
   }
   return { bytes: Math.floor(limitBytes * memoryLimits.residentShare), source, limitBytes };
+}
+
+/**
+ * The resident store's slot limit for a memory budget. The budget counts a timer's columns at
+ * the slots in use, not the columns' capacity (up to twice that, and during a growth old and
+ * new side by side), so the slots are bounded to keep those columns within a quarter of the
+ * budget: never below storeLimits.residentTimersMax, never past what a handle addresses. A 12.6
+ * GB budget (a 24 GiB machine) gets 36 million slots instead of 16.7: at 3/4 of 2^24 it spilled
+ * 12.6 million timers with a quarter of its budget in use. Engine.open replays every timer a
+ * log holds even past the limit (a restart with a smaller budget), so the limit may change
+ * from one life to the next.
+ */
+export function residentSlotsFor(budgetBytes: number): number {
+  // Old and new columns during the last growth: 1.5 times the columns at the limit.
+  const slots = Math.floor(budgetBytes / 4 / 1.5 / (columnsBytes(1024) / 1024));
+  return Math.min(residentCapacityLimit, Math.max(storeLimits.residentTimersMax, slots));
 }

@@ -221,7 +221,9 @@ function assertRowsFit(batch: BatchRows, rows: Int32Array | undefined, count: nu
 }
 
 export class ResidentStore {
-  readonly capacityMax: number;
+  #capacityMax: number;
+  /** While a log is replayed, growth may pass capacityMax (beginReplay). */
+  #replaying = false;
   readonly generationMax: number;
   /** Payload and headers bytes; read its counters for stats, never add or free through it. */
   readonly arena: ByteArena;
@@ -272,7 +274,7 @@ export class ResidentStore {
     assert.ok(Number.isSafeInteger(generationMax) && generationMax >= 1 && generationMax <= residentGenerationMax, 'generationMax out of range');
     const capacity = Math.min(options.capacityInitial ?? storeLimits.residentTimersInitial, capacityMax);
     assert.ok(Number.isSafeInteger(capacity) && capacity >= 1, 'capacityInitial must be a positive integer');
-    this.capacityMax = capacityMax;
+    this.#capacityMax = capacityMax;
     this.generationMax = generationMax;
     this.arena = new ByteArena(options.arena);
     this.#fillRate = new FillRate(options.now ?? (() => performance.now()));
@@ -299,6 +301,30 @@ export class ResidentStore {
   /** Live timers. */
   get count(): number {
     return this.#count;
+  }
+
+  /** Live timers at most: allocate() answers -1 past it (the caller refuses adds with CAPACITY_FULL). */
+  get capacityMax(): number {
+    return this.#capacityMax;
+  }
+
+  /**
+   * From here until endReplay(), the store grows past capacityMax (up to what a handle
+   * addresses): a log replayed at open may hold more timers than this life's limit (a restart
+   * with a smaller memory budget, on a smaller machine), and every one of them must come back.
+   */
+  beginReplay(): void {
+    this.#replaying = true;
+  }
+
+  /** Ends beginReplay(): capacityMax rises to the slots the replay took, if it passed it. */
+  endReplay(): void {
+    this.#replaying = false;
+    this.#capacityMax = Math.max(this.#capacityMax, this.#capacity);
+  }
+
+  #limit(): number {
+    return this.#replaying ? residentCapacityLimit : this.#capacityMax;
   }
 
   /** Slots the columns hold now; grows by doubling up to capacityMax. */
@@ -342,7 +368,7 @@ export class ResidentStore {
 
   /** Whether `n` more allocations would succeed (a batch is admitted whole or not at all). */
   canAllocate(n: number): boolean {
-    return n <= this.#freeCount + (this.capacityMax - this.#highWater);
+    return n <= this.#freeCount + (this.#limit() - this.#highWater);
   }
 
   /** Allocates a timer from one object; the hot path uses allocateRaw(). Returns -1 when full. */
@@ -470,11 +496,11 @@ export class ResidentStore {
     const fresh = n - this.#freeCount;
     if (fresh <= this.#capacity - this.#highWater) return;
     const needed = this.#highWater + fresh;
-    assert.ok(needed <= this.capacityMax, 'reserve beyond capacityMax');
+    assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
     // The same capacities as growing one slot at a time would reach, whatever the batch sizes.
     let capacity = this.#capacity;
     while (capacity < needed) capacity *= 2;
-    this.#grow(Math.min(capacity, this.capacityMax));
+    this.#grow(Math.min(capacity, this.#limit()));
   }
 
   /**
@@ -489,8 +515,8 @@ export class ResidentStore {
     const fresh = n - this.#freeCount;
     if (fresh <= this.#capacity - this.#highWater) return;
     const needed = this.#highWater + fresh;
-    assert.ok(needed <= this.capacityMax, 'reserve beyond capacityMax');
-    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots), Math.ceil(this.#capacity * reserveGrowthMin)), this.capacityMax));
+    assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
+    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots), Math.ceil(this.#capacity * reserveGrowthMin)), this.#limit()));
   }
 
   /**
@@ -789,8 +815,8 @@ export class ResidentStore {
   #takeSlot(): number {
     if (this.#freeCount > 0) return this.#freeSlots[--this.#freeCount] as number;
     if (this.#highWater === this.#capacity) {
-      if (this.#capacity === this.capacityMax) return -1;
-      this.#grow(Math.min(this.#capacity * 2, this.capacityMax));
+      if (this.#capacity === this.#limit()) return -1;
+      this.#grow(Math.min(this.#capacity * 2, this.#limit()));
     }
     const slot = this.#highWater++;
     this.#generation[slot] = 1;

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { residentCapacityLimit } from '../../engine/store/resident-store.ts';
+import { residentSlotsFor } from '../../engine/memory-budget.ts';
 import { binPath, serviceEnv, startService } from '../helpers/service.ts';
 import { testScratch } from '../helpers/scratch.ts';
 
@@ -86,17 +86,17 @@ test('a small memory budget spills far-future timers to disk; GET, DELETE and a 
   await service.exited;
 });
 
-test('the memory budget, not a slot count, decides when timers spill: the store may hold as many as a handle addresses, whatever the budget', async () => {
-  for (const budget of ['4GiB', '2MiB']) {
-    const service = await startService(scratch.tempDir(`slots-${budget}`), (child) => scratch.children.add(child), { args: ['--memory-budget', budget] });
+test('the store takes the slots its memory budget allows, and a restart with a smaller budget opens', async () => {
+  const dataDir = scratch.tempDir('slots');
+  for (const budget of ['64GiB', '2MiB']) {
+    const service = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--memory-budget', budget] });
     const line = service
       .output()
       .split('\n')
-      .map((text) => (text.startsWith('{') ? (JSON.parse(text) as { msg?: string; residentMax?: number }) : {}))
+      .map((text) => (text.startsWith('{') ? (JSON.parse(text) as { msg?: string; budgetBytes?: number; residentMax?: number }) : {}))
       .find((entry) => entry.msg === 'memory budget');
-    assert.ok(line !== undefined, `no "memory budget" line in:\n${service.output()}`);
-    // The same in every life: a restart with a smaller budget must replay what a larger one held.
-    assert.equal(line.residentMax, residentCapacityLimit, `--memory-budget ${budget}`);
+    assert.ok(line?.budgetBytes !== undefined, `no "memory budget" line in:\n${service.output()}`);
+    assert.equal(line.residentMax, residentSlotsFor(line.budgetBytes), `--memory-budget ${budget}`);
     service.child.kill('SIGTERM');
     await service.exited;
   }

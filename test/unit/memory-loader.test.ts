@@ -7,8 +7,9 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
-import { memoryLimits } from '../../engine/limits.ts';
-import { cgroupMemoryLimit, memoryBudget } from '../../engine/memory-budget.ts';
+import { memoryLimits, storeLimits } from '../../engine/limits.ts';
+import { cgroupMemoryLimit, memoryBudget, residentSlotsFor } from '../../engine/memory-budget.ts';
+import { columnsBytes, residentCapacityLimit } from '../../engine/store/resident-store.ts';
 import { MemoryLoader } from '../../engine/memory-loader.ts';
 import { outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
@@ -32,6 +33,34 @@ test('the budget is the smallest of the configured size, the cgroup limit and th
   assert.deepEqual(memoryBudget(undefined, 2 ** 31, 2 ** 34), { bytes: 2 ** 31 * share, source: 'cgroup', limitBytes: 2 ** 31 });
   assert.deepEqual(memoryBudget(2 ** 30, 2 ** 31, 2 ** 34), { bytes: 2 ** 30 * share, source: 'configured', limitBytes: 2 ** 30 });
   assert.deepEqual(memoryBudget(2 ** 40, undefined, 2 ** 34), { bytes: 2 ** 34 * share, source: 'machine', limitBytes: 2 ** 34 });
+});
+
+test('the slot limit follows the budget: columns at the limit, during a growth, within a quarter of it; never below the fixed floor nor past a handle', () => {
+  const gib = 2 ** 30;
+  const budget = 12 * gib;
+  const slots = residentSlotsFor(budget);
+  assert.ok(slots > 2 * storeLimits.residentTimersMax, `a 12 GiB budget holds ${slots} slots`);
+  assert.ok(columnsBytes(slots) * 1.5 <= budget / 4, 'old and new columns at the limit fit a quarter of the budget');
+  assert.ok(columnsBytes(Math.ceil(slots * 1.01)) * 1.5 > budget / 4, 'and no more slots than that');
+  assert.equal(residentSlotsFor(4 * gib), storeLimits.residentTimersMax, 'a small budget keeps the floor');
+  assert.equal(residentSlotsFor(4096 * gib), residentCapacityLimit, 'capped at the slots a handle carries');
+});
+
+test('a log holding more timers than the slot limit of this life (a smaller budget) is replayed whole, and the limit rises to it', async () => {
+  const dataDir = scratch.tempDir('smaller-limit');
+  let engine = await Engine.open({ dataDir, store: { capacityMax: 8 } });
+  const ids: string[] = [];
+  const admitted = await engine.admit(batchFromSpecs(Array.from({ length: 6 }, (_, i) => ({ fireAtMs: t0 + day + i, target: 'https://example.com/hook', payload: `timer ${i}` }))));
+  for (let row = 0; row < 6; row++) ids.push(admitted.idOf(row));
+  await engine.close();
+  engine = await Engine.open({ dataDir, store: { capacityMax: 4, capacityInitial: 4 } });
+  try {
+    assert.equal(engine.resident, 6);
+    for (const id of ids) assert.equal(engine.get(id)?.state, 'pending');
+    assert.ok(engine.residentMax >= 6, `the limit rose to ${engine.residentMax}`);
+  } finally {
+    await engine.close();
+  }
 });
 
 test('a budget of a few MiB: 1,000,000 timers over 30 days stay under it, and each fires once, on time', async () => {
