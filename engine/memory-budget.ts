@@ -58,13 +58,15 @@ export function memoryBudget(configuredBytes?: number, cgroupBytes: number | und
  * the slots in use, not the columns' capacity (up to twice that, and during a growth old and
  * new side by side), so the slots are bounded to keep those columns within a quarter of the
  * budget: never below storeLimits.residentTimersMax, never past what a handle addresses. A 12.6
- * GB budget (a 24 GiB machine) gets 36 million slots instead of 16.7: at 3/4 of 2^24 it spilled
+ * GB budget (a 24 GiB machine) gets 2^25 slots instead of 2^24: at 3/4 of 2^24 it spilled
  * 12.6 million timers with a quarter of its budget in use. Engine.open replays every timer a
  * log holds even past the limit (a restart with a smaller budget), so the limit may change
  * from one life to the next.
  */
 export function residentSlotsFor(budgetBytes: number): number {
-  // Old and new columns during the last growth: 1.5 times the columns at the limit.
-  const slots = Math.floor(budgetBytes / 4 / 1.5 / (columnsBytes(1024) / 1024));
-  return Math.min(residentCapacityLimit, Math.max(storeLimits.residentTimersMax, slots));
+  // Old and new columns during the last growth, a doubling: 1.5 times the columns at the limit.
+  const slots = budgetBytes / 4 / 1.5 / (columnsBytes(1024) / 1024);
+  // A power of two: the columns double up to it (a last growth of a few percent would copy them all).
+  const limit = slots >= 1 ? 2 ** Math.floor(Math.log2(slots)) : 1;
+  return Math.min(residentCapacityLimit, Math.max(storeLimits.residentTimersMax, limit));
 }

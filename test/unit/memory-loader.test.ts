@@ -39,9 +39,10 @@ test('the slot limit follows the budget: columns at the limit, during a growth, 
   const gib = 2 ** 30;
   const budget = 12 * gib;
   const slots = residentSlotsFor(budget);
-  assert.ok(slots > 2 * storeLimits.residentTimersMax, `a 12 GiB budget holds ${slots} slots`);
+  assert.equal(slots, 2 * storeLimits.residentTimersMax, `a 12 GiB budget holds ${slots} slots`);
+  assert.ok(Number.isInteger(Math.log2(slots)), 'a power of two: the columns double up to it');
   assert.ok(columnsBytes(slots) * 1.5 <= budget / 4, 'old and new columns at the limit fit a quarter of the budget');
-  assert.ok(columnsBytes(Math.ceil(slots * 1.01)) * 1.5 > budget / 4, 'and no more slots than that');
+  assert.ok(columnsBytes(slots * 2) * 1.5 > budget / 4, 'twice as many would not');
   assert.equal(residentSlotsFor(4 * gib), storeLimits.residentTimersMax, 'a small budget keeps the floor');
   assert.equal(residentSlotsFor(4096 * gib), residentCapacityLimit, 'capped at the slots a handle carries');
 });
