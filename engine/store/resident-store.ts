@@ -327,6 +327,11 @@ export class ResidentStore {
     return this.#replaying ? residentCapacityLimit : this.#capacityMax;
   }
 
+  /** The capacity a growth to hold `needed` slots may reach: past capacityMax only when a replay needs more. */
+  #growthCap(needed: number): number {
+    return this.#replaying && needed > this.#capacityMax ? residentCapacityLimit : this.#capacityMax;
+  }
+
   /** Slots the columns hold now; grows by doubling up to capacityMax. */
   get capacity(): number {
     return this.#capacity;
@@ -500,7 +505,7 @@ export class ResidentStore {
     // The same capacities as growing one slot at a time would reach, whatever the batch sizes.
     let capacity = this.#capacity;
     while (capacity < needed) capacity *= 2;
-    this.#grow(Math.min(capacity, this.#limit()));
+    this.#grow(Math.min(capacity, this.#growthCap(needed)));
   }
 
   /**
@@ -516,7 +521,7 @@ export class ResidentStore {
     if (fresh <= this.#capacity - this.#highWater) return;
     const needed = this.#highWater + fresh;
     assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
-    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots), Math.ceil(this.#capacity * reserveGrowthMin)), this.#limit()));
+    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots), Math.ceil(this.#capacity * reserveGrowthMin)), this.#growthCap(needed)));
   }
 
   /**
@@ -816,7 +821,7 @@ export class ResidentStore {
     if (this.#freeCount > 0) return this.#freeSlots[--this.#freeCount] as number;
     if (this.#highWater === this.#capacity) {
       if (this.#capacity === this.#limit()) return -1;
-      this.#grow(Math.min(this.#capacity * 2, this.#limit()));
+      this.#grow(Math.min(this.#capacity * 2, this.#growthCap(this.#highWater + 1)));
     }
     const slot = this.#highWater++;
     this.#generation[slot] = 1;

@@ -62,6 +62,20 @@ test('a log holding more timers than the slot limit of this life (a smaller budg
   } finally {
     await engine.close();
   }
+  // A log that fits the limit leaves it where it is, though the replay's sizing (from the log's
+  // bytes, here mostly queue records) expects more timers than that.
+  const fitting = scratch.tempDir('fitting-limit');
+  engine = await Engine.open({ dataDir: fitting, store: { capacityMax: 8 } });
+  for (let i = 0; i < 5; i++) await engine.admit(batchFromSpecs([{ fireAtMs: t0 + day + i, target: 'https://example.com/hook', payload: `one ${i}` }]));
+  for (let i = 0; i < 40; i++) await engine.setQueue(`q${i}`, { max_attempts: 3 + i });
+  await engine.close();
+  engine = await Engine.open({ dataDir: fitting, store: { capacityMax: 7, capacityInitial: 1 } });
+  try {
+    assert.equal(engine.resident, 5);
+    assert.equal(engine.residentMax, 7);
+  } finally {
+    await engine.close();
+  }
 });
 
 test('a budget of a few MiB: 1,000,000 timers over 30 days stay under it, and each fires once, on time', async () => {
