@@ -86,7 +86,7 @@ test('a small memory budget spills far-future timers to disk; GET, DELETE and a 
   await service.exited;
 });
 
-test('the store takes the slots its memory budget allows, and a restart with a smaller budget opens', async () => {
+test('the store takes the slots its memory budget allows, budget by budget, on one data directory', async () => {
   const dataDir = scratch.tempDir('slots');
   for (const budget of ['64GiB', '2MiB']) {
     const service = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--memory-budget', budget] });
