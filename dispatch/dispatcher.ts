@@ -74,13 +74,10 @@ class PendingTask {
   readonly attempts: Uint32Array;
   readonly fireAtMs: Float64Array;
   readonly queues: Uint16Array;
-  /** An Arrow batch's sink; undefined for a task of single deliveries. */
-  readonly sink: string | undefined;
   /** A task of single deliveries: its claims, shared with its worker once it is sent (DeliveryTask.claims). */
   claims: Int32Array | undefined;
 
   constructor(capacity: number, sink: string | undefined, bytesInitial: number) {
-    this.sink = sink;
     this.builder = new DeliveryTaskBuilder(capacity, sink, bytesInitial);
     this.seqs = new Float64Array(capacity);
     this.rows = new Uint32Array(capacity);
@@ -410,7 +407,7 @@ export class Dispatcher {
           this.#queueInFlight[queue] = (this.#queueInFlight[queue] as number) - 1;
         }
         this.#inFlight -= pending.count;
-        if (pending.sink === undefined) this.#requestsInFlight -= pending.count;
+        if (task.sink === undefined) this.#requestsInFlight -= pending.count;
         this.#inFlightBytes -= taskBytes;
         this.#scheduler.wake();
       });

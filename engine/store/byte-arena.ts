@@ -192,7 +192,7 @@ export class ByteArena {
     // header's page fault on the main thread for several slabs), each read when asked for. A
     // large arena keeps two made ahead: its reads map whole slabs (the group's header page aside).
     const group = Math.max(coming, 1 + Math.floor(Math.max(0, this.slabCount - groupSlabsFrom) / groupSlabsStep));
-    const slabs = Math.min(prefaultSlabsAhead, group > 1 ? Math.max(coming, prefaultSlabsAhead) : coming);
+    const slabs = Math.min(prefaultSlabsAhead, group);
     while (this.#supply.outstanding < slabs) this.#supply.request(group - this.#supply.outstanding);
   }
 
