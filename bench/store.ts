@@ -134,6 +134,7 @@ const keyPrefix = 'fermata-bench-store-key-'.padEnd(keyBytes - 16, '.');
 /** Keys are unique across the whole process: keyPrefix + 16 hex digits of this counter. */
 let nextKey = 0;
 const hexDigits = new TextEncoder().encode('0123456789abcdef');
+const utf8 = new TextDecoder();
 
 /**
  * A batch of `rows` timers as columns: one target, the default queue, no headers, a
@@ -202,8 +203,9 @@ async function measureAdmits(dir: string, timing: Timing, admitters: number, row
   const span = startSpan(timing);
   const admitUntilEnd = async (batch: TimerBatch): Promise<void> => {
     while (performance.now() < span.end) {
+      // A coalesced admit takes a spec, as the HTTP routes build from JSON: this batch's row with a fresh key.
       if (coalescer === undefined) await engine.admit(batch);
-      else await coalescer.admitOne(batch);
+      else await coalescer.admitOne({ fireAtMs: batch.fireAtMs[0] as number, target, payload: batch.payload.values, key: utf8.decode(batch.keys.values) });
       if (inSpan(span, performance.now())) admitted += batch.rows;
       stampKeys(batch);
     }

@@ -1,20 +1,22 @@
 // One-timer admits that arrive in the same event-loop turn share one ADD record: one batch
-// encode, one key plan, one WAL append and one store insert for all of them, instead of one
-// each. Main thread only (it wraps the Engine, which is).
+// built from all of their specs, one validation (each distinct target parsed and checked once),
+// one key plan, one WAL append and one store insert for all of them, instead of one each. Main
+// thread only (it wraps the Engine, which is).
 //
-//   admitOne(b1) ─► engine.validate(b1) ─┐           (a bad timer is refused here, alone)
-//   admitOne(b2) ─► engine.validate(b2) ─┼─► pending ─► flush (setImmediate, or at rowsMax /
-//   admitOne(b3) ─► …                   ─┘              bytesMax) ─► mergeBatches ─► engine.admit
-//                                                          └─► caller i: idOf(i), isDuplicate(i)
+//   admitOne(s1) ─┐
+//   admitOne(s2) ─┼─► pending ─► flush (setImmediate, or at rowsMax / bytesMax)
+//   admitOne(s3) ─┘      ─► batchFromSpecs(all) ─► engine.admit ─► caller i: idOf(i), isDuplicate(i)
+//                            └─ refused (BATCH_INVALID, TARGET_REFUSED): each spec checked alone;
+//                               the bad ones refused alone, the rest admitted together
 //
-// Semantics equal separate admits in call order: rows keep that order in the merged batch, so
-// of two timers with one idempotency key the later is the duplicate (the engine deduplicates
-// within a batch); every caller resolves only once the merged record is durable; an engine
-// error for the record (poisoned log, full store, full log queue) rejects every caller with
-// it. Should the merged batch fail validation although each timer passed alone (the clock
-// moved between the two checks), each timer is admitted alone instead.
-import { stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
-import { mergeBatches } from './batch/merge-batches.ts';
+// Semantics equal separate admits in call order: rows keep that order in the batch, so of two
+// timers with one idempotency key the later is the duplicate (the engine deduplicates within a
+// batch); every caller resolves only once the record is durable; an engine error for the
+// record (poisoned log, full store, full log queue) rejects every caller with it. A timer is
+// checked when its turn's batch is, and a refusal names it as a one-timer admit would (row 0).
+// Should the good timers' batch be refused once more (the clock moved between the checks),
+// each is admitted alone instead.
+import { batchFromSpecs, type TimerSpec } from './batch/timer-batch.ts';
 import type { Admitted, Engine } from './engine.ts';
 import { errorCodes, isFermataError } from './errors.ts';
 import { coalesceLimits } from './limits.ts';
@@ -38,13 +40,22 @@ export interface AdmitCoalescerOptions {
   readonly bytesMax?: number;
 }
 
+/** Bytes a timer adds to its record's payload, header and key columns (headers as their JSON, roughly). */
+function specBytes(spec: TimerSpec): number {
+  const { payload, key, headers } = spec;
+  let bytes = payload === undefined ? 0 : typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length;
+  if (key !== undefined) bytes += Buffer.byteLength(key);
+  if (headers !== undefined) for (const name in headers) bytes += name.length + Buffer.byteLength(headers[name] as string) + 6;
+  return bytes;
+}
+
 interface Waiter {
   readonly resolve: (admitted: AdmittedOne) => void;
   readonly reject: (err: unknown) => void;
 }
 
 
-/** The merged batch was refused as a whole although each timer passed alone: retry them one by one. */
+/** The batch was refused for what a timer holds (not for the state of the engine): check each alone. */
 const refusedAsBatch = (err: unknown): boolean => isFermataError(err, errorCodes.batchInvalid) || isFermataError(err, errorCodes.targetRefused);
 
 function answerAll(admitted: Admitted, waiters: readonly Waiter[]): void {
@@ -56,7 +67,7 @@ export class AdmitCoalescer {
   readonly #flushMode: CoalesceFlush;
   readonly #rowsMax: number;
   readonly #bytesMax: number;
-  #batches: TimerBatch[] = [];
+  #specs: TimerSpec[] = [];
   #waiters: Waiter[] = [];
   #bytes = 0;
   /** A flush is scheduled; it takes whatever is pending then (rows past a rowsMax flush too). */
@@ -70,23 +81,17 @@ export class AdmitCoalescer {
   }
 
   /**
-   * Admits a one-row batch; resolves once it is durable. The caller must not change the
-   * batch until then (it is copied when its turn's record is built).
+   * Admits one timer; resolves once it is durable, rejects as engine.admit would for it alone.
+   * The caller must not change the spec (or its payload's bytes) until then.
    */
-  admitOne(batch: TimerBatch): Promise<AdmittedOne> {
-    if (batch.rows !== 1) return Promise.reject(new RangeError(`admitOne takes a one-timer batch, not ${batch.rows} rows`));
-    try {
-      this.#engine.validate(batch);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    const bytes = stringBytesOf(batch);
-    if (this.#batches.length > 0 && this.#bytes + bytes > this.#bytesMax) this.#flush();
+  admitOne(spec: TimerSpec): Promise<AdmittedOne> {
+    const bytes = specBytes(spec);
+    if (this.#specs.length > 0 && this.#bytes + bytes > this.#bytesMax) this.#flush();
     const { promise, resolve, reject } = Promise.withResolvers<AdmittedOne>();
-    this.#batches.push(batch);
+    this.#specs.push(spec);
     this.#waiters.push({ resolve, reject });
     this.#bytes += bytes;
-    if (this.#batches.length >= this.#rowsMax) this.#flush();
+    if (this.#specs.length >= this.#rowsMax) this.#flush();
     else if (!this.#scheduled) this.#schedule();
     return promise;
   }
@@ -102,29 +107,53 @@ export class AdmitCoalescer {
   }
 
   #flush(): void {
-    const batches = this.#batches;
+    const specs = this.#specs;
     const waiters = this.#waiters;
-    this.#batches = [];
+    this.#specs = [];
     this.#waiters = [];
     this.#bytes = 0;
-    if (batches.length === 0) return;
-    if (batches.length === 1) {
-      this.#admitAlone(batches[0] as TimerBatch, waiters[0] as Waiter);
-      return;
-    }
-    this.#engine.admit(mergeBatches(batches)).then(
+    if (specs.length === 0) return;
+    this.#engine.admit(batchFromSpecs(specs)).then(
       (admitted) => answerAll(admitted, waiters),
       (err: unknown) => {
         if (!refusedAsBatch(err)) {
           for (const waiter of waiters) waiter.reject(err);
           return;
         }
-        for (let i = 0; i < batches.length; i++) this.#admitAlone(batches[i] as TimerBatch, waiters[i] as Waiter);
+        this.#admitGoodOnes(specs, waiters);
       },
     );
   }
 
-  #admitAlone(batch: TimerBatch, waiter: Waiter): void {
-    this.#engine.admit(batch).then((admitted) => answerAll(admitted, [waiter]), waiter.reject);
+  /** After a refusal of the whole: each timer checked alone, the bad refused, the rest admitted together (or, refused again, each alone). */
+  #admitGoodOnes(specs: readonly TimerSpec[], waiters: readonly Waiter[]): void {
+    const good: TimerSpec[] = [];
+    const goodWaiters: Waiter[] = [];
+    for (let i = 0; i < specs.length; i++) {
+      const spec = specs[i] as TimerSpec;
+      try {
+        this.#engine.validate(batchFromSpecs([spec]));
+      } catch (err) {
+        (waiters[i] as Waiter).reject(err);
+        continue;
+      }
+      good.push(spec);
+      goodWaiters.push(waiters[i] as Waiter);
+    }
+    if (good.length === 0) return;
+    this.#engine.admit(batchFromSpecs(good)).then(
+      (admitted) => answerAll(admitted, goodWaiters),
+      (err: unknown) => {
+        if (!refusedAsBatch(err)) {
+          for (const waiter of goodWaiters) waiter.reject(err);
+          return;
+        }
+        for (let i = 0; i < good.length; i++) this.#admitAlone(good[i] as TimerSpec, goodWaiters[i] as Waiter);
+      },
+    );
+  }
+
+  #admitAlone(spec: TimerSpec, waiter: Waiter): void {
+    this.#engine.admit(batchFromSpecs([spec])).then((admitted) => answerAll(admitted, [waiter]), waiter.reject);
   }
 }

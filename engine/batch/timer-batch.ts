@@ -64,21 +64,34 @@ export interface TimerSpec {
 
 const encoder = new TextEncoder();
 
-function toBytes(value: Uint8Array | string | undefined): Uint8Array {
-  if (value === undefined) return new Uint8Array(0);
-  return typeof value === 'string' ? encoder.encode(value) : value;
-}
+type RowValue = Uint8Array | string | undefined;
 
-function bytesColumn(parts: readonly Uint8Array[]): BytesColumn {
-  const offsets = new Int32Array(parts.length + 1);
+/**
+ * One bytes column from a value a row (strings UTF-8 encoded), written straight into one values
+ * buffer: no intermediate encoding per row, which at hundreds of rows (a turn of coalesced
+ * single adds) was most of the cost of building their batch.
+ */
+function bytesColumn(rows: number, valueOf: (row: number) => RowValue): BytesColumn {
+  const offsets = new Int32Array(rows + 1);
+  const values: RowValue[] = new Array(rows);
   let total = 0;
-  for (let i = 0; i < parts.length; i++) {
-    total += (parts[i] as Uint8Array).length;
-    offsets[i + 1] = total;
+  for (let row = 0; row < rows; row++) {
+    const value = valueOf(row);
+    values[row] = value;
+    if (value !== undefined) total += typeof value === 'string' ? Buffer.byteLength(value) : value.length;
+    offsets[row + 1] = total;
   }
-  const values = new Uint8Array(total);
-  for (let i = 0; i < parts.length; i++) values.set(parts[i] as Uint8Array, offsets[i] as number);
-  return { values, offsets };
+  const bytes = new Uint8Array(total);
+  if (total === 0) return { values: bytes, offsets };
+  // A Buffer over the same memory, to encode strings in place.
+  const writer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let row = 0; row < rows; row++) {
+    const value = values[row];
+    if (value === undefined) continue;
+    if (typeof value === 'string') writer.write(value, offsets[row] as number, 'utf8');
+    else bytes.set(value, offsets[row] as number);
+  }
+  return { values: bytes, offsets };
 }
 
 function dictionary(values: readonly string[]): { entries: string[]; index: Int32Array } {
@@ -137,8 +150,11 @@ export function batchFromSpecs(specs: readonly TimerSpec[]): TimerBatch {
     targetIndex: targets.index,
     queues: queues.entries,
     queueIndex: queues.index,
-    payload: bytesColumn(specs.map((spec) => toBytes(spec.payload))),
-    headers: bytesColumn(specs.map((spec) => (spec.headers === undefined ? new Uint8Array(0) : encoder.encode(JSON.stringify(spec.headers))))),
-    keys: bytesColumn(specs.map((spec) => toBytes(spec.key))),
+    payload: bytesColumn(specs.length, (row) => (specs[row] as TimerSpec).payload),
+    headers: bytesColumn(specs.length, (row) => {
+      const headers = (specs[row] as TimerSpec).headers;
+      return headers === undefined ? undefined : JSON.stringify(headers);
+    }),
+    keys: bytesColumn(specs.length, (row) => (specs[row] as TimerSpec).key),
   };
 }

@@ -133,9 +133,9 @@ function specOf(value: unknown, nowMs: number, place: RowPlace | undefined): Tim
   };
 }
 
-/** A parsed application/json body holding one timer → a one-row batch. `nowMs` anchors delay_ms. */
-export function batchFromJsonTimer(value: unknown, nowMs: number): TimerBatch {
-  return batchFromSpecs([specOf(value, nowMs, undefined)]);
+/** A parsed application/json body holding one timer → its TimerSpec (for the admit coalescer). `nowMs` anchors delay_ms. */
+export function specFromJsonTimer(value: unknown, nowMs: number): TimerSpec {
+  return specOf(value, nowMs, undefined);
 }
 
 export interface NdjsonBatch {

@@ -7,6 +7,7 @@ import { errorCodes } from '../../engine/errors.ts';
 import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../engine/limits.ts';
 import { defaultQueueConfig, deliveryModes } from '../../engine/queues.ts';
 import { httpErrorCodes } from './error-map.ts';
+import { streamLimits } from './timer-stream-routes.ts';
 import { deadListLimitDefault, deadListLimitMax } from './dead-routes.ts';
 import type { HttpServer } from './server.ts';
 
@@ -183,6 +184,36 @@ export const openApiDocument = {
             [errorCodes.capacityFull, errorCodes.walClosed, errorCodes.walPoisoned],
             retryAfter,
           ),
+        },
+      },
+    },
+    '/v1/timers/stream': {
+      post: {
+        operationId: 'streamTimers',
+        summary: 'Add timers one by one on one long request, each answered as soon as it is durable',
+        description: [
+          'An addition to DESIGN.md, for clients that add timers one at a time at high rates. The body is NDJSON, one `TimerInput` a line, read as it arrives; the answer (200, NDJSON) has one line per timer line, in input order, each written once that timer is durable, while the request is still open. A client keeps the request open and has many adds in flight on it: what a request costs (headers, a stream, routing) is paid once per stream instead of once per timer.',
+          'Each line is its own add (not a batch: a bad line is refused alone and the lines after it go on), answered with `StreamAnswer`: the status and body a one-timer `POST /v1/timers` of that object would get. Lines read in one event-loop turn share one WAL record with every other single add. Blank lines are skipped and get no answer. A line without an answer was not added.',
+          `A line may hold ${sizeText(ingestLimits.jsonBodyBytesMax)} (else 413 BODY_TOO_LARGE for that line). A stream holds at most ${streamLimits.linesInFlightMax} lines (${sizeText(streamLimits.linesBytesInFlightMax)}) waiting for their answer, and reads no more while the client does not read the answer: HTTP/2 flow control then holds the client back.`,
+          'When the service stops, an open stream stops reading, answers what it read, writes a last line without `line` (503 WAL_CLOSED, naming the last line read) and ends; on HTTP/2 the request is then reset with NO_ERROR. Over HTTP/1.1 a request may last at most the server\'s request timeout (300 s); use HTTP/2 for long-lived streams.',
+        ].join('\n\n'),
+        requestBody: {
+          required: true,
+          content: {
+            [mediaTypes.ndjson]: {
+              schema: { type: 'string', description: 'One `TimerInput` JSON object a line (UTF-8), sent as the client adds them.' },
+              example: '{"delay_ms":60000,"target":"https://example.com/a","key":"a-1"}\n',
+            },
+          },
+        },
+        responses: {
+          '200': {
+            description: 'The stream of answers, one NDJSON line (`StreamAnswer`) per timer line.',
+            content: { [mediaTypes.ndjson]: { schema: { type: 'string', description: 'One `StreamAnswer` JSON object a line.' } } },
+          },
+          '400': errorResponse('BODY_INVALID: the request is malformed before any line is read (as a body fastify refuses).', [httpErrorCodes.bodyInvalid]),
+          '401': ref('responses', 'Unauthorized'),
+          '415': ref('responses', 'UnsupportedMediaType'),
         },
       },
     },
@@ -468,6 +499,21 @@ export const openApiDocument = {
           duplicate: { type: 'boolean', description: 'True when the key was already known: `id` is the original\'s.' },
         },
         required: ['id', 'fire_at', 'duplicate'],
+        additionalProperties: false,
+      },
+      StreamAnswer: {
+        type: 'object',
+        description: 'The answer to one line of `POST /v1/timers/stream`: `status` 201 (added) or 200 (its key was known: the original\'s id and fire time) with `id`, `fire_at` and `duplicate`; or the status of an error with `error` (the `Error` shape\'s object) and, for the conditions that pass by themselves, `retry_after_s`. The last line of a stream the service stopped reading has no `line`.',
+        properties: {
+          line: { type: 'integer', minimum: 1, description: '1-based line of the request body this answers.' },
+          status: { type: 'integer', description: 'What a one-timer POST /v1/timers would have been answered with.' },
+          id: ref('schemas', 'TimerId'),
+          fire_at: { type: 'string', format: 'date-time' },
+          duplicate: { type: 'boolean' },
+          retry_after_s: { type: 'integer', minimum: 1 },
+          error: { type: 'object', description: 'As `Error.error`.' },
+        },
+        required: ['status'],
         additionalProperties: false,
       },
       BatchAdded: {

@@ -12,17 +12,18 @@
 // names); `duplicates` says how many of those were already known. The Arrow answer has a row
 // per input row: `id` (Utf8) and `duplicate` (Bool).
 import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.ts';
-import type { Admitted } from '../../engine/engine.ts';
+import type { Admitted, Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { decodeTimerId } from '../../engine/ids.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { httpErrorCodes, HttpProblem } from './error-map.ts';
-import { batchFromJsonTimer, batchFromNdjson, inJsonTerms } from './json-batch.ts';
+import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from './json-batch.ts';
 import type { HttpServer, RoutesOptions } from './server.ts';
 import { admittedToArrow } from '../admitted-arrow.ts';
 import { BodyBuffers, pooledBodyParser } from './body-buffers.ts';
+import { timerStreamRoutes } from './timer-stream-routes.ts';
 
-const mediaTypes = {
+export const mediaTypes = {
   json: 'application/json',
   ndjson: 'application/x-ndjson',
   arrowStream: 'application/vnd.apache.arrow.stream',
@@ -61,7 +62,7 @@ const cancelledSchema = {
 } as const;
 
 /** `type/subtype` of a Content-Type header, lowercased, without parameters. */
-function mediaTypeOf(contentType: string | undefined): string | undefined {
+export function mediaTypeOf(contentType: string | undefined): string | undefined {
   if (contentType === undefined) return undefined;
   const cut = contentType.indexOf(';');
   return (cut < 0 ? contentType : contentType.slice(0, cut)).trim().toLowerCase();
@@ -72,12 +73,17 @@ const wantsArrow = (accept: string | undefined): boolean => accept !== undefined
 /** The last answer again for the same ms: one-timer adds come many to a millisecond, and formatting a Date costs ~1 us. */
 let lastIsoMs = NaN;
 let lastIso = '';
-function isoOf(ms: number): string {
+export function isoOf(ms: number): string {
   if (ms !== lastIsoMs) {
     lastIso = new Date(ms).toISOString();
     lastIsoMs = ms;
   }
   return lastIso;
+}
+
+/** The fire time of the timer a known key named (`asked`, the duplicate's own, when neither the store nor the id tells). */
+export function originalFireAtMs(engine: Engine, id: string, asked: number): number {
+  return engine.get(id)?.fireAtMs ?? decodeTimerId(id)?.fireAtMs ?? asked;
 }
 
 const emptyBody = Buffer.alloc(0);
@@ -93,21 +99,22 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
   app.addContentTypeParser(mediaTypes.ndjson, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   app.addContentTypeParser(mediaTypes.arrowStream, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   const coalescer = new AdmitCoalescer(engine);
+  // POST /v1/timers/stream: its own scope, where NDJSON is read line by line instead of whole.
+  await app.register(timerStreamRoutes, { engine, coalescer });
 
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
     const mediaType = mediaTypeOf(request.headers['content-type']);
     if (mediaType === mediaTypes.json) {
-      const batch = batchFromJsonTimer(request.body, Date.now());
+      const spec = specFromJsonTimer(request.body, Date.now());
       let admitted: AdmittedOne;
       try {
-        admitted = await coalescer.admitOne(batch);
+        admitted = await coalescer.admitOne(spec);
       } catch (err) {
         throw inJsonTerms(err, undefined);
       }
       const { id } = admitted;
-      if (!admitted.duplicate) return reply.code(201).send({ id, fire_at: isoOf(batch.fireAtMs[0] as number), duplicate: false });
-      const fireAtMs = engine.get(id)?.fireAtMs ?? decodeTimerId(id)?.fireAtMs ?? (batch.fireAtMs[0] as number);
-      return reply.code(200).send({ id, fire_at: isoOf(fireAtMs), duplicate: true });
+      if (!admitted.duplicate) return reply.code(201).send({ id, fire_at: isoOf(spec.fireAtMs), duplicate: false });
+      return reply.code(200).send({ id, fire_at: isoOf(originalFireAtMs(engine, id, spec.fireAtMs)), duplicate: true });
     }
     // The NDJSON and Arrow parsers deliver a Buffer; an empty body is one of length 0.
     const body = Buffer.isBuffer(request.body) ? request.body : emptyBody;

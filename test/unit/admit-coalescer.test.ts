@@ -1,11 +1,10 @@
 // The admit coalescer over the engine on the simulated file system: one-timer admits of one
 // turn share one WAL record yet behave as separate admits (ids, duplicates, per-timer
-// refusals, whole-record errors, replay); the merge helper keeps rows and dictionaries aligned.
+// refusals, whole-record errors, replay).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.ts';
-import { mergeBatches } from '../../engine/batch/merge-batches.ts';
-import { batchFromSpecs, bytesAt, type TimerBatch, type TimerSpec } from '../../engine/batch/timer-batch.ts';
+import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { timerLimits } from '../../engine/limits.ts';
@@ -28,61 +27,13 @@ function specOf(i: number): TimerSpec {
   return { fireAtMs: t0 + 1000 + i, target: `https://t${i % 3}.example/hook`, payload: payloadOf(i), queue: i % 2 === 0 ? 'default' : 'billing', key: `k-${i}` };
 }
 
-const one = (spec: TimerSpec) => batchFromSpecs([spec]);
-
-test('mergeBatches concatenates rows and merges dictionaries', () => {
-  const a = batchFromSpecs([specOf(0), specOf(1)]);
-  const b = batchFromSpecs([specOf(4), { ...specOf(5), headers: { 'x-a': 'b' } }]);
-  const merged = mergeBatches([a, b]);
-  assert.equal(merged.rows, 4);
-  assert.deepEqual([...merged.fireAtMs], [t0 + 1000, t0 + 1001, t0 + 1004, t0 + 1005]);
-  assert.deepEqual([...merged.targetIndex].map((i) => merged.targets[i]), ['https://t0.example/hook', 'https://t1.example/hook', 'https://t1.example/hook', 'https://t2.example/hook']);
-  assert.equal(merged.targets.length, 3, 'a target shared by two parts is one entry');
-  assert.deepEqual([...merged.queueIndex].map((i) => merged.queues[i]), ['default', 'billing', 'default', 'billing']);
-  for (const [row, i] of [0, 1, 4, 5].entries()) {
-    assert.deepEqual(bytesAt(merged.payload, row), payloadOf(i));
-    assert.equal(new TextDecoder().decode(bytesAt(merged.keys, row)), `k-${i}`);
-  }
-  assert.equal(new TextDecoder().decode(bytesAt(merged.headers, 3)), '{"x-a":"b"}');
-  assert.equal(bytesAt(merged.headers, 0).length, 0);
-});
-
-test('mergeBatches: one-row parts, values lying inside larger buffers, out-of-range indexes and empty columns', () => {
-  const encoder = new TextEncoder();
-  // A one-row part whose payload is a window of a larger buffer (offsets not starting at 0).
-  const windowed = (text: string, target: string, targetIndex: number): TimerBatch => {
-    const bytes = encoder.encode(`<<${text}>>`);
-    return {
-      ...one({ fireAtMs: t0, target }),
-      targetIndex: Int32Array.of(targetIndex),
-      payload: { values: bytes, offsets: Int32Array.of(2, 2 + text.length) },
-    };
-  };
-  const parts = [
-    one({ fireAtMs: t0, target: 'https://a.example/', payload: 'first' }),
-    windowed('second', 'https://a.example/', 0),
-    windowed('third', 'https://b.example/', 3), // index out of its part's range
-    one({ fireAtMs: t0, target: 'https://b.example/', payload: '' }),
-    one({ fireAtMs: t0, target: 'https://a.example/', payload: 'fifth' }),
-  ];
-  const merged = mergeBatches(parts);
-  assert.deepEqual(merged.targets, ['https://a.example/', 'https://b.example/']);
-  assert.deepEqual([...merged.targetIndex], [0, 0, -1, 1, 0], 'an out-of-range index stays out of range');
-  assert.deepEqual(
-    Array.from({ length: 5 }, (_, row) => new TextDecoder().decode(bytesAt(merged.payload, row))),
-    ['first', 'second', 'third', '', 'fifth'],
-  );
-  assert.equal(merged.keys.values.length, 0);
-  assert.deepEqual([...merged.keys.offsets], [0, 0, 0, 0, 0, 0]);
-});
-
 test('concurrent admitOne calls share one WAL record; each id names its own timer', async () => {
   const fs = new SimFileSystem({ seed: 11 });
   const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
   const coalescer = new AdmitCoalescer(engine);
   const before = engine.log.lastSeq;
   const n = 200;
-  const answers = await Promise.all(Array.from({ length: n }, (_, i) => coalescer.admitOne(one(specOf(i)))));
+  const answers = await Promise.all(Array.from({ length: n }, (_, i) => coalescer.admitOne(specOf(i))));
   assert.equal(engine.log.lastSeq - before, 1, `${n} admits in one turn are one record`);
   assert.equal(new Set(answers.map((answer) => answer.id)).size, n);
   for (const [i, answer] of answers.entries()) {
@@ -106,10 +57,10 @@ test('admits of later turns make later records; rowsMax caps a record', async ()
   const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
   const coalescer = new AdmitCoalescer(engine, { rowsMax: 10 });
   const before = engine.log.lastSeq;
-  const answers = await Promise.all(Array.from({ length: 25 }, (_, i) => coalescer.admitOne(one(specOf(i)))));
+  const answers = await Promise.all(Array.from({ length: 25 }, (_, i) => coalescer.admitOne(specOf(i))));
   assert.equal(engine.log.lastSeq - before, 3, '25 admits at 10 rows a record');
   assert.equal(new Set(answers.map((answer) => answer.id)).size, 25);
-  await coalescer.admitOne(one(specOf(100)));
+  await coalescer.admitOne(specOf(100));
   assert.equal(engine.log.lastSeq - before, 4);
   await engine.close();
 });
@@ -122,7 +73,7 @@ test('one invalid or refused timer among 100 is refused alone', async () => {
   const specs = Array.from({ length: 100 }, (_, i) => specOf(i));
   specs[40] = { ...specOf(40), target: 'ftp://bad.example/' };
   specs[70] = { ...specOf(70), target: 'https://refused.example/' };
-  const results = await Promise.allSettled(specs.map((spec) => coalescer.admitOne(one(spec))));
+  const results = await Promise.allSettled(specs.map((spec) => coalescer.admitOne(spec)));
   for (const [i, result] of results.entries()) {
     if (i === 40) assert.ok(result.status === 'rejected' && isFermataError(result.reason, errorCodes.batchInvalid));
     else if (i === 70) assert.ok(result.status === 'rejected' && isFermataError(result.reason, errorCodes.targetRefused));
@@ -139,8 +90,8 @@ test('a merged batch refused as a whole falls back to admitting each timer alone
   const engine = await Engine.open({ dataDir, fs, clock });
   const coalescer = new AdmitCoalescer(engine);
   // At the horizon's edge when checked alone; past it once the clock steps back before the flush.
-  const edge = coalescer.admitOne(one({ ...specOf(0), fireAtMs: t0 + timerLimits.horizonMsMax }));
-  const ordinary = coalescer.admitOne(one(specOf(1)));
+  const edge = coalescer.admitOne({ ...specOf(0), fireAtMs: t0 + timerLimits.horizonMsMax });
+  const ordinary = coalescer.admitOne(specOf(1));
   clock.set(t0 - 1000);
   await assert.rejects(edge, (err) => isFermataError(err, errorCodes.batchInvalid));
   const answer = await ordinary;
@@ -153,9 +104,9 @@ test('the same key twice in one turn: one timer, both callers get its id', async
   const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
   const coalescer = new AdmitCoalescer(engine);
   const [first, other, second] = await Promise.all([
-    coalescer.admitOne(one({ ...specOf(1), key: 'same' })),
-    coalescer.admitOne(one(specOf(2))),
-    coalescer.admitOne(one({ ...specOf(3), key: 'same' })),
+    coalescer.admitOne({ ...specOf(1), key: 'same' }),
+    coalescer.admitOne(specOf(2)),
+    coalescer.admitOne({ ...specOf(3), key: 'same' }),
   ]);
   assert.ok(first !== undefined && other !== undefined && second !== undefined);
   assert.equal(first.duplicate, false);
@@ -163,7 +114,7 @@ test('the same key twice in one turn: one timer, both callers get its id', async
   assert.equal(second.id, first.id);
   assert.equal(engine.get(first.id)?.fireAtMs, t0 + 1001, 'the earlier call is the original');
   assert.equal(engine.pending, 2);
-  const again = await coalescer.admitOne(one({ ...specOf(9), key: 'same' }));
+  const again = await coalescer.admitOne({ ...specOf(9), key: 'same' });
   assert.deepEqual(again, { id: first.id, duplicate: true });
   await engine.close();
 });
@@ -173,9 +124,9 @@ test('a poisoned log rejects every caller of the record', async () => {
   const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
   const coalescer = new AdmitCoalescer(engine);
   fs.failAfter('datasync', 0, 'EIO');
-  const results = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => coalescer.admitOne(one(specOf(i)))));
+  const results = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => coalescer.admitOne(specOf(i))));
   for (const result of results) assert.ok(result.status === 'rejected' && isFermataError(result.reason, errorCodes.walPoisoned));
-  await assert.rejects(coalescer.admitOne(one(specOf(99))), (err) => isFermataError(err, errorCodes.walPoisoned));
+  await assert.rejects(coalescer.admitOne(specOf(99)), (err) => isFermataError(err, errorCodes.walPoisoned));
   await engine.close().catch(() => undefined);
 });
 
@@ -185,7 +136,7 @@ test('reopening replays a coalesced record to the same ids', async () => {
   const coalescer = new AdmitCoalescer(engine);
   const before = engine.log.lastSeq;
   const specs = Array.from({ length: 64 }, (_, i) => i);
-  const answers = await Promise.all(specs.map((i) => coalescer.admitOne(one(specOf(i)))));
+  const answers = await Promise.all(specs.map((i) => coalescer.admitOne(specOf(i))));
   assert.equal(engine.log.lastSeq - before, 1);
   await engine.close();
   engine = await Engine.open({ dataDir, fs: fs.powerLoss(), clock: manualClock() });
@@ -195,7 +146,7 @@ test('reopening replays a coalesced record to the same ids', async () => {
     assert.equal(view.fireAtMs, t0 + 1000 + i);
     assert.deepEqual(engine.payloadOf(answer.id), payloadOf(i));
   }
-  const again = await new AdmitCoalescer(engine).admitOne(one(specOf(5)));
+  const again = await new AdmitCoalescer(engine).admitOne(specOf(5));
   assert.deepEqual(again, { id: (answers[5] as AdmittedOne).id, duplicate: true }, 'keys survive the reopen');
   await engine.close();
 });

@@ -1,0 +1,310 @@
+// POST /v1/timers/stream: single adds on one long request. The body is NDJSON, one timer a
+// line, read as it arrives; the answer is NDJSON too, one line per timer line, in the order of
+// the input, each written once that timer is durable. A client keeps one such request open and
+// has many adds in flight on it, each answered on its own: the per-add cost of a request (its
+// headers, its stream, fastify's routing) is paid once per stream instead of once per timer.
+//
+//   request  {"delay_ms":60000,"target":"https://a.example/hook","key":"k1"}\n   …
+//   answer   {"line":1,"status":201,"id":"…","fire_at":"…","duplicate":false}\n   …
+//            {"line":2,"status":400,"error":{"code":"BATCH_INVALID","message":"…","field":"target"}}\n
+//            {"line":3,"status":503,"retry_after_s":1,"error":{"code":"CAPACITY_FULL",…}}\n
+//
+// Each line is its own add, with the answer a one-timer `POST /v1/timers` of that JSON object
+// would get (`status` 201, 200 for a known key, or the error's status and body): a bad line is
+// answered with its error and the lines after it go on. `line` is 1-based in the body; blank
+// lines are skipped and get no answer. A line that gets no answer (the stream broke, or the
+// service stopped reading it: then a last line without `line` says so) was not added.
+//
+// Lines read in one event-loop turn, from every stream and every one-timer JSON request, share
+// one WAL record through the AdmitCoalescer. A stream holds at most streamLimits.linesInFlightMax
+// lines (and linesBytesInFlightMax bytes) waiting for their answer; past that, or while the
+// answer is not being read, it stops reading its body (HTTP/2 flow control then holds the
+// client back). When the service stops, open streams stop reading, answer what they read and end.
+import http2 from 'node:http2';
+import type { Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
+import type { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
+import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
+import type { Engine } from '../../engine/engine.ts';
+import { errorCodes, FermataError } from '../../engine/errors.ts';
+import { ingestLimits } from '../../engine/limits.ts';
+import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
+import { inJsonTerms, specFromJsonTimer } from './json-batch.ts';
+import type { HttpServer } from './server.ts';
+import { isoOf, mediaTypeOf, mediaTypes, originalFireAtMs } from './timers-routes.ts';
+
+/** Bounds of one stream's lines between read and answered. */
+export const streamLimits = {
+  /** Lines read and not yet answered, at most: past this the stream stops reading. */
+  linesInFlightMax: 4096,
+  /** Bytes of those lines, at most (a line may hold a 1 MiB payload). */
+  linesBytesInFlightMax: 16 * 1024 * 1024,
+} as const;
+
+export interface TimerStreamRoutesOptions {
+  readonly engine: Engine;
+  /** The one-timer JSON route's, so that both kinds of single add share records. */
+  readonly coalescer: AdmitCoalescer;
+}
+
+const newline = 0x0a;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** One line read: its answer once known. */
+interface Answer {
+  text: string | undefined;
+  readonly bytes: number;
+}
+
+/** The answer line to an add that failed. */
+function errorLine(line: number | undefined, err: unknown): string {
+  const answer = errorAnswer(err, mediaTypes.json);
+  const retry = answer.retryAfterSeconds === undefined ? '' : `,"retry_after_s":${answer.retryAfterSeconds}`;
+  const place = line === undefined ? '' : `"line":${line},`;
+  return `{${place}"status":${answer.status}${retry},"error":${JSON.stringify(answer.body.error)}}\n`;
+}
+
+/**
+ * One open stream: splits its body into lines, admits each, and writes the answers in input
+ * order as they become known.
+ */
+class TimerStream {
+  readonly #body: Readable;
+  readonly #out: PassThrough;
+  readonly #coalescer: AdmitCoalescer;
+  readonly #engine: Engine;
+  readonly #onEnd: () => void;
+  /** Answers not yet written, oldest first from #head. */
+  #answers: Answer[] = [];
+  #head = 0;
+  #bytesInFlight = 0;
+  /** Parts of the line being read (its newline not seen yet), and their length. */
+  #partial: Buffer[] = [];
+  #partialBytes = 0;
+  /** The line being read is over the limit: its bytes are dropped up to its newline. */
+  #skipping = false;
+  /** Lines seen so far (the number of the one being read, less one). */
+  #line = 0;
+  /** No more lines will be read: the body ended, or the service is stopping. */
+  #readingDone = false;
+  /** Why reading stopped early, as a last answer line (undefined: the body ended). */
+  #stopLine: string | undefined;
+  #closed = false;
+
+  constructor(body: Readable, out: PassThrough, engine: Engine, coalescer: AdmitCoalescer, onEnd: () => void) {
+    this.#body = body;
+    this.#out = out;
+    this.#engine = engine;
+    this.#coalescer = coalescer;
+    this.#onEnd = onEnd;
+    body.on('data', (chunk: Buffer | string) => this.#read(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+    body.once('end', () => {
+      if (this.#readingDone) return;
+      // A last line without its newline is a line all the same.
+      if (this.#partialBytes > 0 || this.#skipping) this.#takeLine(Buffer.alloc(0));
+      this.#readingDone = true;
+      this.#flush();
+    });
+    body.once('error', () => this.#close());
+    out.on('drain', () => this.#resumeIfRoom());
+    out.once('close', () => this.#close());
+  }
+
+  /** The service is stopping: read no more, answer what was read, end. */
+  stopReading(): void {
+    if (this.#readingDone || this.#closed) return;
+    this.#readingDone = true;
+    this.#body.pause();
+    this.#body.removeAllListeners('data');
+    const after = this.#line === 0 ? 'no line was read' : `lines after line ${this.#line} were not read`;
+    this.#stopLine = errorLine(undefined, new FermataError(errorCodes.walClosed, `the service is stopping: ${after}; send them again`));
+    this.#flush();
+  }
+
+  #read(chunk: Buffer): void {
+    let start = 0;
+    for (let end = chunk.indexOf(newline); end >= 0 && !this.#readingDone; end = chunk.indexOf(newline, start)) {
+      this.#takeLine(chunk.subarray(start, end));
+      start = end + 1;
+    }
+    if (start < chunk.length && !this.#readingDone) this.#keepPartial(chunk.subarray(start));
+    this.#pauseIfFull();
+  }
+
+  #keepPartial(part: Buffer): void {
+    if (this.#skipping) return;
+    if (this.#partialBytes + part.length > ingestLimits.jsonBodyBytesMax) {
+      this.#skipping = true;
+      this.#partial = [];
+      this.#partialBytes = 0;
+      return;
+    }
+    // The chunk's memory is the stream's to reuse once this callback returns.
+    this.#partial.push(Buffer.from(part));
+    this.#partialBytes += part.length;
+  }
+
+  /** `tail` ends the line being read (before its newline). */
+  #takeLine(tail: Buffer): void {
+    const line = ++this.#line;
+    if (this.#skipping) {
+      this.#skipping = false;
+      const tooLarge = new HttpProblem(httpErrorCodes.bodyTooLarge, `line ${line} is longer than ${ingestLimits.jsonBodyBytesMax} bytes, the limit for one timer`);
+      this.#push({ text: errorLine(line, tooLarge), bytes: 0 });
+      return;
+    }
+    let bytes = tail;
+    if (this.#partialBytes > 0) {
+      this.#partial.push(tail);
+      bytes = Buffer.concat(this.#partial, this.#partialBytes + tail.length);
+      this.#partial = [];
+      this.#partialBytes = 0;
+    }
+    if (bytes.length > ingestLimits.jsonBodyBytesMax) {
+      const tooLarge = new HttpProblem(httpErrorCodes.bodyTooLarge, `line ${line} is longer than ${ingestLimits.jsonBodyBytesMax} bytes, the limit for one timer`);
+      this.#push({ text: errorLine(line, tooLarge), bytes: 0 });
+      return;
+    }
+    let text: string;
+    try {
+      text = utf8.decode(bytes);
+    } catch {
+      this.#push({ text: errorLine(line, new FermataError(errorCodes.batchInvalid, `line ${line} is not valid UTF-8`, { field: '' })), bytes: 0 });
+      return;
+    }
+    text = text.trim();
+    if (text === '') return;
+    const answer: Answer = { text: undefined, bytes: bytes.length };
+    this.#push(answer);
+    let spec: TimerSpec;
+    try {
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch (err) {
+        throw new FermataError(errorCodes.batchInvalid, `line ${line} is not valid JSON (${err instanceof Error ? err.message : String(err)})`, { field: '' });
+      }
+      spec = specFromJsonTimer(value, Date.now());
+    } catch (err) {
+      this.#settle(answer, errorLine(line, err));
+      return;
+    }
+    const fireAtMs = spec.fireAtMs;
+    this.#coalescer.admitOne(spec).then(
+      (admitted) => {
+        // A known key answers with the original timer's fire time.
+        const status = admitted.duplicate ? 200 : 201;
+        const fireAt = admitted.duplicate ? originalFireAtMs(this.#engine, admitted.id, fireAtMs) : fireAtMs;
+        this.#settle(answer, `{"line":${line},"status":${status},"id":"${admitted.id}","fire_at":"${isoOf(fireAt)}","duplicate":${admitted.duplicate}}\n`);
+      },
+      (err: unknown) => this.#settle(answer, errorLine(line, inJsonTerms(err, undefined))),
+    );
+  }
+
+  #push(answer: Answer): void {
+    this.#answers.push(answer);
+    this.#bytesInFlight += answer.bytes;
+    if (answer.text !== undefined) this.#flush();
+  }
+
+  #settle(answer: Answer, text: string): void {
+    answer.text = text;
+    this.#flush();
+  }
+
+  /** Writes every answer known in input order; ends the answer once reading is done and every line is answered. */
+  #flush(): void {
+    if (this.#closed) return;
+    const answers = this.#answers;
+    let head = this.#head;
+    let out = '';
+    while (head < answers.length) {
+      const answer = answers[head] as Answer;
+      if (answer.text === undefined) break;
+      out += answer.text;
+      this.#bytesInFlight -= answer.bytes;
+      head++;
+    }
+    if (head === answers.length) {
+      this.#answers = [];
+      this.#head = 0;
+    } else if (head > 1024 && head * 2 > answers.length) {
+      this.#answers = answers.slice(head);
+      this.#head = 0;
+    } else {
+      this.#head = head;
+    }
+    if (out !== '') this.#out.write(out);
+    if (this.#readingDone && this.#answers.length === 0) {
+      if (this.#stopLine !== undefined) this.#out.write(this.#stopLine);
+      this.#out.end();
+      this.#finish();
+      return;
+    }
+    this.#resumeIfRoom();
+  }
+
+  #full(): boolean {
+    return this.#answers.length - this.#head >= streamLimits.linesInFlightMax || this.#bytesInFlight >= streamLimits.linesBytesInFlightMax || this.#out.writableNeedDrain;
+  }
+
+  #pauseIfFull(): void {
+    if (!this.#readingDone && this.#full()) this.#body.pause();
+  }
+
+  #resumeIfRoom(): void {
+    if (!this.#readingDone && this.#body.isPaused() && !this.#full()) this.#body.resume();
+  }
+
+  /** The client went away (its stream reset, the connection closed): nothing more is read or written. */
+  #close(): void {
+    if (this.#closed) return;
+    this.#readingDone = true;
+    this.#body.removeAllListeners('data');
+    this.#body.resume();
+    this.#out.destroy();
+    this.#finish();
+  }
+
+  #finish(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#onEnd();
+  }
+}
+
+export async function timerStreamRoutes(app: HttpServer, { engine, coalescer }: TimerStreamRoutesOptions): Promise<void> {
+  // The body is read line by line as it arrives, by the route: in this scope the NDJSON parser hands it over unread.
+  app.removeContentTypeParser(mediaTypes.ndjson);
+  app.addContentTypeParser(mediaTypes.ndjson, (_request, payload, done) => done(null, payload));
+  const open = new Set<TimerStream>();
+  app.addHook('preClose', (done) => {
+    for (const stream of open) stream.stopReading();
+    done();
+  });
+
+  app.post<{ Body: unknown }>('/v1/timers/stream', async (request, reply) => {
+    if (mediaTypeOf(request.headers['content-type']) !== mediaTypes.ndjson) {
+      throw new HttpProblem(httpErrorCodes.unsupportedMediaType, `POST /v1/timers/stream needs a Content-Type: ${mediaTypes.ndjson} (one timer a line)`);
+    }
+    const body = request.body as Readable;
+    const out = new PassThrough();
+    const stream = new TimerStream(body, out, engine, coalescer, () => open.delete(stream));
+    open.add(stream);
+    // Answered in full while the client still sends (the service stopped reading): tell it to
+    // stop, on HTTP/2 by a reset without error once the answer is sent whole (RFC 9113 §8.1), on
+    // HTTP/1.1 by closing the connection once the answer is out.
+    out.once('end', () => {
+      if (request.raw.complete) return;
+      if (request.raw.httpVersionMajor === 2) {
+        const h2 = request.raw.stream;
+        const reset = (): void => h2.close(http2.constants.NGHTTP2_NO_ERROR);
+        if (h2.writableFinished) reset();
+        else h2.once('finish', reset);
+      } else {
+        reply.raw.once('finish', () => request.raw.socket.end());
+      }
+    });
+    return reply.code(200).type(mediaTypes.ndjson).send(out);
+  });
+}
