@@ -31,7 +31,8 @@ import { ingestLimits } from '../../engine/limits.ts';
 import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { inJsonTerms, specFromJsonTimer } from './json-batch.ts';
 import type { HttpServer } from './server.ts';
-import { isoOf, mediaTypeOf, mediaTypes, originalFireAtMs } from './timers-routes.ts';
+import { isoOf } from './iso-time.ts';
+import { mediaTypeOf, mediaTypes, originalFireAtMs } from './timers-routes.ts';
 
 /** Bounds of one stream's lines between read and answered. */
 export const streamLimits = {

@@ -22,6 +22,7 @@ import type { HttpServer, RoutesOptions } from './server.ts';
 import { admittedToArrow } from '../admitted-arrow.ts';
 import { BodyBuffers, pooledBodyParser } from './body-buffers.ts';
 import { timerStreamRoutes } from './timer-stream-routes.ts';
+import { isoOf } from './iso-time.ts';
 
 export const mediaTypes = {
   json: 'application/json',
@@ -69,17 +70,6 @@ export function mediaTypeOf(contentType: string | undefined): string | undefined
 }
 
 const wantsArrow = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(mediaTypes.arrowStream);
-
-/** The last answer again for the same ms: one-timer adds come many to a millisecond, and formatting a Date costs ~1 us. */
-let lastIsoMs = NaN;
-let lastIso = '';
-export function isoOf(ms: number): string {
-  if (ms !== lastIsoMs) {
-    lastIso = new Date(ms).toISOString();
-    lastIsoMs = ms;
-  }
-  return lastIso;
-}
 
 /** The fire time of the timer a known key named (`asked`, the duplicate's own, when neither the store nor the id tells). */
 export function originalFireAtMs(engine: Engine, id: string, asked: number): number {
