@@ -1,6 +1,6 @@
 // The fermata side of the compare suite: the same workloads as compare-bullmq.ts, against a
 // `fermata serve` child (compare runs it) over HTTP/2 from this process. Single adds go
-// through the load generator (JSON, closed loop); batches (bulk adds, the timers of the
+// through the load generator (JSON, closed loop: lines of an add stream, and a request each); batches (bulk adds, the timers of the
 // delivery, lateness and memory runs) are Arrow IPC streams of 10,000 rows posted in turn;
 // deliveries land on the suite's sink, which measures them the same way for both sides.
 import assert from 'node:assert/strict';
@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { memoryLimits } from '../engine/limits.ts';
 import { runLoad } from './load-generator.ts';
+import { runStreamLoad } from './stream-load.ts';
 import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type Lateness, type MemoryUse, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
 import { startFermata } from './fermata-child.ts';
 import type { BenchSink } from './sink.ts';
@@ -26,10 +27,17 @@ function arrowBatch(fire: FireTimes, rows: number = compareShape.batchRows): Req
   return buildBody({ mode: 'arrow', rows, payloadBytes: compareShape.payloadBytes, target: compareShape.farTarget, fire });
 }
 
-/** `streams` writers adding one JSON timer a request, fire times 1 h–30 d ahead. */
-export async function fermataSingleAdds(url: string, timing: CompareTiming): Promise<SingleAdds> {
+/**
+ * How a fermata client makes single adds: `stream`, one JSON line per add on one open POST
+ * /v1/timers/stream (as ioredis carries BullMQ's adds on one connection), each answered once
+ * durable; `request`, one POST /v1/timers per add, many streams on one HTTP/2 connection.
+ */
+export type SingleAddTransport = 'stream' | 'request';
+
+/** `singleWriters` adds in flight, one JSON timer each, fire times 1 h–30 d ahead; closed loop. */
+export async function fermataSingleAdds(url: string, timing: CompareTiming, transport: SingleAddTransport): Promise<SingleAdds> {
   const bodies = buildBodies({ mode: 'json', rows: 1, payloadBytes: compareShape.payloadBytes, target: compareShape.farTarget, fire: farFuture });
-  const load = await runLoad({
+  const load = await (transport === 'stream' ? runStreamLoad : runLoad)({
     url,
     token: undefined,
     bodies,

@@ -2,9 +2,12 @@
 // on one machine, and their ratios (> 1 always means fermata is ahead):
 //
 //   single_add   256 concurrent writers, one far-future timer each call: BullMQ `queue.add`
-//                with a delay vs fermata JSON adds over HTTP/2 to a child `fermata serve`;
-//                against Redis with `appendfsync everysec` and with `always` (the durable match
-//                for fermata, whose 2xx means fdatasync'd)
+//                with a delay (ioredis carries all 256 on one connection) vs fermata JSON adds
+//                to a child `fermata serve` over one HTTP/2 connection: as lines of one open
+//                POST /v1/timers/stream, each answered once durable (the ratios), and as one
+//                POST /v1/timers each (the `_request` figures); against Redis with `appendfsync
+//                everysec` and with `always` (the durable match for fermata, whose answer means
+//                fdatasync'd)
 //   bulk_add     10,000 timers a call, one call at a time: `addBulk` vs one Arrow batch
 //   dispatch     N timers all due at one instant: delivered a second from that instant to the
 //                last arrival at the sink (BullMQ: a Worker, concurrency 256, POSTing each job
@@ -71,6 +74,8 @@ interface SideFigures {
 }
 
 interface FermataFigures extends SideFigures {
+  /** Single adds again, one request each. */
+  readonly singleRequest: SingleAdds;
   /** The memory run again with a small budget: far-future timers kept on disk. */
   readonly spilled: SpilledMemoryUse;
 }
@@ -152,8 +157,10 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
     const stopFermata = (): Promise<void> => fermata.stop();
     cleanup.add(stopFermata);
 
-    progress(`compare: fermata, ${compareShape.singleWriters} writers of single adds (${measureS} s)`);
-    const fSingle = await fermataSingleAdds(fermata.url, sizes.timing);
+    progress(`compare: fermata, ${compareShape.singleWriters} writers of single adds, a request each (${measureS} s)`);
+    const fSingleRequest = await fermataSingleAdds(fermata.url, sizes.timing, 'request');
+    progress(`compare: fermata, ${compareShape.singleWriters} writers of single adds on an add stream (${measureS} s)`);
+    const fSingle = await fermataSingleAdds(fermata.url, sizes.timing, 'stream');
     progress(`compare: fermata, bulk adds of ${compareShape.batchRows} (${measureS} s)`);
     const fBulk = await fermataBulkAdds(fermata.url, sizes.timing);
     progress(`compare: fermata, delivery of ${sizes.deliveryTimers} timers due at once`);
@@ -217,6 +224,7 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
       bullmq: bull.kind === 'ready' ? bullmqVersion : `unavailable: ${bull.reason}`,
       redis: bull.kind === 'ready' ? bull.redisVersion : 'unavailable',
       single_add_writers: compareShape.singleWriters,
+      fermata_single_add: 'one JSON line per add on one open POST /v1/timers/stream (HTTP/2, one connection), answered once durable; _request figures: one POST /v1/timers per add (HTTP/2, one connection)',
       batch_rows: compareShape.batchRows,
       payload_bytes: compareShape.payloadBytes,
       delivery_timers: sizes.deliveryTimers,
@@ -229,7 +237,7 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
       bullmq_memory: bullSide?.memory.measure ?? 'not measured',
       bullmq_worker_concurrency: compareShape.workerConcurrency,
     };
-    const fermataSide: FermataFigures = { single: fSingle, bulkPerS: fBulk, delivery: fDelivery, lateness: fLateness, memory: fMemory, spilled: fSpilled };
+    const fermataSide: FermataFigures = { single: fSingle, singleRequest: fSingleRequest, bulkPerS: fBulk, delivery: fDelivery, lateness: fLateness, memory: fMemory, spilled: fSpilled };
     const figures = compareFigures(facts, fermataSide, bullSide);
     const failed = await cleanup.all();
     if (failed.length > 0) throw new AggregateError(failed, 'compare: stopping what the suite started failed');
@@ -286,6 +294,8 @@ function compareFigures(facts: Record<string, Fact>, fermata: FermataFigures, bu
     metaLine(suite, facts),
     figure('compare.single_add.fermata.per_s', Math.round(fermata.single.perS), '1/s'),
     figure('compare.single_add.fermata.latency_ms.p99', p99Ms(fermata.single.latencyUs), 'ms'),
+    figure('compare.single_add.fermata_request.per_s', Math.round(fermata.singleRequest.perS), '1/s'),
+    figure('compare.single_add.fermata_request.latency_ms.p99', p99Ms(fermata.singleRequest.latencyUs), 'ms'),
     figure('compare.bulk_add.fermata.timers_per_s', Math.round(fermata.bulkPerS), '1/s'),
     figure('compare.dispatch.fermata.per_s', Math.round(fermata.delivery.perS), '1/s'),
     ...latenessFigures('fermata', fermata.lateness),
@@ -293,7 +303,7 @@ function compareFigures(facts: Record<string, Fact>, fermata: FermataFigures, bu
     figure('compare.ram_per_timer.fermata_spilled.counted_bytes', roundTo(fermata.spilled.countedBytesPerTimer, 2), 'B'),
     figure('compare.ram_per_timer.fermata_spilled.process_bytes', roundTo(fermata.spilled.processBytesPerTimer, 2), 'B'),
   ];
-  let errors = fermata.single.errors;
+  let errors = fermata.single.errors + fermata.singleRequest.errors;
   let early = fermata.delivery.early + fermata.lateness.early;
   if (bull !== undefined) {
     const fermataLateP99 = Math.max(latenessFloorMs, p99Ms(fermata.lateness.latenessUs));
@@ -310,6 +320,8 @@ function compareFigures(facts: Record<string, Fact>, fermata: FermataFigures, bu
       figure('compare.ram_per_timer.bullmq.bytes', roundTo(bull.memory.bytesPerTimer, 1), 'B'),
       figure('compare.single_add.ratio_everysec', roundTo(fermata.single.perS / bull.single.perS, 3), 'ratio'),
       figure('compare.single_add.ratio_always', roundTo(fermata.single.perS / bull.singleAlways.perS, 3), 'ratio'),
+      figure('compare.single_add.ratio_everysec_request', roundTo(fermata.singleRequest.perS / bull.single.perS, 3), 'ratio'),
+      figure('compare.single_add.ratio_always_request', roundTo(fermata.singleRequest.perS / bull.singleAlways.perS, 3), 'ratio'),
       figure('compare.bulk_add.ratio', roundTo(fermata.bulkPerS / bull.bulkPerS, 3), 'ratio'),
       figure('compare.dispatch.ratio', roundTo(fermata.delivery.perS / bull.delivery.perS, 3), 'ratio'),
       figure('compare.lateness_p99.ratio', roundTo(bullLateP99 / fermataLateP99, 3), 'ratio'),

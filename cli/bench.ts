@@ -1,5 +1,6 @@
 // `fermata bench`: load against any running fermata, from this process (bench/load-generator.ts:
-// HTTP/2, a few sessions, many streams; closed loop, or open loop with --rate). With --sink it
+// HTTP/2, a few sessions, many streams; closed loop, or open loop with --rate; --mode stream:
+// single adds as lines of long POST /v1/timers/stream requests, bench/stream-load.ts). With --sink it
 // also starts a loopback HTTP/2 target (bench/sink.ts), points every timer at it, waits
 // (bounded) for the deliveries after the add phase and reports fire lateness.
 //
@@ -11,6 +12,7 @@ import { parseArgs } from 'node:util';
 import type { Histogram } from 'hdr-histogram-js';
 import { timerLimits } from '../engine/limits.ts';
 import { type LoadResult, runLoad } from '../bench/load-generator.ts';
+import { runStreamLoad } from '../bench/stream-load.ts';
 import { type Fact, type Figure, metaLine, roundTo, toJsonLines } from '../bench/report.ts';
 import { awaitTimers, type SinkWait, startSink } from '../bench/sink.ts';
 import { type BodyMode, bodyModes, buildBodies, type FireTimes, poolVariants } from '../bench/timer-bodies.ts';
@@ -34,7 +36,11 @@ const streamsPerConnection = 256;
 /** Answers to requests already sent are waited for this long after the run's end. */
 const drainTimeoutMs = 30_000;
 
-export const benchUsage = `Usage: fermata bench [--url URL] [--token TOKEN] [--mode json|ndjson|arrow]
+/** What --mode takes: the body forms, and single adds on add streams. */
+type BenchMode = BodyMode | 'stream';
+const benchModes: readonly BenchMode[] = [...bodyModes, 'stream'];
+
+export const benchUsage = `Usage: fermata bench [--url URL] [--token TOKEN] [--mode json|ndjson|arrow|stream]
                     [--concurrency N] [--connections N] [--rate R] [--duration D]
                     [--batch-rows N] [--payload-bytes N] [--spread D..D]
                     [--target URL | --sink [--wait D]] [--json]
@@ -46,9 +52,11 @@ latency percentiles and errors by status.
                       system CAs and NODE_EXTRA_CA_CERTS
   --token TOKEN       bearer token, when the server asks for one
   --mode M            json: one timer a request; ndjson or arrow: --batch-rows timers a
-                      request (default ${defaults.mode})
-  --concurrency N     requests in flight at most (default ${defaults.concurrency})
-  --connections N     HTTP/2 sessions they are spread over (default: one per ${streamsPerConnection} streams)
+                      request; stream: one timer a line of a long POST /v1/timers/stream
+                      request, each answered once durable (default ${defaults.mode})
+  --concurrency N     requests in flight at most (stream: timers in flight) (default ${defaults.concurrency})
+  --connections N     HTTP/2 sessions they are spread over, one add stream on each in stream
+                      mode (default: one per ${streamsPerConnection} in flight)
   --rate R            open loop: R requests a second at fixed intervals, latency measured from
                       when each was due, so a stalled server shows as latency (coordinated
                       omission is not hidden); without it, closed loop: a request goes out
@@ -71,7 +79,7 @@ latency percentiles and errors by status.
 interface BenchSettings {
   readonly url: string;
   readonly token: string | undefined;
-  readonly mode: BodyMode;
+  readonly mode: BenchMode;
   readonly concurrency: number;
   readonly connections: number;
   readonly ratePerS: number | undefined;
@@ -165,7 +173,7 @@ function parseBenchArgs(argv: string[]): BenchSettings | 'help' {
   if (parsedUrl === undefined || (parsedUrl.protocol !== 'http:' && parsedUrl.protocol !== 'https:')) flag('url', `must be an http:// or https:// URL, not "${url}"`);
 
   const mode = values.mode ?? defaults.mode;
-  if (!(bodyModes as readonly string[]).includes(mode)) flag('mode', `must be one of ${bodyModes.join(', ')}, not "${mode}"`);
+  if (!(benchModes as readonly string[]).includes(mode)) flag('mode', `must be one of ${benchModes.join(', ')}, not "${mode}"`);
   const concurrency = integerFlag('concurrency', values.concurrency, defaults.concurrency, 1, 100_000);
   const connections = integerFlag('connections', values.connections, Math.ceil(concurrency / streamsPerConnection), 1, 1024);
 
@@ -176,8 +184,9 @@ function parseBenchArgs(argv: string[]): BenchSettings | 'help' {
   }
   const durationMs = durationFlag('duration', values.duration ?? defaults.duration, 1);
 
-  if (mode === 'json' && values['batch-rows'] !== undefined) flag('batch-rows', 'applies to the ndjson and arrow modes; json sends one timer a request');
-  const batchRows = mode === 'json' ? 1 : integerFlag('batch-rows', values['batch-rows'], defaults.batchRows, 1, timerLimits.rowsPerBatchMax);
+  const single = mode === 'json' || mode === 'stream';
+  if (single && values['batch-rows'] !== undefined) flag('batch-rows', `applies to the ndjson and arrow modes; ${mode} sends one timer at a time`);
+  const batchRows = single ? 1 : integerFlag('batch-rows', values['batch-rows'], defaults.batchRows, 1, timerLimits.rowsPerBatchMax);
   const payloadBytes = integerFlag('payload-bytes', values['payload-bytes'], defaults.payloadBytes, 0, timerLimits.payloadBytesMax);
 
   const spreadText = values.spread ?? defaults.spread;
@@ -200,7 +209,7 @@ function parseBenchArgs(argv: string[]): BenchSettings | 'help' {
   return {
     url,
     token: values.token,
-    mode: mode as BodyMode,
+    mode: mode as BenchMode,
     concurrency,
     connections,
     ratePerS,
@@ -233,11 +242,11 @@ export async function bench(argv: string[]): Promise<number> {
   const sink = settings.sink ? await startSink() : undefined;
   try {
     const target = sink === undefined ? (settings.target as string) : `${sink.url}/hook`;
-    const bodies = buildBodies({ mode: settings.mode, rows: settings.batchRows, payloadBytes: settings.payloadBytes, target, fire: settings.spread });
+    const bodies = buildBodies({ mode: bodyModeOf(settings.mode), rows: settings.batchRows, payloadBytes: settings.payloadBytes, target, fire: settings.spread });
     if (!settings.json) process.stderr.write(`fermata bench: ${describeRun(settings, target, bodies.length)}\n`);
     let load: LoadResult;
     try {
-      load = await runLoad({
+      load = await (settings.mode === 'stream' ? runStreamLoad : runLoad)({
         url: settings.url,
         token: settings.token,
         bodies,
@@ -262,12 +271,19 @@ export async function bench(argv: string[]): Promise<number> {
   }
 }
 
+/** Stream mode sends one-timer JSON bodies, one a line. */
+function bodyModeOf(mode: BenchMode): BodyMode {
+  return mode === 'stream' ? 'json' : mode;
+}
+
 function describeRun(settings: BenchSettings, target: string, variants: number): string {
-  const loop = settings.ratePerS === undefined ? 'closed loop' : `open loop at ${settings.ratePerS} requests/s`;
-  const rows = settings.mode === 'json' ? 'one timer' : `${settings.batchRows} timers`;
+  const stream = settings.mode === 'stream';
+  const loop = settings.ratePerS === undefined ? 'closed loop' : `open loop at ${settings.ratePerS} ${stream ? 'timers' : 'requests'}/s`;
+  const rows = stream ? 'one timer a line of add streams' : settings.mode === 'json' ? 'one timer a request' : `${settings.batchRows} timers a request`;
+  const inFlight = stream ? `${settings.concurrency} timers in flight on ${settings.connections} add stream${settings.connections === 1 ? '' : 's'}` : `${settings.concurrency} streams on ${settings.connections} connection${settings.connections === 1 ? '' : 's'}`;
   return (
-    `${settings.mode}, ${rows} a request (${variants} ${variants === 1 ? 'body' : 'bodies'} in turn), ${settings.concurrency} streams on ${settings.connections} ` +
-    `connection${settings.connections === 1 ? '' : 's'}, ${loop}, ${settings.durationMs / 1000} s, fire times ${settings.spreadText} ` +
+    `${settings.mode}, ${rows} (${variants} ${variants === 1 ? 'body' : 'bodies'} in turn), ${inFlight}, ` +
+    `${loop}, ${settings.durationMs / 1000} s, fire times ${settings.spreadText} ` +
     `after acceptance, ${settings.payloadBytes}-byte payloads → ${settings.url}, delivered to ${target}`
   );
 }
@@ -308,7 +324,7 @@ function benchFigures(settings: BenchSettings, target: string, load: LoadResult,
     batch_rows: settings.batchRows,
     payload_bytes: settings.payloadBytes,
     spread: settings.spreadText,
-    bodies: poolVariants({ mode: settings.mode, rows: settings.batchRows, payloadBytes: settings.payloadBytes, target, fire: settings.spread }),
+    bodies: poolVariants({ mode: bodyModeOf(settings.mode), rows: settings.batchRows, payloadBytes: settings.payloadBytes, target, fire: settings.spread }),
     target,
     sink: settings.sink,
   };

@@ -113,6 +113,27 @@ describe('fermata bench against fermata serve', () => {
     assert.equal((await stats(service)).pending, acked);
   });
 
+  test('stream, closed loop on two add streams: every acknowledged line is pending on the server', async () => {
+    const figures = await benchFigures(['--url', service.url, '--mode', 'stream', '--duration', '2s', '--concurrency', '64', '--connections', '2']);
+    assert.equal(value(figures, 'bench.errors'), 0);
+    assert.equal(value(figures, 'bench.unanswered'), 0);
+    const timers = value(figures, 'bench.timers.acked');
+    assert.ok(timers > 0, 'some adds were acknowledged');
+    assert.equal(value(figures, 'bench.requests.sent'), timers, 'every line sent was answered 2xx');
+    acked += timers;
+    assert.equal((await stats(service)).pending, acked);
+  });
+
+  test('stream, open loop: every line due in the run is sent and answered', async () => {
+    // 500 lines a second for 2 s: 1,000 due.
+    const figures = await benchFigures(['--url', service.url, '--mode', 'stream', '--rate', '500', '--duration', '2s', '--concurrency', '16']);
+    assert.equal(value(figures, 'bench.requests.sent'), 1000);
+    assert.equal(value(figures, 'bench.unsent'), 0);
+    assert.equal(value(figures, 'bench.timers.acked'), 1000);
+    acked += 1000;
+    assert.equal((await stats(service)).pending, acked);
+  });
+
   test('--sink --spread 0s: every acknowledged timer is delivered to the sink, and the server counts each once', async () => {
     const figures = await benchFigures(['--url', service.url, '--sink', '--spread', '0s', '--duration', '2s', '--concurrency', '16', '--wait', '30s']);
     assert.equal(value(figures, 'bench.errors'), 0);
@@ -139,6 +160,7 @@ describe('fermata bench usage errors', () => {
   for (const [args, named] of [
     [['--rate', '0'], '--rate'],
     [['--mode', 'json', '--batch-rows', '10'], '--batch-rows'],
+    [['--mode', 'stream', '--batch-rows', '10'], '--batch-rows'],
     [['--spread', '30d..1h'], '--spread'],
     [['--sink', '--target', 'https://example.com/'], '--target'],
     [['--mode', 'xml'], '--mode'],
