@@ -49,17 +49,25 @@ function specBytes(spec: TimerSpec): number {
   return bytes;
 }
 
-interface Waiter {
-  readonly resolve: (admitted: AdmittedOne) => void;
-  readonly reject: (err: unknown) => void;
+/**
+ * Who hears how one timer's admit ended (admitOneTo): a caller with an object of its own per
+ * timer answers there, without a promise and its closures per timer.
+ */
+export interface AdmitWaiter {
+  /** Durable: the timer's id (the original's, when `duplicate`). */
+  admitted(id: string, duplicate: boolean): void;
+  /** Not admitted: the error engine.admit would give for the timer alone, or the record's. */
+  refused(err: unknown): void;
 }
+
+type Waiter = AdmitWaiter;
 
 
 /** The batch was refused for what a timer holds (not for the state of the engine): check each alone. */
 const refusedAsBatch = (err: unknown): boolean => isFermataError(err, errorCodes.batchInvalid) || isFermataError(err, errorCodes.targetRefused);
 
 function answerAll(admitted: Admitted, waiters: readonly Waiter[]): void {
-  for (let row = 0; row < waiters.length; row++) (waiters[row] as Waiter).resolve({ id: admitted.idOf(row), duplicate: admitted.isDuplicate(row) });
+  for (let row = 0; row < waiters.length; row++) (waiters[row] as Waiter).admitted(admitted.idOf(row), admitted.isDuplicate(row));
 }
 
 export class AdmitCoalescer {
@@ -85,15 +93,20 @@ export class AdmitCoalescer {
    * The caller must not change the spec (or its payload's bytes) until then.
    */
   admitOne(spec: TimerSpec): Promise<AdmittedOne> {
+    const { promise, resolve, reject } = Promise.withResolvers<AdmittedOne>();
+    this.admitOneTo(spec, { admitted: (id, duplicate) => resolve({ id, duplicate }), refused: reject });
+    return promise;
+  }
+
+  /** admitOne, answered on `waiter` (exactly one of its methods is called, once, never synchronously). */
+  admitOneTo(spec: TimerSpec, waiter: AdmitWaiter): void {
     const bytes = specBytes(spec);
     if (this.#specs.length > 0 && this.#bytes + bytes > this.#bytesMax) this.#flush();
-    const { promise, resolve, reject } = Promise.withResolvers<AdmittedOne>();
     this.#specs.push(spec);
-    this.#waiters.push({ resolve, reject });
+    this.#waiters.push(waiter);
     this.#bytes += bytes;
     if (this.#specs.length >= this.#rowsMax) this.#flush();
     else if (!this.#scheduled) this.#schedule();
-    return promise;
   }
 
   #schedule(): void {
@@ -117,7 +130,7 @@ export class AdmitCoalescer {
       (admitted) => answerAll(admitted, waiters),
       (err: unknown) => {
         if (!refusedAsBatch(err)) {
-          for (const waiter of waiters) waiter.reject(err);
+          for (const waiter of waiters) waiter.refused(err);
           return;
         }
         this.#admitGoodOnes(specs, waiters);
@@ -134,7 +147,7 @@ export class AdmitCoalescer {
       try {
         this.#engine.validate(batchFromSpecs([spec]));
       } catch (err) {
-        (waiters[i] as Waiter).reject(err);
+        (waiters[i] as Waiter).refused(err);
         continue;
       }
       good.push(spec);
@@ -145,7 +158,7 @@ export class AdmitCoalescer {
       (admitted) => answerAll(admitted, goodWaiters),
       (err: unknown) => {
         if (!refusedAsBatch(err)) {
-          for (const waiter of goodWaiters) waiter.reject(err);
+          for (const waiter of goodWaiters) waiter.refused(err);
           return;
         }
         for (let i = 0; i < good.length; i++) this.#admitAlone(good[i] as TimerSpec, goodWaiters[i] as Waiter);
@@ -154,6 +167,9 @@ export class AdmitCoalescer {
   }
 
   #admitAlone(spec: TimerSpec, waiter: Waiter): void {
-    this.#engine.admit(batchFromSpecs([spec])).then((admitted) => answerAll(admitted, [waiter]), waiter.reject);
+    this.#engine.admit(batchFromSpecs([spec])).then(
+      (admitted) => answerAll(admitted, [waiter]),
+      (err: unknown) => waiter.refused(err),
+    );
   }
 }

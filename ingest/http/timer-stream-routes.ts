@@ -23,7 +23,7 @@
 import http2 from 'node:http2';
 import type { Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
-import type { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
+import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
@@ -57,6 +57,34 @@ interface Answer {
   readonly bytes: number;
 }
 
+/** A line that went to the coalescer: hears its admit's end there, and tells its stream. */
+class LineAdd implements Answer, AdmitWaiter {
+  text: string | undefined = undefined;
+  readonly bytes: number;
+  readonly #line: number;
+  readonly #fireAtMs: number;
+  readonly #stream: TimerStream;
+
+  constructor(stream: TimerStream, line: number, bytes: number, fireAtMs: number) {
+    this.#stream = stream;
+    this.#line = line;
+    this.bytes = bytes;
+    this.#fireAtMs = fireAtMs;
+  }
+
+  admitted(id: string, duplicate: boolean): void {
+    // A known key answers with the original timer's fire time.
+    const fireAtMs = duplicate ? originalFireAtMs(this.#stream.engine, id, this.#fireAtMs) : this.#fireAtMs;
+    this.text = `{"line":${this.#line},"status":${duplicate ? 200 : 201},"id":"${id}","fire_at":"${isoOf(fireAtMs)}","duplicate":${duplicate}}\n`;
+    this.#stream.answered();
+  }
+
+  refused(err: unknown): void {
+    this.text = errorLine(this.#line, inJsonTerms(err, undefined));
+    this.#stream.answered();
+  }
+}
+
 /** The answer line to an add that failed. */
 function errorLine(line: number | undefined, err: unknown): string {
   const answer = errorAnswer(err, mediaTypes.json);
@@ -73,7 +101,7 @@ class TimerStream {
   readonly #body: Readable;
   readonly #out: PassThrough;
   readonly #coalescer: AdmitCoalescer;
-  readonly #engine: Engine;
+  readonly engine: Engine;
   readonly #onEnd: () => void;
   /** Answers not yet written, oldest first from #head. */
   #answers: Answer[] = [];
@@ -95,7 +123,7 @@ class TimerStream {
   constructor(body: Readable, out: PassThrough, engine: Engine, coalescer: AdmitCoalescer, onEnd: () => void) {
     this.#body = body;
     this.#out = out;
-    this.#engine = engine;
+    this.engine = engine;
     this.#coalescer = coalescer;
     this.#onEnd = onEnd;
     body.on('data', (chunk: Buffer | string) => this.#read(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
@@ -175,8 +203,6 @@ class TimerStream {
     }
     text = text.trim();
     if (text === '') return;
-    const answer: Answer = { text: undefined, bytes: bytes.length };
-    this.#push(answer);
     let spec: TimerSpec;
     try {
       let value: unknown;
@@ -187,19 +213,12 @@ class TimerStream {
       }
       spec = specFromJsonTimer(value, Date.now());
     } catch (err) {
-      this.#settle(answer, errorLine(line, err));
+      this.#push({ text: errorLine(line, err), bytes: 0 });
       return;
     }
-    const fireAtMs = spec.fireAtMs;
-    this.#coalescer.admitOne(spec).then(
-      (admitted) => {
-        // A known key answers with the original timer's fire time.
-        const status = admitted.duplicate ? 200 : 201;
-        const fireAt = admitted.duplicate ? originalFireAtMs(this.#engine, admitted.id, fireAtMs) : fireAtMs;
-        this.#settle(answer, `{"line":${line},"status":${status},"id":"${admitted.id}","fire_at":"${isoOf(fireAt)}","duplicate":${admitted.duplicate}}\n`);
-      },
-      (err: unknown) => this.#settle(answer, errorLine(line, inJsonTerms(err, undefined))),
-    );
+    const add = new LineAdd(this, line, bytes.length, spec.fireAtMs);
+    this.#push(add);
+    this.#coalescer.admitOneTo(spec, add);
   }
 
   #push(answer: Answer): void {
@@ -208,8 +227,8 @@ class TimerStream {
     if (answer.text !== undefined) this.#flush();
   }
 
-  #settle(answer: Answer, text: string): void {
-    answer.text = text;
+  /** A line's answer became known. */
+  answered(): void {
     this.#flush();
   }
 
