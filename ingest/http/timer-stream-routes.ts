@@ -93,15 +93,20 @@ function errorLine(line: number | undefined, err: unknown): string {
   return `{${place}"status":${answer.status}${retry},"error":${JSON.stringify(answer.body.error)}}\n`;
 }
 
+/** What a stream needs of the engine: the original of a known key (for its fire time). */
+export type StreamEngine = Pick<Engine, 'get'>;
+/** What a stream needs of the coalescer. */
+export type LineAdmitter = Pick<AdmitCoalescer, 'admitOneTo'>;
+
 /**
  * One open stream: splits its body into lines, admits each, and writes the answers in input
  * order as they become known.
  */
-class TimerStream {
+export class TimerStream {
   readonly #body: Readable;
   readonly #out: PassThrough;
-  readonly #coalescer: AdmitCoalescer;
-  readonly engine: Engine;
+  readonly #coalescer: LineAdmitter;
+  readonly engine: StreamEngine;
   readonly #onEnd: () => void;
   /** Answers not yet written, oldest first from #head. */
   #answers: Answer[] = [];
@@ -120,7 +125,7 @@ class TimerStream {
   #stopLine: string | undefined;
   #closed = false;
 
-  constructor(body: Readable, out: PassThrough, engine: Engine, coalescer: AdmitCoalescer, onEnd: () => void) {
+  constructor(body: Readable, out: PassThrough, engine: StreamEngine, coalescer: LineAdmitter, onEnd: () => void) {
     this.#body = body;
     this.#out = out;
     this.engine = engine;

@@ -72,7 +72,7 @@ export function mediaTypeOf(contentType: string | undefined): string | undefined
 const wantsArrow = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(mediaTypes.arrowStream);
 
 /** The fire time of the timer a known key named (`asked`, the duplicate's own, when neither the store nor the id tells). */
-export function originalFireAtMs(engine: Engine, id: string, asked: number): number {
+export function originalFireAtMs(engine: Pick<Engine, 'get'>, id: string, asked: number): number {
   return engine.get(id)?.fireAtMs ?? decodeTimerId(id)?.fireAtMs ?? asked;
 }
 
