@@ -80,17 +80,9 @@ class LineAdd implements Answer, AdmitWaiter {
   }
 
   refused(err: unknown): void {
-    this.text = errorLine(this.#line, inJsonTerms(err, undefined));
+    this.text = this.#stream.errorLine(this.#line, inJsonTerms(err, undefined));
     this.#stream.answered();
   }
-}
-
-/** The answer line to an add that failed. */
-function errorLine(line: number | undefined, err: unknown): string {
-  const answer = errorAnswer(err, mediaTypes.json);
-  const retry = answer.retryAfterSeconds === undefined ? '' : `,"retry_after_s":${answer.retryAfterSeconds}`;
-  const place = line === undefined ? '' : `"line":${line},`;
-  return `{${place}"status":${answer.status}${retry},"error":${JSON.stringify(answer.body.error)}}\n`;
 }
 
 /** What a stream needs of the engine: the original of a known key (for its fire time). */
@@ -108,6 +100,7 @@ export class TimerStream {
   readonly #coalescer: LineAdmitter;
   readonly engine: StreamEngine;
   readonly #onEnd: () => void;
+  readonly #logUnexpected: (err: unknown) => void;
   /** Answers not yet written, oldest first from #head. */
   #answers: Answer[] = [];
   #head = 0;
@@ -125,12 +118,14 @@ export class TimerStream {
   #stopLine: string | undefined;
   #closed = false;
 
-  constructor(body: Readable, out: PassThrough, engine: StreamEngine, coalescer: LineAdmitter, onEnd: () => void) {
+  /** `onEnd` runs once the stream is done (answered in full, or the client went away); `logUnexpected` hears errors answered as INTERNAL (bugs). */
+  constructor(body: Readable, out: PassThrough, engine: StreamEngine, coalescer: LineAdmitter, onEnd: () => void, logUnexpected: (err: unknown) => void) {
     this.#body = body;
     this.#out = out;
     this.engine = engine;
     this.#coalescer = coalescer;
     this.#onEnd = onEnd;
+    this.#logUnexpected = logUnexpected;
     body.on('data', (chunk: Buffer | string) => this.#read(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
     body.once('end', () => {
       if (this.#readingDone) return;
@@ -144,6 +139,15 @@ export class TimerStream {
     out.once('close', () => this.#close());
   }
 
+  /** The answer line to an add that failed: its error in the shape and status of error-map.ts. */
+  errorLine(line: number | undefined, err: unknown): string {
+    const answer = errorAnswer(err, mediaTypes.json);
+    if (answer.unexpected) this.#logUnexpected(err);
+    const retry = answer.retryAfterSeconds === undefined ? '' : `,"retry_after_s":${answer.retryAfterSeconds}`;
+    const place = line === undefined ? '' : `"line":${line},`;
+    return `{${place}"status":${answer.status}${retry},"error":${JSON.stringify(answer.body.error)}}\n`;
+  }
+
   /** The service is stopping: read no more, answer what was read, end. */
   stopReading(): void {
     if (this.#readingDone || this.#closed) return;
@@ -151,7 +155,7 @@ export class TimerStream {
     this.#body.pause();
     this.#body.removeAllListeners('data');
     const after = this.#line === 0 ? 'no line was read' : `lines after line ${this.#line} were not read`;
-    this.#stopLine = errorLine(undefined, new FermataError(errorCodes.walClosed, `the service is stopping: ${after}; send them again`));
+    this.#stopLine = this.errorLine(undefined, new FermataError(errorCodes.walClosed, `the service is stopping: ${after}; send them again`));
     this.#flush();
   }
 
@@ -184,7 +188,7 @@ export class TimerStream {
     if (this.#skipping) {
       this.#skipping = false;
       const tooLarge = new HttpProblem(httpErrorCodes.bodyTooLarge, `line ${line} is longer than ${ingestLimits.jsonBodyBytesMax} bytes, the limit for one timer`);
-      this.#push({ text: errorLine(line, tooLarge), bytes: 0 });
+      this.#push({ text: this.errorLine(line, tooLarge), bytes: 0 });
       return;
     }
     let bytes = tail;
@@ -196,14 +200,14 @@ export class TimerStream {
     }
     if (bytes.length > ingestLimits.jsonBodyBytesMax) {
       const tooLarge = new HttpProblem(httpErrorCodes.bodyTooLarge, `line ${line} is longer than ${ingestLimits.jsonBodyBytesMax} bytes, the limit for one timer`);
-      this.#push({ text: errorLine(line, tooLarge), bytes: 0 });
+      this.#push({ text: this.errorLine(line, tooLarge), bytes: 0 });
       return;
     }
     let text: string;
     try {
       text = utf8.decode(bytes);
     } catch {
-      this.#push({ text: errorLine(line, new FermataError(errorCodes.batchInvalid, `line ${line} is not valid UTF-8`, { field: '' })), bytes: 0 });
+      this.#push({ text: this.errorLine(line, new FermataError(errorCodes.batchInvalid, `line ${line} is not valid UTF-8`, { field: '' })), bytes: 0 });
       return;
     }
     text = text.trim();
@@ -218,7 +222,7 @@ export class TimerStream {
       }
       spec = specFromJsonTimer(value, Date.now());
     } catch (err) {
-      this.#push({ text: errorLine(line, err), bytes: 0 });
+      this.#push({ text: this.errorLine(line, err), bytes: 0 });
       return;
     }
     const add = new LineAdd(this, line, bytes.length, spec.fireAtMs);
@@ -314,7 +318,14 @@ export async function timerStreamRoutes(app: HttpServer, { engine, coalescer }: 
     }
     const body = request.body as Readable;
     const out = new PassThrough();
-    const stream = new TimerStream(body, out, engine, coalescer, () => open.delete(stream));
+    const stream = new TimerStream(
+      body,
+      out,
+      engine,
+      coalescer,
+      () => open.delete(stream),
+      (err) => request.log.error({ err }, 'unexpected error answering a line of an add stream'),
+    );
     open.add(stream);
     // Answered in full while the client still sends (the service stopped reading): tell it to
     // stop, on HTTP/2 by a reset without error once the answer is sent whole (RFC 9113 §8.1), on

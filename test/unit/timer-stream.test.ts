@@ -32,15 +32,20 @@ function open(): { body: PassThrough; out: PassThrough; admits: HeldAdmits; ende
   const out = new PassThrough({ highWaterMark: 1024 * 1024 });
   const admits = new HeldAdmits();
   const ended = { value: false };
-  new TimerStream(body, out, engine, admits, () => (ended.value = true));
+  new TimerStream(body, out, engine, admits, () => (ended.value = true), (err) => assert.fail(`unexpected: ${String(err)}`));
   return { body, out, admits, ended };
+}
+
+/** Everything written to the answer so far. */
+function readAll(out: PassThrough): string {
+  let text = '';
+  for (let chunk = out.read() as Buffer | null; chunk !== null; chunk = out.read() as Buffer | null) text += chunk.toString();
+  return text;
 }
 
 /** Every answer line written so far. */
 function answersIn(out: PassThrough): { line: number; id: string }[] {
-  let text = '';
-  for (let chunk = out.read() as Buffer | null; chunk !== null; chunk = out.read() as Buffer | null) text += chunk.toString();
-  return text
+  return readAll(out)
     .split('\n')
     .filter((part) => part !== '')
     .map((part) => JSON.parse(part) as { line: number; id: string });
@@ -83,7 +88,7 @@ test('a client that does not read the answer holds the stream back from reading 
   // An answer with room for a few lines only.
   const out = new PassThrough({ highWaterMark: 1024, readableHighWaterMark: 1024 });
   const admits = new HeldAdmits();
-  new TimerStream(body, out, engine, admits, () => undefined);
+  new TimerStream(body, out, engine, admits, () => undefined, (err) => assert.fail(`unexpected: ${String(err)}`));
   for (let n = 0; n < 200; n++) body.write(line(n));
   for (let i = 0; i < 5; i++) await turn();
   assert.equal(admits.held.length, 200);
@@ -96,4 +101,23 @@ test('a client that does not read the answer holds the stream back from reading 
   out.resume();
   for (let i = 0; i < 10; i++) await turn();
   assert.equal(admits.held.length, 400, 'once they are read, the stream reads on');
+});
+
+test('an admit that fails for a bug is answered 500 INTERNAL without its text, and logged; the stream goes on', async () => {
+  const body = new PassThrough();
+  const out = new PassThrough();
+  const admits = new HeldAdmits();
+  const logged: unknown[] = [];
+  new TimerStream(body, out, engine, admits, () => undefined, (err) => logged.push(err));
+  body.write(line(0) + line(1));
+  for (let i = 0; i < 5; i++) await turn();
+  const bug = new TypeError('secret internals');
+  admits.held[0]?.waiter.refused(bug);
+  admits.answer([1]);
+  const text = readAll(out).trimEnd().split('\n');
+  const first = JSON.parse(text[0] ?? '') as { line: number; status: number; error: { code: string; message: string } };
+  assert.deepEqual([first.line, first.status, first.error.code], [1, 500, 'INTERNAL']);
+  assert.doesNotMatch(first.error.message, /secret/);
+  assert.deepEqual(logged, [bug]);
+  assert.equal((JSON.parse(text[1] ?? '') as { status: number }).status, 201);
 });
