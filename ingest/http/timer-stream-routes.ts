@@ -139,6 +139,11 @@ export class TimerStream {
     out.once('close', () => this.#close());
   }
 
+  /** Reading stopped before the body ended (the service is stopping): the client may still be sending. */
+  get stoppedEarly(): boolean {
+    return this.#stopLine !== undefined;
+  }
+
   /** The answer line to an add that failed: its error in the shape and status of error-map.ts. */
   errorLine(line: number | undefined, err: unknown): string {
     const answer = errorAnswer(err, mediaTypes.json);
@@ -331,7 +336,7 @@ export async function timerStreamRoutes(app: HttpServer, { engine, coalescer }: 
     // stop, on HTTP/2 by a reset without error once the answer is sent whole (RFC 9113 §8.1), on
     // HTTP/1.1 by closing the connection once the answer is out.
     out.once('end', () => {
-      if (request.raw.complete) return;
+      if (!stream.stoppedEarly) return;
       if (request.raw.httpVersionMajor === 2) {
         const h2 = request.raw.stream;
         const reset = (): void => h2.close(http2.constants.NGHTTP2_NO_ERROR);

@@ -160,3 +160,19 @@ export function jsonFuzzBody(target: string): fc.Arbitrary<FuzzBody> {
     .tuple(fc.oneof({ weight: 4, arbitrary: single }, { weight: 1, arbitrary: ndjson }), fc.array(textMutation, { maxLength: 2 }))
     .map(([{ contentType, text }, mutations]) => ({ contentType, body: mutations.reduce(mutateText, Buffer.from(text, 'utf8')) }));
 }
+
+/**
+ * A hostile body for POST /v1/timers/stream: 1–20 lines, each a timer with 0–3 field
+ * mutations, separated by \n, \r\n or a blank line, then maybe byte mutations of the whole
+ * (which may cut a line, join two, or put bytes that are not UTF-8 into one).
+ */
+export function streamFuzzBody(target: string): fc.Arbitrary<Buffer> {
+  return fc
+    .tuple(
+      fc.array(timerText(target), { minLength: 1, maxLength: 20 }),
+      fc.constantFrom('\n', '\r\n', '\n\n', '\n \n'),
+      fc.boolean(),
+      fc.array(textMutation, { maxLength: 2 }),
+    )
+    .map(([lines, separator, lastNewline, mutations]) => mutations.reduce(mutateText, Buffer.from(lines.join(separator) + (lastNewline ? '\n' : ''), 'utf8')));
+}
