@@ -72,11 +72,19 @@ export function newMicrosHistogram(): hdr.Histogram {
 
 const errorBodyCharsMax = 500;
 
-export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+export function runLoad(options: LoadOptions): Promise<LoadResult> {
+  return runOnSessions(options, '/v1/timers', (sessions, path) => new Load(options, sessions, path));
+}
+
+/**
+ * Opens `connections` sessions to the fermata at options.url, runs the load `make` builds on
+ * them against `route` (under the URL's path), and closes them.
+ */
+export async function runOnSessions(options: LoadOptions, route: string, make: (sessions: readonly http2.ClientHttp2Session[], path: string) => LoadLoop): Promise<LoadResult> {
   const base = new URL(options.url);
-  const path = `${base.pathname.replace(/\/$/, '')}/v1/timers`;
+  const path = `${base.pathname.replace(/\/$/, '')}${route}`;
   const sessions = await Promise.all(Array.from({ length: options.connections }, () => connect(base)));
-  const load = new Load(options, sessions, path);
+  const load = make(sessions, path);
   try {
     return await load.run();
   } finally {
@@ -100,10 +108,13 @@ function connect(base: URL): Promise<http2.ClientHttp2Session> {
 
 function ignore(): void {}
 
-class Load {
-  readonly #options: LoadOptions;
-  readonly #sessions: readonly http2.ClientHttp2Session[];
-  readonly #headers: readonly http2.OutgoingHttpHeaders[];
+/**
+ * The loop both load kinds share: when to send (closed loop while there is room; open loop at
+ * due times), what an answer counts for, the drain after the end, and the result. A subclass
+ * says whether a channel is open and sends one unit (a request, or a line of an add stream).
+ */
+export abstract class LoadLoop {
+  protected readonly options: LoadOptions;
   readonly #start: number;
   readonly #measureStart: number;
   readonly #end: number;
@@ -111,7 +122,8 @@ class Load {
   readonly #latencyUs = newMicrosHistogram();
   readonly #errors = new Map<string, number>();
   #firstError: string | undefined;
-  #sent = 0;
+  /** Units sent (warm-up included). */
+  protected sent = 0;
   #inFlight = 0;
   #okRequests = 0;
   #okTimers = 0;
@@ -124,34 +136,34 @@ class Load {
   #drainBound: NodeJS.Timeout | undefined;
   #settle: (() => void) | undefined;
 
-  constructor(options: LoadOptions, sessions: readonly http2.ClientHttp2Session[], path: string) {
-    this.#options = options;
-    this.#sessions = sessions;
-    this.#headers = options.bodies.map((body) => ({
-      ':method': 'POST',
-      ':path': path,
-      'content-type': body.contentType,
-      'content-length': body.bytes.length,
-      ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
-    }));
+  constructor(options: LoadOptions) {
+    this.options = options;
     this.#start = performance.now();
     this.#measureStart = this.#start + options.warmupMs;
     this.#end = this.#measureStart + options.durationMs;
     this.#intervalMs = options.ratePerS === undefined ? 0 : 1000 / options.ratePerS;
   }
 
+  /** Some channel can still carry a unit. */
+  protected abstract canSend(): boolean;
+  /** Sends one unit now; `intended` is when it was due (open loop) or now (closed loop). Its end comes to succeeded() or failed(). */
+  protected abstract send(intended: number): void;
+  /** After the last answer or the drain bound, before the result is read. */
+  protected finished(): void {}
+
   async run(): Promise<LoadResult> {
     const done = new Promise<void>((resolve) => (this.#settle = resolve));
-    this.#pump();
+    this.pump();
     const endTimer = setTimeout(() => this.#startDrain(), this.#end - performance.now());
     await done;
     clearTimeout(endTimer);
     clearTimeout(this.#wake);
     clearTimeout(this.#drainBound);
-    const opts = this.#options;
-    const due = opts.ratePerS === undefined ? this.#sent : this.#dueCount();
+    this.finished();
+    const opts = this.options;
+    const due = opts.ratePerS === undefined ? this.sent : this.#dueCount();
     return {
-      sent: this.#sent,
+      sent: this.sent,
       okRequests: this.#okRequests,
       okTimers: this.#okTimers,
       spanOkRequests: this.#spanOkRequests,
@@ -161,12 +173,12 @@ class Load {
       latencyUs: this.#latencyUs,
       errors: this.#errors,
       firstError: this.#firstError,
-      unsent: due - this.#sent,
+      unsent: due - this.sent,
       unanswered: this.#inFlight,
     };
   }
 
-  /** Open loop: how many requests fall due before the end, by the same test #pump applies. */
+  /** Open loop: how many units fall due before the end, by the same test pump() applies. */
   #dueCount(): number {
     let count = Math.ceil((this.#end - this.#start) / this.#intervalMs);
     while (count > 0 && this.#start + (count - 1) * this.#intervalMs >= this.#end) count--;
@@ -174,39 +186,108 @@ class Load {
     return count;
   }
 
-  /** Sends what may go now: closed loop up to `concurrency` until the end; open loop every due request while a stream is free. */
-  #pump(): void {
-    const opts = this.#options;
+  /** Sends what may go now: closed loop up to `concurrency` until the end; open loop every due unit while there is room. */
+  protected pump(): void {
+    const opts = this.options;
     while (!this.#stopped && this.#inFlight < opts.concurrency) {
-      if (this.#session() === undefined) {
-        // Every session is gone: nothing more can be sent; what is in flight has already failed.
+      if (!this.canSend()) {
+        // Every channel is gone: nothing more can be sent; what is in flight has already failed.
         this.#stopped = true;
         break;
       }
       const now = performance.now();
+      let intended = now;
       if (opts.ratePerS === undefined) {
         if (now >= this.#end) break;
-        this.#send(now);
-        continue;
+      } else {
+        intended = this.#start + this.sent * this.#intervalMs;
+        if (intended >= this.#end) break;
+        if (intended > now) {
+          clearTimeout(this.#wake);
+          this.#wake = setTimeout(() => this.pump(), intended - now);
+          break;
+        }
       }
-      const intended = this.#start + this.#sent * this.#intervalMs;
-      if (intended >= this.#end) break;
-      if (intended > now) {
-        clearTimeout(this.#wake);
-        this.#wake = setTimeout(() => this.#pump(), intended - now);
-        break;
-      }
-      this.#send(intended);
+      this.sent++;
+      this.#inFlight++;
+      this.send(intended);
     }
     this.#checkDone();
   }
 
-  #send(intended: number): void {
+  /** A unit of `rows` timers sent at (or due at) `intended` was acknowledged. */
+  protected succeeded(intended: number, rows: number): void {
+    this.#inFlight--;
+    const now = performance.now();
+    this.#lastAnswer = now;
+    this.#okRequests++;
+    this.#okTimers += rows;
+    if (now >= this.#measureStart && now < this.#end) {
+      this.#spanOkRequests++;
+      this.#spanOkTimers += rows;
+    }
+    if (intended >= this.#measureStart) this.#latencyUs.recordValue(Math.max(1, Math.round((now - intended) * 1000)));
+  }
+
+  /** A unit failed: `key` counts it ("503", "stream ERR_…"), `why` is for a person to read. */
+  protected failed(key: string, why: string): void {
+    this.#inFlight--;
+    this.#lastAnswer = performance.now();
+    this.#errors.set(key, (this.#errors.get(key) ?? 0) + 1);
+    this.#firstError ??= why;
+  }
+
+  /** The end: no more closed-loop sends; open loop still sends what fell due before it. Bounded by drainTimeoutMs. */
+  #startDrain(): void {
+    this.#draining = true;
+    this.#drainBound = setTimeout(() => {
+      this.#stopped = true;
+      this.#settle?.();
+    }, this.options.drainTimeoutMs);
+    this.#checkDone();
+  }
+
+  #checkDone(): void {
+    if (this.#inFlight > 0) return;
+    if (this.#stopped) {
+      this.#settle?.();
+      return;
+    }
+    if (!this.#draining) return;
+    const opts = this.options;
+    const moreDue = opts.ratePerS !== undefined && this.#start + this.sent * this.#intervalMs < this.#end;
+    if (moreDue && this.canSend()) return;
+    this.#stopped = true;
+    this.#settle?.();
+  }
+}
+
+/** Requests, each a whole body, on many streams of a few sessions. */
+class Load extends LoadLoop {
+  readonly #sessions: readonly http2.ClientHttp2Session[];
+  readonly #headers: readonly http2.OutgoingHttpHeaders[];
+
+  constructor(options: LoadOptions, sessions: readonly http2.ClientHttp2Session[], path: string) {
+    super(options);
+    this.#sessions = sessions;
+    this.#headers = options.bodies.map((body) => ({
+      ':method': 'POST',
+      ':path': path,
+      'content-type': body.contentType,
+      'content-length': body.bytes.length,
+      ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
+    }));
+  }
+
+  protected canSend(): boolean {
+    return this.#session() !== undefined;
+  }
+
+  protected send(intended: number): void {
+    // pump() counted this request already: the one before it picks the body and the session.
+    const which = (this.sent - 1) % this.options.bodies.length;
+    const body = this.options.bodies[which] as RequestBody;
     const session = this.#session() as http2.ClientHttp2Session;
-    const which = this.#sent % this.#options.bodies.length;
-    const body = this.#options.bodies[which] as RequestBody;
-    this.#sent++;
-    this.#inFlight++;
     const stream = session.request(this.#headers[which] as http2.OutgoingHttpHeaders);
     let status = 0;
     let ended = false;
@@ -222,63 +303,23 @@ class Load {
     stream.once('end', () => (ended = true));
     stream.once('error', (err: NodeJS.ErrnoException) => (failure = err.code ?? err.message));
     stream.once('close', () => {
-      const outcome = ended && status > 0 ? undefined : (failure ?? `reset ${stream.rstCode ?? '?'}`);
-      this.#finish(intended, body.rows, status, outcome, answer);
-      this.#pump();
+      // An answer that ended is judged by its status; a stream that closed without one failed.
+      const broken = ended && status > 0 ? undefined : (failure ?? `reset ${stream.rstCode ?? '?'}`);
+      if (broken !== undefined) this.failed(`stream ${broken}`, broken);
+      else if (status >= 200 && status <= 299) this.succeeded(intended, body.rows);
+      else this.failed(String(status), `${status} ${answer.slice(0, errorBodyCharsMax)}`);
+      this.pump();
     });
     stream.end(body.bytes);
-  }
-
-  #finish(intended: number, rows: number, status: number, failure: string | undefined, answer: string): void {
-    this.#inFlight--;
-    const now = performance.now();
-    this.#lastAnswer = now;
-    if (failure === undefined && status >= 200 && status <= 299) {
-      this.#okRequests++;
-      this.#okTimers += rows;
-      if (now >= this.#measureStart && now < this.#end) {
-        this.#spanOkRequests++;
-        this.#spanOkTimers += rows;
-      }
-      if (intended >= this.#measureStart) this.#latencyUs.recordValue(Math.max(1, Math.round((now - intended) * 1000)));
-    } else {
-      const key = failure === undefined ? String(status) : `stream ${failure}`;
-      this.#errors.set(key, (this.#errors.get(key) ?? 0) + 1);
-      this.#firstError ??= failure === undefined ? `${status} ${answer.slice(0, errorBodyCharsMax)}` : failure;
-    }
   }
 
   /** The next session in turn that is still open, or undefined when none is. */
   #session(): http2.ClientHttp2Session | undefined {
     const count = this.#sessions.length;
     for (let step = 0; step < count; step++) {
-      const session = this.#sessions[(this.#sent + step) % count] as http2.ClientHttp2Session;
+      const session = this.#sessions[(this.sent + step) % count] as http2.ClientHttp2Session;
       if (!session.destroyed && !session.closed) return session;
     }
     return undefined;
-  }
-
-  /** The end: no more closed-loop sends; open loop still sends what fell due before it. Bounded by drainTimeoutMs. */
-  #startDrain(): void {
-    this.#draining = true;
-    this.#drainBound = setTimeout(() => {
-      this.#stopped = true;
-      this.#settle?.();
-    }, this.#options.drainTimeoutMs);
-    this.#checkDone();
-  }
-
-  #checkDone(): void {
-    if (this.#inFlight > 0) return;
-    if (this.#stopped) {
-      this.#settle?.();
-      return;
-    }
-    if (!this.#draining) return;
-    const opts = this.#options;
-    const moreDue = opts.ratePerS !== undefined && this.#start + this.#sent * this.#intervalMs < this.#end;
-    if (moreDue && this.#session() !== undefined) return;
-    this.#stopped = true;
-    this.#settle?.();
   }
 }

@@ -126,14 +126,19 @@ export class AdmitCoalescer {
     this.#waiters = [];
     this.#bytes = 0;
     if (specs.length === 0) return;
+    this.#admitTogether(specs, waiters, () => this.#admitGoodOnes(specs, waiters));
+  }
+
+  /**
+   * One record for all of `specs`, each waiter answered with its row; an engine error for the
+   * record refuses them all, except a refusal for what a timer holds, which goes to `onRefused`.
+   */
+  #admitTogether(specs: readonly TimerSpec[], waiters: readonly Waiter[], onRefused: () => void): void {
     this.#engine.admit(batchFromSpecs(specs)).then(
       (admitted) => answerAll(admitted, waiters),
       (err: unknown) => {
-        if (!refusedAsBatch(err)) {
-          for (const waiter of waiters) waiter.refused(err);
-          return;
-        }
-        this.#admitGoodOnes(specs, waiters);
+        if (refusedAsBatch(err)) onRefused();
+        else for (const waiter of waiters) waiter.refused(err);
       },
     );
   }
@@ -154,16 +159,9 @@ export class AdmitCoalescer {
       goodWaiters.push(waiters[i] as Waiter);
     }
     if (good.length === 0) return;
-    this.#engine.admit(batchFromSpecs(good)).then(
-      (admitted) => answerAll(admitted, goodWaiters),
-      (err: unknown) => {
-        if (!refusedAsBatch(err)) {
-          for (const waiter of goodWaiters) waiter.refused(err);
-          return;
-        }
-        for (let i = 0; i < good.length; i++) this.#admitAlone(good[i] as TimerSpec, goodWaiters[i] as Waiter);
-      },
-    );
+    this.#admitTogether(good, goodWaiters, () => {
+      for (let i = 0; i < good.length; i++) this.#admitAlone(good[i] as TimerSpec, goodWaiters[i] as Waiter);
+    });
   }
 
   #admitAlone(spec: TimerSpec, waiter: Waiter): void {

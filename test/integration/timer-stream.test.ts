@@ -5,36 +5,26 @@
 // with their error and the stream goes on; what was answered survives kill -9; curl (HTTP/1.1
 // and HTTP/2) gets the same answers; SIGTERM ends an open stream with a last line and exits 0.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
 import http2 from 'node:http2';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { ingestLimits } from '../../engine/limits.ts';
 import { curl } from '../helpers/curl.ts';
+import { testScratch } from '../helpers/scratch.ts';
 import { type Service, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
 const answerTimeoutMs = 10_000;
 const ndjson = 'application/x-ndjson';
 
-const children = new Set<ChildProcess>();
-const scratch: string[] = [];
-
-after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
-});
+const scratch = testScratch('fermata-stream');
 
 function dataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'fermata-stream-'));
-  scratch.push(dir);
-  return dir;
+  return scratch.tempDir('data');
 }
 
 function startService(dir: string): Promise<Service> {
-  return startTrackedService(dir, (child) => children.add(child));
+  return startTrackedService(dir, (child) => scratch.children.add(child));
 }
 
 interface StreamAnswer {
