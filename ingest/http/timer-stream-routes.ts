@@ -117,6 +117,8 @@ export class TimerStream {
   /** Why reading stopped early, as a last answer line (undefined: the body ended). */
   #stopLine: string | undefined;
   #closed = false;
+  /** A flush of the answers known so far is queued (a microtask). */
+  #flushQueued = false;
 
   /** `onEnd` runs once the stream is done (answered in full, or the client went away); `logUnexpected` hears errors answered as INTERNAL (bugs). */
   constructor(body: Readable, out: PassThrough, engine: StreamEngine, coalescer: LineAdmitter, onEnd: () => void, logUnexpected: (err: unknown) => void) {
@@ -238,12 +240,21 @@ export class TimerStream {
   #push(answer: Answer): void {
     this.#answers.push(answer);
     this.#bytesInFlight += answer.bytes;
-    if (answer.text !== undefined) this.#flush();
+    if (answer.text !== undefined) this.answered();
   }
 
-  /** A line's answer became known. */
+  /**
+   * A line's answer became known. The answers known by the end of this callback (a record's
+   * admits end together) go out in one write: a write a line was 4% of the main thread, and a
+   * DATA frame a line for the client to read.
+   */
   answered(): void {
-    this.#flush();
+    if (this.#flushQueued) return;
+    this.#flushQueued = true;
+    queueMicrotask(() => {
+      this.#flushQueued = false;
+      this.#flush();
+    });
   }
 
   /** Writes every answer known in input order; ends the answer once reading is done and every line is answered. */

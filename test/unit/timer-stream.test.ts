@@ -75,10 +75,13 @@ test('answers leave in input order whatever order the admits end in; a line spli
   assert.equal(admits.held.length, 4);
   assert.deepEqual(admits.held.map((held) => held.spec.fireAtMs), [0, 1, 2, 3].map((n) => 1_900_000_000_000 + n));
   admits.answer([2, 3]);
+  await turn();
   assert.deepEqual(answersIn(out), [], 'lines 3 and 4 wait for lines 1 and 2');
   admits.answer([1]);
+  await turn();
   assert.deepEqual(answersIn(out), [], 'line 2 waits for line 1');
   admits.answer([0]);
+  await turn();
   assert.deepEqual(answersIn(out).map((answer) => [answer.line, answer.id]), [[1, 'id-0'], [2, 'id-1'], [3, 'id-2'], [4, 'id-3']]);
   assert.equal(ended.value, true, 'every line answered and the body ended: the stream is done');
 });
@@ -93,6 +96,8 @@ test('a client that does not read the answer holds the stream back from reading 
   for (let i = 0; i < 5; i++) await turn();
   assert.equal(admits.held.length, 200);
   admits.answer(Array.from({ length: 200 }, (_, at) => at));
+  // The 200 answers go out together, filling the answer past its high-water mark.
+  await turn();
   for (let n = 200; n < 400; n++) body.write(line(n));
   for (let i = 0; i < 5; i++) await turn();
   // The check follows each chunk read: the one being read when the answer filled is finished.
@@ -114,10 +119,30 @@ test('an admit that fails for a bug is answered 500 INTERNAL without its text, a
   const bug = new TypeError('secret internals');
   admits.held[0]?.waiter.refused(bug);
   admits.answer([1]);
+  await turn();
   const text = readAll(out).trimEnd().split('\n');
   const first = JSON.parse(text[0] ?? '') as { line: number; status: number; error: { code: string; message: string } };
   assert.deepEqual([first.line, first.status, first.error.code], [1, 500, 'INTERNAL']);
   assert.doesNotMatch(first.error.message, /secret/);
   assert.deepEqual(logged, [bug]);
   assert.equal((JSON.parse(text[1] ?? '') as { status: number }).status, 201);
+});
+
+test('answers that become known together leave in one write', async () => {
+  const body = new PassThrough();
+  const out = new PassThrough({ highWaterMark: 1024 * 1024 });
+  let writes = 0;
+  const write = out.write.bind(out);
+  out.write = ((chunk: unknown, ...rest: never[]) => {
+    writes++;
+    return write(chunk as Buffer, ...rest);
+  }) as typeof out.write;
+  const admits = new HeldAdmits();
+  new TimerStream(body, out, engine, admits, () => undefined, (err) => assert.fail(`unexpected: ${String(err)}`));
+  body.write(Array.from({ length: 100 }, (_, n) => line(n)).join(''));
+  for (let i = 0; i < 5; i++) await turn();
+  admits.answer(Array.from({ length: 100 }, (_, at) => at));
+  await turn();
+  assert.equal(writes, 1, 'a record of 100 admits is answered in one write');
+  assert.equal(answersIn(out).length, 100);
 });
