@@ -16,7 +16,7 @@
 // checked when its turn's batch is, and a refusal names it as a one-timer admit would (row 0).
 // Should the good timers' batch be refused once more (the clock moved between the checks),
 // each is admitted alone instead.
-import { batchFromSpecs, type TimerSpec } from './batch/timer-batch.ts';
+import { batchFromSpecs, type TimerBatch, type TimerSpec } from './batch/timer-batch.ts';
 import type { Admitted, Engine } from './engine.ts';
 import { errorCodes, isFermataError } from './errors.ts';
 import { coalesceLimits } from './limits.ts';
@@ -40,13 +40,20 @@ export interface AdmitCoalescerOptions {
   readonly bytesMax?: number;
 }
 
-/** Bytes a timer adds to its record's payload, header and key columns (headers as their JSON, roughly). */
+/** UTF-8 takes at most 3 bytes for each UTF-16 code unit. */
+const utf8BytesPerUnitMax = 3;
+
+/**
+ * At least the bytes a timer adds to its record's payload, header and key columns (headers as
+ * their JSON): strings counted at their longest UTF-8, without encoding them, and without
+ * trusting an in-process caller's values to be strings.
+ */
 function specBytes(spec: TimerSpec): number {
   const { payload, key, headers } = spec;
-  let bytes = payload === undefined ? 0 : typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length;
-  if (key !== undefined) bytes += Buffer.byteLength(key);
-  if (headers !== undefined) for (const name in headers) bytes += name.length + Buffer.byteLength(headers[name] as string) + 6;
-  return bytes;
+  let units = typeof payload === 'string' ? payload.length : 0;
+  if (typeof key === 'string') units += key.length;
+  if (headers !== undefined) for (const name in headers) units += name.length + String(headers[name]).length + 6;
+  return utf8BytesPerUnitMax * units + (payload instanceof Uint8Array ? payload.length : 0);
 }
 
 /**
@@ -134,7 +141,16 @@ export class AdmitCoalescer {
    * record refuses them all, except a refusal for what a timer holds, which goes to `onRefused`.
    */
   #admitTogether(specs: readonly TimerSpec[], waiters: readonly Waiter[], onRefused: () => void): void {
-    this.#engine.admit(batchFromSpecs(specs)).then(
+    let batch: TimerBatch;
+    try {
+      batch = batchFromSpecs(specs);
+    } catch {
+      // A spec the batch cannot be built from (an in-process caller's): each is tried alone,
+      // later (a waiter never hears back within the admitOne call that queued it).
+      queueMicrotask(onRefused);
+      return;
+    }
+    this.#engine.admit(batch).then(
       (admitted) => answerAll(admitted, waiters),
       (err: unknown) => {
         if (refusedAsBatch(err)) onRefused();

@@ -150,3 +150,32 @@ test('reopening replays a coalesced record to the same ids', async () => {
   assert.deepEqual(again, { id: (answers[5] as AdmittedOne).id, duplicate: true }, 'keys survive the reopen');
   await engine.close();
 });
+
+test('a spec no batch can be built from is refused alone, later; the others of its turn are admitted', async () => {
+  const fs = new SimFileSystem({ seed: 18 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const coalescer = new AdmitCoalescer(engine);
+  // An in-process caller's mistake the types do not stop: a header value that is not a string.
+  const broken = { ...specOf(1), headers: { 'x-a': 42 } } as unknown as TimerSpec;
+  let settledSync = false;
+  const results = Promise.allSettled([coalescer.admitOne(specOf(0)), coalescer.admitOne(broken).finally(() => (settledSync = true)), coalescer.admitOne(specOf(2))]);
+  assert.equal(settledSync, false);
+  const [first, bad, third] = await results;
+  assert.equal(first?.status, 'fulfilled');
+  assert.equal(bad?.status, 'rejected');
+  assert.equal(third?.status, 'fulfilled');
+  assert.equal(engine.pending, 2);
+  await engine.close();
+});
+
+test('bytesMax splits a turn into records: strings are counted at their longest UTF-8', async () => {
+  const fs = new SimFileSystem({ seed: 19 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  // 500 ASCII characters count as 1,500 bytes: two such payloads (and their keys) fit 4,000.
+  const coalescer = new AdmitCoalescer(engine, { bytesMax: 4000 });
+  const before = engine.log.lastSeq;
+  const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => coalescer.admitOne({ ...specOf(i), payload: 'p'.repeat(500) })));
+  assert.equal(new Set(answers.map((answer) => answer.id)).size, 10);
+  assert.equal(engine.log.lastSeq - before, 5, 'two timers a record');
+  await engine.close();
+});
