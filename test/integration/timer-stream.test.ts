@@ -3,13 +3,17 @@
 // durable (a line is written only after the answer to the one before it arrived, so nothing
 // here passes unless answers come while the request is still open); bad lines are answered
 // with their error and the stream goes on; what was answered survives kill -9; curl (HTTP/1.1
-// and HTTP/2) gets the same answers; SIGTERM ends an open stream with a last line and exits 0.
+// and HTTP/2) gets the same answers, and so does a Python client written with the h2 library
+// (test/fixtures/h2_add_stream.py, one line at a time); SIGTERM ends an open stream with a
+// last line and exits 0.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import http2 from 'node:http2';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { ingestLimits } from '../../engine/limits.ts';
 import { curl } from '../helpers/curl.ts';
+import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { type Service, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -238,5 +242,33 @@ test('SIGTERM ends an open stream: what was read is answered, a last line says t
   } finally {
     stream.close();
     if (service.child.exitCode === null) await kill9(service);
+  }
+});
+
+const h2Client = fileURLToPath(new URL('../fixtures/h2_add_stream.py', import.meta.url));
+/** Its own venv (git-ignored): the shared one holds pyarrow, and asking it for h2 would rebuild it. */
+const h2VenvDir = fileURLToPath(new URL('../../node_modules/.cache/fermata-pyvenv-h2', import.meta.url));
+
+test('a Python client written with h2 adds timers one line at a time, each answered before it sends the next', { timeout: 600_000 }, async (t) => {
+  const venv = await ensureVenv(['h2'], { dir: h2VenvDir });
+  if ('skip' in venv) {
+    t.skip(venv.skip);
+    return;
+  }
+  const service = await startService(dataDir());
+  try {
+    const { port } = service;
+    const result = await run(venv.python, [h2Client, '127.0.0.1', String(port), '5', 'py'], 30_000, 'h2_add_stream.py');
+    assert.equal(result.code, 0, result.stderr);
+    const { status, answers } = JSON.parse(result.stdout) as { status: number; answers: StreamAnswer[] };
+    assert.equal(status, 200);
+    assert.deepEqual(answers.map((answer) => [answer.line, answer.status, answer.duplicate]), [1, 2, 3, 4, 5].map((line) => [line, 201, false]));
+    for (const answer of answers) {
+      const found = await getTimer(service.url, answer.id as string);
+      assert.equal(found.status, 200);
+      assert.equal(found.body.key, `py-${(answer.line as number) - 1}`);
+    }
+  } finally {
+    await kill9(service);
   }
 });
