@@ -1,8 +1,9 @@
 // The fermata side of the compare suite: the same workloads as compare-bullmq.ts, against a
 // `fermata serve` child (compare runs it) over HTTP/2 from this process. Single adds go
-// through the load generator (JSON, closed loop: lines of an add stream, and a request each); batches (bulk adds, the timers of the
-// delivery, lateness and memory runs) are Arrow IPC streams of 10,000 rows posted in turn;
-// deliveries land on the suite's sink, which measures them the same way for both sides.
+// through the load generator (JSON, closed loop: lines of an add stream, and a request each);
+// batches (bulk adds, the timers of the delivery, lateness and memory runs) are Arrow IPC
+// streams of 10,000 rows posted in turn; deliveries land on the suite's sink, which measures
+// them the same way for both sides.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http2 from 'node:http2';
