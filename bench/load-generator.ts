@@ -146,8 +146,8 @@ export abstract class LoadLoop {
 
   /** Some channel can still carry a unit. */
   protected abstract canSend(): boolean;
-  /** Sends one unit now; `intended` is when it was due (open loop) or now (closed loop). Its end comes to succeeded() or failed(). */
-  protected abstract send(intended: number): void;
+  /** Sends unit `index` (0-based) now; `intended` is when it was due (open loop) or now (closed loop). Its end comes to succeeded() or failed(). */
+  protected abstract send(intended: number, index: number): void;
   /** After the last answer or the drain bound, before the result is read. */
   protected finished(): void {}
 
@@ -208,9 +208,9 @@ export abstract class LoadLoop {
           break;
         }
       }
-      this.sent++;
+      const index = this.sent++;
       this.#inFlight++;
-      this.send(intended);
+      this.send(intended, index);
     }
     this.#checkDone();
   }
@@ -283,9 +283,8 @@ class Load extends LoadLoop {
     return this.#session() !== undefined;
   }
 
-  protected send(intended: number): void {
-    // pump() counted this request already: the one before it picks the body and the session.
-    const which = (this.sent - 1) % this.options.bodies.length;
+  protected send(intended: number, index: number): void {
+    const which = index % this.options.bodies.length;
     const body = this.options.bodies[which] as RequestBody;
     const session = this.#session() as http2.ClientHttp2Session;
     const stream = session.request(this.#headers[which] as http2.OutgoingHttpHeaders);

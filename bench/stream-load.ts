@@ -86,11 +86,10 @@ class StreamLoad extends LoadLoop {
     return this.#stream() !== undefined;
   }
 
-  protected send(intended: number): void {
+  protected send(intended: number, index: number): void {
     const stream = this.#stream() as AddStream;
     stream.intended.push(intended);
-    // pump() counted this line already.
-    stream.request.write(this.#lines[(this.sent - 1) % this.#lines.length] as Buffer);
+    stream.request.write(this.#lines[index % this.#lines.length] as Buffer);
   }
 
   protected override finished(): void {

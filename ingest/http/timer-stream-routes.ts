@@ -192,8 +192,11 @@ export class TimerStream {
   /** `tail` ends the line being read (before its newline). */
   #takeLine(tail: Buffer): void {
     const line = ++this.#line;
-    if (this.#skipping) {
+    // Over the limit: already dropped in part (skipping), or only now with its last part.
+    if (this.#skipping || this.#partialBytes + tail.length > ingestLimits.jsonBodyBytesMax) {
       this.#skipping = false;
+      this.#partial = [];
+      this.#partialBytes = 0;
       const tooLarge = new HttpProblem(httpErrorCodes.bodyTooLarge, `line ${line} is longer than ${ingestLimits.jsonBodyBytesMax} bytes, the limit for one timer`);
       this.#push({ text: this.errorLine(line, tooLarge), bytes: 0 });
       return;
@@ -204,11 +207,6 @@ export class TimerStream {
       bytes = Buffer.concat(this.#partial, this.#partialBytes + tail.length);
       this.#partial = [];
       this.#partialBytes = 0;
-    }
-    if (bytes.length > ingestLimits.jsonBodyBytesMax) {
-      const tooLarge = new HttpProblem(httpErrorCodes.bodyTooLarge, `line ${line} is longer than ${ingestLimits.jsonBodyBytesMax} bytes, the limit for one timer`);
-      this.#push({ text: this.errorLine(line, tooLarge), bytes: 0 });
-      return;
     }
     let text: string;
     try {
