@@ -29,6 +29,8 @@
 //   attempts u16 2 · queueIndex u16 2 · targetIndex u32 4 · lastStatus u16 2
 //   bytesOffset u32 4 · bytesSlab u16 2 · payloadLength u32 4 · headersLength u16 2
 //   keyLength u16 2                                                         = 57 bytes a slot
+//   + 4 bytes a slot for each index column other structures keep here (a timer heap: 2 once
+//     it is first pushed to)
 //   + payload, headers and key bytes in the arena (one joined string: one ref, three lengths)
 //   + 4 bytes per free slot (the free stack grows with releases, not with capacity)
 //   + per distinct target: its string, a Map entry and a u32 refcount (shared by its timers)
@@ -66,11 +68,20 @@ const columnsAheadShare = 32;
  * be safe), up to half the capacity ahead. Arrow ingest at a million rows a second reached the
  * growths to 4, 8 and 16 million slots 0.13–0.5 s after their columns were asked for, while
  * making 228–912 MiB takes 0.1–2 ms a MiB: none was ready, each growth faulted its pages on the
- * main thread and stalled every admit 0.26–1.4 s. Below this size a growth's stall is at most
- * ~0.1 s once, and a store filled to just short of its capacity (the store suite's million
- * timers in 1,048,576 slots) is spared holding spare columns larger than what it holds.
+ * main thread and stalled every admit 0.26–1.4 s. So did the smaller ones when this was 128 MiB:
+ * 10,000-row Arrow batches one at a time stalled 110, 113, 204 and 337 ms at the growths to
+ * 2^18 … 2^21 slots (15–120 MiB), a fifth of a 5-second run. Columns made ahead and no longer
+ * asked for are let go (columnsAheadIdleMs), so a store that stops filling holds no spare ones.
  */
-const columnsEarlyBytesMin = 128 * 1024 * 1024;
+const columnsEarlyBytesMin = 1024 * 1024;
+/**
+ * Columns made ahead are let go when no rows have been said to be coming (prefaultColumnsFor)
+ * for this long: the fill stopped short of the growth (a later fill asks again). Memory at rest
+ * holds no spare columns.
+ */
+const columnsAheadIdleMs = 100;
+/** The slowest pace (ms a byte) a large growth's columns are expected to be made at. */
+const largePrefaultMsPerByteMin = 2 / (1024 * 1024);
 /** Columns are asked for this many times the time making them is expected to take ahead. */
 const columnsLeadFactor = 2;
 
@@ -138,6 +149,8 @@ export interface ResidentStoreOptions {
   readonly prefaultMsPerByte?: () => number;
   /** Lower than columnsEarlyBytesMin only in tests, to reach an early growth with small columns. */
   readonly columnsEarlyBytesMin?: number;
+  /** Other than columnsAheadIdleMs only in tests (measured with `now`). */
+  readonly columnsAheadIdleMs?: number;
 }
 
 type Column = Float64Array | Uint32Array | Uint16Array | Uint8Array | Int32Array;
@@ -161,11 +174,24 @@ const aligned = (bytes: number): number => Math.ceil(bytes / columnAlign) * colu
 /** Element sizes of the columns, one entry a column (see the table at the top). */
 const columnElementBytes = [8, 8, 8, 4, 4, 1, 2, 2, 4, 2, 4, 2, 4, 2, 2];
 
-/** Bytes of one buffer that holds every column for `capacity` slots (ColumnMemory carves it). */
-export function columnsBytes(capacity: number): number {
-  let bytes = 0;
+/**
+ * Bytes of one buffer that holds every column for `capacity` slots (ColumnMemory carves it),
+ * with `indexColumns` index columns (IndexColumn) besides the store's own.
+ */
+export function columnsBytes(capacity: number, indexColumns = 0): number {
+  let bytes = indexColumns * aligned(capacity * Int32Array.BYTES_PER_ELEMENT);
   for (const elementBytes of columnElementBytes) bytes += aligned(capacity * elementBytes);
   return bytes;
+}
+
+/**
+ * An Int32 column the store keeps for another structure over its slots (a timer heap's
+ * entries and positions): `capacity` long, zero when new, grown with the store's own columns
+ * (and made ahead with them, so a growth stops for a copy and no page faults). Its owner reads
+ * `array` again after anything that may grow the store.
+ */
+export interface IndexColumn {
+  array: Int32Array;
 }
 
 /**
@@ -178,8 +204,8 @@ class ColumnMemory {
   readonly #capacity: number;
   #at = 0;
 
-  constructor(memory: Uint8Array | undefined, capacity: number) {
-    assert.ok(memory === undefined || memory.length >= columnsBytes(capacity), 'column memory too small for its capacity');
+  constructor(memory: Uint8Array | undefined, capacity: number, indexColumns: number) {
+    assert.ok(memory === undefined || memory.length >= columnsBytes(capacity, indexColumns), 'column memory too small for its capacity');
     this.#memory = memory;
     this.#capacity = capacity;
   }
@@ -247,11 +273,18 @@ export class ResidentStore {
   #payloadLength: Uint32Array;
   #headersLength: Uint16Array;
   #keyLength: Uint16Array;
+  readonly #indexColumns: IndexColumn[] = [];
   /** Columns being made ahead for the next growth (prefaultColumnsFor), for this capacity. */
   #columnsAhead: { readonly capacity: number; readonly supply: PrefaultedBuffers } | undefined;
   #columnGrowthsMadeAhead = 0;
   readonly #prefaultMsPerByte: () => number;
   readonly #columnsEarlyBytesMin: number;
+  readonly #columnsAheadIdleMs: number;
+  /** When prefaultColumnsFor last asked for the columns being made ahead (`now` ms). */
+  #columnsAheadAskedMs = 0;
+  /** Lets the columns made ahead go once they are not asked for (columnsAheadIdleMs). */
+  #columnsAheadTimer: NodeJS.Timeout | undefined;
+  readonly #now: () => number;
   /** Slots in use (highWater) per ms. */
   readonly #fillRate: FillRate;
   #closed = false;
@@ -277,7 +310,9 @@ export class ResidentStore {
     this.#capacityMax = capacityMax;
     this.generationMax = generationMax;
     this.arena = new ByteArena(options.arena);
-    this.#fillRate = new FillRate(options.now ?? (() => performance.now()));
+    this.#now = options.now ?? (() => performance.now());
+    this.#fillRate = new FillRate(this.#now);
+    this.#columnsAheadIdleMs = options.columnsAheadIdleMs ?? columnsAheadIdleMs;
     this.#prefaultMsPerByte = options.prefaultMsPerByte ?? prefaultMsPerByte;
     this.#columnsEarlyBytesMin = options.columnsEarlyBytesMin ?? columnsEarlyBytesMin;
     this.#capacity = capacity;
@@ -531,12 +566,14 @@ export class ResidentStore {
    * the next growth (the capacity reserve() would double to) are made ahead, their pages mapped
    * off the main thread (prefaulted-buffers.ts): the growth is then a copy, and neither it nor
    * the rows that follow stop for page faults. A growth that comes before they are made
-   * allocates its own, as without them. Columns made and not yet taken stay until the growth
-   * (or dropPrefaulted, close): a store that stops just short of its capacity holds them, which
-   * is the memory its growth needs at its peak anyway (old and new columns side by side).
+   * allocates its own, as without them. Columns made and not yet taken stay until the growth,
+   * until no call has asked for them for columnsAheadIdleMs (the fill stopped short of the
+   * growth), or until dropPrefaulted or close.
    */
   prefaultColumnsFor(rows: number): void {
     if (this.#closed || this.#capacity >= this.capacityMax) return;
+    // Rows are still coming: columns made ahead are still wanted, whatever the lead says now.
+    this.#columnsAheadAskedMs = this.#now();
     const fillRate = this.#fillRate.sample(this.#highWater);
     const slotsAfter = this.#highWater + Math.max(0, rows - this.#freeCount);
     let capacity = this.#capacity * 2;
@@ -553,9 +590,11 @@ export class ResidentStore {
    */
   #columnsLead(capacity: number, fillRate: number): number {
     const share = this.#capacity / columnsAheadShare;
-    const bytes = columnsBytes(capacity);
+    const bytes = columnsBytes(capacity, this.#indexColumns.length);
     if (bytes < this.#columnsEarlyBytesMin) return share;
-    const makingMs = bytes * this.#prefaultMsPerByte();
+    // The measured pace comes mostly from the arena's 4 MiB slabs; hundreds of MiB at once, on a
+    // threadpool the log's writes and syncs share, went at 1–2.8 ms a MiB (0.36–0.41 measured).
+    const makingMs = bytes * Math.max(this.#prefaultMsPerByte(), largePrefaultMsPerByteMin);
     return Math.min(this.#capacity / 2, Math.max(share, fillRate * makingMs * columnsLeadFactor));
   }
 
@@ -574,11 +613,39 @@ export class ResidentStore {
     return (this.#columnsAhead?.supply.ready ?? 0) > 0;
   }
 
+  /** A new index column (zero, `capacity` long) that grows with the store's columns from now on. */
+  indexColumn(): IndexColumn {
+    // Columns made ahead were sized without it.
+    this.#dropColumnsAhead();
+    const column: IndexColumn = { array: new Int32Array(this.#capacity) };
+    this.#indexColumns.push(column);
+    return column;
+  }
+
   /** Lets go of memory made ahead and not used: the arena's slabs and the next columns. */
   dropPrefaulted(): void {
     this.arena.dropPrefaulted();
+    this.#dropColumnsAhead();
+  }
+
+  #dropColumnsAhead(): void {
     this.#columnsAhead?.supply.dropAll();
     this.#columnsAhead = undefined;
+    clearTimeout(this.#columnsAheadTimer);
+    this.#columnsAheadTimer = undefined;
+  }
+
+  /** Checks, columnsAheadIdleMs after they were last asked for, whether the columns made ahead are still wanted. */
+  #watchColumnsAhead(): void {
+    if (this.#columnsAheadTimer !== undefined) return;
+    const check = (): void => {
+      this.#columnsAheadTimer = undefined;
+      if (this.#columnsAhead === undefined) return;
+      const idleMs = this.#now() - this.#columnsAheadAskedMs;
+      if (idleMs >= this.#columnsAheadIdleMs) this.#dropColumnsAhead();
+      else this.#columnsAheadTimer = setTimeout(check, this.#columnsAheadIdleMs - idleMs).unref();
+    };
+    this.#columnsAheadTimer = setTimeout(check, this.#columnsAheadIdleMs).unref();
   }
 
   /** Stops making memory ahead, for good; the timers stay readable. */
@@ -758,7 +825,9 @@ export class ResidentStore {
 
   /** Bytes held by the columns, the free stack, the target refcounts and the arena's slabs. */
   bytesUsed(): number {
-    const columns =
+    let columns = 0;
+    for (const column of this.#indexColumns) columns += column.array.byteLength;
+    columns +=
       this.#fireAt.byteLength +
       this.#dueAt.byteLength +
       this.#logSeq.byteLength +
@@ -848,9 +917,10 @@ export class ResidentStore {
   #makeColumnsAhead(capacity: number): void {
     if (this.#columnsAhead?.capacity === capacity) return;
     this.#columnsAhead?.supply.dropAll();
-    const supply = new PrefaultedBuffers(columnsBytes(capacity));
+    const supply = new PrefaultedBuffers(columnsBytes(capacity, this.#indexColumns.length));
     supply.request();
     this.#columnsAhead = { capacity, supply };
+    this.#watchColumnsAhead();
   }
 
   #grow(capacity: number): void {
@@ -864,10 +934,9 @@ export class ResidentStore {
         capacity = ahead.capacity;
         this.#columnGrowthsMadeAhead++;
       }
-      ahead.supply.dropAll();
-      this.#columnsAhead = undefined;
+      this.#dropColumnsAhead();
     }
-    const columns = new ColumnMemory(memory, capacity);
+    const columns = new ColumnMemory(memory, capacity, this.#indexColumns.length);
     this.#fireAt = columns.widen(Float64Array, this.#fireAt);
     this.#dueAt = columns.widen(Float64Array, this.#dueAt);
     this.#logSeq = columns.widen(Float64Array, this.#logSeq);
@@ -883,6 +952,7 @@ export class ResidentStore {
     this.#payloadLength = columns.widen(Uint32Array, this.#payloadLength);
     this.#headersLength = columns.widen(Uint16Array, this.#headersLength);
     this.#keyLength = columns.widen(Uint16Array, this.#keyLength);
+    for (const column of this.#indexColumns) column.array = columns.widen(Int32Array, column.array);
     this.#capacity = capacity;
   }
 }

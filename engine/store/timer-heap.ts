@@ -8,7 +8,12 @@
 //
 //   entries    [ s7 | s2 | s9 | s4 | s1 | … ]    entries[i] is due no later than entries[2i+1]
 //                 0    1    2    3    4            and entries[2i+2]
-//   position   slot → its index in entries, -1 when absent (removal and re-keying in O(log n))
+//   position   slot → its index in entries + 1, 0 when absent (removal and re-keying in O(log n))
+//
+// Both arrays are index columns of the store (resident-store.ts): as long as its capacity
+// (a heap holds live slots only), zero when new, and grown with its columns, made ahead with
+// them. The heap has no growth of its own to stop the main thread for fresh pages (growing
+// both arrays to 2^22 slots took 137 ms of an Arrow admit here).
 //
 //                       s7
 //                  ┌─────┴─────┐
@@ -16,13 +21,12 @@
 //               ┌──┴──┐
 //              s4     s1
 import assert from 'node:assert/strict';
-import type { ReadonlyColumn, ResidentStore } from './resident-store.ts';
+import type { IndexColumn, ReadonlyColumn, ResidentStore } from './resident-store.ts';
 
-export const timerHeapCapacityInitialDefault = 1024;
 /** removeMany and pushMany rebuild the heap when k sifts of log n steps would cost more than this many times n. */
 const rebuildCostFactor = 4;
-/** A position meaning "being removed" during removeMany (absent is -1). */
-const removedMark = -2;
+/** A position meaning "being removed" during removeMany (absent is 0). */
+const removedMark = -1;
 
 /** Whether slot `a` is due before slot `b`. */
 function dueBefore(dueAt: ReadonlyColumn, logSeq: ReadonlyColumn, row: ReadonlyColumn, a: number, b: number): boolean {
@@ -38,58 +42,55 @@ function dueBefore(dueAt: ReadonlyColumn, logSeq: ReadonlyColumn, row: ReadonlyC
   return a < b;
 }
 
+/** The columns of a heap never pushed to: nothing in them, nothing held for them. */
+const noColumn = (): IndexColumn => ({ array: new Int32Array(0) });
+
 export class TimerHeap {
   readonly #store: ResidentStore;
-  #entries: Int32Array;
-  #position: Int32Array;
+  /** The store's index columns from the first push on (a heap that stays empty costs nothing). */
+  #entries = noColumn();
+  /** Each slot's index in entries, plus one; 0 when it is not in the heap. */
+  #positions = noColumn();
+  #columnsTaken = false;
   #size = 0;
 
-  constructor(store: ResidentStore, capacityInitial: number = timerHeapCapacityInitialDefault) {
-    assert.ok(Number.isSafeInteger(capacityInitial) && capacityInitial >= 1, 'capacityInitial must be a positive integer');
+  constructor(store: ResidentStore) {
     this.#store = store;
-    this.#entries = new Int32Array(capacityInitial);
-    this.#position = new Int32Array(store.capacity).fill(-1);
   }
 
   get size(): number {
     return this.#size;
   }
 
-  /** Bytes held by the heap's two arrays (for stats). */
-  get bytesUsed(): number {
-    return this.#entries.byteLength + this.#position.byteLength;
-  }
-
   has(slot: number): boolean {
-    return slot >= 0 && slot < this.#position.length && (this.#position[slot] as number) >= 0;
+    const positions = this.#positions.array;
+    return slot >= 0 && slot < positions.length && (positions[slot] as number) > 0;
   }
 
   push(slot: number): void {
     assert.ok(this.#store.isLive(slot), 'pushed a slot that is not live');
-    if (slot >= this.#position.length) this.#growPosition();
+    this.#takeColumns();
     assert.ok(!this.has(slot), 'pushed a slot already in the heap');
-    if (this.#size === this.#entries.length) this.#growEntries();
     const at = this.#size++;
     this.#place(slot, at);
     this.#siftUp(at);
   }
 
   /**
-   * Pushes slots[0..count), as that many push() calls would: a batch's new timers. The arrays
-   * grow once; when the batch is large next to the heap (the first batches of a replay), the
-   * heap is rebuilt in O(n) instead of sifting each entry up.
+   * Pushes slots[0..count), as that many push() calls would: a batch's new timers. When the
+   * batch is large next to the heap (the first batches of a replay), the heap is rebuilt in
+   * O(n) instead of sifting each entry up.
    */
   pushMany(slots: Int32Array, count: number): void {
     assert.ok(count <= slots.length, 'pushMany past the end of its slots');
-    if (this.#store.capacity > this.#position.length) this.#growPosition();
-    while (this.#size + count > this.#entries.length) this.#growEntries();
-    const position = this.#position;
+    this.#takeColumns();
+    const positions = this.#positions.array;
     const first = this.#size;
     for (let i = 0; i < count; i++) {
       const slot = slots[i] as number;
       // A plain condition per slot, assert only on failure (assert.ok's rest arguments cost an array per call).
       if (!this.#store.isLive(slot)) assert.fail('pushed a slot that is not live');
-      if ((position[slot] as number) >= 0) assert.fail('pushed a slot already in the heap');
+      if ((positions[slot] as number) > 0) assert.fail('pushed a slot already in the heap');
       this.#place(slot, this.#size++);
     }
     const rebuild = count * Math.log2(this.#size + 2) > rebuildCostFactor * this.#size;
@@ -99,7 +100,7 @@ export class TimerHeap {
 
   /** The earliest slot, or -1 when empty. */
   peek(): number {
-    return this.#size === 0 ? -1 : (this.#entries[0] as number);
+    return this.#size === 0 ? -1 : (this.#entries.array[0] as number);
   }
 
   /**
@@ -111,10 +112,10 @@ export class TimerHeap {
    */
   pop(): number {
     if (this.#size === 0) return -1;
-    const entries = this.#entries;
+    const entries = this.#entries.array;
     const slot = entries[0] as number;
     const last = entries[--this.#size] as number;
-    this.#position[slot] = -1;
+    this.#positions.array[slot] = 0;
     if (this.#size === 0) return slot;
     const { dueAt, logSeq, row } = this.#store;
     const size = this.#size;
@@ -135,7 +136,7 @@ export class TimerHeap {
   /** Removes `slot`; false if it was not in the heap. */
   remove(slot: number): boolean {
     if (!this.has(slot)) return false;
-    this.#removeAt(this.#position[slot] as number);
+    this.#removeAt((this.#positions.array[slot] as number) - 1);
     return true;
   }
 
@@ -152,16 +153,18 @@ export class TimerHeap {
       for (let i = 0; i < slots.length; i++) if (this.remove(slots[i] as number)) removed++;
       return removed;
     }
+    const entries = this.#entries.array;
+    const positions = this.#positions.array;
     for (let i = 0; i < slots.length; i++) {
       const slot = slots[i] as number;
       if (!this.has(slot)) continue;
-      this.#position[slot] = removedMark;
+      positions[slot] = removedMark;
       removed++;
     }
     let kept = 0;
     for (let i = 0; i < this.#size; i++) {
-      const slot = this.#entries[i] as number;
-      if (this.#position[slot] === removedMark) this.#position[slot] = -1;
+      const slot = entries[i] as number;
+      if (positions[slot] === removedMark) positions[slot] = 0;
       else this.#place(slot, kept++);
     }
     this.#size = kept;
@@ -173,34 +176,44 @@ export class TimerHeap {
   /** Restores the order after the slot's dueAt changed in the store. */
   update(slot: number): void {
     assert.ok(this.has(slot), 'updated a slot not in the heap');
-    const at = this.#position[slot] as number;
+    const at = (this.#positions.array[slot] as number) - 1;
     if (this.#siftUp(at) === at) this.#siftDown(at);
   }
 
   /** Checks the heap property and the position index in O(n + capacity); for tests. */
   assertValid(): void {
     const { dueAt, logSeq, row } = this.#store;
+    const entries = this.#entries.array;
+    const positions = this.#positions.array;
     for (let i = 0; i < this.#size; i++) {
-      const slot = this.#entries[i] as number;
+      const slot = entries[i] as number;
       assert.ok(this.#store.isLive(slot), `slot ${slot} in the heap was released`);
-      assert.equal(this.#position[slot], i, `position of slot ${slot} is not ${i}`);
+      assert.equal(positions[slot], i + 1, `position of slot ${slot} is not ${i}`);
       const parent = (i - 1) >> 1;
-      if (i > 0) assert.ok(!dueBefore(dueAt, logSeq, row, slot, this.#entries[parent] as number), `entry ${i} is due before its parent`);
+      if (i > 0) assert.ok(!dueBefore(dueAt, logSeq, row, slot, entries[parent] as number), `entry ${i} is due before its parent`);
     }
     let present = 0;
-    for (let slot = 0; slot < this.#position.length; slot++) if ((this.#position[slot] as number) >= 0) present++;
+    for (let slot = 0; slot < positions.length; slot++) if ((positions[slot] as number) > 0) present++;
     assert.equal(present, this.#size, 'position index and entries disagree on the size');
   }
 
+  #takeColumns(): void {
+    if (this.#columnsTaken) return;
+    this.#columnsTaken = true;
+    this.#entries = this.#store.indexColumn();
+    this.#positions = this.#store.indexColumn();
+  }
+
   #place(slot: number, at: number): void {
-    this.#entries[at] = slot;
-    this.#position[slot] = at;
+    this.#entries.array[at] = slot;
+    this.#positions.array[slot] = at + 1;
   }
 
   #removeAt(at: number): void {
-    const slot = this.#entries[at] as number;
-    const last = this.#entries[--this.#size] as number;
-    this.#position[slot] = -1;
+    const entries = this.#entries.array;
+    const slot = entries[at] as number;
+    const last = entries[--this.#size] as number;
+    this.#positions.array[slot] = 0;
     if (at === this.#size) return;
     this.#place(last, at);
     if (this.#siftUp(at) === at) this.#siftDown(at);
@@ -209,10 +222,11 @@ export class TimerHeap {
   /** Moves the entry at `at` up while it is due before its parent; returns where it ends. */
   #siftUp(at: number): number {
     const { dueAt, logSeq, row } = this.#store;
-    const slot = this.#entries[at] as number;
+    const entries = this.#entries.array;
+    const slot = entries[at] as number;
     while (at > 0) {
       const parentAt = (at - 1) >> 1;
-      const parent = this.#entries[parentAt] as number;
+      const parent = entries[parentAt] as number;
       if (!dueBefore(dueAt, logSeq, row, slot, parent)) break;
       this.#place(parent, at);
       at = parentAt;
@@ -224,33 +238,21 @@ export class TimerHeap {
   /** Moves the entry at `at` down while a child is due before it. */
   #siftDown(at: number): void {
     const { dueAt, logSeq, row } = this.#store;
-    const slot = this.#entries[at] as number;
+    const entries = this.#entries.array;
+    const slot = entries[at] as number;
     for (;;) {
       const leftAt = 2 * at + 1;
       if (leftAt >= this.#size) break;
       const rightAt = leftAt + 1;
       let childAt = leftAt;
-      if (rightAt < this.#size && dueBefore(dueAt, logSeq, row, this.#entries[rightAt] as number, this.#entries[leftAt] as number)) {
+      if (rightAt < this.#size && dueBefore(dueAt, logSeq, row, entries[rightAt] as number, entries[leftAt] as number)) {
         childAt = rightAt;
       }
-      const child = this.#entries[childAt] as number;
+      const child = entries[childAt] as number;
       if (!dueBefore(dueAt, logSeq, row, child, slot)) break;
       this.#place(child, at);
       at = childAt;
     }
     this.#place(slot, at);
-  }
-
-  #growEntries(): void {
-    const next = new Int32Array(this.#entries.length * 2);
-    next.set(this.#entries);
-    this.#entries = next;
-  }
-
-  /** The store grew: cover its new slots. */
-  #growPosition(): void {
-    const next = new Int32Array(this.#store.capacity).fill(-1);
-    next.set(this.#position);
-    this.#position = next;
   }
 }

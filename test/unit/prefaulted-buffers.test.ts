@@ -16,6 +16,7 @@ import { Engine } from '../../engine/engine.ts';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
 import { groupBuffersMax, PrefaultedBuffers, prefaultMsPerByte } from '../../engine/store/prefaulted-buffers.ts';
 import { columnsBytes, ResidentStore, type ResidentStoreOptions, timerState } from '../../engine/store/resident-store.ts';
+import { TimerHeap } from '../../engine/store/timer-heap.ts';
 import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
 
 /** How long a test waits for the threadpool's reads (they take microseconds; CI machines are slow). */
@@ -258,7 +259,8 @@ test('an engine makes the slabs ahead that the admits in flight need together', 
 
 /** A store holding `count` timers whose every column differs by slot, and a check of them all. */
 function filledStore(capacityInitial: number, options: Omit<ResidentStoreOptions, 'capacityInitial' | 'capacityMax'> = {}): { store: ResidentStore; add: (count: number) => void; check: () => void } {
-  const store = new ResidentStore({ capacityInitial, capacityMax: 100_000, ...options });
+  // Columns made ahead stay while a test waits for them (unless it says otherwise).
+  const store = new ResidentStore({ capacityInitial, capacityMax: 100_000, columnsAheadIdleMs: 60_000, ...options });
   const targets = [store.internTarget('https://a.test/'), store.internTarget('https://b.test/')];
   const handles: number[] = [];
   const add = (count: number): void => {
@@ -301,6 +303,48 @@ test('a store told that rows on their way near its capacity makes its next colum
   // Rows far beyond the next doubling ask for the capacity reserve() would double to: 1,000 slots.
   store.prefaultColumnsFor(900);
   assert.equal(store.columnsAheadCapacity, 1024);
+});
+
+test('a timer heap keeps its entries and positions in the store: none until its first push, then grown (and made ahead) with the columns', async () => {
+  const { store, add, check } = filledStore(64);
+  add(30);
+  const bytesBefore = store.bytesUsed();
+  const heap = new TimerHeap(store);
+  assert.equal(store.bytesUsed(), bytesBefore, 'a heap never pushed to holds no columns');
+  for (let slot = 0; slot < 30; slot++) heap.push(slot);
+  assert.equal(store.bytesUsed(), bytesBefore + 2 * 4 * 64, 'two Int32 columns of the capacity');
+  store.prefaultColumnsFor(33);
+  assert.equal(store.columnsAheadCapacity, 128);
+  assert.ok(await eventually(() => store.columnsAheadReady, readyWaitMs));
+  add(70);
+  assert.equal(store.columnGrowthsMadeAhead, 1, 'the growth took the columns made ahead, the heap’s among them');
+  for (let slot = 30; slot < 100; slot++) heap.push(slot);
+  heap.assertValid();
+  check();
+  // Pushed in fire-time order (5000 + n), popped in it, across the growth.
+  for (let slot = 0; slot < 100; slot++) assert.equal(heap.pop(), slot);
+  assert.equal(heap.pop(), -1);
+});
+
+test('columns made ahead are let go once no rows have been said to be coming for columnsAheadIdleMs', async () => {
+  let now = 0;
+  const { store, add } = filledStore(64, { now: () => now, columnsAheadIdleMs: 50 });
+  add(40);
+  store.prefaultColumnsFor(30);
+  assert.equal(store.columnsAheadCapacity, 128);
+  // Still being told of rows (less than the lead asks for, even): kept.
+  now = 40;
+  store.prefaultColumnsFor(0);
+  now = 80;
+  await sleep(120);
+  assert.equal(store.columnsAheadCapacity, 128, 'asked for 40 ms ago, within the 50');
+  // Nothing said since: let go.
+  now = 90 + 50;
+  assert.ok(await eventually(() => store.columnsAheadCapacity === 0, readyWaitMs), 'dropped after 50 ms without a word');
+  // A fill that starts again asks again.
+  store.prefaultColumnsFor(30);
+  assert.equal(store.columnsAheadCapacity, 128);
+  store.close();
 });
 
 test('a store filling fast asks for large columns as far ahead as making them takes, up to half its capacity', () => {

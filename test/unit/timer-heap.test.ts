@@ -62,9 +62,9 @@ function earliest(model: number[], keys: Map<number, Key>): number {
 test('TimerHeap gives the same answers as a sorted array through any sequence of operations', () => {
   fc.assert(
     fc.property(fc.array(op, { maxLength: 400, size: 'max' }), fc.boolean(), (ops, releasePopped) => {
-      // Tiny initial capacities: the store (and with it the heap's position index) grows mid-run.
+      // A tiny initial capacity: the store (and with it the heap's entries and positions) grows mid-run.
       const store = new ResidentStore({ capacityInitial: 1 });
-      const heap = new TimerHeap(store, 1);
+      const heap = new TimerHeap(store);
       const keys = new Map<number, Key>();
       let model: number[] = [];
       const target = store.internTarget('https://example.test/');
