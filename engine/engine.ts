@@ -392,7 +392,6 @@ export class Engine {
   #wal!: Wal;
   readonly #clock: Clock;
   readonly #limits: TimerLimits;
-  readonly #logger: WalLogger | undefined;
   readonly #retention: Retention;
   /** Live timers by state code (index = timerState value). */
   readonly #counts = new Float64Array(7);
@@ -475,7 +474,6 @@ export class Engine {
     this.#spill = new SpilledTimers(this.#fs, this.#spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs);
     this.#clock = options.clock ?? systemClock;
     this.#limits = { ...timerLimits, ...options.limits };
-    this.#logger = options.logger;
     this.#retention = { ...retentionDefaults, ...options.retention };
     assert.ok(this.#retention.finishedMs >= 1 && this.#retention.deadMs >= 1, 'retention must be at least 1 ms');
     this.#store = new ResidentStore(options.store);
@@ -561,11 +559,6 @@ export class Engine {
   /** Arena slabs that were made ahead (their pages mapped off the main thread) when the store opened them. */
   get slabsPrefaulted(): number {
     return this.#store.arena.slabsPrefaulted;
-  }
-
-  /** Arena slabs asked for ahead and not yet opened. */
-  get slabsAsked(): number {
-    return this.#store.arena.slabsAsked;
   }
 
   /** The log, for readiness (poisoned?) and counters. */
@@ -892,7 +885,13 @@ export class Engine {
     if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
       throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: newRows });
     }
+    // Slabs this batch and the admits still in flight will need beyond the arena's current one
+    // (asked for together: one admit at a time, each fits the room the others will take), and the
+    // next columns when the rows on their way near the capacity, are made while the record syncs
+    // (asked for before anything is claimed or reserved: nothing to undo if it throws).
     const bytes = stringBytesOf(batch);
+    this.#store.arena.prefaultFor(this.#reservedBytes + bytes);
+    this.#store.prefaultColumnsFor(this.#reservedRows + newRows);
     // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
     const introduced = plan?.introduced ?? [];
     const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
@@ -901,9 +900,7 @@ export class Engine {
     this.#reservedBytes += bytes;
     let seq: number;
     try {
-      const appended = this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded]);
-      this.#prefaultAfterWriteStarts(this.#reservedBytes, this.#reservedRows);
-      seq = await appended;
+      seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded]);
       this.#insert(batch, seq, plan);
     } finally {
       this.#reservedRows -= newRows;
@@ -912,26 +909,6 @@ export class Engine {
       settled?.resolve();
     }
     return admittedOf(batch, seq, plan);
-  }
-
-  /**
-   * Slabs this batch and the admits still in flight will need beyond the arena's current one
-   * (asked for together: one admit at a time, each fits the room the others will take), and the
-   * next columns when the rows on their way near the capacity, are made while the record syncs.
-   * Asked for in a microtask after the one in which the log starts the record's write (append
-   * queued that one first): each allocation faults a page on the main thread (5–15 ms for a slab
-   * on this VM), which then overlaps the disk's work instead of delaying the write. A failure
-   * only means no memory is made ahead; the insert allocates for itself, and fails there if it must.
-   */
-  #prefaultAfterWriteStarts(bytes: number, rows: number): void {
-    queueMicrotask(() => {
-      try {
-        this.#store.arena.prefaultFor(bytes);
-        this.#store.prefaultColumnsFor(rows);
-      } catch (err) {
-        this.#logger?.warn({ err }, 'memory could not be made ahead');
-      }
-    });
   }
 
   /** Cancels a timer; resolves once the cancel is durable. */

@@ -164,11 +164,6 @@ export class ByteArena {
     return this.#supply?.taken ?? 0;
   }
 
-  /** Slabs asked for ahead (prefaultFor) and not yet opened, made or still being made. */
-  get slabsAsked(): number {
-    return this.#supply?.outstanding ?? 0;
-  }
-
   /** Slabs made ahead and waiting to be opened. */
   get slabsMadeAhead(): number {
     return this.#supply?.ready ?? 0;

@@ -232,31 +232,6 @@ test('dropPrefaulted and close let go of slabs made for a guess that fell short'
   }
 });
 
-test('an engine asks for an admit’s slabs once the write of its record has started, so the allocation overlaps the disk’s work', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'fermata-prefault-'));
-  let engine: Engine | undefined;
-  const askedAtWrite: number[] = [];
-  const fs = wrappedFileSystem((handle) => ({
-    writev: (chunks, position) => {
-      if (engine !== undefined) askedAtWrite.push(engine.slabsAsked);
-      return handle.writev(chunks, position);
-    },
-  }));
-  try {
-    engine = await Engine.open({ dataDir: dir, fs, store: { arena: { slabBytes: 64 * 1024 } } });
-    const batch = batchFromSpecs(Array.from({ length: 30 }, (_, row) => ({ fireAtMs: Date.now() + 3_600_000 + row, target: 'https://a.example/', payload: new Uint8Array(1000).fill(row) })));
-    const admitted = engine.admit(batch);
-    await Promise.resolve();
-    assert.deepEqual(askedAtWrite, [0], 'the record’s write started before any slab was asked for');
-    assert.equal(engine.slabsAsked, 1, 'then its slab is asked for, while the record is written and synced');
-    await admitted;
-    assert.equal(engine.resident, 30);
-    await engine.close();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
-
 test('an engine makes the slabs ahead that the admits in flight need together', async () => {
   // Three admits of ~30 KiB each are logged at once into 64 KiB slabs: each alone fits one slab,
   // together they need two. Each admit asks for what the admits ahead of it still bring too, so
