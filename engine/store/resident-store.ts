@@ -280,9 +280,9 @@ export class ResidentStore {
   readonly #prefaultMsPerByte: () => number;
   readonly #columnsEarlyBytesMin: number;
   readonly #columnsAheadIdleMs: number;
-  /** When prefaultColumnsFor last asked for the columns being made ahead (`now` ms). */
+  /** When prefaultColumnsFor was last told of rows coming (`now` ms): columns made ahead are wanted until columnsAheadIdleMs past it. */
   #columnsAheadAskedMs = 0;
-  /** Lets the columns made ahead go once they are not asked for (columnsAheadIdleMs). */
+  /** Lets the columns made ahead go once no rows have been said to be coming for columnsAheadIdleMs. */
   #columnsAheadTimer: NodeJS.Timeout | undefined;
   readonly #now: () => number;
   /** Slots in use (highWater) per ms. */
@@ -635,7 +635,7 @@ export class ResidentStore {
     this.#columnsAheadTimer = undefined;
   }
 
-  /** Checks, columnsAheadIdleMs after they were last asked for, whether the columns made ahead are still wanted. */
+  /** Checks, columnsAheadIdleMs after rows were last said to be coming, whether the columns made ahead are still wanted. */
   #watchColumnsAhead(): void {
     if (this.#columnsAheadTimer !== undefined) return;
     const check = (): void => {
