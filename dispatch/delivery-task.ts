@@ -28,6 +28,8 @@ import { encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 
 export const metaFields = 8;
+/** What a delivery worker posts on its parent port once its code has loaded (the pool's 'message' event). */
+export const workerLoadedMessage = 'fermata.delivery-worker.loaded';
 /** A timer's claim (DeliveryTask.claims). */
 export const claimState = { held: 0, sent: 1, withdrawn: 2 } as const;
 /** meta[at · metaFields + notBeforeField]: the worker's wall clock (Date.now) must reach it before timer `at` is sent. */

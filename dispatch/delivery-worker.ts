@@ -7,10 +7,10 @@
 // fermata-attempt (1-based), fermata-fire-at (epoch ms), idempotency-key (the timer's key, else
 // its id: the same on every attempt); Standard Webhooks headers when signing secrets are set.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { workerData } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
-import { claimState, type DeliveryResults, type DeliveryTask, emptyResults, metaFields, notBeforeField, resultsTransfer, taskBytes, taskField, taskPolicy } from './delivery-task.ts';
+import { claimState, type DeliveryResults, type DeliveryTask, emptyResults, metaFields, notBeforeField, resultsTransfer, taskBytes, taskField, taskPolicy, workerLoadedMessage } from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
@@ -38,6 +38,9 @@ const clients = new OriginClients({
 });
 const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);
 const utf8 = new TextDecoder();
+// Loading this module and what it imports (type stripping, apache-arrow) takes a fresh thread a
+// few hundred milliseconds: the dispatcher's ready() waits for this word from every worker.
+parentPort?.postMessage(workerLoadedMessage);
 
 /** Targets repeat (a handful of webhooks take most timers): each is parsed once, up to a bound. */
 const parsedUrls = new Map<string, URL>();

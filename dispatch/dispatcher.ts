@@ -24,7 +24,7 @@ import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
 import { HistogramRuns } from './histogram-runs.ts';
-import { byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, metaFields, type TaskTimer } from './delivery-task.ts';
+import { byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, metaFields, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -61,6 +61,8 @@ export interface QueueDeliveryStats {
 
 /** A new task's byte buffer is this much larger than its timers of the average size would take: most tasks then never grow it. */
 const taskBytesSlack = 1.25;
+/** The byte buffer of the first task, before any timer's size is known: it grows by doubling. */
+const firstTaskBytesInitial = 64 * 1024;
 /** A timer's share of a task's meta and offsets arrays. */
 const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Uint32Array.BYTES_PER_ELEMENT;
 
@@ -120,6 +122,8 @@ export class Dispatcher {
   #inFlightBytes = 0;
   /** Bytes of ids, targets, headers, keys and payloads a timer's delivery writes into a task, on average lately: sizes new tasks, and (with its share of the meta and offsets) turns the byte room into a timer count. */
   #bytesPerTimer = 1024;
+  /** Whether #bytesPerTimer has seen a task yet (until then it is a guess, and tasks start small and grow). */
+  #bytesPerTimerSeen = false;
   /** By queue index: deliveries in flight, and the rate bucket's tokens and last refill. */
   readonly #queueInFlight: number[] = [];
   readonly #queueTokens: number[] = [];
@@ -144,6 +148,10 @@ export class Dispatcher {
   readonly latency = histogram();
   #stopped = false;
   #earlyDeliveries = 0;
+  /** Workers that have loaded their code (they post workerLoadedMessage), and when the last of them did. */
+  #workersLoaded = 0;
+  readonly #loaded = Promise.withResolvers<number>();
+  readonly #createdAtMs = performance.now();
   /** "request" queues' timers are taken up to takeAheadMs before they are due: a worker holds each until its time. */
   readonly takeAhead: TakeAhead;
 
@@ -180,6 +188,9 @@ export class Dispatcher {
       // Short scavenges: a worker's loop stalls for each, and timers due meanwhile go out late.
       resourceLimits: { maxYoungGenerationSizeMb: this.#limits.workerYoungGenerationMb },
     });
+    this.#pool.on('message', (message: unknown) => {
+      if (message === workerLoadedMessage && ++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
+    });
     this.takeAhead = { ms: this.#limits.takeAheadMs, queue: (queue) => this.#engine.queueConfig(this.#engine.queueNameAt(queue)).delivery === 'request' };
     this.#scheduler = new Scheduler(this.#engine, this, this.#clock);
     this.#pull = new PullQueues({
@@ -195,6 +206,22 @@ export class Dispatcher {
   /** "pull" queues' due timers, for the Flight service's DoGet and DoAction. */
   get pull(): PullQueues {
     return this.#pull;
+  }
+
+  /**
+   * Resolves, with the milliseconds it took, once every worker has loaded its code. Timers
+   * handed out before then wait in the pool for it; a worker that fails to load rejects it.
+   */
+  ready(): Promise<number> {
+    if (this.#workersLoaded >= this.#pool.threads.length) return this.#loaded.promise;
+    const { promise, resolve, reject } = Promise.withResolvers<number>();
+    const onError = (err: unknown): void => reject(err);
+    this.#pool.once('error', onError);
+    void this.#loaded.promise.then((ms) => {
+      this.#pool.off('error', onError);
+      resolve(ms);
+    });
+    return promise;
   }
 
   /** Starts releasing due timers. */
@@ -364,7 +391,7 @@ export class Dispatcher {
 
   /** A task for up to `capacity` timers, its byte buffer sized for that many timers of the average size lately (so it rarely grows). */
   #newTask(capacity: number, sink: string | undefined): PendingTask {
-    const bytesInitial = Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * this.#bytesPerTimer * taskBytesSlack));
+    const bytesInitial = this.#bytesPerTimerSeen ? Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * this.#bytesPerTimer * taskBytesSlack)) : firstTaskBytesInitial;
     return new PendingTask(capacity, sink, bytesInitial);
   }
 
@@ -381,7 +408,9 @@ export class Dispatcher {
       this.#held.add(pending);
     }
     this.#inFlightBytes += taskBytes;
-    this.#bytesPerTimer = Math.max(64, 0.8 * this.#bytesPerTimer + (0.2 * usedBytes) / pending.count);
+    const observed = usedBytes / pending.count;
+    this.#bytesPerTimer = Math.max(64, this.#bytesPerTimerSeen ? 0.8 * this.#bytesPerTimer + 0.2 * observed : observed);
+    this.#bytesPerTimerSeen = true;
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = finished.transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
     const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)

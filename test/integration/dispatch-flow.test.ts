@@ -271,3 +271,33 @@ test('in-flight bytes: tasks holding large payloads for a silent target stop fur
     await close();
   }
 });
+
+test('ready(): resolves once every worker has loaded its code, with the time that took', { timeout: 60_000 }, async () => {
+  const { dispatcher, close } = await rig({ threads: 2 });
+  try {
+    const loadedMs = await dispatcher.ready();
+    assert.ok(loadedMs > 0 && loadedMs < 60_000, `loaded in ${loadedMs} ms`);
+    assert.equal(await dispatcher.ready(), loadedMs, 'later calls resolve with the same time');
+  } finally {
+    await close();
+  }
+});
+
+test('an Arrow batch of small timers holds buffers sized for them, not for a guess of 1 KiB a timer', { timeout: 60_000 }, async () => {
+  const { engine, dispatcher, close } = await rig({ limits: { drainTimeoutMs: 500 } });
+  try {
+    await withSink(
+      () => ({ hang: true }),
+      async (sink) => {
+        // batch_rows_max rows of capacity, 2,000 rows in it: a 1 KiB guess a row would hold 10,000 × 1 KiB × 1.25 = 12.8 MB.
+        await engine.setQueue('pipe', { delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: 10_000, linger_ms: 1 });
+        await addAll(engine, Array.from({ length: 2_000 }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'p'.repeat(16), queue: 'pipe' })));
+        dispatcher.start();
+        await until('the batch in flight', 10_000, () => dispatcher.inFlight === 2_000);
+        assert.ok(dispatcher.inFlightBytes < 2 * 1024 * 1024, `in-flight bytes ${dispatcher.inFlightBytes}`);
+      },
+    );
+  } finally {
+    await close();
+  }
+});
