@@ -50,6 +50,7 @@ import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueCon
 import { ScratchArrays } from './scratch-arrays.ts';
 import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
 import { KeyClaims } from './store/key-claims.ts';
+import { SlotClaims } from './store/slot-claims.ts';
 import { KeyIndex, keyHash, keyHashIn, sameBytes } from './store/key-index.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
@@ -404,7 +405,7 @@ export class Engine {
   /** The latest expiry among released timers: an ADD decides its keys no earlier than this. */
   #releasedExpiryMax = 0;
   /** Timers whose OUTCOME record is being synced, by slot. */
-  readonly #settling = new KeyClaims({ scramble: true });
+  readonly #settling = new SlotClaims();
   readonly #index: SlotIndex;
   readonly #keys: KeyIndex;
   /**
@@ -783,7 +784,7 @@ export class Engine {
         throw err;
       }
     } finally {
-      settling.release(ticket, slots);
+      settling.release(ticket);
       release();
     }
     this.#applyOutcomes(outcomes);
@@ -1054,12 +1055,13 @@ export class Engine {
     outcome.attempts[0] = 0;
     outcome.retryAtMs[0] = this.#clock.now();
     const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
-    const claimed = [slot];
-    const ticket = this.#settling.claim(claimed, appended.catch(() => undefined));
+    // No other claim holds the slot: none did above, and nothing has awaited since.
+    const ticket = this.#settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
+    if (ticket < 0) assert.fail('a redrive of a timer whose outcome is being logged');
     try {
       await appended;
     } finally {
-      this.#settling.release(ticket, claimed);
+      this.#settling.release(ticket);
     }
     this.#applyOutcomes(outcome);
     return 'redriven';

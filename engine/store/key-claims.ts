@@ -1,11 +1,7 @@
 // Idempotency keys claimed by admits still in flight (logged, not yet durable), by 32-bit key
 // hash: a later admit that plans a key with a claimed hash waits for the claiming admit to
-// settle, so the log's order decides which row is the original. Main thread only.
-//
-// The engine keeps a second table of the same kind for the slots whose delivery outcomes are
-// being logged (the slot number is the "hash", scrambled for its home cell: slots are dense, and
-// consecutive home cells would make one long probe run): a cancel, a redrive or a key plan that
-// meets such a slot waits for its record, and a second outcome for it is refused.
+// settle, so the log's order decides which row is the original. Main thread only. (The slots
+// whose delivery outcomes are being logged are claimed in a bitmap instead: slot-claims.ts.)
 //
 // An admit claims every key it introduces at once and releases them at once, so the table
 // holds a ticket per hash and the admit's promise once, by ticket: no Map entry and no boxed
@@ -22,31 +18,13 @@ const initialCapacity = 1024;
 /** Tickets are Int32 cells; they wrap around long before two in flight could meet. */
 const ticketSpan = 2 ** 31;
 
-/** A bijection of 32-bit integers that spreads consecutive ones (MurmurHash3's finalizer). */
-function scramble(value: number): number {
-  let h = value >>> 0;
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
-}
-
-export interface KeyClaimsOptions {
-  /** The claimed numbers are not hashes (e.g. slot numbers): scramble them for their home cells. */
-  readonly scramble?: boolean;
-}
-
 export class KeyClaims {
-  readonly #scramble: boolean;
   #hashes = new Uint32Array(initialCapacity);
   #tickets = new Int32Array(initialCapacity).fill(emptyTicket);
   #mask = initialCapacity - 1;
   #size = 0;
   #nextTicket = 0;
   readonly #settled = new Map<number, Promise<void>>();
-
-  constructor(options: KeyClaimsOptions = {}) {
-    this.#scramble = options.scramble ?? false;
-  }
 
   /** Claims held, over all admits in flight. */
   get size(): number {
@@ -60,23 +38,6 @@ export class KeyClaims {
     for (let i = 0; i < hashes.length; i++) this.#place(hashes[i] as number, ticket);
     this.#size += hashes.length;
     return ticket;
-  }
-
-  /**
-   * As claim(), but only if none of `hashes` is claimed already and none appears twice among
-   * them: otherwise it claims nothing and returns -1. One probe a hash does both the check and
-   * the claim (a delivery task's outcomes claim their slots this way, thousands at once).
-   * Int32Array hashes must not be negative (the table holds unsigned 32-bit numbers).
-   */
-  claimUnique(hashes: Int32Array | Uint32Array, settled: Promise<void>): number {
-    const ticket = this.open(settled);
-    this.#reserve(hashes.length);
-    let placed = 0;
-    while (placed < hashes.length && this.#placeUnique(hashes[placed] as number, ticket)) placed++;
-    this.#size += placed;
-    if (placed === hashes.length) return ticket;
-    this.release(ticket, hashes.subarray(0, placed));
-    return -1;
   }
 
   /** A ticket holding no claim yet, for add()ing claims one by one (each may first be looked up). */
@@ -118,7 +79,7 @@ export class KeyClaims {
   }
 
   #home(hash: number): number {
-    return (this.#scramble ? scramble(hash) : hash) & this.#mask;
+    return hash & this.#mask;
   }
 
   #place(hash: number, ticket: number): void {
@@ -126,15 +87,6 @@ export class KeyClaims {
     while (this.#tickets[i] !== emptyTicket) i = (i + 1) & this.#mask;
     this.#hashes[i] = hash;
     this.#tickets[i] = ticket;
-  }
-
-  /** Places `hash` unless a cell holds it already (then false). */
-  #placeUnique(hash: number, ticket: number): boolean {
-    let i = this.#home(hash);
-    for (; this.#tickets[i] !== emptyTicket; i = (i + 1) & this.#mask) if (this.#hashes[i] === hash) return false;
-    this.#hashes[i] = hash;
-    this.#tickets[i] = ticket;
-    return true;
   }
 
   #delete(hash: number, ticket: number): void {

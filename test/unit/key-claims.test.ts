@@ -2,65 +2,56 @@
 // keeps each claim as (ticket, hash): get(hash) answers a claiming admit's promise exactly while
 // some claim on that hash is held, through growth, colliding hashes, repeats within one claim,
 // releases in any order and the shrink back once nothing is in flight; claims made at once or
-// one by one (open + add), or only when none is held already nor repeated (claimUnique: all or
-// nothing); and the same with scrambled home cells (the engine's table of slots
-// being settled, whose numbers are dense).
+// one by one (open + add).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { KeyClaims } from '../../engine/store/key-claims.ts';
 import { propertyRuns } from '../helpers/property.ts';
 
-type ClaimMode = 'at-once' | 'one-by-one' | 'unique';
+type ClaimMode = 'at-once' | 'one-by-one';
 type Op = { kind: 'claim'; hashes: number[]; mode: ClaimMode } | { kind: 'release'; pick: number } | { kind: 'get'; hash: number };
 
 // Hashes that share low bits (the table's home cell), and a few far apart.
 const hash = fc.oneof(fc.integer({ min: 0, max: 40 }).map((h) => h * 1024), fc.integer({ min: 0, max: 3000 }), fc.constant(0xffffffff));
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 2, arbitrary: fc.tuple(fc.array(hash, { maxLength: 700 }), fc.constantFrom<ClaimMode>('at-once', 'one-by-one', 'unique')).map(([hashes, mode]): Op => ({ kind: 'claim', hashes, mode })) },
+  { weight: 2, arbitrary: fc.tuple(fc.array(hash, { maxLength: 700 }), fc.constantFrom<ClaimMode>('at-once', 'one-by-one')).map(([hashes, mode]): Op => ({ kind: 'claim', hashes, mode })) },
   { weight: 2, arbitrary: fc.nat().map((pick): Op => ({ kind: 'release', pick })) },
   { weight: 3, arbitrary: hash.map((h): Op => ({ kind: 'get', hash: h })) },
 );
 
-for (const scramble of [false, true]) {
-  test(`KeyClaims answers as a list of claims would, through any claims and releases (scramble: ${scramble})`, () => {
-    fc.assert(
-      fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
-        const claims = new KeyClaims({ scramble });
-        const held: Array<{ ticket: number; hashes: number[]; promise: Promise<void> }> = [];
-        const check = (h: number): void => {
-          const holders = held.filter((claim) => claim.hashes.includes(h)).map((claim) => claim.promise);
-          const got = claims.get(h);
-          if (holders.length === 0) assert.equal(got, undefined, `hash ${h} is not claimed`);
-          else assert.ok(got !== undefined && holders.includes(got), `hash ${h} answers one of its claiming admits`);
-        };
-        for (const o of ops) {
-          if (o.kind === 'claim') {
-            const promise = Promise.resolve();
-            let ticket: number;
-            if (o.mode === 'unique') {
-              const taken = new Set(held.flatMap((claim) => claim.hashes));
-              const unique = new Set(o.hashes).size === o.hashes.length && o.hashes.every((h) => !taken.has(h));
-              ticket = claims.claimUnique(Uint32Array.from(o.hashes), promise);
-              assert.equal(ticket >= 0, unique, unique ? 'hashes all free and distinct: claimed' : 'a hash held already or repeated: nothing claimed');
-            } else if (o.mode === 'one-by-one') {
-              ticket = claims.open(promise);
-              for (const h of o.hashes) claims.add(ticket, h);
-            } else ticket = claims.claim(o.hashes, promise);
-            if (ticket >= 0) held.push({ ticket, hashes: o.hashes, promise });
-          } else if (o.kind === 'release' && held.length > 0) {
-            const [claim] = held.splice(o.pick % held.length, 1);
-            if (claim !== undefined) claims.release(claim.ticket, claim.hashes);
-          } else if (o.kind === 'get') check(o.hash);
-          assert.equal(claims.size, held.reduce((sum, claim) => sum + claim.hashes.length, 0));
-          for (const claim of held) for (const h of claim.hashes.slice(0, 20)) check(h);
-        }
-      }),
-      propertyRuns(300),
-    );
-  });
-}
+test('KeyClaims answers as a list of claims would, through any claims and releases', () => {
+  fc.assert(
+    fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
+      const claims = new KeyClaims();
+      const held: Array<{ ticket: number; hashes: number[]; promise: Promise<void> }> = [];
+      const check = (h: number): void => {
+        const holders = held.filter((claim) => claim.hashes.includes(h)).map((claim) => claim.promise);
+        const got = claims.get(h);
+        if (holders.length === 0) assert.equal(got, undefined, `hash ${h} is not claimed`);
+        else assert.ok(got !== undefined && holders.includes(got), `hash ${h} answers one of its claiming admits`);
+      };
+      for (const o of ops) {
+        if (o.kind === 'claim') {
+          const promise = Promise.resolve();
+          let ticket: number;
+          if (o.mode === 'one-by-one') {
+            ticket = claims.open(promise);
+            for (const h of o.hashes) claims.add(ticket, h);
+          } else ticket = claims.claim(o.hashes, promise);
+          held.push({ ticket, hashes: o.hashes, promise });
+        } else if (o.kind === 'release' && held.length > 0) {
+          const [claim] = held.splice(o.pick % held.length, 1);
+          if (claim !== undefined) claims.release(claim.ticket, claim.hashes);
+        } else if (o.kind === 'get') check(o.hash);
+        assert.equal(claims.size, held.reduce((sum, claim) => sum + claim.hashes.length, 0));
+        for (const claim of held) for (const h of claim.hashes.slice(0, 20)) check(h);
+      }
+    }),
+    propertyRuns(300),
+  );
+});
 
 test('a release of a ticket not in flight is a bug', () => {
   const claims = new KeyClaims();
