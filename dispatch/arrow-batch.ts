@@ -1,6 +1,7 @@
 // "arrow" delivery's body: the timers of one task as one Arrow IPC stream (a schema and one
-// record batch), for data pipelines that take due timers in bulk. Built column by column
-// from the task's buffers: values are copied into one buffer per column, with no object per row.
+// record batch), for data pipelines that take due timers in bulk. The task's byte columns are
+// Arrow's variable-width layout already (dispatch/delivery-task.ts): the record batch is made of
+// them as they are, with no copy and no object per row; the one copy is the IPC stream's.
 //
 //   id        Utf8                       the timer's id
 //   fire_at   Timestamp(ms, UTC)         its fire time
@@ -12,7 +13,7 @@
 import { createHash } from 'node:crypto';
 import { Binary, makeData, makeVector, Table, tableToIPC, Timestamp, TimeUnit, Uint32, Utf8 } from 'apache-arrow';
 import { idLength } from '../engine/ids.ts';
-import { byteFields, type DeliveryTask, metaFields, taskField as field } from './delivery-task.ts';
+import { type DeliveryTask, metaFields, taskColumn, taskField as field } from './delivery-task.ts';
 
 export const arrowBatchMediaType = 'application/vnd.apache.arrow.stream';
 
@@ -24,54 +25,46 @@ interface VariableWidth {
   readonly nullCount?: number;
 }
 
-/** The task's byte buffer as a Buffer (no copy), for Buffer#copy: native, and no view object per value. */
-function bytesBuffer(task: DeliveryTask): Buffer {
-  return Buffer.from(task.bytes.buffer, task.bytes.byteOffset, task.bytes.byteLength);
-}
+const twoTo32 = 2 ** 32;
 
-/**
- * One task field as the buffers of an Arrow variable-width column; empty values are null when
- * `emptyIsNull`. Lengths and copies come from the task's offsets, with no view per value.
- */
+/** One task field as an Arrow variable-width column (views of the task's buffers); empty values are null when `emptyIsNull`. */
 function column(task: DeliveryTask, which: number, emptyIsNull: boolean): VariableWidth {
-  const { count, offsets: taskOffsets } = task;
-  const offsets = new Int32Array(count + 1);
-  let size = 0;
-  for (let at = 0; at < count; at++) {
-    const index = at * byteFields + which;
-    size += (taskOffsets[index + 1] as number) - (taskOffsets[index] as number);
-  }
-  const values = Buffer.allocUnsafe(size);
-  const source = bytesBuffer(task);
-  const validity = emptyIsNull ? new Uint8Array((count + 7) >> 3) : undefined;
+  const count = task.count;
+  const { offsets, values } = taskColumn(task, which);
+  if (!emptyIsNull) return { length: count, valueOffsets: offsets, data: values };
+  const validity = new Uint8Array((count + 7) >> 3);
   let nulls = 0;
-  let used = 0;
   for (let at = 0; at < count; at++) {
-    const index = at * byteFields + which;
-    const start = taskOffsets[index] as number;
-    const end = taskOffsets[index + 1] as number;
-    // Buffer#copy is native and makes no view object (a subarray per value made the GC a tenth of the worker's time).
-    if (end > start) used += source.copy(values, used, start, end);
-    offsets[at + 1] = used;
-    if (validity === undefined) continue;
-    if (end > start) validity[at >> 3] = (validity[at >> 3] as number) | (1 << (at & 7));
+    if ((offsets[at + 1] as number) > (offsets[at] as number)) validity[at >> 3] = (validity[at >> 3] as number) | (1 << (at & 7));
     else nulls++;
   }
-  return { length: count, valueOffsets: offsets, data: values, ...(validity === undefined ? {} : { nullBitmap: validity, nullCount: nulls }) };
+  return { length: count, valueOffsets: offsets, data: values, nullBitmap: validity, nullCount: nulls };
+}
+
+/** The task's fire times as Int64 milliseconds, written as two 32-bit halves each (no BigInt per row). */
+function fireTimes(task: DeliveryTask): BigInt64Array {
+  const count = task.count;
+  const fireAt = new BigInt64Array(count);
+  // Little-endian halves, as Arrow's buffers are (and every platform Node runs on).
+  const halves = new Int32Array(fireAt.buffer);
+  for (let at = 0; at < count; at++) {
+    const ms = task.meta[at * metaFields] as number;
+    if (Number.isSafeInteger(ms) && ms >= 0) {
+      halves[2 * at] = ms % twoTo32 | 0;
+      halves[2 * at + 1] = Math.floor(ms / twoTo32);
+    } else fireAt[at] = BigInt(Math.trunc(ms));
+  }
+  return fireAt;
 }
 
 /** The task's timers as an Arrow IPC stream (attempt numbers and fire times from its meta), with `metadata` on its schema. */
 export function encodeArrowBatch(task: DeliveryTask, metadata?: ReadonlyMap<string, string>): Uint8Array {
   const count = task.count;
-  const fireAt = new BigInt64Array(count);
   const attempt = new Uint32Array(count);
-  for (let at = 0; at < count; at++) {
-    fireAt[at] = BigInt(task.meta[at * metaFields] as number);
-    attempt[at] = task.meta[at * metaFields + 1] as number;
-  }
+  for (let at = 0; at < count; at++) attempt[at] = task.meta[at * metaFields + 1] as number;
   const table = new Table({
     id: makeVector(makeData({ type: new Utf8(), ...column(task, field.id, false) })),
-    fire_at: makeVector(makeData({ type: new Timestamp(TimeUnit.MILLISECOND, 'UTC'), length: count, data: fireAt })),
+    fire_at: makeVector(makeData({ type: new Timestamp(TimeUnit.MILLISECOND, 'UTC'), length: count, data: fireTimes(task) })),
     attempt: makeVector(makeData({ type: new Uint32(), length: count, data: attempt })),
     target: makeVector(makeData({ type: new Utf8(), ...column(task, field.target, false) })),
     key: makeVector(makeData({ type: new Utf8(), ...column(task, field.key, true) })),
@@ -88,12 +81,7 @@ export function encodeArrowBatch(task: DeliveryTask, metadata?: ReadonlyMap<stri
  * dedupe on each row's `id` for exactly-once effects.
  */
 export function arrowBatchKey(task: DeliveryTask): string {
-  // The ids side by side, hashed in one update: the same digest as one update per id.
-  const ids = Buffer.allocUnsafe(task.count * idLength);
-  const source = bytesBuffer(task);
-  for (let at = 0; at < task.count; at++) {
-    const start = task.offsets[at * byteFields + field.id] as number;
-    source.copy(ids, at * idLength, start, start + idLength);
-  }
+  // The id column holds the ids side by side: hashed in one update, the same digest as one update per id.
+  const ids = taskColumn(task, field.id).values.subarray(0, task.count * idLength);
   return `batch_${createHash('sha256').update(ids).digest('base64url').slice(0, 32)}`;
 }

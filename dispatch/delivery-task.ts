@@ -1,20 +1,24 @@
 // The unit of work between the dispatcher (main thread) and a delivery worker: many timers in
-// three transferable arrays one way, their outcomes as transferable columns the other way (the
+// transferable arrays one way, their outcomes as transferable columns the other way (the
 // worker applies the retry policy, so it gets each timer's queue policy with it). Nothing per
 // timer crosses the thread boundary as an object.
 //
 //   DeliveryTask  count
-//                 meta    Float64Array  [fireAtMs, attempt, timeoutMs, max_attempts,
-//                                        min_backoff_ms, max_backoff_ms, max_doublings,
-//                                        notBeforeMs] × count
-//                 offsets Uint32Array   [id, target, payload, headers, key] starts × count, + end
-//                 bytes   Uint8Array    id | target | payload | headers JSON | key | id | …
+//                 meta     Float64Array   [fireAtMs, attempt, timeoutMs, max_attempts,
+//                                         min_backoff_ms, max_backoff_ms, max_doublings,
+//                                         notBeforeMs] × count
+//                 offsets  Int32Array     byteFields columns of count + 1 offsets each, every
+//                                         column from 0: [id …][target …][payload …][headers …][key …]
+//                 values   Uint8Array × byteFields
+//                                         each column's values back to back: ids | targets |
+//                                         payloads | headers JSON | keys
 //
-//                 claims  Int32Array    single deliveries only: over a SharedArrayBuffer (not
-//                                        transferred: both threads keep it), claimState × count
+//                 claims   Int32Array     single deliveries only: over a SharedArrayBuffer (not
+//                                         transferred: both threads keep it), claimState × count
 //
-// Payload, headers and key lie back to back as the resident store's arena keeps them, so a
-// timer's three are one copy. A timer's claim decides, once, between the worker sending it
+// The byte fields are laid out as Arrow's variable-width columns (Int32 offsets from 0, values
+// back to back), so an "arrow" delivery's record batch is made of them as they are, with no copy
+// per value on the worker. A timer's claim decides, once, between the worker sending it
 // (held → sent, when its time has come) and a cancel withdrawing it (held → withdrawn, on the
 // main thread, dispatch/dispatcher.ts): whichever compareExchange comes first wins.
 //
@@ -43,8 +47,10 @@ export interface DeliveryTask {
   /** "arrow" delivery: every timer goes in one Arrow record batch POSTed here; else each to its target. */
   readonly sink: string | undefined;
   readonly meta: Float64Array;
-  readonly offsets: Uint32Array;
-  readonly bytes: Uint8Array;
+  /** byteFields columns of count + 1 offsets each (taskColumn). */
+  readonly offsets: Int32Array;
+  /** Each byte field's values, back to back (taskColumn). */
+  readonly values: readonly Uint8Array[];
   /** Each timer's claimState, shared by the dispatcher and the worker (tasks of single deliveries; an Arrow batch goes whole). */
   readonly claims?: Int32Array;
 }
@@ -77,31 +83,37 @@ export interface TaskTimer {
 }
 
 const utf8 = new TextEncoder();
+/** A column's value buffer starts this large when nothing says how much it will hold; it grows by doubling. */
+const columnBytesInitial = 4 * 1024;
 
 /**
- * Builds a task timer by timer. The byte buffer starts at the caller's estimate of what the task
- * will hold and grows by doubling past it; every copy and page touched is per timer, so a good
- * estimate saves both. `finish` hands out views of the buffers, not copies (they are transferred).
+ * Builds a task timer by timer, each byte field into its own column. The payload column starts
+ * at the caller's estimate of what the task will hold and grows by doubling past it (every copy
+ * and page touched is per timer, so a good estimate saves both); ids take a fixed width, and the
+ * target column is sized by the first target (the timers of a task mostly share it). `finish`
+ * hands out views of the buffers, not copies (they are transferred).
  */
 export class DeliveryTaskBuilder {
   readonly #capacity: number;
   readonly #meta: Float64Array;
-  readonly #offsets: Uint32Array;
-  #bytes: Uint8Array;
+  /** Column f's offsets at f · (capacity + 1) until finish() closes the gaps. */
+  readonly #offsets: Int32Array;
+  readonly #values: Uint8Array[];
+  /** Bytes written into each column. */
+  readonly #used = new Int32Array(byteFields);
   readonly #sink: string | undefined;
-  #used = 0;
   #count = 0;
   /** The last target written, and where its bytes are: timers of a task mostly share it, and a copy is cheaper than encoding. */
   #lastTarget: string | undefined;
   #lastTargetStart = 0;
   #lastTargetEnd = 0;
 
-  constructor(capacity: number, sink: string | undefined, bytesInitial = 64 * 1024) {
+  constructor(capacity: number, sink: string | undefined, payloadBytesInitial = 64 * 1024) {
     this.#capacity = capacity;
     this.#sink = sink;
     this.#meta = new Float64Array(capacity * metaFields);
-    this.#offsets = new Uint32Array(capacity * byteFields + 1);
-    this.#bytes = new Uint8Array(bytesInitial);
+    this.#offsets = new Int32Array(byteFields * (capacity + 1));
+    this.#values = [new Uint8Array(capacity * idLength), new Uint8Array(0), new Uint8Array(payloadBytesInitial), new Uint8Array(0), new Uint8Array(0)];
   }
 
   get count(): number {
@@ -121,20 +133,22 @@ export class DeliveryTaskBuilder {
     meta[base + 5] = timer.policy.max_backoff_ms;
     meta[base + 6] = timer.policy.max_doublings;
     meta[base + notBeforeField] = timer.notBeforeMs ?? 0;
-    const fields = at * byteFields;
-    this.#putId(fields + taskField.id, timer.seq, timer.row, timer.fireAtMs);
-    this.#putTarget(fields + taskField.target, timer.target);
+    const stride = this.#capacity + 1;
+    const offsets = this.#offsets;
+    encodeTimerIdInto(this.#values[taskField.id] as Uint8Array, at * idLength, timer.seq, timer.row, timer.fireAtMs);
+    this.#used[taskField.id] = (at + 1) * idLength;
+    offsets[taskField.id * stride + at + 1] = (at + 1) * idLength;
+    this.#putTarget(at, timer.target);
     const bytes = timer.bytes;
+    const payloadLength = timer.payloadLength;
+    const headersLength = timer.headersLength;
+    const keyLength = bytes.length - payloadLength - headersLength;
     // A plain condition, assert only on failure: this runs once per timer (assert.ok's rest arguments cost an array per call).
-    if (!(timer.payloadLength >= 0 && timer.headersLength >= 0 && timer.payloadLength + timer.headersLength <= bytes.length)) assert.fail('payload and headers lengths exceed the bytes');
-    this.#reserve(bytes.length);
-    const start = this.#used;
-    this.#bytes.set(bytes, start);
-    this.#offsets[fields + taskField.payload] = start;
-    this.#offsets[fields + taskField.headers] = start + timer.payloadLength;
-    this.#offsets[fields + taskField.key] = start + timer.payloadLength + timer.headersLength;
-    this.#used = start + bytes.length;
-    this.#offsets[fields + byteFields] = this.#used;
+    if (!(payloadLength >= 0 && headersLength >= 0 && keyLength >= 0)) assert.fail('payload and headers lengths exceed the bytes');
+    // Most timers have no headers and no key: the payload is all of `bytes`, copied with no view made of it.
+    this.#put(taskField.payload, at, keyLength === 0 && headersLength === 0 ? bytes : bytes.subarray(0, payloadLength));
+    this.#put(taskField.headers, at, headersLength === 0 ? undefined : bytes.subarray(payloadLength, payloadLength + headersLength));
+    this.#put(taskField.key, at, keyLength === 0 ? undefined : bytes.subarray(payloadLength + headersLength));
   }
 
   /**
@@ -144,55 +158,83 @@ export class DeliveryTaskBuilder {
    */
   finish(): { task: DeliveryTask; transfer: ArrayBuffer[]; heldBytes: number } {
     const count = this.#count;
+    const stride = this.#capacity + 1;
+    // Columns next to each other, count + 1 offsets each.
+    for (let field = 1; field < byteFields; field++) this.#offsets.copyWithin(field * (count + 1), field * stride, field * stride + count + 1);
     const meta = this.#meta.subarray(0, count * metaFields);
-    const offsets = this.#offsets.subarray(0, count * byteFields + 1);
-    const bytes = this.#bytes.subarray(0, this.#used);
-    const transfer = [meta.buffer, offsets.buffer, bytes.buffer] as ArrayBuffer[];
+    const offsets = this.#offsets.subarray(0, byteFields * (count + 1));
+    const values = this.#values.map((column, field) => column.subarray(0, this.#used[field] as number));
+    const transfer = [meta.buffer, offsets.buffer, ...values.map((column) => column.buffer)] as ArrayBuffer[];
     const heldBytes = transfer.reduce((sum, buffer) => sum + buffer.byteLength, 0);
-    return { task: { count, sink: this.#sink, meta, offsets, bytes }, transfer, heldBytes };
+    return { task: { count, sink: this.#sink, meta, offsets, values }, transfer, heldBytes };
+  }
+
+  /** Payload bytes written into the task so far. */
+  get payloadBytes(): number {
+    return this.#used[taskField.payload] as number;
   }
 
   /** Bytes written into the task so far (ids, targets, headers, keys, payloads). */
   get usedBytes(): number {
-    return this.#used;
+    let used = 0;
+    for (let field = 0; field < byteFields; field++) used += this.#used[field] as number;
+    return used;
   }
 
-  #putTarget(field: number, target: string): void {
-    const start = this.#used;
-    this.#offsets[field] = start;
+  /** Appends `bytes` (none: an empty value) as timer `at`'s value of column `field`. */
+  #put(field: number, at: number, bytes: Uint8Array | undefined): void {
+    let used = this.#used[field] as number;
+    if (bytes !== undefined && bytes.length > 0) {
+      this.#reserve(field, bytes.length, columnBytesInitial);
+      (this.#values[field] as Uint8Array).set(bytes, used);
+      used += bytes.length;
+      this.#used[field] = used;
+    }
+    this.#offsets[field * (this.#capacity + 1) + at + 1] = used;
+  }
+
+  #putTarget(at: number, target: string): void {
+    const field = taskField.target;
+    const start = this.#used[field] as number;
+    let end: number;
     if (target === this.#lastTarget) {
       const length = this.#lastTargetEnd - this.#lastTargetStart;
-      this.#reserve(length);
-      this.#bytes.copyWithin(start, this.#lastTargetStart, this.#lastTargetEnd);
-      this.#used = start + length;
+      this.#reserve(field, length, length * this.#capacity);
+      (this.#values[field] as Uint8Array).copyWithin(start, this.#lastTargetStart, this.#lastTargetEnd);
+      end = start + length;
     } else {
-      this.#reserve(target.length * 3);
-      this.#used = start + utf8.encodeInto(target, this.#bytes.subarray(start)).written;
+      // Sized for every timer of the task to have a target this long, the first time.
+      this.#reserve(field, target.length * 3, target.length * 3 * this.#capacity);
+      end = start + utf8.encodeInto(target, (this.#values[field] as Uint8Array).subarray(start)).written;
     }
+    this.#used[field] = end;
+    this.#offsets[field * (this.#capacity + 1) + at + 1] = end;
     this.#lastTarget = target;
     this.#lastTargetStart = start;
-    this.#lastTargetEnd = this.#used;
+    this.#lastTargetEnd = end;
   }
 
-  #putId(field: number, seq: number, row: number, fireAtMs: number): void {
-    this.#reserve(idLength);
-    this.#offsets[field] = this.#used;
-    encodeTimerIdInto(this.#bytes, this.#used, seq, row, fireAtMs);
-    this.#used += idLength;
+  /** Room for `bytes` more in column `field`: a first buffer of at least `first` bytes, else doubling. */
+  #reserve(field: number, bytes: number, first: number): void {
+    const column = this.#values[field] as Uint8Array;
+    const used = this.#used[field] as number;
+    if (used + bytes <= column.length) return;
+    const next = new Uint8Array(Math.max(column.length === 0 ? first : column.length * 2, used + bytes));
+    next.set(column.subarray(0, used));
+    this.#values[field] = next;
   }
+}
 
-  #reserve(bytes: number): void {
-    if (this.#used + bytes <= this.#bytes.length) return;
-    const next = new Uint8Array(Math.max(this.#bytes.length * 2, this.#used + bytes));
-    next.set(this.#bytes.subarray(0, this.#used));
-    this.#bytes = next;
-  }
+/** Column `field` (a taskField) of the task: its count + 1 offsets and its values, as views. */
+export function taskColumn(task: DeliveryTask, field: number): { offsets: Int32Array; values: Uint8Array } {
+  const start = field * (task.count + 1);
+  return { offsets: task.offsets.subarray(start, start + task.count + 1), values: task.values[field] as Uint8Array };
 }
 
 /** Field `field` (a taskField) of timer `at`, as a view. */
 export function taskBytes(task: DeliveryTask, at: number, field: number): Uint8Array {
-  const index = at * byteFields + field;
-  return task.bytes.subarray(task.offsets[index] as number, task.offsets[index + 1] as number);
+  const index = field * (task.count + 1) + at;
+  return (task.values[field] as Uint8Array).subarray(task.offsets[index] as number, task.offsets[index + 1] as number);
 }
 
 /** The retry policy fields of timer `at` (the rest of a QueueConfig does not reach workers). */

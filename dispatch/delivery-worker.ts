@@ -155,6 +155,15 @@ async function deliverArrowBatch(task: DeliveryTask, sink: string, results: Deli
   } catch (err) {
     result = attemptFailureOf(err);
   }
+  if (typeof result === 'number' && isSuccess(result)) {
+    // One answer for every row, and no policy to apply: the columns filled at once.
+    results.kinds.fill(delivered.kind);
+    results.reasons.fill(delivered.reason);
+    results.statuses.fill(result);
+    results.startedAtMs.fill(startedAtMs);
+    results.durationMs.fill(Date.now() - startedAtMs);
+    return;
+  }
   for (let at = 0; at < task.count; at++) recordOutcome(task, at, results, result, retryAfter, startedAtMs);
 }
 

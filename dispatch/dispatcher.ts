@@ -59,12 +59,12 @@ export interface QueueDeliveryStats {
   readonly latency: hdr.Histogram;
 }
 
-/** A new task's byte buffer is this much larger than its timers of the average size would take: most tasks then never grow it. */
+/** A new task's payload column is this much larger than its timers of the average size would take: most tasks then never grow it. */
 const taskBytesSlack = 1.25;
-/** The byte buffer of the first task, before any timer's size is known: it grows by doubling. */
-const firstTaskBytesInitial = 64 * 1024;
+/** The payload column of the first task, before any timer's size is known: it grows by doubling. */
+const firstTaskPayloadBytesInitial = 64 * 1024;
 /** A timer's share of a task's meta and offsets arrays. */
-const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Uint32Array.BYTES_PER_ELEMENT;
+const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Int32Array.BYTES_PER_ELEMENT;
 
 const histogram = (): hdr.Histogram => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
 
@@ -79,8 +79,8 @@ class PendingTask {
   /** A task of single deliveries: its claims, shared with its worker once it is sent (DeliveryTask.claims). */
   claims: Int32Array | undefined;
 
-  constructor(capacity: number, sink: string | undefined, bytesInitial: number) {
-    this.builder = new DeliveryTaskBuilder(capacity, sink, bytesInitial);
+  constructor(capacity: number, sink: string | undefined, payloadBytesInitial: number) {
+    this.builder = new DeliveryTaskBuilder(capacity, sink, payloadBytesInitial);
     this.seqs = new Float64Array(capacity);
     this.rows = new Uint32Array(capacity);
     this.attempts = new Uint32Array(capacity);
@@ -122,6 +122,8 @@ export class Dispatcher {
   #inFlightBytes = 0;
   /** Bytes of ids, targets, headers, keys and payloads a timer's delivery writes into a task, on average lately: sizes new tasks, and (with its share of the meta and offsets) turns the byte room into a timer count. */
   #bytesPerTimer = 1024;
+  /** Of #bytesPerTimer, the payload's: sizes a new task's payload column. */
+  #payloadBytesPerTimer = 0;
   /** Whether #bytesPerTimer has seen a task yet (until then it is a guess, and tasks start small and grow). */
   #bytesPerTimerSeen = false;
   /** By queue index: deliveries in flight, and the rate bucket's tokens and last refill. */
@@ -389,14 +391,17 @@ export class Dispatcher {
     this.#run(lingering.task);
   }
 
-  /** A task for up to `capacity` timers, its byte buffer sized for that many timers of the average size lately (so it rarely grows). */
+  /** A task for up to `capacity` timers, its payload column sized for that many payloads of the average size lately (so it rarely grows). */
   #newTask(capacity: number, sink: string | undefined): PendingTask {
-    const bytesInitial = this.#bytesPerTimerSeen ? Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * this.#bytesPerTimer * taskBytesSlack)) : firstTaskBytesInitial;
-    return new PendingTask(capacity, sink, bytesInitial);
+    const payloadBytesInitial = this.#bytesPerTimerSeen
+      ? Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * this.#payloadBytesPerTimer * taskBytesSlack))
+      : firstTaskPayloadBytesInitial;
+    return new PendingTask(capacity, sink, payloadBytesInitial);
   }
 
   #run(pending: PendingTask): void {
     const usedBytes = pending.builder.usedBytes;
+    const payloadBytes = pending.builder.payloadBytes;
     // The task holds its buffers whole (room left in them included): that is what is in flight.
     const finished = pending.builder.finish();
     let { task, heldBytes: taskBytes } = finished;
@@ -409,7 +414,9 @@ export class Dispatcher {
     }
     this.#inFlightBytes += taskBytes;
     const observed = usedBytes / pending.count;
+    const observedPayload = payloadBytes / pending.count;
     this.#bytesPerTimer = Math.max(64, this.#bytesPerTimerSeen ? 0.8 * this.#bytesPerTimer + 0.2 * observed : observed);
+    this.#payloadBytesPerTimer = this.#bytesPerTimerSeen ? 0.8 * this.#payloadBytesPerTimer + 0.2 * observedPayload : observedPayload;
     this.#bytesPerTimerSeen = true;
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = finished.transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];

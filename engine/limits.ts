@@ -272,7 +272,7 @@ export const dispatchLimits = {
   workerYoungGenerationMb: 10,
   /** Timers in one task sent to a delivery worker (one transfer each way, one OUTCOME record). */
   timersPerTaskMax: 256,
-  /** A task's byte buffer (ids, targets, headers, keys, payloads) is allocated at most this large up front; a fuller task grows it by doubling. */
+  /** A task's payload column is allocated at most this large up front; a fuller task grows it by doubling. */
   taskBytesInitialMax: 16 * MiB,
   /** An HTTP/2 session to a target unused this long is closed. */
   sessionIdleMsMax: 5 * 60_000,
