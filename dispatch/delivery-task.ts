@@ -56,6 +56,8 @@ export interface DeliveryTask {
 }
 
 export interface DeliveryResults {
+  /** An "arrow" task's buffers, handed back once its body is encoded (for the dispatcher's BufferPool). */
+  readonly spare?: readonly ArrayBuffer[];
   readonly kinds: Uint8Array;
   readonly reasons: Uint8Array;
   readonly statuses: Uint16Array;
@@ -83,6 +85,22 @@ export interface TaskTimer {
 }
 
 const utf8 = new TextEncoder();
+
+/** Where a builder gets its buffers, and gives back those it has outgrown (dispatch/buffer-pool.ts keeps them). */
+export interface TaskBuffers {
+  /** A buffer of at least `bytes` bytes; its contents are not relied on. */
+  take(bytes: number): ArrayBuffer;
+  give(buffer: ArrayBuffer): void;
+}
+
+/** New buffers each time, none kept. */
+export const freshBuffers: TaskBuffers = { take: (bytes) => new ArrayBuffer(bytes), give: () => undefined };
+
+/** The distinct buffers under a task's arrays: what goes to the worker with it, and what it may hand back. */
+export function taskBuffers(task: DeliveryTask): ArrayBuffer[] {
+  return [...new Set([task.meta.buffer, task.offsets.buffer, ...task.values.map((column) => column.buffer)] as ArrayBuffer[])];
+}
+
 /** A column's value buffer starts this large when nothing says how much it will hold; it grows by doubling. */
 const columnBytesInitial = 4 * 1024;
 
@@ -102,18 +120,23 @@ export class DeliveryTaskBuilder {
   /** Bytes written into each column. */
   readonly #used = new Int32Array(byteFields);
   readonly #sink: string | undefined;
+  readonly #buffers: TaskBuffers;
   #count = 0;
   /** The last target written, and where its bytes are: timers of a task mostly share it, and a copy is cheaper than encoding. */
   #lastTarget: string | undefined;
   #lastTargetStart = 0;
   #lastTargetEnd = 0;
 
-  constructor(capacity: number, sink: string | undefined, payloadBytesInitial = 64 * 1024) {
+  constructor(capacity: number, sink: string | undefined, payloadBytesInitial = 64 * 1024, buffers: TaskBuffers = freshBuffers) {
     this.#capacity = capacity;
     this.#sink = sink;
-    this.#meta = new Float64Array(capacity * metaFields);
-    this.#offsets = new Int32Array(byteFields * (capacity + 1));
-    this.#values = [new Uint8Array(capacity * idLength), new Uint8Array(0), new Uint8Array(payloadBytesInitial), new Uint8Array(0), new Uint8Array(0)];
+    this.#buffers = buffers;
+    this.#meta = new Float64Array(buffers.take(capacity * metaFields * Float64Array.BYTES_PER_ELEMENT), 0, capacity * metaFields);
+    this.#offsets = new Int32Array(buffers.take(byteFields * (capacity + 1) * Int32Array.BYTES_PER_ELEMENT), 0, byteFields * (capacity + 1));
+    // Every column starts at 0 (a buffer taken again holds an older task's offsets).
+    for (let field = 0; field < byteFields; field++) this.#offsets[field * (capacity + 1)] = 0;
+    const column = (bytes: number): Uint8Array => (bytes === 0 ? new Uint8Array(0) : new Uint8Array(buffers.take(bytes)));
+    this.#values = [column(capacity * idLength), column(0), column(payloadBytesInitial), column(0), column(0)];
   }
 
   get count(): number {
@@ -164,9 +187,10 @@ export class DeliveryTaskBuilder {
     const meta = this.#meta.subarray(0, count * metaFields);
     const offsets = this.#offsets.subarray(0, byteFields * (count + 1));
     const values = this.#values.map((column, field) => column.subarray(0, this.#used[field] as number));
-    const transfer = [meta.buffer, offsets.buffer, ...values.map((column) => column.buffer)] as ArrayBuffer[];
+    const task: DeliveryTask = { count, sink: this.#sink, meta, offsets, values };
+    const transfer = taskBuffers(task);
     const heldBytes = transfer.reduce((sum, buffer) => sum + buffer.byteLength, 0);
-    return { task: { count, sink: this.#sink, meta, offsets, values }, transfer, heldBytes };
+    return { task, transfer, heldBytes };
   }
 
   /** Payload bytes written into the task so far. */
@@ -203,8 +227,8 @@ export class DeliveryTaskBuilder {
       (this.#values[field] as Uint8Array).copyWithin(start, this.#lastTargetStart, this.#lastTargetEnd);
       end = start + length;
     } else {
-      // Sized for every timer of the task to have a target this long, the first time.
-      this.#reserve(field, target.length * 3, target.length * 3 * this.#capacity);
+      // Sized for every timer of the task to have a target this long (in ASCII), the first time.
+      this.#reserve(field, target.length * 3, target.length * this.#capacity);
       end = start + utf8.encodeInto(target, (this.#values[field] as Uint8Array).subarray(start)).written;
     }
     this.#used[field] = end;
@@ -219,9 +243,10 @@ export class DeliveryTaskBuilder {
     const column = this.#values[field] as Uint8Array;
     const used = this.#used[field] as number;
     if (used + bytes <= column.length) return;
-    const next = new Uint8Array(Math.max(column.length === 0 ? first : column.length * 2, used + bytes));
+    const next = new Uint8Array(this.#buffers.take(Math.max(column.length === 0 ? first : column.length * 2, used + bytes)));
     next.set(column.subarray(0, used));
     this.#values[field] = next;
+    this.#buffers.give(column.buffer as ArrayBuffer);
   }
 }
 

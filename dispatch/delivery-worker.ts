@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
-import { claimState, type DeliveryResults, type DeliveryTask, emptyResults, metaFields, notBeforeField, resultsTransfer, taskBytes, taskField, taskPolicy, workerLoadedMessage } from './delivery-task.ts';
+import { claimState, type DeliveryResults, type DeliveryTask, emptyResults, metaFields, notBeforeField, resultsTransfer, taskBuffers, taskBytes, taskField, taskPolicy, workerLoadedMessage } from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
@@ -76,6 +76,9 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
     for (let at = 0; at < task.count; at++) notBeforeMs = Math.max(notBeforeMs, task.meta[at * metaFields + notBeforeField] as number);
     if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
     await deliverArrowBatch(task, task.sink, results);
+    // The body sent was a copy: the task's buffers go back with the outcomes, for later tasks.
+    const spare = taskBuffers(task);
+    return move({ [transferableSymbol]: [...resultsTransfer(results), ...spare], [valueSymbol]: { ...results, spare } }) as unknown as DeliveryResults;
   }
   // piscina moves the result columns to the main thread (transferred, not copied).
   return move({ [transferableSymbol]: resultsTransfer(results), [valueSymbol]: results }) as unknown as DeliveryResults;

@@ -24,7 +24,8 @@ import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
 import { HistogramRuns } from './histogram-runs.ts';
-import { byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, metaFields, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
+import { BufferPool } from './buffer-pool.ts';
+import { byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -79,13 +80,13 @@ class PendingTask {
   /** A task of single deliveries: its claims, shared with its worker once it is sent (DeliveryTask.claims). */
   claims: Int32Array | undefined;
 
-  constructor(capacity: number, sink: string | undefined, payloadBytesInitial: number) {
-    this.builder = new DeliveryTaskBuilder(capacity, sink, payloadBytesInitial);
-    this.seqs = new Float64Array(capacity);
-    this.rows = new Uint32Array(capacity);
-    this.attempts = new Uint32Array(capacity);
-    this.fireAtMs = new Float64Array(capacity);
-    this.queues = new Uint16Array(capacity);
+  constructor(capacity: number, sink: string | undefined, payloadBytesInitial: number, buffers: TaskBuffers) {
+    this.builder = new DeliveryTaskBuilder(capacity, sink, payloadBytesInitial, buffers);
+    this.seqs = new Float64Array(buffers.take(capacity * Float64Array.BYTES_PER_ELEMENT), 0, capacity);
+    this.rows = new Uint32Array(buffers.take(capacity * Uint32Array.BYTES_PER_ELEMENT), 0, capacity);
+    this.attempts = new Uint32Array(buffers.take(capacity * Uint32Array.BYTES_PER_ELEMENT), 0, capacity);
+    this.fireAtMs = new Float64Array(buffers.take(capacity * Float64Array.BYTES_PER_ELEMENT), 0, capacity);
+    this.queues = new Uint16Array(buffers.take(capacity * Uint16Array.BYTES_PER_ELEMENT), 0, capacity);
   }
 
   get count(): number {
@@ -94,6 +95,11 @@ class PendingTask {
 
   get capacity(): number {
     return this.seqs.length;
+  }
+
+  /** This thread's arrays, for `buffers` to keep once the task's outcomes are recorded. */
+  release(buffers: TaskBuffers): void {
+    for (const column of [this.seqs, this.rows, this.attempts, this.fireAtMs, this.queues]) buffers.give(column.buffer as ArrayBuffer);
   }
 
   add(slice: DueSlice, i: number, timer: TaskTimer): void {
@@ -133,6 +139,8 @@ export class Dispatcher {
   readonly #tasks = new Set<Promise<void>>();
   /** Tasks of single deliveries at a worker that has not answered yet: their unsent timers can be withdrawn. */
   readonly #held = new Set<PendingTask>();
+  /** Buffers of "arrow" tasks, back from the workers, for the next ones. */
+  readonly #buffers: BufferPool;
   /** "arrow" queues' batches still filling, by queue index. */
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
   readonly #stats = new Map<string, QueueDeliveryStats>();
@@ -190,6 +198,8 @@ export class Dispatcher {
       // Short scavenges: a worker's loop stalls for each, and timers due meanwhile go out late.
       resourceLimits: { maxYoungGenerationSizeMb: this.#limits.workerYoungGenerationMb },
     });
+    // Memory, not timers: kept by the real, monotonic clock whatever the injected one does.
+    this.#buffers = new BufferPool({ bytesMax: this.#limits.taskBuffersPooledBytesMax, idleMs: this.#limits.taskBuffersIdleMs, clock: { now: () => performance.now() } });
     this.#pool.on('message', (message: unknown) => {
       if (message === workerLoadedMessage && ++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
     });
@@ -237,6 +247,11 @@ export class Dispatcher {
 
   get inFlightBytes(): number {
     return this.#inFlightBytes;
+  }
+
+  /** Bytes of "arrow" tasks' buffers kept for later tasks. */
+  get pooledBytes(): number {
+    return this.#buffers.bytes;
   }
 
   /** First attempts that started before their fire time by the worker's clock (must stay 0). */
@@ -342,6 +357,7 @@ export class Dispatcher {
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.#limits.drainTimeoutMs).unref());
     await Promise.race([drained, timeout]);
     await this.#pool.destroy();
+    this.#buffers.clear();
   }
 
   #add(task: PendingTask, slice: DueSlice, i: number, config: QueueConfig, workerClockOffsetMs: number): void {
@@ -396,7 +412,9 @@ export class Dispatcher {
     const payloadBytesInitial = this.#bytesPerTimerSeen
       ? Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * this.#payloadBytesPerTimer * taskBytesSlack))
       : firstTaskPayloadBytesInitial;
-    return new PendingTask(capacity, sink, payloadBytesInitial);
+    // Single deliveries' bodies are views of their task's payload column, which a request timed
+    // out may still be writing after the task is done: only "arrow" tasks' buffers come back.
+    return new PendingTask(capacity, sink, payloadBytesInitial, sink === undefined ? freshBuffers : this.#buffers);
   }
 
   #run(pending: PendingTask): void {
@@ -423,6 +441,7 @@ export class Dispatcher {
     const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)
       .then(
         (results) => {
+          for (const buffer of results.spare ?? []) this.#buffers.give(buffer);
           this.#held.delete(pending);
           return this.#record(pending, results);
         },
@@ -445,6 +464,7 @@ export class Dispatcher {
         this.#inFlight -= pending.count;
         if (task.sink === undefined) this.#requestsInFlight -= pending.count;
         this.#inFlightBytes -= taskBytes;
+        if (task.sink !== undefined) pending.release(this.#buffers);
         this.#scheduler.wake();
       });
     this.#tasks.add(done);

@@ -272,6 +272,14 @@ export const dispatchLimits = {
   workerYoungGenerationMb: 10,
   /** Timers in one task sent to a delivery worker (one transfer each way, one OUTCOME record). */
   timersPerTaskMax: 256,
+  /**
+   * Buffers of "arrow" tasks handed back by the workers and kept for later tasks
+   * (dispatch/buffer-pool.ts), in bytes at most: fresh pages for each 10,000-row batch's few MiB
+   * were a fifth of the main thread's time in the dispatch bench's Arrow drain.
+   */
+  taskBuffersPooledBytesMax: 64 * MiB,
+  /** Kept buffers are let go after this long without a task taking one. */
+  taskBuffersIdleMs: 30_000,
   /** A task's payload column is allocated at most this large up front; a fuller task grows it by doubling. */
   taskBytesInitialMax: 16 * MiB,
   /** An HTTP/2 session to a target unused this long is closed. */

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { tableFromIPC } from 'apache-arrow';
 import pino from 'pino';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { Engine, systemClock } from '../../engine/engine.ts';
@@ -294,9 +295,33 @@ test('an Arrow batch of small timers holds buffers sized for them, not for a gue
         await addAll(engine, Array.from({ length: 2_000 }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'p'.repeat(16), queue: 'pipe' })));
         dispatcher.start();
         await until('the batch in flight', 10_000, () => dispatcher.inFlight === 2_000);
-        assert.ok(dispatcher.inFlightBytes < 2 * 1024 * 1024, `in-flight bytes ${dispatcher.inFlightBytes}`);
+        assert.ok(dispatcher.inFlightBytes < 4 * 1024 * 1024, `in-flight bytes ${dispatcher.inFlightBytes}`);
       },
     );
+  } finally {
+    await close();
+  }
+});
+
+test('an Arrow batch\'s buffers come back from the worker and the next batches are built in them', { timeout: 60_000 }, async () => {
+  const { engine, dispatcher, close } = await rig();
+  try {
+    await withSink(undefined, async (sink) => {
+      await engine.setQueue('pipe', { delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: 1_000, linger_ms: 1 });
+      await addAll(engine, Array.from({ length: 1_000 }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'p'.repeat(64), queue: 'pipe' })));
+      dispatcher.start();
+      await until('the first batch delivered', 10_000, () => engine.countsByState().delivered === 1_000);
+      const kept = dispatcher.pooledBytes;
+      assert.ok(kept > 1_000 * 64, `${kept} bytes kept after the first batch`);
+      await addAll(engine, Array.from({ length: 1_000 }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'q'.repeat(64), queue: 'pipe' })));
+      await until('the second batch delivered', 10_000, () => engine.countsByState().delivered === 2_000);
+      const batches = sink.requests.filter((request) => request.headers['content-type'] === 'application/vnd.apache.arrow.stream');
+      assert.equal(batches.length, 2);
+      // Built in the first batch's buffers, the second is still its own timers, byte for byte.
+      const second = tableFromIPC(batches[1]?.body as Uint8Array);
+      assert.equal(second.numRows, 1_000);
+      for (let row = 0; row < second.numRows; row += 97) assert.equal(Buffer.from(second.getChild('payload')?.get(row) as Uint8Array).toString(), 'q'.repeat(64));
+    });
   } finally {
     await close();
   }

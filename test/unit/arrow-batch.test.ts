@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
 import { arrowBatchKey, encodeArrowBatch } from '../../dispatch/arrow-batch.ts';
-import { DeliveryTaskBuilder, type TaskTimer } from '../../dispatch/delivery-task.ts';
+import { DeliveryTaskBuilder, type TaskTimer, taskBuffers } from '../../dispatch/delivery-task.ts';
 import { encodeTimerId } from '../../engine/ids.ts';
 import { defaultQueueConfig } from '../../engine/queues.ts';
 
@@ -64,4 +64,13 @@ test('the batch key is the SHA-256 of the ids in order', () => {
   for (let i = 0; i < count; i++) hash.update(encodeTimerId(7 + i, i * 3, fireAt + i));
   assert.equal(arrowBatchKey(task(count)), `batch_${hash.digest('base64url').slice(0, 32)}`);
   assert.notEqual(arrowBatchKey(task(count)), arrowBatchKey(task(count - 1)));
+});
+
+test('the body is a copy: a worker may hand the task\'s buffers back once it is encoded', () => {
+  const built = task(25);
+  const body = encodeArrowBatch(built);
+  const before = Buffer.from(body);
+  for (const buffer of taskBuffers(built)) new Uint8Array(buffer).fill(0xee);
+  assert.ok(Buffer.from(body).equals(before), 'the body did not change with the task\'s buffers');
+  assert.equal(tableFromIPC(body).getChild('id')?.get(3), encodeTimerId(10, 9, fireAt + 3));
 });
