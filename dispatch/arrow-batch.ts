@@ -12,8 +12,7 @@
 //   headers   Utf8 (JSON), null if none  its headers
 import { createHash } from 'node:crypto';
 import { Binary, makeData, makeVector, Table, tableToIPC, Timestamp, TimeUnit, Uint32, Utf8 } from 'apache-arrow';
-import { idLength } from '../engine/ids.ts';
-import { type DeliveryTask, metaFields, taskColumn, taskField as field } from './delivery-task.ts';
+import { type DeliveryTask, metaFields, taskColumn, taskField as field, taskIdColumn } from './delivery-task.ts';
 
 export const arrowBatchMediaType = 'application/vnd.apache.arrow.stream';
 
@@ -57,13 +56,26 @@ function fireTimes(task: DeliveryTask): BigInt64Array {
   return fireAt;
 }
 
-/** The task's timers as an Arrow IPC stream (attempt numbers and fire times from its meta), with `metadata` on its schema. */
+/** The task's id column, written once for its body and its batch key. */
+const idColumns = new WeakMap<DeliveryTask, { offsets: Int32Array; values: Uint8Array }>();
+
+function ids(task: DeliveryTask): { offsets: Int32Array; values: Uint8Array } {
+  let column = idColumns.get(task);
+  if (column === undefined) {
+    column = taskIdColumn(task);
+    idColumns.set(task, column);
+  }
+  return column;
+}
+
+/** The task's timers as an Arrow IPC stream (ids, attempt numbers and fire times from its meta), with `metadata` on its schema. */
 export function encodeArrowBatch(task: DeliveryTask, metadata?: ReadonlyMap<string, string>): Uint8Array {
   const count = task.count;
+  const id = ids(task);
   const attempt = new Uint32Array(count);
   for (let at = 0; at < count; at++) attempt[at] = task.meta[at * metaFields + 1] as number;
   const table = new Table({
-    id: makeVector(makeData({ type: new Utf8(), ...column(task, field.id, false) })),
+    id: makeVector(makeData({ type: new Utf8(), length: count, valueOffsets: id.offsets, data: id.values })),
     fire_at: makeVector(makeData({ type: new Timestamp(TimeUnit.MILLISECOND, 'UTC'), length: count, data: fireTimes(task) })),
     attempt: makeVector(makeData({ type: new Uint32(), length: count, data: attempt })),
     target: makeVector(makeData({ type: new Utf8(), ...column(task, field.target, false) })),
@@ -82,6 +94,5 @@ export function encodeArrowBatch(task: DeliveryTask, metadata?: ReadonlyMap<stri
  */
 export function arrowBatchKey(task: DeliveryTask): string {
   // The id column holds the ids side by side: hashed in one update, the same digest as one update per id.
-  const ids = taskColumn(task, field.id).values.subarray(0, task.count * idLength);
-  return `batch_${createHash('sha256').update(ids).digest('base64url').slice(0, 32)}`;
+  return `batch_${createHash('sha256').update(ids(task).values).digest('base64url').slice(0, 32)}`;
 }

@@ -6,11 +6,11 @@
 //   DeliveryTask  count
 //                 meta     Float64Array   [fireAtMs, attempt, timeoutMs, max_attempts,
 //                                         min_backoff_ms, max_backoff_ms, max_doublings,
-//                                         notBeforeMs] × count
+//                                         notBeforeMs, seq, row] × count
 //                 offsets  Int32Array     byteFields columns of count + 1 offsets each, every
-//                                         column from 0: [id …][target …][payload …][headers …][key …]
+//                                         column from 0: [target …][payload …][headers …][key …]
 //                 values   Uint8Array × byteFields
-//                                         each column's values back to back: ids | targets |
+//                                         each column's values back to back: targets |
 //                                         payloads | headers JSON | keys
 //
 //                 claims   Int32Array     single deliveries only: over a SharedArrayBuffer (not
@@ -18,7 +18,9 @@
 //
 // The byte fields are laid out as Arrow's variable-width columns (Int32 offsets from 0, values
 // back to back), so an "arrow" delivery's record batch is made of them as they are, with no copy
-// per value on the worker. A timer's claim decides, once, between the worker sending it
+// per value on the worker. A timer's id is written by the worker from its seq, row and fire time
+// (taskId, taskIdColumn): the main thread, the dispatch path's busiest, does not spell it out.
+// A timer's claim decides, once, between the worker sending it
 // (held → sent, when its time has come) and a cancel withdrawing it (held → withdrawn, on the
 // main thread, dispatch/dispatcher.ts): whichever compareExchange comes first wins.
 //
@@ -28,19 +30,22 @@
 //                    startedAtMs      Float64Array  wall clock when the request was sent
 //                    durationMs       Float64Array  until the answer's head arrived, or the failure
 import assert from 'node:assert/strict';
-import { encodeTimerIdInto, idLength } from '../engine/ids.ts';
+import { encodeTimerId, encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 
-export const metaFields = 8;
+export const metaFields = 10;
 /** What a delivery worker posts on its parent port once its code has loaded (the pool's 'message' event). */
 export const workerLoadedMessage = 'fermata.delivery-worker.loaded';
 /** A timer's claim (DeliveryTask.claims). */
 export const claimState = { held: 0, sent: 1, withdrawn: 2 } as const;
 /** meta[at · metaFields + notBeforeField]: the worker's wall clock (Date.now) must reach it before timer `at` is sent. */
 export const notBeforeField = 7;
-export const byteFields = 5;
-/** Which of a timer's byte fields: field f of timer `at` is offsets[at · byteFields + f] up to the next offset. */
-export const taskField = { id: 0, target: 1, payload: 2, headers: 3, key: 4 } as const;
+/** meta[at · metaFields + seqField] and the next: the timer's ADD sequence and row (its id, with its fire time). */
+const seqField = 8;
+const rowField = 9;
+export const byteFields = 4;
+/** Which of a timer's byte columns (taskColumn, taskBytes). */
+export const taskField = { target: 0, payload: 1, headers: 2, key: 3 } as const;
 
 export interface DeliveryTask {
   readonly count: number;
@@ -68,7 +73,7 @@ export interface DeliveryResults {
 
 /** One timer as the dispatcher adds it to a task (views into the store are fine: they are copied). */
 export interface TaskTimer {
-  /** The timer's ADD sequence and row: its id is written from them (and fireAtMs) as bytes, never as a string. */
+  /** The timer's ADD sequence and row: its id, with fireAtMs (the worker writes it out). */
   readonly seq: number;
   readonly row: number;
   readonly target: string;
@@ -136,7 +141,7 @@ export class DeliveryTaskBuilder {
     // Every column starts at 0 (a buffer taken again holds an older task's offsets).
     for (let field = 0; field < byteFields; field++) this.#offsets[field * (capacity + 1)] = 0;
     const column = (bytes: number): Uint8Array => (bytes === 0 ? new Uint8Array(0) : new Uint8Array(buffers.take(bytes)));
-    this.#values = [column(capacity * idLength), column(0), column(payloadBytesInitial), column(0), column(0)];
+    this.#values = [column(0), column(payloadBytesInitial), column(0), column(0)];
   }
 
   get count(): number {
@@ -156,11 +161,8 @@ export class DeliveryTaskBuilder {
     meta[base + 5] = timer.policy.max_backoff_ms;
     meta[base + 6] = timer.policy.max_doublings;
     meta[base + notBeforeField] = timer.notBeforeMs ?? 0;
-    const stride = this.#capacity + 1;
-    const offsets = this.#offsets;
-    encodeTimerIdInto(this.#values[taskField.id] as Uint8Array, at * idLength, timer.seq, timer.row, timer.fireAtMs);
-    this.#used[taskField.id] = (at + 1) * idLength;
-    offsets[taskField.id * stride + at + 1] = (at + 1) * idLength;
+    meta[base + seqField] = timer.seq;
+    meta[base + rowField] = timer.row;
     this.#putTarget(at, timer.target);
     const bytes = timer.bytes;
     const payloadLength = timer.payloadLength;
@@ -198,7 +200,7 @@ export class DeliveryTaskBuilder {
     return this.#used[taskField.payload] as number;
   }
 
-  /** Bytes written into the task so far (ids, targets, headers, keys, payloads). */
+  /** Bytes written into the task's columns so far (targets, payloads, headers, keys). */
   get usedBytes(): number {
     let used = 0;
     for (let field = 0; field < byteFields; field++) used += this.#used[field] as number;
@@ -254,6 +256,26 @@ export class DeliveryTaskBuilder {
 export function taskColumn(task: DeliveryTask, field: number): { offsets: Int32Array; values: Uint8Array } {
   const start = field * (task.count + 1);
   return { offsets: task.offsets.subarray(start, start + task.count + 1), values: task.values[field] as Uint8Array };
+}
+
+/** Timer `at`'s id. */
+export function taskId(task: DeliveryTask, at: number): string {
+  const base = at * metaFields;
+  return encodeTimerId(task.meta[base + seqField] as number, task.meta[base + rowField] as number, task.meta[base] as number);
+}
+
+/** The task's ids as an Arrow Utf8 column's buffers: idLength bytes each, in order. */
+export function taskIdColumn(task: DeliveryTask): { offsets: Int32Array; values: Uint8Array } {
+  const count = task.count;
+  const meta = task.meta;
+  const values = new Uint8Array(count * idLength);
+  const offsets = new Int32Array(count + 1);
+  for (let at = 0; at < count; at++) {
+    const base = at * metaFields;
+    encodeTimerIdInto(values, at * idLength, meta[base + seqField] as number, meta[base + rowField] as number, meta[base] as number);
+    offsets[at + 1] = (at + 1) * idLength;
+  }
+  return { offsets, values };
 }
 
 /** Field `field` (a taskField) of timer `at`, as a view. */

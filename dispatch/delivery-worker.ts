@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
-import { claimState, type DeliveryResults, type DeliveryTask, emptyResults, metaFields, notBeforeField, resultsTransfer, taskBuffers, taskBytes, taskField, taskPolicy, workerLoadedMessage } from './delivery-task.ts';
+import { claimState, type DeliveryResults, type DeliveryTask, emptyResults, metaFields, notBeforeField, resultsTransfer, taskBuffers, taskBytes, taskField, taskId, taskPolicy, workerLoadedMessage } from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
@@ -117,7 +117,7 @@ function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number, ti
   const fireAtMs = task.meta[at * metaFields] as number;
   const attempt = task.meta[at * metaFields + 1] as number;
   const timeoutMs = task.meta[at * metaFields + 2] as number;
-  const id = utf8.decode(taskBytes(task, at, taskField.id));
+  const id = taskId(task, at);
   const key = taskBytes(task, at, taskField.key);
   const body = taskBytes(task, at, taskField.payload);
   const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
