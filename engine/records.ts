@@ -71,8 +71,37 @@ export function emptyOutcomes(capacity: number): Outcomes & { count: number } {
   };
 }
 
+/** Whether this machine's typed arrays are little-endian, as the log's fields are. */
+const littleEndian = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
+
+/**
+ * The OUTCOME body: 32 bytes an outcome, little-endian (docs/format/engine-records.md). Written through
+ * typed arrays over the body where the machine is little-endian (a delivered Arrow batch logs
+ * 10,000 at once: DataView calls were 5% of the dispatch path's main thread), else a DataView.
+ */
 export function encodeOutcomes(outcomes: Outcomes): Uint8Array {
-  const bytes = new Uint8Array(outcomes.count * outcomeEntryBytes);
+  const count = outcomes.count;
+  const bytes = new Uint8Array(count * outcomeEntryBytes);
+  if (!littleEndian) return encodeOutcomesPortably(outcomes, bytes);
+  // Entry i: f64[4i] seq, u32[8i + 2] row, bytes 32i + 12 and 13 kind and reason, u16[16i + 7]
+  // status, u32[8i + 4] attempts, u32[8i + 5] zero, f64[4i + 3] retry time or expiry.
+  const f64 = new Float64Array(bytes.buffer);
+  const u32 = new Uint32Array(bytes.buffer);
+  const u16 = new Uint16Array(bytes.buffer);
+  const { seqs, rows, kinds, reasons, statuses, attempts, retryAtMs } = outcomes;
+  for (let i = 0; i < count; i++) {
+    f64[4 * i] = seqs[i] as number;
+    u32[8 * i + 2] = rows[i] as number;
+    bytes[32 * i + 12] = kinds[i] as number;
+    bytes[32 * i + 13] = reasons[i] as number;
+    u16[16 * i + 7] = statuses[i] as number;
+    u32[8 * i + 4] = attempts[i] as number;
+    f64[4 * i + 3] = retryAtMs[i] as number;
+  }
+  return bytes;
+}
+
+function encodeOutcomesPortably(outcomes: Outcomes, bytes: Uint8Array): Uint8Array {
   const view = new DataView(bytes.buffer);
   for (let i = 0; i < outcomes.count; i++) {
     const at = i * outcomeEntryBytes;
