@@ -129,7 +129,6 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
       arrow_timers: sizes.arrowTimers,
       arrow_batch_rows_max: arrow.batchRowsMax,
       arrow_batches: arrow.requests,
-      arrow_second_half_per_s: Math.round(arrow.secondHalfPerS),
       lateness_rate_per_s: latenessRate,
       lateness_timers: latenessTimers,
       lateness_release_ms_p99: lateness.releaseP99Ms,
