@@ -20,6 +20,7 @@ import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as hdr from 'hdr-histogram-js';
+import { httpLimits } from '../engine/limits.ts';
 import { newMicrosHistogram } from './load-generator.ts';
 
 export interface SinkSnapshot {
@@ -79,11 +80,14 @@ interface Listening {
 }
 
 async function listen(): Promise<Listening> {
-  // Room for every stream a sender may keep in flight on one session.
-  const server = http2.createServer({ maxSessionMemory: 256, settings: { maxConcurrentStreams: 4096 } });
+  // Room for every stream a sender may keep in flight on one session, and the flow-control
+  // windows fermata's own ingest advertises for Arrow batches: with HTTP/2's 64 KiB defaults a
+  // 2 MB batch waits for some 30 window updates and the drain measures the sink's window.
+  const server = http2.createServer({ maxSessionMemory: 256, settings: { maxConcurrentStreams: 4096, initialWindowSize: httpLimits.http2StreamWindowBytes } });
   const listening: Listening = { server, url: '', sessions: new Set(), tally: newTally() };
   server.on('session', (session: http2.ServerHttp2Session) => {
     listening.sessions.add(session);
+    session.setLocalWindowSize(httpLimits.http2SessionWindowBytes);
     session.once('close', () => listening.sessions.delete(session));
   });
   server.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
