@@ -20,7 +20,7 @@ import { Piscina } from 'piscina';
 import type { Logger } from 'pino';
 import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
 import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
-import type { QueueConfig } from '../engine/queues.ts';
+import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { Scheduler } from '../engine/scheduler.ts';
 import { HistogramRuns } from './histogram-runs.ts';
@@ -64,6 +64,7 @@ export interface QueueDeliveryStats {
 const taskBytesSlack = 1.25;
 /** The payload column of the first task, before any timer's size is known: it grows by doubling. */
 const firstTaskPayloadBytesInitial = 64 * 1024;
+const noBytes = new Uint8Array(0);
 /** A timer's share of a task's meta and offsets arrays. */
 const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Int32Array.BYTES_PER_ELEMENT;
 
@@ -141,6 +142,20 @@ export class Dispatcher {
   readonly #held = new Set<PendingTask>();
   /** Buffers of "arrow" tasks, back from the workers, for the next ones. */
   readonly #buffers: BufferPool;
+  /** The timer #add hands to a task builder, filled again each time. */
+  readonly #timer: { -readonly [K in keyof TaskTimer]-?: TaskTimer[K] } = {
+    seq: 0,
+    row: 0,
+    target: '',
+    bytes: noBytes,
+    payloadLength: 0,
+    headersLength: 0,
+    fireAtMs: 0,
+    notBeforeMs: 0,
+    attempt: 0,
+    timeoutMs: 0,
+    policy: defaultQueueConfig,
+  };
   /** "arrow" queues' batches still filling, by queue index. */
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
   readonly #stats = new Map<string, QueueDeliveryStats>();
@@ -318,9 +333,11 @@ export class Dispatcher {
     let task: PendingTask | undefined;
     let pulled = 0;
     const releaseRuns = new HistogramRuns();
+    // By queue index: a slice holds timers of a few queues, and a lookup by name per timer showed in profiles.
+    const configs: Array<QueueConfig | undefined> = [];
     for (let i = 0; i < slice.count; i++) {
       const queue = slice.queues[i] as number;
-      const config = engine.queueConfig(engine.queueNameAt(queue));
+      const config = (configs[queue] ??= engine.queueConfig(engine.queueNameAt(queue)));
       if (config.rate_per_s !== null) this.#queueTokens[queue] = (this.#queueTokens[queue] ?? 0) - 1;
       // Pulled timers hold no worker or bytes: they count against their queue's pull bound only.
       if (config.delivery === 'pull') {
@@ -366,19 +383,22 @@ export class Dispatcher {
     const fireAtMs = slice.fireAtMs[i] as number;
     const delivery = this.#engine.deliveryOf(seq, row);
     if (delivery === undefined) throw new Error(`timer (${seq}, ${row}) handed out for delivery is not resident`);
-    task.add(slice, i, {
-      seq,
-      row,
-      target: delivery.target,
-      bytes: delivery.bytes,
-      payloadLength: delivery.payloadLength,
-      headersLength: delivery.headersLength,
-      fireAtMs,
-      notBeforeMs: (slice.dueAtMs[i] as number) - workerClockOffsetMs,
-      attempt: slice.attempts[i] as number,
-      timeoutMs: config.timeout_ms,
-      policy: config,
-    });
+    // One object filled again for every timer (the builder copies what it needs at once), not one made per timer.
+    const timer = this.#timer;
+    timer.seq = seq;
+    timer.row = row;
+    timer.target = delivery.target;
+    timer.bytes = delivery.bytes;
+    timer.payloadLength = delivery.payloadLength;
+    timer.headersLength = delivery.headersLength;
+    timer.fireAtMs = fireAtMs;
+    timer.notBeforeMs = (slice.dueAtMs[i] as number) - workerClockOffsetMs;
+    timer.attempt = slice.attempts[i] as number;
+    timer.timeoutMs = config.timeout_ms;
+    timer.policy = config;
+    task.add(slice, i, timer);
+    // Not kept past the call: the view would hold its arena slab.
+    timer.bytes = noBytes;
   }
 
   /**

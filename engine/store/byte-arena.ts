@@ -346,7 +346,8 @@ export class ByteArena {
     const slabId = this.#slabIdOf(ref);
     const slab = this.#slabs[slabId];
     const offset = ref % offsetSpan;
-    assert.ok(slab !== undefined && offset + length <= (this.#end[slabId] ?? 0), 'view of a ref outside any slab');
+    // Plain conditions, assert only on failure (view and free run once per timer delivered).
+    if (slab === undefined || offset + length > (this.#end[slabId] ?? 0)) assert.fail('view of a ref outside any slab');
     return slab.subarray(offset, offset + length);
   }
 
@@ -354,8 +355,8 @@ export class ByteArena {
     if (length === 0) return;
     const slabId = this.#slabIdOf(ref);
     const live = (this.#live[slabId] ?? 0) - length;
-    assert.ok(this.#slabs[slabId] !== undefined && ref % offsetSpan + length <= (this.#end[slabId] ?? 0), 'free of a ref outside any slab');
-    assert.ok(live >= 0, 'slab live count below zero: a string was freed twice or with the wrong length');
+    if (this.#slabs[slabId] === undefined || ref % offsetSpan + length > (this.#end[slabId] ?? 0)) assert.fail('free of a ref outside any slab');
+    if (live < 0) assert.fail('slab live count below zero: a string was freed twice or with the wrong length');
     this.#live[slabId] = live;
     this.#bytesLive -= length;
     this.#bytesFreed += length;
