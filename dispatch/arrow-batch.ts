@@ -25,6 +25,7 @@ interface VariableWidth {
 }
 
 const twoTo32 = 2 ** 32;
+const littleEndian = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
 
 /** One task field as an Arrow variable-width column (views of the task's buffers); empty values are null when `emptyIsNull`. */
 function column(task: DeliveryTask, which: number, emptyIsNull: boolean): VariableWidth {
@@ -44,11 +45,11 @@ function column(task: DeliveryTask, which: number, emptyIsNull: boolean): Variab
 function fireTimes(task: DeliveryTask): BigInt64Array {
   const count = task.count;
   const fireAt = new BigInt64Array(count);
-  // Little-endian halves, as Arrow's buffers are (and every platform Node runs on).
+  // Low half first: a little-endian machine's layout (a big-endian one takes the BigInt way).
   const halves = new Int32Array(fireAt.buffer);
   for (let at = 0; at < count; at++) {
     const ms = task.meta[at * metaFields] as number;
-    if (Number.isSafeInteger(ms) && ms >= 0) {
+    if (littleEndian && Number.isSafeInteger(ms) && ms >= 0) {
       halves[2 * at] = ms % twoTo32 | 0;
       halves[2 * at + 1] = Math.floor(ms / twoTo32);
     } else fireAt[at] = BigInt(Math.trunc(ms));

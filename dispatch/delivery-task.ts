@@ -112,9 +112,9 @@ const columnBytesInitial = 4 * 1024;
 /**
  * Builds a task timer by timer, each byte field into its own column. The payload column starts
  * at the caller's estimate of what the task will hold and grows by doubling past it (every copy
- * and page touched is per timer, so a good estimate saves both); ids take a fixed width, and the
- * target column is sized by the first target (the timers of a task mostly share it). `finish`
- * hands out views of the buffers, not copies (they are transferred).
+ * and page touched is per timer, so a good estimate saves both); the target column is sized by
+ * the first target (the timers of a task mostly share it), headers and keys start small when
+ * the first comes. `finish` hands out views of the buffers, not copies (they are transferred).
  */
 export class DeliveryTaskBuilder {
   readonly #capacity: number;

@@ -127,7 +127,7 @@ export class Dispatcher {
   #requestsInFlight = 0;
   /** Bytes the tasks in flight hold (their whole buffers: payloads, headers, keys, targets, ids, and room left). */
   #inFlightBytes = 0;
-  /** Bytes of ids, targets, headers, keys and payloads a timer's delivery writes into a task, on average lately: sizes new tasks, and (with its share of the meta and offsets) turns the byte room into a timer count. */
+  /** Bytes of targets, headers, keys and payloads a timer's delivery writes into a task, on average lately: with its share of the meta and offsets, turns the byte room into a timer count. */
   #bytesPerTimer = 1024;
   /** Of #bytesPerTimer, the payload's: sizes a new task's payload column. */
   #payloadBytesPerTimer = 0;
@@ -173,7 +173,7 @@ export class Dispatcher {
   readonly latency = histogram();
   #stopped = false;
   #earlyDeliveries = 0;
-  /** Workers that have loaded their code (they post workerLoadedMessage), and when the last of them did. */
+  /** Workers that have loaded their code (they post workerLoadedMessage); #loaded resolves with the time the last one took. */
   #workersLoaded = 0;
   readonly #loaded = Promise.withResolvers<number>();
   readonly #createdAtMs = performance.now();
