@@ -2,7 +2,9 @@
 // none early); timers taken ahead are held by the worker until their time, and a cancel
 // withdraws one it holds; a queue's max_concurrent and rate_per_s hold, and a queue stuck on a
 // slow target does not delay another; an idle worker's HTTP/2 session still answers a PING; a
-// name that resolves to loopback is refused at delivery when loopback is not allowed.
+// name that resolves to loopback is refused at delivery when loopback is not allowed; ready()
+// waits for every worker's code; an Arrow batch's buffers are sized for its timers, come back
+// from the worker, and the next batch built in them is its own timers byte for byte.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
