@@ -16,9 +16,9 @@ import { type Clock } from '../engine/engine.ts';
 const pageBytes = 4096;
 
 export interface BufferPoolOptions {
-  /** Bytes the free lists hold at most; a buffer given back past it is dropped. */
+  /** Bytes the free list holds at most; a buffer given back past it is dropped. */
   readonly bytesMax: number;
-  /** After this long with no take(), the free lists are emptied. */
+  /** After this long with no take(), the free list is emptied. */
   readonly idleMs: number;
   readonly clock: Clock;
 }
@@ -74,6 +74,7 @@ export class BufferPool {
     if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
   }
+
   #armIdle(): void {
     if (this.#idleTimer !== undefined) return;
     const check = (): void => {
