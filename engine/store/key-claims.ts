@@ -33,27 +33,14 @@ export class KeyClaims {
 
   /** Claims `hashes` until `settled` settles; returns the ticket to release() them with. */
   claim(hashes: ArrayLike<number>, settled: Promise<void>): number {
-    const ticket = this.open(settled);
-    this.#reserve(hashes.length);
-    for (let i = 0; i < hashes.length; i++) this.#place(hashes[i] as number, ticket);
-    this.#size += hashes.length;
-    return ticket;
-  }
-
-  /** A ticket holding no claim yet, for add()ing claims one by one (each may first be looked up). */
-  open(settled: Promise<void>): number {
     const ticket = this.#nextTicket;
     this.#nextTicket = (ticket + 1) % ticketSpan;
     if (this.#settled.has(ticket)) assert.fail('key claim tickets wrapped around onto one in flight');
     this.#settled.set(ticket, settled);
+    this.#reserve(hashes.length);
+    for (let i = 0; i < hashes.length; i++) this.#place(hashes[i] as number, ticket);
+    this.#size += hashes.length;
     return ticket;
-  }
-
-  /** Claims one more `hash` for `ticket` (from open() or claim()). */
-  add(ticket: number, hash: number): void {
-    this.#reserve(1);
-    this.#place(hash, ticket);
-    this.#size++;
   }
 
   /** The promise of the admit that claimed `hash`, if one has. */

@@ -1,22 +1,20 @@
 // KeyClaims (the engine's idempotency keys claimed by admits in flight) against a model that
 // keeps each claim as (ticket, hash): get(hash) answers a claiming admit's promise exactly while
 // some claim on that hash is held, through growth, colliding hashes, repeats within one claim,
-// releases in any order and the shrink back once nothing is in flight; claims made at once or
-// one by one (open + add).
+// releases in any order and the shrink back once nothing is in flight.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { KeyClaims } from '../../engine/store/key-claims.ts';
 import { propertyRuns } from '../helpers/property.ts';
 
-type ClaimMode = 'at-once' | 'one-by-one';
-type Op = { kind: 'claim'; hashes: number[]; mode: ClaimMode } | { kind: 'release'; pick: number } | { kind: 'get'; hash: number };
+type Op = { kind: 'claim'; hashes: number[] } | { kind: 'release'; pick: number } | { kind: 'get'; hash: number };
 
 // Hashes that share low bits (the table's home cell), and a few far apart.
 const hash = fc.oneof(fc.integer({ min: 0, max: 40 }).map((h) => h * 1024), fc.integer({ min: 0, max: 3000 }), fc.constant(0xffffffff));
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 2, arbitrary: fc.tuple(fc.array(hash, { maxLength: 700 }), fc.constantFrom<ClaimMode>('at-once', 'one-by-one')).map(([hashes, mode]): Op => ({ kind: 'claim', hashes, mode })) },
+  { weight: 2, arbitrary: fc.array(hash, { maxLength: 700 }).map((hashes): Op => ({ kind: 'claim', hashes })) },
   { weight: 2, arbitrary: fc.nat().map((pick): Op => ({ kind: 'release', pick })) },
   { weight: 3, arbitrary: hash.map((h): Op => ({ kind: 'get', hash: h })) },
 );
@@ -35,12 +33,7 @@ test('KeyClaims answers as a list of claims would, through any claims and releas
       for (const o of ops) {
         if (o.kind === 'claim') {
           const promise = Promise.resolve();
-          let ticket: number;
-          if (o.mode === 'one-by-one') {
-            ticket = claims.open(promise);
-            for (const h of o.hashes) claims.add(ticket, h);
-          } else ticket = claims.claim(o.hashes, promise);
-          held.push({ ticket, hashes: o.hashes, promise });
+          held.push({ ticket: claims.claim(o.hashes, promise), hashes: o.hashes, promise });
         } else if (o.kind === 'release' && held.length > 0) {
           const [claim] = held.splice(o.pick % held.length, 1);
           if (claim !== undefined) claims.release(claim.ticket, claim.hashes);
