@@ -16,7 +16,7 @@ export const walLimits = {
   groupWaitMsMax: 0,
   /** Bytes queued behind the committer; past this, append rejects with WAL_QUEUE_FULL. */
   queueBytesMax: 256 * MiB,
-  /** An fdatasync slower than this is logged and counted as slow. */
+  /** A group's sync (its fdatasync, or its write on a write-through segment) slower than this is logged and counted as slow. */
   slowSyncMs: 1000,
 } as const;
 

@@ -5,7 +5,10 @@
 //
 // Contract, shared by every implementation:
 // - `writev` writes every byte of every chunk at `position` or throws; nothing is durable
-//   until `datasync` resolves.
+//   until `datasync` resolves, except on a handle whose `writeThrough` is true (opened with
+//   `{ writeThrough: true }` where the platform can: O_DSYNC), where each `writev` that resolves
+//   is durable as if a `datasync` had followed it, and one that fails may have reached the disk
+//   in part.
 // - A created, renamed or unlinked name is durable only after `syncDir` of its directory.
 // - Errors carry an errno-style `code` (ENOENT, EEXIST, ENOSPC, EIO, …).
 
@@ -17,7 +20,17 @@ export type OpenMode =
   /** Open an existing file read-only. */
   | 'read';
 
+export interface OpenOptions {
+  /**
+   * Ask for write-through: each write durable when it returns (O_DSYNC), one system call where
+   * a write and an fdatasync take two. The handle's `writeThrough` says whether it was given.
+   */
+  readonly writeThrough?: boolean;
+}
+
 export interface FileHandle {
+  /** Each `writev` that resolves is durable (see the contract above); false: only `datasync` makes writes durable. */
+  readonly writeThrough: boolean;
   writev(chunks: readonly Uint8Array[], position: number): Promise<void>;
   /** Reads up to `into.length` bytes at `position`; returns how many were read (0 at the end). */
   read(into: Uint8Array, position: number): Promise<number>;
@@ -37,7 +50,7 @@ export interface FileSystem {
   mkdirp(dir: string): Promise<void>;
   /** Names in the directory, unsorted. */
   list(dir: string): Promise<string[]>;
-  open(path: string, mode: OpenMode): Promise<FileHandle>;
+  open(path: string, mode: OpenMode, options?: OpenOptions): Promise<FileHandle>;
   readFile(path: string): Promise<Uint8Array>;
   rename(from: string, to: string): Promise<void>;
   unlink(path: string): Promise<void>;

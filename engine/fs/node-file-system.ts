@@ -1,9 +1,10 @@
 // The real file system behind the FileSystem seam: node:fs/promises, one libuv request per
 // call. Directory fsync opens the directory read-only and fsyncs it, which is how Linux makes
-// a create, rename or unlink durable.
+// a create, rename or unlink durable. A write-through handle is opened O_DSYNC: each write
+// returns once its data (and the size that reaches it) is on stable storage.
 import { constants, promises as fsp } from 'node:fs';
 import { dirname } from 'node:path';
-import type { DirLock, FileHandle, FileSystem, OpenMode } from './file-system.ts';
+import type { DirLock, FileHandle, FileSystem, OpenMode, OpenOptions } from './file-system.ts';
 import { acquirePidLock } from './pid-lock.ts';
 
 const openFlags: Record<OpenMode, number> = {
@@ -12,11 +13,16 @@ const openFlags: Record<OpenMode, number> = {
   read: constants.O_RDONLY,
 };
 
+/** O_DSYNC where the platform has it (Linux, macOS; not Windows): a write returns once durable, as write + fdatasync would. */
+const writeThroughFlag: number | undefined = constants.O_DSYNC;
+
 class NodeFileHandle implements FileHandle {
   readonly #handle: fsp.FileHandle;
+  readonly writeThrough: boolean;
 
-  constructor(handle: fsp.FileHandle) {
+  constructor(handle: fsp.FileHandle, writeThrough: boolean) {
     this.#handle = handle;
+    this.writeThrough = writeThrough;
   }
 
   async writev(chunks: readonly Uint8Array[], position: number): Promise<void> {
@@ -80,7 +86,11 @@ async function mkdirp(dir: string): Promise<void> {
 export const nodeFileSystem: FileSystem = {
   mkdirp,
   list: (dir) => fsp.readdir(dir),
-  open: async (path, mode) => new NodeFileHandle(await fsp.open(path, openFlags[mode], 0o644)),
+  open: async (path: string, mode: OpenMode, options: OpenOptions = {}) => {
+    const writeThrough = options.writeThrough === true && mode !== 'read' && writeThroughFlag !== undefined;
+    const flags = writeThrough ? openFlags[mode] | (writeThroughFlag as number) : openFlags[mode];
+    return new NodeFileHandle(await fsp.open(path, flags, 0o644), writeThrough);
+  },
   readFile: async (path) => {
     const buffer = await fsp.readFile(path);
     return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);

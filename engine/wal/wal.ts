@@ -4,13 +4,19 @@
 // Group commit (LevelDB's DBImpl::Write, etcd's WAL): `append` only queues a record and
 // returns a promise. One committer at a time takes everything queued (up to groupBytesMax),
 // numbers the records, writes them with one writev and covers them with one fdatasync; only
-// then do their promises resolve. Appends that arrive while a group is being synced ride the
-// next one, so the cost of a sync is shared by every caller waiting on it. Once a group is
+// then do their promises resolve. Segments are opened write-through where the platform can
+// (O_DSYNC): the writev is then durable when it returns, one system call and one threadpool
+// round trip where a write and an fdatasync take two (measured, 256 single admitters in
+// process: the cycle's disk part 0.37 ms against 0.12 + 0.33, 8–17% more admits a second).
+// Appends that arrive while a group is being synced ride the next one, so the cost of a sync
+// is shared by every caller waiting on it. Once a group is
 // synced, the next group's write is started before the synced group's promises resolve, so
 // what their callers do next (an admit puts its batch in memory) overlaps the disk's work.
 //
-//   append ─► queue ─► committer: [roll segment?] ─► writev(group) ─► fdatasync ─┬► writev(next group)
+//   append ─► queue ─► committer: [roll segment?] ─► writev(group) ─► fdatasync¹ ─┬► writev(next group)
 //                                                                                 └► resolve all
+//
+//   ¹ not called on a write-through segment: its writev was the sync.
 //
 // A failed write or sync poisons the log: the group and everything queued reject with
 // WAL_POISONED, as does every later append. Nothing is retried in place (after a failed
@@ -42,7 +48,9 @@ export interface WalLogger {
 export interface GroupCommitStats {
   readonly records: number;
   readonly bytes: number;
+  /** The writev's time (0 on a write-through segment, whose writev is the sync). */
   readonly writeMs: number;
+  /** The fdatasync's time, or on a write-through segment the writev's. */
   readonly syncMs: number;
 }
 
@@ -84,6 +92,8 @@ interface GroupSize {
 interface StartedGroup {
   readonly group: PendingAppend[];
   readonly segment: SegmentInfo;
+  /** The segment's handle the write went to. */
+  readonly handle: FileHandle;
   readonly baseSeq: number;
   readonly groupBytes: number;
   readonly startedMs: number;
@@ -153,7 +163,7 @@ export class Wal implements DurableLog {
         active = await createSegment(fs, options.dir, 1, 1);
         recovery.segments.push({ id: 1, baseSeq: 1, lastSeq: 0, bytes: segmentHeaderBytes });
       } else {
-        active = await fs.open(join(options.dir, segmentFileName(last.id)), 'readwrite');
+        active = await fs.open(join(options.dir, segmentFileName(last.id)), 'readwrite', writeThrough);
       }
       if (recovery.repair !== undefined) options.logger?.warn({ ...recovery.repair }, 'WAL torn tail repaired');
       return new Wal(options, fs, limits, lock, recovery, active);
@@ -381,10 +391,11 @@ export class Wal implements DurableLog {
     const baseSeq = segment.lastSeq + 1;
     const chunks = encodeGroup(group, baseSeq, segment.id, groupBytes);
     const startedMs = performance.now();
-    const written = this.#active.writev(chunks, segment.bytes);
+    const handle = this.#active;
+    const written = handle.writev(chunks, segment.bytes);
     // Awaited by #finishGroup; a write started early is awaited a few microtasks later.
     written.catch(() => undefined);
-    return { group, segment, baseSeq, groupBytes, startedMs, written };
+    return { group, segment, handle, baseSeq, groupBytes, startedMs, written };
   }
 
   /**
@@ -415,12 +426,13 @@ export class Wal implements DurableLog {
    * takes the next group, instead of leaving the log idle until it is done.
    */
   async #finishGroup(started: StartedGroup): Promise<StartedGroup | undefined> {
-    const { group, segment, baseSeq, groupBytes, startedMs } = started;
+    const { group, segment, handle, baseSeq, groupBytes, startedMs } = started;
     await started.written;
     const written = performance.now();
     failpoint('wal.written-before-sync');
-    await this.#active.datasync();
-    const syncMs = performance.now() - written;
+    if (!handle.writeThrough) await handle.datasync();
+    // Write-through: the write was the sync, and its time is the sync's.
+    const syncMs = handle.writeThrough ? written - startedMs : performance.now() - written;
     failpoint('wal.synced-before-ack');
 
     segment.bytes += groupBytes;
@@ -430,13 +442,13 @@ export class Wal implements DurableLog {
     this.counters.bytesWritten += groupBytes;
     if (syncMs > this.#limits.slowSyncMs) {
       this.counters.slowSyncs++;
-      this.#logger?.warn({ syncMs, bytes: groupBytes, records: group.length }, 'slow fdatasync');
+      this.#logger?.warn({ syncMs, bytes: groupBytes, records: group.length, writeThrough: handle.writeThrough }, handle.writeThrough ? 'slow write-through write' : 'slow fdatasync');
     }
     const next = this.#startNextNow();
     for (let i = 0; i < group.length; i++) (group[i] as PendingAppend).resolve(baseSeq + i);
     // An observer's failure must not poison a log whose group is already durable and acknowledged.
     try {
-      this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: written - startedMs, syncMs });
+      this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: handle.writeThrough ? 0 : written - startedMs, syncMs });
     } catch (err) {
       this.#logger?.warn({ err }, 'onGroupCommitted threw');
     }
@@ -506,12 +518,15 @@ function encodeGroup(group: readonly PendingAppend[], baseSeq: number, segmentId
   return chunks;
 }
 
+/** Segments are written through where the platform can (see the top of this file). */
+const writeThrough = { writeThrough: true } as const;
+
 async function createSegment(fs: FileSystem, dir: string, id: number, baseSeq: number): Promise<FileHandle> {
-  const handle = await fs.open(join(dir, segmentFileName(id)), 'create');
+  const handle = await fs.open(join(dir, segmentFileName(id)), 'create', writeThrough);
   try {
     failpoint('wal.segment-created-empty');
     await handle.writev([encodeSegmentHeader(id, baseSeq)], 0);
-    await handle.datasync();
+    if (!handle.writeThrough) await handle.datasync();
     await fs.syncDir(dir);
   } catch (err) {
     await handle.close().catch(() => undefined);

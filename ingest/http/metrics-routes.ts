@@ -39,9 +39,9 @@ export function engineMetrics(engine: Engine): Registry {
   });
   const walCounter = (name: string, help: string, read: () => number): void => countedAtScrape(registry, name, help, read);
   walCounter('fermata_wal_appends_total', 'Records appended to the WAL since start.', () => engine.log.counters.appends);
-  walCounter('fermata_wal_fdatasyncs_total', 'Group commits (one writev and one fdatasync each) since start.', () => engine.log.counters.syncs);
+  walCounter('fermata_wal_fdatasyncs_total', 'Group commits (one writev and one fdatasync each; one O_DSYNC writev on a write-through segment) since start.', () => engine.log.counters.syncs);
   walCounter('fermata_wal_bytes_written_total', 'Bytes written to WAL segments since start.', () => engine.log.counters.bytesWritten);
-  walCounter('fermata_wal_slow_fdatasyncs_total', 'fdatasyncs slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
+  walCounter('fermata_wal_slow_fdatasyncs_total', 'Group commit syncs (the fdatasync, or the write-through writev) slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
   return registry;
 }
 

@@ -7,9 +7,10 @@ import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 export function wrappedFileSystem(overrides: (handle: FileHandle) => Partial<FileHandle>): FileSystem {
   return {
     ...nodeFileSystem,
-    async open(path, mode) {
-      const handle = await nodeFileSystem.open(path, mode);
+    async open(path, mode, options) {
+      const handle = await nodeFileSystem.open(path, mode, options);
       return {
+        writeThrough: handle.writeThrough,
         writev: (chunks, position) => handle.writev(chunks, position),
         read: (into, position) => handle.read(into, position),
         datasync: () => handle.datasync(),

@@ -1,11 +1,13 @@
-// Full disks and failing fdatasync, on a real `fermata serve`:
+// Full disks and failing writes, on a real `fermata serve`:
 // - a size-limited file system (a tmpfs mounted for the test) filled up by another writer: adds
 //   are answered 507 (DISK_FULL from the free-space gate, or WAL_POISONED when a write itself
 //   found no space), never a 2xx that is not kept; once the space is freed the service takes
 //   adds again within seconds, and every add it acknowledged is still there after a restart;
-// - fdatasync failing with EIO (libfiu's fiu-run / fiu-ctrl, Debian `fiu-utils`, injected into
-//   the running process): the log poisons, adds get 503, and the service opens the data
-//   directory again (recovery re-reads the disk) until the disk works, then serves again.
+// - the disk failing writes with EIO (libfiu's fiu-run / fiu-ctrl, Debian `fiu-utils`, injected
+//   into the running process's pwrite, pwritev and fdatasync: the log's segments are written
+//   through, O_DSYNC, so a failed sync is a failed write): the log poisons, adds get 503, and the service
+//   opens the data directory again (recovery re-reads the disk) until the disk works, then
+//   serves again.
 //
 // Mounting needs root (CAP_SYS_ADMIN) and fiu needs fiu-utils: without them the tests skip and
 // say why (.ci/run installs fiu-utils when it can).
@@ -210,7 +212,7 @@ test('a write that finds no space poisons the log; the service opens the data di
   await restartAndCheck(dataDir, service, acked);
 });
 
-test('fdatasync failing with EIO (fiu) poisons the log; recovery re-reads the disk and the service serves again once the disk works', { timeout: 120_000 }, async (t) => {
+test('writes failing with EIO (fiu) poison the log; recovery re-reads the disk and the service serves again once the disk works', { timeout: 120_000 }, async (t) => {
   const fiu = spawnSync('fiu-ctrl', ['-h'], { encoding: 'utf8' });
   if (fiu.error !== undefined) return t.skip('fiu-ctrl is not installed (Debian package fiu-utils)');
   const dir = scratch.tempDir('fiu');
@@ -222,22 +224,24 @@ test('fdatasync failing with EIO (fiu) poisons the log; recovery re-reads the di
   const control = (command: string): void => {
     execFileSync('fiu-ctrl', ['-f', join(fifoDir, 'ctrl'), '-c', command, String(service.child.pid)], { timeout: 10_000 });
   };
-  control('enable name=posix/io/sync/fdatasync,failinfo=5');
+  // Positioned writes (libuv writes files with pwrite and pwritev) and fdatasync, with EIO (5).
+  const failingWrites = ['posix/io/rw/pwrite', 'posix/io/rw/pwritev', 'posix/io/sync/fdatasync'];
+  for (const name of failingWrites) control(`enable name=${name},failinfo=5`);
   const refusals = new Map<string, number>();
   for (let i = 0; i < 20; i++) {
     const answer = await add(service).catch((err: unknown): AddAnswer => ({ status: 0, code: String(err) }));
-    assert.notEqual(answer.status, 201, 'no add is acknowledged while fdatasync fails');
+    assert.notEqual(answer.status, 201, 'no add is acknowledged while writes fail');
     refusals.set(`${answer.status} ${answer.code}`, (refusals.get(`${answer.status} ${answer.code}`) ?? 0) + 1);
     await sleep(50);
   }
-  t.diagnostic(`answers while fdatasync fails: ${JSON.stringify(Object.fromEntries(refusals))}`);
-  assert.ok((refusals.get('503 WAL_POISONED') ?? 0) > 0, 'the failed fdatasync poisoned the log (503)');
+  t.diagnostic(`answers while writes fail: ${JSON.stringify(Object.fromEntries(refusals))}`);
+  assert.ok((refusals.get('503 WAL_POISONED') ?? 0) > 0, 'the failed write poisoned the log (503)');
   assert.match(service.output(), /"msg":"WAL poisoned"/);
   assert.equal((await fetch(`${service.url}/readyz`)).status, 503, '/readyz is red while the log is poisoned');
 
-  control('disable name=posix/io/sync/fdatasync');
+  for (const name of failingWrites) control(`disable name=${name}`);
   const resumedMs = await untilAdded(service, acked);
-  t.diagnostic(`adds taken again ${resumedMs.toFixed(0)} ms after fdatasync works again`);
+  t.diagnostic(`adds taken again ${resumedMs.toFixed(0)} ms after writes work again`);
   assert.match(service.output(), /serving again after the poisoned log/);
   await assertKept(service, acked, 'after recovery');
   await restartAndCheck(dataDir, service, acked);

@@ -3,8 +3,12 @@
 // Contract (beyond engine/fs/file-system.ts):
 // - Every file and directory has a CURRENT view (what reads, list and readFile see) and a
 //   DURABLE view (what survives a power loss for sure). Writes and truncates stay pending on
-//   the file until its `datasync`; create, rename and unlink stay pending until `syncDir` of
-//   every directory they touch. `mkdirp` is durable at once (the real one syncs each parent
+//   the file until its `datasync` (a write through a write-through handle, until that `writev`
+//   resolves: it lands pending, then a `datasync` of the file runs inside the call, as its own
+//   op, so a power loss in between may keep the write torn and a fault armed on `datasync`
+//   fails the `writev` with the write landed; stronger than O_DSYNC, which covers only the
+//   write's own range, and the same for a file written only through that handle); create,
+//   rename and unlink stay pending until `syncDir` of every directory they touch. `mkdirp` is durable at once (the real one syncs each parent
 //   it creates, so the sim syncs that parent too); directories are never renamed or unlinked.
 // - `powerLoss()` kills this instance (every later call, and every call still in flight,
 //   rejects with EIO and changes nothing) and returns a new one holding a possible post-crash
@@ -21,7 +25,7 @@
 import assert from 'node:assert/strict';
 import { posix } from 'node:path';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
-import type { DirLock, FileHandle, FileSystem, OpenMode } from '../../engine/fs/file-system.ts';
+import type { DirLock, FileHandle, FileSystem, OpenMode, OpenOptions } from '../../engine/fs/file-system.ts';
 import { Prng } from '../helpers/prng.ts';
 
 export type SimOp =
@@ -60,6 +64,11 @@ export interface SimFileSystemOptions {
   readonly sectorBytes?: number;
   /** Each call takes 1 + up to this many microtask hops (from the PRNG); default 3. */
   readonly maxExtraHops?: number;
+  /**
+   * Whether `open` gives write-through handles when asked (default true), as Linux does; false
+   * is a platform without O_DSYNC, whose callers must datasync (tests of that path).
+   */
+  readonly writeThrough?: boolean;
 }
 
 /** A file-system error shaped like Node's: an errno `code`, the `syscall` and the `path`. */
@@ -81,6 +90,7 @@ export class SimFileSystem implements FileSystem {
   readonly #gate: OpGate;
   readonly #sectorBytes: number;
   readonly #maxExtraHops: number;
+  readonly #writeThrough: boolean;
   #root = new Dir();
   /** Directory operations not yet durable, in call order. */
   #pendingDirOps: DirOp[] = [];
@@ -94,6 +104,7 @@ export class SimFileSystem implements FileSystem {
     assert.ok(Number.isSafeInteger(maxExtraHops) && maxExtraHops >= 0, 'maxExtraHops must be a non-negative integer');
     this.#sectorBytes = sectorBytes;
     this.#maxExtraHops = maxExtraHops;
+    this.#writeThrough = options.writeThrough ?? true;
     this.#gate = new OpGate(new Prng(options.seed), maxExtraHops);
   }
 
@@ -142,8 +153,9 @@ export class SimFileSystem implements FileSystem {
     return names;
   }
 
-  async open(path: string, mode: OpenMode): Promise<FileHandle> {
+  async open(path: string, mode: OpenMode, options: OpenOptions = {}): Promise<FileHandle> {
     const file = normalize(path);
+    const writeThrough = options.writeThrough === true && mode !== 'read' && this.#writeThrough;
     await this.#gate.begin('open', file);
     this.#gate.assertAlive('open', file);
     const { dir, name } = this.#parentOf(file, 'open');
@@ -152,9 +164,9 @@ export class SimFileSystem implements FileSystem {
       if (entry !== undefined) throw new SimFsError('EEXIST', 'open', file, 'file already exists');
       const inode = new Inode(new GrowableBytes());
       this.#recordDirOp([{ dir, name, entry: inode }]);
-      return new SimFileHandle(this.#gate, inode, file, true);
+      return new SimFileHandle(this.#gate, inode, file, true, writeThrough);
     }
-    return new SimFileHandle(this.#gate, fileEntry(entry, 'open', file), file, mode === 'readwrite');
+    return new SimFileHandle(this.#gate, fileEntry(entry, 'open', file), file, mode === 'readwrite', writeThrough);
   }
 
   async readFile(path: string): Promise<Uint8Array> {
@@ -397,13 +409,15 @@ class SimFileHandle implements FileHandle {
   readonly #inode: Inode;
   readonly #path: string;
   readonly #writable: boolean;
+  readonly writeThrough: boolean;
   #closed = false;
 
-  constructor(gate: OpGate, inode: Inode, path: string, writable: boolean) {
+  constructor(gate: OpGate, inode: Inode, path: string, writable: boolean, writeThrough: boolean) {
     this.#gate = gate;
     this.#inode = inode;
     this.#path = path;
     this.#writable = writable;
+    this.writeThrough = writeThrough;
   }
 
   async writev(chunks: readonly Uint8Array[], position: number): Promise<void> {
@@ -414,6 +428,12 @@ class SimFileHandle implements FileHandle {
     // while the write is in flight gets what it deserves.
     const bytes = concat(chunks);
     if (bytes.length > 0) this.#inode.record({ kind: 'write', position, bytes });
+    if (!this.writeThrough) return;
+    // Then its sync, as a 'datasync' call: hops (a power loss meanwhile finds the write pending),
+    // and a fault armed on 'datasync' fails it here, the write landed (O_DSYNC's EIO).
+    await this.#gate.begin('datasync', this.#path);
+    this.#gate.assertAlive('datasync', this.#path);
+    this.#inode.datasync();
   }
 
   async read(into: Uint8Array, position: number): Promise<number> {

@@ -470,19 +470,27 @@ function gatedDisk(fs: SimFileSystem, holds: (call: 'open' | 'datasync' | 'read'
     unlink: (path) => fs.unlink(path),
     syncDir: (dir) => fs.syncDir(dir),
     lockDir: (dir) => fs.lockDir(dir),
-    open: async (path, mode) => {
+    open: async (path, mode, options) => {
       if (holds('open', path)) await atGate();
+      // A write-through handle (the log's segments) is a plain one that syncs within each writev,
+      // so that the sync can be held at the gate too.
       const handle = await fs.open(path, mode);
+      const writeThrough = options?.writeThrough === true && mode !== 'read';
+      const datasync = async (): Promise<void> => {
+        if (holds('datasync', path)) await atGate();
+        return handle.datasync();
+      };
       return {
-        writev: (chunks, position) => handle.writev(chunks, position),
+        writeThrough,
+        writev: async (chunks, position) => {
+          await handle.writev(chunks, position);
+          if (writeThrough) await datasync();
+        },
         read: async (into, position) => {
           if (holds('read', path)) await atGate();
           return handle.read(into, position);
         },
-        datasync: async () => {
-          if (holds('datasync', path)) await atGate();
-          return handle.datasync();
-        },
+        datasync,
         truncate: (length) => handle.truncate(length),
         size: () => handle.size(),
         close: () => handle.close(),

@@ -235,9 +235,14 @@ test('dropPrefaulted and close let go of slabs made for a guess that fell short'
 test('an engine makes the slabs ahead that the admits in flight need together', async () => {
   // Three admits of ~30 KiB each are logged at once into 64 KiB slabs: each alone fits one slab,
   // together they need two. Each admit asks for what the admits ahead of it still bring too, so
-  // both slabs are made while the records sync (a slow disk here: 300 ms a sync).
+  // both slabs are made while the records sync (a slow disk here: 300 ms a sync, and a write,
+  // which is the sync on a write-through segment).
   const dir = mkdtempSync(join(tmpdir(), 'fermata-prefault-'));
   const fs = wrappedFileSystem((handle) => ({
+    writev: async (chunks, position) => {
+      await sleep(300);
+      await handle.writev(chunks, position);
+    },
     datasync: async () => {
       await sleep(300);
       await handle.datasync();

@@ -197,6 +197,7 @@ test('writeRun refuses unsorted rows and states a run never holds (bugs, not con
 function countingFs(fs: FileSystem): { fs: FileSystem; bytesRead: () => number } {
   let bytes = 0;
   const wrap = (handle: FileHandle): FileHandle => ({
+    writeThrough: handle.writeThrough,
     writev: (chunks, position) => handle.writev(chunks, position),
     read: async (into, position) => {
       const read = await handle.read(into, position);
@@ -209,7 +210,7 @@ function countingFs(fs: FileSystem): { fs: FileSystem; bytesRead: () => number }
     close: () => handle.close(),
   });
   return {
-    fs: { mkdirp: (p) => fs.mkdirp(p), list: (p) => fs.list(p), readFile: (p) => fs.readFile(p), rename: (a, b) => fs.rename(a, b), unlink: (p) => fs.unlink(p), syncDir: (p) => fs.syncDir(p), lockDir: (p) => fs.lockDir(p), open: async (path, mode) => wrap(await fs.open(path, mode)) },
+    fs: { mkdirp: (p) => fs.mkdirp(p), list: (p) => fs.list(p), readFile: (p) => fs.readFile(p), rename: (a, b) => fs.rename(a, b), unlink: (p) => fs.unlink(p), syncDir: (p) => fs.syncDir(p), lockDir: (p) => fs.lockDir(p), open: async (path, mode, options) => wrap(await fs.open(path, mode, options)) },
     bytesRead: () => bytes,
   };
 }

@@ -1,4 +1,4 @@
-// A failed write or fdatasync poisons the log: the group in flight, everything queued behind
+// A failed write or fdatasync (on a write-through segment, the sync within its write) poisons the log: the group in flight, everything queued behind
 // it and every later append reject with WAL_POISONED; nothing is retried in place, and only a
 // reopen (recovery re-reading the disk) takes appends again.
 import assert from 'node:assert/strict';
@@ -12,14 +12,18 @@ const dir = '/data/wal';
 const body = (n: number): Uint8Array => new TextEncoder().encode(`record ${n}`);
 const poisoned = (err: unknown): boolean => isFermataError(err, errorCodes.walPoisoned);
 
-for (const [op, code] of [
-  ['writev', 'EIO'],
-  ['datasync', 'EIO'],
-  ['writev', 'ENOSPC'],
-  ['datasync', 'ENOSPC'],
+// On a write-through (O_DSYNC) disk the sync is part of the writev: 'datasync' fails it after
+// the write landed; without write-through it is the fdatasync after the write.
+for (const [op, code, writeThrough] of [
+  ['writev', 'EIO', true],
+  ['datasync', 'EIO', true],
+  ['writev', 'ENOSPC', true],
+  ['datasync', 'ENOSPC', true],
+  ['writev', 'EIO', false],
+  ['datasync', 'EIO', false],
 ] as const) {
-  test(`${code} from ${op} poisons the log; appends queued behind it and after it reject; a reopen recovers`, async () => {
-    const fs = new SimFileSystem({ seed: 5 });
+  test(`${code} from ${op} poisons the log${writeThrough ? '' : ' (no write-through)'}; appends queued behind it and after it reject; a reopen recovers`, async () => {
+    const fs = new SimFileSystem({ seed: 5, writeThrough });
     const wal = await Wal.open({ dir, fs });
     assert.equal(await wal.append(1, body(1)), 1);
 

@@ -1,14 +1,16 @@
 // The WAL on the real file system: ordering, group commit, segment rolls, limits, the lock.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
+import { segmentFileName } from '../../engine/wal/format.ts';
 import { Wal } from '../../engine/wal/wal.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
+import { SimFileSystem, type SimOp } from '../sim/sim-file-system.ts';
 
 const dirs: string[] = [];
 function freshDir(): string {
@@ -63,8 +65,10 @@ test('the next group is being written before the synced group is acknowledged', 
   let wal: Wal | undefined;
   let queued: Array<Promise<number>> = [];
   let writes = 0;
+  let writeThrough = false;
   const fs = wrappedFileSystem((handle) => ({
     writev: (chunks, position) => {
+      writeThrough = handle.writeThrough;
       if (wal !== undefined) {
         events.push(`writev ${++writes}`);
         // While the first record's group is on its way, two more appends queue behind it.
@@ -85,7 +89,9 @@ test('the next group is being written before the synced group is acknowledged', 
   });
   assert.equal(await first, 1);
   assert.deepEqual(await Promise.all(queued), [2, 3]);
-  assert.deepEqual(events.slice(0, 4), ['writev 1', 'datasync', 'writev 2', 'acknowledged 1']);
+  // A write-through segment's writev is its sync.
+  const synced = writeThrough ? ['writev 1'] : ['writev 1', 'datasync'];
+  assert.deepEqual(events.slice(0, synced.length + 2), [...synced, 'writev 2', 'acknowledged 1']);
   assert.equal(wal.counters.groups, 2, 'b and c went as one group');
   await wal.close();
   const reopened = await Wal.open({ dir: wal.dir });
@@ -245,4 +251,64 @@ test('replay of a segment longer than one read chunk gives the event loop a turn
   });
   await wal.close();
   assert.equal(turnedBeforeLast, true, 'a setImmediate from the first record ran before the last record was replayed');
+});
+
+/** The open-file flags of every descriptor of this process on `path` (Linux: /proc/self/fd and fdinfo). */
+function openFlagsOf(path: string): number[] {
+  const flags: number[] = [];
+  for (const fd of readdirSync('/proc/self/fd')) {
+    let target: string;
+    try {
+      target = readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      continue; // closed meanwhile (the listing's own descriptor)
+    }
+    if (target !== path) continue;
+    const match = /^flags:\s+([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'));
+    if (match !== null) flags.push(Number.parseInt(match[1] as string, 8));
+  }
+  return flags;
+}
+
+test('segments are written through (O_DSYNC): a group commit calls no fdatasync, created or reopened', { skip: process.platform !== 'linux' && 'reads /proc/self/fdinfo' }, async () => {
+  const dir = freshDir();
+  let syncs = 0;
+  const fs = wrappedFileSystem((handle) => ({
+    datasync: async () => {
+      syncs++;
+      await handle.datasync();
+    },
+  }));
+  for (const life of ['created', 'reopened']) {
+    const wal = await Wal.open({ dir, fs });
+    const flags = openFlagsOf(join(dir, segmentFileName(1)));
+    assert.equal(flags.length, 1, `${life}: one descriptor on the segment`);
+    assert.notEqual((flags[0] as number) & constants.O_DSYNC, 0, `${life}: the segment is open O_DSYNC`);
+    const before = syncs;
+    for (let i = 0; i < 5; i++) await wal.append(1, bytes(`${life} ${i}`));
+    await Promise.all([wal.append(1, bytes('a')), wal.append(1, bytes('b'))]);
+    assert.equal(syncs, before, `${life}: no fdatasync after a write-through group`);
+    assert.ok(wal.counters.syncs >= 6, 'each group still counts as a sync');
+    await wal.close();
+  }
+  const wal = await Wal.open({ dir });
+  assert.equal((await readAll(wal)).length, 14);
+  await wal.close();
+});
+
+test('where the disk has no write-through, every group commit is covered by an fdatasync', async () => {
+  const fs = new SimFileSystem({ seed: 3, writeThrough: false });
+  const ops: SimOp[] = [];
+  const wal = await Wal.open({ dir: '/data/wal', fs });
+  fs.setFault((op) => {
+    if (op === 'writev' || op === 'datasync') ops.push(op);
+    return undefined;
+  });
+  for (let i = 0; i < 4; i++) await wal.append(1, bytes(`record ${i}`));
+  assert.deepEqual(ops, ['writev', 'datasync', 'writev', 'datasync', 'writev', 'datasync', 'writev', 'datasync']);
+  await wal.close();
+  const after = fs.powerLoss({ mode: 'keep-none' });
+  const reopened = await Wal.open({ dir: '/data/wal', fs: after });
+  assert.equal((await readAll(reopened)).length, 4, 'every acknowledged record survives the power loss');
+  await reopened.close();
 });
