@@ -6,9 +6,9 @@
 // Contract, shared by every implementation:
 // - `writev` writes every byte of every chunk at `position` or throws; nothing is durable
 //   until `datasync` resolves, except on a handle whose `writeThrough` is true (opened with
-//   `{ writeThrough: true }` where the platform can: O_DSYNC), where each `writev` that resolves
-//   is durable as if a `datasync` had followed it, and one that fails may have reached the disk
-//   in part.
+//   `{ writeThrough: true }` where the platform can: O_DSYNC on Linux), where each `writev`
+//   that resolves is durable as if a `datasync` had followed it, and one that fails may have
+//   reached the disk in part.
 // - A created, renamed or unlinked name is durable only after `syncDir` of its directory.
 // - Errors carry an errno-style `code` (ENOENT, EEXIST, ENOSPC, EIO, …).
 

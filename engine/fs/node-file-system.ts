@@ -13,8 +13,12 @@ const openFlags: Record<OpenMode, number> = {
   read: constants.O_RDONLY,
 };
 
-/** O_DSYNC where the platform has it (Linux, macOS; not Windows): a write returns once durable, as write + fdatasync would. */
-const writeThroughFlag: number | undefined = constants.O_DSYNC;
+/**
+ * O_DSYNC, on Linux only: there a write returns once durable, as write + fdatasync would (both
+ * flush the device's cache). On macOS libuv's fdatasync is F_FULLFSYNC, which O_DSYNC does not
+ * match, and Windows has no O_DSYNC: elsewhere handles are never write-through.
+ */
+const writeThroughFlag: number | undefined = process.platform === 'linux' ? constants.O_DSYNC : undefined;
 
 class NodeFileHandle implements FileHandle {
   readonly #handle: fsp.FileHandle;

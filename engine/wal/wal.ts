@@ -4,10 +4,10 @@
 // Group commit (LevelDB's DBImpl::Write, etcd's WAL): `append` only queues a record and
 // returns a promise. One committer at a time takes everything queued (up to groupBytesMax),
 // numbers the records, writes them with one writev and covers them with one fdatasync; only
-// then do their promises resolve. Segments are opened write-through where the platform can
-// (O_DSYNC): the writev is then durable when it returns, one system call and one threadpool
-// round trip where a write and an fdatasync take two (measured, 256 single admitters in
-// process: the cycle's disk part 0.37 ms against 0.12 + 0.33, 8–17% more admits a second).
+// then do their promises resolve. On Linux segments are opened write-through (O_DSYNC): the
+// writev is then durable when it returns, one system call and one threadpool round trip where
+// a write and an fdatasync take two (measured, 256 single admitters in process: the cycle's
+// disk part 0.37 ms against 0.12 + 0.33, 8–17% more admits a second).
 // Appends that arrive while a group is being synced ride the next one, so the cost of a sync
 // is shared by every caller waiting on it. Once a group is
 // synced, the next group's write is started before the synced group's promises resolve, so
