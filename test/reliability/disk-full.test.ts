@@ -5,9 +5,9 @@
 //   adds again within seconds, and every add it acknowledged is still there after a restart;
 // - the disk failing writes with EIO (libfiu's fiu-run / fiu-ctrl, Debian `fiu-utils`, injected
 //   into the running process's pwrite, pwritev and fdatasync: the log's segments are written
-//   through, O_DSYNC, so a failed sync is a failed write): the log poisons, adds get 503, and the service
-//   opens the data directory again (recovery re-reads the disk) until the disk works, then
-//   serves again.
+//   through, O_DSYNC, so a failed sync is a failed write): the log poisons, adds get 503, and
+//   the service opens the data directory again (recovery re-reads the disk) until the disk
+//   works, then serves again.
 //
 // Mounting needs root (CAP_SYS_ADMIN) and fiu needs fiu-utils: without them the tests skip and
 // say why (.ci/run installs fiu-utils when it can).

@@ -8,8 +8,9 @@
 //   op, so a power loss in between may keep the write torn and a fault armed on `datasync`
 //   fails the `writev` with the write landed; stronger than O_DSYNC, which covers only the
 //   write's own range, and the same for a file written only through that handle); create,
-//   rename and unlink stay pending until `syncDir` of every directory they touch. `mkdirp` is durable at once (the real one syncs each parent
-//   it creates, so the sim syncs that parent too); directories are never renamed or unlinked.
+//   rename and unlink stay pending until `syncDir` of every directory they touch. `mkdirp` is
+//   durable at once (the real one syncs each parent it creates, so the sim syncs that parent
+//   too); directories are never renamed or unlinked.
 // - `powerLoss()` kills this instance (every later call, and every call still in flight,
 //   rejects with EIO and changes nothing) and returns a new one holding a possible post-crash
 //   image: a random subset of the pending operations, with writes torn at sector boundaries

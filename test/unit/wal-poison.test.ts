@@ -1,6 +1,7 @@
-// A failed write or fdatasync (on a write-through segment, the sync within its write) poisons the log: the group in flight, everything queued behind
-// it and every later append reject with WAL_POISONED; nothing is retried in place, and only a
-// reopen (recovery re-reading the disk) takes appends again.
+// A failed write or fdatasync (on a write-through segment, the sync within its write) poisons
+// the log: the group in flight, everything queued behind it and every later append reject with
+// WAL_POISONED; nothing is retried in place, and only a reopen (recovery re-reading the disk)
+// takes appends again.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
