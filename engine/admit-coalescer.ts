@@ -9,6 +9,9 @@
 //                            └─ refused (BATCH_INVALID, TARGET_REFUSED): each spec checked alone;
 //                               the bad ones refused alone, the rest admitted together
 //
+// A record flushed full (rowsMax) is logged at once when the log is idle, not after the turn:
+// its write is under way while the turn's other admits gather (coalesceLimits.rowsMax says why).
+//
 // Semantics equal separate admits in call order: rows keep that order in the batch, so of two
 // timers with one idempotency key the later is the duplicate (the engine deduplicates within a
 // batch); every caller resolves only once the record is durable; an engine error for the
@@ -39,6 +42,8 @@ export interface AdmitCoalescerOptions {
   readonly rowsMax?: number;
   readonly bytesMax?: number;
 }
+
+const logNow = { logNow: true } as const;
 
 /** UTF-8 takes at most 3 bytes for each UTF-16 code unit. */
 const utf8BytesPerUnitMax = 3;
@@ -112,7 +117,7 @@ export class AdmitCoalescer {
     this.#specs.push(spec);
     this.#waiters.push(waiter);
     this.#bytes += bytes;
-    if (this.#specs.length >= this.#rowsMax) this.#flush();
+    if (this.#specs.length >= this.#rowsMax) this.#flush(true);
     else if (!this.#scheduled) this.#schedule();
   }
 
@@ -126,21 +131,22 @@ export class AdmitCoalescer {
     else setImmediate(flush);
   }
 
-  #flush(): void {
+  /** `full`: the record reached rowsMax, and is logged at once when the log is idle (see rowsMax in limits.ts). */
+  #flush(full = false): void {
     const specs = this.#specs;
     const waiters = this.#waiters;
     this.#specs = [];
     this.#waiters = [];
     this.#bytes = 0;
     if (specs.length === 0) return;
-    this.#admitTogether(specs, waiters, () => this.#admitGoodOnes(specs, waiters));
+    this.#admitTogether(specs, waiters, () => this.#admitGoodOnes(specs, waiters), full);
   }
 
   /**
    * One record for all of `specs`, each waiter answered with its row; an engine error for the
    * record refuses them all, except a refusal for what a timer holds, which goes to `onRefused`.
    */
-  #admitTogether(specs: readonly TimerSpec[], waiters: readonly Waiter[], onRefused: () => void): void {
+  #admitTogether(specs: readonly TimerSpec[], waiters: readonly Waiter[], onRefused: () => void, full = false): void {
     let batch: TimerBatch;
     try {
       batch = batchFromSpecs(specs);
@@ -150,7 +156,7 @@ export class AdmitCoalescer {
       queueMicrotask(onRefused);
       return;
     }
-    this.#engine.admit(batch).then(
+    this.#engine.admit(batch, full ? logNow : {}).then(
       (admitted) => answerAll(admitted, waiters),
       (err: unknown) => {
         if (refusedAsBatch(err)) onRefused();

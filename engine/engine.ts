@@ -26,6 +26,7 @@ import type { FileSystem } from './fs/file-system.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { memoryLimits, type Retention, retentionDefaults, spillLimits, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
+import type { AppendOptions } from './log.ts';
 import {
   addEncodingArrowStream,
   addEncodingColumns,
@@ -289,6 +290,7 @@ const utf8 = new TextDecoder();
 
 /** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
 const settlingWork = { pastQueueLimit: true } as const;
+const startNow = { startNow: true } as const;
 
 /**
  * Memory a resident timer takes besides its bytes in the arena: its store columns (57 B), free
@@ -834,12 +836,16 @@ export class Engine {
     return [...this.#queueNames].sort().map((name) => ({ name, config: this.queueConfig(name) }));
   }
 
-  /** Admits a batch built in process or from JSON: logged in the engine's columnar form. */
-  async admit(batch: TimerBatch): Promise<Admitted> {
+  /**
+   * Admits a batch built in process or from JSON: logged in the engine's columnar form.
+   * `logNow`: when the log is idle its record is written at once, not after the current task
+   * (AppendOptions.startNow; the admit coalescer's full records).
+   */
+  async admit(batch: TimerBatch, options: { readonly logNow?: boolean } = {}): Promise<Admitted> {
     const acceptedAtMs = this.#clock.now();
     validateBatch(batch, this.#limits, acceptedAtMs);
     this.#checkTargets(batch);
-    return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs);
+    return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs, options.logNow === true ? startNow : undefined);
   }
 
   /**
@@ -865,7 +871,7 @@ export class Engine {
    * the keys known so far; if an admit still in flight holds one of them, this one waits for it
    * and plans again, so the log's order decides which row is the original, live and on replay.
    */
-  async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number): Promise<Admitted> {
+  async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number, appendOptions?: AppendOptions): Promise<Admitted> {
     const refusal = this.#admitGate?.();
     if (refusal !== undefined) throw refusal;
     let decidedAtMs = this.#decisionTime();
@@ -902,7 +908,7 @@ export class Engine {
     this.#reservedBytes += bytes;
     let seq: number;
     try {
-      seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded]);
+      seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded], appendOptions);
       this.#insert(batch, seq, plan);
     } finally {
       this.#reservedRows -= newRows;

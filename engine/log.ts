@@ -19,6 +19,12 @@ export interface AppendOptions {
    * They are small and bounded by the work in flight.
    */
   readonly pastQueueLimit?: boolean;
+  /**
+   * When the log is idle, this record's group is written at once, not after the current task
+   * (appends made in the rest of the task ride the next group): for a record that is a full
+   * batch on its own, whose write can be under way while the task gathers the next.
+   */
+  readonly startNow?: boolean;
 }
 
 export interface DurableLog {

@@ -219,8 +219,10 @@ export class Wal implements DurableLog {
     this.#queue.push({ type, parts, bodyBytes, resolve, reject });
     this.#queuedBytes += frameBytes;
     this.counters.appends++;
-    // Start the committer after the current task, so a burst of synchronous appends forms one group.
-    if (this.#committer === undefined) this.#committer = Promise.resolve().then(() => this.#commitLoop());
+    // Start the committer after the current task, so a burst of synchronous appends forms one
+    // group; or, asked to, at once (the loop reaches its write before it first waits: this
+    // record is queued and the log is not poisoned).
+    if (this.#committer === undefined) this.#committer = options.startNow === true ? this.#commitLoop() : Promise.resolve().then(() => this.#commitLoop());
     return promise;
   }
 

@@ -7,8 +7,8 @@ import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.t
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
-import { timerLimits } from '../../engine/limits.ts';
-import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { coalesceLimits, timerLimits } from '../../engine/limits.ts';
+import { SimFileSystem, type SimOp } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
 const t0 = 1_796_220_000_000;
@@ -32,7 +32,8 @@ test('concurrent admitOne calls share one WAL record; each id names its own time
   const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
   const coalescer = new AdmitCoalescer(engine);
   const before = engine.log.lastSeq;
-  const n = 200;
+  // As many as one record holds.
+  const n = coalesceLimits.rowsMax;
   const answers = await Promise.all(Array.from({ length: n }, (_, i) => coalescer.admitOne(specOf(i))));
   assert.equal(engine.log.lastSeq - before, 1, `${n} admits in one turn are one record`);
   assert.equal(new Set(answers.map((answer) => answer.id)).size, n);
@@ -62,6 +63,33 @@ test('admits of later turns make later records; rowsMax caps a record', async ()
   assert.equal(new Set(answers.map((answer) => answer.id)).size, 25);
   await coalescer.admitOne(specOf(100));
   assert.equal(engine.log.lastSeq - before, 4);
+  await engine.close();
+});
+
+test('a record full at rowsMax is written at once; the rest of the turn goes into the next, written after it', async () => {
+  const fs = new SimFileSystem({ seed: 14 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const coalescer = new AdmitCoalescer(engine, { rowsMax: 10 });
+  const writes: SimOp[] = [];
+  fs.setFault((op) => {
+    if (op === 'writev') writes.push(op);
+    return undefined;
+  });
+  const first = Array.from({ length: 10 }, (_, i) => coalescer.admitOne(specOf(i)));
+  assert.equal(writes.length, 1, 'the full record is being written within the turn that filled it');
+  const rest = Array.from({ length: 5 }, (_, i) => coalescer.admitOne(specOf(10 + i)));
+  assert.equal(writes.length, 1, 'the rest waits for the turn to end');
+  const answers = await Promise.all([...first, ...rest]);
+  assert.equal(writes.length, 2);
+  assert.deepEqual(
+    answers.map((answer) => engine.get(answer.id)?.fireAtMs),
+    Array.from({ length: 15 }, (_, i) => t0 + 1000 + i),
+  );
+  // A record not full waits for the turn, as before.
+  const single = coalescer.admitOne(specOf(99));
+  assert.equal(writes.length, 2);
+  await single;
+  assert.equal(writes.length, 3);
   await engine.close();
 });
 

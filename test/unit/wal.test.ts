@@ -187,6 +187,28 @@ test('a lock held by a live process of another start is kept; a dead owner’s l
   await wal.close();
 });
 
+test('an append asked to start now is being written within the call; others wait for the task to end and go together', async () => {
+  const fs = new SimFileSystem({ seed: 4 });
+  const wal = await Wal.open({ dir: '/data/wal', fs });
+  let writes = 0;
+  fs.setFault((op) => {
+    if (op === 'writev') writes++;
+    return undefined;
+  });
+  const burst = [wal.append(1, bytes('a')), wal.append(1, bytes('b'))];
+  assert.equal(writes, 0, 'a burst waits for the task to end');
+  assert.deepEqual(await Promise.all(burst), [1, 2]);
+  assert.equal(writes, 1, 'and is one group');
+  const now = wal.append(1, bytes('c'), { startNow: true });
+  assert.equal(writes, 2, 'started within the append');
+  const behind = [wal.append(1, bytes('d')), wal.append(1, bytes('e'), { startNow: true })];
+  assert.equal(writes, 2, 'a log already writing takes the next ones as its next group');
+  assert.deepEqual(await Promise.all([now, ...behind]), [3, 4, 5]);
+  assert.equal(writes, 3);
+  assert.equal(wal.counters.groups, 3);
+  await wal.close();
+});
+
 test('groups mixing small and large bodies (copied and written in place) read back byte for byte', async () => {
   const dir = freshDir();
   let wal = await Wal.open({ dir });
