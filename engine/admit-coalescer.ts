@@ -9,8 +9,9 @@
 //                            └─ refused (BATCH_INVALID, TARGET_REFUSED): each spec checked alone;
 //                               the bad ones refused alone, the rest admitted together
 //
-// A record flushed full (rowsMax) is logged at once when the log is idle, not after the turn:
-// its write is under way while the turn's other admits gather (coalesceLimits.rowsMax says why).
+// A record flushed full (rowsMax or bytesMax) is logged at once when the log is idle, not after
+// the turn: its write is under way while the turn's other admits gather (coalesceLimits.rowsMax
+// says why).
 //
 // Semantics equal separate admits in call order: rows keep that order in the batch, so of two
 // timers with one idempotency key the later is the duplicate (the engine deduplicates within a
@@ -43,7 +44,8 @@ export interface AdmitCoalescerOptions {
   readonly bytesMax?: number;
 }
 
-const logNow = { logNow: true } as const;
+/** A full record's admit: written at once when the log is idle (coalesceLimits.rowsMax says why). */
+const startNow = { startNow: true } as const;
 
 /** UTF-8 takes at most 3 bytes for each UTF-16 code unit. */
 const utf8BytesPerUnitMax = 3;
@@ -113,7 +115,7 @@ export class AdmitCoalescer {
   /** admitOne, answered on `waiter` (exactly one of its methods is called, once, never synchronously). */
   admitOneTo(spec: TimerSpec, waiter: AdmitWaiter): void {
     const bytes = specBytes(spec);
-    if (this.#specs.length > 0 && this.#bytes + bytes > this.#bytesMax) this.#flush();
+    if (this.#specs.length > 0 && this.#bytes + bytes > this.#bytesMax) this.#flush(true);
     this.#specs.push(spec);
     this.#waiters.push(waiter);
     this.#bytes += bytes;
@@ -131,7 +133,7 @@ export class AdmitCoalescer {
     else setImmediate(flush);
   }
 
-  /** `full`: the record reached rowsMax, and is logged at once when the log is idle (see rowsMax in limits.ts). */
+  /** `full`: the record reached rowsMax or bytesMax, and is logged at once when the log is idle (see rowsMax in limits.ts). */
   #flush(full = false): void {
     const specs = this.#specs;
     const waiters = this.#waiters;
@@ -156,7 +158,7 @@ export class AdmitCoalescer {
       queueMicrotask(onRefused);
       return;
     }
-    this.#engine.admit(batch, full ? logNow : {}).then(
+    this.#engine.admit(batch, full ? startNow : {}).then(
       (admitted) => answerAll(admitted, waiters),
       (err: unknown) => {
         if (refusedAsBatch(err)) onRefused();

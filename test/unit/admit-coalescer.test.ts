@@ -202,7 +202,15 @@ test('bytesMax splits a turn into records: strings are counted at their longest 
   // 500 ASCII characters count as 1,500 bytes: two such payloads (and their keys) fit 4,000.
   const coalescer = new AdmitCoalescer(engine, { bytesMax: 4000 });
   const before = engine.log.lastSeq;
-  const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => coalescer.admitOne({ ...specOf(i), payload: 'p'.repeat(500) })));
+  let writes = 0;
+  fs.setFault((op) => {
+    if (op === 'writev') writes++;
+    return undefined;
+  });
+  const pending = Array.from({ length: 3 }, (_, i) => coalescer.admitOne({ ...specOf(i), payload: 'p'.repeat(500) }));
+  assert.equal(writes, 1, 'a record full by its bytes is being written within the turn, as one full by its rows');
+  pending.push(...Array.from({ length: 7 }, (_, i) => coalescer.admitOne({ ...specOf(3 + i), payload: 'p'.repeat(500) })));
+  const answers = await Promise.all(pending);
   assert.equal(new Set(answers.map((answer) => answer.id)).size, 10);
   assert.equal(engine.log.lastSeq - before, 5, 'two timers a record');
   await engine.close();
