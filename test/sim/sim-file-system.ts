@@ -3,14 +3,17 @@
 // Contract (beyond engine/fs/file-system.ts):
 // - Every file and directory has a CURRENT view (what reads, list and readFile see) and a
 //   DURABLE view (what survives a power loss for sure). Writes and truncates stay pending on
-//   the file until its `datasync` (a write through a write-through handle, until that `writev`
-//   resolves: it lands pending, then a `datasync` of the file runs inside the call, as its own
-//   op, so a power loss in between may keep the write torn and a fault armed on `datasync`
-//   fails the `writev` with the write landed; stronger than O_DSYNC, which covers only the
-//   write's own range, and the same for a file written only through that handle); create,
-//   rename and unlink stay pending until `syncDir` of every directory they touch. `mkdirp` is
-//   durable at once (the real one syncs each parent it creates, so the sim syncs that parent
-//   too); directories are never renamed or unlinked.
+//   the file until its `datasync`; create, rename and unlink stay pending until `syncDir` of
+//   every directory they touch. `mkdirp` is durable at once (the real one syncs each parent it
+//   creates, so the sim syncs that parent too); directories are never renamed or unlinked.
+// - A write through a write-through handle (O_DSYNC) lands pending, then a sync of that write
+//   runs inside the `writev`, as its own `datasync` op: a power loss in between may find the
+//   write pending, torn or lost, and a fault armed on `datasync` fails the `writev` with the
+//   write landed. Like O_DSYNC the sync covers only the write's own bytes (and the file length
+//   reaching them): another write still in flight on the file stays pending, so it can be lost
+//   or torn after this one returned. When that would be unsound (another pending write overlaps
+//   this one, which could land over it, or a truncate is pending) it syncs the whole file, which
+//   O_DSYNC allows. A zero-length write syncs nothing.
 // - `powerLoss()` kills this instance (every later call, and every call still in flight,
 //   rejects with EIO and changes nothing) and returns a new one holding a possible post-crash
 //   image: a random subset of the pending operations, with writes torn at sector boundaries
@@ -428,13 +431,15 @@ class SimFileHandle implements FileHandle {
     // Copied when the "syscall" runs, as the kernel would: a caller that changes its buffers
     // while the write is in flight gets what it deserves.
     const bytes = concat(chunks);
-    if (bytes.length > 0) this.#inode.record({ kind: 'write', position, bytes });
+    const write: WriteOp | undefined = bytes.length > 0 ? { kind: 'write', position, bytes } : undefined;
+    if (write !== undefined) this.#inode.record(write);
     if (!this.writeThrough) return;
-    // Then its sync, as a 'datasync' call: hops (a power loss meanwhile finds the write pending),
-    // and a fault armed on 'datasync' fails it here, the write landed (O_DSYNC's EIO).
+    // Then its sync, as a 'datasync' call: hops (a power loss meanwhile finds the write pending,
+    // and other calls may record writes after it), and a fault armed on 'datasync' fails it
+    // here, the write landed (O_DSYNC's EIO).
     await this.#gate.begin('datasync', this.#path);
     this.#gate.assertAlive('datasync', this.#path);
-    this.#inode.datasync();
+    if (write !== undefined) this.#inode.syncWrite(write);
   }
 
   async read(into: Uint8Array, position: number): Promise<number> {
@@ -479,9 +484,13 @@ class SimFileHandle implements FileHandle {
   }
 }
 
-type DataOp =
-  | { readonly kind: 'write'; readonly position: number; readonly bytes: Uint8Array }
-  | { readonly kind: 'truncate'; readonly length: number };
+interface WriteOp {
+  readonly kind: 'write';
+  readonly position: number;
+  readonly bytes: Uint8Array;
+}
+
+type DataOp = WriteOp | { readonly kind: 'truncate'; readonly length: number };
 
 /** A file's data, shared by every name and handle that refers to it (names come and go; the inode stays). */
 class Inode {
@@ -504,6 +513,28 @@ class Inode {
     // Replaying the pending ops costs what they wrote; copying `current` would cost the file.
     for (const op of this.pending) applyDataOp(this.durable, op);
     this.pending = [];
+  }
+
+  /**
+   * Makes `write` (the very object `record` got) durable on its own, as O_DSYNC does, leaving
+   * every other pending op pending. The whole file instead when another pending write overlaps
+   * it (an older one could land over it at a power loss) or a truncate is pending (an older
+   * one could cut it).
+   */
+  syncWrite(write: WriteOp): void {
+    const index = this.pending.indexOf(write);
+    // A datasync since it was recorded made it durable already.
+    if (index === -1) return;
+    const end = write.position + write.bytes.length;
+    const alone = this.pending.every(
+      (op, other) => other === index || (op.kind === 'write' && (op.position + op.bytes.length <= write.position || op.position >= end)),
+    );
+    if (!alone) {
+      this.datasync();
+      return;
+    }
+    applyDataOp(this.durable, write);
+    this.pending.splice(index, 1);
   }
 }
 

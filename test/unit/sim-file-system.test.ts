@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import type { FileHandle } from '../../engine/fs/file-system.ts';
-import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { type PowerLossMode, SimFileSystem } from '../sim/sim-file-system.ts';
 
 const seeds = Array.from({ length: 200 }, (_, index) => index + 1);
 
@@ -610,5 +610,94 @@ describe('SimFileSystem write-through handles', () => {
       outcomes.add(kept.length === 0 ? 'lost' : kept.every((byte, i) => byte === bytes[i]) && kept.length === bytes.length ? 'kept' : 'torn');
     }
     for (const outcome of ['resolved', 'lost', 'torn']) assert.ok(outcomes.has(outcome), `some power loss left the write ${outcome} (${[...outcomes].join(', ')})`);
+  });
+
+  it('a write-through writev makes only its own write durable: another still in flight stays pending, and can be lost or torn (200 seeds)', async () => {
+    // Two writes in flight at once on one handle at disjoint offsets; the power goes out as the
+    // first call returns. Each seed runs three times, identically up to the power loss, once per
+    // mode: keep-none shows the durable view, keep-all the current one.
+    const writes = [
+      { name: 'first', position: 0, bytes: pattern(1024) },
+      { name: 'second', position: 1024, bytes: filled(512, 0xbb) },
+    ] as const;
+    const run = async (seed: number, mode: PowerLossMode): Promise<{ resolved: string[]; bytes: Uint8Array }> => {
+      const { fs, handle } = await fileWith(seed, undefined, true);
+      const resolved: string[] = [];
+      let after: SimFileSystem | undefined;
+      const calls = writes.map(({ name, position, bytes }) =>
+        handle.writev([bytes], position).then(() => {
+          resolved.push(name);
+          after ??= fs.powerLoss({ mode });
+        }),
+      );
+      await Promise.allSettled(calls);
+      assert.ok(after !== undefined, `seed ${seed}: no write returned`);
+      return { resolved, bytes: await after.readFile('/d/f') };
+    };
+    /** Per sector of the write: 'new' (all its bytes) or 'zero' (none), else the sector is mixed. */
+    const sectors = (bytes: Uint8Array, write: (typeof writes)[number]): string[] => {
+      const result: string[] = [];
+      for (let start = 0; start < write.bytes.length; start += 512) {
+        const landed = bytes.subarray(write.position + start, write.position + start + 512);
+        const expected = write.bytes.subarray(start, start + 512);
+        if (landed.length === expected.length && landed.every((byte, index) => byte === expected[index])) result.push('new');
+        else if (landed.every((byte) => byte === 0)) result.push('zero');
+        else result.push('mixed');
+      }
+      return result;
+    };
+    let pendingAndHit = 0;
+    for (const seed of seeds) {
+      const durable = await run(seed, 'keep-none');
+      const current = await run(seed, 'keep-all');
+      const random = await run(seed, 'random');
+      assert.deepEqual(current.resolved, durable.resolved, `seed ${seed}: the runs differ before the power loss`);
+      assert.deepEqual(random.resolved, durable.resolved, `seed ${seed}: the runs differ before the power loss`);
+      for (const write of writes) {
+        const where = `seed ${seed}, ${write.name} write`;
+        const inDurable = sectors(durable.bytes, write);
+        const inCurrent = sectors(current.bytes, write);
+        const inRandom = sectors(random.bytes, write);
+        assert.ok(!inRandom.includes('mixed'), `${where}: a sector is partly written (${inRandom.join()})`);
+        if (durable.resolved.includes(write.name)) {
+          for (const image of [inDurable, inCurrent, inRandom]) assert.ok(image.every((sector) => sector === 'new'), `${where}: returned, yet not durable`);
+          continue;
+        }
+        assert.ok(inDurable.every((sector) => sector === 'zero'), `${where}: still in flight, yet durable (another write's sync covered it)`);
+        assert.ok(inCurrent.every((sector) => sector === inCurrent[0]), `${where}: half recorded`);
+        if (inCurrent[0] === 'zero') assert.ok(inRandom.every((sector) => sector === 'zero'), `${where}: never recorded, yet landed`);
+        else if (write.name === 'first' && inRandom.includes('zero')) pendingAndHit++;
+      }
+    }
+    assert.ok(pendingAndHit > 0, 'no power loss found the first write pending behind a returned second one and lost or tore it');
+  });
+
+  it('a write-through writev syncs the whole file when another pending write overlaps it or a truncate is pending', async () => {
+    /** A handle whose write of `pattern(1024)` at 0 landed but failed at its sync (O_DSYNC's EIO), so it is pending. */
+    const withPendingWrite = async (): Promise<{ fs: SimFileSystem; handle: FileHandle }> => {
+      const { fs, handle } = await fileWith(1, undefined, true);
+      fs.failAfter('datasync', 0, 'EIO');
+      await assert.rejects(handle.writev([pattern(1024)], 0), { code: 'EIO' });
+      return { fs, handle };
+    };
+    const disjoint = await withPendingWrite();
+    await disjoint.handle.writev([filled(512, 0xbb)], 1024);
+    assert.deepEqual(disjoint.fs.durableBytes('/d/f'), Uint8Array.from([...filled(1024, 0), ...filled(512, 0xbb)]), 'disjoint: its own write only');
+
+    // Left pending, the older write's second sector could land over the newer synced bytes.
+    const overlapping = await withPendingWrite();
+    await overlapping.handle.writev([filled(1024, 0xbb)], 512);
+    const both = Uint8Array.from([...pattern(512), ...filled(1024, 0xbb)]);
+    assert.deepEqual(overlapping.fs.durableBytes('/d/f'), both, 'overlapping: the whole file');
+    assert.deepEqual(await overlapping.fs.powerLoss().readFile('/d/f'), both);
+
+    // Left pending, the truncate could land after the synced write and cut it.
+    const { fs, handle } = await fileWith(1, undefined, true);
+    await handle.writev([filled(2048, 9)], 0);
+    await handle.truncate(1024);
+    await handle.writev([filled(512, 0xbb)], 1024);
+    const cut = Uint8Array.from([...filled(1024, 9), ...filled(512, 0xbb)]);
+    assert.deepEqual(fs.durableBytes('/d/f'), cut, 'truncate pending: the whole file');
+    assert.deepEqual(await fs.powerLoss().readFile('/d/f'), cut);
   });
 });
