@@ -1,7 +1,8 @@
 // `fermata wal-dump DIR`: reads a WAL directory without changing it and prints, per segment,
-// its header and each record (sequence, type, commit-group index, body bytes), then the
-// reader's verdict where the segment stops: `end`, or `torn`/`corrupt` with the offset and
-// why. The tool an operator reaches for when the service refuses to start on a corrupt log.
+// its header and each record (sequence, type, commit-group index, `overlapped` when its group
+// was written while the one before was in flight, body bytes), then the reader's verdict where
+// the segment stops: `end`, or `torn`/`corrupt` with the offset and why. The tool an operator
+// reaches for when the service refuses to start on a corrupt log.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeFrame, decodeSegmentHeader } from '../engine/wal/decoder.ts';
@@ -35,7 +36,7 @@ function dumpSegment(path: string, id: number, printRecords: boolean, out: (line
       out(`${path}: ${records} records, then offset ${offset}: ${frame.verdict}: ${frame.reason}`);
       return false;
     }
-    if (printRecords) out(`  seq ${frame.seq} type ${frame.type} group-index ${frame.seq - frame.groupBaseSeq} body ${frame.body.length} B at offset ${offset}`);
+    if (printRecords) out(`  seq ${frame.seq} type ${frame.type} group-index ${frame.seq - frame.groupBaseSeq}${frame.overlapped ? ' overlapped' : ''} body ${frame.body.length} B at offset ${offset}`);
     records++;
     offset = frame.next;
   }

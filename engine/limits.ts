@@ -12,6 +12,12 @@ export const walLimits = {
   recordBodyBytesMax: 32 * MiB,
   /** One group commit writes at most this many bytes (one writev + one fdatasync). */
   groupBytesMax: 8 * MiB,
+  /**
+   * Groups being written at once on a write-through segment: the next group's write starts
+   * while the one ahead of it is still going to disk (its records carry the overlapped flag),
+   * and is acknowledged after it. 1 = one at a time. Without write-through it is always one.
+   */
+  writesInFlightMax: 2,
   /** How long the committer may wait for more appends before writing a group; 0 = never wait. */
   groupWaitMsMax: 0,
   /** Bytes queued behind the committer; past this, append rejects with WAL_QUEUE_FULL. */
@@ -29,6 +35,8 @@ export function assertWalLimits(limits: WalLimits): void {
   assert.ok(limits.groupBytesMax >= 1, 'groupBytesMax must be positive');
   assert.ok(limits.queueBytesMax >= limits.recordBodyBytesMax, 'queueBytesMax must hold the largest record');
   assert.ok(limits.groupWaitMsMax >= 0, 'groupWaitMsMax must not be negative');
+  // Recovery accepts a torn group followed by one overlapped group, no more (docs/format/wal.md).
+  assert.ok(limits.writesInFlightMax === 1 || limits.writesInFlightMax === 2, 'writesInFlightMax must be 1 or 2');
 }
 
 assertWalLimits(walLimits);

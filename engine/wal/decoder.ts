@@ -9,6 +9,8 @@ import {
   formatVersion,
   recordBodyBytesFormatMax,
   recordCrcStart,
+  recordFlagOverlapped,
+  recordFlagsKnown,
   recordHeaderBytes,
   recordTypeReserved,
   segmentHeaderBytes,
@@ -28,6 +30,8 @@ export type Frame =
       readonly type: number;
       /** Sequence of the first record of the commit group this record was written in. */
       readonly groupBaseSeq: number;
+      /** The group was written while the group before it was not yet durable. */
+      readonly overlapped: boolean;
       readonly body: Uint8Array;
       readonly next: number;
     }
@@ -91,26 +95,45 @@ export function decodeFrame(bytes: Uint8Array, offset: number, segmentId: number
   if (crc32(body, crc32(header)) !== view.getUint32(0, true)) return { verdict: 'corrupt', reason: 'record checksum mismatch' };
   const type = view.getUint8(20);
   if (type === recordTypeReserved) return { verdict: 'corrupt', reason: 'record type 0 is reserved' };
-  if (view.getUint8(21) !== 0 || view.getUint16(22, true) !== 0 || view.getUint32(28, true) !== 0) {
-    return { verdict: 'corrupt', reason: 'record reserved bytes are not zero' };
-  }
+  const flags = view.getUint8(21);
+  if ((flags & ~recordFlagsKnown) !== 0) return { verdict: 'corrupt', reason: `record flags 0x${flags.toString(16).padStart(2, '0')} set a reserved bit` };
+  if (view.getUint16(22, true) !== 0 || view.getUint32(28, true) !== 0) return { verdict: 'corrupt', reason: 'record reserved bytes are not zero' };
   const recordSegment = view.getUint32(16, true);
   if (recordSegment !== segmentId) return { verdict: 'corrupt', reason: `record belongs to segment ${recordSegment}, found in segment ${segmentId}` };
   const seq = readU64(view, 8);
   if (seq !== expectedSeq) return { verdict: 'corrupt', reason: `record sequence ${seq ?? 'out of range'} where ${expectedSeq} was expected` };
   const indexInGroup = view.getUint32(24, true);
   if (indexInGroup >= seq) return { verdict: 'corrupt', reason: `record index in group ${indexInGroup} beyond its sequence ${seq}` };
-  return { verdict: 'record', seq, type, groupBaseSeq: seq - indexInGroup, body, next: end };
+  return { verdict: 'record', seq, type, groupBaseSeq: seq - indexInGroup, overlapped: (flags & recordFlagOverlapped) !== 0, body, next: end };
 }
 
 /**
- * The offset of a valid record of `segmentId` at or after `from` that was written in a commit
- * group starting after sequence `badSeq`, if any. Such a record proves that the group holding
- * `badSeq` had been synced before it was written, so a bad frame at `badSeq` is corruption in
- * the middle of the log, not a torn tail. Every byte offset is a candidate; cheap checks come
- * before the checksum.
+ * What follows a bad frame, as far as later commit groups go:
+ *   none        no valid record of a later group
+ *   overlapped  valid records of exactly one later group, every one flagged overlapped:
+ *               written while the bad frame's group was still in flight, never acknowledged
+ *   evidence    a later group that was written only after the bad frame's group was durable
+ *   too-costly  the search ran out of its checksum budget before it could tell
  */
-export function laterGroupRecordAfter(bytes: Uint8Array, from: number, segmentId: number, badSeq: number): number | 'too-costly' | undefined {
+export type LaterGroupSearch =
+  | { readonly verdict: 'none' }
+  | { readonly verdict: 'overlapped'; readonly offset: number; readonly groupBaseSeq: number }
+  | { readonly verdict: 'evidence'; readonly offset: number; readonly reason: string }
+  | { readonly verdict: 'too-costly' };
+
+/**
+ * Searches `bytes` from `from` on for valid records of `segmentId` written in a commit group
+ * starting after sequence `badSeq`. Such a record proves that the group holding `badSeq` had
+ * been durable before it was written, so a bad frame at `badSeq` is corruption in the middle
+ * of the log, not a torn tail. The one exception, when `options.excuseOverlapped`: every such
+ * record is flagged overlapped and of one group, which may have been written while the bad
+ * frame's group was in flight (at most two writes are, so a second later group is evidence).
+ *
+ * Every byte offset is a candidate, bodies of valid records included: a record found inside
+ * another can only add evidence, never hide it, so bytes in a body can turn a torn tail into a
+ * refusal but never a refusal into a torn tail. Cheap checks come before the checksum.
+ */
+export function searchLaterGroups(bytes: Uint8Array, from: number, segmentId: number, badSeq: number, options: { readonly excuseOverlapped: boolean }): LaterGroupSearch {
   const view = viewOf(bytes);
   // Hostile bytes can hold a plausible header at every offset; each costs a checksum over the
   // rest of the file. Past this budget the search gives up and recovery refuses to start (safe).
@@ -118,17 +141,24 @@ export function laterGroupRecordAfter(bytes: Uint8Array, from: number, segmentId
   const haystack = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const needle = Buffer.alloc(4);
   needle.writeUInt32LE(segmentId);
+  let overlapped: { readonly offset: number; readonly groupBaseSeq: number } | undefined;
   // The segment id field sits 16 bytes into a header: let the native search find candidates.
   for (let found = haystack.indexOf(needle, from + 16); found !== -1; found = haystack.indexOf(needle, found + 1)) {
     const offset = found - 16;
-    if (offset + recordHeaderBytes > bytes.length) return undefined;
+    if (offset + recordHeaderBytes > bytes.length) break;
     const length = view.getUint32(offset + 4, true);
     if (length > bytes.length - offset - recordHeaderBytes) continue;
     const seq = readU64(view, offset + 8);
     if (seq === undefined || seq - view.getUint32(offset + 24, true) <= badSeq) continue;
     checksumBytesLeft -= recordHeaderBytes + length;
-    if (checksumBytesLeft < 0) return 'too-costly';
-    if (decodeFrame(bytes, offset, segmentId, seq).verdict === 'record') return offset;
+    if (checksumBytesLeft < 0) return { verdict: 'too-costly' };
+    const frame = decodeFrame(bytes, offset, segmentId, seq);
+    if (frame.verdict !== 'record') continue;
+    if (!options.excuseOverlapped || !frame.overlapped) return { verdict: 'evidence', offset, reason: `a valid record of a later commit group at offset ${offset}` };
+    if (overlapped === undefined) overlapped = { offset, groupBaseSeq: frame.groupBaseSeq };
+    else if (frame.groupBaseSeq !== overlapped.groupBaseSeq) {
+      return { verdict: 'evidence', offset, reason: `valid records of two later commit groups at offsets ${overlapped.offset} and ${offset}` };
+    }
   }
-  return undefined;
+  return overlapped === undefined ? { verdict: 'none' } : { verdict: 'overlapped', ...overlapped };
 }

@@ -6,6 +6,7 @@ import {
   formatVersion,
   recordBodyBytesFormatMax,
   recordCrcStart,
+  recordFlagOverlapped,
   recordHeaderBytes,
   recordTypeMax,
   recordTypeReserved,
@@ -39,25 +40,28 @@ export function encodeSegmentHeader(segmentId: number, baseSeq: number): Uint8Ar
  * header fields after it (so a record moved to another segment or sequence cannot pass) and
  * then the body, the concatenation of `parts`. When `bodyFollows`, the body has already been
  * copied right behind the header in `into` and is checksummed there in one pass; otherwise
- * each part is checksummed where it lies.
+ * each part is checksummed where it lies. `overlapped` sets the flag of a record whose group is
+ * written while the group before it is not yet durable (absent: not overlapped).
  */
 export function encodeRecordHeader(
   into: Uint8Array,
   view: DataView,
   at: number,
-  fields: { readonly type: number; readonly seq: number; readonly segmentId: number; readonly indexInGroup: number },
+  fields: { readonly type: number; readonly seq: number; readonly segmentId: number; readonly indexInGroup: number; readonly overlapped?: boolean },
   parts: readonly Uint8Array[],
   bodyLength: number,
   bodyFollows: boolean,
 ): void {
-  const { type, seq, segmentId, indexInGroup } = fields;
+  const { type, seq, segmentId, indexInGroup, overlapped } = fields;
   assert.ok(type > recordTypeReserved && type <= recordTypeMax, `record type ${type} out of range`);
   assert.ok(bodyLength <= recordBodyBytesFormatMax, 'record body beyond the format maximum');
   assert.ok(seq >= 1 && seq <= sequenceMax, `sequence ${seq} out of range`);
   view.setUint32(at + 4, bodyLength, true);
   writeU64(view, at + 8, seq);
   view.setUint32(at + 16, segmentId, true);
-  view.setUint32(at + 20, type, true); // type in byte 20, reserved bytes 21..23 zero (little-endian u32)
+  view.setUint8(at + 20, type);
+  view.setUint8(at + 21, overlapped === true ? recordFlagOverlapped : 0);
+  view.setUint16(at + 22, 0, true);
   view.setUint32(at + 24, indexInGroup, true);
   view.setUint32(at + 28, 0, true);
   let checksum: number;

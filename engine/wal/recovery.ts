@@ -4,9 +4,9 @@
 // Decision table (docs/format/wal.md has the full one):
 //   bad frame in a sealed (not last) segment             → refuse, naming file and offset
 //   bad frame in the last segment, a later-group record  → refuse (synced data is corrupt)
-//     after it
-//   bad frame in the last segment, nothing valid after   → torn tail: keep a .broken copy,
-//                                                          truncate to the last good record
+//     after it (other than one overlapped group)
+//   bad frame in the last segment, nothing valid after,  → torn tail: keep a .broken copy,
+//     or only records of one overlapped later group        truncate to the last good record
 //   bad header of the last segment, nothing valid after  → segment creation was torn:
 //                                                          rename it to .broken
 //   missing segment id, base sequence not continuing     → refuse
@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
 import type { FileHandle, FileSystem } from '../fs/file-system.ts';
-import { decodeFrame, decodeSegmentHeader, laterGroupRecordAfter } from './decoder.ts';
+import { decodeFrame, decodeSegmentHeader, searchLaterGroups } from './decoder.ts';
 import { brokenSuffix, parseSegmentFileName, segmentFileName, segmentHeaderBytes } from './format.ts';
 
 export interface SegmentInfo {
@@ -291,8 +291,10 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
       const header = decodeSegmentHeader(bytes);
       if (header.verdict !== 'ok') {
         bytes = await current.whole();
-        const evidence = laterGroupRecordAfter(bytes, segmentHeaderBytes, id, (expectedBaseSeq ?? 1) - 1);
-        if (!isLast || evidence !== undefined) throw corrupt(path, 0, evidence === 'too-costly' ? `${header.reason}; too costly to rule out valid records after it` : header.reason);
+        // A segment header is durable before any record goes in: no overlap excuses a valid
+        // record after a bad one.
+        const later = searchLaterGroups(bytes, segmentHeaderBytes, id, (expectedBaseSeq ?? 1) - 1, { excuseOverlapped: false });
+        if (!isLast || later.verdict !== 'none') throw corrupt(path, 0, later.verdict === 'too-costly' ? `${header.reason}; too costly to rule out valid records after it` : header.reason);
         repair = await setAsideTornSegment(fs, dir, name, header.reason);
         break;
       }
@@ -326,10 +328,13 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
         }
         const badSeq = segment.lastSeq + 1;
         if (!isLast) throw corrupt(path, segment.bytes, `${frame.reason} in a sealed segment`);
-        const evidence = laterGroupRecordAfter(bytes, segment.bytes + 1, id, badSeq);
-        if (evidence === 'too-costly') throw corrupt(path, segment.bytes, `${frame.reason}; too costly to rule out valid records after it`);
-        if (evidence !== undefined) throw corrupt(path, segment.bytes, `${frame.reason}, followed by a valid record at offset ${evidence}`);
-        repair = await cutTornTail(fs, dir, name, bytes, segment.bytes, frame.reason);
+        const later = searchLaterGroups(bytes, segment.bytes + 1, id, badSeq, { excuseOverlapped: true });
+        if (later.verdict === 'too-costly') throw corrupt(path, segment.bytes, `${frame.reason}; too costly to rule out valid records after it`);
+        if (later.verdict === 'evidence') throw corrupt(path, segment.bytes, `${frame.reason}, followed by ${later.reason}`);
+        // An overlapped group behind the torn one was never acknowledged (acknowledgements go in
+        // order): it is cut with the torn group.
+        const reason = later.verdict === 'overlapped' ? `${frame.reason}; the overlapped group from sequence ${later.groupBaseSeq} at offset ${later.offset} is cut with it` : frame.reason;
+        repair = await cutTornTail(fs, dir, name, bytes, segment.bytes, reason);
         break;
       }
       // The next segment goes into the same buffer, once this one is replayed (a torn tail is

@@ -2,26 +2,36 @@
 // keeps other processes out) and is driven from the main thread's event loop.
 //
 // Group commit (LevelDB's DBImpl::Write, etcd's WAL): `append` only queues a record and
-// returns a promise. One committer at a time takes everything queued (up to groupBytesMax),
-// numbers the records, writes them with one writev and covers them with one fdatasync; only
-// then do their promises resolve. On Linux segments are opened write-through (O_DSYNC): the
-// writev is then durable when it returns, one system call and one threadpool round trip where
-// a write and an fdatasync take two (measured, 256 single admitters in process: the cycle's
-// disk part 0.37 ms against 0.12 + 0.33, 8–17% more admits a second).
-// Appends that arrive while a group is being synced ride the next one, so the cost of a sync
-// is shared by every caller waiting on it. Once a group is
-// synced, the next group's write is started before the synced group's promises resolve, so
-// what their callers do next (an admit puts its batch in memory) overlaps the disk's work.
+// returns a promise. The committer takes everything queued (up to groupBytesMax), numbers the
+// records, writes them with one writev and covers them with one fdatasync; only then do their
+// promises resolve. On Linux segments are opened write-through (O_DSYNC): the writev is then
+// durable when it returns, one system call and one threadpool round trip where a write and an
+// fdatasync take two (measured, 256 single admitters in process: the cycle's disk part 0.37 ms
+// against 0.12 + 0.33, 8–17% more admits a second).
+// Appends that arrive while a group is being written ride the next one, so the cost of a sync
+// is shared by every caller waiting on it. Once a group is durable, the next group's write is
+// started before the durable group's promises resolve, so what their callers do next (an admit
+// puts its batch in memory) overlaps the disk's work.
+//
+// On a write-through segment two groups may be written at once (writesInFlightMax): appends
+// that arrive while a group's write is under way start the next group's write then (after the
+// task, or at once with startNow) instead of waiting for it. The disk takes two O_DSYNC writes
+// in ~1.4 times the time of one (28 KiB each, this VM), and with 256 single admitters the log
+// had been busy all the time, one write after another. The later group's records are flagged
+// overlapped and acknowledged only after the group ahead: a power loss may leave the earlier
+// group torn behind an intact later one, which recovery (docs/format/wal.md) cuts as a torn
+// tail because of the flag.
 //
 //   append ─► queue ─► committer: [roll segment?] ─► writev(group) ─► fdatasync¹ ─┬► writev(next group)
-//                                                                                 └► resolve all
+//                 └──── (write-through, one group being written) ─► writev(next)²  └► resolve all
 //
 //   ¹ not called on a write-through segment: its writev was the sync.
+//   ² its records flagged overlapped; resolved after the group ahead of it.
 //
-// A failed write or sync poisons the log: the group and everything queued reject with
-// WAL_POISONED, as does every later append. Nothing is retried in place (after a failed
-// fdatasync the kernel may have dropped the dirty pages; only recovery, which re-reads the
-// disk, knows what is there).
+// A failed write or sync poisons the log: the group, every group being written behind it and
+// everything queued reject with WAL_POISONED, as does every later append. Nothing is retried
+// in place (after a failed fdatasync the kernel may have dropped the dirty pages; only
+// recovery, which re-reads the disk, knows what is there).
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -81,6 +91,8 @@ export interface WalCounters {
   bytesWritten: number;
   slowSyncs: number;
   segmentsCreated: number;
+  /** Groups whose write started while the group ahead of them was still being written. */
+  overlappedGroups: number;
 }
 
 interface GroupSize {
@@ -88,13 +100,14 @@ interface GroupSize {
   readonly bytes: number;
 }
 
-/** A group whose write has been started, at `segment`'s synced end. */
+/** A group whose write has been started, at `at` in `segment` (its synced end, or where the group ahead of it ends). */
 interface StartedGroup {
   readonly group: PendingAppend[];
   readonly segment: SegmentInfo;
   /** The segment's handle the write went to. */
   readonly handle: FileHandle;
   readonly baseSeq: number;
+  readonly at: number;
   readonly groupBytes: number;
   readonly startedMs: number;
   readonly written: Promise<void>;
@@ -112,7 +125,7 @@ interface PendingAppend {
 export class Wal implements DurableLog {
   readonly dir: string;
   readonly recovery: RecoveryReport;
-  readonly counters: WalCounters = { appends: 0, groups: 0, syncs: 0, bytesWritten: 0, slowSyncs: 0, segmentsCreated: 0 };
+  readonly counters: WalCounters = { appends: 0, groups: 0, syncs: 0, bytesWritten: 0, slowSyncs: 0, segmentsCreated: 0, overlappedGroups: 0 };
 
   readonly #fs: FileSystem;
   readonly #limits: WalLimits;
@@ -125,6 +138,10 @@ export class Wal implements DurableLog {
   #queue: PendingAppend[] = [];
   #queuedBytes = 0;
   #committer: Promise<void> | undefined;
+  /** Groups whose writes were started and not yet acknowledged, oldest first (writesInFlightMax at most), all on the active segment. */
+  #inFlight: StartedGroup[] = [];
+  /** An overlapping write is to be started after the current task (#startWrites). */
+  #writesScheduled = false;
   #poison: FermataError | undefined;
   #closed = false;
 
@@ -221,8 +238,13 @@ export class Wal implements DurableLog {
     this.counters.appends++;
     // Start the committer after the current task, so a burst of synchronous appends forms one
     // group; or, asked to, at once (the loop reaches its write before it first waits: this
-    // record is queued and the log is not poisoned).
+    // record is queued and the log is not poisoned). While a group is being written, the next
+    // one may be too (write-through): started the same way, after the task or at once.
     if (this.#committer === undefined) this.#committer = options.startNow === true ? this.#commitLoop() : Promise.resolve().then(() => this.#commitLoop());
+    else if (this.#inFlight.length > 0 && this.#inFlight.length < this.#writesMax()) {
+      if (options.startNow === true) this.#startWrites();
+      else this.#scheduleWrites();
+    }
     return promise;
   }
 
@@ -329,25 +351,28 @@ export class Wal implements DurableLog {
 
   async #commitLoop(): Promise<void> {
     try {
-      // A group whose write was started before the one ahead of it was acknowledged.
-      let next: StartedGroup | undefined;
-      while ((next !== undefined || this.#queue.length > 0) && this.#poison === undefined) {
-        let started = next;
-        next = undefined;
-        if (started === undefined) {
+      while (this.#poison === undefined) {
+        let head = this.#inFlight[0];
+        if (head === undefined) {
+          if (this.#queue.length === 0) break;
           if (this.#limits.groupWaitMsMax > 0 && this.#queuedBytes < this.#limits.groupBytesMax) await sleep(this.#limits.groupWaitMsMax);
           const group = this.#takeGroup(this.#groupSize());
           try {
-            started = await this.#startGroup(group);
+            head = await this.#startGroup(group);
           } catch (err) {
             this.#poisonWith(err, group);
             break;
           }
         }
         try {
-          next = await this.#finishGroup(started);
+          await this.#finishGroup(head);
         } catch (err) {
-          this.#poisonWith(err, started.group);
+          // Every group being written goes with the failed one (none ahead of it is unacknowledged);
+          // the loop ends only once their writes are done, so a cut (cutToSynced) races none.
+          const failed = this.#inFlight;
+          this.#inFlight = [];
+          this.#poisonWith(err, failed.flatMap((started) => started.group));
+          await Promise.allSettled(failed.map((started) => started.written));
         }
       }
     } finally {
@@ -375,11 +400,33 @@ export class Wal implements DurableLog {
     return group;
   }
 
-  #needsRoll(segment: SegmentInfo, groupBytes: number): boolean {
-    return segment.bytes > segmentHeaderBytes && segment.bytes + groupBytes > this.#limits.segmentBytes;
+  /** #startWrites after the current task, beside a write under way (otherwise the commit loop starts the next group). */
+  #scheduleWrites(): void {
+    if (this.#writesScheduled) return;
+    this.#writesScheduled = true;
+    queueMicrotask(() => {
+      this.#writesScheduled = false;
+      if (this.#inFlight.length > 0) this.#startWrites();
+    });
   }
 
-  /** Starts a new segment if the group does not fit the active one, then starts its write. */
+  /** Where the next group's write goes in the active segment: after the groups being written. */
+  #writeEnd(segment: SegmentInfo): number {
+    const last = this.#inFlight.at(-1);
+    return last === undefined ? segment.bytes : last.at + last.groupBytes;
+  }
+
+  #needsRoll(segment: SegmentInfo, groupBytes: number): boolean {
+    const end = this.#writeEnd(segment);
+    return end > segmentHeaderBytes && end + groupBytes > this.#limits.segmentBytes;
+  }
+
+  /** Writes the log keeps going at once: writesInFlightMax on a write-through segment, else one. */
+  #writesMax(): number {
+    return this.#active.writeThrough ? this.#limits.writesInFlightMax : 1;
+  }
+
+  /** Starts a new segment if the group does not fit the active one, then starts its write (nothing else is being written). */
   async #startGroup(group: PendingAppend[]): Promise<StartedGroup> {
     let groupBytes = 0;
     for (const pending of group) groupBytes += recordHeaderBytes + pending.bodyBytes;
@@ -388,46 +435,56 @@ export class Wal implements DurableLog {
     return this.#writeGroup(group, segment, groupBytes);
   }
 
-  /** Frames the group and starts its write at the segment's synced end. */
+  /**
+   * Frames the group and starts its write behind the groups being written, or at the segment's
+   * synced end; its records are flagged overlapped when a write ahead of it is under way.
+   */
   #writeGroup(group: PendingAppend[], segment: SegmentInfo, groupBytes: number): StartedGroup {
-    const baseSeq = segment.lastSeq + 1;
-    const chunks = encodeGroup(group, baseSeq, segment.id, groupBytes);
+    const ahead = this.#inFlight.at(-1);
+    const baseSeq = ahead === undefined ? segment.lastSeq + 1 : ahead.baseSeq + ahead.group.length;
+    const at = this.#writeEnd(segment);
+    const chunks = encodeGroup(group, baseSeq, segment.id, groupBytes, ahead !== undefined);
     const startedMs = performance.now();
     const handle = this.#active;
-    const written = handle.writev(chunks, segment.bytes);
-    // Awaited by #finishGroup; a write started early is awaited a few microtasks later.
+    const written = handle.writev(chunks, at);
+    // Awaited by #finishGroup once the groups ahead are acknowledged.
     written.catch(() => undefined);
-    return { group, segment, handle, baseSeq, groupBytes, startedMs, written };
+    const started: StartedGroup = { group, segment, handle, baseSeq, at, groupBytes, startedMs, written };
+    this.#inFlight.push(started);
+    if (ahead !== undefined) this.counters.overlappedGroups++;
+    return started;
   }
 
   /**
-   * The next group's write, started now if it can be without waiting (records queued, no group
-   * wait configured, no new segment needed); else undefined and the loop starts it as usual.
+   * Starts the writes of queued groups while fewer than #writesMax() are under way and each can
+   * start without waiting (no group wait configured, no new segment needed); what cannot waits
+   * for the loop.
    */
-  #startNextNow(): StartedGroup | undefined {
-    if (this.#queue.length === 0 || this.#limits.groupWaitMsMax > 0) return undefined;
-    const size = this.#groupSize();
-    const segment = this.#segments.at(-1) as SegmentInfo;
-    if (this.#needsRoll(segment, size.bytes)) return undefined;
-    const group = this.#takeGroup(size);
-    try {
-      return this.#writeGroup(group, segment, size.bytes);
-    } catch {
-      // Back to the front of the queue: the loop starts it the usual way, and a failure there
-      // poisons this group, not the one ahead that is already durable.
-      this.#queue = [...group, ...this.#queue];
-      this.#queuedBytes += size.bytes;
-      return undefined;
+  #startWrites(): void {
+    while (this.#queue.length > 0 && this.#inFlight.length < this.#writesMax() && this.#limits.groupWaitMsMax === 0 && this.#poison === undefined) {
+      const size = this.#groupSize();
+      const segment = this.#segments.at(-1) as SegmentInfo;
+      if (this.#needsRoll(segment, size.bytes)) return;
+      const group = this.#takeGroup(size);
+      try {
+        this.#writeGroup(group, segment, size.bytes);
+      } catch {
+        // Back to the front of the queue: the loop starts it the usual way, and a failure there
+        // poisons this group, not one ahead that is already durable.
+        this.#queue = [...group, ...this.#queue];
+        this.#queuedBytes += size.bytes;
+        return;
+      }
     }
   }
 
   /**
-   * Waits for the group's write, syncs it and acknowledges its records. Just before the
-   * acknowledgements the next group's write is started and returned: the appenders' work on
-   * their acknowledged records (an admit puts its batch in memory) then runs while the disk
-   * takes the next group, instead of leaving the log idle until it is done.
+   * Waits for the oldest group's write, syncs it and acknowledges its records. Just before the
+   * acknowledgements the next groups' writes are started: the appenders' work on their
+   * acknowledged records (an admit puts its batch in memory) then runs while the disk takes
+   * the next group, instead of leaving the log idle until it is done.
    */
-  async #finishGroup(started: StartedGroup): Promise<StartedGroup | undefined> {
+  async #finishGroup(started: StartedGroup): Promise<void> {
     const { group, segment, handle, baseSeq, groupBytes, startedMs } = started;
     await started.written;
     const written = performance.now();
@@ -437,6 +494,8 @@ export class Wal implements DurableLog {
     const syncMs = handle.writeThrough ? written - startedMs : performance.now() - written;
     failpoint('wal.synced-before-ack');
 
+    assert.equal(this.#inFlight[0], started, 'groups are acknowledged in the order they were written');
+    this.#inFlight.shift();
     segment.bytes += groupBytes;
     segment.lastSeq = baseSeq + group.length - 1;
     this.counters.groups++;
@@ -446,15 +505,18 @@ export class Wal implements DurableLog {
       this.counters.slowSyncs++;
       this.#logger?.warn({ syncMs, bytes: groupBytes, records: group.length, writeThrough: handle.writeThrough }, handle.writeThrough ? 'slow write-through write' : 'slow fdatasync');
     }
-    const next = this.#startNextNow();
+    // Nothing else being written: the next group goes at once. Beside a write still under way,
+    // after the acknowledged appenders have made their next appends, which then go with it.
+    const writing = this.#inFlight.length > 0;
+    if (!writing) this.#startWrites();
     for (let i = 0; i < group.length; i++) (group[i] as PendingAppend).resolve(baseSeq + i);
+    if (writing) this.#scheduleWrites();
     // An observer's failure must not poison a log whose group is already durable and acknowledged.
     try {
       this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: handle.writeThrough ? 0 : written - startedMs, syncMs });
     } catch (err) {
       this.#logger?.warn({ err }, 'onGroupCommitted threw');
     }
-    return next;
   }
 
   /** Seals `current` (already synced) and makes the next segment durable before any record goes in. */
@@ -489,7 +551,7 @@ export class Wal implements DurableLog {
  * `copyBodyBytesMax` or more are left where they are (an Arrow batch is never copied) and
  * their parts become chunks of their own between the copied runs.
  */
-function encodeGroup(group: readonly PendingAppend[], baseSeq: number, segmentId: number, groupBytes: number): Uint8Array[] {
+function encodeGroup(group: readonly PendingAppend[], baseSeq: number, segmentId: number, groupBytes: number, overlapped: boolean): Uint8Array[] {
   let copiedBytes = groupBytes;
   for (const pending of group) if (pending.bodyBytes >= copyBodyBytesMax) copiedBytes -= pending.bodyBytes;
   const buffer = Buffer.allocUnsafe(copiedBytes);
@@ -499,7 +561,7 @@ function encodeGroup(group: readonly PendingAppend[], baseSeq: number, segmentId
   let at = 0;
   for (let i = 0; i < group.length; i++) {
     const { type, parts, bodyBytes } = group[i] as PendingAppend;
-    const fields = { type, seq: baseSeq + i, segmentId, indexInGroup: i };
+    const fields = { type, seq: baseSeq + i, segmentId, indexInGroup: i, overlapped };
     if (bodyBytes < copyBodyBytesMax) {
       let partAt = at + recordHeaderBytes;
       for (const part of parts) {

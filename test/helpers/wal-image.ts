@@ -1,9 +1,11 @@
 // Builds WAL images for recovery tests: a log written by the real Wal code onto the simulated
-// file system, and fresh file systems holding given bytes as durable files.
+// file system, a segment framed record by record (for images the Wal writes only by chance,
+// such as overlapped groups), and fresh file systems holding given bytes as durable files.
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { Wal } from '../../engine/wal/wal.ts';
 import { decodeFrame, decodeSegmentHeader } from '../../engine/wal/decoder.ts';
-import { segmentHeaderBytes } from '../../engine/wal/format.ts';
+import { encodeRecordHeader, encodeSegmentHeader } from '../../engine/wal/encoder.ts';
+import { recordHeaderBytes, segmentHeaderBytes } from '../../engine/wal/format.ts';
 
 export const walDir = '/data/wal';
 
@@ -55,6 +57,42 @@ export function recordEndsOf(bytes: Uint8Array): number[] {
     offset = frame.next;
     ends.push(offset);
   }
+}
+
+/** One record of a framed segment: its body size, and whether it carries the overlapped flag. */
+export interface FramedRecord {
+  readonly bodyBytes: number;
+  readonly overlapped?: boolean;
+}
+
+export interface FramedSegment {
+  readonly bytes: Uint8Array;
+  /** Offset of each record, index seq − baseSeq, then the end of the last one. */
+  readonly starts: number[];
+}
+
+/**
+ * The bytes of segment `segmentId` holding `groups` (each one commit group) in order from
+ * sequence `baseSeq`, framed by the real encoder. Bodies are a pattern of their sequence.
+ */
+export function frameSegment(segmentId: number, baseSeq: number, groups: readonly (readonly FramedRecord[])[]): FramedSegment {
+  const records = groups.flatMap((group) => group.map((record, indexInGroup) => ({ ...record, indexInGroup })));
+  const total = records.reduce((bytes, record) => bytes + recordHeaderBytes + record.bodyBytes, segmentHeaderBytes);
+  const bytes = new Uint8Array(total);
+  const view = new DataView(bytes.buffer);
+  bytes.set(encodeSegmentHeader(segmentId, baseSeq), 0);
+  const starts: number[] = [];
+  let at = segmentHeaderBytes;
+  for (const [i, { bodyBytes, overlapped, indexInGroup }] of records.entries()) {
+    const seq = baseSeq + i;
+    const body = bytes.subarray(at + recordHeaderBytes, at + recordHeaderBytes + bodyBytes);
+    for (let j = 0; j < bodyBytes; j++) body[j] = (seq * 31 + j * 7) & 0xff;
+    encodeRecordHeader(bytes, view, at, { type: 1, seq, segmentId, indexInGroup, overlapped: overlapped === true }, [body], bodyBytes, true);
+    starts.push(at);
+    at += recordHeaderBytes + bodyBytes;
+  }
+  starts.push(at);
+  return { bytes, starts };
 }
 
 /** A new simulated file system whose WAL directory durably holds exactly `files`. */

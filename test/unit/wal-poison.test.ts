@@ -45,7 +45,8 @@ for (const [op, code, writeThrough] of [
 
     fs.setFault(undefined);
     await assert.rejects(wal.append(1, body(4)), poisoned, 'a healthy disk does not un-poison the log');
-    assert.equal(calls, 1, 'the failed call was not retried');
+    // A group written beside the failing one (write-through) makes a call of its own.
+    assert.equal(calls - wal.counters.overlappedGroups, 1, 'the failed call was not retried');
     await wal.close();
 
     const reopened = await Wal.open({ dir, fs });

@@ -202,10 +202,30 @@ test('an append asked to start now is being written within the call; others wait
   const now = wal.append(1, bytes('c'), { startNow: true });
   assert.equal(writes, 2, 'started within the append');
   const behind = [wal.append(1, bytes('d')), wal.append(1, bytes('e'), { startNow: true })];
-  assert.equal(writes, 2, 'a log already writing takes the next ones as its next group');
-  assert.deepEqual(await Promise.all([now, ...behind]), [3, 4, 5]);
-  assert.equal(writes, 3);
-  assert.equal(wal.counters.groups, 3);
+  assert.equal(writes, 3, 'beside a write under way (write-through), the next group is written at once too');
+  const third = wal.append(1, bytes('f'), { startNow: true });
+  assert.equal(writes, 3, 'but no third at once: it rides the group after them');
+  assert.deepEqual(await Promise.all([now, ...behind, third]), [3, 4, 5, 6]);
+  assert.equal(writes, 4);
+  assert.equal(wal.counters.groups, 4);
+  await wal.close();
+});
+
+test('without write-through, an append asked to start now while a group is being written waits for it', async () => {
+  const fs = new SimFileSystem({ seed: 4, writeThrough: false });
+  const wal = await Wal.open({ dir: '/data/wal', fs });
+  let writes = 0;
+  fs.setFault((op) => {
+    if (op === 'writev') writes++;
+    return undefined;
+  });
+  const now = wal.append(1, bytes('a'), { startNow: true });
+  assert.equal(writes, 1, 'started within the append');
+  const behind = [wal.append(1, bytes('b')), wal.append(1, bytes('c'), { startNow: true })];
+  assert.equal(writes, 1, 'a log already writing takes the next ones as its next group');
+  assert.deepEqual(await Promise.all([now, ...behind]), [1, 2, 3]);
+  assert.equal(writes, 2);
+  assert.equal(wal.counters.overlappedGroups, 0);
   await wal.close();
 });
 
