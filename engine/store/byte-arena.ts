@@ -89,6 +89,8 @@ function copyRowPartWords(slab: Uint8Array, slabWords: Int32Array | undefined, a
 
 export interface ByteArenaOptions {
   readonly slabBytes?: number;
+  /** Size of a small arena's first slab (at most slabBytes); see smallSlabBytes. */
+  readonly slabBytesMin?: number;
   /** Monotonic ms for the rate bytes are added at (tests); performance.now() otherwise. */
   readonly now?: () => number;
   /** Ms making a byte ahead takes (tests); prefaultMsPerByte() otherwise. */
@@ -118,6 +120,14 @@ const slabLeadFactor = 2;
  */
 const groupSlabsFrom = 64;
 const groupSlabsStep = 8;
+/**
+ * A small arena's slabs: the first is this size, and each next one holds as much as the arena
+ * holds then (so its room doubles) until slabBytes is reached. A store with a few hundred
+ * resident timers (a service that keeps the rest on disk) held a whole 4 MiB slab for them,
+ * every page of it mapped (2 MiB pages under glibc's huge pages): 4 MB of a restarted
+ * service's resident set for ~200 KB of strings.
+ */
+const smallSlabBytes = 64 * 1024;
 
 /** The arena's strings as they were when hold() was called, readable while the arena changes. */
 export interface ArenaHold {
@@ -129,6 +139,9 @@ export interface ArenaHold {
 
 export class ByteArena {
   readonly slabBytes: number;
+  readonly #slabBytesMin: number;
+  /** Bytes of the current slab (0 while there is none): slabBytes, or less while the arena is small. */
+  #currentBytes = 0;
   /** Indexed by slab id; undefined once released. */
   readonly #slabs: Array<Uint8Array | undefined> = [];
   /** Live bytes per slab id. */
@@ -155,6 +168,8 @@ export class ByteArena {
     const slabBytes = options.slabBytes ?? storeLimits.arenaSlabBytes;
     assert.ok(Number.isSafeInteger(slabBytes) && slabBytes >= 1 && slabBytes <= arenaSlabBytesMax, 'slabBytes out of range');
     this.slabBytes = slabBytes;
+    this.#slabBytesMin = Math.min(slabBytes, options.slabBytesMin ?? smallSlabBytes);
+    assert.ok(Number.isSafeInteger(this.#slabBytesMin) && this.#slabBytesMin >= 1, 'slabBytesMin out of range');
     this.#addRate = new FillRate(options.now ?? (() => performance.now()));
     this.#prefaultMsPerByte = options.prefaultMsPerByte ?? prefaultMsPerByte;
   }
@@ -181,7 +196,7 @@ export class ByteArena {
    */
   prefaultFor(bytes: number): void {
     if (this.#closed) return;
-    const room = this.#current < 0 ? 0 : this.slabBytes - (this.#end[this.#current] as number);
+    const room = this.#current < 0 ? 0 : this.#currentBytes - (this.#end[this.#current] as number);
     // At least what the arena takes, at its rate, while a slab is made (slabLeadFactor), up to a slab.
     const lead = this.#addRate.sample(this.#bytesLive + this.#bytesFreed) * this.slabBytes * this.#prefaultMsPerByte() * slabLeadFactor;
     const ahead = Math.max(bytes, Math.min(lead, this.slabBytes));
@@ -294,13 +309,14 @@ export class ByteArena {
     while (i < count) {
       // The rows from i on that fit the current slab's unwritten tail (none while there is no current slab).
       const slabId = this.#current;
-      const start = slabId < 0 ? this.slabBytes : (this.#end[slabId] as number);
+      const capacity = this.#currentBytes;
+      const start = slabId < 0 ? capacity : (this.#end[slabId] as number);
       let end = start;
       let runEnd = i;
       for (; runEnd < count; runEnd++) {
         const row = rows === undefined ? runEnd : (rows[runEnd] as number);
         const length = rowLength(firstOffsets, row) + rowLength(secondOffsets, row) + rowLength(thirdOffsets, row);
-        if (end + length > this.slabBytes) break;
+        if (end + length > capacity) break;
         const slot = slots[runEnd] as number;
         slabOut[slot] = length === 0 ? 0 : slabId;
         offsetOut[slot] = length === 0 ? 0 : end;
@@ -436,8 +452,8 @@ export class ByteArena {
       this.#bytesLive += length;
       return slabId * offsetSpan;
     }
-    const end = this.#current < 0 ? this.slabBytes : (this.#end[this.#current] ?? 0);
-    if (end + length > this.slabBytes) this.#replaceCurrent();
+    const end = this.#current < 0 ? this.#currentBytes : (this.#end[this.#current] ?? 0);
+    if (end + length > this.#currentBytes) this.#replaceCurrent(length);
     const slabId = this.#current;
     const offset = this.#end[slabId] ?? 0;
     this.#end[slabId] = offset + length;
@@ -446,10 +462,23 @@ export class ByteArena {
     return slabId * offsetSpan + offset;
   }
 
-  #replaceCurrent(): void {
+  /** A new current slab, with room for a string of `length` (at most slabBytes). */
+  #replaceCurrent(length: number): void {
     const previous = this.#current;
-    this.#current = this.#open(this.slabBytes);
+    const bytes = this.#nextSlabBytes(length);
+    this.#current = this.#open(bytes);
+    this.#currentBytes = bytes;
     if (previous >= 0 && this.#live[previous] === 0) this.#release(previous);
+  }
+
+  /** slabBytes, or while the arena is small (smallSlabBytes) what it holds, in powers of two from slabBytesMin. */
+  #nextSlabBytes(length: number): number {
+    // A slab made ahead is used whatever the arena holds: it was made because it fills fast.
+    if ((this.#supply?.ready ?? 0) > 0) return this.slabBytes;
+    const wanted = Math.max(length, this.#bytesLive);
+    let bytes = this.#slabBytesMin;
+    while (bytes < wanted && bytes < this.slabBytes) bytes *= 2;
+    return Math.min(bytes, this.slabBytes);
   }
 
   #open(bytes: number): number {

@@ -396,6 +396,34 @@ test('ByteArena releases a slab when its last string is freed and reuses its id'
   }
 });
 
+test('a small arena takes small slabs: the first of slabBytesMin, each next one as large as what it holds, up to slabBytes', () => {
+  const arena = new ByteArena({ slabBytes: 4096, slabBytesMin: 256 });
+  const reserved: number[] = [];
+  const strings: Array<[number, Uint8Array]> = [];
+  for (let i = 0; i < 120; i++) {
+    const bytes = new Uint8Array(100).fill(i);
+    strings.push([arena.add(bytes), bytes]);
+    if (reserved.at(-1) !== arena.bytesReserved) reserved.push(arena.bytesReserved);
+  }
+  // Slabs of 256, 256, 512, 1024, 2048, then 4096 each: what the arena holds, doubled.
+  assert.deepEqual(reserved.slice(0, 7), [256, 512, 1024, 2048, 4096, 8192, 12288]);
+  for (const [ref, bytes] of strings) assert.deepEqual(arena.view(ref, bytes.length), bytes);
+  // A string longer than the next small slab gets a slab it fits.
+  const fresh = new ByteArena({ slabBytes: 4096, slabBytesMin: 256 });
+  const long = new Uint8Array(1000).fill(9);
+  const ref = fresh.add(long);
+  assert.equal(fresh.bytesReserved, 1024);
+  assert.deepEqual(fresh.view(ref, long.length), long);
+});
+
+test('a store of a thousand 200-byte strings holds well under one 4 MiB slab', () => {
+  const arena = new ByteArena();
+  for (let i = 0; i < 1000; i++) arena.add(new Uint8Array(200).fill(i & 0xff));
+  assert.ok(arena.bytesReserved <= 512 * 1024, `${arena.bytesReserved} bytes reserved for 200,000 bytes of strings`);
+  for (let i = 0; i < 30_000; i++) arena.add(new Uint8Array(200).fill(i & 0xff));
+  assert.ok(arena.bytesReserved < 2 * arena.bytesLive, 'a large arena is not made of small slabs wasting their tails');
+});
+
 test('an arena hold keeps the strings it saw readable: no rewind over them, released slabs kept alive', () => {
   const arena = new ByteArena({ slabBytes: 100 });
   const first = arena.add(new Uint8Array(40).fill(1)); // slab 0
