@@ -110,7 +110,8 @@ interface StartedGroup {
   readonly at: number;
   readonly groupBytes: number;
   readonly startedMs: number;
-  readonly written: Promise<void>;
+  /** Resolves with the time (performance.now()) the write returned, which for a group behind another may be before it is awaited. */
+  readonly written: Promise<number>;
 }
 
 interface PendingAppend {
@@ -446,7 +447,7 @@ export class Wal implements DurableLog {
     const chunks = encodeGroup(group, baseSeq, segment.id, groupBytes, ahead !== undefined);
     const startedMs = performance.now();
     const handle = this.#active;
-    const written = handle.writev(chunks, at);
+    const written = handle.writev(chunks, at).then(() => performance.now());
     // Awaited by #finishGroup once the groups ahead are acknowledged.
     written.catch(() => undefined);
     const started: StartedGroup = { group, segment, handle, baseSeq, at, groupBytes, startedMs, written };
@@ -486,8 +487,7 @@ export class Wal implements DurableLog {
    */
   async #finishGroup(started: StartedGroup): Promise<void> {
     const { group, segment, handle, baseSeq, groupBytes, startedMs } = started;
-    await started.written;
-    const written = performance.now();
+    const written = await started.written;
     failpoint('wal.written-before-sync');
     if (!handle.writeThrough) await handle.datasync();
     // Write-through: the write was the sync, and its time is the sync's.
@@ -501,10 +501,8 @@ export class Wal implements DurableLog {
     this.counters.groups++;
     this.counters.syncs++;
     this.counters.bytesWritten += groupBytes;
-    if (syncMs > this.#limits.slowSyncMs) {
-      this.counters.slowSyncs++;
-      this.#logger?.warn({ syncMs, bytes: groupBytes, records: group.length, writeThrough: handle.writeThrough }, handle.writeThrough ? 'slow write-through write' : 'slow fdatasync');
-    }
+    const slow = syncMs > this.#limits.slowSyncMs;
+    if (slow) this.counters.slowSyncs++;
     // Nothing else being written: the next group goes at once. Beside a write still under way,
     // after the acknowledged appenders have made their next appends, which then go with it.
     const writing = this.#inFlight.length > 0;
@@ -513,9 +511,10 @@ export class Wal implements DurableLog {
     if (writing) this.#scheduleWrites();
     // An observer's failure must not poison a log whose group is already durable and acknowledged.
     try {
+      if (slow) this.#logger?.warn({ syncMs, bytes: groupBytes, records: group.length, writeThrough: handle.writeThrough }, handle.writeThrough ? 'slow write-through write' : 'slow fdatasync');
       this.#onGroupCommitted?.({ records: group.length, bytes: groupBytes, writeMs: handle.writeThrough ? 0 : written - startedMs, syncMs });
     } catch (err) {
-      this.#logger?.warn({ err }, 'onGroupCommitted threw');
+      this.#logger?.warn({ err }, 'a group commit observer threw');
     }
   }
 
@@ -541,7 +540,12 @@ export class Wal implements DurableLog {
     for (const pending of this.#queue) pending.reject(poison);
     this.#queue = [];
     this.#queuedBytes = 0;
-    this.#onPoisoned?.(poison);
+    // An observer's failure must not stop the commit loop from waiting for the writes under way.
+    try {
+      this.#onPoisoned?.(poison);
+    } catch (err) {
+      this.#logger?.warn({ err }, 'onPoisoned threw');
+    }
   }
 }
 

@@ -354,3 +354,31 @@ test('where the disk has no write-through, every group commit is covered by an f
   assert.equal((await readAll(reopened)).length, 4, 'every acknowledged record survives the power loss');
   await reopened.close();
 });
+
+test('a logger that throws on a slow sync, or an onPoisoned that throws, leaves no append unanswered', async () => {
+  const warnings: string[] = [];
+  const throwing = {
+    warn(_details: object, message: string) {
+      if (/slow/.test(message)) throw new Error('logger down');
+      warnings.push(message);
+    },
+  };
+  const fs = new SimFileSystem({ seed: 9 });
+  const wal = await Wal.open({
+    dir: '/data/wal',
+    fs,
+    logger: throwing,
+    limits: { slowSyncMs: 0 },
+    onPoisoned: () => {
+      throw new Error('observer down');
+    },
+  });
+  assert.deepEqual(await withTimeout(Promise.all([wal.append(1, bytes('a')), wal.append(1, bytes('b'))]), 5000, 'the group after a throwing slow-sync warning'), [1, 2]);
+  fs.setFault((op) => (op === 'writev' ? 'EIO' : undefined));
+  await assert.rejects(withTimeout(wal.append(1, bytes('c')), 5000, 'the refusal after a throwing onPoisoned'), (err: unknown) => isFermataError(err, errorCodes.walPoisoned));
+  fs.setFault(undefined);
+  await wal.cutToSynced();
+  await wal.close();
+  assert.equal(warnings[0], 'a group commit observer threw');
+  assert.ok(warnings.includes('onPoisoned threw'));
+});
