@@ -158,7 +158,7 @@ export class AdmitCoalescer {
       queueMicrotask(onRefused);
       return;
     }
-    this.#engine.admit(batch, full ? startNow : {}).then(
+    this.#engine.admit(batch, full ? startNow : undefined).then(
       (admitted) => answerAll(admitted, waiters),
       (err: unknown) => {
         if (refusedAsBatch(err)) onRefused();

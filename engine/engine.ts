@@ -841,11 +841,11 @@ export class Engine {
    * `startNow`: when the log is idle its record is written at once, not after the current task
    * (AppendOptions.startNow; the admit coalescer's full records).
    */
-  async admit(batch: TimerBatch, options: { readonly startNow?: boolean } = {}): Promise<Admitted> {
+  async admit(batch: TimerBatch, options?: { readonly startNow?: boolean }): Promise<Admitted> {
     const acceptedAtMs = this.#clock.now();
     validateBatch(batch, this.#limits, acceptedAtMs);
     this.#checkTargets(batch);
-    return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs, options.startNow === true ? startNow : undefined);
+    return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs, options?.startNow === true ? startNow : undefined);
   }
 
   /**
