@@ -19,7 +19,9 @@
 //   fireAt       [ t0   |      | t2   | t3   |      | t5 … ]     f64 epoch ms
 //   generation   [ 1    | 2    | 1    | 5    | 1    | 1  … ]     bumped on release
 //   …one typed array per column, all `capacity` long
-//   freeSlots    [ 4, 1 ]  ← stack of released slots; slots ≥ highWater were never used
+//   freeSlots    [ 4, 1 ]  ← stack of released slots; slots ≥ highWater were never used (a batch
+//                           takes the top k in the order they were pushed, so slots released in
+//                           order are taken again in order: runs for the timer heap)
 //
 //   handle = generation · 2^28 + slot      (generation ≥ 1, so 0 is never a handle)
 //
@@ -502,10 +504,16 @@ export class ResidentStore {
     const payloadOffsets = payload.offsets;
     const headersOffsets = headers.offsets;
     const keyOffsets = keys.offsets;
+    // Released slots first, the top `reused` of the free stack in the order they were released:
+    // a batch released in slot order (finished timers expire in the order they finished) is taken
+    // again in slot order, so its rows stay runs of consecutive slots for the timer heap.
+    const reused = Math.min(count, this.#freeCount);
+    const reusedFrom = this.#freeCount - reused;
+    this.#freeCount = reusedFrom;
     for (let i = 0; i < count; i++) {
       const row = rows === undefined ? i : (rows[i] as number);
       let slot: number;
-      if (this.#freeCount > 0) slot = freeSlots[--this.#freeCount] as number;
+      if (i < reused) slot = freeSlots[reusedFrom + i] as number;
       else {
         slot = this.#highWater++;
         generation[slot] = 1;

@@ -172,3 +172,60 @@ test('pushing a slot twice, or a released slot, is a bug and asserts', () => {
   assert.throws(() => heap.push(freed), assert.AssertionError);
   assert.throws(() => heap.update(freed), assert.AssertionError);
 });
+
+test('a batch of consecutive slots in order is one run: popped in order, cut by removals', () => {
+  const store = new ResidentStore();
+  const heap = new TimerHeap(store);
+  const target = store.internTarget('https://example.test/');
+  // 1,000 rows of one batch due at one time, and a single timer due between two of them by row.
+  const slots = Int32Array.from({ length: 1000 }, (_, row) => store.allocateRaw(5000, 7, row, 0, target, empty, empty));
+  heap.pushMany(slots, slots.length);
+  assert.equal(heap.runs, 1, 'consecutive slots due in order follow one another');
+  const lone = store.allocateRaw(5000, 7, 1000, 0, target, empty, empty);
+  heap.push(lone);
+  assert.equal(heap.runs, 1, 'a slot pushed after the end of a run, due after it, follows it');
+  const early = store.allocateRaw(10, 1, 0, 0, target, empty, empty);
+  heap.push(early);
+  assert.equal(heap.runs, 2, 'a slot due before the end of the run heads a run of its own');
+  heap.assertValid();
+  // Removed one at a time from the middle, then many at once (the rebuild): each cut starts a run.
+  assert.equal(heap.remove(slots[500] as number), true);
+  assert.equal(heap.runs, 3);
+  // Rows 100–199 and 300–899 (500 among them, gone already).
+  const many = Int32Array.from([...slots.subarray(100, 200), ...slots.subarray(300, 900)]);
+  assert.equal(heap.removeMany(many), 699);
+  heap.assertValid();
+  assert.equal(heap.runs, 4, 'the early slot, rows 0–99, rows 200–299, and rows 900 on');
+  const drained: number[] = [];
+  for (let slot = heap.pop(); slot >= 0; slot = heap.pop()) drained.push(slot);
+  const kept = [...slots.subarray(0, 100), ...slots.subarray(200, 300), ...slots.subarray(900)];
+  assert.deepEqual(drained, [early, ...kept, lone]);
+});
+
+test('slots released in order are taken again in order, so a new batch is a run again', () => {
+  const store = new ResidentStore();
+  const heap = new TimerHeap(store);
+  const target = store.internTarget('https://example.test/');
+  const batch = (seq: number): Int32Array => {
+    const rows = 100;
+    const slots = new Int32Array(rows);
+    const offsets = new Int32Array(rows + 1);
+    store.allocateRows(
+      { fireAtMs: new Float64Array(rows).fill(1000), queueIndex: new Int32Array(rows), targetIndex: new Int32Array(rows), payload: { values: empty, offsets }, headers: { values: empty, offsets }, keys: { values: empty, offsets } },
+      seq,
+      undefined,
+      rows,
+      [0],
+      [target],
+      slots,
+    );
+    return slots;
+  };
+  const first = batch(1);
+  heap.pushMany(first, first.length);
+  for (let slot = heap.pop(); slot >= 0; slot = heap.pop()) store.release(slot);
+  const second = batch(2);
+  assert.deepEqual([...second], [...first], 'the released slots, in the order they were released');
+  heap.pushMany(second, second.length);
+  assert.equal(heap.runs, 1);
+});
