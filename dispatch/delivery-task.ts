@@ -71,16 +71,22 @@ export interface DeliveryResults {
   readonly durationMs: Float64Array;
 }
 
-/** One timer as the dispatcher adds it to a task (views into the store are fine: they are copied). */
+/**
+ * One timer as the dispatcher adds it to a task. Its bytes may be the store's own: the builder
+ * copies them by finish() or flush(), and until then they must not change (the dispatcher adds
+ * a slice's timers and flushes in one synchronous turn).
+ */
 export interface TaskTimer {
   /** The timer's ADD sequence and row: its id, with fireAtMs (the worker writes it out). */
   readonly seq: number;
   readonly row: number;
   readonly target: string;
-  /** The payload, headers (JSON; empty: none) and key (empty: none), back to back (the store's arena layout). */
+  /** The payload, headers (JSON; empty: none) and key (empty: none), back to back from bytesStart on (the store's arena layout). */
   readonly bytes: Uint8Array;
+  readonly bytesStart: number;
   readonly payloadLength: number;
   readonly headersLength: number;
+  readonly keyLength: number;
   readonly fireAtMs: number;
   /** Not sent before this, by the worker's Date.now(): the timer's due time (its fire time, or a retry's); absent: at once. */
   readonly notBeforeMs?: number;
@@ -115,6 +121,10 @@ const columnBytesInitial = 4 * 1024;
  * and page touched is per timer, so a good estimate saves both); the target column is sized by
  * the first target (the timers of a task mostly share it), headers and keys start small when
  * the first comes. `finish` hands out views of the buffers, not copies (they are transferred).
+ *
+ * Copies are deferred and joined: payloads that lie back to back in one buffer (a batch's rows
+ * in the store's arena, handed out in order) are copied with one set() when the run ends, and a
+ * target repeated by the timers after it is copied by doubling, in a few copyWithin() calls.
  */
 export class DeliveryTaskBuilder {
   readonly #capacity: number;
@@ -131,6 +141,13 @@ export class DeliveryTaskBuilder {
   #lastTarget: string | undefined;
   #lastTargetStart = 0;
   #lastTargetEnd = 0;
+  /** Times the last target is owed after its first copy: offsets written, bytes not yet. */
+  #targetRepeats = 0;
+  /** Payloads owed: source[#pendingStart, #pendingEnd) goes to the payload column at #pendingAt. */
+  #pendingSource: Uint8Array | undefined;
+  #pendingStart = 0;
+  #pendingEnd = 0;
+  #pendingAt = 0;
 
   constructor(capacity: number, sink: string | undefined, payloadBytesInitial = 64 * 1024, buffers: TaskBuffers = freshBuffers) {
     this.#capacity = capacity;
@@ -165,15 +182,24 @@ export class DeliveryTaskBuilder {
     meta[base + rowField] = timer.row;
     this.#putTarget(at, timer.target);
     const bytes = timer.bytes;
-    const payloadLength = timer.payloadLength;
-    const headersLength = timer.headersLength;
-    const keyLength = bytes.length - payloadLength - headersLength;
+    const payloadStart = timer.bytesStart;
+    const headersStart = payloadStart + timer.payloadLength;
+    const keyStart = headersStart + timer.headersLength;
+    const keyEnd = keyStart + timer.keyLength;
     // A plain condition, assert only on failure: this runs once per timer (assert.ok's rest arguments cost an array per call).
-    if (!(payloadLength >= 0 && headersLength >= 0 && keyLength >= 0)) assert.fail('payload and headers lengths exceed the bytes');
-    // Most timers have no headers and no key: the payload is all of `bytes`, copied with no view made of it.
-    this.#put(taskField.payload, at, keyLength === 0 && headersLength === 0 ? bytes : bytes.subarray(0, payloadLength));
-    this.#put(taskField.headers, at, headersLength === 0 ? undefined : bytes.subarray(payloadLength, payloadLength + headersLength));
-    this.#put(taskField.key, at, keyLength === 0 ? undefined : bytes.subarray(payloadLength + headersLength));
+    if (!(payloadStart >= 0 && payloadStart <= headersStart && headersStart <= keyStart && keyStart <= keyEnd && keyEnd <= bytes.length)) {
+      assert.fail('payload, headers and key lengths exceed the bytes');
+    }
+    this.#putPayload(at, bytes, payloadStart, headersStart);
+    // Most timers have neither: no view is made of them then.
+    this.#put(taskField.headers, at, keyStart === headersStart ? undefined : bytes.subarray(headersStart, keyStart));
+    this.#put(taskField.key, at, keyEnd === keyStart ? undefined : bytes.subarray(keyStart, keyEnd));
+  }
+
+  /** Copies what the timers added so far still owe (their bytes may change after this). */
+  flush(): void {
+    this.#flushPayloads();
+    this.#flushTargets();
   }
 
   /**
@@ -182,6 +208,7 @@ export class DeliveryTaskBuilder {
    * plus the room left in them).
    */
   finish(): { task: DeliveryTask; transfer: ArrayBuffer[]; heldBytes: number } {
+    this.flush();
     const count = this.#count;
     const stride = this.#capacity + 1;
     // Columns next to each other, count + 1 offsets each.
@@ -219,25 +246,68 @@ export class DeliveryTaskBuilder {
     this.#offsets[field * (this.#capacity + 1) + at + 1] = used;
   }
 
+  /** Timer `at`'s payload, source[start, end): owed, and joined with the payloads owed before it when it follows them in the same buffer. */
+  #putPayload(at: number, source: Uint8Array, start: number, end: number): void {
+    const field = taskField.payload;
+    let used = this.#used[field] as number;
+    if (end > start) {
+      if (source !== this.#pendingSource || start !== this.#pendingEnd) {
+        this.#flushPayloads();
+        this.#pendingSource = source;
+        this.#pendingStart = start;
+        this.#pendingAt = used;
+      }
+      this.#pendingEnd = end;
+      // A growth copies the column's bytes so far, the owed ones too (still garbage): they are written into the grown column.
+      this.#reserve(field, end - start, columnBytesInitial);
+      used += end - start;
+      this.#used[field] = used;
+    }
+    this.#offsets[field * (this.#capacity + 1) + at + 1] = used;
+  }
+
+  #flushPayloads(): void {
+    const source = this.#pendingSource;
+    if (source === undefined) return;
+    (this.#values[taskField.payload] as Uint8Array).set(source.subarray(this.#pendingStart, this.#pendingEnd), this.#pendingAt);
+    this.#pendingSource = undefined;
+  }
+
   #putTarget(at: number, target: string): void {
     const field = taskField.target;
-    const start = this.#used[field] as number;
     let end: number;
     if (target === this.#lastTarget) {
       const length = this.#lastTargetEnd - this.#lastTargetStart;
       this.#reserve(field, length, length * this.#capacity);
-      (this.#values[field] as Uint8Array).copyWithin(start, this.#lastTargetStart, this.#lastTargetEnd);
-      end = start + length;
+      end = (this.#used[field] as number) + length;
+      this.#targetRepeats++;
     } else {
+      this.#flushTargets();
+      const start = this.#used[field] as number;
       // Sized for every timer of the task to have a target this long (in ASCII), the first time.
       this.#reserve(field, target.length * 3, target.length * this.#capacity);
       end = start + utf8.encodeInto(target, (this.#values[field] as Uint8Array).subarray(start)).written;
+      this.#lastTarget = target;
+      this.#lastTargetStart = start;
+      this.#lastTargetEnd = end;
     }
     this.#used[field] = end;
     this.#offsets[field * (this.#capacity + 1) + at + 1] = end;
-    this.#lastTarget = target;
-    this.#lastTargetStart = start;
-    this.#lastTargetEnd = end;
+  }
+
+  /** Writes the owed repeats of the last target right after its first copy, doubling what each copyWithin takes. */
+  #flushTargets(): void {
+    const total = this.#targetRepeats + 1;
+    if (total === 1) return;
+    this.#targetRepeats = 0;
+    const values = this.#values[taskField.target] as Uint8Array;
+    const start = this.#lastTargetStart;
+    const length = this.#lastTargetEnd - start;
+    for (let written = 1; written < total; ) {
+      const copies = Math.min(written, total - written);
+      values.copyWithin(start + written * length, start, start + copies * length);
+      written += copies;
+    }
   }
 
   /** Room for `bytes` more in column `field`: a first buffer of at least `first` bytes, else doubling. */

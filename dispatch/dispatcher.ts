@@ -148,8 +148,10 @@ export class Dispatcher {
     row: 0,
     target: '',
     bytes: noBytes,
+    bytesStart: 0,
     payloadLength: 0,
     headersLength: 0,
+    keyLength: 0,
     fireAtMs: 0,
     notBeforeMs: 0,
     attempt: 0,
@@ -361,6 +363,10 @@ export class Dispatcher {
     }
     releaseRuns.flush();
     if (task !== undefined) this.#run(task);
+    // The builders read the store's bytes until flushed: batches that linger are, before anything
+    // can change those bytes; and the last timer's slab is not held past this turn.
+    for (const lingering of this.#lingering.values()) lingering.task.builder.flush();
+    this.#timer.bytes = noBytes;
     this.#inFlight += slice.count - pulled;
   }
 
@@ -381,24 +387,18 @@ export class Dispatcher {
     const seq = slice.seqs[i] as number;
     const row = slice.rows[i] as number;
     const fireAtMs = slice.fireAtMs[i] as number;
-    const delivery = this.#engine.deliveryOf(seq, row);
-    if (delivery === undefined) throw new Error(`timer (${seq}, ${row}) handed out for delivery is not resident`);
-    // One object filled again for every timer (the builder copies what it needs at once), not one made per timer.
+    // One object filled again for every timer, not one made per timer; its bytes are the store's
+    // arena, which the builder reads until deliver() flushes it.
     const timer = this.#timer;
+    if (!this.#engine.deliveryInto(seq, row, timer)) throw new Error(`timer (${seq}, ${row}) handed out for delivery is not resident`);
     timer.seq = seq;
     timer.row = row;
-    timer.target = delivery.target;
-    timer.bytes = delivery.bytes;
-    timer.payloadLength = delivery.payloadLength;
-    timer.headersLength = delivery.headersLength;
     timer.fireAtMs = fireAtMs;
     timer.notBeforeMs = (slice.dueAtMs[i] as number) - workerClockOffsetMs;
     timer.attempt = slice.attempts[i] as number;
     timer.timeoutMs = config.timeout_ms;
     timer.policy = config;
     task.add(slice, i, timer);
-    // Not kept past the call: the view would hold its arena slab.
-    timer.bytes = noBytes;
   }
 
   /**

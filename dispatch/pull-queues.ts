@@ -321,7 +321,9 @@ export class PullQueues {
         const size = delivery.bytes.length + delivery.target.length * 3;
         if (taken > 0 && bytes + size > this.#limits.leaseBytesMax) break;
         bytes += size;
-        builder.add({ seq, row, target: delivery.target, bytes: delivery.bytes, payloadLength: delivery.payloadLength, headersLength: delivery.headersLength, fireAtMs: state.fireAtMs[at] as number, attempt: state.attempts[at] as number, timeoutMs: config.timeout_ms, policy: config });
+        const { payloadLength, headersLength } = delivery;
+        const keyLength = delivery.bytes.length - payloadLength - headersLength;
+        builder.add({ seq, row, target: delivery.target, bytes: delivery.bytes, bytesStart: 0, payloadLength, headersLength, keyLength, fireAtMs: state.fireAtMs[at] as number, attempt: state.attempts[at] as number, timeoutMs: config.timeout_ms, policy: config });
         state.head++;
       }
     }

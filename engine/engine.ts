@@ -122,6 +122,18 @@ interface ReplaySizing {
   readonly keysBefore: number;
 }
 
+/** Where a resident timer's delivery bytes are (Engine.deliveryInto): its payload, headers and key back to back in `bytes` from `bytesStart` on. */
+export interface TimerDeliveryRef {
+  target: string;
+  bytes: Uint8Array;
+  bytesStart: number;
+  payloadLength: number;
+  headersLength: number;
+  keyLength: number;
+}
+
+const noBytes = new Uint8Array(0);
+
 /** A resident timer's delivery bytes (Engine.deliveryOf). */
 export interface TimerDelivery {
   readonly target: string;
@@ -736,6 +748,27 @@ export class Engine {
   }
 
   /**
+   * As deliveryOf, into `into` (one object filled again for every timer) and with no view made:
+   * `bytes` is the buffer that holds them from `bytesStart` on, to be read before the next
+   * admit, settle or await (the arena reuses freed bytes). False when the timer is not resident.
+   */
+  deliveryInto(seq: number, row: number, into: TimerDeliveryRef): boolean {
+    const slot = this.#index.get(seq, row);
+    if (slot < 0) return false;
+    const store = this.#store;
+    const arena = store.arena;
+    const length = store.bytesLengthOf(slot);
+    const ref = store.bytesRefOf(slot);
+    into.target = store.targetOf(slot);
+    into.bytes = length === 0 ? noBytes : arena.slabOf(ref, length);
+    into.bytesStart = length === 0 ? 0 : arena.offsetOf(ref);
+    into.payloadLength = store.payloadLengthOf(slot);
+    into.headersLength = store.headersLengthOf(slot);
+    into.keyLength = store.keyLengthOf(slot);
+    return true;
+  }
+
+  /**
    * Records delivery outcomes: one OUTCOME record for all of them; once it is durable,
    * delivered and dead timers are final, retries go back to the heap at their retry time.
    */
@@ -790,13 +823,15 @@ export class Engine {
       settling.release(ticket);
       release();
     }
-    this.#applyOutcomes(outcomes);
+    // The claims kept every slot live and its timer in it until now, and nothing has awaited since.
+    this.#applyOutcomes(outcomes, slots);
   }
 
-  #applyOutcomes(outcomes: Outcomes): void {
+  /** `slots[i]`, when known, is outcome i's slot (else looked up; a timer not resident is skipped, as in replay). */
+  #applyOutcomes(outcomes: Outcomes, slots?: Int32Array): void {
     const store = this.#store;
     for (let i = 0; i < outcomes.count; i++) {
-      const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
+      const slot = slots === undefined ? this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number) : (slots[i] as number);
       if (slot < 0) continue;
       // A redrive is a retry outcome for a dead timer, which sits in the expiry heap.
       if (!this.#heap.remove(slot)) this.#expiring.remove(slot);

@@ -356,6 +356,24 @@ export class ByteArena {
     }
   }
 
+  /**
+   * The slab holding a live string of `length` > 0 bytes; the string starts at offsetOf(ref) in
+   * it. What view() gives without making a view (for a caller that copies many strings that lie
+   * back to back in one go).
+   */
+  slabOf(ref: number, length: number): Uint8Array {
+    const slabId = this.#slabIdOf(ref);
+    const slab = this.#slabs[slabId];
+    // A plain condition, assert only on failure: this runs once per timer delivered.
+    if (slab === undefined || length <= 0 || (ref % offsetSpan) + length > (this.#end[slabId] ?? 0)) assert.fail('slab of a ref outside any slab');
+    return slab;
+  }
+
+  /** Where the string of `ref` starts in its slab (slabOf). */
+  offsetOf(ref: number): number {
+    return ref % offsetSpan;
+  }
+
   /** The bytes of a live string, without copying. Writing through the view changes the string. */
   view(ref: number, length: number): Uint8Array {
     if (length === 0) return empty;

@@ -809,25 +809,26 @@ export class ResidentStore {
   /** Changes when the timer is next due; a heap holding the slot must then be told with update(slot). */
   setDueAt(slot: number, dueAt: number): void {
     this.#assertLive(slot);
-    assert.ok(Number.isFinite(dueAt), 'dueAt must be a finite number of ms');
+    // Plain conditions, assert only on failure, in these setters: each runs once per timer settled.
+    if (!Number.isFinite(dueAt)) assert.fail('dueAt must be a finite number of ms');
     this.#dueAt[slot] = dueAt;
   }
 
   setState(slot: number, state: TimerStateCode): void {
     this.#assertLive(slot);
-    assert.ok(state >= timerState.pending && state <= timerState.cancelled, 'setState needs a live state; release() frees a slot');
+    if (!(state >= timerState.pending && state <= timerState.cancelled)) assert.fail('setState needs a live state; release() frees a slot');
     this.#state[slot] = state;
   }
 
   setAttempts(slot: number, attempts: number): void {
     this.#assertLive(slot);
-    assert.ok(attempts >>> 0 === attempts && attempts <= 0xffff, 'attempts must be a u16');
+    if (!(attempts >>> 0 === attempts && attempts <= 0xffff)) assert.fail('attempts must be a u16');
     this.#attempts[slot] = attempts;
   }
 
   setLastStatus(slot: number, status: number): void {
     this.#assertLive(slot);
-    assert.ok(status >>> 0 === status && status <= 0xffff, 'lastStatus must be a u16');
+    if (!(status >>> 0 === status && status <= 0xffff)) assert.fail('lastStatus must be a u16');
     this.#lastStatus[slot] = status;
   }
 

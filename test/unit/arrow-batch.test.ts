@@ -17,8 +17,8 @@ const fireAt = 1_796_220_000_000;
 const targetOf = (i: number): string => `https://t${Math.floor(i / 4) % 3}.example/${i % 8 < 4 ? 'hook' : 'crochet-é'}`;
 
 /** Payload, headers and key back to back, as a task timer carries them (the store's layout). */
-function timerBytes(payload: Uint8Array, headers: Uint8Array, key: Uint8Array): Pick<TaskTimer, 'bytes' | 'payloadLength' | 'headersLength'> {
-  return { bytes: Buffer.concat([payload, headers, key]), payloadLength: payload.length, headersLength: headers.length };
+function timerBytes(payload: Uint8Array, headers: Uint8Array, key: Uint8Array): Pick<TaskTimer, 'bytes' | 'bytesStart' | 'payloadLength' | 'headersLength' | 'keyLength'> {
+  return { bytes: Buffer.concat([payload, headers, key]), bytesStart: 0, payloadLength: payload.length, headersLength: headers.length, keyLength: key.length };
 }
 
 function task(count: number) {
@@ -73,4 +73,54 @@ test('the body is a copy: a worker may hand the task\'s buffers back once it is 
   for (const buffer of taskBuffers(built)) new Uint8Array(buffer).fill(0xee);
   assert.ok(Buffer.from(body).equals(before), 'the body did not change with the task\'s buffers');
   assert.equal(tableFromIPC(body).getChild('id')?.get(3), encodeTimerId(10, 9, fireAt + 3));
+});
+
+test('payloads back to back in one buffer, and repeated targets, are copied joined, byte-exact, by flush()', () => {
+  // 300 payloads of 1–9 bytes back to back in one buffer, as a batch's rows lie in the store's
+  // arena; every 7th timer has headers and a key after its payload (which ends a joined run), and
+  // the target changes every 50 timers. A 16-byte first payload buffer grows while bytes are owed.
+  const count = 300;
+  const lengthOf = (i: number): number => 1 + (i % 9);
+  const extraOf = (i: number): Uint8Array => (i % 7 === 3 ? utf8.encode(`{"x":"${i}"}k${i}`) : new Uint8Array(0));
+  const source = new Uint8Array(count * 40);
+  const starts: number[] = [];
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    starts.push(at);
+    for (let j = 0; j < lengthOf(i); j++) source[at++] = (i * 13 + j) & 0xff;
+    source.set(extraOf(i), at);
+    at += extraOf(i).length;
+  }
+  const targetOfRow = (i: number): string => `https://run${Math.floor(i / 50)}.example/${'p'.repeat(i % 3 === 0 && i < 50 ? 0 : 5)}`;
+  const builder = new DeliveryTaskBuilder(count, 'http://127.0.0.1:1/ingest', 16);
+  for (let i = 0; i < count; i++) {
+    const extra = extraOf(i).length;
+    builder.add({
+      seq: 1,
+      row: i,
+      target: targetOfRow(i),
+      bytes: source,
+      bytesStart: starts[i] as number,
+      payloadLength: lengthOf(i),
+      headersLength: extra === 0 ? 0 : extra - `k${i}`.length,
+      keyLength: extra === 0 ? 0 : `k${i}`.length,
+      fireAtMs: fireAt,
+      attempt: 1,
+      timeoutMs: 1000,
+      policy: defaultQueueConfig,
+    });
+    // What is flushed is copied: the source may change after it.
+    if (i === 149) {
+      builder.flush();
+      source.fill(0xee, 0, starts[150] as number);
+    }
+  }
+  const table = tableFromIPC(encodeArrowBatch(builder.finish().task));
+  assert.equal(table.numRows, count);
+  for (let i = 0; i < count; i++) {
+    assert.deepEqual(Array.from(table.getChild('payload')?.get(i) as Uint8Array), Array.from({ length: lengthOf(i) }, (_, j) => (i * 13 + j) & 0xff), `payload ${i}`);
+    assert.equal(table.getChild('target')?.get(i), targetOfRow(i), `target ${i}`);
+    assert.equal(table.getChild('key')?.get(i), i % 7 === 3 ? `k${i}` : null, `key ${i}`);
+    assert.equal(table.getChild('headers')?.get(i), i % 7 === 3 ? `{"x":"${i}"}` : null, `headers ${i}`);
+  }
 });
