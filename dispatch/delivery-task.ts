@@ -112,6 +112,28 @@ export function taskBuffers(task: DeliveryTask): ArrayBuffer[] {
   return [...new Set([task.meta.buffer, task.offsets.buffer, ...task.values.map((column) => column.buffer)] as ArrayBuffer[])];
 }
 
+/** The distinct buffers under a task's byte columns (offsets and values) that meta does not share. */
+export function taskColumnBuffers(task: DeliveryTask): ArrayBuffer[] {
+  return taskBuffers(task).filter((buffer) => buffer !== task.meta.buffer);
+}
+
+/**
+ * What a delivery worker posts on its parent port (the pool's 'message' event) with an "arrow"
+ * task's byte columns once the task's body is encoded (the body is a copy), so that the
+ * dispatcher builds the next tasks in them while the body is still on its way; the task's meta
+ * comes back with its outcomes (the retry policy reads it until then).
+ */
+export interface SpareBuffersMessage {
+  readonly kind: typeof spareBuffersKind;
+  readonly buffers: readonly ArrayBuffer[];
+}
+
+export const spareBuffersKind = 'fermata.delivery-worker.spare-buffers';
+
+export function isSpareBuffersMessage(message: unknown): message is SpareBuffersMessage {
+  return typeof message === 'object' && message !== null && (message as { kind?: unknown }).kind === spareBuffersKind && Array.isArray((message as { buffers?: unknown }).buffers);
+}
+
 /** A column's value buffer starts this large when nothing says how much it will hold; it grows by doubling. */
 const columnBytesInitial = 4 * 1024;
 

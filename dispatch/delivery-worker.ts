@@ -10,7 +10,23 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
-import { claimState, type DeliveryResults, type DeliveryTask, emptyResults, metaFields, notBeforeField, resultsTransfer, taskBuffers, taskBytes, taskField, taskId, taskPolicy, workerLoadedMessage } from './delivery-task.ts';
+import {
+  claimState,
+  type DeliveryResults,
+  type DeliveryTask,
+  emptyResults,
+  metaFields,
+  notBeforeField,
+  resultsTransfer,
+  type SpareBuffersMessage,
+  spareBuffersKind,
+  taskBytes,
+  taskColumnBuffers,
+  taskField,
+  taskId,
+  taskPolicy,
+  workerLoadedMessage,
+} from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
@@ -76,8 +92,8 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
     for (let at = 0; at < task.count; at++) notBeforeMs = Math.max(notBeforeMs, task.meta[at * metaFields + notBeforeField] as number);
     if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
     await deliverArrowBatch(task, task.sink, results);
-    // The body sent was a copy: the task's buffers go back with the outcomes, for later tasks.
-    const spare = taskBuffers(task);
+    // The byte columns went back once the body was encoded; meta, read until now, goes back with the outcomes.
+    const spare = [task.meta.buffer as ArrayBuffer];
     return move({ [transferableSymbol]: [...resultsTransfer(results), ...spare], [valueSymbol]: { ...results, spare } }) as unknown as DeliveryResults;
   }
   // piscina moves the result columns to the main thread (transferred, not copied).
@@ -144,6 +160,11 @@ function idempotencyKeyHeader(key: string): string {
 async function deliverArrowBatch(task: DeliveryTask, sink: string, results: DeliveryResults): Promise<void> {
   const body = encodeArrowBatch(task);
   const batchKey = arrowBatchKey(task);
+  // The body is a copy: the byte columns go back to the dispatcher now, for the next tasks, not
+  // after the sink has answered (tens of milliseconds for a few MiB).
+  const columns = taskColumnBuffers(task);
+  const spare: SpareBuffersMessage = { kind: spareBuffersKind, buffers: columns };
+  parentPort?.postMessage(spare, columns);
   let timeoutMs = 0;
   for (let at = 0; at < task.count; at++) timeoutMs = Math.max(timeoutMs, task.meta[at * metaFields + 2] as number);
   const headers: Record<string, string> = { 'content-type': arrowBatchMediaType, 'fermata-batch-rows': String(task.count), 'idempotency-key': batchKey };

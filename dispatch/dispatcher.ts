@@ -25,7 +25,7 @@ import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts'
 import { Scheduler } from '../engine/scheduler.ts';
 import { HistogramRuns } from './histogram-runs.ts';
 import { BufferPool } from './buffer-pool.ts';
-import { byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
+import { byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, isSpareBuffersMessage, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -219,6 +219,7 @@ export class Dispatcher {
     this.#buffers = new BufferPool({ bytesMax: this.#limits.taskBuffersPooledBytesMax, idleMs: this.#limits.taskBuffersIdleMs, clock: { now: () => performance.now() } });
     this.#pool.on('message', (message: unknown) => {
       if (message === workerLoadedMessage && ++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
+      else if (isSpareBuffersMessage(message)) for (const buffer of message.buffers) this.#buffers.give(buffer);
     });
     this.takeAhead = { ms: this.#limits.takeAheadMs, queue: (queue) => this.#engine.queueConfig(this.#engine.queueNameAt(queue)).delivery === 'request' };
     this.#scheduler = new Scheduler(this.#engine, this, this.#clock);
