@@ -6,8 +6,9 @@
 //            engine's columnar form for batches that came as JSON or in process
 //   CANCEL   expires-at f64 , reserved (8 B) , { ref (16 B) }     ref = seq f64 , row u32 , reserved u32
 //   OUTCOME  { outcome (32 B) }    outcome = seq f64 , row u32 , kind u8 , reason u8 ,
-//                                            status u16 , attempts u32 , reserved u32 , at f64
-//            (at: the retry's time for a retry; when the finished timer's record expires otherwise)
+//                                            status u16 , attempts u32 , more-rows u32 , at f64
+//            (at: the retry's time for a retry; when the finished timer's record expires otherwise;
+//            the entry stands for rows row … row + more-rows of the ADD, all with this outcome)
 //   QUEUE    UTF-8 JSON {"name": …, "config": {…}}      (engine/queues.ts)
 //   PROMOTE  watermark f64      (spilled timers due before it are resident from here on)
 //   CANCEL_SPILLED  expires-at f64 , reserved (8 B) , { spilled ref (24 B) }
@@ -41,6 +42,11 @@ export const deadReason = {
 export type DeadReason = (typeof deadReason)[keyof typeof deadReason];
 
 export const outcomeEntryBytes = 32;
+/**
+ * An entry's rows end before this: a row of an id is 24 bits (engine/ids.ts). Decoding a record
+ * stands for at most as many outcomes, so a record can never ask replay for more memory than that.
+ */
+const outcomeRowsEnd = 2 ** 24;
 
 /**
  * Delivery outcomes, column by column (the dispatcher fills them; nothing per timer is an
@@ -74,66 +80,119 @@ export function emptyOutcomes(capacity: number): Outcomes & { count: number } {
 /** Whether this machine's typed arrays are little-endian, as the log's fields are. */
 const littleEndian = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
 
+/** Whether outcome i + 1 continues outcome i's entry: the next row of the same ADD, with the same outcome. */
+function continuesRun(outcomes: Outcomes, i: number): boolean {
+  const { seqs, rows, kinds, reasons, statuses, attempts, retryAtMs } = outcomes;
+  const next = i + 1;
+  const row = rows[next] as number;
+  return (
+    seqs[next] === seqs[i] &&
+    row === (rows[i] as number) + 1 &&
+    row < outcomeRowsEnd &&
+    kinds[next] === kinds[i] &&
+    reasons[next] === reasons[i] &&
+    statuses[next] === statuses[i] &&
+    attempts[next] === attempts[i] &&
+    Object.is(retryAtMs[next], retryAtMs[i])
+  );
+}
+
 /**
- * The OUTCOME body: 32 bytes an outcome, little-endian (docs/format/engine-records.md). Written through
- * typed arrays over the body where the machine is little-endian (a delivered Arrow batch logs
- * 10,000 at once: DataView calls were 5% of the dispatch path's main thread), else a DataView.
+ * The OUTCOME body: 32 bytes an entry, little-endian (docs/format/engine-records.md). Outcomes
+ * of consecutive rows of one ADD that are the same (a delivered Arrow batch: 10,000 rows, one
+ * answer, one settle time) share an entry, so such a batch logs 32 bytes, not 320 KB. Written
+ * through typed arrays over the body where the machine is little-endian, else a DataView.
  */
 export function encodeOutcomes(outcomes: Outcomes): Uint8Array {
   const count = outcomes.count;
-  const bytes = new Uint8Array(count * outcomeEntryBytes);
-  if (!littleEndian) return encodeOutcomesPortably(outcomes, bytes);
-  // Entry i: f64[4i] seq, u32[8i + 2] row, bytes 32i + 12 and 13 kind and reason, u16[16i + 7]
-  // status, u32[8i + 4] attempts, u32[8i + 5] zero, f64[4i + 3] retry time or expiry.
+  // Entry e covers outcomes starts[e] … starts[e + 1] - 1.
+  const starts = new Uint32Array(count + 1);
+  let entries = 0;
+  for (let i = 0; i < count; i++) {
+    starts[entries++] = i;
+    while (i + 1 < count && continuesRun(outcomes, i)) i++;
+  }
+  starts[entries] = count;
+  const bytes = new Uint8Array(entries * outcomeEntryBytes);
+  if (!littleEndian) return encodeOutcomesPortably(outcomes, starts, entries, bytes);
+  // Entry e: f64[4e] seq, u32[8e + 2] row, bytes 32e + 12 and 13 kind and reason, u16[16e + 7]
+  // status, u32[8e + 4] attempts, u32[8e + 5] more rows, f64[4e + 3] retry time or expiry.
   const f64 = new Float64Array(bytes.buffer);
   const u32 = new Uint32Array(bytes.buffer);
   const u16 = new Uint16Array(bytes.buffer);
   const { seqs, rows, kinds, reasons, statuses, attempts, retryAtMs } = outcomes;
-  for (let i = 0; i < count; i++) {
-    f64[4 * i] = seqs[i] as number;
-    u32[8 * i + 2] = rows[i] as number;
-    bytes[32 * i + 12] = kinds[i] as number;
-    bytes[32 * i + 13] = reasons[i] as number;
-    u16[16 * i + 7] = statuses[i] as number;
-    u32[8 * i + 4] = attempts[i] as number;
-    f64[4 * i + 3] = retryAtMs[i] as number;
+  for (let e = 0; e < entries; e++) {
+    const i = starts[e] as number;
+    f64[4 * e] = seqs[i] as number;
+    u32[8 * e + 2] = rows[i] as number;
+    bytes[32 * e + 12] = kinds[i] as number;
+    bytes[32 * e + 13] = reasons[i] as number;
+    u16[16 * e + 7] = statuses[i] as number;
+    u32[8 * e + 4] = attempts[i] as number;
+    u32[8 * e + 5] = (starts[e + 1] as number) - i - 1;
+    f64[4 * e + 3] = retryAtMs[i] as number;
   }
   return bytes;
 }
 
-function encodeOutcomesPortably(outcomes: Outcomes, bytes: Uint8Array): Uint8Array {
+function encodeOutcomesPortably(outcomes: Outcomes, starts: Uint32Array, entries: number, bytes: Uint8Array): Uint8Array {
   const view = new DataView(bytes.buffer);
-  for (let i = 0; i < outcomes.count; i++) {
-    const at = i * outcomeEntryBytes;
+  for (let e = 0; e < entries; e++) {
+    const i = starts[e] as number;
+    const at = e * outcomeEntryBytes;
     view.setFloat64(at, outcomes.seqs[i] as number, true);
     view.setUint32(at + 8, outcomes.rows[i] as number, true);
     view.setUint8(at + 12, outcomes.kinds[i] as number);
     view.setUint8(at + 13, outcomes.reasons[i] as number);
     view.setUint16(at + 14, outcomes.statuses[i] as number, true);
     view.setUint32(at + 16, outcomes.attempts[i] as number, true);
+    view.setUint32(at + 20, (starts[e + 1] as number) - i - 1, true);
     view.setFloat64(at + 24, outcomes.retryAtMs[i] as number, true);
   }
   return bytes;
 }
 
-/** The outcomes in an OUTCOME body, or undefined if it is malformed. */
+/**
+ * The outcomes in an OUTCOME body, one per row (an entry's run spelled out), or undefined if it
+ * is malformed: a length that is not whole entries, a kind out of range, a run of rows past the
+ * last row an id can name, or more outcomes in all than that.
+ */
 export function decodeOutcomes(body: Uint8Array): Outcomes | undefined {
   if (body.length % outcomeEntryBytes !== 0) return undefined;
-  const outcomes = emptyOutcomes(body.length / outcomeEntryBytes);
+  const entries = body.length / outcomeEntryBytes;
   const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
-  for (let i = 0; i < outcomes.seqs.length; i++) {
-    const at = i * outcomeEntryBytes;
+  let count = 0;
+  for (let e = 0; e < entries; e++) {
+    const at = e * outcomeEntryBytes;
     const kind = view.getUint8(at + 12);
-    if (kind < outcomeKind.delivered || kind > outcomeKind.dead || view.getUint32(at + 20, true) !== 0) return undefined;
-    outcomes.seqs[i] = view.getFloat64(at, true);
-    outcomes.rows[i] = view.getUint32(at + 8, true);
-    outcomes.kinds[i] = kind;
-    outcomes.reasons[i] = view.getUint8(at + 13);
-    outcomes.statuses[i] = view.getUint16(at + 14, true);
-    outcomes.attempts[i] = view.getUint32(at + 16, true);
-    outcomes.retryAtMs[i] = view.getFloat64(at + 24, true);
+    const row = view.getUint32(at + 8, true);
+    const moreRows = view.getUint32(at + 20, true);
+    if (kind < outcomeKind.delivered || kind > outcomeKind.dead || (moreRows > 0 && row + moreRows >= outcomeRowsEnd)) return undefined;
+    count += moreRows + 1;
+    if (count > outcomeRowsEnd) return undefined;
   }
-  outcomes.count = outcomes.seqs.length;
+  const outcomes = emptyOutcomes(count);
+  let i = 0;
+  for (let e = 0; e < entries; e++) {
+    const at = e * outcomeEntryBytes;
+    const seq = view.getFloat64(at, true);
+    const row = view.getUint32(at + 8, true);
+    const kind = view.getUint8(at + 12);
+    const reason = view.getUint8(at + 13);
+    const status = view.getUint16(at + 14, true);
+    const attempts = view.getUint32(at + 16, true);
+    const rows = view.getUint32(at + 20, true) + 1;
+    const retryAtMs = view.getFloat64(at + 24, true);
+    outcomes.seqs.fill(seq, i, i + rows);
+    for (let r = 0; r < rows; r++) outcomes.rows[i + r] = row + r;
+    outcomes.kinds.fill(kind, i, i + rows);
+    outcomes.reasons.fill(reason, i, i + rows);
+    outcomes.statuses.fill(status, i, i + rows);
+    outcomes.attempts.fill(attempts, i, i + rows);
+    outcomes.retryAtMs.fill(retryAtMs, i, i + rows);
+    i += rows;
+  }
+  outcomes.count = count;
   return outcomes;
 }
 

@@ -83,7 +83,10 @@ test('settle-rejected-without-poison: timers whose outcome was not logged go bac
   const admitted = await engine.admit(batchFromSpecs(ten()));
   await engine.admit(batchFromSpecs(ten()));
   const slice = engine.takeDue(clock.now(), 100);
-  await assert.rejects(engine.settle(outcomesFor(slice, outcomeKind.retry, clock.now() + 1000)), { code: 'WAL_RECORD_TOO_LARGE' });
+  // A retry time of its own each: twenty 32-byte entries, past the 400-byte bound (equal ones would share an entry).
+  const outcomes = outcomesFor(slice, outcomeKind.retry, clock.now() + 1000);
+  for (let i = 0; i < outcomes.count; i++) outcomes.retryAtMs[i] = (outcomes.retryAtMs[i] as number) + i;
+  await assert.rejects(engine.settle(outcomes), { code: 'WAL_RECORD_TOO_LARGE' });
   assert.equal(engine.log.poisoned, undefined);
   assert.equal(engine.get(admitted.idOf(0))?.state, 'pending');
   assert.equal(engine.takeDue(clock.now(), 100).count, 20, 'they are handed out again');
