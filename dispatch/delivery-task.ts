@@ -58,6 +58,9 @@ export interface DeliveryTask {
   readonly values: readonly Uint8Array[];
   /** Each timer's claimState, shared by the dispatcher and the worker (tasks of single deliveries; an Arrow batch goes whole). */
   readonly claims?: Int32Array;
+  /** The latest notBeforeMs and the longest timeoutMs of its timers (an Arrow batch waits for the one and allows the other). */
+  readonly notBeforeMsMax: number;
+  readonly timeoutMsMax: number;
 }
 
 export interface DeliveryResults {
@@ -159,6 +162,8 @@ export class DeliveryTaskBuilder {
   readonly #sink: string | undefined;
   readonly #buffers: TaskBuffers;
   #count = 0;
+  #notBeforeMsMax = -Infinity;
+  #timeoutMsMax = 0;
   /** The last target written, and where its bytes are: timers of a task mostly share it, and a copy is cheaper than encoding. */
   #lastTarget: string | undefined;
   #lastTargetStart = 0;
@@ -200,6 +205,8 @@ export class DeliveryTaskBuilder {
     meta[base + 5] = timer.policy.max_backoff_ms;
     meta[base + 6] = timer.policy.max_doublings;
     meta[base + notBeforeField] = timer.notBeforeMs ?? 0;
+    this.#notBeforeMsMax = Math.max(this.#notBeforeMsMax, timer.notBeforeMs ?? 0);
+    this.#timeoutMsMax = Math.max(this.#timeoutMsMax, timer.timeoutMs);
     meta[base + seqField] = timer.seq;
     meta[base + rowField] = timer.row;
     this.#putTarget(at, timer.target);
@@ -238,7 +245,7 @@ export class DeliveryTaskBuilder {
     const meta = this.#meta.subarray(0, count * metaFields);
     const offsets = this.#offsets.subarray(0, byteFields * (count + 1));
     const values = this.#values.map((column, field) => column.subarray(0, this.#used[field] as number));
-    const task: DeliveryTask = { count, sink: this.#sink, meta, offsets, values };
+    const task: DeliveryTask = { count, sink: this.#sink, meta, offsets, values, notBeforeMsMax: this.#notBeforeMsMax, timeoutMsMax: this.#timeoutMsMax };
     const transfer = taskBuffers(task);
     const heldBytes = transfer.reduce((sum, buffer) => sum + buffer.byteLength, 0);
     return { task, transfer, heldBytes };

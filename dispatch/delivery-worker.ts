@@ -88,9 +88,7 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
     }
     await Promise.all(sends);
   } else {
-    let notBeforeMs = -Infinity;
-    for (let at = 0; at < task.count; at++) notBeforeMs = Math.max(notBeforeMs, task.meta[at * metaFields + notBeforeField] as number);
-    if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
+    if (task.notBeforeMsMax > Date.now()) await untilWallClock(task.notBeforeMsMax);
     await deliverArrowBatch(task, task.sink, results);
     // The byte columns went back once the body was encoded; meta, read until now, goes back with the outcomes.
     const spare = [task.meta.buffer as ArrayBuffer];
@@ -165,8 +163,7 @@ async function deliverArrowBatch(task: DeliveryTask, sink: string, results: Deli
   const columns = taskColumnBuffers(task);
   const spare: SpareBuffersMessage = { kind: spareBuffersKind, buffers: columns };
   parentPort?.postMessage(spare, columns);
-  let timeoutMs = 0;
-  for (let at = 0; at < task.count; at++) timeoutMs = Math.max(timeoutMs, task.meta[at * metaFields + 2] as number);
+  const timeoutMs = task.timeoutMsMax;
   const headers: Record<string, string> = { 'content-type': arrowBatchMediaType, 'fermata-batch-rows': String(task.count), 'idempotency-key': batchKey };
   const startedAtMs = Date.now();
   if (signer !== undefined) Object.assign(headers, signer.sign(batchKey, Math.floor(startedAtMs / 1000), body));

@@ -124,3 +124,19 @@ test('payloads back to back in one buffer, and repeated targets, are copied join
     assert.equal(table.getChild('headers')?.get(i), i % 7 === 3 ? `{"x":"${i}"}` : null, `headers ${i}`);
   }
 });
+
+test('a task carries its timers\' latest notBeforeMs and longest timeoutMs (an Arrow batch waits for the one and allows the other)', () => {
+  const builder = new DeliveryTaskBuilder(3, 'http://127.0.0.1:1/ingest');
+  const bytes = new Uint8Array(4);
+  const rows: Array<{ notBeforeMs: number; timeoutMs: number }> = [
+    { notBeforeMs: fireAt + 30, timeoutMs: 500 },
+    { notBeforeMs: fireAt + 90, timeoutMs: 250 },
+    { notBeforeMs: fireAt + 10, timeoutMs: 2000 },
+  ];
+  rows.forEach(({ notBeforeMs, timeoutMs }, row) =>
+    builder.add({ seq: 1, row, target: 'https://t.example/', bytes, bytesStart: 0, payloadLength: 4, headersLength: 0, keyLength: 0, fireAtMs: fireAt, notBeforeMs, attempt: 1, timeoutMs, policy: defaultQueueConfig }),
+  );
+  const task = builder.finish().task;
+  assert.equal(task.notBeforeMsMax, fireAt + 90);
+  assert.equal(task.timeoutMsMax, 2000);
+});
