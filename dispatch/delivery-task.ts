@@ -337,6 +337,9 @@ export class DeliveryTaskBuilder {
       values.copyWithin(start + written * length, start, start + copies * length);
       written += copies;
     }
+    // Repeats owed after this are written after the last copy, where their rows are.
+    this.#lastTargetStart = start + (total - 1) * length;
+    this.#lastTargetEnd = this.#lastTargetStart + length;
   }
 
   /** Room for `bytes` more in column `field`: a first buffer of at least `first` bytes, else doubling. */
