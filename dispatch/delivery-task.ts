@@ -32,6 +32,7 @@
 import assert from 'node:assert/strict';
 import { encodeTimerId, encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
+import type { AttemptResult } from './retry-policy.ts';
 
 export const metaFields = 10;
 /** What a delivery worker posts on its parent port once its code has loaded (the pool's 'message' event). */
@@ -64,8 +65,6 @@ export interface DeliveryTask {
 }
 
 export interface DeliveryResults {
-  /** An "arrow" task's buffers, handed back once its body is encoded (for the dispatcher's BufferPool). */
-  readonly spare?: readonly ArrayBuffer[];
   readonly kinds: Uint8Array;
   readonly reasons: Uint8Array;
   readonly statuses: Uint16Array;
@@ -115,16 +114,25 @@ export function taskBuffers(task: DeliveryTask): ArrayBuffer[] {
   return [...new Set([task.meta.buffer, task.offsets.buffer, ...task.values.map((column) => column.buffer)] as ArrayBuffer[])];
 }
 
-/** The distinct buffers under a task's byte columns (offsets and values) that meta does not share. */
-export function taskColumnBuffers(task: DeliveryTask): ArrayBuffer[] {
-  return taskBuffers(task).filter((buffer) => buffer !== task.meta.buffer);
+/**
+ * An "arrow" task's answer, one for all its rows: the status (or why there was none) and when
+ * the POST started and how long it took. The dispatcher applies each row's retry policy to it.
+ */
+export interface BatchAnswer {
+  readonly batch: {
+    /** An HTTP status from 100 to 599, or why none came back. */
+    readonly result: AttemptResult;
+    readonly retryAfter: string | undefined;
+    readonly startedAtMs: number;
+    readonly durationMs: number;
+  };
 }
 
 /**
  * What a delivery worker posts on its parent port (the pool's 'message' event) with an "arrow"
- * task's byte columns once the task's body is encoded (the body is a copy), so that the
- * dispatcher builds the next tasks in them while the body is still on its way; the task's meta
- * comes back with its outcomes (the retry policy reads it until then).
+ * task's buffers once the task's body is encoded (the body is a copy, and the answer needs none
+ * of them), so that the dispatcher builds the next tasks in them while the body is still on its
+ * way.
  */
 export interface SpareBuffersMessage {
   readonly kind: typeof spareBuffersKind;

@@ -1,6 +1,8 @@
 // A delivery worker (piscina worker thread): takes a DeliveryTask of many timers, POSTs each
 // to its target through this thread's origin clients (warm HTTP/2 sessions per origin), applies
-// the retry policy to each answer and returns the outcomes as columns. It knows nothing of the
+// the retry policy to each answer and returns the outcomes as columns. An "arrow" task is one
+// POST of all its timers: its buffers go back once the body is encoded, and its one answer goes
+// back as it came, for the dispatcher to apply each row's policy to. It knows nothing of the
 // WAL: the dispatcher on the main thread makes the outcomes durable.
 //
 // Delivery request (DESIGN.md): body = payload bytes; the timer's headers; fermata-timer-id,
@@ -12,6 +14,7 @@ import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
 import {
   claimState,
+  type BatchAnswer,
   type DeliveryResults,
   type DeliveryTask,
   emptyResults,
@@ -21,7 +24,7 @@ import {
   type SpareBuffersMessage,
   spareBuffersKind,
   taskBytes,
-  taskColumnBuffers,
+  taskBuffers,
   taskField,
   taskId,
   taskPolicy,
@@ -72,28 +75,24 @@ function urlOf(target: string): URL {
   return url;
 }
 
-export default async function deliver(task: DeliveryTask): Promise<DeliveryResults> {
-  const results = emptyResults(task.count);
-  if (task.sink === undefined) {
-    // Timers come in the order they fall due, and a task's may not be due yet (the dispatcher
-    // takes them ahead): each is sent once the wall clock reaches its time, unless the
-    // dispatcher withdrew it (a cancel) before that; the earlier ones are meanwhile on their way.
-    const sends: Array<Promise<void>> = [];
-    const claims = task.claims;
-    for (let at = 0; at < task.count; at++) {
-      const notBeforeMs = task.meta[at * metaFields + notBeforeField] as number;
-      if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
-      if (claims !== undefined && Atomics.compareExchange(claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
-      sends.push(deliverOne(task, at, results));
-    }
-    await Promise.all(sends);
-  } else {
+export default async function deliver(task: DeliveryTask): Promise<DeliveryResults | BatchAnswer> {
+  if (task.sink !== undefined) {
     if (task.notBeforeMsMax > Date.now()) await untilWallClock(task.notBeforeMsMax);
-    await deliverArrowBatch(task, task.sink, results);
-    // The byte columns went back once the body was encoded; meta, read until now, goes back with the outcomes.
-    const spare = [task.meta.buffer as ArrayBuffer];
-    return move({ [transferableSymbol]: [...resultsTransfer(results), ...spare], [valueSymbol]: { ...results, spare } }) as unknown as DeliveryResults;
+    return deliverArrowBatch(task, task.sink);
   }
+  const results = emptyResults(task.count);
+  // Timers come in the order they fall due, and a task's may not be due yet (the dispatcher
+  // takes them ahead): each is sent once the wall clock reaches its time, unless the
+  // dispatcher withdrew it (a cancel) before that; the earlier ones are meanwhile on their way.
+  const sends: Array<Promise<void>> = [];
+  const claims = task.claims;
+  for (let at = 0; at < task.count; at++) {
+    const notBeforeMs = task.meta[at * metaFields + notBeforeField] as number;
+    if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
+    if (claims !== undefined && Atomics.compareExchange(claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
+    sends.push(deliverOne(task, at, results));
+  }
+  await Promise.all(sends);
   // piscina moves the result columns to the main thread (transferred, not copied).
   return move({ [transferableSymbol]: resultsTransfer(results), [valueSymbol]: results }) as unknown as DeliveryResults;
 }
@@ -154,46 +153,46 @@ function idempotencyKeyHeader(key: string): string {
   return /^[\x21-\x7e]+$/.test(key) ? key : encodeURIComponent(key);
 }
 
-/** "arrow" delivery: every timer of the task in one Arrow record batch, one POST; its answer is every row's. */
-async function deliverArrowBatch(task: DeliveryTask, sink: string, results: DeliveryResults): Promise<void> {
+/**
+ * "arrow" delivery: every timer of the task in one Arrow record batch, one POST; its answer is
+ * every row's, and the dispatcher applies each row's retry policy to it.
+ */
+async function deliverArrowBatch(task: DeliveryTask, sink: string): Promise<BatchAnswer> {
   const body = encodeArrowBatch(task);
   const batchKey = arrowBatchKey(task);
-  // The body is a copy: the byte columns go back to the dispatcher now, for the next tasks, not
-  // after the sink has answered (tens of milliseconds for a few MiB).
-  const columns = taskColumnBuffers(task);
-  const spare: SpareBuffersMessage = { kind: spareBuffersKind, buffers: columns };
-  parentPort?.postMessage(spare, columns);
   const timeoutMs = task.timeoutMsMax;
-  const headers: Record<string, string> = { 'content-type': arrowBatchMediaType, 'fermata-batch-rows': String(task.count), 'idempotency-key': batchKey };
+  const rows = task.count;
+  // The body is a copy, and nothing after this reads the task: all its buffers go back to the
+  // dispatcher now, for the next tasks, not after the sink has answered (tens of milliseconds for
+  // a few MiB).
+  const buffers = taskBuffers(task);
+  const spare: SpareBuffersMessage = { kind: spareBuffersKind, buffers };
+  parentPort?.postMessage(spare, buffers);
+  const headers: Record<string, string> = { 'content-type': arrowBatchMediaType, 'fermata-batch-rows': String(rows), 'idempotency-key': batchKey };
   const startedAtMs = Date.now();
   if (signer !== undefined) Object.assign(headers, signer.sign(batchKey, Math.floor(startedAtMs / 1000), body));
   let result: AttemptResult;
   let retryAfter: string | undefined;
   try {
     const answer = await clients.send({ url: urlOf(sink), headers, body, timeoutMs });
-    result = answer.status;
+    result = answeredStatus(answer.status);
     retryAfter = answer.retryAfter;
   } catch (err) {
     result = attemptFailureOf(err);
   }
-  if (typeof result === 'number' && isSuccess(result)) {
-    // One answer for every row, and no policy to apply: the columns filled at once.
-    results.kinds.fill(delivered.kind);
-    results.reasons.fill(delivered.reason);
-    results.statuses.fill(result);
-    results.startedAtMs.fill(startedAtMs);
-    results.durationMs.fill(Date.now() - startedAtMs);
-    return;
-  }
-  for (let at = 0; at < task.count; at++) recordOutcome(task, at, results, result, retryAfter, startedAtMs);
+  return { batch: { result, retryAfter, startedAtMs, durationMs: Date.now() - startedAtMs } };
+}
+
+/** A status outside HTTP's 100–599 (an HTTP/1.1 parser lets "099" through) is a broken answer, not a status. */
+function answeredStatus(status: number): AttemptResult {
+  return status >= 100 && status <= 599 ? status : attemptFailure.networkError;
 }
 
 /** Timer `at`'s outcome under its own attempt number and queue policy. */
 function recordOutcome(task: DeliveryTask, at: number, results: DeliveryResults, result: AttemptResult, retryAfter: string | undefined, startedAtMs: number): void {
   const nowMs = Date.now();
   const attempt = task.meta[at * metaFields + 1] as number;
-  // A status outside HTTP's 100–599 (an HTTP/1.1 parser lets "099" through) is a broken answer, not a status.
-  const answered = typeof result === 'number' && result >= 100 && result <= 599 ? result : typeof result === 'number' ? attemptFailure.networkError : result;
+  const answered = typeof result === 'number' ? answeredStatus(result) : result;
   // A 2xx needs no policy: none is built per row then (an Arrow batch's rows share one answer).
   const decision = isSuccess(answered) ? delivered : decideOutcome(attempt, answered, retryAfter, taskPolicy(task, at), nowMs, Math.random());
   results.kinds[at] = decision.kind;

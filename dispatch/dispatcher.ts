@@ -25,9 +25,10 @@ import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts'
 import { Scheduler } from '../engine/scheduler.ts';
 import { HistogramRuns } from './histogram-runs.ts';
 import { BufferPool } from './buffer-pool.ts';
-import { byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, isSpareBuffersMessage, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
+import { type BatchAnswer, byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, isSpareBuffersMessage, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
+import { decideOutcome, delivered, isSuccess } from './retry-policy.ts';
 import { TargetGuard } from './target-guard.ts';
 import { WebhookSigner } from './signing.ts';
 
@@ -451,6 +452,8 @@ export class Dispatcher {
       taskBytes += pending.claims.byteLength;
       this.#held.add(pending);
     }
+    // Counted until the answer, though an "arrow" task's buffers come back once its body is
+    // encoded: the body, a copy as large, is held by the worker until then.
     this.#inFlightBytes += taskBytes;
     const observed = usedBytes / pending.count;
     const observedPayload = payloadBytes / pending.count;
@@ -459,10 +462,9 @@ export class Dispatcher {
     this.#bytesPerTimerSeen = true;
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = finished.transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
-    const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults>)
+    const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer>)
       .then(
         (results) => {
-          for (const buffer of results.spare ?? []) this.#buffers.give(buffer);
           this.#held.delete(pending);
           return this.#record(pending, results);
         },
@@ -491,14 +493,24 @@ export class Dispatcher {
     this.#tasks.add(done);
   }
 
-  /** Makes one task's outcomes durable (results undefined: the task failed as a whole). */
-  async #record(pending: PendingTask, results: DeliveryResults | undefined): Promise<void> {
+  /**
+   * Makes one task's outcomes durable: from the worker's columns, or from an Arrow batch's one
+   * answer under each row's retry policy (the queue's in force now); results undefined: the task
+   * failed as a whole.
+   */
+  async #record(pending: PendingTask, results: DeliveryResults | BatchAnswer | undefined): Promise<void> {
     const count = pending.count;
     const outcomes = emptyOutcomes(count);
     const nowMs = this.#clock.now();
     const latencyRuns = new HistogramRuns();
     const latenessRuns = new HistogramRuns();
     const claims = pending.claims;
+    const batch = results !== undefined && 'batch' in results ? results.batch : undefined;
+    const columns = batch === undefined ? (results as DeliveryResults | undefined) : undefined;
+    const batchStatus = batch !== undefined && typeof batch.result === 'number' ? batch.result : 0;
+    const batchDelivered = batch !== undefined && isSuccess(batch.result);
+    /** By queue index: the policy an Arrow batch's failed rows are decided under. */
+    const policies: Array<QueueConfig | undefined> = [];
     /** Outcome o is the task's timer taskRow[o]: withdrawn timers (cancelled) have none. */
     const taskRow = new Uint32Array(count);
     for (let row = 0; row < count; row++) {
@@ -520,15 +532,32 @@ export class Dispatcher {
         outcomes.retryAtMs[i] = nowMs + config.min_backoff_ms;
         continue;
       }
-      outcomes.kinds[i] = results.kinds[row] as number;
-      outcomes.reasons[i] = results.reasons[row] as number;
-      outcomes.statuses[i] = results.statuses[row] as number;
-      outcomes.retryAtMs[i] = results.retryAtMs[row] as number;
+      let startedAtMs: number;
+      let durationMs: number;
+      if (batch !== undefined) {
+        // One answer for every row; a 2xx needs no policy, anything else is each row's to decide.
+        const decision = batchDelivered
+          ? delivered
+          : decideOutcome(attempt, batch.result, batch.retryAfter, (policies[queue] ??= this.#engine.queueConfig(this.#engine.queueNameAt(queue))), nowMs, Math.random());
+        outcomes.kinds[i] = decision.kind;
+        outcomes.reasons[i] = decision.reason;
+        outcomes.statuses[i] = batchStatus;
+        outcomes.retryAtMs[i] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
+        startedAtMs = batch.startedAtMs;
+        durationMs = batch.durationMs;
+      } else {
+        const answer = columns as DeliveryResults;
+        outcomes.kinds[i] = answer.kinds[row] as number;
+        outcomes.reasons[i] = answer.reasons[row] as number;
+        outcomes.statuses[i] = answer.statuses[row] as number;
+        outcomes.retryAtMs[i] = answer.retryAtMs[row] as number;
+        startedAtMs = answer.startedAtMs[row] as number;
+        durationMs = answer.durationMs[row] as number;
+      }
       const stats = this.#statsOf(queue);
-      const durationMs = Math.max(0, results.durationMs[row] as number);
-      latencyRuns.add(durationMs, this.latency, stats.latency);
+      latencyRuns.add(Math.max(0, durationMs), this.latency, stats.latency);
       if (attempt !== 1) continue;
-      const latenessMs = (results.startedAtMs[row] as number) - (pending.fireAtMs[row] as number);
+      const latenessMs = startedAtMs - (pending.fireAtMs[row] as number);
       // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
       if (latenessMs < 0) this.#earlyDeliveries++;
       latenessRuns.add(Math.max(0, latenessMs), this.lateness, stats.lateness);

@@ -254,6 +254,34 @@ test('"arrow" delivery: due timers go to the sink as Arrow record batches of at 
   assert.ok(retried > 0 && retried <= 50, `the refused batch's rows (and only they) took a second attempt: ${retried}`);
 });
 
+test('"arrow" delivery: the batch\'s one answer is each row\'s, under its queue\'s policy: 429 + Retry-After waits, 410 is dead at once', async () => {
+  const target = await sink('h2', (path, nth) => {
+    if (path === '/busy') return nth === 0 ? { status: 429, headers: { 'retry-after': '1' } } : { status: 200 };
+    return { status: 410 };
+  });
+  // Its own backoff is 50–100 ms: only Retry-After makes the second POST wait a second.
+  await engine.setQueue('busy', { delivery: 'arrow', sink: `${target.url}/busy`, batch_rows_max: 20, linger_ms: 5, min_backoff_ms: 50, max_backoff_ms: 100 });
+  await engine.setQueue('gone', { delivery: 'arrow', sink: `${target.url}/gone`, batch_rows_max: 20, linger_ms: 5 });
+  const specs = (queue: string) => Array.from({ length: 20 }, (_, i) => ({ fireAtMs: Date.now(), target: 'https://unused.example/', payload: `p${i}`, queue }));
+  const busy = await add(specs('busy'));
+  const gone = await add(specs('gone'));
+  for (const id of gone) {
+    const view = await settled(id);
+    assert.equal(view.state, 'dead');
+    assert.equal(view.attempts, 1);
+    assert.equal(view.lastStatus, 410);
+    assert.equal(engine.listDead(1000).find((dead) => dead.id === id)?.reason, 'gone');
+  }
+  for (const id of busy) {
+    const view = await settled(id);
+    assert.equal(view.state, 'delivered');
+    assert.equal(view.attempts, 2);
+  }
+  const [first, second] = target.to('/busy');
+  assert.equal(target.to('/busy').length, 2, 'one batch, refused once, sent again whole');
+  assert.ok((second?.atMs ?? 0) - (first?.atMs ?? 0) >= 1000, `Retry-After: 1 honoured for every row (waited ${(second?.atMs ?? 0) - (first?.atMs ?? 0)} ms)`);
+});
+
 test('content-type-twice: a timer\'s Content-Type (any case) replaces the default over HTTP/2 instead of doubling it', async () => {
   const target = await sink('h2');
   const [id] = (await add([{ fireAtMs: Date.now(), target: `${target.url}/typed`, payload: '{}', headers: { 'Content-Type': 'application/json' }, queue: 't' }])) as [string];
