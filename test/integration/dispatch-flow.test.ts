@@ -286,46 +286,45 @@ test('ready(): resolves once every worker has loaded its code, with the time tha
   }
 });
 
-test('an Arrow batch of small timers holds buffers sized for them, not for a guess of 1 KiB a timer', { timeout: 60_000 }, async () => {
+/**
+ * `count` timers of `payloadBytes` each, due already, on an "arrow" queue of `batchRowsMax`
+ * rows whose sink never answers; `check` runs once the dispatcher has started.
+ */
+async function withUnansweredArrowBatch(count: number, payloadBytes: number, batchRowsMax: number, check: (dispatcher: Dispatcher, sink: Sink) => Promise<void>): Promise<void> {
   const { engine, dispatcher, close } = await rig({ limits: { drainTimeoutMs: 500 } });
   try {
     await withSink(
       () => ({ hang: true }),
       async (sink) => {
-        // batch_rows_max rows of capacity, 2,000 rows in it: a 1 KiB guess a row would hold 10,000 × 1 KiB × 1.25 = 12.8 MB.
-        await engine.setQueue('pipe', { delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: 10_000, linger_ms: 1 });
-        await addAll(engine, Array.from({ length: 2_000 }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'p'.repeat(16), queue: 'pipe' })));
+        await engine.setQueue('pipe', { delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: batchRowsMax, linger_ms: 1 });
+        await addAll(engine, Array.from({ length: count }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'p'.repeat(payloadBytes), queue: 'pipe' })));
         dispatcher.start();
-        await until('the batch in flight', 10_000, () => dispatcher.inFlight === 2_000);
-        assert.ok(dispatcher.inFlightBytes < 4 * 1024 * 1024, `in-flight bytes ${dispatcher.inFlightBytes}`);
-      },
-    );
-  } finally {
-    await close();
-  }
-});
-
-test('an Arrow batch\'s buffers come back once its body is encoded, before the sink answers', { timeout: 60_000 }, async () => {
-  const { engine, dispatcher, close } = await rig({ limits: { drainTimeoutMs: 500 } });
-  try {
-    await withSink(
-      () => ({ hang: true }),
-      async (sink) => {
-        await engine.setQueue('pipe', { delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: 1_000, linger_ms: 1 });
-        await addAll(engine, Array.from({ length: 1_000 }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'p'.repeat(256), queue: 'pipe' })));
-        dispatcher.start();
-        await until('the batch at the sink', 10_000, () => sink.requests.length === 1);
-        // The task's buffers (the in-flight bytes count them until the answer) are in the pool.
-        const taskBytes = dispatcher.inFlightBytes;
-        assert.ok(taskBytes >= 1_000 * (256 + 80), `in-flight bytes ${taskBytes}`);
-        await until('the task\'s buffers back in the pool', 10_000, () => dispatcher.pooledBytes >= taskBytes);
-        assert.equal(dispatcher.inFlight, 1_000, 'the batch is still unanswered');
+        await check(dispatcher, sink);
         assert.equal(engine.countsByState().delivered, 0);
       },
     );
   } finally {
     await close();
   }
+}
+
+test('an Arrow batch of small timers holds buffers sized for them, not for a guess of 1 KiB a timer', { timeout: 60_000 }, async () => {
+  // batch_rows_max rows of capacity, 2,000 rows in it: a 1 KiB guess a row would hold 10,000 × 1 KiB × 1.25 = 12.8 MB.
+  await withUnansweredArrowBatch(2_000, 16, 10_000, async (dispatcher) => {
+    await until('the batch in flight', 10_000, () => dispatcher.inFlight === 2_000);
+    assert.ok(dispatcher.inFlightBytes < 4 * 1024 * 1024, `in-flight bytes ${dispatcher.inFlightBytes}`);
+  });
+});
+
+test('an Arrow batch\'s buffers come back once its body is encoded, before the sink answers', { timeout: 60_000 }, async () => {
+  await withUnansweredArrowBatch(1_000, 256, 1_000, async (dispatcher, sink) => {
+    await until('the batch at the sink', 10_000, () => sink.requests.length === 1);
+    // The task's buffers (the in-flight bytes count them until the answer) are in the pool.
+    const taskBytes = dispatcher.inFlightBytes;
+    assert.ok(taskBytes >= 1_000 * (256 + 80), `in-flight bytes ${taskBytes}`);
+    await until('the task\'s buffers back in the pool', 10_000, () => dispatcher.pooledBytes >= taskBytes);
+    assert.equal(dispatcher.inFlight, 1_000, 'the batch is still unanswered');
+  });
 });
 
 test('an Arrow batch\'s buffers come back from the worker and the next batches are built in them', { timeout: 60_000 }, async () => {
