@@ -3,8 +3,8 @@
 import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
 import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 
-/** `base` (the real disk unless given) whose opened handles use `overrides(handle)` in place of their own calls. */
-export function wrappedFileSystem(overrides: (handle: FileHandle) => Partial<FileHandle>, base: FileSystem = nodeFileSystem): FileSystem {
+/** `base` with its own directory and file calls, and `open` in place of its own. */
+export function withOpen(base: FileSystem, open: FileSystem['open']): FileSystem {
   return {
     mkdirp: (dir) => base.mkdirp(dir),
     list: (dir) => base.list(dir),
@@ -13,18 +13,23 @@ export function wrappedFileSystem(overrides: (handle: FileHandle) => Partial<Fil
     unlink: (path) => base.unlink(path),
     syncDir: (dir) => base.syncDir(dir),
     lockDir: (dir) => base.lockDir(dir),
-    async open(path, mode, options) {
-      const handle = await base.open(path, mode, options);
-      return {
-        writeThrough: handle.writeThrough,
-        writev: (chunks, position) => handle.writev(chunks, position),
-        read: (into, position) => handle.read(into, position),
-        datasync: () => handle.datasync(),
-        truncate: (length) => handle.truncate(length),
-        size: () => handle.size(),
-        close: () => handle.close(),
-        ...overrides(handle),
-      };
-    },
+    open,
   };
+}
+
+/** `base` (the real disk unless given) whose opened handles use `overrides(handle)` in place of their own calls. */
+export function wrappedFileSystem(overrides: (handle: FileHandle) => Partial<FileHandle>, base: FileSystem = nodeFileSystem): FileSystem {
+  return withOpen(base, async (path, mode, options) => {
+    const handle = await base.open(path, mode, options);
+    return {
+      writeThrough: handle.writeThrough,
+      writev: (chunks, position) => handle.writev(chunks, position),
+      read: (into, position) => handle.read(into, position),
+      datasync: () => handle.datasync(),
+      truncate: (length) => handle.truncate(length),
+      size: () => handle.size(),
+      close: () => handle.close(),
+      ...overrides(handle),
+    };
+  });
 }

@@ -11,6 +11,7 @@ import { outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { withOpen } from '../helpers/wrapped-file-system.ts';
 
 const dataDir = '/data';
 const hour = 3600_000;
@@ -462,41 +463,32 @@ function gatedDisk(fs: SimFileSystem, holds: (call: 'open' | 'datasync' | 'read'
     held++;
     await gate.promise;
   };
-  const gated: FileSystem = {
-    mkdirp: (dir) => fs.mkdirp(dir),
-    list: (dir) => fs.list(dir),
-    readFile: (path) => fs.readFile(path),
-    rename: (from, to) => fs.rename(from, to),
-    unlink: (path) => fs.unlink(path),
-    syncDir: (dir) => fs.syncDir(dir),
-    lockDir: (dir) => fs.lockDir(dir),
-    open: async (path, mode, options) => {
-      if (holds('open', path)) await atGate();
-      // A write-through handle (the log's segments) is a plain one that syncs within each writev,
-      // so that the sync can be held at the gate too.
-      const handle = await fs.open(path, mode);
-      const writeThrough = options?.writeThrough === true && mode !== 'read';
-      const datasync = async (): Promise<void> => {
-        if (holds('datasync', path)) await atGate();
-        return handle.datasync();
-      };
-      return {
-        writeThrough,
-        writev: async (chunks, position) => {
-          await handle.writev(chunks, position);
-          if (writeThrough) await datasync();
-        },
-        read: async (into, position) => {
-          if (holds('read', path)) await atGate();
-          return handle.read(into, position);
-        },
-        datasync,
-        truncate: (length) => handle.truncate(length),
-        size: () => handle.size(),
-        close: () => handle.close(),
-      } satisfies FileHandle;
-    },
-  };
+  const gated = withOpen(fs, async (path, mode, options) => {
+    if (holds('open', path)) await atGate();
+    // A write-through handle (the log's segments) is a plain one that syncs within each writev,
+    // so that the sync can be held at the gate too.
+    const handle = await fs.open(path, mode);
+    const writeThrough = options?.writeThrough === true && mode !== 'read';
+    const datasync = async (): Promise<void> => {
+      if (holds('datasync', path)) await atGate();
+      return handle.datasync();
+    };
+    return {
+      writeThrough,
+      writev: async (chunks, position) => {
+        await handle.writev(chunks, position);
+        if (writeThrough) await datasync();
+      },
+      read: async (into, position) => {
+        if (holds('read', path)) await atGate();
+        return handle.read(into, position);
+      },
+      datasync,
+      truncate: (length) => handle.truncate(length),
+      size: () => handle.size(),
+      close: () => handle.close(),
+    } satisfies FileHandle;
+  });
   return {
     fs: gated,
     close: () => {
