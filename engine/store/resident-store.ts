@@ -86,6 +86,18 @@ const columnsAheadIdleMs = 100;
 const largePrefaultMsPerByteMin = 2 / (1024 * 1024);
 /** Columns are asked for this many times the time making them is expected to take ahead. */
 const columnsLeadFactor = 2;
+/**
+ * Large columns are also asked for once the growth would come within this long at the fill
+ * rate of the moment (still up to half the capacity ahead). The lead above follows the rate
+ * at which the store fills now, and a fill that speeds up outruns it: in the compare suite,
+ * 256 writers of single adds (200,000 a second) and then 10,000-row Arrow batches (a million
+ * a second) reached the growth to 2^23 slots 1.7 s after its 520 MiB were asked for, when
+ * they were seven eighths made (the threadpool made them at 2.8–4.3 ms a MiB while the log
+ * wrote); the growth faulted its own on the main thread, a 775 ms stall of every admit. Asked
+ * for at the growth before, they had 3.7 s. What this costs: while a store fills this fast,
+ * the next growth's columns are held that much sooner (and let go once the fill stops).
+ */
+const columnsHorizonMs = 10_000;
 
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
@@ -594,7 +606,7 @@ export class ResidentStore {
   /**
    * Free slots at which the columns for `capacity` are asked for: 1/columnsAheadShare of the
    * capacity, or for a large growth the slots the fill rate takes while they are being made
-   * (columnsEarlyBytesMin).
+   * (columnsEarlyBytesMin) or within columnsHorizonMs, whichever is more.
    */
   #columnsLead(capacity: number, fillRate: number): number {
     const share = this.#capacity / columnsAheadShare;
@@ -603,7 +615,7 @@ export class ResidentStore {
     // The measured pace comes mostly from the arena's 4 MiB slabs; hundreds of MiB at once, on a
     // threadpool the log's writes and syncs share, went at 1–2.8 ms a MiB (0.36–0.41 measured).
     const makingMs = bytes * Math.max(this.#prefaultMsPerByte(), largePrefaultMsPerByteMin);
-    return Math.min(this.#capacity / 2, Math.max(share, fillRate * makingMs * columnsLeadFactor));
+    return Math.min(this.#capacity / 2, Math.max(share, fillRate * Math.max(makingMs * columnsLeadFactor, columnsHorizonMs)));
   }
 
   /** Growths that took columns made ahead. */

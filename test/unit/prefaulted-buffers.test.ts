@@ -352,7 +352,7 @@ test('columns made ahead are let go once no rows have been said to be coming for
   store.close();
 });
 
-test('a store filling fast asks for large columns as far ahead as making them takes, up to half its capacity', () => {
+test('a store filling fast asks for large columns as far ahead as making them takes, or 10 s of its fill, up to half its capacity', () => {
   // 20 slots fill over `windowMs` (the fill rate is measured over 250 ms windows) of a 64-slot
   // store whose 128-slot columns take `makingMs` to make.
   const filledOver = (windowMs: number, makingMs: number, earlyBytesMin?: number): { store: ResidentStore; add: (count: number) => void } => {
@@ -370,18 +370,24 @@ test('a store filling fast asks for large columns as far ahead as making them ta
     filled.store.prefaultColumnsFor(0);
     return filled.store.columnsAheadCapacity;
   };
-  // 0.08 slots a ms, over the 100 ms the columns take, twice over: asked for with 16 slots to go.
-  const fast = filledOver(250, 100, 0);
-  assert.equal(aheadAfter(fast, 27), 0, '17 slots free, 64 - 47: not yet');
-  assert.equal(aheadAfter(fast, 2), 128, '15 slots free: less than the lead');
-  // The same slots filled a hundred times slower: the 32nd of the capacity (2 slots) as before.
-  assert.equal(aheadAfter(filledOver(25_000, 100, 0), 29), 0, 'slow fill: 15 slots free is plenty');
-  // Columns below the early size (128 MiB by default) keep the 32nd, however fast the fill.
+  // 0.0008 slots a ms, over the 10 s the columns take, twice over: asked for with 16 slots to go.
+  const slowMaking = filledOver(25_000, 10_000, 0);
+  assert.equal(aheadAfter(slowMaking, 27), 0, '17 slots free, 64 - 47: not yet');
+  assert.equal(aheadAfter(slowMaking, 2), 128, '15 slots free: less than the lead');
+  // Columns made at once: what the same fill takes in 10 s (8 slots) is the lead.
+  const quickMaking = filledOver(25_000, 0, 0);
+  assert.equal(aheadAfter(quickMaking, 35), 0, '9 slots free: not yet');
+  assert.equal(aheadAfter(quickMaking, 2), 128, '7 slots free: a growth within 10 s');
+  // The same slots filled a thousand times slower: the 32nd of the capacity (2 slots) as before.
+  assert.equal(aheadAfter(filledOver(25_000_000, 10_000, 0), 29), 0, 'slow fill: 15 slots free is plenty');
+  // Columns below the early size (1 MiB by default) keep the 32nd, however fast the fill.
   assert.equal(aheadAfter(filledOver(250, 100), 29), 0, 'small columns: not early');
-  // However long making them takes, never before half the capacity is in use.
-  const slowMaking = filledOver(250, 100_000, 0);
-  assert.equal(aheadAfter(slowMaking, 12), 0, '32 slots free: half the capacity');
-  assert.equal(aheadAfter(slowMaking, 1), 128, '31 slots free: less than half');
+  // However long making them takes, or fast the fill is, never before half the capacity is in use.
+  for (const [windowMs, makingMs] of [[250, 100_000], [250, 0]] as const) {
+    const early = filledOver(windowMs, makingMs, 0);
+    assert.equal(aheadAfter(early, 12), 0, `${windowMs} ms, ${makingMs} ms: 32 slots free, half the capacity`);
+    assert.equal(aheadAfter(early, 1), 128, `${windowMs} ms, ${makingMs} ms: 31 slots free, less than half`);
+  }
 });
 
 test('a growth before the columns are made allocates its own; dropPrefaulted and close let go of them', async () => {
