@@ -58,7 +58,7 @@ export interface MemoryUse {
 export interface SpilledMemoryUse {
   /** The engine's own count (resident timers' bytes + the spill tier's metadata) ÷ timers: the like of Redis's used_memory. */
   readonly countedBytesPerTimer: number;
-  /** VmRSS of the service restarted on those timers, over an empty service's, ÷ timers. */
+  /** VmRSS of the service restarted on those timers, over an empty service's (at least the empty ones' spread), ÷ timers: an upper bound. */
   readonly processBytesPerTimer: number;
   readonly spilled: number;
   readonly measure: string;
