@@ -153,8 +153,16 @@ type Reply =
 
 /** The sink in a child process; its replies come in the order of the requests. */
 export async function startSinkProcess(): Promise<BenchSink> {
+  // Without the GLIBC_TUNABLES that fermata's runtime settings give the suites' process
+  // (glibc.malloc.hugetlb=1, bin/huge-pages.js): those are the service's choice, not its
+  // target's. Node hands each body chunk over in memory of its own, freed in bursts by V8's GC,
+  // and under huge pages the sink faulted and zeroed 2 MiB pages again for each burst of 2 MB
+  // Arrow bodies: 42 ms of its main thread in a 186 ms warm drain of 200,000 timers (perf),
+  // CPU taken from fermata on a two-core machine. Without them the warm drain (the meta line's
+  // arrow_warm_per_s) went from 0.85–1.31 to 1.27–1.41 million a second (alternated runs).
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'GLIBC_TUNABLES'));
   // The child's stdout goes to our stderr: a suite's stdout carries figures only.
-  const child: ChildProcess = fork(import.meta.filename, ['sink'], { stdio: ['ignore', 2, 'inherit', 'ipc'] });
+  const child: ChildProcess = fork(import.meta.filename, ['sink'], { stdio: ['ignore', 2, 'inherit', 'ipc'], env });
   const waiting: { resolve: (reply: Reply) => void; reject: (err: Error) => void }[] = [];
   let gone: Error | undefined;
   child.on('message', (reply: Reply) => waiting.shift()?.resolve(reply));
