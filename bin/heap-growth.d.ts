@@ -5,5 +5,8 @@ export const heapGrowingPercent: number;
 /** The V8 flag to set, or undefined when the command line already sets one. */
 export function heapGrowthFlag(execArgv?: readonly string[]): string | undefined;
 
-/** Sets the heap growth factor for this process (and the worker threads it starts); returns the flag set, if any. */
-export function tuneHeapGrowth(): string | undefined;
+/** The external memory flag to set, or undefined when the command line already sets it or its negation. */
+export function externalMemoryFlag(execArgv?: readonly string[]): string | undefined;
+
+/** Sets the heap and external memory growth for this process (and the worker threads it starts); returns the flags set. */
+export function tuneHeapGrowth(): string[];
