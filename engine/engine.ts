@@ -576,6 +576,11 @@ export class Engine {
     return this.#store.arena.slabsPrefaulted;
   }
 
+  /** Growths of the store's columns that took columns made ahead (their pages mapped off the main thread). */
+  get columnGrowthsMadeAhead(): number {
+    return this.#store.columnGrowthsMadeAhead;
+  }
+
   /** The log, for readiness (poisoned?) and counters. */
   get log(): Wal {
     return this.#wal;
@@ -909,6 +914,11 @@ export class Engine {
   async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number, appendOptions?: AppendOptions): Promise<Admitted> {
     const refusal = this.#admitGate?.();
     if (refusal !== undefined) throw refusal;
+    // A batch that would grow the store's columns while the columns for that growth are still
+    // being made ahead waits for them, rather than have the growth fault their pages on the main
+    // thread (ResidentStore.columnsAheadPending).
+    const columnsMade = this.#store.columnsAheadPending(this.#reservedRows + batch.rows);
+    if (columnsMade !== undefined) await columnsMade;
     let decidedAtMs = this.#decisionTime();
     // Replay releases what had expired by the decision time before it plans this ADD: so does
     // the live engine, or a clock stepping back afterwards would leave the two disagreeing.

@@ -77,6 +77,8 @@ export class PrefaultedBuffers {
   readonly #ready: Buffer[] = [];
   /** Reads under way. */
   #reading = 0;
+  /** whenIdle() callers, told once #reading is back at 0. */
+  readonly #idleWaiters: Array<() => void> = [];
   /** Bumped by dropAll(): a read started before it is dropped when it ends. */
   #generation = 0;
   #taken = 0;
@@ -102,6 +104,14 @@ export class PrefaultedBuffers {
   /** Buffers requested and not yet taken (being read, or ready). */
   get outstanding(): number {
     return this.#reading + this.#ready.length;
+  }
+
+  /** Settles once no buffer is being made: each read under way has ended (made, failed, or dropped). */
+  whenIdle(): Promise<void> {
+    if (this.#reading === 0) return Promise.resolve();
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#idleWaiters.push(resolve);
+    return promise;
   }
 
   /**
@@ -154,7 +164,7 @@ export class PrefaultedBuffers {
       // A failed or empty read leaves the buffer unmade: the caller allocates its own instead;
       // so does dropAll(), which frees it.
       if (err !== null || bytesRead === 0 || generation !== this.#generation) {
-        this.#reading--;
+        this.#readEnded();
         return;
       }
       msPerByte += paceWeight * ((performance.now() - started) / bytesRead - msPerByte);
@@ -162,8 +172,13 @@ export class PrefaultedBuffers {
         this.#readFrom(fd, buffer, at + bytesRead, generation);
         return;
       }
-      this.#reading--;
       this.#ready.push(buffer);
+      this.#readEnded();
     });
+  }
+
+  #readEnded(): void {
+    this.#reading--;
+    if (this.#reading === 0) for (const resolve of this.#idleWaiters.splice(0)) resolve();
   }
 }

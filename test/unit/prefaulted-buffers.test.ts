@@ -415,6 +415,73 @@ test('a growth before the columns are made allocates its own; dropPrefaulted and
   }
 });
 
+test('whenIdle settles once every read under way has ended, made or dropped', async () => {
+  const supply = new PrefaultedBuffers(256 * 1024);
+  let idle = false;
+  await supply.whenIdle();
+  supply.request();
+  void supply.whenIdle().then(() => (idle = true));
+  assert.equal(idle, false, 'a read of /dev/zero ends on a later turn');
+  await supply.whenIdle();
+  assert.equal(supply.ready, 1, 'settled with the buffer made');
+  supply.request();
+  const dropped = supply.whenIdle();
+  supply.dropAll();
+  await dropped;
+  assert.equal(supply.outstanding, 0, 'settled with the read dropped');
+});
+
+test('an allocation that would grow the columns while their successors are being made is told to wait for them', async () => {
+  const { store, add, check } = filledStore(64);
+  add(60);
+  assert.equal(store.columnsAheadPending(100), undefined, 'nothing is being made');
+  store.prefaultColumnsFor(40);
+  assert.equal(store.columnsAheadCapacity, 128);
+  assert.equal(store.columnsAheadPending(4), undefined, 'no growth: go on');
+  assert.equal(store.columnsAheadPending(200), undefined, 'a growth past what is being made: go on');
+  const pending = store.columnsAheadPending(40);
+  assert.ok(pending !== undefined, 'the growth they are made for waits');
+  await pending;
+  assert.ok(store.columnsAheadReady);
+  assert.equal(store.columnsAheadPending(40), undefined, 'made: go on');
+  add(40);
+  assert.equal(store.columnGrowthsMadeAhead, 1);
+  check();
+  store.close();
+});
+
+test('an admit that would grow the columns while they are being made ahead waits for them, so the growth takes them', async () => {
+  // After 500,000 rows, two batches logged together: the first leaves 100 slots of 2^19, the
+  // second needs 200. The first's admit asks for the columns of 2^20 slots (~70 MB, made by the
+  // threadpool for tens of ms; the store's clock stands still, so its fill rate reads 0 and it
+  // asks no sooner); the second's record (on a disk whose syncs return at once) is durable well
+  // before they are made.
+  const dir = mkdtempSync(join(tmpdir(), 'fermata-prefault-'));
+  const fs = wrappedFileSystem((handle) => ({ datasync: async () => {}, sync: async () => {}, writev: (chunks, position) => handle.writev(chunks, position) }));
+  try {
+    const engine = await Engine.open({ dataDir: dir, fs, store: { capacityInitial: 2 ** 19, capacityMax: 2 ** 21, now: () => 0 } });
+    const rows = (count: number): TimerBatch => ({
+      rows: count,
+      fireAtMs: new Float64Array(count).fill(Date.now() + 3_600_000),
+      targets: ['https://a.example/'],
+      targetIndex: new Int32Array(count),
+      queues: ['default'],
+      queueIndex: new Int32Array(count),
+      payload: { values: new Uint8Array(count), offsets: Int32Array.from({ length: count + 1 }, (_, i) => i) },
+      headers: { values: new Uint8Array(0), offsets: new Int32Array(count + 1) },
+      keys: { values: new Uint8Array(0), offsets: new Int32Array(count + 1) },
+    });
+    for (let batch = 0; batch < 5; batch++) await engine.admit(rows(100_000));
+    assert.equal(engine.columnGrowthsMadeAhead, 0);
+    await Promise.all([engine.admit(rows(2 ** 19 - 100 - 500_000)), engine.admit(rows(200))]);
+    assert.equal(engine.resident, 2 ** 19 + 100);
+    assert.equal(engine.columnGrowthsMadeAhead, 1, 'the growth to 2^20 slots took the columns made ahead');
+    await engine.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('columnsBytes holds every column of any capacity, each aligned', () => {
   for (const capacity of [1, 3, 7, 8, 9, 1023, 1_100_001]) {
     const bytes = columnsBytes(capacity);
