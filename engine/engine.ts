@@ -912,13 +912,13 @@ export class Engine {
    * and plans again, so the log's order decides which row is the original, live and on replay.
    */
   async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number, appendOptions?: AppendOptions): Promise<Admitted> {
-    const refusal = this.#admitGate?.();
-    if (refusal !== undefined) throw refusal;
     // A batch that would grow the store's columns while the columns for that growth are still
     // being made ahead waits for them, rather than have the growth fault their pages on the main
-    // thread (ResidentStore.columnsAheadPending).
+    // thread (ResidentStore.columnsAheadPending); the gate is asked once it goes on.
     const columnsMade = this.#store.columnsAheadPending(this.#reservedRows + batch.rows);
     if (columnsMade !== undefined) await columnsMade;
+    const refusal = this.#admitGate?.();
+    if (refusal !== undefined) throw refusal;
     let decidedAtMs = this.#decisionTime();
     // Replay releases what had expired by the decision time before it plans this ADD: so does
     // the live engine, or a clock stepping back afterwards would leave the two disagreeing.
