@@ -4,7 +4,8 @@
 // file is started by an older Node (a machine's own), it re-executes itself under the pinned one.
 // Under the pinned one it first starts itself again with huge pages on and V8's thread pool sized
 // to the machine (bin/runtime-settings.js, bin/huge-pages.js and bin/v8-pool.js say why), then
-// gives the JavaScript heap room to grow between collections (bin/heap-growth.js says why).
+// gives the JavaScript heap and its external memory room to grow between collections
+// (bin/heap-growth.js says why).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
