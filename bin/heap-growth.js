@@ -33,21 +33,26 @@ import v8 from 'node:v8';
 
 const flag = '--heap-growing-percent';
 export const heapGrowingPercent = 300;
+const externalFlag = '--external-memory-accounted-in-global-limit';
+
+/**
+ * Whether the command line names V8 flag `name` (`--a-b`), in V8's either spelling (`--a_b`),
+ * with or without a value, or (for a boolean flag) negated (`--no-a-b`, `--no_a_b`).
+ */
+function named(execArgv, name) {
+  const bare = name.slice(2);
+  const spellings = [bare, bare.replaceAll('-', '_')].flatMap((spelling) => [`--${spelling}`, `--no-${spelling}`, `--no_${spelling}`]);
+  return execArgv.some((arg) => spellings.some((spelling) => arg === spelling || arg.startsWith(`${spelling}=`)));
+}
 
 /** The V8 flag to set, or undefined when the command line already sets one. */
 export function heapGrowthFlag(execArgv = process.execArgv) {
-  if (execArgv.some((arg) => arg === flag || arg.startsWith(`${flag}=`) || arg === '--heap_growing_percent' || arg.startsWith('--heap_growing_percent='))) return undefined;
-  return `${flag}=${heapGrowingPercent}`;
+  return named(execArgv, flag) ? undefined : `${flag}=${heapGrowingPercent}`;
 }
-
-const externalFlag = '--external-memory-accounted-in-global-limit';
 
 /** The external memory flag to set, or undefined when the command line already sets it or its negation. */
 export function externalMemoryFlag(execArgv = process.execArgv) {
-  const spellings = [externalFlag, externalFlag.replaceAll('-', '_').replace(/^__/, '--')];
-  const named = (arg) => spellings.some((name) => arg === name || arg.startsWith(`${name}=`) || arg === name.replace(/^--/, '--no-') || arg === name.replace(/^--/, '--no_'));
-  if (execArgv.some(named)) return undefined;
-  return externalFlag;
+  return named(execArgv, externalFlag) ? undefined : externalFlag;
 }
 
 /** Sets the heap and external memory growth for this process (and the worker threads it starts); returns the flags set. */
