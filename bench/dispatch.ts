@@ -6,16 +6,22 @@
 // 10,000-row batches.
 //
 //   request    N timers due now, admitted before dispatcher.start(), which waits for the
-//              dispatcher's workers to have loaded (dispatcher.ready(), as in a running
-//              service; the load time is the meta line's worker_load_ms); start → all delivered
-//              (engine.countsByState().delivered, polled): durable dispatches per second
+//              dispatcher's workers to have loaded (dispatcher.ready(); the load time is the
+//              meta line's worker_load_ms); start → all delivered (engine.countsByState()
+//              .delivered, polled): the meta line's request_fresh_per_s, a service's first
+//              drain after it starts. Then N more timers through the same dispatcher, running
+//              (its worker, sessions and code warm, as a service is once it has delivered),
+//              admitted to fall due together once the admits are done: N ÷ (time from that
+//              fire time to the last durable outcome), durable dispatches per second
 //   ceiling    the same sink driven by a bare node:http2 client (one session a worker, as many
 //              streams in flight as the dispatcher's workers may send to one origin, the same
-//              request fermata sends), N requests
-//   arrow      the request scenario on a queue with delivery "arrow" (batches POSTed to the sink);
-//              then N more timers through the same dispatcher, admitted to fall due together
-//              once the admits are done: from that fire time to the last durable outcome (the
-//              meta line's arrow_warm_per_s, what a running service's warm worker sustains)
+//              request fermata sends), N requests; then N again on new sessions, its code warm
+//              as the running dispatcher's is: the ceiling (the first: ceiling_fresh_per_s)
+//   arrow      the request scenario on a queue with delivery "arrow" (batches POSTed to the
+//              sink): the first drain is arrow_fresh_per_s; then runningDrains drains through
+//              the running dispatcher, each of N timers falling due together: their median (one
+//              drain lasts some 0.15 s, within reach of one stall of this shared machine); all
+//              of them are the meta line's arrow_running_per_s
 //   lateness   timers due at half the request rate, spread evenly over a span, after a warm-up
 //              batch; the dispatcher's lateness histogram (delivery start − fire time)
 //   burst      N timers all due within one second, after a warm-up: lateness p99, and N ÷ (time
@@ -26,7 +32,8 @@
 // answers 200 with no body once a request's body has arrived, and counts timers, deliveries that
 // arrived before their fermata-fire-at, and arrival − fire time. FERMATA_BENCH_DISPATCH_PROFILE=DIR
 // writes CPU profiles of this process's main thread during the timed spans of the request and
-// arrow scenarios to DIR (dispatch-request-main.cpuprofile, dispatch-arrow-main.cpuprofile).
+// arrow scenarios to DIR: the fresh drains (dispatch-request-fresh-main.cpuprofile, …-arrow-…)
+// and the first running one (dispatch-request-main.cpuprofile, dispatch-arrow-main.cpuprofile).
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -43,7 +50,7 @@ import { Engine, systemClock } from '../engine/engine.ts';
 import { encodeTimerId } from '../engine/ids.ts';
 import { dispatchLimits } from '../engine/limits.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
-import { distributionChart, type Fact, type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
+import { distributionChart, type Fact, type Figure, median, metaLine, roundTo, type SuiteOptions } from './report.ts';
 import { type BenchSink, startSink, startSinkProcess } from './sink.ts';
 
 const suite = 'dispatch';
@@ -54,8 +61,10 @@ const arrowQueue = 'pipe';
 const warmupTimers = 2_000;
 /** The lateness and burst timers fall due this long after their admission starts. */
 const leadMs = 3_000;
-/** The second Arrow drain's timers fall due this long after their admits start. */
-const warmDrainLeadMs = 2_000;
+/** A running drain's timers fall due this long after their admits start. */
+const runningDrainLeadMs = 2_000;
+/** Arrow drains through the running dispatcher, of which the median is the figure. */
+const runningDrains = 3;
 /** How often the suite looks at the engine's delivered count (sets the resolution of the drain times). */
 const pollMs = 2;
 /** A scenario that has not delivered everything by then has failed. */
@@ -83,22 +92,30 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
   const sinkMode: SinkMode = process.env[sinkModeVariable] === 'in-process' ? 'in-process' : 'process';
   const sink = sinkMode === 'process' ? await startSinkProcess() : await startSink();
   try {
-    progress(`dispatch: request, ${sizes.requestTimers} timers due now (sink: ${sinkMode})`);
-    const request = await withRig(baseDir, 'request', (rig) => measureDrain(rig, sink, 'request', sizes.requestTimers, process.env[profileVariable]));
-    progress(`dispatch: request, ${Math.round(request.perS)}/s in ${request.seconds.toFixed(2)} s, peak in flight ${request.inFlightPeak}`);
+    const profileDir = process.env[profileVariable];
+    progress(`dispatch: request, ${sizes.requestTimers} timers due now, a fresh dispatcher (sink: ${sinkMode})`);
+    const request = await withRig(baseDir, 'request', async (rig) => {
+      const fresh = await measureDrain(rig, sink, 'request', sizes.requestTimers, profileDir);
+      progress(`dispatch: request, ${Math.round(fresh.perS)}/s in ${fresh.seconds.toFixed(2)} s, peak in flight ${fresh.inFlightPeak}; again, through the running dispatcher`);
+      return { fresh, perS: await measureRunningDrain(rig, sink, 'default', sizes.requestTimers, profileDir && join(profileDir, 'dispatch-request-main.cpuprofile')) };
+    });
+    progress(`dispatch: request, running, ${Math.round(request.perS)}/s`);
 
     const streams = dispatchLimits.requestsPerOriginMax;
-    progress(`dispatch: ceiling, a bare node:http2 client, ${sizes.requestTimers} requests, ${request.threads} × ${streams} streams`);
-    const ceilingPerS = await measureBareClient(sink, sizes.requestTimers, request.threads, streams);
-    progress(`dispatch: ceiling, ${Math.round(ceilingPerS)}/s`);
+    progress(`dispatch: ceiling, a bare node:http2 client, ${sizes.requestTimers} requests, ${request.fresh.threads} × ${streams} streams, twice`);
+    const ceilingFreshPerS = await measureBareClient(sink, sizes.requestTimers, request.fresh.threads, streams);
+    const ceilingPerS = await measureBareClient(sink, sizes.requestTimers, request.fresh.threads, streams);
+    progress(`dispatch: ceiling, ${Math.round(ceilingFreshPerS)}/s, then ${Math.round(ceilingPerS)}/s`);
 
-    progress(`dispatch: arrow, ${sizes.arrowTimers} timers due now`);
+    progress(`dispatch: arrow, ${sizes.arrowTimers} timers due now, a fresh dispatcher`);
     const arrow = await withRig(baseDir, 'arrow', async (rig) => {
-      const first = await measureDrain(rig, sink, 'arrow', sizes.arrowTimers, process.env[profileVariable]);
-      progress(`dispatch: arrow, ${Math.round(first.perS)}/s in ${first.seconds.toFixed(2)} s; again, through the same dispatcher`);
-      return { ...first, warmPerS: await measureWarmDrain(rig, sink, sizes.arrowTimers) };
+      const fresh = await measureDrain(rig, sink, 'arrow', sizes.arrowTimers, profileDir);
+      progress(`dispatch: arrow, ${Math.round(fresh.perS)}/s in ${fresh.seconds.toFixed(2)} s; ${runningDrains} times again, through the running dispatcher`);
+      const running: number[] = [];
+      for (let drain = 0; drain < runningDrains; drain++) running.push(await measureRunningDrain(rig, sink, arrowQueue, sizes.arrowTimers, drain === 0 && profileDir !== undefined ? join(profileDir, 'dispatch-arrow-main.cpuprofile') : undefined));
+      return { fresh, running, perS: median(running) };
     });
-    progress(`dispatch: arrow again, ${Math.round(arrow.warmPerS)}/s`);
+    progress(`dispatch: arrow, running, ${arrow.running.map(Math.round).join(', ')}/s`);
 
     const latenessRate = Math.max(1, Math.floor(request.perS / 2));
     const latenessTimers = Math.max(1, Math.round((latenessRate * sizes.latenessSpanMs) / 1000));
@@ -112,7 +129,8 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
     const burstPerS = sizes.burstTimers / burst.secondsFromFirstDue;
     progress(`dispatch: burst, ${Math.round(burstPerS)}/s, done ${burst.secondsFromFirstDue.toFixed(2)} s after the first fire time`);
 
-    const early = request.early + arrow.early + lateness.early + burst.early;
+    // The running drains assert none arrived early.
+    const early = request.fresh.early + arrow.fresh.early + lateness.early + burst.early;
     if (early > 0) progress(`dispatch: WARNING ${early} deliveries reached the sink before their fire time`);
     const figure = (name: string, value: number, unit: string): Figure => ({ suite, name, value, unit });
     const facts: Record<string, Fact> = {
@@ -121,8 +139,8 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
       dir: baseDir,
       quick: options.quick,
       sink: sinkMode,
-      threads: request.threads,
-      worker_load_ms: Math.round(Math.max(request.workerLoadMs, arrow.workerLoadMs)),
+      threads: request.fresh.threads,
+      worker_load_ms: Math.round(Math.max(request.fresh.workerLoadMs, arrow.fresh.workerLoadMs)),
       in_flight_max: dispatchLimits.inFlightMax,
       requests_in_flight_max: dispatchLimits.requestsInFlightMax,
       queue_in_flight_max: Math.floor(dispatchLimits.requestsInFlightMax * dispatchLimits.queueInFlightShareMax),
@@ -130,15 +148,18 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
       timers_per_task_max: dispatchLimits.timersPerTaskMax,
       payload_bytes: payloadBytes,
       request_timers: sizes.requestTimers,
-      request_second_half_per_s: Math.round(request.secondHalfPerS),
-      request_in_flight_peak: request.inFlightPeak,
-      request_latency_ms_p50: request.latencyP50Ms,
-      request_latency_ms_p99: request.latencyP99Ms,
+      request_fresh_per_s: Math.round(request.fresh.perS),
+      request_fresh_second_half_per_s: Math.round(request.fresh.secondHalfPerS),
+      request_fresh_in_flight_peak: request.fresh.inFlightPeak,
+      request_fresh_latency_ms_p50: request.fresh.latencyP50Ms,
+      request_fresh_latency_ms_p99: request.fresh.latencyP99Ms,
+      ceiling_fresh_per_s: Math.round(ceilingFreshPerS),
       ceiling_per_s: Math.round(ceilingPerS),
       arrow_timers: sizes.arrowTimers,
-      arrow_batch_rows_max: arrow.batchRowsMax,
-      arrow_batches: arrow.requests,
-      arrow_warm_per_s: Math.round(arrow.warmPerS),
+      arrow_batch_rows_max: arrow.fresh.batchRowsMax,
+      arrow_fresh_batches: arrow.fresh.requests,
+      arrow_fresh_per_s: Math.round(arrow.fresh.perS),
+      arrow_running_per_s: arrow.running.map(Math.round).join(', '),
       lateness_rate_per_s: latenessRate,
       lateness_timers: latenessTimers,
       lateness_release_ms_p99: lateness.releaseP99Ms,
@@ -280,7 +301,7 @@ async function measureDrain(rig: Rig, sink: BenchSink, delivery: 'request' | 'ar
   const { inFlightPeak, halfAt } = await untilDelivered(rig, count);
   const ended = performance.now();
   const seconds = (ended - started) / 1000;
-  if (profiler !== undefined && profileDir !== undefined) await stopProfile(profiler, join(profileDir, `dispatch-${delivery}-main.cpuprofile`));
+  if (profiler !== undefined && profileDir !== undefined) await stopProfile(profiler, join(profileDir, `dispatch-${delivery}-fresh-main.cpuprofile`));
   const got = await sink.snapshot();
   assert.equal(got.timers, count, 'the sink got every timer once');
   return {
@@ -299,19 +320,22 @@ async function measureDrain(rig: Rig, sink: BenchSink, delivery: 'request' | 'ar
 }
 
 /**
- * A second Arrow drain through the dispatcher of the first, its worker and session warm: `count`
- * timers admitted to fall due together once the admits are done; timers ÷ (time from that fire
- * time to the last durable outcome), as a running service would deliver them.
+ * A drain through the running dispatcher of an earlier one, its worker, sessions and code warm:
+ * `count` timers of `queue` admitted to fall due together once the admits are done; timers ÷
+ * (time from that fire time to the last durable outcome), as a running service delivers them.
+ * With `profilePath`, a CPU profile of the main thread over that span is written there.
  */
-async function measureWarmDrain(rig: Rig, sink: BenchSink, count: number): Promise<number> {
+async function measureRunningDrain(rig: Rig, sink: BenchSink, queue: string, count: number, profilePath: string | undefined): Promise<number> {
   const { engine } = rig;
   const before = engine.countsByState().delivered;
   await sink.reset();
-  const dueMs = Date.now() + warmDrainLeadMs;
-  await admitTimers(engine, count, `${sink.url}/hook`, arrowQueue, () => dueMs);
-  assert.ok(Date.now() < dueMs, `admitting ${count} timers took longer than the ${warmDrainLeadMs} ms lead: raise warmDrainLeadMs`);
+  const dueMs = Date.now() + runningDrainLeadMs;
+  await admitTimers(engine, count, `${sink.url}/hook`, queue, () => dueMs);
+  assert.ok(Date.now() < dueMs, `admitting ${count} timers took longer than the ${runningDrainLeadMs} ms lead: raise runningDrainLeadMs`);
+  const profiler = profilePath === undefined ? undefined : await startProfile();
   await untilDelivered(rig, before + count);
   const seconds = (Date.now() - dueMs) / 1000;
+  if (profiler !== undefined && profilePath !== undefined) await stopProfile(profiler, profilePath);
   const got = await sink.snapshot();
   assert.equal(got.timers, count, 'the sink got every timer once');
   assert.equal(got.early, 0, 'no timer reached the sink before its fire time');

@@ -158,8 +158,8 @@ export async function startSinkProcess(): Promise<BenchSink> {
   // target's. Node hands each body chunk over in memory of its own, freed in bursts by V8's GC,
   // and under huge pages the sink faulted and zeroed 2 MiB pages again for each burst of 2 MB
   // Arrow bodies: 42 ms of its main thread in a 186 ms warm drain of 200,000 timers (perf),
-  // CPU taken from fermata on a two-core machine. Without them the warm drain (the meta line's
-  // arrow_warm_per_s) went from 0.85–1.31 to 1.27–1.41 million a second (alternated runs).
+  // CPU taken from fermata on a two-core machine. Without them a second Arrow drain through the
+  // same dispatcher went from 0.85–1.31 to 1.27–1.41 million a second (alternated runs).
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'GLIBC_TUNABLES'));
   // The child's stdout goes to our stderr: a suite's stdout carries figures only.
   const child: ChildProcess = fork(import.meta.filename, ['sink'], { stdio: ['ignore', 2, 'inherit', 'ipc'], env });
