@@ -11,12 +11,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
-import { defaultQueueConfig } from '../engine/queues.ts';
 import { TargetGuard } from './target-guard.ts';
 import {
   claimState,
   type BatchAnswer,
-  DeliveryTaskBuilder,
   type DeliveryResults,
   type DeliveryTask,
   emptyResults,
@@ -32,7 +30,7 @@ import {
   taskPolicy,
   workerLoadedMessage,
 } from './delivery-task.ts';
-import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch } from './arrow-batch.ts';
+import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch, warmUpArrowEncoder } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
 import { WebhookSigner } from './signing.ts';
@@ -59,33 +57,11 @@ const clients = new OriginClients({
 });
 const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);
 const utf8 = new TextDecoder();
-warmArrowEncoder();
+// A fresh thread's first Arrow batch would compile apache-arrow's code on its way out: done now.
+warmUpArrowEncoder();
 // Loading this module and what it imports (type stripping, apache-arrow) takes a fresh thread a
 // few hundred milliseconds: the dispatcher's ready() waits for this word from every worker.
 parentPort?.postMessage(workerLoadedMessage);
-
-/**
- * Encodes a made-up "arrow" task a few times before the worker says it has loaded, sending
- * nothing. A fresh thread's first encode compiles apache-arrow's code and this module's column
- * code, and the first batches after a start (a restart finds every overdue timer due at once)
- * waited for it: in the dispatch bench's first Arrow drain, the first 10,000-row batch took
- * 43 ms to encode, 4.6 ms after this warm-up. It takes some 15 ms, before the service is ready.
- */
-function warmArrowEncoder(): void {
-  const rows = 1024;
-  const target = 'http://warm-up.invalid/';
-  const payload = new Uint8Array(128);
-  for (let round = 0; round < 4; round++) {
-    const builder = new DeliveryTaskBuilder(rows, target);
-    const fireAtMs = Date.now();
-    for (let row = 0; row < rows; row++) {
-      builder.add({ seq: round + 1, row, target, bytes: payload, bytesStart: 0, payloadLength: payload.length, headersLength: 0, keyLength: 0, fireAtMs, attempt: 1, timeoutMs: defaultQueueConfig.timeout_ms, policy: defaultQueueConfig });
-    }
-    const { task } = builder.finish();
-    encodeArrowBatch(task);
-    arrowBatchKey(task);
-  }
-}
 
 /** Targets repeat (a handful of webhooks take most timers): each is parsed once, up to a bound. */
 const parsedUrls = new Map<string, URL>();

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
-import { arrowBatchKey, encodeArrowBatch } from '../../dispatch/arrow-batch.ts';
+import { arrowBatchKey, encodeArrowBatch, warmUpArrowEncoder } from '../../dispatch/arrow-batch.ts';
 import { DeliveryTaskBuilder, type TaskTimer, taskBuffers } from '../../dispatch/delivery-task.ts';
 import { encodeTimerId } from '../../engine/ids.ts';
 import { defaultQueueConfig } from '../../engine/queues.ts';
@@ -141,3 +141,16 @@ test('a task carries its timers\' latest notBeforeMs and longest timeoutMs (an A
   assert.equal(task.notBeforeMsMax, fireAt + 90);
   assert.equal(task.timeoutMsMax, 2000);
 });
+
+test('the worker\'s warm-up encodes a whole made-up batch through the same code, with nothing of a real timer\'s', () => {
+  const table = tableFromIPC(warmUpArrowEncoder());
+  assert.equal(table.numRows, 1024);
+  assert.deepEqual(table.schema.fields.map((field) => field.name), ['id', 'fire_at', 'attempt', 'target', 'key', 'payload', 'headers']);
+  for (const row of [0, 511, 1023]) {
+    assert.equal(table.getChild('target')?.get(row), 'http://warm-up.invalid/', 'a target that names no host');
+    assert.equal((table.getChild('payload')?.get(row) as Uint8Array).length, 128);
+    assert.equal(table.getChild('key')?.get(row), null);
+    assert.equal(table.getChild('attempt')?.get(row), 1);
+  }
+});
+
