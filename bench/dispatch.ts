@@ -97,7 +97,7 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
     const request = await withRig(baseDir, 'request', async (rig) => {
       const fresh = await measureDrain(rig, sink, 'request', sizes.requestTimers, profileDir);
       progress(`dispatch: request, ${Math.round(fresh.perS)}/s in ${fresh.seconds.toFixed(2)} s, peak in flight ${fresh.inFlightPeak}; again, through the running dispatcher`);
-      return { fresh, perS: await measureRunningDrain(rig, sink, 'default', sizes.requestTimers, profileDir && join(profileDir, 'dispatch-request-main.cpuprofile')) };
+      return { fresh, perS: await measureRunningDrain(rig, sink, 'default', sizes.requestTimers, profileDir === undefined ? undefined : join(profileDir, 'dispatch-request-main.cpuprofile')) };
     });
     progress(`dispatch: request, running, ${Math.round(request.perS)}/s`);
 
