@@ -277,6 +277,7 @@ function originClientsClient(sink: BenchSink, streams: number): Client {
     sessionIdleMsMax: dispatchLimits.sessionIdleMsMax,
     connectTimeoutMs: dispatchLimits.connectTimeoutMs,
     requestsPerOriginMax: streams,
+    socketsPerOriginMax: dispatchLimits.socketsPerOriginMax,
   });
   const url = new URL(path, sink.url);
   return {

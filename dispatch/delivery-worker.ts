@@ -43,6 +43,7 @@ export interface DeliveryWorkerData {
   readonly sessionIdleMsMax: number;
   readonly connectTimeoutMs: number;
   readonly requestsPerOriginMax: number;
+  readonly socketsPerOriginMax: number;
   readonly ca?: string;
 }
 
@@ -53,6 +54,7 @@ const clients = new OriginClients({
   sessionIdleMsMax: config.sessionIdleMsMax,
   connectTimeoutMs: config.connectTimeoutMs,
   requestsPerOriginMax: config.requestsPerOriginMax,
+  socketsPerOriginMax: config.socketsPerOriginMax,
   ca: config.ca,
 });
 const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);

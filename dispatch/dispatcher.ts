@@ -200,6 +200,7 @@ export class Dispatcher {
       sessionIdleMsMax: this.#limits.sessionIdleMsMax,
       connectTimeoutMs: this.#limits.connectTimeoutMs,
       requestsPerOriginMax: this.#limits.requestsPerOriginMax,
+      socketsPerOriginMax: this.#limits.socketsPerOriginMax,
       ...(options.ca === undefined ? {} : { ca: options.ca }),
     };
     const threads = options.threads ?? Math.max(1, availableParallelism() - 1);

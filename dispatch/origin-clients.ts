@@ -24,6 +24,13 @@ import { dispatchLimits } from '../engine/limits.ts';
 
 const { tcpKeepAliveDelayMs, sessionPingTimeoutMs } = dispatchLimits;
 
+/**
+ * Streams sent to a new origin before its SETTINGS say how many it allows: the 100 that RFC 9113
+ * (section 6.5.2) asks every peer to allow at least. The handshake waits for those SETTINGS, so
+ * this holds only for the requests that arrive while the first session is being opened.
+ */
+const streamsBeforeSettings = 100;
+
 /** What a delivery needs from the target guard (dispatch/target-guard.ts). */
 export interface AddressGuard {
   /** The checked address to connect to for `url`; throws (code TARGET_REFUSED) when refused. */
@@ -40,8 +47,10 @@ export interface OriginClientsOptions {
   readonly connectTimeoutMs: number;
   /** Extra CA certificates (PEM) for https targets. */
   readonly ca?: string | undefined;
-  /** Requests in flight to one origin at most (HTTP/2 streams, or HTTP/1.1 sockets); more wait their turn here. */
+  /** HTTP/2 streams in flight to one origin at most, and never more than it allows (SETTINGS_MAX_CONCURRENT_STREAMS); more wait their turn here. */
   readonly requestsPerOriginMax: number;
+  /** HTTP/1.1 requests (each a socket) in flight to one origin at most; more wait their turn here. */
+  readonly socketsPerOriginMax: number;
 }
 
 export interface DeliveryRequest {
@@ -49,7 +58,7 @@ export interface DeliveryRequest {
   readonly headers: Record<string, string>;
   readonly body: Uint8Array;
   readonly timeoutMs: number;
-  /** Set when the request leaves its turn in line for the origin (what fire lateness measures). */
+  /** Set when the request leaves its turn in line for the origin, to go out at once (what fire lateness measures). */
   readonly timing?: { sentAtMs: number };
 }
 
@@ -78,10 +87,20 @@ class Origin {
   session: http2.ClientHttp2Session | undefined;
   connecting: Promise<http2.ClientHttp2Session> | undefined;
   agent: http.Agent | undefined;
+  /**
+   * Requests in flight at most: the HTTP/2 cap until the target's SETTINGS say it allows fewer
+   * streams (nghttp2 would otherwise hold the excess back itself, unseen, and a timer's start
+   * would be taken before it went out), or the HTTP/1.1 cap once the origin speaks only that.
+   */
+  limit: number;
   /** Requests in flight, and those waiting for one of them to finish (first come, first served, from waitingHead). */
   active = 0;
   readonly waiting: Array<() => void> = [];
   waitingHead = 0;
+
+  constructor(limit: number) {
+    this.limit = limit;
+  }
 }
 
 export class OriginClients {
@@ -106,12 +125,12 @@ export class OriginClients {
     const key = request.url.origin;
     let origin = this.#origins.get(key);
     if (origin === undefined) {
-      origin = new Origin();
+      origin = new Origin(Math.min(this.#options.requestsPerOriginMax, streamsBeforeSettings));
       this.#origins.set(key, origin);
     }
-    // A target is never sent more than requestsPerOriginMax at once: a burst of due timers
-    // must not flood it (nor one HTTP/2 session's memory) with thousands of streams.
-    if (origin.active < this.#options.requestsPerOriginMax) origin.active++;
+    // A target is never sent more than its origin's limit at once: a burst of due timers must
+    // not flood it (nor one HTTP/2 session's memory) with thousands of streams.
+    if (origin.active < origin.limit) origin.active++;
     else await new Promise<void>((resolve) => (origin as Origin).waiting.push(resolve));
     if (request.timing !== undefined) request.timing.sentAtMs = Date.now();
     try {
@@ -121,13 +140,27 @@ export class OriginClients {
     }
   }
 
-  /** A request to `origin` finished: its slot goes to the next in line, or is freed. */
+  /** A request to `origin` finished: its slot goes to the next in line, or is freed (also when the limit fell below what is in flight). */
   #passSlot(origin: Origin): void {
-    const waiting = origin.waiting;
-    if (origin.waitingHead === waiting.length) {
+    if (origin.waitingHead === origin.waiting.length || origin.active > origin.limit) {
       origin.active--;
       return;
     }
+    this.#wakeNext(origin);
+  }
+
+  /** Sets how many requests `origin` may have in flight; a raised limit lets that many more of the waiting go at once. */
+  #setLimit(origin: Origin, limit: number): void {
+    origin.limit = limit;
+    while (origin.active < limit && origin.waitingHead < origin.waiting.length) {
+      origin.active++;
+      this.#wakeNext(origin);
+    }
+  }
+
+  /** The next in line for `origin` goes, in a slot already counted in `active`. */
+  #wakeNext(origin: Origin): void {
+    const waiting = origin.waiting;
     const next = waiting[origin.waitingHead++] as () => void;
     // A queue read from its head (a shift() would move thousands of entries each time), trimmed as it drains.
     if (origin.waitingHead === waiting.length) {
@@ -152,6 +185,7 @@ export class OriginClients {
       // over HTTP/1.1, so a flaky HTTP/2-only target is not downgraded for good.
       const answer = await this.#requestH1(origin, request);
       origin.protocol = 'h1';
+      this.#setLimit(origin, this.#options.socketsPerOriginMax);
       return answer;
     }
     return requestH2(session, request);
@@ -182,6 +216,12 @@ export class OriginClients {
         session.on('goaway', forget);
         session.on('error', forget);
         session.setTimeout(this.#options.sessionIdleMsMax, () => session.close());
+        // The target's stream limit, from its first SETTINGS (already here) and any later ones.
+        const followSettings = (): void => {
+          if (origin.session === session) this.#setLimit(origin, streamLimit(session, this.#options.requestsPerOriginMax));
+        };
+        followSettings();
+        session.on('remoteSettings', followSettings);
         return session;
       },
       (err: unknown) => {
@@ -247,7 +287,7 @@ export class OriginClients {
   #requestH1(origin: Origin, request: DeliveryRequest): Promise<DeliveryAnswer> {
     const { url } = request;
     const secure = url.protocol === 'https:';
-    const maxSockets = this.#options.requestsPerOriginMax;
+    const maxSockets = this.#options.socketsPerOriginMax;
     origin.agent ??= secure ? new https.Agent({ keepAlive: true, maxSockets, ...(this.#options.ca === undefined ? {} : { ca: [...tls.rootCertificates, this.#options.ca] }) }) : new http.Agent({ keepAlive: true, maxSockets });
     const agent = origin.agent;
     return this.#options.guard.resolveTarget(url).then(
@@ -296,6 +336,12 @@ export class OriginClients {
     const err = new DeliveryFailure('TARGET_REFUSED', `connected address of ${url.origin} refused: ${refusal}`);
     throw err;
   }
+}
+
+/** Streams to have in flight on `session`: at most `max`, and at most what the peer's SETTINGS allow (at least one). */
+function streamLimit(session: http2.ClientHttp2Session, max: number): number {
+  const allowed = session.remoteSettings.maxConcurrentStreams;
+  return Math.max(1, Math.min(max, allowed ?? max));
 }
 
 function requestH2(session: http2.ClientHttp2Session, request: DeliveryRequest): Promise<DeliveryAnswer> {

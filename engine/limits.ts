@@ -304,8 +304,15 @@ export const dispatchLimits = {
   dnsLookupTimeoutMs: 5_000,
   /** TCP connect plus TLS and HTTP/2 handshakes to a target, at most. */
   connectTimeoutMs: 10_000,
-  /** Requests in flight to one target origin from one worker (HTTP/2 streams on its session, or HTTP/1.1 sockets). */
-  requestsPerOriginMax: 256,
+  /**
+   * HTTP/2 streams in flight to one target origin from one worker, and never more than the
+   * target's SETTINGS_MAX_CONCURRENT_STREAMS. 1,024 rather than 256: at half the per-request rate
+   * a local sink's own pauses (tens of ms) filled 256 streams, and timers then waited in the
+   * worker's line past their fire time (bench/README.md, "a sink's pauses and the per-origin cap").
+   */
+  requestsPerOriginMax: 1024,
+  /** HTTP/1.1 sockets (one request each) in flight to one target origin from one worker. */
+  socketsPerOriginMax: 256,
   /** Idle time before TCP keepalive probes a target's connection. */
   tcpKeepAliveDelayMs: 30_000,
   /** After a request times out, its HTTP/2 session must answer a PING within this, or it is dropped (a silent peer). */
