@@ -22,6 +22,19 @@ function request(url: string): DeliveryRequest & { timing: { sentAtMs: number } 
   return { url: new URL(url), headers: {}, body, timeoutMs: 20_000, timing: { sentAtMs: Number.NaN } };
 }
 
+/** Listens on a loopback port; the target URL there. */
+async function listenLocally(server: http.Server | http2.Http2Server): Promise<string> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+}
+
+/** The first delivery to `url`, answered at once: it opens the origin's connection (and tells HTTP/2 from HTTP/1.1). */
+async function firstDelivery(clients: OriginClients, url: string, target: HeldRequests): Promise<void> {
+  target.release();
+  assert.equal((await clients.send(request(url))).status, 200);
+}
+
 /** Waits until `condition` holds, checking every 10 ms for at most 5 s. */
 async function until(condition: () => boolean, what: string): Promise<void> {
   const deadline = Date.now() + 5_000;
@@ -65,14 +78,11 @@ test('an HTTP/2 target gets no more streams than its SETTINGS allow; the others 
     stream.on('error', () => {});
     target.arrived(() => stream.respond({ ':status': 200 }, { endStream: true }));
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  const url = await listenLocally(server);
   const clients = clientsFor(1024, 256);
   try {
     // The first delivery opens the session, and its SETTINGS tell the limit.
-    target.release();
-    assert.equal((await clients.send(request(url))).status, 200);
+    await firstDelivery(clients, url, target);
     target = new HeldRequests();
     const requests = Array.from({ length: 12 }, () => request(url));
     const answers: Array<Promise<DeliveryAnswer>> = requests.map((one) => clients.send(one));
@@ -105,14 +115,11 @@ test('an HTTP/1.1 target gets at most socketsPerOriginMax requests at once', asy
     target.arrived(() => res.end());
   });
   server.keepAliveTimeout = 60_000;
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  const url = await listenLocally(server);
   const clients = clientsFor(1024, 3);
   try {
     // The first delivery finds out that the target does not speak HTTP/2.
-    target.release();
-    assert.equal((await clients.send(request(url))).status, 200);
+    await firstDelivery(clients, url, target);
     const held = new HeldRequests();
     target = held;
     const requests = Array.from({ length: 10 }, () => request(url));
