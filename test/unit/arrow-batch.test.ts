@@ -153,4 +153,3 @@ test('the worker\'s warm-up encodes a whole made-up batch through the same code,
     assert.equal(table.getChild('attempt')?.get(row), 1);
   }
 });
-
