@@ -478,6 +478,8 @@ export class Engine {
    * spill tier counts them already, and memory still does (or they are no longer pending).
    */
   #notYetEvicted = 0;
+  /** Rows put in the store since open, replayed or admitted: how busy ingest is, for the loader. */
+  #rowsInserted = 0;
   /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
   readonly #cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
 
@@ -582,6 +584,11 @@ export class Engine {
   }
 
   /** The log, for readiness (poisoned?) and counters. */
+  /** Timers put in memory since open (replayed or admitted; never less): the loader reads ingest's pace from it. */
+  get rowsInserted(): number {
+    return this.#rowsInserted;
+  }
+
   get log(): Wal {
     return this.#wal;
   }
@@ -1848,6 +1855,7 @@ export class Engine {
     store.allocateRows(batch, seq, rows, count, queues, targets, slots);
     for (const target of targets) store.releaseTarget(target);
     this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) + count;
+    this.#rowsInserted += count;
     this.#index.insertBatch(slots, count);
     this.#heap.pushMany(slots, count);
     if (plan !== undefined) {

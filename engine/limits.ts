@@ -389,6 +389,20 @@ export const memoryLimits = {
    * then stays below the memory budget's size (plus checkpointWalBytes).
    */
   checkpointWalPerResidentByte: 1,
+  /**
+   * Timers due this far ahead and more are spilled whatever the budget, once ingest is quiet
+   * (the far-future promise: they cost almost no memory). The watermark goes to the end of the
+   * bucket holding now + farHorizonMs. Infinity keeps the far future resident while the budget allows.
+   */
+  farHorizonMs: 3600 * 1000,
+  /** Ingest is quiet when at most this many timers went into memory over a loader step… */
+  farSpillQuietRowsMax: 1000,
+  /** …for this many steps in a row: a far-future spill never takes the main thread from a burst of adds. */
+  farSpillQuietSteps: 2,
+  /** A far-future spill waits until this many bytes of resident timers are due past the far horizon… */
+  farSpillBytesMin: 4 * MiB,
+  /** …and at least this share of the resident timers that stay (a checkpoint rewrites those too). */
+  farSpillPerKeptByte: 0.25,
   /** How often the loader looks at memory, the clock and the log. */
   loaderIntervalMs: 1000,
   /** Past this many spilled runs, a checkpoint merges them into one (each lookup and promotion reads every run). */
@@ -405,4 +419,5 @@ export type MemoryLimits = { -readonly [K in keyof typeof memoryLimits]: number 
 assert.ok(memoryLimits.residentShare > 0 && memoryLimits.residentShare <= 1, 'residentShare is a share');
 assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveShare && memoryLimits.promoteBelowShare < memoryLimits.demoteAboveShare, 'the loader promotes and demotes at different levels, or it would flap');
 assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveSlotShare && memoryLimits.demoteAboveSlotShare < 1, 'spilling by slots starts below the limit and leaves room under it');
+assert.ok(memoryLimits.farHorizonMs >= memoryLimits.promoteLeadMs, 'the far horizon lies past what the loader promotes, or they would flap');
 assert.ok(memoryLimits.promoteLeadMs > memoryLimits.loaderIntervalMs, 'the loader looks often enough to promote before the lead runs out');

@@ -12,7 +12,11 @@
 //    adds past it are refused), a checkpoint lowers W to the furthest bucket start whose
 //    earlier pending timers fit demoteToShare of the budget, and of the limit (never closer
 //    than the lead);
-// 3. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
+// 3. far future: once ingest has been quiet for a few steps, timers due past the far horizon
+//    (the bucket holding now + farHorizonMs) spill whatever the budget, so that a service
+//    with memory to spare does not spend it on timers due in weeks; never during a burst of
+//    adds, whose main thread a checkpoint would take;
+// 4. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
 //    bytes (what a checkpoint rewrites), a checkpoint that keeps W, so the log's covered
 //    segments go and the tail admitted past W leaves memory.
 import type { Clock, Engine } from './engine.ts';
@@ -38,6 +42,8 @@ export interface LoaderStep {
   readonly promoted?: number;
   readonly spilledTo?: number;
   readonly spilled?: number;
+  /** The spill was of the far future, on a quiet step, not for the budget. */
+  readonly farFuture?: boolean;
   readonly checkpointed?: boolean;
 }
 
@@ -50,6 +56,11 @@ export class MemoryLoader {
   readonly #logger: LoaderLogger | undefined;
   #interval: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
+  /** engine.rowsInserted at the last step, and how many steps in a row took few rows. */
+  #rowsAtStep: number;
+  #quietSteps = 0;
+  /** engine.rowsInserted when the far future was last weighed: nothing new, nothing to weigh. */
+  #rowsAtFarLook = -1;
 
   constructor(engine: Engine, options: MemoryLoaderOptions) {
     this.#engine = engine;
@@ -59,6 +70,7 @@ export class MemoryLoader {
     this.#clock = options.clock;
     this.#limits = { ...memoryLimits, ...options.limits };
     this.#logger = options.logger;
+    this.#rowsAtStep = engine.rowsInserted;
     engine.setMemoryBudget(this.#budget.bytes);
   }
 
@@ -93,6 +105,9 @@ export class MemoryLoader {
     const width = engine.bucketWidthMs;
     const now = this.#clock.now();
     const step: { -readonly [K in keyof LoaderStep]: LoaderStep[K] } = {};
+    const rows = engine.rowsInserted;
+    this.#quietSteps = rows - this.#rowsAtStep <= this.#limits.farSpillQuietRowsMax ? this.#quietSteps + 1 : 0;
+    this.#rowsAtStep = rows;
     // 1. Promote what falls due within the lead: the bucket holding now + lead, and all before it.
     const neededMs = Math.floor((now + this.#limits.promoteLeadMs) / width) * width + width;
     if (engine.spillStats().watermarkMs < neededMs) {
@@ -113,12 +128,47 @@ export class MemoryLoader {
       this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget, resident: engine.resident, residentMax: engine.residentMax }, 'resident window spilled to disk');
       return step;
     }
-    // 3. Keep the log bounded, without rewriting the resident timers more often than the log grows by as much.
+    // 3. The far future goes to disk once ingest is quiet.
+    const far = await this.#farSpill(now, neededMs);
+    if (far !== undefined) {
+      const report = await engine.checkpoint(far.watermarkMs);
+      step.spilledTo = report.watermarkMs;
+      step.spilled = report.spilledRows;
+      step.farFuture = true;
+      step.checkpointed = true;
+      this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), resident: engine.resident }, 'far-future timers spilled to disk');
+      return step;
+    }
+    // 4. Keep the log bounded, without rewriting the resident timers more often than the log grows by as much.
     if (engine.log.bytes > Math.max(this.#limits.checkpointWalBytes, engine.residentBytes() * this.#limits.checkpointWalPerResidentByte)) {
       await engine.checkpoint();
       step.checkpointed = true;
     }
     return step;
+  }
+
+  /**
+   * The watermark of a far-future spill, when one is due: ingest quiet for farSpillQuietSteps,
+   * timers put in memory since the last look, and enough bytes due past the far horizon (and
+   * past the watermark, where admits beyond it wait for a checkpoint) to be worth rewriting the
+   * timers that stay.
+   */
+  async #farSpill(now: number, floorMs: number): Promise<{ watermarkMs: number } | undefined> {
+    const limits = this.#limits;
+    const engine = this.#engine;
+    if (!Number.isFinite(limits.farHorizonMs) || this.#quietSteps < limits.farSpillQuietSteps) return undefined;
+    const rows = engine.rowsInserted;
+    if (rows === this.#rowsAtFarLook) return undefined;
+    this.#rowsAtFarLook = rows;
+    const width = engine.bucketWidthMs;
+    const farMs = Math.max(floorMs, Math.floor((now + limits.farHorizonMs) / width) * width + width);
+    const watermarkMs = Math.min(farMs, engine.spillStats().watermarkMs);
+    const byBucket = await engine.spillableBytesByBucket();
+    let farBytes = 0;
+    for (const [startMs, bytes] of byBucket) if (startMs >= watermarkMs) farBytes += bytes;
+    const keptBytes = engine.residentBytes() - farBytes;
+    if (farBytes < Math.max(limits.farSpillBytesMin, keptBytes * limits.farSpillPerKeptByte)) return undefined;
+    return { watermarkMs };
   }
 
   /**

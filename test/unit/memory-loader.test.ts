@@ -216,3 +216,51 @@ test('the log is checkpointed once it outgrows both checkpointWalBytes and the r
   assert.ok(engine.log.bytes < checkpointWalBytes, 'the covered segments are gone');
   await engine.close();
 });
+
+test('with memory to spare, timers due past the far horizon go to disk once adds go quiet, never during a burst of them', async () => {
+  const clock: Clock = { now: () => t0 };
+  const engine = await Engine.open({ dataDir: scratch.tempDir('far-horizon'), clock });
+  const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
+  const limits = { farSpillBytesMin: 64 * 1024, farSpillQuietRowsMax: 100, farSpillQuietSteps: 2 };
+  const timers = (count: number, firstMs: number, stepMs: number): TimerSpec[] =>
+    Array.from({ length: count }, (_, i) => ({ fireAtMs: firstMs + i * stepMs, target: 'https://a.example/hook', payload: 'x'.repeat(100) }));
+  // Near: due within the far horizon (an hour, to the end of its bucket). Far: days out.
+  const near = await engine.admit(batchFromSpecs(timers(1000, t0 + 10 * 60_000, 1)));
+  const loader = new MemoryLoader(engine, { budget, clock, limits });
+  let far = 0;
+  let lastFar = near;
+  for (let burst = 0; burst < 4; burst++) {
+    lastFar = await engine.admit(batchFromSpecs(timers(500, t0 + 2 * day + far * 1000, 1000)));
+    far += 500;
+    const step = await loader.step();
+    assert.equal(step.checkpointed, undefined, `step ${burst}: 500 adds since the last step is not quiet`);
+  }
+  assert.equal(engine.resident, 1000 + far);
+  assert.equal((await loader.step()).checkpointed, undefined, 'one quiet step is not enough');
+  const spilled = await loader.step();
+  assert.equal(spilled.farFuture, true, 'the second quiet step spills the far future');
+  assert.equal(spilled.spilled, far);
+  assert.equal(engine.spillStats().spilled, far);
+  assert.equal(engine.resident, 1000, 'the near future stays in memory');
+  assert.equal(engine.spillStats().watermarkMs, t0 + 2 * hour, 'the watermark is the end of the bucket holding now + an hour');
+  assert.equal((await engine.lookup(lastFar.idOf(499)))?.state, 'pending', 'a spilled timer is found on disk');
+  assert.equal(engine.get(near.idOf(0))?.state, 'pending');
+  assert.equal((await loader.step()).checkpointed, undefined, 'nothing added since: no second look');
+  // A few far timers more are not worth rewriting the thousand that stay.
+  await engine.admit(batchFromSpecs(timers(10, t0 + 3 * day, 1000)));
+  for (let i = 0; i < 3; i++) assert.equal((await loader.step()).checkpointed, undefined, `step ${i}: 10 far timers are below the minimum`);
+  assert.equal(engine.resident, 1010);
+  await engine.close();
+});
+
+test('a far horizon of Infinity keeps the far future in memory while the budget allows', async () => {
+  const clock: Clock = { now: () => t0 };
+  const engine = await Engine.open({ dataDir: scratch.tempDir('far-horizon-off'), clock });
+  const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
+  await engine.admit(batchFromSpecs(Array.from({ length: 3000 }, (_, i) => ({ fireAtMs: t0 + 2 * day + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
+  const loader = new MemoryLoader(engine, { budget, clock, limits: { farHorizonMs: Infinity, farSpillBytesMin: 64 * 1024 } });
+  for (let i = 0; i < 4; i++) assert.equal((await loader.step()).checkpointed, undefined);
+  assert.equal(engine.resident, 3000);
+  assert.equal(engine.spillStats().spilled, 0);
+  await engine.close();
+});
