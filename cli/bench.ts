@@ -16,6 +16,7 @@ import { runStreamLoad } from '../bench/stream-load.ts';
 import { type Fact, type Figure, metaLine, roundTo, toJsonLines } from '../bench/report.ts';
 import { awaitTimers, type SinkWait, startSink } from '../bench/sink.ts';
 import { type BodyMode, bodyModes, buildBodies, type FireTimes, poolVariants } from '../bench/timer-bodies.ts';
+import { parseDurationMs } from './duration.ts';
 
 const defaults = {
   url: 'http://127.0.0.1:7070',
@@ -95,16 +96,6 @@ interface BenchSettings {
 }
 
 class UsageError extends Error {}
-
-const durationUnitsMs: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** "1500ms", "2s", "1.5h", "30d" → ms; undefined when it is not one. */
-function parseDurationMs(text: string): number | undefined {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
-  if (match === null) return undefined;
-  const ms = Number(match[1]) * (durationUnitsMs[match[2] as string] as number);
-  return Number.isSafeInteger(Math.round(ms)) ? Math.round(ms) : undefined;
-}
 
 /** "1h..30d" (a window) or "0s" (one delay) → delays after acceptance. */
 function parseSpread(text: string): (FireTimes & { readonly kind: 'delay' }) | undefined {

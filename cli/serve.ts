@@ -28,7 +28,7 @@ import { Dispatcher } from '../dispatch/dispatcher.ts';
 import type { PullQueues } from '../dispatch/pull-queues.ts';
 import { TargetGuard } from '../dispatch/target-guard.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from './dispatch-config.ts';
-import { httpLimits, readinessLimits, serviceLimits } from '../engine/limits.ts';
+import { httpLimits, memoryLimits, readinessLimits, serviceLimits } from '../engine/limits.ts';
 import { memoryBudget, residentSlotsFor } from '../engine/memory-budget.ts';
 import { MemoryLoader } from '../engine/memory-loader.ts';
 import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
@@ -39,13 +39,17 @@ import { advertiseHttp3 } from '../ingest/http3/alt-svc.ts';
 import { CaddyMissingError, CaddySupervisor, checkCaddyInstalled } from '../ingest/http3/caddy-supervisor.ts';
 import { SelfSignedError, selfSignedPair } from '../ingest/http3/self-signed.ts';
 import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
+import { parseDurationMs } from './duration.ts';
 
 /** How long a drain may take before the connections still open are cut. */
 const { drainTimeoutMs } = httpLimits;
 const defaults = { data: './data', listen: '127.0.0.1:7070' } as const;
 /** The TLS port when --tls-listen is not given and the cleartext port is not 0. */
 const tlsPortDefault = 7443;
-const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'flight'] as const;
+const farHorizonDefaultText = `${memoryLimits.farHorizonMs / 60_000}m`;
+const farHorizonMinText = `${memoryLimits.promoteLeadMs / 60_000}m`;
+
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight'] as const;
 const flightConfigKeys = ['listen'] as const;
 const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
 const readinessConfigKeys = ['disk_free_bytes_min'] as const;
@@ -70,6 +74,10 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
   --memory-budget BYTES   memory the service may use (e.g. 512MiB, 4GiB; env
                           FERMATA_MEMORY_BUDGET); the cgroup limit and the machine's RAM apply
                           too. Timers beyond what fits are kept on disk until they near.
+  --far-horizon D         timers due further ahead than D (e.g. 30m, 1h, 2d; at least
+                          ${farHorizonMinText}) are moved to disk once adds go quiet, whatever the budget;
+                          "off" keeps them in memory while the budget allows (default
+                          ${farHorizonDefaultText}; env FERMATA_FAR_HORIZON)
   --flight HOST:PORT      also serve Arrow Flight (gRPC, cleartext) there: DoPut of record batches
                           to ["timers"] or ["timers", QUEUE]; DoGet of a "pull" queue's due timers,
                           settled by DoAction ack/nack (env FERMATA_FLIGHT_LISTEN)
@@ -82,7 +90,7 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
   "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT}, "flight": {"listen": HOST:PORT},
-  "readiness": {"disk_free_bytes_min": BYTES}, "memory_budget": BYTES,
+  "readiness": {"disk_free_bytes_min": BYTES}, "memory_budget": BYTES, "far_horizon": D,
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
                "signing_secrets": ["whsec_…"], "ca_file": FILE}}; every key is optional.
 
@@ -127,6 +135,8 @@ interface ServeSettings {
   readonly dispatch: DispatchSettings;
   /** --memory-budget in bytes, when set. */
   readonly memoryBudgetBytes: number | undefined;
+  /** --far-horizon in ms (Infinity: off). */
+  readonly farHorizonMs: number;
   /** Where the Arrow Flight service listens, when it is on. */
   readonly flight: ListenAddress | undefined;
   /** The HTTP/3 port and the certificate files Caddy loads, when --http3 is on. */
@@ -224,6 +234,7 @@ function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Ser
       diskFreeBytesMin: config.readiness?.disk_free_bytes_min ?? readinessLimits.diskFreeBytesMin,
       dispatch: dispatchSettings(config.dispatch, configFile, env),
       memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env.FERMATA_MEMORY_BUDGET, config.memory_budget),
+      farHorizonMs: farHorizonSetting(values['far-horizon'], env.FERMATA_FAR_HORIZON, config.far_horizon, configFile),
       flight: flightAddress,
       http3:
         http3Port === undefined || certSetting === undefined || keySetting === undefined
@@ -265,6 +276,22 @@ function memoryBudgetSetting(flag: string | undefined, fromEnv: string | undefin
   const bytes = parseByteSize(text);
   if (bytes === undefined) throw new UsageError(`${source}: "${text}" is not a size in bytes (a whole number, optionally with KiB, MiB or GiB)`);
   return bytes;
+}
+
+/**
+ * --far-horizon, else FERMATA_FAR_HORIZON, else the config file's "far_horizon", in ms; "off"
+ * is Infinity. Never inside the promotion lead: the loader would spill what it must keep.
+ */
+function farHorizonSetting(flag: string | undefined, fromEnv: string | undefined, fromConfig: string | undefined, configFile: string | undefined): number {
+  const [text, source] =
+    flag !== undefined ? [flag, '--far-horizon'] : fromEnv !== undefined && fromEnv !== '' ? [fromEnv, 'FERMATA_FAR_HORIZON'] : fromConfig !== undefined ? [fromConfig, `config file ${configFile}, "far_horizon"`] : [undefined, ''];
+  if (text === undefined) return memoryLimits.farHorizonMs;
+  if (text.trim() === 'off') return Infinity;
+  const ms = parseDurationMs(text);
+  if (ms === undefined || ms < memoryLimits.promoteLeadMs) {
+    throw new UsageError(`${source}: "${text}" is not a duration of at least ${farHorizonMinText} (a number and a unit: ms s m h d, such as 1h or 2d), nor "off"`);
+  }
+  return ms;
 }
 
 const byteUnits: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
@@ -356,6 +383,7 @@ function parseServeArgs(argv: readonly string[]) {
         'tls-key': { type: 'string' },
         'tls-listen': { type: 'string' },
         'memory-budget': { type: 'string' },
+        'far-horizon': { type: 'string' },
         flight: { type: 'string' },
         http3: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -397,6 +425,7 @@ interface ServeConfig {
   readiness?: { disk_free_bytes_min?: number };
   dispatch?: unknown;
   memory_budget?: number;
+  far_horizon?: string;
   flight?: { listen?: string };
 }
 
@@ -442,6 +471,9 @@ function readConfig(file: string): ServeConfig {
           throw new UsageError(`config file ${file}: "memory_budget" must be a whole number of bytes > 0, not ${JSON.stringify(entry)}`);
         }
         config.memory_budget = entry;
+        break;
+      case 'far_horizon':
+        config.far_horizon = configString(entry, file, key);
         break;
       case 'readiness':
         config.readiness = {};
@@ -543,7 +575,7 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   }
   // The adds' gate answers from the last reading: take the first one before serving.
   await disk.verdict();
-  logger.info({ budgetBytes: budget.bytes, source: budget.source, limitBytes: budget.limitBytes, residentMax: engine.residentMax }, 'memory budget');
+  logger.info({ budgetBytes: budget.bytes, source: budget.source, limitBytes: budget.limitBytes, residentMax: engine.residentMax, farHorizonMs: Number.isFinite(settings.farHorizonMs) ? settings.farHorizonMs : null }, 'memory budget');
   const firstPorts: Ports = { listen: settings.listen, tls: settings.tls?.listen, flight: settings.flight };
   let life = await startLife(settings, engine, firstPorts, disk, allowLoopback, logger);
   if (life === undefined) return 1;
@@ -604,7 +636,12 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
   const wal = engine.log;
   logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
   // Read again at each step: a container whose limit is lowered at run time spills at once.
-  const loader = new MemoryLoader(engine, { budget: () => memoryBudget(settings.memoryBudgetBytes), clock: systemClock, logger: logger.child({ component: 'loader' }) });
+  const loader = new MemoryLoader(engine, {
+    budget: () => memoryBudget(settings.memoryBudgetBytes),
+    clock: systemClock,
+    limits: { farHorizonMs: settings.farHorizonMs },
+    logger: logger.child({ component: 'loader' }),
+  });
   loader.start();
   const dispatcher = new Dispatcher({
     engine,

@@ -1,7 +1,8 @@
 // The spill tier through the real service: with a small --memory-budget, far-future timers
 // leave memory for runs on disk (/v1/stats says so), GET and DELETE still find them, and a
-// restart brings back the same state from the checkpoint and the log's tail. A bad budget is
-// refused at start, naming the setting.
+// restart brings back the same state from the checkpoint and the log's tail. With memory to
+// spare, timers due past the far horizon go to disk too once adds go quiet (unless
+// --far-horizon off). A bad budget or horizon is refused at start, naming the setting.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
@@ -110,4 +111,53 @@ test('a bad --memory-budget exits 2 naming the setting', () => {
   });
   assert.equal(result.status, 2);
   assert.match(result.stderr, /--memory-budget: "lots" is not a size in bytes/);
+});
+
+test('with memory to spare, timers due past the far horizon go to disk once adds go quiet; --far-horizon off keeps them in memory', async () => {
+  const near = 100;
+  const far = 15_000;
+  const now = Date.now();
+  const lines = [
+    ...Array.from({ length: near }, (_, i) => ({ fire_at: now + 20 * 60_000 + i, target, payload: `near timer ${i}` })),
+    ...Array.from({ length: far }, (_, i) => ({ fire_at: now + 10 * day + i * 1000, target, payload: `far timer ${i} `.padEnd(300, '.') })),
+  ]
+    .map((timer) => JSON.stringify(timer))
+    .join('\n');
+  const [spilling, keeping] = await Promise.all([
+    startService(scratch.tempDir('far-default'), (child) => scratch.children.add(child)),
+    startService(scratch.tempDir('far-off'), (child) => scratch.children.add(child), { args: ['--far-horizon', 'off'] }),
+  ]);
+  try {
+    for (const service of [spilling, keeping]) {
+      const added = await fetch(`${service.url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body: lines, signal: AbortSignal.timeout(30_000) });
+      assert.equal(added.status, 201, await added.text());
+    }
+    const spilled = await waitFor('the far future to spill', () => stats(spilling.url), (s) => s.spilled === far);
+    assert.equal(spilled.resident, near, 'the near future stays in memory');
+    assert.ok(spilled.horizon !== null && spilled.horizon > now + 3600_000 && spilled.horizon <= Date.now() + 2 * 3600_000, `the horizon ${spilled.horizon} is the end of the hour holding now + 1 h`);
+    assert.ok(spilled.memory.resident_bytes < 1024 * 1024, `${spilled.memory.resident_bytes} B resident for ${near} timers`);
+    // The other service has been as quiet for as long, and two loader steps more.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const kept = await stats(keeping.url);
+    assert.equal(kept.spilled, 0);
+    assert.equal(kept.resident, near + far);
+  } finally {
+    for (const service of [spilling, keeping]) {
+      service.child.kill('SIGTERM');
+      await service.exited;
+    }
+  }
+});
+
+test('a bad --far-horizon exits 2 naming the setting', () => {
+  for (const [value, env] of [
+    ['5m', {}],
+    ['soon', {}],
+    [undefined, { FERMATA_FAR_HORIZON: '-1h' }],
+  ] as const) {
+    const args = [binPath, 'serve', '--data', scratch.tempDir('bad-horizon'), '--listen', '127.0.0.1:0', ...(value === undefined ? [] : ['--far-horizon', value])];
+    const result = spawnSync(process.execPath, args, { env: serviceEnv(env), encoding: 'utf8', timeout: 20_000 });
+    assert.equal(result.status, 2, result.stderr);
+    assert.match(result.stderr, value === undefined ? /FERMATA_FAR_HORIZON: "-1h" is not a duration of at least 10m/ : new RegExp(`--far-horizon: "${value}" is not a duration of at least 10m`));
+  }
 });
