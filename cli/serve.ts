@@ -40,6 +40,7 @@ import { CaddyMissingError, CaddySupervisor, checkCaddyInstalled } from '../inge
 import { SelfSignedError, selfSignedPair } from '../ingest/http3/self-signed.ts';
 import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
 import { parseDurationMs } from './duration.ts';
+import { fullCollection } from './garbage-collector.ts';
 
 /** How long a drain may take before the connections still open are cut. */
 const { drainTimeoutMs } = httpLimits;
@@ -75,9 +76,9 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
                           FERMATA_MEMORY_BUDGET); the cgroup limit and the machine's RAM apply
                           too. Timers beyond what fits are kept on disk until they near.
   --far-horizon D         timers due further ahead than D (e.g. 30m, 1h, 2d; at least
-                          ${farHorizonMinText}) are moved to disk once adds go quiet, whatever the budget;
-                          "off" keeps them in memory while the budget allows (default
-                          ${farHorizonDefaultText}; env FERMATA_FAR_HORIZON)
+                          ${farHorizonMinText}) are moved to disk once adds and deliveries go quiet,
+                          whatever the budget; "off" keeps them in memory while the budget
+                          allows (default ${farHorizonDefaultText}; env FERMATA_FAR_HORIZON)
   --flight HOST:PORT      also serve Arrow Flight (gRPC, cleartext) there: DoPut of record batches
                           to ["timers"] or ["timers", QUEUE]; DoGet of a "pull" queue's due timers,
                           settled by DoAction ack/nack (env FERMATA_FLIGHT_LISTEN)
@@ -641,6 +642,7 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
     clock: systemClock,
     limits: { farHorizonMs: settings.farHorizonMs },
     logger: logger.child({ component: 'loader' }),
+    collectGarbage: fullCollection(),
   });
   loader.start();
   const dispatcher = new Dispatcher({

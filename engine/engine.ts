@@ -478,8 +478,9 @@ export class Engine {
    * spill tier counts them already, and memory still does (or they are no longer pending).
    */
   #notYetEvicted = 0;
-  /** Rows put in the store since open, replayed or admitted: how busy ingest is, for the loader. */
+  /** Rows put in the store since open, replayed or admitted, and outcomes applied: how busy the engine is, for the loader. */
   #rowsInserted = 0;
+  #outcomesApplied = 0;
   /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
   readonly #cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
 
@@ -587,6 +588,11 @@ export class Engine {
   /** Timers put in memory since open (replayed or admitted; never less): the loader reads ingest's pace from it. */
   get rowsInserted(): number {
     return this.#rowsInserted;
+  }
+
+  /** Delivery outcomes applied since open (replayed or settled; never less): delivery's pace, for the loader. */
+  get outcomesApplied(): number {
+    return this.#outcomesApplied;
   }
 
   get log(): Wal {
@@ -842,6 +848,7 @@ export class Engine {
   /** `slots[i]`, when known, is outcome i's slot (else looked up; a timer not resident is skipped, as in replay). */
   #applyOutcomes(outcomes: Outcomes, slots?: Int32Array): void {
     const store = this.#store;
+    this.#outcomesApplied += outcomes.count;
     for (let i = 0; i < outcomes.count; i++) {
       const slot = slots === undefined ? this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number) : (slots[i] as number);
       if (slot < 0) continue;

@@ -390,19 +390,26 @@ export const memoryLimits = {
    */
   checkpointWalPerResidentByte: 1,
   /**
-   * Timers due this far ahead and more are spilled whatever the budget, once ingest is quiet
+   * Timers due this far ahead and more are spilled whatever the budget, once the service is quiet
    * (the far-future promise: they cost almost no memory). The watermark goes to the end of the
    * bucket holding now + farHorizonMs. Infinity keeps the far future resident while the budget allows.
    */
   farHorizonMs: 3600 * 1000,
-  /** Ingest is quiet when at most this many timers went into memory over a loader step… */
+  /** The service is quiet when at most this many timers were added or settled over a loader step… */
   farSpillQuietRowsMax: 1000,
-  /** …for this many steps in a row: a far-future spill never takes the main thread from a burst of adds. */
+  /** …for this many steps in a row: a far-future spill never takes the main thread from a burst of adds or deliveries. */
   farSpillQuietSteps: 2,
   /** A far-future spill waits until this many bytes of resident timers are due past the far horizon… */
   farSpillBytesMin: 4 * MiB,
   /** …and at least this share of the resident timers that stay (a checkpoint rewrites those too). */
   farSpillPerKeptByte: 0.25,
+  /**
+   * After a spill of at least this many timers the loader asks for a full collection (when it
+   * was given the means): their copies in the heap, and the checkpoint's own buffers, are garbage
+   * the process would otherwise keep until ingest next fills the heap (measured: VmRSS 470 B a
+   * timer above an empty service after spilling 1,000,000, 360 B after one 25 ms collection).
+   */
+  collectAfterSpilledRows: 100_000,
   /** How often the loader looks at memory, the clock and the log. */
   loaderIntervalMs: 1000,
   /** Past this many spilled runs, a checkpoint merges them into one (each lookup and promotion reads every run). */

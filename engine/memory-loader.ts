@@ -12,10 +12,10 @@
 //    adds past it are refused), a checkpoint lowers W to the furthest bucket start whose
 //    earlier pending timers fit demoteToShare of the budget, and of the limit (never closer
 //    than the lead);
-// 3. far future: once ingest has been quiet for a few steps, timers due past the far horizon
-//    (the bucket holding now + farHorizonMs) spill whatever the budget, so that a service
-//    with memory to spare does not spend it on timers due in weeks; never during a burst of
-//    adds, whose main thread a checkpoint would take;
+// 3. far future: once adds and deliveries have been quiet for a few steps, timers due past
+//    the far horizon (the bucket holding now + farHorizonMs) spill whatever the budget, so
+//    that a service with memory to spare does not spend it on timers due in weeks; never
+//    during a burst of adds or deliveries, whose main thread a checkpoint would take;
 // 4. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
 //    bytes (what a checkpoint rewrites), a checkpoint that keeps W, so the log's covered
 //    segments go and the tail admitted past W leaves memory.
@@ -34,6 +34,8 @@ export interface MemoryLoaderOptions {
   readonly clock: Clock;
   readonly limits?: Partial<MemoryLimits>;
   readonly logger?: LoaderLogger;
+  /** A full garbage collection, asked for after a large spill (collectAfterSpilledRows); none when absent. */
+  readonly collectGarbage?: (() => void) | undefined;
 }
 
 /** What one step did. */
@@ -54,10 +56,11 @@ export class MemoryLoader {
   readonly #clock: Clock;
   readonly #limits: MemoryLimits;
   readonly #logger: LoaderLogger | undefined;
+  readonly #collectGarbage: (() => void) | undefined;
   #interval: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
-  /** engine.rowsInserted at the last step, and how many steps in a row took few rows. */
-  #rowsAtStep: number;
+  /** Timers added and settled (engine.rowsInserted + outcomesApplied) at the last step, and how many steps in a row saw few. */
+  #workAtStep: number;
   #quietSteps = 0;
   /** engine.rowsInserted when the far future was last weighed: nothing new, nothing to weigh. */
   #rowsAtFarLook = -1;
@@ -70,7 +73,8 @@ export class MemoryLoader {
     this.#clock = options.clock;
     this.#limits = { ...memoryLimits, ...options.limits };
     this.#logger = options.logger;
-    this.#rowsAtStep = engine.rowsInserted;
+    this.#collectGarbage = options.collectGarbage;
+    this.#workAtStep = engine.rowsInserted + engine.outcomesApplied;
     engine.setMemoryBudget(this.#budget.bytes);
   }
 
@@ -105,9 +109,9 @@ export class MemoryLoader {
     const width = engine.bucketWidthMs;
     const now = this.#clock.now();
     const step: { -readonly [K in keyof LoaderStep]: LoaderStep[K] } = {};
-    const rows = engine.rowsInserted;
-    this.#quietSteps = rows - this.#rowsAtStep <= this.#limits.farSpillQuietRowsMax ? this.#quietSteps + 1 : 0;
-    this.#rowsAtStep = rows;
+    const work = engine.rowsInserted + engine.outcomesApplied;
+    this.#quietSteps = work - this.#workAtStep <= this.#limits.farSpillQuietRowsMax ? this.#quietSteps + 1 : 0;
+    this.#workAtStep = work;
     // 1. Promote what falls due within the lead: the bucket holding now + lead, and all before it.
     const neededMs = Math.floor((now + this.#limits.promoteLeadMs) / width) * width + width;
     if (engine.spillStats().watermarkMs < neededMs) {
@@ -126,6 +130,7 @@ export class MemoryLoader {
       step.spilled = report.spilledRows;
       step.checkpointed = true;
       this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget, resident: engine.resident, residentMax: engine.residentMax }, 'resident window spilled to disk');
+      this.#collectAfter(report.spilledRows);
       return step;
     }
     // 3. The far future goes to disk once ingest is quiet.
@@ -137,6 +142,7 @@ export class MemoryLoader {
       step.farFuture = true;
       step.checkpointed = true;
       this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), resident: engine.resident }, 'far-future timers spilled to disk');
+      this.#collectAfter(report.spilledRows);
       return step;
     }
     // 4. Keep the log bounded, without rewriting the resident timers more often than the log grows by as much.
@@ -147,8 +153,16 @@ export class MemoryLoader {
     return step;
   }
 
+  /** After a large spill, the garbage it left (the timers' copies, the checkpoint's buffers) is collected at once. */
+  #collectAfter(spilledRows: number): void {
+    if (this.#collectGarbage === undefined || spilledRows < this.#limits.collectAfterSpilledRows) return;
+    const startedMs = performance.now();
+    this.#collectGarbage();
+    this.#logger?.info({ spilled: spilledRows, collectionMs: Math.round(performance.now() - startedMs) }, 'collected the garbage of a spill');
+  }
+
   /**
-   * The watermark of a far-future spill, when one is due: ingest quiet for farSpillQuietSteps,
+   * The watermark of a far-future spill, when one is due: adds and deliveries quiet for farSpillQuietSteps,
    * timers put in memory since the last look, and enough bytes due past the far horizon (and
    * past the watermark, where admits beyond it wait for a checkpoint) to be worth rewriting the
    * timers that stay.

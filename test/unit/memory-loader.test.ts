@@ -146,7 +146,8 @@ test('a budget of a few MiB: 1,000,000 timers over 30 days stay under it, and ea
 test('over budget with nothing that could spill, the loader does not rewrite memory to disk every step', async () => {
   const clock: Clock = { now: () => t0 };
   const engine = await Engine.open({ dataDir: scratch.tempDir('near'), clock });
-  const loader = new MemoryLoader(engine, { budget: { bytes: 64 * 1024, source: 'configured', limitBytes: 64 * 1024 }, clock });
+  let collections = 0;
+  const loader = new MemoryLoader(engine, { budget: { bytes: 64 * 1024, source: 'configured', limitBytes: 64 * 1024 }, clock, limits: { collectAfterSpilledRows: 2 }, collectGarbage: () => collections++ });
   // All due within the promotion lead: they must stay in memory.
   await engine.admit(batchFromSpecs(Array.from({ length: 2000 }, (_, i) => ({ fireAtMs: t0 + 1000 + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
   assert.ok(engine.residentBytes() > 64 * 1024);
@@ -158,6 +159,7 @@ test('over budget with nothing that could spill, the loader does not rewrite mem
   const spilled = await loader.step();
   assert.equal(spilled.checkpointed, true);
   assert.equal(engine.spillStats().spilled, 1);
+  assert.equal(collections, 0, 'one timer spilled: below collectAfterSpilledRows, no collection');
   await engine.close();
 });
 
@@ -217,16 +219,19 @@ test('the log is checkpointed once it outgrows both checkpointWalBytes and the r
   await engine.close();
 });
 
-test('with memory to spare, timers due past the far horizon go to disk once adds go quiet, never during a burst of them', async () => {
+test('with memory to spare, timers due past the far horizon go to disk once adds and deliveries go quiet, never during a burst of either; a large spill is followed by a collection', async () => {
   const clock: Clock = { now: () => t0 };
   const engine = await Engine.open({ dataDir: scratch.tempDir('far-horizon'), clock });
   const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
-  const limits = { farSpillBytesMin: 64 * 1024, farSpillQuietRowsMax: 100, farSpillQuietSteps: 2 };
+  const limits = { farSpillBytesMin: 64 * 1024, farSpillQuietRowsMax: 100, farSpillQuietSteps: 2, collectAfterSpilledRows: 1500 };
   const timers = (count: number, firstMs: number, stepMs: number): TimerSpec[] =>
     Array.from({ length: count }, (_, i) => ({ fireAtMs: firstMs + i * stepMs, target: 'https://a.example/hook', payload: 'x'.repeat(100) }));
   // Near: due within the far horizon (an hour, to the end of its bucket). Far: days out.
   const near = await engine.admit(batchFromSpecs(timers(1000, t0 + 10 * 60_000, 1)));
-  const loader = new MemoryLoader(engine, { budget, clock, limits });
+  // Due now: delivered later, 500 a step.
+  await engine.admit(batchFromSpecs(timers(1500, t0 - 1000, 0)));
+  let collections = 0;
+  const loader = new MemoryLoader(engine, { budget, clock, limits, collectGarbage: () => collections++ });
   let far = 0;
   let lastFar = near;
   for (let burst = 0; burst < 4; burst++) {
@@ -235,13 +240,21 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
     const step = await loader.step();
     assert.equal(step.checkpointed, undefined, `step ${burst}: 500 adds since the last step is not quiet`);
   }
-  assert.equal(engine.resident, 1000 + far);
+  for (let round = 0; round < 3; round++) {
+    const slice = engine.takeDue(t0, 500);
+    assert.equal(slice.count, 500);
+    await engine.settle(outcomesFor(slice, outcomeKind.delivered));
+    assert.equal((await loader.step()).checkpointed, undefined, `step ${round}: 500 deliveries since the last step is not quiet`);
+  }
+  assert.equal(engine.resident, 1000 + far + 1500, 'the delivered timers wait out their retention');
   assert.equal((await loader.step()).checkpointed, undefined, 'one quiet step is not enough');
+  assert.equal(collections, 0);
   const spilled = await loader.step();
+  assert.equal(collections, 1, 'a spill of 2,000 timers (at least collectAfterSpilledRows) is followed by a collection');
   assert.equal(spilled.farFuture, true, 'the second quiet step spills the far future');
   assert.equal(spilled.spilled, far);
   assert.equal(engine.spillStats().spilled, far);
-  assert.equal(engine.resident, 1000, 'the near future stays in memory');
+  assert.equal(engine.resident, 1000 + 1500, 'the near future (and the finished timers) stay in memory');
   assert.equal(engine.spillStats().watermarkMs, t0 + 2 * hour, 'the watermark is the end of the bucket holding now + an hour');
   assert.equal((await engine.lookup(lastFar.idOf(499)))?.state, 'pending', 'a spilled timer is found on disk');
   assert.equal(engine.get(near.idOf(0))?.state, 'pending');
@@ -249,7 +262,8 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
   // A few far timers more are not worth rewriting the thousand that stay.
   await engine.admit(batchFromSpecs(timers(10, t0 + 3 * day, 1000)));
   for (let i = 0; i < 3; i++) assert.equal((await loader.step()).checkpointed, undefined, `step ${i}: 10 far timers are below the minimum`);
-  assert.equal(engine.resident, 1010);
+  assert.equal(engine.resident, 2510);
+  assert.equal(collections, 1, 'no spill, no collection');
   await engine.close();
 });
 
