@@ -14,7 +14,7 @@ import { memoryLimits } from '../engine/limits.ts';
 import { median } from './report.ts';
 import { runLoad } from './load-generator.ts';
 import { runStreamLoad } from './stream-load.ts';
-import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type Lateness, type MemoryUse, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
+import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type FermataMemoryUse, type Lateness, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
 import { startFermata } from './fermata-child.ts';
 import type { BenchSink } from './sink.ts';
 import { buildBodies, buildBody, type FireTimes, type RequestBody } from './timer-bodies.ts';
@@ -81,51 +81,34 @@ export async function fermataLateness(url: string, sink: BenchSink, fireAtMs: re
   return awaitLateness(sink, fireAtMs);
 }
 
-/** Resident-set growth of a fresh `fermata serve` while `count` far-future timers are added, after a warm-up batch; ÷ count. */
-export async function fermataMemory(baseDir: string, count: number): Promise<MemoryUse> {
-  const fermata = await startFermata(baseDir, 'compare-memory');
-  try {
-    await postBodies(fermata.url, [arrowBatch(farFuture)], 1);
-    await sleep(settleMs);
-    const before = await fermata.residentBytes();
-    const body = arrowBatch(farFuture);
-    await postBodies(fermata.url, chunks(count).map((rows) => (rows === compareShape.batchRows ? body : arrowBatch(farFuture, rows))), batchStreams);
-    await sleep(settleMs);
-    const after = await fermata.residentBytes();
-    return { bytesPerTimer: (after - before) / count, measure: 'growth of the server process VmRSS (/proc/PID/status)' };
-  } finally {
-    await fermata.stop();
-  }
-}
-
-/** `--memory-budget` of the spilled memory run: small, so that what is not due within the promotion lead waits on disk. */
-const spillBudget = '2MiB';
-/** The spilled run waits at most this long for the loader to settle (the spilled count unchanged over a poll). */
+/**
+ * Empty services, and restarts on the filled data directory, whose VmRSS is measured
+ * (alternately): an empty service's own RSS moves 166–180 MB from start to start on the bench
+ * VM, a restarted one's 177–187 MB, against a difference of a few MB; the medians are compared.
+ * Most of that difference is the restart's own, not the timers': restarts on 100,000 spilled
+ * timers were 7.4–9.8 MB above empty services, on 1,000,000 2.2–6.1 MB (scratch runs,
+ * alternated), and one full run's restarts came out 0.8 MB below (a ratio of −1,172). So the
+ * figure is an upper bound, and never below what the empty services differ by among
+ * themselves: a difference within that spread cannot be told from none, and the spread is
+ * what is reported then.
+ */
+const restartRssSamples = 5;
+/** The fill waits at most this long for the loader to settle (the spilled count unchanged over a poll). */
 const spillSettleMsMax = 180_000;
-/**
- * Empty services, and restarts on the spilled timers, whose VmRSS is measured (alternately):
- * an empty service's own RSS moves 166–180 MB from start to start on the bench VM, a restarted
- * one's 177–187 MB, against a difference of a few MB; the medians are compared. Most of that
- * difference is the restart's own, not the timers': restarts on 100,000 spilled timers were
- * 7.4–9.8 MB above empty services, on 1,000,000 2.2–6.1 MB (scratch runs, alternated), and one
- * full run's restarts came out 0.8 MB below (a ratio of −1,172). So the figure is an upper
- * bound, and never below what the empty services differ by among themselves: a difference
- * within that spread cannot be told from none, and the spread is what is reported then.
- */
-const spillRssSamples = 5;
 
 /**
- * The same far-future timers as fermataMemory, into a service given a small memory budget, so
- * that it keeps them on disk: the engine's own count of what it holds in memory for them, once
- * the loader has spilled, and the median VmRSS of the service restarted on them over the median
- * of an empty service started alike (the restart drops what the fill left in the heap); both ÷ count.
+ * `count` far-future timers into a fresh `fermata serve` with its default settings, after a
+ * warm-up batch, looked at three ways: the growth of its VmRSS once the loader has put them
+ * where it keeps them (the far future on disk, once adds go quiet; also read a second after
+ * the last add, before that), ÷ count; the engine's own count of what it holds in memory for
+ * them then (/v1/stats); and the median VmRSS of the service restarted on them over the median
+ * of empty services started alike (a restart holds none of the fill's garbage), ÷ timers held.
  */
-export async function fermataSpilledMemory(baseDir: string, count: number): Promise<SpilledMemoryUse> {
-  const args = ['--memory-budget', spillBudget];
+export async function fermataMemory(baseDir: string, count: number): Promise<{ memory: FermataMemoryUse; spilled: SpilledMemoryUse }> {
   const emptyRss: number[] = [];
   const restartedRss: number[] = [];
   const measureEmpty = async (): Promise<void> => {
-    const empty = await startFermata(baseDir, 'compare-spill-empty', { args });
+    const empty = await startFermata(baseDir, 'compare-memory-empty');
     try {
       await sleep(settleMs);
       emptyRss.push(await empty.residentBytes());
@@ -134,41 +117,55 @@ export async function fermataSpilledMemory(baseDir: string, count: number): Prom
     }
   };
   await measureEmpty();
-  const dataDir = await mkdtemp(join(baseDir, 'fermata-bench-compare-spill-data-'));
+  const dataDir = await mkdtemp(join(baseDir, 'fermata-bench-compare-memory-data-'));
   try {
-    const filling = await startFermata(baseDir, 'compare-spill', { dataDir, args });
+    const filling = await startFermata(baseDir, 'compare-memory', { dataDir });
     let stats: MemoryStats;
+    let memory: FermataMemoryUse;
     try {
+      await postBodies(filling.url, [arrowBatch(farFuture)], 1);
+      await sleep(settleMs);
+      const before = await filling.residentBytes();
       const body = arrowBatch(farFuture);
       await postBodies(filling.url, chunks(count).map((rows) => (rows === compareShape.batchRows ? body : arrowBatch(farFuture, rows))), batchStreams);
+      await sleep(settleMs);
+      const filled = await filling.residentBytes();
       stats = await settledStats(filling.url);
+      await sleep(settleMs);
+      const settled = await filling.residentBytes();
+      memory = {
+        bytesPerTimer: (settled - before) / count,
+        filledBytesPerTimer: (filled - before) / count,
+        measure: `growth of the server process VmRSS (/proc/PID/status) once the loader settled (${stats.spilled} of ${stats.pending} timers spilled); ${(filled - before) / count} B a timer a second after the last add`,
+      };
     } finally {
       await filling.stop();
     }
-    for (let sample = 0; sample < spillRssSamples; sample++) {
-      const restarted = await startFermata(baseDir, 'compare-spill-restarted', { dataDir, args });
+    for (let sample = 0; sample < restartRssSamples; sample++) {
+      const restarted = await startFermata(baseDir, 'compare-memory-restarted', { dataDir });
       try {
         await sleep(settleMs);
         restartedRss.push(await restarted.residentBytes());
         const again = await memoryStats(restarted.url);
-        assert.equal(again.pending, count, 'the restarted service holds every timer');
+        assert.equal(again.pending, stats.pending, 'the restarted service holds every timer');
       } finally {
         await restarted.stop();
       }
-      if (emptyRss.length < spillRssSamples) await measureEmpty();
+      if (emptyRss.length < restartRssSamples) await measureEmpty();
     }
     const mb = (values: readonly number[]): string => values.map((bytes) => (bytes / 1e6).toFixed(1)).join(', ');
     const difference = median(restartedRss) - median(emptyRss);
     const emptySpread = Math.max(...emptyRss) - Math.min(...emptyRss);
-    return {
-      countedBytesPerTimer: (stats.memory.resident_bytes + stats.memory.spill_metadata_bytes) / count,
-      processBytesPerTimer: Math.max(difference, emptySpread) / count,
+    const spilled: SpilledMemoryUse = {
+      countedBytesPerTimer: (stats.memory.resident_bytes + stats.memory.spill_metadata_bytes) / stats.pending,
+      processBytesPerTimer: Math.max(difference, emptySpread) / stats.pending,
       spilled: stats.spilled,
       measure:
-        `fermata serve --memory-budget ${spillBudget}: /v1/stats memory (resident_bytes + spill_metadata_bytes) once the loader settled; and the median VmRSS of ` +
-        `${spillRssSamples} starts of the service on the timers (${mb(restartedRss)} MB) over that of ${spillRssSamples} empty ones (${mb(emptyRss)} MB), alternated, ` +
+        `fermata serve (default settings): /v1/stats memory (resident_bytes + spill_metadata_bytes) once the loader settled, ÷ pending; and the median VmRSS of ` +
+        `${restartRssSamples} starts of the service on the timers (${mb(restartedRss)} MB) over that of ${restartRssSamples} empty ones (${mb(emptyRss)} MB), alternated, ` +
         (difference >= emptySpread ? 'an upper bound (the restart holds memory of its own)' : `within the empty ones' spread, so that spread (${(emptySpread / 1e6).toFixed(1)} MB) instead`),
     };
+    return { memory, spilled };
   } finally {
     await rm(dataDir, { recursive: true, force: true });
   }
@@ -186,7 +183,7 @@ async function memoryStats(url: string): Promise<MemoryStats> {
   return (await response.json()) as MemoryStats;
 }
 
-/** /v1/stats once the loader has spilled what it will: the resident timers within the budget, and the spilled count unchanged over two looks a loader step apart. */
+/** /v1/stats once the loader has spilled what it will (the far future, once adds are quiet): the resident timers within the budget, and the spilled count unchanged over two looks a loader step apart. */
 async function settledStats(url: string): Promise<MemoryStats> {
   const deadline = Date.now() + spillSettleMsMax;
   let last = await memoryStats(url);

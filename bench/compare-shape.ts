@@ -54,6 +54,11 @@ export interface MemoryUse {
   readonly measure: string;
 }
 
+/** fermata's VmRSS growth once settled (bytesPerTimer), and a second after the last add, before the loader spilled the far future. */
+export interface FermataMemoryUse extends MemoryUse {
+  readonly filledBytesPerTimer: number;
+}
+
 /** fermata's memory for far-future timers it keeps on disk: what the engine counts, and what the process shows. */
 export interface SpilledMemoryUse {
   /** The engine's own count (resident timers' bytes + the spill tier's metadata) ÷ timers: the like of Redis's used_memory. */

@@ -30,8 +30,8 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import type { Histogram } from 'hdr-histogram-js';
 import { BullMqSide } from './compare-bullmq.ts';
-import { fermataBulkAdds, fermataDelivery, fermataLateness, fermataMemory, fermataSingleAdds, fermataSpilledMemory } from './compare-fermata.ts';
-import { type CompareTiming, compareShape, type Delivery, type Lateness, type MemoryUse, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
+import { fermataBulkAdds, fermataDelivery, fermataLateness, fermataMemory, fermataSingleAdds } from './compare-fermata.ts';
+import { type CompareTiming, compareShape, type Delivery, type Lateness, type FermataMemoryUse, type MemoryUse, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
 import { type BullMq, bullmqVersion, loadBullMq } from './bullmq-scratch.ts';
 import { startFermata } from './fermata-child.ts';
 import { type AppendFsync, ensureRedisServer, type RedisServer, startRedis } from './redis-server.ts';
@@ -76,7 +76,8 @@ interface SideFigures {
 interface FermataFigures extends SideFigures {
   /** Single adds again, one request each. */
   readonly singleRequest: SingleAdds;
-  /** The memory run again with a small budget: far-future timers kept on disk. */
+  readonly memory: FermataMemoryUse;
+  /** The memory run's timers as the engine counts them, and as a restart on them shows. */
   readonly spilled: SpilledMemoryUse;
 }
 
@@ -211,10 +212,8 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
       bullSide = { single: everysec.single, bulkPerS: everysec.bulkPerS, delivery: everysec.delivery, lateness, memory, singleAlways, bulkAlwaysPerS, failures };
     }
 
-    progress(`compare: fermata, memory of ${sizes.memoryTimers} far-future timers (a fresh server)`);
-    const fMemory = await fermataMemory(baseDir, sizes.memoryTimers);
-    progress(`compare: fermata, memory of ${sizes.memoryTimers} far-future timers kept on disk (a fresh server with a small memory budget, then restarted)`);
-    const fSpilled = await fermataSpilledMemory(baseDir, sizes.memoryTimers);
+    progress(`compare: fermata, memory of ${sizes.memoryTimers} far-future timers (a fresh server, until its loader settles; then restarted on them)`);
+    const { memory: fMemory, spilled: fSpilled } = await fermataMemory(baseDir, sizes.memoryTimers);
 
     const facts: Record<string, Fact> = {
       node: process.version,
@@ -300,6 +299,7 @@ function compareFigures(facts: Record<string, Fact>, fermata: FermataFigures, bu
     figure('compare.dispatch.fermata.per_s', Math.round(fermata.delivery.perS), '1/s'),
     ...latenessFigures('fermata', fermata.lateness),
     figure('compare.ram_per_timer.fermata.bytes', roundTo(fermata.memory.bytesPerTimer, 1), 'B'),
+    figure('compare.ram_per_timer.fermata.filled_bytes', roundTo(fermata.memory.filledBytesPerTimer, 1), 'B'),
     figure('compare.ram_per_timer.fermata_spilled.counted_bytes', roundTo(fermata.spilled.countedBytesPerTimer, 2), 'B'),
     figure('compare.ram_per_timer.fermata_spilled.process_bytes', roundTo(fermata.spilled.processBytesPerTimer, 2), 'B'),
   ];
