@@ -600,6 +600,15 @@ export class Engine {
   }
 
   /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
+  /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident. */
+  nextDeliveryDueMs(): number | undefined {
+    if (this.#parkedCount > 0) return this.#clock.now();
+    const due = this.#heap.peek();
+    if (due < 0) return undefined;
+    const dueAtMs = this.#store.dueAt[due] as number;
+    return dueAtMs < this.#spill.watermarkMs ? dueAtMs : undefined;
+  }
+
   nextDueMs(): number | undefined {
     // Held-back timers are due already: the scheduler keeps looking while any wait for room.
     if (this.#parkedCount > 0) return this.#clock.now();

@@ -15,7 +15,8 @@
 // 3. far future: once adds and deliveries have been quiet for a few steps, timers due past
 //    the far horizon (the bucket holding now + farHorizonMs) spill whatever the budget, so
 //    that a service with memory to spare does not spend it on timers due in weeks; never
-//    during a burst of adds or deliveries, whose main thread a checkpoint would take;
+//    during a burst of adds or deliveries, whose main thread a checkpoint would take, nor
+//    with a delivery due within farSpillDueClearMs, which it would make late;
 // 4. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
 //    bytes (what a checkpoint rewrites), a checkpoint that keeps W, so the log's covered
 //    segments go and the tail admitted past W leaves memory.
@@ -163,7 +164,7 @@ export class MemoryLoader {
 
   /**
    * The watermark of a far-future spill, when one is due: adds and deliveries quiet for farSpillQuietSteps,
-   * timers put in memory since the last look, and enough bytes due past the far horizon (and
+   * no delivery due within farSpillDueClearMs, timers put in memory since the last look, and enough bytes due past the far horizon (and
    * past the watermark, where admits beyond it wait for a checkpoint) to be worth rewriting the
    * timers that stay.
    */
@@ -171,6 +172,8 @@ export class MemoryLoader {
     const limits = this.#limits;
     const engine = this.#engine;
     if (!Number.isFinite(limits.farHorizonMs) || this.#quietSteps < limits.farSpillQuietSteps) return undefined;
+    const nextDueMs = engine.nextDeliveryDueMs();
+    if (nextDueMs !== undefined && nextDueMs < now + limits.farSpillDueClearMs) return undefined;
     const rows = engine.rowsInserted;
     if (rows === this.#rowsAtFarLook) return undefined;
     this.#rowsAtFarLook = rows;

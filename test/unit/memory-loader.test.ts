@@ -219,14 +219,15 @@ test('the log is checkpointed once it outgrows both checkpointWalBytes and the r
   await engine.close();
 });
 
-test('with memory to spare, timers due past the far horizon go to disk once adds and deliveries go quiet, never during a burst of either; a large spill is followed by a collection', async () => {
-  const clock: Clock = { now: () => t0 };
+test('with memory to spare, timers due past the far horizon go to disk once adds and deliveries go quiet, never during a burst of either nor with a delivery due soon; a large spill is followed by a collection', async () => {
+  let now = t0;
+  const clock: Clock = { now: () => now };
   const engine = await Engine.open({ dataDir: scratch.tempDir('far-horizon'), clock });
   const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
   const limits = { farSpillBytesMin: 64 * 1024, farSpillQuietRowsMax: 100, farSpillQuietSteps: 2, collectAfterSpilledRows: 1500 };
   const timers = (count: number, firstMs: number, stepMs: number): TimerSpec[] =>
     Array.from({ length: count }, (_, i) => ({ fireAtMs: firstMs + i * stepMs, target: 'https://a.example/hook', payload: 'x'.repeat(100) }));
-  // Near: due within the far horizon (an hour, to the end of its bucket). Far: days out.
+  // Near: due within the far horizon (an hour, to the end of its bucket), but not within farSpillDueClearMs. Far: days out.
   const near = await engine.admit(batchFromSpecs(timers(1000, t0 + 10 * 60_000, 1)));
   // Due now: delivered later, 500 a step.
   await engine.admit(batchFromSpecs(timers(1500, t0 - 1000, 0)));
@@ -247,14 +248,20 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
     assert.equal((await loader.step()).checkpointed, undefined, `step ${round}: 500 deliveries since the last step is not quiet`);
   }
   assert.equal(engine.resident, 1000 + far + 1500, 'the delivered timers wait out their retention');
-  assert.equal((await loader.step()).checkpointed, undefined, 'one quiet step is not enough');
+  // A delivery due within farSpillDueClearMs holds the spill back, however quiet it is.
+  const soon = await engine.admit(batchFromSpecs(timers(1, t0 + 30_000, 0)));
+  for (let i = 0; i < 3; i++) assert.equal((await loader.step()).checkpointed, undefined, `quiet step ${i}: a delivery is due in 30 s`);
+  now = t0 + 31_000;
+  const slice = engine.takeDue(now, 10);
+  assert.deepEqual([slice.count, slice.seqs[0]], [1, soon.seq]);
+  await engine.settle(outcomesFor(slice, outcomeKind.delivered));
   assert.equal(collections, 0);
   const spilled = await loader.step();
   assert.equal(collections, 1, 'a spill of 2,000 timers (at least collectAfterSpilledRows) is followed by a collection');
   assert.equal(spilled.farFuture, true, 'the second quiet step spills the far future');
   assert.equal(spilled.spilled, far);
   assert.equal(engine.spillStats().spilled, far);
-  assert.equal(engine.resident, 1000 + 1500, 'the near future (and the finished timers) stay in memory');
+  assert.equal(engine.resident, 1000 + 1501, 'the near future (and the finished timers) stay in memory');
   assert.equal(engine.spillStats().watermarkMs, t0 + 2 * hour, 'the watermark is the end of the bucket holding now + an hour');
   assert.equal((await engine.lookup(lastFar.idOf(499)))?.state, 'pending', 'a spilled timer is found on disk');
   assert.equal(engine.get(near.idOf(0))?.state, 'pending');
@@ -262,7 +269,7 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
   // A few far timers more are not worth rewriting the thousand that stay.
   await engine.admit(batchFromSpecs(timers(10, t0 + 3 * day, 1000)));
   for (let i = 0; i < 3; i++) assert.equal((await loader.step()).checkpointed, undefined, `step ${i}: 10 far timers are below the minimum`);
-  assert.equal(engine.resident, 2510);
+  assert.equal(engine.resident, 2511);
   assert.equal(collections, 1, 'no spill, no collection');
   await engine.close();
 });
