@@ -584,7 +584,6 @@ export class Engine {
     return this.#store.columnGrowthsMadeAhead;
   }
 
-  /** The log, for readiness (poisoned?) and counters. */
   /** Timers put in memory since open (replayed or admitted; never less): the loader reads ingest's pace from it. */
   get rowsInserted(): number {
     return this.#rowsInserted;
@@ -595,12 +594,12 @@ export class Engine {
     return this.#outcomesApplied;
   }
 
+  /** The log, for readiness (poisoned?) and counters. */
   get log(): Wal {
     return this.#wal;
   }
 
-  /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
-  /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident. */
+  /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident before the watermark. */
   nextDeliveryDueMs(): number | undefined {
     if (this.#parkedCount > 0) return this.#clock.now();
     const due = this.#heap.peek();
@@ -609,6 +608,7 @@ export class Engine {
     return dueAtMs < this.#spill.watermarkMs ? dueAtMs : undefined;
   }
 
+  /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
   nextDueMs(): number | undefined {
     // Held-back timers are due already: the scheduler keeps looking while any wait for room.
     if (this.#parkedCount > 0) return this.#clock.now();

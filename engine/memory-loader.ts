@@ -63,7 +63,7 @@ export class MemoryLoader {
   /** Timers added and settled (engine.rowsInserted + outcomesApplied) at the last step, and how many steps in a row saw few. */
   #workAtStep: number;
   #quietSteps = 0;
-  /** engine.rowsInserted when the far future was last weighed: nothing new, nothing to weigh. */
+  /** engine.rowsInserted when the far future was last weighed and found not worth a spill: nothing new, nothing to weigh. */
   #rowsAtFarLook = -1;
 
   constructor(engine: Engine, options: MemoryLoaderOptions) {
@@ -134,7 +134,7 @@ export class MemoryLoader {
       this.#collectAfter(report.spilledRows);
       return step;
     }
-    // 3. The far future goes to disk once ingest is quiet.
+    // 3. The far future goes to disk once the service is quiet.
     const far = await this.#farSpill(now, neededMs);
     if (far !== undefined) {
       const report = await engine.checkpoint(far.watermarkMs);
@@ -163,9 +163,10 @@ export class MemoryLoader {
   }
 
   /**
-   * The watermark of a far-future spill, when one is due: adds and deliveries quiet for farSpillQuietSteps,
-   * no delivery due within farSpillDueClearMs, timers put in memory since the last look, and enough bytes due past the far horizon (and
-   * past the watermark, where admits beyond it wait for a checkpoint) to be worth rewriting the
+   * The watermark of a far-future spill, when one is due: adds and deliveries quiet for
+   * farSpillQuietSteps, no delivery due within farSpillDueClearMs, timers put in memory since
+   * the last look that found none worth it, and enough bytes due past the far horizon (and past
+   * the watermark, where admits beyond it wait for a checkpoint) to be worth rewriting the
    * timers that stay.
    */
   async #farSpill(now: number, floorMs: number): Promise<{ watermarkMs: number } | undefined> {
@@ -176,7 +177,6 @@ export class MemoryLoader {
     if (nextDueMs !== undefined && nextDueMs < now + limits.farSpillDueClearMs) return undefined;
     const rows = engine.rowsInserted;
     if (rows === this.#rowsAtFarLook) return undefined;
-    this.#rowsAtFarLook = rows;
     const width = engine.bucketWidthMs;
     const farMs = Math.max(floorMs, Math.floor((now + limits.farHorizonMs) / width) * width + width);
     const watermarkMs = Math.min(farMs, engine.spillStats().watermarkMs);
@@ -184,7 +184,11 @@ export class MemoryLoader {
     let farBytes = 0;
     for (const [startMs, bytes] of byBucket) if (startMs >= watermarkMs) farBytes += bytes;
     const keptBytes = engine.residentBytes() - farBytes;
-    if (farBytes < Math.max(limits.farSpillBytesMin, keptBytes * limits.farSpillPerKeptByte)) return undefined;
+    if (farBytes < Math.max(limits.farSpillBytesMin, keptBytes * limits.farSpillPerKeptByte)) {
+      this.#rowsAtFarLook = rows;
+      return undefined;
+    }
+    // A spill that fails is tried again at the next quiet step.
     return { watermarkMs };
   }
 

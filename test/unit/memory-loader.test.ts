@@ -265,7 +265,7 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
   assert.equal(engine.spillStats().watermarkMs, t0 + 2 * hour, 'the watermark is the end of the bucket holding now + an hour');
   assert.equal((await engine.lookup(lastFar.idOf(499)))?.state, 'pending', 'a spilled timer is found on disk');
   assert.equal(engine.get(near.idOf(0))?.state, 'pending');
-  assert.equal((await loader.step()).checkpointed, undefined, 'nothing added since: no second look');
+  assert.equal((await loader.step()).checkpointed, undefined, 'nothing added since: nothing more to spill');
   // A few far timers more are not worth rewriting the thousand that stay.
   await engine.admit(batchFromSpecs(timers(10, t0 + 3 * day, 1000)));
   for (let i = 0; i < 3; i++) assert.equal((await loader.step()).checkpointed, undefined, `step ${i}: 10 far timers are below the minimum`);
