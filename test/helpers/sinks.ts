@@ -74,6 +74,9 @@ export async function startH2Sink(script: SinkScript = ok): Promise<Sink> {
   server.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
     stream.on('error', () => undefined);
     void readBody(stream).then((body) => {
+      // A request cut short (the sender killed mid-body: its stream ends, aborted, with what had
+      // come) is no delivery: recorded, it read as one with a truncated payload.
+      if (stream.aborted || stream.destroyed) return;
       const path = String(headers[':path']);
       const { nth, request } = record(path, headers, body);
       const action = script(path, nth, request);
@@ -96,6 +99,7 @@ export async function startH1Sink(script: SinkScript = ok): Promise<Sink> {
   let connections = 0;
   const server = http.createServer((req, res) => {
     void readBody(req).then((body) => {
+      if (!req.complete) return;
       const path = req.url ?? '/';
       const { nth, request } = record(path, req.headers, body);
       const action = script(path, nth, request);
