@@ -99,7 +99,7 @@ const spillSettleMsMax = 180_000;
 /**
  * `count` far-future timers into a fresh `fermata serve` with its default settings, after a
  * warm-up batch, looked at three ways: the growth of its VmRSS once the loader has put them
- * where it keeps them (the far future on disk, once adds go quiet; also read a second after
+ * where it keeps them (the far future on disk, once the service is quiet; also read a second after
  * the last add, before that), ÷ count; the engine's own count of what it holds in memory for
  * them then (/v1/stats); and the median VmRSS of the service restarted on them over the median
  * of empty services started alike (a restart holds none of the fill's garbage), ÷ timers held.
@@ -136,7 +136,7 @@ export async function fermataMemory(baseDir: string, count: number): Promise<{ m
       memory = {
         bytesPerTimer: (settled - before) / count,
         filledBytesPerTimer: (filled - before) / count,
-        measure: `growth of the server process VmRSS (/proc/PID/status) once the loader settled (${stats.spilled} of ${stats.pending} timers spilled); ${(filled - before) / count} B a timer a second after the last add`,
+        measure: `growth of the server process VmRSS (/proc/PID/status) once the loader settled (${stats.spilled} of ${stats.pending} timers spilled); ${((filled - before) / count).toFixed(1)} B a timer a second after the last add`,
       };
     } finally {
       await filling.stop();
