@@ -605,20 +605,19 @@ export class Engine {
     const due = this.#heap.peek();
     if (due < 0) return undefined;
     const dueAtMs = this.#store.dueAt[due] as number;
+    // Past the watermark nothing is handed out until a promotion moves it (and says so).
     return dueAtMs < this.#spill.watermarkMs ? dueAtMs : undefined;
   }
 
   /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
   nextDueMs(): number | undefined {
+    const deliveryMs = this.nextDeliveryDueMs();
     // Held-back timers are due already: the scheduler keeps looking while any wait for room.
-    if (this.#parkedCount > 0) return this.#clock.now();
-    let due = this.#heap.peek();
+    if (this.#parkedCount > 0) return deliveryMs;
     const expiring = this.#expiring.peek();
-    const dueAt = this.#store.dueAt;
-    // Past the watermark nothing is handed out until a promotion moves it (and says so).
-    if (due >= 0 && (dueAt[due] as number) >= this.#spill.watermarkMs) due = -1;
-    if (due < 0) return expiring < 0 ? undefined : (dueAt[expiring] as number);
-    return expiring < 0 ? (dueAt[due] as number) : Math.min(dueAt[due] as number, dueAt[expiring] as number);
+    if (expiring < 0) return deliveryMs;
+    const expiryMs = this.#store.dueAt[expiring] as number;
+    return deliveryMs === undefined ? expiryMs : Math.min(deliveryMs, expiryMs);
   }
 
   setDueChangedHook(hook: () => void): void {

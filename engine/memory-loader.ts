@@ -125,27 +125,10 @@ export class MemoryLoader {
     const spill = targetBytes === undefined ? undefined : await this.#watermarkFitting(targetBytes, neededMs);
     // Over budget with nothing that could spill (the near future, finished timers): a
     // checkpoint would only rewrite memory to disk, so wait for the window to drain.
-    if (spill !== undefined && spill.spillableBytes > 0) {
-      const report = await engine.checkpoint(spill.watermarkMs);
-      step.spilledTo = report.watermarkMs;
-      step.spilled = report.spilledRows;
-      step.checkpointed = true;
-      this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget, resident: engine.resident, residentMax: engine.residentMax }, 'resident window spilled to disk');
-      this.#collectAfter(report.spilledRows);
-      return step;
-    }
+    if (spill !== undefined && spill.spillableBytes > 0) return { ...step, ...(await this.#spill(spill.watermarkMs, false)) };
     // 3. The far future goes to disk once the service is quiet.
     const far = await this.#farSpill(now, neededMs);
-    if (far !== undefined) {
-      const report = await engine.checkpoint(far.watermarkMs);
-      step.spilledTo = report.watermarkMs;
-      step.spilled = report.spilledRows;
-      step.farFuture = true;
-      step.checkpointed = true;
-      this.#logger?.info({ watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), resident: engine.resident }, 'far-future timers spilled to disk');
-      this.#collectAfter(report.spilledRows);
-      return step;
-    }
+    if (far !== undefined) return { ...step, ...(await this.#spill(far.watermarkMs, true)) };
     // 4. Keep the log bounded, without rewriting the resident timers more often than the log grows by as much.
     if (engine.log.bytes > Math.max(this.#limits.checkpointWalBytes, engine.residentBytes() * this.#limits.checkpointWalPerResidentByte)) {
       await engine.checkpoint();
@@ -154,12 +137,21 @@ export class MemoryLoader {
     return step;
   }
 
-  /** After a large spill, the garbage it left (the timers' copies, the checkpoint's buffers) is collected at once. */
-  #collectAfter(spilledRows: number): void {
-    if (this.#collectGarbage === undefined || spilledRows < this.#limits.collectAfterSpilledRows) return;
-    const startedMs = performance.now();
-    this.#collectGarbage();
-    this.#logger?.info({ spilled: spilledRows, collectionMs: Math.round(performance.now() - startedMs) }, 'collected the garbage of a spill');
+  /**
+   * A checkpoint at `watermarkMs`, logged; after a large one, the garbage it left (the timers'
+   * copies, the checkpoint's buffers) is collected at once.
+   */
+  async #spill(watermarkMs: number, farFuture: boolean): Promise<LoaderStep> {
+    const engine = this.#engine;
+    const report = await engine.checkpoint(watermarkMs);
+    const details = { watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget: this.#budget.bytes, resident: engine.resident, residentMax: engine.residentMax };
+    this.#logger?.info(details, farFuture ? 'far-future timers spilled to disk' : 'resident window spilled to disk');
+    if (this.#collectGarbage !== undefined && report.spilledRows >= this.#limits.collectAfterSpilledRows) {
+      const startedMs = performance.now();
+      this.#collectGarbage();
+      this.#logger?.info({ spilled: report.spilledRows, collectionMs: Math.round(performance.now() - startedMs) }, 'collected the garbage of a spill');
+    }
+    return { spilledTo: report.watermarkMs, spilled: report.spilledRows, checkpointed: true, ...(farFuture ? { farFuture } : {}) };
   }
 
   /**
