@@ -1,15 +1,49 @@
-// A full garbage collection on demand, for the memory loader after a large spill
-// (memoryLimits.collectAfterSpilledRows says why). Node offers one only under V8's --expose-gc;
-// set while the process runs, that flag puts `gc` into contexts made after it, so one is made
-// to fetch it and the service's own global scope stays as it was.
+// Memory handed back after a large spill (memoryLimits.collectAfterSpilledRows says why): a full
+// garbage collection, then glibc's malloc_trim (cli/malloc-trim.ts) for the ArrayBuffers it freed.
+//
+// Node offers a collection on demand only under V8's --expose-gc; set while the process runs,
+// that flag puts `gc` into contexts made after it, so one is made to fetch it and the service's
+// own global scope stays as it was. The collection asked for is V8's last-resort one
+// (CollectAllAvailableGarbage: full collections until nothing more is freed, then the young
+// generation shrunk and V8's pooled pages released): on 1,000,000 spilled far-future timers it
+// left VmRSS 464 MB where a regular full collection left 512 MB. It is synchronous, so every
+// ArrayBuffer it freed is back with malloc when it returns and malloc_trim can follow at once
+// (trimming a second later released no more).
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { mallocTrim } from './malloc-trim.ts';
 
-/** A function that runs a full collection, or undefined where none can be had. */
-export function fullCollection(): (() => void) | undefined {
+type Collect = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+
+/** What one return of memory did, for the log. */
+export type MemoryReturned = {
+  readonly collectionMs: number;
+  /** Absent where malloc_trim is not to be had. */
+  readonly trimMs?: number;
+  readonly rssBeforeBytes: number;
+  readonly rssAfterBytes: number;
+};
+
+/** A function that collects the garbage and returns freed memory to the kernel, or undefined where no collection can be had. */
+export function memoryReturn(): (() => MemoryReturned) | undefined {
+  const collect = collector();
+  if (collect === undefined) return undefined;
+  const trim = mallocTrim();
+  return () => {
+    const rssBeforeBytes = process.memoryUsage.rss();
+    const startedMs = performance.now();
+    collect({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+    const collectedMs = performance.now();
+    if (trim === undefined) return { collectionMs: collectedMs - startedMs, rssBeforeBytes, rssAfterBytes: process.memoryUsage.rss() };
+    trim();
+    return { collectionMs: collectedMs - startedMs, trimMs: performance.now() - collectedMs, rssBeforeBytes, rssAfterBytes: process.memoryUsage.rss() };
+  };
+}
+
+function collector(): Collect | undefined {
   const given = (globalThis as { gc?: unknown }).gc;
-  if (typeof given === 'function') return () => void given();
+  if (typeof given === 'function') return given as Collect;
   v8.setFlagsFromString('--expose-gc');
   const gc = runInNewContext('typeof gc === "function" ? gc : undefined') as unknown;
-  return typeof gc === 'function' ? () => void gc() : undefined;
+  return typeof gc === 'function' ? (gc as Collect) : undefined;
 }

@@ -40,7 +40,7 @@ import { CaddyMissingError, CaddySupervisor, checkCaddyInstalled } from '../inge
 import { SelfSignedError, selfSignedPair } from '../ingest/http3/self-signed.ts';
 import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
 import { parseDurationMs } from './duration.ts';
-import { fullCollection } from './garbage-collector.ts';
+import { memoryReturn } from './garbage-collector.ts';
 
 /** How long a drain may take before the connections still open are cut. */
 const { drainTimeoutMs } = httpLimits;
@@ -642,7 +642,7 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
     clock: systemClock,
     limits: { farHorizonMs: settings.farHorizonMs },
     logger: logger.child({ component: 'loader' }),
-    collectGarbage: fullCollection(),
+    returnMemory: memoryReturn(),
   });
   loader.start();
   const dispatcher = new Dispatcher({

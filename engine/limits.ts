@@ -413,10 +413,13 @@ export const memoryLimits = {
   /** …and at least this share of the resident timers that stay (a checkpoint rewrites those too). */
   farSpillPerKeptByte: 0.25,
   /**
-   * After a spill of at least this many timers the loader asks for a full collection (when it
-   * was given the means): their copies in the heap, and the checkpoint's own buffers, are garbage
-   * the process would otherwise keep until ingest next fills the heap (measured: VmRSS 470 B a
-   * timer above an empty service after spilling 1,000,000, 360 B after one 25 ms collection).
+   * After a spill of at least this many timers the loader asks for a full collection and for
+   * the memory it frees to go back to the kernel (cli/garbage-collector.ts, when it was given the
+   * means): their copies in the heap, and the checkpoint's own buffers, are garbage the process
+   * would otherwise keep until ingest next fills the heap, and glibc keeps what it frees (the
+   * VmRSS growth of a fill of 1,000,000 far-future timers, once spilled: 470 B a timer with
+   * neither, 360 B after one 25 ms collection, 51 B after a last-resort collection and
+   * malloc_trim).
    */
   collectAfterSpilledRows: 100_000,
   /** How often the loader looks at memory, the clock and the log. */

@@ -35,8 +35,11 @@ export interface MemoryLoaderOptions {
   readonly clock: Clock;
   readonly limits?: Partial<MemoryLimits>;
   readonly logger?: LoaderLogger;
-  /** A full garbage collection, asked for after a large spill (collectAfterSpilledRows); none when absent. */
-  readonly collectGarbage?: (() => void) | undefined;
+  /**
+   * Collects the garbage and hands freed memory back to the kernel, asked for after a large spill
+   * (collectAfterSpilledRows); returns figures for the log. None when absent.
+   */
+  readonly returnMemory?: (() => Readonly<Record<string, number>> | void) | undefined;
 }
 
 /** What one step did. */
@@ -57,7 +60,7 @@ export class MemoryLoader {
   readonly #clock: Clock;
   readonly #limits: MemoryLimits;
   readonly #logger: LoaderLogger | undefined;
-  readonly #collectGarbage: (() => void) | undefined;
+  readonly #returnMemory: (() => Readonly<Record<string, number>> | void) | undefined;
   #interval: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
   /** Timers added and settled (engine.rowsInserted + outcomesApplied) at the last step, and how many steps in a row saw few. */
@@ -74,7 +77,7 @@ export class MemoryLoader {
     this.#clock = options.clock;
     this.#limits = { ...memoryLimits, ...options.limits };
     this.#logger = options.logger;
-    this.#collectGarbage = options.collectGarbage;
+    this.#returnMemory = options.returnMemory;
     this.#workAtStep = engine.rowsInserted + engine.outcomesApplied;
     engine.setMemoryBudget(this.#budget.bytes);
   }
@@ -139,17 +142,16 @@ export class MemoryLoader {
 
   /**
    * A checkpoint at `watermarkMs`, logged; after a large one, the garbage it left (the timers'
-   * copies, the checkpoint's buffers) is collected at once.
+   * copies, the checkpoint's buffers) is collected at once and the memory freed handed back.
    */
   async #spill(watermarkMs: number, farFuture: boolean): Promise<LoaderStep> {
     const engine = this.#engine;
     const report = await engine.checkpoint(watermarkMs);
     const details = { watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget: this.#budget.bytes, resident: engine.resident, residentMax: engine.residentMax };
     this.#logger?.info(details, farFuture ? 'far-future timers spilled to disk' : 'resident window spilled to disk');
-    if (this.#collectGarbage !== undefined && report.spilledRows >= this.#limits.collectAfterSpilledRows) {
-      const startedMs = performance.now();
-      this.#collectGarbage();
-      this.#logger?.info({ spilled: report.spilledRows, collectionMs: Math.round(performance.now() - startedMs) }, 'collected the garbage of a spill');
+    if (this.#returnMemory !== undefined && report.spilledRows >= this.#limits.collectAfterSpilledRows) {
+      const figures = this.#returnMemory() ?? {};
+      this.#logger?.info({ spilled: report.spilledRows, ...roundedFigures(figures) }, 'collected the garbage of a spill and returned freed memory');
     }
     return { spilledTo: report.watermarkMs, spilled: report.spilledRows, checkpointed: true, ...(farFuture ? { farFuture } : {}) };
   }
@@ -228,4 +230,8 @@ export class MemoryLoader {
     for (const startMs of starts) if (startMs >= watermarkMs) spillableBytes += byBucket.get(startMs) as number;
     return { watermarkMs, spillableBytes };
   }
+}
+
+function roundedFigures(figures: Readonly<Record<string, number>>): Record<string, number> {
+  return Object.fromEntries(Object.entries(figures).map(([name, value]) => [name, Math.round(value)]));
 }

@@ -147,7 +147,7 @@ test('over budget with nothing that could spill, the loader does not rewrite mem
   const clock: Clock = { now: () => t0 };
   const engine = await Engine.open({ dataDir: scratch.tempDir('near'), clock });
   let collections = 0;
-  const loader = new MemoryLoader(engine, { budget: { bytes: 64 * 1024, source: 'configured', limitBytes: 64 * 1024 }, clock, limits: { collectAfterSpilledRows: 2 }, collectGarbage: () => collections++ });
+  const loader = new MemoryLoader(engine, { budget: { bytes: 64 * 1024, source: 'configured', limitBytes: 64 * 1024 }, clock, limits: { collectAfterSpilledRows: 2 }, returnMemory: () => void collections++ });
   // All due within the promotion lead: they must stay in memory.
   await engine.admit(batchFromSpecs(Array.from({ length: 2000 }, (_, i) => ({ fireAtMs: t0 + 1000 + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
   assert.ok(engine.residentBytes() > 64 * 1024);
@@ -232,7 +232,7 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
   // Due now: delivered later, 500 a step.
   await engine.admit(batchFromSpecs(timers(1500, t0 - 1000, 0)));
   let collections = 0;
-  const loader = new MemoryLoader(engine, { budget, clock, limits, collectGarbage: () => collections++ });
+  const loader = new MemoryLoader(engine, { budget, clock, limits, returnMemory: () => void collections++ });
   let far = 0;
   let lastFar = near;
   for (let burst = 0; burst < 4; burst++) {
