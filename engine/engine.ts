@@ -153,6 +153,8 @@ export interface CheckpointReport {
   readonly spilledRows: number;
   readonly bytesWritten: number;
   readonly segmentsDeleted: number;
+  /** The store's capacity after the checkpoint, when it shrank its columns to fit what stayed. */
+  readonly residentShrunkTo?: number | undefined;
 }
 
 /** The spill tier's figures, for /v1/stats and the loader. */
@@ -420,8 +422,8 @@ export class Engine {
   #releasedExpiryMax = 0;
   /** Timers whose OUTCOME record is being synced, by slot. */
   readonly #settling = new SlotClaims();
-  readonly #index: SlotIndex;
-  readonly #keys: KeyIndex;
+  #index: SlotIndex;
+  #keys: KeyIndex;
   /**
    * Key hashes of admits whose ADD record is not yet durable → settles when that admit is done.
    * Two keys with one hash only make the later admit wait needlessly.
@@ -1229,12 +1231,65 @@ export class Engine {
    * the watermark (Infinity keeps it where it is).
    */
   checkpoint(watermarkMs = Infinity): Promise<CheckpointReport> {
-    return this.#serially(() =>
-      this.#checkpoint(watermarkMs).finally(() => {
+    return this.#serially(async () => {
+      let report: CheckpointReport;
+      try {
+        report = await this.#checkpoint(watermarkMs);
+      } finally {
         this.#spilling = undefined;
         this.#notYetEvicted = 0;
-      }),
-    );
+      }
+      return { ...report, residentShrunkTo: this.#shrinkResident() };
+    });
+  }
+
+  /**
+   * After a checkpoint that left the store's columns far larger than its timers need (a spill of
+   * most of them): the timers move to the lowest slots and the columns, the id and key indexes
+   * and the free stack are made again at a size that fits them, so that the memory the spill
+   * freed is given back (columns only grow otherwise: 64 bytes a slot, 68 MB after a fill of a
+   * million). One turn; skipped while anything holds a slot across turns (an outcome or a
+   * cancel being logged). Returns the new capacity, or undefined when nothing moved.
+   */
+  #shrinkResident(): number | undefined {
+    const store = this.#store;
+    const capacity = store.shrinkCapacity(memoryLimits.residentShrinkShare);
+    if (capacity === undefined || this.#settling.size > 0 || this.#cancelling.size > 0) return undefined;
+    // Held-back timers are kept by handle, which the move makes stale: by slot across it.
+    const parkedSlots = this.#parked.map((parked) => (parked === undefined ? undefined : parked.handles.slice(parked.head).map((handle) => store.slotOf(handle))));
+    const moves = store.shrink(capacity);
+    if (moves === undefined) return undefined;
+    const movedOf = (slot: number): number => (slot >= 0 && slot < moves.length ? (moves[slot] as number) : -1);
+    this.#parkedCount = 0;
+    parkedSlots.forEach((slots, queue) => {
+      const parked = this.#parked[queue];
+      if (slots === undefined || parked === undefined) return;
+      parked.handles = slots.map(movedOf).filter((slot) => slot >= 0).map((slot) => store.handleOf(slot));
+      parked.head = 0;
+      this.#parkedCount += parked.handles.length;
+    });
+    if (this.#deadReasons.size > 0) {
+      const reasons = [...this.#deadReasons];
+      this.#deadReasons.clear();
+      for (const [slot, reason] of reasons) this.#deadReasons.set(movedOf(slot), reason);
+    }
+    // The indexes, made again over the moved slots: a batch's rows still in consecutive slots are a run again.
+    const count = store.count;
+    const slots = Int32Array.from({ length: count }, (_, slot) => slot);
+    const index = new SlotIndex(store);
+    const { logSeq, row } = store;
+    for (let from = 0; from < count; ) {
+      let to = from + 1;
+      while (to < count && logSeq[to] === logSeq[from] && row[to] === (row[to - 1] as number) + 1) to++;
+      index.insertBatch(slots.subarray(from, to), to - from);
+      from = to;
+    }
+    this.#index = index;
+    const keys = new KeyIndex(store);
+    const keyed = slots.filter((slot) => store.keyLengthOf(slot) > 0);
+    keys.insertMany(keyed, Uint32Array.from(keyed, (slot) => keyHash(store.keyOf(slot))), keyed.length);
+    this.#keys = keys;
+    return capacity;
   }
 
   /** Brings every spilled timer due before `toMs` (a bucket start) into memory; logged first. Returns how many. */

@@ -422,6 +422,14 @@ export const memoryLimits = {
    * malloc_trim).
    */
   collectAfterSpilledRows: 100_000,
+  /**
+   * After a checkpoint, the store's columns are made again to fit the timers that stayed once
+   * they are at least this many times larger than those need (a spill took most of them); the
+   * new capacity holds twice the timers. A shrink costs a pass over the slots and a rebuild of
+   * the id and key indexes, so it waits for a large gap, which also keeps a store that
+   * oscillates around one size from shrinking and growing in turn.
+   */
+  residentShrinkShare: 8,
   /** How often the loader looks at memory, the clock and the log. */
   loaderIntervalMs: 1000,
   /** Past this many spilled runs, a checkpoint merges them into one (each lookup and promotion reads every run). */

@@ -9,6 +9,9 @@
 // slotOf(handle) answers -1 once the slot was released, even after it was taken again.
 // Columns are read directly (store.fireAt[slot]) and written through the setters, which
 // assert the slot is live. A bug (releasing a free slot, a bad column value) is an assertion.
+// Columns only grow as timers come; once most have left (a spill), shrink() moves the rest to
+// the lowest slots into columns that fit them, and every handle given out before goes stale
+// (the moved timers, and slots first used after it, take a generation above all given out).
 // A growth copies every column into new ones; when the engine has said that rows on their way
 // near the capacity (prefaultColumnsFor), the new columns were made ahead, as views into one
 // buffer whose pages the threadpool mapped (prefaulted-buffers.ts), so the growth is a copy and
@@ -202,11 +205,16 @@ export function columnsBytes(capacity: number, indexColumns = 0): number {
  * An Int32 column the store keeps for another structure over its slots (a timer heap's
  * entries and positions): `capacity` long, zero when new, grown with the store's own columns
  * (and made ahead with them, so a growth stops for a copy and no page faults). Its owner reads
- * `array` again after anything that may grow the store.
+ * `array` again after anything that may grow or shrink the store. A column holds a value for
+ * each slot (`bySlot`: a heap's positions), or slot numbers in its first `count` entries
+ * (`slots`: a heap's entries); shrink() moves each kind as it must.
  */
 export interface IndexColumn {
   array: Int32Array;
+  readonly holds: IndexColumnKind;
 }
+
+export type IndexColumnKind = 'bySlot' | 'slots';
 
 /**
  * The new columns of one growth, each a copy of its old column widened to `capacity`: views
@@ -302,7 +310,9 @@ export class ResidentStore {
   #columnsAheadAwaited = 0;
   readonly #now: () => number;
   /** Slots in use (highWater) per ms. */
-  readonly #fillRate: FillRate;
+  #fillRate: FillRate;
+  /** The generation a slot takes when first used: above every handle given out before the last shrink(). */
+  #generationFloor = 1;
   #closed = false;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
@@ -530,7 +540,7 @@ export class ResidentStore {
       if (i < reused) slot = freeSlots[reusedFrom + i] as number;
       else {
         slot = this.#highWater++;
-        generation[slot] = 1;
+        generation[slot] = this.#generationFloor;
       }
       const time = fireAtMs[row] as number;
       const target = targetIndexOf[batchTargets[row] as number] as number;
@@ -659,10 +669,10 @@ export class ResidentStore {
   }
 
   /** A new index column (zero, `capacity` long) that grows with the store's columns from now on. */
-  indexColumn(): IndexColumn {
+  indexColumn(holds: IndexColumnKind = 'bySlot'): IndexColumn {
     // Columns made ahead were sized without it.
     this.#dropColumnsAhead();
-    const column: IndexColumn = { array: new Int32Array(this.#capacity) };
+    const column: IndexColumn = { array: new Int32Array(this.#capacity), holds };
     this.#indexColumns.push(column);
     return column;
   }
@@ -940,7 +950,7 @@ export class ResidentStore {
       this.#grow(Math.min(this.#capacity * 2, this.#growthCap(this.#highWater + 1)));
     }
     const slot = this.#highWater++;
-    this.#generation[slot] = 1;
+    this.#generation[slot] = this.#generationFloor;
     return slot;
   }
 
@@ -959,6 +969,89 @@ export class ResidentStore {
     this.#targetIndexOf.delete(this.#targetNames[index] as string);
     this.#targetNames[index] = undefined;
     this.#freeTargets.push(index);
+  }
+
+  /**
+   * The capacity shrink() would take now, when the columns are at least `share` times larger
+   * than the live timers need (and larger than the initial capacity): the smallest of the
+   * capacities growth passes through (the initial one, doubled) that holds twice the live
+   * timers. Undefined when shrinking is not worth it.
+   */
+  shrinkCapacity(share: number, initial: number = storeLimits.residentTimersInitial): number | undefined {
+    if (this.#capacity <= initial || this.#count * share > this.#capacity) return undefined;
+    let capacity = Math.max(1, Math.min(initial, this.#capacity));
+    while (capacity < this.#count * 2) capacity *= 2;
+    return capacity < this.#capacity ? capacity : undefined;
+  }
+
+  /**
+   * Moves the live timers to the lowest slots, keeping their order, into new columns `capacity`
+   * long (at least count): what a store that held many timers and holds few now (after a spill)
+   * gives back, since columns otherwise only grow. Index columns move with them, by their kind.
+   * Returns where each slot below the old high-water mark went (-1: it was free), for the
+   * structures outside that keep slots. Every handle given out before is stale afterwards, as
+   * if its timer had been released: the moved timers, and slots used from now on, take a
+   * generation above any given out. Undefined, and nothing moved, while a snapshot is held
+   * (it reads its timers' slots) or when the generations are used up.
+   */
+  shrink(capacity: number): Int32Array | undefined {
+    assert.ok(Number.isSafeInteger(capacity) && capacity >= Math.max(1, this.#count) && capacity <= this.#capacity, 'shrink to a capacity between the live timers and the current one');
+    if (this.#snapshotsHeld > 0) return undefined;
+    const highWater = this.#highWater;
+    let generationTop = 0;
+    for (let slot = 0; slot < highWater; slot++) generationTop = Math.max(generationTop, this.#generation[slot] as number);
+    const floor = Math.max(this.#generationFloor, generationTop + 1);
+    if (floor > this.generationMax) return undefined;
+    this.#dropColumnsAhead();
+    const moves = new Int32Array(highWater).fill(-1);
+    const state = this.#state;
+    let next = 0;
+    for (let slot = 0; slot < highWater; slot++) if (state[slot] !== timerState.free) moves[slot] = next++;
+    assert.equal(next, this.#count, 'every live timer is moved once');
+    const moved = <C extends Column>(old: C, make: (length: number) => C): C => {
+      const column = make(capacity);
+      for (let slot = 0; slot < highWater; slot++) {
+        const to = moves[slot] as number;
+        if (to >= 0) column[to] = old[slot] as number;
+      }
+      return column;
+    };
+    this.#fireAt = moved(this.#fireAt, (n) => new Float64Array(n));
+    this.#dueAt = moved(this.#dueAt, (n) => new Float64Array(n));
+    this.#logSeq = moved(this.#logSeq, (n) => new Float64Array(n));
+    this.#row = moved(this.#row, (n) => new Uint32Array(n));
+    this.#state = moved(this.#state, (n) => new Uint8Array(n));
+    this.#attempts = moved(this.#attempts, (n) => new Uint16Array(n));
+    this.#queueIndex = moved(this.#queueIndex, (n) => new Uint16Array(n));
+    this.#targetIndex = moved(this.#targetIndex, (n) => new Uint32Array(n));
+    this.#lastStatus = moved(this.#lastStatus, (n) => new Uint16Array(n));
+    this.#bytesOffset = moved(this.#bytesOffset, (n) => new Uint32Array(n));
+    this.#bytesSlab = moved(this.#bytesSlab, (n) => new Uint16Array(n));
+    this.#payloadLength = moved(this.#payloadLength, (n) => new Uint32Array(n));
+    this.#headersLength = moved(this.#headersLength, (n) => new Uint16Array(n));
+    this.#keyLength = moved(this.#keyLength, (n) => new Uint16Array(n));
+    this.#generation = new Uint32Array(capacity).fill(floor, 0, next);
+    for (const column of this.#indexColumns) {
+      if (column.holds === 'bySlot') {
+        column.array = moved(column.array, (n) => new Int32Array(n));
+        continue;
+      }
+      const old = column.array;
+      const array = new Int32Array(capacity);
+      for (let i = 0; i < next; i++) {
+        const slot = old[i] as number;
+        array[i] = slot >= 0 && slot < highWater ? Math.max(0, moves[slot] as number) : 0;
+      }
+      column.array = array;
+    }
+    this.#generationFloor = floor;
+    this.#capacity = capacity;
+    this.#highWater = next;
+    this.#freeSlots = new Int32Array(freeStackInitial);
+    this.#freeCount = 0;
+    // The fill rate follows the high-water mark, which just fell: it starts again.
+    this.#fillRate = new FillRate(this.#now);
+    return moves;
   }
 
   #makeColumnsAhead(capacity: number): void {

@@ -56,7 +56,7 @@ function dueBefore(dueAt: ReadonlyColumn, logSeq: ReadonlyColumn, row: ReadonlyC
 }
 
 /** The columns of a heap never pushed to: nothing in them, nothing held for them. */
-const noColumn = (): IndexColumn => ({ array: new Int32Array(0) });
+const noColumn = (): IndexColumn => ({ array: new Int32Array(0), holds: 'bySlot' });
 
 export class TimerHeap {
   readonly #store: ResidentStore;
@@ -297,8 +297,8 @@ export class TimerHeap {
   #takeColumns(): void {
     if (this.#columnsTaken) return;
     this.#columnsTaken = true;
-    this.#entries = this.#store.indexColumn();
-    this.#positions = this.#store.indexColumn();
+    this.#entries = this.#store.indexColumn('slots');
+    this.#positions = this.#store.indexColumn('bySlot');
   }
 
   /** Whether `slot`, being pushed, follows slot − 1: that one is in the heap (so it ends its run) and due before it. */

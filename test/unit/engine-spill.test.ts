@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Admitted, type Clock, Engine, type EngineOptions } from '../../engine/engine.ts';
 import { decodeTimerId } from '../../engine/ids.ts';
-import { outcomeKind } from '../../engine/records.ts';
+import { deadReason, outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
@@ -711,5 +711,66 @@ test('regression: slots released while a checkpoint is written are not reused un
     assert.deepEqual([view?.state, view?.target, view?.key], ['pending', newSpec(i).target, newSpec(i).key], `new timer ${i}`);
   }
   assert.equal(engine.pending, near.length - 100 + far.length + added.length);
+  await engine.close();
+});
+
+test('a checkpoint that spills most timers shrinks the store; those that stay keep their ids, keys, order, reasons and deliveries', async () => {
+  const fs = new SimFileSystem({ seed: 31 });
+  const clock = manualClock();
+  let engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  // 3,000 near timers (every tenth with a key) between 20,000 far ones: 32,768 slots, and
+  // the near ones in slots 10,000–12,999, so that the shrink moves them.
+  const far = idsOf(await engine.admit(batchFromSpecs(spread(10_000, t0 + 10 * hour, 1000))));
+  const near = idsOf(await engine.admit(batchFromSpecs(spread(3000, t0 + 1000, 10, (i) => (i % 10 === 0 ? { key: `near-${i}` } : {})))));
+  far.push(...idsOf(await engine.admit(batchFromSpecs(spread(10_000, t0 + 20 * hour, 1000)))));
+  assert.equal(engine.residentCapacity, 32_768);
+  // Five handed out and still being delivered across the checkpoint; one dead, with its reason.
+  clock.set(t0 + 1000 + 50);
+  const inFlight = engine.takeDue(clock.now(), 5);
+  assert.equal(inFlight.count, 5);
+  const dying = engine.takeDue(clock.now(), 1);
+  const dead = outcomesFor(dying, outcomeKind.dead, 0, 410);
+  dead.reasons[0] = deadReason.gone;
+  await engine.settle(dead);
+
+  const report = await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(report.spilledRows, 20_000);
+  assert.equal(report.residentShrunkTo, 8192, 'the columns shrink to the smallest growth step holding twice the 3,000 that stayed');
+  assert.equal(engine.residentCapacity, 8192);
+  assert.equal(engine.resident, 3000);
+
+  // Deliveries under way when the timers moved settle by id as before.
+  await engine.settle(outcomesFor(inFlight, outcomeKind.delivered));
+  for (let i = 0; i < 5; i++) assert.equal(engine.get(near[i] as string)?.state, 'delivered');
+  assert.deepEqual(
+    engine.listDead(10).map((timer) => [timer.id, timer.reason]),
+    [[near[5], 'gone']],
+  );
+  // Keys still find their timers: a second add of one is a duplicate of the first.
+  const again = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 5000, target, key: 'near-100' }]));
+  assert.ok(again.isDuplicate(0));
+  assert.equal(again.idOf(0), near[100]);
+  assert.equal(await engine.cancel(near[7] as string), 'cancelled');
+  assert.equal((await engine.lookup(far[19_999] as string))?.state, 'pending');
+
+  // The rest fire once each, earliest first, with their own payloads.
+  clock.set(t0 + hour);
+  const rest = engine.takeDue(clock.now(), 10_000);
+  assert.equal(rest.count, 3000 - 5 - 1 - 1);
+  const fired = Array.from({ length: rest.count }, (_, i) => Number(rest.fireAtMs[i]));
+  assert.deepEqual(fired, [...fired].sort((a, b) => a - b), 'in fire-time order');
+  const firstRest = decodeTimerId(near[6] as string);
+  assert.equal(rest.seqs[0], firstRest?.seq);
+  assert.equal(rest.rows[0], 6);
+  assert.equal(new TextDecoder().decode(engine.payloadOf(near[2999] as string)), 'timer 2999');
+  // Grows again as timers come.
+  await engine.admit(batchFromSpecs(spread(10_000, t0 + 2 * hour, 1)));
+  assert.equal(engine.resident, 13_000);
+  await engine.close();
+
+  engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  assert.equal(engine.get(near[7] as string)?.state, 'cancelled');
+  assert.equal(engine.get(near[0] as string)?.state, 'delivered');
+  assert.equal(engine.spillStats().spilled, 20_000);
   await engine.close();
 });

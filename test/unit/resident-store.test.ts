@@ -1,5 +1,6 @@
 // ResidentStore and ByteArena against a Map model: contents, handles and generations, growth,
-// capacityMax, target interning and arena slab release, through random operation sequences.
+// shrinking, capacityMax, target interning and arena slab release, through random operation
+// sequences.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -27,7 +28,8 @@ type Op =
   | { kind: 'allocateRows'; logSeq: number; targets: number[]; queueIndexes: number[]; rows: BatchRow[] }
   | { kind: 'release'; pick: number }
   | { kind: 'set'; pick: number; fireAt: number; state: TimerStateCode; attempts: number; lastStatus: number }
-  | { kind: 'compact'; ratio: number };
+  | { kind: 'compact'; ratio: number }
+  | { kind: 'shrink'; spare: number; order: number };
 
 interface BatchRow {
   take: boolean;
@@ -108,6 +110,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
       .map((r): Op => ({ kind: 'set', ...r })),
   },
   { weight: 1, arbitrary: fc.double({ min: 0, max: 1, noNaN: true }).map((ratio): Op => ({ kind: 'compact', ratio })) },
+  { weight: 1, arbitrary: fc.record({ spare: fc.nat({ max: 40 }), order: fc.nat() }).map((r): Op => ({ kind: 'shrink', ...r })) },
 );
 
 function checkAgainstModel(store: ResidentStore, model: Map<number, ModelTimer>, stale: number[]): void {
@@ -149,7 +152,7 @@ function checkAgainstModel(store: ResidentStore, model: Map<number, ModelTimer>,
   if (model.size === 0) assert.ok(store.arena.bytesReserved <= slabBytes, 'an empty store still holds released slabs');
 }
 
-test('ResidentStore matches a Map model through allocate, allocateRows, release, set, compact and growth', () => {
+test('ResidentStore matches a Map model through allocate, allocateRows, release, set, compact, growth and shrink', () => {
   fc.assert(
     fc.property(fc.array(op, { maxLength: 250, size: 'max' }), (ops) => {
       const store = new ResidentStore({ capacityInitial: 1, capacityMax, arena: { slabBytes } });
@@ -249,12 +252,57 @@ test('ResidentStore matches a Map model through allocate, allocateRows, release,
           const reservedBefore = store.arena.bytesReserved;
           store.compact(o.ratio);
           assert.ok(store.arena.bytesReserved <= reservedBefore + slabBytes, 'compaction grew the arena by more than a slab');
+        } else if (o.kind === 'shrink') {
+          // An index column of each kind, filled as a heap fills its positions and entries.
+          const bySlot = store.indexColumn('bySlot');
+          const ofSlots = store.indexColumn('slots');
+          const live = [...model.keys()].map((handle) => store.slotOf(handle));
+          live.forEach((slot, i) => {
+            bySlot.array[slot] = 1000 + slot;
+            ofSlots.array[(i + o.order) % live.length] = slot;
+          });
+          const capacity = Math.min(store.capacity, Math.max(1, model.size) + o.spare);
+          const moves = store.shrink(capacity);
+          assert.ok(moves !== undefined);
+          assert.equal(store.capacity, capacity);
+          assert.equal(bySlot.array.length, capacity);
+          const moved = [...model].map(([handle, timer]): [number, ModelTimer] => {
+            const from = live[[...model.keys()].indexOf(handle)] as number;
+            const to = moves[from] as number;
+            assert.equal(bySlot.array[to], 1000 + from, 'a bySlot index column moves with its slot');
+            return [store.handleOf(to), timer];
+          });
+          live.forEach((slot, i) => assert.equal(ofSlots.array[(i + o.order) % live.length], moves[slot], 'a slots index column holds the moved slots'));
+          // In slot order, to the lowest slots.
+          assert.deepEqual([...live].sort((a, b) => a - b).map((slot) => moves[slot]), live.map((_, i) => i));
+          stale.push(...model.keys());
+          model.clear();
+          for (const [handle, timer] of moved) model.set(handle, timer);
         }
         checkAgainstModel(store, model, stale);
       }
     }),
     propertyRuns(200),
   );
+});
+
+test('shrinkCapacity: only columns `share` times larger than the live timers need, to the growth step holding twice them; no shrink under a snapshot', () => {
+  const store = new ResidentStore({ capacityInitial: 4 });
+  const fields = { fireAt: 1, logSeq: 1, row: 0, queueIndex: 0, target: 'https://a.test/', payload: new Uint8Array([1]), headers: new Uint8Array(0) };
+  const slots = Array.from({ length: 100 }, (_, row) => store.allocate({ ...fields, row }));
+  assert.equal(store.capacity, 128);
+  assert.equal(store.shrinkCapacity(8, 4), undefined, '100 live in 128 slots');
+  for (const slot of slots.slice(0, 90)) store.release(slot);
+  assert.equal(store.shrinkCapacity(8, 4), 32, '10 live: 32 slots hold twice them (4, 8, 16, 32)');
+  assert.equal(store.shrinkCapacity(16, 4), undefined, 'not 16 times larger');
+  assert.equal(store.shrinkCapacity(8, 128), undefined, 'never below the initial capacity');
+  const snapshot = store.snapshot(Int32Array.from(slots.slice(90)));
+  assert.equal(store.shrink(32), undefined, 'a snapshot reads its timers by slot');
+  assert.equal(store.capacity, 128);
+  snapshot.release();
+  assert.ok(store.shrink(32) !== undefined);
+  assert.equal(store.capacity, 32);
+  assert.equal(store.shrinkCapacity(8, 4), undefined);
 });
 
 test('a released slot is taken again with a new generation; the old handle answers -1', () => {
