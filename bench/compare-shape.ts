@@ -54,8 +54,13 @@ export interface MemoryUse {
   readonly measure: string;
 }
 
-/** fermata's VmRSS growth once settled (bytesPerTimer), and a second after the last add, before the loader spilled the far future. */
+/**
+ * fermata's VmRSS a timer (bytesPerTimer: the larger of the live growth and the restart's figure,
+ * SpilledMemoryUse.processBytesPerTimer); the live process's growth once settled, and a second
+ * after the last add, before the loader spilled the far future.
+ */
 export interface FermataMemoryUse extends MemoryUse {
+  readonly liveBytesPerTimer: number;
   readonly filledBytesPerTimer: number;
 }
 

@@ -14,11 +14,11 @@
 //                over HTTP/2; fermata: its own dispatcher)
 //   lateness     timers due evenly over a span at a rate both sustain: arrival − fire time p99
 //   ram          memory per pending far-future timer at 1,000,000 timers (100,000 --quick):
-//                Redis INFO used_memory growth vs the fermata process's VmRSS growth, all
-//                timers resident (the default budget); and vs fermata given a small memory
-//                budget (2 MiB), which keeps what is not due soon on disk: its own count of
-//                the bytes it holds for them (the like of used_memory), and the VmRSS of the
-//                service restarted on them over an empty one's
+//                Redis INFO used_memory growth vs fermata's VmRSS (default settings, which
+//                put the far future on disk once the service is quiet): the larger of the
+//                live process's growth, at rest before and after, and the VmRSS of the
+//                service restarted on them over an empty one's; also fermata's own count of
+//                the bytes it holds for them (the like of used_memory)
 //
 // Redis comes from Debian's redis-server (installed when missing and permitted), BullMQ from
 // npm into bench/results/.scratch (never the project's dependencies); when either cannot be
@@ -303,6 +303,7 @@ function compareFigures(facts: Record<string, Fact>, fermata: FermataFigures, bu
     figure('compare.dispatch.fermata.per_s', Math.round(fermata.delivery.perS), '1/s'),
     ...latenessFigures('fermata', fermata.lateness),
     figure('compare.ram_per_timer.fermata.bytes', roundTo(fermata.memory.bytesPerTimer, 1), 'B'),
+    figure('compare.ram_per_timer.fermata.live_bytes', roundTo(fermata.memory.liveBytesPerTimer, 1), 'B'),
     figure('compare.ram_per_timer.fermata.filled_bytes', roundTo(fermata.memory.filledBytesPerTimer, 1), 'B'),
     figure('compare.ram_per_timer.fermata_spilled.counted_bytes', roundTo(fermata.spilled.countedBytesPerTimer, 2), 'B'),
     figure('compare.ram_per_timer.fermata_spilled.process_bytes', roundTo(fermata.spilled.processBytesPerTimer, 2), 'B'),

@@ -41,6 +41,7 @@ import { SelfSignedError, selfSignedPair } from '../ingest/http3/self-signed.ts'
 import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
 import { parseDurationMs } from './duration.ts';
 import { memoryReturn } from './garbage-collector.ts';
+import { mallocTrim } from './malloc-trim.ts';
 
 /** How long a drain may take before the connections still open are cut. */
 const { drainTimeoutMs } = httpLimits;
@@ -576,7 +577,18 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
   }
   // The adds' gate answers from the last reading: take the first one before serving.
   await disk.verdict();
-  logger.info({ budgetBytes: budget.bytes, source: budget.source, limitBytes: budget.limitBytes, residentMax: engine.residentMax, farHorizonMs: Number.isFinite(settings.farHorizonMs) ? settings.farHorizonMs : null }, 'memory budget');
+  logger.info(
+    {
+      budgetBytes: budget.bytes,
+      source: budget.source,
+      limitBytes: budget.limitBytes,
+      residentMax: engine.residentMax,
+      farHorizonMs: Number.isFinite(settings.farHorizonMs) ? settings.farHorizonMs : null,
+      // glibc's malloc_trim, through node:ffi (experimental in Node 26): freed memory goes back to the kernel.
+      mallocTrim: mallocTrim() !== undefined,
+    },
+    'memory budget',
+  );
   const firstPorts: Ports = { listen: settings.listen, tls: settings.tls?.listen, flight: settings.flight };
   let life = await startLife(settings, engine, firstPorts, disk, allowLoopback, logger);
   if (life === undefined) return 1;
@@ -643,6 +655,7 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
     limits: { farHorizonMs: settings.farHorizonMs },
     logger: logger.child({ component: 'loader' }),
     returnMemory: memoryReturn(),
+    trimMemory: idleTrim(),
   });
   loader.start();
   const dispatcher = new Dispatcher({
@@ -870,4 +883,10 @@ function urlOf(scheme: 'http' | 'https', address: AddressInfo | string | null): 
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** The loader's trim on quiet steps: glibc's malloc_trim, or none where it cannot be had. */
+function idleTrim(): (() => void) | undefined {
+  const trim = mallocTrim();
+  return trim === undefined ? undefined : () => void trim();
 }

@@ -430,6 +430,14 @@ export const memoryLimits = {
    * oscillates around one size from shrinking and growing in turn.
    */
   residentShrinkShare: 8,
+  /**
+   * While the service is quiet (farSpillQuietSteps), the loader hands the memory malloc holds
+   * free back to the kernel at most this often (malloc_trim: glibc keeps what is freed inside
+   * its heaps, where jemalloc and tcmalloc purge it in the background). At rest the process
+   * still frees a few MB now and then (V8's idle collections, requests served): on the compare
+   * fill, the main heap grew 6–8 MB at a time every ten seconds or so and kept it.
+   */
+  idleTrimIntervalMs: 10_000,
   /** How often the loader looks at memory, the clock and the log. */
   loaderIntervalMs: 1000,
   /** Past this many spilled runs, a checkpoint merges them into one (each lookup and promotion reads every run). */

@@ -40,6 +40,11 @@ export interface MemoryLoaderOptions {
    * (collectAfterSpilledRows); returns figures for the log. None when absent.
    */
   readonly returnMemory?: (() => Readonly<Record<string, number>> | void) | undefined;
+  /**
+   * Hands memory the allocator holds free back to the kernel (no collection), asked for on
+   * quiet steps at most every idleTrimIntervalMs. None when absent.
+   */
+  readonly trimMemory?: (() => void) | undefined;
 }
 
 /** What one step did. */
@@ -51,6 +56,8 @@ export interface LoaderStep {
   /** The spill was of the far future, on a quiet step, not for the budget. */
   readonly farFuture?: boolean;
   readonly checkpointed?: boolean;
+  /** Memory held free was handed back to the kernel (trimMemory). */
+  readonly trimmed?: boolean;
 }
 
 export class MemoryLoader {
@@ -61,6 +68,9 @@ export class MemoryLoader {
   readonly #limits: MemoryLimits;
   readonly #logger: LoaderLogger | undefined;
   readonly #returnMemory: (() => Readonly<Record<string, number>> | void) | undefined;
+  readonly #trimMemory: (() => void) | undefined;
+  /** When memory was last handed back (clock ms): a trim on quiet steps waits idleTrimIntervalMs past it. */
+  #trimmedAtMs = -Infinity;
   #interval: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
   /** Timers added and settled (engine.rowsInserted + outcomesApplied) at the last step, and how many steps in a row saw few. */
@@ -78,6 +88,7 @@ export class MemoryLoader {
     this.#limits = { ...memoryLimits, ...options.limits };
     this.#logger = options.logger;
     this.#returnMemory = options.returnMemory;
+    this.#trimMemory = options.trimMemory;
     this.#workAtStep = engine.rowsInserted + engine.outcomesApplied;
     engine.setMemoryBudget(this.#budget.bytes);
   }
@@ -137,6 +148,12 @@ export class MemoryLoader {
       await engine.checkpoint();
       step.checkpointed = true;
     }
+    // 5. While quiet, what was freed since goes back to the kernel now and then.
+    if (this.#trimMemory !== undefined && this.#quietSteps >= this.#limits.farSpillQuietSteps && now - this.#trimmedAtMs >= this.#limits.idleTrimIntervalMs) {
+      this.#trimMemory();
+      this.#trimmedAtMs = now;
+      step.trimmed = true;
+    }
     return step;
   }
 
@@ -151,6 +168,7 @@ export class MemoryLoader {
     this.#logger?.info(details, farFuture ? 'far-future timers spilled to disk' : 'resident window spilled to disk');
     if (this.#returnMemory !== undefined && report.spilledRows >= this.#limits.collectAfterSpilledRows) {
       const figures = this.#returnMemory() ?? {};
+      this.#trimmedAtMs = this.#clock.now();
       this.#logger?.info({ spilled: report.spilledRows, ...roundedFigures(figures) }, 'collected the garbage of a spill and returned freed memory');
     }
     return { spilledTo: report.watermarkMs, spilled: report.spilledRows, checkpointed: true, ...(farFuture ? { farFuture } : {}) };
