@@ -285,3 +285,45 @@ test('a far horizon of Infinity keeps the far future in memory while the budget 
   assert.equal(engine.spillStats().spilled, 0);
   await engine.close();
 });
+
+test('while quiet, the loader hands free memory back to the kernel every idleTrimIntervalMs, never during a burst, and not again right after a memory return', async () => {
+  let now = t0;
+  const clock: Clock = { now: () => now };
+  const engine = await Engine.open({ dataDir: scratch.tempDir('idle-trim'), clock });
+  const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
+  const limits = { farSpillQuietRowsMax: 100, farSpillQuietSteps: 2, idleTrimIntervalMs: 10_000, farSpillBytesMin: 64 * 1024, collectAfterSpilledRows: 1000 };
+  let trims = 0;
+  let returns = 0;
+  const loader = new MemoryLoader(engine, { budget, clock, limits, trimMemory: () => void trims++, returnMemory: () => void returns++ });
+  const timers = (count: number, firstMs: number): TimerSpec[] => Array.from({ length: count }, (_, i) => ({ fireAtMs: firstMs + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }));
+  const steps = async (count: number): Promise<number> => {
+    let trimmed = 0;
+    for (let i = 0; i < count; i++) {
+      now += 1000;
+      if ((await loader.step()).trimmed === true) trimmed++;
+    }
+    return trimmed;
+  };
+  // A burst: 500 adds a step is never quiet.
+  for (let i = 0; i < 5; i++) {
+    await engine.admit(batchFromSpecs(timers(500, t0 + 10 * 60_000 + i * 1000)));
+    now += 1000;
+    assert.equal((await loader.step()).trimmed, undefined, `busy step ${i}`);
+  }
+  assert.equal(trims, 0);
+  // Quiet from here: the second quiet step trims, then one every 10 s (10 steps of 1 s).
+  assert.equal(await steps(2), 1, 'the second quiet step trims');
+  assert.equal(await steps(9), 0, 'not again within 10 s');
+  assert.equal(await steps(1), 1, '10 s later, again');
+  assert.equal(trims, 2);
+  // A spill large enough for a memory return (collection and trim) counts as a trim.
+  now += 10_000;
+  await engine.admit(batchFromSpecs(timers(2000, t0 + 5 * day)));
+  now += 1000;
+  assert.equal((await loader.step()).trimmed, undefined, '2,000 adds: busy');
+  assert.equal(await steps(2), 0, 'the second quiet step spills the far future instead');
+  assert.equal(returns, 1, 'its memory returned');
+  assert.equal(await steps(9), 0, 'no trim within 10 s of the return');
+  assert.equal(await steps(1), 1, 'the next trim comes 10 s after the return');
+  await engine.close();
+});
