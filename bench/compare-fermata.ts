@@ -156,13 +156,13 @@ export async function fermataMemory(baseDir: string, count: number): Promise<{ m
     let filledBytesPerTimer: number;
     try {
       await fill(warmupTimers);
-      await settledStats(filling.url);
+      const warm = await settledStats(filling.url, 0);
       await sleep(settleMs);
       const before = await atRest();
       await fill(count);
       await sleep(settleMs);
       const filled = await filling.residentBytes();
-      stats = await settledStats(filling.url);
+      stats = await settledStats(filling.url, warm.spilled);
       await sleep(settleMs);
       const settled = await atRest();
       liveBytesPerTimer = (settled - before) / count;
@@ -221,15 +221,19 @@ async function memoryStats(url: string): Promise<MemoryStats> {
   return (await response.json()) as MemoryStats;
 }
 
-/** /v1/stats once the loader has spilled what it will (the far future, once adds are quiet): the resident timers within the budget, and the spilled count unchanged over two looks a loader step apart. */
-async function settledStats(url: string): Promise<MemoryStats> {
+/**
+ * /v1/stats once the loader has spilled what it will (the far future, once adds are quiet): the
+ * resident timers within the budget, more spilled than `spilledBefore` (a fill's spill has
+ * happened), and the spilled count unchanged over two looks a loader step apart.
+ */
+async function settledStats(url: string, spilledBefore: number): Promise<MemoryStats> {
   const deadline = Date.now() + spillSettleMsMax;
   let last = await memoryStats(url);
   for (;;) {
     await sleep(2 * memoryLimits.loaderIntervalMs);
     const now = await memoryStats(url);
     const withinBudget = now.memory.budget_bytes !== null && now.memory.resident_bytes <= now.memory.budget_bytes;
-    if (withinBudget && now.spilled > 0 && now.spilled === last.spilled) return now;
+    if (withinBudget && now.spilled > spilledBefore && now.spilled === last.spilled) return now;
     assert.ok(Date.now() < deadline, `the loader did not settle within ${spillSettleMsMax} ms (spilled ${now.spilled}, resident ${now.memory.resident_bytes} B of a ${now.memory.budget_bytes} B budget)`);
     last = now;
   }

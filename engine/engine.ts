@@ -25,7 +25,7 @@ import { failpoint } from './failpoints.ts';
 import type { FileSystem } from './fs/file-system.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
-import { memoryLimits, type Retention, retentionDefaults, spillLimits, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
+import { memoryLimits, type MemoryLimits, type Retention, retentionDefaults, spillLimits, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
 import type { AppendOptions } from './log.ts';
 import {
   addEncodingArrowStream,
@@ -101,7 +101,12 @@ export interface EngineOptions {
   readonly admitGate?: () => FermataError | undefined;
   /** Told once, when a failed write or sync poisons the log: the owner recovers by opening the data directory again. */
   readonly onLogPoisoned?: (poison: FermataError) => void;
+  /** When the store shrinks after a checkpoint (memoryLimits' residentShrink* by default; tests lower them). */
+  readonly shrinkLimits?: Partial<ShrinkLimits>;
 }
+
+/** memoryLimits' settings of the shrink after a checkpoint (Engine.#shrinkResident). */
+export type ShrinkLimits = Pick<MemoryLimits, 'residentShrinkShare' | 'residentShrinkBusySlots' | 'residentShrinkDueClearMs'>;
 
 /** #reserveForReplay trusts the rows a log byte brought so far once this share of the log (1 / it) is read… */
 const replaySizingSampleShare = 32;
@@ -410,6 +415,7 @@ export class Engine {
   readonly #clock: Clock;
   readonly #limits: TimerLimits;
   readonly #retention: Retention;
+  readonly #shrinkLimits: ShrinkLimits;
   /** Live timers by state code (index = timerState value). */
   readonly #counts = new Float64Array(7);
   readonly #store: ResidentStore;
@@ -495,6 +501,8 @@ export class Engine {
     this.#clock = options.clock ?? systemClock;
     this.#limits = { ...timerLimits, ...options.limits };
     this.#retention = { ...retentionDefaults, ...options.retention };
+    const { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs } = memoryLimits;
+    this.#shrinkLimits = { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs, ...options.shrinkLimits };
     assert.ok(this.#retention.finishedMs >= 1 && this.#retention.deadMs >= 1, 'retention must be at least 1 ms');
     this.#store = new ResidentStore(options.store);
     this.#heap = new TimerHeap(this.#store);
@@ -1249,12 +1257,18 @@ export class Engine {
    * and the free stack are made again at a size that fits them, so that the memory the spill
    * freed is given back (columns only grow otherwise: 64 bytes a slot, 68 MB after a fill of a
    * million). One turn; skipped while anything holds a slot across turns (an outcome or a
-   * cancel being logged). Returns the new capacity, or undefined when nothing moved.
+   * cancel being logged), and for large columns while a delivery falls due (it holds the main
+   * thread: 5–9 ms over 2^20 slots, 20–70 ms over 2^22). Returns the new capacity, or undefined
+   * when nothing moved.
    */
   #shrinkResident(): number | undefined {
     const store = this.#store;
-    const capacity = store.shrinkCapacity(memoryLimits.residentShrinkShare);
+    const limits = this.#shrinkLimits;
+    const capacity = store.shrinkCapacity(limits.residentShrinkShare);
     if (capacity === undefined || this.#settling.size > 0 || this.#cancelling.size > 0) return undefined;
+    // Large columns take a while to go over: not while a delivery falls due.
+    const dueMs = this.nextDeliveryDueMs();
+    if (store.capacity > limits.residentShrinkBusySlots && dueMs !== undefined && dueMs < this.#clock.now() + limits.residentShrinkDueClearMs) return undefined;
     // Held-back timers are kept by handle, which the move makes stale: by slot across it.
     const parkedSlots = this.#parked.map((parked) => (parked === undefined ? undefined : parked.handles.slice(parked.head).map((handle) => store.slotOf(handle))));
     const moves = store.shrink(capacity);
@@ -1275,7 +1289,8 @@ export class Engine {
     }
     // The indexes, made again over the moved slots: a batch's rows still in consecutive slots are a run again.
     const count = store.count;
-    const slots = Int32Array.from({ length: count }, (_, slot) => slot);
+    const slots = new Int32Array(count);
+    for (let slot = 0; slot < count; slot++) slots[slot] = slot;
     const index = new SlotIndex(store);
     const { logSeq, row } = store;
     for (let from = 0; from < count; ) {

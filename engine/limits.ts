@@ -430,6 +430,9 @@ export const memoryLimits = {
    * oscillates around one size from shrinking and growing in turn.
    */
   residentShrinkShare: 8,
+  /** Columns of more slots than this shrink only when no delivery is due within residentShrinkDueClearMs (a shrink over 2^22 slots held the main thread 20–70 ms). */
+  residentShrinkBusySlots: 2 ** 20,
+  residentShrinkDueClearMs: 1000,
   /**
    * While the service is quiet (farSpillQuietSteps), the loader hands the memory malloc holds
    * free back to the kernel at most this often (malloc_trim: glibc keeps what is freed inside

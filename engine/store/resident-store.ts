@@ -998,22 +998,28 @@ export class ResidentStore {
     assert.ok(Number.isSafeInteger(capacity) && capacity >= Math.max(1, this.#count) && capacity <= this.#capacity, 'shrink to a capacity between the live timers and the current one');
     if (this.#snapshotsHeld > 0) return undefined;
     const highWater = this.#highWater;
+    // Where each slot goes, and (livesAt) where each new slot's timer was: the columns are
+    // copied by the latter, a pass over the live timers each rather than over every slot.
+    const moves = new Int32Array(highWater).fill(-1);
+    const livesAt = new Int32Array(this.#count);
+    const state = this.#state;
+    const generation = this.#generation;
     let generationTop = 0;
-    for (let slot = 0; slot < highWater; slot++) generationTop = Math.max(generationTop, this.#generation[slot] as number);
+    let next = 0;
+    for (let slot = 0; slot < highWater; slot++) {
+      const slotGeneration = generation[slot] as number;
+      if (slotGeneration > generationTop) generationTop = slotGeneration;
+      if (state[slot] === timerState.free) continue;
+      livesAt[next] = slot;
+      moves[slot] = next++;
+    }
+    assert.equal(next, this.#count, 'every live timer is moved once');
     const floor = Math.max(this.#generationFloor, generationTop + 1);
     if (floor > this.generationMax) return undefined;
     this.#dropColumnsAhead();
-    const moves = new Int32Array(highWater).fill(-1);
-    const state = this.#state;
-    let next = 0;
-    for (let slot = 0; slot < highWater; slot++) if (state[slot] !== timerState.free) moves[slot] = next++;
-    assert.equal(next, this.#count, 'every live timer is moved once');
     const moved = <C extends Column>(old: C, make: (length: number) => C): C => {
       const column = make(capacity);
-      for (let slot = 0; slot < highWater; slot++) {
-        const to = moves[slot] as number;
-        if (to >= 0) column[to] = old[slot] as number;
-      }
+      for (let to = 0; to < next; to++) column[to] = old[livesAt[to] as number] as number;
       return column;
     };
     this.#fireAt = moved(this.#fireAt, (n) => new Float64Array(n));

@@ -774,3 +774,22 @@ test('a checkpoint that spills most timers shrinks the store; those that stay ke
   assert.equal(engine.spillStats().spilled, 20_000);
   await engine.close();
 });
+
+test('large columns do not shrink while a delivery falls due; the next checkpoint with none due shrinks them', async () => {
+  const fs = new SimFileSystem({ seed: 32 });
+  const clock = manualClock();
+  const shrinkLimits = { residentShrinkBusySlots: 4096, residentShrinkDueClearMs: 1000 };
+  const engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 }, shrinkLimits });
+  await engine.admit(batchFromSpecs(spread(10_000, t0 + 10 * hour, 1000)));
+  await engine.admit(batchFromSpecs(spread(100, t0 + 500, 1000)));
+  assert.equal(engine.residentCapacity, 16_384);
+  const busy = await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(busy.spilledRows, 10_000);
+  assert.equal(busy.residentShrunkTo, undefined, 'a timer falls due within 1 s: no shrink of 16,384 slots');
+  assert.equal(engine.residentCapacity, 16_384);
+  clock.set(t0 - 2000);
+  const quiet = await engine.checkpoint();
+  assert.equal(quiet.residentShrunkTo, 1024, 'none due within 1 s: 100 timers in 1,024 slots');
+  assert.equal(engine.residentCapacity, 1024);
+  await engine.close();
+});
