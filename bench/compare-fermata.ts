@@ -107,9 +107,8 @@ const spillSettleMsMax = 180_000;
 const warmupTimers = 2 * memoryLimits.collectAfterSpilledRows;
 /**
  * VmRSS samples, a second apart, whose median is one reading at rest. A quiet service's VmRSS
- * moves by several MB from second to second (V8 frees and takes pages as it collects what
- * serving /v1/stats and the loader's steps allocate; the loader trims malloc's free memory every
- * 10 s): 156–171 MB over 30 s after a fill, around 166 MB before it.
+ * still moves: a single reading now and then is 8–12 MB up (freed memory the loader trims the
+ * next second), and V8's heap takes and frees a few MB between collections.
  */
 const restSamples = 7;
 

@@ -1017,29 +1017,29 @@ export class ResidentStore {
     const floor = Math.max(this.#generationFloor, generationTop + 1);
     if (floor > this.generationMax) return undefined;
     this.#dropColumnsAhead();
-    const moved = <C extends Column>(old: C, make: (length: number) => C): C => {
-      const column = make(capacity);
+    const moved = <C extends Column>(Type: ColumnType<C>, old: C): C => {
+      const column = new Type(capacity);
       for (let to = 0; to < next; to++) column[to] = old[livesAt[to] as number] as number;
       return column;
     };
-    this.#fireAt = moved(this.#fireAt, (n) => new Float64Array(n));
-    this.#dueAt = moved(this.#dueAt, (n) => new Float64Array(n));
-    this.#logSeq = moved(this.#logSeq, (n) => new Float64Array(n));
-    this.#row = moved(this.#row, (n) => new Uint32Array(n));
-    this.#state = moved(this.#state, (n) => new Uint8Array(n));
-    this.#attempts = moved(this.#attempts, (n) => new Uint16Array(n));
-    this.#queueIndex = moved(this.#queueIndex, (n) => new Uint16Array(n));
-    this.#targetIndex = moved(this.#targetIndex, (n) => new Uint32Array(n));
-    this.#lastStatus = moved(this.#lastStatus, (n) => new Uint16Array(n));
-    this.#bytesOffset = moved(this.#bytesOffset, (n) => new Uint32Array(n));
-    this.#bytesSlab = moved(this.#bytesSlab, (n) => new Uint16Array(n));
-    this.#payloadLength = moved(this.#payloadLength, (n) => new Uint32Array(n));
-    this.#headersLength = moved(this.#headersLength, (n) => new Uint16Array(n));
-    this.#keyLength = moved(this.#keyLength, (n) => new Uint16Array(n));
+    this.#fireAt = moved(Float64Array, this.#fireAt);
+    this.#dueAt = moved(Float64Array, this.#dueAt);
+    this.#logSeq = moved(Float64Array, this.#logSeq);
+    this.#row = moved(Uint32Array, this.#row);
+    this.#state = moved(Uint8Array, this.#state);
+    this.#attempts = moved(Uint16Array, this.#attempts);
+    this.#queueIndex = moved(Uint16Array, this.#queueIndex);
+    this.#targetIndex = moved(Uint32Array, this.#targetIndex);
+    this.#lastStatus = moved(Uint16Array, this.#lastStatus);
+    this.#bytesOffset = moved(Uint32Array, this.#bytesOffset);
+    this.#bytesSlab = moved(Uint16Array, this.#bytesSlab);
+    this.#payloadLength = moved(Uint32Array, this.#payloadLength);
+    this.#headersLength = moved(Uint16Array, this.#headersLength);
+    this.#keyLength = moved(Uint16Array, this.#keyLength);
     this.#generation = new Uint32Array(capacity).fill(floor, 0, next);
     for (const column of this.#indexColumns) {
       if (column.holds === 'bySlot') {
-        column.array = moved(column.array, (n) => new Int32Array(n));
+        column.array = moved(Int32Array, column.array);
         continue;
       }
       const old = column.array;
