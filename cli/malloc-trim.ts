@@ -16,8 +16,16 @@
 // off (`--no-experimental-ffi`), libc not found.
 import { platform } from 'node:process';
 
+/** What mallocTrim() found, once looked for (null: none to be had). */
+let found: ((pad?: number) => boolean) | null | undefined;
+
 /** glibc's malloc_trim(pad), true when memory was released; undefined where there is none. */
 export function mallocTrim(): ((pad?: number) => boolean) | undefined {
+  found ??= lookUp() ?? null;
+  return found ?? undefined;
+}
+
+function lookUp(): ((pad?: number) => boolean) | undefined {
   if (platform !== 'linux') return undefined;
   const glibc = (process.report.getReport() as { header?: { glibcVersionRuntime?: unknown } }).header?.glibcVersionRuntime;
   if (typeof glibc !== 'string') return undefined;
