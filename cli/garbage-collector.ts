@@ -3,17 +3,19 @@
 //
 // Node offers a collection on demand only under V8's --expose-gc; set while the process runs,
 // that flag puts `gc` into contexts made after it, so one is made to fetch it and the service's
-// own global scope stays as it was. The collection asked for is V8's last-resort one
-// (CollectAllAvailableGarbage: full collections until nothing more is freed, then the young
-// generation shrunk and V8's pooled pages released): on 1,000,000 spilled far-future timers it
-// left VmRSS 464 MB where a regular full collection left 512 MB. It is synchronous, so every
-// ArrayBuffer it freed is back with malloc when it returns and malloc_trim can follow at once
-// (trimming a second later released no more).
+// own global scope stays as it was. A thorough return (after a far-future spill, when no
+// delivery is due for a minute) asks for V8's last-resort collection (CollectAllAvailableGarbage:
+// full collections until nothing more is freed, then the young generation shrunk and V8's pooled
+// pages released): on 1,000,000 spilled far-future timers it left VmRSS 464 MB where a regular
+// full collection left 512 MB, and held the main thread 74–114 ms where a regular one took
+// 22–26; otherwise (a spill for the budget, deliveries going on) a regular full collection. Both
+// are synchronous, so every ArrayBuffer freed is back with malloc when they return and
+// malloc_trim can follow at once (trimming a second later released no more).
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { mallocTrim } from './malloc-trim.ts';
 
-type Collect = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+type Collect = (options: { type: 'major'; execution: 'sync'; flavor: 'regular' | 'last-resort' }) => void;
 
 /** What one return of memory did, for the log. */
 export type MemoryReturned = {
@@ -25,14 +27,14 @@ export type MemoryReturned = {
 };
 
 /** A function that collects the garbage and returns freed memory to the kernel, or undefined where no collection can be had. */
-export function memoryReturn(): (() => MemoryReturned) | undefined {
+export function memoryReturn(): ((thorough: boolean) => MemoryReturned) | undefined {
   const collect = collector();
   if (collect === undefined) return undefined;
   const trim = mallocTrim();
-  return () => {
+  return (thorough) => {
     const rssBeforeBytes = process.memoryUsage.rss();
     const startedMs = performance.now();
-    collect({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+    collect({ type: 'major', execution: 'sync', flavor: thorough ? 'last-resort' : 'regular' });
     const collectedMs = performance.now();
     if (trim === undefined) return { collectionMs: collectedMs - startedMs, rssBeforeBytes, rssAfterBytes: process.memoryUsage.rss() };
     trim();

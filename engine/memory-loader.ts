@@ -37,9 +37,11 @@ export interface MemoryLoaderOptions {
   readonly logger?: LoaderLogger;
   /**
    * Collects the garbage and hands freed memory back to the kernel, asked for after a large spill
-   * (collectAfterSpilledRows); returns figures for the log. None when absent.
+   * (collectAfterSpilledRows): `thorough` after a far-future spill, when no delivery is due
+   * within farSpillDueClearMs (a longer pause is harmless then); returns figures for the log.
+   * None when absent.
    */
-  readonly returnMemory?: (() => Readonly<Record<string, number>> | void) | undefined;
+  readonly returnMemory?: ((thorough: boolean) => Readonly<Record<string, number>> | void) | undefined;
   /**
    * Hands memory the allocator holds free back to the kernel (no collection), asked for on
    * quiet steps at most every idleTrimIntervalMs. None when absent.
@@ -67,7 +69,7 @@ export class MemoryLoader {
   readonly #clock: Clock;
   readonly #limits: MemoryLimits;
   readonly #logger: LoaderLogger | undefined;
-  readonly #returnMemory: (() => Readonly<Record<string, number>> | void) | undefined;
+  readonly #returnMemory: ((thorough: boolean) => Readonly<Record<string, number>> | void) | undefined;
   readonly #trimMemory: (() => void) | undefined;
   /** When memory was last handed back (clock ms): a trim on quiet steps waits idleTrimIntervalMs past it. */
   #trimmedAtMs = -Infinity;
@@ -167,7 +169,7 @@ export class MemoryLoader {
     const details = { watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget: this.#budget.bytes, resident: engine.resident, residentMax: engine.residentMax, ...(report.residentShrunkTo === undefined ? {} : { residentShrunkTo: report.residentShrunkTo }) };
     this.#logger?.info(details, farFuture ? 'far-future timers spilled to disk' : 'resident window spilled to disk');
     if (this.#returnMemory !== undefined && report.spilledRows >= this.#limits.collectAfterSpilledRows) {
-      const figures = this.#returnMemory() ?? {};
+      const figures = this.#returnMemory(farFuture) ?? {};
       this.#trimmedAtMs = this.#clock.now();
       this.#logger?.info({ spilled: report.spilledRows, ...roundedFigures(figures) }, 'collected the garbage of a spill and returned freed memory');
     }

@@ -10,5 +10,5 @@ let dropped: Uint8Array[] = [];
 for (let i = 0; i < chunks; i++) (i % 2 === 0 ? kept : dropped).push(new Uint8Array(chunkBytes).fill(i & 0xff));
 dropped = [];
 const returnMemory = memoryReturn();
-const returned = returnMemory === undefined ? null : returnMemory();
+const returned = returnMemory === undefined ? null : returnMemory(true);
 process.stdout.write(JSON.stringify({ returned, kept: kept.length }));

@@ -146,8 +146,8 @@ test('a budget of a few MiB: 1,000,000 timers over 30 days stay under it, and ea
 test('over budget with nothing that could spill, the loader does not rewrite memory to disk every step', async () => {
   const clock: Clock = { now: () => t0 };
   const engine = await Engine.open({ dataDir: scratch.tempDir('near'), clock });
-  let collections = 0;
-  const loader = new MemoryLoader(engine, { budget: { bytes: 64 * 1024, source: 'configured', limitBytes: 64 * 1024 }, clock, limits: { collectAfterSpilledRows: 2 }, returnMemory: () => void collections++ });
+  const returns: boolean[] = [];
+  const loader = new MemoryLoader(engine, { budget: { bytes: 64 * 1024, source: 'configured', limitBytes: 64 * 1024 }, clock, limits: { collectAfterSpilledRows: 2 }, returnMemory: (thorough) => void returns.push(thorough) });
   // All due within the promotion lead: they must stay in memory.
   await engine.admit(batchFromSpecs(Array.from({ length: 2000 }, (_, i) => ({ fireAtMs: t0 + 1000 + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
   assert.ok(engine.residentBytes() > 64 * 1024);
@@ -159,7 +159,11 @@ test('over budget with nothing that could spill, the loader does not rewrite mem
   const spilled = await loader.step();
   assert.equal(spilled.checkpointed, true);
   assert.equal(engine.spillStats().spilled, 1);
-  assert.equal(collections, 0, 'one timer spilled: below collectAfterSpilledRows, no collection');
+  assert.deepEqual(returns, [], 'one timer spilled: below collectAfterSpilledRows, no collection');
+  // Two more reach it: a spill for the budget, so a plain return (deliveries may be going on).
+  await engine.admit(batchFromSpecs([4, 6].map((days) => ({ fireAtMs: t0 + days * day, target: 'https://a.example/hook', payload: 'far' }))));
+  assert.equal((await loader.step()).spilled, 2);
+  assert.deepEqual(returns, [false], 'a budget spill of collectAfterSpilledRows timers: a regular collection');
   await engine.close();
 });
 
@@ -232,7 +236,16 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
   // Due now: delivered later, 500 a step.
   await engine.admit(batchFromSpecs(timers(1500, t0 - 1000, 0)));
   let collections = 0;
-  const loader = new MemoryLoader(engine, { budget, clock, limits, returnMemory: () => void collections++ });
+  let thorough: boolean | undefined;
+  const loader = new MemoryLoader(engine, {
+    budget,
+    clock,
+    limits,
+    returnMemory: (far) => {
+      collections++;
+      thorough = far;
+    },
+  });
   let far = 0;
   let lastFar = near;
   for (let burst = 0; burst < 4; burst++) {
@@ -258,6 +271,7 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
   assert.equal(collections, 0);
   const spilled = await loader.step();
   assert.equal(collections, 1, 'a spill of 2,000 timers (at least collectAfterSpilledRows) is followed by a collection');
+  assert.equal(thorough, true, 'a thorough one: nothing is due for a minute');
   assert.equal(spilled.farFuture, true, 'the second quiet step spills the far future');
   assert.equal(spilled.spilled, far);
   assert.equal(engine.spillStats().spilled, far);
