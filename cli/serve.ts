@@ -655,7 +655,7 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
     limits: { farHorizonMs: settings.farHorizonMs },
     logger: logger.child({ component: 'loader' }),
     returnMemory: memoryReturn(),
-    trimMemory: idleTrim(),
+    trimMemory: mallocTrim(),
   });
   loader.start();
   const dispatcher = new Dispatcher({
@@ -883,10 +883,4 @@ function urlOf(scheme: 'http' | 'https', address: AddressInfo | string | null): 
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-/** The loader's trim on quiet steps: glibc's malloc_trim, or none where it cannot be had. */
-function idleTrim(): (() => void) | undefined {
-  const trim = mallocTrim();
-  return trim === undefined ? undefined : () => void trim();
 }

@@ -166,7 +166,7 @@ export class MemoryLoader {
   async #spill(watermarkMs: number, farFuture: boolean): Promise<LoaderStep> {
     const engine = this.#engine;
     const report = await engine.checkpoint(watermarkMs);
-    const details = { watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget: this.#budget.bytes, resident: engine.resident, residentMax: engine.residentMax, ...(report.residentShrunkTo === undefined ? {} : { residentShrunkTo: report.residentShrunkTo }) };
+    const details = { watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget: this.#budget.bytes, resident: engine.resident, residentMax: engine.residentMax, residentShrunkTo: report.residentShrunkTo };
     this.#logger?.info(details, farFuture ? 'far-future timers spilled to disk' : 'resident window spilled to disk');
     if (this.#returnMemory !== undefined && report.spilledRows >= this.#limits.collectAfterSpilledRows) {
       const figures = this.#returnMemory(farFuture) ?? {};
