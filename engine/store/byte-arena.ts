@@ -27,7 +27,7 @@ import assert from 'node:assert/strict';
 import type { BytesColumn } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { FillRate } from './fill-rate.ts';
-import { PrefaultedBuffers, prefaultMsPerByte } from './prefaulted-buffers.ts';
+import { PrefaultedBuffers, prefaultMsPerByte } from '../memory/prefaulted-buffers.ts';
 
 /** Offsets occupy the low 32 bits of a ref, so one string (and one slab) is below 4 GiB. */
 export const arenaSlabBytesMax = 2 ** 32 - 1;
@@ -111,7 +111,7 @@ const slabLeadFactor = 2;
 /**
  * Past groupSlabsFrom slabs, the slabs an arena makes ahead are allocated several at a time: one
  * more a group for each groupSlabsStep slabs beyond, up to groupBuffersMax. Each allocation's
- * malloc header maps a fresh 2 MiB huge page on the main thread (prefaulted-buffers.ts), which
+ * malloc header maps a fresh 2 MiB huge page on the main thread (memory/prefaulted-buffers.ts), which
  * the kernel may first have to compact memory for: one allocation a slab was 17.5% of the main
  * thread's time in 15 s of Arrow ingest (14 million timers). The slabs of a group not yet asked
  * for hold address space and no pages, but count as external memory: an arena under 256 MiB
@@ -187,7 +187,7 @@ export class ByteArena {
   /**
    * Says that about `bytes` more are to be added soon (a batch being logged, the rest of a
    * replay): the slabs they will need beyond the current one's room (prefaultSlabsAhead at most)
-   * are made ahead, their pages mapped off the main thread (prefaulted-buffers.ts), so that the
+   * are made ahead, their pages mapped off the main thread (memory/prefaulted-buffers.ts), so that the
    * copies into them do not stop for page faults. It looks further ahead when it fills fast:
    * as far as it fills while a slab is made (slabLeadFactor), so an arena filled by small admits
    * in quick succession has its next slab made in time, and holds at most that one spare slab.

@@ -14,7 +14,7 @@
 // (the moved timers, and slots first used after it, take a generation above all given out).
 // A growth copies every column into new ones; when the engine has said that rows on their way
 // near the capacity (prefaultColumnsFor), the new columns were made ahead, as views into one
-// buffer whose pages the threadpool mapped (prefaulted-buffers.ts), so the growth is a copy and
+// buffer whose pages the threadpool mapped (memory/prefaulted-buffers.ts), so the growth is a copy and
 // not a copy plus a page fault for every 4 KiB of hundreds of MiB.
 //
 //   slot:          0      1      2      3      4      5   …  capacity-1
@@ -53,7 +53,7 @@ import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 import { FillRate } from './fill-rate.ts';
-import { PrefaultedBuffers, prefaultMsPerByte } from './prefaulted-buffers.ts';
+import { PrefaultedBuffers, prefaultMsPerByte } from '../memory/prefaulted-buffers.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 
 /** reserveTowards grows the columns by this factor at least. */
@@ -596,7 +596,7 @@ export class ResidentStore {
    * they would leave less than 1/columnsAheadShare of the capacity free (for large columns,
    * less than the fill rate takes while they are made: columnsEarlyBytesMin), the columns of
    * the next growth (the capacity reserve() would double to) are made ahead, their pages mapped
-   * off the main thread (prefaulted-buffers.ts): the growth is then a copy, and neither it nor
+   * off the main thread (memory/prefaulted-buffers.ts): the growth is then a copy, and neither it nor
    * the rows that follow stop for page faults. A growth that comes before they are made
    * allocates its own, as without them. Columns made and not yet taken stay until the growth,
    * until no call has asked for them for columnsAheadIdleMs (the fill stopped short of the

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { batchFromSpecs, type TimerBatch } from '../../engine/batch/timer-batch.ts';
 import { Engine } from '../../engine/engine.ts';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
-import { groupBuffersMax, PrefaultedBuffers, prefaultMsPerByte } from '../../engine/store/prefaulted-buffers.ts';
+import { groupBuffersMax, PrefaultedBuffers, prefaultMsPerByte } from '../../engine/memory/prefaulted-buffers.ts';
 import { columnsBytes, ResidentStore, type ResidentStoreOptions, timerState } from '../../engine/store/resident-store.ts';
 import { TimerHeap } from '../../engine/store/timer-heap.ts';
 import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
