@@ -26,7 +26,7 @@
 import assert from 'node:assert/strict';
 import type { BytesColumn } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
-import { FillRate } from './fill-rate.ts';
+import { FillRate } from '../memory/fill-rate.ts';
 import { PrefaultedBuffers, prefaultMsPerByte } from '../memory/prefaulted-buffers.ts';
 
 /** Offsets occupy the low 32 bits of a ref, so one string (and one slab) is below 4 GiB. */

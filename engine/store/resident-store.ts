@@ -52,7 +52,7 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
-import { FillRate } from './fill-rate.ts';
+import { FillRate } from '../memory/fill-rate.ts';
 import { PrefaultedBuffers, prefaultMsPerByte } from '../memory/prefaulted-buffers.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 
