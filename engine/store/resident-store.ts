@@ -52,12 +52,11 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
+import { capacityTowards, type Column, type ColumnMaker, ColumnMemory, columnsBytes, type ColumnType, doubledCapacity, widened } from './column-growth.ts';
 import { FillRate } from '../memory/fill-rate.ts';
 import { PrefaultedBuffers, prefaultMsPerByte } from '../memory/prefaulted-buffers.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 
-/** reserveTowards grows the columns by this factor at least. */
-const reserveGrowthMin = 1.5;
 /**
  * prefaultColumnsFor makes the next columns ahead once the rows on their way would leave less
  * than this share (1 / it) of the capacity free. Small enough that a store filled to a
@@ -101,6 +100,8 @@ const columnsLeadFactor = 2;
  * the next growth's columns are held that much sooner (and let go once the fill stops).
  */
 const columnsHorizonMs = 10_000;
+
+export { columnsBytes };
 
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
@@ -170,37 +171,6 @@ export interface ResidentStoreOptions {
   readonly columnsAheadIdleMs?: number;
 }
 
-type Column = Float64Array | Uint32Array | Uint16Array | Uint8Array | Int32Array;
-
-/** A column's typed-array constructor. */
-interface ColumnType<C extends Column> {
-  new (length: number): C;
-  new (buffer: ArrayBufferLike, byteOffset: number, length: number): C;
-  readonly BYTES_PER_ELEMENT: number;
-}
-
-function widened<C extends Column>(old: C, length: number, make: (length: number) => C): C {
-  const next = make(length);
-  next.set(old);
-  return next;
-}
-
-/** Column bytes start at multiples of this, so that every typed array view is aligned. */
-const columnAlign = 8;
-const aligned = (bytes: number): number => Math.ceil(bytes / columnAlign) * columnAlign;
-/** Element sizes of the columns, one entry a column (see the table at the top). */
-const columnElementBytes = [8, 8, 8, 4, 4, 1, 2, 2, 4, 2, 4, 2, 4, 2, 2];
-
-/**
- * Bytes of one buffer that holds every column for `capacity` slots (ColumnMemory carves it),
- * with `indexColumns` index columns (IndexColumn) besides the store's own.
- */
-export function columnsBytes(capacity: number, indexColumns = 0): number {
-  let bytes = indexColumns * aligned(capacity * Int32Array.BYTES_PER_ELEMENT);
-  for (const elementBytes of columnElementBytes) bytes += aligned(capacity * elementBytes);
-  return bytes;
-}
-
 /**
  * An Int32 column the store keeps for another structure over its slots (a timer heap's
  * entries and positions): `capacity` long, zero when new, grown with the store's own columns
@@ -215,39 +185,6 @@ export interface IndexColumn {
 }
 
 export type IndexColumnKind = 'bySlot' | 'slots';
-
-/**
- * The new columns of one growth, each a copy of its old column widened to `capacity`: views
- * one after another into `memory` (columnsBytes(capacity) long, zero, made ahead) when given,
- * else a typed array of its own, as `new Float64Array(capacity)` makes.
- */
-class ColumnMemory {
-  readonly #memory: Uint8Array | undefined;
-  readonly #capacity: number;
-  #at = 0;
-
-  constructor(memory: Uint8Array | undefined, capacity: number, indexColumns: number) {
-    assert.ok(memory === undefined || memory.length >= columnsBytes(capacity, indexColumns), 'column memory too small for its capacity');
-    this.#memory = memory;
-    this.#capacity = capacity;
-  }
-
-  /** `old` widened to the capacity, as a `Type` (Float64Array, Uint32Array, …). */
-  widen<C extends Column>(Type: ColumnType<C>, old: C): C {
-    const next = this.#memory === undefined ? new Type(this.#capacity) : new Type(this.#memory.buffer, this.#take(Type.BYTES_PER_ELEMENT), this.#capacity);
-    next.set(old);
-    return next;
-  }
-
-  /** The byte offset of the next column, whose elements are `elementBytes` wide. */
-  #take(elementBytes: number): number {
-    const memory = this.#memory as Uint8Array;
-    const at = memory.byteOffset + this.#at;
-    this.#at += aligned(this.#capacity * elementBytes);
-    assert.ok(this.#at <= memory.length, 'more columns carved than columnsBytes counts');
-    return at;
-  }
-}
 
 /**
  * Asserts that rows rows[i] (i when `rows` is undefined), i < count, are rows of the batch with
@@ -280,21 +217,22 @@ export class ResidentStore {
   #count = 0;
   /** Slots at and above this were never allocated (their generation is still 0). */
   #highWater = 0;
-  #fireAt: Float64Array;
-  #dueAt: Float64Array;
-  #logSeq: Float64Array;
-  #row: Uint32Array;
-  #generation: Uint32Array;
-  #state: Uint8Array;
-  #attempts: Uint16Array;
-  #queueIndex: Uint16Array;
-  #targetIndex: Uint32Array;
-  #lastStatus: Uint16Array;
-  #bytesOffset: Uint32Array;
-  #bytesSlab: Uint16Array;
-  #payloadLength: Uint32Array;
-  #headersLength: Uint16Array;
-  #keyLength: Uint16Array;
+  // The columns, `capacity` long (#replaceColumns makes them all).
+  #fireAt = new Float64Array(0);
+  #dueAt = new Float64Array(0);
+  #logSeq = new Float64Array(0);
+  #row = new Uint32Array(0);
+  #generation = new Uint32Array(0);
+  #state = new Uint8Array(0);
+  #attempts = new Uint16Array(0);
+  #queueIndex = new Uint16Array(0);
+  #targetIndex = new Uint32Array(0);
+  #lastStatus = new Uint16Array(0);
+  #bytesOffset = new Uint32Array(0);
+  #bytesSlab = new Uint16Array(0);
+  #payloadLength = new Uint32Array(0);
+  #headersLength = new Uint16Array(0);
+  #keyLength = new Uint16Array(0);
   readonly #indexColumns: IndexColumn[] = [];
   /** Columns being made ahead for the next growth (prefaultColumnsFor), for this capacity. */
   #columnsAhead: { readonly capacity: number; readonly supply: PrefaultedBuffers } | undefined;
@@ -342,21 +280,7 @@ export class ResidentStore {
     this.#prefaultMsPerByte = options.prefaultMsPerByte ?? prefaultMsPerByte;
     this.#columnsEarlyBytesMin = options.columnsEarlyBytesMin ?? columnsEarlyBytesMin;
     this.#capacity = capacity;
-    this.#fireAt = new Float64Array(capacity);
-    this.#dueAt = new Float64Array(capacity);
-    this.#logSeq = new Float64Array(capacity);
-    this.#row = new Uint32Array(capacity);
-    this.#generation = new Uint32Array(capacity);
-    this.#state = new Uint8Array(capacity);
-    this.#attempts = new Uint16Array(capacity);
-    this.#queueIndex = new Uint16Array(capacity);
-    this.#targetIndex = new Uint32Array(capacity);
-    this.#lastStatus = new Uint16Array(capacity);
-    this.#bytesOffset = new Uint32Array(capacity);
-    this.#bytesSlab = new Uint16Array(capacity);
-    this.#payloadLength = new Uint32Array(capacity);
-    this.#headersLength = new Uint16Array(capacity);
-    this.#keyLength = new Uint16Array(capacity);
+    this.#replaceColumns((Type) => new Type(capacity));
   }
 
   /** Live timers. */
@@ -569,10 +493,7 @@ export class ResidentStore {
     if (fresh <= this.#capacity - this.#highWater) return;
     const needed = this.#highWater + fresh;
     assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
-    // The same capacities as growing one slot at a time would reach, whatever the batch sizes.
-    let capacity = this.#capacity;
-    while (capacity < needed) capacity *= 2;
-    this.#grow(Math.min(capacity, this.#growthCap(needed)));
+    this.#grow(Math.min(doubledCapacity(this.#capacity, needed), this.#growthCap(needed)));
   }
 
   /**
@@ -588,7 +509,7 @@ export class ResidentStore {
     if (fresh <= this.#capacity - this.#highWater) return;
     const needed = this.#highWater + fresh;
     assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
-    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots), Math.ceil(this.#capacity * reserveGrowthMin)), this.#growthCap(needed)));
+    this.#grow(Math.min(capacityTowards(this.#capacity, needed, expectedSlots), this.#growthCap(needed)));
   }
 
   /**
@@ -1083,22 +1004,30 @@ export class ResidentStore {
       this.#dropColumnsAhead();
     }
     const columns = new ColumnMemory(memory, capacity, this.#indexColumns.length);
-    this.#fireAt = columns.widen(Float64Array, this.#fireAt);
-    this.#dueAt = columns.widen(Float64Array, this.#dueAt);
-    this.#logSeq = columns.widen(Float64Array, this.#logSeq);
-    this.#row = columns.widen(Uint32Array, this.#row);
-    this.#generation = columns.widen(Uint32Array, this.#generation);
-    this.#state = columns.widen(Uint8Array, this.#state);
-    this.#attempts = columns.widen(Uint16Array, this.#attempts);
-    this.#queueIndex = columns.widen(Uint16Array, this.#queueIndex);
-    this.#targetIndex = columns.widen(Uint32Array, this.#targetIndex);
-    this.#lastStatus = columns.widen(Uint16Array, this.#lastStatus);
-    this.#bytesOffset = columns.widen(Uint32Array, this.#bytesOffset);
-    this.#bytesSlab = columns.widen(Uint16Array, this.#bytesSlab);
-    this.#payloadLength = columns.widen(Uint32Array, this.#payloadLength);
-    this.#headersLength = columns.widen(Uint16Array, this.#headersLength);
-    this.#keyLength = columns.widen(Uint16Array, this.#keyLength);
+    this.#replaceColumns((Type, old) => columns.widen(Type, old));
     for (const column of this.#indexColumns) column.array = columns.widen(Int32Array, column.array);
     this.#capacity = capacity;
+  }
+
+  /**
+   * Replaces each of the store's own columns (not the index columns) with what `make` makes of
+   * it. The order is the layout of a buffer made ahead (column-growth.ts's columnsBytes).
+   */
+  #replaceColumns(make: ColumnMaker): void {
+    this.#fireAt = make(Float64Array, this.#fireAt);
+    this.#dueAt = make(Float64Array, this.#dueAt);
+    this.#logSeq = make(Float64Array, this.#logSeq);
+    this.#row = make(Uint32Array, this.#row);
+    this.#generation = make(Uint32Array, this.#generation);
+    this.#state = make(Uint8Array, this.#state);
+    this.#attempts = make(Uint16Array, this.#attempts);
+    this.#queueIndex = make(Uint16Array, this.#queueIndex);
+    this.#targetIndex = make(Uint32Array, this.#targetIndex);
+    this.#lastStatus = make(Uint16Array, this.#lastStatus);
+    this.#bytesOffset = make(Uint32Array, this.#bytesOffset);
+    this.#bytesSlab = make(Uint16Array, this.#bytesSlab);
+    this.#payloadLength = make(Uint32Array, this.#payloadLength);
+    this.#headersLength = make(Uint16Array, this.#headersLength);
+    this.#keyLength = make(Uint16Array, this.#keyLength);
   }
 }
