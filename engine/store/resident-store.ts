@@ -53,53 +53,8 @@ import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 import { capacityTowards, type Column, type ColumnMaker, ColumnMemory, columnsBytes, type ColumnType, doubledCapacity, widened } from './column-growth.ts';
-import { FillRate } from '../memory/fill-rate.ts';
-import { PrefaultedBuffers, prefaultMsPerByte } from '../memory/prefaulted-buffers.ts';
+import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
-
-/**
- * prefaultColumnsFor makes the next columns ahead once the rows on their way would leave less
- * than this share (1 / it) of the capacity free. Small enough that a store filled to a
- * capacity's 95% holds no spare columns (the store suite's 1,000,000 timers in 1,048,576
- * slots); it gives the threadpool a 32nd of the capacity's admits to map them (31 ms a million
- * slots at a million rows a second): enough on a quick machine, not on the measurement VM in a
- * slow phase, where growths of 128 MiB and more look further ahead (columnsEarlyBytesMin).
- */
-const columnsAheadShare = 32;
-/**
- * A growth whose new columns take at least this many bytes has them made as far ahead as the
- * store's fill rate and the machine's prefault pace say it takes to make them (twice that, to
- * be safe), up to half the capacity ahead. Arrow ingest at a million rows a second reached the
- * growths to 4, 8 and 16 million slots 0.13–0.5 s after their columns were asked for, while
- * making 228–912 MiB takes 0.1–2 ms a MiB: none was ready, each growth faulted its pages on the
- * main thread and stalled every admit 0.26–1.4 s. So did the smaller ones when this was 128 MiB:
- * 10,000-row Arrow batches one at a time stalled 110, 113, 204 and 337 ms at the growths to
- * 2^18 … 2^21 slots (15–120 MiB), a fifth of a 5-second run. Columns made ahead and no longer
- * asked for are let go (columnsAheadIdleMs), so a store that stops filling holds no spare ones.
- */
-const columnsEarlyBytesMin = 1024 * 1024;
-/**
- * Columns made ahead are let go when no rows have been said to be coming (prefaultColumnsFor)
- * for this long: the fill stopped short of the growth (a later fill asks again). Memory at rest
- * holds no spare columns.
- */
-const columnsAheadIdleMs = 100;
-/** The slowest pace (ms a byte) a large growth's columns are expected to be made at. */
-const largePrefaultMsPerByteMin = 2 / (1024 * 1024);
-/** Columns are asked for this many times the time making them is expected to take ahead. */
-const columnsLeadFactor = 2;
-/**
- * Large columns are also asked for once the growth would come within this long at the fill
- * rate of the moment (still up to half the capacity ahead). The lead above follows the rate
- * at which the store fills now, and a fill that speeds up outruns it: in the compare suite,
- * 256 writers of single adds (200,000 a second) and then 10,000-row Arrow batches (a million
- * a second) reached the growth to 2^23 slots 1.7 s after its 520 MiB were asked for, when
- * they were seven eighths made (the threadpool made them at 2.8–4.3 ms a MiB while the log
- * wrote); the growth faulted its own on the main thread, a 775 ms stall of every admit. Asked
- * for at the growth before, they had 3.7 s. What this costs: while a store fills this fast,
- * the next growth's columns are held that much sooner (and let go once the fill stops).
- */
-const columnsHorizonMs = 10_000;
 
 export { columnsBytes };
 
@@ -155,20 +110,13 @@ export interface TimerFields {
 /** The columns of a batch that allocateRows() reads. */
 export type BatchRows = Pick<TimerBatch, 'fireAtMs' | 'queueIndex' | 'targetIndex' | 'payload' | 'headers' | 'keys'>;
 
-export interface ResidentStoreOptions {
+/** The store's sizes, and (tests) the tuning of the columns it makes ahead (memory/columns-ahead.ts). */
+export interface ResidentStoreOptions extends ColumnsAheadOptions {
   readonly capacityInitial?: number;
   readonly capacityMax?: number;
   /** Lower than residentGenerationMax only in tests, to reach slot retirement quickly. */
   readonly generationMax?: number;
   readonly arena?: ByteArenaOptions;
-  /** Monotonic ms for the fill rate (tests); performance.now() otherwise. */
-  readonly now?: () => number;
-  /** Ms making a byte ahead takes (tests); prefaultMsPerByte() otherwise. */
-  readonly prefaultMsPerByte?: () => number;
-  /** Lower than columnsEarlyBytesMin only in tests, to reach an early growth with small columns. */
-  readonly columnsEarlyBytesMin?: number;
-  /** Other than columnsAheadIdleMs only in tests (measured with `now`). */
-  readonly columnsAheadIdleMs?: number;
 }
 
 /**
@@ -234,24 +182,10 @@ export class ResidentStore {
   #headersLength = new Uint16Array(0);
   #keyLength = new Uint16Array(0);
   readonly #indexColumns: IndexColumn[] = [];
-  /** Columns being made ahead for the next growth (prefaultColumnsFor), for this capacity. */
-  #columnsAhead: { readonly capacity: number; readonly supply: PrefaultedBuffers } | undefined;
-  #columnGrowthsMadeAhead = 0;
-  readonly #prefaultMsPerByte: () => number;
-  readonly #columnsEarlyBytesMin: number;
-  readonly #columnsAheadIdleMs: number;
-  /** When prefaultColumnsFor was last told of rows coming (`now` ms): columns made ahead are wanted until columnsAheadIdleMs past it. */
-  #columnsAheadAskedMs = 0;
-  /** Lets the columns made ahead go once no rows have been said to be coming for columnsAheadIdleMs. */
-  #columnsAheadTimer: NodeJS.Timeout | undefined;
-  /** Callers waiting for the columns being made ahead (columnsAheadPending): they are still wanted. */
-  #columnsAheadAwaited = 0;
-  readonly #now: () => number;
-  /** Slots in use (highWater) per ms. */
-  #fillRate: FillRate;
+  /** The columns of the next growth, made ahead (prefaultColumnsFor). */
+  readonly #columnsAhead: ColumnsAhead;
   /** The generation a slot takes when first used: above every handle given out before the last shrink(). */
   #generationFloor = 1;
-  #closed = false;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
   /** Snapshots not yet released (snapshot()); while any is, released slots are set aside here. */
@@ -274,11 +208,7 @@ export class ResidentStore {
     this.#capacityMax = capacityMax;
     this.generationMax = generationMax;
     this.arena = new ByteArena(options.arena);
-    this.#now = options.now ?? (() => performance.now());
-    this.#fillRate = new FillRate(this.#now);
-    this.#columnsAheadIdleMs = options.columnsAheadIdleMs ?? columnsAheadIdleMs;
-    this.#prefaultMsPerByte = options.prefaultMsPerByte ?? prefaultMsPerByte;
-    this.#columnsEarlyBytesMin = options.columnsEarlyBytesMin ?? columnsEarlyBytesMin;
+    this.#columnsAhead = new ColumnsAhead(options);
     this.#capacity = capacity;
     this.#replaceColumns((Type) => new Type(capacity));
   }
@@ -513,42 +443,15 @@ export class ResidentStore {
   }
 
   /**
-   * Says that about `rows` more timers are to be allocated soon (batches being logged). Once
-   * they would leave less than 1/columnsAheadShare of the capacity free (for large columns,
-   * less than the fill rate takes while they are made: columnsEarlyBytesMin), the columns of
-   * the next growth (the capacity reserve() would double to) are made ahead, their pages mapped
-   * off the main thread (memory/prefaulted-buffers.ts): the growth is then a copy, and neither it nor
+   * Says that about `rows` more timers are to be allocated soon (batches being logged): once
+   * they near the capacity, the columns of the next growth are made ahead, their pages mapped
+   * off the main thread (memory/columns-ahead.ts), so the growth is a copy and neither it nor
    * the rows that follow stop for page faults. A growth that comes before they are made
-   * allocates its own, as without them. Columns made and not yet taken stay until the growth,
-   * until no call has asked for them for columnsAheadIdleMs (the fill stopped short of the
-   * growth), or until dropPrefaulted or close.
+   * allocates its own, as without them. Columns made and not taken are let go once no call has
+   * asked for them for a while, or by dropPrefaulted or close.
    */
   prefaultColumnsFor(rows: number): void {
-    if (this.#closed || this.#capacity >= this.capacityMax) return;
-    // Rows are still coming: columns made ahead are still wanted, whatever the lead says now.
-    this.#columnsAheadAskedMs = this.#now();
-    const fillRate = this.#fillRate.sample(this.#highWater);
-    const slotsAfter = this.#highWater + Math.max(0, rows - this.#freeCount);
-    let capacity = this.#capacity * 2;
-    while (capacity < slotsAfter) capacity *= 2;
-    capacity = Math.min(capacity, this.capacityMax);
-    if (this.#capacity - slotsAfter >= this.#columnsLead(capacity, fillRate)) return;
-    this.#makeColumnsAhead(capacity);
-  }
-
-  /**
-   * Free slots at which the columns for `capacity` are asked for: 1/columnsAheadShare of the
-   * capacity, or for a large growth the slots the fill rate takes while they are being made
-   * (columnsEarlyBytesMin) or within columnsHorizonMs, whichever is more.
-   */
-  #columnsLead(capacity: number, fillRate: number): number {
-    const share = this.#capacity / columnsAheadShare;
-    const bytes = columnsBytes(capacity, this.#indexColumns.length);
-    if (bytes < this.#columnsEarlyBytesMin) return share;
-    // The measured pace comes mostly from the arena's 4 MiB slabs; hundreds of MiB at once, on a
-    // threadpool the log's writes and syncs share, went at 1–2.8 ms a MiB (0.36–0.41 measured).
-    const makingMs = bytes * Math.max(this.#prefaultMsPerByte(), largePrefaultMsPerByteMin);
-    return Math.min(this.#capacity / 2, Math.max(share, fillRate * Math.max(makingMs * columnsLeadFactor, columnsHorizonMs)));
+    this.#columnsAhead.rowsComing(rows, this.#capacity, this.capacityMax, this.#highWater, this.#freeCount, this.#indexColumns.length);
   }
 
   /**
@@ -558,41 +461,33 @@ export class ResidentStore {
    * instead, the columns of a large growth stall it for their pages: 1.4–1.5 s for the 1,040 MiB
    * of 2^24 slots, in runs of 10,000-row Arrow batches whose fill outran the threadpool making
    * them (a million rows a second). An admit that waits leaves the main thread to everything
-   * else meanwhile (deliveries, other requests). While any caller waits they are not let go
-   * for want of being asked.
+   * else meanwhile (deliveries, other requests).
    */
   columnsAheadPending(rows: number): Promise<void> | undefined {
-    const ahead = this.#columnsAhead;
-    if (ahead === undefined || ahead.supply.ready > 0) return undefined;
     const fresh = rows - this.#freeCount;
     if (fresh <= this.#capacity - this.#highWater) return undefined;
-    if (ahead.capacity < Math.min(this.#highWater + fresh, this.capacityMax)) return undefined;
-    this.#columnsAheadAwaited++;
-    return ahead.supply.whenIdle().finally(() => {
-      this.#columnsAheadAwaited--;
-      this.#columnsAheadAskedMs = this.#now();
-    });
+    return this.#columnsAhead.pending(this.#highWater + fresh, this.capacityMax);
   }
 
   /** Growths that took columns made ahead. */
   get columnGrowthsMadeAhead(): number {
-    return this.#columnGrowthsMadeAhead;
+    return this.#columnsAhead.growthsMadeAhead;
   }
 
   /** Capacity of the columns being made ahead (0: none). */
   get columnsAheadCapacity(): number {
-    return this.#columnsAhead?.capacity ?? 0;
+    return this.#columnsAhead.capacity;
   }
 
   /** Whether columns made ahead are ready for the next growth to take. */
   get columnsAheadReady(): boolean {
-    return (this.#columnsAhead?.supply.ready ?? 0) > 0;
+    return this.#columnsAhead.ready;
   }
 
   /** A new index column (zero, `capacity` long) that grows with the store's columns from now on. */
   indexColumn(holds: IndexColumnKind = 'bySlot'): IndexColumn {
     // Columns made ahead were sized without it.
-    this.#dropColumnsAhead();
+    this.#columnsAhead.drop();
     const column: IndexColumn = { array: new Int32Array(this.#capacity), holds };
     this.#indexColumns.push(column);
     return column;
@@ -601,34 +496,13 @@ export class ResidentStore {
   /** Lets go of memory made ahead and not used: the arena's slabs and the next columns. */
   dropPrefaulted(): void {
     this.arena.dropPrefaulted();
-    this.#dropColumnsAhead();
-  }
-
-  #dropColumnsAhead(): void {
-    this.#columnsAhead?.supply.dropAll();
-    this.#columnsAhead = undefined;
-    clearTimeout(this.#columnsAheadTimer);
-    this.#columnsAheadTimer = undefined;
-  }
-
-  /** Checks, columnsAheadIdleMs after rows were last said to be coming, whether the columns made ahead are still wanted. */
-  #watchColumnsAhead(): void {
-    if (this.#columnsAheadTimer !== undefined) return;
-    const check = (): void => {
-      this.#columnsAheadTimer = undefined;
-      if (this.#columnsAhead === undefined) return;
-      const idleMs = this.#columnsAheadAwaited > 0 ? 0 : this.#now() - this.#columnsAheadAskedMs;
-      if (idleMs >= this.#columnsAheadIdleMs) this.#dropColumnsAhead();
-      else this.#columnsAheadTimer = setTimeout(check, this.#columnsAheadIdleMs - idleMs).unref();
-    };
-    this.#columnsAheadTimer = setTimeout(check, this.#columnsAheadIdleMs).unref();
+    this.#columnsAhead.drop();
   }
 
   /** Stops making memory ahead, for good; the timers stay readable. */
   close(): void {
-    this.#closed = true;
     this.arena.close();
-    this.dropPrefaulted();
+    this.#columnsAhead.close();
   }
 
   /** Frees the slot's bytes and target reference and makes every handle to it stale. */
@@ -937,7 +811,7 @@ export class ResidentStore {
     assert.equal(next, this.#count, 'every live timer is moved once');
     const floor = Math.max(this.#generationFloor, generationTop + 1);
     if (floor > this.generationMax) return undefined;
-    this.#dropColumnsAhead();
+    this.#columnsAhead.drop();
     const moved = <C extends Column>(Type: ColumnType<C>, old: C): C => {
       const column = new Type(capacity);
       for (let to = 0; to < next; to++) column[to] = old[livesAt[to] as number] as number;
@@ -977,36 +851,17 @@ export class ResidentStore {
     this.#freeSlots = new Int32Array(freeStackInitial);
     this.#freeCount = 0;
     // The fill rate follows the high-water mark, which just fell: it starts again.
-    this.#fillRate = new FillRate(this.#now);
+    this.#columnsAhead.restartFillRate();
     return moves;
   }
 
-  #makeColumnsAhead(capacity: number): void {
-    if (this.#columnsAhead?.capacity === capacity) return;
-    this.#columnsAhead?.supply.dropAll();
-    const supply = new PrefaultedBuffers(columnsBytes(capacity, this.#indexColumns.length));
-    supply.request();
-    this.#columnsAhead = { capacity, supply };
-    this.#watchColumnsAhead();
-  }
-
   #grow(capacity: number): void {
-    let memory: Uint8Array | undefined;
-    const ahead = this.#columnsAhead;
-    if (ahead !== undefined) {
-      // Made for this growth or a larger one: taken if its pages are mapped by now. Either way
-      // it is done with (one still being made is freed once its read under way ends).
-      if (ahead.capacity >= capacity) memory = ahead.supply.take();
-      if (memory !== undefined) {
-        capacity = ahead.capacity;
-        this.#columnGrowthsMadeAhead++;
-      }
-      this.#dropColumnsAhead();
-    }
-    const columns = new ColumnMemory(memory, capacity, this.#indexColumns.length);
+    // Columns made ahead for this growth or a larger one, if their pages are mapped by now.
+    const ahead = this.#columnsAhead.takeFor(capacity);
+    const columns = new ColumnMemory(ahead?.memory, ahead?.capacity ?? capacity, this.#indexColumns.length);
     this.#replaceColumns((Type, old) => columns.widen(Type, old));
     for (const column of this.#indexColumns) column.array = columns.widen(Int32Array, column.array);
-    this.#capacity = capacity;
+    this.#capacity = columns.capacity;
   }
 
   /**
