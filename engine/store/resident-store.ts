@@ -55,8 +55,9 @@ import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } 
 import { capacityTowards, type Column, type ColumnMaker, ColumnMemory, columnsBytes, type ColumnType, doubledCapacity, widened } from './column-growth.ts';
 import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
+import { timerState, type TimerStateCode } from './timer-state.ts';
 
-export { columnsBytes };
+export { columnsBytes, timerState, type TimerStateCode };
 
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
@@ -76,19 +77,6 @@ assert.ok(arenaSlabCountMax <= 2 ** 16, 'an arena slab id must fit the u16 bytes
 const noBytes = new Uint8Array(0);
 const freeStackInitial = 64;
 const targetTableInitial = 16;
-
-/** Codes of the `state` column. */
-export const timerState = {
-  free: 0,
-  pending: 1,
-  delivering: 2,
-  retrying: 3,
-  delivered: 4,
-  dead: 5,
-  cancelled: 6,
-} as const;
-
-export type TimerStateCode = (typeof timerState)[keyof typeof timerState];
 
 /** A column to read by slot; write through the store's setters. */
 export interface ReadonlyColumn {
