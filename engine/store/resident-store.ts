@@ -52,7 +52,8 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
-import { capacityTowards, type Column, type ColumnMaker, ColumnMemory, columnsBytes, type ColumnType, doubledCapacity, widened } from './column-growth.ts';
+import { capacityTowards, type ColumnMaker, ColumnMemory, columnsBytes, doubledCapacity, widened } from './column-growth.ts';
+import { movedColumns, movedSlotNumbers, planShrink, shrinkCapacity } from './shrink.ts';
 import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 import { timerState, type TimerStateCode } from './timer-state.ts';
@@ -756,91 +757,43 @@ export class ResidentStore {
 
   /**
    * The capacity shrink() would take now, when the columns are at least `share` times larger
-   * than the live timers need (and larger than the initial capacity): the smallest of the
-   * capacities growth passes through (the initial one, doubled) that holds twice the live
-   * timers. Undefined when shrinking is not worth it.
+   * than the live timers need (shrink.ts). Undefined when shrinking is not worth it.
    */
   shrinkCapacity(share: number, initial: number = storeLimits.residentTimersInitial): number | undefined {
-    if (this.#capacity <= initial || this.#count * share > this.#capacity) return undefined;
-    let capacity = Math.max(1, Math.min(initial, this.#capacity));
-    while (capacity < this.#count * 2) capacity *= 2;
-    return capacity < this.#capacity ? capacity : undefined;
+    return shrinkCapacity(this.#capacity, this.#count, share, initial);
   }
 
   /**
    * Moves the live timers to the lowest slots, keeping their order, into new columns `capacity`
    * long (at least count): what a store that held many timers and holds few now (after a spill)
-   * gives back, since columns otherwise only grow. Index columns move with them, by their kind.
-   * Returns where each slot below the old high-water mark went (-1: it was free), for the
-   * structures outside that keep slots. Every handle given out before is stale afterwards, as
-   * if its timer had been released: the moved timers, and slots used from now on, take a
-   * generation above any given out. Undefined, and nothing moved, while a snapshot is held
-   * (it reads its timers' slots) or when the generations are used up.
+   * gives back, since columns otherwise only grow (shrink.ts). Index columns move with them, by
+   * their kind. Returns where each slot below the old high-water mark went (-1: it was free),
+   * for the structures outside that keep slots. Every handle given out before is stale
+   * afterwards, as if its timer had been released: the moved timers, and slots used from now
+   * on, take a generation above any given out. Undefined, and nothing moved, while a snapshot
+   * is held (it reads its timers' slots) or when the generations are used up.
    */
   shrink(capacity: number): Int32Array | undefined {
     assert.ok(Number.isSafeInteger(capacity) && capacity >= Math.max(1, this.#count) && capacity <= this.#capacity, 'shrink to a capacity between the live timers and the current one');
     if (this.#snapshotsHeld > 0) return undefined;
-    const highWater = this.#highWater;
-    // Where each slot goes, and (livesAt) where each new slot's timer was: the columns are
-    // copied by the latter, a pass over the live timers each rather than over every slot.
-    const moves = new Int32Array(highWater).fill(-1);
-    const livesAt = new Int32Array(this.#count);
-    const state = this.#state;
-    const generation = this.#generation;
-    let generationTop = 0;
-    let next = 0;
-    for (let slot = 0; slot < highWater; slot++) {
-      const slotGeneration = generation[slot] as number;
-      if (slotGeneration > generationTop) generationTop = slotGeneration;
-      if (state[slot] === timerState.free) continue;
-      livesAt[next] = slot;
-      moves[slot] = next++;
-    }
-    assert.equal(next, this.#count, 'every live timer is moved once');
-    const floor = Math.max(this.#generationFloor, generationTop + 1);
+    const plan = planShrink(this.#state, this.#generation, this.#highWater, this.#count);
+    const floor = Math.max(this.#generationFloor, plan.generationTop + 1);
     if (floor > this.generationMax) return undefined;
     this.#columnsAhead.drop();
-    const moved = <C extends Column>(Type: ColumnType<C>, old: C): C => {
-      const column = new Type(capacity);
-      for (let to = 0; to < next; to++) column[to] = old[livesAt[to] as number] as number;
-      return column;
-    };
-    this.#fireAt = moved(Float64Array, this.#fireAt);
-    this.#dueAt = moved(Float64Array, this.#dueAt);
-    this.#logSeq = moved(Float64Array, this.#logSeq);
-    this.#row = moved(Uint32Array, this.#row);
-    this.#state = moved(Uint8Array, this.#state);
-    this.#attempts = moved(Uint16Array, this.#attempts);
-    this.#queueIndex = moved(Uint16Array, this.#queueIndex);
-    this.#targetIndex = moved(Uint32Array, this.#targetIndex);
-    this.#lastStatus = moved(Uint16Array, this.#lastStatus);
-    this.#bytesOffset = moved(Uint32Array, this.#bytesOffset);
-    this.#bytesSlab = moved(Uint16Array, this.#bytesSlab);
-    this.#payloadLength = moved(Uint32Array, this.#payloadLength);
-    this.#headersLength = moved(Uint16Array, this.#headersLength);
-    this.#keyLength = moved(Uint16Array, this.#keyLength);
-    this.#generation = new Uint32Array(capacity).fill(floor, 0, next);
+    const moved = movedColumns(plan, capacity);
+    this.#replaceColumns(moved);
+    this.#generation.fill(floor, 0, this.#count);
     for (const column of this.#indexColumns) {
-      if (column.holds === 'bySlot') {
-        column.array = moved(Int32Array, column.array);
-        continue;
-      }
-      const old = column.array;
-      const array = new Int32Array(capacity);
-      for (let i = 0; i < next; i++) {
-        const slot = old[i] as number;
-        array[i] = slot >= 0 && slot < highWater ? Math.max(0, moves[slot] as number) : 0;
-      }
-      column.array = array;
+      column.array = column.holds === 'bySlot' ? moved(Int32Array, column.array) : movedSlotNumbers(column.array, plan, capacity);
     }
     this.#generationFloor = floor;
     this.#capacity = capacity;
-    this.#highWater = next;
+    this.#highWater = this.#count;
     this.#freeSlots = new Int32Array(freeStackInitial);
     this.#freeCount = 0;
     // The fill rate follows the high-water mark, which just fell: it starts again.
     this.#columnsAhead.restartFillRate();
-    return moves;
+    return plan.moves;
   }
 
   #grow(capacity: number): void {
