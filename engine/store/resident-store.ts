@@ -56,6 +56,7 @@ import { capacityTowards, type ColumnMaker, ColumnMemory, columnsBytes, doubledC
 import { movedColumns, movedSlotNumbers, planShrink, shrinkCapacity } from './shrink.ts';
 import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
+import { TargetTable } from './target-table.ts';
 import { timerState, type TimerStateCode } from './timer-state.ts';
 
 export { columnsBytes, timerState, type TimerStateCode };
@@ -77,7 +78,6 @@ const slotSpan = 2 ** residentSlotBits;
 assert.ok(arenaSlabCountMax <= 2 ** 16, 'an arena slab id must fit the u16 bytesSlab column');
 const noBytes = new Uint8Array(0);
 const freeStackInitial = 64;
-const targetTableInitial = 16;
 
 /** A column to read by slot; write through the store's setters. */
 export interface ReadonlyColumn {
@@ -181,11 +181,10 @@ export class ResidentStore {
   #snapshotsHeld = 0;
   #setAside: number[] = [];
 
-  // Interned targets: index → string, string → index, index → timers using it.
-  readonly #targetNames: Array<string | undefined> = [];
-  readonly #targetIndexOf = new Map<string, number>();
-  #targetRefs = new Uint32Array(targetTableInitial);
-  readonly #freeTargets: number[] = [];
+  /** The targets the targetIndex column points into (target-table.ts). */
+  readonly #targets = new TargetTable();
+  /** The table's names, the same array for its life: read by targetOf() once per timer delivered. */
+  readonly #targetNames = this.#targets.names;
 
   constructor(options: ResidentStoreOptions = {}) {
     const capacityMax = options.capacityMax ?? storeLimits.residentTimersMax;
@@ -243,7 +242,7 @@ export class ResidentStore {
 
   /** Distinct targets interned. */
   get targetCount(): number {
-    return this.#targetIndexOf.size;
+    return this.#targets.size;
   }
 
   // The columns. Growth replaces them, so read these again after any allocate().
@@ -307,7 +306,7 @@ export class ResidentStore {
     assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
     assert.ok(row >>> 0 === row, 'row must be a u32');
     assert.ok(queueIndex >>> 0 === queueIndex && queueIndex < residentQueueCountMax, 'queueIndex must be a u16');
-    assert.ok(this.#targetNames[targetIndex] !== undefined, 'targetIndex is not an interned target: pin it with internTarget()');
+    assert.ok(this.#targets.isInterned(targetIndex), 'targetIndex is not an interned target: pin it with internTarget()');
     const slot = this.#takeSlot();
     if (slot < 0) return -1;
     this.#fireAt[slot] = fireAt;
@@ -324,7 +323,7 @@ export class ResidentStore {
     this.#payloadLength[slot] = payload.length;
     this.#headersLength[slot] = headers.length;
     this.#keyLength[slot] = key.length;
-    this.#targetRefs[targetIndex] = (this.#targetRefs[targetIndex] as number) + 1;
+    this.#targets.addRef(targetIndex);
     this.#count++;
     return slot;
   }
@@ -349,7 +348,7 @@ export class ResidentStore {
     assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
     assert.ok(this.canAllocate(count) && slotsOut.length >= count && (rows === undefined || rows.length >= count), 'allocateRows needs room for every row');
     for (const queueIndex of queueIndexOf) assert.ok(queueIndex >>> 0 === queueIndex && queueIndex < residentQueueCountMax, 'queueIndex must be a u16');
-    for (const targetIndex of targetIndexOf) assert.ok(this.#targetNames[targetIndex] !== undefined, 'targetIndex is not an interned target: pin it with internTarget()');
+    for (const targetIndex of targetIndexOf) assert.ok(this.#targets.isInterned(targetIndex), 'targetIndex is not an interned target: pin it with internTarget()');
     const { fireAtMs, queueIndex: batchQueues, targetIndex: batchTargets, payload, headers, keys } = batch;
     assertRowsFit(batch, rows, count);
     this.reserve(count);
@@ -366,7 +365,7 @@ export class ResidentStore {
     const payloadLength = this.#payloadLength;
     const headersLength = this.#headersLength;
     const keyLength = this.#keyLength;
-    const targetRefs = this.#targetRefs;
+    const targetRefs = this.#targets.refs;
     const freeSlots = this.#freeSlots;
     const payloadOffsets = payload.offsets;
     const headersOffsets = headers.offsets;
@@ -498,7 +497,7 @@ export class ResidentStore {
   release(slot: number): void {
     this.#assertLive(slot);
     this.arena.free(this.#bytesRefOf(slot), this.#bytesLength(slot));
-    this.#unrefTarget(this.#targetIndex[slot] as number);
+    this.#targets.unref(this.#targetIndex[slot] as number);
     this.#state[slot] = timerState.free;
     this.#count--;
     const generation = (this.#generation[slot] as number) + 1;
@@ -517,28 +516,18 @@ export class ResidentStore {
    * interns each distinct target once, allocates its rows, then releases its pins.
    */
   internTarget(target: string): number {
-    let index = this.#targetIndexOf.get(target);
-    if (index === undefined) {
-      index = this.#freeTargets.pop() ?? this.#targetNames.length;
-      if (index >= this.#targetRefs.length) {
-        this.#targetRefs = widened(this.#targetRefs, this.#targetRefs.length * 2, (n) => new Uint32Array(n));
-      }
-      this.#targetNames[index] = target;
-      this.#targetIndexOf.set(target, index);
-    }
-    this.#targetRefs[index] = (this.#targetRefs[index] as number) + 1;
-    return index;
+    return this.#targets.intern(target);
   }
 
   /** Drops a pin taken by internTarget(); the target is freed once no pin or timer holds it. */
   releaseTarget(index: number): void {
-    assert.ok(this.#targetNames[index] !== undefined, 'released a target that is not interned');
-    this.#unrefTarget(index);
+    assert.ok(this.#targets.isInterned(index), 'released a target that is not interned');
+    this.#targets.unref(index);
   }
 
   /** Timers and pins holding target `index` (0 for an index no longer interned). */
   targetRefCount(index: number): number {
-    return this.#targetNames[index] === undefined ? 0 : (this.#targetRefs[index] as number);
+    return this.#targets.refCount(index);
   }
 
   isLive(slot: number): boolean {
@@ -683,7 +672,7 @@ export class ResidentStore {
       this.#payloadLength.byteLength +
       this.#headersLength.byteLength +
       this.#keyLength.byteLength;
-    return columns + this.#freeSlots.byteLength + this.#targetRefs.byteLength + this.arena.bytesReserved;
+    return columns + this.#freeSlots.byteLength + this.#targets.bytesUsed + this.arena.bytesReserved;
   }
 
   /**
@@ -743,16 +732,6 @@ export class ResidentStore {
       this.#freeSlots = widened(this.#freeSlots, this.#freeSlots.length * 2, (n) => new Int32Array(n));
     }
     this.#freeSlots[this.#freeCount++] = slot;
-  }
-
-  #unrefTarget(index: number): void {
-    const refs = (this.#targetRefs[index] as number) - 1;
-    assert.ok(refs >= 0, 'target refcount below zero');
-    this.#targetRefs[index] = refs;
-    if (refs > 0) return;
-    this.#targetIndexOf.delete(this.#targetNames[index] as string);
-    this.#targetNames[index] = undefined;
-    this.#freeTargets.push(index);
   }
 
   /**
