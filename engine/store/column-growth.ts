@@ -2,7 +2,7 @@
 // of a capacity take, and the new columns of one growth, each a copy of its old column widened.
 // Owned by the main thread, with the store (resident-store.ts) that calls it.
 //
-// Columns only grow by doubling (the capacities growing one slot at a time passes through,
+// Columns only grow by doubling (to the capacities that growing one slot at a time reaches,
 // whatever the batch sizes), except when a replay says how many timers are to come
 // (capacityTowards): then one copy into columns of the final size. A growth's new columns are
 // typed arrays of their own, or views one after another into one buffer made ahead

@@ -2,20 +2,26 @@
 // columns (no JavaScript object per timer), addressed by slot. Owned by the main thread (the
 // engine's state); nothing here is shared with dispatch workers or touched off-thread.
 //
-// Contract: allocate() takes a free slot (or a new one, doubling the columns up to
-// capacityMax; past it, -1 so the caller can answer 503) and copies the payload and headers
-// into the arena; release() gives the slot back and bumps its generation. Outside code keeps
-// handles, not slots: a handle is one safe integer carrying slot and generation, and
-// slotOf(handle) answers -1 once the slot was released, even after it was taken again.
-// Columns are read directly (store.fireAt[slot]) and written through the setters, which
-// assert the slot is live. A bug (releasing a free slot, a bad column value) is an assertion.
-// Columns only grow as timers come; once most have left (a spill), shrink() moves the rest to
-// the lowest slots into columns that fit them, and every handle given out before goes stale
-// (the moved timers, and slots first used after it, take a generation above all given out).
-// A growth copies every column into new ones; when the engine has said that rows on their way
-// near the capacity (prefaultColumnsFor), the new columns were made ahead, as views into one
-// buffer whose pages the threadpool mapped (memory/prefaulted-buffers.ts), so the growth is a copy and
-// not a copy plus a page fault for every 4 KiB of hundreds of MiB.
+// Contract: allocate() takes a free slot (or a new one, growing the columns up to capacityMax;
+// past it, -1 so the caller can answer 503) and copies the payload, headers and key into the
+// arena; release() gives the slot back and bumps its generation. Outside code keeps handles,
+// not slots: a handle is one safe integer carrying slot and generation, and slotOf(handle)
+// answers -1 once the slot was released, even after it was taken again. Columns are read
+// directly (store.fireAt[slot]) and written through the setters, which assert the slot is
+// live. A bug (releasing a free slot, a bad column value) is an assertion. Columns only grow
+// as timers come; once most have left (a spill), shrink() moves the rest to the lowest slots
+// into columns that fit them, and every handle given out before goes stale (the moved timers,
+// and slots first used after it, take a generation above all given out).
+//
+// This file is the structure: slots, columns, handles and the free stack. Beside it:
+//   column-growth.ts   the capacities a growth goes to, the columns' bytes and their layout
+//   shrink.ts          the capacity worth shrinking to and where each live timer moves
+//   target-table.ts    the interned targets the targetIndex column points into
+//   timer-state.ts     the codes of the state column
+//   byte-arena.ts      the payload, headers and key bytes
+//   ../memory/columns-ahead.ts   tuning: the next growth's columns made ahead, their pages
+//                      mapped off the main thread, once the engine says rows are coming
+//                      (prefaultColumnsFor); the growth then takes them and is a copy only
 //
 //   slot:          0      1      2      3      4      5   …  capacity-1
 //   state        [ 1    | 0    | 2    | 1    | 0    | 3  … ]     0 = free
@@ -51,10 +57,10 @@
 import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
+import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 import { capacityTowards, type ColumnMaker, ColumnMemory, columnsBytes, doubledCapacity, widened } from './column-growth.ts';
 import { movedColumns, movedSlotNumbers, planShrink, shrinkCapacity } from './shrink.ts';
-import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 import { TargetTable } from './target-table.ts';
 import { timerState, type TimerStateCode } from './timer-state.ts';
