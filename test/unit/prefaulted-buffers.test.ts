@@ -479,11 +479,3 @@ test('an admit that would grow the columns while they are being made ahead waits
     rmSync(dir, { recursive: true, force: true });
   }
 });
-
-test('columnsBytes holds every column of any capacity, each aligned', () => {
-  for (const capacity of [1, 3, 7, 8, 9, 1023, 1_100_001]) {
-    const bytes = columnsBytes(capacity);
-    assert.ok(bytes >= 57 * capacity && bytes <= 57 * capacity + 15 * 7, `capacity ${capacity}: ${bytes} bytes`);
-    assert.equal(bytes % 8, 0);
-  }
-});
