@@ -1,10 +1,10 @@
-// Buffers made ahead off the main thread (prefaulted-buffers.ts) and the arena's use of them:
-// a supply hands over each buffer it made once its read of /dev/zero is done and never blocks;
-// dropAll() lets go of the ready and the unfinished; an arena makes only the slabs it was told
-// it will need beyond its current one (further when it fills fast), takes them as it opens
-// slabs, and keeps every string; a resident store makes its next columns ahead once the rows on
-// their way near its capacity (for large columns, as early as its fill rate and the timed pace
-// of making memory say).
+// Memory made ahead off the main thread (engine/memory/): a supply of prefaulted buffers hands
+// over each buffer it made once its read of /dev/zero is done and never blocks; dropAll() lets go
+// of the ready and the unfinished. Through the structures that use them: an arena makes only
+// the slabs it was told it will need beyond its current one (further when it fills fast), takes
+// them as it opens slabs, and keeps every string (slabs-ahead.ts); a resident store makes its
+// next columns ahead once the rows on their way near its capacity (for large columns, as early
+// as its fill rate and the timed pace of making memory say) (columns-ahead.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
