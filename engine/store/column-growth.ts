@@ -8,11 +8,11 @@
 // typed arrays of their own, or views one after another into one buffer made ahead
 // (engine/memory/columns-ahead.ts), columnsBytes(capacity) long, each aligned:
 //
-//   one buffer for `capacity` slots (aligned(n) = n rounded up to 8 bytes)
-//   ┌──────────────┬──────────────┬─────┬──────────────┬──────────────┬─────┬────────────┐
-//   │ fireAt f64   │ dueAt f64    │  …  │ keyLength u16│ index i32    │  …  │ (padding)  │
-//   └──────────────┴──────────────┴─────┴──────────────┴──────────────┴─────┴────────────┘
-//   0    aligned(8·capacity)                           one a column other structures keep
+//   one buffer for `capacity` slots, each column starting at a multiple of 8 bytes
+//   ┌────────────┬────────────┬─────┬───────────────┬────────────┬─────┐
+//   │ fireAt f64 │ dueAt f64  │  …  │ keyLength u16 │ index i32  │  …  │
+//   └────────────┴────────────┴─────┴───────────────┴────────────┴─────┘
+//   0            8·capacity                          then the index columns other structures keep
 import assert from 'node:assert/strict';
 
 /** reserveTowards grows the columns by this factor at least. */
