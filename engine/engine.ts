@@ -48,7 +48,7 @@ import {
   recordType,
 } from './records.ts';
 import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
-import { ScratchArrays } from './scratch-arrays.ts';
+import { ScratchArrays } from './memory/scratch-arrays.ts';
 import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
 import { KeyClaims } from './store/key-claims.ts';
 import { SlotClaims } from './store/slot-claims.ts';

@@ -23,11 +23,14 @@
 // owner of the refs (only it knows where the strings are): markSparseSlabs() picks slabs whose
 // live share has fallen below a ratio, the owner move()s every string it holds in them, and
 // each such slab is released as its last string leaves.
+//
+// The slabs to come may be made ahead, their pages mapped off the main thread: that tuning lives
+// in memory/slabs-ahead.ts, which prefaultFor() tells what is coming and a new slab is taken from.
 import assert from 'node:assert/strict';
 import type { BytesColumn } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
-import { FillRate } from './fill-rate.ts';
-import { PrefaultedBuffers, prefaultMsPerByte } from './prefaulted-buffers.ts';
+import { SlabsAhead, type SlabsAheadOptions } from '../memory/slabs-ahead.ts';
+import { copyRowPart, copyRowPartWords, dataViewOf, rowLength, wordsOf } from './arena-row-copy.ts';
 
 /** Offsets occupy the low 32 bits of a ref, so one string (and one slab) is below 4 GiB. */
 export const arenaSlabBytesMax = 2 ** 32 - 1;
@@ -39,87 +42,13 @@ export const arenaOffsetSpan = 2 ** 32;
 const offsetSpan = arenaOffsetSpan;
 const empty = new Uint8Array(0);
 
-function rowLength(offsets: Int32Array, row: number): number {
-  return (offsets[row + 1] as number) - (offsets[row] as number);
-}
-
-/** Copies row `row` of a column into `slab` at `at`; returns where the next part goes. */
-function copyRowPart(slab: Uint8Array, at: number, column: BytesColumn, row: number): number {
-  const start = column.offsets[row] as number;
-  const end = column.offsets[row + 1] as number;
-  // A subarray and set() cost less than Buffer's copy() for strings of a few hundred bytes.
-  if (end > start) slab.set(column.values.subarray(start, end), at);
-  return at + (end - start);
-}
-
-/** Strings up to this long are copied a 32-bit word at a time when they can be (copyRowPartWords). */
-const wordCopyBytesMax = 512;
-
-/** Whether this platform's typed arrays are little-endian (what a DataView read must match). */
-const littleEndian = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
-
-/** A slab as 32-bit words (slabs start on 8-byte boundaries; a 4 GiB string's own slab may not). */
-function wordsOf(slab: Uint8Array): Int32Array | undefined {
-  return (slab.byteOffset & 3) === 0 ? new Int32Array(slab.buffer, slab.byteOffset, slab.length >> 2) : undefined;
-}
-
-function dataViewOf(bytes: Uint8Array): DataView {
-  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
-
-/**
- * As copyRowPart, reading the column through a DataView and writing the slab's words: a string
- * of a few hundred bytes, a multiple of 4 long, bound for a 4-byte-aligned place, is copied a
- * word at a time, wherever it lies in the column (a replayed record's columns lie where the log
- * put them, mostly not aligned). That takes a third of the time of a subarray and set() (1,000,000
- * payloads of 128 bytes and keys of 64 from unaligned places: 47 ms against 150) and leaves no
- * object per string for the collector (a replay's two million of them). Payloads and keys whose
- * sizes are multiples of 4, as most are, keep the arena's places aligned.
- */
-function copyRowPartWords(slab: Uint8Array, slabWords: Int32Array | undefined, at: number, column: BytesColumn, columnView: DataView, row: number): number {
-  const start = column.offsets[row] as number;
-  const end = column.offsets[row + 1] as number;
-  const length = end - start;
-  if (slabWords !== undefined && length <= wordCopyBytesMax && ((at | length) & 3) === 0) {
-    let to = at >> 2;
-    for (let from = start; from < end; from += 4) slabWords[to++] = columnView.getInt32(from, littleEndian);
-  } else if (length > 0) slab.set(column.values.subarray(start, end), at);
-  return at + length;
-}
-
-export interface ByteArenaOptions {
+/** The arena's sizes, and (tests) the tuning of the slabs it makes ahead (memory/slabs-ahead.ts). */
+export interface ByteArenaOptions extends SlabsAheadOptions {
   readonly slabBytes?: number;
   /** Size of a small arena's first slab (at most slabBytes); see smallSlabBytes. */
   readonly slabBytesMin?: number;
-  /** Monotonic ms for the rate bytes are added at (tests); performance.now() otherwise. */
-  readonly now?: () => number;
-  /** Ms making a byte ahead takes (tests); prefaultMsPerByte() otherwise. */
-  readonly prefaultMsPerByte?: () => number;
 }
 
-/** Slabs prefaultFor() keeps made ahead at most. */
-const prefaultSlabsAhead = 2;
-/**
- * prefaultFor() looks this many times further ahead than the bytes the arena takes, at its
- * current rate, while a slab is being made. Admits of one timer each tell it only of their own
- * bytes (tens of KiB in flight), so the next slab was asked for when the current one had that
- * much room left: with 256 single admitters, 38 of 48 and 51 of 55 slabs came made ahead in
- * two 5 s runs, the rest faulting their 4 MiB on the main thread (4–6 ms each here); with the
- * lead, 53 of 54 and 54 of 54.
- */
-const slabLeadFactor = 2;
-/**
- * Past groupSlabsFrom slabs, the slabs an arena makes ahead are allocated several at a time: one
- * more a group for each groupSlabsStep slabs beyond, up to groupBuffersMax. Each allocation's
- * malloc header maps a fresh 2 MiB huge page on the main thread (prefaulted-buffers.ts), which
- * the kernel may first have to compact memory for: one allocation a slab was 17.5% of the main
- * thread's time in 15 s of Arrow ingest (14 million timers). The slabs of a group not yet asked
- * for hold address space and no pages, but count as external memory: an arena under 256 MiB
- * (the store suite's million timers, 192 bytes each, take 46 slabs) allocates one slab at a
- * time and holds no such slab; a larger one at most groupBuffersMax - 1 of them.
- */
-const groupSlabsFrom = 64;
-const groupSlabsStep = 8;
 /**
  * A small arena's slabs: the first is this size, and each next one holds as much as the arena
  * holds then (so its room doubles) until slabBytes is reached. A store with a few hundred
@@ -156,13 +85,10 @@ export class ByteArena {
   #holds = 0;
   #bytesReserved = 0;
   #bytesLive = 0;
-  /** Slabs made ahead, their pages mapped off the main thread; made on the first prefaultFor(). */
-  #supply: PrefaultedBuffers | undefined;
-  #closed = false;
-  /** Bytes of strings ever freed: with bytesLive, the bytes ever added, whose rate addRate measures. */
+  /** The slabs to come, made ahead (prefaultFor). */
+  readonly #slabsAhead: SlabsAhead;
+  /** Bytes of strings ever freed: with bytesLive, the bytes ever added (how fast the arena fills). */
   #bytesFreed = 0;
-  readonly #addRate: FillRate;
-  readonly #prefaultMsPerByte: () => number;
 
   constructor(options: ByteArenaOptions = {}) {
     const slabBytes = options.slabBytes ?? storeLimits.arenaSlabBytes;
@@ -170,56 +96,38 @@ export class ByteArena {
     this.slabBytes = slabBytes;
     this.#slabBytesMin = Math.min(slabBytes, options.slabBytesMin ?? smallSlabBytes);
     assert.ok(Number.isSafeInteger(this.#slabBytesMin) && this.#slabBytesMin >= 1, 'slabBytesMin out of range');
-    this.#addRate = new FillRate(options.now ?? (() => performance.now()));
-    this.#prefaultMsPerByte = options.prefaultMsPerByte ?? prefaultMsPerByte;
+    this.#slabsAhead = new SlabsAhead(slabBytes, options);
   }
 
   /** Slabs that came made ahead by prefaultFor(). */
   get slabsPrefaulted(): number {
-    return this.#supply?.taken ?? 0;
+    return this.#slabsAhead.taken;
   }
 
   /** Slabs made ahead and waiting to be opened. */
   get slabsMadeAhead(): number {
-    return this.#supply?.ready ?? 0;
+    return this.#slabsAhead.ready;
   }
 
   /**
    * Says that about `bytes` more are to be added soon (a batch being logged, the rest of a
-   * replay): the slabs they will need beyond the current one's room (prefaultSlabsAhead at most)
-   * are made ahead, their pages mapped off the main thread (prefaulted-buffers.ts), so that the
-   * copies into them do not stop for page faults. It looks further ahead when it fills fast:
-   * as far as it fills while a slab is made (slabLeadFactor), so an arena filled by small admits
-   * in quick succession has its next slab made in time, and holds at most that one spare slab.
-   * An arena filling slowly, or told only what it will hold, keeps no spare memory;
-   * dropPrefaulted() lets go of what a guess made too many of.
+   * replay): the slabs they will need beyond the current one's room are made ahead, their pages
+   * mapped off the main thread (memory/slabs-ahead.ts), so that the copies into them do not
+   * stop for page faults. dropPrefaulted() lets go of what a guess made too many of.
    */
   prefaultFor(bytes: number): void {
-    if (this.#closed) return;
     const room = this.#current < 0 ? 0 : this.#currentBytes - (this.#end[this.#current] as number);
-    // At least what the arena takes, at its rate, while a slab is made (slabLeadFactor), up to a slab.
-    const lead = this.#addRate.sample(this.#bytesLive + this.#bytesFreed) * this.slabBytes * this.#prefaultMsPerByte() * slabLeadFactor;
-    const ahead = Math.max(bytes, Math.min(lead, this.slabBytes));
-    if (ahead <= room) return;
-    this.#supply ??= new PrefaultedBuffers(this.slabBytes);
-    const coming = Math.ceil((ahead - room) / this.slabBytes);
-    // The slabs still to come are allocated together (a replay's log, a large arena: one malloc
-    // header's page fault on the main thread for several slabs), each read when asked for. A
-    // large arena keeps two made ahead: its reads map whole slabs (the group's header page aside).
-    const group = Math.max(coming, 1 + Math.floor(Math.max(0, this.slabCount - groupSlabsFrom) / groupSlabsStep));
-    const slabs = Math.min(prefaultSlabsAhead, group);
-    while (this.#supply.outstanding < slabs) this.#supply.request(group - this.#supply.outstanding);
+    this.#slabsAhead.bytesComing(bytes, room, this.#bytesLive + this.#bytesFreed, this.slabCount);
   }
 
   /** Frees the slabs made ahead and not taken (and those still being made, as they are done). */
   dropPrefaulted(): void {
-    this.#supply?.dropAll();
+    this.#slabsAhead.drop();
   }
 
   /** Stops making slabs ahead, for good (the arena goes on allocating its own); the strings stay. */
   close(): void {
-    this.#closed = true;
-    this.#supply?.dropAll();
+    this.#slabsAhead.close();
   }
 
   /** Bytes held in slabs, live or not (what the arena costs in memory). */
@@ -492,7 +400,7 @@ export class ByteArena {
   /** slabBytes, or while the arena is small (smallSlabBytes) what it holds, in powers of two from slabBytesMin. */
   #nextSlabBytes(length: number): number {
     // A slab made ahead is used whatever the arena holds: it was made because it fills fast.
-    if ((this.#supply?.ready ?? 0) > 0) return this.slabBytes;
+    if (this.#slabsAhead.ready > 0) return this.slabBytes;
     const wanted = Math.max(length, this.#bytesLive);
     let bytes = this.#slabBytesMin;
     while (bytes < wanted && bytes < this.slabBytes) bytes *= 2;
@@ -505,7 +413,7 @@ export class ByteArena {
     assert.ok(slabId < arenaSlabCountMax, 'arena slab ids exhausted');
     // Uninitialised, as the log's read buffers are: only bytes written are ever viewed (view()
     // stops at a slab's end), and zeroing a slab costs about as much as the copy into it.
-    const prefaulted = bytes === this.slabBytes ? this.#supply?.take() : undefined;
+    const prefaulted = bytes === this.slabBytes ? this.#slabsAhead.take() : undefined;
     if (prefaulted !== undefined) this.#slabs[slabId] = prefaulted;
     else {
       const memory = Buffer.allocUnsafeSlow(bytes);

@@ -2,20 +2,26 @@
 // columns (no JavaScript object per timer), addressed by slot. Owned by the main thread (the
 // engine's state); nothing here is shared with dispatch workers or touched off-thread.
 //
-// Contract: allocate() takes a free slot (or a new one, doubling the columns up to
-// capacityMax; past it, -1 so the caller can answer 503) and copies the payload and headers
-// into the arena; release() gives the slot back and bumps its generation. Outside code keeps
-// handles, not slots: a handle is one safe integer carrying slot and generation, and
-// slotOf(handle) answers -1 once the slot was released, even after it was taken again.
-// Columns are read directly (store.fireAt[slot]) and written through the setters, which
-// assert the slot is live. A bug (releasing a free slot, a bad column value) is an assertion.
-// Columns only grow as timers come; once most have left (a spill), shrink() moves the rest to
-// the lowest slots into columns that fit them, and every handle given out before goes stale
-// (the moved timers, and slots first used after it, take a generation above all given out).
-// A growth copies every column into new ones; when the engine has said that rows on their way
-// near the capacity (prefaultColumnsFor), the new columns were made ahead, as views into one
-// buffer whose pages the threadpool mapped (prefaulted-buffers.ts), so the growth is a copy and
-// not a copy plus a page fault for every 4 KiB of hundreds of MiB.
+// Contract: allocate() takes a free slot (or a new one, growing the columns up to capacityMax;
+// past it, -1 so the caller can answer 503) and copies the payload, headers and key into the
+// arena; release() gives the slot back and bumps its generation. Outside code keeps handles,
+// not slots: a handle is one safe integer carrying slot and generation, and slotOf(handle)
+// answers -1 once the slot was released, even after it was taken again. Columns are read
+// directly (store.fireAt[slot]) and written through the setters, which assert the slot is
+// live. A bug (releasing a free slot, a bad column value) is an assertion. Columns only grow
+// as timers come; once most have left (a spill), shrink() moves the rest to the lowest slots
+// into columns that fit them, and every handle given out before goes stale (the moved timers,
+// and slots first used after it, take a generation above all given out).
+//
+// This file is the structure: slots, columns, handles and the free stack. Beside it:
+//   column-growth.ts   the capacities a growth goes to, the columns' bytes and their layout
+//   shrink.ts          the capacity worth shrinking to and where each live timer moves
+//   target-table.ts    the interned targets the targetIndex column points into
+//   timer-state.ts     the codes of the state column
+//   byte-arena.ts      the payload, headers and key bytes
+//   ../memory/columns-ahead.ts   tuning: the next growth's columns made ahead, their pages
+//                      mapped off the main thread, once the engine says rows are coming
+//                      (prefaultColumnsFor); the growth then takes them and is a copy only
 //
 //   slot:          0      1      2      3      4      5   …  capacity-1
 //   state        [ 1    | 0    | 2    | 1    | 0    | 3  … ]     0 = free
@@ -51,56 +57,15 @@
 import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
+import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
-import { FillRate } from './fill-rate.ts';
-import { PrefaultedBuffers, prefaultMsPerByte } from './prefaulted-buffers.ts';
+import { capacityTowards, type ColumnMaker, ColumnMemory, columnsBytes, doubledCapacity, widened } from './column-growth.ts';
+import { movedColumns, movedSlotNumbers, planShrink, shrinkCapacity } from './shrink.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
+import { TargetTable } from './target-table.ts';
+import { timerState, type TimerStateCode } from './timer-state.ts';
 
-/** reserveTowards grows the columns by this factor at least. */
-const reserveGrowthMin = 1.5;
-/**
- * prefaultColumnsFor makes the next columns ahead once the rows on their way would leave less
- * than this share (1 / it) of the capacity free. Small enough that a store filled to a
- * capacity's 95% holds no spare columns (the store suite's 1,000,000 timers in 1,048,576
- * slots); it gives the threadpool a 32nd of the capacity's admits to map them (31 ms a million
- * slots at a million rows a second): enough on a quick machine, not on the measurement VM in a
- * slow phase, where growths of 128 MiB and more look further ahead (columnsEarlyBytesMin).
- */
-const columnsAheadShare = 32;
-/**
- * A growth whose new columns take at least this many bytes has them made as far ahead as the
- * store's fill rate and the machine's prefault pace say it takes to make them (twice that, to
- * be safe), up to half the capacity ahead. Arrow ingest at a million rows a second reached the
- * growths to 4, 8 and 16 million slots 0.13–0.5 s after their columns were asked for, while
- * making 228–912 MiB takes 0.1–2 ms a MiB: none was ready, each growth faulted its pages on the
- * main thread and stalled every admit 0.26–1.4 s. So did the smaller ones when this was 128 MiB:
- * 10,000-row Arrow batches one at a time stalled 110, 113, 204 and 337 ms at the growths to
- * 2^18 … 2^21 slots (15–120 MiB), a fifth of a 5-second run. Columns made ahead and no longer
- * asked for are let go (columnsAheadIdleMs), so a store that stops filling holds no spare ones.
- */
-const columnsEarlyBytesMin = 1024 * 1024;
-/**
- * Columns made ahead are let go when no rows have been said to be coming (prefaultColumnsFor)
- * for this long: the fill stopped short of the growth (a later fill asks again). Memory at rest
- * holds no spare columns.
- */
-const columnsAheadIdleMs = 100;
-/** The slowest pace (ms a byte) a large growth's columns are expected to be made at. */
-const largePrefaultMsPerByteMin = 2 / (1024 * 1024);
-/** Columns are asked for this many times the time making them is expected to take ahead. */
-const columnsLeadFactor = 2;
-/**
- * Large columns are also asked for once the growth would come within this long at the fill
- * rate of the moment (still up to half the capacity ahead). The lead above follows the rate
- * at which the store fills now, and a fill that speeds up outruns it: in the compare suite,
- * 256 writers of single adds (200,000 a second) and then 10,000-row Arrow batches (a million
- * a second) reached the growth to 2^23 slots 1.7 s after its 520 MiB were asked for, when
- * they were seven eighths made (the threadpool made them at 2.8–4.3 ms a MiB while the log
- * wrote); the growth faulted its own on the main thread, a 775 ms stall of every admit. Asked
- * for at the growth before, they had 3.7 s. What this costs: while a store fills this fast,
- * the next growth's columns are held that much sooner (and let go once the fill stops).
- */
-const columnsHorizonMs = 10_000;
+export { columnsBytes, timerState, type TimerStateCode };
 
 /** Low bits of a handle that carry the slot. */
 export const residentSlotBits = 28;
@@ -119,20 +84,6 @@ const slotSpan = 2 ** residentSlotBits;
 assert.ok(arenaSlabCountMax <= 2 ** 16, 'an arena slab id must fit the u16 bytesSlab column');
 const noBytes = new Uint8Array(0);
 const freeStackInitial = 64;
-const targetTableInitial = 16;
-
-/** Codes of the `state` column. */
-export const timerState = {
-  free: 0,
-  pending: 1,
-  delivering: 2,
-  retrying: 3,
-  delivered: 4,
-  dead: 5,
-  cancelled: 6,
-} as const;
-
-export type TimerStateCode = (typeof timerState)[keyof typeof timerState];
 
 /** A column to read by slot; write through the store's setters. */
 export interface ReadonlyColumn {
@@ -154,51 +105,13 @@ export interface TimerFields {
 /** The columns of a batch that allocateRows() reads. */
 export type BatchRows = Pick<TimerBatch, 'fireAtMs' | 'queueIndex' | 'targetIndex' | 'payload' | 'headers' | 'keys'>;
 
-export interface ResidentStoreOptions {
+/** The store's sizes, and (tests) the tuning of the columns it makes ahead (memory/columns-ahead.ts). */
+export interface ResidentStoreOptions extends ColumnsAheadOptions {
   readonly capacityInitial?: number;
   readonly capacityMax?: number;
   /** Lower than residentGenerationMax only in tests, to reach slot retirement quickly. */
   readonly generationMax?: number;
   readonly arena?: ByteArenaOptions;
-  /** Monotonic ms for the fill rate (tests); performance.now() otherwise. */
-  readonly now?: () => number;
-  /** Ms making a byte ahead takes (tests); prefaultMsPerByte() otherwise. */
-  readonly prefaultMsPerByte?: () => number;
-  /** Lower than columnsEarlyBytesMin only in tests, to reach an early growth with small columns. */
-  readonly columnsEarlyBytesMin?: number;
-  /** Other than columnsAheadIdleMs only in tests (measured with `now`). */
-  readonly columnsAheadIdleMs?: number;
-}
-
-type Column = Float64Array | Uint32Array | Uint16Array | Uint8Array | Int32Array;
-
-/** A column's typed-array constructor. */
-interface ColumnType<C extends Column> {
-  new (length: number): C;
-  new (buffer: ArrayBufferLike, byteOffset: number, length: number): C;
-  readonly BYTES_PER_ELEMENT: number;
-}
-
-function widened<C extends Column>(old: C, length: number, make: (length: number) => C): C {
-  const next = make(length);
-  next.set(old);
-  return next;
-}
-
-/** Column bytes start at multiples of this, so that every typed array view is aligned. */
-const columnAlign = 8;
-const aligned = (bytes: number): number => Math.ceil(bytes / columnAlign) * columnAlign;
-/** Element sizes of the columns, one entry a column (see the table at the top). */
-const columnElementBytes = [8, 8, 8, 4, 4, 1, 2, 2, 4, 2, 4, 2, 4, 2, 2];
-
-/**
- * Bytes of one buffer that holds every column for `capacity` slots (ColumnMemory carves it),
- * with `indexColumns` index columns (IndexColumn) besides the store's own.
- */
-export function columnsBytes(capacity: number, indexColumns = 0): number {
-  let bytes = indexColumns * aligned(capacity * Int32Array.BYTES_PER_ELEMENT);
-  for (const elementBytes of columnElementBytes) bytes += aligned(capacity * elementBytes);
-  return bytes;
 }
 
 /**
@@ -215,39 +128,6 @@ export interface IndexColumn {
 }
 
 export type IndexColumnKind = 'bySlot' | 'slots';
-
-/**
- * The new columns of one growth, each a copy of its old column widened to `capacity`: views
- * one after another into `memory` (columnsBytes(capacity) long, zero, made ahead) when given,
- * else a typed array of its own, as `new Float64Array(capacity)` makes.
- */
-class ColumnMemory {
-  readonly #memory: Uint8Array | undefined;
-  readonly #capacity: number;
-  #at = 0;
-
-  constructor(memory: Uint8Array | undefined, capacity: number, indexColumns: number) {
-    assert.ok(memory === undefined || memory.length >= columnsBytes(capacity, indexColumns), 'column memory too small for its capacity');
-    this.#memory = memory;
-    this.#capacity = capacity;
-  }
-
-  /** `old` widened to the capacity, as a `Type` (Float64Array, Uint32Array, …). */
-  widen<C extends Column>(Type: ColumnType<C>, old: C): C {
-    const next = this.#memory === undefined ? new Type(this.#capacity) : new Type(this.#memory.buffer, this.#take(Type.BYTES_PER_ELEMENT), this.#capacity);
-    next.set(old);
-    return next;
-  }
-
-  /** The byte offset of the next column, whose elements are `elementBytes` wide. */
-  #take(elementBytes: number): number {
-    const memory = this.#memory as Uint8Array;
-    const at = memory.byteOffset + this.#at;
-    this.#at += aligned(this.#capacity * elementBytes);
-    assert.ok(this.#at <= memory.length, 'more columns carved than columnsBytes counts');
-    return at;
-  }
-}
 
 /**
  * Asserts that rows rows[i] (i when `rows` is undefined), i < count, are rows of the batch with
@@ -280,51 +160,37 @@ export class ResidentStore {
   #count = 0;
   /** Slots at and above this were never allocated (their generation is still 0). */
   #highWater = 0;
-  #fireAt: Float64Array;
-  #dueAt: Float64Array;
-  #logSeq: Float64Array;
-  #row: Uint32Array;
-  #generation: Uint32Array;
-  #state: Uint8Array;
-  #attempts: Uint16Array;
-  #queueIndex: Uint16Array;
-  #targetIndex: Uint32Array;
-  #lastStatus: Uint16Array;
-  #bytesOffset: Uint32Array;
-  #bytesSlab: Uint16Array;
-  #payloadLength: Uint32Array;
-  #headersLength: Uint16Array;
-  #keyLength: Uint16Array;
+  // The columns, `capacity` long (#replaceColumns makes them all).
+  #fireAt = new Float64Array(0);
+  #dueAt = new Float64Array(0);
+  #logSeq = new Float64Array(0);
+  #row = new Uint32Array(0);
+  #generation = new Uint32Array(0);
+  #state = new Uint8Array(0);
+  #attempts = new Uint16Array(0);
+  #queueIndex = new Uint16Array(0);
+  #targetIndex = new Uint32Array(0);
+  #lastStatus = new Uint16Array(0);
+  #bytesOffset = new Uint32Array(0);
+  #bytesSlab = new Uint16Array(0);
+  #payloadLength = new Uint32Array(0);
+  #headersLength = new Uint16Array(0);
+  #keyLength = new Uint16Array(0);
   readonly #indexColumns: IndexColumn[] = [];
-  /** Columns being made ahead for the next growth (prefaultColumnsFor), for this capacity. */
-  #columnsAhead: { readonly capacity: number; readonly supply: PrefaultedBuffers } | undefined;
-  #columnGrowthsMadeAhead = 0;
-  readonly #prefaultMsPerByte: () => number;
-  readonly #columnsEarlyBytesMin: number;
-  readonly #columnsAheadIdleMs: number;
-  /** When prefaultColumnsFor was last told of rows coming (`now` ms): columns made ahead are wanted until columnsAheadIdleMs past it. */
-  #columnsAheadAskedMs = 0;
-  /** Lets the columns made ahead go once no rows have been said to be coming for columnsAheadIdleMs. */
-  #columnsAheadTimer: NodeJS.Timeout | undefined;
-  /** Callers waiting for the columns being made ahead (columnsAheadPending): they are still wanted. */
-  #columnsAheadAwaited = 0;
-  readonly #now: () => number;
-  /** Slots in use (highWater) per ms. */
-  #fillRate: FillRate;
+  /** The columns of the next growth, made ahead (prefaultColumnsFor). */
+  readonly #columnsAhead: ColumnsAhead;
   /** The generation a slot takes when first used: above every handle given out before the last shrink(). */
   #generationFloor = 1;
-  #closed = false;
   #freeSlots = new Int32Array(freeStackInitial);
   #freeCount = 0;
   /** Snapshots not yet released (snapshot()); while any is, released slots are set aside here. */
   #snapshotsHeld = 0;
   #setAside: number[] = [];
 
-  // Interned targets: index → string, string → index, index → timers using it.
-  readonly #targetNames: Array<string | undefined> = [];
-  readonly #targetIndexOf = new Map<string, number>();
-  #targetRefs = new Uint32Array(targetTableInitial);
-  readonly #freeTargets: number[] = [];
+  /** The targets the targetIndex column points into (target-table.ts). */
+  readonly #targets = new TargetTable();
+  /** The table's names, the same array for its life: read by targetOf() once per timer delivered. */
+  readonly #targetNames = this.#targets.names;
 
   constructor(options: ResidentStoreOptions = {}) {
     const capacityMax = options.capacityMax ?? storeLimits.residentTimersMax;
@@ -336,27 +202,9 @@ export class ResidentStore {
     this.#capacityMax = capacityMax;
     this.generationMax = generationMax;
     this.arena = new ByteArena(options.arena);
-    this.#now = options.now ?? (() => performance.now());
-    this.#fillRate = new FillRate(this.#now);
-    this.#columnsAheadIdleMs = options.columnsAheadIdleMs ?? columnsAheadIdleMs;
-    this.#prefaultMsPerByte = options.prefaultMsPerByte ?? prefaultMsPerByte;
-    this.#columnsEarlyBytesMin = options.columnsEarlyBytesMin ?? columnsEarlyBytesMin;
+    this.#columnsAhead = new ColumnsAhead(options);
     this.#capacity = capacity;
-    this.#fireAt = new Float64Array(capacity);
-    this.#dueAt = new Float64Array(capacity);
-    this.#logSeq = new Float64Array(capacity);
-    this.#row = new Uint32Array(capacity);
-    this.#generation = new Uint32Array(capacity);
-    this.#state = new Uint8Array(capacity);
-    this.#attempts = new Uint16Array(capacity);
-    this.#queueIndex = new Uint16Array(capacity);
-    this.#targetIndex = new Uint32Array(capacity);
-    this.#lastStatus = new Uint16Array(capacity);
-    this.#bytesOffset = new Uint32Array(capacity);
-    this.#bytesSlab = new Uint16Array(capacity);
-    this.#payloadLength = new Uint32Array(capacity);
-    this.#headersLength = new Uint16Array(capacity);
-    this.#keyLength = new Uint16Array(capacity);
+    this.#replaceColumns((Type) => new Type(capacity));
   }
 
   /** Live timers. */
@@ -400,7 +248,7 @@ export class ResidentStore {
 
   /** Distinct targets interned. */
   get targetCount(): number {
-    return this.#targetIndexOf.size;
+    return this.#targets.size;
   }
 
   // The columns. Growth replaces them, so read these again after any allocate().
@@ -464,7 +312,7 @@ export class ResidentStore {
     assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
     assert.ok(row >>> 0 === row, 'row must be a u32');
     assert.ok(queueIndex >>> 0 === queueIndex && queueIndex < residentQueueCountMax, 'queueIndex must be a u16');
-    assert.ok(this.#targetNames[targetIndex] !== undefined, 'targetIndex is not an interned target: pin it with internTarget()');
+    assert.ok(this.#targets.isInterned(targetIndex), 'targetIndex is not an interned target: pin it with internTarget()');
     const slot = this.#takeSlot();
     if (slot < 0) return -1;
     this.#fireAt[slot] = fireAt;
@@ -481,7 +329,7 @@ export class ResidentStore {
     this.#payloadLength[slot] = payload.length;
     this.#headersLength[slot] = headers.length;
     this.#keyLength[slot] = key.length;
-    this.#targetRefs[targetIndex] = (this.#targetRefs[targetIndex] as number) + 1;
+    this.#targets.addRef(targetIndex);
     this.#count++;
     return slot;
   }
@@ -506,7 +354,7 @@ export class ResidentStore {
     assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
     assert.ok(this.canAllocate(count) && slotsOut.length >= count && (rows === undefined || rows.length >= count), 'allocateRows needs room for every row');
     for (const queueIndex of queueIndexOf) assert.ok(queueIndex >>> 0 === queueIndex && queueIndex < residentQueueCountMax, 'queueIndex must be a u16');
-    for (const targetIndex of targetIndexOf) assert.ok(this.#targetNames[targetIndex] !== undefined, 'targetIndex is not an interned target: pin it with internTarget()');
+    for (const targetIndex of targetIndexOf) assert.ok(this.#targets.isInterned(targetIndex), 'targetIndex is not an interned target: pin it with internTarget()');
     const { fireAtMs, queueIndex: batchQueues, targetIndex: batchTargets, payload, headers, keys } = batch;
     assertRowsFit(batch, rows, count);
     this.reserve(count);
@@ -523,7 +371,7 @@ export class ResidentStore {
     const payloadLength = this.#payloadLength;
     const headersLength = this.#headersLength;
     const keyLength = this.#keyLength;
-    const targetRefs = this.#targetRefs;
+    const targetRefs = this.#targets.refs;
     const freeSlots = this.#freeSlots;
     const payloadOffsets = payload.offsets;
     const headersOffsets = headers.offsets;
@@ -569,10 +417,7 @@ export class ResidentStore {
     if (fresh <= this.#capacity - this.#highWater) return;
     const needed = this.#highWater + fresh;
     assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
-    // The same capacities as growing one slot at a time would reach, whatever the batch sizes.
-    let capacity = this.#capacity;
-    while (capacity < needed) capacity *= 2;
-    this.#grow(Math.min(capacity, this.#growthCap(needed)));
+    this.#grow(Math.min(doubledCapacity(this.#capacity, needed), this.#growthCap(needed)));
   }
 
   /**
@@ -588,46 +433,19 @@ export class ResidentStore {
     if (fresh <= this.#capacity - this.#highWater) return;
     const needed = this.#highWater + fresh;
     assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
-    this.#grow(Math.min(Math.max(needed, Math.ceil(expectedSlots), Math.ceil(this.#capacity * reserveGrowthMin)), this.#growthCap(needed)));
+    this.#grow(Math.min(capacityTowards(this.#capacity, needed, expectedSlots), this.#growthCap(needed)));
   }
 
   /**
-   * Says that about `rows` more timers are to be allocated soon (batches being logged). Once
-   * they would leave less than 1/columnsAheadShare of the capacity free (for large columns,
-   * less than the fill rate takes while they are made: columnsEarlyBytesMin), the columns of
-   * the next growth (the capacity reserve() would double to) are made ahead, their pages mapped
-   * off the main thread (prefaulted-buffers.ts): the growth is then a copy, and neither it nor
+   * Says that about `rows` more timers are to be allocated soon (batches being logged): once
+   * they near the capacity, the columns of the next growth are made ahead, their pages mapped
+   * off the main thread (memory/columns-ahead.ts), so the growth is a copy and neither it nor
    * the rows that follow stop for page faults. A growth that comes before they are made
-   * allocates its own, as without them. Columns made and not yet taken stay until the growth,
-   * until no call has asked for them for columnsAheadIdleMs (the fill stopped short of the
-   * growth), or until dropPrefaulted or close.
+   * allocates its own, as without them. Columns made and not taken are let go once no call has
+   * asked for them for a while, or by dropPrefaulted or close.
    */
   prefaultColumnsFor(rows: number): void {
-    if (this.#closed || this.#capacity >= this.capacityMax) return;
-    // Rows are still coming: columns made ahead are still wanted, whatever the lead says now.
-    this.#columnsAheadAskedMs = this.#now();
-    const fillRate = this.#fillRate.sample(this.#highWater);
-    const slotsAfter = this.#highWater + Math.max(0, rows - this.#freeCount);
-    let capacity = this.#capacity * 2;
-    while (capacity < slotsAfter) capacity *= 2;
-    capacity = Math.min(capacity, this.capacityMax);
-    if (this.#capacity - slotsAfter >= this.#columnsLead(capacity, fillRate)) return;
-    this.#makeColumnsAhead(capacity);
-  }
-
-  /**
-   * Free slots at which the columns for `capacity` are asked for: 1/columnsAheadShare of the
-   * capacity, or for a large growth the slots the fill rate takes while they are being made
-   * (columnsEarlyBytesMin) or within columnsHorizonMs, whichever is more.
-   */
-  #columnsLead(capacity: number, fillRate: number): number {
-    const share = this.#capacity / columnsAheadShare;
-    const bytes = columnsBytes(capacity, this.#indexColumns.length);
-    if (bytes < this.#columnsEarlyBytesMin) return share;
-    // The measured pace comes mostly from the arena's 4 MiB slabs; hundreds of MiB at once, on a
-    // threadpool the log's writes and syncs share, went at 1–2.8 ms a MiB (0.36–0.41 measured).
-    const makingMs = bytes * Math.max(this.#prefaultMsPerByte(), largePrefaultMsPerByteMin);
-    return Math.min(this.#capacity / 2, Math.max(share, fillRate * Math.max(makingMs * columnsLeadFactor, columnsHorizonMs)));
+    this.#columnsAhead.rowsComing(rows, this.#capacity, this.capacityMax, this.#highWater, this.#freeCount, this.#indexColumns.length);
   }
 
   /**
@@ -637,41 +455,33 @@ export class ResidentStore {
    * instead, the columns of a large growth stall it for their pages: 1.4–1.5 s for the 1,040 MiB
    * of 2^24 slots, in runs of 10,000-row Arrow batches whose fill outran the threadpool making
    * them (a million rows a second). An admit that waits leaves the main thread to everything
-   * else meanwhile (deliveries, other requests). While any caller waits they are not let go
-   * for want of being asked.
+   * else meanwhile (deliveries, other requests).
    */
   columnsAheadPending(rows: number): Promise<void> | undefined {
-    const ahead = this.#columnsAhead;
-    if (ahead === undefined || ahead.supply.ready > 0) return undefined;
     const fresh = rows - this.#freeCount;
     if (fresh <= this.#capacity - this.#highWater) return undefined;
-    if (ahead.capacity < Math.min(this.#highWater + fresh, this.capacityMax)) return undefined;
-    this.#columnsAheadAwaited++;
-    return ahead.supply.whenIdle().finally(() => {
-      this.#columnsAheadAwaited--;
-      this.#columnsAheadAskedMs = this.#now();
-    });
+    return this.#columnsAhead.pending(this.#highWater + fresh, this.capacityMax);
   }
 
   /** Growths that took columns made ahead. */
   get columnGrowthsMadeAhead(): number {
-    return this.#columnGrowthsMadeAhead;
+    return this.#columnsAhead.growthsMadeAhead;
   }
 
   /** Capacity of the columns being made ahead (0: none). */
   get columnsAheadCapacity(): number {
-    return this.#columnsAhead?.capacity ?? 0;
+    return this.#columnsAhead.capacity;
   }
 
   /** Whether columns made ahead are ready for the next growth to take. */
   get columnsAheadReady(): boolean {
-    return (this.#columnsAhead?.supply.ready ?? 0) > 0;
+    return this.#columnsAhead.ready;
   }
 
   /** A new index column (zero, `capacity` long) that grows with the store's columns from now on. */
   indexColumn(holds: IndexColumnKind = 'bySlot'): IndexColumn {
     // Columns made ahead were sized without it.
-    this.#dropColumnsAhead();
+    this.#columnsAhead.drop();
     const column: IndexColumn = { array: new Int32Array(this.#capacity), holds };
     this.#indexColumns.push(column);
     return column;
@@ -680,41 +490,20 @@ export class ResidentStore {
   /** Lets go of memory made ahead and not used: the arena's slabs and the next columns. */
   dropPrefaulted(): void {
     this.arena.dropPrefaulted();
-    this.#dropColumnsAhead();
-  }
-
-  #dropColumnsAhead(): void {
-    this.#columnsAhead?.supply.dropAll();
-    this.#columnsAhead = undefined;
-    clearTimeout(this.#columnsAheadTimer);
-    this.#columnsAheadTimer = undefined;
-  }
-
-  /** Checks, columnsAheadIdleMs after rows were last said to be coming, whether the columns made ahead are still wanted. */
-  #watchColumnsAhead(): void {
-    if (this.#columnsAheadTimer !== undefined) return;
-    const check = (): void => {
-      this.#columnsAheadTimer = undefined;
-      if (this.#columnsAhead === undefined) return;
-      const idleMs = this.#columnsAheadAwaited > 0 ? 0 : this.#now() - this.#columnsAheadAskedMs;
-      if (idleMs >= this.#columnsAheadIdleMs) this.#dropColumnsAhead();
-      else this.#columnsAheadTimer = setTimeout(check, this.#columnsAheadIdleMs - idleMs).unref();
-    };
-    this.#columnsAheadTimer = setTimeout(check, this.#columnsAheadIdleMs).unref();
+    this.#columnsAhead.drop();
   }
 
   /** Stops making memory ahead, for good; the timers stay readable. */
   close(): void {
-    this.#closed = true;
     this.arena.close();
-    this.dropPrefaulted();
+    this.#columnsAhead.close();
   }
 
   /** Frees the slot's bytes and target reference and makes every handle to it stale. */
   release(slot: number): void {
     this.#assertLive(slot);
     this.arena.free(this.#bytesRefOf(slot), this.#bytesLength(slot));
-    this.#unrefTarget(this.#targetIndex[slot] as number);
+    this.#targets.unref(this.#targetIndex[slot] as number);
     this.#state[slot] = timerState.free;
     this.#count--;
     const generation = (this.#generation[slot] as number) + 1;
@@ -733,28 +522,18 @@ export class ResidentStore {
    * interns each distinct target once, allocates its rows, then releases its pins.
    */
   internTarget(target: string): number {
-    let index = this.#targetIndexOf.get(target);
-    if (index === undefined) {
-      index = this.#freeTargets.pop() ?? this.#targetNames.length;
-      if (index >= this.#targetRefs.length) {
-        this.#targetRefs = widened(this.#targetRefs, this.#targetRefs.length * 2, (n) => new Uint32Array(n));
-      }
-      this.#targetNames[index] = target;
-      this.#targetIndexOf.set(target, index);
-    }
-    this.#targetRefs[index] = (this.#targetRefs[index] as number) + 1;
-    return index;
+    return this.#targets.intern(target);
   }
 
   /** Drops a pin taken by internTarget(); the target is freed once no pin or timer holds it. */
   releaseTarget(index: number): void {
-    assert.ok(this.#targetNames[index] !== undefined, 'released a target that is not interned');
-    this.#unrefTarget(index);
+    assert.ok(this.#targets.isInterned(index), 'released a target that is not interned');
+    this.#targets.unref(index);
   }
 
   /** Timers and pins holding target `index` (0 for an index no longer interned). */
   targetRefCount(index: number): number {
-    return this.#targetNames[index] === undefined ? 0 : (this.#targetRefs[index] as number);
+    return this.#targets.refCount(index);
   }
 
   isLive(slot: number): boolean {
@@ -899,7 +678,7 @@ export class ResidentStore {
       this.#payloadLength.byteLength +
       this.#headersLength.byteLength +
       this.#keyLength.byteLength;
-    return columns + this.#freeSlots.byteLength + this.#targetRefs.byteLength + this.arena.bytesReserved;
+    return columns + this.#freeSlots.byteLength + this.#targets.bytesUsed + this.arena.bytesReserved;
   }
 
   /**
@@ -961,144 +740,75 @@ export class ResidentStore {
     this.#freeSlots[this.#freeCount++] = slot;
   }
 
-  #unrefTarget(index: number): void {
-    const refs = (this.#targetRefs[index] as number) - 1;
-    assert.ok(refs >= 0, 'target refcount below zero');
-    this.#targetRefs[index] = refs;
-    if (refs > 0) return;
-    this.#targetIndexOf.delete(this.#targetNames[index] as string);
-    this.#targetNames[index] = undefined;
-    this.#freeTargets.push(index);
-  }
-
   /**
    * The capacity shrink() would take now, when the columns are at least `share` times larger
-   * than the live timers need (and larger than the initial capacity): the smallest of the
-   * capacities growth passes through (the initial one, doubled) that holds twice the live
-   * timers. Undefined when shrinking is not worth it.
+   * than the live timers need (shrink.ts). Undefined when shrinking is not worth it.
    */
   shrinkCapacity(share: number, initial: number = storeLimits.residentTimersInitial): number | undefined {
-    if (this.#capacity <= initial || this.#count * share > this.#capacity) return undefined;
-    let capacity = Math.max(1, Math.min(initial, this.#capacity));
-    while (capacity < this.#count * 2) capacity *= 2;
-    return capacity < this.#capacity ? capacity : undefined;
+    return shrinkCapacity(this.#capacity, this.#count, share, initial);
   }
 
   /**
    * Moves the live timers to the lowest slots, keeping their order, into new columns `capacity`
    * long (at least count): what a store that held many timers and holds few now (after a spill)
-   * gives back, since columns otherwise only grow. Index columns move with them, by their kind.
-   * Returns where each slot below the old high-water mark went (-1: it was free), for the
-   * structures outside that keep slots. Every handle given out before is stale afterwards, as
-   * if its timer had been released: the moved timers, and slots used from now on, take a
-   * generation above any given out. Undefined, and nothing moved, while a snapshot is held
-   * (it reads its timers' slots) or when the generations are used up.
+   * gives back, since columns otherwise only grow (shrink.ts). Index columns move with them, by
+   * their kind. Returns where each slot below the old high-water mark went (-1: it was free),
+   * for the structures outside that keep slots. Every handle given out before is stale
+   * afterwards, as if its timer had been released: the moved timers, and slots used from now
+   * on, take a generation above any given out. Undefined, and nothing moved, while a snapshot
+   * is held (it reads its timers' slots) or when the generations are used up.
    */
   shrink(capacity: number): Int32Array | undefined {
     assert.ok(Number.isSafeInteger(capacity) && capacity >= Math.max(1, this.#count) && capacity <= this.#capacity, 'shrink to a capacity between the live timers and the current one');
     if (this.#snapshotsHeld > 0) return undefined;
-    const highWater = this.#highWater;
-    // Where each slot goes, and (livesAt) where each new slot's timer was: the columns are
-    // copied by the latter, a pass over the live timers each rather than over every slot.
-    const moves = new Int32Array(highWater).fill(-1);
-    const livesAt = new Int32Array(this.#count);
-    const state = this.#state;
-    const generation = this.#generation;
-    let generationTop = 0;
-    let next = 0;
-    for (let slot = 0; slot < highWater; slot++) {
-      const slotGeneration = generation[slot] as number;
-      if (slotGeneration > generationTop) generationTop = slotGeneration;
-      if (state[slot] === timerState.free) continue;
-      livesAt[next] = slot;
-      moves[slot] = next++;
-    }
-    assert.equal(next, this.#count, 'every live timer is moved once');
-    const floor = Math.max(this.#generationFloor, generationTop + 1);
+    const plan = planShrink(this.#state, this.#generation, this.#highWater, this.#count);
+    const floor = Math.max(this.#generationFloor, plan.generationTop + 1);
     if (floor > this.generationMax) return undefined;
-    this.#dropColumnsAhead();
-    const moved = <C extends Column>(Type: ColumnType<C>, old: C): C => {
-      const column = new Type(capacity);
-      for (let to = 0; to < next; to++) column[to] = old[livesAt[to] as number] as number;
-      return column;
-    };
-    this.#fireAt = moved(Float64Array, this.#fireAt);
-    this.#dueAt = moved(Float64Array, this.#dueAt);
-    this.#logSeq = moved(Float64Array, this.#logSeq);
-    this.#row = moved(Uint32Array, this.#row);
-    this.#state = moved(Uint8Array, this.#state);
-    this.#attempts = moved(Uint16Array, this.#attempts);
-    this.#queueIndex = moved(Uint16Array, this.#queueIndex);
-    this.#targetIndex = moved(Uint32Array, this.#targetIndex);
-    this.#lastStatus = moved(Uint16Array, this.#lastStatus);
-    this.#bytesOffset = moved(Uint32Array, this.#bytesOffset);
-    this.#bytesSlab = moved(Uint16Array, this.#bytesSlab);
-    this.#payloadLength = moved(Uint32Array, this.#payloadLength);
-    this.#headersLength = moved(Uint16Array, this.#headersLength);
-    this.#keyLength = moved(Uint16Array, this.#keyLength);
-    this.#generation = new Uint32Array(capacity).fill(floor, 0, next);
+    this.#columnsAhead.drop();
+    const moved = movedColumns(plan, capacity);
+    this.#replaceColumns(moved);
+    this.#generation.fill(floor, 0, this.#count);
     for (const column of this.#indexColumns) {
-      if (column.holds === 'bySlot') {
-        column.array = moved(Int32Array, column.array);
-        continue;
-      }
-      const old = column.array;
-      const array = new Int32Array(capacity);
-      for (let i = 0; i < next; i++) {
-        const slot = old[i] as number;
-        array[i] = slot >= 0 && slot < highWater ? Math.max(0, moves[slot] as number) : 0;
-      }
-      column.array = array;
+      column.array = column.holds === 'bySlot' ? moved(Int32Array, column.array) : movedSlotNumbers(column.array, plan, capacity);
     }
     this.#generationFloor = floor;
     this.#capacity = capacity;
-    this.#highWater = next;
+    this.#highWater = this.#count;
     this.#freeSlots = new Int32Array(freeStackInitial);
     this.#freeCount = 0;
     // The fill rate follows the high-water mark, which just fell: it starts again.
-    this.#fillRate = new FillRate(this.#now);
-    return moves;
-  }
-
-  #makeColumnsAhead(capacity: number): void {
-    if (this.#columnsAhead?.capacity === capacity) return;
-    this.#columnsAhead?.supply.dropAll();
-    const supply = new PrefaultedBuffers(columnsBytes(capacity, this.#indexColumns.length));
-    supply.request();
-    this.#columnsAhead = { capacity, supply };
-    this.#watchColumnsAhead();
+    this.#columnsAhead.restartFillRate();
+    return plan.moves;
   }
 
   #grow(capacity: number): void {
-    let memory: Uint8Array | undefined;
-    const ahead = this.#columnsAhead;
-    if (ahead !== undefined) {
-      // Made for this growth or a larger one: taken if its pages are mapped by now. Either way
-      // it is done with (one still being made is freed once its read under way ends).
-      if (ahead.capacity >= capacity) memory = ahead.supply.take();
-      if (memory !== undefined) {
-        capacity = ahead.capacity;
-        this.#columnGrowthsMadeAhead++;
-      }
-      this.#dropColumnsAhead();
-    }
-    const columns = new ColumnMemory(memory, capacity, this.#indexColumns.length);
-    this.#fireAt = columns.widen(Float64Array, this.#fireAt);
-    this.#dueAt = columns.widen(Float64Array, this.#dueAt);
-    this.#logSeq = columns.widen(Float64Array, this.#logSeq);
-    this.#row = columns.widen(Uint32Array, this.#row);
-    this.#generation = columns.widen(Uint32Array, this.#generation);
-    this.#state = columns.widen(Uint8Array, this.#state);
-    this.#attempts = columns.widen(Uint16Array, this.#attempts);
-    this.#queueIndex = columns.widen(Uint16Array, this.#queueIndex);
-    this.#targetIndex = columns.widen(Uint32Array, this.#targetIndex);
-    this.#lastStatus = columns.widen(Uint16Array, this.#lastStatus);
-    this.#bytesOffset = columns.widen(Uint32Array, this.#bytesOffset);
-    this.#bytesSlab = columns.widen(Uint16Array, this.#bytesSlab);
-    this.#payloadLength = columns.widen(Uint32Array, this.#payloadLength);
-    this.#headersLength = columns.widen(Uint16Array, this.#headersLength);
-    this.#keyLength = columns.widen(Uint16Array, this.#keyLength);
+    // Columns made ahead for this growth or a larger one, if their pages are mapped by now.
+    const ahead = this.#columnsAhead.takeFor(capacity);
+    const columns = new ColumnMemory(ahead?.memory, ahead?.capacity ?? capacity, this.#indexColumns.length);
+    this.#replaceColumns((Type, old) => columns.widen(Type, old));
     for (const column of this.#indexColumns) column.array = columns.widen(Int32Array, column.array);
-    this.#capacity = capacity;
+    this.#capacity = columns.capacity;
+  }
+
+  /**
+   * Replaces each of the store's own columns (not the index columns) with what `make` makes of
+   * it. The order is the layout of a buffer made ahead (column-growth.ts's columnsBytes).
+   */
+  #replaceColumns(make: ColumnMaker): void {
+    this.#fireAt = make(Float64Array, this.#fireAt);
+    this.#dueAt = make(Float64Array, this.#dueAt);
+    this.#logSeq = make(Float64Array, this.#logSeq);
+    this.#row = make(Uint32Array, this.#row);
+    this.#generation = make(Uint32Array, this.#generation);
+    this.#state = make(Uint8Array, this.#state);
+    this.#attempts = make(Uint16Array, this.#attempts);
+    this.#queueIndex = make(Uint16Array, this.#queueIndex);
+    this.#targetIndex = make(Uint32Array, this.#targetIndex);
+    this.#lastStatus = make(Uint16Array, this.#lastStatus);
+    this.#bytesOffset = make(Uint32Array, this.#bytesOffset);
+    this.#bytesSlab = make(Uint16Array, this.#bytesSlab);
+    this.#payloadLength = make(Uint32Array, this.#payloadLength);
+    this.#headersLength = make(Uint16Array, this.#headersLength);
+    this.#keyLength = make(Uint16Array, this.#keyLength);
   }
 }

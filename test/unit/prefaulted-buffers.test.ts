@@ -1,10 +1,10 @@
-// Buffers made ahead off the main thread (prefaulted-buffers.ts) and the arena's use of them:
-// a supply hands over each buffer it made once its read of /dev/zero is done and never blocks;
-// dropAll() lets go of the ready and the unfinished; an arena makes only the slabs it was told
-// it will need beyond its current one (further when it fills fast), takes them as it opens
-// slabs, and keeps every string; a resident store makes its next columns ahead once the rows on
-// their way near its capacity (for large columns, as early as its fill rate and the timed pace
-// of making memory say).
+// Memory made ahead off the main thread (engine/memory/): a supply of prefaulted buffers hands
+// over each buffer it made once its read of /dev/zero is done and never blocks; dropAll() lets go
+// of the ready and the unfinished. Through the structures that use them: an arena makes only
+// the slabs it was told it will need beyond its current one (further when it fills fast), takes
+// them as it opens slabs, and keeps every string (slabs-ahead.ts); a resident store makes its
+// next columns ahead once the rows on their way near its capacity (for large columns, as early
+// as its fill rate and the timed pace of making memory say) (columns-ahead.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { batchFromSpecs, type TimerBatch } from '../../engine/batch/timer-batch.ts';
 import { Engine } from '../../engine/engine.ts';
 import { ByteArena } from '../../engine/store/byte-arena.ts';
-import { groupBuffersMax, PrefaultedBuffers, prefaultMsPerByte } from '../../engine/store/prefaulted-buffers.ts';
+import { groupBuffersMax, PrefaultedBuffers, prefaultMsPerByte } from '../../engine/memory/prefaulted-buffers.ts';
 import { columnsBytes, ResidentStore, type ResidentStoreOptions, timerState } from '../../engine/store/resident-store.ts';
 import { TimerHeap } from '../../engine/store/timer-heap.ts';
 import { wrappedFileSystem } from '../helpers/wrapped-file-system.ts';
@@ -477,13 +477,5 @@ test('an admit that would grow the columns while they are being made ahead waits
     await engine.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
-  }
-});
-
-test('columnsBytes holds every column of any capacity, each aligned', () => {
-  for (const capacity of [1, 3, 7, 8, 9, 1023, 1_100_001]) {
-    const bytes = columnsBytes(capacity);
-    assert.ok(bytes >= 57 * capacity && bytes <= 57 * capacity + 15 * 7, `capacity ${capacity}: ${bytes} bytes`);
-    assert.equal(bytes % 8, 0);
   }
 });

@@ -2,7 +2,7 @@
 // a view of exactly the length asked for; two names never share memory.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ScratchArrays } from '../../engine/scratch-arrays.ts';
+import { ScratchArrays } from '../../engine/memory/scratch-arrays.ts';
 
 test('a name keeps its buffer while it is long enough, and gets a longer one when not', () => {
   const scratch = new ScratchArrays();
