@@ -22,7 +22,7 @@ import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
 import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
-import { Scheduler } from '../engine/scheduler.ts';
+import { Scheduler } from './scheduler.ts';
 import { HistogramRuns } from './histogram-runs.ts';
 import { BufferPool } from './buffer-pool.ts';
 import { type BatchAnswer, byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, isSpareBuffersMessage, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
