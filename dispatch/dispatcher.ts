@@ -15,7 +15,7 @@
 // At-least-once: a timer is "delivering" in memory only; a crash before its outcome is durable
 // leaves it pending in the log, and it is delivered again after the restart.
 import { availableParallelism } from 'node:os';
-import * as hdr from 'hdr-histogram-js';
+import type { Histogram } from 'hdr-histogram-js';
 import { Piscina } from 'piscina';
 import type { Logger } from 'pino';
 import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
@@ -25,6 +25,7 @@ import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts'
 import { Scheduler } from './scheduler.ts';
 import { HistogramRuns } from './histogram-runs.ts';
 import { BufferPool } from './buffer-pool.ts';
+import { DeliveryStats, type QueueDeliveryStats } from './delivery-stats.ts';
 import { type BatchAnswer, byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, isSpareBuffersMessage, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
@@ -50,17 +51,6 @@ export interface DispatcherOptions {
   readonly pullLimits?: Partial<PullLimits>;
 }
 
-/** Per-queue delivery figures since start (for /metrics). */
-export interface QueueDeliveryStats {
-  delivered: number;
-  retried: number;
-  dead: number;
-  /** Delivery start − fire time of first attempts, ms. */
-  readonly lateness: hdr.Histogram;
-  /** Request sent → answer's head (or failure), ms. */
-  readonly latency: hdr.Histogram;
-}
-
 /** A new task's payload column is this much larger than its timers of the average size would take: most tasks then never grow it. */
 const taskBytesSlack = 1.25;
 /** The payload column of the first task, before any timer's size is known: it grows by doubling. */
@@ -68,8 +58,6 @@ const firstTaskPayloadBytesInitial = 64 * 1024;
 const noBytes = new Uint8Array(0);
 /** A timer's share of a task's meta and offsets arrays. */
 const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Int32Array.BYTES_PER_ELEMENT;
-
-const histogram = (): hdr.Histogram => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
 
 /** A task being filled: what goes to the worker, and (on this thread) which timers it holds. */
 class PendingTask {
@@ -161,21 +149,8 @@ export class Dispatcher {
   };
   /** "arrow" queues' batches still filling, by queue index. */
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
-  readonly #stats = new Map<string, QueueDeliveryStats>();
-  /** The same, by queue index (per timer, a Map lookup by name showed in profiles). */
-  readonly #statsByIndex: QueueDeliveryStats[] = [];
-  /** Delivery start − fire time of first attempts, and time to the answer, in ms. */
-  readonly lateness = histogram();
-  /**
-   * Release − fire time of first attempts, in ms: when the scheduler handed the timer over, on
-   * this thread. The part of `lateness` spent before a worker had the timer (the rest is the
-   * task's trip to the worker and its turn there); 0 for timers taken ahead, unless the main
-   * thread fell behind by more than the lead.
-   */
-  readonly releaseLateness = histogram();
-  readonly latency = histogram();
+  readonly #stats: DeliveryStats;
   #stopped = false;
-  #earlyDeliveries = 0;
   /** Workers that have loaded their code (they post workerLoadedMessage); #loaded resolves with the time the last one took. */
   #workersLoaded = 0;
   readonly #loaded = Promise.withResolvers<number>();
@@ -188,6 +163,7 @@ export class Dispatcher {
     this.#clock = options.clock;
     this.#logger = options.logger;
     this.#limits = { ...dispatchLimits, ...options.limits };
+    this.#stats = new DeliveryStats(this.#engine);
     const allow = options.allow ?? [];
     const signingSecrets = options.signingSecrets ?? [];
     // Configuration errors surface here, at start-up, not in a worker thread later.
@@ -276,7 +252,22 @@ export class Dispatcher {
 
   /** First attempts that started before their fire time by the worker's clock (must stay 0). */
   get earlyDeliveries(): number {
-    return this.#earlyDeliveries;
+    return this.#stats.earlyDeliveries;
+  }
+
+  /** Delivery start − fire time of first attempts, in ms (DeliveryStats.lateness). */
+  get lateness(): Histogram {
+    return this.#stats.lateness;
+  }
+
+  /** Release − fire time of first attempts, in ms (DeliveryStats.releaseLateness). */
+  get releaseLateness(): Histogram {
+    return this.#stats.releaseLateness;
+  }
+
+  /** Request sent → answer's head (or failure), in ms. */
+  get latency(): Histogram {
+    return this.#stats.latency;
   }
 
   get threads(): number {
@@ -285,7 +276,7 @@ export class Dispatcher {
 
   /** Counts by queue name since start. */
   stats(): ReadonlyMap<string, Readonly<QueueDeliveryStats>> {
-    return this.#stats;
+    return this.#stats.byQueue();
   }
 
   room(): number {
@@ -332,6 +323,7 @@ export class Dispatcher {
 
   deliver(slice: DueSlice): void {
     const engine = this.#engine;
+    const releaseLateness = this.#stats.releaseLateness;
     const releasedAtMs = this.#clock.now();
     // Workers hold a timer until Date.now() reaches its due time: an injected clock's times are translated.
     const workerClockOffsetMs = releasedAtMs - Date.now();
@@ -350,7 +342,7 @@ export class Dispatcher {
         pulled++;
         continue;
       }
-      if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)), this.releaseLateness);
+      if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)), releaseLateness);
       this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
       if (config.delivery === 'arrow') {
         this.#addToArrowBatch(slice, i, config, workerClockOffsetMs);
@@ -503,6 +495,7 @@ export class Dispatcher {
     const count = pending.count;
     const outcomes = emptyOutcomes(count);
     const nowMs = this.#clock.now();
+    const stats = this.#stats;
     const latencyRuns = new HistogramRuns();
     const latenessRuns = new HistogramRuns();
     const claims = pending.claims;
@@ -555,24 +548,24 @@ export class Dispatcher {
         startedAtMs = answer.startedAtMs[row] as number;
         durationMs = answer.durationMs[row] as number;
       }
-      const stats = this.#statsOf(queue);
-      latencyRuns.add(Math.max(0, durationMs), this.latency, stats.latency);
+      const queueStats = stats.of(queue);
+      latencyRuns.add(Math.max(0, durationMs), stats.latency, queueStats.latency);
       if (attempt !== 1) continue;
       const latenessMs = startedAtMs - (pending.fireAtMs[row] as number);
       // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
-      if (latenessMs < 0) this.#earlyDeliveries++;
-      latenessRuns.add(Math.max(0, latenessMs), this.lateness, stats.lateness);
+      if (latenessMs < 0) stats.countEarlyDelivery();
+      latenessRuns.add(Math.max(0, latenessMs), stats.lateness, queueStats.lateness);
     }
     latencyRuns.flush();
     latenessRuns.flush();
     if (outcomes.count === 0) return;
     await this.#engine.settle(outcomes);
     for (let i = 0; i < outcomes.count; i++) {
-      const stats = this.#statsOf(pending.queues[taskRow[i] as number] as number);
+      const queueStats = stats.of(pending.queues[taskRow[i] as number] as number);
       const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.delivered) stats.delivered++;
-      else if (kind === outcomeKind.retry) stats.retried++;
-      else stats.dead++;
+      if (kind === outcomeKind.delivered) queueStats.delivered++;
+      else if (kind === outcomeKind.retry) queueStats.retried++;
+      else queueStats.dead++;
     }
   }
 
@@ -580,27 +573,13 @@ export class Dispatcher {
   async #recordPull(outcomes: Outcomes, queueIndex: number, attempted: boolean): Promise<void> {
     await this.#engine.settle(outcomes);
     if (!attempted) return;
-    const stats = this.#statsOf(queueIndex);
+    const stats = this.#stats.of(queueIndex);
     for (let i = 0; i < outcomes.count; i++) {
       const kind = outcomes.kinds[i];
       if (kind === outcomeKind.delivered) stats.delivered++;
       else if (kind === outcomeKind.retry) stats.retried++;
       else stats.dead++;
     }
-  }
-
-  #statsOf(queueIndex: number): QueueDeliveryStats {
-    const known = this.#statsByIndex[queueIndex];
-    if (known !== undefined) return known;
-    const name = this.#engine.queueNameAt(queueIndex);
-    let stats = this.#stats.get(name);
-    if (stats === undefined) {
-      stats = { delivered: 0, retried: 0, dead: 0, lateness: histogram(), latency: histogram() };
-      this.#stats.set(name, stats);
-    }
-    // A queue's index names it for the engine's life, so its stats are found by index from now on.
-    this.#statsByIndex[queueIndex] = stats;
-    return stats;
   }
 
   /** The queue's rate tokens now: the bucket holds one second's worth at most. */
