@@ -1,7 +1,6 @@
 // The dispatcher: the engine's DispatchPort, on the main thread. It hands due timers to a
-// piscina pool of delivery workers in tasks of many timers, and makes each task's outcomes
-// durable as one OUTCOME record (group-committed with everything else) before it frees the
-// room they took. Flow control is per queue: max_concurrent (deliveries in flight) and
+// piscina pool of delivery workers in tasks of many timers, and has each task's outcomes made
+// durable as one OUTCOME record (outcome-recorder.ts) before it frees the room they took. Flow control is per queue: max_concurrent (deliveries in flight) and
 // rate_per_s (a token bucket); the engine holds back a queue without room, so a slow or
 // failing target never delays another queue's timers.
 //
@@ -21,17 +20,17 @@ import type { Logger } from 'pino';
 import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
 import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
-import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
-import { Scheduler } from './scheduler.ts';
-import { HistogramRuns } from './histogram-runs.ts';
 import { BufferPool } from './buffer-pool.ts';
 import { DeliveryStats, type QueueDeliveryStats } from './delivery-stats.ts';
-import { type BatchAnswer, byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, isSpareBuffersMessage, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
+import { type BatchAnswer, byteFields, claimState, type DeliveryResults, freshBuffers, isSpareBuffersMessage, metaFields, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
+import { HistogramRuns } from './histogram-runs.ts';
+import { OutcomeRecorder } from './outcome-recorder.ts';
+import { PendingTask } from './pending-task.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
-import { decideOutcome, delivered, isSuccess } from './retry-policy.ts';
-import { TargetGuard } from './target-guard.ts';
+import { Scheduler } from './scheduler.ts';
 import { WebhookSigner } from './signing.ts';
+import { TargetGuard } from './target-guard.ts';
 
 export interface DispatcherOptions {
   readonly engine: Engine;
@@ -58,50 +57,6 @@ const firstTaskPayloadBytesInitial = 64 * 1024;
 const noBytes = new Uint8Array(0);
 /** A timer's share of a task's meta and offsets arrays. */
 const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Int32Array.BYTES_PER_ELEMENT;
-
-/** A task being filled: what goes to the worker, and (on this thread) which timers it holds. */
-class PendingTask {
-  readonly builder: DeliveryTaskBuilder;
-  readonly seqs: Float64Array;
-  readonly rows: Uint32Array;
-  readonly attempts: Uint32Array;
-  readonly fireAtMs: Float64Array;
-  readonly queues: Uint16Array;
-  /** A task of single deliveries: its claims, shared with its worker once it is sent (DeliveryTask.claims). */
-  claims: Int32Array | undefined;
-
-  constructor(capacity: number, sink: string | undefined, payloadBytesInitial: number, buffers: TaskBuffers) {
-    this.builder = new DeliveryTaskBuilder(capacity, sink, payloadBytesInitial, buffers);
-    this.seqs = new Float64Array(buffers.take(capacity * Float64Array.BYTES_PER_ELEMENT), 0, capacity);
-    this.rows = new Uint32Array(buffers.take(capacity * Uint32Array.BYTES_PER_ELEMENT), 0, capacity);
-    this.attempts = new Uint32Array(buffers.take(capacity * Uint32Array.BYTES_PER_ELEMENT), 0, capacity);
-    this.fireAtMs = new Float64Array(buffers.take(capacity * Float64Array.BYTES_PER_ELEMENT), 0, capacity);
-    this.queues = new Uint16Array(buffers.take(capacity * Uint16Array.BYTES_PER_ELEMENT), 0, capacity);
-  }
-
-  get count(): number {
-    return this.builder.count;
-  }
-
-  get capacity(): number {
-    return this.seqs.length;
-  }
-
-  /** This thread's arrays, for `buffers` to keep once the task's outcomes are recorded. */
-  release(buffers: TaskBuffers): void {
-    for (const column of [this.seqs, this.rows, this.attempts, this.fireAtMs, this.queues]) buffers.give(column.buffer as ArrayBuffer);
-  }
-
-  add(slice: DueSlice, i: number, timer: TaskTimer): void {
-    const at = this.builder.count;
-    this.builder.add(timer);
-    this.seqs[at] = slice.seqs[i] as number;
-    this.rows[at] = slice.rows[i] as number;
-    this.attempts[at] = slice.attempts[i] as number;
-    this.fireAtMs[at] = slice.fireAtMs[i] as number;
-    this.queues[at] = slice.queues[i] as number;
-  }
-}
 
 export class Dispatcher {
   readonly #engine: Engine;
@@ -150,6 +105,7 @@ export class Dispatcher {
   /** "arrow" queues' batches still filling, by queue index. */
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
   readonly #stats: DeliveryStats;
+  readonly #recorder: OutcomeRecorder;
   #stopped = false;
   /** Workers that have loaded their code (they post workerLoadedMessage); #loaded resolves with the time the last one took. */
   #workersLoaded = 0;
@@ -164,6 +120,7 @@ export class Dispatcher {
     this.#logger = options.logger;
     this.#limits = { ...dispatchLimits, ...options.limits };
     this.#stats = new DeliveryStats(this.#engine);
+    this.#recorder = new OutcomeRecorder(this.#engine, this.#clock, this.#stats);
     const allow = options.allow ?? [];
     const signingSecrets = options.signingSecrets ?? [];
     // Configuration errors surface here, at start-up, not in a worker thread later.
@@ -205,7 +162,7 @@ export class Dispatcher {
       engine: this.#engine,
       clock: this.#clock,
       logger: this.#logger,
-      record: (outcomes, queueIndex, attempted) => this.#recordPull(outcomes, queueIndex, attempted),
+      record: (outcomes, queueIndex, attempted) => this.#recorder.recordPull(outcomes, queueIndex, attempted),
       roomFreed: () => this.#scheduler.wake(),
       ...(options.pullLimits === undefined ? {} : { limits: options.pullLimits }),
     });
@@ -459,7 +416,7 @@ export class Dispatcher {
       .then(
         (results) => {
           this.#held.delete(pending);
-          return this.#record(pending, results);
+          return this.#recorder.recordTask(pending, results);
         },
         (err: unknown) => {
           this.#held.delete(pending);
@@ -467,7 +424,7 @@ export class Dispatcher {
           // delivered again after the restart, as any delivery cut short by a stop is.
           if (this.#stopped) return;
           this.#logger.error({ err, timers: pending.count }, 'a delivery task failed; its timers are retried without counting an attempt');
-          return this.#record(pending, undefined);
+          return this.#recorder.recordTask(pending, undefined);
         },
       )
       .catch((err: unknown) => this.#logger.error({ err, timers: pending.count }, 'delivery outcomes were not recorded; the timers will be delivered again'))
@@ -484,102 +441,6 @@ export class Dispatcher {
         this.#scheduler.wake();
       });
     this.#tasks.add(done);
-  }
-
-  /**
-   * Makes one task's outcomes durable: from the worker's columns, or from an Arrow batch's one
-   * answer under each row's retry policy (the queue's in force now); results undefined: the task
-   * failed as a whole.
-   */
-  async #record(pending: PendingTask, results: DeliveryResults | BatchAnswer | undefined): Promise<void> {
-    const count = pending.count;
-    const outcomes = emptyOutcomes(count);
-    const nowMs = this.#clock.now();
-    const stats = this.#stats;
-    const latencyRuns = new HistogramRuns();
-    const latenessRuns = new HistogramRuns();
-    const claims = pending.claims;
-    const batch = results !== undefined && 'batch' in results ? results.batch : undefined;
-    const columns = batch === undefined ? (results as DeliveryResults | undefined) : undefined;
-    const batchStatus = batch !== undefined && typeof batch.result === 'number' ? batch.result : 0;
-    const batchDelivered = batch !== undefined && isSuccess(batch.result);
-    /** By queue index: the policy an Arrow batch's failed rows are decided under. */
-    const policies: Array<QueueConfig | undefined> = [];
-    /** Outcome o is the task's timer taskRow[o]: withdrawn timers (cancelled) have none. */
-    const taskRow = new Uint32Array(count);
-    for (let row = 0; row < count; row++) {
-      if (claims !== undefined && claims[row] === claimState.withdrawn) continue;
-      const i = outcomes.count++;
-      taskRow[i] = row;
-      const attempt = pending.attempts[row] as number;
-      const queue = pending.queues[row] as number;
-      outcomes.seqs[i] = pending.seqs[row] as number;
-      outcomes.rows[i] = pending.rows[row] as number;
-      outcomes.attempts[i] = attempt;
-      if (results === undefined) {
-        // The task failed as a whole (a worker error): some of its requests may have been sent
-        // and answered. Retry them after the queue's minimum backoff, without counting the
-        // attempt, so none is dead-lettered for it.
-        const config = this.#engine.queueConfig(this.#engine.queueNameAt(queue));
-        outcomes.attempts[i] = attempt - 1;
-        outcomes.kinds[i] = outcomeKind.retry;
-        outcomes.retryAtMs[i] = nowMs + config.min_backoff_ms;
-        continue;
-      }
-      let startedAtMs: number;
-      let durationMs: number;
-      if (batch !== undefined) {
-        // One answer for every row; a 2xx needs no policy, anything else is each row's to decide.
-        const decision = batchDelivered
-          ? delivered
-          : decideOutcome(attempt, batch.result, batch.retryAfter, (policies[queue] ??= this.#engine.queueConfig(this.#engine.queueNameAt(queue))), nowMs, Math.random());
-        outcomes.kinds[i] = decision.kind;
-        outcomes.reasons[i] = decision.reason;
-        outcomes.statuses[i] = batchStatus;
-        outcomes.retryAtMs[i] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
-        startedAtMs = batch.startedAtMs;
-        durationMs = batch.durationMs;
-      } else {
-        const answer = columns as DeliveryResults;
-        outcomes.kinds[i] = answer.kinds[row] as number;
-        outcomes.reasons[i] = answer.reasons[row] as number;
-        outcomes.statuses[i] = answer.statuses[row] as number;
-        outcomes.retryAtMs[i] = answer.retryAtMs[row] as number;
-        startedAtMs = answer.startedAtMs[row] as number;
-        durationMs = answer.durationMs[row] as number;
-      }
-      const queueStats = stats.of(queue);
-      latencyRuns.add(Math.max(0, durationMs), stats.latency, queueStats.latency);
-      if (attempt !== 1) continue;
-      const latenessMs = startedAtMs - (pending.fireAtMs[row] as number);
-      // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
-      if (latenessMs < 0) stats.countEarlyDelivery();
-      latenessRuns.add(Math.max(0, latenessMs), stats.lateness, queueStats.lateness);
-    }
-    latencyRuns.flush();
-    latenessRuns.flush();
-    if (outcomes.count === 0) return;
-    await this.#engine.settle(outcomes);
-    for (let i = 0; i < outcomes.count; i++) {
-      const queueStats = stats.of(pending.queues[taskRow[i] as number] as number);
-      const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.delivered) queueStats.delivered++;
-      else if (kind === outcomeKind.retry) queueStats.retried++;
-      else queueStats.dead++;
-    }
-  }
-
-  /** Makes pulled timers' outcomes durable (all of one queue) and counts them, when they were an attempt. */
-  async #recordPull(outcomes: Outcomes, queueIndex: number, attempted: boolean): Promise<void> {
-    await this.#engine.settle(outcomes);
-    if (!attempted) return;
-    const stats = this.#stats.of(queueIndex);
-    for (let i = 0; i < outcomes.count; i++) {
-      const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.delivered) stats.delivered++;
-      else if (kind === outcomeKind.retry) stats.retried++;
-      else stats.dead++;
-    }
   }
 
   /** The queue's rate tokens now: the bucket holds one second's worth at most. */
