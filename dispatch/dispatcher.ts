@@ -1,15 +1,22 @@
 // The dispatcher: the engine's DispatchPort, on the main thread. It hands due timers to a
-// piscina pool of delivery workers in tasks of many timers, and has each task's outcomes made
-// durable as one OUTCOME record (outcome-recorder.ts) before it frees the room they took. Flow control is per queue: max_concurrent (deliveries in flight) and
-// rate_per_s (a token bucket); the engine holds back a queue without room, so a slow or
-// failing target never delays another queue's timers.
+// piscina pool of delivery workers in tasks of many timers (single deliveries of "request"
+// queues; one Arrow batch of an "arrow" queue's timers, gathered for up to linger_ms), and frees
+// the room they took once their outcomes are durable. Its parts, all on this thread:
+//
+//   scheduler.ts         when to look: takes due timers within the room and hands them here
+//   flow-control.ts      how many: room in all and per queue (max_concurrent, rate_per_s); the
+//                        engine holds back a queue without room, so a slow or failing target
+//                        never delays another queue's timers
+//   pending-task.ts      a task being built and sent, and the timers it holds
+//   outcome-recorder.ts  a worker's answer → one OUTCOME record (engine.settle, group-committed)
+//   delivery-stats.ts    outcome counts and lateness/latency histograms, for /metrics
 //
 //   scheduler ─takeDue(room, queueRoom)─► deliver(slice) ─► tasks of ≤ timersPerTaskMax
 //        ▲                                                     │ piscina (transferred buffers)
-//        └── wake() ◄── room freed ◄── engine.settle(outcomes) ◄┘ outcomes as columns
+//        └── wake() ◄── room freed ◄── recorder: engine.settle ◄┘ outcomes as columns
 //
 // "pull" queues' timers are not sent: they wait in PullQueues (pull-queues.ts) for an Arrow
-// Flight DoGet, and their leases' outcomes come back through the same engine.settle path.
+// Flight DoGet, and their leases' outcomes come back through the same recorder.
 //
 // At-least-once: a timer is "delivering" in memory only; a crash before its outcome is durable
 // leaves it pending in the log, and it is delivered again after the restart.
@@ -22,8 +29,9 @@ import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
 import { BufferPool } from './buffer-pool.ts';
 import { DeliveryStats, type QueueDeliveryStats } from './delivery-stats.ts';
-import { type BatchAnswer, byteFields, claimState, type DeliveryResults, freshBuffers, isSpareBuffersMessage, metaFields, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
+import { type BatchAnswer, claimState, type DeliveryResults, freshBuffers, isSpareBuffersMessage, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
+import { FlowControl } from './flow-control.ts';
 import { HistogramRuns } from './histogram-runs.ts';
 import { OutcomeRecorder } from './outcome-recorder.ts';
 import { PendingTask } from './pending-task.ts';
@@ -55,8 +63,6 @@ const taskBytesSlack = 1.25;
 /** The payload column of the first task, before any timer's size is known: it grows by doubling. */
 const firstTaskPayloadBytesInitial = 64 * 1024;
 const noBytes = new Uint8Array(0);
-/** A timer's share of a task's meta and offsets arrays. */
-const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Int32Array.BYTES_PER_ELEMENT;
 
 export class Dispatcher {
   readonly #engine: Engine;
@@ -66,21 +72,7 @@ export class Dispatcher {
   readonly #pool: Piscina;
   readonly #scheduler: Scheduler;
   readonly #pull: PullQueues;
-  #inFlight = 0;
-  /** Of #inFlight, single deliveries (tasks without a sink). */
-  #requestsInFlight = 0;
-  /** Bytes the tasks in flight hold (their whole buffers: payloads, headers, keys, targets, ids, and room left). */
-  #inFlightBytes = 0;
-  /** Bytes of targets, headers, keys and payloads a timer's delivery writes into a task, on average lately: with its share of the meta and offsets, turns the byte room into a timer count. */
-  #bytesPerTimer = 1024;
-  /** Of #bytesPerTimer, the payload's: sizes a new task's payload column. */
-  #payloadBytesPerTimer = 0;
-  /** Whether #bytesPerTimer has seen a task yet (until then it is a guess, and tasks start small and grow). */
-  #bytesPerTimerSeen = false;
-  /** By queue index: deliveries in flight, and the rate bucket's tokens and last refill. */
-  readonly #queueInFlight: number[] = [];
-  readonly #queueTokens: number[] = [];
-  readonly #queueTokensAtMs: number[] = [];
+  readonly #flow: FlowControl;
   readonly #tasks = new Set<Promise<void>>();
   /** Tasks of single deliveries at a worker that has not answered yet: their unsent timers can be withdrawn. */
   readonly #held = new Set<PendingTask>();
@@ -166,6 +158,7 @@ export class Dispatcher {
       roomFreed: () => this.#scheduler.wake(),
       ...(options.pullLimits === undefined ? {} : { limits: options.pullLimits }),
     });
+    this.#flow = new FlowControl(this.#engine, this.#clock, this.#limits, this.#pull);
   }
 
   /** "pull" queues' due timers, for the Flight service's DoGet and DoAction. */
@@ -195,11 +188,11 @@ export class Dispatcher {
   }
 
   get inFlight(): number {
-    return this.#inFlight;
+    return this.#flow.inFlight;
   }
 
   get inFlightBytes(): number {
-    return this.#inFlightBytes;
+    return this.#flow.inFlightBytes;
   }
 
   /** Bytes of "arrow" tasks' buffers kept for later tasks. */
@@ -239,27 +232,11 @@ export class Dispatcher {
   room(): number {
     // A poisoned log records no outcome: delivering now would only re-send after the restart.
     if (this.#stopped || this.#engine.log.poisoned !== undefined) return 0;
-    // Large payloads: the bytes held by tasks in flight are bounded too, as a count of timers of
-    // the average size lately (a slice of larger ones may pass it, by that slice at most).
-    const byBytes = Math.floor((this.#limits.inFlightBytesMax - this.#inFlightBytes) / (this.#bytesPerTimer + taskFixedBytesPerTimer));
-    // A slice may be all single deliveries: it is no larger than their room. Rows of Arrow
-    // batches, which cost no request each, add up over slices to inFlightMax.
-    const requestRoom = this.#limits.requestsInFlightMax - this.#requestsInFlight;
-    return Math.max(0, Math.min(this.#limits.inFlightMax - this.#inFlight, requestRoom, byBytes));
+    return this.#flow.room();
   }
 
   queueRoom(queueIndex: number): number {
-    const config = this.#engine.queueConfig(this.#engine.queueNameAt(queueIndex));
-    if (config.delivery === 'pull') {
-      const room = this.#pull.room(queueIndex, config);
-      return config.rate_per_s === null ? room : Math.min(room, Math.floor(this.#refill(queueIndex, config.rate_per_s)));
-    }
-    // Without a max_concurrent of its own, a request-mode queue gets a share of the room, so one
-    // stuck on a slow target cannot hold all of it ("arrow" rows are batched: they take no share).
-    const share = config.delivery === 'request' ? Math.floor(this.#limits.requestsInFlightMax * this.#limits.queueInFlightShareMax) : Infinity;
-    let room = (config.max_concurrent ?? share) - (this.#queueInFlight[queueIndex] ?? 0);
-    if (config.rate_per_s !== null) room = Math.min(room, Math.floor(this.#refill(queueIndex, config.rate_per_s)));
-    return room;
+    return this.#flow.queueRoom(queueIndex);
   }
 
   /**
@@ -280,19 +257,21 @@ export class Dispatcher {
 
   deliver(slice: DueSlice): void {
     const engine = this.#engine;
+    const flow = this.#flow;
     const releaseLateness = this.#stats.releaseLateness;
     const releasedAtMs = this.#clock.now();
     // Workers hold a timer until Date.now() reaches its due time: an injected clock's times are translated.
     const workerClockOffsetMs = releasedAtMs - Date.now();
     let task: PendingTask | undefined;
     let pulled = 0;
+    let requests = 0;
     const releaseRuns = new HistogramRuns();
     // By queue index: a slice holds timers of a few queues, and a lookup by name per timer showed in profiles.
     const configs: Array<QueueConfig | undefined> = [];
     for (let i = 0; i < slice.count; i++) {
       const queue = slice.queues[i] as number;
       const config = (configs[queue] ??= engine.queueConfig(engine.queueNameAt(queue)));
-      if (config.rate_per_s !== null) this.#queueTokens[queue] = (this.#queueTokens[queue] ?? 0) - 1;
+      if (config.rate_per_s !== null) flow.tokenSpent(queue);
       // Pulled timers hold no worker or bytes: they count against their queue's pull bound only.
       if (config.delivery === 'pull') {
         this.#pull.add(slice, i);
@@ -300,14 +279,14 @@ export class Dispatcher {
         continue;
       }
       if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)), releaseLateness);
-      this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
+      flow.deliveryStarted(queue);
       if (config.delivery === 'arrow') {
         this.#addToArrowBatch(slice, i, config, workerClockOffsetMs);
         continue;
       }
       task ??= this.#newTask(Math.min(this.#limits.timersPerTaskMax, slice.count - i), undefined);
       this.#add(task, slice, i, config, workerClockOffsetMs);
-      this.#requestsInFlight++;
+      requests++;
       if (task.count === this.#limits.timersPerTaskMax) {
         this.#run(task);
         task = undefined;
@@ -319,7 +298,7 @@ export class Dispatcher {
     // can change those bytes; and the last timer's slab is not held past this turn.
     for (const lingering of this.#lingering.values()) lingering.task.builder.flush();
     this.#timer.bytes = noBytes;
-    this.#inFlight += slice.count - pulled;
+    flow.started(slice.count - pulled, requests);
   }
 
   /** Stops taking due timers, sends what lingers, waits (bounded) for deliveries in flight to be recorded, stops the workers. */
@@ -381,9 +360,9 @@ export class Dispatcher {
 
   /** A task for up to `capacity` timers, its payload column sized for that many payloads of the average size lately (so it rarely grows). */
   #newTask(capacity: number, sink: string | undefined): PendingTask {
-    const payloadBytesInitial = this.#bytesPerTimerSeen
-      ? Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * this.#payloadBytesPerTimer * taskBytesSlack))
-      : firstTaskPayloadBytesInitial;
+    const payloadBytesPerTimer = this.#flow.payloadBytesPerTimer;
+    const payloadBytesInitial =
+      payloadBytesPerTimer === undefined ? firstTaskPayloadBytesInitial : Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * payloadBytesPerTimer * taskBytesSlack));
     // Single deliveries' bodies are views of their task's payload column, which a request timed
     // out may still be writing after the task is done: only "arrow" tasks' buffers come back.
     return new PendingTask(capacity, sink, payloadBytesInitial, sink === undefined ? freshBuffers : this.#buffers);
@@ -404,12 +383,7 @@ export class Dispatcher {
     }
     // Counted until the answer, though an "arrow" task's buffers come back once its body is
     // encoded: the body, a copy as large, is held by the worker until then.
-    this.#inFlightBytes += taskBytes;
-    const observed = usedBytes / pending.count;
-    const observedPayload = payloadBytes / pending.count;
-    this.#bytesPerTimer = Math.max(64, this.#bytesPerTimerSeen ? 0.8 * this.#bytesPerTimer + 0.2 * observed : observed);
-    this.#payloadBytesPerTimer = this.#bytesPerTimerSeen ? 0.8 * this.#payloadBytesPerTimer + 0.2 * observedPayload : observedPayload;
-    this.#bytesPerTimerSeen = true;
+    this.#flow.taskSent(taskBytes, pending.count, usedBytes, payloadBytes);
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = finished.transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
     const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer>)
@@ -430,27 +404,10 @@ export class Dispatcher {
       .catch((err: unknown) => this.#logger.error({ err, timers: pending.count }, 'delivery outcomes were not recorded; the timers will be delivered again'))
       .finally(() => {
         this.#tasks.delete(done);
-        for (let i = 0; i < pending.count; i++) {
-          const queue = pending.queues[i] as number;
-          this.#queueInFlight[queue] = (this.#queueInFlight[queue] as number) - 1;
-        }
-        this.#inFlight -= pending.count;
-        if (task.sink === undefined) this.#requestsInFlight -= pending.count;
-        this.#inFlightBytes -= taskBytes;
+        this.#flow.taskDone(pending.queues, pending.count, task.sink === undefined, taskBytes);
         if (task.sink !== undefined) pending.release(this.#buffers);
         this.#scheduler.wake();
       });
     this.#tasks.add(done);
-  }
-
-  /** The queue's rate tokens now: the bucket holds one second's worth at most. */
-  #refill(queueIndex: number, ratePerS: number): number {
-    const now = this.#clock.now();
-    const tokens = this.#queueTokens[queueIndex];
-    const atMs = this.#queueTokensAtMs[queueIndex];
-    const refilled = tokens === undefined || atMs === undefined ? ratePerS : Math.min(ratePerS, tokens + (Math.max(0, now - atMs) * ratePerS) / 1000);
-    this.#queueTokens[queueIndex] = refilled;
-    this.#queueTokensAtMs[queueIndex] = now;
-    return refilled;
   }
 }
