@@ -13,7 +13,8 @@
 import { createHash } from 'node:crypto';
 import { Binary, makeData, makeVector, Table, tableToIPC, Timestamp, TimeUnit, Uint32, Utf8 } from 'apache-arrow';
 import { defaultQueueConfig } from '../engine/queues.ts';
-import { type DeliveryTask, DeliveryTaskBuilder, metaFields, taskColumn, taskField as field, taskIdColumn } from './delivery-task.ts';
+import { type DeliveryTask, metaFields, taskColumn, taskField as field, taskIdColumn } from './delivery-task.ts';
+import { DeliveryTaskBuilder } from './task-builder.ts';
 
 export const arrowBatchMediaType = 'application/vnd.apache.arrow.stream';
 

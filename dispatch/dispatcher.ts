@@ -29,7 +29,7 @@ import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
 import { BufferPool } from './buffer-pool.ts';
 import { DeliveryStats, type QueueDeliveryStats } from './delivery-stats.ts';
-import { type BatchAnswer, claimState, type DeliveryResults, freshBuffers, isSpareBuffersMessage, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
+import { type BatchAnswer, claimState, type DeliveryResults, isSpareBuffersMessage, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { FlowControl } from './flow-control.ts';
 import { HistogramRuns } from './histogram-runs.ts';
@@ -39,6 +39,7 @@ import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { Scheduler } from './scheduler.ts';
 import { WebhookSigner } from './signing.ts';
 import { TargetGuard } from './target-guard.ts';
+import { freshBuffers, type TaskTimer } from './task-builder.ts';
 
 export interface DispatcherOptions {
   readonly engine: Engine;

@@ -4,7 +4,7 @@
 // worker never sees. The dispatcher fills it, sends it and frees its room once it is done; the
 // outcome recorder reads it when the worker answers. Main thread only.
 //
-//   PendingTask  builder   DeliveryTaskBuilder   what goes to the worker (delivery-task.ts)
+//   PendingTask  builder   DeliveryTaskBuilder   what goes to the worker (task-builder.ts)
 //                seqs      Float64Array          ┐
 //                rows      Uint32Array           │ timer `at` of the task, by its position
 //                attempts  Uint32Array           │ in the builder
@@ -12,7 +12,7 @@
 //                queues    Uint16Array           ┘
 //                claims    Int32Array            single deliveries, once sent: shared with the worker
 import type { DueSlice } from '../engine/engine.ts';
-import { DeliveryTaskBuilder, type TaskBuffers, type TaskTimer } from './delivery-task.ts';
+import { DeliveryTaskBuilder, type TaskBuffers, type TaskTimer } from './task-builder.ts';
 
 export class PendingTask {
   readonly builder: DeliveryTaskBuilder;

@@ -21,7 +21,7 @@ import type { Clock, DueSlice, Engine } from '../engine/engine.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { encodeArrowBatch } from './arrow-batch.ts';
-import { DeliveryTaskBuilder } from './delivery-task.ts';
+import { DeliveryTaskBuilder } from './task-builder.ts';
 import { attemptFailure, decideOutcome } from './retry-policy.ts';
 
 const MiB = 1024 * 1024;
