@@ -2,6 +2,7 @@
 // record batch), for data pipelines that take due timers in bulk. The task's byte columns are
 // Arrow's variable-width layout already (dispatch/delivery-task.ts): the record batch is made of
 // them as they are, with no copy and no object per row; the one copy is the IPC stream's.
+// Pure: a delivery worker encodes "arrow" tasks, the main thread a pull DoGet's batch.
 //
 //   id        Utf8                       the timer's id
 //   fire_at   Timestamp(ms, UTC)         its fire time
