@@ -8,6 +8,7 @@
 //                        engine holds back a queue without room, so a slow or failing target
 //                        never delays another queue's timers
 //   pending-task.ts      a task being built and sent, and the timers it holds
+//   delivery-pool.ts     the worker threads the tasks go to (delivery-worker.ts runs in each)
 //   outcome-recorder.ts  a worker's answer → one OUTCOME record (engine.settle, group-committed)
 //   delivery-stats.ts    outcome counts and lateness/latency histograms, for /metrics
 //
@@ -22,23 +23,20 @@
 // leaves it pending in the log, and it is delivered again after the restart.
 import { availableParallelism } from 'node:os';
 import type { Histogram } from 'hdr-histogram-js';
-import { Piscina } from 'piscina';
 import type { Logger } from 'pino';
 import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
 import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
 import { BufferPool } from './buffer-pool.ts';
 import { DeliveryStats, type QueueDeliveryStats } from './delivery-stats.ts';
-import { type BatchAnswer, claimState, type DeliveryResults, isSpareBuffersMessage, workerLoadedMessage } from './delivery-task.ts';
-import type { DeliveryWorkerData } from './delivery-worker.ts';
+import { DeliveryPool } from './delivery-pool.ts';
+import { claimState } from './delivery-task.ts';
 import { FlowControl } from './flow-control.ts';
 import { HistogramRuns } from './histogram-runs.ts';
 import { OutcomeRecorder } from './outcome-recorder.ts';
 import { PendingTask } from './pending-task.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { Scheduler } from './scheduler.ts';
-import { WebhookSigner } from './signing.ts';
-import { TargetGuard } from './target-guard.ts';
 import { freshBuffers, type TaskTimer } from './task-builder.ts';
 
 export interface DispatcherOptions {
@@ -70,7 +68,7 @@ export class Dispatcher {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #limits: DispatchLimits;
-  readonly #pool: Piscina;
+  readonly #workers: DeliveryPool;
   readonly #scheduler: Scheduler;
   readonly #pull: PullQueues;
   readonly #flow: FlowControl;
@@ -100,10 +98,6 @@ export class Dispatcher {
   readonly #stats: DeliveryStats;
   readonly #recorder: OutcomeRecorder;
   #stopped = false;
-  /** Workers that have loaded their code (they post workerLoadedMessage); #loaded resolves with the time the last one took. */
-  #workersLoaded = 0;
-  readonly #loaded = Promise.withResolvers<number>();
-  readonly #createdAtMs = performance.now();
   /** "request" queues' timers are taken up to takeAheadMs before they are due: a worker holds each until its time. */
   readonly takeAhead: TakeAhead;
 
@@ -114,40 +108,16 @@ export class Dispatcher {
     this.#limits = { ...dispatchLimits, ...options.limits };
     this.#stats = new DeliveryStats(this.#engine);
     this.#recorder = new OutcomeRecorder(this.#engine, this.#clock, this.#stats);
-    const allow = options.allow ?? [];
-    const signingSecrets = options.signingSecrets ?? [];
-    // Configuration errors surface here, at start-up, not in a worker thread later.
-    new TargetGuard({ allow, allowLoopback: options.allowLoopback ?? false });
-    if (signingSecrets.length > 0) new WebhookSigner(signingSecrets);
-    const workerData: DeliveryWorkerData = {
-      allow,
-      allowLoopback: options.allowLoopback ?? false,
-      signingSecrets,
-      sessionIdleMsMax: this.#limits.sessionIdleMsMax,
-      connectTimeoutMs: this.#limits.connectTimeoutMs,
-      requestsPerOriginMax: this.#limits.requestsPerOriginMax,
-      socketsPerOriginMax: this.#limits.socketsPerOriginMax,
-      ...(options.ca === undefined ? {} : { ca: options.ca }),
-    };
-    const threads = options.threads ?? Math.max(1, availableParallelism() - 1);
-    this.#pool = new Piscina({
-      filename: new URL('./delivery-worker.ts', import.meta.url).href,
-      minThreads: threads,
-      maxThreads: threads,
-      // Workers wait on their message port, not in Atomics.wait: an idle worker's event loop
-      // keeps running, so its HTTP/2 sessions answer PINGs and stay warm.
-      atomics: 'disabled',
-      // A task is mostly waiting on the network: many run at once on one worker.
-      concurrentTasksPerWorker: Math.ceil(this.#limits.requestsInFlightMax / this.#limits.timersPerTaskMax / threads) + 1,
-      workerData,
-      // Short scavenges: a worker's loop stalls for each, and timers due meanwhile go out late.
-      resourceLimits: { maxYoungGenerationSizeMb: this.#limits.workerYoungGenerationMb },
-    });
     // Memory, not timers: kept by the real, monotonic clock whatever the injected one does.
     this.#buffers = new BufferPool({ bytesMax: this.#limits.taskBuffersPooledBytesMax, idleMs: this.#limits.taskBuffersIdleMs, clock: { now: () => performance.now() } });
-    this.#pool.on('message', (message: unknown) => {
-      if (message === workerLoadedMessage && ++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
-      else if (isSpareBuffersMessage(message)) for (const buffer of message.buffers) this.#buffers.give(buffer);
+    this.#workers = new DeliveryPool({
+      threads: options.threads ?? Math.max(1, availableParallelism() - 1),
+      allow: options.allow ?? [],
+      allowLoopback: options.allowLoopback ?? false,
+      signingSecrets: options.signingSecrets ?? [],
+      ca: options.ca,
+      limits: this.#limits,
+      spareBuffers: this.#buffers,
     });
     this.takeAhead = { ms: this.#limits.takeAheadMs, queue: (queue) => this.#engine.queueConfig(this.#engine.queueNameAt(queue)).delivery === 'request' };
     this.#scheduler = new Scheduler(this.#engine, this, this.#clock);
@@ -172,15 +142,7 @@ export class Dispatcher {
    * handed out before then wait in the pool for it; a worker that fails to load rejects it.
    */
   ready(): Promise<number> {
-    if (this.#workersLoaded >= this.#pool.threads.length) return this.#loaded.promise;
-    const { promise, resolve, reject } = Promise.withResolvers<number>();
-    const onError = (err: unknown): void => reject(err);
-    this.#pool.once('error', onError);
-    void this.#loaded.promise.then((ms) => {
-      this.#pool.off('error', onError);
-      resolve(ms);
-    });
-    return promise;
+    return this.#workers.ready();
   }
 
   /** Starts releasing due timers. */
@@ -222,7 +184,7 @@ export class Dispatcher {
   }
 
   get threads(): number {
-    return this.#pool.threads.length;
+    return this.#workers.threads;
   }
 
   /** Counts by queue name since start. */
@@ -311,7 +273,7 @@ export class Dispatcher {
     const drained = Promise.allSettled([...this.#tasks]);
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.#limits.drainTimeoutMs).unref());
     await Promise.race([drained, timeout]);
-    await this.#pool.destroy();
+    await this.#workers.destroy();
     this.#buffers.clear();
   }
 
@@ -385,9 +347,8 @@ export class Dispatcher {
     // Counted until the answer, though an "arrow" task's buffers come back once its body is
     // encoded: the body, a copy as large, is held by the worker until then.
     this.#flow.taskSent(taskBytes, pending.count, usedBytes, payloadBytes);
-    // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
-    const transferList = finished.transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
-    const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer>)
+    const done = this.#workers
+      .run(task, finished.transfer)
       .then(
         (results) => {
           this.#held.delete(pending);
