@@ -80,7 +80,7 @@ export function taskBuffers(task: DeliveryTask): ArrayBuffer[] {
 
 /**
  * An "arrow" task's answer, one for all its rows: the status (or why there was none) and when
- * the POST started and how long it took. The dispatcher applies each row's retry policy to it.
+ * the POST started and how long it took. The outcome recorder applies each row's retry policy to it.
  */
 export interface BatchAnswer {
   readonly batch: {

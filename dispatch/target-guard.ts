@@ -1,4 +1,4 @@
-// The SSRF guard for delivery targets (DESIGN.md "Security defaults"). fermata POSTs to URLs
+// The SSRF guard for delivery targets (docs/api.md, "Security defaults"). fermata POSTs to URLs
 // its clients choose, from inside the operator's network: unguarded, a timer could reach the
 // cloud metadata service, a database on 10/8 or the host's own loopback. Refused by default:
 // the special-purpose and metadata addresses of special-addresses.ts. The operator's allow-list
