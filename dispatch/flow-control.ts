@@ -10,8 +10,13 @@
 //               of the requests), rate_per_s tokens (a bucket of one second's worth), and for a
 //               "pull" queue what waits and is leased in PullQueues
 //
-//   deliver ─► deliveryStarted(queue), tokenSpent(queue) per timer; started(slice) ─► taskSent
-//   recorded (or failed) ─► taskDone ─► the dispatcher wakes the scheduler: room was freed
+// What the dispatcher tells it, in order:
+//
+//   deliver(slice)   tokenSpent(queue), deliveryStarted(queue)   per timer (as they apply)
+//                    started(deliveries, requests)               once the slice is handed out
+//   a task is sent   taskSent(bytes held, bytes written)         the bytes' room and averages
+//   it is recorded   taskDone(its queues, bytes held)            room freed: the scheduler wakes
+//     (or failed)
 import type { Clock, Engine } from '../engine/engine.ts';
 import type { DispatchLimits } from '../engine/limits.ts';
 import { byteFields, metaFields } from './delivery-task.ts';
