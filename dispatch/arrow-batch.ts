@@ -2,6 +2,7 @@
 // record batch), for data pipelines that take due timers in bulk. The task's byte columns are
 // Arrow's variable-width layout already (dispatch/delivery-task.ts): the record batch is made of
 // them as they are, with no copy and no object per row; the one copy is the IPC stream's.
+// Pure: a delivery worker encodes "arrow" tasks, the main thread a pull DoGet's batch.
 //
 //   id        Utf8                       the timer's id
 //   fire_at   Timestamp(ms, UTC)         its fire time
@@ -13,7 +14,8 @@
 import { createHash } from 'node:crypto';
 import { Binary, makeData, makeVector, Table, tableToIPC, Timestamp, TimeUnit, Uint32, Utf8 } from 'apache-arrow';
 import { defaultQueueConfig } from '../engine/queues.ts';
-import { type DeliveryTask, DeliveryTaskBuilder, metaFields, taskColumn, taskField as field, taskIdColumn } from './delivery-task.ts';
+import { type DeliveryTask, metaFields, taskColumn, taskField as field, taskIdColumn } from './delivery-task.ts';
+import { DeliveryTaskBuilder } from './task-builder.ts';
 
 export const arrowBatchMediaType = 'application/vnd.apache.arrow.stream';
 

@@ -9,7 +9,8 @@
 // (a queue's batches ask for much the same sizes each time), else a new one, not zeroed: a task
 // writes every byte it reads (its columns' offsets say which). The pool holds at most bytesMax,
 // and lets go of everything once no buffer has been taken for idleMs: a burst's buffers serve
-// the next burst, and an idle service does not keep them.
+// the next burst, and an idle service does not keep them. Main thread: the dispatcher owns the
+// pool; workers only hand buffers back, by message.
 import { type Clock } from '../engine/engine.ts';
 
 /** New buffers are whole pages. */

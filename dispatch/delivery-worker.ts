@@ -2,12 +2,13 @@
 // to its target through this thread's origin clients (warm HTTP/2 sessions per origin), applies
 // the retry policy to each answer and returns the outcomes as columns. An "arrow" task is one
 // POST of all its timers: its buffers go back once the body is encoded, and its one answer goes
-// back as it came, for the dispatcher to apply each row's policy to. It knows nothing of the
-// WAL: the dispatcher on the main thread makes the outcomes durable.
+// back as it came, for the main thread to apply each row's policy to. It knows nothing of the
+// WAL: the main thread makes the outcomes durable (outcome-recorder.ts).
 //
-// Delivery request (DESIGN.md): body = payload bytes; the timer's headers; fermata-timer-id,
-// fermata-attempt (1-based), fermata-fire-at (epoch ms), idempotency-key (the timer's key, else
-// its id: the same on every attempt); Standard Webhooks headers when signing secrets are set.
+// Delivery request (docs/api.md, "Delivery"): body = payload bytes; the timer's headers;
+// fermata-timer-id, fermata-attempt (1-based), fermata-fire-at (epoch ms), idempotency-key (the
+// timer's key, else its id: the same on every attempt); Standard Webhooks headers when signing
+// secrets are set.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
@@ -159,7 +160,7 @@ function idempotencyKeyHeader(key: string): string {
 
 /**
  * "arrow" delivery: every timer of the task in one Arrow record batch, one POST; its answer is
- * every row's, and the dispatcher applies each row's retry policy to it.
+ * every row's, and the outcome recorder applies each row's retry policy to it.
  */
 async function deliverArrowBatch(task: DeliveryTask, sink: string): Promise<BatchAnswer> {
   const body = encodeArrowBatch(task);

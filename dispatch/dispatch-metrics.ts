@@ -1,6 +1,7 @@
 // Delivery metrics for GET /metrics, per queue: outcomes counted, lateness and latency
-// quantiles from the dispatcher's HDR histograms, and pull queues' waiting and leased timers. Everything is read at scrape time (collect
-// callbacks), so delivery pays nothing for it beyond recording into the histograms.
+// quantiles from the dispatcher's HDR histograms (delivery-stats.ts), and pull queues' waiting
+// and leased timers. Everything is read at scrape time (collect callbacks), so delivery pays
+// nothing for it beyond recording into the histograms. Main thread.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Dispatcher } from './dispatcher.ts';
 

@@ -1,36 +1,43 @@
 // The dispatcher: the engine's DispatchPort, on the main thread. It hands due timers to a
-// piscina pool of delivery workers in tasks of many timers, and makes each task's outcomes
-// durable as one OUTCOME record (group-committed with everything else) before it frees the
-// room they took. Flow control is per queue: max_concurrent (deliveries in flight) and
-// rate_per_s (a token bucket); the engine holds back a queue without room, so a slow or
-// failing target never delays another queue's timers.
+// piscina pool of delivery workers in tasks of many timers (single deliveries of "request"
+// queues; one Arrow batch of an "arrow" queue's timers, gathered for up to linger_ms), and frees
+// the room they took once their outcomes are durable. Its parts, all on this thread:
+//
+//   scheduler.ts         when to look: takes due timers within the room and hands them here
+//   flow-control.ts      how many: room in all and per queue (max_concurrent, rate_per_s); the
+//                        engine holds back a queue without room, so a slow or failing target
+//                        never delays another queue's timers
+//   pending-task.ts      a task being built and sent, and the timers it holds
+//   delivery-pool.ts     the worker threads the tasks go to (delivery-worker.ts runs in each)
+//   outcome-recorder.ts  a worker's answer → one OUTCOME record (engine.settle, group-committed)
+//   delivery-stats.ts    outcome counts and lateness/latency histograms, for /metrics
 //
 //   scheduler ─takeDue(room, queueRoom)─► deliver(slice) ─► tasks of ≤ timersPerTaskMax
 //        ▲                                                     │ piscina (transferred buffers)
-//        └── wake() ◄── room freed ◄── engine.settle(outcomes) ◄┘ outcomes as columns
+//        └── wake() ◄── room freed ◄── recorder: engine.settle ◄┘ outcomes as columns
 //
 // "pull" queues' timers are not sent: they wait in PullQueues (pull-queues.ts) for an Arrow
-// Flight DoGet, and their leases' outcomes come back through the same engine.settle path.
+// Flight DoGet, and their leases' outcomes come back through the same recorder.
 //
 // At-least-once: a timer is "delivering" in memory only; a crash before its outcome is durable
 // leaves it pending in the log, and it is delivered again after the restart.
 import { availableParallelism } from 'node:os';
-import * as hdr from 'hdr-histogram-js';
-import { Piscina } from 'piscina';
+import type { Histogram } from 'hdr-histogram-js';
 import type { Logger } from 'pino';
 import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
 import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
-import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
-import { Scheduler } from '../engine/scheduler.ts';
-import { HistogramRuns } from './histogram-runs.ts';
 import { BufferPool } from './buffer-pool.ts';
-import { type BatchAnswer, byteFields, claimState, type DeliveryResults, DeliveryTaskBuilder, freshBuffers, isSpareBuffersMessage, metaFields, type TaskBuffers, type TaskTimer, workerLoadedMessage } from './delivery-task.ts';
-import type { DeliveryWorkerData } from './delivery-worker.ts';
+import { DeliveryStats, type QueueDeliveryStats } from './delivery-stats.ts';
+import { DeliveryPool } from './delivery-pool.ts';
+import { claimState } from './delivery-task.ts';
+import { FlowControl } from './flow-control.ts';
+import { HistogramRuns } from './histogram-runs.ts';
+import { OutcomeRecorder } from './outcome-recorder.ts';
+import { PendingTask } from './pending-task.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
-import { decideOutcome, delivered, isSuccess } from './retry-policy.ts';
-import { TargetGuard } from './target-guard.ts';
-import { WebhookSigner } from './signing.ts';
+import { Scheduler } from './scheduler.ts';
+import { freshBuffers, type TaskTimer } from './task-builder.ts';
 
 export interface DispatcherOptions {
   readonly engine: Engine;
@@ -50,94 +57,21 @@ export interface DispatcherOptions {
   readonly pullLimits?: Partial<PullLimits>;
 }
 
-/** Per-queue delivery figures since start (for /metrics). */
-export interface QueueDeliveryStats {
-  delivered: number;
-  retried: number;
-  dead: number;
-  /** Delivery start − fire time of first attempts, ms. */
-  readonly lateness: hdr.Histogram;
-  /** Request sent → answer's head (or failure), ms. */
-  readonly latency: hdr.Histogram;
-}
-
 /** A new task's payload column is this much larger than its timers of the average size would take: most tasks then never grow it. */
 const taskBytesSlack = 1.25;
 /** The payload column of the first task, before any timer's size is known: it grows by doubling. */
 const firstTaskPayloadBytesInitial = 64 * 1024;
 const noBytes = new Uint8Array(0);
-/** A timer's share of a task's meta and offsets arrays. */
-const taskFixedBytesPerTimer = metaFields * Float64Array.BYTES_PER_ELEMENT + byteFields * Int32Array.BYTES_PER_ELEMENT;
-
-const histogram = (): hdr.Histogram => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
-
-/** A task being filled: what goes to the worker, and (on this thread) which timers it holds. */
-class PendingTask {
-  readonly builder: DeliveryTaskBuilder;
-  readonly seqs: Float64Array;
-  readonly rows: Uint32Array;
-  readonly attempts: Uint32Array;
-  readonly fireAtMs: Float64Array;
-  readonly queues: Uint16Array;
-  /** A task of single deliveries: its claims, shared with its worker once it is sent (DeliveryTask.claims). */
-  claims: Int32Array | undefined;
-
-  constructor(capacity: number, sink: string | undefined, payloadBytesInitial: number, buffers: TaskBuffers) {
-    this.builder = new DeliveryTaskBuilder(capacity, sink, payloadBytesInitial, buffers);
-    this.seqs = new Float64Array(buffers.take(capacity * Float64Array.BYTES_PER_ELEMENT), 0, capacity);
-    this.rows = new Uint32Array(buffers.take(capacity * Uint32Array.BYTES_PER_ELEMENT), 0, capacity);
-    this.attempts = new Uint32Array(buffers.take(capacity * Uint32Array.BYTES_PER_ELEMENT), 0, capacity);
-    this.fireAtMs = new Float64Array(buffers.take(capacity * Float64Array.BYTES_PER_ELEMENT), 0, capacity);
-    this.queues = new Uint16Array(buffers.take(capacity * Uint16Array.BYTES_PER_ELEMENT), 0, capacity);
-  }
-
-  get count(): number {
-    return this.builder.count;
-  }
-
-  get capacity(): number {
-    return this.seqs.length;
-  }
-
-  /** This thread's arrays, for `buffers` to keep once the task's outcomes are recorded. */
-  release(buffers: TaskBuffers): void {
-    for (const column of [this.seqs, this.rows, this.attempts, this.fireAtMs, this.queues]) buffers.give(column.buffer as ArrayBuffer);
-  }
-
-  add(slice: DueSlice, i: number, timer: TaskTimer): void {
-    const at = this.builder.count;
-    this.builder.add(timer);
-    this.seqs[at] = slice.seqs[i] as number;
-    this.rows[at] = slice.rows[i] as number;
-    this.attempts[at] = slice.attempts[i] as number;
-    this.fireAtMs[at] = slice.fireAtMs[i] as number;
-    this.queues[at] = slice.queues[i] as number;
-  }
-}
 
 export class Dispatcher {
   readonly #engine: Engine;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #limits: DispatchLimits;
-  readonly #pool: Piscina;
+  readonly #workers: DeliveryPool;
   readonly #scheduler: Scheduler;
   readonly #pull: PullQueues;
-  #inFlight = 0;
-  /** Of #inFlight, single deliveries (tasks without a sink). */
-  #requestsInFlight = 0;
-  /** Bytes the tasks in flight hold (their whole buffers: payloads, headers, keys, targets, ids, and room left). */
-  #inFlightBytes = 0;
-  /** Bytes of targets, headers, keys and payloads a timer's delivery writes into a task, on average lately: with its share of the meta and offsets, turns the byte room into a timer count. */
-  #bytesPerTimer = 1024;
-  /** Of #bytesPerTimer, the payload's: sizes a new task's payload column. */
-  #payloadBytesPerTimer = 0;
-  /** Whether #bytesPerTimer has seen a task yet (until then it is a guess, and tasks start small and grow). */
-  #bytesPerTimerSeen = false;
-  /** By queue index: deliveries in flight, and the rate bucket's tokens and last refill. */
-  readonly #queueInFlight: number[] = [];
-  readonly #queueTokens: number[] = [];
-  readonly #queueTokensAtMs: number[] = [];
+  readonly #flow: FlowControl;
   readonly #tasks = new Set<Promise<void>>();
   /** Tasks of single deliveries at a worker that has not answered yet: their unsent timers can be withdrawn. */
   readonly #held = new Set<PendingTask>();
@@ -161,25 +95,9 @@ export class Dispatcher {
   };
   /** "arrow" queues' batches still filling, by queue index. */
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
-  readonly #stats = new Map<string, QueueDeliveryStats>();
-  /** The same, by queue index (per timer, a Map lookup by name showed in profiles). */
-  readonly #statsByIndex: QueueDeliveryStats[] = [];
-  /** Delivery start − fire time of first attempts, and time to the answer, in ms. */
-  readonly lateness = histogram();
-  /**
-   * Release − fire time of first attempts, in ms: when the scheduler handed the timer over, on
-   * this thread. The part of `lateness` spent before a worker had the timer (the rest is the
-   * task's trip to the worker and its turn there); 0 for timers taken ahead, unless the main
-   * thread fell behind by more than the lead.
-   */
-  readonly releaseLateness = histogram();
-  readonly latency = histogram();
+  readonly #stats: DeliveryStats;
+  readonly #recorder: OutcomeRecorder;
   #stopped = false;
-  #earlyDeliveries = 0;
-  /** Workers that have loaded their code (they post workerLoadedMessage); #loaded resolves with the time the last one took. */
-  #workersLoaded = 0;
-  readonly #loaded = Promise.withResolvers<number>();
-  readonly #createdAtMs = performance.now();
   /** "request" queues' timers are taken up to takeAheadMs before they are due: a worker holds each until its time. */
   readonly takeAhead: TakeAhead;
 
@@ -188,40 +106,18 @@ export class Dispatcher {
     this.#clock = options.clock;
     this.#logger = options.logger;
     this.#limits = { ...dispatchLimits, ...options.limits };
-    const allow = options.allow ?? [];
-    const signingSecrets = options.signingSecrets ?? [];
-    // Configuration errors surface here, at start-up, not in a worker thread later.
-    new TargetGuard({ allow, allowLoopback: options.allowLoopback ?? false });
-    if (signingSecrets.length > 0) new WebhookSigner(signingSecrets);
-    const workerData: DeliveryWorkerData = {
-      allow,
-      allowLoopback: options.allowLoopback ?? false,
-      signingSecrets,
-      sessionIdleMsMax: this.#limits.sessionIdleMsMax,
-      connectTimeoutMs: this.#limits.connectTimeoutMs,
-      requestsPerOriginMax: this.#limits.requestsPerOriginMax,
-      socketsPerOriginMax: this.#limits.socketsPerOriginMax,
-      ...(options.ca === undefined ? {} : { ca: options.ca }),
-    };
-    const threads = options.threads ?? Math.max(1, availableParallelism() - 1);
-    this.#pool = new Piscina({
-      filename: new URL('./delivery-worker.ts', import.meta.url).href,
-      minThreads: threads,
-      maxThreads: threads,
-      // Workers wait on their message port, not in Atomics.wait: an idle worker's event loop
-      // keeps running, so its HTTP/2 sessions answer PINGs and stay warm.
-      atomics: 'disabled',
-      // A task is mostly waiting on the network: many run at once on one worker.
-      concurrentTasksPerWorker: Math.ceil(this.#limits.requestsInFlightMax / this.#limits.timersPerTaskMax / threads) + 1,
-      workerData,
-      // Short scavenges: a worker's loop stalls for each, and timers due meanwhile go out late.
-      resourceLimits: { maxYoungGenerationSizeMb: this.#limits.workerYoungGenerationMb },
-    });
+    this.#stats = new DeliveryStats(this.#engine);
+    this.#recorder = new OutcomeRecorder(this.#engine, this.#clock, this.#stats);
     // Memory, not timers: kept by the real, monotonic clock whatever the injected one does.
     this.#buffers = new BufferPool({ bytesMax: this.#limits.taskBuffersPooledBytesMax, idleMs: this.#limits.taskBuffersIdleMs, clock: { now: () => performance.now() } });
-    this.#pool.on('message', (message: unknown) => {
-      if (message === workerLoadedMessage && ++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
-      else if (isSpareBuffersMessage(message)) for (const buffer of message.buffers) this.#buffers.give(buffer);
+    this.#workers = new DeliveryPool({
+      threads: options.threads ?? Math.max(1, availableParallelism() - 1),
+      allow: options.allow ?? [],
+      allowLoopback: options.allowLoopback ?? false,
+      signingSecrets: options.signingSecrets ?? [],
+      ca: options.ca,
+      limits: this.#limits,
+      spareBuffers: this.#buffers,
     });
     this.takeAhead = { ms: this.#limits.takeAheadMs, queue: (queue) => this.#engine.queueConfig(this.#engine.queueNameAt(queue)).delivery === 'request' };
     this.#scheduler = new Scheduler(this.#engine, this, this.#clock);
@@ -229,10 +125,11 @@ export class Dispatcher {
       engine: this.#engine,
       clock: this.#clock,
       logger: this.#logger,
-      record: (outcomes, queueIndex, attempted) => this.#recordPull(outcomes, queueIndex, attempted),
+      record: (outcomes, queueIndex, attempted) => this.#recorder.recordPull(outcomes, queueIndex, attempted),
       roomFreed: () => this.#scheduler.wake(),
       ...(options.pullLimits === undefined ? {} : { limits: options.pullLimits }),
     });
+    this.#flow = new FlowControl(this.#engine, this.#clock, this.#limits, this.#pull);
   }
 
   /** "pull" queues' due timers, for the Flight service's DoGet and DoAction. */
@@ -245,15 +142,7 @@ export class Dispatcher {
    * handed out before then wait in the pool for it; a worker that fails to load rejects it.
    */
   ready(): Promise<number> {
-    if (this.#workersLoaded >= this.#pool.threads.length) return this.#loaded.promise;
-    const { promise, resolve, reject } = Promise.withResolvers<number>();
-    const onError = (err: unknown): void => reject(err);
-    this.#pool.once('error', onError);
-    void this.#loaded.promise.then((ms) => {
-      this.#pool.off('error', onError);
-      resolve(ms);
-    });
-    return promise;
+    return this.#workers.ready();
   }
 
   /** Starts releasing due timers. */
@@ -262,11 +151,11 @@ export class Dispatcher {
   }
 
   get inFlight(): number {
-    return this.#inFlight;
+    return this.#flow.inFlight;
   }
 
   get inFlightBytes(): number {
-    return this.#inFlightBytes;
+    return this.#flow.inFlightBytes;
   }
 
   /** Bytes of "arrow" tasks' buffers kept for later tasks. */
@@ -276,42 +165,41 @@ export class Dispatcher {
 
   /** First attempts that started before their fire time by the worker's clock (must stay 0). */
   get earlyDeliveries(): number {
-    return this.#earlyDeliveries;
+    return this.#stats.earlyDeliveries;
+  }
+
+  /** Delivery start − fire time of first attempts, in ms (DeliveryStats.lateness). */
+  get lateness(): Histogram {
+    return this.#stats.lateness;
+  }
+
+  /** Release − fire time of first attempts, in ms (DeliveryStats.releaseLateness). */
+  get releaseLateness(): Histogram {
+    return this.#stats.releaseLateness;
+  }
+
+  /** Request sent → answer's head (or failure), in ms. */
+  get latency(): Histogram {
+    return this.#stats.latency;
   }
 
   get threads(): number {
-    return this.#pool.threads.length;
+    return this.#workers.threads;
   }
 
   /** Counts by queue name since start. */
   stats(): ReadonlyMap<string, Readonly<QueueDeliveryStats>> {
-    return this.#stats;
+    return this.#stats.byQueue();
   }
 
   room(): number {
     // A poisoned log records no outcome: delivering now would only re-send after the restart.
     if (this.#stopped || this.#engine.log.poisoned !== undefined) return 0;
-    // Large payloads: the bytes held by tasks in flight are bounded too, as a count of timers of
-    // the average size lately (a slice of larger ones may pass it, by that slice at most).
-    const byBytes = Math.floor((this.#limits.inFlightBytesMax - this.#inFlightBytes) / (this.#bytesPerTimer + taskFixedBytesPerTimer));
-    // A slice may be all single deliveries: it is no larger than their room. Rows of Arrow
-    // batches, which cost no request each, add up over slices to inFlightMax.
-    const requestRoom = this.#limits.requestsInFlightMax - this.#requestsInFlight;
-    return Math.max(0, Math.min(this.#limits.inFlightMax - this.#inFlight, requestRoom, byBytes));
+    return this.#flow.room();
   }
 
   queueRoom(queueIndex: number): number {
-    const config = this.#engine.queueConfig(this.#engine.queueNameAt(queueIndex));
-    if (config.delivery === 'pull') {
-      const room = this.#pull.room(queueIndex, config);
-      return config.rate_per_s === null ? room : Math.min(room, Math.floor(this.#refill(queueIndex, config.rate_per_s)));
-    }
-    // Without a max_concurrent of its own, a request-mode queue gets a share of the room, so one
-    // stuck on a slow target cannot hold all of it ("arrow" rows are batched: they take no share).
-    const share = config.delivery === 'request' ? Math.floor(this.#limits.requestsInFlightMax * this.#limits.queueInFlightShareMax) : Infinity;
-    let room = (config.max_concurrent ?? share) - (this.#queueInFlight[queueIndex] ?? 0);
-    if (config.rate_per_s !== null) room = Math.min(room, Math.floor(this.#refill(queueIndex, config.rate_per_s)));
-    return room;
+    return this.#flow.queueRoom(queueIndex);
   }
 
   /**
@@ -332,33 +220,36 @@ export class Dispatcher {
 
   deliver(slice: DueSlice): void {
     const engine = this.#engine;
+    const flow = this.#flow;
+    const releaseLateness = this.#stats.releaseLateness;
     const releasedAtMs = this.#clock.now();
     // Workers hold a timer until Date.now() reaches its due time: an injected clock's times are translated.
     const workerClockOffsetMs = releasedAtMs - Date.now();
     let task: PendingTask | undefined;
     let pulled = 0;
+    let requests = 0;
     const releaseRuns = new HistogramRuns();
     // By queue index: a slice holds timers of a few queues, and a lookup by name per timer showed in profiles.
     const configs: Array<QueueConfig | undefined> = [];
     for (let i = 0; i < slice.count; i++) {
       const queue = slice.queues[i] as number;
       const config = (configs[queue] ??= engine.queueConfig(engine.queueNameAt(queue)));
-      if (config.rate_per_s !== null) this.#queueTokens[queue] = (this.#queueTokens[queue] ?? 0) - 1;
+      if (config.rate_per_s !== null) flow.tokenSpent(queue);
       // Pulled timers hold no worker or bytes: they count against their queue's pull bound only.
       if (config.delivery === 'pull') {
         this.#pull.add(slice, i);
         pulled++;
         continue;
       }
-      if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)), this.releaseLateness);
-      this.#queueInFlight[queue] = (this.#queueInFlight[queue] ?? 0) + 1;
+      if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)), releaseLateness);
+      flow.deliveryStarted(queue);
       if (config.delivery === 'arrow') {
         this.#addToArrowBatch(slice, i, config, workerClockOffsetMs);
         continue;
       }
       task ??= this.#newTask(Math.min(this.#limits.timersPerTaskMax, slice.count - i), undefined);
       this.#add(task, slice, i, config, workerClockOffsetMs);
-      this.#requestsInFlight++;
+      requests++;
       if (task.count === this.#limits.timersPerTaskMax) {
         this.#run(task);
         task = undefined;
@@ -370,7 +261,7 @@ export class Dispatcher {
     // can change those bytes; and the last timer's slab is not held past this turn.
     for (const lingering of this.#lingering.values()) lingering.task.builder.flush();
     this.#timer.bytes = noBytes;
-    this.#inFlight += slice.count - pulled;
+    flow.started(slice.count - pulled, requests);
   }
 
   /** Stops taking due timers, sends what lingers, waits (bounded) for deliveries in flight to be recorded, stops the workers. */
@@ -382,7 +273,7 @@ export class Dispatcher {
     const drained = Promise.allSettled([...this.#tasks]);
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.#limits.drainTimeoutMs).unref());
     await Promise.race([drained, timeout]);
-    await this.#pool.destroy();
+    await this.#workers.destroy();
     this.#buffers.clear();
   }
 
@@ -432,9 +323,9 @@ export class Dispatcher {
 
   /** A task for up to `capacity` timers, its payload column sized for that many payloads of the average size lately (so it rarely grows). */
   #newTask(capacity: number, sink: string | undefined): PendingTask {
-    const payloadBytesInitial = this.#bytesPerTimerSeen
-      ? Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * this.#payloadBytesPerTimer * taskBytesSlack))
-      : firstTaskPayloadBytesInitial;
+    const payloadBytesPerTimer = this.#flow.payloadBytesPerTimer;
+    const payloadBytesInitial =
+      payloadBytesPerTimer === undefined ? firstTaskPayloadBytesInitial : Math.min(this.#limits.taskBytesInitialMax, Math.ceil(capacity * payloadBytesPerTimer * taskBytesSlack));
     // Single deliveries' bodies are views of their task's payload column, which a request timed
     // out may still be writing after the task is done: only "arrow" tasks' buffers come back.
     return new PendingTask(capacity, sink, payloadBytesInitial, sink === undefined ? freshBuffers : this.#buffers);
@@ -455,19 +346,13 @@ export class Dispatcher {
     }
     // Counted until the answer, though an "arrow" task's buffers come back once its body is
     // encoded: the body, a copy as large, is held by the worker until then.
-    this.#inFlightBytes += taskBytes;
-    const observed = usedBytes / pending.count;
-    const observedPayload = payloadBytes / pending.count;
-    this.#bytesPerTimer = Math.max(64, this.#bytesPerTimerSeen ? 0.8 * this.#bytesPerTimer + 0.2 * observed : observed);
-    this.#payloadBytesPerTimer = this.#bytesPerTimerSeen ? 0.8 * this.#payloadBytesPerTimer + 0.2 * observedPayload : observedPayload;
-    this.#bytesPerTimerSeen = true;
-    // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
-    const transferList = finished.transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
-    const done = (this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer>)
+    this.#flow.taskSent(taskBytes, pending.count, usedBytes, payloadBytes);
+    const done = this.#workers
+      .run(task, finished.transfer)
       .then(
         (results) => {
           this.#held.delete(pending);
-          return this.#record(pending, results);
+          return this.#recorder.recordTask(pending, results);
         },
         (err: unknown) => {
           this.#held.delete(pending);
@@ -475,142 +360,16 @@ export class Dispatcher {
           // delivered again after the restart, as any delivery cut short by a stop is.
           if (this.#stopped) return;
           this.#logger.error({ err, timers: pending.count }, 'a delivery task failed; its timers are retried without counting an attempt');
-          return this.#record(pending, undefined);
+          return this.#recorder.recordTask(pending, undefined);
         },
       )
       .catch((err: unknown) => this.#logger.error({ err, timers: pending.count }, 'delivery outcomes were not recorded; the timers will be delivered again'))
       .finally(() => {
         this.#tasks.delete(done);
-        for (let i = 0; i < pending.count; i++) {
-          const queue = pending.queues[i] as number;
-          this.#queueInFlight[queue] = (this.#queueInFlight[queue] as number) - 1;
-        }
-        this.#inFlight -= pending.count;
-        if (task.sink === undefined) this.#requestsInFlight -= pending.count;
-        this.#inFlightBytes -= taskBytes;
+        this.#flow.taskDone(pending.queues, pending.count, task.sink === undefined, taskBytes);
         if (task.sink !== undefined) pending.release(this.#buffers);
         this.#scheduler.wake();
       });
     this.#tasks.add(done);
-  }
-
-  /**
-   * Makes one task's outcomes durable: from the worker's columns, or from an Arrow batch's one
-   * answer under each row's retry policy (the queue's in force now); results undefined: the task
-   * failed as a whole.
-   */
-  async #record(pending: PendingTask, results: DeliveryResults | BatchAnswer | undefined): Promise<void> {
-    const count = pending.count;
-    const outcomes = emptyOutcomes(count);
-    const nowMs = this.#clock.now();
-    const latencyRuns = new HistogramRuns();
-    const latenessRuns = new HistogramRuns();
-    const claims = pending.claims;
-    const batch = results !== undefined && 'batch' in results ? results.batch : undefined;
-    const columns = batch === undefined ? (results as DeliveryResults | undefined) : undefined;
-    const batchStatus = batch !== undefined && typeof batch.result === 'number' ? batch.result : 0;
-    const batchDelivered = batch !== undefined && isSuccess(batch.result);
-    /** By queue index: the policy an Arrow batch's failed rows are decided under. */
-    const policies: Array<QueueConfig | undefined> = [];
-    /** Outcome o is the task's timer taskRow[o]: withdrawn timers (cancelled) have none. */
-    const taskRow = new Uint32Array(count);
-    for (let row = 0; row < count; row++) {
-      if (claims !== undefined && claims[row] === claimState.withdrawn) continue;
-      const i = outcomes.count++;
-      taskRow[i] = row;
-      const attempt = pending.attempts[row] as number;
-      const queue = pending.queues[row] as number;
-      outcomes.seqs[i] = pending.seqs[row] as number;
-      outcomes.rows[i] = pending.rows[row] as number;
-      outcomes.attempts[i] = attempt;
-      if (results === undefined) {
-        // The task failed as a whole (a worker error): some of its requests may have been sent
-        // and answered. Retry them after the queue's minimum backoff, without counting the
-        // attempt, so none is dead-lettered for it.
-        const config = this.#engine.queueConfig(this.#engine.queueNameAt(queue));
-        outcomes.attempts[i] = attempt - 1;
-        outcomes.kinds[i] = outcomeKind.retry;
-        outcomes.retryAtMs[i] = nowMs + config.min_backoff_ms;
-        continue;
-      }
-      let startedAtMs: number;
-      let durationMs: number;
-      if (batch !== undefined) {
-        // One answer for every row; a 2xx needs no policy, anything else is each row's to decide.
-        const decision = batchDelivered
-          ? delivered
-          : decideOutcome(attempt, batch.result, batch.retryAfter, (policies[queue] ??= this.#engine.queueConfig(this.#engine.queueNameAt(queue))), nowMs, Math.random());
-        outcomes.kinds[i] = decision.kind;
-        outcomes.reasons[i] = decision.reason;
-        outcomes.statuses[i] = batchStatus;
-        outcomes.retryAtMs[i] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
-        startedAtMs = batch.startedAtMs;
-        durationMs = batch.durationMs;
-      } else {
-        const answer = columns as DeliveryResults;
-        outcomes.kinds[i] = answer.kinds[row] as number;
-        outcomes.reasons[i] = answer.reasons[row] as number;
-        outcomes.statuses[i] = answer.statuses[row] as number;
-        outcomes.retryAtMs[i] = answer.retryAtMs[row] as number;
-        startedAtMs = answer.startedAtMs[row] as number;
-        durationMs = answer.durationMs[row] as number;
-      }
-      const stats = this.#statsOf(queue);
-      latencyRuns.add(Math.max(0, durationMs), this.latency, stats.latency);
-      if (attempt !== 1) continue;
-      const latenessMs = startedAtMs - (pending.fireAtMs[row] as number);
-      // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
-      if (latenessMs < 0) this.#earlyDeliveries++;
-      latenessRuns.add(Math.max(0, latenessMs), this.lateness, stats.lateness);
-    }
-    latencyRuns.flush();
-    latenessRuns.flush();
-    if (outcomes.count === 0) return;
-    await this.#engine.settle(outcomes);
-    for (let i = 0; i < outcomes.count; i++) {
-      const stats = this.#statsOf(pending.queues[taskRow[i] as number] as number);
-      const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.delivered) stats.delivered++;
-      else if (kind === outcomeKind.retry) stats.retried++;
-      else stats.dead++;
-    }
-  }
-
-  /** Makes pulled timers' outcomes durable (all of one queue) and counts them, when they were an attempt. */
-  async #recordPull(outcomes: Outcomes, queueIndex: number, attempted: boolean): Promise<void> {
-    await this.#engine.settle(outcomes);
-    if (!attempted) return;
-    const stats = this.#statsOf(queueIndex);
-    for (let i = 0; i < outcomes.count; i++) {
-      const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.delivered) stats.delivered++;
-      else if (kind === outcomeKind.retry) stats.retried++;
-      else stats.dead++;
-    }
-  }
-
-  #statsOf(queueIndex: number): QueueDeliveryStats {
-    const known = this.#statsByIndex[queueIndex];
-    if (known !== undefined) return known;
-    const name = this.#engine.queueNameAt(queueIndex);
-    let stats = this.#stats.get(name);
-    if (stats === undefined) {
-      stats = { delivered: 0, retried: 0, dead: 0, lateness: histogram(), latency: histogram() };
-      this.#stats.set(name, stats);
-    }
-    // A queue's index names it for the engine's life, so its stats are found by index from now on.
-    this.#statsByIndex[queueIndex] = stats;
-    return stats;
-  }
-
-  /** The queue's rate tokens now: the bucket holds one second's worth at most. */
-  #refill(queueIndex: number, ratePerS: number): number {
-    const now = this.#clock.now();
-    const tokens = this.#queueTokens[queueIndex];
-    const atMs = this.#queueTokensAtMs[queueIndex];
-    const refilled = tokens === undefined || atMs === undefined ? ratePerS : Math.min(ratePerS, tokens + (Math.max(0, now - atMs) * ratePerS) / 1000);
-    this.#queueTokens[queueIndex] = refilled;
-    this.#queueTokensAtMs[queueIndex] = now;
-    return refilled;
   }
 }

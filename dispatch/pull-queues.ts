@@ -2,14 +2,14 @@
 // Flight DoGet instead of being POSTed. A DoGet leases up to its rows; the lease is settled by an
 // ack (delivered), a nack or its expiry after the queue's timeout_ms (a failed attempt: retried
 // with the queue's backoff, dead after max_attempts). Each settlement is one OUTCOME record made
-// by the dispatcher (engine.settle), durable before an ack is answered. Main thread.
+// by the outcome recorder (engine.settle), durable before an ack is answered. Main thread.
 //
 //   dispatcher.deliver ─add()─► waiting, FIFO per queue ─lease()─► Lease {id, rows, deadline}
 //                                                                     │ settle(ack | nack), expiry
 //   scheduler.wake() ◄── roomFreed ◄── record(outcomes) durable ◄─────┘
 //
 // Bounded: a queue's timers waiting and leased together stay within its max_concurrent (or
-// queueTimersMax); the dispatcher's queueRoom says so to takeDue, which holds the rest back in
+// queueTimersMax); flow control's queueRoom says so to takeDue, which holds the rest back in
 // the engine. A DoGet's batch is bounded in rows (batch_rows_max) and bytes (leaseBytesMax).
 // At-least-once: waiting and leased timers are "delivering" in memory only; a crash or a stop
 // records nothing, so they are pending in the log and delivered again after the restart.
@@ -21,7 +21,7 @@ import type { Clock, DueSlice, Engine } from '../engine/engine.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
 import { encodeArrowBatch } from './arrow-batch.ts';
-import { DeliveryTaskBuilder } from './delivery-task.ts';
+import { DeliveryTaskBuilder } from './task-builder.ts';
 import { attemptFailure, decideOutcome } from './retry-policy.ts';
 
 const MiB = 1024 * 1024;
@@ -84,7 +84,7 @@ export interface PullQueuesOptions {
   readonly engine: Engine;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Makes outcomes durable (the dispatcher: engine.settle, and its counts when they were an attempt). */
+  /** Makes outcomes durable (the outcome recorder: engine.settle, and its counts when they were an attempt). */
   readonly record: (outcomes: Outcomes, queueIndex: number, attempted: boolean) => Promise<void>;
   /** Room was freed in a queue (the dispatcher wakes its scheduler). */
   readonly roomFreed: () => void;

@@ -1,7 +1,8 @@
 // The retry policy as data: what one delivery attempt comes to (delivered, retry at T', or
 // dead with a reason), decided from the attempt number, what the target answered, the queue's
 // config, the time and a random draw, all passed in, so every rule is testable without a
-// clock or a network. Pure; called by the dispatch workers per attempt.
+// clock or a network. Pure, so either thread calls it: a delivery worker per attempt, the main
+// thread for an "arrow" batch's rows (outcome-recorder.ts) and for pull leases (pull-queues.ts).
 //
 //   2xx                                   delivered
 //   410 Gone                              dead (gone), whatever the attempt

@@ -6,7 +6,8 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
 import { arrowBatchKey, encodeArrowBatch, warmUpArrowEncoder } from '../../dispatch/arrow-batch.ts';
-import { DeliveryTaskBuilder, type TaskTimer, taskBuffers } from '../../dispatch/delivery-task.ts';
+import { taskBuffers } from '../../dispatch/delivery-task.ts';
+import { DeliveryTaskBuilder, type TaskTimer } from '../../dispatch/task-builder.ts';
 import { encodeTimerId } from '../../engine/ids.ts';
 import { defaultQueueConfig } from '../../engine/queues.ts';
 

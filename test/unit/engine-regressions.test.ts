@@ -5,7 +5,7 @@ import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.t
 import { type Clock, Engine } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { outcomeKind } from '../../engine/records.ts';
-import { Scheduler } from '../../engine/scheduler.ts';
+import { Scheduler } from '../../dispatch/scheduler.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { testScratch } from '../helpers/scratch.ts';

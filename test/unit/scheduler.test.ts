@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { type Clock, type DueSlice, Engine } from '../../engine/engine.ts';
 import { emptyOutcomes, outcomeKind } from '../../engine/records.ts';
-import { type DispatchPort, Scheduler } from '../../engine/scheduler.ts';
+import { type DispatchPort, Scheduler } from '../../dispatch/scheduler.ts';
 import { Prng } from '../helpers/prng.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 

@@ -1,4 +1,6 @@
 // The scheduler: releases due timers to the dispatcher. Main thread; one timer armed at a time.
+// The dispatcher builds and drives it; the engine knows nothing of it (it only calls the hooks
+// the scheduler sets on it: due times changed, withdraw a handed-out timer).
 //
 //   sleep until min(next due, sleepMsMax) ─► tick: take ≤ min(slice, room, tokens) timers with
 //   fire time ≤ wall clock ─► dispatcher ─► setImmediate (yield) if more are due, else sleep
@@ -9,10 +11,10 @@
 // time and holds each until the wall clock reaches it, where it sends. A clock that jumps back
 // makes the scheduler wait longer; one that jumps forward makes timers due. Sleeps are capped so
 // a jump is noticed within sleepMsMax.
-import type { Clock, DueSlice, Engine, TakeAhead, Withdraw } from './engine.ts';
-import { schedulerLimits, type SchedulerLimits } from './limits.ts';
+import type { Clock, DueSlice, Engine, TakeAhead, Withdraw } from '../engine/engine.ts';
+import { schedulerLimits, type SchedulerLimits } from '../engine/limits.ts';
 
-/** Where due timers go (dispatch/ implements it; tests use a double). */
+/** Where due timers go (the dispatcher implements it; tests use a double). */
 export interface DispatchPort {
   /** How many more timers the dispatcher takes now (its in-flight room). */
   room(): number;

@@ -1,0 +1,98 @@
+// The delivery workers: a piscina pool of worker threads running delivery-worker.ts, each given
+// the same config when it starts (the target guard's allow-list, the signing secrets, the origin
+// clients' limits). Main thread. A task goes out with its buffers transferred, never copied; a
+// worker posts on its parent port once its code has loaded (ready() waits for all of them), and
+// hands an "arrow" task's buffers back once the task's body is encoded, for later tasks.
+import { Piscina } from 'piscina';
+import type { DispatchLimits } from '../engine/limits.ts';
+import { type BatchAnswer, type DeliveryResults, type DeliveryTask, isSpareBuffersMessage, workerLoadedMessage } from './delivery-task.ts';
+import type { DeliveryWorkerData } from './delivery-worker.ts';
+import { WebhookSigner } from './signing.ts';
+import { TargetGuard } from './target-guard.ts';
+import type { TaskBuffers } from './task-builder.ts';
+
+export interface DeliveryPoolOptions {
+  readonly threads: number;
+  readonly allow: readonly string[];
+  readonly allowLoopback: boolean;
+  readonly signingSecrets: readonly string[];
+  readonly ca: string | undefined;
+  readonly limits: DispatchLimits;
+  /** Keeps the buffers workers hand back (the dispatcher's BufferPool). */
+  readonly spareBuffers: Pick<TaskBuffers, 'give'>;
+}
+
+export class DeliveryPool {
+  readonly #pool: Piscina;
+  /** Workers that have loaded their code (they post workerLoadedMessage); #loaded resolves with the time the last one took. */
+  #workersLoaded = 0;
+  readonly #loaded = Promise.withResolvers<number>();
+  readonly #createdAtMs = performance.now();
+
+  constructor(options: DeliveryPoolOptions) {
+    const { threads, allow, allowLoopback, signingSecrets, limits } = options;
+    // Configuration errors surface here, at start-up, not in a worker thread later.
+    new TargetGuard({ allow, allowLoopback });
+    if (signingSecrets.length > 0) new WebhookSigner(signingSecrets);
+    const workerData: DeliveryWorkerData = {
+      allow,
+      allowLoopback,
+      signingSecrets,
+      sessionIdleMsMax: limits.sessionIdleMsMax,
+      connectTimeoutMs: limits.connectTimeoutMs,
+      requestsPerOriginMax: limits.requestsPerOriginMax,
+      socketsPerOriginMax: limits.socketsPerOriginMax,
+      ...(options.ca === undefined ? {} : { ca: options.ca }),
+    };
+    this.#pool = new Piscina({
+      filename: new URL('./delivery-worker.ts', import.meta.url).href,
+      minThreads: threads,
+      maxThreads: threads,
+      // Workers wait on their message port, not in Atomics.wait: an idle worker's event loop
+      // keeps running, so its HTTP/2 sessions answer PINGs and stay warm.
+      atomics: 'disabled',
+      // A task is mostly waiting on the network: many run at once on one worker.
+      concurrentTasksPerWorker: Math.ceil(limits.requestsInFlightMax / limits.timersPerTaskMax / threads) + 1,
+      workerData,
+      // Short scavenges: a worker's loop stalls for each, and timers due meanwhile go out late.
+      resourceLimits: { maxYoungGenerationSizeMb: limits.workerYoungGenerationMb },
+    });
+    const spareBuffers = options.spareBuffers;
+    this.#pool.on('message', (message: unknown) => {
+      if (message === workerLoadedMessage && ++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
+      else if (isSpareBuffersMessage(message)) for (const buffer of message.buffers) spareBuffers.give(buffer);
+    });
+  }
+
+  get threads(): number {
+    return this.#pool.threads.length;
+  }
+
+  /**
+   * Resolves, with the milliseconds it took, once every worker has loaded its code. Tasks run
+   * before then wait in the pool for it; a worker that fails to load rejects it.
+   */
+  ready(): Promise<number> {
+    if (this.#workersLoaded >= this.#pool.threads.length) return this.#loaded.promise;
+    const { promise, resolve, reject } = Promise.withResolvers<number>();
+    const onError = (err: unknown): void => reject(err);
+    this.#pool.once('error', onError);
+    void this.#loaded.promise.then((ms) => {
+      this.#pool.off('error', onError);
+      resolve(ms);
+    });
+    return promise;
+  }
+
+  /** Sends `task` to a worker, `transfer` (its buffers) moved with it; resolves with the worker's answer. */
+  run(task: DeliveryTask, transfer: ArrayBuffer[]): Promise<DeliveryResults | BatchAnswer> {
+    // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
+    const transferList = transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
+    return this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer>;
+  }
+
+  /** Stops the workers; tasks still running reject. */
+  destroy(): Promise<void> {
+    return this.#pool.destroy();
+  }
+}

@@ -1,0 +1,128 @@
+// The outcome recorder: turns what a delivery worker answered for a task into outcomes, makes
+// them durable as one OUTCOME record (engine.settle, group-committed with everything else), and
+// counts them in the delivery stats. Main thread. A single delivery's outcome was decided by its
+// worker (retry-policy.ts) and comes back in columns; an "arrow" task's one answer is decided
+// here, row by row, under each row's queue policy in force now; a task that failed as a whole
+// (a worker error) is retried without counting the attempt. Pulled timers' outcomes (decided by
+// pull-queues.ts) are made durable and counted here too.
+//
+//   worker answer ─► outcomes (columns, withdrawn timers left out) ─► engine.settle ─► counts
+//        └─ latency and first attempts' lateness ─► histograms, a run of equal values at a time
+//
+// Nothing here frees room: the dispatcher does once the recording settles, whatever its end.
+import type { Clock, Engine } from '../engine/engine.ts';
+import type { QueueConfig } from '../engine/queues.ts';
+import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
+import type { DeliveryStats } from './delivery-stats.ts';
+import { type BatchAnswer, claimState, type DeliveryResults } from './delivery-task.ts';
+import { HistogramRuns } from './histogram-runs.ts';
+import type { PendingTask } from './pending-task.ts';
+import { decideOutcome, delivered, isSuccess } from './retry-policy.ts';
+
+export class OutcomeRecorder {
+  readonly #engine: Engine;
+  readonly #clock: Clock;
+  readonly #stats: DeliveryStats;
+
+  constructor(engine: Engine, clock: Clock, stats: DeliveryStats) {
+    this.#engine = engine;
+    this.#clock = clock;
+    this.#stats = stats;
+  }
+
+  /**
+   * Makes one task's outcomes durable: from the worker's columns, or from an Arrow batch's one
+   * answer under each row's retry policy (the queue's in force now); results undefined: the task
+   * failed as a whole.
+   */
+  async recordTask(pending: PendingTask, results: DeliveryResults | BatchAnswer | undefined): Promise<void> {
+    const count = pending.count;
+    const outcomes = emptyOutcomes(count);
+    const nowMs = this.#clock.now();
+    const stats = this.#stats;
+    const latencyRuns = new HistogramRuns();
+    const latenessRuns = new HistogramRuns();
+    const claims = pending.claims;
+    const batch = results !== undefined && 'batch' in results ? results.batch : undefined;
+    const columns = batch === undefined ? (results as DeliveryResults | undefined) : undefined;
+    const batchStatus = batch !== undefined && typeof batch.result === 'number' ? batch.result : 0;
+    const batchDelivered = batch !== undefined && isSuccess(batch.result);
+    /** By queue index: the policy an Arrow batch's failed rows are decided under. */
+    const policies: Array<QueueConfig | undefined> = [];
+    /** Outcome o is the task's timer taskRow[o]: withdrawn timers (cancelled) have none. */
+    const taskRow = new Uint32Array(count);
+    for (let row = 0; row < count; row++) {
+      if (claims !== undefined && claims[row] === claimState.withdrawn) continue;
+      const i = outcomes.count++;
+      taskRow[i] = row;
+      const attempt = pending.attempts[row] as number;
+      const queue = pending.queues[row] as number;
+      outcomes.seqs[i] = pending.seqs[row] as number;
+      outcomes.rows[i] = pending.rows[row] as number;
+      outcomes.attempts[i] = attempt;
+      if (results === undefined) {
+        // The task failed as a whole (a worker error): some of its requests may have been sent
+        // and answered. Retry them after the queue's minimum backoff, without counting the
+        // attempt, so none is dead-lettered for it.
+        const config = this.#engine.queueConfig(this.#engine.queueNameAt(queue));
+        outcomes.attempts[i] = attempt - 1;
+        outcomes.kinds[i] = outcomeKind.retry;
+        outcomes.retryAtMs[i] = nowMs + config.min_backoff_ms;
+        continue;
+      }
+      let startedAtMs: number;
+      let durationMs: number;
+      if (batch !== undefined) {
+        // One answer for every row; a 2xx needs no policy, anything else is each row's to decide.
+        const decision = batchDelivered
+          ? delivered
+          : decideOutcome(attempt, batch.result, batch.retryAfter, (policies[queue] ??= this.#engine.queueConfig(this.#engine.queueNameAt(queue))), nowMs, Math.random());
+        outcomes.kinds[i] = decision.kind;
+        outcomes.reasons[i] = decision.reason;
+        outcomes.statuses[i] = batchStatus;
+        outcomes.retryAtMs[i] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
+        startedAtMs = batch.startedAtMs;
+        durationMs = batch.durationMs;
+      } else {
+        const answer = columns as DeliveryResults;
+        outcomes.kinds[i] = answer.kinds[row] as number;
+        outcomes.reasons[i] = answer.reasons[row] as number;
+        outcomes.statuses[i] = answer.statuses[row] as number;
+        outcomes.retryAtMs[i] = answer.retryAtMs[row] as number;
+        startedAtMs = answer.startedAtMs[row] as number;
+        durationMs = answer.durationMs[row] as number;
+      }
+      const queueStats = stats.of(queue);
+      latencyRuns.add(Math.max(0, durationMs), stats.latency, queueStats.latency);
+      if (attempt !== 1) continue;
+      const latenessMs = startedAtMs - (pending.fireAtMs[row] as number);
+      // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
+      if (latenessMs < 0) stats.countEarlyDelivery();
+      latenessRuns.add(Math.max(0, latenessMs), stats.lateness, queueStats.lateness);
+    }
+    latencyRuns.flush();
+    latenessRuns.flush();
+    if (outcomes.count === 0) return;
+    await this.#engine.settle(outcomes);
+    for (let i = 0; i < outcomes.count; i++) {
+      const queueStats = stats.of(pending.queues[taskRow[i] as number] as number);
+      const kind = outcomes.kinds[i];
+      if (kind === outcomeKind.delivered) queueStats.delivered++;
+      else if (kind === outcomeKind.retry) queueStats.retried++;
+      else queueStats.dead++;
+    }
+  }
+
+  /** Makes pulled timers' outcomes durable (all of one queue) and counts them, when they were an attempt. */
+  async recordPull(outcomes: Outcomes, queueIndex: number, attempted: boolean): Promise<void> {
+    await this.#engine.settle(outcomes);
+    if (!attempted) return;
+    const stats = this.#stats.of(queueIndex);
+    for (let i = 0; i < outcomes.count; i++) {
+      const kind = outcomes.kinds[i];
+      if (kind === outcomeKind.delivered) stats.delivered++;
+      else if (kind === outcomeKind.retry) stats.retried++;
+      else stats.dead++;
+    }
+  }
+}
