@@ -40,8 +40,8 @@ import { CaddyMissingError, CaddySupervisor, checkCaddyInstalled } from '../inge
 import { SelfSignedError, selfSignedPair } from '../ingest/http3/self-signed.ts';
 import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
 import { parseDurationMs } from './duration.ts';
-import { memoryReturn } from './garbage-collector.ts';
-import { mallocTrim } from './malloc-trim.ts';
+import { memoryReturn } from '../runtime/garbage-collector.ts';
+import { mallocTrim } from '../runtime/malloc-trim.ts';
 
 /** How long a drain may take before the connections still open are cut. */
 const { drainTimeoutMs } = httpLimits;
