@@ -5,7 +5,8 @@
 // SIGTERM or SIGINT the service drains: Caddy first, then both ports stop accepting and open
 // requests finish (at most drainTimeoutMs, then cut), deliveries in flight are recorded
 // (bounded), the WAL is closed (flushing queued appends, releasing the lock). A second signal
-// exits 1 at once. Main thread only; the exit code it returns is the process's.
+// exits 1 at once, unless it is the same signal delivered twice (cli/serve/stop-signals.ts).
+// Main thread only; the exit code it returns is the process's.
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,6 +27,7 @@ import { mallocTrim } from '../../runtime/malloc-trim.ts';
 import { logStartFailure } from './errors.ts';
 import { drainHttp, type Ports, startFlight, startHttp, startHttp3 } from './listeners.ts';
 import type { ServeSettings } from './settings.ts';
+import { stopRequested } from './stop-signals.ts';
 
 /**
  * One life of the service on an opened engine: the loader, the dispatcher, the HTTP adapter and
@@ -43,18 +45,7 @@ interface Life {
 export async function runService(settings: ServeSettings, logger: Logger): Promise<number> {
   // Signals are caught from the start, so that one arriving while the WAL recovers still
   // leads to an orderly stop once it is open.
-  const stopRequested = Promise.withResolvers<NodeJS.Signals>();
-  let stopping = false;
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (stopping) {
-      logger.fatal({ signal }, 'second signal while stopping: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
-    stopRequested.resolve(signal);
-  };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
+  const stopSignal = stopRequested(logger);
 
   // Loopback targets are fine for a service that only listens on loopback (a local setup); a
   // port anyone else can reach must not let them ask it to POST to this machine's own services.
@@ -112,7 +103,7 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
   }
 
   for (;;) {
-    const ended = await Promise.race([stopRequested.promise, poisoned.promise]);
+    const ended = await Promise.race([stopSignal, poisoned.promise]);
     if (typeof ended === 'string') {
       logger.info({ signal: ended }, 'stopping');
       // Caddy first: it stops taking HTTP/3 requests and finishes those in flight while fermata still answers them.
@@ -133,7 +124,7 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
       const verdict = await disk.fresh();
       return verdict.freeBytes !== undefined && verdict.freeBytes >= roomNeeded ? undefined : `waiting for ${roomNeeded} bytes free (${verdict.freeBytes ?? 'unknown'} now)`;
     };
-    const next = await reopen(life.engine, hasRoom, openEngine, stopRequested.promise, logger);
+    const next = await reopen(life.engine, hasRoom, openEngine, stopSignal, logger);
     if (next === undefined) {
       logger.info('stopping');
       await caddy?.stop();
@@ -260,11 +251,11 @@ async function reopen(
   poisoned: Engine,
   hasRoom: () => Promise<string | undefined>,
   openEngine: () => Promise<Engine>,
-  stopRequested: Promise<NodeJS.Signals>,
+  stopSignal: Promise<NodeJS.Signals>,
   logger: Logger,
 ): Promise<Engine | undefined> {
   let stopping = false;
-  const stop = stopRequested.then(() => {
+  const stop = stopSignal.then(() => {
     stopping = true;
     return undefined;
   });
