@@ -10,11 +10,11 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type BulkJob, type BullMq, type JobOptions, type Queue, type RedisClient, type RedisConnection, type Worker } from './bullmq-scratch.ts';
 import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, type Lateness, type MemoryUse, type SingleAdds } from './compare-shape.ts';
-import { newMicrosHistogram } from './load-generator.ts';
+import { newMicrosHistogram } from '../loadgen/load-generator.ts';
 import type { RedisServer } from './redis-server.ts';
 import { usedMemoryBytes } from './redis-server.ts';
-import type { BenchSink } from './sink.ts';
-import { payloadText } from './timer-bodies.ts';
+import type { BenchSink } from '../loadgen/sink.ts';
+import { payloadText } from '../loadgen/timer-bodies.ts';
 
 interface TimerJob {
   readonly target: string;

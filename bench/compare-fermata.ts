@@ -12,12 +12,12 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { memoryLimits } from '../engine/limits.ts';
 import { median } from './report.ts';
-import { runLoad } from './load-generator.ts';
-import { runStreamLoad } from './stream-load.ts';
+import { runLoad } from '../loadgen/load-generator.ts';
+import { runStreamLoad } from '../loadgen/stream-load.ts';
 import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type FermataMemoryUse, type Lateness, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
 import { startFermata } from './fermata-child.ts';
-import type { BenchSink } from './sink.ts';
-import { buildBodies, buildBody, type FireTimes, type RequestBody } from './timer-bodies.ts';
+import type { BenchSink } from '../loadgen/sink.ts';
+import { buildBodies, buildBody, type FireTimes, type RequestBody } from '../loadgen/timer-bodies.ts';
 
 const farFuture: FireTimes = { kind: 'delay', minMs: compareShape.farDelayMinMs, maxMs: compareShape.farDelayMaxMs };
 /** Streams a run of batches keeps in flight (the WAL groups what arrives together). */

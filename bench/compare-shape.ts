@@ -3,7 +3,7 @@
 // both wait for their deliveries at the sink.
 import assert from 'node:assert/strict';
 import type { Histogram } from 'hdr-histogram-js';
-import { awaitTimers, type BenchSink } from './sink.ts';
+import { awaitTimers, type BenchSink } from '../loadgen/sink.ts';
 
 export const compareShape = {
   /** Concurrent writers of single adds. */

@@ -24,7 +24,7 @@
 // npm into bench/results/.scratch (never the project's dependencies); when either cannot be
 // had, the suite says so on stderr and in its meta line and measures fermata alone. Every Redis,
 // fermata and sink process it starts is stopped, and every directory removed, also on error.
-// The delivery sink is a child process (bench/sink.ts), so neither side shares its event loop.
+// The delivery sink is a child process (loadgen/sink.ts), so neither side shares its event loop.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
@@ -36,7 +36,7 @@ import { type BullMq, bullmqVersion, loadBullMq } from './bullmq-scratch.ts';
 import { startFermata } from './fermata-child.ts';
 import { type AppendFsync, ensureRedisServer, type RedisServer, startRedis } from './redis-server.ts';
 import { distributionChart, type Fact, type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
-import { type BenchSink, startSinkProcess } from './sink.ts';
+import { type BenchSink, startSinkProcess } from '../loadgen/sink.ts';
 
 const suite = 'compare';
 

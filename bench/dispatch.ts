@@ -27,7 +27,7 @@
 //   burst      N timers all due within one second, after a warm-up: lateness p99, and N ÷ (time
 //              from the first fire time to the last durable outcome) against the request rate
 //
-// The sink (bench/sink.ts) is a child process by default, so it does not share the main thread
+// The sink (loadgen/sink.ts) is a child process by default, so it does not share the main thread
 // with fermata; FERMATA_BENCH_DISPATCH_SINK=in-process runs it in this process instead. It
 // answers 200 with no body once a request's body has arrived, and counts timers, deliveries that
 // arrived before their fermata-fire-at, and arrival − fire time. FERMATA_BENCH_DISPATCH_PROFILE=DIR
@@ -51,7 +51,7 @@ import { encodeTimerId } from '../engine/ids.ts';
 import { dispatchLimits } from '../engine/limits.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
 import { distributionChart, type Fact, type Figure, median, metaLine, roundTo, type SuiteOptions } from './report.ts';
-import { type BenchSink, startSink, startSinkProcess } from './sink.ts';
+import { type BenchSink, startSink, startSinkProcess } from '../loadgen/sink.ts';
 
 const suite = 'dispatch';
 const payloadBytes = 128;

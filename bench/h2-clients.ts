@@ -1,6 +1,6 @@
 // The `h2-clients` suite: which HTTP/2 client should fermata's delivery workers use (issue 5:
 // "node:http2 or undici, measured: pick the faster")? Four clients send the same requests to
-// the benchmark sink (bench/sink.ts, a child process: cleartext HTTP/2 with prior knowledge on
+// the benchmark sink (loadgen/sink.ts, a child process: cleartext HTTP/2 with prior knowledge on
 // 127.0.0.1), each over one session, each with requestsPerOriginMax requests in flight (what a
 // delivery worker may send one origin at once), a new request as soon as one is answered:
 //
@@ -37,9 +37,9 @@ import { TargetGuard } from '../dispatch/target-guard.ts';
 import { encodeTimerId } from '../engine/ids.ts';
 import { dispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig } from '../engine/queues.ts';
-import { newMicrosHistogram } from './load-generator.ts';
+import { newMicrosHistogram } from '../loadgen/load-generator.ts';
 import { type Fact, type Figure, median, metaLine, roundTo, type SuiteOptions } from './report.ts';
-import { type BenchSink, startSinkProcess } from './sink.ts';
+import { type BenchSink, startSinkProcess } from '../loadgen/sink.ts';
 
 const suite = 'h2_clients';
 const payloadBytes = 128;

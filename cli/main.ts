@@ -1,7 +1,7 @@
 // The `fermata` command line: picks the subcommand and returns the process exit code
 // (bin/fermata.js sets process.exitCode from it). 0 success, 1 failure at run time, 2 usage.
 import { bench } from './bench.ts';
-import { serve } from './serve.ts';
+import { serve } from './serve/command.ts';
 import { walDump } from './wal-dump.ts';
 
 export const usage = `Usage: fermata <command> [options]

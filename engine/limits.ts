@@ -414,7 +414,7 @@ export const memoryLimits = {
   farSpillPerKeptByte: 0.25,
   /**
    * After a spill of at least this many timers the loader asks for a full collection and for
-   * the memory it frees to go back to the kernel (cli/garbage-collector.ts, when it was given the
+   * the memory it frees to go back to the kernel (runtime/garbage-collector.ts, when it was given the
    * means): their copies in the heap, and the checkpoint's own buffers, are garbage the process
    * would otherwise keep until ingest next fills the heap, and glibc keeps what it frees (the
    * VmRSS growth of a fill of 1,000,000 far-future timers, once spilled: 470 B a timer with

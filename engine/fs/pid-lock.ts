@@ -1,9 +1,12 @@
 // One process per data directory. Node has no flock(2), and mkdir/mtime locks (the
 // proper-lockfile approach) call a lock stale only after a timeout, which would make every
 // restart after kill -9 wait. Instead the LOCK file names its owner by pid and the process
-// start time from /proc: the owner is alive exactly when a process with that pid exists and
-// started at that time, so a lock left by a dead process is taken over at once and a reused
-// pid is not mistaken for the owner.
+// start time from /proc: the owner is alive exactly when a process with that pid exists, started
+// at that time and is not a zombie, so a lock left by a dead process is taken over at once and a
+// reused pid is not mistaken for the owner. A process killed with kill -9 whose parent has not
+// reaped it yet (its parent gone too, and init slow or not reaping) still answers kill(pid, 0)
+// with its pid and start time, but it closed its files as it died: in state Z or X (the third
+// field of /proc/PID/stat) it holds no lock.
 //
 // LOCK appears with its content in one step (written to a temporary file, then link(2)ed into
 // place, which fails if LOCK exists), so no one ever reads an empty LOCK from a live owner.
@@ -27,14 +30,24 @@ interface LockOwner {
   readonly host: string;
 }
 
-async function processStartTicks(pid: number): Promise<string> {
+/** The parts of /proc/PID/stat the owner check reads; undefined where there is no such file. */
+interface ProcessStat {
+  /** Field 3: R, S, D, … ; Z (zombie) and X (dead) hold no files. */
+  readonly state: string;
+  /** Field 22, starttime, in clock ticks after boot. */
+  readonly startTicks: string;
+}
+
+const deadStates: ReadonlySet<string> = new Set(['Z', 'X']);
+
+async function processStat(pid: number): Promise<ProcessStat | undefined> {
   try {
     const stat = await fsp.readFile(`/proc/${pid}/stat`, 'utf8');
-    // Field 22 (starttime); the command name in field 2 may hold spaces, so count after ')'.
+    // The command name in field 2 may hold spaces, so fields are counted after its ')'.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[19] ?? '';
+    return { state: fields[0] ?? '', startTicks: fields[19] ?? '' };
   } catch {
-    return '';
+    return undefined;
   }
 }
 
@@ -50,7 +63,9 @@ function processExists(pid: number): boolean {
 async function ownerAlive(owner: LockOwner): Promise<boolean> {
   if (owner.host !== hostname()) return true; // another machine's lock (shared storage): never steal it
   if (!processExists(owner.pid)) return false;
-  return owner.startTicks === '' || owner.startTicks === (await processStartTicks(owner.pid));
+  const stat = await processStat(owner.pid);
+  if (stat !== undefined && deadStates.has(stat.state)) return false;
+  return owner.startTicks === '' || owner.startTicks === (stat?.startTicks ?? '');
 }
 
 function parseOwner(text: string): LockOwner | undefined {
@@ -67,7 +82,7 @@ function parseOwner(text: string): LockOwner | undefined {
 
 export async function acquirePidLock(dir: string, syncDir: (dir: string) => Promise<void>): Promise<DirLock> {
   const path = join(dir, lockFileName);
-  const me: LockOwner = { pid: process.pid, startTicks: await processStartTicks(process.pid), host: hostname() };
+  const me: LockOwner = { pid: process.pid, startTicks: (await processStat(process.pid))?.startTicks ?? '', host: hostname() };
   const text = JSON.stringify(me) + '\n';
   const staged = `${path}.${process.pid}.${randomBytes(6).toString('hex')}`;
   const handle = await fsp.open(staged, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);

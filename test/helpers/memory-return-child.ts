@@ -1,7 +1,7 @@
 // Started by test/unit/memory-return.test.ts: fragments malloc's heap with ArrayBuffers (every
-// other one kept), drops the rest, returns memory with cli/garbage-collector.ts, and prints what
+// other one kept), drops the rest, returns memory with runtime/garbage-collector.ts, and prints what
 // that did as JSON. A process of its own, so that its heap holds nothing else.
-import { memoryReturn } from '../../cli/garbage-collector.ts';
+import { memoryReturn } from '../../runtime/garbage-collector.ts';
 
 const chunkBytes = 96 * 1024; // under glibc's default mmap threshold (128 KiB): from the heap
 const chunks = 2048;

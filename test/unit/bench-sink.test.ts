@@ -1,9 +1,9 @@
-// bench/sink.ts counts a delivery as early by the wall clock, the clock fermata's "never early"
+// loadgen/sink.ts counts a delivery as early by the wall clock, the clock fermata's "never early"
 // is stated in and its workers check before sending; the monotonic clock, which drifts from the
 // wall clock by a millisecond or more while NTP slews it, only measures how late it was.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { countArrival, newTally } from '../../bench/sink.ts';
+import { countArrival, newTally } from '../../loadgen/sink.ts';
 
 const fireAtMs = 1_796_400_000_000;
 const headers = { 'fermata-fire-at': String(fireAtMs) };

@@ -1,11 +1,11 @@
-// cli/garbage-collector.ts and cli/malloc-trim.ts: after a large spill the service collects its
+// runtime/garbage-collector.ts and runtime/malloc-trim.ts: after a large spill the service collects its
 // garbage and hands the freed pages back to the kernel with glibc's malloc_trim, which also frees
 // pages between chunks still in use (a collection alone leaves them resident), and it does so
 // without an ExperimentalWarning on stderr for node:ffi.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
-import { mallocTrim } from '../../cli/malloc-trim.ts';
+import { mallocTrim } from '../../runtime/malloc-trim.ts';
 
 const child = new URL('../helpers/memory-return-child.ts', import.meta.url).pathname;
 const glibc = typeof (process.report.getReport() as { header?: { glibcVersionRuntime?: unknown } }).header?.glibcVersionRuntime === 'string';

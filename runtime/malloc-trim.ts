@@ -1,5 +1,6 @@
 // glibc's malloc_trim, called through node:ffi: hands the pages of memory freed inside malloc's
-// heaps back to the kernel.
+// heaps back to the kernel. Tuning beside the data structures: `fermata serve` hands it to the
+// memory loader, which calls it on the main thread when the service goes quiet or after a spill.
 //
 // Node allocates every ArrayBuffer with malloc: request bodies, decoded Arrow batches, the
 // store's byte slabs, a checkpoint's buffers. glibc returns freed memory to the kernel only from

@@ -1,5 +1,6 @@
 // Memory handed back after a large spill (memoryLimits.collectAfterSpilledRows says why): a full
-// garbage collection, then glibc's malloc_trim (cli/malloc-trim.ts) for the ArrayBuffers it freed.
+// garbage collection, then glibc's malloc_trim (runtime/malloc-trim.ts) for the ArrayBuffers it freed.
+// `fermata serve` hands it to the memory loader, which calls it on the main thread.
 //
 // Node offers a collection on demand only under V8's --expose-gc; set while the process runs,
 // that flag puts `gc` into contexts made after it, so one is made to fetch it and the service's

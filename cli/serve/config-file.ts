@@ -1,0 +1,113 @@
+// `fermata serve --config FILE`: a JSON object of settings, read once on the main thread. Every
+// key is checked here for its name and type (an unknown or mistyped key is a usage error naming
+// the file and the key); cli/serve/settings.ts decides what wins over it. "dispatch" is checked
+// whole with its environment overrides (cli/dispatch-config.ts).
+import { readFileSync } from 'node:fs';
+import { tokenLengthMin } from '../../ingest/http/bearer-auth.ts';
+import { messageOf, UsageError } from './errors.ts';
+
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight'] as const;
+const flightConfigKeys = ['listen'] as const;
+const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
+const readinessConfigKeys = ['disk_free_bytes_min'] as const;
+
+export interface ServeConfig {
+  data?: string;
+  listen?: string;
+  tokens?: string[];
+  tls?: { cert?: string; key?: string; listen?: string };
+  readiness?: { disk_free_bytes_min?: number };
+  dispatch?: unknown;
+  memory_budget?: number;
+  far_horizon?: string;
+  flight?: { listen?: string };
+}
+
+export function readConfig(file: string): ServeConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`config file ${file}: cannot read it: ${messageOf(err)}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`config file ${file}: not valid JSON: ${messageOf(err)}`);
+  }
+  const entries = objectEntries(value, file, '', configKeys);
+  const config: ServeConfig = {};
+  for (const [key, entry] of entries) {
+    switch (key) {
+      case 'data':
+      case 'listen':
+        config[key] = configString(entry, file, key);
+        break;
+      case 'tokens':
+        if (!Array.isArray(entry)) throw new UsageError(`config file ${file}: "tokens" must be an array of strings`);
+        config.tokens = checkTokens(entry, `config file ${file}, "tokens"`);
+        break;
+      case 'tls':
+        config.tls = {};
+        for (const [tlsKey, tlsEntry] of objectEntries(entry, file, 'tls.', tlsConfigKeys)) config.tls[tlsKey] = configString(tlsEntry, file, `tls.${tlsKey}`);
+        break;
+      case 'flight':
+        config.flight = {};
+        for (const [flightKey, flightEntry] of objectEntries(entry, file, 'flight.', flightConfigKeys)) config.flight[flightKey] = configString(flightEntry, file, `flight.${flightKey}`);
+        break;
+      case 'dispatch':
+        // Checked whole with the environment's overrides (cli/dispatch-config.ts).
+        config.dispatch = entry;
+        break;
+      case 'memory_budget':
+        if (typeof entry !== 'number' || !Number.isSafeInteger(entry) || entry <= 0) {
+          throw new UsageError(`config file ${file}: "memory_budget" must be a whole number of bytes > 0, not ${JSON.stringify(entry)}`);
+        }
+        config.memory_budget = entry;
+        break;
+      case 'far_horizon':
+        config.far_horizon = configString(entry, file, key);
+        break;
+      case 'readiness':
+        config.readiness = {};
+        for (const [readinessKey, bytes] of objectEntries(entry, file, 'readiness.', readinessConfigKeys)) {
+          if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes < 0) {
+            throw new UsageError(`config file ${file}: "readiness.${readinessKey}" must be a whole number of bytes ≥ 0, not ${JSON.stringify(bytes)}`);
+          }
+          config.readiness[readinessKey] = bytes;
+        }
+        break;
+    }
+  }
+  return config;
+}
+
+/** Bearer tokens from the config file or FERMATA_TOKENS, trimmed; each long enough and without spaces. */
+export function checkTokens(tokens: readonly unknown[], source: string): string[] {
+  const checked: string[] = [];
+  for (const token of tokens) {
+    if (typeof token !== 'string' || token.trim().length < tokenLengthMin || /\s/.test(token.trim())) {
+      throw new UsageError(`${source}: every token must be a string of at least ${tokenLengthMin} characters without spaces`);
+    }
+    checked.push(token.trim());
+  }
+  return checked;
+}
+
+/** The entries of a config object (the file itself, or the object at `prefix`), each key one of `known`. */
+function objectEntries<K extends string>(value: unknown, file: string, prefix: string, known: readonly K[]): [K, unknown][] {
+  const where = prefix === '' ? 'must hold a JSON object' : `"${prefix.slice(0, -1)}" must be a JSON object`;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new UsageError(`config file ${file}: ${where} (with the keys ${known.join(', ')})`);
+  }
+  return Object.entries(value).map(([key, entry]): [K, unknown] => {
+    if (!(known as readonly string[]).includes(key)) throw new UsageError(`config file ${file}: unknown key "${prefix}${key}" (known keys: ${known.map((name) => prefix + name).join(', ')})`);
+    return [key as K, entry];
+  });
+}
+
+function configString(entry: unknown, file: string, name: string): string {
+  if (typeof entry !== 'string') throw new UsageError(`config file ${file}: "${name}" must be a string, not ${JSON.stringify(entry)}`);
+  return entry;
+}

@@ -1,0 +1,124 @@
+// The ports of one life of `fermata serve`: the HTTP adapter on the cleartext port and, with a
+// certificate, the TLS port; the Arrow Flight service; the supervised Caddy that serves HTTP/3.
+// Each start logs its "listening" line (what tests and operators read the URL from), or logs why
+// it could not bind and closes what it opened. Main thread only.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import type { Logger } from 'pino';
+import type { Engine } from '../../engine/engine.ts';
+import { httpLimits } from '../../engine/limits.ts';
+import { registerDispatchMetrics } from '../../dispatch/dispatch-metrics.ts';
+import type { Dispatcher } from '../../dispatch/dispatcher.ts';
+import type { PullQueues } from '../../dispatch/pull-queues.ts';
+import type { DiskSpaceCheck } from '../../ingest/http/disk-space.ts';
+import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
+import { alpnProtocols } from '../../ingest/http/tls-listener.ts';
+import { type FlightListener, FlightService } from '../../ingest/flight/flight-service.ts';
+import { advertiseHttp3 } from '../../ingest/http3/alt-svc.ts';
+import { CaddySupervisor } from '../../ingest/http3/caddy-supervisor.ts';
+import { logStartFailure } from './errors.ts';
+import type { ListenAddress, ServeSettings } from './settings.ts';
+
+/** How long a drain may take before the connections still open are cut. */
+export const { drainTimeoutMs } = httpLimits;
+
+/** Where a life listens: the settings' addresses, or after the first life the ports it was given (port 0 picks once). */
+export interface Ports {
+  readonly listen: ListenAddress;
+  readonly tls: ListenAddress | undefined;
+  readonly flight: ListenAddress | undefined;
+}
+
+/**
+ * The HTTP adapter on the engine, listening on the cleartext port and, when configured, the TLS
+ * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
+ * closing what was opened) when a port cannot be bound.
+ */
+export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, logger: Logger): Promise<HttpServer | undefined> {
+  const app = createHttpServer({
+    logger: logger.child({ component: 'http' }),
+    engine,
+    tokens: settings.tokens,
+    disk,
+    metrics: (registry) => registerDispatchMetrics(registry, dispatcher),
+    ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
+  });
+  if (settings.http3 !== undefined && settings.tls !== undefined) advertiseHttp3(app, settings.http3.port);
+  let bound = `${ports.listen.host}:${ports.listen.port}`;
+  try {
+    await app.listen({ host: ports.listen.host, port: ports.listen.port });
+    const secure = app.server.tls;
+    if (ports.tls !== undefined && secure !== undefined) {
+      bound = `${ports.tls.host}:${ports.tls.port} (TLS)`;
+      secure.listen({ host: ports.tls.host, port: ports.tls.port });
+      await once(secure, 'listening');
+    }
+  } catch (err) {
+    logStartFailure(logger, err, `cannot listen on ${bound}`);
+    await app.close().catch(() => undefined);
+    return undefined;
+  }
+  logger.info({ url: urlOf('http', app.server.address()), data: settings.dataDir }, 'listening');
+  if (app.server.tls !== undefined) logger.info({ url: urlOf('https', app.server.tls.address()), alpn: alpnProtocols }, 'listening');
+  return app;
+}
+
+/** The Arrow Flight service when --flight is set: logs a "flight listening" line with its grpc+tcp:// "url"; 'failed' (logged) when it cannot bind. */
+export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
+  if (address === undefined) return undefined;
+  const service = new FlightService({ engine, logger: logger.child({ component: 'flight' }), tokens: settings.tokens, pull });
+  try {
+    const listener = await service.listen(address.host, address.port);
+    logger.info({ url: listener.url }, 'flight listening');
+    return listener;
+  } catch (err) {
+    logStartFailure(logger, err, `cannot listen on ${address.host}:${address.port} (Flight)`);
+    return 'failed';
+  }
+}
+
+/** The HTTP/3 adapter when --http3 is set: a supervised Caddy forwarding to the cleartext port; 'failed' (logged) when it does not come up. */
+export async function startHttp3(settings: ServeSettings, app: HttpServer, logger: Logger): Promise<CaddySupervisor | undefined | 'failed'> {
+  if (settings.http3 === undefined || settings.tls === undefined) return undefined;
+  const cleartext = app.server.address();
+  assert.ok(cleartext !== null && typeof cleartext === 'object', 'the cleartext port is listening');
+  const upstreamHost = cleartext.family === 'IPv6' ? (cleartext.address === '::' ? '[::1]' : `[${cleartext.address}]`) : cleartext.address === '0.0.0.0' ? '127.0.0.1' : cleartext.address;
+  const caddy = new CaddySupervisor({
+    dir: resolve(settings.dataDir, 'http3'),
+    config: { host: settings.tls.listen.host, port: settings.http3.port, upstream: `${upstreamHost}:${cleartext.port}`, certFile: settings.http3.certFile, keyFile: settings.http3.keyFile },
+    logger: logger.child({ component: 'http3' }),
+  });
+  try {
+    await caddy.start();
+  } catch (err) {
+    logStartFailure(logger, err, `cannot serve HTTP/3 on ${settings.tls.listen.host}:${settings.http3.port}`);
+    return 'failed';
+  }
+  logger.info({ url: `https://${settings.tls.listen.host.includes(':') ? `[${settings.tls.listen.host}]` : settings.tls.listen.host}:${settings.http3.port}`, protocol: 'h3' }, 'http3 listening');
+  return caddy;
+}
+
+/** Stops accepting on every port and lets open requests finish, cutting them after drainTimeoutMs; the exit code so far. */
+export async function drainHttp(app: HttpServer, logger: Logger): Promise<number> {
+  const cut = setTimeout(() => {
+    logger.warn({ drainTimeoutMs }, 'connections still open after the drain timeout: closing them');
+    app.server.closeAllConnections();
+  }, drainTimeoutMs);
+  try {
+    await app.close();
+    return 0;
+  } catch (err) {
+    logger.error({ err }, 'closing the HTTP server failed');
+    return 1;
+  } finally {
+    clearTimeout(cut);
+  }
+}
+
+function urlOf(scheme: 'http' | 'https', address: AddressInfo | string | null): string {
+  assert.ok(address !== null && typeof address === 'object', 'a TCP listener has an address once listening');
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `${scheme}://${host}:${address.port}`;
+}
