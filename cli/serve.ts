@@ -31,14 +31,14 @@ import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } fro
 import { httpLimits, memoryLimits, readinessLimits, serviceLimits } from '../engine/limits.ts';
 import { memoryBudget, residentSlotsFor } from '../engine/memory-budget.ts';
 import { MemoryLoader } from '../engine/memory-loader.ts';
-import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
-import { DiskSpaceCheck } from '../ingest/http/disk-space.ts';
+import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/listen/bearer-auth.ts';
+import { DiskSpaceCheck } from '../ingest/http/listen/disk-space.ts';
 import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';
 import { type FlightListener, FlightService } from '../ingest/flight/flight-service.ts';
 import { advertiseHttp3 } from '../ingest/http3/alt-svc.ts';
 import { CaddyMissingError, CaddySupervisor, checkCaddyInstalled } from '../ingest/http3/caddy-supervisor.ts';
 import { SelfSignedError, selfSignedPair } from '../ingest/http3/self-signed.ts';
-import { alpnProtocols, type TlsCredentials } from '../ingest/http/tls-listener.ts';
+import { alpnProtocols, type TlsCredentials } from '../ingest/http/listen/tls-listener.ts';
 import { parseDurationMs } from './duration.ts';
 import { memoryReturn } from './garbage-collector.ts';
 import { mallocTrim } from './malloc-trim.ts';

@@ -38,7 +38,7 @@ import type { Logger } from 'pino';
 import { PullRefusal, type PullQueues, type PullSettlement } from '../../dispatch/pull-queues.ts';
 import type { Admitted, Engine } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
-import { bearerCheck, type BearerCheck } from '../http/bearer-auth.ts';
+import { bearerCheck, type BearerCheck } from '../http/listen/bearer-auth.ts';
 import {
   checkMessage,
   decodeAction,

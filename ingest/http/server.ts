@@ -17,19 +17,19 @@ import type http2 from 'node:http2';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
-import { bearerCheck } from './bearer-auth.ts';
-import { CleartextListener, type DualProtocolRequestHandler } from './cleartext-listener.ts';
-import type { DiskSpaceCheck } from './disk-space.ts';
+import { bearerCheck } from './listen/bearer-auth.ts';
+import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
+import type { DiskSpaceCheck } from './listen/disk-space.ts';
 import { errorAnswer } from './error-map.ts';
-import { deadRoutes } from './dead-routes.ts';
+import { deadRoutes } from './routes/dead.ts';
 import type { Registry } from 'prom-client';
-import { metricsRoutes, peerGuardMetrics } from './metrics-routes.ts';
-import { openapiRoutes } from './openapi.ts';
-import { PeerGuard } from './peer-guard.ts';
-import { queuesRoutes } from './queues-routes.ts';
-import { statsRoutes } from './stats-routes.ts';
-import { timersRoutes } from './timers-routes.ts';
-import type { TlsCredentials } from './tls-listener.ts';
+import { metricsRoutes, peerGuardMetrics } from './routes/metrics.ts';
+import { openapiRoutes } from './routes/openapi.ts';
+import { PeerGuard } from './listen/peer-guard.ts';
+import { queuesRoutes } from './routes/queues.ts';
+import { statsRoutes } from './routes/stats.ts';
+import { timersRoutes } from './routes/timers.ts';
+import type { TlsCredentials } from './listen/tls-listener.ts';
 
 export interface HttpServerOptions {
   /** fastify's own lines (5xx errors, broken responses) go here; see the level note below. */

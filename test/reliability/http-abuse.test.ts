@@ -25,7 +25,7 @@ import { after, describe, before, test, type TestContext } from 'node:test';
 import { pino } from 'pino';
 import { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
-import { PeerGuard } from '../../ingest/http/peer-guard.ts';
+import { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { H2Client } from '../helpers/h2-client.ts';

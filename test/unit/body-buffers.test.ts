@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
-import { BodyBuffers, pooledBodyParser } from '../../ingest/http/body-buffers.ts';
+import { BodyBuffers, pooledBodyParser } from '../../ingest/http/body/body-buffers.ts';
 
 const view = (memory: ArrayBuffer, length = 10): Buffer => Buffer.from(memory, 0, length);
 

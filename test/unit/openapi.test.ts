@@ -17,7 +17,7 @@ import { Engine, type EngineOptions } from '../../engine/engine.ts';
 import { type ErrorCode, errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { errorAnswer, type HttpErrorCode, HttpProblem } from '../../ingest/http/error-map.ts';
-import { openApiDocument } from '../../ingest/http/openapi.ts';
+import { openApiDocument } from '../../ingest/http/routes/openapi.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import type net from 'node:net';
 import { describe, test } from 'node:test';
 import { type PeerPenaltyLimits, peerPenaltyLimits } from '../../engine/limits.ts';
-import { PeerGuard } from '../../ingest/http/peer-guard.ts';
-import { PeerPenalties, peerKey } from '../../ingest/http/peer-penalty.ts';
+import { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
+import { PeerPenalties, peerKey } from '../../ingest/http/listen/peer-penalty.ts';
 
 const limits: PeerPenaltyLimits = {
   offencesBeforePenalty: 3,

@@ -8,7 +8,7 @@ import { setImmediate as turn } from 'node:timers/promises';
 import { test } from 'node:test';
 import type { AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
-import { streamLimits, TimerStream } from '../../ingest/http/timer-stream-routes.ts';
+import { streamLimits, TimerStream } from '../../ingest/http/routes/timer-stream.ts';
 
 /** Holds every admit until the test answers it. */
 class HeldAdmits {

@@ -23,16 +23,16 @@
 import http2 from 'node:http2';
 import type { Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
-import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
-import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
-import type { Engine } from '../../engine/engine.ts';
-import { errorCodes, FermataError } from '../../engine/errors.ts';
-import { ingestLimits } from '../../engine/limits.ts';
-import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
-import { inJsonTerms, specFromJsonTimer } from './json-batch.ts';
-import type { HttpServer } from './server.ts';
-import { isoOf } from './iso-time.ts';
-import { mediaTypeOf, mediaTypes, originalFireAtMs } from './timers-routes.ts';
+import type { AdmitCoalescer, AdmitWaiter } from '../../../engine/admit-coalescer.ts';
+import type { TimerSpec } from '../../../engine/batch/timer-batch.ts';
+import type { Engine } from '../../../engine/engine.ts';
+import { errorCodes, FermataError } from '../../../engine/errors.ts';
+import { ingestLimits } from '../../../engine/limits.ts';
+import { errorAnswer, httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
+import type { HttpServer } from '../server.ts';
+import { isoOf } from '../iso-time.ts';
+import { mediaTypeOf, mediaTypes, originalFireAtMs } from './timers.ts';
 
 /** Bounds of one stream's lines between read and answered. */
 export const streamLimits = {

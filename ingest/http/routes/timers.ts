@@ -11,18 +11,18 @@
 // `accepted` counts every row of the batch (each is now durable: new, or the original its key
 // names); `duplicates` says how many of those were already known. The Arrow answer has a row
 // per input row: `id` (Utf8) and `duplicate` (Bool).
-import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.ts';
-import type { Admitted, Engine } from '../../engine/engine.ts';
-import { errorCodes, FermataError } from '../../engine/errors.ts';
-import { decodeTimerId } from '../../engine/ids.ts';
-import { ingestLimits } from '../../engine/limits.ts';
-import { httpErrorCodes, HttpProblem } from './error-map.ts';
-import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from './json-batch.ts';
-import type { HttpServer, RoutesOptions } from './server.ts';
-import { admittedToArrow } from '../admitted-arrow.ts';
-import { BodyBuffers, pooledBodyParser } from './body-buffers.ts';
-import { timerStreamRoutes } from './timer-stream-routes.ts';
-import { isoOf } from './iso-time.ts';
+import { AdmitCoalescer, type AdmittedOne } from '../../../engine/admit-coalescer.ts';
+import type { Admitted, Engine } from '../../../engine/engine.ts';
+import { errorCodes, FermataError } from '../../../engine/errors.ts';
+import { decodeTimerId } from '../../../engine/ids.ts';
+import { ingestLimits } from '../../../engine/limits.ts';
+import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
+import type { HttpServer, RoutesOptions } from '../server.ts';
+import { admittedToArrow } from '../../admitted-arrow.ts';
+import { BodyBuffers, pooledBodyParser } from '../body/body-buffers.ts';
+import { timerStreamRoutes } from './timer-stream.ts';
+import { isoOf } from '../iso-time.ts';
 
 export const mediaTypes = {
   json: 'application/json',

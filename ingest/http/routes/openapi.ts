@@ -3,13 +3,13 @@
 // enforce them; test/unit/openapi.test.ts holds the rest to the code: every route fastify has
 // is documented (and nothing else), each documented error code answers with the status it is
 // listed under (error-map.ts), live answers match their schemas, queue ranges match the engine.
-import { errorCodes } from '../../engine/errors.ts';
-import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../engine/limits.ts';
-import { defaultQueueConfig, deliveryModes } from '../../engine/queues.ts';
-import { httpErrorCodes } from './error-map.ts';
-import { streamLimits } from './timer-stream-routes.ts';
-import { deadListLimitDefault, deadListLimitMax } from './dead-routes.ts';
-import type { HttpServer } from './server.ts';
+import { errorCodes } from '../../../engine/errors.ts';
+import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../../engine/limits.ts';
+import { defaultQueueConfig, deliveryModes } from '../../../engine/queues.ts';
+import { httpErrorCodes } from '../error-map.ts';
+import { streamLimits } from './timer-stream.ts';
+import { deadListLimitDefault, deadListLimitMax } from './dead.ts';
+import type { HttpServer } from '../server.ts';
 
 const MiB = 1024 * 1024;
 const sizeText = (bytes: number): string => (bytes % MiB === 0 ? `${bytes / MiB} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`);

@@ -1,8 +1,8 @@
 // /v1/dead: the dead-letter list and redrive. GET lists dead timers (oldest first, optionally
 // one queue's, at most `limit`); POST /v1/dead/{id}/retry sends one round again with its
 // attempts reset, and answers once that is durable.
-import { httpErrorCodes, HttpProblem } from './error-map.ts';
-import type { HttpServer, RoutesOptions } from './server.ts';
+import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import type { HttpServer, RoutesOptions } from '../server.ts';
 
 export const deadListLimitDefault = 100;
 export const deadListLimitMax = 1000;

@@ -2,9 +2,9 @@
 // the endpoint is scraped (collect callbacks), so the request path pays nothing per request and
 // the numbers cannot drift from what /v1/stats says.
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { Engine, TimerStateName } from '../../engine/engine.ts';
-import type { PeerGuard } from './peer-guard.ts';
-import type { HttpServer, RoutesOptions } from './server.ts';
+import type { Engine, TimerStateName } from '../../../engine/engine.ts';
+import type { PeerGuard } from '../listen/peer-guard.ts';
+import type { HttpServer, RoutesOptions } from '../server.ts';
 
 const states: readonly TimerStateName[] = ['pending', 'delivering', 'retrying', 'delivered', 'dead', 'cancelled'];
 
