@@ -29,7 +29,7 @@
 //   DoExchange, PollFlightInfo, Handshake: UNIMPLEMENTED with a message saying why (auth is per call).
 //
 // Authentication: with tokens configured, every call needs metadata `authorization: Bearer <token>`
-// (the HTTP API's check, bearer-auth.ts). Errors leave through status-map.ts. Messages are
+// (the HTTP API's check, http/listen/bearer-auth.ts). Errors leave through status-map.ts. Messages are
 // decoded in the handlers, not by gRPC's deserializer, so a malformed message is answered
 // INVALID_ARGUMENT naming what is wrong. Owned by the main thread's event loop.
 import { Server, ServerCredentials, status, type MethodDefinition, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';

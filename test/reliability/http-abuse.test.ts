@@ -9,7 +9,7 @@
 // Each attack comes from a loopback address of its own (attack-child.ts), the legitimate load
 // from 127.0.0.1.
 //
-// Then the per-peer penalty (ingest/http/peer-guard.ts), on an in-process server whose guard
+// Then the per-peer penalty (ingest/http/listen/peer-guard.ts), on an in-process server whose guard
 // the test reads and whose clock it moves: a rapid-reset flood, a CONTINUATION flood and an
 // HTTP/1.1 header flood each get their peer penalised; the penalised peer's new connections
 // are reset and its open ones closed, while other peers are served; the penalty ends with its

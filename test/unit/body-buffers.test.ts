@@ -1,4 +1,4 @@
-// The body buffer pool (ingest/http/body-buffers.ts): a released buffer is lent again, one still
+// The body buffer pool (ingest/http/body/body-buffers.ts): a released buffer is lent again, one still
 // lent never is, a second release or a foreign buffer changes nothing, the pool keeps few and
 // small buffers; and its parser reads a body whole with the errors fastify's own parser gives.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// GET /openapi.json (ingest/http/openapi.ts) held to the code: the document is valid OpenAPI
+// GET /openapi.json (ingest/http/routes/openapi.ts) held to the code: the document is valid OpenAPI
 // 3.1; its paths are exactly the routes fastify has; every error code it lists answers with the
 // status it is listed under (error-map.ts), with Retry-After where documented; live answers of
 // every kind (success, 4xx, overload, a poisoned log) have a documented status, media type and

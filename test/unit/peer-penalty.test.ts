@@ -1,5 +1,5 @@
-// The penalty table (ingest/http/peer-penalty.ts) on a clock the test moves, and the peer guard
-// (ingest/http/peer-guard.ts) that feeds it: which errors are offences, who is never penalised,
+// The penalty table (ingest/http/listen/peer-penalty.ts) on a clock the test moves, and the peer guard
+// (ingest/http/listen/peer-guard.ts) that feeds it: which errors are offences, who is never penalised,
 // how the warn lines are rate-limited.
 import assert from 'node:assert/strict';
 import type net from 'node:net';

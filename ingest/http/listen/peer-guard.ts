@@ -36,7 +36,7 @@ export interface PeerGuardOptions {
   readonly clock?: Clock;
 }
 
-/** What /metrics shows (metrics-routes.ts), counted since the guard was made. */
+/** What /metrics shows (routes/metrics.ts), counted since the guard was made. */
 export interface PeerGuardCounters {
   /** Connections closed for abuse: offences, exempt peers' included. */
   abusiveConnections: number;

@@ -7,18 +7,12 @@ import { errorCodes } from '../../../engine/errors.ts';
 import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../../engine/limits.ts';
 import { defaultQueueConfig, deliveryModes } from '../../../engine/queues.ts';
 import { httpErrorCodes } from '../error-map.ts';
-import { streamLimits } from './timer-stream.ts';
-import { deadListLimitDefault, deadListLimitMax } from './dead.ts';
-import type { HttpServer } from '../server.ts';
+import { mediaTypes } from '../media-types.ts';
+import { deadListLimits, streamLimits } from '../route-limits.ts';
+import type { HttpServer } from '../types.ts';
 
 const MiB = 1024 * 1024;
 const sizeText = (bytes: number): string => (bytes % MiB === 0 ? `${bytes / MiB} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`);
-
-const mediaTypes = {
-  json: 'application/json',
-  ndjson: 'application/x-ndjson',
-  arrowStream: 'application/vnd.apache.arrow.stream',
-} as const;
 
 const ref = (kind: 'schemas' | 'responses' | 'parameters' | 'headers', name: string): { $ref: string } => ({ $ref: `#/components/${kind}/${name}` });
 const jsonOf = (schema: object): { [mediaTypes.json]: { schema: object } } => ({ [mediaTypes.json]: { schema } });
@@ -309,7 +303,7 @@ export const openApiDocument = {
         description: 'Dead timers (a 410 answer, attempts exhausted, or a target refused at delivery), oldest first, until their retention ends.',
         parameters: [
           { name: 'queue', in: 'query', required: false, description: 'Only this queue\'s dead timers.', schema: { type: 'string', minLength: 1 } },
-          { name: 'limit', in: 'query', required: false, description: 'At most this many.', schema: { type: 'integer', minimum: 1, maximum: deadListLimitMax, default: deadListLimitDefault } },
+          { name: 'limit', in: 'query', required: false, description: 'At most this many.', schema: { type: 'integer', minimum: 1, maximum: deadListLimits.max, default: deadListLimits.default } },
         ],
         responses: {
           '200': {
