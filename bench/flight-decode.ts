@@ -1,23 +1,29 @@
-// Decoding the FlightData messages a DoPut receives, two ways, in one process: fermata's own
-// protobuf reader (ingest/flight/protobuf-wire.ts, through decodeFlightData) and protobufjs's
-// Reader driven by the same field loop. Both return the bytes fields as views of the message,
-// so the cost is the per-message work (tags, lengths, the result object), not the body size.
-// The record for the choice is docs/decisions/0011-flight-protobuf-reader.md.
+// Decoding the FlightData messages a DoPut receives, in one process: with fermata's own
+// protobuf reader (ingest/flight/protobuf-wire.ts, through decodeFlightData), and with
+// protobufjs's Reader (the library gRPC already carries) wrapped in the checks fermata would
+// have to add to refuse what its own reader refuses (field number 0, a string cut short by the
+// message's end) and to turn the library's errors into the WireError the service answers
+// INVALID_ARGUMENT; a third run, protobufjs's Reader without those checks, shows what the
+// library costs by itself. All return the bytes fields as views of the message, so the cost
+// is the per-message work (tags, lengths, the result object), not the body size. The record
+// for the choice is docs/decisions/0011-flight-protobuf-reader.md.
 //
 //   node bench/flight-decode.ts [--quick]
 //
 // The messages: the first of a call (descriptor, schema) and record batches of 1, 100 and
 // 10,000 timers (128-byte payloads, the `flight` suite's shape). Each reader decodes each
-// message in rounds, the two alternating (A, B, A, B…) so that a drift of the machine hits
-// both; the figure is the median round's ns of CPU time per message. Prints one JSON figure a line:
+// message in rounds, the readers alternating (A B C, C B A, A B C…) so that a drift of the
+// machine hits all; the figure is the median round's ns of CPU time per message. Prints one
+// JSON figure a line:
 //
-//   {"suite":"flight_decode","name":"flight_decode.batch10000.protobufjs.ns","value":80.1,"unit":"ns"}
+//   {"suite":"flight_decode","name":"flight_decode.batch10000.protobufjs.ns","value":110.8,"unit":"ns"}
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { Binary, Table, tableToIPC, TimestampMillisecond, Utf8, vectorFromArray } from 'apache-arrow';
-import protobuf from 'protobufjs/minimal.js';
+import protobuf, { type Reader } from 'protobufjs/minimal.js';
 import { flightDataOf, timersDescriptor } from '../ingest/flight/flight-client.ts';
 import { decodeFlightData, descriptorTypes, type FlightData, type FlightDescriptor } from '../ingest/flight/flight-messages.ts';
+import { WireError, wireTypes } from '../ingest/flight/protobuf-wire.ts';
 
 const suite = 'flight_decode';
 const quick = process.argv.includes('--quick');
@@ -26,37 +32,42 @@ const decodesPerRound = quick ? 50_000 : 100_000;
 const payloadBytes = 128;
 const target = 'https://example.com/hook';
 
-const lengthDelimited = 2;
-const varint = 0;
 const empty: Buffer = Buffer.alloc(0);
 
-/** decodeFlightData's loop over protobufjs's Reader: same fields, same wire-type checks, unknown fields skipped. */
+/** decodeFlightData over protobufjs's Reader: the same fields and checks, the same WireError on malformed bytes. */
 function decodeFlightDataProtobufjs(bytes: Buffer): FlightData {
-  const reader = protobuf.Reader.create(bytes);
+  try {
+    return readFlightData(protobuf.Reader.create(bytes));
+  } catch (err) {
+    throw wireErrorOf(err);
+  }
+}
+
+function readFlightData(reader: Reader): FlightData {
   let descriptor: FlightDescriptor | undefined;
   let dataHeader = empty;
   let appMetadata = empty;
   let dataBody = empty;
   while (reader.pos < reader.len) {
-    const tag = reader.uint32();
+    const tag = readTag(reader);
     const field = tag >>> 3;
     const wireType = tag & 7;
     switch (field) {
       case 1:
-        expect(field, wireType, lengthDelimited);
-        descriptor = decodeDescriptorProtobufjs(reader.bytes() as Buffer);
+        expectWireType(field, wireType, wireTypes.lengthDelimited);
+        descriptor = readFlightDescriptor(protobuf.Reader.create(readBytes(reader)));
         break;
       case 2:
-        expect(field, wireType, lengthDelimited);
-        dataHeader = reader.bytes() as Buffer;
+        expectWireType(field, wireType, wireTypes.lengthDelimited);
+        dataHeader = readBytes(reader);
         break;
       case 3:
-        expect(field, wireType, lengthDelimited);
-        appMetadata = reader.bytes() as Buffer;
+        expectWireType(field, wireType, wireTypes.lengthDelimited);
+        appMetadata = readBytes(reader);
         break;
       case 1000:
-        expect(field, wireType, lengthDelimited);
-        dataBody = reader.bytes() as Buffer;
+        expectWireType(field, wireType, wireTypes.lengthDelimited);
+        dataBody = readBytes(reader);
         break;
       default:
         reader.skipType(wireType);
@@ -65,31 +76,86 @@ function decodeFlightDataProtobufjs(bytes: Buffer): FlightData {
   return { descriptor, dataHeader, appMetadata, dataBody };
 }
 
-function decodeDescriptorProtobufjs(bytes: Buffer): FlightDescriptor {
-  const reader = protobuf.Reader.create(bytes);
+function readFlightDescriptor(reader: Reader): FlightDescriptor {
   let type = 0;
   let cmd = empty;
   const path: string[] = [];
   while (reader.pos < reader.len) {
-    const tag = reader.uint32();
+    const tag = readTag(reader);
     const field = tag >>> 3;
     const wireType = tag & 7;
     if (field === 1) {
-      expect(field, wireType, varint);
+      expectWireType(field, wireType, wireTypes.varint);
       type = reader.uint32();
     } else if (field === 2) {
-      expect(field, wireType, lengthDelimited);
-      cmd = reader.bytes() as Buffer;
+      expectWireType(field, wireType, wireTypes.lengthDelimited);
+      cmd = readBytes(reader);
     } else if (field === 3) {
-      expect(field, wireType, lengthDelimited);
-      path.push(reader.string());
+      expectWireType(field, wireType, wireTypes.lengthDelimited);
+      path.push(readString(reader));
     } else reader.skipType(wireType);
   }
   return { type, cmd, path };
 }
 
-function expect(field: number, wireType: number, wanted: number): void {
-  if (wireType !== wanted) throw new Error(`field ${field} has wire type ${wireType}, not ${wanted}`);
+/**
+ * The same loop with protobufjs's Reader alone, without the checks above: what the library
+ * costs by itself (it would let field 0 through, cut a string short, and throw RangeErrors).
+ */
+function decodeFlightDataProtobufjsBare(bytes: Buffer): FlightData {
+  const reader = protobuf.Reader.create(bytes);
+  let descriptor: FlightDescriptor | undefined;
+  let dataHeader = empty;
+  let appMetadata = empty;
+  let dataBody = empty;
+  while (reader.pos < reader.len) {
+    const tag = reader.uint32();
+    switch (tag >>> 3) {
+      case 1:
+        descriptor = readFlightDescriptor(protobuf.Reader.create(reader.bytes() as Buffer));
+        break;
+      case 2:
+        dataHeader = reader.bytes() as Buffer;
+        break;
+      case 3:
+        appMetadata = reader.bytes() as Buffer;
+        break;
+      case 1000:
+        dataBody = reader.bytes() as Buffer;
+        break;
+      default:
+        reader.skipType(tag & 7);
+    }
+  }
+  return { descriptor, dataHeader, appMetadata, dataBody };
+}
+
+/** The next field's tag; field number 0 is refused (protobufjs reads it as any other). */
+function readTag(reader: Reader): number {
+  const tag = reader.uint32();
+  if (tag >>> 3 === 0) throw new WireError(`field number 0 at byte ${reader.pos}`);
+  return tag;
+}
+
+/** A Buffer's reader returns Buffers (a subarray, or an empty Buffer); its type says Uint8Array. */
+function readBytes(reader: Reader): Buffer {
+  return reader.bytes() as Buffer;
+}
+
+/** Bounds-checked like bytes: protobufjs's string() on a Buffer cuts a string at the message's end instead of refusing it. */
+function readString(reader: Reader): string {
+  return readBytes(reader).toString('utf8');
+}
+
+function expectWireType(field: number, wireType: number, wanted: number): void {
+  if (wireType !== wanted) throw new WireError(`field ${field} has wire type ${wireType}, not ${wanted}`);
+}
+
+/** protobufjs's errors for malformed bytes (RangeError past the end, Error for a bad wire type) as a WireError; a bug's TypeError as it is. */
+function wireErrorOf(err: unknown): unknown {
+  if (err instanceof WireError) return err;
+  if (err instanceof RangeError || (err instanceof Error && err.constructor === Error)) return new WireError(err.message);
+  return err;
 }
 
 /** An Arrow IPC stream of `rows` timers: fire_at (Timestamp ms), target (Utf8), payload (Binary). */
@@ -150,6 +216,7 @@ function assertSameDecoding(message: Buffer): void {
 const readers: ReadonlyArray<readonly [string, Decode]> = [
   ['handwritten', decodeFlightData],
   ['protobufjs', decodeFlightDataProtobufjs],
+  ['protobufjs_bare', decodeFlightDataProtobufjsBare],
 ];
 
 const [schemaMessage] = putMessages(1);
@@ -167,11 +234,16 @@ for (const [, message] of messages) assertSameDecoding(message);
 for (const [, decode] of readers) for (const [, message] of messages) round(decode, message);
 for (const [name, message] of messages) {
   const times = new Map<string, number[]>(readers.map(([reader]) => [reader, []]));
-  for (let r = 0; r < rounds; r++) for (const [reader, decode] of readers) times.get(reader)?.push(round(decode, message));
+  for (let r = 0; r < rounds; r++) {
+    // Which reader goes first alternates too: a round pays for the garbage the one before it left.
+    for (const [reader, decode] of r % 2 === 0 ? readers : [...readers].reverse()) times.get(reader)?.push(round(decode, message));
+  }
   const medians = new Map([...times].map(([reader, values]) => [reader, median(values)]));
   figures.push({ suite, name: `${suite}.${name}.bytes`, value: message.length, unit: 'B' });
   for (const [reader, ns] of medians) figures.push({ suite, name: `${suite}.${name}.${reader}.ns`, value: Math.round(ns * 10) / 10, unit: 'ns' });
-  const ratio = (medians.get('protobufjs') ?? Number.NaN) / (medians.get('handwritten') ?? Number.NaN);
-  figures.push({ suite, name: `${suite}.${name}.protobufjs_over_handwritten`, value: Math.round(ratio * 1000) / 1000, unit: 'ratio' });
+  const handwritten = medians.get('handwritten') ?? Number.NaN;
+  for (const [reader, ns] of medians) {
+    if (reader !== 'handwritten') figures.push({ suite, name: `${suite}.${name}.${reader}_over_handwritten`, value: Math.round((ns / handwritten) * 1000) / 1000, unit: 'ratio' });
+  }
 }
 for (const figure of figures) process.stdout.write(`${JSON.stringify(figure)}\n`);
