@@ -50,7 +50,7 @@ export interface HttpServerOptions {
   readonly tls?: TlsCredentials;
   /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's. */
   readonly metrics?: (registry: Registry) => void;
-  /** Refuses penalised peers on both ports (peer-guard.ts); made here, logging to `logger`, when not given (a test gives one to read its table). */
+  /** Refuses penalised peers on both ports (listen/peer-guard.ts); made here, logging to `logger`, when not given (a test gives one to read its table). */
   readonly peerGuard?: PeerGuard;
 }
 
