@@ -4,7 +4,7 @@
 // (test/helpers/attack-child.ts, the attacks of test/helpers/http-attacks.ts), so the attacker's
 // CPU is not this process's; each attack connects from its own loopback address (127.0.0.2–6),
 // the legitimate load from 127.0.0.1, so the server's per-peer penalty
-// (ingest/http/peer-guard.ts) can tell them apart. After a 2 s unmeasured warm-up, a baseline
+// (ingest/http/listen/peer-guard.ts) can tell them apart. After a 2 s unmeasured warm-up, a baseline
 // (no attack), a control, then each attack in turn, each for the same span:
 //
 //   busy_loop           no attack: a process that only spins, taking a core as an attacker would

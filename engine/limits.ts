@@ -146,7 +146,7 @@ export const httpLimits = {
 assert.ok(httpLimits.http2StreamResetBurst >= httpLimits.http2ConcurrentStreamsMax, 'a client that cancels every stream it has open is not closed for it');
 
 /**
- * The per-peer penalty (ingest/http/peer-penalty.ts): a connection the server closed for abuse
+ * The per-peer penalty (ingest/http/listen/peer-penalty.ts): a connection the server closed for abuse
  * (an HTTP/2 session past a limit above: resets, invalid frames, refused streams, a CONTINUATION
  * flood; an HTTP/1.1 header block past headerListBytesMax) is an offence of its peer address
  * (an IPv6 peer is its /64). A peer with enough offences has its new connections refused for a

@@ -9,7 +9,7 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { readinessLimits } from '../../engine/limits.ts';
-import { tokenLengthMin } from '../../ingest/http/bearer-auth.ts';
+import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
 import { messageOf, UsageError } from './errors.ts';
 import { drainTimeoutMs } from './listeners.ts';
 import { runService } from './service-life.ts';

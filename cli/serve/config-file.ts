@@ -3,7 +3,7 @@
 // the file and the key); cli/serve/settings.ts decides what wins over it. "dispatch" is checked
 // whole with its environment overrides (cli/dispatch-config.ts).
 import { readFileSync } from 'node:fs';
-import { tokenLengthMin } from '../../ingest/http/bearer-auth.ts';
+import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
 import { messageOf, UsageError } from './errors.ts';
 
 const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight'] as const;

@@ -5,9 +5,9 @@
 // refused without bearer tokens unless --insecure.
 import { dirname, resolve } from 'node:path';
 import { memoryLimits, readinessLimits } from '../../engine/limits.ts';
-import { listenRefusal } from '../../ingest/http/bearer-auth.ts';
+import { listenRefusal } from '../../ingest/http/listen/bearer-auth.ts';
 import { checkCaddyInstalled, CaddyMissingError } from '../../ingest/http3/caddy-supervisor.ts';
-import type { TlsCredentials } from '../../ingest/http/tls-listener.ts';
+import type { TlsCredentials } from '../../ingest/http/listen/tls-listener.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from '../dispatch-config.ts';
 import { parseDurationMs } from '../duration.ts';
 import { checkTokens, readConfig } from './config-file.ts';

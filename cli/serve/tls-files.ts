@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { SelfSignedError, selfSignedPair } from '../../ingest/http3/self-signed.ts';
-import type { TlsCredentials } from '../../ingest/http/tls-listener.ts';
+import type { TlsCredentials } from '../../ingest/http/listen/tls-listener.ts';
 import { messageOf, UsageError } from './errors.ts';
 
 /** A file named by a setting: its resolved path, and where the setting came from (for messages). */

@@ -29,7 +29,7 @@
 //   DoExchange, PollFlightInfo, Handshake: UNIMPLEMENTED with a message saying why (auth is per call).
 //
 // Authentication: with tokens configured, every call needs metadata `authorization: Bearer <token>`
-// (the HTTP API's check, bearer-auth.ts). Errors leave through status-map.ts. Messages are
+// (the HTTP API's check, http/listen/bearer-auth.ts). Errors leave through status-map.ts. Messages are
 // decoded in the handlers, not by gRPC's deserializer, so a malformed message is answered
 // INVALID_ARGUMENT naming what is wrong. Owned by the main thread's event loop.
 import { Server, ServerCredentials, status, type MethodDefinition, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';
@@ -38,7 +38,7 @@ import type { Logger } from 'pino';
 import { PullRefusal, type PullQueues, type PullSettlement } from '../../dispatch/pull-queues.ts';
 import type { Admitted, Engine } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
-import { bearerCheck, type BearerCheck } from '../http/bearer-auth.ts';
+import { bearerCheck, type BearerCheck } from '../http/listen/bearer-auth.ts';
 import {
   checkMessage,
   decodeAction,

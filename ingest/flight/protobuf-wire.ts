@@ -3,6 +3,8 @@
 // not know (a newer client may send them). Written by hand rather than taking a protobuf
 // library because Flight's hot message (FlightData) has four fields and its body must stay a
 // view of the received buffer, never a copy; every other message is a few fields more.
+// protobufjs's Reader also returns views, but made to refuse what this one refuses it was
+// slower: docs/decisions/0011-flight-protobuf-reader.md has the figures.
 //
 //   field = tag(varint: number << 3 | wire type) value
 //   wire type 0 varint · 1 fixed64 · 2 length-delimited (varint length, bytes) · 5 fixed32

@@ -1,7 +1,9 @@
 // The HTTP adapter: a fastify instance on the cleartext listener (HTTP/1.1 and h2c on one
-// port, and the optional TLS port it carries), with the service's health routes and the v1 API as encapsulated plugins (timers-,
-// queues-, stats-routes.ts). The engine knows nothing of this module; this module knows the
-// engine only through its public API. Every error leaves through one handler (error-map.ts).
+// port, and the optional TLS port it carries), with the health routes, the v1 API, /metrics and
+// /openapi.json as encapsulated plugins (routes/). The engine knows nothing of this module; this
+// module knows the engine only through its public API. Every error leaves through one handler
+// (error-map.ts). Routes import their types from types.ts, never this file: nothing imports
+// back into the server. Built and served on the main thread.
 //
 // Why `http2: true` together with `serverFactory`: at run time fastify reads `http2` only to
 // pick the server it creates itself (lib/server.js, getServerInstance), which `serverFactory`
@@ -12,24 +14,28 @@
 // flag does set fastify's types: `request.raw` is typed Http2ServerRequest. Routes must keep
 // to fastify's request/reply API (or what both raw types share), because on an HTTP/1.1
 // connection `request.raw` is an http.IncomingMessage.
-import fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RouteGenericInterface } from 'fastify';
+import fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, type RouteGenericInterface } from 'fastify';
 import type http2 from 'node:http2';
+import type { Registry } from 'prom-client';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
-import { bearerCheck } from './bearer-auth.ts';
-import { CleartextListener, type DualProtocolRequestHandler } from './cleartext-listener.ts';
-import type { DiskSpaceCheck } from './disk-space.ts';
 import { errorAnswer } from './error-map.ts';
-import { deadRoutes } from './dead-routes.ts';
-import type { Registry } from 'prom-client';
-import { metricsRoutes, peerGuardMetrics } from './metrics-routes.ts';
-import { openapiRoutes } from './openapi.ts';
-import { PeerGuard } from './peer-guard.ts';
-import { queuesRoutes } from './queues-routes.ts';
-import { statsRoutes } from './stats-routes.ts';
-import { timersRoutes } from './timers-routes.ts';
-import type { TlsCredentials } from './tls-listener.ts';
+import { bearerCheck } from './listen/bearer-auth.ts';
+import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
+import type { DiskSpaceCheck } from './listen/disk-space.ts';
+import { PeerGuard } from './listen/peer-guard.ts';
+import type { TlsCredentials } from './listen/tls-listener.ts';
+import { deadRoutes } from './routes/dead.ts';
+import { healthRoutes } from './routes/health.ts';
+import { metricsRoutes, peerGuardMetrics } from './routes/metrics.ts';
+import { openapiRoutes } from './routes/openapi.ts';
+import { queuesRoutes } from './routes/queues.ts';
+import { statsRoutes } from './routes/stats.ts';
+import { timersRoutes } from './routes/timers.ts';
+import type { HttpServer } from './types.ts';
+
+export type { HttpServer } from './types.ts';
 
 export interface HttpServerOptions {
   /** fastify's own lines (5xx errors, broken responses) go here; see the level note below. */
@@ -44,24 +50,12 @@ export interface HttpServerOptions {
   readonly tls?: TlsCredentials;
   /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's. */
   readonly metrics?: (registry: Registry) => void;
-  /** Refuses penalised peers on both ports (peer-guard.ts); made here, logging to `logger`, when not given (a test gives one to read its table). */
+  /** Refuses penalised peers on both ports (listen/peer-guard.ts); made here, logging to `logger`, when not given (a test gives one to read its table). */
   readonly peerGuard?: PeerGuard;
 }
 
-/** What each route plugin is registered with. */
-export type RoutesOptions = Pick<HttpServerOptions, 'engine'>;
-
-export type HttpServer = FastifyInstance<CleartextListener, http2.Http2ServerRequest, http2.Http2ServerResponse, FastifyBaseLogger>;
-
 type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
 type HttpReply = FastifyReply<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest, http2.Http2ServerResponse>;
-
-const statusSchema = {
-  type: 'object',
-  properties: { status: { type: 'string' }, reason: { type: 'string' }, free_bytes: { type: 'integer' } },
-  required: ['status'],
-  additionalProperties: false,
-} as const;
 
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const guard = options.peerGuard ?? new PeerGuard({ logger: options.logger });
@@ -89,19 +83,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     });
   }
 
-  app.get('/healthz', { schema: { response: { 200: statusSchema } } }, healthz);
-
   const { engine, disk } = options;
-  app.get('/readyz', { schema: { response: { 200: statusSchema, 503: statusSchema } } }, async (_request, reply) => {
-    const space = disk === undefined ? undefined : await disk.verdict();
-    const poison = engine.log.poisoned;
-    if (poison !== undefined) return reply.code(503).send({ status: 'not-ready', reason: poison.message });
-    if (space !== undefined && !space.ok) {
-      return reply.code(503).send({ status: 'not-ready', reason: space.reason, ...(space.freeBytes === undefined ? {} : { free_bytes: space.freeBytes }) });
-    }
-    return reply.send({ status: 'ready' });
-  });
-
+  void app.register(healthRoutes, { engine, disk });
   void app.register(timersRoutes, { engine });
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
@@ -126,9 +109,4 @@ function answerError(error: unknown, request: HttpRequest, reply: HttpReply): Ht
   if (request.raw.httpVersionMajor === 2) reply.removeHeader('connection');
   if (answer.retryAfterSeconds !== undefined) reply.header('retry-after', String(answer.retryAfterSeconds));
   return reply.code(answer.status).send(answer.body);
-}
-
-/** The process serves: the answer itself is the check. */
-function healthz(): { status: 'ok' } {
-  return { status: 'ok' };
 }

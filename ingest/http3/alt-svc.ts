@@ -1,7 +1,7 @@
 // The TLS port tells clients that the same origin speaks HTTP/3 on the --http3 port (RFC 7838
 // Alt-Svc), so a browser or other h3-capable client that came in over h2 moves to QUIC. Only
 // answers on the TLS port carry it: an http:// origin cannot be upgraded to h3.
-import type { HttpServer } from '../http/server.ts';
+import type { HttpServer } from '../http/types.ts';
 
 /** How long a client may remember the alternative, in seconds. */
 const altSvcMaxAgeSeconds = 86_400;

@@ -4,7 +4,7 @@
 // it opened; every connect and request is bounded. Runs on the caller's main thread.
 //
 // Each attack connects from the source address it is given (`from`): an attacker is a peer
-// of its own, as on a real network, so the server's per-peer penalty (ingest/http/peer-guard.ts)
+// of its own, as on a real network, so the server's per-peer penalty (ingest/http/listen/peer-guard.ts)
 // can tell it from the legitimate client. Linux routes all of 127.0.0.0/8 to lo, so any
 // 127.x.y.z is a loopback source; the legitimate load connects from 127.0.0.1.
 //

@@ -1,4 +1,4 @@
-// Arrow bodies are read into buffers that later requests reuse (ingest/http/body-buffers.ts).
+// Arrow bodies are read into buffers that later requests reuse (ingest/http/body/body-buffers.ts).
 // Writers adding Arrow batches back to back, each request's payloads a byte of its own, large
 // enough that the log writes the body where it lies, so that new bodies are read while earlier
 // ones are being logged: every timer holds its own request's payload, in the store and in the

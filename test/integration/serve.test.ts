@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
-import { http2Preface } from '../../ingest/http/cleartext-listener.ts';
+import { http2Preface } from '../../ingest/http/listen/cleartext-listener.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { withTimeout } from '../helpers/timeout.ts';

@@ -9,7 +9,7 @@
 // Each attack comes from a loopback address of its own (attack-child.ts), the legitimate load
 // from 127.0.0.1.
 //
-// Then the per-peer penalty (ingest/http/peer-guard.ts), on an in-process server whose guard
+// Then the per-peer penalty (ingest/http/listen/peer-guard.ts), on an in-process server whose guard
 // the test reads and whose clock it moves: a rapid-reset flood, a CONTINUATION flood and an
 // HTTP/1.1 header flood each get their peer penalised; the penalised peer's new connections
 // are reset and its open ones closed, while other peers are served; the penalty ends with its
@@ -25,7 +25,7 @@ import { after, describe, before, test, type TestContext } from 'node:test';
 import { pino } from 'pino';
 import { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
-import { PeerGuard } from '../../ingest/http/peer-guard.ts';
+import { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { H2Client } from '../helpers/h2-client.ts';

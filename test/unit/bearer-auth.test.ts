@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bearerCheck, isLoopbackHost, listenRefusal } from '../../ingest/http/bearer-auth.ts';
+import { bearerCheck, isLoopbackHost, listenRefusal } from '../../ingest/http/listen/bearer-auth.ts';
 
 test('loopback hosts are 127.0.0.0/8, ::1 (also IPv4-mapped) and localhost; nothing else', () => {
   for (const host of ['127.0.0.1', '127.255.0.9', '::1', '::ffff:127.0.0.1', 'localhost']) assert.ok(isLoopbackHost(host), host);

@@ -1,10 +1,10 @@
-// The body buffer pool (ingest/http/body-buffers.ts): a released buffer is lent again, one still
+// The body buffer pool (ingest/http/body/body-buffers.ts): a released buffer is lent again, one still
 // lent never is, a second release or a foreign buffer changes nothing, the pool keeps few and
 // small buffers; and its parser reads a body whole with the errors fastify's own parser gives.
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
-import { BodyBuffers, pooledBodyParser } from '../../ingest/http/body-buffers.ts';
+import { BodyBuffers, pooledBodyParser } from '../../ingest/http/body/body-buffers.ts';
 
 const view = (memory: ArrayBuffer, length = 10): Buffer => Buffer.from(memory, 0, length);
 

@@ -1,4 +1,4 @@
-// GET /openapi.json (ingest/http/openapi.ts) held to the code: the document is valid OpenAPI
+// GET /openapi.json (ingest/http/routes/openapi.ts) held to the code: the document is valid OpenAPI
 // 3.1; its paths are exactly the routes fastify has; every error code it lists answers with the
 // status it is listed under (error-map.ts), with Retry-After where documented; live answers of
 // every kind (success, 4xx, overload, a poisoned log) have a documented status, media type and
@@ -17,7 +17,7 @@ import { Engine, type EngineOptions } from '../../engine/engine.ts';
 import { type ErrorCode, errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { errorAnswer, type HttpErrorCode, HttpProblem } from '../../ingest/http/error-map.ts';
-import { openApiDocument } from '../../ingest/http/openapi.ts';
+import { openApiDocument } from '../../ingest/http/routes/openapi.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';

@@ -1,12 +1,12 @@
-// The penalty table (ingest/http/peer-penalty.ts) on a clock the test moves, and the peer guard
-// (ingest/http/peer-guard.ts) that feeds it: which errors are offences, who is never penalised,
+// The penalty table (ingest/http/listen/peer-penalty.ts) on a clock the test moves, and the peer guard
+// (ingest/http/listen/peer-guard.ts) that feeds it: which errors are offences, who is never penalised,
 // how the warn lines are rate-limited.
 import assert from 'node:assert/strict';
 import type net from 'node:net';
 import { describe, test } from 'node:test';
 import { type PeerPenaltyLimits, peerPenaltyLimits } from '../../engine/limits.ts';
-import { PeerGuard } from '../../ingest/http/peer-guard.ts';
-import { PeerPenalties, peerKey } from '../../ingest/http/peer-penalty.ts';
+import { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
+import { PeerPenalties, peerKey } from '../../ingest/http/listen/peer-penalty.ts';
 
 const limits: PeerPenaltyLimits = {
   offencesBeforePenalty: 3,

@@ -1,4 +1,4 @@
-// TimerStream (ingest/http/timer-stream-routes.ts) on in-memory streams with a coalescer that
+// TimerStream (ingest/http/timer-stream.ts) on in-memory streams with a coalescer that
 // answers only when told: a stream stops reading at linesInFlightMax unanswered lines and at
 // an answer nobody reads, and reads on once there is room; answers leave in input order
 // whatever order the admits end in; lines split across chunks are lines.
@@ -8,7 +8,8 @@ import { setImmediate as turn } from 'node:timers/promises';
 import { test } from 'node:test';
 import type { AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
-import { streamLimits, TimerStream } from '../../ingest/http/timer-stream-routes.ts';
+import { streamLimits } from '../../ingest/http/route-limits.ts';
+import { TimerStream } from '../../ingest/http/timer-stream.ts';
 
 /** Holds every admit until the test answers it. */
 class HeldAdmits {

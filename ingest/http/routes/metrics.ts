@@ -2,9 +2,9 @@
 // the endpoint is scraped (collect callbacks), so the request path pays nothing per request and
 // the numbers cannot drift from what /v1/stats says.
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { Engine, TimerStateName } from '../../engine/engine.ts';
-import type { PeerGuard } from './peer-guard.ts';
-import type { HttpServer, RoutesOptions } from './server.ts';
+import type { Engine, TimerStateName } from '../../../engine/engine.ts';
+import type { PeerGuard } from '../listen/peer-guard.ts';
+import type { HttpServer, RoutesOptions } from '../types.ts';
 
 const states: readonly TimerStateName[] = ['pending', 'delivering', 'retrying', 'delivered', 'dead', 'cancelled'];
 
@@ -58,7 +58,7 @@ function countedAtScrape(registry: Registry, name: string, help: string, read: (
   });
 }
 
-/** The peer guard's counters (peer-guard.ts), read at scrape time. */
+/** The peer guard's counters (listen/peer-guard.ts), read at scrape time. */
 export function peerGuardMetrics(registry: Registry, guard: PeerGuard): void {
   const counter = (name: string, help: string, read: () => number): void => countedAtScrape(registry, name, help, read);
   counter('fermata_http_abusive_connections_total', 'Connections closed because their peer went past an HTTP protocol limit (reset flood, invalid frames, header floods).', () => guard.counters.abusiveConnections);
@@ -74,7 +74,12 @@ export function peerGuardMetrics(registry: Registry, guard: PeerGuard): void {
   });
 }
 
-export async function metricsRoutes(app: HttpServer, { engine, metrics }: RoutesOptions & { metrics?: (registry: Registry) => void }): Promise<void> {
+export interface MetricsRoutesOptions extends RoutesOptions {
+  /** Registers more metrics (the peer guard's, the dispatcher's), read at scrape time like the engine's. */
+  readonly metrics?: (registry: Registry) => void;
+}
+
+export async function metricsRoutes(app: HttpServer, { engine, metrics }: MetricsRoutesOptions): Promise<void> {
   const registry = engineMetrics(engine);
   metrics?.(registry);
   app.get('/metrics', async (_request, reply) => {

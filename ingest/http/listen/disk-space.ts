@@ -11,7 +11,7 @@
 import { statfs as platformStatfs } from 'node:fs/promises';
 import type { StatsFs } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { errorCodes, FermataError } from '../../engine/errors.ts';
+import { errorCodes, FermataError } from '../../../engine/errors.ts';
 
 /** The part of a statfs answer read here: blocks available to an unprivileged writer, and their size. */
 export type FreeBlocks = Pick<StatsFs, 'bavail' | 'frsize'>;

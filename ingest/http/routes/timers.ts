@@ -11,24 +11,19 @@
 // `accepted` counts every row of the batch (each is now durable: new, or the original its key
 // names); `duplicates` says how many of those were already known. The Arrow answer has a row
 // per input row: `id` (Utf8) and `duplicate` (Bool).
-import { AdmitCoalescer, type AdmittedOne } from '../../engine/admit-coalescer.ts';
-import type { Admitted, Engine } from '../../engine/engine.ts';
-import { errorCodes, FermataError } from '../../engine/errors.ts';
-import { decodeTimerId } from '../../engine/ids.ts';
-import { ingestLimits } from '../../engine/limits.ts';
-import { httpErrorCodes, HttpProblem } from './error-map.ts';
-import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from './json-batch.ts';
-import type { HttpServer, RoutesOptions } from './server.ts';
-import { admittedToArrow } from '../admitted-arrow.ts';
-import { BodyBuffers, pooledBodyParser } from './body-buffers.ts';
-import { timerStreamRoutes } from './timer-stream-routes.ts';
-import { isoOf } from './iso-time.ts';
-
-export const mediaTypes = {
-  json: 'application/json',
-  ndjson: 'application/x-ndjson',
-  arrowStream: 'application/vnd.apache.arrow.stream',
-} as const;
+import { AdmitCoalescer, type AdmittedOne } from '../../../engine/admit-coalescer.ts';
+import type { Admitted } from '../../../engine/engine.ts';
+import { errorCodes, FermataError } from '../../../engine/errors.ts';
+import { ingestLimits } from '../../../engine/limits.ts';
+import { admittedToArrow } from '../../admitted-arrow.ts';
+import { BodyBuffers, pooledBodyParser } from '../body/body-buffers.ts';
+import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
+import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { isoOf } from '../iso-time.ts';
+import { mediaTypeOf, mediaTypes } from '../media-types.ts';
+import { originalFireAtMs } from '../original-fire-at.ts';
+import type { HttpServer, RoutesOptions } from '../types.ts';
+import { timerStreamRoutes } from './timer-stream.ts';
 
 interface IdParams {
   readonly id: string;
@@ -62,19 +57,7 @@ const cancelledSchema = {
   additionalProperties: false,
 } as const;
 
-/** `type/subtype` of a Content-Type header, lowercased, without parameters. */
-export function mediaTypeOf(contentType: string | undefined): string | undefined {
-  if (contentType === undefined) return undefined;
-  const cut = contentType.indexOf(';');
-  return (cut < 0 ? contentType : contentType.slice(0, cut)).trim().toLowerCase();
-}
-
 const wantsArrow = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(mediaTypes.arrowStream);
-
-/** The fire time of the timer a known key named (`asked`, the duplicate's own, when neither the store nor the id tells). */
-export function originalFireAtMs(engine: Pick<Engine, 'get'>, id: string, asked: number): number {
-  return engine.get(id)?.fireAtMs ?? decodeTimerId(id)?.fireAtMs ?? asked;
-}
 
 const emptyBody = Buffer.alloc(0);
 

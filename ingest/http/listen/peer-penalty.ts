@@ -12,8 +12,8 @@
 // recently offending one is dropped (Map order: a record moves to the end on each offence), so
 // memory stays bounded when many addresses offend, at the price of forgetting the oldest early.
 import net from 'node:net';
-import type { Clock } from '../../engine/engine.ts';
-import { assertPeerPenaltyLimits, type PeerPenaltyLimits } from '../../engine/limits.ts';
+import type { Clock } from '../../../engine/engine.ts';
+import { assertPeerPenaltyLimits, type PeerPenaltyLimits } from '../../../engine/limits.ts';
 
 /** A penalty that an offence started. */
 export interface Penalty {

@@ -2,8 +2,8 @@
 // (absent fields take their defaults) and answers once the QUEUE record is durable; GET lists
 // every queue that was configured or has held a timer. Validation is the engine's
 // (engine/queues.ts): a bad name or field is QUEUE_INVALID naming it, a 400.
-import type { QueueConfig } from '../../engine/queues.ts';
-import type { HttpServer, RoutesOptions } from './server.ts';
+import type { QueueConfig } from '../../../engine/queues.ts';
+import type { HttpServer, RoutesOptions } from '../types.ts';
 
 const nullableInteger = { type: ['integer', 'null'] } as const;
 

@@ -24,7 +24,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { httpLimits } from '../../engine/limits.ts';
+import { httpLimits } from '../../../engine/limits.ts';
 import type { Penalty } from './peer-penalty.ts';
 import type { PeerGuard } from './peer-guard.ts';
 import { type NegotiatedProtocol, type TlsCredentials, TlsListener } from './tls-listener.ts';

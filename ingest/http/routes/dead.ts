@@ -1,11 +1,9 @@
 // /v1/dead: the dead-letter list and redrive. GET lists dead timers (oldest first, optionally
 // one queue's, at most `limit`); POST /v1/dead/{id}/retry sends one round again with its
 // attempts reset, and answers once that is durable.
-import { httpErrorCodes, HttpProblem } from './error-map.ts';
-import type { HttpServer, RoutesOptions } from './server.ts';
-
-export const deadListLimitDefault = 100;
-export const deadListLimitMax = 1000;
+import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { deadListLimits } from '../route-limits.ts';
+import type { HttpServer, RoutesOptions } from '../types.ts';
 
 const deadTimerSchema = {
   type: 'object',
@@ -33,7 +31,7 @@ const listQuerySchema = {
   type: 'object',
   properties: {
     queue: { type: 'string', minLength: 1 },
-    limit: { type: 'integer', minimum: 1, maximum: deadListLimitMax, default: deadListLimitDefault },
+    limit: { type: 'integer', minimum: 1, maximum: deadListLimits.max, default: deadListLimits.default },
   },
   additionalProperties: false,
 } as const;

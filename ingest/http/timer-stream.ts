@@ -1,5 +1,5 @@
-// POST /v1/timers/stream: single adds on one long request. The body is NDJSON, one timer a
-// line, read as it arrives; the answer is NDJSON too, one line per timer line, in the order of
+// A TimerStream is one POST /v1/timers/stream (routes/timer-stream.ts registers the route):
+// single adds on one long request. The body is NDJSON, one timer a line, read as it arrives; the answer is NDJSON too, one line per timer line, in the order of
 // the input, each written once that timer is durable. A client keeps one such request open and
 // has many adds in flight on it, each answered on its own: the per-add cost of a request (its
 // headers, its stream, fastify's routing) is paid once per stream instead of once per timer.
@@ -20,33 +20,19 @@
 // lines (and linesBytesInFlightMax bytes) waiting for their answer; past that, or while the
 // answer is not being read, it stops reading its body (HTTP/2 flow control then holds the
 // client back). When the service stops, open streams stop reading, answer what they read and end.
-import http2 from 'node:http2';
-import type { Readable } from 'node:stream';
-import { PassThrough } from 'node:stream';
+// Owned by the main thread (the server's event loop).
+import type { PassThrough, Readable } from 'node:stream';
 import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import { inJsonTerms, specFromJsonTimer } from './body/json-batch.ts';
 import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
-import { inJsonTerms, specFromJsonTimer } from './json-batch.ts';
-import type { HttpServer } from './server.ts';
 import { isoOf } from './iso-time.ts';
-import { mediaTypeOf, mediaTypes, originalFireAtMs } from './timers-routes.ts';
-
-/** Bounds of one stream's lines between read and answered. */
-export const streamLimits = {
-  /** Lines read and not yet answered, at most: past this the stream stops reading. */
-  linesInFlightMax: 4096,
-  /** Bytes of those lines, at most (a line may hold a 1 MiB payload). */
-  linesBytesInFlightMax: 16 * 1024 * 1024,
-} as const;
-
-export interface TimerStreamRoutesOptions {
-  readonly engine: Engine;
-  /** The one-timer JSON route's, so that both kinds of single add share records. */
-  readonly coalescer: AdmitCoalescer;
-}
+import { mediaTypes } from './media-types.ts';
+import { originalFireAtMs } from './original-fire-at.ts';
+import { streamLimits } from './route-limits.ts';
 
 const newline = 0x0a;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -314,47 +300,4 @@ export class TimerStream {
     this.#closed = true;
     this.#onEnd();
   }
-}
-
-export async function timerStreamRoutes(app: HttpServer, { engine, coalescer }: TimerStreamRoutesOptions): Promise<void> {
-  // The body is read line by line as it arrives, by the route: in this scope the NDJSON parser hands it over unread.
-  app.removeContentTypeParser(mediaTypes.ndjson);
-  app.addContentTypeParser(mediaTypes.ndjson, (_request, payload, done) => done(null, payload));
-  const open = new Set<TimerStream>();
-  app.addHook('preClose', (done) => {
-    for (const stream of open) stream.stopReading();
-    done();
-  });
-
-  app.post<{ Body: unknown }>('/v1/timers/stream', async (request, reply) => {
-    if (mediaTypeOf(request.headers['content-type']) !== mediaTypes.ndjson) {
-      throw new HttpProblem(httpErrorCodes.unsupportedMediaType, `POST /v1/timers/stream needs a Content-Type: ${mediaTypes.ndjson} (one timer a line)`);
-    }
-    const body = request.body as Readable;
-    const out = new PassThrough();
-    const stream = new TimerStream(
-      body,
-      out,
-      engine,
-      coalescer,
-      () => open.delete(stream),
-      (err) => request.log.error({ err }, 'unexpected error answering a line of an add stream'),
-    );
-    open.add(stream);
-    // Answered in full while the client still sends (the service stopped reading): tell it to
-    // stop, on HTTP/2 by a reset without error once the answer is sent whole (RFC 9113 §8.1), on
-    // HTTP/1.1 by closing the connection once the answer is out.
-    out.once('end', () => {
-      if (!stream.stoppedEarly) return;
-      if (request.raw.httpVersionMajor === 2) {
-        const h2 = request.raw.stream;
-        const reset = (): void => h2.close(http2.constants.NGHTTP2_NO_ERROR);
-        if (h2.writableFinished) reset();
-        else h2.once('finish', reset);
-      } else {
-        reply.raw.once('finish', () => request.raw.socket.end());
-      }
-    });
-    return reply.code(200).type(mediaTypes.ndjson).send(out);
-  });
 }

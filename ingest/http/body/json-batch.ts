@@ -7,8 +7,8 @@
 //
 // Errors are FermataError BATCH_INVALID with details { field, row?, line? }: `field` is the
 // JSON field name (Arrow's `column`), `row` is 0-based among the timers, `line` 1-based in the body.
-import { batchFromSpecs, type TimerBatch, type TimerSpec } from '../../engine/batch/timer-batch.ts';
-import { errorCodes, FermataError, isFermataError } from '../../engine/errors.ts';
+import { batchFromSpecs, type TimerBatch, type TimerSpec } from '../../../engine/batch/timer-batch.ts';
+import { errorCodes, FermataError, isFermataError } from '../../../engine/errors.ts';
 
 const timerFields = ['fire_at', 'delay_ms', 'target', 'payload', 'payload_base64', 'headers', 'key', 'queue'] as const;
 const knownFields: ReadonlySet<string> = new Set(timerFields);

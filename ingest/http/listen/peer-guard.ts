@@ -22,8 +22,8 @@
 // not cut off all the others. The same holds for any proxy elsewhere: its address is every
 // client's, so abuse through it is the proxy's to limit. Owned by the main thread's event loop.
 import type net from 'node:net';
-import { type Clock, systemClock } from '../../engine/engine.ts';
-import { type PeerPenaltyLimits, peerPenaltyLimits } from '../../engine/limits.ts';
+import { type Clock, systemClock } from '../../../engine/engine.ts';
+import { type PeerPenaltyLimits, peerPenaltyLimits } from '../../../engine/limits.ts';
 import { type Penalty, PeerPenalties, peerKey } from './peer-penalty.ts';
 
 export interface PeerGuardLogger {
@@ -36,7 +36,7 @@ export interface PeerGuardOptions {
   readonly clock?: Clock;
 }
 
-/** What /metrics shows (metrics-routes.ts), counted since the guard was made. */
+/** What /metrics shows (routes/metrics.ts), counted since the guard was made. */
 export interface PeerGuardCounters {
   /** Connections closed for abuse: offences, exempt peers' included. */
   abusiveConnections: number;

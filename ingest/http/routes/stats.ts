@@ -1,7 +1,7 @@
 // /v1/stats: counts an operator (or a load balancer's dashboard) reads, all from memory: no
 // request here touches the disk. Finished timers are counted until their retention ends;
 // spilled timers (on disk, due at or past the horizon) are counted in pending too.
-import type { HttpServer, RoutesOptions } from './server.ts';
+import type { HttpServer, RoutesOptions } from '../types.ts';
 
 const count = { type: 'integer' } as const;
 

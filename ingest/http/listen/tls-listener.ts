@@ -10,7 +10,7 @@
 // Owned by the main thread's event loop, like every server in the process.
 import type net from 'node:net';
 import tls from 'node:tls';
-import { httpLimits } from '../../engine/limits.ts';
+import { httpLimits } from '../../../engine/limits.ts';
 
 /** What the port negotiates, in the server's order of preference. */
 export const alpnProtocols = ['h2', 'http/1.1'] as const;

@@ -3,22 +3,18 @@
 // enforce them; test/unit/openapi.test.ts holds the rest to the code: every route fastify has
 // is documented (and nothing else), each documented error code answers with the status it is
 // listed under (error-map.ts), live answers match their schemas, queue ranges match the engine.
-import { errorCodes } from '../../engine/errors.ts';
-import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../engine/limits.ts';
-import { defaultQueueConfig, deliveryModes } from '../../engine/queues.ts';
-import { httpErrorCodes } from './error-map.ts';
-import { streamLimits } from './timer-stream-routes.ts';
-import { deadListLimitDefault, deadListLimitMax } from './dead-routes.ts';
-import type { HttpServer } from './server.ts';
+// Why it is written and not generated from the route schemas:
+// docs/decisions/0010-openapi-hand-written.md. Built once when the module loads; any thread.
+import { errorCodes } from '../../../engine/errors.ts';
+import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../../engine/limits.ts';
+import { defaultQueueConfig, deliveryModes } from '../../../engine/queues.ts';
+import { httpErrorCodes } from '../error-map.ts';
+import { mediaTypes } from '../media-types.ts';
+import { deadListLimits, streamLimits } from '../route-limits.ts';
+import type { HttpServer } from '../types.ts';
 
 const MiB = 1024 * 1024;
 const sizeText = (bytes: number): string => (bytes % MiB === 0 ? `${bytes / MiB} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`);
-
-const mediaTypes = {
-  json: 'application/json',
-  ndjson: 'application/x-ndjson',
-  arrowStream: 'application/vnd.apache.arrow.stream',
-} as const;
 
 const ref = (kind: 'schemas' | 'responses' | 'parameters' | 'headers', name: string): { $ref: string } => ({ $ref: `#/components/${kind}/${name}` });
 const jsonOf = (schema: object): { [mediaTypes.json]: { schema: object } } => ({ [mediaTypes.json]: { schema } });
@@ -36,11 +32,11 @@ const queueFields = {
   max_doublings: { min: 0, max: 62, nullable: false, text: 'How many times the backoff doubles before it grows linearly.' },
   rate_per_s: { min: 1, max: 10_000_000, nullable: true, text: 'Deliveries per second at most; null = no limit.' },
   max_concurrent: { min: 1, max: 1_000_000, nullable: true, text: 'Deliveries in flight at most; null = no limit ("pull" delivery: due timers waiting for a DoGet and leased, at most; null = 100,000).' },
-  timeout_ms: { min: 1, max: 600_000, nullable: false, text: 'How long one delivery attempt waits for the answer before it counts as failed ("pull" delivery: how long a lease lasts before its timers count a failed attempt; an addition to DESIGN.md).' },
-  batch_rows_max: { min: 1, max: 100_000, nullable: false, text: 'Rows in one Arrow batch at most ("arrow" delivery; "pull": rows one DoGet leases at most; an addition to DESIGN.md).' },
-  linger_ms: { min: 0, max: 60_000, nullable: false, text: 'How long due timers wait for more to fill an Arrow batch ("arrow" delivery; an addition to DESIGN.md).' },
+  timeout_ms: { min: 1, max: 600_000, nullable: false, text: 'How long one delivery attempt waits for the answer before it counts as failed ("pull" delivery: how long a lease lasts before its timers count a failed attempt).' },
+  batch_rows_max: { min: 1, max: 100_000, nullable: false, text: 'Rows in one Arrow batch at most ("arrow" delivery; "pull": rows one DoGet leases at most).' },
+  linger_ms: { min: 0, max: 60_000, nullable: false, text: 'How long due timers wait for more to fill an Arrow batch ("arrow" delivery).' },
 } as const;
-/** The queue config's fields that are not whole numbers (additions to DESIGN.md, for "arrow" and "pull" delivery). */
+/** The queue config's fields that are not whole numbers (for "arrow" and "pull" delivery). */
 const queueOtherFields = {
   delivery: {
     enum: [...deliveryModes],
@@ -192,7 +188,7 @@ export const openApiDocument = {
         operationId: 'streamTimers',
         summary: 'Add timers one by one on one long request, each answered as soon as it is durable',
         description: [
-          'An addition to DESIGN.md, for clients that add timers one at a time at high rates. The body is NDJSON, one `TimerInput` a line, read as it arrives; the answer (200, NDJSON) has one line per timer line, in input order, each written once that timer is durable, while the request is still open. A client keeps the request open and has many adds in flight on it: what a request costs (headers, a stream, routing) is paid once per stream instead of once per timer.',
+          'For clients that add timers one at a time at high rates. The body is NDJSON, one `TimerInput` a line, read as it arrives; the answer (200, NDJSON) has one line per timer line, in input order, each written once that timer is durable, while the request is still open. A client keeps the request open and has many adds in flight on it: what a request costs (headers, a stream, routing) is paid once per stream instead of once per timer.',
           'Each line is its own add (not a batch: a bad line is refused alone and the lines after it go on), answered with `StreamAnswer`: the status and body a one-timer `POST /v1/timers` of that object would get. Lines read in one event-loop turn share one WAL record with every other single add. Blank lines are skipped and get no answer. A line without an answer was not added.',
           `A line may hold ${sizeText(ingestLimits.jsonBodyBytesMax)} (else 413 BODY_TOO_LARGE for that line). A stream holds at most ${streamLimits.linesInFlightMax} lines (${sizeText(streamLimits.linesBytesInFlightMax)}) waiting for their answer, and reads no more while the client does not read the answer: HTTP/2 flow control then holds the client back.`,
           'When the service stops, an open stream stops reading, answers what it read, writes a last line without `line` (503 WAL_CLOSED, naming the last line read) and ends; on HTTP/2 the request is then reset with NO_ERROR. Over HTTP/1.1 a request may last at most the server\'s request timeout (300 s); use HTTP/2 for long-lived streams.',
@@ -309,7 +305,7 @@ export const openApiDocument = {
         description: 'Dead timers (a 410 answer, attempts exhausted, or a target refused at delivery), oldest first, until their retention ends.',
         parameters: [
           { name: 'queue', in: 'query', required: false, description: 'Only this queue\'s dead timers.', schema: { type: 'string', minLength: 1 } },
-          { name: 'limit', in: 'query', required: false, description: 'At most this many.', schema: { type: 'integer', minimum: 1, maximum: deadListLimitMax, default: deadListLimitDefault } },
+          { name: 'limit', in: 'query', required: false, description: 'At most this many.', schema: { type: 'integer', minimum: 1, maximum: deadListLimits.max, default: deadListLimits.default } },
         ],
         responses: {
           '200': {

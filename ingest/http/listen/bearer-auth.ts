@@ -1,7 +1,7 @@
-// Bearer-token authentication for the API (DESIGN.md "Security defaults"). When tokens are
-// configured, every route but the health checks needs `authorization: Bearer <token>`; the
-// comparison is constant-time (both sides hashed to SHA-256, compared with timingSafeEqual,
-// against every configured token without stopping early), so timing says nothing about a token.
+// Bearer-token authentication for the HTTP API and Flight. When tokens are configured, every
+// route but the health checks needs `authorization: Bearer <token>`; the comparison is
+// constant-time (both sides hashed to SHA-256, compared with timingSafeEqual, against every
+// configured token without stopping early), so timing says nothing about a token.
 //
 // Also the rule for where the service may listen: a non-loopback address needs tokens unless
 // the operator says --insecure.

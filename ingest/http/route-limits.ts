@@ -1,0 +1,17 @@
+// Bounds the HTTP routes keep, beside engine/limits.ts's ingest and HTTP limits: read by the
+// routes that enforce them and by the OpenAPI document that states them, so the document never
+// imports a route to learn a number. Constants only.
+
+/** Bounds of one `POST /v1/timers/stream`'s lines between read and answered. */
+export const streamLimits = {
+  /** Lines read and not yet answered, at most: past this the stream stops reading. */
+  linesInFlightMax: 4096,
+  /** Bytes of those lines, at most (a line may hold a 1 MiB payload). */
+  linesBytesInFlightMax: 16 * 1024 * 1024,
+} as const;
+
+/** `GET /v1/dead?limit=`: its default and its most. */
+export const deadListLimits = {
+  default: 100,
+  max: 1000,
+} as const;

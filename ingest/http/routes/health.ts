@@ -1,0 +1,37 @@
+// /healthz and /readyz, the two routes a load balancer or supervisor asks without a token.
+// /healthz: the process serves (the answer itself is the check). /readyz: the log still
+// acknowledges writes (a failed write or fsync poisons it) and, when a disk check is given,
+// the data directory's file system has room. Main thread.
+import type { DiskSpaceCheck } from '../listen/disk-space.ts';
+import type { HttpServer, RoutesOptions } from '../types.ts';
+
+export interface HealthRoutesOptions extends RoutesOptions {
+  /** When given, /readyz is also red while the data directory's file system is nearly full. */
+  readonly disk?: DiskSpaceCheck | undefined;
+}
+
+const statusSchema = {
+  type: 'object',
+  properties: { status: { type: 'string' }, reason: { type: 'string' }, free_bytes: { type: 'integer' } },
+  required: ['status'],
+  additionalProperties: false,
+} as const;
+
+export async function healthRoutes(app: HttpServer, { engine, disk }: HealthRoutesOptions): Promise<void> {
+  app.get('/healthz', { schema: { response: { 200: statusSchema } } }, healthz);
+
+  app.get('/readyz', { schema: { response: { 200: statusSchema, 503: statusSchema } } }, async (_request, reply) => {
+    const space = disk === undefined ? undefined : await disk.verdict();
+    const poison = engine.log.poisoned;
+    if (poison !== undefined) return reply.code(503).send({ status: 'not-ready', reason: poison.message });
+    if (space !== undefined && !space.ok) {
+      return reply.code(503).send({ status: 'not-ready', reason: space.reason, ...(space.freeBytes === undefined ? {} : { free_bytes: space.freeBytes }) });
+    }
+    return reply.send({ status: 'ready' });
+  });
+}
+
+/** The process serves: the answer itself is the check. */
+function healthz(): { status: 'ok' } {
+  return { status: 'ok' };
+}
