@@ -22,8 +22,8 @@ import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { type Service, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 import { curl } from '../helpers/curl.ts';
+import { arrowIpcTestData as arrowTestData } from '../helpers/fixtures.ts';
 
-const arrowTestData = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url);
 const requestTimeoutMs = 10_000;
 const arrowType = 'application/vnd.apache.arrow.stream';
 
