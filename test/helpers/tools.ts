@@ -26,7 +26,7 @@ export type ToolName = keyof typeof debianPackages;
 /** True under CI, where every tool must be there. */
 export const underCi = !['', '0', 'false'].includes((process.env.CI ?? '').trim().toLowerCase());
 
-/** Debian keeps PostgreSQL's server programs off PATH, in one folder per major version: the newest is searched last. */
+/** Debian keeps PostgreSQL's server programs off PATH, one folder per major version: searched after PATH, newest first. */
 function postgresBinDirs(): string[] {
   try {
     const versions = readdirSync('/usr/lib/postgresql').filter((name) => /^\d+$/.test(name));
