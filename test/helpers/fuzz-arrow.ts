@@ -2,7 +2,7 @@
 // truncate, splice, overwrite with a boundary integer) of seed streams. Seeds are timer batches
 // written by apache-arrow and by pyarrow in the shapes clients send (Timestamp of any unit or
 // Int64 fire_at, delay_ms, dictionary or plain Utf8 targets, nulls, several record batches), and Arrow's own test streams
-// in /work/shared/testdata/arrow-ipc (malformed OSS-Fuzz inputs, foreign schemas, LZ4/ZSTD).
+// in test/fixtures/arrow-ipc (malformed OSS-Fuzz inputs, foreign schemas, LZ4/ZSTD).
 // Positions are drawn as naturals and taken modulo the current length, so fast-check can shrink
 // a failing case to few, small operations.
 import { readdirSync, readFileSync } from 'node:fs';
@@ -10,8 +10,7 @@ import { Int32, Int64, RecordBatch, Table, tableToIPC, Utf8, vectorFromArray, Bi
 import fc from 'fast-check';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { batchToArrow } from './arrow.ts';
-
-export const arrowTestData = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url);
+import { arrowIpcTestData } from './fixtures.ts';
 
 export interface ArrowSeed {
   readonly name: string;
@@ -62,7 +61,7 @@ function twoBatchesSeed(target: string): Uint8Array {
 function testDataSeeds(): ArrowSeed[] {
   const seeds: ArrowSeed[] = [];
   for (const folder of ['valid', 'malformed', 'compressed']) {
-    const dir = new URL(`${folder}/`, arrowTestData);
+    const dir = new URL(`${folder}/`, arrowIpcTestData);
     for (const name of readdirSync(dir).sort()) seeds.push({ name: `${folder}/${name}`, bytes: readFileSync(new URL(name, dir)) });
   }
   return seeds;

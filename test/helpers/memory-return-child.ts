@@ -1,4 +1,4 @@
-// Started by test/unit/memory-return.test.ts: fragments malloc's heap with ArrayBuffers (every
+// Started by test/integration/memory-return.test.ts: fragments malloc's heap with ArrayBuffers (every
 // other one kept), drops the rest, returns memory with runtime/garbage-collector.ts, and prints what
 // that did as JSON. A process of its own, so that its heap holds nothing else.
 import { memoryReturn } from '../../runtime/garbage-collector.ts';

@@ -1,4 +1,4 @@
-// Started by test/unit/huge-pages.test.ts: asks bin/runtime-settings.js to start this file again
+// Started by test/integration/runtime-settings.test.ts: asks bin/runtime-settings.js to start this file again
 // with huge pages on and V8's thread pool sized, then prints what the process it ended up in sees.
 import { startWithRuntimeSettings } from '../../bin/runtime-settings.js';
 

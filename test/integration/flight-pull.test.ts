@@ -17,6 +17,7 @@ import { FlightTestClient } from '../../ingest/flight/flight-client.ts';
 import type { FlightData } from '../../ingest/flight/flight-messages.ts';
 import { IpcAssembler } from '../../ingest/flight/ipc-assembler.ts';
 import { pyarrowFlightPython, run } from '../helpers/python-venv.ts';
+import { skipOrFail } from '../helpers/tools.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { flightUrl, startService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -239,10 +240,7 @@ interface PullSummary {
 
 test('pyarrow.flight pulls due timers: DoGet under a lease, byte-exact payloads, ack by DoAction and by ticket, expiry, errors', { timeout: installTimeoutMs + 5 * 60_000 }, async (t) => {
   const venv = await pyarrowFlightPython(installTimeoutMs);
-  if ('skip' in venv) {
-    t.skip(venv.skip);
-    return;
-  }
+  if ('skip' in venv) return skipOrFail(t, venv.skip);
   const service = await startService(scratch.tempDir('pyarrow'), (child) => scratch.children.add(child), { args: ['--flight', '127.0.0.1:0'], env: { FERMATA_TOKENS: token } });
   try {
     assert.equal((await http(service.url, 'PUT', '/v1/queues/pulled', pullConfig, token)).status, 200);

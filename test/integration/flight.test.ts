@@ -16,6 +16,7 @@ import { encodeFlightData } from '../../ingest/flight/flight-messages.ts';
 import { flightFailure } from '../../ingest/flight/status-map.ts';
 import { flightDataOf, FlightTestClient, ipcMessages, timersDescriptor } from '../../ingest/flight/flight-client.ts';
 import { pyarrowFlightPython, run } from '../helpers/python-venv.ts';
+import { skipOrFail } from '../helpers/tools.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { flightUrl, startService } from '../helpers/service.ts';
 import { startH2Sink } from '../helpers/sinks.ts';
@@ -57,10 +58,7 @@ interface Summary {
 
 test('pyarrow.flight: DoPut of 1,000,000 rows, byte-exact payloads, refusals as Flight errors, ListFlights, bearer tokens', { timeout: installTimeoutMs + 10 * 60_000 }, async (t) => {
   const venv = await pyarrowFlightPython(installTimeoutMs);
-  if ('skip' in venv) {
-    t.skip(venv.skip);
-    return;
-  }
+  if ('skip' in venv) return skipOrFail(t, venv.skip);
   const sink = await startH2Sink();
   try {
     const service = await startService(scratch.tempDir('pyarrow'), (child) => scratch.children.add(child), { args: ['--flight', '127.0.0.1:0'], env: { FERMATA_TOKENS: token } });

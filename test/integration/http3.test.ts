@@ -5,7 +5,7 @@
 // then looked up on the cleartext port, and Caddy's access log must show the requests as
 // HTTP/3.0. Supervision: a Caddy killed with SIGKILL is started again, and SIGTERM stops both.
 // Without caddy, or without both clients, the test skips saying which; with one client it runs
-// that one and says the other is missing.
+// that one and says the other is missing. Under CI a missing one fails (test/helpers/tools.ts).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -17,14 +17,9 @@ import { binPath, serviceEnv, startService } from '../helpers/service.ts';
 import { run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { withTimeout } from '../helpers/timeout.ts';
+import { skipOrFail, toolOrNote, toolOrSkip } from '../helpers/tools.ts';
 
 const scratch = testScratch('fermata-http3');
-const has = (command: string): boolean => spawnSync(command, ['--version'], { timeout: 20_000 }).error === undefined;
-const unable = !has('caddy')
-  ? 'caddy is not installed (Debian package caddy)'
-  : !has('chromium') && !has('gtlsclient')
-    ? 'no HTTP/3 client is installed (Debian packages chromium, ngtcp2-client)'
-    : undefined;
 const dayMs = 86_400_000;
 
 function arrowBatch(rows: number): Buffer {
@@ -63,7 +58,11 @@ test('--http3 without caddy is a usage error naming the package', async () => {
   assert.match(result.stderr, /install the Debian package caddy/);
 });
 
-test('HTTP/3 through Caddy: Chromium and gtlsclient over QUIC, timers stored, alt-svc advertised, Caddy supervised', { skip: unable, timeout: 180_000 }, async (t) => {
+test('HTTP/3 through Caddy: Chromium and gtlsclient over QUIC, timers stored, alt-svc advertised, Caddy supervised', { timeout: 180_000 }, async (t) => {
+  if (toolOrSkip(t, 'caddy') === undefined || toolOrSkip(t, 'curl') === undefined) return;
+  const chromium = toolOrNote(t, 'chromium', 'the browser client is skipped');
+  const gtlsclient = toolOrNote(t, 'gtlsclient', 'that client is skipped');
+  if (chromium === undefined && gtlsclient === undefined) return skipOrFail(t, 'no HTTP/3 client is installed (Debian packages chromium, ngtcp2-client)');
   const port = await freePort();
   const dataDir = scratch.tempDir('h3');
   const service = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--http3', String(port)], tls: true });
@@ -75,8 +74,7 @@ test('HTTP/3 through Caddy: Chromium and gtlsclient over QUIC, timers stored, al
   assert.match(tlsHealth.stdout, new RegExp(`alt-svc: h3=":${port}"; ma=86400`, 'i'));
 
   const stored: string[] = [];
-  if (!has('chromium')) t.diagnostic('chromium is not installed (Debian package chromium): the browser client is skipped');
-  else {
+  if (chromium !== undefined) {
     const spki = spkiHash(join(dataDir, 'http3', 'self-signed-cert.pem'));
     const { browser, page } = await openChromium({
       url: `${h3Url}/healthz`,
@@ -112,9 +110,8 @@ test('HTTP/3 through Caddy: Chromium and gtlsclient over QUIC, timers stored, al
     }
   }
 
-  if (!has('gtlsclient')) t.diagnostic('gtlsclient is not installed (Debian package ngtcp2-client): that client is skipped');
-  else {
-    const gtls = await run('gtlsclient', ['--quiet', '--exit-on-all-streams-close', '127.0.0.1', String(port), `${h3Url}/v1/stats`], 30_000, 'gtlsclient');
+  if (gtlsclient !== undefined) {
+    const gtls = await run(gtlsclient, ['--quiet', '--exit-on-all-streams-close', '127.0.0.1', String(port), `${h3Url}/v1/stats`], 30_000, 'gtlsclient');
     assert.equal(gtls.code, 0, gtls.stderr);
   }
 
@@ -127,7 +124,7 @@ test('HTTP/3 through Caddy: Chromium and gtlsclient over QUIC, timers stored, al
   const posts = entries.filter((entry) => entry.request.method === 'POST');
   if (stored.length > 0) assert.equal(posts.length, 2);
   for (const entry of posts) assert.equal(entry.request.proto, 'HTTP/3.0');
-  if (has('gtlsclient')) {
+  if (gtlsclient !== undefined) {
     const viaGtls = entries.find((entry) => entry.request.uri === '/v1/stats');
     assert.equal(viaGtls?.request.proto, 'HTTP/3.0');
     assert.equal(viaGtls?.status, 200);

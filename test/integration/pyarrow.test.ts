@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
+import { skipOrFail } from '../helpers/tools.ts';
 import { type Service, startService } from '../helpers/service.ts';
 import { startH2Sink } from '../helpers/sinks.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -79,10 +80,7 @@ async function getJson(base: string, path: string): Promise<{ status: number; bo
 test('pyarrow posts Arrow IPC streams (ms+UTC, us, int64 ms; string and dictionary targets) and reads the Arrow ids back', { timeout: installTimeoutMs + 5 * 60_000 }, async (t) => {
   const started = performance.now();
   const venv = await ensureVenv(['pyarrow'], { installTimeoutMs });
-  if ('skip' in venv) {
-    t.skip(`pyarrow client not run: ${venv.skip}`);
-    return;
-  }
+  if ('skip' in venv) return skipOrFail(t, `pyarrow client not run: ${venv.skip}`);
   t.diagnostic(`${venv.reused ? 'reused' : 'built'} the pyarrow venv in ${Math.round(performance.now() - started)} ms (${venv.python})`);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'fermata-pyarrow-'));
@@ -161,10 +159,7 @@ test('pyarrow posts Arrow IPC streams (ms+UTC, us, int64 ms; string and dictiona
 
 test('pyarrow reads the Arrow record batches that "arrow" delivery POSTs to a sink', { timeout: installTimeoutMs + 2 * 60_000 }, async (t) => {
   const venv = await ensureVenv(['pyarrow'], { installTimeoutMs });
-  if ('skip' in venv) {
-    t.skip(`pyarrow reader not run: ${venv.skip}`);
-    return;
-  }
+  if ('skip' in venv) return skipOrFail(t, `pyarrow reader not run: ${venv.skip}`);
   const dataDir = mkdtempSync(join(tmpdir(), 'fermata-pyarrow-sink-'));
   const sink = await startH2Sink();
   let service: Service | undefined;

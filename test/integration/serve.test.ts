@@ -19,7 +19,8 @@ import { http2Preface } from '../../ingest/http/listen/cleartext-listener.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { withTimeout } from '../helpers/timeout.ts';
-import { curl } from '../helpers/curl.ts';
+import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
 import { testScratch } from '../helpers/scratch.ts';
 
 const { drainTimeoutMs } = httpLimits;
@@ -300,10 +301,7 @@ describe('fermata serve', { concurrency: 4 }, () => {
   });
 
   test('curl gets the same answers with --http1.1 and with --http2-prior-knowledge', { timeout: 60_000 }, async (t) => {
-    if (!curl.present) {
-      t.skip('curl is not installed on this machine');
-      return;
-    }
+    if (toolOrSkip(t, 'curl') === undefined) return;
     const service = await startService(tempDir('curl'));
     try {
       await t.test('--http1.1', async () => {
@@ -311,10 +309,7 @@ describe('fermata serve', { concurrency: 4 }, () => {
         assert.deepEqual(await curlGet('--http1.1', `${service.url}/readyz`), { body: '{"status":"ready"}', httpVersion: '1.1' });
       });
       await t.test('--http2-prior-knowledge', async (st) => {
-        if (!curl.http2) {
-          st.skip('this curl is built without HTTP/2');
-          return;
-        }
+        if (!curl.http2) return skipOrFail(st, curlWithoutHttp2);
         assert.deepEqual(await curlGet('--http2-prior-knowledge', `${service.url}/healthz`), { body: '{"status":"ok"}', httpVersion: '2' });
         assert.deepEqual(await curlGet('--http2-prior-knowledge', `${service.url}/readyz`), { body: '{"status":"ready"}', httpVersion: '2' });
       });

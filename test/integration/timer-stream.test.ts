@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { ingestLimits } from '../../engine/limits.ts';
 import { curl } from '../helpers/curl.ts';
+import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { type Service, startService as startTrackedService } from '../helpers/service.ts';
@@ -206,7 +207,8 @@ test('only NDJSON is taken: another Content-Type is answered 415 with the error 
   }
 });
 
-test('curl, over HTTP/1.1 and HTTP/2, gets one answer a line', { skip: curl.present ? false : 'curl is not installed' }, async () => {
+test('curl, over HTTP/1.1 and HTTP/2, gets one answer a line', async (t) => {
+  if (toolOrSkip(t, 'curl') === undefined) return;
   const service = await startService(dataDir());
   try {
     const body = `${timer({ key: 'curl-1' })}\n${timer({ target: 'nope' })}\n${timer({ key: 'curl-1' })}\n`;
@@ -251,10 +253,7 @@ const h2VenvDir = fileURLToPath(new URL('../../node_modules/.cache/fermata-pyven
 
 test('a Python client written with h2 adds timers one line at a time, each answered before it sends the next', { timeout: 600_000 }, async (t) => {
   const venv = await ensureVenv(['h2'], { dir: h2VenvDir });
-  if ('skip' in venv) {
-    t.skip(venv.skip);
-    return;
-  }
+  if ('skip' in venv) return skipOrFail(t, venv.skip);
   const service = await startService(dataDir());
   try {
     const { port } = service;

@@ -21,9 +21,10 @@ import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { type Service, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
-import { curl } from '../helpers/curl.ts';
+import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
+import { arrowIpcTestData as arrowTestData } from '../helpers/fixtures.ts';
 
-const arrowTestData = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url);
 const requestTimeoutMs = 10_000;
 const arrowType = 'application/vnd.apache.arrow.stream';
 
@@ -534,10 +535,8 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
   });
 
   test('curl --http2-prior-knowledge adds a JSON timer', async (t) => {
-    if (!curl.present || !curl.http2) {
-      t.skip(curl.present ? 'this curl is built without HTTP/2' : 'curl is not installed on this machine');
-      return;
-    }
+    if (toolOrSkip(t, 'curl') === undefined) return;
+    if (!curl.http2) return skipOrFail(t, curlWithoutHttp2);
     const body = JSON.stringify({ delay_ms: 120_000, target, payload: 'from curl' });
     const output = await new Promise<string>((resolve, reject) => {
       const args = ['-s', '--max-time', '5', '--http2-prior-knowledge', '-H', 'content-type: application/json', '--data-binary', body, '-w', '\n%{http_code} %{http_version}', `${service.url}/v1/timers`];

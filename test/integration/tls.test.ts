@@ -12,7 +12,8 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { httpLimits } from '../../engine/limits.ts';
-import { curl } from '../helpers/curl.ts';
+import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { skipOrFail, skipUnlessTool, toolOrSkip } from '../helpers/tools.ts';
 import { binPath, type Service, serviceEnv, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -20,15 +21,8 @@ import { testScratch } from '../helpers/scratch.ts';
 const exitTimeoutMs = 20_000;
 const requestTimeoutMs = 5_000;
 
-const openssl = (() => {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-const noOpenssl = openssl ? false : 'openssl is not installed on this machine: no certificate can be made for the TLS port';
+/** Without openssl no certificate can be made for the TLS port. */
+const noOpenssl = skipUnlessTool('openssl');
 
 const { children, tempDir } = testScratch('fermata-tls');
 
@@ -130,15 +124,9 @@ describe('the TLS port', { skip: noOpenssl, concurrency: 3 }, () => {
       assert.notEqual(Number(tlsUrl.port), service.port, 'a port of its own (0 picks one when --listen has port 0)');
 
       await t.test('curl', async (st) => {
-        if (!curl.present) {
-          st.skip('curl is not installed on this machine');
-          return;
-        }
+        if (toolOrSkip(st, 'curl') === undefined) return;
         assert.deepEqual(await curlGet(['--cacert', certs.cert, '--http1.1'], `${service.tlsUrl}/healthz`), { body: '{"status":"ok"}', httpVersion: '1.1' });
-        if (!curl.http2) {
-          st.skip('this curl is built without HTTP/2');
-          return;
-        }
+        if (!curl.http2) return skipOrFail(st, curlWithoutHttp2);
         assert.deepEqual(await curlGet(['--cacert', certs.cert, '--http2'], `${service.tlsUrl}/readyz`), { body: '{"status":"ready"}', httpVersion: '2' });
       });
 

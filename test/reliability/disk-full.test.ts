@@ -10,7 +10,7 @@
 //   works, then serves again.
 //
 // Mounting needs root (CAP_SYS_ADMIN) and fiu needs fiu-utils: without them the tests skip and
-// say why (.ci/run installs fiu-utils when it can).
+// say why (under CI, where .ci/run installs fiu-utils, a missing fiu fails instead).
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, closeSync, rmSync, writeSync, writeFileSync } from 'node:fs';
@@ -21,6 +21,7 @@ import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { testScratch } from '../helpers/scratch.ts';
 import { type Service, type ServiceOptions, startService } from '../helpers/service.ts';
+import { toolOrSkip } from '../helpers/tools.ts';
 
 const sizes = {
   tmpfsMiB: 48,
@@ -213,16 +214,17 @@ test('a write that finds no space poisons the log; the service opens the data di
 });
 
 test('writes failing with EIO (fiu) poison the log; recovery re-reads the disk and the service serves again once the disk works', { timeout: 120_000 }, async (t) => {
-  const fiu = spawnSync('fiu-ctrl', ['-h'], { encoding: 'utf8' });
-  if (fiu.error !== undefined) return t.skip('fiu-ctrl is not installed (Debian package fiu-utils)');
+  const fiuRun = toolOrSkip(t, 'fiu-run');
+  const fiuCtrl = fiuRun === undefined ? undefined : toolOrSkip(t, 'fiu-ctrl');
+  if (fiuRun === undefined || fiuCtrl === undefined) return;
   const dir = scratch.tempDir('fiu');
   const fifoDir = join(dir, 'fifo');
   mkdirSync(fifoDir);
   const dataDir = join(dir, 'data');
   // fiu-run preloads libfiu's POSIX wrappers and opens a control FIFO; it execs node, so the pid is the service's.
-  const { service, acked } = await serviceWithAdds(dataDir, { wrapper: ['fiu-run', '-x', '-f', join(fifoDir, 'ctrl')] });
+  const { service, acked } = await serviceWithAdds(dataDir, { wrapper: [fiuRun, '-x', '-f', join(fifoDir, 'ctrl')] });
   const control = (command: string): void => {
-    execFileSync('fiu-ctrl', ['-f', join(fifoDir, 'ctrl'), '-c', command, String(service.child.pid)], { timeout: 10_000 });
+    execFileSync(fiuCtrl, ['-f', join(fifoDir, 'ctrl'), '-c', command, String(service.child.pid)], { timeout: 10_000 });
   };
   // Positioned writes (libuv writes files with pwrite and pwritev) and fdatasync, with EIO (5).
   const failingWrites = ['posix/io/rw/pwrite', 'posix/io/rw/pwritev', 'posix/io/sync/fdatasync'];

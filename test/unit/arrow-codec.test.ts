@@ -4,15 +4,17 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { Binary, Dictionary, Int32, Int64, makeData, Message, makeVector, type Table, tableFromArrays, tableToIPC, Timestamp, TimeUnit, Utf8, vectorFromArray } from 'apache-arrow';
 import { batchFromArrow } from '../../engine/batch/arrow-codec.ts';
 import { batchFromSpecs, bytesAt, type TimerBatch } from '../../engine/batch/timer-batch.ts';
 import { errorCodes, FermataError, isFermataError } from '../../engine/errors.ts';
+import { arrowIpcTestData } from '../helpers/fixtures.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
 import { Engine } from '../../engine/engine.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
-const testdata = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url).pathname;
+const testdata = fileURLToPath(arrowIpcTestData);
 const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 
 /** An Arrow IPC stream of the given columns (typed arrays or vectors). */

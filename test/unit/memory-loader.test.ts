@@ -1,6 +1,6 @@
-// The memory-aware loader on the real file system with an injected clock: a budget of a few
-// MiB holds the near future while the far future waits on disk, and as the clock advances every
-// timer fires once, on time, never early. And where the budget comes from.
+// The memory-aware loader on the real file system with an injected clock: what it spills, when,
+// and where the budget comes from. The month-long run of a million timers under a budget of a few
+// MiB is test/sim/memory-budget.test.ts.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -76,71 +76,6 @@ test('a log holding more timers than the slot limit of this life (a smaller budg
   } finally {
     await engine.close();
   }
-});
-
-test('a budget of a few MiB: 1,000,000 timers over 30 days stay under it, and each fires once, on time', async () => {
-  const timers = 1_000_000;
-  const budgetBytes = 4 * 1024 * 1024;
-  let now = t0;
-  const clock: Clock = { now: () => now };
-  const dataDir = scratch.tempDir('budget');
-  // Delivered timers leave memory a minute after they finish, as their retention ends.
-  let engine = await Engine.open({ dataDir, clock, retention: { finishedMs: 60_000 } });
-  const budget = { bytes: budgetBytes, source: 'configured', limitBytes: budgetBytes } as const;
-  let loader = new MemoryLoader(engine, { budget, clock });
-  const batchRows = 10_000;
-  const spanMs = 30 * day;
-  const fireAtOf = (i: number): number => t0 + hour + Math.floor((i * 7919) % timers) * (spanMs / timers);
-  const batchSeqs: number[] = [];
-  let residentMax = 0;
-  for (let from = 0; from < timers; from += batchRows) {
-    const specs: TimerSpec[] = [];
-    for (let i = from; i < Math.min(timers, from + batchRows); i++) specs.push({ fireAtMs: fireAtOf(i), target: 'https://a.example/hook', payload: 'sixteen bytes...' });
-    batchSeqs.push((await engine.admit(batchFromSpecs(specs))).seq);
-    await loader.step();
-    residentMax = Math.max(residentMax, engine.residentBytes());
-  }
-  assert.ok(residentMax <= budgetBytes * 1.5, `while adding, resident bytes peaked at ${residentMax} (budget ${budgetBytes}): spills must keep up`);
-  assert.equal(engine.pending, timers);
-  assert.ok(engine.spillStats().spilled > timers * 0.9, `most timers are on disk: ${engine.spillStats().spilled}`);
-  const spillBytes = engine.spillStats().metadataBytes;
-  assert.ok(spillBytes / engine.spillStats().spilled <= 8, `spilled timers cost ${spillBytes / engine.spillStats().spilled} B of memory each`);
-
-  // Halfway, a restart: the checkpoint and the log's tail bring back the same state.
-  const fired = new Uint8Array(timers);
-  const seqBase = new Map(batchSeqs.map((seq, batch) => [seq, batch * batchRows]));
-  let firedCount = 0;
-  let latenessMaxMs = 0;
-  const stepMs = 10 * 60_000;
-  let restarted = false;
-  for (now = t0; now <= t0 + hour + spanMs + stepMs; now += stepMs) {
-    if (!restarted && now >= t0 + spanMs / 2) {
-      await engine.close();
-      engine = await Engine.open({ dataDir, clock, retention: { finishedMs: 60_000 } });
-      loader = new MemoryLoader(engine, { budget, clock });
-      restarted = true;
-    }
-    await loader.step();
-    for (;;) {
-      const slice = engine.takeDue(now, 50_000);
-      if (slice.count === 0) break;
-      for (let i = 0; i < slice.count; i++) {
-        const index = (seqBase.get(slice.seqs[i] as number) as number) + (slice.rows[i] as number);
-        assert.equal(fired[index], 0, `timer ${index} fired twice`);
-        fired[index] = 1;
-        const fireAtMs = slice.fireAtMs[i] as number;
-        assert.ok(fireAtMs <= now, `timer ${index} fired early`);
-        latenessMaxMs = Math.max(latenessMaxMs, now - fireAtMs);
-      }
-      firedCount += slice.count;
-      await engine.settle(outcomesFor(slice, outcomeKind.delivered));
-    }
-    const resident = engine.residentBytes();
-    assert.ok(resident <= budgetBytes, `at +${(now - t0) / hour} h resident bytes ${resident} exceed the budget ${budgetBytes}`);
-  }
-  assert.equal(firedCount, timers, 'every timer fired');
-  assert.ok(latenessMaxMs < stepMs, `a timer fired ${latenessMaxMs} ms late: promotion must come before the due time`);
-  await engine.close();
 });
 
 test('over budget with nothing that could spill, the loader does not rewrite memory to disk every step', async () => {

@@ -9,17 +9,19 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { keysFileName, manifestFileName, manifestTempFileName, runFileName } from '../../engine/spill/format.ts';
 import { decodeManifest, encodeManifest, type Manifest, readManifest, removeUnreferenced, writeManifest } from '../../engine/spill/manifest.ts';
 import { encodeKeys } from '../../engine/spill/keys-file.ts';
 import type { RunMeta } from '../../engine/spill/run-meta.ts';
+import { arrowIpcTestData } from '../helpers/fixtures.ts';
 import { soak } from '../helpers/soak.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { withoutDatasync } from '../sim/without-datasync.ts';
 
 const dir = '/data/spill';
-const testdata = new URL('../../../shared/testdata/arrow-ipc/', import.meta.url).pathname;
+const testdata = fileURLToPath(arrowIpcTestData);
 
 /** A well-formed run entry (the manifest checks shape and offsets, not the files). */
 function runMeta(runId: number, stamp: number, batches: number): RunMeta {

@@ -1,6 +1,5 @@
 // The WAL on the real file system: ordering, group commit, segment rolls, limits, the lock.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { constants, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -170,18 +169,15 @@ test('one process per directory: a second open is refused while the first holds 
 
 test('a lock held by a live process of another start is kept; a dead owner’s lock is taken over', async () => {
   const dir = freshDir();
-  const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
-  try {
-    const stat = readFileSync(`/proc/${sleeper.pid}/stat`, 'utf8');
-    const startTicks = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-    writeFileSync(join(dir, 'LOCK'), JSON.stringify({ pid: sleeper.pid, startTicks, host: hostname() }));
-    await assert.rejects(Wal.open({ dir }), (err) => isFermataError(err, errorCodes.dataDirLocked));
-    writeFileSync(join(dir, 'LOCK'), JSON.stringify({ pid: sleeper.pid, startTicks: '1', host: hostname() }));
-    const reusedPid = await Wal.open({ dir });
-    await reusedPid.close();
-  } finally {
-    sleeper.kill('SIGKILL');
-  }
+  // The process that started this one lives as long as the test does: a live owner, without a child.
+  const owner = process.ppid;
+  const stat = readFileSync(`/proc/${owner}/stat`, 'utf8');
+  const startTicks = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  writeFileSync(join(dir, 'LOCK'), JSON.stringify({ pid: owner, startTicks, host: hostname() }));
+  await assert.rejects(Wal.open({ dir }), (err) => isFermataError(err, errorCodes.dataDirLocked));
+  writeFileSync(join(dir, 'LOCK'), JSON.stringify({ pid: owner, startTicks: '1', host: hostname() }));
+  const reusedPid = await Wal.open({ dir });
+  await reusedPid.close();
   writeFileSync(join(dir, 'LOCK'), JSON.stringify({ pid: 2 ** 22 + 1, startTicks: '5', host: hostname() }));
   const wal = await Wal.open({ dir });
   await wal.close();

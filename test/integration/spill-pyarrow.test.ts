@@ -13,6 +13,7 @@ import { writeRun } from '../../engine/spill/run-file.ts';
 import { RunRowsBuilder } from '../../engine/spill/run-rows.ts';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
+import { skipOrFail } from '../helpers/tools.ts';
 
 const installTimeoutMs = 10 * 60_000;
 const scratch = testScratch('fermata-spill-pyarrow');
@@ -38,10 +39,7 @@ print(json.dumps({
 
 test('pyarrow reads a run as an Arrow file (and as a stream past the magic): batches, schema, metadata, values', { timeout: installTimeoutMs + 60_000 }, async (t) => {
   const venv = await ensureVenv(['pyarrow'], { installTimeoutMs });
-  if ('skip' in venv) {
-    t.skip(`pyarrow not available: ${venv.skip}`);
-    return;
-  }
+  if ('skip' in venv) return skipOrFail(t, `pyarrow not available: ${venv.skip}`);
   const dir = scratch.tempDir('run');
   const builder = new RunRowsBuilder();
   const encoder = new TextEncoder();

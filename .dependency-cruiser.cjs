@@ -1,0 +1,34 @@
+// The import rules `npm test` holds the tree to (`npm run lint:deps`): no import cycle in the
+// product code (everything but bench/ and test/), and no product module importing bench/ or test/.
+// Type-only imports count: a cycle of types still ties the modules' meanings together, and it
+// turns into a runtime cycle the day one of the imports gains a value.
+//
+// TypeScript 7.0 has no JS compiler API, so dependency-cruiser parses with @swc/core, which
+// reads every import, `import type` included (tagged "type-only", counted all the same). The
+// hand-written .d.ts files beside bin/'s JavaScript are left out: swc does not parse bodiless
+// declarations, and they import nothing the .js files do not.
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'Product modules import each other in a cycle: move what both need into a module of its own.',
+      from: { pathNot: '^(bench|test)/' },
+      to: { circular: true },
+    },
+    {
+      name: 'no-product-to-bench-or-test',
+      severity: 'error',
+      comment: 'The product imports nothing from bench/ or test/: what both need belongs in the product tree.',
+      from: { pathNot: '^(bench|test)/' },
+      to: { path: '^(bench|test)/' },
+    },
+  ],
+  options: {
+    parser: 'swc',
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: ['^(node_modules|test/fixtures)/', '\\.d\\.ts$'] },
+    moduleSystems: ['es6', 'cjs'],
+  },
+};
