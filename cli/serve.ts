@@ -647,7 +647,7 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
 /** Opens the engine, loader, dispatcher, HTTP and Flight on `ports`; undefined (all closed, the reason logged) when a port cannot be bound. */
 async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, disk: DiskSpaceCheck, allowLoopback: boolean, logger: Logger): Promise<Life | undefined> {
   const wal = engine.log;
-  logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
+  logger.info({ ...wal.describe(), lastSeq: wal.lastSeq, resident: engine.resident, pending: engine.pending }, 'engine open');
   // Read again at each step: a container whose limit is lowered at run time spills at once.
   const loader = new MemoryLoader(engine, {
     budget: () => memoryBudget(settings.memoryBudgetBytes),

@@ -12,7 +12,7 @@
 //   admit(batch) ─► validate ─► reserve rows ─► WAL append [ADD header | Arrow batch] ─► durable
 //                                                 └─► store.allocateRows (one loop), heap.pushMany, index run
 //   cancel(id)   ─► index → slot ─► out of the heap (it can no longer fire) ─► WAL CANCEL ─► cancelled
-//   open()       ─► Wal.open (recovery) ─► replay every record in order
+//   open()       ─► restore the checkpoint ─► open the log (EngineOptions.openLog) ─► replay every record after it
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
@@ -26,7 +26,7 @@ import type { FileSystem } from './fs/file-system.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { memoryLimits, type MemoryLimits, type Retention, retentionDefaults, spillLimits, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
-import type { AppendOptions } from './log.ts';
+import type { AppendOptions, DurableLog, LogOpener } from './log.ts';
 import {
   addEncodingArrowStream,
   addEncodingColumns,
@@ -65,9 +65,8 @@ import { RunWriter, type RunWriteOptions } from './spill/run-writer.ts';
 import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
 import type { StoreSnapshot } from './store/store-snapshot.ts';
 import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spilled-timers.ts';
-import { recordHeaderBytes } from './wal/format.ts';
-import { segmentBytesOnDisk } from './wal/recovery.ts';
-import { Wal, type WalLogger } from './wal/wal.ts';
+import { localLog } from './wal/local-log.ts';
+import type { WalLogger } from './wal/wal.ts';
 
 /** Wall-clock time in epoch ms; injected so tests can move it (and make it jump). */
 export interface Clock {
@@ -81,6 +80,11 @@ export interface EngineOptions {
   readonly fs?: FileSystem;
   readonly clock?: Clock;
   readonly limits?: Partial<TimerLimits>;
+  /**
+   * Opens the engine's log (engine/log.ts). Default: the local WAL in dataDir/wal, with `fs`,
+   * `walLimits` and `logger` (which only that default reads).
+   */
+  readonly openLog?: LogOpener;
   readonly walLimits?: Partial<WalLimits>;
   readonly store?: ResidentStoreOptions;
   /** How long finished timers stay after they finish (their record, and their key's dedup). */
@@ -99,7 +103,7 @@ export interface EngineOptions {
    * for cancels and delivery outcomes). Cheap and synchronous: it runs on every add.
    */
   readonly admitGate?: () => FermataError | undefined;
-  /** Told once, when a failed write or sync poisons the log: the owner recovers by opening the data directory again. */
+  /** Told once, when the log stops (a failed write or sync poisons it, or it is fenced): the owner recovers by opening the data directory again. */
   readonly onLogPoisoned?: (poison: FermataError) => void;
   /** When the store shrinks after a checkpoint (memoryLimits' residentShrink* by default; tests lower them). */
   readonly shrinkLimits?: Partial<ShrinkLimits>;
@@ -115,9 +119,9 @@ const replaySizingMargin = 1.05;
 
 /** Open()'s progress through the log, for #reserveForReplay. */
 interface ReplaySizing {
-  /** The segment files' bytes on disk before replay. */
-  readonly logBytes: number;
-  /** Record bytes (frame headers included) replayed so far. */
+  /** What the log expects replay to read (LogReplay.expectBytes). */
+  logBytes: number;
+  /** Record bytes (in the log's unit) replayed so far. */
   bytesSeen: number;
   /** Timers (and keyed ones) replayed ADD records put in so far. */
   rowsSeen: number;
@@ -411,7 +415,7 @@ function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): 
 }
 
 export class Engine {
-  #wal!: Wal;
+  #log!: DurableLog;
   readonly #clock: Clock;
   readonly #limits: TimerLimits;
   readonly #retention: Retention;
@@ -520,22 +524,23 @@ export class Engine {
     const manifest = await readManifest(engine.#fs, engine.#spillDir);
     if (manifest !== undefined) await engine.#restore(manifest);
     const coveredSeq = engine.#checkpointSeq;
-    const walDir = join(options.dataDir, 'wal');
     // What the checkpoint's resident run put in is there already; the log's records come on top.
-    const sizing: ReplaySizing = { logBytes: await segmentBytesOnDisk(engine.#fs, walDir), bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: engine.#store.count, keysBefore: engine.#keys.size };
+    const sizing: ReplaySizing = { logBytes: 0, bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: engine.#store.count, keysBefore: engine.#keys.size };
     engine.#replaySizing = sizing;
-    engine.#wal = await Wal.open({
-      dir: walDir,
+    const openLog = options.openLog ?? localLog({ dir: join(options.dataDir, 'wal'), fs: options.fs, limits: options.walLimits, logger: options.logger });
+    engine.#log = await openLog({
       coveredSeq,
-      // Records the checkpoint covers are in its runs already.
-      replay: (seq, type, body) => {
-        sizing.bytesSeen += recordHeaderBytes + body.length;
-        return seq <= coveredSeq ? undefined : engine.#replay(seq, type, body);
+      replay: {
+        expectBytes: (bytes) => {
+          sizing.logBytes = bytes;
+        },
+        record: (seq, type, body, bytes) => {
+          sizing.bytesSeen += bytes;
+          // Records the checkpoint covers are in its runs already.
+          return seq <= coveredSeq ? undefined : engine.#replay(seq, type, body);
+        },
       },
-      ...(options.fs === undefined ? {} : { fs: options.fs }),
-      ...(options.walLimits === undefined ? {} : { limits: options.walLimits }),
-      ...(options.logger === undefined ? {} : { logger: options.logger }),
-      ...(options.onLogPoisoned === undefined ? {} : { onPoisoned: options.onLogPoisoned }),
+      onPoisoned: options.onLogPoisoned,
     });
     engine.#replaySizing = undefined;
     engine.#store.endReplay();
@@ -605,8 +610,8 @@ export class Engine {
   }
 
   /** The log, for readiness (poisoned?) and counters. */
-  get log(): Wal {
-    return this.#wal;
+  get log(): DurableLog {
+    return this.#log;
   }
 
   /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident before the watermark. */
@@ -842,11 +847,11 @@ export class Engine {
       }
       failpoint('delivery.outcome-before-append');
       try {
-        await this.#wal.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
+        await this.#log.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
       } catch (err) {
         // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
         // would re-send what was delivered); recovery finds them pending and delivers them again.
-        if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.walClosed) || this.#wal.poisoned !== undefined) throw err;
+        if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.logFenced) || isFermataError(err, errorCodes.walClosed) || this.#log.poisoned !== undefined) throw err;
         // Not logged for another reason: the timers go back to waiting, to be delivered again.
         for (const slot of slots) {
           this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
@@ -893,7 +898,7 @@ export class Engine {
     const config = parseQueueConfig(input);
     const refusal = config.sink === null ? undefined : this.#checkTarget?.(config.sink);
     if (refusal !== undefined) throw new FermataError(errorCodes.targetRefused, `sink: ${refusal}`, { field: 'sink' });
-    await this.#wal.append(recordType.queue, encodeQueueRecord(name, config));
+    await this.#log.append(recordType.queue, encodeQueueRecord(name, config));
     this.#queueConfigs.set(name, config);
     this.#queueIndex(name);
     return config;
@@ -985,7 +990,7 @@ export class Engine {
     this.#reservedBytes += bytes;
     let seq: number;
     try {
-      seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded], appendOptions);
+      seq = await this.#log.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded], appendOptions);
       this.#insert(batch, seq, plan);
     } finally {
       this.#reservedRows -= newRows;
@@ -1020,7 +1025,7 @@ export class Engine {
     // disk, not in memory, so its cancel names its fire time (replay finds it either way).
     const spilling = this.#spilling?.[slot] === 1;
     const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, this.#store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
-    const outcome = this.#wal.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
+    const outcome = this.#log.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
       () => {
         this.#finishCancelled(slot, expiresAtMs);
         return 'cancelled' as const;
@@ -1138,7 +1143,7 @@ export class Engine {
     outcome.statuses[0] = this.#store.lastStatus[slot] as number;
     outcome.attempts[0] = 0;
     outcome.retryAtMs[0] = this.#clock.now();
-    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
+    const appended = this.#log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
     // No other claim holds the slot: none did above, and nothing has awaited since.
     const ticket = this.#settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
     if (ticket < 0) assert.fail('a redrive of a timer whose outcome is being logged');
@@ -1153,7 +1158,7 @@ export class Engine {
 
   async close(): Promise<void> {
     await this.#spillWork;
-    await this.#wal.close();
+    await this.#log.close();
     this.#store.close();
   }
 
@@ -1327,7 +1332,7 @@ export class Engine {
     // Between macrotasks every durable record has been applied and no later one has: the
     // store is exactly the log up to its last durable sequence.
     await nextTurn();
-    const coveredSeq = this.#wal.lastSeq;
+    const coveredSeq = this.#log.lastSeq;
     const watermarkMs = Math.min(requestedMs, this.#spill.watermarkMs);
     // The fence first: from now on nothing due at or past the watermark is handed out.
     this.#spill.lowerWatermark(watermarkMs);
@@ -1415,9 +1420,8 @@ export class Engine {
     const arena = this.#store.arena;
     if (arena.bytesLive < arena.bytesReserved * memoryLimits.arenaLiveShareMin) this.#store.compact();
     this.#checkpointSeq = coveredSeq;
-    // A quiet log's last segment is wholly covered too: sealed, it goes with the others.
-    await this.#wal.sealCovered(coveredSeq);
-    const segmentsDeleted = await this.#wal.deleteCoveredSegments(coveredSeq);
+    // What the checkpoint covers leaves the log (a quiet WAL's last segment too: sealed, it goes with the others).
+    const segmentsDeleted = await this.#log.truncateCovered(coveredSeq);
     failpoint('checkpoint.segments-deleted');
     // A lookup or a cancel may still be reading a run this checkpoint merged away: it finishes first.
     await this.#spill.earlierReadsSettled();
@@ -1637,7 +1641,7 @@ export class Engine {
     if (!this.#store.canAllocate(this.#reservedRows + rows)) {
       throw new FermataError(errorCodes.capacityFull, `promoting ${rows} spilled timers would overfill the resident store (${this.#store.count} timers)`, { rows });
     }
-    if (log) await this.#wal.append(recordType.promote, encodePromote(toMs), settlingWork);
+    if (log) await this.#log.append(recordType.promote, encodePromote(toMs), settlingWork);
     // No await from here: the buckets go in and the watermark moves in one step.
     let promoted = 0;
     for (const bucket of buckets) {
@@ -1726,7 +1730,7 @@ export class Engine {
     this.#spill.tombstone(seq, row, fireAtMs);
     const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
     try {
-      await this.#wal.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
+      await this.#log.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
     } catch (err) {
       this.#spill.untombstone(seq, row);
       throw err;

@@ -146,7 +146,7 @@ export class MemoryLoader {
     const far = await this.#farSpill(now, neededMs);
     if (far !== undefined) return { ...step, ...(await this.#spill(far.watermarkMs, true)) };
     // 4. Keep the log bounded, without rewriting the resident timers more often than the log grows by as much.
-    if (engine.log.bytes > Math.max(this.#limits.checkpointWalBytes, engine.residentBytes() * this.#limits.checkpointWalPerResidentByte)) {
+    if (engine.log.bytesToReplay > Math.max(this.#limits.checkpointWalBytes, engine.residentBytes() * this.#limits.checkpointWalPerResidentByte)) {
       await engine.checkpoint();
       step.checkpointed = true;
     }

@@ -341,6 +341,21 @@ export class Wal implements DurableLog {
     return bytes;
   }
 
+  /** Every segment is read again at open, covered records and all. */
+  get bytesToReplay(): number {
+    return this.bytes;
+  }
+
+  /** The active segment is sealed when the checkpoint covers all of it, then every wholly covered segment goes. */
+  async truncateCovered(coveredSeq: number): Promise<number> {
+    await this.sealCovered(coveredSeq);
+    return this.deleteCoveredSegments(coveredSeq);
+  }
+
+  describe(): Readonly<Record<string, string | number>> {
+    return { dir: this.dir, segments: this.#segments.length };
+  }
+
   /** Commits what is queued, stops taking appends, releases the directory. */
   async close(): Promise<void> {
     if (this.#closed) return;

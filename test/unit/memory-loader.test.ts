@@ -210,16 +210,16 @@ test('the log is checkpointed once it outgrows both checkpointWalBytes and the r
   const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
   const checkpointWalBytes = 64 * 1024;
   await engine.admit(batchFromSpecs(Array.from({ length: 2000 }, (_, i) => ({ fireAtMs: t0 + 2 * hour + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
-  const logged = engine.log.bytes;
+  const logged = engine.log.bytesToReplay;
   const resident = engine.residentBytes();
   assert.ok(logged > checkpointWalBytes && logged < resident && logged > resident / 2, `log ${logged} B, resident ${resident} B`);
   const loader = new MemoryLoader(engine, { budget, clock, limits: { checkpointWalBytes } });
   assert.equal((await loader.step()).checkpointed, undefined, 'a checkpoint now would rewrite more than was logged');
-  assert.equal(engine.log.bytes, logged);
+  assert.equal(engine.log.bytesToReplay, logged);
   // Counting half a byte of log per resident byte, the log is the larger: it is checkpointed.
   const halved = new MemoryLoader(engine, { budget, clock, limits: { checkpointWalBytes, checkpointWalPerResidentByte: 0.5 } });
   assert.equal((await halved.step()).checkpointed, true);
-  assert.ok(engine.log.bytes < checkpointWalBytes, 'the covered segments are gone');
+  assert.ok(engine.log.bytesToReplay < checkpointWalBytes, 'the covered segments are gone');
   await engine.close();
 });
 
