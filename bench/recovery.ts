@@ -23,7 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../engine/engine.ts';
-import { MemoryLoader } from '../engine/memory-loader.ts';
+import { MemoryLoader } from '../engine/spill/memory-loader.ts';
 import { emptyOutcomes, outcomeKind } from '../engine/records.ts';
 import { fermataBin, residentBytes, startListeningChild } from './fermata-child.ts';
 import { directoryBytes, fillDataDir, fullMemoryTiming, type MemoryTiming, quickMemoryTiming, type ReopenResult, runMemoryChild } from './memory.ts';

@@ -30,7 +30,7 @@ import { TargetGuard } from '../dispatch/target-guard.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from './dispatch-config.ts';
 import { httpLimits, memoryLimits, readinessLimits, serviceLimits } from '../engine/limits.ts';
 import { memoryBudget, residentSlotsFor } from '../engine/memory-budget.ts';
-import { MemoryLoader } from '../engine/memory-loader.ts';
+import { MemoryLoader } from '../engine/spill/memory-loader.ts';
 import { isLoopbackHost, listenRefusal, tokenLengthMin } from '../ingest/http/bearer-auth.ts';
 import { DiskSpaceCheck } from '../ingest/http/disk-space.ts';
 import { createHttpServer, type HttpServer } from '../ingest/http/server.ts';

@@ -64,7 +64,7 @@ import { runOrder } from './spill/run-order.ts';
 import { RunWriter, type RunWriteOptions } from './spill/run-writer.ts';
 import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
 import type { StoreSnapshot } from './store/store-snapshot.ts';
-import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spilled-timers.ts';
+import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spill/spilled-timers.ts';
 import { localLog } from './wal/local-log.ts';
 import type { WalLogger } from './wal/wal.ts';
 

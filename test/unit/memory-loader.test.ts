@@ -10,7 +10,7 @@ import { type Clock, Engine } from '../../engine/engine.ts';
 import { memoryLimits, storeLimits } from '../../engine/limits.ts';
 import { cgroupMemoryLimit, memoryBudget, residentSlotsFor } from '../../engine/memory-budget.ts';
 import { columnsBytes, residentCapacityLimit } from '../../engine/store/resident-store.ts';
-import { MemoryLoader } from '../../engine/memory-loader.ts';
+import { MemoryLoader } from '../../engine/spill/memory-loader.ts';
 import { outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { testScratch } from '../helpers/scratch.ts';

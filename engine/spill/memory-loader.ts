@@ -20,9 +20,9 @@
 // 4. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
 //    bytes (what a checkpoint rewrites), a checkpoint that keeps W, so the log's covered
 //    segments go and the tail admitted past W leaves memory.
-import type { Clock, Engine } from './engine.ts';
-import { memoryLimits, type MemoryLimits } from './limits.ts';
-import type { MemoryBudget } from './memory-budget.ts';
+import type { Clock, Engine } from '../engine.ts';
+import { memoryLimits, type MemoryLimits } from '../limits.ts';
+import type { MemoryBudget } from '../memory-budget.ts';
 
 export interface LoaderLogger {
   info(details: object, message: string): void;
