@@ -22,10 +22,9 @@ import { bytesAt, stringBytesOf, type TimerBatch } from './batch/timer-batch.ts'
 import { validateBatch, validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
-import type { FileSystem } from './fs/file-system.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
-import { memoryLimits, type Retention, retentionDefaults, spillLimits, timerLimits, type TimerLimits } from './limits.ts';
+import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { AppendOptions, DurableLog } from './log.ts';
 import {
   addEncodingArrowStream,
@@ -48,13 +47,9 @@ import {
   recordType,
 } from './records.ts';
 import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
-import { ScratchArrays } from './scratch-arrays.ts';
 import { ResidentStore, timerState, type TimerStateCode } from './store/resident-store.ts';
-import { KeyClaims } from './store/key-claims.ts';
-import { SlotClaims } from './store/slot-claims.ts';
 import { KeyIndex, keyHash, keyHashIn, sameBytes } from './store/key-index.ts';
 import { SlotIndex } from './store/slot-index.ts';
-import { TimerHeap } from './store/timer-heap.ts';
 import { readManifest, removeUnreferenced, writeManifest, type Manifest } from './spill/manifest.ts';
 import { compactRuns } from './spill/compaction.ts';
 import { readRunKeys } from './spill/keys-file.ts';
@@ -65,27 +60,8 @@ import { RunWriter, type RunWriteOptions } from './spill/run-writer.ts';
 import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
 import type { StoreSnapshot } from './store/store-snapshot.ts';
 import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spill/spilled-timers.ts';
-import {
-  type Admitted,
-  type CancelOutcome,
-  type CheckpointReport,
-  type Clock,
-  type DeadReasonName,
-  type DeadTimer,
-  type DueSlice,
-  type EngineOptions,
-  type QueueRoom,
-  type RedriveOutcome,
-  type ShrinkLimits,
-  type SpillStats,
-  systemClock,
-  type TakeAhead,
-  type TimerDelivery,
-  type TimerDeliveryRef,
-  type TimerStateName,
-  type TimerView,
-  type Withdraw,
-} from './types.ts';
+import { type Admitted, type CancelOutcome, type CheckpointReport, type DeadReasonName, type DeadTimer, type DueSlice, type EngineOptions, type QueueRoom, type RedriveOutcome, type SpillStats, systemClock, type TakeAhead, type TimerDelivery, type TimerDeliveryRef, type TimerStateName, type TimerView, type Withdraw } from './types.ts';
+import { EngineState, isFinished, type ReplaySizing } from './state.ts';
 import { localLog } from './wal/local-log.ts';
 
 // The public types live in types.ts; importers keep importing them from here.
@@ -95,20 +71,6 @@ export * from './types.ts';
 const replaySizingSampleShare = 32;
 /** …and sizes for that many rows over the whole log, times this. */
 const replaySizingMargin = 1.05;
-
-/** Open()'s progress through the log, for #reserveForReplay. */
-interface ReplaySizing {
-  /** What the log expects replay to read (LogReplay.expectBytes). */
-  logBytes: number;
-  /** Record bytes (in the log's unit) replayed so far. */
-  bytesSeen: number;
-  /** Timers (and keyed ones) replayed ADD records put in so far. */
-  rowsSeen: number;
-  keyedSeen: number;
-  /** Timers and keys in memory before the first record (the checkpoint's resident run). */
-  readonly slotsBefore: number;
-  readonly keysBefore: number;
-}
 
 const noBytes = new Uint8Array(0);
 
@@ -172,8 +134,6 @@ const residentBytesPerSlot = 100;
 const bucketTallyMax = 2 ** 20;
 /** spillableBytesByBucket() looks at this many slots a turn. */
 const spillTallySliceSlots = 2 ** 20;
-
-const isFinished = (state: number): boolean => state === timerState.delivered || state === timerState.dead || state === timerState.cancelled;
 
 /** An Admitted over the batch and its key plan: methods on a prototype, no closures per admit. */
 class AdmittedBatch implements Admitted {
@@ -262,104 +222,26 @@ function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): 
 }
 
 export class Engine {
-  #log!: DurableLog;
-  readonly #clock: Clock;
-  readonly #limits: TimerLimits;
-  readonly #retention: Retention;
-  readonly #shrinkLimits: ShrinkLimits;
-  /** Live timers by state code (index = timerState value). */
-  readonly #counts = new Float64Array(7);
-  readonly #store: ResidentStore;
-  /** Typed arrays for synchronous work that keeps none of them (scratch-arrays.ts). */
-  readonly #scratch = new ScratchArrays();
-  readonly #heap: TimerHeap;
-  /** Finished timers, by the expiry of their records (their dueAt). */
-  readonly #expiring: TimerHeap;
-  /** The latest expiry among released timers: an ADD decides its keys no earlier than this. */
-  #releasedExpiryMax = 0;
-  /** Timers whose OUTCOME record is being synced, by slot. */
-  readonly #settling = new SlotClaims();
-  #index: SlotIndex;
-  #keys: KeyIndex;
-  /**
-   * Key hashes of admits whose ADD record is not yet durable → settles when that admit is done.
-   * Two keys with one hash only make the later admit wait needlessly.
-   */
-  readonly #keysInFlight = new KeyClaims();
-  /** While open() replays the log: how far it is, to size the store for what is still to come. */
-  #replaySizing: ReplaySizing | undefined;
-  readonly #queueNames: string[] = [];
-  readonly #queueIndexOf = new Map<string, number>();
-  /** Configs set through setQueue(); other queues run with defaultQueueConfig. */
-  readonly #queueConfigs = new Map<string, QueueConfig>();
-  /** Rows admitted but not yet in the store: capacity promised to appends in flight. */
-  #reservedRows = 0;
-  /** Payload, header and key bytes of those rows: what the arena will take when they go in. */
-  #reservedBytes = 0;
-  /** Cancels whose CANCEL record is not yet durable, by slot. */
-  readonly #cancelling = new Map<number, Promise<CancelOutcome>>();
-  /** Told when a timer may have become the earliest due (the scheduler re-arms its timer). */
-  #onDueChanged: () => void = () => undefined;
-  /** Takes back a timer handed out for delivery but not sent yet (true: it will not be sent). */
-  #withdraw: Withdraw = () => false;
-  /**
-   * Due timers held back because their queue had no room, by queue index: store handles in
-   * the order they fell due. An entry counts only while its timer is still waiting, out of
-   * the heap and not being cancelled (see #takeParked); anything else is a stale entry, skipped.
-   */
-  readonly #parked: Array<{ handles: number[]; head: number }> = [];
-  #parkedCount = 0;
-  /** Why each dead timer died (dead timers are few; the OUTCOME record holds the reason). */
-  readonly #deadReasons = new Map<number, number>();
-
-  readonly #checkTarget: ((target: string) => string | undefined) | undefined;
-  readonly #admitGate: (() => FermataError | undefined) | undefined;
-
-  readonly #fs: FileSystem;
-  readonly #spillDir: string;
-  /** The timers on disk: runs, key hashes, tombstones and the watermark. */
-  readonly #spill: SpilledTimers;
-  /** The WAL sequence the last durable checkpoint covers (0: none yet). */
-  #checkpointSeq = 0;
-  #nextRunId = 1;
-  #memoryBudgetBytes: number | undefined;
-  /** Checkpoints and promotions run one at a time, in order. */
-  #spillWork: Promise<void> = Promise.resolve();
-  /**
-   * While a checkpoint is under way, 1 at each slot whose timer it copies into its spilled run,
-   * until that timer leaves the slot (evicted or released): a cancel of one is logged as
-   * CANCEL_SPILLED. Marked in the snapshot's pass over the slots; sorting the handles instead
-   * held that turn 150-190 ms longer at 4 million spilled timers.
-   */
-  #spilling: Uint8Array | undefined;
-  /**
-   * Rows of the spilled run just installed whose timers the eviction has not reached yet: the
-   * spill tier counts them already, and memory still does (or they are no longer pending).
-   */
-  #notYetEvicted = 0;
-  /** Rows put in the store since open, replayed or admitted, and outcomes applied: how busy the engine is, for the loader. */
-  #rowsInserted = 0;
-  #outcomesApplied = 0;
-  /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
-  readonly #cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
+  readonly #s: EngineState;
 
   private constructor(options: EngineOptions) {
-    this.#checkTarget = options.checkTarget;
-    this.#admitGate = options.admitGate;
-    this.#fs = options.fs ?? nodeFileSystem;
-    this.#spillDir = join(options.dataDir, 'spill');
-    this.#spill = new SpilledTimers(this.#fs, this.#spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs);
-    this.#clock = options.clock ?? systemClock;
-    this.#limits = { ...timerLimits, ...options.limits };
-    this.#retention = { ...retentionDefaults, ...options.retention };
+    const retention = { ...retentionDefaults, ...options.retention };
+    assert.ok(retention.finishedMs >= 1 && retention.deadMs >= 1, 'retention must be at least 1 ms');
     const { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs } = memoryLimits;
-    this.#shrinkLimits = { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs, ...options.shrinkLimits };
-    assert.ok(this.#retention.finishedMs >= 1 && this.#retention.deadMs >= 1, 'retention must be at least 1 ms');
-    this.#store = new ResidentStore(options.store);
-    this.#heap = new TimerHeap(this.#store);
-    this.#expiring = new TimerHeap(this.#store);
-    this.#index = new SlotIndex(this.#store);
-    this.#keys = new KeyIndex(this.#store);
+    const fs = options.fs ?? nodeFileSystem;
+    const spillDir = join(options.dataDir, 'spill');
+    this.#s = new EngineState({
+      clock: options.clock ?? systemClock,
+      limits: { ...timerLimits, ...options.limits },
+      retention,
+      shrinkLimits: { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs, ...options.shrinkLimits },
+      store: new ResidentStore(options.store),
+      fs,
+      spillDir,
+      spill: new SpilledTimers(fs, spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs),
+      checkTarget: options.checkTarget,
+      admitGate: options.admitGate,
+    });
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
@@ -367,15 +249,15 @@ export class Engine {
     // reads the segments for recovery, one pass over the log.
     const engine = new Engine(options);
     // Every timer the checkpoint and the log hold comes back, whatever this life's slot limit.
-    engine.#store.beginReplay();
-    const manifest = await readManifest(engine.#fs, engine.#spillDir);
+    engine.#s.store.beginReplay();
+    const manifest = await readManifest(engine.#s.fs, engine.#s.spillDir);
     if (manifest !== undefined) await engine.#restore(manifest);
-    const coveredSeq = engine.#checkpointSeq;
+    const coveredSeq = engine.#s.checkpointSeq;
     // What the checkpoint's resident run put in is there already; the log's records come on top.
-    const sizing: ReplaySizing = { logBytes: 0, bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: engine.#store.count, keysBefore: engine.#keys.size };
-    engine.#replaySizing = sizing;
+    const sizing: ReplaySizing = { logBytes: 0, bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: engine.#s.store.count, keysBefore: engine.#s.keys.size };
+    engine.#s.replaySizing = sizing;
     const openLog = options.openLog ?? localLog({ dir: join(options.dataDir, 'wal'), fs: options.fs, limits: options.walLimits, logger: options.logger });
-    engine.#log = await openLog({
+    engine.#s.log = await openLog({
       coveredSeq,
       replay: {
         expectBytes: (bytes) => {
@@ -389,31 +271,26 @@ export class Engine {
       },
       onPoisoned: options.onLogPoisoned,
     });
-    engine.#replaySizing = undefined;
-    engine.#store.endReplay();
+    engine.#s.replaySizing = undefined;
+    engine.#s.store.endReplay();
     // Slabs and columns made ahead for a log that turned out to hold less (cancels, outcomes) go.
-    engine.#store.dropPrefaulted();
+    engine.#s.store.dropPrefaulted();
     // Finished timers whose retention ended while the engine was down (or that the live engine
     // had swept before it stopped) go now, as the sweep would have released them.
-    engine.#releaseExpired(engine.#clock.now(), Infinity);
+    engine.#s.releaseExpired(engine.#s.clock.now(), Infinity);
     return engine;
   }
 
   /** Timers waiting to be delivered (pending or retrying). */
   get pending(): number {
-    return (this.#counts[timerState.pending] as number) + (this.#counts[timerState.retrying] as number) + this.#spilledPending();
-  }
-
-  /** Pending timers on disk, less those a checkpoint has put there but not yet evicted (still counted in memory). */
-  #spilledPending(): number {
-    return this.#spill.count - this.#notYetEvicted;
+    return (this.#s.counts[timerState.pending] as number) + (this.#s.counts[timerState.retrying] as number) + this.#s.spilledPending();
   }
 
   /** Live timers in each state (finished ones until their retention ends). */
   countsByState(): Record<TimerStateName, number> {
-    const counts = this.#counts;
+    const counts = this.#s.counts;
     return {
-      pending: (counts[timerState.pending] as number) + this.#spilledPending(),
+      pending: (counts[timerState.pending] as number) + this.#s.spilledPending(),
       delivering: counts[timerState.delivering] as number,
       retrying: counts[timerState.retrying] as number,
       delivered: counts[timerState.delivered] as number,
@@ -423,72 +300,72 @@ export class Engine {
   }
 
   get resident(): number {
-    return this.#store.count;
+    return this.#s.store.count;
   }
 
   /** Slots the store's columns hold now (they grow as timers come, up to residentMax). */
   get residentCapacity(): number {
-    return this.#store.capacity;
+    return this.#s.store.capacity;
   }
 
   /** Resident timers at most (the store's slots); past it adds are refused with CAPACITY_FULL. */
   get residentMax(): number {
-    return this.#store.capacityMax;
+    return this.#s.store.capacityMax;
   }
 
   /** Arena slabs that were made ahead (their pages mapped off the main thread) when the store opened them. */
   get slabsPrefaulted(): number {
-    return this.#store.arena.slabsPrefaulted;
+    return this.#s.store.arena.slabsPrefaulted;
   }
 
   /** Growths of the store's columns that took columns made ahead (their pages mapped off the main thread). */
   get columnGrowthsMadeAhead(): number {
-    return this.#store.columnGrowthsMadeAhead;
+    return this.#s.store.columnGrowthsMadeAhead;
   }
 
   /** Timers put in memory since open (replayed or admitted; never less): the loader reads ingest's pace from it. */
   get rowsInserted(): number {
-    return this.#rowsInserted;
+    return this.#s.rowsInserted;
   }
 
   /** Delivery outcomes applied since open (replayed or settled; never less): delivery's pace, for the loader. */
   get outcomesApplied(): number {
-    return this.#outcomesApplied;
+    return this.#s.outcomesApplied;
   }
 
   /** The log, for readiness (poisoned?) and counters. */
   get log(): DurableLog {
-    return this.#log;
+    return this.#s.log;
   }
 
   /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident before the watermark. */
   nextDeliveryDueMs(): number | undefined {
-    if (this.#parkedCount > 0) return this.#clock.now();
-    const due = this.#heap.peek();
+    if (this.#s.parkedCount > 0) return this.#s.clock.now();
+    const due = this.#s.heap.peek();
     if (due < 0) return undefined;
-    const dueAtMs = this.#store.dueAt[due] as number;
+    const dueAtMs = this.#s.store.dueAt[due] as number;
     // Past the watermark nothing is handed out until a promotion moves it (and says so).
-    return dueAtMs < this.#spill.watermarkMs ? dueAtMs : undefined;
+    return dueAtMs < this.#s.spill.watermarkMs ? dueAtMs : undefined;
   }
 
   /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
   nextDueMs(): number | undefined {
     const deliveryMs = this.nextDeliveryDueMs();
     // Held-back timers are due already: the scheduler keeps looking while any wait for room.
-    if (this.#parkedCount > 0) return deliveryMs;
-    const expiring = this.#expiring.peek();
+    if (this.#s.parkedCount > 0) return deliveryMs;
+    const expiring = this.#s.expiring.peek();
     if (expiring < 0) return deliveryMs;
-    const expiryMs = this.#store.dueAt[expiring] as number;
+    const expiryMs = this.#s.store.dueAt[expiring] as number;
     return deliveryMs === undefined ? expiryMs : Math.min(deliveryMs, expiryMs);
   }
 
   setDueChangedHook(hook: () => void): void {
-    this.#onDueChanged = hook;
+    this.#s.onDueChanged = hook;
   }
 
   /** How a cancel takes back a timer the dispatcher holds (taken ahead, or waiting its turn) but has not sent. */
   setWithdrawHook(hook: Withdraw): void {
-    this.#withdraw = hook;
+    this.#s.withdraw = hook;
   }
 
   /**
@@ -499,7 +376,7 @@ export class Engine {
    * so a slow or rate-limited queue never stands in front of another queue's timers.
    */
   takeDue(nowMs: number, max: number, queueRoom?: QueueRoom, ahead?: TakeAhead): DueSlice {
-    const store = this.#store;
+    const store = this.#s.store;
     const slice: SliceBuilder = {
       count: 0,
       seqs: new Float64Array(max),
@@ -510,21 +387,21 @@ export class Engine {
       queues: new Uint16Array(max),
     };
     // Finished timers whose retention ended are released on the way, up to a bound of their own.
-    this.#releaseExpired(nowMs, max * 4);
-    const room = queueRoom === undefined ? undefined : new Float64Array(this.#queueNames.length).fill(NaN);
+    this.#s.releaseExpired(nowMs, max * 4);
+    const room = queueRoom === undefined ? undefined : new Float64Array(this.#s.queueNames.length).fill(NaN);
     const roomOf = (queue: number): number => {
       if (room === undefined) return Infinity;
       if (Number.isNaN(room[queue])) room[queue] = Math.max(0, (queueRoom as QueueRoom)(queue));
       return room[queue] as number;
     };
-    if (this.#parkedCount > 0) this.#takeParked(slice, nowMs, max, roomOf, room);
+    if (this.#s.parkedCount > 0) this.#takeParked(slice, nowMs, max, roomOf, room);
     // Parking is bounded per call too, so one tick never walks a whole backlog; it is cheap
     // (a pop and a push), so the bound is generous and a blocked backlog clears in few ticks.
     // The watermark is a fence: a timer due at or past it waits for the loader to promote its
     // bucket (logged), so nothing fires whose spilled copy could still be promoted as pending.
-    const fenceMs = this.#spill.watermarkMs;
+    const fenceMs = this.#s.spill.watermarkMs;
     for (let parkedNow = 0; slice.count < max && parkedNow < max * 16; ) {
-      const slot = this.#heap.peek();
+      const slot = this.#s.heap.peek();
       if (slot < 0) break;
       const dueAtMs = store.dueAt[slot] as number;
       const queue = store.queueIndex[slot] as number;
@@ -532,7 +409,7 @@ export class Engine {
       // Not due yet: taken only ahead, for a queue whose timers may be and that has room (the
       // heap's order is kept, and nothing that is not due is held back).
       if (dueAtMs > nowMs && (ahead === undefined || dueAtMs > nowMs + ahead.ms || !ahead.queue(queue) || roomOf(queue) <= 0)) break;
-      this.#heap.pop();
+      this.#s.heap.pop();
       if (roomOf(queue) <= 0) {
         this.#park(queue, slot);
         parkedNow++;
@@ -555,21 +432,21 @@ export class Engine {
 
   /** Due timers held back for want of queue room (they are still pending or retrying). */
   get heldBack(): number {
-    return this.#parkedCount;
+    return this.#s.parkedCount;
   }
 
   /** The name of the queue with index `index` (DueSlice.queues). */
   queueNameAt(index: number): string {
-    const name = this.#queueNames[index];
+    const name = this.#s.queueNames[index];
     // A plain condition, assert only on failure: this runs once per timer handed out (a template message would be built every time).
     if (name === undefined) assert.fail(`no queue has index ${index}`);
     return name;
   }
 
   #handOut(slice: SliceBuilder, slot: number): void {
-    const store = this.#store;
+    const store = this.#s.store;
     const at = slice.count++;
-    this.#setState(slot, timerState.delivering);
+    this.#s.setState(slot, timerState.delivering);
     slice.seqs[at] = store.logSeq[slot] as number;
     slice.rows[at] = store.row[slot] as number;
     slice.attempts[at] = (store.attempts[slot] as number) + 1;
@@ -579,31 +456,31 @@ export class Engine {
   }
 
   #park(queue: number, slot: number): void {
-    let parked = this.#parked[queue];
+    let parked = this.#s.parked[queue];
     if (parked === undefined) {
       parked = { handles: [], head: 0 };
-      this.#parked[queue] = parked;
+      this.#s.parked[queue] = parked;
     }
-    parked.handles.push(this.#store.handleOf(slot));
-    this.#parkedCount++;
+    parked.handles.push(this.#s.store.handleOf(slot));
+    this.#s.parkedCount++;
   }
 
   /** Hands out held-back timers of queues that have room again, oldest first. */
   #takeParked(slice: SliceBuilder, nowMs: number, max: number, roomOf: (queue: number) => number, room: Float64Array | undefined): void {
-    const store = this.#store;
-    for (let queue = 0; queue < this.#parked.length && slice.count < max; queue++) {
-      const parked = this.#parked[queue];
+    const store = this.#s.store;
+    for (let queue = 0; queue < this.#s.parked.length && slice.count < max; queue++) {
+      const parked = this.#s.parked[queue];
       if (parked === undefined || parked.head === parked.handles.length) continue;
       while (parked.head < parked.handles.length && slice.count < max && roomOf(queue) > 0) {
         const slot = store.slotOf(parked.handles[parked.head] as number);
         parked.head++;
-        this.#parkedCount--;
+        this.#s.parkedCount--;
         // Stale: released, taken again after a retry, back in the heap after a failed cancel, or being cancelled.
         const state = slot < 0 ? -1 : (store.state[slot] as number);
-        if ((state !== timerState.pending && state !== timerState.retrying) || this.#heap.has(slot) || this.#cancelling.has(slot)) continue;
+        if ((state !== timerState.pending && state !== timerState.retrying) || this.#s.heap.has(slot) || this.#s.cancelling.has(slot)) continue;
         // The clock stepped back since it was held back: not due any more, so back to the heap (never early).
         if ((store.dueAt[slot] as number) > nowMs) {
-          this.#heap.push(slot);
+          this.#s.heap.push(slot);
           continue;
         }
         if (room !== undefined) room[queue] = (room[queue] as number) - 1;
@@ -624,9 +501,9 @@ export class Engine {
    * headers and key back to back in one view of the store's arena (copy to keep).
    */
   deliveryOf(seq: number, row: number): TimerDelivery | undefined {
-    const slot = this.#index.get(seq, row);
+    const slot = this.#s.index.get(seq, row);
     if (slot < 0) return undefined;
-    const store = this.#store;
+    const store = this.#s.store;
     return {
       target: store.targetOf(slot),
       bytes: store.arena.view(store.bytesRefOf(slot), store.bytesLengthOf(slot)),
@@ -641,9 +518,9 @@ export class Engine {
    * admit, settle or await (the arena reuses freed bytes). False when the timer is not resident.
    */
   deliveryInto(seq: number, row: number, into: TimerDeliveryRef): boolean {
-    const slot = this.#index.get(seq, row);
+    const slot = this.#s.index.get(seq, row);
     if (slot < 0) return false;
-    const store = this.#store;
+    const store = this.#s.store;
     const arena = store.arena;
     const length = store.bytesLengthOf(slot);
     const ref = store.bytesRefOf(slot);
@@ -668,16 +545,16 @@ export class Engine {
     // when this call is done; a slot claimed already, or twice here, is refused the same way.
     const count = outcomes.count;
     const slots = new Int32Array(count);
-    const store = this.#store;
+    const store = this.#s.store;
     for (let i = 0; i < count; i++) {
-      const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
+      const slot = this.#s.index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
       const kind = outcomes.kinds[i] as number;
       if (!(slot >= 0 && store.state[slot] === timerState.delivering)) assert.fail('an outcome for a timer that is not being delivered');
       if (!(kind >= outcomeKind.delivered && kind <= outcomeKind.dead)) assert.fail(`outcome kind ${kind}`);
       if (kind === outcomeKind.retry && !Number.isFinite(outcomes.retryAtMs[i])) assert.fail('a retry needs a finite time');
       slots[i] = slot;
     }
-    const settling = this.#settling;
+    const settling = this.#s.settling;
     const { promise: settled, resolve: release } = Promise.withResolvers<void>();
     const ticket = settling.claimUnique(slots, settled);
     if (ticket < 0) {
@@ -686,25 +563,25 @@ export class Engine {
     }
     try {
       // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
-      const now = this.#clock.now();
+      const now = this.#s.clock.now();
       for (let i = 0; i < count; i++) {
         const kind = outcomes.kinds[i];
-        if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#retention.finishedMs;
-        else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#retention.deadMs;
+        if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#s.retention.finishedMs;
+        else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#s.retention.deadMs;
       }
       failpoint('delivery.outcome-before-append');
       try {
-        await this.#log.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
+        await this.#s.log.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
       } catch (err) {
         // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
         // would re-send what was delivered); recovery finds them pending and delivers them again.
-        if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.logFenced) || isFermataError(err, errorCodes.walClosed) || this.#log.poisoned !== undefined) throw err;
+        if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.logFenced) || isFermataError(err, errorCodes.walClosed) || this.#s.log.poisoned !== undefined) throw err;
         // Not logged for another reason: the timers go back to waiting, to be delivered again.
         for (const slot of slots) {
-          this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
-          this.#heap.push(slot);
+          this.#s.setState(slot, (this.#s.store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
+          this.#s.heap.push(slot);
         }
-        this.#onDueChanged();
+        this.#s.onDueChanged();
         throw err;
       }
     } finally {
@@ -717,47 +594,47 @@ export class Engine {
 
   /** `slots[i]`, when known, is outcome i's slot (else looked up; a timer not resident is skipped, as in replay). */
   #applyOutcomes(outcomes: Outcomes, slots?: Int32Array): void {
-    const store = this.#store;
-    this.#outcomesApplied += outcomes.count;
+    const store = this.#s.store;
+    this.#s.outcomesApplied += outcomes.count;
     for (let i = 0; i < outcomes.count; i++) {
-      const slot = slots === undefined ? this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number) : (slots[i] as number);
+      const slot = slots === undefined ? this.#s.index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number) : (slots[i] as number);
       if (slot < 0) continue;
       // A redrive is a retry outcome for a dead timer, which sits in the expiry heap.
-      if (!this.#heap.remove(slot)) this.#expiring.remove(slot);
-      if (this.#deadReasons.size > 0) this.#deadReasons.delete(slot);
+      if (!this.#s.heap.remove(slot)) this.#s.expiring.remove(slot);
+      if (this.#s.deadReasons.size > 0) this.#s.deadReasons.delete(slot);
       const attempts = Math.min(outcomes.attempts[i] as number, 0xffff);
       store.setAttempts(slot, attempts);
       store.setLastStatus(slot, outcomes.statuses[i] as number);
       const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.dead) this.#deadReasons.set(slot, outcomes.reasons[i] as number);
+      if (kind === outcomeKind.dead) this.#s.deadReasons.set(slot, outcomes.reasons[i] as number);
       const state = kind === outcomeKind.delivered ? timerState.delivered : kind === outcomeKind.dead ? timerState.dead : attempts > 0 ? timerState.retrying : timerState.pending;
-      this.#setState(slot, state);
+      this.#s.setState(slot, state);
       // A retry's time, or a finished timer's expiry: either way, when its heap hands it back.
       store.setDueAt(slot, outcomes.retryAtMs[i] as number);
-      (kind === outcomeKind.retry ? this.#heap : this.#expiring).push(slot);
+      (kind === outcomeKind.retry ? this.#s.heap : this.#s.expiring).push(slot);
     }
-    this.#onDueChanged();
+    this.#s.onDueChanged();
   }
 
   /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
   async setQueue(name: string, input: unknown): Promise<QueueConfig> {
     validateQueueName(name);
     const config = parseQueueConfig(input);
-    const refusal = config.sink === null ? undefined : this.#checkTarget?.(config.sink);
+    const refusal = config.sink === null ? undefined : this.#s.checkTarget?.(config.sink);
     if (refusal !== undefined) throw new FermataError(errorCodes.targetRefused, `sink: ${refusal}`, { field: 'sink' });
-    await this.#log.append(recordType.queue, encodeQueueRecord(name, config));
-    this.#queueConfigs.set(name, config);
-    this.#queueIndex(name);
+    await this.#s.log.append(recordType.queue, encodeQueueRecord(name, config));
+    this.#s.queueConfigs.set(name, config);
+    this.#s.queueIndex(name);
     return config;
   }
 
   queueConfig(name: string): QueueConfig {
-    return this.#queueConfigs.get(name) ?? defaultQueueConfig;
+    return this.#s.queueConfigs.get(name) ?? defaultQueueConfig;
   }
 
   /** Every queue that was configured or has held a timer, with its config, by name. */
   queues(): Array<{ name: string; config: QueueConfig }> {
-    return [...this.#queueNames].sort().map((name) => ({ name, config: this.queueConfig(name) }));
+    return [...this.#s.queueNames].sort().map((name) => ({ name, config: this.queueConfig(name) }));
   }
 
   /**
@@ -766,8 +643,8 @@ export class Engine {
    * (AppendOptions.startNow; the admit coalescer's full records).
    */
   async admit(batch: TimerBatch, options?: { readonly startNow?: boolean }): Promise<Admitted> {
-    const acceptedAtMs = this.#clock.now();
-    validateBatch(batch, this.#limits, acceptedAtMs);
+    const acceptedAtMs = this.#s.clock.now();
+    validateBatch(batch, this.#s.limits, acceptedAtMs);
     this.#checkTargets(batch);
     return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs, options?.startNow === true ? startNow : undefined);
   }
@@ -777,15 +654,15 @@ export class Engine {
    * TARGET_REFUSED. The admit coalescer checks each timer alone with it before merging.
    */
   validate(batch: TimerBatch): void {
-    validateBatch(batch, this.#limits, this.#clock.now());
+    validateBatch(batch, this.#s.limits, this.#s.clock.now());
     this.#checkTargets(batch);
   }
 
   /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
   async admitArrow(ipc: Uint8Array): Promise<Admitted> {
-    const acceptedAtMs = this.#clock.now();
-    const batch = batchFromArrow(ipc, acceptedAtMs, this.#limits.rowsPerBatchMax);
-    validateBatch(batch, this.#limits, acceptedAtMs);
+    const acceptedAtMs = this.#s.clock.now();
+    const batch = batchFromArrow(ipc, acceptedAtMs, this.#s.limits.rowsPerBatchMax);
+    validateBatch(batch, this.#s.limits, acceptedAtMs);
     this.#checkTargets(batch);
     return this.#admit(batch, addEncodingArrowStream, [ipc], acceptedAtMs);
   }
@@ -799,14 +676,14 @@ export class Engine {
     // A batch that would grow the store's columns while the columns for that growth are still
     // being made ahead waits for them, rather than have the growth fault their pages on the main
     // thread (ResidentStore.columnsAheadPending); the gate is asked once it goes on.
-    const columnsMade = this.#store.columnsAheadPending(this.#reservedRows + batch.rows);
+    const columnsMade = this.#s.store.columnsAheadPending(this.#s.reservedRows + batch.rows);
     if (columnsMade !== undefined) await columnsMade;
-    const refusal = this.#admitGate?.();
+    const refusal = this.#s.admitGate?.();
     if (refusal !== undefined) throw refusal;
-    let decidedAtMs = this.#decisionTime();
+    let decidedAtMs = this.#s.decisionTime();
     // Replay releases what had expired by the decision time before it plans this ADD: so does
     // the live engine, or a clock stepping back afterwards would leave the two disagreeing.
-    this.#releaseExpired(decidedAtMs, Infinity);
+    this.#s.releaseExpired(decidedAtMs, Infinity);
     const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
     let plan = this.#planKeys(batch, decidedAtMs, spilledAnswers);
     while (plan !== undefined && plan.waitFor.length > 0) {
@@ -814,35 +691,35 @@ export class Engine {
       // (a failing or damaged disk) fails this admit, or asking again would loop on it.
       const waited = await Promise.allSettled(plan.waitFor);
       for (const result of waited) if (result.status === 'rejected') throw result.reason;
-      decidedAtMs = this.#decisionTime();
-      this.#releaseExpired(decidedAtMs, Infinity);
+      decidedAtMs = this.#s.decisionTime();
+      this.#s.releaseExpired(decidedAtMs, Infinity);
       plan = this.#planKeys(batch, decidedAtMs, spilledAnswers);
     }
     const newRows = batch.rows - (plan?.duplicates ?? 0);
-    if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
-      throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: newRows });
+    if (!this.#s.store.canAllocate(this.#s.reservedRows + newRows)) {
+      throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#s.store.count} timers)`, { rows: newRows });
     }
     // Slabs this batch and the admits still in flight will need beyond the arena's current one
     // (asked for together: one admit at a time, each fits the room the others will take), and the
     // next columns when the rows on their way near the capacity, are made while the record syncs
     // (asked for before anything is claimed or reserved: nothing to undo if it throws).
     const bytes = stringBytesOf(batch);
-    this.#store.arena.prefaultFor(this.#reservedBytes + bytes);
-    this.#store.prefaultColumnsFor(this.#reservedRows + newRows);
+    this.#s.store.arena.prefaultFor(this.#s.reservedBytes + bytes);
+    this.#s.store.prefaultColumnsFor(this.#s.reservedRows + newRows);
     // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
     const introduced = plan?.introduced ?? [];
     const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
-    const claim = settled === undefined ? -1 : this.#keysInFlight.claim(introduced, settled.promise);
-    this.#reservedRows += newRows;
-    this.#reservedBytes += bytes;
+    const claim = settled === undefined ? -1 : this.#s.keysInFlight.claim(introduced, settled.promise);
+    this.#s.reservedRows += newRows;
+    this.#s.reservedBytes += bytes;
     let seq: number;
     try {
-      seq = await this.#log.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded], appendOptions);
+      seq = await this.#s.log.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded], appendOptions);
       this.#insert(batch, seq, plan);
     } finally {
-      this.#reservedRows -= newRows;
-      this.#reservedBytes -= bytes;
-      if (settled !== undefined) this.#keysInFlight.release(claim, introduced);
+      this.#s.reservedRows -= newRows;
+      this.#s.reservedBytes -= bytes;
+      if (settled !== undefined) this.#s.keysInFlight.release(claim, introduced);
       settled?.resolve();
     }
     return admittedOf(batch, seq, plan);
@@ -850,51 +727,51 @@ export class Engine {
 
   /** Cancels a timer; resolves once the cancel is durable. */
   cancel(id: string): Promise<CancelOutcome> {
-    const slot = this.#slotOfId(id);
+    const slot = this.#s.slotOfId(id);
     if (slot < 0) {
       const parts = decodeTimerId(id);
       // Not in memory, but its fire time is past the watermark: it may be on disk.
-      return parts !== undefined && parts.fireAtMs >= this.#spill.watermarkMs ? this.#cancelSpilled(id, parts.seq, parts.row, parts.fireAtMs) : Promise.resolve('not-found');
+      return parts !== undefined && parts.fireAtMs >= this.#s.spill.watermarkMs ? this.#cancelSpilled(id, parts.seq, parts.row, parts.fireAtMs) : Promise.resolve('not-found');
     }
-    const inFlight = this.#cancelling.get(slot);
+    const inFlight = this.#s.cancelling.get(slot);
     if (inFlight !== undefined) return inFlight;
-    const state = this.#store.state[slot] as TimerStateCode;
+    const state = this.#s.store.state[slot] as TimerStateCode;
     if (state === timerState.cancelled) return Promise.resolve('cancelled');
-    const seq = this.#store.logSeq[slot] as number;
-    const row = this.#store.row[slot] as number;
+    const seq = this.#s.store.logSeq[slot] as number;
+    const row = this.#s.store.row[slot] as number;
     // Handed out but not sent yet: the dispatcher gives it back, or it has started (too late).
-    const withdrawn = state === timerState.delivering && this.#withdraw(seq, row);
+    const withdrawn = state === timerState.delivering && this.#s.withdraw(seq, row);
     if (state !== timerState.pending && state !== timerState.retrying && !withdrawn) return Promise.resolve('too-late');
     // Out of the heap now, so the timer cannot fire while its CANCEL record is being synced.
-    this.#heap.remove(slot);
-    const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
+    this.#s.heap.remove(slot);
+    const expiresAtMs = this.#s.clock.now() + this.#s.retention.finishedMs;
     // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
     // disk, not in memory, so its cancel names its fire time (replay finds it either way).
-    const spilling = this.#spilling?.[slot] === 1;
-    const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, this.#store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
-    const outcome = this.#log.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
+    const spilling = this.#s.spilling?.[slot] === 1;
+    const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, this.#s.store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
+    const outcome = this.#s.log.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
       () => {
-        this.#finishCancelled(slot, expiresAtMs);
+        this.#s.finishCancelled(slot, expiresAtMs);
         return 'cancelled' as const;
       },
       (err: unknown) => {
         // Not cancelled: back to waiting (a withdrawn timer too, from "delivering").
-        if (withdrawn) this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
-        this.#heap.push(slot);
-        this.#onDueChanged();
+        if (withdrawn) this.#s.setState(slot, (this.#s.store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
+        this.#s.heap.push(slot);
+        this.#s.onDueChanged();
         throw err;
       },
     );
-    this.#cancelling.set(slot, outcome);
-    const forget = (): void => void this.#cancelling.delete(slot);
+    this.#s.cancelling.set(slot, outcome);
+    const forget = (): void => void this.#s.cancelling.delete(slot);
     outcome.then(forget, forget);
     return outcome;
   }
 
   get(id: string): TimerView | undefined {
-    const slot = this.#slotOfId(id);
+    const slot = this.#s.slotOfId(id);
     if (slot < 0) return undefined;
-    const store = this.#store;
+    const store = this.#s.store;
     const status = store.lastStatus[slot] as number;
     return {
       id,
@@ -902,7 +779,7 @@ export class Engine {
       fireAtMs: store.fireAt[slot] as number,
       dueAtMs: store.dueAt[slot] as number,
       attempts: store.attempts[slot] as number,
-      queue: this.#queueNames[store.queueIndex[slot] as number] as string,
+      queue: this.#s.queueNames[store.queueIndex[slot] as number] as string,
       target: store.targetOf(slot),
       key: store.keyLengthOf(slot) === 0 ? null : utf8.decode(store.keyOf(slot)),
       lastStatus: status === 0 ? null : status,
@@ -914,8 +791,8 @@ export class Engine {
     const resident = this.get(id);
     if (resident !== undefined) return resident;
     const parts = decodeTimerId(id);
-    if (parts === undefined || parts.fireAtMs < this.#spill.watermarkMs) return undefined;
-    const found = await this.#spill.find(parts.seq, parts.row, parts.fireAtMs);
+    if (parts === undefined || parts.fireAtMs < this.#s.spill.watermarkMs) return undefined;
+    const found = await this.#s.spill.find(parts.seq, parts.row, parts.fireAtMs);
     // Promoted while the bucket was read: it is in memory now.
     if (found === undefined) return this.get(id);
     const { rows, index } = found;
@@ -935,19 +812,19 @@ export class Engine {
 
   /** The payload of a resident timer (a view: copy it to keep it). */
   payloadOf(id: string): Uint8Array | undefined {
-    const slot = this.#slotOfId(id);
-    return slot < 0 ? undefined : this.#store.payloadOf(slot);
+    const slot = this.#s.slotOfId(id);
+    return slot < 0 ? undefined : this.#s.store.payloadOf(slot);
   }
 
   /**
    * Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only.
    */
   listDead(limit: number, queue?: string): DeadTimer[] {
-    const store = this.#store;
-    const queueIndex = queue === undefined ? -1 : (this.#queueIndexOf.get(queue) ?? -2);
+    const store = this.#s.store;
+    const queueIndex = queue === undefined ? -1 : (this.#s.queueIndexOf.get(queue) ?? -2);
     if (queueIndex === -2) return [];
     const slots: number[] = [];
-    for (const slot of this.#deadReasons.keys()) {
+    for (const slot of this.#s.deadReasons.keys()) {
       if (queueIndex < 0 || store.queueIndex[slot] === queueIndex) slots.push(slot);
     }
     const logOrder = (a: number, b: number): number => (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
@@ -958,12 +835,12 @@ export class Engine {
         const status = store.lastStatus[slot] as number;
         return {
           id: encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
-          queue: this.#queueNames[store.queueIndex[slot] as number] as string,
+          queue: this.#s.queueNames[store.queueIndex[slot] as number] as string,
           target: store.targetOf(slot),
           fireAtMs: store.fireAt[slot] as number,
           attempts: store.attempts[slot] as number,
           lastStatus: status === 0 ? null : status,
-          reason: deadReasonNames[this.#deadReasons.get(slot) as number] ?? 'unknown',
+          reason: deadReasonNames[this.#s.deadReasons.get(slot) as number] ?? 'unknown',
         };
       });
   }
@@ -973,40 +850,40 @@ export class Engine {
    * gets its queue's full max_attempts once more. Durable before it resolves.
    */
   async redrive(id: string): Promise<RedriveOutcome> {
-    const slot = this.#slotOfId(id);
+    const slot = this.#s.slotOfId(id);
     if (slot < 0) return 'not-found';
-    const inFlight = this.#settling.get(slot);
+    const inFlight = this.#s.settling.get(slot);
     if (inFlight !== undefined) {
       // An outcome or another redrive of this timer is being logged: decide once it is.
       await inFlight;
       return this.redrive(id);
     }
-    if (this.#store.state[slot] !== timerState.dead) return 'not-dead';
+    if (this.#s.store.state[slot] !== timerState.dead) return 'not-dead';
     const outcome = emptyOutcomes(1);
     outcome.count = 1;
-    outcome.seqs[0] = this.#store.logSeq[slot] as number;
-    outcome.rows[0] = this.#store.row[slot] as number;
+    outcome.seqs[0] = this.#s.store.logSeq[slot] as number;
+    outcome.rows[0] = this.#s.store.row[slot] as number;
     outcome.kinds[0] = outcomeKind.retry;
-    outcome.statuses[0] = this.#store.lastStatus[slot] as number;
+    outcome.statuses[0] = this.#s.store.lastStatus[slot] as number;
     outcome.attempts[0] = 0;
-    outcome.retryAtMs[0] = this.#clock.now();
-    const appended = this.#log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
+    outcome.retryAtMs[0] = this.#s.clock.now();
+    const appended = this.#s.log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
     // No other claim holds the slot: none did above, and nothing has awaited since.
-    const ticket = this.#settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
+    const ticket = this.#s.settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
     if (ticket < 0) assert.fail('a redrive of a timer whose outcome is being logged');
     try {
       await appended;
     } finally {
-      this.#settling.release(ticket);
+      this.#s.settling.release(ticket);
     }
     this.#applyOutcomes(outcome);
     return 'redriven';
   }
 
   async close(): Promise<void> {
-    await this.#spillWork;
-    await this.#log.close();
-    this.#store.close();
+    await this.#s.spillWork;
+    await this.#s.log.close();
+    this.#s.store.close();
   }
 
   // ---- the spill tier (docs/format/spill.md) ----
@@ -1014,26 +891,26 @@ export class Engine {
   /** The spill tier's figures. */
   spillStats(): SpillStats {
     return {
-      watermarkMs: this.#spill.watermarkMs,
-      spilled: this.#spilledPending(),
-      runs: this.#spill.runs.length,
-      tombstones: this.#spill.tombstoneCount,
-      metadataBytes: this.#spill.bytesUsed,
+      watermarkMs: this.#s.spill.watermarkMs,
+      spilled: this.#s.spilledPending(),
+      runs: this.#s.spill.runs.length,
+      tombstones: this.#s.spill.tombstoneCount,
+      metadataBytes: this.#s.spill.bytesUsed,
       residentBytes: this.residentBytes(),
-      residentReservedBytes: this.#store.bytesUsed(),
-      budgetBytes: this.#memoryBudgetBytes,
-      checkpointSeq: this.#checkpointSeq,
+      residentReservedBytes: this.#s.store.bytesUsed(),
+      budgetBytes: this.#s.memoryBudgetBytes,
+      checkpointSeq: this.#s.checkpointSeq,
     };
   }
 
   /** Told by the memory loader, for stats. */
   setMemoryBudget(bytes: number): void {
-    this.#memoryBudgetBytes = bytes;
+    this.#s.memoryBudgetBytes = bytes;
   }
 
   /** Live bytes of resident timers: their share of the columns and indexes, and their bytes in the arena. */
   residentBytes(): number {
-    return this.#store.count * residentBytesPerSlot + this.#store.arena.bytesLive;
+    return this.#s.store.count * residentBytesPerSlot + this.#s.store.arena.bytesLive;
   }
 
   /**
@@ -1041,8 +918,8 @@ export class Engine {
    * the bucket they are due in: what the loader weighs to choose a watermark.
    */
   async spillableBytesByBucket(): Promise<Map<number, number>> {
-    const store = this.#store;
-    const width = this.#spill.bucketWidthMs;
+    const store = this.#s.store;
+    const width = this.#s.spill.bucketWidthMs;
     // Tallied by bucket number in a typed array, not a Map updated per timer, and over several
     // turns: the loader asks with up to 2^24 timers resident (1.3 s in one turn at 12.6 million
     // timers with a Map, 0.3 s without). An estimate: timers added or gone meanwhile may or may
@@ -1067,7 +944,7 @@ export class Engine {
       await nextTurn();
       const { state, attempts, dueAt, fireAt } = store;
       for (let slot = from, end = Math.min(store.capacity, from + spillTallySliceSlots); slot < end; slot++) {
-        if (state[slot] !== timerState.pending || attempts[slot] !== 0 || dueAt[slot] !== fireAt[slot] || !this.#heap.has(slot)) continue;
+        if (state[slot] !== timerState.pending || attempts[slot] !== 0 || dueAt[slot] !== fireAt[slot] || !this.#s.heap.has(slot)) continue;
         const bucket = Math.floor((dueAt[slot] as number) / width);
         const bytes = residentBytesPerSlot + store.bytesLengthOf(slot);
         // A timer added after the first pass may lie outside it: the Map takes it.
@@ -1081,7 +958,7 @@ export class Engine {
   }
 
   get bucketWidthMs(): number {
-    return this.#spill.bucketWidthMs;
+    return this.#s.spill.bucketWidthMs;
   }
 
   /**
@@ -1096,8 +973,8 @@ export class Engine {
       try {
         report = await this.#checkpoint(watermarkMs);
       } finally {
-        this.#spilling = undefined;
-        this.#notYetEvicted = 0;
+        this.#s.spilling = undefined;
+        this.#s.notYetEvicted = 0;
       }
       return { ...report, residentShrunkTo: this.#shrinkResident() };
     });
@@ -1114,30 +991,30 @@ export class Engine {
    * when nothing moved.
    */
   #shrinkResident(): number | undefined {
-    const store = this.#store;
-    const limits = this.#shrinkLimits;
+    const store = this.#s.store;
+    const limits = this.#s.shrinkLimits;
     const capacity = store.shrinkCapacity(limits.residentShrinkShare);
-    if (capacity === undefined || this.#settling.size > 0 || this.#cancelling.size > 0) return undefined;
+    if (capacity === undefined || this.#s.settling.size > 0 || this.#s.cancelling.size > 0) return undefined;
     // Large columns take a while to go over: not while a delivery falls due.
     const dueMs = this.nextDeliveryDueMs();
-    if (store.capacity > limits.residentShrinkBusySlots && dueMs !== undefined && dueMs < this.#clock.now() + limits.residentShrinkDueClearMs) return undefined;
+    if (store.capacity > limits.residentShrinkBusySlots && dueMs !== undefined && dueMs < this.#s.clock.now() + limits.residentShrinkDueClearMs) return undefined;
     // Held-back timers are kept by handle, which the move makes stale: by slot across it.
-    const parkedSlots = this.#parked.map((parked) => (parked === undefined ? undefined : parked.handles.slice(parked.head).map((handle) => store.slotOf(handle))));
+    const parkedSlots = this.#s.parked.map((parked) => (parked === undefined ? undefined : parked.handles.slice(parked.head).map((handle) => store.slotOf(handle))));
     const moves = store.shrink(capacity);
     if (moves === undefined) return undefined;
     const movedOf = (slot: number): number => (slot >= 0 && slot < moves.length ? (moves[slot] as number) : -1);
-    this.#parkedCount = 0;
+    this.#s.parkedCount = 0;
     parkedSlots.forEach((slots, queue) => {
-      const parked = this.#parked[queue];
+      const parked = this.#s.parked[queue];
       if (slots === undefined || parked === undefined) return;
       parked.handles = slots.map(movedOf).filter((slot) => slot >= 0).map((slot) => store.handleOf(slot));
       parked.head = 0;
-      this.#parkedCount += parked.handles.length;
+      this.#s.parkedCount += parked.handles.length;
     });
-    if (this.#deadReasons.size > 0) {
-      const reasons = [...this.#deadReasons];
-      this.#deadReasons.clear();
-      for (const [slot, reason] of reasons) this.#deadReasons.set(movedOf(slot), reason);
+    if (this.#s.deadReasons.size > 0) {
+      const reasons = [...this.#s.deadReasons];
+      this.#s.deadReasons.clear();
+      for (const [slot, reason] of reasons) this.#s.deadReasons.set(movedOf(slot), reason);
     }
     // The indexes, made again over the moved slots: a batch's rows still in consecutive slots are a run again.
     const count = store.count;
@@ -1151,11 +1028,11 @@ export class Engine {
       index.insertBatch(slots.subarray(from, to), to - from);
       from = to;
     }
-    this.#index = index;
+    this.#s.index = index;
     const keys = new KeyIndex(store);
     const keyed = slots.filter((slot) => store.keyLengthOf(slot) > 0);
     keys.insertMany(keyed, Uint32Array.from(keyed, (slot) => keyHash(store.keyOf(slot))), keyed.length);
-    this.#keys = keys;
+    this.#s.keys = keys;
     return capacity;
   }
 
@@ -1165,8 +1042,8 @@ export class Engine {
   }
 
   #serially<T>(work: () => Promise<T>): Promise<T> {
-    const result = this.#spillWork.then(work);
-    this.#spillWork = result.then(
+    const result = this.#s.spillWork.then(work);
+    this.#s.spillWork = result.then(
       () => undefined,
       () => undefined,
     );
@@ -1174,29 +1051,29 @@ export class Engine {
   }
 
   async #checkpoint(requestedMs: number): Promise<CheckpointReport> {
-    assert.ok(requestedMs === Infinity || requestedMs === this.#spill.bucketStartOf(requestedMs), 'a watermark is a bucket start');
+    assert.ok(requestedMs === Infinity || requestedMs === this.#s.spill.bucketStartOf(requestedMs), 'a watermark is a bucket start');
     const memory = await this.#snapshotMemory();
     // Between macrotasks every durable record has been applied and no later one has: the
     // store is exactly the log up to its last durable sequence.
     await nextTurn();
-    const coveredSeq = this.#log.lastSeq;
-    const watermarkMs = Math.min(requestedMs, this.#spill.watermarkMs);
+    const coveredSeq = this.#s.log.lastSeq;
+    const watermarkMs = Math.min(requestedMs, this.#s.spill.watermarkMs);
     // The fence first: from now on nothing due at or past the watermark is handed out.
-    this.#spill.lowerWatermark(watermarkMs);
+    this.#s.spill.lowerWatermark(watermarkMs);
     const taken = this.#snapshot(watermarkMs, memory);
-    this.#spilling = taken.spilling;
+    this.#s.spilling = taken.spilling;
     // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
     // durable records only, so until then the timer stays in its runs and untombstoned on disk.
-    const tombstones = this.#cancellingSpilled.size === 0 ? this.#spill.tombstoneColumns() : withoutTombstones(this.#spill.tombstoneColumns(), this.#spilledCancelsInFlight());
+    const tombstones = this.#s.cancellingSpilled.size === 0 ? this.#s.spill.tombstoneColumns() : withoutTombstones(this.#s.spill.tombstoneColumns(), this.#spilledCancelsInFlight());
     // Configured queues, in the QUEUE record's JSON form (read back the way replay reads it).
-    const queues = [...this.#queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
-    const releasedExpiryMaxMs = this.#releasedExpiryMax;
+    const queues = [...this.#s.queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
+    const releasedExpiryMaxMs = this.#s.releasedExpiryMax;
     // From here the store keeps changing; the snapshot does not. Its timers are copied into
     // run rows a slice at a time and written as they are, over several turns, reading their
     // bytes through the hold (released once both runs are written).
-    const fs = this.#fs;
-    const dir = this.#spillDir;
-    const runOptions = { bucketWidthMs: this.#spill.bucketWidthMs };
+    const fs = this.#s.fs;
+    const dir = this.#s.spillDir;
+    const runOptions = { bucketWidthMs: this.#s.spill.bucketWidthMs };
     let residentMeta: RunMeta;
     let spilledMeta: RunMeta | undefined;
     // The spilled timers in their run's order (filled as it is written): handles for the
@@ -1206,14 +1083,14 @@ export class Engine {
     const spilledIds: SpilledRowIds = { seq: new Float64Array(spilledCount), row: new Uint32Array(spilledCount), fireAtMs: new Float64Array(spilledCount) };
     try {
       await fs.mkdirp(dir);
-      residentMeta = await this.#writeTaken(taken.resident, this.#nextRunId++, coveredSeq, runOptions);
-      if (spilledCount > 0) spilledMeta = await this.#writeTaken(taken.spilled, this.#nextRunId++, coveredSeq, runOptions, { byTaken: taken.spilledHandles, handles: spilledHandles, ids: spilledIds });
+      residentMeta = await this.#writeTaken(taken.resident, this.#s.nextRunId++, coveredSeq, runOptions);
+      if (spilledCount > 0) spilledMeta = await this.#writeTaken(taken.spilled, this.#s.nextRunId++, coveredSeq, runOptions, { byTaken: taken.spilledHandles, handles: spilledHandles, ids: spilledIds });
     } finally {
       taken.resident.store.release();
       taken.spilled.store.release();
     }
     let bytesWritten = residentMeta.bytes;
-    let spilledRuns: SpilledRun[] = this.#spill.runs.map((run) => ({ meta: run.meta, validFromMs: run.validFromMs, keyHashes: run.keyHashes }));
+    let spilledRuns: SpilledRun[] = this.#s.spill.runs.map((run) => ({ meta: run.meta, validFromMs: run.validFromMs, keyHashes: run.keyHashes }));
     if (spilledMeta !== undefined) {
       bytesWritten += spilledMeta.bytes;
       spilledRuns.push({ meta: spilledMeta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, spilledMeta) });
@@ -1222,7 +1099,7 @@ export class Engine {
     // and disk: merge the runs into one, leaving out what was promoted (below a run's
     // validFromMs) and what was cancelled.
     let tombstonesKept = tombstones;
-    const tombstonesPiledUp = tombstones.seqs.length > Math.max(memoryLimits.tombstonesCompactMin, this.#spill.count * memoryLimits.tombstonesCompactShare);
+    const tombstonesPiledUp = tombstones.seqs.length > Math.max(memoryLimits.tombstonesCompactMin, this.#s.spill.count * memoryLimits.tombstonesCompactShare);
     if (spilledRuns.length > memoryLimits.spilledRunsMax || (tombstonesPiledUp && spilledRuns.length > 0)) {
       const inputs = spilledRuns;
       const cancelled = new Set<string>();
@@ -1231,7 +1108,7 @@ export class Engine {
         fs,
         dir,
         inputs.map((run) => run.meta),
-        this.#nextRunId++,
+        this.#s.nextRunId++,
         coveredSeq,
         (seq, row, dueAtMs, input) => dueAtMs < Math.max((inputs[input] as SpilledRun).validFromMs, watermarkMs) || cancelled.has(`${seq}:${row}`),
         runOptions,
@@ -1248,7 +1125,7 @@ export class Engine {
       checkpointSeq: coveredSeq,
       watermarkMs,
       releasedExpiryMaxMs,
-      nextRunId: this.#nextRunId,
+      nextRunId: this.#s.nextRunId,
       residentRun: residentMeta,
       spilledRuns: spilledRuns.map((run) => ({ ...run.meta, validFromMs: run.validFromMs })),
       queues,
@@ -1258,20 +1135,20 @@ export class Engine {
     failpoint('checkpoint.manifest-installed');
     // Durable: the spilled timers leave memory, and the log before the checkpoint can go.
     // Tombstones added while it was written guard rows of the new runs too: they stay.
-    const tombstonesNow = this.#spill.tombstoneColumns();
-    this.#spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
-    this.#notYetEvicted = spilledHandles.length;
+    const tombstonesNow = this.#s.spill.tombstoneColumns();
+    this.#s.spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
+    this.#s.notYetEvicted = spilledHandles.length;
     await this.#evictSpilled(spilledHandles, spilledIds);
     // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
     // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
-    const arena = this.#store.arena;
-    if (arena.bytesLive < arena.bytesReserved * memoryLimits.arenaLiveShareMin) this.#store.compact();
-    this.#checkpointSeq = coveredSeq;
+    const arena = this.#s.store.arena;
+    if (arena.bytesLive < arena.bytesReserved * memoryLimits.arenaLiveShareMin) this.#s.store.compact();
+    this.#s.checkpointSeq = coveredSeq;
     // What the checkpoint covers leaves the log (a quiet WAL's last segment too: sealed, it goes with the others).
-    const segmentsDeleted = await this.#log.truncateCovered(coveredSeq);
+    const segmentsDeleted = await this.#s.log.truncateCovered(coveredSeq);
     failpoint('checkpoint.segments-deleted');
     // A lookup or a cancel may still be reading a run this checkpoint merged away: it finishes first.
-    await this.#spill.earlierReadsSettled();
+    await this.#s.spill.earlierReadsSettled();
     await removeUnreferenced(fs, dir, manifest);
     return { coveredSeq, watermarkMs, residentRows: residentMeta.rows, spilledRows: spilledHandles.length, bytesWritten, segmentsDeleted };
   }
@@ -1284,7 +1161,7 @@ export class Engine {
    * (a delivering timer was not logged as such: it is pending or retrying).
    */
   #snapshot(watermarkMs: number, prepared: SnapshotMemory): { resident: TakenRows; spilled: TakenRows; spilledHandles: Float64Array; spilling: Uint8Array } {
-    const store = this.#store;
+    const store = this.#s.store;
     const { state, attempts, dueAt, fireAt } = store;
     // The memory faulted in beforehand, unless the store outgrew it meanwhile.
     const memory = prepared.slots.length >= store.count && prepared.spilling.length >= store.capacity ? prepared : snapshotMemory(store.count, store.capacity);
@@ -1296,7 +1173,7 @@ export class Engine {
     const slots = memory.slots.subarray(0, count);
     let residentCount = 0;
     let spillFrom = count;
-    const cancelling = this.#cancelling.size > 0 ? this.#cancelling : undefined;
+    const cancelling = this.#s.cancelling.size > 0 ? this.#s.cancelling : undefined;
     const spilling = memory.spilling.subarray(0, store.capacity);
     for (let slot = 0; slot < store.capacity; slot++) {
       const slotState = state[slot] as number;
@@ -1304,7 +1181,7 @@ export class Engine {
       // Only timers due at their fire time spill: a spilled timer is found by its id's fire time.
       const due = dueAt[slot] as number;
       // In the heap: a held-back (parked) timer is due and stays, like one being cancelled.
-      const spills = slotState === timerState.pending && attempts[slot] === 0 && due >= watermarkMs && due === fireAt[slot] && cancelling?.has(slot) !== true && this.#heap.has(slot);
+      const spills = slotState === timerState.pending && attempts[slot] === 0 && due >= watermarkMs && due === fireAt[slot] && cancelling?.has(slot) !== true && this.#s.heap.has(slot);
       if (spills) {
         slots[--spillFrom] = slot;
         spilling[slot] = 1;
@@ -1324,15 +1201,15 @@ export class Engine {
   #take(memory: SnapshotMemory, from: number, to: number): TakenRows {
     const slots = memory.slots.subarray(from, to);
     const deadReasons = memory.deadReasons.subarray(from, to);
-    if (this.#deadReasons.size > 0) {
-      const state = this.#store.state;
+    if (this.#s.deadReasons.size > 0) {
+      const state = this.#s.store.state;
       for (let i = 0; i < slots.length; i++) {
         const slot = slots[i] as number;
-        if (state[slot] === timerState.dead) deadReasons[i] = this.#deadReasons.get(slot) ?? deadReason.none;
+        if (state[slot] === timerState.dead) deadReasons[i] = this.#s.deadReasons.get(slot) ?? deadReason.none;
       }
     }
     const columns = { dueAt: memory.dueAt.subarray(from, to), state: memory.state.subarray(from, to), attempts: memory.attempts.subarray(from, to), lastStatus: memory.lastStatus.subarray(from, to) };
-    return { store: this.#store.snapshot(slots, columns), deadReasons, queueNames: [...this.#queueNames] };
+    return { store: this.#s.store.snapshot(slots, columns), deadReasons, queueNames: [...this.#s.queueNames] };
   }
 
   /**
@@ -1341,7 +1218,7 @@ export class Engine {
    * timers; 1.9 ms a MiB on the VM measured). Room for timers admitted meanwhile.
    */
   async #snapshotMemory(): Promise<SnapshotMemory> {
-    const store = this.#store;
+    const store = this.#s.store;
     const memory = snapshotMemory(Math.min(store.capacityMax, Math.ceil(store.count * 1.05) + 1024), store.capacity);
     let touched = 0;
     for (const array of [memory.slots, memory.spilling, memory.dueAt, memory.state, memory.attempts, memory.lastStatus, memory.deadReasons, memory.handles]) {
@@ -1384,10 +1261,10 @@ export class Engine {
       logSeq[i] = store.logSeqOf(i);
       row[i] = store.rowOf(i);
     }
-    const order = await runOrder({ dueAt: columns.dueAt, logSeq, row }, this.#spill.bucketWidthMs, sliceRows, () => nextTurn());
+    const order = await runOrder({ dueAt: columns.dueAt, logSeq, row }, this.#s.spill.bucketWidthMs, sliceRows, () => nextTurn());
     const builders = [new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows)), new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows))];
     const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
-    const writer = await RunWriter.create(this.#fs, this.#spillDir, runId, stamp, options);
+    const writer = await RunWriter.create(this.#s.fs, this.#s.spillDir, runId, stamp, options);
     // The slice being written, while the next is copied; at most one append is in flight.
     let writing: Promise<void> = Promise.resolve();
     try {
@@ -1449,7 +1326,7 @@ export class Engine {
   }
 
   #evictSlice(handles: Float64Array, rows: SpilledRowIds, from: number, to: number): void {
-    const store = this.#store;
+    const store = this.#s.store;
     const evicted = new Int32Array(to - from);
     let count = 0;
     for (let i = from; i < to; i++) {
@@ -1457,38 +1334,38 @@ export class Engine {
       // Gone: cancelled while the checkpoint was written, and its retention already over. Its
       // copy on disk must never be promoted.
       if (slot < 0) {
-        this.#spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
+        this.#s.spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
         continue;
       }
-      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || this.#cancelling.has(slot) || !this.#heap.has(slot)) {
-        this.#spill.tombstone(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
+      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || this.#s.cancelling.has(slot) || !this.#s.heap.has(slot)) {
+        this.#s.spill.tombstone(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
         continue;
       }
       evicted[count++] = slot;
     }
     // Out of the heap at once: one O(n) rebuild when that is cheaper than a removal each.
-    this.#heap.removeMany(evicted.subarray(0, count));
+    this.#s.heap.removeMany(evicted.subarray(0, count));
     for (let i = 0; i < count; i++) {
       const slot = evicted[i] as number;
-      this.#index.delete(store.logSeq[slot] as number, store.row[slot] as number);
-      if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));
-      if (this.#spilling !== undefined) this.#spilling[slot] = 0;
+      this.#s.index.delete(store.logSeq[slot] as number, store.row[slot] as number);
+      if (store.keyLengthOf(slot) > 0) this.#s.keys.delete(slot, keyHash(store.keyOf(slot)));
+      if (this.#s.spilling !== undefined) this.#s.spilling[slot] = 0;
       store.release(slot);
     }
-    this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) - count;
-    this.#notYetEvicted -= to - from;
+    this.#s.counts[timerState.pending] = (this.#s.counts[timerState.pending] as number) - count;
+    this.#s.notYetEvicted -= to - from;
   }
 
   async #promote(toMs: number, log: boolean): Promise<number> {
-    if (toMs <= this.#spill.watermarkMs) return 0;
-    assert.ok(toMs === this.#spill.bucketStartOf(toMs), 'a watermark is a bucket start');
-    const buckets = await this.#spill.bucketsBefore(toMs);
+    if (toMs <= this.#s.spill.watermarkMs) return 0;
+    assert.ok(toMs === this.#s.spill.bucketStartOf(toMs), 'a watermark is a bucket start');
+    const buckets = await this.#s.spill.bucketsBefore(toMs);
     let rows = 0;
     for (const bucket of buckets) rows += bucket.rows;
-    if (!this.#store.canAllocate(this.#reservedRows + rows)) {
-      throw new FermataError(errorCodes.capacityFull, `promoting ${rows} spilled timers would overfill the resident store (${this.#store.count} timers)`, { rows });
+    if (!this.#s.store.canAllocate(this.#s.reservedRows + rows)) {
+      throw new FermataError(errorCodes.capacityFull, `promoting ${rows} spilled timers would overfill the resident store (${this.#s.store.count} timers)`, { rows });
     }
-    if (log) await this.#log.append(recordType.promote, encodePromote(toMs), settlingWork);
+    if (log) await this.#s.log.append(recordType.promote, encodePromote(toMs), settlingWork);
     // No await from here: the buckets go in and the watermark moves in one step.
     let promoted = 0;
     for (const bucket of buckets) {
@@ -1496,45 +1373,45 @@ export class Engine {
         const seq = bucket.seq[i] as number;
         const row = bucket.row[i] as number;
         // Cancelled on disk (in memory as cancelled), or already brought in by a cancel.
-        if (this.#spill.isTombstoned(seq, row) || this.#index.get(seq, row) >= 0) continue;
+        if (this.#s.spill.isTombstoned(seq, row) || this.#s.index.get(seq, row) >= 0) continue;
         this.#insertRunRow(bucket, i, timerState.pending, bucket.dueAtMs[i] as number);
         promoted++;
       }
     }
-    this.#spill.promoted(toMs);
-    this.#onDueChanged();
+    this.#s.spill.promoted(toMs);
+    this.#s.onDueChanged();
     return promoted;
   }
 
   /** Loads a checkpoint at open: the resident run into the store, the spilled runs' metadata. */
   async #restore(manifest: Manifest): Promise<void> {
-    this.#checkpointSeq = manifest.checkpointSeq;
-    this.#nextRunId = manifest.nextRunId;
-    this.#releasedExpiryMax = manifest.releasedExpiryMaxMs;
+    this.#s.checkpointSeq = manifest.checkpointSeq;
+    this.#s.nextRunId = manifest.nextRunId;
+    this.#s.releasedExpiryMax = manifest.releasedExpiryMaxMs;
     for (const queue of manifest.queues) {
       const decoded = decodeQueueRecord(new TextEncoder().encode(JSON.stringify(queue)));
       if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config this version cannot read`, { queue: queue.name });
-      this.#queueConfigs.set(decoded.name, decoded.config);
-      this.#queueIndex(decoded.name);
+      this.#s.queueConfigs.set(decoded.name, decoded.config);
+      this.#s.queueIndex(decoded.name);
     }
     const run = manifest.residentRun;
     // The run says how many timers and keys it holds: room for them at once, not by doubling.
-    this.#store.reserve(run.rows);
-    this.#keys.reserve(run.buckets.reduce((keyed, bucket) => keyed + bucket.keyed, 0));
+    this.#s.store.reserve(run.rows);
+    this.#s.keys.reserve(run.buckets.reduce((keyed, bucket) => keyed + bucket.keyed, 0));
     for (let bucket = 0; bucket < run.buckets.length; bucket++) {
-      const rows = await readRunBucket(this.#fs, this.#spillDir, run, bucket);
+      const rows = await readRunBucket(this.#s.fs, this.#s.spillDir, run, bucket);
       for (let i = 0; i < rows.rows; i++) this.#insertRunRow(rows, i, rows.state[i] as TimerStateCode, rows.dueAtMs[i] as number);
     }
     const spilledRuns: SpilledRun[] = [];
-    for (const meta of manifest.spilledRuns) spilledRuns.push({ meta, validFromMs: meta.validFromMs, keyHashes: await readRunKeys(this.#fs, this.#spillDir, meta) });
-    this.#spill.reset(spilledRuns, manifest.watermarkMs, manifest.tombstones);
+    for (const meta of manifest.spilledRuns) spilledRuns.push({ meta, validFromMs: meta.validFromMs, keyHashes: await readRunKeys(this.#s.fs, this.#s.spillDir, meta) });
+    this.#s.spill.reset(spilledRuns, manifest.watermarkMs, manifest.tombstones);
   }
 
   /** Puts row `i` of a run into the store in `state`, due at `dueAtMs`: its slot, index, key and heap entry. */
   #insertRunRow(rows: RunRows, i: number, state: TimerStateCode, dueAtMs: number): number {
-    const store = this.#store;
+    const store = this.#s.store;
     const target = store.internTarget(rows.targets[rows.targetIndex[i] as number] as string);
-    const queue = this.#queueIndex(rows.queues[rows.queueIndex[i] as number] as string);
+    const queue = this.#s.queueIndex(rows.queues[rows.queueIndex[i] as number] as string);
     const key = bytesOf(rows.keys, i);
     const slot = store.allocateRaw(rows.fireAtMs[i] as number, rows.seq[i] as number, rows.row[i] as number, queue, target, bytesOf(rows.payload, i), bytesOf(rows.headers, i), key);
     store.releaseTarget(target);
@@ -1543,43 +1420,43 @@ export class Engine {
     store.setAttempts(slot, rows.attempts[i] as number);
     store.setLastStatus(slot, rows.lastStatus[i] as number);
     store.setDueAt(slot, dueAtMs);
-    this.#counts[state] = (this.#counts[state] as number) + 1;
-    this.#index.insert(slot);
-    if (key.length > 0) this.#keys.insert(slot, keyHash(key));
-    if (state === timerState.dead) this.#deadReasons.set(slot, rows.deadReason[i] as number);
-    (isFinished(state) ? this.#expiring : this.#heap).push(slot);
+    this.#s.counts[state] = (this.#s.counts[state] as number) + 1;
+    this.#s.index.insert(slot);
+    if (key.length > 0) this.#s.keys.insert(slot, keyHash(key));
+    if (state === timerState.dead) this.#s.deadReasons.set(slot, rows.deadReason[i] as number);
+    (isFinished(state) ? this.#s.expiring : this.#s.heap).push(slot);
     return slot;
   }
 
   /** The timers whose spilled cancel is under way (tombstoned, maybe, but not yet logged). */
   #spilledCancelsInFlight(): TombstoneSet {
-    const names = [...this.#cancellingSpilled.keys()].map((name) => name.split(':').map(Number));
+    const names = [...this.#s.cancellingSpilled.keys()].map((name) => name.split(':').map(Number));
     return { seqs: Float64Array.from(names, ([seq]) => seq as number), rows: Uint32Array.from(names, ([, row]) => row as number), fireAtMs: new Float64Array(names.length) };
   }
 
   #cancelSpilled(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
     const name = `${seq}:${row}`;
-    const inFlight = this.#cancellingSpilled.get(name);
+    const inFlight = this.#s.cancellingSpilled.get(name);
     if (inFlight !== undefined) return inFlight;
     const outcome = this.#cancelSpilledNow(id, seq, row, fireAtMs);
-    this.#cancellingSpilled.set(name, outcome);
-    const forget = (): void => void this.#cancellingSpilled.delete(name);
+    this.#s.cancellingSpilled.set(name, outcome);
+    const forget = (): void => void this.#s.cancellingSpilled.delete(name);
     outcome.then(forget, forget);
     return outcome;
   }
 
   async #cancelSpilledNow(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
-    const found = await this.#spill.find(seq, row, fireAtMs);
+    const found = await this.#s.spill.find(seq, row, fireAtMs);
     // Promoted (or cancelled) while its bucket was read: it is in memory now, if it exists.
-    if (this.#index.get(seq, row) >= 0 || fireAtMs < this.#spill.watermarkMs) return this.cancel(id);
+    if (this.#s.index.get(seq, row) >= 0 || fireAtMs < this.#s.spill.watermarkMs) return this.cancel(id);
     if (found === undefined) return 'not-found';
     // Tombstoned before its record is written, so a promotion meanwhile skips it: it cannot fire.
-    this.#spill.tombstone(seq, row, fireAtMs);
-    const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
+    this.#s.spill.tombstone(seq, row, fireAtMs);
+    const expiresAtMs = this.#s.clock.now() + this.#s.retention.finishedMs;
     try {
-      await this.#log.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
+      await this.#s.log.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
     } catch (err) {
-      this.#spill.untombstone(seq, row);
+      this.#s.spill.untombstone(seq, row);
       throw err;
     }
     this.#insertRunRow(found.rows, found.index, timerState.cancelled, expiresAtMs);
@@ -1588,30 +1465,13 @@ export class Engine {
 
   /** Refuses a batch with a target the dispatcher would refuse (targets are a dictionary: each is checked once). */
   #checkTargets(batch: TimerBatch): void {
-    if (this.#checkTarget === undefined) return;
+    if (this.#s.checkTarget === undefined) return;
     for (let entry = 0; entry < batch.targets.length; entry++) {
-      const refusal = this.#checkTarget(batch.targets[entry] as string);
+      const refusal = this.#s.checkTarget(batch.targets[entry] as string);
       if (refusal === undefined) continue;
       const row = batch.targetIndex.indexOf(entry);
       throw new FermataError(errorCodes.targetRefused, `${refusal} (row ${row})`, { column: 'target', row });
     }
-  }
-
-  /** The slot of the timer `id` names: (sequence, row) finds it, and the fire time must match too, or it is not that id. */
-  #slotOfId(id: string): number {
-    const parts = decodeTimerId(id);
-    if (parts === undefined) return -1;
-    const slot = this.#index.get(parts.seq, parts.row);
-    return slot >= 0 && this.#store.fireAt[slot] === parts.fireAtMs ? slot : -1;
-  }
-
-  #queueIndex(name: string): number {
-    let index = this.#queueIndexOf.get(name);
-    if (index === undefined) {
-      index = this.#queueNames.push(name) - 1;
-      this.#queueIndexOf.set(name, index);
-    }
-    return index;
   }
 
   /**
@@ -1628,7 +1488,7 @@ export class Engine {
     // A plan kept past this call (an admit's, answered after its record syncs) gets arrays of
     // its own; replay, which inserts each batch before it plans the next, reuses scratch arrays.
     const rows = batch.rows;
-    const scratch = planInScratch ? this.#scratch : undefined;
+    const scratch = planInScratch ? this.#s.scratch : undefined;
     const plan = {
       originalSeq: (scratch === undefined ? new Float64Array(rows) : scratch.float64('plan.originalSeq', rows)).fill(NaN),
       originalRow: scratch === undefined ? new Int32Array(rows) : scratch.int32('plan.originalRow', rows).fill(0),
@@ -1648,10 +1508,10 @@ export class Engine {
       if (start !== end) plan.hashes[row] = keyHashIn(values, start, end, words);
     }
     // Both used only within this call: scratch arrays (see scratch-arrays.ts).
-    const unindexed = this.#scratch.uint8('plan.unindexed', batch.rows);
-    this.#keys.markUnindexed(plan.hashes, batch.rows, unindexed);
+    const unindexed = this.#s.scratch.uint8('plan.unindexed', batch.rows);
+    this.#s.keys.markUnindexed(plan.hashes, batch.rows, unindexed);
     // Keys first seen in this batch, by hash: rows in an open-addressing table (no string per key).
-    const firstRows = this.#scratch.int32('plan.firstRows', 2 ** Math.ceil(Math.log2(2 * batch.rows + 2))).fill(-1);
+    const firstRows = this.#s.scratch.int32('plan.firstRows', 2 ** Math.ceil(Math.log2(2 * batch.rows + 2))).fill(-1);
     const mask = firstRows.length - 1;
     for (let row = 0; row < batch.rows; row++) {
       const start = offsets[row] as number;
@@ -1671,36 +1531,36 @@ export class Engine {
         this.#markDuplicate(plan, row, 0, earlierRow, batch.fireAtMs[earlierRow] as number);
         continue;
       }
-      const inFlight = this.#keysInFlight.get(hash);
+      const inFlight = this.#s.keysInFlight.get(hash);
       if (inFlight !== undefined) {
         plan.waitFor.push(inFlight);
         continue;
       }
       const slot = unindexed[row] === 1 ? -1 : this.#liveKeyHolder(values, start, end, hash, decidedAtMs);
-      const holderChanging = slot >= 0 ? (this.#cancelling.get(slot) ?? this.#settling.get(slot)) : undefined;
+      const holderChanging = slot >= 0 ? (this.#s.cancelling.get(slot) ?? this.#s.settling.get(slot)) : undefined;
       if (holderChanging !== undefined) {
         plan.waitFor.push(holderChanging.then(() => undefined, () => undefined));
         continue;
       }
       if (slot >= 0) {
-        this.#markDuplicate(plan, row, this.#store.logSeq[slot] as number, this.#store.row[slot] as number, this.#store.fireAt[slot] as number);
+        this.#markDuplicate(plan, row, this.#s.store.logSeq[slot] as number, this.#s.store.row[slot] as number, this.#s.store.fireAt[slot] as number);
         continue;
       }
       // A spilled holder found in an earlier round of this plan is kept, not asked for again (its
       // buckets may have left the cache since). With no spilled run there is none: no view to make.
-      const spilled = spilledAnswers.has(row) ? (spilledAnswers.get(row) as SpilledKeyHolder | null) : this.#spill.runs.length === 0 ? null : this.#spill.keyHolder(values.subarray(start, end), hash);
+      const spilled = spilledAnswers.has(row) ? (spilledAnswers.get(row) as SpilledKeyHolder | null) : this.#s.spill.runs.length === 0 ? null : this.#s.spill.keyHolder(values.subarray(start, end), hash);
       if (spilled instanceof Promise) {
         plan.waitFor.push(spilled.then((answer) => void spilledAnswers.set(row, answer)));
         continue;
       }
       if (spilled !== null) {
         const { seq: holderSeq, row: holderRow } = spilled;
-        if (!this.#spill.isTombstoned(holderSeq, holderRow)) {
+        if (!this.#s.spill.isTombstoned(holderSeq, holderRow)) {
           this.#markDuplicate(plan, row, holderSeq, holderRow, spilled.fireAtMs);
           continue;
         }
         // A cancelled spilled holder is in memory once its cancel is durable (and the key index finds it): wait for that.
-        const cancelling = this.#cancellingSpilled.get(`${holderSeq}:${holderRow}`);
+        const cancelling = this.#s.cancellingSpilled.get(`${holderSeq}:${holderRow}`);
         if (cancelling !== undefined) {
           plan.waitFor.push(cancelling.then(() => undefined, () => undefined));
           continue;
@@ -1719,64 +1579,21 @@ export class Engine {
     plan.duplicates++;
   }
 
-  /** When an admit decides its keys: now, but never before an expiry already acted on (the clock may step back). */
-  #decisionTime(): number {
-    return Math.max(this.#clock.now(), this.#releasedExpiryMax);
-  }
-
-  /** Releases finished timers whose retention ended by `nowMs`, at most `max` of them. */
-  #releaseExpired(nowMs: number, max: number): void {
-    for (let released = 0; released < max; released++) {
-      const slot = this.#expiring.peek();
-      if (slot < 0 || (this.#store.dueAt[slot] as number) > nowMs) return;
-      this.#release(slot);
-    }
-  }
-
   /** The slot whose key is values[start, end) and whose retention has not ended at `atMs`, or -1. */
   #liveKeyHolder(values: Uint8Array, start: number, end: number, hash: number, atMs: number): number {
-    const slot = this.#keys.find(values, start, end, hash);
-    if (slot < 0 || !isFinished(this.#store.state[slot] as number) || (this.#store.dueAt[slot] as number) > atMs) return slot;
-    this.#release(slot);
+    const slot = this.#s.keys.find(values, start, end, hash);
+    if (slot < 0 || !isFinished(this.#s.store.state[slot] as number) || (this.#s.store.dueAt[slot] as number) > atMs) return slot;
+    this.#s.release(slot);
     return -1;
-  }
-
-  #setState(slot: number, state: TimerStateCode): void {
-    const counts = this.#counts;
-    const before = this.#store.state[slot] as number;
-    counts[before] = (counts[before] as number) - 1;
-    counts[state] = (counts[state] as number) + 1;
-    this.#store.setState(slot, state);
-  }
-
-  #finishCancelled(slot: number, expiresAtMs: number): void {
-    this.#setState(slot, timerState.cancelled);
-    this.#store.setDueAt(slot, expiresAtMs);
-    this.#expiring.push(slot);
-  }
-
-  /** Forgets a finished timer whose retention ended: its slot, id and key go. */
-  #release(slot: number): void {
-    const store = this.#store;
-    assert.ok(isFinished(store.state[slot] as number), 'only finished timers are released');
-    this.#expiring.remove(slot);
-    this.#deadReasons.delete(slot);
-    this.#releasedExpiryMax = Math.max(this.#releasedExpiryMax, store.dueAt[slot] as number);
-    this.#index.delete(store.logSeq[slot] as number, store.row[slot] as number);
-    if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));
-    const state = store.state[slot] as number;
-    this.#counts[state] = (this.#counts[state] as number) - 1;
-    if (this.#spilling !== undefined) this.#spilling[slot] = 0;
-    store.release(slot);
   }
 
   /** Puts a durable batch into memory: one slot, heap entry and index entry per new row. */
   #insert(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): void {
-    const store = this.#store;
+    const store = this.#s.store;
     const targets: number[] = [];
     for (const target of batch.targets) targets.push(store.internTarget(target));
     const queues: number[] = [];
-    for (const queue of batch.queues) queues.push(this.#queueIndex(queue));
+    for (const queue of batch.queues) queues.push(this.#s.queueIndex(queue));
     // Duplicates get no slot: only the rows listed go in (every row when `rows` is undefined).
     let rows: Int32Array | undefined;
     if (plan !== undefined && plan.duplicates > 0) {
@@ -1786,19 +1603,19 @@ export class Engine {
     }
     const count = rows?.length ?? batch.rows;
     // Synchronous to the end, and nothing keeps them: scratch arrays (see scratch-arrays.ts).
-    const slots = this.#scratch.int32('insert.slots', count);
+    const slots = this.#s.scratch.int32('insert.slots', count);
     assert.ok(store.canAllocate(count), 'capacity was reserved before the append');
     store.allocateRows(batch, seq, rows, count, queues, targets, slots);
     for (const target of targets) store.releaseTarget(target);
-    this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) + count;
-    this.#rowsInserted += count;
-    this.#index.insertBatch(slots, count);
-    this.#heap.pushMany(slots, count);
+    this.#s.counts[timerState.pending] = (this.#s.counts[timerState.pending] as number) + count;
+    this.#s.rowsInserted += count;
+    this.#s.index.insertBatch(slots, count);
+    this.#s.heap.pushMany(slots, count);
     if (plan !== undefined) {
       // The keyed rows' slots and hashes side by side, for the key index's batch insert.
       const keyOffsets = batch.keys.offsets;
-      const keyedSlots = this.#scratch.int32('insert.keyedSlots', count);
-      const keyedHashes = this.#scratch.uint32('insert.keyedHashes', count);
+      const keyedSlots = this.#s.scratch.int32('insert.keyedSlots', count);
+      const keyedHashes = this.#s.scratch.uint32('insert.keyedHashes', count);
       let keyed = 0;
       for (let i = 0; i < count; i++) {
         const row = rows === undefined ? i : (rows[i] as number);
@@ -1806,9 +1623,9 @@ export class Engine {
         keyedSlots[keyed] = slots[i] as number;
         keyedHashes[keyed++] = plan.hashes[row] as number;
       }
-      this.#keys.insertMany(keyedSlots, keyedHashes, keyed);
+      this.#s.keys.insertMany(keyedSlots, keyedHashes, keyed);
     }
-    this.#onDueChanged();
+    this.#s.onDueChanged();
   }
 
   /**
@@ -1818,11 +1635,11 @@ export class Engine {
    * about a third of its time copying columns into fresh memory, doubling by doubling.
    */
   #reserveForReplay(batch: TimerBatch, plan: KeyPlan | undefined): void {
-    const sizing = this.#replaySizing;
+    const sizing = this.#s.replaySizing;
     if (sizing === undefined) return;
     // The rest of the log is about what the arena will take (a payload is most of an ADD's
     // bytes): its next slabs are made ahead while this and the next batches go in.
-    this.#store.arena.prefaultFor(sizing.logBytes - sizing.bytesSeen);
+    this.#s.store.arena.prefaultFor(sizing.logBytes - sizing.bytesSeen);
     const rows = batch.rows - (plan?.duplicates ?? 0);
     // The keys this batch adds to the index: its keyed rows that are not duplicates, which is
     // what the plan introduced (a sizing estimate; no per-row pass for it).
@@ -1832,8 +1649,8 @@ export class Engine {
     // Too little read yet for a rate: let them double (they are small so far).
     if (sizing.bytesSeen * replaySizingSampleShare < sizing.logBytes) return;
     const scale = (sizing.logBytes / sizing.bytesSeen) * replaySizingMargin;
-    this.#store.reserveTowards(rows, sizing.slotsBefore + sizing.rowsSeen * scale);
-    if (keyed > 0) this.#keys.reserveTowards(keyed, sizing.keysBefore + sizing.keyedSeen * scale);
+    this.#s.store.reserveTowards(rows, sizing.slotsBefore + sizing.rowsSeen * scale);
+    if (keyed > 0) this.#s.keys.reserveTowards(keyed, sizing.keysBefore + sizing.keyedSeen * scale);
   }
 
   /** Applies one logged record at open; a promise only when it must read spill files first. */
@@ -1849,7 +1666,7 @@ export class Engine {
       }
       if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
       // What the live engine could have released by the time it decided, replay releases now.
-      this.#releaseExpired(add.header.decidedAtMs, Infinity);
+      this.#s.releaseExpired(add.header.decidedAtMs, Infinity);
       const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
       // Replay inserts the batch before it plans the next: the plan's arrays can be scratch.
       const plan = this.#planKeys(batch, add.header.decidedAtMs, spilledAnswers, true);
@@ -1860,10 +1677,10 @@ export class Engine {
     }
     if (type === recordType.cancel) {
       const ok = forEachCancelled(body, (addSeq, row, expiresAtMs) => {
-        const slot = this.#index.get(addSeq, row);
+        const slot = this.#s.index.get(addSeq, row);
         if (slot < 0) return;
-        this.#heap.remove(slot);
-        this.#finishCancelled(slot, expiresAtMs);
+        this.#s.heap.remove(slot);
+        this.#s.finishCancelled(slot, expiresAtMs);
       });
       if (!ok) throw this.#badRecord(seq, 'CANCEL record of a length that is not a whole number of entries');
       return;
@@ -1887,8 +1704,8 @@ export class Engine {
     if (type === recordType.queue) {
       const queue = decodeQueueRecord(body);
       if (queue === undefined) throw this.#badRecord(seq, 'malformed QUEUE record');
-      this.#queueConfigs.set(queue.name, queue.config);
-      this.#queueIndex(queue.name);
+      this.#s.queueConfigs.set(queue.name, queue.config);
+      this.#s.queueIndex(queue.name);
       return;
     }
     throw this.#badRecord(seq, `unknown record type ${type}`);
@@ -1909,18 +1726,18 @@ export class Engine {
       const seq = seqs[i] as number;
       const row = rows[i] as number;
       // A promotion logged before this cancel brought the timer into memory: cancel it there.
-      const slot = this.#index.get(seq, row);
+      const slot = this.#s.index.get(seq, row);
       if (slot >= 0) {
-        const state = this.#store.state[slot];
+        const state = this.#s.store.state[slot];
         if (state === timerState.pending || state === timerState.retrying) {
-          this.#heap.remove(slot);
-          this.#finishCancelled(slot, expiresAtMs);
+          this.#s.heap.remove(slot);
+          this.#s.finishCancelled(slot, expiresAtMs);
         }
         continue;
       }
-      const found = await this.#spill.find(seq, row, fireAtMs[i] as number);
+      const found = await this.#s.spill.find(seq, row, fireAtMs[i] as number);
       if (found === undefined) continue;
-      this.#spill.tombstone(seq, row, fireAtMs[i] as number);
+      this.#s.spill.tombstone(seq, row, fireAtMs[i] as number);
       this.#insertRunRow(found.rows, found.index, timerState.cancelled, expiresAtMs);
     }
   }
