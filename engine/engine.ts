@@ -23,45 +23,64 @@ import { validateBatch, validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
+import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { AppendOptions, DurableLog } from './log.ts';
+import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
 import {
+  type AddEncoding,
   addEncodingArrowStream,
   addEncodingColumns,
-  type AddEncoding,
+  deadReason,
   decodeAddBody,
   decodeCancelSpilled,
-  decodePromote,
-  deadReason,
   decodeOutcomes,
+  decodePromote,
   emptyOutcomes,
   encodeAddHeader,
-  encodeOutcomes,
   encodeCancel,
   encodeCancelSpilled,
+  encodeOutcomes,
   encodePromote,
   forEachCancelled,
   outcomeKind,
   type Outcomes,
   recordType,
 } from './records.ts';
-import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
-import { ResidentStore, timerState, type TimerStateCode } from './store/resident-store.ts';
-import { KeyIndex, keyHash, keyHashIn, sameBytes } from './store/key-index.ts';
-import { SlotIndex } from './store/slot-index.ts';
-import { readManifest, removeUnreferenced, writeManifest, type Manifest } from './spill/manifest.ts';
 import { compactRuns } from './spill/compaction.ts';
 import { readRunKeys } from './spill/keys-file.ts';
-import { readRunBucket } from './spill/run-reader.ts';
+import { type Manifest, readManifest, removeUnreferenced, writeManifest } from './spill/manifest.ts';
 import type { RunMeta } from './spill/run-meta.ts';
 import { runOrder } from './spill/run-order.ts';
-import { RunWriter, type RunWriteOptions } from './spill/run-writer.ts';
-import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
-import type { StoreSnapshot } from './store/store-snapshot.ts';
+import { readRunBucket } from './spill/run-reader.ts';
+import { bytesOf, type RunRowFields, type RunRows, RunRowsBuilder } from './spill/run-rows.ts';
+import { type RunWriteOptions, RunWriter } from './spill/run-writer.ts';
 import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spill/spilled-timers.ts';
-import { type Admitted, type CancelOutcome, type CheckpointReport, type DeadReasonName, type DeadTimer, type DueSlice, type EngineOptions, type QueueRoom, type RedriveOutcome, type SpillStats, systemClock, type TakeAhead, type TimerDelivery, type TimerDeliveryRef, type TimerStateName, type TimerView, type Withdraw } from './types.ts';
-import { EngineState, isFinished, type ReplaySizing } from './state.ts';
+import { EngineState, isFinished, type ReplaySizing, settlingWork } from './state.ts';
+import { keyHash, keyHashIn, KeyIndex, sameBytes } from './store/key-index.ts';
+import { ResidentStore, timerState, type TimerStateCode } from './store/resident-store.ts';
+import { SlotIndex } from './store/slot-index.ts';
+import type { StoreSnapshot } from './store/store-snapshot.ts';
+import {
+  type Admitted,
+  type CancelOutcome,
+  type CheckpointReport,
+  type DeadReasonName,
+  type DeadTimer,
+  type DueSlice,
+  type EngineOptions,
+  type QueueRoom,
+  type RedriveOutcome,
+  type SpillStats,
+  systemClock,
+  type TakeAhead,
+  type TimerDelivery,
+  type TimerDeliveryRef,
+  type TimerStateName,
+  type TimerView,
+  type Withdraw,
+} from './types.ts';
 import { localLog } from './wal/local-log.ts';
 
 // The public types live in types.ts; importers keep importing them from here.
@@ -71,8 +90,6 @@ export * from './types.ts';
 const replaySizingSampleShare = 32;
 /** …and sizes for that many rows over the whole log, times this. */
 const replaySizingMargin = 1.05;
-
-const noBytes = new Uint8Array(0);
 
 const stateNames: Record<number, TimerStateName> = {
   [timerState.pending]: 'pending',
@@ -101,17 +118,6 @@ interface KeyPlan {
   readonly waitFor: Array<Promise<void>>;
 }
 
-/** A DueSlice being filled. */
-interface SliceBuilder {
-  count: number;
-  readonly seqs: Float64Array;
-  readonly rows: Uint32Array;
-  readonly attempts: Uint32Array;
-  readonly fireAtMs: Float64Array;
-  readonly dueAtMs: Float64Array;
-  readonly queues: Uint16Array;
-}
-
 const deadReasonNames: Record<number, DeadReasonName> = {
   [deadReason.attemptsExhausted]: 'attempts_exhausted',
   [deadReason.gone]: 'gone',
@@ -120,8 +126,6 @@ const deadReasonNames: Record<number, DeadReasonName> = {
 
 const utf8 = new TextDecoder();
 
-/** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
-const settlingWork = { pastQueueLimit: true } as const;
 const startNow = { startNow: true } as const;
 
 /**
@@ -338,25 +342,17 @@ export class Engine {
     return this.#s.log;
   }
 
-  /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident before the watermark. */
+  /**
+   * When the next delivery falls due (now, while timers are held back for room), leaving out the
+   * expiry of finished timers; undefined when none is resident before the watermark.
+   */
   nextDeliveryDueMs(): number | undefined {
-    if (this.#s.parkedCount > 0) return this.#s.clock.now();
-    const due = this.#s.heap.peek();
-    if (due < 0) return undefined;
-    const dueAtMs = this.#s.store.dueAt[due] as number;
-    // Past the watermark nothing is handed out until a promotion moves it (and says so).
-    return dueAtMs < this.#s.spill.watermarkMs ? dueAtMs : undefined;
+    return nextDeliveryDueMs(this.#s);
   }
 
-  /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
+  /** When the engine next has work. */
   nextDueMs(): number | undefined {
-    const deliveryMs = this.nextDeliveryDueMs();
-    // Held-back timers are due already: the scheduler keeps looking while any wait for room.
-    if (this.#s.parkedCount > 0) return deliveryMs;
-    const expiring = this.#s.expiring.peek();
-    if (expiring < 0) return deliveryMs;
-    const expiryMs = this.#s.store.dueAt[expiring] as number;
-    return deliveryMs === undefined ? expiryMs : Math.min(deliveryMs, expiryMs);
+    return nextDueMs(this.#s);
   }
 
   setDueChangedHook(hook: () => void): void {
@@ -370,64 +366,10 @@ export class Engine {
 
   /**
    * Takes up to `max` timers due at `nowMs` (fire time ≤ now, earliest first) out of the heap
-   * and marks them delivering. Delivering is not logged: after a crash such a timer is pending
-   * again and is delivered again (at-least-once). With `queueRoom`, a queue takes no more than
-   * its room; its other due timers are held back in order (parked) and go first once it has room,
-   * so a slow or rate-limited queue never stands in front of another queue's timers.
+   * and marks them delivering.
    */
   takeDue(nowMs: number, max: number, queueRoom?: QueueRoom, ahead?: TakeAhead): DueSlice {
-    const store = this.#s.store;
-    const slice: SliceBuilder = {
-      count: 0,
-      seqs: new Float64Array(max),
-      rows: new Uint32Array(max),
-      attempts: new Uint32Array(max),
-      fireAtMs: new Float64Array(max),
-      dueAtMs: new Float64Array(max),
-      queues: new Uint16Array(max),
-    };
-    // Finished timers whose retention ended are released on the way, up to a bound of their own.
-    this.#s.releaseExpired(nowMs, max * 4);
-    const room = queueRoom === undefined ? undefined : new Float64Array(this.#s.queueNames.length).fill(NaN);
-    const roomOf = (queue: number): number => {
-      if (room === undefined) return Infinity;
-      if (Number.isNaN(room[queue])) room[queue] = Math.max(0, (queueRoom as QueueRoom)(queue));
-      return room[queue] as number;
-    };
-    if (this.#s.parkedCount > 0) this.#takeParked(slice, nowMs, max, roomOf, room);
-    // Parking is bounded per call too, so one tick never walks a whole backlog; it is cheap
-    // (a pop and a push), so the bound is generous and a blocked backlog clears in few ticks.
-    // The watermark is a fence: a timer due at or past it waits for the loader to promote its
-    // bucket (logged), so nothing fires whose spilled copy could still be promoted as pending.
-    const fenceMs = this.#s.spill.watermarkMs;
-    for (let parkedNow = 0; slice.count < max && parkedNow < max * 16; ) {
-      const slot = this.#s.heap.peek();
-      if (slot < 0) break;
-      const dueAtMs = store.dueAt[slot] as number;
-      const queue = store.queueIndex[slot] as number;
-      if (dueAtMs >= fenceMs) break;
-      // Not due yet: taken only ahead, for a queue whose timers may be and that has room (the
-      // heap's order is kept, and nothing that is not due is held back).
-      if (dueAtMs > nowMs && (ahead === undefined || dueAtMs > nowMs + ahead.ms || !ahead.queue(queue) || roomOf(queue) <= 0)) break;
-      this.#s.heap.pop();
-      if (roomOf(queue) <= 0) {
-        this.#park(queue, slot);
-        parkedNow++;
-        continue;
-      }
-      if (room !== undefined) room[queue] = (room[queue] as number) - 1;
-      this.#handOut(slice, slot);
-    }
-    const count = slice.count;
-    return {
-      count,
-      seqs: slice.seqs.subarray(0, count),
-      rows: slice.rows.subarray(0, count),
-      attempts: slice.attempts.subarray(0, count),
-      fireAtMs: slice.fireAtMs.subarray(0, count),
-      dueAtMs: slice.dueAtMs.subarray(0, count),
-      queues: slice.queues.subarray(0, count),
-    };
+    return takeDue(this.#s, nowMs, max, queueRoom, ahead);
   }
 
   /** Due timers held back for want of queue room (they are still pending or retrying). */
@@ -437,100 +379,17 @@ export class Engine {
 
   /** The name of the queue with index `index` (DueSlice.queues). */
   queueNameAt(index: number): string {
-    const name = this.#s.queueNames[index];
-    // A plain condition, assert only on failure: this runs once per timer handed out (a template message would be built every time).
-    if (name === undefined) assert.fail(`no queue has index ${index}`);
-    return name;
+    return queueNameAt(this.#s, index);
   }
 
-  #handOut(slice: SliceBuilder, slot: number): void {
-    const store = this.#s.store;
-    const at = slice.count++;
-    this.#s.setState(slot, timerState.delivering);
-    slice.seqs[at] = store.logSeq[slot] as number;
-    slice.rows[at] = store.row[slot] as number;
-    slice.attempts[at] = (store.attempts[slot] as number) + 1;
-    slice.fireAtMs[at] = store.fireAt[slot] as number;
-    slice.dueAtMs[at] = store.dueAt[slot] as number;
-    slice.queues[at] = store.queueIndex[slot] as number;
-  }
-
-  #park(queue: number, slot: number): void {
-    let parked = this.#s.parked[queue];
-    if (parked === undefined) {
-      parked = { handles: [], head: 0 };
-      this.#s.parked[queue] = parked;
-    }
-    parked.handles.push(this.#s.store.handleOf(slot));
-    this.#s.parkedCount++;
-  }
-
-  /** Hands out held-back timers of queues that have room again, oldest first. */
-  #takeParked(slice: SliceBuilder, nowMs: number, max: number, roomOf: (queue: number) => number, room: Float64Array | undefined): void {
-    const store = this.#s.store;
-    for (let queue = 0; queue < this.#s.parked.length && slice.count < max; queue++) {
-      const parked = this.#s.parked[queue];
-      if (parked === undefined || parked.head === parked.handles.length) continue;
-      while (parked.head < parked.handles.length && slice.count < max && roomOf(queue) > 0) {
-        const slot = store.slotOf(parked.handles[parked.head] as number);
-        parked.head++;
-        this.#s.parkedCount--;
-        // Stale: released, taken again after a retry, back in the heap after a failed cancel, or being cancelled.
-        const state = slot < 0 ? -1 : (store.state[slot] as number);
-        if ((state !== timerState.pending && state !== timerState.retrying) || this.#s.heap.has(slot) || this.#s.cancelling.has(slot)) continue;
-        // The clock stepped back since it was held back: not due any more, so back to the heap (never early).
-        if ((store.dueAt[slot] as number) > nowMs) {
-          this.#s.heap.push(slot);
-          continue;
-        }
-        if (room !== undefined) room[queue] = (room[queue] as number) - 1;
-        this.#handOut(slice, slot);
-      }
-      if (parked.head === parked.handles.length) {
-        parked.handles.length = 0;
-        parked.head = 0;
-      } else if (parked.head > 1024 && parked.head * 2 > parked.handles.length) {
-        parked.handles.splice(0, parked.head);
-        parked.head = 0;
-      }
-    }
-  }
-
-  /**
-   * What a dispatcher needs to deliver a timer it was handed: its target, and its payload,
-   * headers and key back to back in one view of the store's arena (copy to keep).
-   */
+  /** What a dispatcher needs to deliver a timer it was handed. */
   deliveryOf(seq: number, row: number): TimerDelivery | undefined {
-    const slot = this.#s.index.get(seq, row);
-    if (slot < 0) return undefined;
-    const store = this.#s.store;
-    return {
-      target: store.targetOf(slot),
-      bytes: store.arena.view(store.bytesRefOf(slot), store.bytesLengthOf(slot)),
-      payloadLength: store.payloadLengthOf(slot),
-      headersLength: store.headersLengthOf(slot),
-    };
+    return deliveryOf(this.#s, seq, row);
   }
 
-  /**
-   * As deliveryOf, into `into` (one object filled again for every timer) and with no view made:
-   * `bytes` is the buffer that holds them from `bytesStart` on, to be read before the next
-   * admit, settle or await (the arena reuses freed bytes). False when the timer is not resident.
-   */
+  /** As deliveryOf, into `into` (one object filled again for every timer) and with no view made. */
   deliveryInto(seq: number, row: number, into: TimerDeliveryRef): boolean {
-    const slot = this.#s.index.get(seq, row);
-    if (slot < 0) return false;
-    const store = this.#s.store;
-    const arena = store.arena;
-    const length = store.bytesLengthOf(slot);
-    const ref = store.bytesRefOf(slot);
-    into.target = store.targetOf(slot);
-    into.bytes = length === 0 ? noBytes : arena.slabOf(ref, length);
-    into.bytesStart = length === 0 ? 0 : arena.offsetOf(ref);
-    into.payloadLength = store.payloadLengthOf(slot);
-    into.headersLength = store.headersLengthOf(slot);
-    into.keyLength = store.keyLengthOf(slot);
-    return true;
+    return deliveryInto(this.#s, seq, row, into);
   }
 
   /**
@@ -996,7 +855,7 @@ export class Engine {
     const capacity = store.shrinkCapacity(limits.residentShrinkShare);
     if (capacity === undefined || this.#s.settling.size > 0 || this.#s.cancelling.size > 0) return undefined;
     // Large columns take a while to go over: not while a delivery falls due.
-    const dueMs = this.nextDeliveryDueMs();
+    const dueMs = nextDeliveryDueMs(this.#s);
     if (store.capacity > limits.residentShrinkBusySlots && dueMs !== undefined && dueMs < this.#s.clock.now() + limits.residentShrinkDueClearMs) return undefined;
     // Held-back timers are kept by handle, which the move makes stale: by slot across it.
     const parkedSlots = this.#s.parked.map((parked) => (parked === undefined ? undefined : parked.handles.slice(parked.head).map((handle) => store.slotOf(handle))));

@@ -26,6 +26,9 @@ import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
 import type { CancelOutcome, Clock, ShrinkLimits, Withdraw } from './types.ts';
 
+/** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
+export const settlingWork = { pastQueueLimit: true } as const;
+
 export const isFinished = (state: number): boolean => state === timerState.delivered || state === timerState.dead || state === timerState.cancelled;
 
 /** Open()'s progress through the log, for replay's sizing of the store (replay.ts). */
