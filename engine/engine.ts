@@ -20,13 +20,14 @@ import { batchFromArrow } from './batch/arrow-codec.ts';
 import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
 import { bytesAt, stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch, validateQueueName } from './batch/validate.ts';
-import { errorCodes, FermataError, isFermataError } from './errors.ts';
+import { errorCodes, FermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { AppendOptions, DurableLog } from './log.ts';
+import { applyOutcomes, listDead, redrive, settle } from './outcomes.ts';
 import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
 import {
   type AddEncoding,
@@ -37,14 +38,11 @@ import {
   decodeCancelSpilled,
   decodeOutcomes,
   decodePromote,
-  emptyOutcomes,
   encodeAddHeader,
   encodeCancel,
   encodeCancelSpilled,
-  encodeOutcomes,
   encodePromote,
   forEachCancelled,
-  outcomeKind,
   type Outcomes,
   recordType,
 } from './records.ts';
@@ -66,7 +64,6 @@ import {
   type Admitted,
   type CancelOutcome,
   type CheckpointReport,
-  type DeadReasonName,
   type DeadTimer,
   type DueSlice,
   type EngineOptions,
@@ -117,12 +114,6 @@ interface KeyPlan {
   /** Admits still in flight that hold a key of this batch: wait for them, then plan again. */
   readonly waitFor: Array<Promise<void>>;
 }
-
-const deadReasonNames: Record<number, DeadReasonName> = {
-  [deadReason.attemptsExhausted]: 'attempts_exhausted',
-  [deadReason.gone]: 'gone',
-  [deadReason.targetRefused]: 'target_refused',
-};
 
 const utf8 = new TextDecoder();
 
@@ -392,87 +383,9 @@ export class Engine {
     return deliveryInto(this.#s, seq, row, into);
   }
 
-  /**
-   * Records delivery outcomes: one OUTCOME record for all of them; once it is durable,
-   * delivered and dead timers are final, retries go back to the heap at their retry time.
-   */
+  /** Records delivery outcomes. */
   async settle(outcomes: Outcomes): Promise<void> {
-    // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway
-    // through applying it. Plain conditions, assert.fail only on failure: this runs once per
-    // delivered timer. Then every slot is claimed in #settling at once (so that a cancel, a
-    // redrive or a second outcome for it finds the claim), all with one promise that settles
-    // when this call is done; a slot claimed already, or twice here, is refused the same way.
-    const count = outcomes.count;
-    const slots = new Int32Array(count);
-    const store = this.#s.store;
-    for (let i = 0; i < count; i++) {
-      const slot = this.#s.index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
-      const kind = outcomes.kinds[i] as number;
-      if (!(slot >= 0 && store.state[slot] === timerState.delivering)) assert.fail('an outcome for a timer that is not being delivered');
-      if (!(kind >= outcomeKind.delivered && kind <= outcomeKind.dead)) assert.fail(`outcome kind ${kind}`);
-      if (kind === outcomeKind.retry && !Number.isFinite(outcomes.retryAtMs[i])) assert.fail('a retry needs a finite time');
-      slots[i] = slot;
-    }
-    const settling = this.#s.settling;
-    const { promise: settled, resolve: release } = Promise.withResolvers<void>();
-    const ticket = settling.claimUnique(slots, settled);
-    if (ticket < 0) {
-      release();
-      assert.fail('two outcomes for one delivery');
-    }
-    try {
-      // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
-      const now = this.#s.clock.now();
-      for (let i = 0; i < count; i++) {
-        const kind = outcomes.kinds[i];
-        if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#s.retention.finishedMs;
-        else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#s.retention.deadMs;
-      }
-      failpoint('delivery.outcome-before-append');
-      try {
-        await this.#s.log.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
-      } catch (err) {
-        // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
-        // would re-send what was delivered); recovery finds them pending and delivers them again.
-        if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.logFenced) || isFermataError(err, errorCodes.walClosed) || this.#s.log.poisoned !== undefined) throw err;
-        // Not logged for another reason: the timers go back to waiting, to be delivered again.
-        for (const slot of slots) {
-          this.#s.setState(slot, (this.#s.store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
-          this.#s.heap.push(slot);
-        }
-        this.#s.onDueChanged();
-        throw err;
-      }
-    } finally {
-      settling.release(ticket);
-      release();
-    }
-    // The claims kept every slot live and its timer in it until now, and nothing has awaited since.
-    this.#applyOutcomes(outcomes, slots);
-  }
-
-  /** `slots[i]`, when known, is outcome i's slot (else looked up; a timer not resident is skipped, as in replay). */
-  #applyOutcomes(outcomes: Outcomes, slots?: Int32Array): void {
-    const store = this.#s.store;
-    this.#s.outcomesApplied += outcomes.count;
-    for (let i = 0; i < outcomes.count; i++) {
-      const slot = slots === undefined ? this.#s.index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number) : (slots[i] as number);
-      if (slot < 0) continue;
-      // A redrive is a retry outcome for a dead timer, which sits in the expiry heap.
-      if (!this.#s.heap.remove(slot)) this.#s.expiring.remove(slot);
-      if (this.#s.deadReasons.size > 0) this.#s.deadReasons.delete(slot);
-      const attempts = Math.min(outcomes.attempts[i] as number, 0xffff);
-      store.setAttempts(slot, attempts);
-      store.setLastStatus(slot, outcomes.statuses[i] as number);
-      const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.dead) this.#s.deadReasons.set(slot, outcomes.reasons[i] as number);
-      const state = kind === outcomeKind.delivered ? timerState.delivered : kind === outcomeKind.dead ? timerState.dead : attempts > 0 ? timerState.retrying : timerState.pending;
-      this.#s.setState(slot, state);
-      // A retry's time, or a finished timer's expiry: either way, when its heap hands it back.
-      store.setDueAt(slot, outcomes.retryAtMs[i] as number);
-      (kind === outcomeKind.retry ? this.#s.heap : this.#s.expiring).push(slot);
-    }
-    this.#s.onDueChanged();
+    return settle(this.#s, outcomes);
   }
 
   /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
@@ -675,68 +588,14 @@ export class Engine {
     return slot < 0 ? undefined : this.#s.store.payloadOf(slot);
   }
 
-  /**
-   * Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only.
-   */
+  /** Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only. */
   listDead(limit: number, queue?: string): DeadTimer[] {
-    const store = this.#s.store;
-    const queueIndex = queue === undefined ? -1 : (this.#s.queueIndexOf.get(queue) ?? -2);
-    if (queueIndex === -2) return [];
-    const slots: number[] = [];
-    for (const slot of this.#s.deadReasons.keys()) {
-      if (queueIndex < 0 || store.queueIndex[slot] === queueIndex) slots.push(slot);
-    }
-    const logOrder = (a: number, b: number): number => (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
-    return slots
-      .sort(logOrder)
-      .slice(0, limit)
-      .map((slot) => {
-        const status = store.lastStatus[slot] as number;
-        return {
-          id: encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
-          queue: this.#s.queueNames[store.queueIndex[slot] as number] as string,
-          target: store.targetOf(slot),
-          fireAtMs: store.fireAt[slot] as number,
-          attempts: store.attempts[slot] as number,
-          lastStatus: status === 0 ? null : status,
-          reason: deadReasonNames[this.#s.deadReasons.get(slot) as number] ?? 'unknown',
-        };
-      });
+    return listDead(this.#s, limit, queue);
   }
 
-  /**
-   * Sends a dead timer round again: a retry outcome, due now, with its attempts reset, so it
-   * gets its queue's full max_attempts once more. Durable before it resolves.
-   */
+  /** Sends a dead timer round again. */
   async redrive(id: string): Promise<RedriveOutcome> {
-    const slot = this.#s.slotOfId(id);
-    if (slot < 0) return 'not-found';
-    const inFlight = this.#s.settling.get(slot);
-    if (inFlight !== undefined) {
-      // An outcome or another redrive of this timer is being logged: decide once it is.
-      await inFlight;
-      return this.redrive(id);
-    }
-    if (this.#s.store.state[slot] !== timerState.dead) return 'not-dead';
-    const outcome = emptyOutcomes(1);
-    outcome.count = 1;
-    outcome.seqs[0] = this.#s.store.logSeq[slot] as number;
-    outcome.rows[0] = this.#s.store.row[slot] as number;
-    outcome.kinds[0] = outcomeKind.retry;
-    outcome.statuses[0] = this.#s.store.lastStatus[slot] as number;
-    outcome.attempts[0] = 0;
-    outcome.retryAtMs[0] = this.#s.clock.now();
-    const appended = this.#s.log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
-    // No other claim holds the slot: none did above, and nothing has awaited since.
-    const ticket = this.#s.settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
-    if (ticket < 0) assert.fail('a redrive of a timer whose outcome is being logged');
-    try {
-      await appended;
-    } finally {
-      this.#s.settling.release(ticket);
-    }
-    this.#applyOutcomes(outcome);
-    return 'redriven';
+    return redrive(this.#s, id);
   }
 
   async close(): Promise<void> {
@@ -1547,7 +1406,7 @@ export class Engine {
     if (type === recordType.outcome) {
       const outcomes = decodeOutcomes(body);
       if (outcomes === undefined) throw this.#badRecord(seq, 'malformed OUTCOME record');
-      this.#applyOutcomes(outcomes);
+      applyOutcomes(this.#s, outcomes);
       return;
     }
     if (type === recordType.cancelSpilled) {
