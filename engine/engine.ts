@@ -19,7 +19,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { batchFromArrow } from './batch/arrow-codec.ts';
 import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
 import { bytesAt, stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
-import { validateBatch, validateQueueName } from './batch/validate.ts';
+import { validateBatch } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
@@ -28,7 +28,8 @@ import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { AppendOptions, DurableLog } from './log.ts';
 import { applyOutcomes, listDead, redrive, settle } from './outcomes.ts';
-import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
+import { applyQueueConfig, listQueues, queueConfig, setQueue } from './queue-registry.ts';
+import { decodeQueueRecord, encodeQueueRecord, type QueueConfig } from './queues.ts';
 import {
   type AddEncoding,
   addEncodingArrowStream,
@@ -388,25 +389,18 @@ export class Engine {
     return settle(this.#s, outcomes);
   }
 
-  /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
+  /** Validates and durably sets a queue's config (a whole replacement. */
   async setQueue(name: string, input: unknown): Promise<QueueConfig> {
-    validateQueueName(name);
-    const config = parseQueueConfig(input);
-    const refusal = config.sink === null ? undefined : this.#s.checkTarget?.(config.sink);
-    if (refusal !== undefined) throw new FermataError(errorCodes.targetRefused, `sink: ${refusal}`, { field: 'sink' });
-    await this.#s.log.append(recordType.queue, encodeQueueRecord(name, config));
-    this.#s.queueConfigs.set(name, config);
-    this.#s.queueIndex(name);
-    return config;
+    return setQueue(this.#s, name, input);
   }
 
   queueConfig(name: string): QueueConfig {
-    return this.#s.queueConfigs.get(name) ?? defaultQueueConfig;
+    return queueConfig(this.#s, name);
   }
 
   /** Every queue that was configured or has held a timer, with its config, by name. */
   queues(): Array<{ name: string; config: QueueConfig }> {
-    return [...this.#s.queueNames].sort().map((name) => ({ name, config: this.queueConfig(name) }));
+    return listQueues(this.#s);
   }
 
   /**
@@ -1109,8 +1103,7 @@ export class Engine {
     for (const queue of manifest.queues) {
       const decoded = decodeQueueRecord(new TextEncoder().encode(JSON.stringify(queue)));
       if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config this version cannot read`, { queue: queue.name });
-      this.#s.queueConfigs.set(decoded.name, decoded.config);
-      this.#s.queueIndex(decoded.name);
+      applyQueueConfig(this.#s, decoded.name, decoded.config);
     }
     const run = manifest.residentRun;
     // The run says how many timers and keys it holds: room for them at once, not by doubling.
@@ -1422,8 +1415,7 @@ export class Engine {
     if (type === recordType.queue) {
       const queue = decodeQueueRecord(body);
       if (queue === undefined) throw this.#badRecord(seq, 'malformed QUEUE record');
-      this.#s.queueConfigs.set(queue.name, queue.config);
-      this.#s.queueIndex(queue.name);
+      applyQueueConfig(this.#s, queue.name, queue.config);
       return;
     }
     throw this.#badRecord(seq, `unknown record type ${type}`);
