@@ -18,13 +18,14 @@ import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { batchFromArrow } from './batch/arrow-codec.ts';
 import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
-import { bytesAt, stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
+import { stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
+import { type KeyPlan, planKeys } from './key-plan.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { AppendOptions, DurableLog } from './log.ts';
 import { applyOutcomes, listDead, redrive, settle } from './outcomes.ts';
@@ -57,7 +58,7 @@ import { bytesOf, type RunRowFields, type RunRows, RunRowsBuilder } from './spil
 import { type RunWriteOptions, RunWriter } from './spill/run-writer.ts';
 import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spill/spilled-timers.ts';
 import { EngineState, isFinished, type ReplaySizing, settlingWork } from './state.ts';
-import { keyHash, keyHashIn, KeyIndex, sameBytes } from './store/key-index.ts';
+import { keyHash, KeyIndex } from './store/key-index.ts';
 import { ResidentStore, timerState, type TimerStateCode } from './store/resident-store.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import type { StoreSnapshot } from './store/store-snapshot.ts';
@@ -97,24 +98,6 @@ const stateNames: Record<number, TimerStateName> = {
   [timerState.dead]: 'dead',
   [timerState.cancelled]: 'cancelled',
 };
-
-/**
- * How the keyed rows of a batch resolve (undefined for a batch without keys). For a duplicate
- * row, originalSeq/originalRow/originalFireAt name the timer it repeats (originalSeq NaN: not a
- * duplicate; 0: a row of this same batch, whose sequence is not known until it is logged).
- */
-interface KeyPlan {
-  readonly originalSeq: Float64Array;
-  readonly originalRow: Int32Array;
-  readonly originalFireAt: Float64Array;
-  readonly duplicates: number;
-  /** Each keyed row's key hash (computed once, for the in-flight table and the key index). */
-  readonly hashes: Uint32Array;
-  /** Hashes of the keys this batch adds (the in-flight table's keys). */
-  readonly introduced: number[];
-  /** Admits still in flight that hold a key of this batch: wait for them, then plan again. */
-  readonly waitFor: Array<Promise<void>>;
-}
 
 const utf8 = new TextDecoder();
 
@@ -451,7 +434,7 @@ export class Engine {
     // the live engine, or a clock stepping back afterwards would leave the two disagreeing.
     this.#s.releaseExpired(decidedAtMs, Infinity);
     const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
-    let plan = this.#planKeys(batch, decidedAtMs, spilledAnswers);
+    let plan = planKeys(this.#s, batch, decidedAtMs, spilledAnswers);
     while (plan !== undefined && plan.waitFor.length > 0) {
       // Admits and cancels waited for settle either way; a spill bucket that cannot be read
       // (a failing or damaged disk) fails this admit, or asking again would loop on it.
@@ -459,7 +442,7 @@ export class Engine {
       for (const result of waited) if (result.status === 'rejected') throw result.reason;
       decidedAtMs = this.#s.decisionTime();
       this.#s.releaseExpired(decidedAtMs, Infinity);
-      plan = this.#planKeys(batch, decidedAtMs, spilledAnswers);
+      plan = planKeys(this.#s, batch, decidedAtMs, spilledAnswers);
     }
     const newRows = batch.rows - (plan?.duplicates ?? 0);
     if (!this.#s.store.canAllocate(this.#s.reservedRows + newRows)) {
@@ -1185,119 +1168,6 @@ export class Engine {
     }
   }
 
-  /**
-   * Plans the keyed rows of a batch against the keys known at `decidedAtMs` (undefined: the
-   * batch has no keys). A key held by a finished timer whose retention ended by then is free
-   * again (that timer is released here if the sweep has not got to it). A key whose holder has a
-   * cancel or an outcome being synced waits for it, as a key in flight does: the log must show
-   * the holder's change before or after this ADD exactly as it was when the key was decided.
-   * `spilledAnswers` keeps, by row, what the spill tier answered in earlier rounds of one plan.
-   */
-  #planKeys(batch: TimerBatch, decidedAtMs: number, spilledAnswers: Map<number, SpilledKeyHolder | null>, planInScratch = false): KeyPlan | undefined {
-    const { values, offsets } = batch.keys;
-    if (values.length === 0) return undefined;
-    // A plan kept past this call (an admit's, answered after its record syncs) gets arrays of
-    // its own; replay, which inserts each batch before it plans the next, reuses scratch arrays.
-    const rows = batch.rows;
-    const scratch = planInScratch ? this.#s.scratch : undefined;
-    const plan = {
-      originalSeq: (scratch === undefined ? new Float64Array(rows) : scratch.float64('plan.originalSeq', rows)).fill(NaN),
-      originalRow: scratch === undefined ? new Int32Array(rows) : scratch.int32('plan.originalRow', rows).fill(0),
-      originalFireAt: scratch === undefined ? new Float64Array(rows) : scratch.float64('plan.originalFireAt', rows).fill(0),
-      duplicates: 0,
-      hashes: scratch === undefined ? new Uint32Array(rows) : scratch.uint32('plan.hashes', rows).fill(0),
-      introduced: [] as number[],
-      waitFor: [] as Array<Promise<void>>,
-    };
-    // The hashes, then the key index asked about all of them in one pass (see markUnindexed):
-    // a key it does not hold is not looked up again below. No view over a key unless it is
-    // compared: a replay plans a million keys.
-    const words = new DataView(values.buffer, values.byteOffset, values.byteLength);
-    for (let row = 0; row < batch.rows; row++) {
-      const start = offsets[row] as number;
-      const end = offsets[row + 1] as number;
-      if (start !== end) plan.hashes[row] = keyHashIn(values, start, end, words);
-    }
-    // Both used only within this call: scratch arrays (see scratch-arrays.ts).
-    const unindexed = this.#s.scratch.uint8('plan.unindexed', batch.rows);
-    this.#s.keys.markUnindexed(plan.hashes, batch.rows, unindexed);
-    // Keys first seen in this batch, by hash: rows in an open-addressing table (no string per key).
-    const firstRows = this.#s.scratch.int32('plan.firstRows', 2 ** Math.ceil(Math.log2(2 * batch.rows + 2))).fill(-1);
-    const mask = firstRows.length - 1;
-    for (let row = 0; row < batch.rows; row++) {
-      const start = offsets[row] as number;
-      const end = offsets[row + 1] as number;
-      if (start === end) continue;
-      const hash = plan.hashes[row] as number;
-      let cell = hash & mask;
-      let earlierRow = -1;
-      for (; firstRows[cell] !== -1; cell = (cell + 1) & mask) {
-        const other = firstRows[cell] as number;
-        if (plan.hashes[other] === hash && sameBytes(bytesAt(batch.keys, other), values.subarray(start, end))) {
-          earlierRow = other;
-          break;
-        }
-      }
-      if (earlierRow >= 0) {
-        this.#markDuplicate(plan, row, 0, earlierRow, batch.fireAtMs[earlierRow] as number);
-        continue;
-      }
-      const inFlight = this.#s.keysInFlight.get(hash);
-      if (inFlight !== undefined) {
-        plan.waitFor.push(inFlight);
-        continue;
-      }
-      const slot = unindexed[row] === 1 ? -1 : this.#liveKeyHolder(values, start, end, hash, decidedAtMs);
-      const holderChanging = slot >= 0 ? (this.#s.cancelling.get(slot) ?? this.#s.settling.get(slot)) : undefined;
-      if (holderChanging !== undefined) {
-        plan.waitFor.push(holderChanging.then(() => undefined, () => undefined));
-        continue;
-      }
-      if (slot >= 0) {
-        this.#markDuplicate(plan, row, this.#s.store.logSeq[slot] as number, this.#s.store.row[slot] as number, this.#s.store.fireAt[slot] as number);
-        continue;
-      }
-      // A spilled holder found in an earlier round of this plan is kept, not asked for again (its
-      // buckets may have left the cache since). With no spilled run there is none: no view to make.
-      const spilled = spilledAnswers.has(row) ? (spilledAnswers.get(row) as SpilledKeyHolder | null) : this.#s.spill.runs.length === 0 ? null : this.#s.spill.keyHolder(values.subarray(start, end), hash);
-      if (spilled instanceof Promise) {
-        plan.waitFor.push(spilled.then((answer) => void spilledAnswers.set(row, answer)));
-        continue;
-      }
-      if (spilled !== null) {
-        const { seq: holderSeq, row: holderRow } = spilled;
-        if (!this.#s.spill.isTombstoned(holderSeq, holderRow)) {
-          this.#markDuplicate(plan, row, holderSeq, holderRow, spilled.fireAtMs);
-          continue;
-        }
-        // A cancelled spilled holder is in memory once its cancel is durable (and the key index finds it): wait for that.
-        const cancelling = this.#s.cancellingSpilled.get(`${holderSeq}:${holderRow}`);
-        if (cancelling !== undefined) {
-          plan.waitFor.push(cancelling.then(() => undefined, () => undefined));
-          continue;
-        }
-      }
-      firstRows[cell] = row;
-      plan.introduced.push(hash);
-    }
-    return plan;
-  }
-
-  #markDuplicate(plan: KeyPlan & { duplicates: number }, row: number, seq: number, originalRow: number, fireAtMs: number): void {
-    plan.originalSeq[row] = seq;
-    plan.originalRow[row] = originalRow;
-    plan.originalFireAt[row] = fireAtMs;
-    plan.duplicates++;
-  }
-
-  /** The slot whose key is values[start, end) and whose retention has not ended at `atMs`, or -1. */
-  #liveKeyHolder(values: Uint8Array, start: number, end: number, hash: number, atMs: number): number {
-    const slot = this.#s.keys.find(values, start, end, hash);
-    if (slot < 0 || !isFinished(this.#s.store.state[slot] as number) || (this.#s.store.dueAt[slot] as number) > atMs) return slot;
-    this.#s.release(slot);
-    return -1;
-  }
-
   /** Puts a durable batch into memory: one slot, heap entry and index entry per new row. */
   #insert(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): void {
     const store = this.#s.store;
@@ -1380,7 +1250,7 @@ export class Engine {
       this.#s.releaseExpired(add.header.decidedAtMs, Infinity);
       const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
       // Replay inserts the batch before it plans the next: the plan's arrays can be scratch.
-      const plan = this.#planKeys(batch, add.header.decidedAtMs, spilledAnswers, true);
+      const plan = planKeys(this.#s, batch, add.header.decidedAtMs, spilledAnswers, true);
       if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan, spilledAnswers);
       this.#reserveForReplay(batch, plan);
       this.#insert(batch, seq, plan);
@@ -1426,7 +1296,7 @@ export class Engine {
     let current: KeyPlan | undefined = plan;
     while (current !== undefined && current.waitFor.length > 0) {
       await Promise.all(current.waitFor);
-      current = this.#planKeys(batch, decidedAtMs, spilledAnswers);
+      current = planKeys(this.#s, batch, decidedAtMs, spilledAnswers);
     }
     this.#insert(batch, seq, current);
   }
