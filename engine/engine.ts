@@ -16,31 +16,28 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { admit, admitArrow, insertBatch, validate } from './admission.ts';
 import { batchFromArrow } from './batch/arrow-codec.ts';
-import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
-import { stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
-import { validateBatch } from './batch/validate.ts';
+import { decodeBatch } from './batch/batch-codec.ts';
+import type { TimerBatch } from './batch/timer-batch.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
-import { decodeTimerId, encodeTimerId } from './ids.ts';
+import { decodeTimerId } from './ids.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
-import type { AppendOptions, DurableLog } from './log.ts';
+import type { DurableLog } from './log.ts';
 import { applyOutcomes, listDead, redrive, settle } from './outcomes.ts';
 import { applyQueueConfig, listQueues, queueConfig, setQueue } from './queue-registry.ts';
 import { decodeQueueRecord, encodeQueueRecord, type QueueConfig } from './queues.ts';
 import {
-  type AddEncoding,
   addEncodingArrowStream,
-  addEncodingColumns,
   deadReason,
   decodeAddBody,
   decodeCancelSpilled,
   decodeOutcomes,
   decodePromote,
-  encodeAddHeader,
   encodeCancel,
   encodeCancelSpilled,
   encodePromote,
@@ -101,8 +98,6 @@ const stateNames: Record<number, TimerStateName> = {
 
 const utf8 = new TextDecoder();
 
-const startNow = { startNow: true } as const;
-
 /**
  * Memory a resident timer takes besides its bytes in the arena: its store columns (57 B), free
  * stack and growth slack, its id index and heap entries (engine/store/resident-store.ts).
@@ -113,34 +108,6 @@ const residentBytesPerSlot = 100;
 const bucketTallyMax = 2 ** 20;
 /** spillableBytesByBucket() looks at this many slots a turn. */
 const spillTallySliceSlots = 2 ** 20;
-
-/** An Admitted over the batch and its key plan: methods on a prototype, no closures per admit. */
-class AdmittedBatch implements Admitted {
-  readonly seq: number;
-  readonly rows: number;
-  readonly duplicates: number;
-  readonly #fireAtMs: Float64Array;
-  readonly #plan: KeyPlan | undefined;
-
-  constructor(batch: TimerBatch, seq: number, plan: KeyPlan | undefined) {
-    this.seq = seq;
-    this.rows = batch.rows;
-    this.duplicates = plan?.duplicates ?? 0;
-    this.#fireAtMs = batch.fireAtMs;
-    this.#plan = plan;
-  }
-
-  isDuplicate(row: number): boolean {
-    return this.#plan !== undefined && !Number.isNaN(this.#plan.originalSeq[row]);
-  }
-
-  idOf(row: number): string {
-    const plan = this.#plan;
-    if (plan === undefined || !this.isDuplicate(row)) return encodeTimerId(this.seq, row, this.#fireAtMs[row] as number);
-    const originalSeq = plan.originalSeq[row] as number;
-    return encodeTimerId(originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
-  }
-}
 
 type TombstoneSet = { seqs: Float64Array; rows: Uint32Array; fireAtMs: Float64Array };
 
@@ -194,10 +161,6 @@ function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneS
     rows: Uint32Array.from(keep, (i) => all.rows[i] as number),
     fireAtMs: Float64Array.from(keep, (i) => all.fireAtMs[i] as number),
   };
-}
-
-function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
-  return new AdmittedBatch(batch, seq, plan);
 }
 
 export class Engine {
@@ -386,92 +349,19 @@ export class Engine {
     return listQueues(this.#s);
   }
 
-  /**
-   * Admits a batch built in process or from JSON: logged in the engine's columnar form.
-   * `startNow`: when the log is idle its record is written at once, not after the current task
-   * (AppendOptions.startNow; the admit coalescer's full records).
-   */
+  /** Admits a batch built in process or from JSON. */
   async admit(batch: TimerBatch, options?: { readonly startNow?: boolean }): Promise<Admitted> {
-    const acceptedAtMs = this.#s.clock.now();
-    validateBatch(batch, this.#s.limits, acceptedAtMs);
-    this.#checkTargets(batch);
-    return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs, options?.startNow === true ? startNow : undefined);
+    return admit(this.#s, batch, options);
   }
 
-  /**
-   * Checks a batch as admit() does, admitting nothing: throws admit()'s BATCH_INVALID or
-   * TARGET_REFUSED. The admit coalescer checks each timer alone with it before merging.
-   */
+  /** Checks a batch as admit() does, admitting nothing. */
   validate(batch: TimerBatch): void {
-    validateBatch(batch, this.#s.limits, this.#s.clock.now());
-    this.#checkTargets(batch);
+    return validate(this.#s, batch);
   }
 
   /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
   async admitArrow(ipc: Uint8Array): Promise<Admitted> {
-    const acceptedAtMs = this.#s.clock.now();
-    const batch = batchFromArrow(ipc, acceptedAtMs, this.#s.limits.rowsPerBatchMax);
-    validateBatch(batch, this.#s.limits, acceptedAtMs);
-    this.#checkTargets(batch);
-    return this.#admit(batch, addEncodingArrowStream, [ipc], acceptedAtMs);
-  }
-
-  /**
-   * Logs a validated batch and puts it in memory once durable. Keyed rows are planned against
-   * the keys known so far; if an admit still in flight holds one of them, this one waits for it
-   * and plans again, so the log's order decides which row is the original, live and on replay.
-   */
-  async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number, appendOptions?: AppendOptions): Promise<Admitted> {
-    // A batch that would grow the store's columns while the columns for that growth are still
-    // being made ahead waits for them, rather than have the growth fault their pages on the main
-    // thread (ResidentStore.columnsAheadPending); the gate is asked once it goes on.
-    const columnsMade = this.#s.store.columnsAheadPending(this.#s.reservedRows + batch.rows);
-    if (columnsMade !== undefined) await columnsMade;
-    const refusal = this.#s.admitGate?.();
-    if (refusal !== undefined) throw refusal;
-    let decidedAtMs = this.#s.decisionTime();
-    // Replay releases what had expired by the decision time before it plans this ADD: so does
-    // the live engine, or a clock stepping back afterwards would leave the two disagreeing.
-    this.#s.releaseExpired(decidedAtMs, Infinity);
-    const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
-    let plan = planKeys(this.#s, batch, decidedAtMs, spilledAnswers);
-    while (plan !== undefined && plan.waitFor.length > 0) {
-      // Admits and cancels waited for settle either way; a spill bucket that cannot be read
-      // (a failing or damaged disk) fails this admit, or asking again would loop on it.
-      const waited = await Promise.allSettled(plan.waitFor);
-      for (const result of waited) if (result.status === 'rejected') throw result.reason;
-      decidedAtMs = this.#s.decisionTime();
-      this.#s.releaseExpired(decidedAtMs, Infinity);
-      plan = planKeys(this.#s, batch, decidedAtMs, spilledAnswers);
-    }
-    const newRows = batch.rows - (plan?.duplicates ?? 0);
-    if (!this.#s.store.canAllocate(this.#s.reservedRows + newRows)) {
-      throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#s.store.count} timers)`, { rows: newRows });
-    }
-    // Slabs this batch and the admits still in flight will need beyond the arena's current one
-    // (asked for together: one admit at a time, each fits the room the others will take), and the
-    // next columns when the rows on their way near the capacity, are made while the record syncs
-    // (asked for before anything is claimed or reserved: nothing to undo if it throws).
-    const bytes = stringBytesOf(batch);
-    this.#s.store.arena.prefaultFor(this.#s.reservedBytes + bytes);
-    this.#s.store.prefaultColumnsFor(this.#s.reservedRows + newRows);
-    // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
-    const introduced = plan?.introduced ?? [];
-    const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
-    const claim = settled === undefined ? -1 : this.#s.keysInFlight.claim(introduced, settled.promise);
-    this.#s.reservedRows += newRows;
-    this.#s.reservedBytes += bytes;
-    let seq: number;
-    try {
-      seq = await this.#s.log.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded], appendOptions);
-      this.#insert(batch, seq, plan);
-    } finally {
-      this.#s.reservedRows -= newRows;
-      this.#s.reservedBytes -= bytes;
-      if (settled !== undefined) this.#s.keysInFlight.release(claim, introduced);
-      settled?.resolve();
-    }
-    return admittedOf(batch, seq, plan);
+    return admitArrow(this.#s, ipc);
   }
 
   /** Cancels a timer; resolves once the cancel is durable. */
@@ -1157,58 +1047,6 @@ export class Engine {
     return 'cancelled';
   }
 
-  /** Refuses a batch with a target the dispatcher would refuse (targets are a dictionary: each is checked once). */
-  #checkTargets(batch: TimerBatch): void {
-    if (this.#s.checkTarget === undefined) return;
-    for (let entry = 0; entry < batch.targets.length; entry++) {
-      const refusal = this.#s.checkTarget(batch.targets[entry] as string);
-      if (refusal === undefined) continue;
-      const row = batch.targetIndex.indexOf(entry);
-      throw new FermataError(errorCodes.targetRefused, `${refusal} (row ${row})`, { column: 'target', row });
-    }
-  }
-
-  /** Puts a durable batch into memory: one slot, heap entry and index entry per new row. */
-  #insert(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): void {
-    const store = this.#s.store;
-    const targets: number[] = [];
-    for (const target of batch.targets) targets.push(store.internTarget(target));
-    const queues: number[] = [];
-    for (const queue of batch.queues) queues.push(this.#s.queueIndex(queue));
-    // Duplicates get no slot: only the rows listed go in (every row when `rows` is undefined).
-    let rows: Int32Array | undefined;
-    if (plan !== undefined && plan.duplicates > 0) {
-      rows = new Int32Array(batch.rows - plan.duplicates);
-      let at = 0;
-      for (let row = 0; row < batch.rows; row++) if (Number.isNaN(plan.originalSeq[row])) rows[at++] = row;
-    }
-    const count = rows?.length ?? batch.rows;
-    // Synchronous to the end, and nothing keeps them: scratch arrays (see scratch-arrays.ts).
-    const slots = this.#s.scratch.int32('insert.slots', count);
-    assert.ok(store.canAllocate(count), 'capacity was reserved before the append');
-    store.allocateRows(batch, seq, rows, count, queues, targets, slots);
-    for (const target of targets) store.releaseTarget(target);
-    this.#s.counts[timerState.pending] = (this.#s.counts[timerState.pending] as number) + count;
-    this.#s.rowsInserted += count;
-    this.#s.index.insertBatch(slots, count);
-    this.#s.heap.pushMany(slots, count);
-    if (plan !== undefined) {
-      // The keyed rows' slots and hashes side by side, for the key index's batch insert.
-      const keyOffsets = batch.keys.offsets;
-      const keyedSlots = this.#s.scratch.int32('insert.keyedSlots', count);
-      const keyedHashes = this.#s.scratch.uint32('insert.keyedHashes', count);
-      let keyed = 0;
-      for (let i = 0; i < count; i++) {
-        const row = rows === undefined ? i : (rows[i] as number);
-        if ((keyOffsets[row + 1] as number) === (keyOffsets[row] as number)) continue;
-        keyedSlots[keyed] = slots[i] as number;
-        keyedHashes[keyed++] = plan.hashes[row] as number;
-      }
-      this.#s.keys.insertMany(keyedSlots, keyedHashes, keyed);
-    }
-    this.#s.onDueChanged();
-  }
-
   /**
    * Before a replayed ADD goes in: once a little of the log has been read, the store and the
    * key index, when they must grow, grow to what the whole log will bring (rows and keys per
@@ -1253,7 +1091,7 @@ export class Engine {
       const plan = planKeys(this.#s, batch, add.header.decidedAtMs, spilledAnswers, true);
       if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan, spilledAnswers);
       this.#reserveForReplay(batch, plan);
-      this.#insert(batch, seq, plan);
+      insertBatch(this.#s, batch, seq, plan);
       return;
     }
     if (type === recordType.cancel) {
@@ -1298,7 +1136,7 @@ export class Engine {
       await Promise.all(current.waitFor);
       current = planKeys(this.#s, batch, decidedAtMs, spilledAnswers);
     }
-    this.#insert(batch, seq, current);
+    insertBatch(this.#s, batch, seq, current);
   }
 
   async #replayCancelSpilled(expiresAtMs: number, seqs: Float64Array, rows: Uint32Array, fireAtMs: Float64Array): Promise<void> {
