@@ -40,7 +40,6 @@ import {
   decodePromote,
   encodeCancel,
   encodeCancelSpilled,
-  encodePromote,
   forEachCancelled,
   type Outcomes,
   recordType,
@@ -48,13 +47,14 @@ import {
 import { compactRuns } from './spill/compaction.ts';
 import { readRunKeys } from './spill/keys-file.ts';
 import { type Manifest, readManifest, removeUnreferenced, writeManifest } from './spill/manifest.ts';
+import { promote } from './spill/promotion.ts';
+import { insertRunRow, restoreCheckpoint } from './spill/restore.ts';
 import type { RunMeta } from './spill/run-meta.ts';
 import { runOrder } from './spill/run-order.ts';
-import { readRunBucket } from './spill/run-reader.ts';
 import { bytesOf, type RunRowFields, type RunRows, RunRowsBuilder } from './spill/run-rows.ts';
 import { type RunWriteOptions, RunWriter } from './spill/run-writer.ts';
 import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spill/spilled-timers.ts';
-import { EngineState, isFinished, type ReplaySizing, settlingWork } from './state.ts';
+import { EngineState, type ReplaySizing, settlingWork } from './state.ts';
 import { keyHash, KeyIndex } from './store/key-index.ts';
 import { ResidentStore, timerState, type TimerStateCode } from './store/resident-store.ts';
 import { SlotIndex } from './store/slot-index.ts';
@@ -193,7 +193,7 @@ export class Engine {
     // Every timer the checkpoint and the log hold comes back, whatever this life's slot limit.
     engine.#s.store.beginReplay();
     const manifest = await readManifest(engine.#s.fs, engine.#s.spillDir);
-    if (manifest !== undefined) await engine.#restore(manifest);
+    if (manifest !== undefined) await restoreCheckpoint(engine.#s, manifest);
     const coveredSeq = engine.#s.checkpointSeq;
     // What the checkpoint's resident run put in is there already; the log's records come on top.
     const sizing: ReplaySizing = { logBytes: 0, bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: engine.#s.store.count, keysBefore: engine.#s.keys.size };
@@ -623,7 +623,7 @@ export class Engine {
 
   /** Brings every spilled timer due before `toMs` (a bucket start) into memory; logged first. Returns how many. */
   promote(toMs: number): Promise<number> {
-    return this.#serially(() => this.#promote(toMs, true));
+    return this.#serially(() => promote(this.#s, toMs, true));
   }
 
   #serially<T>(work: () => Promise<T>): Promise<T> {
@@ -941,77 +941,6 @@ export class Engine {
     this.#s.notYetEvicted -= to - from;
   }
 
-  async #promote(toMs: number, log: boolean): Promise<number> {
-    if (toMs <= this.#s.spill.watermarkMs) return 0;
-    assert.ok(toMs === this.#s.spill.bucketStartOf(toMs), 'a watermark is a bucket start');
-    const buckets = await this.#s.spill.bucketsBefore(toMs);
-    let rows = 0;
-    for (const bucket of buckets) rows += bucket.rows;
-    if (!this.#s.store.canAllocate(this.#s.reservedRows + rows)) {
-      throw new FermataError(errorCodes.capacityFull, `promoting ${rows} spilled timers would overfill the resident store (${this.#s.store.count} timers)`, { rows });
-    }
-    if (log) await this.#s.log.append(recordType.promote, encodePromote(toMs), settlingWork);
-    // No await from here: the buckets go in and the watermark moves in one step.
-    let promoted = 0;
-    for (const bucket of buckets) {
-      for (let i = 0; i < bucket.rows; i++) {
-        const seq = bucket.seq[i] as number;
-        const row = bucket.row[i] as number;
-        // Cancelled on disk (in memory as cancelled), or already brought in by a cancel.
-        if (this.#s.spill.isTombstoned(seq, row) || this.#s.index.get(seq, row) >= 0) continue;
-        this.#insertRunRow(bucket, i, timerState.pending, bucket.dueAtMs[i] as number);
-        promoted++;
-      }
-    }
-    this.#s.spill.promoted(toMs);
-    this.#s.onDueChanged();
-    return promoted;
-  }
-
-  /** Loads a checkpoint at open: the resident run into the store, the spilled runs' metadata. */
-  async #restore(manifest: Manifest): Promise<void> {
-    this.#s.checkpointSeq = manifest.checkpointSeq;
-    this.#s.nextRunId = manifest.nextRunId;
-    this.#s.releasedExpiryMax = manifest.releasedExpiryMaxMs;
-    for (const queue of manifest.queues) {
-      const decoded = decodeQueueRecord(new TextEncoder().encode(JSON.stringify(queue)));
-      if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config this version cannot read`, { queue: queue.name });
-      applyQueueConfig(this.#s, decoded.name, decoded.config);
-    }
-    const run = manifest.residentRun;
-    // The run says how many timers and keys it holds: room for them at once, not by doubling.
-    this.#s.store.reserve(run.rows);
-    this.#s.keys.reserve(run.buckets.reduce((keyed, bucket) => keyed + bucket.keyed, 0));
-    for (let bucket = 0; bucket < run.buckets.length; bucket++) {
-      const rows = await readRunBucket(this.#s.fs, this.#s.spillDir, run, bucket);
-      for (let i = 0; i < rows.rows; i++) this.#insertRunRow(rows, i, rows.state[i] as TimerStateCode, rows.dueAtMs[i] as number);
-    }
-    const spilledRuns: SpilledRun[] = [];
-    for (const meta of manifest.spilledRuns) spilledRuns.push({ meta, validFromMs: meta.validFromMs, keyHashes: await readRunKeys(this.#s.fs, this.#s.spillDir, meta) });
-    this.#s.spill.reset(spilledRuns, manifest.watermarkMs, manifest.tombstones);
-  }
-
-  /** Puts row `i` of a run into the store in `state`, due at `dueAtMs`: its slot, index, key and heap entry. */
-  #insertRunRow(rows: RunRows, i: number, state: TimerStateCode, dueAtMs: number): number {
-    const store = this.#s.store;
-    const target = store.internTarget(rows.targets[rows.targetIndex[i] as number] as string);
-    const queue = this.#s.queueIndex(rows.queues[rows.queueIndex[i] as number] as string);
-    const key = bytesOf(rows.keys, i);
-    const slot = store.allocateRaw(rows.fireAtMs[i] as number, rows.seq[i] as number, rows.row[i] as number, queue, target, bytesOf(rows.payload, i), bytesOf(rows.headers, i), key);
-    store.releaseTarget(target);
-    if (slot < 0) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${store.count} timers)`, { rows: 1 });
-    store.setState(slot, state);
-    store.setAttempts(slot, rows.attempts[i] as number);
-    store.setLastStatus(slot, rows.lastStatus[i] as number);
-    store.setDueAt(slot, dueAtMs);
-    this.#s.counts[state] = (this.#s.counts[state] as number) + 1;
-    this.#s.index.insert(slot);
-    if (key.length > 0) this.#s.keys.insert(slot, keyHash(key));
-    if (state === timerState.dead) this.#s.deadReasons.set(slot, rows.deadReason[i] as number);
-    (isFinished(state) ? this.#s.expiring : this.#s.heap).push(slot);
-    return slot;
-  }
-
   /** The timers whose spilled cancel is under way (tombstoned, maybe, but not yet logged). */
   #spilledCancelsInFlight(): TombstoneSet {
     const names = [...this.#s.cancellingSpilled.keys()].map((name) => name.split(':').map(Number));
@@ -1043,7 +972,7 @@ export class Engine {
       this.#s.spill.untombstone(seq, row);
       throw err;
     }
-    this.#insertRunRow(found.rows, found.index, timerState.cancelled, expiresAtMs);
+    insertRunRow(this.#s, found.rows, found.index, timerState.cancelled, expiresAtMs);
     return 'cancelled';
   }
 
@@ -1118,7 +1047,7 @@ export class Engine {
     if (type === recordType.promote) {
       const watermarkMs = decodePromote(body);
       if (watermarkMs === undefined) throw this.#badRecord(seq, 'malformed PROMOTE record');
-      return this.#promote(watermarkMs, false).then(() => undefined);
+      return promote(this.#s, watermarkMs, false).then(() => undefined);
     }
     if (type === recordType.queue) {
       const queue = decodeQueueRecord(body);
@@ -1156,7 +1085,7 @@ export class Engine {
       const found = await this.#s.spill.find(seq, row, fireAtMs[i] as number);
       if (found === undefined) continue;
       this.#s.spill.tombstone(seq, row, fireAtMs[i] as number);
-      this.#insertRunRow(found.rows, found.index, timerState.cancelled, expiresAtMs);
+      insertRunRow(this.#s, found.rows, found.index, timerState.cancelled, expiresAtMs);
     }
   }
 
