@@ -20,11 +20,11 @@ import { admit, admitArrow, insertBatch, validate } from './admission.ts';
 import { batchFromArrow } from './batch/arrow-codec.ts';
 import { decodeBatch } from './batch/batch-codec.ts';
 import type { TimerBatch } from './batch/timer-batch.ts';
+import { cancel, getTimer, lookup, payloadOf } from './cancel-lookup.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
-import { decodeTimerId } from './ids.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { DurableLog } from './log.ts';
@@ -38,8 +38,6 @@ import {
   decodeCancelSpilled,
   decodeOutcomes,
   decodePromote,
-  encodeCancel,
-  encodeCancelSpilled,
   forEachCancelled,
   type Outcomes,
   recordType,
@@ -51,12 +49,12 @@ import { promote } from './spill/promotion.ts';
 import { insertRunRow, restoreCheckpoint } from './spill/restore.ts';
 import type { RunMeta } from './spill/run-meta.ts';
 import { runOrder } from './spill/run-order.ts';
-import { bytesOf, type RunRowFields, type RunRows, RunRowsBuilder } from './spill/run-rows.ts';
+import { type RunRowFields, type RunRows, RunRowsBuilder } from './spill/run-rows.ts';
 import { type RunWriteOptions, RunWriter } from './spill/run-writer.ts';
 import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spill/spilled-timers.ts';
-import { EngineState, type ReplaySizing, settlingWork } from './state.ts';
+import { EngineState, type ReplaySizing } from './state.ts';
 import { keyHash, KeyIndex } from './store/key-index.ts';
-import { ResidentStore, timerState, type TimerStateCode } from './store/resident-store.ts';
+import { ResidentStore, timerState } from './store/resident-store.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import type { StoreSnapshot } from './store/store-snapshot.ts';
 import {
@@ -86,15 +84,6 @@ export * from './types.ts';
 const replaySizingSampleShare = 32;
 /** …and sizes for that many rows over the whole log, times this. */
 const replaySizingMargin = 1.05;
-
-const stateNames: Record<number, TimerStateName> = {
-  [timerState.pending]: 'pending',
-  [timerState.delivering]: 'delivering',
-  [timerState.retrying]: 'retrying',
-  [timerState.delivered]: 'delivered',
-  [timerState.dead]: 'dead',
-  [timerState.cancelled]: 'cancelled',
-};
 
 const utf8 = new TextDecoder();
 
@@ -366,93 +355,21 @@ export class Engine {
 
   /** Cancels a timer; resolves once the cancel is durable. */
   cancel(id: string): Promise<CancelOutcome> {
-    const slot = this.#s.slotOfId(id);
-    if (slot < 0) {
-      const parts = decodeTimerId(id);
-      // Not in memory, but its fire time is past the watermark: it may be on disk.
-      return parts !== undefined && parts.fireAtMs >= this.#s.spill.watermarkMs ? this.#cancelSpilled(id, parts.seq, parts.row, parts.fireAtMs) : Promise.resolve('not-found');
-    }
-    const inFlight = this.#s.cancelling.get(slot);
-    if (inFlight !== undefined) return inFlight;
-    const state = this.#s.store.state[slot] as TimerStateCode;
-    if (state === timerState.cancelled) return Promise.resolve('cancelled');
-    const seq = this.#s.store.logSeq[slot] as number;
-    const row = this.#s.store.row[slot] as number;
-    // Handed out but not sent yet: the dispatcher gives it back, or it has started (too late).
-    const withdrawn = state === timerState.delivering && this.#s.withdraw(seq, row);
-    if (state !== timerState.pending && state !== timerState.retrying && !withdrawn) return Promise.resolve('too-late');
-    // Out of the heap now, so the timer cannot fire while its CANCEL record is being synced.
-    this.#s.heap.remove(slot);
-    const expiresAtMs = this.#s.clock.now() + this.#s.retention.finishedMs;
-    // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
-    // disk, not in memory, so its cancel names its fire time (replay finds it either way).
-    const spilling = this.#s.spilling?.[slot] === 1;
-    const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, this.#s.store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
-    const outcome = this.#s.log.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
-      () => {
-        this.#s.finishCancelled(slot, expiresAtMs);
-        return 'cancelled' as const;
-      },
-      (err: unknown) => {
-        // Not cancelled: back to waiting (a withdrawn timer too, from "delivering").
-        if (withdrawn) this.#s.setState(slot, (this.#s.store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
-        this.#s.heap.push(slot);
-        this.#s.onDueChanged();
-        throw err;
-      },
-    );
-    this.#s.cancelling.set(slot, outcome);
-    const forget = (): void => void this.#s.cancelling.delete(slot);
-    outcome.then(forget, forget);
-    return outcome;
+    return cancel(this.#s, id);
   }
 
   get(id: string): TimerView | undefined {
-    const slot = this.#s.slotOfId(id);
-    if (slot < 0) return undefined;
-    const store = this.#s.store;
-    const status = store.lastStatus[slot] as number;
-    return {
-      id,
-      state: stateNames[store.state[slot] as number] as TimerStateName,
-      fireAtMs: store.fireAt[slot] as number,
-      dueAtMs: store.dueAt[slot] as number,
-      attempts: store.attempts[slot] as number,
-      queue: this.#s.queueNames[store.queueIndex[slot] as number] as string,
-      target: store.targetOf(slot),
-      key: store.keyLengthOf(slot) === 0 ? null : utf8.decode(store.keyOf(slot)),
-      lastStatus: status === 0 ? null : status,
-    };
+    return getTimer(this.#s, id);
   }
 
   /** A timer in memory or on disk (get() answers for timers in memory only, without waiting). */
   async lookup(id: string): Promise<TimerView | undefined> {
-    const resident = this.get(id);
-    if (resident !== undefined) return resident;
-    const parts = decodeTimerId(id);
-    if (parts === undefined || parts.fireAtMs < this.#s.spill.watermarkMs) return undefined;
-    const found = await this.#s.spill.find(parts.seq, parts.row, parts.fireAtMs);
-    // Promoted while the bucket was read: it is in memory now.
-    if (found === undefined) return this.get(id);
-    const { rows, index } = found;
-    const key = bytesOf(rows.keys, index);
-    return {
-      id,
-      state: 'pending',
-      fireAtMs: rows.fireAtMs[index] as number,
-      dueAtMs: rows.dueAtMs[index] as number,
-      attempts: 0,
-      queue: rows.queues[rows.queueIndex[index] as number] as string,
-      target: rows.targets[rows.targetIndex[index] as number] as string,
-      key: key.length === 0 ? null : utf8.decode(key),
-      lastStatus: null,
-    };
+    return lookup(this.#s, id);
   }
 
-  /** The payload of a resident timer (a view: copy it to keep it). */
+  /** The payload of a resident timer (a view. */
   payloadOf(id: string): Uint8Array | undefined {
-    const slot = this.#s.slotOfId(id);
-    return slot < 0 ? undefined : this.#s.store.payloadOf(slot);
+    return payloadOf(this.#s, id);
   }
 
   /** Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only. */
@@ -945,35 +862,6 @@ export class Engine {
   #spilledCancelsInFlight(): TombstoneSet {
     const names = [...this.#s.cancellingSpilled.keys()].map((name) => name.split(':').map(Number));
     return { seqs: Float64Array.from(names, ([seq]) => seq as number), rows: Uint32Array.from(names, ([, row]) => row as number), fireAtMs: new Float64Array(names.length) };
-  }
-
-  #cancelSpilled(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
-    const name = `${seq}:${row}`;
-    const inFlight = this.#s.cancellingSpilled.get(name);
-    if (inFlight !== undefined) return inFlight;
-    const outcome = this.#cancelSpilledNow(id, seq, row, fireAtMs);
-    this.#s.cancellingSpilled.set(name, outcome);
-    const forget = (): void => void this.#s.cancellingSpilled.delete(name);
-    outcome.then(forget, forget);
-    return outcome;
-  }
-
-  async #cancelSpilledNow(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
-    const found = await this.#s.spill.find(seq, row, fireAtMs);
-    // Promoted (or cancelled) while its bucket was read: it is in memory now, if it exists.
-    if (this.#s.index.get(seq, row) >= 0 || fireAtMs < this.#s.spill.watermarkMs) return this.cancel(id);
-    if (found === undefined) return 'not-found';
-    // Tombstoned before its record is written, so a promotion meanwhile skips it: it cannot fire.
-    this.#s.spill.tombstone(seq, row, fireAtMs);
-    const expiresAtMs = this.#s.clock.now() + this.#s.retention.finishedMs;
-    try {
-      await this.#s.log.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
-    } catch (err) {
-      this.#s.spill.untombstone(seq, row);
-      throw err;
-    }
-    insertRunRow(this.#s, found.rows, found.index, timerState.cancelled, expiresAtMs);
-    return 'cancelled';
   }
 
   /**
