@@ -16,43 +16,30 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { admit, admitArrow, insertBatch, validate } from './admission.ts';
-import { batchFromArrow } from './batch/arrow-codec.ts';
-import { decodeBatch } from './batch/batch-codec.ts';
+import { admit, admitArrow, validate } from './admission.ts';
 import type { TimerBatch } from './batch/timer-batch.ts';
 import { cancel, getTimer, lookup, payloadOf } from './cancel-lookup.ts';
-import { errorCodes, FermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
-import { type KeyPlan, planKeys } from './key-plan.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { DurableLog } from './log.ts';
-import { applyOutcomes, listDead, redrive, settle } from './outcomes.ts';
-import { applyQueueConfig, listQueues, queueConfig, setQueue } from './queue-registry.ts';
-import { decodeQueueRecord, encodeQueueRecord, type QueueConfig } from './queues.ts';
-import {
-  addEncodingArrowStream,
-  deadReason,
-  decodeAddBody,
-  decodeCancelSpilled,
-  decodeOutcomes,
-  decodePromote,
-  forEachCancelled,
-  type Outcomes,
-  recordType,
-} from './records.ts';
+import { listDead, redrive, settle } from './outcomes.ts';
+import { listQueues, queueConfig, setQueue } from './queue-registry.ts';
+import { encodeQueueRecord, type QueueConfig } from './queues.ts';
+import { deadReason, type Outcomes } from './records.ts';
+import { beginReplay, endReplay } from './replay.ts';
 import { compactRuns } from './spill/compaction.ts';
 import { readRunKeys } from './spill/keys-file.ts';
 import { type Manifest, readManifest, removeUnreferenced, writeManifest } from './spill/manifest.ts';
 import { promote } from './spill/promotion.ts';
-import { insertRunRow, restoreCheckpoint } from './spill/restore.ts';
+import { restoreCheckpoint } from './spill/restore.ts';
 import type { RunMeta } from './spill/run-meta.ts';
 import { runOrder } from './spill/run-order.ts';
 import { type RunRowFields, type RunRows, RunRowsBuilder } from './spill/run-rows.ts';
 import { type RunWriteOptions, RunWriter } from './spill/run-writer.ts';
-import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spill/spilled-timers.ts';
-import { EngineState, type ReplaySizing } from './state.ts';
+import { type SpilledRun, SpilledTimers } from './spill/spilled-timers.ts';
+import { EngineState } from './state.ts';
 import { keyHash, KeyIndex } from './store/key-index.ts';
 import { ResidentStore, timerState } from './store/resident-store.ts';
 import { SlotIndex } from './store/slot-index.ts';
@@ -79,11 +66,6 @@ import { localLog } from './wal/local-log.ts';
 
 // The public types live in types.ts; importers keep importing them from here.
 export * from './types.ts';
-
-/** #reserveForReplay trusts the rows a log byte brought so far once this share of the log (1 / it) is read… */
-const replaySizingSampleShare = 32;
-/** …and sizes for that many rows over the whole log, times this. */
-const replaySizingMargin = 1.05;
 
 const utf8 = new TextDecoder();
 
@@ -176,39 +158,17 @@ export class Engine {
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
-    // The engine exists before its log does: open() replays every record into it while it
-    // reads the segments for recovery, one pass over the log.
+    // The engine exists before its log does: the log's opener replays every record into it
+    // while it reads the log for recovery, one pass over the log.
     const engine = new Engine(options);
+    const s = engine.#s;
     // Every timer the checkpoint and the log hold comes back, whatever this life's slot limit.
-    engine.#s.store.beginReplay();
-    const manifest = await readManifest(engine.#s.fs, engine.#s.spillDir);
-    if (manifest !== undefined) await restoreCheckpoint(engine.#s, manifest);
-    const coveredSeq = engine.#s.checkpointSeq;
-    // What the checkpoint's resident run put in is there already; the log's records come on top.
-    const sizing: ReplaySizing = { logBytes: 0, bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: engine.#s.store.count, keysBefore: engine.#s.keys.size };
-    engine.#s.replaySizing = sizing;
+    s.store.beginReplay();
+    const manifest = await readManifest(s.fs, s.spillDir);
+    if (manifest !== undefined) await restoreCheckpoint(s, manifest);
     const openLog = options.openLog ?? localLog({ dir: join(options.dataDir, 'wal'), fs: options.fs, limits: options.walLimits, logger: options.logger });
-    engine.#s.log = await openLog({
-      coveredSeq,
-      replay: {
-        expectBytes: (bytes) => {
-          sizing.logBytes = bytes;
-        },
-        record: (seq, type, body, bytes) => {
-          sizing.bytesSeen += bytes;
-          // Records the checkpoint covers are in its runs already.
-          return seq <= coveredSeq ? undefined : engine.#replay(seq, type, body);
-        },
-      },
-      onPoisoned: options.onLogPoisoned,
-    });
-    engine.#s.replaySizing = undefined;
-    engine.#s.store.endReplay();
-    // Slabs and columns made ahead for a log that turned out to hold less (cancels, outcomes) go.
-    engine.#s.store.dropPrefaulted();
-    // Finished timers whose retention ended while the engine was down (or that the live engine
-    // had swept before it stopped) go now, as the sweep would have released them.
-    engine.#s.releaseExpired(engine.#s.clock.now(), Infinity);
+    s.log = await openLog({ coveredSeq: s.checkpointSeq, replay: beginReplay(s), onPoisoned: options.onLogPoisoned });
+    endReplay(s);
     return engine;
   }
 
@@ -864,120 +824,4 @@ export class Engine {
     return { seqs: Float64Array.from(names, ([seq]) => seq as number), rows: Uint32Array.from(names, ([, row]) => row as number), fireAtMs: new Float64Array(names.length) };
   }
 
-  /**
-   * Before a replayed ADD goes in: once a little of the log has been read, the store and the
-   * key index, when they must grow, grow to what the whole log will bring (rows and keys per
-   * log byte so far, times the log's bytes, and a margin) instead of doubling. Recovery spent
-   * about a third of its time copying columns into fresh memory, doubling by doubling.
-   */
-  #reserveForReplay(batch: TimerBatch, plan: KeyPlan | undefined): void {
-    const sizing = this.#s.replaySizing;
-    if (sizing === undefined) return;
-    // The rest of the log is about what the arena will take (a payload is most of an ADD's
-    // bytes): its next slabs are made ahead while this and the next batches go in.
-    this.#s.store.arena.prefaultFor(sizing.logBytes - sizing.bytesSeen);
-    const rows = batch.rows - (plan?.duplicates ?? 0);
-    // The keys this batch adds to the index: its keyed rows that are not duplicates, which is
-    // what the plan introduced (a sizing estimate; no per-row pass for it).
-    const keyed = plan?.introduced.length ?? 0;
-    sizing.rowsSeen += rows;
-    sizing.keyedSeen += keyed;
-    // Too little read yet for a rate: let them double (they are small so far).
-    if (sizing.bytesSeen * replaySizingSampleShare < sizing.logBytes) return;
-    const scale = (sizing.logBytes / sizing.bytesSeen) * replaySizingMargin;
-    this.#s.store.reserveTowards(rows, sizing.slotsBefore + sizing.rowsSeen * scale);
-    if (keyed > 0) this.#s.keys.reserveTowards(keyed, sizing.keysBefore + sizing.keyedSeen * scale);
-  }
-
-  /** Applies one logged record at open; a promise only when it must read spill files first. */
-  #replay(seq: number, type: number, body: Uint8Array): void | Promise<void> {
-    if (type === recordType.add) {
-      const add = decodeAddBody(body);
-      if (add === undefined) throw this.#badRecord(seq, 'ADD record with an unknown header');
-      let batch: TimerBatch;
-      try {
-        batch = add.header.encoding === addEncodingArrowStream ? batchFromArrow(add.batch, add.header.acceptedAtMs, Number.MAX_SAFE_INTEGER) : decodeBatch(add.batch);
-      } catch (err) {
-        throw this.#badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
-      // What the live engine could have released by the time it decided, replay releases now.
-      this.#s.releaseExpired(add.header.decidedAtMs, Infinity);
-      const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
-      // Replay inserts the batch before it plans the next: the plan's arrays can be scratch.
-      const plan = planKeys(this.#s, batch, add.header.decidedAtMs, spilledAnswers, true);
-      if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan, spilledAnswers);
-      this.#reserveForReplay(batch, plan);
-      insertBatch(this.#s, batch, seq, plan);
-      return;
-    }
-    if (type === recordType.cancel) {
-      const ok = forEachCancelled(body, (addSeq, row, expiresAtMs) => {
-        const slot = this.#s.index.get(addSeq, row);
-        if (slot < 0) return;
-        this.#s.heap.remove(slot);
-        this.#s.finishCancelled(slot, expiresAtMs);
-      });
-      if (!ok) throw this.#badRecord(seq, 'CANCEL record of a length that is not a whole number of entries');
-      return;
-    }
-    if (type === recordType.outcome) {
-      const outcomes = decodeOutcomes(body);
-      if (outcomes === undefined) throw this.#badRecord(seq, 'malformed OUTCOME record');
-      applyOutcomes(this.#s, outcomes);
-      return;
-    }
-    if (type === recordType.cancelSpilled) {
-      const cancel = decodeCancelSpilled(body);
-      if (cancel === undefined) throw this.#badRecord(seq, 'malformed CANCEL_SPILLED record');
-      return this.#replayCancelSpilled(cancel.expiresAtMs, cancel.seqs, cancel.rows, cancel.fireAtMs);
-    }
-    if (type === recordType.promote) {
-      const watermarkMs = decodePromote(body);
-      if (watermarkMs === undefined) throw this.#badRecord(seq, 'malformed PROMOTE record');
-      return promote(this.#s, watermarkMs, false).then(() => undefined);
-    }
-    if (type === recordType.queue) {
-      const queue = decodeQueueRecord(body);
-      if (queue === undefined) throw this.#badRecord(seq, 'malformed QUEUE record');
-      applyQueueConfig(this.#s, queue.name, queue.config);
-      return;
-    }
-    throw this.#badRecord(seq, `unknown record type ${type}`);
-  }
-
-  /** An ADD whose keys may be held by spilled timers: their buckets are read, then it is planned again. */
-  async #replayAddAfterReads(batch: TimerBatch, seq: number, decidedAtMs: number, plan: KeyPlan, spilledAnswers: Map<number, SpilledKeyHolder | null>): Promise<void> {
-    let current: KeyPlan | undefined = plan;
-    while (current !== undefined && current.waitFor.length > 0) {
-      await Promise.all(current.waitFor);
-      current = planKeys(this.#s, batch, decidedAtMs, spilledAnswers);
-    }
-    insertBatch(this.#s, batch, seq, current);
-  }
-
-  async #replayCancelSpilled(expiresAtMs: number, seqs: Float64Array, rows: Uint32Array, fireAtMs: Float64Array): Promise<void> {
-    for (let i = 0; i < seqs.length; i++) {
-      const seq = seqs[i] as number;
-      const row = rows[i] as number;
-      // A promotion logged before this cancel brought the timer into memory: cancel it there.
-      const slot = this.#s.index.get(seq, row);
-      if (slot >= 0) {
-        const state = this.#s.store.state[slot];
-        if (state === timerState.pending || state === timerState.retrying) {
-          this.#s.heap.remove(slot);
-          this.#s.finishCancelled(slot, expiresAtMs);
-        }
-        continue;
-      }
-      const found = await this.#s.spill.find(seq, row, fireAtMs[i] as number);
-      if (found === undefined) continue;
-      this.#s.spill.tombstone(seq, row, fireAtMs[i] as number);
-      insertRunRow(this.#s, found.rows, found.index, timerState.cancelled, expiresAtMs);
-    }
-  }
-
-  #badRecord(seq: number, reason: string): FermataError {
-    return new FermataError(errorCodes.walCorrupt, `WAL record ${seq}: ${reason}; refusing to start`, { seq, reason });
-  }
 }
