@@ -1,7 +1,7 @@
-// The timer engine: the one owner of timer state, on the main thread. Every change is a WAL
-// record first and a change in memory after the record is durable; reopening replays the
-// log and arrives at the same state. It knows nothing of HTTP: transports call admit(),
-// cancel() and get(); this module is its public face.
+// The timer engine's public face: the one owner of timer state, on the main thread. Every
+// change is a log record first (a DurableLog, engine/log.ts) and a change in memory after the
+// record is durable; reopening replays the log and arrives at the same state. It knows nothing
+// of HTTP: transports call admit(), cancel() and get().
 //
 // Pending and retrying timers are in the due heap, ordered by dueAt. Finished ones (delivered,
 // dead, cancelled) are in the expiry heap, ordered by when their retention ends (logged with
@@ -9,9 +9,13 @@
 // decided at, and replay releases what had expired by then before it decides, so replay holds
 // no more timers than the live engine did and deduplicates keys exactly as it did.
 //
-//   admit(batch) ─► validate ─► reserve rows ─► WAL append [ADD header | Arrow batch] ─► durable
-//                                                 └─► store.allocateRows (one loop), heap.pushMany, index run
-//   cancel(id)   ─► index → slot ─► out of the heap (it can no longer fire) ─► WAL CANCEL ─► cancelled
+// This class holds the shared state (state.ts) and hands it to the part that does the work,
+// one concern a file: admission.ts, key-plan.ts, hand-out.ts, outcomes.ts, cancel-lookup.ts,
+// queue-registry.ts, replay.ts; spill/checkpoint.ts, spill/promotion.ts, spill/restore.ts,
+// spill/spill-planning.ts. Its methods are grouped by caller.
+//
+//   admit(batch) ─► validate ─► reserve rows ─► log ADD [header | batch] ─► durable ─► insertBatch
+//   cancel(id)   ─► index → slot ─► out of the heap (it can no longer fire) ─► log CANCEL ─► cancelled
 //   open()       ─► restore the checkpoint ─► open the log (EngineOptions.openLog) ─► replay every record after it
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -81,6 +85,9 @@ export class Engine {
     });
   }
 
+  // ---- life ----
+
+  /** Opens the engine over its data directory: the checkpoint restored, the log replayed on top. */
   static async open(options: EngineOptions): Promise<Engine> {
     // The engine exists before its log does: the log's opener replays every record into it
     // while it reads the log for recovery, one pass over the log.
@@ -96,9 +103,177 @@ export class Engine {
     return engine;
   }
 
-  /** Timers waiting to be delivered (pending or retrying). */
+  /** Waits for a checkpoint or promotion under way, closes the log (appends made so far are waited for), frees the store. */
+  async close(): Promise<void> {
+    await this.#s.spillWork;
+    await this.#s.log.close();
+    this.#s.store.close();
+  }
+
+  /** The log: readiness (poisoned or fenced) and counters. */
+  get log(): DurableLog {
+    return this.#s.log;
+  }
+
+  // ---- for ingest: add, look up, cancel, queues, dead letters (admission.ts, cancel-lookup.ts, queue-registry.ts, outcomes.ts) ----
+
+  /** Admits a batch built in process or from JSON; resolves once it is durable. */
+  admit(batch: TimerBatch, options?: { readonly startNow?: boolean }): Promise<Admitted> {
+    return admit(this.#s, batch, options);
+  }
+
+  /** Admits an Arrow IPC stream as it arrived (logged whole); resolves once it is durable. */
+  admitArrow(ipc: Uint8Array): Promise<Admitted> {
+    return admitArrow(this.#s, ipc);
+  }
+
+  /** Checks a batch as admit() does, admitting nothing (throws BATCH_INVALID or TARGET_REFUSED). */
+  validate(batch: TimerBatch): void {
+    validate(this.#s, batch);
+  }
+
+  /** A timer in memory (undefined: not resident; lookup() looks on disk too). */
+  get(id: string): TimerView | undefined {
+    return getTimer(this.#s, id);
+  }
+
+  /** A timer in memory or on disk. */
+  lookup(id: string): Promise<TimerView | undefined> {
+    return lookup(this.#s, id);
+  }
+
+  /** The payload of a resident timer (a view: copy it to keep it). */
+  payloadOf(id: string): Uint8Array | undefined {
+    return payloadOf(this.#s, id);
+  }
+
+  /** Cancels a timer, resident or spilled; resolves once the cancel is durable. */
+  cancel(id: string): Promise<CancelOutcome> {
+    return cancel(this.#s, id);
+  }
+
+  /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
+  setQueue(name: string, input: unknown): Promise<QueueConfig> {
+    return setQueue(this.#s, name, input);
+  }
+
+  queueConfig(name: string): QueueConfig {
+    return queueConfig(this.#s, name);
+  }
+
+  /** Every queue that was configured or has held a timer, with its config, by name. */
+  queues(): Array<{ name: string; config: QueueConfig }> {
+    return listQueues(this.#s);
+  }
+
+  /** Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only. */
+  listDead(limit: number, queue?: string): DeadTimer[] {
+    return listDead(this.#s, limit, queue);
+  }
+
+  /** Sends a dead timer round again (attempts reset, due now); resolves once durable. */
+  redrive(id: string): Promise<RedriveOutcome> {
+    return redrive(this.#s, id);
+  }
+
+  // ---- for dispatch: due timers out, outcomes back (hand-out.ts, outcomes.ts) ----
+
+  /** Takes up to `max` timers due at `nowMs` (and ahead, for queues that allow it) and marks them delivering. */
+  takeDue(nowMs: number, max: number, queueRoom?: QueueRoom, ahead?: TakeAhead): DueSlice {
+    return takeDue(this.#s, nowMs, max, queueRoom, ahead);
+  }
+
+  /** The name of the queue with index `index` (DueSlice.queues). */
+  queueNameAt(index: number): string {
+    return queueNameAt(this.#s, index);
+  }
+
+  /** A handed-out timer's target and bytes (a view of the store's arena: copy to keep). */
+  deliveryOf(seq: number, row: number): TimerDelivery | undefined {
+    return deliveryOf(this.#s, seq, row);
+  }
+
+  /** As deliveryOf, into `into` (one object filled again for every timer), with no view made. */
+  deliveryInto(seq: number, row: number, into: TimerDeliveryRef): boolean {
+    return deliveryInto(this.#s, seq, row, into);
+  }
+
+  /** Records delivery outcomes: one OUTCOME record, applied once durable. */
+  settle(outcomes: Outcomes): Promise<void> {
+    return settle(this.#s, outcomes);
+  }
+
+  /** When the next delivery falls due (undefined: none resident before the watermark). */
+  nextDeliveryDueMs(): number | undefined {
+    return nextDeliveryDueMs(this.#s);
+  }
+
+  /** When the engine next has work: a delivery falls due or a finished timer's retention ends. */
+  nextDueMs(): number | undefined {
+    return nextDueMs(this.#s);
+  }
+
+  /** Told when a timer may have become the earliest due (the scheduler re-arms its timer). */
+  setDueChangedHook(hook: () => void): void {
+    this.#s.onDueChanged = hook;
+  }
+
+  /** How a cancel takes back a timer the dispatcher holds (taken ahead, or waiting its turn) but has not sent. */
+  setWithdrawHook(hook: Withdraw): void {
+    this.#s.withdraw = hook;
+  }
+
+  // ---- for the memory loader: the spill tier (spill/checkpoint.ts, spill/promotion.ts, spill/spill-planning.ts) ----
+
+  /**
+   * Writes a checkpoint (the sequence in docs/format/spill.md): every live timer goes into runs
+   * on disk, the pending ones due at or past `watermarkMs` into a spilled run and out of memory;
+   * then the log is truncated to what it covers and the store shrinks if it is mostly empty.
+   * `watermarkMs` is a bucket start; it only lowers the watermark (Infinity keeps it).
+   */
+  checkpoint(watermarkMs = Infinity): Promise<CheckpointReport> {
+    return this.#serially(async () => {
+      let report: CheckpointReport;
+      try {
+        report = await checkpoint(this.#s, watermarkMs);
+      } finally {
+        this.#s.spilling = undefined;
+        this.#s.notYetEvicted = 0;
+      }
+      return { ...report, residentShrunkTo: shrinkResident(this.#s) };
+    });
+  }
+
+  /** Brings every spilled timer due before `toMs` (a bucket start) into memory; logged first. Returns how many. */
+  promote(toMs: number): Promise<number> {
+    return this.#serially(() => promote(this.#s, toMs, true));
+  }
+
+  /** Live bytes of resident pending timers that could spill, by the start of the bucket they are due in. */
+  spillableBytesByBucket(): Promise<Map<number, number>> {
+    return spillableBytesByBucket(this.#s);
+  }
+
+  /** Live bytes of resident timers: their share of the columns and indexes, and their bytes in the arena. */
+  residentBytes(): number {
+    return residentBytes(this.#s);
+  }
+
+  get bucketWidthMs(): number {
+    return this.#s.spill.bucketWidthMs;
+  }
+
+  /** Told by the memory loader, for stats. */
+  setMemoryBudget(bytes: number): void {
+    this.#s.memoryBudgetBytes = bytes;
+  }
+
+  // ---- for metrics and stats (and the loader's pace) ----
+
+  /** Timers waiting to be delivered (pending or retrying, in memory or spilled). */
   get pending(): number {
-    return (this.#s.counts[timerState.pending] as number) + (this.#s.counts[timerState.retrying] as number) + this.#s.spilledPending();
+    const counts = this.#s.counts;
+    return (counts[timerState.pending] as number) + (counts[timerState.retrying] as number) + this.#s.spilledPending();
   }
 
   /** Live timers in each state (finished ones until their retention ends). */
@@ -112,6 +287,11 @@ export class Engine {
       dead: counts[timerState.dead] as number,
       cancelled: counts[timerState.cancelled] as number,
     };
+  }
+
+  /** The spill tier's figures. */
+  spillStats(): SpillStats {
+    return spillStats(this.#s);
   }
 
   get resident(): number {
@@ -148,183 +328,12 @@ export class Engine {
     return this.#s.outcomesApplied;
   }
 
-  /** The log, for readiness (poisoned?) and counters. */
-  get log(): DurableLog {
-    return this.#s.log;
-  }
-
-  /**
-   * When the next delivery falls due (now, while timers are held back for room), leaving out the
-   * expiry of finished timers; undefined when none is resident before the watermark.
-   */
-  nextDeliveryDueMs(): number | undefined {
-    return nextDeliveryDueMs(this.#s);
-  }
-
-  /** When the engine next has work. */
-  nextDueMs(): number | undefined {
-    return nextDueMs(this.#s);
-  }
-
-  setDueChangedHook(hook: () => void): void {
-    this.#s.onDueChanged = hook;
-  }
-
-  /** How a cancel takes back a timer the dispatcher holds (taken ahead, or waiting its turn) but has not sent. */
-  setWithdrawHook(hook: Withdraw): void {
-    this.#s.withdraw = hook;
-  }
-
-  /**
-   * Takes up to `max` timers due at `nowMs` (fire time ≤ now, earliest first) out of the heap
-   * and marks them delivering.
-   */
-  takeDue(nowMs: number, max: number, queueRoom?: QueueRoom, ahead?: TakeAhead): DueSlice {
-    return takeDue(this.#s, nowMs, max, queueRoom, ahead);
-  }
-
   /** Due timers held back for want of queue room (they are still pending or retrying). */
   get heldBack(): number {
     return this.#s.parkedCount;
   }
 
-  /** The name of the queue with index `index` (DueSlice.queues). */
-  queueNameAt(index: number): string {
-    return queueNameAt(this.#s, index);
-  }
-
-  /** What a dispatcher needs to deliver a timer it was handed. */
-  deliveryOf(seq: number, row: number): TimerDelivery | undefined {
-    return deliveryOf(this.#s, seq, row);
-  }
-
-  /** As deliveryOf, into `into` (one object filled again for every timer) and with no view made. */
-  deliveryInto(seq: number, row: number, into: TimerDeliveryRef): boolean {
-    return deliveryInto(this.#s, seq, row, into);
-  }
-
-  /** Records delivery outcomes. */
-  async settle(outcomes: Outcomes): Promise<void> {
-    return settle(this.#s, outcomes);
-  }
-
-  /** Validates and durably sets a queue's config (a whole replacement. */
-  async setQueue(name: string, input: unknown): Promise<QueueConfig> {
-    return setQueue(this.#s, name, input);
-  }
-
-  queueConfig(name: string): QueueConfig {
-    return queueConfig(this.#s, name);
-  }
-
-  /** Every queue that was configured or has held a timer, with its config, by name. */
-  queues(): Array<{ name: string; config: QueueConfig }> {
-    return listQueues(this.#s);
-  }
-
-  /** Admits a batch built in process or from JSON. */
-  async admit(batch: TimerBatch, options?: { readonly startNow?: boolean }): Promise<Admitted> {
-    return admit(this.#s, batch, options);
-  }
-
-  /** Checks a batch as admit() does, admitting nothing. */
-  validate(batch: TimerBatch): void {
-    return validate(this.#s, batch);
-  }
-
-  /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
-  async admitArrow(ipc: Uint8Array): Promise<Admitted> {
-    return admitArrow(this.#s, ipc);
-  }
-
-  /** Cancels a timer; resolves once the cancel is durable. */
-  cancel(id: string): Promise<CancelOutcome> {
-    return cancel(this.#s, id);
-  }
-
-  get(id: string): TimerView | undefined {
-    return getTimer(this.#s, id);
-  }
-
-  /** A timer in memory or on disk (get() answers for timers in memory only, without waiting). */
-  async lookup(id: string): Promise<TimerView | undefined> {
-    return lookup(this.#s, id);
-  }
-
-  /** The payload of a resident timer (a view. */
-  payloadOf(id: string): Uint8Array | undefined {
-    return payloadOf(this.#s, id);
-  }
-
-  /** Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only. */
-  listDead(limit: number, queue?: string): DeadTimer[] {
-    return listDead(this.#s, limit, queue);
-  }
-
-  /** Sends a dead timer round again. */
-  async redrive(id: string): Promise<RedriveOutcome> {
-    return redrive(this.#s, id);
-  }
-
-  async close(): Promise<void> {
-    await this.#s.spillWork;
-    await this.#s.log.close();
-    this.#s.store.close();
-  }
-
-  // ---- the spill tier (docs/format/spill.md) ----
-
-  /** The spill tier's figures. */
-  spillStats(): SpillStats {
-    return spillStats(this.#s);
-  }
-
-  /** Told by the memory loader, for stats. */
-  setMemoryBudget(bytes: number): void {
-    this.#s.memoryBudgetBytes = bytes;
-  }
-
-  /** Live bytes of resident timers. */
-  residentBytes(): number {
-    return residentBytes(this.#s);
-  }
-
-  /**
-   * Live bytes of resident pending timers that could spill (never attempted), by the start of
-   * the bucket they are due in.
-   */
-  async spillableBytesByBucket(): Promise<Map<number, number>> {
-    return spillableBytesByBucket(this.#s);
-  }
-
-  get bucketWidthMs(): number {
-    return this.#s.spill.bucketWidthMs;
-  }
-
-  /**
-   * Writes a checkpoint (the sequence in docs/format/spill.md): every live timer goes into runs
-   * on disk, the pending ones due at or past `watermarkMs` into a spilled run and out of memory;
-   * then the log segments it covers are deleted. `watermarkMs` is a bucket start; it only lowers
-   * the watermark (Infinity keeps it where it is).
-   */
-  checkpoint(watermarkMs = Infinity): Promise<CheckpointReport> {
-    return this.#serially(async () => {
-      let report: CheckpointReport;
-      try {
-        report = await checkpoint(this.#s, watermarkMs);
-      } finally {
-        this.#s.spilling = undefined;
-        this.#s.notYetEvicted = 0;
-      }
-      return { ...report, residentShrunkTo: shrinkResident(this.#s) };
-    });
-  }
-
-  /** Brings every spilled timer due before `toMs` (a bucket start) into memory; logged first. Returns how many. */
-  promote(toMs: number): Promise<number> {
-    return this.#serially(() => promote(this.#s, toMs, true));
-  }
-
+  /** Checkpoints and promotions run one at a time, in order. */
   #serially<T>(work: () => Promise<T>): Promise<T> {
     const result = this.#s.spillWork.then(work);
     this.#s.spillWork = result.then(
@@ -333,5 +342,4 @@ export class Engine {
     );
     return result;
   }
-
 }
