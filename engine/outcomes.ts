@@ -28,7 +28,7 @@ const deadReasonNames: Record<number, DeadReasonName> = {
 export async function settle(s: EngineState, outcomes: Outcomes): Promise<void> {
   // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway
   // through applying it. Plain conditions, assert.fail only on failure: this runs once per
-  // delivered timer. Then every slot is claimed in #settling at once (so that a cancel, a
+  // delivered timer. Then every slot is claimed in s.settling at once (so that a cancel, a
   // redrive or a second outcome for it finds the claim), all with one promise that settles
   // when this call is done; a slot claimed already, or twice here, is refused the same way.
   const count = outcomes.count;

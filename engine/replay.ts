@@ -23,7 +23,7 @@ import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
 import type { EngineState, ReplaySizing } from './state.ts';
 import { timerState } from './store/resident-store.ts';
 
-/** #reserveForReplay trusts the rows a log byte brought so far once this share of the log (1 / it) is read… */
+/** reserveForReplay trusts the rows a log byte brought so far once this share of the log (1 / it) is read… */
 const replaySizingSampleShare = 32;
 
 /** …and sizes for that many rows over the whole log, times this. */

@@ -73,13 +73,14 @@ export interface TimerDelivery {
 
 /** What one checkpoint did. */
 export interface CheckpointReport {
-  /** The WAL sequence it covers. */
+  /** The log sequence it covers. */
   readonly coveredSeq: number;
   readonly watermarkMs: number;
   /** Timers written to the resident run, and to the new spilled run (which left memory). */
   readonly residentRows: number;
   readonly spilledRows: number;
   readonly bytesWritten: number;
+  /** Units of the log truncateCovered dropped (the local WAL's segment files). */
   readonly segmentsDeleted: number;
   /** The store's capacity after the checkpoint, when it shrank its columns to fit what stayed. */
   readonly residentShrunkTo?: number | undefined;

@@ -186,7 +186,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
 }
 
 /**
- * Takes every live timer as it is now (its fields copied, its bytes held: #writeTaken sorts them
+ * Takes every live timer as it is now (its fields copied, its bytes held: writeTaken sorts them
  * by (dueAt, seq, row) and writes them as a run afterwards, yielding as it goes): pending, never
  * attempted timers due at or past the watermark into `spilled` (their handles kept, to evict
  * them once the checkpoint is durable), the rest into `resident`, as the log has them
@@ -351,7 +351,7 @@ async function evictSpilled(s: EngineState, handles: Float64Array, rows: Spilled
   // In slices, yielding between them: evicting half a million timers at once held the event
   // loop for over a second. Meanwhile the rest stay in memory as well as on disk: fenced by
   // the watermark (never handed out), and a cancel of one is logged as CANCEL_SPILLED
-  // (#spilling), so its slice tombstones its copy on disk.
+  // (s.spilling), so its slice tombstones its copy on disk.
   for (let from = 0; from < handles.length; from += spillLimits.checkpointSliceRows) {
     if (from > 0) await nextTurn();
     evictSlice(s, handles, rows, from, Math.min(handles.length, from + spillLimits.checkpointSliceRows));
