@@ -238,7 +238,7 @@ async function soakRun(baseDir: string, seconds: number): Promise<SoakResult> {
       samples.push((await directoryBytes(join(dir, 'wal'))) + (await directoryBytes(join(dir, 'spill'))));
     }
     // Every timer due by now fired exactly once: what is left is the last seconds' pending ones.
-    assert.equal(fired + engine.pending, added, 'every added timer fired or is still pending');
+    assert.equal(fired + engine.stats().pending, added, 'every added timer fired or is still pending');
   } finally {
     await engine.close();
     await rm(dir, { recursive: true, force: true });

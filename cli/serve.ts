@@ -582,7 +582,7 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
       budgetBytes: budget.bytes,
       source: budget.source,
       limitBytes: budget.limitBytes,
-      residentMax: engine.residentMax,
+      residentMax: engine.stats().residentMax,
       farHorizonMs: Number.isFinite(settings.farHorizonMs) ? settings.farHorizonMs : null,
       // glibc's malloc_trim, through node:ffi (experimental in Node 26): freed memory goes back to the kernel.
       mallocTrim: mallocTrim() !== undefined,
@@ -640,14 +640,14 @@ async function runService(settings: ServeSettings, logger: Logger): Promise<numb
       return 1;
     }
     life = started;
-    logger.info({ lastSeq: next.log.lastSeq, pending: next.pending }, 'serving again after the poisoned log');
+    logger.info({ lastSeq: next.log.lastSeq, pending: next.stats().pending }, 'serving again after the poisoned log');
   }
 }
 
 /** Opens the engine, loader, dispatcher, HTTP and Flight on `ports`; undefined (all closed, the reason logged) when a port cannot be bound. */
 async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, disk: DiskSpaceCheck, allowLoopback: boolean, logger: Logger): Promise<Life | undefined> {
   const wal = engine.log;
-  logger.info({ ...wal.describe(), lastSeq: wal.lastSeq, resident: engine.resident, pending: engine.pending }, 'engine open');
+  logger.info({ ...wal.describe(), lastSeq: wal.lastSeq, resident: engine.stats().resident, pending: engine.stats().pending }, 'engine open');
   // Read again at each step: a container whose limit is lowered at run time spills at once.
   const loader = new MemoryLoader(engine, {
     budget: () => memoryBudget(settings.memoryBudgetBytes),

@@ -46,14 +46,13 @@ import {
   type DeadTimer,
   type DueSlice,
   type EngineOptions,
+  type EngineStats,
   type QueueRoom,
   type RedriveOutcome,
-  type SpillStats,
   systemClock,
   type TakeAhead,
   type TimerDelivery,
   type TimerDeliveryRef,
-  type TimerStateName,
   type TimerView,
   type Withdraw,
 } from './types.ts';
@@ -270,67 +269,32 @@ export class Engine {
 
   // ---- for metrics and stats (and the loader's pace) ----
 
-  /** Timers waiting to be delivered (pending or retrying, in memory or spilled). */
-  get pending(): number {
-    const counts = this.#s.counts;
-    return (counts[timerState.pending] as number) + (counts[timerState.retrying] as number) + this.#s.spilledPending();
-  }
-
-  /** Live timers in each state (finished ones until their retention ends). */
-  countsByState(): Record<TimerStateName, number> {
-    const counts = this.#s.counts;
+  /** The engine's figures now, as one plain object. */
+  stats(): EngineStats {
+    const s = this.#s;
+    const counts = s.counts;
+    const store = s.store;
+    const spilled = s.spilledPending();
     return {
-      pending: (counts[timerState.pending] as number) + this.#s.spilledPending(),
-      delivering: counts[timerState.delivering] as number,
-      retrying: counts[timerState.retrying] as number,
-      delivered: counts[timerState.delivered] as number,
-      dead: counts[timerState.dead] as number,
-      cancelled: counts[timerState.cancelled] as number,
+      pending: (counts[timerState.pending] as number) + (counts[timerState.retrying] as number) + spilled,
+      counts: {
+        pending: (counts[timerState.pending] as number) + spilled,
+        delivering: counts[timerState.delivering] as number,
+        retrying: counts[timerState.retrying] as number,
+        delivered: counts[timerState.delivered] as number,
+        dead: counts[timerState.dead] as number,
+        cancelled: counts[timerState.cancelled] as number,
+      },
+      resident: store.count,
+      residentCapacity: store.capacity,
+      residentMax: store.capacityMax,
+      slabsPrefaulted: store.arena.slabsPrefaulted,
+      columnGrowthsMadeAhead: store.columnGrowthsMadeAhead,
+      rowsInserted: s.rowsInserted,
+      outcomesApplied: s.outcomesApplied,
+      heldBack: s.parkedCount,
+      spill: spillStats(s),
     };
-  }
-
-  /** The spill tier's figures. */
-  spillStats(): SpillStats {
-    return spillStats(this.#s);
-  }
-
-  get resident(): number {
-    return this.#s.store.count;
-  }
-
-  /** Slots the store's columns hold now (they grow as timers come, up to residentMax). */
-  get residentCapacity(): number {
-    return this.#s.store.capacity;
-  }
-
-  /** Resident timers at most (the store's slots); past it adds are refused with CAPACITY_FULL. */
-  get residentMax(): number {
-    return this.#s.store.capacityMax;
-  }
-
-  /** Arena slabs that were made ahead (their pages mapped off the main thread) when the store opened them. */
-  get slabsPrefaulted(): number {
-    return this.#s.store.arena.slabsPrefaulted;
-  }
-
-  /** Growths of the store's columns that took columns made ahead (their pages mapped off the main thread). */
-  get columnGrowthsMadeAhead(): number {
-    return this.#s.store.columnGrowthsMadeAhead;
-  }
-
-  /** Timers put in memory since open (replayed or admitted; never less): the loader reads ingest's pace from it. */
-  get rowsInserted(): number {
-    return this.#s.rowsInserted;
-  }
-
-  /** Delivery outcomes applied since open (replayed or settled; never less): delivery's pace, for the loader. */
-  get outcomesApplied(): number {
-    return this.#s.outcomesApplied;
-  }
-
-  /** Due timers held back for want of queue room (they are still pending or retrying). */
-  get heldBack(): number {
-    return this.#s.parkedCount;
   }
 
   /** Checkpoints and promotions run one at a time, in order. */

@@ -106,6 +106,31 @@ export interface SpillStats {
 
 export type TimerStateName = 'pending' | 'delivering' | 'retrying' | 'delivered' | 'dead' | 'cancelled';
 
+/** The engine's figures at one instant (Engine.stats()): for /v1/stats, /metrics, the loader and the bench. */
+export interface EngineStats {
+  /** Timers waiting to be delivered (pending or retrying, in memory or spilled). */
+  readonly pending: number;
+  /** Live timers in each state (finished ones until their retention ends; pending counts the spilled ones). */
+  readonly counts: Readonly<Record<TimerStateName, number>>;
+  /** Timers in memory. */
+  readonly resident: number;
+  /** Slots the store's columns hold now (they grow as timers come, up to residentMax). */
+  readonly residentCapacity: number;
+  /** Resident timers at most (the store's slots); past it adds are refused with CAPACITY_FULL. */
+  readonly residentMax: number;
+  /** Arena slabs that were made ahead (their pages mapped off the main thread) when the store opened them. */
+  readonly slabsPrefaulted: number;
+  /** Growths of the store's columns that took columns made ahead (their pages mapped off the main thread). */
+  readonly columnGrowthsMadeAhead: number;
+  /** Timers put in memory since open (replayed or admitted; never less): the loader reads ingest's pace from it. */
+  readonly rowsInserted: number;
+  /** Delivery outcomes applied since open (replayed or settled; never less): delivery's pace, for the loader. */
+  readonly outcomesApplied: number;
+  /** Due timers held back for want of queue room (they are still pending or retrying). */
+  readonly heldBack: number;
+  readonly spill: SpillStats;
+}
+
 export interface TimerView {
   readonly id: string;
   readonly state: TimerStateName;

@@ -178,7 +178,7 @@ test('admits, outcomes and cancels go to the DurableLog given, and a restart rep
   assert.equal(engine.get(ids[0] as string)?.state, 'delivered');
   assert.equal(engine.get(ids[1] as string)?.state, 'pending');
   assert.equal(engine.get(ids[2] as string)?.state, 'cancelled');
-  assert.equal(engine.pending, 1);
+  assert.equal(engine.stats().pending, 1);
   const next = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 5000, target }]));
   assert.equal(next.seq, 6, 'the sequence goes on where the log left it');
   await engine.close();
@@ -203,7 +203,7 @@ test('a checkpoint truncates the DurableLog to what it covers; reopening restore
   await assertNoLocalLog(fs);
 
   engine = await open(fs, table, clock);
-  assert.equal(engine.pending, 3);
+  assert.equal(engine.stats().pending, 3);
   assert.equal(engine.get(near[0] as string)?.state, 'pending');
   assert.equal(engine.get(tail[0] as string)?.state, 'pending');
   assert.equal(engine.get(far[0] as string), undefined, 'spilled: on disk, not in memory');
@@ -228,6 +228,6 @@ test('a fenced log stops the engine as a poisoned one does: LOG_FENCED, told onc
   // As under a poison: the outcome is refused and the timer stays delivering (recovery delivers it again).
   await assert.rejects(engine.settle(outcomesFor(due, outcomeKind.delivered)), (err) => isFermataError(err, errorCodes.logFenced));
   assert.equal(engine.get(ids[0] as string)?.state, 'delivering');
-  assert.equal(engine.pending, 0);
+  assert.equal(engine.stats().pending, 0);
   await engine.close();
 });
