@@ -1,5 +1,6 @@
-// The write-ahead log: the engine's durable truth. One Wal owns its directory (a pid lock
-// keeps other processes out) and is driven from the main thread's event loop.
+// The write-ahead log: the engine's durable truth, and its DurableLog (engine/log.ts) on one
+// machine (opened through local-log.ts). One Wal owns its directory (a pid lock keeps other
+// processes out) and is driven from the main thread's event loop.
 //
 // Group commit (LevelDB's DBImpl::Write, etcd's WAL): `append` only queues a record and
 // returns a promise. The committer takes everything queued (up to groupBytesMax), numbers the
