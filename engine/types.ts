@@ -22,7 +22,7 @@ export interface EngineOptions {
   readonly limits?: Partial<TimerLimits>;
   /**
    * Opens the engine's log (engine/log.ts). Default: the local WAL in dataDir/wal, with `fs`,
-   * `walLimits` and `logger` (which only that default reads).
+   * `walLimits` and `logger` (the last two are read by that default only).
    */
   readonly openLog?: LogOpener;
   readonly walLimits?: Partial<WalLimits>;
