@@ -256,7 +256,7 @@ async function untilDelivered(rig: Rig, count: number): Promise<Drained> {
   let halfAt = Infinity;
   for (;;) {
     inFlightPeak = Math.max(inFlightPeak, rig.dispatcher.inFlight);
-    const counts = rig.engine.countsByState();
+    const counts = rig.engine.stats().counts;
     assert.equal(counts.dead + counts.retrying, 0, `a fault-free sink, yet ${counts.dead} dead and ${counts.retrying} retrying timers`);
     if (counts.delivered >= count / 2 && halfAt === Infinity) halfAt = performance.now();
     if (counts.delivered >= count) return { inFlightPeak, halfAt };
@@ -327,7 +327,7 @@ async function measureDrain(rig: Rig, sink: BenchSink, delivery: 'request' | 'ar
  */
 async function measureRunningDrain(rig: Rig, sink: BenchSink, queue: string, count: number, profilePath: string | undefined): Promise<number> {
   const { engine } = rig;
-  const before = engine.countsByState().delivered;
+  const before = engine.stats().counts.delivered;
   await sink.reset();
   const dueMs = Date.now() + runningDrainLeadMs;
   await admitTimers(engine, count, `${sink.url}/hook`, queue, () => dueMs);

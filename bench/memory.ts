@@ -283,7 +283,7 @@ async function fillChild(dir: string, timers: number, perCheckpoint: number): Pr
       admitted += chunkTimers;
       if (chunk === undefined) {
         const measured = await settledMemory();
-        chunk = { resident: engine.resident, processBytes: measured.bytes - before.bytes, engineBytes: engine.residentBytes() };
+        chunk = { resident: engine.stats().resident, processBytes: measured.bytes - before.bytes, engineBytes: engine.residentBytes() };
       }
       const checkpointStarted = performance.now();
       await engine.checkpoint(watermarkMs);
@@ -292,8 +292,8 @@ async function fillChild(dir: string, timers: number, perCheckpoint: number): Pr
     }
     assert.ok(chunk !== undefined);
     const after = await settledMemory();
-    const stats = engine.spillStats();
-    assert.equal(engine.pending, timers, 'every admitted timer is pending');
+    const stats = engine.stats().spill;
+    assert.equal(engine.stats().pending, timers, 'every admitted timer is pending');
     return {
       timers,
       admitSeconds,
@@ -302,7 +302,7 @@ async function fillChild(dir: string, timers: number, perCheckpoint: number): Pr
       chunkResident: chunk.resident,
       chunkProcessBytes: chunk.processBytes,
       chunkEngineBytes: chunk.engineBytes,
-      resident: engine.resident,
+      resident: engine.stats().resident,
       residentEngineBytes: engine.residentBytes(),
       spilled: stats.spilled,
       runs: stats.runs,
@@ -330,11 +330,11 @@ async function reopenChild(dir: string): Promise<ReopenResult> {
   let opened: Omit<ReopenResult, 'emptyEngineBytes'>;
   try {
     const after = await settledMemory();
-    const stats = engine.spillStats();
+    const stats = engine.stats().spill;
     opened = {
       openMs,
-      pending: engine.pending,
-      resident: engine.resident,
+      pending: engine.stats().pending,
+      resident: engine.stats().resident,
       spilled: stats.spilled,
       residentEngineBytes: engine.residentBytes(),
       metadataBytes: stats.metadataBytes,

@@ -23,7 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../engine/engine.ts';
-import { MemoryLoader } from '../engine/memory-loader.ts';
+import { MemoryLoader } from '../engine/spill/memory-loader.ts';
 import { emptyOutcomes, outcomeKind } from '../engine/records.ts';
 import { fermataBin, residentBytes, startListeningChild } from './fermata-child.ts';
 import { directoryBytes, fillDataDir, fullMemoryTiming, type MemoryTiming, quickMemoryTiming, type ReopenResult, runMemoryChild } from './memory.ts';
@@ -238,7 +238,7 @@ async function soakRun(baseDir: string, seconds: number): Promise<SoakResult> {
       samples.push((await directoryBytes(join(dir, 'wal'))) + (await directoryBytes(join(dir, 'spill'))));
     }
     // Every timer due by now fired exactly once: what is left is the last seconds' pending ones.
-    assert.equal(fired + engine.pending, added, 'every added timer fired or is still pending');
+    assert.equal(fired + engine.stats().pending, added, 'every added timer fired or is still pending');
   } finally {
     await engine.close();
     await rm(dir, { recursive: true, force: true });

@@ -276,7 +276,7 @@ async function fillChild(dir: string, n: number, keyed: boolean): Promise<FillRe
       }),
     );
     const fillSeconds = (performance.now() - started) / 1000;
-    assert.equal(engine.resident, n);
+    assert.equal(engine.stats().resident, n);
     const after = await settledMemory(gc);
 
     const now = Date.now();
@@ -284,7 +284,7 @@ async function fillChild(dir: string, n: number, keyed: boolean): Promise<FillRe
     let popped = 0;
     for (let slice = engine.takeDue(now, 1024); slice.count > 0; slice = engine.takeDue(now, 1024)) popped += slice.count;
     const popSeconds = (performance.now() - popStarted) / 1000;
-    assert.equal(engine.pending, 0);
+    assert.equal(engine.stats().pending, 0);
     return { fillSeconds, heapUsedBytes: after.heapUsed - before.heapUsed, externalBytes: after.external - before.external, popped, popSeconds };
   } finally {
     await engine.close();
@@ -297,7 +297,7 @@ async function recoverChild(dir: string): Promise<RecoverResult> {
   const engine = await Engine.open({ dataDir: dir });
   const openSeconds = (performance.now() - started) / 1000;
   try {
-    return { openSeconds, resident: engine.resident };
+    return { openSeconds, resident: engine.stats().resident };
   } finally {
     await engine.close();
   }

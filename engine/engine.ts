@@ -1,7 +1,7 @@
-// The timer engine: the one owner of timer state, on the main thread. Every change is a WAL
-// record first and a change in memory after the record is durable; reopening replays the
-// log and arrives at the same state. It knows nothing of HTTP: transports call admit(),
-// cancel() and get(); this module is its public face.
+// The timer engine's public face: the one owner of timer state, on the main thread. Every
+// change is a log record first (a DurableLog, engine/log.ts) and a change in memory after the
+// record is durable; reopening replays the log and arrives at the same state. It knows nothing
+// of HTTP: transports call admit(), cancel() and get().
 //
 // Pending and retrying timers are in the due heap, ordered by dueAt. Finished ones (delivered,
 // dead, cancelled) are in the expiry heap, ordered by when their retention ends (logged with
@@ -9,2072 +9,301 @@
 // decided at, and replay releases what had expired by then before it decides, so replay holds
 // no more timers than the live engine did and deduplicates keys exactly as it did.
 //
-//   admit(batch) ─► validate ─► reserve rows ─► WAL append [ADD header | Arrow batch] ─► durable
-//                                                 └─► store.allocateRows (one loop), heap.pushMany, index run
-//   cancel(id)   ─► index → slot ─► out of the heap (it can no longer fire) ─► WAL CANCEL ─► cancelled
-//   open()       ─► Wal.open (recovery) ─► replay every record in order
+// This class holds the shared state (state.ts) and hands it to the part that does the work,
+// one concern a file: admission.ts, key-plan.ts, hand-out.ts, outcomes.ts, cancel-lookup.ts,
+// queue-registry.ts, replay.ts; spill/checkpoint.ts, spill/promotion.ts, spill/restore.ts,
+// spill/spill-planning.ts. Its methods are grouped by caller.
+//
+//   admit(batch) ─► validate ─► reserve rows ─► log ADD [header | batch] ─► durable ─► insertBatch
+//   cancel(id)   ─► index → slot ─► out of the heap (it can no longer fire) ─► log CANCEL ─► cancelled
+//   open()       ─► restore the checkpoint ─► open the log (EngineOptions.openLog) ─► replay every record after it
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { setImmediate as nextTurn } from 'node:timers/promises';
-import { batchFromArrow } from './batch/arrow-codec.ts';
-import { decodeBatch, encodeBatch } from './batch/batch-codec.ts';
-import { bytesAt, stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
-import { validateBatch, validateQueueName } from './batch/validate.ts';
-import { errorCodes, FermataError, isFermataError } from './errors.ts';
-import { failpoint } from './failpoints.ts';
-import type { FileSystem } from './fs/file-system.ts';
+import { admit, admitArrow, validate } from './admission.ts';
+import type { TimerBatch } from './batch/timer-batch.ts';
+import { cancel, getTimer, lookup, payloadOf } from './cancel-lookup.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
-import { decodeTimerId, encodeTimerId } from './ids.ts';
-import { memoryLimits, type MemoryLimits, type Retention, retentionDefaults, spillLimits, timerLimits, type TimerLimits, type WalLimits } from './limits.ts';
-import type { AppendOptions } from './log.ts';
+import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
+import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
+import type { DurableLog } from './log.ts';
+import { listDead, redrive, settle } from './outcomes.ts';
+import { listQueues, queueConfig, setQueue } from './queue-registry.ts';
+import type { QueueConfig } from './queues.ts';
+import type { Outcomes } from './records.ts';
+import { beginReplay, endReplay } from './replay.ts';
+import { checkpoint } from './spill/checkpoint.ts';
+import { readManifest } from './spill/manifest.ts';
+import { promote } from './spill/promotion.ts';
+import { restoreCheckpoint } from './spill/restore.ts';
+import { residentBytes, shrinkResident, spillableBytesByBucket, spillStats } from './spill/spill-planning.ts';
+import { SpilledTimers } from './spill/spilled-timers.ts';
+import { EngineState } from './state.ts';
+import { ResidentStore, timerState } from './store/resident-store.ts';
 import {
-  addEncodingArrowStream,
-  addEncodingColumns,
-  type AddEncoding,
-  decodeAddBody,
-  decodeCancelSpilled,
-  decodePromote,
-  deadReason,
-  decodeOutcomes,
-  emptyOutcomes,
-  encodeAddHeader,
-  encodeOutcomes,
-  encodeCancel,
-  encodeCancelSpilled,
-  encodePromote,
-  forEachCancelled,
-  outcomeKind,
-  type Outcomes,
-  recordType,
-} from './records.ts';
-import { decodeQueueRecord, defaultQueueConfig, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
-import { ScratchArrays } from './memory/scratch-arrays.ts';
-import { ResidentStore, type ResidentStoreOptions, timerState, type TimerStateCode } from './store/resident-store.ts';
-import { KeyClaims } from './store/key-claims.ts';
-import { SlotClaims } from './store/slot-claims.ts';
-import { KeyIndex, keyHash, keyHashIn, sameBytes } from './store/key-index.ts';
-import { SlotIndex } from './store/slot-index.ts';
-import { TimerHeap } from './store/timer-heap.ts';
-import { readManifest, removeUnreferenced, writeManifest, type Manifest } from './spill/manifest.ts';
-import { compactRuns } from './spill/compaction.ts';
-import { readRunKeys } from './spill/keys-file.ts';
-import { readRunBucket } from './spill/run-reader.ts';
-import type { RunMeta } from './spill/run-meta.ts';
-import { runOrder } from './spill/run-order.ts';
-import { RunWriter, type RunWriteOptions } from './spill/run-writer.ts';
-import { bytesOf, type RunRowFields, RunRowsBuilder, type RunRows } from './spill/run-rows.ts';
-import type { StoreSnapshot } from './store/store-snapshot.ts';
-import { type SpilledKeyHolder, type SpilledRun, SpilledTimers } from './spilled-timers.ts';
-import { recordHeaderBytes } from './wal/format.ts';
-import { segmentBytesOnDisk } from './wal/recovery.ts';
-import { Wal, type WalLogger } from './wal/wal.ts';
+  type Admitted,
+  type CancelOutcome,
+  type CheckpointReport,
+  type DeadTimer,
+  type DueSlice,
+  type EngineOptions,
+  type EngineStats,
+  type QueueRoom,
+  type RedriveOutcome,
+  systemClock,
+  type TakeAhead,
+  type TimerDelivery,
+  type TimerDeliveryRef,
+  type TimerView,
+  type Withdraw,
+} from './types.ts';
+import { localLog } from './wal/local-log.ts';
 
-/** Wall-clock time in epoch ms; injected so tests can move it (and make it jump). */
-export interface Clock {
-  now(): number;
-}
-
-export const systemClock: Clock = { now: () => Date.now() };
-
-export interface EngineOptions {
-  readonly dataDir: string;
-  readonly fs?: FileSystem;
-  readonly clock?: Clock;
-  readonly limits?: Partial<TimerLimits>;
-  readonly walLimits?: Partial<WalLimits>;
-  readonly store?: ResidentStoreOptions;
-  /** How long finished timers stay after they finish (their record, and their key's dedup). */
-  readonly retention?: Partial<Retention>;
-  readonly logger?: WalLogger;
-  /**
-   * Why a target is refused when a timer is added (the dispatcher's SSRF guard refuses literal
-   * private addresses here, as a 400), or undefined. Run once per distinct target of a batch.
-   */
-  readonly checkTarget?: (target: string) => string | undefined;
-  /** Width of a spill bucket (tests shrink it); spillLimits.bucketWidthMs otherwise. */
-  readonly spillBucketWidthMs?: number;
-  /**
-   * Why adds are refused right now, or undefined: asked before anything of an add is logged
-   * (the server refuses adds this way while the disk is nearly full, keeping the space left
-   * for cancels and delivery outcomes). Cheap and synchronous: it runs on every add.
-   */
-  readonly admitGate?: () => FermataError | undefined;
-  /** Told once, when a failed write or sync poisons the log: the owner recovers by opening the data directory again. */
-  readonly onLogPoisoned?: (poison: FermataError) => void;
-  /** When the store shrinks after a checkpoint (memoryLimits' residentShrink* by default; tests lower them). */
-  readonly shrinkLimits?: Partial<ShrinkLimits>;
-}
-
-/** memoryLimits' settings of the shrink after a checkpoint (Engine.#shrinkResident). */
-export type ShrinkLimits = Pick<MemoryLimits, 'residentShrinkShare' | 'residentShrinkBusySlots' | 'residentShrinkDueClearMs'>;
-
-/** #reserveForReplay trusts the rows a log byte brought so far once this share of the log (1 / it) is read… */
-const replaySizingSampleShare = 32;
-/** …and sizes for that many rows over the whole log, times this. */
-const replaySizingMargin = 1.05;
-
-/** Open()'s progress through the log, for #reserveForReplay. */
-interface ReplaySizing {
-  /** The segment files' bytes on disk before replay. */
-  readonly logBytes: number;
-  /** Record bytes (frame headers included) replayed so far. */
-  bytesSeen: number;
-  /** Timers (and keyed ones) replayed ADD records put in so far. */
-  rowsSeen: number;
-  keyedSeen: number;
-  /** Timers and keys in memory before the first record (the checkpoint's resident run). */
-  readonly slotsBefore: number;
-  readonly keysBefore: number;
-}
-
-/** Where a resident timer's delivery bytes are (Engine.deliveryInto): its payload, headers and key back to back in `bytes` from `bytesStart` on. */
-export interface TimerDeliveryRef {
-  target: string;
-  bytes: Uint8Array;
-  bytesStart: number;
-  payloadLength: number;
-  headersLength: number;
-  keyLength: number;
-}
-
-const noBytes = new Uint8Array(0);
-
-/** A resident timer's delivery bytes (Engine.deliveryOf). */
-export interface TimerDelivery {
-  readonly target: string;
-  /** Payload, headers (JSON; empty: none), key (empty: none), back to back. */
-  readonly bytes: Uint8Array;
-  readonly payloadLength: number;
-  readonly headersLength: number;
-}
-
-/** What one checkpoint did. */
-export interface CheckpointReport {
-  /** The WAL sequence it covers. */
-  readonly coveredSeq: number;
-  readonly watermarkMs: number;
-  /** Timers written to the resident run, and to the new spilled run (which left memory). */
-  readonly residentRows: number;
-  readonly spilledRows: number;
-  readonly bytesWritten: number;
-  readonly segmentsDeleted: number;
-  /** The store's capacity after the checkpoint, when it shrank its columns to fit what stayed. */
-  readonly residentShrunkTo?: number | undefined;
-}
-
-/** The spill tier's figures, for /v1/stats and the loader. */
-export interface SpillStats {
-  /** Pending timers due before this are in memory (Infinity: nothing spilled yet). */
-  readonly watermarkMs: number;
-  readonly spilled: number;
-  readonly runs: number;
-  readonly tombstones: number;
-  /** Memory the spill tier's metadata takes. */
-  readonly metadataBytes: number;
-  /** Live bytes of the resident timers (slots in use and their payload, headers and keys). */
-  readonly residentBytes: number;
-  /** What the store holds from the allocator for them: columns at their grown size and whole arena slabs. */
-  readonly residentReservedBytes: number;
-  /** What the memory loader keeps residentBytes under (undefined: no loader). */
-  readonly budgetBytes: number | undefined;
-  readonly checkpointSeq: number;
-}
-
-export type TimerStateName = 'pending' | 'delivering' | 'retrying' | 'delivered' | 'dead' | 'cancelled';
-
-const stateNames: Record<number, TimerStateName> = {
-  [timerState.pending]: 'pending',
-  [timerState.delivering]: 'delivering',
-  [timerState.retrying]: 'retrying',
-  [timerState.delivered]: 'delivered',
-  [timerState.dead]: 'dead',
-  [timerState.cancelled]: 'cancelled',
-};
-
-export interface TimerView {
-  readonly id: string;
-  readonly state: TimerStateName;
-  /** The fire time the timer was added with. */
-  readonly fireAtMs: number;
-  /** When it is next due: the fire time, or its retry's time. */
-  readonly dueAtMs: number;
-  readonly attempts: number;
-  readonly queue: string;
-  readonly target: string;
-  readonly key: string | null;
-  readonly lastStatus: number | null;
-}
-
-/**
- * What admit() made durable: row i's id is idOf(i). A row whose idempotency key was already
- * known is a duplicate: no new timer, and idOf gives the original's id.
- */
-export interface Admitted {
-  readonly seq: number;
-  readonly rows: number;
-  readonly duplicates: number;
-  idOf(row: number): string;
-  isDuplicate(row: number): boolean;
-}
-
-/**
- * How the keyed rows of a batch resolve (undefined for a batch without keys). For a duplicate
- * row, originalSeq/originalRow/originalFireAt name the timer it repeats (originalSeq NaN: not a
- * duplicate; 0: a row of this same batch, whose sequence is not known until it is logged).
- */
-interface KeyPlan {
-  readonly originalSeq: Float64Array;
-  readonly originalRow: Int32Array;
-  readonly originalFireAt: Float64Array;
-  readonly duplicates: number;
-  /** Each keyed row's key hash (computed once, for the in-flight table and the key index). */
-  readonly hashes: Uint32Array;
-  /** Hashes of the keys this batch adds (the in-flight table's keys). */
-  readonly introduced: number[];
-  /** Admits still in flight that hold a key of this batch: wait for them, then plan again. */
-  readonly waitFor: Array<Promise<void>>;
-}
-
-export type CancelOutcome = 'cancelled' | 'not-found' | 'too-late';
-
-/**
- * Due timers handed to the dispatcher, as columns: timer i is (seqs[i], rows[i]), about to get
- * delivery attempt attempts[i] (1-based); fireAtMs[i] is its fire time (the one it was added
- * with, which its id carries; a retry is due later).
- */
-export interface DueSlice {
-  readonly count: number;
-  readonly seqs: Float64Array;
-  readonly rows: Uint32Array;
-  readonly attempts: Uint32Array;
-  readonly fireAtMs: Float64Array;
-  /** When each may be sent: its fire time, or a retry's time (later than `nowMs` only when taken ahead). */
-  readonly dueAtMs: Float64Array;
-  /** Each timer's queue, as an index: queueNameAt() names it. */
-  readonly queues: Uint16Array;
-}
-
-/**
- * How many more timers of a queue the dispatcher takes now (its concurrency and rate room);
- * takeDue() holds back, in order, due timers of a queue with no room so other queues go on.
- */
-/** A DueSlice being filled. */
-interface SliceBuilder {
-  count: number;
-  readonly seqs: Float64Array;
-  readonly rows: Uint32Array;
-  readonly attempts: Uint32Array;
-  readonly fireAtMs: Float64Array;
-  readonly dueAtMs: Float64Array;
-  readonly queues: Uint16Array;
-}
-
-export type QueueRoom = (queueIndex: number) => number;
-
-/** Asks the dispatcher to give back the timer it was handed as (seq, row); true when it will not be sent. */
-export type Withdraw = (seq: number, row: number) => boolean;
-
-/**
- * Timers a dispatcher takes before they are due, up to `ms` ahead, for queues where `queue`
- * says so: it holds each until its due time by the wall clock and sends it then, so the trip
- * from this thread to a worker is not part of a timer's lateness.
- */
-export interface TakeAhead {
-  readonly ms: number;
-  readonly queue: (queueIndex: number) => boolean;
-}
-
-/** A dead timer, as GET /v1/dead lists it. */
-export interface DeadTimer {
-  readonly id: string;
-  readonly queue: string;
-  readonly target: string;
-  readonly fireAtMs: number;
-  readonly attempts: number;
-  readonly lastStatus: number | null;
-  readonly reason: DeadReasonName;
-}
-
-export type DeadReasonName = 'attempts_exhausted' | 'gone' | 'target_refused' | 'unknown';
-
-const deadReasonNames: Record<number, DeadReasonName> = {
-  [deadReason.attemptsExhausted]: 'attempts_exhausted',
-  [deadReason.gone]: 'gone',
-  [deadReason.targetRefused]: 'target_refused',
-};
-
-export type RedriveOutcome = 'redriven' | 'not-found' | 'not-dead';
-
-const utf8 = new TextDecoder();
-
-/** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
-const settlingWork = { pastQueueLimit: true } as const;
-const startNow = { startNow: true } as const;
-
-/**
- * Memory a resident timer takes besides its bytes in the arena: its store columns (57 B), free
- * stack and growth slack, its id index and heap entries (engine/store/resident-store.ts).
- */
-const residentBytesPerSlot = 100;
-
-/** Spill buckets spanned that spillableBytesByBucket() tallies in a typed array; a wider spread is tallied in a Map. */
-const bucketTallyMax = 2 ** 20;
-/** spillableBytesByBucket() looks at this many slots a turn. */
-const spillTallySliceSlots = 2 ** 20;
-
-const isFinished = (state: number): boolean => state === timerState.delivered || state === timerState.dead || state === timerState.cancelled;
-
-/** An Admitted over the batch and its key plan: methods on a prototype, no closures per admit. */
-class AdmittedBatch implements Admitted {
-  readonly seq: number;
-  readonly rows: number;
-  readonly duplicates: number;
-  readonly #fireAtMs: Float64Array;
-  readonly #plan: KeyPlan | undefined;
-
-  constructor(batch: TimerBatch, seq: number, plan: KeyPlan | undefined) {
-    this.seq = seq;
-    this.rows = batch.rows;
-    this.duplicates = plan?.duplicates ?? 0;
-    this.#fireAtMs = batch.fireAtMs;
-    this.#plan = plan;
-  }
-
-  isDuplicate(row: number): boolean {
-    return this.#plan !== undefined && !Number.isNaN(this.#plan.originalSeq[row]);
-  }
-
-  idOf(row: number): string {
-    const plan = this.#plan;
-    if (plan === undefined || !this.isDuplicate(row)) return encodeTimerId(this.seq, row, this.#fireAtMs[row] as number);
-    const originalSeq = plan.originalSeq[row] as number;
-    return encodeTimerId(originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
-  }
-}
-
-type TombstoneSet = { seqs: Float64Array; rows: Uint32Array; fireAtMs: Float64Array };
-
-/** Timers a checkpoint took at its instant, to be copied into run rows afterwards. */
-interface TakenRows {
-  readonly store: StoreSnapshot;
-  readonly deadReasons: Uint8Array;
-  readonly queueNames: readonly string[];
-}
-
-/** What a snapshot fills: per timer (slot, copied fields, dead reason, handle) and per slot (spilling marks). */
-interface SnapshotMemory {
-  readonly slots: Int32Array;
-  readonly dueAt: Float64Array;
-  readonly state: Uint8Array;
-  readonly attempts: Uint16Array;
-  readonly lastStatus: Uint16Array;
-  readonly deadReasons: Uint8Array;
-  readonly handles: Float64Array;
-  readonly spilling: Uint8Array;
-}
-
-function snapshotMemory(timers: number, slots: number): SnapshotMemory {
-  return {
-    slots: new Int32Array(timers),
-    dueAt: new Float64Array(timers),
-    state: new Uint8Array(timers),
-    attempts: new Uint16Array(timers),
-    lastStatus: new Uint16Array(timers),
-    deadReasons: new Uint8Array(timers),
-    handles: new Float64Array(timers),
-    spilling: new Uint8Array(slots),
-  };
-}
-
-/** Faulting in a snapshot's memory touches one byte a page, and yields once this much is touched. */
-const pageBytes = 4096;
-const prefaultSliceBytes = 16 * 1024 * 1024;
-
-/** A checkpoint's spilled timers in their run's order: which logged row each is, and its fire time. */
-type SpilledRowIds = Pick<RunRows, 'seq' | 'row' | 'fireAtMs'>;
-
-/** The tombstones of `all` that are not in `applied`. */
-function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneSet {
-  const done = new Set<string>();
-  for (let i = 0; i < applied.seqs.length; i++) done.add(`${applied.seqs[i]}:${applied.rows[i]}`);
-  const keep: number[] = [];
-  for (let i = 0; i < all.seqs.length; i++) if (!done.has(`${all.seqs[i]}:${all.rows[i]}`)) keep.push(i);
-  return {
-    seqs: Float64Array.from(keep, (i) => all.seqs[i] as number),
-    rows: Uint32Array.from(keep, (i) => all.rows[i] as number),
-    fireAtMs: Float64Array.from(keep, (i) => all.fireAtMs[i] as number),
-  };
-}
-
-function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
-  return new AdmittedBatch(batch, seq, plan);
-}
+// The public types live in types.ts; importers keep importing them from here.
+export * from './types.ts';
 
 export class Engine {
-  #wal!: Wal;
-  readonly #clock: Clock;
-  readonly #limits: TimerLimits;
-  readonly #retention: Retention;
-  readonly #shrinkLimits: ShrinkLimits;
-  /** Live timers by state code (index = timerState value). */
-  readonly #counts = new Float64Array(7);
-  readonly #store: ResidentStore;
-  /** Typed arrays for synchronous work that keeps none of them (scratch-arrays.ts). */
-  readonly #scratch = new ScratchArrays();
-  readonly #heap: TimerHeap;
-  /** Finished timers, by the expiry of their records (their dueAt). */
-  readonly #expiring: TimerHeap;
-  /** The latest expiry among released timers: an ADD decides its keys no earlier than this. */
-  #releasedExpiryMax = 0;
-  /** Timers whose OUTCOME record is being synced, by slot. */
-  readonly #settling = new SlotClaims();
-  #index: SlotIndex;
-  #keys: KeyIndex;
-  /**
-   * Key hashes of admits whose ADD record is not yet durable → settles when that admit is done.
-   * Two keys with one hash only make the later admit wait needlessly.
-   */
-  readonly #keysInFlight = new KeyClaims();
-  /** While open() replays the log: how far it is, to size the store for what is still to come. */
-  #replaySizing: ReplaySizing | undefined;
-  readonly #queueNames: string[] = [];
-  readonly #queueIndexOf = new Map<string, number>();
-  /** Configs set through setQueue(); other queues run with defaultQueueConfig. */
-  readonly #queueConfigs = new Map<string, QueueConfig>();
-  /** Rows admitted but not yet in the store: capacity promised to appends in flight. */
-  #reservedRows = 0;
-  /** Payload, header and key bytes of those rows: what the arena will take when they go in. */
-  #reservedBytes = 0;
-  /** Cancels whose CANCEL record is not yet durable, by slot. */
-  readonly #cancelling = new Map<number, Promise<CancelOutcome>>();
-  /** Told when a timer may have become the earliest due (the scheduler re-arms its timer). */
-  #onDueChanged: () => void = () => undefined;
-  /** Takes back a timer handed out for delivery but not sent yet (true: it will not be sent). */
-  #withdraw: Withdraw = () => false;
-  /**
-   * Due timers held back because their queue had no room, by queue index: store handles in
-   * the order they fell due. An entry counts only while its timer is still waiting, out of
-   * the heap and not being cancelled (see #takeParked); anything else is a stale entry, skipped.
-   */
-  readonly #parked: Array<{ handles: number[]; head: number }> = [];
-  #parkedCount = 0;
-  /** Why each dead timer died (dead timers are few; the OUTCOME record holds the reason). */
-  readonly #deadReasons = new Map<number, number>();
-
-  readonly #checkTarget: ((target: string) => string | undefined) | undefined;
-  readonly #admitGate: (() => FermataError | undefined) | undefined;
-
-  readonly #fs: FileSystem;
-  readonly #spillDir: string;
-  /** The timers on disk: runs, key hashes, tombstones and the watermark. */
-  readonly #spill: SpilledTimers;
-  /** The WAL sequence the last durable checkpoint covers (0: none yet). */
-  #checkpointSeq = 0;
-  #nextRunId = 1;
-  #memoryBudgetBytes: number | undefined;
-  /** Checkpoints and promotions run one at a time, in order. */
-  #spillWork: Promise<void> = Promise.resolve();
-  /**
-   * While a checkpoint is under way, 1 at each slot whose timer it copies into its spilled run,
-   * until that timer leaves the slot (evicted or released): a cancel of one is logged as
-   * CANCEL_SPILLED. Marked in the snapshot's pass over the slots; sorting the handles instead
-   * held that turn 150-190 ms longer at 4 million spilled timers.
-   */
-  #spilling: Uint8Array | undefined;
-  /**
-   * Rows of the spilled run just installed whose timers the eviction has not reached yet: the
-   * spill tier counts them already, and memory still does (or they are no longer pending).
-   */
-  #notYetEvicted = 0;
-  /** Rows put in the store since open, replayed or admitted, and outcomes applied: how busy the engine is, for the loader. */
-  #rowsInserted = 0;
-  #outcomesApplied = 0;
-  /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
-  readonly #cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
+  readonly #s: EngineState;
 
   private constructor(options: EngineOptions) {
-    this.#checkTarget = options.checkTarget;
-    this.#admitGate = options.admitGate;
-    this.#fs = options.fs ?? nodeFileSystem;
-    this.#spillDir = join(options.dataDir, 'spill');
-    this.#spill = new SpilledTimers(this.#fs, this.#spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs);
-    this.#clock = options.clock ?? systemClock;
-    this.#limits = { ...timerLimits, ...options.limits };
-    this.#retention = { ...retentionDefaults, ...options.retention };
+    const retention = { ...retentionDefaults, ...options.retention };
+    assert.ok(retention.finishedMs >= 1 && retention.deadMs >= 1, 'retention must be at least 1 ms');
     const { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs } = memoryLimits;
-    this.#shrinkLimits = { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs, ...options.shrinkLimits };
-    assert.ok(this.#retention.finishedMs >= 1 && this.#retention.deadMs >= 1, 'retention must be at least 1 ms');
-    this.#store = new ResidentStore(options.store);
-    this.#heap = new TimerHeap(this.#store);
-    this.#expiring = new TimerHeap(this.#store);
-    this.#index = new SlotIndex(this.#store);
-    this.#keys = new KeyIndex(this.#store);
+    const fs = options.fs ?? nodeFileSystem;
+    const spillDir = join(options.dataDir, 'spill');
+    this.#s = new EngineState({
+      clock: options.clock ?? systemClock,
+      limits: { ...timerLimits, ...options.limits },
+      retention,
+      shrinkLimits: { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs, ...options.shrinkLimits },
+      store: new ResidentStore(options.store),
+      fs,
+      spillDir,
+      spill: new SpilledTimers(fs, spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs),
+      checkTarget: options.checkTarget,
+      admitGate: options.admitGate,
+    });
   }
 
+  // ---- life ----
+
+  /** Opens the engine over its data directory: the checkpoint restored, the log replayed on top. */
   static async open(options: EngineOptions): Promise<Engine> {
-    // The engine exists before its log does: open() replays every record into it while it
-    // reads the segments for recovery, one pass over the log.
+    // The engine exists before its log does: the log's opener replays every record into it
+    // while it reads the log for recovery, one pass over the log.
     const engine = new Engine(options);
+    const s = engine.#s;
     // Every timer the checkpoint and the log hold comes back, whatever this life's slot limit.
-    engine.#store.beginReplay();
-    const manifest = await readManifest(engine.#fs, engine.#spillDir);
-    if (manifest !== undefined) await engine.#restore(manifest);
-    const coveredSeq = engine.#checkpointSeq;
-    const walDir = join(options.dataDir, 'wal');
-    // What the checkpoint's resident run put in is there already; the log's records come on top.
-    const sizing: ReplaySizing = { logBytes: await segmentBytesOnDisk(engine.#fs, walDir), bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: engine.#store.count, keysBefore: engine.#keys.size };
-    engine.#replaySizing = sizing;
-    engine.#wal = await Wal.open({
-      dir: walDir,
-      coveredSeq,
-      // Records the checkpoint covers are in its runs already.
-      replay: (seq, type, body) => {
-        sizing.bytesSeen += recordHeaderBytes + body.length;
-        return seq <= coveredSeq ? undefined : engine.#replay(seq, type, body);
-      },
-      ...(options.fs === undefined ? {} : { fs: options.fs }),
-      ...(options.walLimits === undefined ? {} : { limits: options.walLimits }),
-      ...(options.logger === undefined ? {} : { logger: options.logger }),
-      ...(options.onLogPoisoned === undefined ? {} : { onPoisoned: options.onLogPoisoned }),
-    });
-    engine.#replaySizing = undefined;
-    engine.#store.endReplay();
-    // Slabs and columns made ahead for a log that turned out to hold less (cancels, outcomes) go.
-    engine.#store.dropPrefaulted();
-    // Finished timers whose retention ended while the engine was down (or that the live engine
-    // had swept before it stopped) go now, as the sweep would have released them.
-    engine.#releaseExpired(engine.#clock.now(), Infinity);
+    s.store.beginReplay();
+    const manifest = await readManifest(s.fs, s.spillDir);
+    if (manifest !== undefined) await restoreCheckpoint(s, manifest);
+    const openLog = options.openLog ?? localLog({ dir: join(options.dataDir, 'wal'), fs: options.fs, limits: options.walLimits, logger: options.logger });
+    s.log = await openLog({ coveredSeq: s.checkpointSeq, replay: beginReplay(s), onPoisoned: options.onLogPoisoned });
+    endReplay(s);
     return engine;
   }
 
-  /** Timers waiting to be delivered (pending or retrying). */
-  get pending(): number {
-    return (this.#counts[timerState.pending] as number) + (this.#counts[timerState.retrying] as number) + this.#spilledPending();
+  /** Waits for a checkpoint or promotion under way, closes the log (appends made so far are waited for), frees the store. */
+  async close(): Promise<void> {
+    await this.#s.spillWork;
+    await this.#s.log.close();
+    this.#s.store.close();
   }
 
-  /** Pending timers on disk, less those a checkpoint has put there but not yet evicted (still counted in memory). */
-  #spilledPending(): number {
-    return this.#spill.count - this.#notYetEvicted;
+  /** The log: readiness (poisoned or fenced) and counters. */
+  get log(): DurableLog {
+    return this.#s.log;
   }
 
-  /** Live timers in each state (finished ones until their retention ends). */
-  countsByState(): Record<TimerStateName, number> {
-    const counts = this.#counts;
-    return {
-      pending: (counts[timerState.pending] as number) + this.#spilledPending(),
-      delivering: counts[timerState.delivering] as number,
-      retrying: counts[timerState.retrying] as number,
-      delivered: counts[timerState.delivered] as number,
-      dead: counts[timerState.dead] as number,
-      cancelled: counts[timerState.cancelled] as number,
-    };
+  // ---- for ingest: add, look up, cancel, queues, dead letters (admission.ts, cancel-lookup.ts, queue-registry.ts, outcomes.ts) ----
+
+  /** Admits a batch built in process or from JSON; resolves once it is durable. */
+  admit(batch: TimerBatch, options?: { readonly startNow?: boolean }): Promise<Admitted> {
+    return admit(this.#s, batch, options);
   }
 
-  get resident(): number {
-    return this.#store.count;
+  /** Admits an Arrow IPC stream as it arrived (logged whole); resolves once it is durable. */
+  admitArrow(ipc: Uint8Array): Promise<Admitted> {
+    return admitArrow(this.#s, ipc);
   }
 
-  /** Slots the store's columns hold now (they grow as timers come, up to residentMax). */
-  get residentCapacity(): number {
-    return this.#store.capacity;
-  }
-
-  /** Resident timers at most (the store's slots); past it adds are refused with CAPACITY_FULL. */
-  get residentMax(): number {
-    return this.#store.capacityMax;
-  }
-
-  /** Arena slabs that were made ahead (their pages mapped off the main thread) when the store opened them. */
-  get slabsPrefaulted(): number {
-    return this.#store.arena.slabsPrefaulted;
-  }
-
-  /** Growths of the store's columns that took columns made ahead (their pages mapped off the main thread). */
-  get columnGrowthsMadeAhead(): number {
-    return this.#store.columnGrowthsMadeAhead;
-  }
-
-  /** Timers put in memory since open (replayed or admitted; never less): the loader reads ingest's pace from it. */
-  get rowsInserted(): number {
-    return this.#rowsInserted;
-  }
-
-  /** Delivery outcomes applied since open (replayed or settled; never less): delivery's pace, for the loader. */
-  get outcomesApplied(): number {
-    return this.#outcomesApplied;
-  }
-
-  /** The log, for readiness (poisoned?) and counters. */
-  get log(): Wal {
-    return this.#wal;
-  }
-
-  /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident before the watermark. */
-  nextDeliveryDueMs(): number | undefined {
-    if (this.#parkedCount > 0) return this.#clock.now();
-    const due = this.#heap.peek();
-    if (due < 0) return undefined;
-    const dueAtMs = this.#store.dueAt[due] as number;
-    // Past the watermark nothing is handed out until a promotion moves it (and says so).
-    return dueAtMs < this.#spill.watermarkMs ? dueAtMs : undefined;
-  }
-
-  /** When the engine next has work: a timer falls due or a finished one's retention ends (undefined: never). */
-  nextDueMs(): number | undefined {
-    const deliveryMs = this.nextDeliveryDueMs();
-    // Held-back timers are due already: the scheduler keeps looking while any wait for room.
-    if (this.#parkedCount > 0) return deliveryMs;
-    const expiring = this.#expiring.peek();
-    if (expiring < 0) return deliveryMs;
-    const expiryMs = this.#store.dueAt[expiring] as number;
-    return deliveryMs === undefined ? expiryMs : Math.min(deliveryMs, expiryMs);
-  }
-
-  setDueChangedHook(hook: () => void): void {
-    this.#onDueChanged = hook;
-  }
-
-  /** How a cancel takes back a timer the dispatcher holds (taken ahead, or waiting its turn) but has not sent. */
-  setWithdrawHook(hook: Withdraw): void {
-    this.#withdraw = hook;
-  }
-
-  /**
-   * Takes up to `max` timers due at `nowMs` (fire time ≤ now, earliest first) out of the heap
-   * and marks them delivering. Delivering is not logged: after a crash such a timer is pending
-   * again and is delivered again (at-least-once). With `queueRoom`, a queue takes no more than
-   * its room; its other due timers are held back in order (parked) and go first once it has room,
-   * so a slow or rate-limited queue never stands in front of another queue's timers.
-   */
-  takeDue(nowMs: number, max: number, queueRoom?: QueueRoom, ahead?: TakeAhead): DueSlice {
-    const store = this.#store;
-    const slice: SliceBuilder = {
-      count: 0,
-      seqs: new Float64Array(max),
-      rows: new Uint32Array(max),
-      attempts: new Uint32Array(max),
-      fireAtMs: new Float64Array(max),
-      dueAtMs: new Float64Array(max),
-      queues: new Uint16Array(max),
-    };
-    // Finished timers whose retention ended are released on the way, up to a bound of their own.
-    this.#releaseExpired(nowMs, max * 4);
-    const room = queueRoom === undefined ? undefined : new Float64Array(this.#queueNames.length).fill(NaN);
-    const roomOf = (queue: number): number => {
-      if (room === undefined) return Infinity;
-      if (Number.isNaN(room[queue])) room[queue] = Math.max(0, (queueRoom as QueueRoom)(queue));
-      return room[queue] as number;
-    };
-    if (this.#parkedCount > 0) this.#takeParked(slice, nowMs, max, roomOf, room);
-    // Parking is bounded per call too, so one tick never walks a whole backlog; it is cheap
-    // (a pop and a push), so the bound is generous and a blocked backlog clears in few ticks.
-    // The watermark is a fence: a timer due at or past it waits for the loader to promote its
-    // bucket (logged), so nothing fires whose spilled copy could still be promoted as pending.
-    const fenceMs = this.#spill.watermarkMs;
-    for (let parkedNow = 0; slice.count < max && parkedNow < max * 16; ) {
-      const slot = this.#heap.peek();
-      if (slot < 0) break;
-      const dueAtMs = store.dueAt[slot] as number;
-      const queue = store.queueIndex[slot] as number;
-      if (dueAtMs >= fenceMs) break;
-      // Not due yet: taken only ahead, for a queue whose timers may be and that has room (the
-      // heap's order is kept, and nothing that is not due is held back).
-      if (dueAtMs > nowMs && (ahead === undefined || dueAtMs > nowMs + ahead.ms || !ahead.queue(queue) || roomOf(queue) <= 0)) break;
-      this.#heap.pop();
-      if (roomOf(queue) <= 0) {
-        this.#park(queue, slot);
-        parkedNow++;
-        continue;
-      }
-      if (room !== undefined) room[queue] = (room[queue] as number) - 1;
-      this.#handOut(slice, slot);
-    }
-    const count = slice.count;
-    return {
-      count,
-      seqs: slice.seqs.subarray(0, count),
-      rows: slice.rows.subarray(0, count),
-      attempts: slice.attempts.subarray(0, count),
-      fireAtMs: slice.fireAtMs.subarray(0, count),
-      dueAtMs: slice.dueAtMs.subarray(0, count),
-      queues: slice.queues.subarray(0, count),
-    };
-  }
-
-  /** Due timers held back for want of queue room (they are still pending or retrying). */
-  get heldBack(): number {
-    return this.#parkedCount;
-  }
-
-  /** The name of the queue with index `index` (DueSlice.queues). */
-  queueNameAt(index: number): string {
-    const name = this.#queueNames[index];
-    // A plain condition, assert only on failure: this runs once per timer handed out (a template message would be built every time).
-    if (name === undefined) assert.fail(`no queue has index ${index}`);
-    return name;
-  }
-
-  #handOut(slice: SliceBuilder, slot: number): void {
-    const store = this.#store;
-    const at = slice.count++;
-    this.#setState(slot, timerState.delivering);
-    slice.seqs[at] = store.logSeq[slot] as number;
-    slice.rows[at] = store.row[slot] as number;
-    slice.attempts[at] = (store.attempts[slot] as number) + 1;
-    slice.fireAtMs[at] = store.fireAt[slot] as number;
-    slice.dueAtMs[at] = store.dueAt[slot] as number;
-    slice.queues[at] = store.queueIndex[slot] as number;
-  }
-
-  #park(queue: number, slot: number): void {
-    let parked = this.#parked[queue];
-    if (parked === undefined) {
-      parked = { handles: [], head: 0 };
-      this.#parked[queue] = parked;
-    }
-    parked.handles.push(this.#store.handleOf(slot));
-    this.#parkedCount++;
-  }
-
-  /** Hands out held-back timers of queues that have room again, oldest first. */
-  #takeParked(slice: SliceBuilder, nowMs: number, max: number, roomOf: (queue: number) => number, room: Float64Array | undefined): void {
-    const store = this.#store;
-    for (let queue = 0; queue < this.#parked.length && slice.count < max; queue++) {
-      const parked = this.#parked[queue];
-      if (parked === undefined || parked.head === parked.handles.length) continue;
-      while (parked.head < parked.handles.length && slice.count < max && roomOf(queue) > 0) {
-        const slot = store.slotOf(parked.handles[parked.head] as number);
-        parked.head++;
-        this.#parkedCount--;
-        // Stale: released, taken again after a retry, back in the heap after a failed cancel, or being cancelled.
-        const state = slot < 0 ? -1 : (store.state[slot] as number);
-        if ((state !== timerState.pending && state !== timerState.retrying) || this.#heap.has(slot) || this.#cancelling.has(slot)) continue;
-        // The clock stepped back since it was held back: not due any more, so back to the heap (never early).
-        if ((store.dueAt[slot] as number) > nowMs) {
-          this.#heap.push(slot);
-          continue;
-        }
-        if (room !== undefined) room[queue] = (room[queue] as number) - 1;
-        this.#handOut(slice, slot);
-      }
-      if (parked.head === parked.handles.length) {
-        parked.handles.length = 0;
-        parked.head = 0;
-      } else if (parked.head > 1024 && parked.head * 2 > parked.handles.length) {
-        parked.handles.splice(0, parked.head);
-        parked.head = 0;
-      }
-    }
-  }
-
-  /**
-   * What a dispatcher needs to deliver a timer it was handed: its target, and its payload,
-   * headers and key back to back in one view of the store's arena (copy to keep).
-   */
-  deliveryOf(seq: number, row: number): TimerDelivery | undefined {
-    const slot = this.#index.get(seq, row);
-    if (slot < 0) return undefined;
-    const store = this.#store;
-    return {
-      target: store.targetOf(slot),
-      bytes: store.arena.view(store.bytesRefOf(slot), store.bytesLengthOf(slot)),
-      payloadLength: store.payloadLengthOf(slot),
-      headersLength: store.headersLengthOf(slot),
-    };
-  }
-
-  /**
-   * As deliveryOf, into `into` (one object filled again for every timer) and with no view made:
-   * `bytes` is the buffer that holds them from `bytesStart` on, to be read before the next
-   * admit, settle or await (the arena reuses freed bytes). False when the timer is not resident.
-   */
-  deliveryInto(seq: number, row: number, into: TimerDeliveryRef): boolean {
-    const slot = this.#index.get(seq, row);
-    if (slot < 0) return false;
-    const store = this.#store;
-    const arena = store.arena;
-    const length = store.bytesLengthOf(slot);
-    const ref = store.bytesRefOf(slot);
-    into.target = store.targetOf(slot);
-    into.bytes = length === 0 ? noBytes : arena.slabOf(ref, length);
-    into.bytesStart = length === 0 ? 0 : arena.offsetOf(ref);
-    into.payloadLength = store.payloadLengthOf(slot);
-    into.headersLength = store.headersLengthOf(slot);
-    into.keyLength = store.keyLengthOf(slot);
-    return true;
-  }
-
-  /**
-   * Records delivery outcomes: one OUTCOME record for all of them; once it is durable,
-   * delivered and dead timers are final, retries go back to the heap at their retry time.
-   */
-  async settle(outcomes: Outcomes): Promise<void> {
-    // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway
-    // through applying it. Plain conditions, assert.fail only on failure: this runs once per
-    // delivered timer. Then every slot is claimed in #settling at once (so that a cancel, a
-    // redrive or a second outcome for it finds the claim), all with one promise that settles
-    // when this call is done; a slot claimed already, or twice here, is refused the same way.
-    const count = outcomes.count;
-    const slots = new Int32Array(count);
-    const store = this.#store;
-    for (let i = 0; i < count; i++) {
-      const slot = this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
-      const kind = outcomes.kinds[i] as number;
-      if (!(slot >= 0 && store.state[slot] === timerState.delivering)) assert.fail('an outcome for a timer that is not being delivered');
-      if (!(kind >= outcomeKind.delivered && kind <= outcomeKind.dead)) assert.fail(`outcome kind ${kind}`);
-      if (kind === outcomeKind.retry && !Number.isFinite(outcomes.retryAtMs[i])) assert.fail('a retry needs a finite time');
-      slots[i] = slot;
-    }
-    const settling = this.#settling;
-    const { promise: settled, resolve: release } = Promise.withResolvers<void>();
-    const ticket = settling.claimUnique(slots, settled);
-    if (ticket < 0) {
-      release();
-      assert.fail('two outcomes for one delivery');
-    }
-    try {
-      // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
-      const now = this.#clock.now();
-      for (let i = 0; i < count; i++) {
-        const kind = outcomes.kinds[i];
-        if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + this.#retention.finishedMs;
-        else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + this.#retention.deadMs;
-      }
-      failpoint('delivery.outcome-before-append');
-      try {
-        await this.#wal.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
-      } catch (err) {
-        // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
-        // would re-send what was delivered); recovery finds them pending and delivers them again.
-        if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.walClosed) || this.#wal.poisoned !== undefined) throw err;
-        // Not logged for another reason: the timers go back to waiting, to be delivered again.
-        for (const slot of slots) {
-          this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
-          this.#heap.push(slot);
-        }
-        this.#onDueChanged();
-        throw err;
-      }
-    } finally {
-      settling.release(ticket);
-      release();
-    }
-    // The claims kept every slot live and its timer in it until now, and nothing has awaited since.
-    this.#applyOutcomes(outcomes, slots);
-  }
-
-  /** `slots[i]`, when known, is outcome i's slot (else looked up; a timer not resident is skipped, as in replay). */
-  #applyOutcomes(outcomes: Outcomes, slots?: Int32Array): void {
-    const store = this.#store;
-    this.#outcomesApplied += outcomes.count;
-    for (let i = 0; i < outcomes.count; i++) {
-      const slot = slots === undefined ? this.#index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number) : (slots[i] as number);
-      if (slot < 0) continue;
-      // A redrive is a retry outcome for a dead timer, which sits in the expiry heap.
-      if (!this.#heap.remove(slot)) this.#expiring.remove(slot);
-      if (this.#deadReasons.size > 0) this.#deadReasons.delete(slot);
-      const attempts = Math.min(outcomes.attempts[i] as number, 0xffff);
-      store.setAttempts(slot, attempts);
-      store.setLastStatus(slot, outcomes.statuses[i] as number);
-      const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.dead) this.#deadReasons.set(slot, outcomes.reasons[i] as number);
-      const state = kind === outcomeKind.delivered ? timerState.delivered : kind === outcomeKind.dead ? timerState.dead : attempts > 0 ? timerState.retrying : timerState.pending;
-      this.#setState(slot, state);
-      // A retry's time, or a finished timer's expiry: either way, when its heap hands it back.
-      store.setDueAt(slot, outcomes.retryAtMs[i] as number);
-      (kind === outcomeKind.retry ? this.#heap : this.#expiring).push(slot);
-    }
-    this.#onDueChanged();
-  }
-
-  /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
-  async setQueue(name: string, input: unknown): Promise<QueueConfig> {
-    validateQueueName(name);
-    const config = parseQueueConfig(input);
-    const refusal = config.sink === null ? undefined : this.#checkTarget?.(config.sink);
-    if (refusal !== undefined) throw new FermataError(errorCodes.targetRefused, `sink: ${refusal}`, { field: 'sink' });
-    await this.#wal.append(recordType.queue, encodeQueueRecord(name, config));
-    this.#queueConfigs.set(name, config);
-    this.#queueIndex(name);
-    return config;
-  }
-
-  queueConfig(name: string): QueueConfig {
-    return this.#queueConfigs.get(name) ?? defaultQueueConfig;
-  }
-
-  /** Every queue that was configured or has held a timer, with its config, by name. */
-  queues(): Array<{ name: string; config: QueueConfig }> {
-    return [...this.#queueNames].sort().map((name) => ({ name, config: this.queueConfig(name) }));
-  }
-
-  /**
-   * Admits a batch built in process or from JSON: logged in the engine's columnar form.
-   * `startNow`: when the log is idle its record is written at once, not after the current task
-   * (AppendOptions.startNow; the admit coalescer's full records).
-   */
-  async admit(batch: TimerBatch, options?: { readonly startNow?: boolean }): Promise<Admitted> {
-    const acceptedAtMs = this.#clock.now();
-    validateBatch(batch, this.#limits, acceptedAtMs);
-    this.#checkTargets(batch);
-    return this.#admit(batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs, options?.startNow === true ? startNow : undefined);
-  }
-
-  /**
-   * Checks a batch as admit() does, admitting nothing: throws admit()'s BATCH_INVALID or
-   * TARGET_REFUSED. The admit coalescer checks each timer alone with it before merging.
-   */
+  /** Checks a batch as admit() does, admitting nothing (throws BATCH_INVALID or TARGET_REFUSED). */
   validate(batch: TimerBatch): void {
-    validateBatch(batch, this.#limits, this.#clock.now());
-    this.#checkTargets(batch);
+    validate(this.#s, batch);
   }
 
-  /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
-  async admitArrow(ipc: Uint8Array): Promise<Admitted> {
-    const acceptedAtMs = this.#clock.now();
-    const batch = batchFromArrow(ipc, acceptedAtMs, this.#limits.rowsPerBatchMax);
-    validateBatch(batch, this.#limits, acceptedAtMs);
-    this.#checkTargets(batch);
-    return this.#admit(batch, addEncodingArrowStream, [ipc], acceptedAtMs);
-  }
-
-  /**
-   * Logs a validated batch and puts it in memory once durable. Keyed rows are planned against
-   * the keys known so far; if an admit still in flight holds one of them, this one waits for it
-   * and plans again, so the log's order decides which row is the original, live and on replay.
-   */
-  async #admit(batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number, appendOptions?: AppendOptions): Promise<Admitted> {
-    // A batch that would grow the store's columns while the columns for that growth are still
-    // being made ahead waits for them, rather than have the growth fault their pages on the main
-    // thread (ResidentStore.columnsAheadPending); the gate is asked once it goes on.
-    const columnsMade = this.#store.columnsAheadPending(this.#reservedRows + batch.rows);
-    if (columnsMade !== undefined) await columnsMade;
-    const refusal = this.#admitGate?.();
-    if (refusal !== undefined) throw refusal;
-    let decidedAtMs = this.#decisionTime();
-    // Replay releases what had expired by the decision time before it plans this ADD: so does
-    // the live engine, or a clock stepping back afterwards would leave the two disagreeing.
-    this.#releaseExpired(decidedAtMs, Infinity);
-    const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
-    let plan = this.#planKeys(batch, decidedAtMs, spilledAnswers);
-    while (plan !== undefined && plan.waitFor.length > 0) {
-      // Admits and cancels waited for settle either way; a spill bucket that cannot be read
-      // (a failing or damaged disk) fails this admit, or asking again would loop on it.
-      const waited = await Promise.allSettled(plan.waitFor);
-      for (const result of waited) if (result.status === 'rejected') throw result.reason;
-      decidedAtMs = this.#decisionTime();
-      this.#releaseExpired(decidedAtMs, Infinity);
-      plan = this.#planKeys(batch, decidedAtMs, spilledAnswers);
-    }
-    const newRows = batch.rows - (plan?.duplicates ?? 0);
-    if (!this.#store.canAllocate(this.#reservedRows + newRows)) {
-      throw new FermataError(errorCodes.capacityFull, `the resident store is full (${this.#store.count} timers)`, { rows: newRows });
-    }
-    // Slabs this batch and the admits still in flight will need beyond the arena's current one
-    // (asked for together: one admit at a time, each fits the room the others will take), and the
-    // next columns when the rows on their way near the capacity, are made while the record syncs
-    // (asked for before anything is claimed or reserved: nothing to undo if it throws).
-    const bytes = stringBytesOf(batch);
-    this.#store.arena.prefaultFor(this.#reservedBytes + bytes);
-    this.#store.prefaultColumnsFor(this.#reservedRows + newRows);
-    // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
-    const introduced = plan?.introduced ?? [];
-    const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
-    const claim = settled === undefined ? -1 : this.#keysInFlight.claim(introduced, settled.promise);
-    this.#reservedRows += newRows;
-    this.#reservedBytes += bytes;
-    let seq: number;
-    try {
-      seq = await this.#wal.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded], appendOptions);
-      this.#insert(batch, seq, plan);
-    } finally {
-      this.#reservedRows -= newRows;
-      this.#reservedBytes -= bytes;
-      if (settled !== undefined) this.#keysInFlight.release(claim, introduced);
-      settled?.resolve();
-    }
-    return admittedOf(batch, seq, plan);
-  }
-
-  /** Cancels a timer; resolves once the cancel is durable. */
-  cancel(id: string): Promise<CancelOutcome> {
-    const slot = this.#slotOfId(id);
-    if (slot < 0) {
-      const parts = decodeTimerId(id);
-      // Not in memory, but its fire time is past the watermark: it may be on disk.
-      return parts !== undefined && parts.fireAtMs >= this.#spill.watermarkMs ? this.#cancelSpilled(id, parts.seq, parts.row, parts.fireAtMs) : Promise.resolve('not-found');
-    }
-    const inFlight = this.#cancelling.get(slot);
-    if (inFlight !== undefined) return inFlight;
-    const state = this.#store.state[slot] as TimerStateCode;
-    if (state === timerState.cancelled) return Promise.resolve('cancelled');
-    const seq = this.#store.logSeq[slot] as number;
-    const row = this.#store.row[slot] as number;
-    // Handed out but not sent yet: the dispatcher gives it back, or it has started (too late).
-    const withdrawn = state === timerState.delivering && this.#withdraw(seq, row);
-    if (state !== timerState.pending && state !== timerState.retrying && !withdrawn) return Promise.resolve('too-late');
-    // Out of the heap now, so the timer cannot fire while its CANCEL record is being synced.
-    this.#heap.remove(slot);
-    const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
-    // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
-    // disk, not in memory, so its cancel names its fire time (replay finds it either way).
-    const spilling = this.#spilling?.[slot] === 1;
-    const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, this.#store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
-    const outcome = this.#wal.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
-      () => {
-        this.#finishCancelled(slot, expiresAtMs);
-        return 'cancelled' as const;
-      },
-      (err: unknown) => {
-        // Not cancelled: back to waiting (a withdrawn timer too, from "delivering").
-        if (withdrawn) this.#setState(slot, (this.#store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
-        this.#heap.push(slot);
-        this.#onDueChanged();
-        throw err;
-      },
-    );
-    this.#cancelling.set(slot, outcome);
-    const forget = (): void => void this.#cancelling.delete(slot);
-    outcome.then(forget, forget);
-    return outcome;
-  }
-
+  /** A timer in memory (undefined: not resident; lookup() looks on disk too). */
   get(id: string): TimerView | undefined {
-    const slot = this.#slotOfId(id);
-    if (slot < 0) return undefined;
-    const store = this.#store;
-    const status = store.lastStatus[slot] as number;
-    return {
-      id,
-      state: stateNames[store.state[slot] as number] as TimerStateName,
-      fireAtMs: store.fireAt[slot] as number,
-      dueAtMs: store.dueAt[slot] as number,
-      attempts: store.attempts[slot] as number,
-      queue: this.#queueNames[store.queueIndex[slot] as number] as string,
-      target: store.targetOf(slot),
-      key: store.keyLengthOf(slot) === 0 ? null : utf8.decode(store.keyOf(slot)),
-      lastStatus: status === 0 ? null : status,
-    };
+    return getTimer(this.#s, id);
   }
 
-  /** A timer in memory or on disk (get() answers for timers in memory only, without waiting). */
-  async lookup(id: string): Promise<TimerView | undefined> {
-    const resident = this.get(id);
-    if (resident !== undefined) return resident;
-    const parts = decodeTimerId(id);
-    if (parts === undefined || parts.fireAtMs < this.#spill.watermarkMs) return undefined;
-    const found = await this.#spill.find(parts.seq, parts.row, parts.fireAtMs);
-    // Promoted while the bucket was read: it is in memory now.
-    if (found === undefined) return this.get(id);
-    const { rows, index } = found;
-    const key = bytesOf(rows.keys, index);
-    return {
-      id,
-      state: 'pending',
-      fireAtMs: rows.fireAtMs[index] as number,
-      dueAtMs: rows.dueAtMs[index] as number,
-      attempts: 0,
-      queue: rows.queues[rows.queueIndex[index] as number] as string,
-      target: rows.targets[rows.targetIndex[index] as number] as string,
-      key: key.length === 0 ? null : utf8.decode(key),
-      lastStatus: null,
-    };
+  /** A timer in memory or on disk. */
+  lookup(id: string): Promise<TimerView | undefined> {
+    return lookup(this.#s, id);
   }
 
   /** The payload of a resident timer (a view: copy it to keep it). */
   payloadOf(id: string): Uint8Array | undefined {
-    const slot = this.#slotOfId(id);
-    return slot < 0 ? undefined : this.#store.payloadOf(slot);
+    return payloadOf(this.#s, id);
   }
 
-  /**
-   * Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only.
-   */
+  /** Cancels a timer, resident or spilled; resolves once the cancel is durable. */
+  cancel(id: string): Promise<CancelOutcome> {
+    return cancel(this.#s, id);
+  }
+
+  /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
+  setQueue(name: string, input: unknown): Promise<QueueConfig> {
+    return setQueue(this.#s, name, input);
+  }
+
+  queueConfig(name: string): QueueConfig {
+    return queueConfig(this.#s, name);
+  }
+
+  /** Every queue that was configured or has held a timer, with its config, by name. */
+  queues(): Array<{ name: string; config: QueueConfig }> {
+    return listQueues(this.#s);
+  }
+
+  /** Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only. */
   listDead(limit: number, queue?: string): DeadTimer[] {
-    const store = this.#store;
-    const queueIndex = queue === undefined ? -1 : (this.#queueIndexOf.get(queue) ?? -2);
-    if (queueIndex === -2) return [];
-    const slots: number[] = [];
-    for (const slot of this.#deadReasons.keys()) {
-      if (queueIndex < 0 || store.queueIndex[slot] === queueIndex) slots.push(slot);
-    }
-    const logOrder = (a: number, b: number): number => (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
-    return slots
-      .sort(logOrder)
-      .slice(0, limit)
-      .map((slot) => {
-        const status = store.lastStatus[slot] as number;
-        return {
-          id: encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
-          queue: this.#queueNames[store.queueIndex[slot] as number] as string,
-          target: store.targetOf(slot),
-          fireAtMs: store.fireAt[slot] as number,
-          attempts: store.attempts[slot] as number,
-          lastStatus: status === 0 ? null : status,
-          reason: deadReasonNames[this.#deadReasons.get(slot) as number] ?? 'unknown',
-        };
-      });
+    return listDead(this.#s, limit, queue);
   }
 
-  /**
-   * Sends a dead timer round again: a retry outcome, due now, with its attempts reset, so it
-   * gets its queue's full max_attempts once more. Durable before it resolves.
-   */
-  async redrive(id: string): Promise<RedriveOutcome> {
-    const slot = this.#slotOfId(id);
-    if (slot < 0) return 'not-found';
-    const inFlight = this.#settling.get(slot);
-    if (inFlight !== undefined) {
-      // An outcome or another redrive of this timer is being logged: decide once it is.
-      await inFlight;
-      return this.redrive(id);
-    }
-    if (this.#store.state[slot] !== timerState.dead) return 'not-dead';
-    const outcome = emptyOutcomes(1);
-    outcome.count = 1;
-    outcome.seqs[0] = this.#store.logSeq[slot] as number;
-    outcome.rows[0] = this.#store.row[slot] as number;
-    outcome.kinds[0] = outcomeKind.retry;
-    outcome.statuses[0] = this.#store.lastStatus[slot] as number;
-    outcome.attempts[0] = 0;
-    outcome.retryAtMs[0] = this.#clock.now();
-    const appended = this.#wal.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
-    // No other claim holds the slot: none did above, and nothing has awaited since.
-    const ticket = this.#settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
-    if (ticket < 0) assert.fail('a redrive of a timer whose outcome is being logged');
-    try {
-      await appended;
-    } finally {
-      this.#settling.release(ticket);
-    }
-    this.#applyOutcomes(outcome);
-    return 'redriven';
+  /** Sends a dead timer round again (attempts reset, due now); resolves once durable. */
+  redrive(id: string): Promise<RedriveOutcome> {
+    return redrive(this.#s, id);
   }
 
-  async close(): Promise<void> {
-    await this.#spillWork;
-    await this.#wal.close();
-    this.#store.close();
+  // ---- for dispatch: due timers out, outcomes back (hand-out.ts, outcomes.ts) ----
+
+  /** Takes up to `max` timers due at `nowMs` (and ahead, for queues that allow it) and marks them delivering. */
+  takeDue(nowMs: number, max: number, queueRoom?: QueueRoom, ahead?: TakeAhead): DueSlice {
+    return takeDue(this.#s, nowMs, max, queueRoom, ahead);
   }
 
-  // ---- the spill tier (docs/format/spill.md) ----
-
-  /** The spill tier's figures. */
-  spillStats(): SpillStats {
-    return {
-      watermarkMs: this.#spill.watermarkMs,
-      spilled: this.#spilledPending(),
-      runs: this.#spill.runs.length,
-      tombstones: this.#spill.tombstoneCount,
-      metadataBytes: this.#spill.bytesUsed,
-      residentBytes: this.residentBytes(),
-      residentReservedBytes: this.#store.bytesUsed(),
-      budgetBytes: this.#memoryBudgetBytes,
-      checkpointSeq: this.#checkpointSeq,
-    };
+  /** The name of the queue with index `index` (DueSlice.queues). */
+  queueNameAt(index: number): string {
+    return queueNameAt(this.#s, index);
   }
 
-  /** Told by the memory loader, for stats. */
-  setMemoryBudget(bytes: number): void {
-    this.#memoryBudgetBytes = bytes;
+  /** A handed-out timer's target and bytes (a view of the store's arena: copy to keep). */
+  deliveryOf(seq: number, row: number): TimerDelivery | undefined {
+    return deliveryOf(this.#s, seq, row);
   }
 
-  /** Live bytes of resident timers: their share of the columns and indexes, and their bytes in the arena. */
-  residentBytes(): number {
-    return this.#store.count * residentBytesPerSlot + this.#store.arena.bytesLive;
+  /** As deliveryOf, into `into` (one object filled again for every timer), with no view made. */
+  deliveryInto(seq: number, row: number, into: TimerDeliveryRef): boolean {
+    return deliveryInto(this.#s, seq, row, into);
   }
 
-  /**
-   * Live bytes of resident pending timers that could spill (never attempted), by the start of
-   * the bucket they are due in: what the loader weighs to choose a watermark.
-   */
-  async spillableBytesByBucket(): Promise<Map<number, number>> {
-    const store = this.#store;
-    const width = this.#spill.bucketWidthMs;
-    // Tallied by bucket number in a typed array, not a Map updated per timer, and over several
-    // turns: the loader asks with up to 2^24 timers resident (1.3 s in one turn at 12.6 million
-    // timers with a Map, 0.3 s without). An estimate: timers added or gone meanwhile may or may
-    // not be counted. The heap holds a timer unless it is held back or cancelling.
-    // The columns are read again after each pause: the store replaces them when it grows.
-    let first = Infinity;
-    let last = -Infinity;
-    for (let from = 0; from < store.capacity; from += spillTallySliceSlots) {
-      if (from > 0) await nextTurn();
-      const { state, attempts, dueAt, fireAt } = store;
-      for (let slot = from, end = Math.min(store.capacity, from + spillTallySliceSlots); slot < end; slot++) {
-        if (state[slot] !== timerState.pending || attempts[slot] !== 0 || dueAt[slot] !== fireAt[slot]) continue;
-        const bucket = Math.floor((dueAt[slot] as number) / width);
-        if (bucket < first) first = bucket;
-        if (bucket > last) last = bucket;
-      }
-    }
-    const out = new Map<number, number>();
-    if (first > last) return out;
-    const tally = last - first < bucketTallyMax ? new Float64Array(last - first + 1) : undefined;
-    for (let from = 0; from < store.capacity; from += spillTallySliceSlots) {
-      await nextTurn();
-      const { state, attempts, dueAt, fireAt } = store;
-      for (let slot = from, end = Math.min(store.capacity, from + spillTallySliceSlots); slot < end; slot++) {
-        if (state[slot] !== timerState.pending || attempts[slot] !== 0 || dueAt[slot] !== fireAt[slot] || !this.#heap.has(slot)) continue;
-        const bucket = Math.floor((dueAt[slot] as number) / width);
-        const bytes = residentBytesPerSlot + store.bytesLengthOf(slot);
-        // A timer added after the first pass may lie outside it: the Map takes it.
-        const at = bucket - first;
-        if (tally !== undefined && at >= 0 && at < tally.length) tally[at] = (tally[at] as number) + bytes;
-        else out.set(bucket * width, (out.get(bucket * width) ?? 0) + bytes);
-      }
-    }
-    if (tally !== undefined) for (let i = 0; i < tally.length; i++) if ((tally[i] as number) > 0) out.set((first + i) * width, (out.get((first + i) * width) ?? 0) + (tally[i] as number));
-    return out;
+  /** Records delivery outcomes: one OUTCOME record, applied once durable. */
+  settle(outcomes: Outcomes): Promise<void> {
+    return settle(this.#s, outcomes);
   }
 
-  get bucketWidthMs(): number {
-    return this.#spill.bucketWidthMs;
+  /** When the next delivery falls due (undefined: none resident before the watermark). */
+  nextDeliveryDueMs(): number | undefined {
+    return nextDeliveryDueMs(this.#s);
   }
+
+  /** When the engine next has work: a delivery falls due or a finished timer's retention ends. */
+  nextDueMs(): number | undefined {
+    return nextDueMs(this.#s);
+  }
+
+  /** Told when a timer may have become the earliest due (the scheduler re-arms its timer). */
+  setDueChangedHook(hook: () => void): void {
+    this.#s.onDueChanged = hook;
+  }
+
+  /** How a cancel takes back a timer the dispatcher holds (taken ahead, or waiting its turn) but has not sent. */
+  setWithdrawHook(hook: Withdraw): void {
+    this.#s.withdraw = hook;
+  }
+
+  // ---- for the memory loader: the spill tier (spill/checkpoint.ts, spill/promotion.ts, spill/spill-planning.ts) ----
 
   /**
    * Writes a checkpoint (the sequence in docs/format/spill.md): every live timer goes into runs
    * on disk, the pending ones due at or past `watermarkMs` into a spilled run and out of memory;
-   * then the log segments it covers are deleted. `watermarkMs` is a bucket start; it only lowers
-   * the watermark (Infinity keeps it where it is).
+   * then the log is truncated to what it covers and the store shrinks if it is mostly empty.
+   * `watermarkMs` is a bucket start; it only lowers the watermark (Infinity keeps it).
    */
   checkpoint(watermarkMs = Infinity): Promise<CheckpointReport> {
     return this.#serially(async () => {
       let report: CheckpointReport;
       try {
-        report = await this.#checkpoint(watermarkMs);
+        report = await checkpoint(this.#s, watermarkMs);
       } finally {
-        this.#spilling = undefined;
-        this.#notYetEvicted = 0;
+        this.#s.spilling = undefined;
+        this.#s.notYetEvicted = 0;
       }
-      return { ...report, residentShrunkTo: this.#shrinkResident() };
+      return { ...report, residentShrunkTo: shrinkResident(this.#s) };
     });
-  }
-
-  /**
-   * After a checkpoint that left the store's columns far larger than its timers need (a spill of
-   * most of them): the timers move to the lowest slots and the columns, the id and key indexes
-   * and the free stack are made again at a size that fits them, so that the memory the spill
-   * freed is given back (columns only grow otherwise: 64 bytes a slot, 68 MB after a fill of a
-   * million). One turn; skipped while anything holds a slot across turns (an outcome or a
-   * cancel being logged), and for large columns while a delivery falls due (it holds the main
-   * thread: 5–9 ms over 2^20 slots, 20–70 ms over 2^22). Returns the new capacity, or undefined
-   * when nothing moved.
-   */
-  #shrinkResident(): number | undefined {
-    const store = this.#store;
-    const limits = this.#shrinkLimits;
-    const capacity = store.shrinkCapacity(limits.residentShrinkShare);
-    if (capacity === undefined || this.#settling.size > 0 || this.#cancelling.size > 0) return undefined;
-    // Large columns take a while to go over: not while a delivery falls due.
-    const dueMs = this.nextDeliveryDueMs();
-    if (store.capacity > limits.residentShrinkBusySlots && dueMs !== undefined && dueMs < this.#clock.now() + limits.residentShrinkDueClearMs) return undefined;
-    // Held-back timers are kept by handle, which the move makes stale: by slot across it.
-    const parkedSlots = this.#parked.map((parked) => (parked === undefined ? undefined : parked.handles.slice(parked.head).map((handle) => store.slotOf(handle))));
-    const moves = store.shrink(capacity);
-    if (moves === undefined) return undefined;
-    const movedOf = (slot: number): number => (slot >= 0 && slot < moves.length ? (moves[slot] as number) : -1);
-    this.#parkedCount = 0;
-    parkedSlots.forEach((slots, queue) => {
-      const parked = this.#parked[queue];
-      if (slots === undefined || parked === undefined) return;
-      parked.handles = slots.map(movedOf).filter((slot) => slot >= 0).map((slot) => store.handleOf(slot));
-      parked.head = 0;
-      this.#parkedCount += parked.handles.length;
-    });
-    if (this.#deadReasons.size > 0) {
-      const reasons = [...this.#deadReasons];
-      this.#deadReasons.clear();
-      for (const [slot, reason] of reasons) this.#deadReasons.set(movedOf(slot), reason);
-    }
-    // The indexes, made again over the moved slots: a batch's rows still in consecutive slots are a run again.
-    const count = store.count;
-    const slots = new Int32Array(count);
-    for (let slot = 0; slot < count; slot++) slots[slot] = slot;
-    const index = new SlotIndex(store);
-    const { logSeq, row } = store;
-    for (let from = 0; from < count; ) {
-      let to = from + 1;
-      while (to < count && logSeq[to] === logSeq[from] && row[to] === (row[to - 1] as number) + 1) to++;
-      index.insertBatch(slots.subarray(from, to), to - from);
-      from = to;
-    }
-    this.#index = index;
-    const keys = new KeyIndex(store);
-    const keyed = slots.filter((slot) => store.keyLengthOf(slot) > 0);
-    keys.insertMany(keyed, Uint32Array.from(keyed, (slot) => keyHash(store.keyOf(slot))), keyed.length);
-    this.#keys = keys;
-    return capacity;
   }
 
   /** Brings every spilled timer due before `toMs` (a bucket start) into memory; logged first. Returns how many. */
   promote(toMs: number): Promise<number> {
-    return this.#serially(() => this.#promote(toMs, true));
+    return this.#serially(() => promote(this.#s, toMs, true));
   }
 
+  /** Live bytes of resident pending timers that could spill, by the start of the bucket they are due in. */
+  spillableBytesByBucket(): Promise<Map<number, number>> {
+    return spillableBytesByBucket(this.#s);
+  }
+
+  /** Live bytes of resident timers: their share of the columns and indexes, and their bytes in the arena. */
+  residentBytes(): number {
+    return residentBytes(this.#s);
+  }
+
+  get bucketWidthMs(): number {
+    return this.#s.spill.bucketWidthMs;
+  }
+
+  /** Told by the memory loader, for stats. */
+  setMemoryBudget(bytes: number): void {
+    this.#s.memoryBudgetBytes = bytes;
+  }
+
+  // ---- for metrics and stats (and the loader's pace) ----
+
+  /** The engine's figures now, as one plain object. */
+  stats(): EngineStats {
+    const s = this.#s;
+    const counts = s.counts;
+    const store = s.store;
+    const spilled = s.spilledPending();
+    return {
+      pending: (counts[timerState.pending] as number) + (counts[timerState.retrying] as number) + spilled,
+      counts: {
+        pending: (counts[timerState.pending] as number) + spilled,
+        delivering: counts[timerState.delivering] as number,
+        retrying: counts[timerState.retrying] as number,
+        delivered: counts[timerState.delivered] as number,
+        dead: counts[timerState.dead] as number,
+        cancelled: counts[timerState.cancelled] as number,
+      },
+      resident: store.count,
+      residentCapacity: store.capacity,
+      residentMax: store.capacityMax,
+      slabsPrefaulted: store.arena.slabsPrefaulted,
+      columnGrowthsMadeAhead: store.columnGrowthsMadeAhead,
+      rowsInserted: s.rowsInserted,
+      outcomesApplied: s.outcomesApplied,
+      heldBack: s.parkedCount,
+      spill: spillStats(s),
+    };
+  }
+
+  /** Checkpoints and promotions run one at a time, in order. */
   #serially<T>(work: () => Promise<T>): Promise<T> {
-    const result = this.#spillWork.then(work);
-    this.#spillWork = result.then(
+    const result = this.#s.spillWork.then(work);
+    this.#s.spillWork = result.then(
       () => undefined,
       () => undefined,
     );
     return result;
-  }
-
-  async #checkpoint(requestedMs: number): Promise<CheckpointReport> {
-    assert.ok(requestedMs === Infinity || requestedMs === this.#spill.bucketStartOf(requestedMs), 'a watermark is a bucket start');
-    const memory = await this.#snapshotMemory();
-    // Between macrotasks every durable record has been applied and no later one has: the
-    // store is exactly the log up to its last durable sequence.
-    await nextTurn();
-    const coveredSeq = this.#wal.lastSeq;
-    const watermarkMs = Math.min(requestedMs, this.#spill.watermarkMs);
-    // The fence first: from now on nothing due at or past the watermark is handed out.
-    this.#spill.lowerWatermark(watermarkMs);
-    const taken = this.#snapshot(watermarkMs, memory);
-    this.#spilling = taken.spilling;
-    // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
-    // durable records only, so until then the timer stays in its runs and untombstoned on disk.
-    const tombstones = this.#cancellingSpilled.size === 0 ? this.#spill.tombstoneColumns() : withoutTombstones(this.#spill.tombstoneColumns(), this.#spilledCancelsInFlight());
-    // Configured queues, in the QUEUE record's JSON form (read back the way replay reads it).
-    const queues = [...this.#queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
-    const releasedExpiryMaxMs = this.#releasedExpiryMax;
-    // From here the store keeps changing; the snapshot does not. Its timers are copied into
-    // run rows a slice at a time and written as they are, over several turns, reading their
-    // bytes through the hold (released once both runs are written).
-    const fs = this.#fs;
-    const dir = this.#spillDir;
-    const runOptions = { bucketWidthMs: this.#spill.bucketWidthMs };
-    let residentMeta: RunMeta;
-    let spilledMeta: RunMeta | undefined;
-    // The spilled timers in their run's order (filled as it is written): handles for the
-    // eviction, and where each is on disk.
-    const spilledCount = taken.spilled.store.count;
-    const spilledHandles = new Float64Array(spilledCount);
-    const spilledIds: SpilledRowIds = { seq: new Float64Array(spilledCount), row: new Uint32Array(spilledCount), fireAtMs: new Float64Array(spilledCount) };
-    try {
-      await fs.mkdirp(dir);
-      residentMeta = await this.#writeTaken(taken.resident, this.#nextRunId++, coveredSeq, runOptions);
-      if (spilledCount > 0) spilledMeta = await this.#writeTaken(taken.spilled, this.#nextRunId++, coveredSeq, runOptions, { byTaken: taken.spilledHandles, handles: spilledHandles, ids: spilledIds });
-    } finally {
-      taken.resident.store.release();
-      taken.spilled.store.release();
-    }
-    let bytesWritten = residentMeta.bytes;
-    let spilledRuns: SpilledRun[] = this.#spill.runs.map((run) => ({ meta: run.meta, validFromMs: run.validFromMs, keyHashes: run.keyHashes }));
-    if (spilledMeta !== undefined) {
-      bytesWritten += spilledMeta.bytes;
-      spilledRuns.push({ meta: spilledMeta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, spilledMeta) });
-    }
-    // Too many runs make every lookup and promotion read more files, and tombstones take memory
-    // and disk: merge the runs into one, leaving out what was promoted (below a run's
-    // validFromMs) and what was cancelled.
-    let tombstonesKept = tombstones;
-    const tombstonesPiledUp = tombstones.seqs.length > Math.max(memoryLimits.tombstonesCompactMin, this.#spill.count * memoryLimits.tombstonesCompactShare);
-    if (spilledRuns.length > memoryLimits.spilledRunsMax || (tombstonesPiledUp && spilledRuns.length > 0)) {
-      const inputs = spilledRuns;
-      const cancelled = new Set<string>();
-      for (let i = 0; i < tombstones.seqs.length; i++) cancelled.add(`${tombstones.seqs[i]}:${tombstones.rows[i]}`);
-      const meta = await compactRuns(
-        fs,
-        dir,
-        inputs.map((run) => run.meta),
-        this.#nextRunId++,
-        coveredSeq,
-        (seq, row, dueAtMs, input) => dueAtMs < Math.max((inputs[input] as SpilledRun).validFromMs, watermarkMs) || cancelled.has(`${seq}:${row}`),
-        runOptions,
-      );
-      bytesWritten += meta.bytes;
-      spilledRuns = [{ meta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, meta) }];
-      // Every tombstone of the snapshot guarded a row the merge left out.
-      tombstonesKept = { seqs: new Float64Array(0), rows: new Uint32Array(0), fireAtMs: new Float64Array(0) };
-    }
-    // The runs' names are durable before the manifest that names them.
-    await fs.syncDir(dir);
-    failpoint('checkpoint.runs-written');
-    const manifest: Manifest = {
-      checkpointSeq: coveredSeq,
-      watermarkMs,
-      releasedExpiryMaxMs,
-      nextRunId: this.#nextRunId,
-      residentRun: residentMeta,
-      spilledRuns: spilledRuns.map((run) => ({ ...run.meta, validFromMs: run.validFromMs })),
-      queues,
-      tombstones: tombstonesKept,
-    };
-    await writeManifest(fs, dir, manifest);
-    failpoint('checkpoint.manifest-installed');
-    // Durable: the spilled timers leave memory, and the log before the checkpoint can go.
-    // Tombstones added while it was written guard rows of the new runs too: they stay.
-    const tombstonesNow = this.#spill.tombstoneColumns();
-    this.#spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
-    this.#notYetEvicted = spilledHandles.length;
-    await this.#evictSpilled(spilledHandles, spilledIds);
-    // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
-    // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
-    const arena = this.#store.arena;
-    if (arena.bytesLive < arena.bytesReserved * memoryLimits.arenaLiveShareMin) this.#store.compact();
-    this.#checkpointSeq = coveredSeq;
-    // A quiet log's last segment is wholly covered too: sealed, it goes with the others.
-    await this.#wal.sealCovered(coveredSeq);
-    const segmentsDeleted = await this.#wal.deleteCoveredSegments(coveredSeq);
-    failpoint('checkpoint.segments-deleted');
-    // A lookup or a cancel may still be reading a run this checkpoint merged away: it finishes first.
-    await this.#spill.earlierReadsSettled();
-    await removeUnreferenced(fs, dir, manifest);
-    return { coveredSeq, watermarkMs, residentRows: residentMeta.rows, spilledRows: spilledHandles.length, bytesWritten, segmentsDeleted };
-  }
-
-  /**
-   * Takes every live timer as it is now (its fields copied, its bytes held: #writeTaken sorts them
-   * by (dueAt, seq, row) and writes them as a run afterwards, yielding as it goes): pending, never
-   * attempted timers due at or past the watermark into `spilled` (their handles kept, to evict
-   * them once the checkpoint is durable), the rest into `resident`, as the log has them
-   * (a delivering timer was not logged as such: it is pending or retrying).
-   */
-  #snapshot(watermarkMs: number, prepared: SnapshotMemory): { resident: TakenRows; spilled: TakenRows; spilledHandles: Float64Array; spilling: Uint8Array } {
-    const store = this.#store;
-    const { state, attempts, dueAt, fireAt } = store;
-    // The memory faulted in beforehand, unless the store outgrew it meanwhile.
-    const memory = prepared.slots.length >= store.count && prepared.spilling.length >= store.capacity ? prepared : snapshotMemory(store.count, store.capacity);
-    // Typed arrays and plain column reads: this runs in one turn over every slot (2^24 at most),
-    // and pushing into arrays and asking Maps per timer held the event loop for seconds.
-    // Resident slots fill `slots` from the front, spilled ones from the back; every per-timer
-    // array below is indexed like `slots`.
-    const count = store.count;
-    const slots = memory.slots.subarray(0, count);
-    let residentCount = 0;
-    let spillFrom = count;
-    const cancelling = this.#cancelling.size > 0 ? this.#cancelling : undefined;
-    const spilling = memory.spilling.subarray(0, store.capacity);
-    for (let slot = 0; slot < store.capacity; slot++) {
-      const slotState = state[slot] as number;
-      if (slotState === timerState.free) continue;
-      // Only timers due at their fire time spill: a spilled timer is found by its id's fire time.
-      const due = dueAt[slot] as number;
-      // In the heap: a held-back (parked) timer is due and stays, like one being cancelled.
-      const spills = slotState === timerState.pending && attempts[slot] === 0 && due >= watermarkMs && due === fireAt[slot] && cancelling?.has(slot) !== true && this.#heap.has(slot);
-      if (spills) {
-        slots[--spillFrom] = slot;
-        spilling[slot] = 1;
-      } else slots[residentCount++] = slot;
-    }
-    assert.equal(residentCount, spillFrom, 'every live slot is taken once');
-    const spillSlots = slots.subarray(spillFrom);
-    const spilledHandles = memory.handles.subarray(spillFrom, count);
-    for (let i = 0; i < spillSlots.length; i++) spilledHandles[i] = store.handleOf(spillSlots[i] as number);
-    return { resident: this.#take(memory, 0, residentCount), spilled: this.#take(memory, spillFrom, count), spilledHandles, spilling };
-  }
-
-  /**
-   * The fields of memory.slots[from, to) and the engine's own per-timer facts (dead reasons,
-   * queue names), as they are now, in `memory` at the same indexes.
-   */
-  #take(memory: SnapshotMemory, from: number, to: number): TakenRows {
-    const slots = memory.slots.subarray(from, to);
-    const deadReasons = memory.deadReasons.subarray(from, to);
-    if (this.#deadReasons.size > 0) {
-      const state = this.#store.state;
-      for (let i = 0; i < slots.length; i++) {
-        const slot = slots[i] as number;
-        if (state[slot] === timerState.dead) deadReasons[i] = this.#deadReasons.get(slot) ?? deadReason.none;
-      }
-    }
-    const columns = { dueAt: memory.dueAt.subarray(from, to), state: memory.state.subarray(from, to), attempts: memory.attempts.subarray(from, to), lastStatus: memory.lastStatus.subarray(from, to) };
-    return { store: this.#store.snapshot(slots, columns), deadReasons, queueNames: [...this.#queueNames] };
-  }
-
-  /**
-   * Memory for the next snapshot, faulted in a few MiB a turn before the snapshot's own turn,
-   * which would otherwise wait for the kernel to zero it all (about 280 MB at 12.6 million
-   * timers; 1.9 ms a MiB on the VM measured). Room for timers admitted meanwhile.
-   */
-  async #snapshotMemory(): Promise<SnapshotMemory> {
-    const store = this.#store;
-    const memory = snapshotMemory(Math.min(store.capacityMax, Math.ceil(store.count * 1.05) + 1024), store.capacity);
-    let touched = 0;
-    for (const array of [memory.slots, memory.spilling, memory.dueAt, memory.state, memory.attempts, memory.lastStatus, memory.deadReasons, memory.handles]) {
-      const stride = pageBytes / array.BYTES_PER_ELEMENT;
-      for (let i = 0; i < array.length; i += stride) {
-        array[i] = 0;
-        touched += pageBytes;
-        if (touched % prefaultSliceBytes === 0) await nextTurn();
-      }
-    }
-    return memory;
-  }
-
-  /**
-   * Writes the taken timers as run `runId`, sorted by (dueAt, seq, row); returns its metadata.
-   * With `inRunOrder`, it also puts each row's handle (from byTaken, by taken index), log
-   * position and fire time there, in the run's order (the eviction's lists). The rows are
-   * copied a slice at a time into one of two builders, reused: the next slice is copied while
-   * the last one is written.
-   * Copying every timer at once had a checkpoint under memory pressure allocate as much again as
-   * the timers it wrote, all of it freshly faulted in (on a VM, zeroing those pages was most of
-   * the copy's cost), and wrote nothing before the whole copy was done.
-   */
-  async #writeTaken(
-    taken: TakenRows,
-    runId: number,
-    stamp: number,
-    options: RunWriteOptions,
-    inRunOrder?: { readonly byTaken: Float64Array; readonly handles: Float64Array; readonly ids: SpilledRowIds },
-  ): Promise<RunMeta> {
-    const { store, deadReasons, queueNames } = taken;
-    const columns = store.columns;
-    const count = store.count;
-    const sliceRows = spillLimits.checkpointSliceRows;
-    // The log positions, for the order: read from the store after the snapshot's turn, 16 slices a turn.
-    const logSeq = new Float64Array(count);
-    const row = new Uint32Array(count);
-    for (let i = 0; i < count; i++) {
-      if (i > 0 && i % (sliceRows * 16) === 0) await nextTurn();
-      logSeq[i] = store.logSeqOf(i);
-      row[i] = store.rowOf(i);
-    }
-    const order = await runOrder({ dueAt: columns.dueAt, logSeq, row }, this.#spill.bucketWidthMs, sliceRows, () => nextTurn());
-    const builders = [new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows)), new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows))];
-    const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
-    const writer = await RunWriter.create(this.#fs, this.#spillDir, runId, stamp, options);
-    // The slice being written, while the next is copied; at most one append is in flight.
-    let writing: Promise<void> = Promise.resolve();
-    try {
-      for (let from = 0, turn = 0; from < count; from += sliceRows, turn++) {
-        // A turn for the event loop between slices, whether or not the last write is done.
-        if (from > 0) await nextTurn();
-        // Its last rows were written two turns ago (awaited in the turn before this one).
-        const builder = builders[turn % 2] as RunRowsBuilder;
-        builder.reset();
-        for (let at = from, end = Math.min(count, from + sliceRows); at < end; at++) {
-          const i = order[at] as number;
-          const state = columns.state[i] as number;
-          const attempts = columns.attempts[i] as number;
-          fields.seq = logSeq[i] as number;
-          fields.row = row[i] as number;
-          fields.fireAtMs = store.fireAtOf(i);
-          fields.dueAtMs = columns.dueAt[i] as number;
-          // A delivering timer was not logged as such: it is pending or retrying.
-          fields.state = state === timerState.delivering ? (attempts > 0 ? timerState.retrying : timerState.pending) : state;
-          fields.attempts = attempts;
-          fields.lastStatus = columns.lastStatus[i] as number;
-          fields.deadReason = deadReasons[i] as number;
-          builder.append(fields, queueNames[store.queueIndexOf(i)] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
-          if (inRunOrder !== undefined) {
-            inRunOrder.handles[at] = inRunOrder.byTaken[i] as number;
-            inRunOrder.ids.seq[at] = fields.seq;
-            inRunOrder.ids.row[at] = fields.row;
-            inRunOrder.ids.fireAtMs[at] = fields.fireAtMs;
-          }
-        }
-        await writing;
-        writing = writer.append(builder.finish());
-        // Awaited in the next turn or below; a failure meanwhile is not an unhandled rejection.
-        writing.catch(() => undefined);
-      }
-      await writing;
-      return await writer.finish();
-    } catch (err) {
-      // No write may still be landing when the file is closed.
-      await writing.catch(() => undefined);
-      await writer.abort();
-      throw err;
-    }
-  }
-
-  /**
-   * After a durable checkpoint: the timers it spilled leave memory. One that changed since the
-   * snapshot (a cancel being logged) stays, and its copy on disk is tombstoned, never promoted.
-   */
-  async #evictSpilled(handles: Float64Array, rows: SpilledRowIds): Promise<void> {
-    // In slices, yielding between them: evicting half a million timers at once held the event
-    // loop for over a second. Meanwhile the rest stay in memory as well as on disk: fenced by
-    // the watermark (never handed out), and a cancel of one is logged as CANCEL_SPILLED
-    // (#spilling), so its slice tombstones its copy on disk.
-    for (let from = 0; from < handles.length; from += spillLimits.checkpointSliceRows) {
-      if (from > 0) await nextTurn();
-      this.#evictSlice(handles, rows, from, Math.min(handles.length, from + spillLimits.checkpointSliceRows));
-    }
-  }
-
-  #evictSlice(handles: Float64Array, rows: SpilledRowIds, from: number, to: number): void {
-    const store = this.#store;
-    const evicted = new Int32Array(to - from);
-    let count = 0;
-    for (let i = from; i < to; i++) {
-      const slot = store.slotOf(handles[i] as number);
-      // Gone: cancelled while the checkpoint was written, and its retention already over. Its
-      // copy on disk must never be promoted.
-      if (slot < 0) {
-        this.#spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
-        continue;
-      }
-      if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || this.#cancelling.has(slot) || !this.#heap.has(slot)) {
-        this.#spill.tombstone(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
-        continue;
-      }
-      evicted[count++] = slot;
-    }
-    // Out of the heap at once: one O(n) rebuild when that is cheaper than a removal each.
-    this.#heap.removeMany(evicted.subarray(0, count));
-    for (let i = 0; i < count; i++) {
-      const slot = evicted[i] as number;
-      this.#index.delete(store.logSeq[slot] as number, store.row[slot] as number);
-      if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));
-      if (this.#spilling !== undefined) this.#spilling[slot] = 0;
-      store.release(slot);
-    }
-    this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) - count;
-    this.#notYetEvicted -= to - from;
-  }
-
-  async #promote(toMs: number, log: boolean): Promise<number> {
-    if (toMs <= this.#spill.watermarkMs) return 0;
-    assert.ok(toMs === this.#spill.bucketStartOf(toMs), 'a watermark is a bucket start');
-    const buckets = await this.#spill.bucketsBefore(toMs);
-    let rows = 0;
-    for (const bucket of buckets) rows += bucket.rows;
-    if (!this.#store.canAllocate(this.#reservedRows + rows)) {
-      throw new FermataError(errorCodes.capacityFull, `promoting ${rows} spilled timers would overfill the resident store (${this.#store.count} timers)`, { rows });
-    }
-    if (log) await this.#wal.append(recordType.promote, encodePromote(toMs), settlingWork);
-    // No await from here: the buckets go in and the watermark moves in one step.
-    let promoted = 0;
-    for (const bucket of buckets) {
-      for (let i = 0; i < bucket.rows; i++) {
-        const seq = bucket.seq[i] as number;
-        const row = bucket.row[i] as number;
-        // Cancelled on disk (in memory as cancelled), or already brought in by a cancel.
-        if (this.#spill.isTombstoned(seq, row) || this.#index.get(seq, row) >= 0) continue;
-        this.#insertRunRow(bucket, i, timerState.pending, bucket.dueAtMs[i] as number);
-        promoted++;
-      }
-    }
-    this.#spill.promoted(toMs);
-    this.#onDueChanged();
-    return promoted;
-  }
-
-  /** Loads a checkpoint at open: the resident run into the store, the spilled runs' metadata. */
-  async #restore(manifest: Manifest): Promise<void> {
-    this.#checkpointSeq = manifest.checkpointSeq;
-    this.#nextRunId = manifest.nextRunId;
-    this.#releasedExpiryMax = manifest.releasedExpiryMaxMs;
-    for (const queue of manifest.queues) {
-      const decoded = decodeQueueRecord(new TextEncoder().encode(JSON.stringify(queue)));
-      if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config this version cannot read`, { queue: queue.name });
-      this.#queueConfigs.set(decoded.name, decoded.config);
-      this.#queueIndex(decoded.name);
-    }
-    const run = manifest.residentRun;
-    // The run says how many timers and keys it holds: room for them at once, not by doubling.
-    this.#store.reserve(run.rows);
-    this.#keys.reserve(run.buckets.reduce((keyed, bucket) => keyed + bucket.keyed, 0));
-    for (let bucket = 0; bucket < run.buckets.length; bucket++) {
-      const rows = await readRunBucket(this.#fs, this.#spillDir, run, bucket);
-      for (let i = 0; i < rows.rows; i++) this.#insertRunRow(rows, i, rows.state[i] as TimerStateCode, rows.dueAtMs[i] as number);
-    }
-    const spilledRuns: SpilledRun[] = [];
-    for (const meta of manifest.spilledRuns) spilledRuns.push({ meta, validFromMs: meta.validFromMs, keyHashes: await readRunKeys(this.#fs, this.#spillDir, meta) });
-    this.#spill.reset(spilledRuns, manifest.watermarkMs, manifest.tombstones);
-  }
-
-  /** Puts row `i` of a run into the store in `state`, due at `dueAtMs`: its slot, index, key and heap entry. */
-  #insertRunRow(rows: RunRows, i: number, state: TimerStateCode, dueAtMs: number): number {
-    const store = this.#store;
-    const target = store.internTarget(rows.targets[rows.targetIndex[i] as number] as string);
-    const queue = this.#queueIndex(rows.queues[rows.queueIndex[i] as number] as string);
-    const key = bytesOf(rows.keys, i);
-    const slot = store.allocateRaw(rows.fireAtMs[i] as number, rows.seq[i] as number, rows.row[i] as number, queue, target, bytesOf(rows.payload, i), bytesOf(rows.headers, i), key);
-    store.releaseTarget(target);
-    if (slot < 0) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${store.count} timers)`, { rows: 1 });
-    store.setState(slot, state);
-    store.setAttempts(slot, rows.attempts[i] as number);
-    store.setLastStatus(slot, rows.lastStatus[i] as number);
-    store.setDueAt(slot, dueAtMs);
-    this.#counts[state] = (this.#counts[state] as number) + 1;
-    this.#index.insert(slot);
-    if (key.length > 0) this.#keys.insert(slot, keyHash(key));
-    if (state === timerState.dead) this.#deadReasons.set(slot, rows.deadReason[i] as number);
-    (isFinished(state) ? this.#expiring : this.#heap).push(slot);
-    return slot;
-  }
-
-  /** The timers whose spilled cancel is under way (tombstoned, maybe, but not yet logged). */
-  #spilledCancelsInFlight(): TombstoneSet {
-    const names = [...this.#cancellingSpilled.keys()].map((name) => name.split(':').map(Number));
-    return { seqs: Float64Array.from(names, ([seq]) => seq as number), rows: Uint32Array.from(names, ([, row]) => row as number), fireAtMs: new Float64Array(names.length) };
-  }
-
-  #cancelSpilled(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
-    const name = `${seq}:${row}`;
-    const inFlight = this.#cancellingSpilled.get(name);
-    if (inFlight !== undefined) return inFlight;
-    const outcome = this.#cancelSpilledNow(id, seq, row, fireAtMs);
-    this.#cancellingSpilled.set(name, outcome);
-    const forget = (): void => void this.#cancellingSpilled.delete(name);
-    outcome.then(forget, forget);
-    return outcome;
-  }
-
-  async #cancelSpilledNow(id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
-    const found = await this.#spill.find(seq, row, fireAtMs);
-    // Promoted (or cancelled) while its bucket was read: it is in memory now, if it exists.
-    if (this.#index.get(seq, row) >= 0 || fireAtMs < this.#spill.watermarkMs) return this.cancel(id);
-    if (found === undefined) return 'not-found';
-    // Tombstoned before its record is written, so a promotion meanwhile skips it: it cannot fire.
-    this.#spill.tombstone(seq, row, fireAtMs);
-    const expiresAtMs = this.#clock.now() + this.#retention.finishedMs;
-    try {
-      await this.#wal.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
-    } catch (err) {
-      this.#spill.untombstone(seq, row);
-      throw err;
-    }
-    this.#insertRunRow(found.rows, found.index, timerState.cancelled, expiresAtMs);
-    return 'cancelled';
-  }
-
-  /** Refuses a batch with a target the dispatcher would refuse (targets are a dictionary: each is checked once). */
-  #checkTargets(batch: TimerBatch): void {
-    if (this.#checkTarget === undefined) return;
-    for (let entry = 0; entry < batch.targets.length; entry++) {
-      const refusal = this.#checkTarget(batch.targets[entry] as string);
-      if (refusal === undefined) continue;
-      const row = batch.targetIndex.indexOf(entry);
-      throw new FermataError(errorCodes.targetRefused, `${refusal} (row ${row})`, { column: 'target', row });
-    }
-  }
-
-  /** The slot of the timer `id` names: (sequence, row) finds it, and the fire time must match too, or it is not that id. */
-  #slotOfId(id: string): number {
-    const parts = decodeTimerId(id);
-    if (parts === undefined) return -1;
-    const slot = this.#index.get(parts.seq, parts.row);
-    return slot >= 0 && this.#store.fireAt[slot] === parts.fireAtMs ? slot : -1;
-  }
-
-  #queueIndex(name: string): number {
-    let index = this.#queueIndexOf.get(name);
-    if (index === undefined) {
-      index = this.#queueNames.push(name) - 1;
-      this.#queueIndexOf.set(name, index);
-    }
-    return index;
-  }
-
-  /**
-   * Plans the keyed rows of a batch against the keys known at `decidedAtMs` (undefined: the
-   * batch has no keys). A key held by a finished timer whose retention ended by then is free
-   * again (that timer is released here if the sweep has not got to it). A key whose holder has a
-   * cancel or an outcome being synced waits for it, as a key in flight does: the log must show
-   * the holder's change before or after this ADD exactly as it was when the key was decided.
-   * `spilledAnswers` keeps, by row, what the spill tier answered in earlier rounds of one plan.
-   */
-  #planKeys(batch: TimerBatch, decidedAtMs: number, spilledAnswers: Map<number, SpilledKeyHolder | null>, planInScratch = false): KeyPlan | undefined {
-    const { values, offsets } = batch.keys;
-    if (values.length === 0) return undefined;
-    // A plan kept past this call (an admit's, answered after its record syncs) gets arrays of
-    // its own; replay, which inserts each batch before it plans the next, reuses scratch arrays.
-    const rows = batch.rows;
-    const scratch = planInScratch ? this.#scratch : undefined;
-    const plan = {
-      originalSeq: (scratch === undefined ? new Float64Array(rows) : scratch.float64('plan.originalSeq', rows)).fill(NaN),
-      originalRow: scratch === undefined ? new Int32Array(rows) : scratch.int32('plan.originalRow', rows).fill(0),
-      originalFireAt: scratch === undefined ? new Float64Array(rows) : scratch.float64('plan.originalFireAt', rows).fill(0),
-      duplicates: 0,
-      hashes: scratch === undefined ? new Uint32Array(rows) : scratch.uint32('plan.hashes', rows).fill(0),
-      introduced: [] as number[],
-      waitFor: [] as Array<Promise<void>>,
-    };
-    // The hashes, then the key index asked about all of them in one pass (see markUnindexed):
-    // a key it does not hold is not looked up again below. No view over a key unless it is
-    // compared: a replay plans a million keys.
-    const words = new DataView(values.buffer, values.byteOffset, values.byteLength);
-    for (let row = 0; row < batch.rows; row++) {
-      const start = offsets[row] as number;
-      const end = offsets[row + 1] as number;
-      if (start !== end) plan.hashes[row] = keyHashIn(values, start, end, words);
-    }
-    // Both used only within this call: scratch arrays (see scratch-arrays.ts).
-    const unindexed = this.#scratch.uint8('plan.unindexed', batch.rows);
-    this.#keys.markUnindexed(plan.hashes, batch.rows, unindexed);
-    // Keys first seen in this batch, by hash: rows in an open-addressing table (no string per key).
-    const firstRows = this.#scratch.int32('plan.firstRows', 2 ** Math.ceil(Math.log2(2 * batch.rows + 2))).fill(-1);
-    const mask = firstRows.length - 1;
-    for (let row = 0; row < batch.rows; row++) {
-      const start = offsets[row] as number;
-      const end = offsets[row + 1] as number;
-      if (start === end) continue;
-      const hash = plan.hashes[row] as number;
-      let cell = hash & mask;
-      let earlierRow = -1;
-      for (; firstRows[cell] !== -1; cell = (cell + 1) & mask) {
-        const other = firstRows[cell] as number;
-        if (plan.hashes[other] === hash && sameBytes(bytesAt(batch.keys, other), values.subarray(start, end))) {
-          earlierRow = other;
-          break;
-        }
-      }
-      if (earlierRow >= 0) {
-        this.#markDuplicate(plan, row, 0, earlierRow, batch.fireAtMs[earlierRow] as number);
-        continue;
-      }
-      const inFlight = this.#keysInFlight.get(hash);
-      if (inFlight !== undefined) {
-        plan.waitFor.push(inFlight);
-        continue;
-      }
-      const slot = unindexed[row] === 1 ? -1 : this.#liveKeyHolder(values, start, end, hash, decidedAtMs);
-      const holderChanging = slot >= 0 ? (this.#cancelling.get(slot) ?? this.#settling.get(slot)) : undefined;
-      if (holderChanging !== undefined) {
-        plan.waitFor.push(holderChanging.then(() => undefined, () => undefined));
-        continue;
-      }
-      if (slot >= 0) {
-        this.#markDuplicate(plan, row, this.#store.logSeq[slot] as number, this.#store.row[slot] as number, this.#store.fireAt[slot] as number);
-        continue;
-      }
-      // A spilled holder found in an earlier round of this plan is kept, not asked for again (its
-      // buckets may have left the cache since). With no spilled run there is none: no view to make.
-      const spilled = spilledAnswers.has(row) ? (spilledAnswers.get(row) as SpilledKeyHolder | null) : this.#spill.runs.length === 0 ? null : this.#spill.keyHolder(values.subarray(start, end), hash);
-      if (spilled instanceof Promise) {
-        plan.waitFor.push(spilled.then((answer) => void spilledAnswers.set(row, answer)));
-        continue;
-      }
-      if (spilled !== null) {
-        const { seq: holderSeq, row: holderRow } = spilled;
-        if (!this.#spill.isTombstoned(holderSeq, holderRow)) {
-          this.#markDuplicate(plan, row, holderSeq, holderRow, spilled.fireAtMs);
-          continue;
-        }
-        // A cancelled spilled holder is in memory once its cancel is durable (and the key index finds it): wait for that.
-        const cancelling = this.#cancellingSpilled.get(`${holderSeq}:${holderRow}`);
-        if (cancelling !== undefined) {
-          plan.waitFor.push(cancelling.then(() => undefined, () => undefined));
-          continue;
-        }
-      }
-      firstRows[cell] = row;
-      plan.introduced.push(hash);
-    }
-    return plan;
-  }
-
-  #markDuplicate(plan: KeyPlan & { duplicates: number }, row: number, seq: number, originalRow: number, fireAtMs: number): void {
-    plan.originalSeq[row] = seq;
-    plan.originalRow[row] = originalRow;
-    plan.originalFireAt[row] = fireAtMs;
-    plan.duplicates++;
-  }
-
-  /** When an admit decides its keys: now, but never before an expiry already acted on (the clock may step back). */
-  #decisionTime(): number {
-    return Math.max(this.#clock.now(), this.#releasedExpiryMax);
-  }
-
-  /** Releases finished timers whose retention ended by `nowMs`, at most `max` of them. */
-  #releaseExpired(nowMs: number, max: number): void {
-    for (let released = 0; released < max; released++) {
-      const slot = this.#expiring.peek();
-      if (slot < 0 || (this.#store.dueAt[slot] as number) > nowMs) return;
-      this.#release(slot);
-    }
-  }
-
-  /** The slot whose key is values[start, end) and whose retention has not ended at `atMs`, or -1. */
-  #liveKeyHolder(values: Uint8Array, start: number, end: number, hash: number, atMs: number): number {
-    const slot = this.#keys.find(values, start, end, hash);
-    if (slot < 0 || !isFinished(this.#store.state[slot] as number) || (this.#store.dueAt[slot] as number) > atMs) return slot;
-    this.#release(slot);
-    return -1;
-  }
-
-  #setState(slot: number, state: TimerStateCode): void {
-    const counts = this.#counts;
-    const before = this.#store.state[slot] as number;
-    counts[before] = (counts[before] as number) - 1;
-    counts[state] = (counts[state] as number) + 1;
-    this.#store.setState(slot, state);
-  }
-
-  #finishCancelled(slot: number, expiresAtMs: number): void {
-    this.#setState(slot, timerState.cancelled);
-    this.#store.setDueAt(slot, expiresAtMs);
-    this.#expiring.push(slot);
-  }
-
-  /** Forgets a finished timer whose retention ended: its slot, id and key go. */
-  #release(slot: number): void {
-    const store = this.#store;
-    assert.ok(isFinished(store.state[slot] as number), 'only finished timers are released');
-    this.#expiring.remove(slot);
-    this.#deadReasons.delete(slot);
-    this.#releasedExpiryMax = Math.max(this.#releasedExpiryMax, store.dueAt[slot] as number);
-    this.#index.delete(store.logSeq[slot] as number, store.row[slot] as number);
-    if (store.keyLengthOf(slot) > 0) this.#keys.delete(slot, keyHash(store.keyOf(slot)));
-    const state = store.state[slot] as number;
-    this.#counts[state] = (this.#counts[state] as number) - 1;
-    if (this.#spilling !== undefined) this.#spilling[slot] = 0;
-    store.release(slot);
-  }
-
-  /** Puts a durable batch into memory: one slot, heap entry and index entry per new row. */
-  #insert(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): void {
-    const store = this.#store;
-    const targets: number[] = [];
-    for (const target of batch.targets) targets.push(store.internTarget(target));
-    const queues: number[] = [];
-    for (const queue of batch.queues) queues.push(this.#queueIndex(queue));
-    // Duplicates get no slot: only the rows listed go in (every row when `rows` is undefined).
-    let rows: Int32Array | undefined;
-    if (plan !== undefined && plan.duplicates > 0) {
-      rows = new Int32Array(batch.rows - plan.duplicates);
-      let at = 0;
-      for (let row = 0; row < batch.rows; row++) if (Number.isNaN(plan.originalSeq[row])) rows[at++] = row;
-    }
-    const count = rows?.length ?? batch.rows;
-    // Synchronous to the end, and nothing keeps them: scratch arrays (see scratch-arrays.ts).
-    const slots = this.#scratch.int32('insert.slots', count);
-    assert.ok(store.canAllocate(count), 'capacity was reserved before the append');
-    store.allocateRows(batch, seq, rows, count, queues, targets, slots);
-    for (const target of targets) store.releaseTarget(target);
-    this.#counts[timerState.pending] = (this.#counts[timerState.pending] as number) + count;
-    this.#rowsInserted += count;
-    this.#index.insertBatch(slots, count);
-    this.#heap.pushMany(slots, count);
-    if (plan !== undefined) {
-      // The keyed rows' slots and hashes side by side, for the key index's batch insert.
-      const keyOffsets = batch.keys.offsets;
-      const keyedSlots = this.#scratch.int32('insert.keyedSlots', count);
-      const keyedHashes = this.#scratch.uint32('insert.keyedHashes', count);
-      let keyed = 0;
-      for (let i = 0; i < count; i++) {
-        const row = rows === undefined ? i : (rows[i] as number);
-        if ((keyOffsets[row + 1] as number) === (keyOffsets[row] as number)) continue;
-        keyedSlots[keyed] = slots[i] as number;
-        keyedHashes[keyed++] = plan.hashes[row] as number;
-      }
-      this.#keys.insertMany(keyedSlots, keyedHashes, keyed);
-    }
-    this.#onDueChanged();
-  }
-
-  /**
-   * Before a replayed ADD goes in: once a little of the log has been read, the store and the
-   * key index, when they must grow, grow to what the whole log will bring (rows and keys per
-   * log byte so far, times the log's bytes, and a margin) instead of doubling. Recovery spent
-   * about a third of its time copying columns into fresh memory, doubling by doubling.
-   */
-  #reserveForReplay(batch: TimerBatch, plan: KeyPlan | undefined): void {
-    const sizing = this.#replaySizing;
-    if (sizing === undefined) return;
-    // The rest of the log is about what the arena will take (a payload is most of an ADD's
-    // bytes): its next slabs are made ahead while this and the next batches go in.
-    this.#store.arena.prefaultFor(sizing.logBytes - sizing.bytesSeen);
-    const rows = batch.rows - (plan?.duplicates ?? 0);
-    // The keys this batch adds to the index: its keyed rows that are not duplicates, which is
-    // what the plan introduced (a sizing estimate; no per-row pass for it).
-    const keyed = plan?.introduced.length ?? 0;
-    sizing.rowsSeen += rows;
-    sizing.keyedSeen += keyed;
-    // Too little read yet for a rate: let them double (they are small so far).
-    if (sizing.bytesSeen * replaySizingSampleShare < sizing.logBytes) return;
-    const scale = (sizing.logBytes / sizing.bytesSeen) * replaySizingMargin;
-    this.#store.reserveTowards(rows, sizing.slotsBefore + sizing.rowsSeen * scale);
-    if (keyed > 0) this.#keys.reserveTowards(keyed, sizing.keysBefore + sizing.keyedSeen * scale);
-  }
-
-  /** Applies one logged record at open; a promise only when it must read spill files first. */
-  #replay(seq: number, type: number, body: Uint8Array): void | Promise<void> {
-    if (type === recordType.add) {
-      const add = decodeAddBody(body);
-      if (add === undefined) throw this.#badRecord(seq, 'ADD record with an unknown header');
-      let batch: TimerBatch;
-      try {
-        batch = add.header.encoding === addEncodingArrowStream ? batchFromArrow(add.batch, add.header.acceptedAtMs, Number.MAX_SAFE_INTEGER) : decodeBatch(add.batch);
-      } catch (err) {
-        throw this.#badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      if (batch.rows !== add.header.rows) throw this.#badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
-      // What the live engine could have released by the time it decided, replay releases now.
-      this.#releaseExpired(add.header.decidedAtMs, Infinity);
-      const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
-      // Replay inserts the batch before it plans the next: the plan's arrays can be scratch.
-      const plan = this.#planKeys(batch, add.header.decidedAtMs, spilledAnswers, true);
-      if (plan !== undefined && plan.waitFor.length > 0) return this.#replayAddAfterReads(batch, seq, add.header.decidedAtMs, plan, spilledAnswers);
-      this.#reserveForReplay(batch, plan);
-      this.#insert(batch, seq, plan);
-      return;
-    }
-    if (type === recordType.cancel) {
-      const ok = forEachCancelled(body, (addSeq, row, expiresAtMs) => {
-        const slot = this.#index.get(addSeq, row);
-        if (slot < 0) return;
-        this.#heap.remove(slot);
-        this.#finishCancelled(slot, expiresAtMs);
-      });
-      if (!ok) throw this.#badRecord(seq, 'CANCEL record of a length that is not a whole number of entries');
-      return;
-    }
-    if (type === recordType.outcome) {
-      const outcomes = decodeOutcomes(body);
-      if (outcomes === undefined) throw this.#badRecord(seq, 'malformed OUTCOME record');
-      this.#applyOutcomes(outcomes);
-      return;
-    }
-    if (type === recordType.cancelSpilled) {
-      const cancel = decodeCancelSpilled(body);
-      if (cancel === undefined) throw this.#badRecord(seq, 'malformed CANCEL_SPILLED record');
-      return this.#replayCancelSpilled(cancel.expiresAtMs, cancel.seqs, cancel.rows, cancel.fireAtMs);
-    }
-    if (type === recordType.promote) {
-      const watermarkMs = decodePromote(body);
-      if (watermarkMs === undefined) throw this.#badRecord(seq, 'malformed PROMOTE record');
-      return this.#promote(watermarkMs, false).then(() => undefined);
-    }
-    if (type === recordType.queue) {
-      const queue = decodeQueueRecord(body);
-      if (queue === undefined) throw this.#badRecord(seq, 'malformed QUEUE record');
-      this.#queueConfigs.set(queue.name, queue.config);
-      this.#queueIndex(queue.name);
-      return;
-    }
-    throw this.#badRecord(seq, `unknown record type ${type}`);
-  }
-
-  /** An ADD whose keys may be held by spilled timers: their buckets are read, then it is planned again. */
-  async #replayAddAfterReads(batch: TimerBatch, seq: number, decidedAtMs: number, plan: KeyPlan, spilledAnswers: Map<number, SpilledKeyHolder | null>): Promise<void> {
-    let current: KeyPlan | undefined = plan;
-    while (current !== undefined && current.waitFor.length > 0) {
-      await Promise.all(current.waitFor);
-      current = this.#planKeys(batch, decidedAtMs, spilledAnswers);
-    }
-    this.#insert(batch, seq, current);
-  }
-
-  async #replayCancelSpilled(expiresAtMs: number, seqs: Float64Array, rows: Uint32Array, fireAtMs: Float64Array): Promise<void> {
-    for (let i = 0; i < seqs.length; i++) {
-      const seq = seqs[i] as number;
-      const row = rows[i] as number;
-      // A promotion logged before this cancel brought the timer into memory: cancel it there.
-      const slot = this.#index.get(seq, row);
-      if (slot >= 0) {
-        const state = this.#store.state[slot];
-        if (state === timerState.pending || state === timerState.retrying) {
-          this.#heap.remove(slot);
-          this.#finishCancelled(slot, expiresAtMs);
-        }
-        continue;
-      }
-      const found = await this.#spill.find(seq, row, fireAtMs[i] as number);
-      if (found === undefined) continue;
-      this.#spill.tombstone(seq, row, fireAtMs[i] as number);
-      this.#insertRunRow(found.rows, found.index, timerState.cancelled, expiresAtMs);
-    }
-  }
-
-  #badRecord(seq: number, reason: string): FermataError {
-    return new FermataError(errorCodes.walCorrupt, `WAL record ${seq}: ${reason}; refusing to start`, { seq, reason });
   }
 }

@@ -4,6 +4,8 @@
 
 export const errorCodes = {
   walPoisoned: 'WAL_POISONED',
+  /** Another owner took the log over (cluster mode: the partition moved): this engine stops as on a poison. */
+  logFenced: 'LOG_FENCED',
   walQueueFull: 'WAL_QUEUE_FULL',
   walClosed: 'WAL_CLOSED',
   walCorrupt: 'WAL_CORRUPT',

@@ -371,7 +371,7 @@ export const memoryLimits = {
   /** After spilling, what the resident window is sized to, as a share of the budget and of the slot limit (room to grow before the next spill). */
   demoteToShare: 0.5,
   /**
-   * Past this share of the resident store's slot limit (Engine.residentMax:
+   * Past this share of the resident store's slot limit (Engine.stats().residentMax:
    * storeLimits.residentTimersMax unless the store was given another capacityMax), the
    * loader spills too, whatever the bytes: adds past the limit are refused with 503, and the
    * loader looks only once a loaderIntervalMs, so it starts well before (a quarter of the limit

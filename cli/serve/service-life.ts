@@ -15,7 +15,7 @@ import type { FermataError } from '../../engine/errors.ts';
 import { Engine, systemClock } from '../../engine/engine.ts';
 import { readinessLimits, serviceLimits } from '../../engine/limits.ts';
 import { memoryBudget, residentSlotsFor } from '../../engine/memory-budget.ts';
-import { MemoryLoader } from '../../engine/memory-loader.ts';
+import { MemoryLoader } from '../../engine/spill/memory-loader.ts';
 import { Dispatcher } from '../../dispatch/dispatcher.ts';
 import { TargetGuard } from '../../dispatch/target-guard.ts';
 import { isLoopbackHost } from '../../ingest/http/listen/bearer-auth.ts';
@@ -85,7 +85,7 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
       budgetBytes: budget.bytes,
       source: budget.source,
       limitBytes: budget.limitBytes,
-      residentMax: engine.residentMax,
+      residentMax: engine.stats().residentMax,
       farHorizonMs: Number.isFinite(settings.farHorizonMs) ? settings.farHorizonMs : null,
       // glibc's malloc_trim, through node:ffi (experimental in Node 26): freed memory goes back to the kernel.
       mallocTrim: mallocTrim() !== undefined,
@@ -143,14 +143,14 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
       return 1;
     }
     life = started;
-    logger.info({ lastSeq: next.log.lastSeq, pending: next.pending }, 'serving again after the poisoned log');
+    logger.info({ lastSeq: next.log.lastSeq, pending: next.stats().pending }, 'serving again after the poisoned log');
   }
 }
 
 /** Opens the engine, loader, dispatcher, HTTP and Flight on `ports`; undefined (all closed, the reason logged) when a port cannot be bound. */
 async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, disk: DiskSpaceCheck, allowLoopback: boolean, logger: Logger): Promise<Life | undefined> {
   const wal = engine.log;
-  logger.info({ dir: wal.dir, lastSeq: wal.lastSeq, segments: wal.segmentCount, resident: engine.resident, pending: engine.pending }, 'engine open');
+  logger.info({ ...wal.describe(), lastSeq: wal.lastSeq, resident: engine.stats().resident, pending: engine.stats().pending }, 'engine open');
   // Read again at each step: a container whose limit is lowered at run time spills at once.
   const loader = new MemoryLoader(engine, {
     budget: () => memoryBudget(settings.memoryBudgetBytes),

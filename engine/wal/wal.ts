@@ -1,5 +1,6 @@
-// The write-ahead log: the engine's durable truth. One Wal owns its directory (a pid lock
-// keeps other processes out) and is driven from the main thread's event loop.
+// The write-ahead log: the engine's durable truth, and its DurableLog (engine/log.ts) on one
+// machine (opened through local-log.ts). One Wal owns its directory (a pid lock keeps other
+// processes out) and is driven from the main thread's event loop.
 //
 // Group commit (LevelDB's DBImpl::Write, etcd's WAL): `append` only queues a record and
 // returns a promise. The committer takes everything queued (up to groupBytesMax), numbers the
@@ -339,6 +340,21 @@ export class Wal implements DurableLog {
     let bytes = 0;
     for (const segment of this.#segments) bytes += segment.bytes;
     return bytes;
+  }
+
+  /** Every segment is read again at open, covered records and all. */
+  get bytesToReplay(): number {
+    return this.bytes;
+  }
+
+  /** The active segment is sealed when the checkpoint covers all of it, then every wholly covered segment goes. */
+  async truncateCovered(coveredSeq: number): Promise<number> {
+    await this.sealCovered(coveredSeq);
+    return this.deleteCoveredSegments(coveredSeq);
+  }
+
+  describe(): Readonly<Record<string, string | number>> {
+    return { dir: this.dir, segments: this.#segments.length };
   }
 
   /** Commits what is queued, stops taking appends, releases the directory. */

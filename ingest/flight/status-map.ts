@@ -21,8 +21,9 @@ const statusOf: Record<ErrorCode, status> = {
   [errorCodes.capacityFull]: status.RESOURCE_EXHAUSTED,
   [errorCodes.walQueueFull]: status.RESOURCE_EXHAUSTED,
   [errorCodes.diskFull]: status.RESOURCE_EXHAUSTED,
-  // The log stopped acknowledging (a failed write or fsync), or the service is stopping.
+  // The log stopped acknowledging (a failed write or fsync; another node owns it now), or the service is stopping.
   [errorCodes.walPoisoned]: status.UNAVAILABLE,
+  [errorCodes.logFenced]: status.UNAVAILABLE,
   [errorCodes.walClosed]: status.UNAVAILABLE,
   [errorCodes.unauthorized]: status.UNAUTHENTICATED,
   // Start-up conditions or a damaged disk: met by a call, they are a bug or need an operator.

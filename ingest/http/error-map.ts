@@ -37,6 +37,8 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.walQueueFull]: 429,
   // 507 instead when the poison's cause is ENOSPC (below).
   [errorCodes.walPoisoned]: 503,
+  // Another node owns the partition's log now: this one no longer answers for it.
+  [errorCodes.logFenced]: 503,
   [errorCodes.walRecordTooLarge]: 413,
   // The service is stopping: another instance (or this one after its restart) will take it.
   [errorCodes.walClosed]: 503,

@@ -74,7 +74,7 @@ test('100,000 timers against a well-behaved sink: 0 lost, 0 duplicates, 0 early'
       // Fire times spread over two seconds, so most are not yet due when the dispatcher starts.
       const ids = await addAll(engine, Array.from({ length: count }, (_, i) => ({ fireAtMs: t0 + (i % 2000), target: `${sink.url}/t/${i}`, payload: 'x'.repeat(128) })));
       dispatcher.start();
-      await until('every delivery to be recorded', 200_000, () => engine.countsByState().delivered === count);
+      await until('every delivery to be recorded', 200_000, () => engine.stats().counts.delivered === count);
       assert.equal(sink.requests.length, count, 'no duplicates: the sink saw each timer once');
       const seen = new Set<string>();
       for (const request of sink.requests) {
@@ -156,7 +156,7 @@ test('an idle worker keeps its HTTP/2 session: it answers a PING after 5 s witho
     await withSink(undefined, async (sink) => {
       await addAll(engine, [{ fireAtMs: Date.now(), target: `${sink.url}/warm` }]);
       dispatcher.start();
-      await until('the delivery', 10_000, () => engine.countsByState().delivered === 1);
+      await until('the delivery', 10_000, () => engine.stats().counts.delivered === 1);
       await new Promise((resolve) => setTimeout(resolve, 5_500));
       const [session] = [...sink.sessions];
       assert.ok(session !== undefined && !session.closed, 'the session is still open');
@@ -184,7 +184,7 @@ test('a name that resolves to loopback is refused at delivery when loopback is n
       const port = new URL(sink.url).port;
       const [id] = await addAll(engine, [{ fireAtMs: Date.now(), target: `http://localhost:${port}/ssrf` }]);
       dispatcher.start();
-      await until('the refusal', 10_000, () => engine.countsByState().dead === 1);
+      await until('the refusal', 10_000, () => engine.stats().counts.dead === 1);
       assert.equal(engine.listDead(10)[0]?.reason, 'target_refused');
       assert.equal(engine.get(id as string)?.attempts, 1, 'refused at once, not retried');
       assert.equal(sink.connections, 0);
@@ -245,7 +245,7 @@ test('single deliveries in flight stay within requestsInFlightMax across queues;
         await addAll(engine, Array.from({ length: 50 }, (_, i) => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row/${i}`, queue: 'pipe' })));
         dispatcher.start();
         await until('every row in flight', 10_000, () => dispatcher.inFlight === 50);
-        assert.equal(engine.countsByState().pending, 0, 'none held back');
+        assert.equal(engine.stats().counts.pending, 0, 'none held back');
       },
     );
   } finally {
@@ -300,7 +300,7 @@ async function withUnansweredArrowBatch(count: number, payloadBytes: number, bat
         await addAll(engine, Array.from({ length: count }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'p'.repeat(payloadBytes), queue: 'pipe' })));
         dispatcher.start();
         await check(dispatcher, sink);
-        assert.equal(engine.countsByState().delivered, 0);
+        assert.equal(engine.stats().counts.delivered, 0);
       },
     );
   } finally {
@@ -334,11 +334,11 @@ test('an Arrow batch\'s buffers come back from the worker and the next batches a
       await engine.setQueue('pipe', { delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: 1_000, linger_ms: 1 });
       await addAll(engine, Array.from({ length: 1_000 }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'p'.repeat(64), queue: 'pipe' })));
       dispatcher.start();
-      await until('the first batch delivered', 10_000, () => engine.countsByState().delivered === 1_000);
+      await until('the first batch delivered', 10_000, () => engine.stats().counts.delivered === 1_000);
       const kept = dispatcher.pooledBytes;
       assert.ok(kept > 1_000 * 64, `${kept} bytes kept after the first batch`);
       await addAll(engine, Array.from({ length: 1_000 }, () => ({ fireAtMs: Date.now() - 1000, target: `${sink.url}/row`, payload: 'q'.repeat(64), queue: 'pipe' })));
-      await until('the second batch delivered', 10_000, () => engine.countsByState().delivered === 2_000);
+      await until('the second batch delivered', 10_000, () => engine.stats().counts.delivered === 2_000);
       const batches = sink.requests.filter((request) => request.headers['content-type'] === 'application/vnd.apache.arrow.stream');
       assert.equal(batches.length, 2);
       // Built in the first batch's buffers, the second is still its own timers, byte for byte.

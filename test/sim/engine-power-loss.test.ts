@@ -183,7 +183,7 @@ async function checkRecovered(fs: SimFileSystem, clock: ManualClock, ledger: Led
       }
       await engine.settle(outcomesFor(slice, outcomeKind.delivered));
     }
-    assert.equal(engine.pending, 0, `${context}: timers left waiting after everything fell due`);
+    assert.equal(engine.stats().pending, 0, `${context}: timers left waiting after everything fell due`);
     // A batch is whole or absent: count its rows among everything the engine holds.
     for (const [batch, fired] of seenBatches) {
       const rows = ledger.batchRows.get(batch) as number;

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
-import { MemoryLoader } from '../../engine/memory-loader.ts';
+import { MemoryLoader } from '../../engine/spill/memory-loader.ts';
 import { outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -42,10 +42,10 @@ test(`a budget of ${budgetMiB} MiB: ${timers.toLocaleString('en')} timers over 3
     residentMax = Math.max(residentMax, engine.residentBytes());
   }
   assert.ok(residentMax <= budgetBytes * 1.5, `while adding, resident bytes peaked at ${residentMax} (budget ${budgetBytes}): spills must keep up`);
-  assert.equal(engine.pending, timers);
-  assert.ok(engine.spillStats().spilled > timers * 0.9, `most timers are on disk: ${engine.spillStats().spilled}`);
-  const spillBytes = engine.spillStats().metadataBytes;
-  assert.ok(spillBytes / engine.spillStats().spilled <= 8, `spilled timers cost ${spillBytes / engine.spillStats().spilled} B of memory each`);
+  assert.equal(engine.stats().pending, timers);
+  assert.ok(engine.stats().spill.spilled > timers * 0.9, `most timers are on disk: ${engine.stats().spill.spilled}`);
+  const spillBytes = engine.stats().spill.metadataBytes;
+  assert.ok(spillBytes / engine.stats().spill.spilled <= 8, `spilled timers cost ${spillBytes / engine.stats().spill.spilled} B of memory each`);
 
   // Halfway, a restart: the checkpoint and the log's tail bring back the same state.
   const fired = new Uint8Array(timers);

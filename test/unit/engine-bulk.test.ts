@@ -21,7 +21,7 @@ function movingClock(start = 1_796_220_000_000): Clock & { advance(ms: number): 
 
 /** Every id's view (undefined once released), the counts by state and the resident count. */
 function snapshot(engine: Engine, ids: readonly string[]): unknown {
-  return { views: ids.map((id): TimerView | undefined => engine.get(id)), counts: engine.countsByState(), resident: engine.resident };
+  return { views: ids.map((id): TimerView | undefined => engine.get(id)), counts: engine.stats().counts, resident: engine.stats().resident };
 }
 
 test('big batches, cancels, deliveries and releases answer the same live and after each reopen', async () => {
@@ -99,7 +99,7 @@ test('a released row of a bulk batch is gone by its id; its neighbours are not',
   const next = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now() + 5000, target }]));
   assert.equal(engine.get(next.idOf(0))?.state, 'pending');
   assert.equal(engine.get(admitted.idOf(5)), undefined);
-  assert.equal(engine.resident, rows);
+  assert.equal(engine.stats().resident, rows);
   await engine.close();
 });
 
@@ -130,14 +130,14 @@ test('a reopen sizes the store for the timers the log holds instead of doubling;
   let engine = await Engine.open(options);
   const ids = await admitSizingRecords(engine, clock, 0, 40);
   const live = ids.map((id) => engine.get(id));
-  assert.equal(engine.residentCapacity, 32_768, 'admits grow the columns by doubling');
+  assert.equal(engine.stats().residentCapacity, 32_768, 'admits grow the columns by doubling');
   await engine.close();
 
   engine = await Engine.open(options);
   const timers = ids.length;
-  assert.equal(engine.resident, timers);
+  assert.equal(engine.stats().resident, timers);
   // Doubling would reach 32,768 again; sized from the log's bytes, the columns hold about the 20,000 (a 5% margin).
-  assert.ok(engine.residentCapacity >= timers && engine.residentCapacity <= timers * 1.1, `capacity ${engine.residentCapacity} for ${timers} timers`);
+  assert.ok(engine.stats().residentCapacity >= timers && engine.stats().residentCapacity <= timers * 1.1, `capacity ${engine.stats().residentCapacity} for ${timers} timers`);
   assert.deepEqual(ids.map((id) => engine.get(id)), live);
   await assertKeyFound(engine, clock, ids, 7, 4);
   await engine.close();
@@ -154,8 +154,8 @@ test('a reopen after a checkpoint makes room for the resident run and the log af
   await engine.close();
 
   engine = await Engine.open(options);
-  assert.equal(engine.resident, ids.length);
-  assert.ok(engine.residentCapacity >= ids.length && engine.residentCapacity < 32_768, `capacity ${engine.residentCapacity}: the run's 10,000 at once, then the log's 10,000 on top`);
+  assert.equal(engine.stats().resident, ids.length);
+  assert.ok(engine.stats().residentCapacity >= ids.length && engine.stats().residentCapacity < 32_768, `capacity ${engine.stats().residentCapacity}: the run's 10,000 at once, then the log's 10,000 on top`);
   assert.deepEqual(ids.map((id) => engine.get(id)), live);
   await assertKeyFound(engine, clock, ids, 3, 8);
   await assertKeyFound(engine, clock, ids, 33, 8);

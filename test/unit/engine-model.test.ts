@@ -161,14 +161,14 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
             for (const timer of releasedUnlogged) if (timer.dueAt <= now) releasedMax = Math.max(releasedMax, timer.dueAt);
             release(new Set(model.filter((t) => isFinished(t) && t.dueAt <= now)));
           }
-          assert.equal(engine.spillStats().watermarkMs, watermarkMs);
+          assert.equal(engine.stats().spill.watermarkMs, watermarkMs);
           for (const timer of model) {
             const view = await engine.lookup(timer.id);
             assert.deepEqual([view?.state, view?.fireAtMs, view?.dueAtMs, view?.attempts], [timer.state, timer.fireAt, timer.dueAt, timer.attempts], `timer ${timer.id}`);
           }
           const waiting = (t: ModelTimer): boolean => t.state === 'pending' || t.state === 'retrying';
           assert.equal(engine.nextDueMs(), model.filter((t) => live(t) && (!waiting(t) || t.dueAt < watermarkMs)).sort(byDue)[0]?.dueAt);
-          assert.equal(engine.pending, model.filter((t) => t.state === 'pending' || t.state === 'retrying').length);
+          assert.equal(engine.stats().pending, model.filter((t) => t.state === 'pending' || t.state === 'retrying').length);
         }
       } finally {
         await engine.close();

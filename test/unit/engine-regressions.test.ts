@@ -29,12 +29,12 @@ test('replay-capacity: a log that added more timers over its life than the store
     clock.advance(100);
     engine.takeDue(clock.now(), 10); // the sweep releases the four finished timers
   }
-  assert.equal(engine.resident, 0);
+  assert.equal(engine.stats().resident, 0);
   await engine.close();
   engine = await Engine.open(options); // before the fix: "capacity was reserved before the append"
-  assert.equal(engine.pending, 0);
+  assert.equal(engine.stats().pending, 0);
   engine.takeDue(clock.now(), 10);
-  assert.equal(engine.resident, 0, 'what is left over from the last round expires as it did live');
+  assert.equal(engine.stats().resident, 0, 'what is left over from the last round expires as it did live');
   await engine.close();
 });
 
@@ -52,10 +52,10 @@ test('key-decided-after-wait: a key freed by the sweep while an admit waited is 
   engine.takeDue(clock.now(), 10); // K's holder expires and is released meanwhile
   await first;
   const decided = await waiting;
-  const live = [decided.isDuplicate(1), engine.get(decided.idOf(1))?.state, engine.pending];
+  const live = [decided.isDuplicate(1), engine.get(decided.idOf(1))?.state, engine.stats().pending];
   await engine.close();
   engine = await Engine.open(options);
-  assert.deepEqual([decided.isDuplicate(1), engine.get(decided.idOf(1))?.state, engine.pending], live);
+  assert.deepEqual([decided.isDuplicate(1), engine.get(decided.idOf(1))?.state, engine.stats().pending], live);
   await engine.close();
 });
 
@@ -68,10 +68,10 @@ test('key-holder-cancel-in-flight: an admit whose key holder is being cancelled 
   clock.advance(25 * 3600_000); // the clock steps past the cancel's retention before it is synced
   const admitted = await engine.admit(batchFromSpecs([{ fireAtMs: clock.now() + 1e6, target, key: 'K' }]));
   await cancelling;
-  const live = [admitted.isDuplicate(0), engine.pending];
+  const live = [admitted.isDuplicate(0), engine.stats().pending];
   await engine.close();
   engine = await Engine.open(options);
-  assert.deepEqual([admitted.isDuplicate(0), engine.pending], live);
+  assert.deepEqual([admitted.isDuplicate(0), engine.stats().pending], live);
   assert.equal(engine.get(admitted.idOf(0))?.state, 'pending');
   await engine.close();
 });
@@ -153,7 +153,7 @@ test('outcome-refused-by-busy-log: an outcome is logged even while admits fill t
   await Promise.all(admits);
   assert.ok(refused, 'the log queue was full for admits');
   await settled;
-  assert.equal(engine.countsByState().delivered, 20);
+  assert.equal(engine.stats().counts.delivered, 20);
   assert.equal(engine.takeDue(clock.now(), 100).count, 0, 'the delivered timers are not handed out again');
   await engine.close();
 });
@@ -166,7 +166,7 @@ test('outcome-on-poisoned-log: timers whose outcome cannot be logged stay delive
   const slice = engine.takeDue(clock.now(), 10);
   fs.failAfter('datasync', 0, 'EIO');
   await assert.rejects(engine.settle(outcomesFor(slice, outcomeKind.delivered)), (err) => isFermataError(err, errorCodes.walPoisoned));
-  assert.equal(engine.countsByState().delivering, 1);
+  assert.equal(engine.stats().counts.delivering, 1);
   assert.equal(engine.takeDue(clock.now() + 60_000, 10).count, 0, 'a poisoned log does not turn into a delivery flood');
   await engine.close().catch(() => undefined);
 });
@@ -222,7 +222,7 @@ test('spilled-keys-over-cache: a keyed batch whose keys sit in more spilled buck
   const keyed = (i: number): TimerSpec => ({ fireAtMs: t0 + (10 + i) * hour, target: 'https://a.example/hook', payload: `timer ${i}`, key: `key-${i}` });
   const first = await engine.admit(batchFromSpecs(Array.from({ length: 10 }, (_, i) => keyed(i))));
   await engine.checkpoint(t0 + 3 * hour);
-  assert.equal(engine.spillStats().spilled, 10, 'ten timers in ten hourly buckets on disk');
+  assert.equal(engine.stats().spill.spilled, 10, 'ten timers in ten hourly buckets on disk');
   // The same ten keys again, and one new: the ten are duplicates of the spilled timers.
   const again = await engine.admit(batchFromSpecs([...Array.from({ length: 10 }, (_, i) => keyed(i)), keyed(10)]));
   for (let i = 0; i < 10; i++) {
@@ -233,7 +233,7 @@ test('spilled-keys-over-cache: a keyed batch whose keys sit in more spilled buck
   await engine.close();
   // Replay plans the same ADD against the same spilled buckets.
   engine = await Engine.open({ dataDir: dir, clock });
-  assert.equal(engine.pending, 11);
+  assert.equal(engine.stats().pending, 11);
   assert.equal((await engine.lookup(again.idOf(10)))?.state, 'pending');
   await engine.close();
 });

@@ -11,6 +11,7 @@ import { deadReason, outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { Wal } from '../../engine/wal/wal.ts';
 import { withOpen } from '../helpers/wrapped-file-system.ts';
 
 const dataDir = '/data';
@@ -21,6 +22,12 @@ const target = 'https://a.example/hook';
 function manualClock(start = t0): Clock & { set(ms: number): void } {
   let now = start;
   return { now: () => now, set: (ms) => (now = ms) };
+}
+
+/** The engine's log as the local WAL it is by default, for its segments. */
+function walOf(engine: Engine): Wal {
+  assert.ok(engine.log instanceof Wal);
+  return engine.log;
 }
 
 const idsOf = (admitted: Admitted): string[] => Array.from({ length: admitted.rows }, (_, row) => admitted.idOf(row));
@@ -41,23 +48,23 @@ test('a checkpoint spills far-future timers, deletes covered segments, and reope
   const near = idsOf(await engine.admit(batchFromSpecs(spread(20, t0 + 1000, 60_000))));
   const far = idsOf(await engine.admit(batchFromSpecs(spread(50, t0 + 10 * hour, hour / 2))));
   for (let i = 0; i < 30; i++) await engine.admit(batchFromSpecs(spread(1, t0 + 2 * hour + i, 1)));
-  const segmentsBefore = engine.log.segmentCount;
+  const segmentsBefore = walOf(engine).segmentCount;
   const report = await engine.checkpoint(t0 + 3 * hour);
   assert.equal(report.spilledRows, 50);
   assert.equal(report.residentRows, 50);
-  assert.ok(report.segmentsDeleted >= 1 && engine.log.segmentCount < segmentsBefore, 'the log segments the checkpoint covers are deleted');
-  assert.equal(engine.resident, 50);
-  assert.equal(engine.pending, 100);
-  assert.equal(engine.spillStats().spilled, 50);
+  assert.ok(report.segmentsDeleted >= 1 && walOf(engine).segmentCount < segmentsBefore, 'the log segments the checkpoint covers are deleted');
+  assert.equal(engine.stats().resident, 50);
+  assert.equal(engine.stats().pending, 100);
+  assert.equal(engine.stats().spill.spilled, 50);
   assert.equal(engine.get(far[0] as string), undefined, 'a spilled timer is not in memory');
   assert.equal((await engine.lookup(far[7] as string))?.state, 'pending');
   assert.equal((await engine.lookup(near[3] as string))?.state, 'pending');
   await engine.close();
 
   engine = await open(fs, clock);
-  assert.equal(engine.resident, 50);
-  assert.equal(engine.spillStats().spilled, 50);
-  assert.equal(engine.pending, 100);
+  assert.equal(engine.stats().resident, 50);
+  assert.equal(engine.stats().spill.spilled, 50);
+  assert.equal(engine.stats().pending, 100);
   const view = await engine.lookup(far[49] as string);
   assert.equal(view?.fireAtMs, t0 + 10 * hour + 49 * (hour / 2));
   assert.equal(view?.target, target);
@@ -70,11 +77,11 @@ test('a checkpoint of a quiet log seals its last segment too: reopening reads no
   // Segments large enough that every record is in the one being written.
   let engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   const ids = idsOf(await engine.admit(batchFromSpecs(spread(40, t0 + 10 * hour, hour))));
-  assert.equal(engine.log.segmentCount, 1);
+  assert.equal(walOf(engine).segmentCount, 1);
   const lastSeq = engine.log.lastSeq;
   const report = await engine.checkpoint(t0 + 20 * hour);
   assert.equal(report.segmentsDeleted, 1, 'the sealed segment is deleted with the covered ones');
-  assert.equal(engine.log.segmentCount, 1);
+  assert.equal(walOf(engine).segmentCount, 1);
   assert.equal(engine.log.firstSeq, lastSeq + 1, 'the log goes on in a new, empty segment');
   const added = idsOf(await engine.admit(batchFromSpecs(spread(1, t0 + hour, 1))));
   await engine.close();
@@ -83,7 +90,7 @@ test('a checkpoint of a quiet log seals its last segment too: reopening reads no
   let replayed = 0;
   for await (const record of engine.log.records()) replayed += record.seq <= lastSeq ? 1 : 0;
   assert.equal(replayed, 0, 'no record the checkpoint covers is read again');
-  assert.equal(engine.pending, 41);
+  assert.equal(engine.stats().pending, 41);
   assert.equal((await engine.lookup(ids[39] as string))?.state, 'pending');
   assert.equal(engine.get(added[0] as string)?.state, 'pending');
   await engine.close();
@@ -99,7 +106,7 @@ test('spilled timers are not handed out until promoted; promotion is logged and 
   assert.equal(engine.takeDue(clock.now(), 100).count, 0, 'due, but spilled: the watermark fences it');
   assert.equal(engine.nextDueMs(), undefined);
   assert.equal(await engine.promote(t0 + 6 * hour), 10);
-  assert.equal(engine.spillStats().spilled, 0);
+  assert.equal(engine.stats().spill.spilled, 0);
   const slice = engine.takeDue(clock.now(), 4);
   assert.equal(slice.count, 4);
   await engine.settle(outcomesFor(slice, outcomeKind.delivered));
@@ -123,13 +130,13 @@ test('a spilled timer is cancelled on disk: never promoted, still cancelled afte
   assert.equal(await engine.cancel(ids[2] as string), 'cancelled');
   assert.equal(await engine.cancel(ids[2] as string), 'cancelled');
   assert.equal(engine.get(ids[2] as string)?.state, 'cancelled', 'a cancelled spilled timer is in memory for its retention');
-  assert.equal(engine.spillStats().spilled, 4);
-  assert.equal(engine.pending, 4);
+  assert.equal(engine.stats().spill.spilled, 4);
+  assert.equal(engine.stats().pending, 4);
   await engine.close();
 
   engine = await open(fs, clock);
   assert.equal(engine.get(ids[2] as string)?.state, 'cancelled');
-  assert.equal(engine.spillStats().spilled, 4);
+  assert.equal(engine.stats().spill.spilled, 4);
   clock.set(t0 + 6 * hour);
   await engine.promote(t0 + 6 * hour);
   const slice = engine.takeDue(clock.now(), 100);
@@ -149,7 +156,7 @@ test('an idempotency key held by a spilled timer deduplicates, live and after re
   let engine = await open(fs, clock);
   const original = idsOf(await engine.admit(batchFromSpecs(spread(3, t0 + 5 * hour, 60_000, (i) => ({ key: `order-${i}` })))));
   await engine.checkpoint(t0 + 2 * hour);
-  assert.equal(engine.resident, 0);
+  assert.equal(engine.stats().resident, 0);
   const again = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 9 * hour, target, key: 'order-1' }, { fireAtMs: t0 + 9 * hour, target, key: 'order-9' }]));
   assert.ok(again.isDuplicate(0));
   assert.equal(again.idOf(0), original[1]);
@@ -160,7 +167,7 @@ test('an idempotency key held by a spilled timer deduplicates, live and after re
   const third = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 9 * hour, target, key: 'order-2' }, { fireAtMs: t0 + 9 * hour, target, key: 'order-9' }]));
   assert.equal(third.idOf(0), original[2]);
   assert.equal(third.idOf(1), again.idOf(1), 'the key added after the checkpoint is replayed from the log');
-  assert.equal(engine.pending, 4);
+  assert.equal(engine.stats().pending, 4);
   await engine.close();
 });
 
@@ -205,7 +212,7 @@ test('power loss at every step of a checkpoint: nothing acknowledged is lost, no
       assert.ok(view !== undefined, `${context}: acknowledged timer ${id} lost`);
       if (id === cancelled) assert.equal(view.state, 'cancelled', `${context}: the cancel was lost`);
     }
-    assert.equal(reopened.pending, ids.length - 2, `${context}: one cancelled, one delivered`);
+    assert.equal(reopened.stats().pending, ids.length - 2, `${context}: one cancelled, one delivered`);
     // Fire everything: each once, the cancelled one never.
     clock.set(t0 + 10 * hour);
     await reopened.promote(t0 + 10 * hour);
@@ -226,7 +233,7 @@ async function assertRecovered(engine: Engine, clock: Clock & { set(ms: number):
     if (id === cancelled) assert.equal(view.state, 'cancelled', `${context}: the cancel was lost`);
   }
   const waiting = ids.length - 1 - delivered;
-  assert.equal(engine.pending, waiting, `${context}: pending count`);
+  assert.equal(engine.stats().pending, waiting, `${context}: pending count`);
   clock.set(t0 + 400 * hour);
   await engine.promote(engine.bucketWidthMs * Math.ceil((t0 + 401 * hour) / engine.bucketWidthMs));
   const fired = engine.takeDue(clock.now(), 100_000);
@@ -259,12 +266,12 @@ test('compaction merges many runs into one: lookups, keys, cancels and power los
     return { fs, engine, clock, ids, cancelled };
   };
   const probe = await prepare(300);
-  assert.equal(probe.engine.spillStats().runs, runsToMake - 1, 'the checkpoint before the last one made a run each');
+  assert.equal(probe.engine.stats().spill.runs, runsToMake - 1, 'the checkpoint before the last one made a run each');
   const before = probe.fs.opCount;
   await probe.engine.checkpoint();
   const ops = probe.fs.opCount - before;
-  assert.equal(probe.engine.spillStats().runs, 1, 'merged into one run');
-  assert.equal(probe.engine.spillStats().tombstones, 0, 'the merge left the cancelled row out: no tombstone needed');
+  assert.equal(probe.engine.stats().spill.runs, 1, 'merged into one run');
+  assert.equal(probe.engine.stats().spill.tombstones, 0, 'the merge left the cancelled row out: no tombstone needed');
   const again = await probe.engine.admit(batchFromSpecs([{ fireAtMs: t0 + 500 * hour, target, key: 'run3-2' }]));
   assert.equal(again.idOf(0), probe.ids[14], 'a key held on disk still deduplicates after the merge');
   await probe.engine.close();
@@ -315,7 +322,7 @@ test('a damaged run is refused with SPILL_CORRUPT naming the file, never read as
   let engine = await open(fs, clock);
   const ids = idsOf(await engine.admit(batchFromSpecs([...spread(5, t0 + 1000, 60_000), ...spread(5, t0 + 9 * hour, 60_000)])));
   await engine.checkpoint(t0 + 2 * hour);
-  const [resident, spilled] = engine.spillStats().runs === 1 ? ['run-0000000001.arrow', 'run-0000000002.arrow'] : ['', ''];
+  const [resident, spilled] = engine.stats().spill.runs === 1 ? ['run-0000000001.arrow', 'run-0000000002.arrow'] : ['', ''];
   await engine.close();
   const flip = (name: string, offset: number): void => {
     const path = `${dataDir}/spill/${name}`;
@@ -377,9 +384,9 @@ test('regression: a checkpoint that evicts most timers gives their arena slabs b
   for (let b = 0; b < 4; b++) {
     await engine.admit(batchFromSpecs(Array.from({ length: 10_000 }, (_, i) => ({ fireAtMs: i % 50 === 0 ? t0 + 60_000 : t0 + 48 * hour + i, target, payload: 'x'.repeat(128) }))));
   }
-  const before = engine.spillStats().residentReservedBytes;
+  const before = engine.stats().spill.residentReservedBytes;
   await engine.checkpoint(t0 + 24 * hour);
-  const after = engine.spillStats().residentReservedBytes;
+  const after = engine.stats().spill.residentReservedBytes;
   assert.ok(after < before * 0.75, `the store still holds ${after} of ${before} bytes after 98% of its timers left`);
   await engine.close();
 });
@@ -402,11 +409,11 @@ test('regression: a cancel while a checkpoint writes a spilled copy of the timer
   let engine = await open(fs, clock);
   const ids = idsOf(await engine.admit(batchFromSpecs(spread(5, t0 + 5 * hour, 60_000))));
   assert.equal(await duringCheckpoint(fs, engine, t0 + 2 * hour, () => engine.cancel(ids[2] as string)), 'cancelled');
-  assert.equal(engine.pending, 4);
+  assert.equal(engine.stats().pending, 4);
   await engine.close();
   engine = await open(fs, clock);
   assert.equal((await engine.lookup(ids[2] as string))?.state, 'cancelled');
-  assert.equal(engine.pending, 4);
+  assert.equal(engine.stats().pending, 4);
   clock.set(t0 + 6 * hour);
   await engine.promote(t0 + 6 * hour);
   const fired = engine.takeDue(clock.now(), 100);
@@ -426,7 +433,7 @@ test('regression: a timer cancelled and released while a checkpoint writes its s
     engine.takeDue(clock.now(), 10); // the sweep releases it: its retention is over
   });
   assert.equal(await engine.lookup(ids[2] as string), undefined);
-  assert.equal(engine.spillStats().spilled, 4);
+  assert.equal(engine.stats().spill.spilled, 4);
   clock.set(t0 + 6 * hour);
   await engine.promote(t0 + 6 * hour);
   const fired = engine.takeDue(clock.now(), 100);
@@ -598,9 +605,9 @@ test('regression: while a checkpoint evicts in slices, its timers are counted on
   let done = false;
   const checkpoint = engine.checkpoint(t0 + 2 * hour).finally(() => (done = true));
   while (!done) {
-    seen.add(engine.pending);
-    seen.add(engine.countsByState().pending);
-    seen.add(engine.resident + engine.spillStats().spilled);
+    seen.add(engine.stats().pending);
+    seen.add(engine.stats().counts.pending);
+    seen.add(engine.stats().resident + engine.stats().spill.spilled);
     await new Promise<void>((resolve) => setImmediate(resolve));
   }
   assert.equal((await checkpoint).spilledRows, timers);
@@ -641,7 +648,7 @@ test('a checkpoint written over many slices restores every timer field for field
   await engine.close();
 
   engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
-  assert.equal(engine.resident, perSide, 'the resident run is back in memory');
+  assert.equal(engine.stats().resident, perSide, 'the resident run is back in memory');
   assert.equal(await engine.promote(watermarkMs + 4 * hour), perSide, 'every spilled timer comes back from the spilled run');
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i] as string;
@@ -710,7 +717,7 @@ test('regression: slots released while a checkpoint is written are not reused un
     const view = engine.get(added[i] as string);
     assert.deepEqual([view?.state, view?.target, view?.key], ['pending', newSpec(i).target, newSpec(i).key], `new timer ${i}`);
   }
-  assert.equal(engine.pending, near.length - 100 + far.length + added.length);
+  assert.equal(engine.stats().pending, near.length - 100 + far.length + added.length);
   await engine.close();
 });
 
@@ -723,7 +730,7 @@ test('a checkpoint that spills most timers shrinks the store; those that stay ke
   const far = idsOf(await engine.admit(batchFromSpecs(spread(10_000, t0 + 10 * hour, 1000))));
   const near = idsOf(await engine.admit(batchFromSpecs(spread(3000, t0 + 1000, 10, (i) => (i % 10 === 0 ? { key: `near-${i}` } : {})))));
   far.push(...idsOf(await engine.admit(batchFromSpecs(spread(10_000, t0 + 20 * hour, 1000)))));
-  assert.equal(engine.residentCapacity, 32_768);
+  assert.equal(engine.stats().residentCapacity, 32_768);
   // Five handed out and still being delivered across the checkpoint; one dead, with its reason.
   clock.set(t0 + 1000 + 50);
   const inFlight = engine.takeDue(clock.now(), 5);
@@ -736,8 +743,8 @@ test('a checkpoint that spills most timers shrinks the store; those that stay ke
   const report = await engine.checkpoint(t0 + 3 * hour);
   assert.equal(report.spilledRows, 20_000);
   assert.equal(report.residentShrunkTo, 8192, 'the columns shrink to the smallest growth step holding twice the 3,000 that stayed');
-  assert.equal(engine.residentCapacity, 8192);
-  assert.equal(engine.resident, 3000);
+  assert.equal(engine.stats().residentCapacity, 8192);
+  assert.equal(engine.stats().resident, 3000);
 
   // Deliveries under way when the timers moved settle by id as before.
   await engine.settle(outcomesFor(inFlight, outcomeKind.delivered));
@@ -765,13 +772,13 @@ test('a checkpoint that spills most timers shrinks the store; those that stay ke
   assert.equal(new TextDecoder().decode(engine.payloadOf(near[2999] as string)), 'timer 2999');
   // Grows again as timers come.
   await engine.admit(batchFromSpecs(spread(10_000, t0 + 2 * hour, 1)));
-  assert.equal(engine.resident, 13_000);
+  assert.equal(engine.stats().resident, 13_000);
   await engine.close();
 
   engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   assert.equal(engine.get(near[7] as string)?.state, 'cancelled');
   assert.equal(engine.get(near[0] as string)?.state, 'delivered');
-  assert.equal(engine.spillStats().spilled, 20_000);
+  assert.equal(engine.stats().spill.spilled, 20_000);
   await engine.close();
 });
 
@@ -782,14 +789,14 @@ test('large columns do not shrink while a delivery falls due; the next checkpoin
   const engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 }, shrinkLimits });
   await engine.admit(batchFromSpecs(spread(10_000, t0 + 10 * hour, 1000)));
   await engine.admit(batchFromSpecs(spread(100, t0 + 500, 1000)));
-  assert.equal(engine.residentCapacity, 16_384);
+  assert.equal(engine.stats().residentCapacity, 16_384);
   const busy = await engine.checkpoint(t0 + 3 * hour);
   assert.equal(busy.spilledRows, 10_000);
   assert.equal(busy.residentShrunkTo, undefined, 'a timer falls due within 1 s: no shrink of 16,384 slots');
-  assert.equal(engine.residentCapacity, 16_384);
+  assert.equal(engine.stats().residentCapacity, 16_384);
   clock.set(t0 - 2000);
   const quiet = await engine.checkpoint();
   assert.equal(quiet.residentShrunkTo, 1024, 'none due within 1 s: 100 timers in 1,024 slots');
-  assert.equal(engine.residentCapacity, 1024);
+  assert.equal(engine.stats().residentCapacity, 1024);
   await engine.close();
 });

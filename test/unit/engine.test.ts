@@ -44,7 +44,7 @@ test('admit makes timers durable and gettable; ids carry sequence, row and fire 
     lastStatus: null,
   });
   assert.equal(new TextDecoder().decode(engine.payloadOf(ids[1] as string)), 'two');
-  assert.equal(engine.pending, 2);
+  assert.equal(engine.stats().pending, 2);
   assert.equal(engine.get('0'.repeat(24)), undefined);
   const parts = decodeTimerId(ids[0] as string) as { seq: number; row: number; fireAtMs: number };
   const forged = encodeTimerId(parts.seq, parts.row, parts.fireAtMs + 1);
@@ -63,7 +63,7 @@ test('cancel: durable, idempotent, unknown ids not found; state survives reopeni
   assert.equal(second, 'cancelled', 'a cancel racing the first one shares its outcome');
   assert.equal(await engine.cancel(ids[1] as string), 'cancelled');
   assert.equal(await engine.cancel('zzzzzzzzzzzzzzzzzzzzzzzz'), 'not-found');
-  assert.equal(engine.pending, 2, 'a cancelled timer leaves the heap');
+  assert.equal(engine.stats().pending, 2, 'a cancelled timer leaves the heap');
   await engine.close();
 
   engine = await Engine.open({ dataDir, fs, clock: manualClock() });
@@ -71,7 +71,7 @@ test('cancel: durable, idempotent, unknown ids not found; state survives reopeni
     ids.map((id) => engine.get(id)?.state),
     ['pending', 'cancelled', 'pending'],
   );
-  assert.equal(engine.pending, 2);
+  assert.equal(engine.stats().pending, 2);
   await engine.close();
 });
 

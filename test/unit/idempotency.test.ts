@@ -23,7 +23,7 @@ test('a known key returns the original id and adds nothing, across batches and w
   assert.deepEqual([0, 1, 2].map((row) => second.isDuplicate(row)), [true, false, true]);
   assert.equal(second.idOf(0), first.idOf(2), 'the original id, with the original fire time');
   assert.equal(second.idOf(2), second.idOf(1), 'a key repeated inside a batch points at its first row');
-  assert.equal(engine.pending, 4, 'two duplicates added no timers');
+  assert.equal(engine.stats().pending, 4, 'two duplicates added no timers');
   assert.equal(engine.get(first.idOf(2))?.key, 'order-2');
   assert.equal(engine.get(first.idOf(1))?.key, null);
   await engine.close();
@@ -35,7 +35,7 @@ test('concurrent admits of one key make one timer, and both answer its id', asyn
   const ids = new Set(results.map((admitted) => admitted.idOf(0)));
   assert.equal(ids.size, 1, 'every admit got the same id for the shared key');
   assert.equal(results.filter((admitted) => !admitted.isDuplicate(0)).length, 1);
-  assert.equal(engine.pending, 1 + 8);
+  assert.equal(engine.stats().pending, 1 + 8);
   await engine.close();
 });
 
@@ -49,7 +49,7 @@ test('duplicates hold after a restart and after the original was retried', async
   await engine.close();
 
   engine = await Engine.open({ dataDir, fs, clock });
-  assert.equal(engine.pending, 2, 'replay made the same duplicate decisions');
+  assert.equal(engine.stats().pending, 2, 'replay made the same duplicate decisions');
   const afterRestart = await engine.admit(batchFromSpecs([timer('pay-8', 7), timer('pay-7', 8)]));
   assert.deepEqual([afterRestart.idOf(0), afterRestart.idOf(1)], [again.idOf(1), original.idOf(0)]);
   assert.equal(afterRestart.duplicates, 2);
@@ -76,6 +76,6 @@ test('a key is free again once its finished timer’s retention ended, and repla
   now += 60_000; // replay happens much later: decisions must still be the ones made live
   engine = await Engine.open({ dataDir, fs, clock: moving, retention });
   assert.equal(engine.get(after.idOf(0))?.state, 'pending');
-  assert.equal(engine.pending, 1);
+  assert.equal(engine.stats().pending, 1);
   await engine.close();
 });

@@ -10,7 +10,7 @@ import { type Clock, Engine } from '../../engine/engine.ts';
 import { memoryLimits, storeLimits } from '../../engine/limits.ts';
 import { cgroupMemoryLimit, memoryBudget, residentSlotsFor } from '../../engine/memory-budget.ts';
 import { columnsBytes, residentCapacityLimit } from '../../engine/store/resident-store.ts';
-import { MemoryLoader } from '../../engine/memory-loader.ts';
+import { MemoryLoader } from '../../engine/spill/memory-loader.ts';
 import { outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -56,9 +56,9 @@ test('a log holding more timers than the slot limit of this life (a smaller budg
   await engine.close();
   engine = await Engine.open({ dataDir, store: { capacityMax: 4, capacityInitial: 4 } });
   try {
-    assert.equal(engine.resident, 6);
+    assert.equal(engine.stats().resident, 6);
     for (const id of ids) assert.equal(engine.get(id)?.state, 'pending');
-    assert.ok(engine.residentMax >= 6, `the limit rose to ${engine.residentMax}`);
+    assert.ok(engine.stats().residentMax >= 6, `the limit rose to ${engine.stats().residentMax}`);
   } finally {
     await engine.close();
   }
@@ -71,8 +71,8 @@ test('a log holding more timers than the slot limit of this life (a smaller budg
   await engine.close();
   engine = await Engine.open({ dataDir: fitting, store: { capacityMax: 7, capacityInitial: 1 } });
   try {
-    assert.equal(engine.resident, 5);
-    assert.equal(engine.residentMax, 7);
+    assert.equal(engine.stats().resident, 5);
+    assert.equal(engine.stats().residentMax, 7);
   } finally {
     await engine.close();
   }
@@ -88,12 +88,12 @@ test('over budget with nothing that could spill, the loader does not rewrite mem
   assert.ok(engine.residentBytes() > 64 * 1024);
   const step = await loader.step();
   assert.equal(step.checkpointed, undefined, 'no checkpoint: nothing past the lead to spill');
-  assert.equal(engine.spillStats().spilled, 0);
+  assert.equal(engine.stats().spill.spilled, 0);
   // One far timer makes it worth it: that one spills.
   await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 5 * day, target: 'https://a.example/hook', payload: 'far' }]));
   const spilled = await loader.step();
   assert.equal(spilled.checkpointed, true);
-  assert.equal(engine.spillStats().spilled, 1);
+  assert.equal(engine.stats().spill.spilled, 1);
   assert.deepEqual(returns, [], 'one timer spilled: below collectAfterSpilledRows, no collection');
   // Two more reach it: a spill for the budget, so a plain return (deliveries may be going on).
   await engine.admit(batchFromSpecs([4, 6].map((days) => ({ fireAtMs: t0 + days * day, target: 'https://a.example/hook', payload: 'far' }))));
@@ -111,8 +111,8 @@ test('a budget that shrinks while the service runs (a lowered cgroup limit) spil
   assert.equal((await loader.step()).checkpointed, undefined, 'well under the budget');
   limitBytes = 64 * 1024;
   assert.equal((await loader.step()).checkpointed, true);
-  assert.equal(engine.spillStats().spilled, 2000);
-  assert.equal(engine.spillStats().budgetBytes, 64 * 1024);
+  assert.equal(engine.stats().spill.spilled, 2000);
+  assert.equal(engine.stats().spill.budgetBytes, 64 * 1024);
   await engine.close();
 });
 
@@ -126,16 +126,16 @@ test('near the store\'s slot limit the loader spills the far future, whatever th
   const batch = (count: number, first: number): TimerSpec[] =>
     Array.from({ length: count }, (_, i) => ({ fireAtMs: first + i < 100 ? t0 + 1000 + i : t0 + 2 * hour + ((first + i) * 7919 % (30 * day)), target: 'https://a.example/hook', payload: 'x'.repeat(100) }));
   await engine.admit(batchFromSpecs(batch(2900, 0)));
-  assert.equal((await loader.step()).checkpointed, undefined, `${engine.resident} of ${residentMax} slots: under ${memoryLimits.demoteAboveSlotShare} of them`);
+  assert.equal((await loader.step()).checkpointed, undefined, `${engine.stats().resident} of ${residentMax} slots: under ${memoryLimits.demoteAboveSlotShare} of them`);
   await engine.admit(batchFromSpecs(batch(300, 2900)));
   const step = await loader.step();
   assert.equal(step.checkpointed, true, `3,200 of ${residentMax} slots: past ${memoryLimits.demoteAboveSlotShare} of them, spilled`);
-  assert.ok(engine.resident <= residentMax * memoryLimits.demoteToShare, `resident ${engine.resident} after the spill`);
-  assert.ok(engine.resident >= 100, 'the near future stays in memory');
-  assert.equal(engine.resident + engine.spillStats().spilled, 3200);
+  assert.ok(engine.stats().resident <= residentMax * memoryLimits.demoteToShare, `resident ${engine.stats().resident} after the spill`);
+  assert.ok(engine.stats().resident >= 100, 'the near future stays in memory');
+  assert.equal(engine.stats().resident + engine.stats().spill.spilled, 3200);
   // Without the spill these 2,000 would have been refused (CAPACITY_FULL): 5,200 > 4,000 slots.
   await engine.admit(batchFromSpecs(batch(2000, 3200)));
-  assert.ok(engine.resident <= residentMax);
+  assert.ok(engine.stats().resident <= residentMax);
   await engine.close();
 });
 
@@ -145,16 +145,16 @@ test('the log is checkpointed once it outgrows both checkpointWalBytes and the r
   const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
   const checkpointWalBytes = 64 * 1024;
   await engine.admit(batchFromSpecs(Array.from({ length: 2000 }, (_, i) => ({ fireAtMs: t0 + 2 * hour + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
-  const logged = engine.log.bytes;
+  const logged = engine.log.bytesToReplay;
   const resident = engine.residentBytes();
   assert.ok(logged > checkpointWalBytes && logged < resident && logged > resident / 2, `log ${logged} B, resident ${resident} B`);
   const loader = new MemoryLoader(engine, { budget, clock, limits: { checkpointWalBytes } });
   assert.equal((await loader.step()).checkpointed, undefined, 'a checkpoint now would rewrite more than was logged');
-  assert.equal(engine.log.bytes, logged);
+  assert.equal(engine.log.bytesToReplay, logged);
   // Counting half a byte of log per resident byte, the log is the larger: it is checkpointed.
   const halved = new MemoryLoader(engine, { budget, clock, limits: { checkpointWalBytes, checkpointWalPerResidentByte: 0.5 } });
   assert.equal((await halved.step()).checkpointed, true);
-  assert.ok(engine.log.bytes < checkpointWalBytes, 'the covered segments are gone');
+  assert.ok(engine.log.bytesToReplay < checkpointWalBytes, 'the covered segments are gone');
   await engine.close();
 });
 
@@ -195,7 +195,7 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
     await engine.settle(outcomesFor(slice, outcomeKind.delivered));
     assert.equal((await loader.step()).checkpointed, undefined, `step ${round}: 500 deliveries since the last step is not quiet`);
   }
-  assert.equal(engine.resident, 1000 + far + 1500, 'the delivered timers wait out their retention');
+  assert.equal(engine.stats().resident, 1000 + far + 1500, 'the delivered timers wait out their retention');
   // A delivery due within farSpillDueClearMs holds the spill back, however quiet it is.
   const soon = await engine.admit(batchFromSpecs(timers(1, t0 + 30_000, 0)));
   for (let i = 0; i < 3; i++) assert.equal((await loader.step()).checkpointed, undefined, `quiet step ${i}: a delivery is due in 30 s`);
@@ -209,16 +209,16 @@ test('with memory to spare, timers due past the far horizon go to disk once adds
   assert.equal(thorough, true, 'a thorough one: nothing is due for a minute');
   assert.equal(spilled.farFuture, true, 'the second quiet step spills the far future');
   assert.equal(spilled.spilled, far);
-  assert.equal(engine.spillStats().spilled, far);
-  assert.equal(engine.resident, 1000 + 1501, 'the near future (and the finished timers) stay in memory');
-  assert.equal(engine.spillStats().watermarkMs, t0 + 2 * hour, 'the watermark is the end of the bucket holding now + an hour');
+  assert.equal(engine.stats().spill.spilled, far);
+  assert.equal(engine.stats().resident, 1000 + 1501, 'the near future (and the finished timers) stay in memory');
+  assert.equal(engine.stats().spill.watermarkMs, t0 + 2 * hour, 'the watermark is the end of the bucket holding now + an hour');
   assert.equal((await engine.lookup(lastFar.idOf(499)))?.state, 'pending', 'a spilled timer is found on disk');
   assert.equal(engine.get(near.idOf(0))?.state, 'pending');
   assert.equal((await loader.step()).checkpointed, undefined, 'nothing added since: nothing more to spill');
   // A few far timers more are not worth rewriting the thousand that stay.
   await engine.admit(batchFromSpecs(timers(10, t0 + 3 * day, 1000)));
   for (let i = 0; i < 3; i++) assert.equal((await loader.step()).checkpointed, undefined, `step ${i}: 10 far timers are below the minimum`);
-  assert.equal(engine.resident, 2511);
+  assert.equal(engine.stats().resident, 2511);
   assert.equal(collections, 1, 'no spill, no collection');
   await engine.close();
 });
@@ -230,8 +230,8 @@ test('a far horizon of Infinity keeps the far future in memory while the budget 
   await engine.admit(batchFromSpecs(Array.from({ length: 3000 }, (_, i) => ({ fireAtMs: t0 + 2 * day + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }))));
   const loader = new MemoryLoader(engine, { budget, clock, limits: { farHorizonMs: Infinity, farSpillBytesMin: 64 * 1024 } });
   for (let i = 0; i < 4; i++) assert.equal((await loader.step()).checkpointed, undefined);
-  assert.equal(engine.resident, 3000);
-  assert.equal(engine.spillStats().spilled, 0);
+  assert.equal(engine.stats().resident, 3000);
+  assert.equal(engine.stats().spill.spilled, 0);
   await engine.close();
 });
 

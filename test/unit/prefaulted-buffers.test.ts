@@ -252,8 +252,8 @@ test('an engine makes the slabs ahead that the admits in flight need together', 
     const engine = await Engine.open({ dataDir: dir, fs, store: { arena: { slabBytes: 64 * 1024 } } });
     const batch = (): TimerBatch => batchFromSpecs(Array.from({ length: 30 }, (_, row) => ({ fireAtMs: Date.now() + 3_600_000 + row, target: 'https://a.example/', payload: new Uint8Array(1000).fill(row) })));
     const admitted = await Promise.all([engine.admit(batch()), engine.admit(batch()), engine.admit(batch())]);
-    assert.equal(engine.resident, 90);
-    assert.equal(engine.slabsPrefaulted, 2, 'both slabs the three batches filled were made ahead');
+    assert.equal(engine.stats().resident, 90);
+    assert.equal(engine.stats().slabsPrefaulted, 2, 'both slabs the three batches filled were made ahead');
     const payload = engine.payloadOf(admitted[2]?.idOf(29) as string);
     assert.deepEqual(payload, new Uint8Array(1000).fill(29));
     await engine.close();
@@ -470,10 +470,10 @@ test('an admit that would grow the columns while they are being made ahead waits
       keys: { values: new Uint8Array(0), offsets: new Int32Array(count + 1) },
     });
     for (let batch = 0; batch < 5; batch++) await engine.admit(rows(100_000));
-    assert.equal(engine.columnGrowthsMadeAhead, 0);
+    assert.equal(engine.stats().columnGrowthsMadeAhead, 0);
     await Promise.all([engine.admit(rows(2 ** 19 - 100 - 500_000)), engine.admit(rows(200))]);
-    assert.equal(engine.resident, 2 ** 19 + 100);
-    assert.equal(engine.columnGrowthsMadeAhead, 1, 'the growth to 2^20 slots took the columns made ahead');
+    assert.equal(engine.stats().resident, 2 ** 19 + 100);
+    assert.equal(engine.stats().columnGrowthsMadeAhead, 1, 'the growth to 2^20 slots took the columns made ahead');
     await engine.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

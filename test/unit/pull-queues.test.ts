@@ -144,7 +144,7 @@ test('a lease carries the rows byte for byte; ack makes them delivered once, dur
   assert.equal(rest.rows, 2);
   assert.equal((await refusal(s.pull.settle(rest.lease as string, 'ack', 'pushed'))).code, pullRefusalCodes.leaseOtherQueue);
   await s.pull.settle(rest.lease as string, 'ack');
-  assert.equal(s.engine.countsByState().delivered, 5);
+  assert.equal(s.engine.stats().counts.delivered, 5);
   s.pull.close();
   await s.engine.close();
 });
@@ -187,7 +187,7 @@ test('an expired or nacked lease is a failed attempt: retried after the backoff 
 test('room is the bound less waiting and leased; a batch stops at leaseBytesMax but takes one timer at least', async () => {
   const s = await setup(3, { max_concurrent: 3 }, 5, { leaseBytesMax: 40 });
   assert.equal(s.handOut(), 3, 'max_concurrent bounds waiting + leased');
-  assert.equal(s.engine.heldBack, 2);
+  assert.equal(s.engine.stats().heldBack, 2);
   const first = await s.pull.lease('pulled', undefined, 0);
   // Each timer is 5 payload bytes, 5 key bytes and 22 target bytes (×3): the first alone passes 40.
   assert.equal(first.rows, 1);
@@ -260,7 +260,7 @@ test('a stop records nothing (the timers stay delivering, pending in the log); l
   assert.equal((await refusal(s.pull.settle(batch.lease as string, 'ack'))).code, pullRefusalCodes.stopped);
   assert.equal(s.timers.armed, 0);
   assert.deepEqual(s.recorded, []);
-  assert.equal(s.engine.countsByState().delivering, 2);
+  assert.equal(s.engine.stats().counts.delivering, 2);
   await s.engine.close();
 });
 

@@ -31,7 +31,7 @@ test('a queue without room is held back in order while other queues go on; it re
   const first = engine.takeDue(t0, 20, room);
   const queuesOf = (slice: typeof first): string[] => Array.from(slice.queues, (q) => engine.queueNameAt(q));
   assert.deepEqual(queuesOf(first), [...Array(3).fill('slow'), ...Array(17).fill('fast')], 'slow takes its room, fast the rest');
-  assert.ok(engine.heldBack > 0, 'slow timers past its room are held back');
+  assert.ok(engine.stats().heldBack > 0, 'slow timers past its room are held back');
 
   slowRoom = 0; // its three are in flight
   const second = engine.takeDue(t0, 100, room);
@@ -44,8 +44,8 @@ test('a queue without room is held back in order while other queues go on; it re
   for (let i = 1; i < third.count; i++) assert.ok((third.fireAtMs[i - 1] as number) < (third.fireAtMs[i] as number), 'held-back timers resume oldest first');
   assert.equal((third.fireAtMs[0] as number) - (first.fireAtMs[2] as number), 1, 'none skipped, none twice');
   assert.equal(engine.takeDue(t0, 1000, room).count, 0);
-  assert.equal(engine.heldBack, 0);
-  assert.equal(engine.countsByState().delivering, 150);
+  assert.equal(engine.stats().heldBack, 0);
+  assert.equal(engine.stats().counts.delivering, 150);
   await engine.close();
 });
 

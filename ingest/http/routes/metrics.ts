@@ -17,7 +17,7 @@ export function engineMetrics(engine: Engine): Registry {
     labelNames: ['state'],
     registers: [registry],
     collect() {
-      const counts = engine.countsByState();
+      const counts = engine.stats().counts;
       for (const state of states) this.set({ state }, counts[state]);
     },
   });

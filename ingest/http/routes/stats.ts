@@ -36,12 +36,13 @@ const statsSchema = {
 
 export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
   app.get('/v1/stats', { schema: { response: { 200: statsSchema } } }, async () => {
-    const counts = engine.countsByState();
+    const stats = engine.stats();
+    const counts = stats.counts;
     const wal = engine.log;
-    const spill = engine.spillStats();
+    const spill = stats.spill;
     return {
-      pending: engine.pending,
-      resident: engine.resident,
+      pending: stats.pending,
+      resident: stats.resident,
       spilled: spill.spilled,
       in_flight: counts.delivering,
       delivered: counts.delivered,

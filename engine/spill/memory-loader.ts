@@ -20,9 +20,9 @@
 // 4. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
 //    bytes (what a checkpoint rewrites), a checkpoint that keeps W, so the log's covered
 //    segments go and the tail admitted past W leaves memory.
-import type { Clock, Engine } from './engine.ts';
-import { memoryLimits, type MemoryLimits } from './limits.ts';
-import type { MemoryBudget } from './memory-budget.ts';
+import type { Clock, Engine } from '../engine.ts';
+import { memoryLimits, type MemoryLimits } from '../limits.ts';
+import type { MemoryBudget } from '../memory-budget.ts';
 
 export interface LoaderLogger {
   info(details: object, message: string): void;
@@ -91,7 +91,8 @@ export class MemoryLoader {
     this.#logger = options.logger;
     this.#returnMemory = options.returnMemory;
     this.#trimMemory = options.trimMemory;
-    this.#workAtStep = engine.rowsInserted + engine.outcomesApplied;
+    const stats = engine.stats();
+    this.#workAtStep = stats.rowsInserted + stats.outcomesApplied;
     engine.setMemoryBudget(this.#budget.bytes);
   }
 
@@ -126,12 +127,13 @@ export class MemoryLoader {
     const width = engine.bucketWidthMs;
     const now = this.#clock.now();
     const step: { -readonly [K in keyof LoaderStep]: LoaderStep[K] } = {};
-    const work = engine.rowsInserted + engine.outcomesApplied;
+    const stats = engine.stats();
+    const work = stats.rowsInserted + stats.outcomesApplied;
     this.#quietSteps = work - this.#workAtStep <= this.#limits.farSpillQuietRowsMax ? this.#quietSteps + 1 : 0;
     this.#workAtStep = work;
     // 1. Promote what falls due within the lead: the bucket holding now + lead, and all before it.
     const neededMs = Math.floor((now + this.#limits.promoteLeadMs) / width) * width + width;
-    if (engine.spillStats().watermarkMs < neededMs) {
+    if (stats.spill.watermarkMs < neededMs) {
       step.promoted = await engine.promote(neededMs);
       step.promotedTo = neededMs;
     }
@@ -146,7 +148,7 @@ export class MemoryLoader {
     const far = await this.#farSpill(now, neededMs);
     if (far !== undefined) return { ...step, ...(await this.#spill(far.watermarkMs, true)) };
     // 4. Keep the log bounded, without rewriting the resident timers more often than the log grows by as much.
-    if (engine.log.bytes > Math.max(this.#limits.checkpointWalBytes, engine.residentBytes() * this.#limits.checkpointWalPerResidentByte)) {
+    if (engine.log.bytesToReplay > Math.max(this.#limits.checkpointWalBytes, engine.residentBytes() * this.#limits.checkpointWalPerResidentByte)) {
       await engine.checkpoint();
       step.checkpointed = true;
     }
@@ -166,7 +168,8 @@ export class MemoryLoader {
   async #spill(watermarkMs: number, farFuture: boolean): Promise<LoaderStep> {
     const engine = this.#engine;
     const report = await engine.checkpoint(watermarkMs);
-    const details = { watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget: this.#budget.bytes, resident: engine.resident, residentMax: engine.residentMax, residentShrunkTo: report.residentShrunkTo };
+    const stats = engine.stats();
+    const details = { watermarkMs: report.watermarkMs, spilled: report.spilledRows, residentBytes: engine.residentBytes(), budget: this.#budget.bytes, resident: stats.resident, residentMax: stats.residentMax, residentShrunkTo: report.residentShrunkTo };
     this.#logger?.info(details, farFuture ? 'far-future timers spilled to disk' : 'resident window spilled to disk');
     if (this.#returnMemory !== undefined && report.spilledRows >= this.#limits.collectAfterSpilledRows) {
       const figures = this.#returnMemory(farFuture) ?? {};
@@ -189,11 +192,11 @@ export class MemoryLoader {
     if (!Number.isFinite(limits.farHorizonMs) || this.#quietSteps < limits.farSpillQuietSteps) return undefined;
     const nextDueMs = engine.nextDeliveryDueMs();
     if (nextDueMs !== undefined && nextDueMs < now + limits.farSpillDueClearMs) return undefined;
-    const rows = engine.rowsInserted;
+    const rows = engine.stats().rowsInserted;
     if (rows === this.#rowsAtFarLook) return undefined;
     const width = engine.bucketWidthMs;
     const farMs = Math.max(floorMs, Math.floor((now + limits.farHorizonMs) / width) * width + width);
-    const watermarkMs = Math.min(farMs, engine.spillStats().watermarkMs);
+    const watermarkMs = Math.min(farMs, engine.stats().spill.watermarkMs);
     const byBucket = await engine.spillableBytesByBucket();
     let farBytes = 0;
     for (const [startMs, bytes] of byBucket) if (startMs >= watermarkMs) farBytes += bytes;
@@ -215,11 +218,12 @@ export class MemoryLoader {
     const engine = this.#engine;
     const residentBytes = engine.residentBytes();
     const overBudget = residentBytes > budget * this.#limits.demoteAboveShare;
-    const nearSlotLimit = engine.resident > engine.residentMax * this.#limits.demoteAboveSlotShare;
+    const { resident, residentMax } = engine.stats();
+    const nearSlotLimit = resident > residentMax * this.#limits.demoteAboveSlotShare;
     if (!overBudget && !nearSlotLimit) return undefined;
     const budgetTarget = budget * this.#limits.demoteToShare;
     if (!nearSlotLimit) return budgetTarget;
-    const slotTarget = (residentBytes / engine.resident) * engine.residentMax * this.#limits.demoteToShare;
+    const slotTarget = (residentBytes / resident) * residentMax * this.#limits.demoteToShare;
     return Math.min(budgetTarget, slotTarget);
   }
 

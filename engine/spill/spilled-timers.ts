@@ -14,13 +14,13 @@
 // spilled timer: 4 bytes for a keyed one (its key's hash, so an admit finds a duplicate key
 // without reading runs), plus a bit of the key filter; bucket metadata is per bucket.
 import assert from 'node:assert/strict';
-import type { FileSystem } from './fs/file-system.ts';
-import { spillLimits } from './limits.ts';
-import { readRunKeys } from './spill/keys-file.ts';
-import type { RunBucket, RunMeta } from './spill/run-meta.ts';
-import { readRunBucket } from './spill/run-reader.ts';
-import { type TombstoneColumns, Tombstones } from './spill/tombstones.ts';
-import { bytesOf, type RunRows } from './spill/run-rows.ts';
+import type { FileSystem } from '../fs/file-system.ts';
+import { spillLimits } from '../limits.ts';
+import { readRunKeys } from './keys-file.ts';
+import type { RunBucket, RunMeta } from './run-meta.ts';
+import { readRunBucket } from './run-reader.ts';
+import { type TombstoneColumns, Tombstones } from './tombstones.ts';
+import { bytesOf, type RunRows } from './run-rows.ts';
 
 /** A row of a decoded spilled bucket. */
 export interface SpilledRow {

@@ -1,0 +1,147 @@
+// Cancel and lookup, on the main thread, of timers in memory and on disk. A resident timer's
+// cancel takes it out of the heap at once (it can no longer fire), logs CANCEL (CANCEL_SPILLED
+// while a checkpoint is copying it to disk) and finishes it once durable; a timer handed out
+// but not sent yet is withdrawn from the dispatcher first. A spilled timer (its id's fire time
+// at or past the watermark) is found in its run's bucket, tombstoned before its record is
+// written so no promotion brings it back, and comes into memory as cancelled.
+//
+//   cancel(id) ─► resident? ─► out of the heap ─► log CANCEL ─► cancelled (expiring)
+//              └► past the watermark? ─► find in runs ─► tombstone ─► log CANCEL_SPILLED ─► cancelled
+import { decodeTimerId } from './ids.ts';
+import { encodeCancel, encodeCancelSpilled, recordType } from './records.ts';
+import { insertRunRow } from './spill/restore.ts';
+import { bytesOf } from './spill/run-rows.ts';
+import { type EngineState, settlingWork } from './state.ts';
+import { timerState, type TimerStateCode } from './store/resident-store.ts';
+import type { CancelOutcome, TimerStateName, TimerView } from './types.ts';
+
+const utf8 = new TextDecoder();
+
+const stateNames: Record<number, TimerStateName> = {
+  [timerState.pending]: 'pending',
+  [timerState.delivering]: 'delivering',
+  [timerState.retrying]: 'retrying',
+  [timerState.delivered]: 'delivered',
+  [timerState.dead]: 'dead',
+  [timerState.cancelled]: 'cancelled',
+};
+
+/** Cancels a timer; resolves once the cancel is durable. */
+export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
+  const slot = s.slotOfId(id);
+  if (slot < 0) {
+    const parts = decodeTimerId(id);
+    // Not in memory, but its fire time is past the watermark: it may be on disk.
+    return parts !== undefined && parts.fireAtMs >= s.spill.watermarkMs ? cancelSpilled(s, id, parts.seq, parts.row, parts.fireAtMs) : Promise.resolve('not-found');
+  }
+  const inFlight = s.cancelling.get(slot);
+  if (inFlight !== undefined) return inFlight;
+  const state = s.store.state[slot] as TimerStateCode;
+  if (state === timerState.cancelled) return Promise.resolve('cancelled');
+  const seq = s.store.logSeq[slot] as number;
+  const row = s.store.row[slot] as number;
+  // Handed out but not sent yet: the dispatcher gives it back, or it has started (too late).
+  const withdrawn = state === timerState.delivering && s.withdraw(seq, row);
+  if (state !== timerState.pending && state !== timerState.retrying && !withdrawn) return Promise.resolve('too-late');
+  // Out of the heap now, so the timer cannot fire while its CANCEL record is being synced.
+  s.heap.remove(slot);
+  const expiresAtMs = s.clock.now() + s.retention.finishedMs;
+  // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
+  // disk, not in memory, so its cancel names its fire time (replay finds it either way).
+  const spilling = s.spilling?.[slot] === 1;
+  const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, s.store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
+  const outcome = s.log.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
+    () => {
+      s.finishCancelled(slot, expiresAtMs);
+      return 'cancelled' as const;
+    },
+    (err: unknown) => {
+      // Not cancelled: back to waiting (a withdrawn timer too, from "delivering").
+      if (withdrawn) s.setState(slot, (s.store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
+      s.heap.push(slot);
+      s.onDueChanged();
+      throw err;
+    },
+  );
+  s.cancelling.set(slot, outcome);
+  const forget = (): void => void s.cancelling.delete(slot);
+  outcome.then(forget, forget);
+  return outcome;
+}
+
+export function getTimer(s: EngineState, id: string): TimerView | undefined {
+  const slot = s.slotOfId(id);
+  if (slot < 0) return undefined;
+  const store = s.store;
+  const status = store.lastStatus[slot] as number;
+  return {
+    id,
+    state: stateNames[store.state[slot] as number] as TimerStateName,
+    fireAtMs: store.fireAt[slot] as number,
+    dueAtMs: store.dueAt[slot] as number,
+    attempts: store.attempts[slot] as number,
+    queue: s.queueNames[store.queueIndex[slot] as number] as string,
+    target: store.targetOf(slot),
+    key: store.keyLengthOf(slot) === 0 ? null : utf8.decode(store.keyOf(slot)),
+    lastStatus: status === 0 ? null : status,
+  };
+}
+
+/** A timer in memory or on disk (get() answers for timers in memory only, without waiting). */
+export async function lookup(s: EngineState, id: string): Promise<TimerView | undefined> {
+  const resident = getTimer(s, id);
+  if (resident !== undefined) return resident;
+  const parts = decodeTimerId(id);
+  if (parts === undefined || parts.fireAtMs < s.spill.watermarkMs) return undefined;
+  const found = await s.spill.find(parts.seq, parts.row, parts.fireAtMs);
+  // Promoted while the bucket was read: it is in memory now.
+  if (found === undefined) return getTimer(s, id);
+  const { rows, index } = found;
+  const key = bytesOf(rows.keys, index);
+  return {
+    id,
+    state: 'pending',
+    fireAtMs: rows.fireAtMs[index] as number,
+    dueAtMs: rows.dueAtMs[index] as number,
+    attempts: 0,
+    queue: rows.queues[rows.queueIndex[index] as number] as string,
+    target: rows.targets[rows.targetIndex[index] as number] as string,
+    key: key.length === 0 ? null : utf8.decode(key),
+    lastStatus: null,
+  };
+}
+
+/** The payload of a resident timer (a view: copy it to keep it). */
+export function payloadOf(s: EngineState, id: string): Uint8Array | undefined {
+  const slot = s.slotOfId(id);
+  return slot < 0 ? undefined : s.store.payloadOf(slot);
+}
+
+function cancelSpilled(s: EngineState, id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
+  const name = `${seq}:${row}`;
+  const inFlight = s.cancellingSpilled.get(name);
+  if (inFlight !== undefined) return inFlight;
+  const outcome = cancelSpilledNow(s, id, seq, row, fireAtMs);
+  s.cancellingSpilled.set(name, outcome);
+  const forget = (): void => void s.cancellingSpilled.delete(name);
+  outcome.then(forget, forget);
+  return outcome;
+}
+
+async function cancelSpilledNow(s: EngineState, id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
+  const found = await s.spill.find(seq, row, fireAtMs);
+  // Promoted (or cancelled) while its bucket was read: it is in memory now, if it exists.
+  if (s.index.get(seq, row) >= 0 || fireAtMs < s.spill.watermarkMs) return cancel(s, id);
+  if (found === undefined) return 'not-found';
+  // Tombstoned before its record is written, so a promotion meanwhile skips it: it cannot fire.
+  s.spill.tombstone(seq, row, fireAtMs);
+  const expiresAtMs = s.clock.now() + s.retention.finishedMs;
+  try {
+    await s.log.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
+  } catch (err) {
+    s.spill.untombstone(seq, row);
+    throw err;
+  }
+  insertRunRow(s, found.rows, found.index, timerState.cancelled, expiresAtMs);
+  return 'cancelled';
+}

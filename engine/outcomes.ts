@@ -1,0 +1,169 @@
+// Outcomes: what became of a delivery, on the main thread. settle() logs one OUTCOME record for
+// a batch of outcomes and applies it once durable: delivered and dead timers are finished (into
+// the expiry heap, with the end of their retention), retries go back to the due heap. Dead
+// letters: listDead() and redrive() (a retry outcome, due now, attempts reset). Replay applies
+// logged outcomes through applyOutcomes as well.
+//
+//   settle ─► claim slots (settling) ─► log OUTCOME ─► applyOutcomes ─┬► heap (retry)
+//                                                                   └► expiring (delivered, dead)
+import assert from 'node:assert/strict';
+import { errorCodes, isFermataError } from './errors.ts';
+import { failpoint } from './failpoints.ts';
+import { encodeTimerId } from './ids.ts';
+import { deadReason, emptyOutcomes, encodeOutcomes, outcomeKind, type Outcomes, recordType } from './records.ts';
+import { type EngineState, settlingWork } from './state.ts';
+import { timerState } from './store/resident-store.ts';
+import type { DeadReasonName, DeadTimer, RedriveOutcome } from './types.ts';
+
+const deadReasonNames: Record<number, DeadReasonName> = {
+  [deadReason.attemptsExhausted]: 'attempts_exhausted',
+  [deadReason.gone]: 'gone',
+  [deadReason.targetRefused]: 'target_refused',
+};
+
+/**
+ * Records delivery outcomes: one OUTCOME record for all of them; once it is durable,
+ * delivered and dead timers are final, retries go back to the heap at their retry time.
+ */
+export async function settle(s: EngineState, outcomes: Outcomes): Promise<void> {
+  // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway
+  // through applying it. Plain conditions, assert.fail only on failure: this runs once per
+  // delivered timer. Then every slot is claimed in s.settling at once (so that a cancel, a
+  // redrive or a second outcome for it finds the claim), all with one promise that settles
+  // when this call is done; a slot claimed already, or twice here, is refused the same way.
+  const count = outcomes.count;
+  const slots = new Int32Array(count);
+  const store = s.store;
+  for (let i = 0; i < count; i++) {
+    const slot = s.index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number);
+    const kind = outcomes.kinds[i] as number;
+    if (!(slot >= 0 && store.state[slot] === timerState.delivering)) assert.fail('an outcome for a timer that is not being delivered');
+    if (!(kind >= outcomeKind.delivered && kind <= outcomeKind.dead)) assert.fail(`outcome kind ${kind}`);
+    if (kind === outcomeKind.retry && !Number.isFinite(outcomes.retryAtMs[i])) assert.fail('a retry needs a finite time');
+    slots[i] = slot;
+  }
+  const settling = s.settling;
+  const { promise: settled, resolve: release } = Promise.withResolvers<void>();
+  const ticket = settling.claimUnique(slots, settled);
+  if (ticket < 0) {
+    release();
+    assert.fail('two outcomes for one delivery');
+  }
+  try {
+    // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
+    const now = s.clock.now();
+    for (let i = 0; i < count; i++) {
+      const kind = outcomes.kinds[i];
+      if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + s.retention.finishedMs;
+      else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + s.retention.deadMs;
+    }
+    failpoint('delivery.outcome-before-append');
+    try {
+      await s.log.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
+    } catch (err) {
+      // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
+      // would re-send what was delivered); recovery finds them pending and delivers them again.
+      if (isFermataError(err, errorCodes.walPoisoned) || isFermataError(err, errorCodes.logFenced) || isFermataError(err, errorCodes.walClosed) || s.log.poisoned !== undefined) throw err;
+      // Not logged for another reason: the timers go back to waiting, to be delivered again.
+      for (const slot of slots) {
+        s.setState(slot, (s.store.attempts[slot] as number) > 0 ? timerState.retrying : timerState.pending);
+        s.heap.push(slot);
+      }
+      s.onDueChanged();
+      throw err;
+    }
+  } finally {
+    settling.release(ticket);
+    release();
+  }
+  // The claims kept every slot live and its timer in it until now, and nothing has awaited since.
+  applyOutcomes(s, outcomes, slots);
+}
+
+/** `slots[i]`, when known, is outcome i's slot (else looked up; a timer not resident is skipped, as in replay). */
+export function applyOutcomes(s: EngineState, outcomes: Outcomes, slots?: Int32Array): void {
+  const store = s.store;
+  s.outcomesApplied += outcomes.count;
+  for (let i = 0; i < outcomes.count; i++) {
+    const slot = slots === undefined ? s.index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number) : (slots[i] as number);
+    if (slot < 0) continue;
+    // A redrive is a retry outcome for a dead timer, which sits in the expiry heap.
+    if (!s.heap.remove(slot)) s.expiring.remove(slot);
+    if (s.deadReasons.size > 0) s.deadReasons.delete(slot);
+    const attempts = Math.min(outcomes.attempts[i] as number, 0xffff);
+    store.setAttempts(slot, attempts);
+    store.setLastStatus(slot, outcomes.statuses[i] as number);
+    const kind = outcomes.kinds[i];
+    if (kind === outcomeKind.dead) s.deadReasons.set(slot, outcomes.reasons[i] as number);
+    const state = kind === outcomeKind.delivered ? timerState.delivered : kind === outcomeKind.dead ? timerState.dead : attempts > 0 ? timerState.retrying : timerState.pending;
+    s.setState(slot, state);
+    // A retry's time, or a finished timer's expiry: either way, when its heap hands it back.
+    store.setDueAt(slot, outcomes.retryAtMs[i] as number);
+    (kind === outcomeKind.retry ? s.heap : s.expiring).push(slot);
+  }
+  s.onDueChanged();
+}
+
+/**
+ * Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only.
+ */
+export function listDead(s: EngineState, limit: number, queue?: string): DeadTimer[] {
+  const store = s.store;
+  const queueIndex = queue === undefined ? -1 : (s.queueIndexOf.get(queue) ?? -2);
+  if (queueIndex === -2) return [];
+  const slots: number[] = [];
+  for (const slot of s.deadReasons.keys()) {
+    if (queueIndex < 0 || store.queueIndex[slot] === queueIndex) slots.push(slot);
+  }
+  const logOrder = (a: number, b: number): number => (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
+  return slots
+    .sort(logOrder)
+    .slice(0, limit)
+    .map((slot) => {
+      const status = store.lastStatus[slot] as number;
+      return {
+        id: encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
+        queue: s.queueNames[store.queueIndex[slot] as number] as string,
+        target: store.targetOf(slot),
+        fireAtMs: store.fireAt[slot] as number,
+        attempts: store.attempts[slot] as number,
+        lastStatus: status === 0 ? null : status,
+        reason: deadReasonNames[s.deadReasons.get(slot) as number] ?? 'unknown',
+      };
+    });
+}
+
+/**
+ * Sends a dead timer round again: a retry outcome, due now, with its attempts reset, so it
+ * gets its queue's full max_attempts once more. Durable before it resolves.
+ */
+export async function redrive(s: EngineState, id: string): Promise<RedriveOutcome> {
+  const slot = s.slotOfId(id);
+  if (slot < 0) return 'not-found';
+  const inFlight = s.settling.get(slot);
+  if (inFlight !== undefined) {
+    // An outcome or another redrive of this timer is being logged: decide once it is.
+    await inFlight;
+    return redrive(s, id);
+  }
+  if (s.store.state[slot] !== timerState.dead) return 'not-dead';
+  const outcome = emptyOutcomes(1);
+  outcome.count = 1;
+  outcome.seqs[0] = s.store.logSeq[slot] as number;
+  outcome.rows[0] = s.store.row[slot] as number;
+  outcome.kinds[0] = outcomeKind.retry;
+  outcome.statuses[0] = s.store.lastStatus[slot] as number;
+  outcome.attempts[0] = 0;
+  outcome.retryAtMs[0] = s.clock.now();
+  const appended = s.log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
+  // No other claim holds the slot: none did above, and nothing has awaited since.
+  const ticket = s.settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
+  if (ticket < 0) assert.fail('a redrive of a timer whose outcome is being logged');
+  try {
+    await appended;
+  } finally {
+    s.settling.release(ticket);
+  }
+  applyOutcomes(s, outcome);
+  return 'redriven';
+}

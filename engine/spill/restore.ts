@@ -1,0 +1,59 @@
+// Restoring a checkpoint at open, on the main thread: the manifest's queues, its resident run
+// into the store and its spilled runs' metadata into the spill tier; the log's records after
+// the checkpoint are replayed on top (replay.ts). insertRunRow puts one row of a run into the
+// store: for the resident run here, and for spilled timers brought back by a promotion or a cancel.
+import { errorCodes, FermataError } from '../errors.ts';
+import { applyQueueConfig } from '../queue-registry.ts';
+import { decodeQueueRecord } from '../queues.ts';
+import { type EngineState, isFinished } from '../state.ts';
+import { keyHash } from '../store/key-index.ts';
+import { timerState, type TimerStateCode } from '../store/resident-store.ts';
+import { readRunKeys } from './keys-file.ts';
+import type { Manifest } from './manifest.ts';
+import { readRunBucket } from './run-reader.ts';
+import { bytesOf, type RunRows } from './run-rows.ts';
+import type { SpilledRun } from './spilled-timers.ts';
+
+/** Loads a checkpoint at open: the resident run into the store, the spilled runs' metadata. */
+export async function restoreCheckpoint(s: EngineState, manifest: Manifest): Promise<void> {
+  s.checkpointSeq = manifest.checkpointSeq;
+  s.nextRunId = manifest.nextRunId;
+  s.releasedExpiryMax = manifest.releasedExpiryMaxMs;
+  for (const queue of manifest.queues) {
+    const decoded = decodeQueueRecord(new TextEncoder().encode(JSON.stringify(queue)));
+    if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config this version cannot read`, { queue: queue.name });
+    applyQueueConfig(s, decoded.name, decoded.config);
+  }
+  const run = manifest.residentRun;
+  // The run says how many timers and keys it holds: room for them at once, not by doubling.
+  s.store.reserve(run.rows);
+  s.keys.reserve(run.buckets.reduce((keyed, bucket) => keyed + bucket.keyed, 0));
+  for (let bucket = 0; bucket < run.buckets.length; bucket++) {
+    const rows = await readRunBucket(s.fs, s.spillDir, run, bucket);
+    for (let i = 0; i < rows.rows; i++) insertRunRow(s, rows, i, rows.state[i] as TimerStateCode, rows.dueAtMs[i] as number);
+  }
+  const spilledRuns: SpilledRun[] = [];
+  for (const meta of manifest.spilledRuns) spilledRuns.push({ meta, validFromMs: meta.validFromMs, keyHashes: await readRunKeys(s.fs, s.spillDir, meta) });
+  s.spill.reset(spilledRuns, manifest.watermarkMs, manifest.tombstones);
+}
+
+/** Puts row `i` of a run into the store in `state`, due at `dueAtMs`: its slot, index, key and heap entry. */
+export function insertRunRow(s: EngineState, rows: RunRows, i: number, state: TimerStateCode, dueAtMs: number): number {
+  const store = s.store;
+  const target = store.internTarget(rows.targets[rows.targetIndex[i] as number] as string);
+  const queue = s.queueIndex(rows.queues[rows.queueIndex[i] as number] as string);
+  const key = bytesOf(rows.keys, i);
+  const slot = store.allocateRaw(rows.fireAtMs[i] as number, rows.seq[i] as number, rows.row[i] as number, queue, target, bytesOf(rows.payload, i), bytesOf(rows.headers, i), key);
+  store.releaseTarget(target);
+  if (slot < 0) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${store.count} timers)`, { rows: 1 });
+  store.setState(slot, state);
+  store.setAttempts(slot, rows.attempts[i] as number);
+  store.setLastStatus(slot, rows.lastStatus[i] as number);
+  store.setDueAt(slot, dueAtMs);
+  s.counts[state] = (s.counts[state] as number) + 1;
+  s.index.insert(slot);
+  if (key.length > 0) s.keys.insert(slot, keyHash(key));
+  if (state === timerState.dead) s.deadReasons.set(slot, rows.deadReason[i] as number);
+  (isFinished(state) ? s.expiring : s.heap).push(slot);
+  return slot;
+}
