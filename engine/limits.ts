@@ -46,7 +46,7 @@ export const timerLimits = {
   rowsPerBatchMax: 100_000,
   /** Bytes of one timer's payload (its delivery body). */
   payloadBytesMax: 1 * MiB,
-  /** Bytes of an idempotency key (DESIGN.md: ≤ 256). */
+  /** Bytes of an idempotency key (docs/api.md: ≤ 256). */
   keyBytesMax: 256,
   /** Extra delivery headers one timer may carry. */
   headerCountMax: 32,

@@ -1,5 +1,5 @@
 // Queue configuration: the retry policy and flow limits a queue's timers are delivered under
-// (DESIGN.md, PUT /v1/queues/{name}). A config is data, validated here, logged as a QUEUE
+// (docs/api.md, PUT /v1/queues/{name}). A config is data, validated here, logged as a QUEUE
 // record and replayed like every other change. A queue never configured uses the defaults.
 import { errorCodes, FermataError } from './errors.ts';
 

@@ -2,7 +2,7 @@
 // BigInt conversion pass per batch for 64-bit times), never row objects; byte columns that are
 // one chunk without nulls are used in place.
 //
-// Accepted columns (DESIGN.md; names are snake_case):
+// Accepted columns (docs/api.md, "Timers"; names are snake_case):
 //   fire_at   Timestamp (any unit) or Int64 epoch ms     } exactly one of the two
 //   delay_ms  Int64 or Int32, ≥ 0, from `acceptedAtMs`   }
 //   target    Utf8 or Dictionary<Utf8>                   required

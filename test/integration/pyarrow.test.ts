@@ -1,6 +1,6 @@
 // Arrow ingest as a client no one here wrote speaks it: pyarrow (in a cached venv, see
 // test/helpers/python-venv.ts) runs test/fixtures/pyarrow_client.py against the real
-// `fermata serve` on port 0, posting IPC streams in the DESIGN.md column layout and reading Arrow
+// `fermata serve` on port 0, posting IPC streams in the column layout of docs/api.md and reading Arrow
 // answers back with pa.ipc.open_stream. This test then checks the script's summary against the
 // service with fetch. No python3 or no reachable package index: skipped, saying which. Every wait
 // is bounded; the service is killed in `finally`.
@@ -93,7 +93,7 @@ test('pyarrow posts Arrow IPC streams (ms+UTC, us, int64 ms; string and dictiona
     const summary = JSON.parse(script.stdout.trim().split('\n').at(-1) ?? '') as Summary;
     t.diagnostic(`pyarrow ${summary.pyarrow}`);
 
-    // What the script claims to have sent is what DESIGN.md lists.
+    // What the script claims to have sent is what docs/api.md lists.
     assert.deepEqual(summary.big.schema, [
       ['fire_at', 'timestamp[us]'],
       ['target', 'dictionary<values=string, indices=int32, ordered=0>'],
