@@ -5,13 +5,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { acquirePidLock } from '../../engine/fs/pid-lock.ts';
+import { processState } from '../helpers/process-state.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
 const pidLockUrl = new URL('../../engine/fs/pid-lock.ts', import.meta.url).href;
@@ -24,14 +25,6 @@ process.stdout.write('locked\\n');
 setInterval(() => undefined, 60_000);
 `;
 
-function processState(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
-  } catch {
-    return undefined;
-  }
-}
 
 test('restart refused after kill -9: a zombie owner of LOCK holds no lock', async (t) => {
   if (processState(process.pid) === undefined) {

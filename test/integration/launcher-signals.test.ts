@@ -9,12 +9,13 @@
 // window a slow init leaves, held open: the restart meets a LOCK whose owner is a zombie.
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { binPath, serviceEnv } from '../helpers/service.ts';
 import { testScratch } from '../helpers/scratch.ts';
+import { processState } from '../helpers/process-state.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 
 const olderNode = '/usr/bin/node';
@@ -62,14 +63,6 @@ function becomeSubreaper(): boolean {
   }
 }
 
-function processState(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
-  } catch {
-    return undefined;
-  }
-}
 
 type LogLine = Record<string, unknown> & { msg?: string };
 
