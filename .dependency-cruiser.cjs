@@ -1,5 +1,6 @@
 // The import rules `npm test` holds the tree to (`npm run lint:deps`): no import cycle in the
-// product code (everything but bench/ and test/), and no product module importing bench/ or test/.
+// product code (everything but bench/ and test/), no product module importing bench/ or test/,
+// and nothing in engine/ importing the transports and the command that are built on it.
 // Type-only imports count: a cycle of types still ties the modules' meanings together, and it
 // turns into a runtime cycle the day one of the imports gains a value.
 //
@@ -23,6 +24,13 @@ module.exports = {
       comment: 'The product imports nothing from bench/ or test/: what both need belongs in the product tree.',
       from: { pathNot: '^(bench|test)/' },
       to: { path: '^(bench|test)/' },
+    },
+    {
+      name: 'engine-knows-no-transport',
+      severity: 'error',
+      comment: 'The engine is transport-free (ports and adapters): ingest, dispatch and the command depend on it, never the reverse.',
+      from: { path: '^engine/' },
+      to: { path: '^(ingest|dispatch|cli|runtime|loadgen)/' },
     },
   ],
   options: {
