@@ -4,14 +4,22 @@
 // origin clients and the target guard throw; and the dead-timer warn line's rate limit
 // (dispatch/dead-letter-log.ts).
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { deliveryLimits } from '../../engine/limits.ts';
 import { DeadLetterLog } from '../../dispatch/dead-letter-log.ts';
 import { describeFailure, failureKind } from '../../dispatch/failure-description.ts';
 import { DeliveryFailure } from '../../dispatch/origin-clients.ts';
+import { testScratch } from '../helpers/scratch.ts';
+import { skipUnlessTool } from '../helpers/tools.ts';
+
+const scratch = testScratch('fermata-failure-description');
 
 test('a refused connection, a timeout, a TLS failure, the SSRF guard and anything else', async () => {
   const server = createServer();
@@ -40,6 +48,30 @@ test('a refused connection, a timeout, a TLS failure, the SSRF guard and anythin
   });
   assert.deepEqual(describeFailure(new Error('x'.repeat(10_000)), 10_000).kind, failureKind.other);
   assert.ok(new TextEncoder().encode(describeFailure(new Error('x'.repeat(10_000)), 10_000).text).length <= deliveryLimits.lastErrorBytesMax, 'bounded');
+});
+
+test('a TLS handshake with a certificate nobody vouches for reads "TLS: …"', { skip: skipUnlessTool('openssl') }, async () => {
+  const dir = scratch.tempDir('tls');
+  const cert = join(dir, 'cert.pem');
+  const key = join(dir, 'key.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], {
+    stdio: 'ignore',
+  });
+  const server = tls.createServer({ cert: readFileSync(cert), key: readFileSync(key) }, (socket) => socket.end());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  try {
+    const failed = await new Promise<unknown>((resolve) => {
+      const socket = tls.connect({ host: '127.0.0.1', port });
+      socket.once('secureConnect', () => resolve(undefined));
+      socket.once('error', resolve);
+    });
+    const description = describeFailure(new DeliveryFailure((failed as { code: string }).code, 'connecting to 127.0.0.1 failed', failed), 10_000);
+    assert.equal(description.kind, failureKind.tls);
+    assert.match(description.text, /^TLS: self-signed certificate/);
+  } finally {
+    server.close();
+  }
 });
 
 test('the dead-timer log writes at most its lines a second, then one summary of those it left out', () => {
