@@ -5,6 +5,7 @@
 // dispatcher and the outcome recorder write them; metrics read them at scrape time.
 import * as hdr from 'hdr-histogram-js';
 import type { Engine } from '../engine/engine.ts';
+import { failureKindNames } from './failure-description.ts';
 
 /** Per-queue delivery figures since start (for /metrics). */
 export interface QueueDeliveryStats {
@@ -37,6 +38,8 @@ export class DeliveryStats {
   /** The same, by queue index (per timer, a Map lookup by name showed in profiles). */
   readonly #byIndex: QueueDeliveryStats[] = [];
   #earlyDeliveries = 0;
+  /** Failed attempts since start, by failureKind (failure-description.ts). */
+  readonly #failures = new Float64Array(failureKindNames.length);
 
   constructor(engine: Engine) {
     this.#engine = engine;
@@ -50,6 +53,16 @@ export class DeliveryStats {
   /** A first attempt started before its fire time. */
   countEarlyDelivery(): void {
     this.#earlyDeliveries++;
+  }
+
+  /** An attempt failed, as `kind` (a failureKind). */
+  countFailure(kind: number): void {
+    this.#failures[kind] = (this.#failures[kind] as number) + 1;
+  }
+
+  /** Failed attempts since start by kind label (status, timeout, connect, tls, guard, other). */
+  failuresByKind(): Array<[string, number]> {
+    return failureKindNames.slice(1).map((name, i) => [name, this.#failures[i + 1] as number]);
   }
 
   /** Figures by queue name since start. */

@@ -30,6 +30,9 @@
 //                    retryAtMs        Float64Array  a retry's time (0 otherwise)
 //                    startedAtMs      Float64Array  wall clock when the request was sent
 //                    durationMs       Float64Array  until the answer's head arrived, or the failure
+//                    failureKinds     Uint8Array    how it failed (failure-description.ts; 0: it did not)
+//                    errors           Uint16Array   n > 0: errorTexts[n − 1] says why (no status came back)
+//                    errorTexts       string[]      each failure's words once a task (failures only)
 import { encodeTimerId, encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import type { AttemptResult } from './retry-policy.ts';
@@ -71,6 +74,9 @@ export interface DeliveryResults {
   readonly retryAtMs: Float64Array;
   readonly startedAtMs: Float64Array;
   readonly durationMs: Float64Array;
+  readonly failureKinds: Uint8Array;
+  readonly errors: Uint16Array;
+  readonly errorTexts: string[];
 }
 
 /** The distinct buffers under a task's arrays: what goes to the worker with it, and what it may hand back. */
@@ -89,6 +95,8 @@ export interface BatchAnswer {
     readonly retryAfter: string | undefined;
     readonly startedAtMs: number;
     readonly durationMs: number;
+    /** Why no status came back (failure-description.ts), when none did. */
+    readonly failure: { readonly kind: number; readonly text: string } | undefined;
   };
 }
 
@@ -156,9 +164,26 @@ export function emptyResults(count: number): DeliveryResults {
     retryAtMs: new Float64Array(count),
     startedAtMs: new Float64Array(count),
     durationMs: new Float64Array(count),
+    failureKinds: new Uint8Array(count),
+    errors: new Uint16Array(count),
+    errorTexts: [],
   };
 }
 
+/** Row `at` failed with `text`: its index in the task's texts, each text held once (`indexOf` is the task's own, made on its first failure). */
+export function setResultError(results: DeliveryResults, at: number, kind: number, text: string, indexOf: Map<string, number>): void {
+  let index = indexOf.get(text);
+  if (index === undefined) {
+    index = results.errorTexts.push(text);
+    indexOf.set(text, index);
+  }
+  results.failureKinds[at] = kind;
+  // A task holds at most 65,535 distinct texts; past that a row keeps its kind and no words.
+  results.errors[at] = index <= 0xffff ? index : 0;
+}
+
 export function resultsTransfer(results: DeliveryResults): ArrayBuffer[] {
-  return [results.kinds, results.reasons, results.statuses, results.retryAtMs, results.startedAtMs, results.durationMs].map((column) => column.buffer as ArrayBuffer);
+  return [results.kinds, results.reasons, results.statuses, results.retryAtMs, results.startedAtMs, results.durationMs, results.failureKinds, results.errors].map(
+    (column) => column.buffer as ArrayBuffer,
+  );
 }

@@ -22,6 +22,7 @@ import {
   metaFields,
   notBeforeField,
   resultsTransfer,
+  setResultError,
   type SpareBuffersMessage,
   spareBuffersKind,
   taskBytes,
@@ -33,6 +34,7 @@ import {
 } from './delivery-task.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch, warmUpArrowEncoder } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
+import { describeFailure, type FailureDescription, failureKind } from './failure-description.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
 import { WebhookSigner } from './signing.ts';
 
@@ -91,11 +93,12 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
   // dispatcher withdrew it (a cancel) before that; the earlier ones are meanwhile on their way.
   const sends: Array<Promise<void>> = [];
   const claims = task.claims;
+  const texts = new Map<string, number>();
   for (let at = 0; at < task.count; at++) {
     const notBeforeMs = task.meta[at * metaFields + notBeforeField] as number;
     if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
     if (claims !== undefined && Atomics.compareExchange(claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
-    sends.push(deliverOne(task, at, results));
+    sends.push(deliverOne(task, at, results, texts));
   }
   await Promise.all(sends);
   // piscina moves the result columns to the main thread (transferred, not copied).
@@ -114,7 +117,7 @@ async function untilWallClock(ms: number): Promise<void> {
  * One timer's attempt. Whatever happens to it (a thrown error included) is its own outcome:
  * one timer never fails the task, whose other timers may already be delivered.
  */
-async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResults): Promise<void> {
+async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResults, texts: Map<string, number>): Promise<void> {
   const takenAtMs = Date.now();
   // When the request really went out, after its turn in line for the target: lateness and latency count from there.
   const timing = { sentAtMs: NaN };
@@ -127,8 +130,15 @@ async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResul
     retryAfter = answer.retryAfter;
   } catch (err) {
     result = attemptFailureOf(err);
+    const failure = describeFailure(err, task.meta[at * metaFields + 2] as number);
+    setResultError(results, at, failure.kind, failure.text, texts);
   }
   recordOutcome(task, at, results, result, retryAfter, Number.isNaN(timing.sentAtMs) ? takenAtMs : timing.sentAtMs);
+  if (typeof result === 'number' && !isSuccess(result)) {
+    // An answered status needs no words here (the main thread spells it from the status column).
+    if (results.statuses[at] !== 0) results.failureKinds[at] = failureKind.status;
+    else setResultError(results, at, failureKind.other, `a status outside 100–599 (${result})`, texts);
+  }
 }
 
 function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number, timing: { sentAtMs: number }): DeliveryRequest {
@@ -178,14 +188,17 @@ async function deliverArrowBatch(task: DeliveryTask, sink: string): Promise<Batc
   if (signer !== undefined) Object.assign(headers, signer.sign(batchKey, Math.floor(startedAtMs / 1000), body));
   let result: AttemptResult;
   let retryAfter: string | undefined;
+  let failure: FailureDescription | undefined;
   try {
     const answer = await clients.send({ url: urlOf(sink), headers, body, timeoutMs });
     result = answeredStatus(answer.status);
     retryAfter = answer.retryAfter;
+    if (typeof result !== 'number') failure = { kind: failureKind.other, text: `a status outside 100–599 (${answer.status})` };
   } catch (err) {
     result = attemptFailureOf(err);
+    failure = describeFailure(err, timeoutMs);
   }
-  return { batch: { result, retryAfter, startedAtMs, durationMs: Date.now() - startedAtMs } };
+  return { batch: { result, retryAfter, startedAtMs, durationMs: Date.now() - startedAtMs, failure } };
 }
 
 /** A status outside HTTP's 100–599 (an HTTP/1.1 parser lets "099" through) is a broken answer, not a status. */

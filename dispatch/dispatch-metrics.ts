@@ -1,4 +1,4 @@
-// Delivery metrics for GET /metrics, per queue: outcomes counted, lateness and latency
+// Delivery metrics for GET /metrics, per queue: outcomes counted, failed attempts by kind, lateness and latency
 // quantiles from the dispatcher's HDR histograms (delivery-stats.ts), and pull queues' waiting
 // and leased timers. Everything is read at scrape time (collect callbacks), so delivery pays
 // nothing for it beyond recording into the histograms. Main thread.
@@ -20,6 +20,16 @@ export function registerDispatchMetrics(registry: Registry, dispatcher: Dispatch
         this.inc({ queue, outcome: 'retried' }, stats.retried);
         this.inc({ queue, outcome: 'dead' }, stats.dead);
       }
+    },
+  });
+  new Counter({
+    name: 'fermata_delivery_failures_total',
+    help: 'Failed delivery attempts since start, by kind: status (a non-2xx answer), timeout, connect (refused, reset, DNS, unreachable), tls, guard (refused by the SSRF guard), other.',
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [kind, count] of dispatcher.failuresByKind()) this.inc({ kind }, count);
     },
   });
   new Counter({

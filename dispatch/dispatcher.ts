@@ -25,9 +25,10 @@ import { availableParallelism } from 'node:os';
 import type { Histogram } from 'hdr-histogram-js';
 import type { Logger } from 'pino';
 import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
-import { dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
+import { deliveryLimits, dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
 import { BufferPool } from './buffer-pool.ts';
+import { DeadLetterLog } from './dead-letter-log.ts';
 import { DeliveryStats, type QueueDeliveryStats } from './delivery-stats.ts';
 import { DeliveryPool } from './delivery-pool.ts';
 import { claimState } from './delivery-task.ts';
@@ -67,6 +68,7 @@ export class Dispatcher {
   readonly #engine: Engine;
   readonly #clock: Clock;
   readonly #logger: Logger;
+  readonly #deadLog: DeadLetterLog;
   readonly #limits: DispatchLimits;
   readonly #workers: DeliveryPool;
   readonly #scheduler: Scheduler;
@@ -107,7 +109,8 @@ export class Dispatcher {
     this.#logger = options.logger;
     this.#limits = { ...dispatchLimits, ...options.limits };
     this.#stats = new DeliveryStats(this.#engine);
-    this.#recorder = new OutcomeRecorder(this.#engine, this.#clock, this.#stats);
+    this.#deadLog = new DeadLetterLog(this.#logger, deliveryLimits.deadLogLinesPerSecondMax);
+    this.#recorder = new OutcomeRecorder(this.#engine, this.#clock, this.#stats, this.#deadLog);
     // Memory, not timers: kept by the real, monotonic clock whatever the injected one does.
     this.#buffers = new BufferPool({ bytesMax: this.#limits.taskBuffersPooledBytesMax, idleMs: this.#limits.taskBuffersIdleMs, clock: { now: () => performance.now() } });
     this.#workers = new DeliveryPool({
@@ -192,6 +195,11 @@ export class Dispatcher {
     return this.#stats.byQueue();
   }
 
+  /** Failed attempts since start, by kind (DeliveryStats.failuresByKind). */
+  failuresByKind(): Array<[string, number]> {
+    return this.#stats.failuresByKind();
+  }
+
   room(): number {
     // A poisoned log records no outcome: delivering now would only re-send after the restart.
     if (this.#stopped || this.#engine.log.poisoned !== undefined) return 0;
@@ -269,6 +277,7 @@ export class Dispatcher {
     this.#stopped = true;
     this.#scheduler.stop();
     this.#pull.close();
+    this.#deadLog.close();
     for (const queue of [...this.#lingering.keys()]) this.#flushArrowBatch(queue);
     const drained = Promise.allSettled([...this.#tasks]);
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.#limits.drainTimeoutMs).unref());

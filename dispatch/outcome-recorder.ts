@@ -4,30 +4,49 @@
 // worker (retry-policy.ts) and comes back in columns; an "arrow" task's one answer is decided
 // here, row by row, under each row's queue policy in force now; a task that failed as a whole
 // (a worker error) is retried without counting the attempt. Pulled timers' outcomes (decided by
-// pull-queues.ts) are made durable and counted here too.
+// pull-queues.ts) are made durable and counted here too. A failed attempt's words (a worker's
+// description of the error, or "HTTP 503" from the status) and time go into the record, each
+// text once a record; once durable, failures are counted by kind and each dead timer is logged
+// once (dead-letter-log.ts).
 //
-//   worker answer ─► outcomes (columns, withdrawn timers left out) ─► engine.settle ─► counts
+//   worker answer ─► outcomes (columns, withdrawn timers left out) ─► engine.settle ─► counts, dead lines
 //        └─ latency and first attempts' lateness ─► histograms, a run of equal values at a time
 //
 // Nothing here frees room: the dispatcher does once the recording settles, whatever its end.
 import type { Clock, Engine } from '../engine/engine.ts';
+import { encodeTimerId } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
-import { emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
+import { boundErrorText, deadReason, emptyOutcomes, type Outcomes, outcomeKind } from '../engine/records.ts';
+import type { DeadLetterLog } from './dead-letter-log.ts';
 import type { DeliveryStats } from './delivery-stats.ts';
+import { failureKind, statusFailureText } from './failure-description.ts';
 import { type BatchAnswer, claimState, type DeliveryResults } from './delivery-task.ts';
 import { HistogramRuns } from './histogram-runs.ts';
 import type { PendingTask } from './pending-task.ts';
 import { decideOutcome, delivered, isSuccess } from './retry-policy.ts';
 
+const deadReasonNames: Readonly<Record<number, string>> = {
+  [deadReason.attemptsExhausted]: 'attempts_exhausted',
+  [deadReason.gone]: 'gone',
+  [deadReason.targetRefused]: 'target_refused',
+};
+
+/** A target's origin: its path and query may hold a secret (a token in the URL), so a log line names only this. */
+function originOf(target: string): string {
+  return URL.canParse(target) ? new URL(target).origin : 'unknown';
+}
+
 export class OutcomeRecorder {
   readonly #engine: Engine;
   readonly #clock: Clock;
   readonly #stats: DeliveryStats;
+  readonly #deadLog: DeadLetterLog;
 
-  constructor(engine: Engine, clock: Clock, stats: DeliveryStats) {
+  constructor(engine: Engine, clock: Clock, stats: DeliveryStats, deadLog: DeadLetterLog) {
     this.#engine = engine;
     this.#clock = clock;
     this.#stats = stats;
+    this.#deadLog = deadLog;
   }
 
   /**
@@ -51,6 +70,21 @@ export class OutcomeRecorder {
     const policies: Array<QueueConfig | undefined> = [];
     /** Outcome o is the task's timer taskRow[o]: withdrawn timers (cancelled) have none. */
     const taskRow = new Uint32Array(count);
+    /** How outcome o's attempt failed (failureKind; none when it did not, or was not an attempt). */
+    const failedAs = new Uint8Array(count);
+    /** The record's error texts by their words, made at the first failure. */
+    let textIndex: Map<string, number> | undefined;
+    const fail = (i: number, kind: number, text: string, attemptedAtMs: number): void => {
+      textIndex ??= new Map();
+      let index = textIndex.get(text);
+      if (index === undefined) {
+        index = outcomes.errorTexts.push(boundErrorText(text));
+        textIndex.set(text, index);
+      }
+      failedAs[i] = kind;
+      outcomes.errors[i] = index;
+      outcomes.attemptedAtMs[i] = attemptedAtMs;
+    };
     for (let row = 0; row < count; row++) {
       if (claims !== undefined && claims[row] === claimState.withdrawn) continue;
       const i = outcomes.count++;
@@ -83,6 +117,10 @@ export class OutcomeRecorder {
         outcomes.retryAtMs[i] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
         startedAtMs = batch.startedAtMs;
         durationMs = batch.durationMs;
+        if (!batchDelivered) {
+          const failure = batch.failure;
+          fail(i, failure?.kind ?? failureKind.status, failure?.text ?? statusFailureText(batchStatus), startedAtMs);
+        }
       } else {
         const answer = columns as DeliveryResults;
         outcomes.kinds[i] = answer.kinds[row] as number;
@@ -91,6 +129,13 @@ export class OutcomeRecorder {
         outcomes.retryAtMs[i] = answer.retryAtMs[row] as number;
         startedAtMs = answer.startedAtMs[row] as number;
         durationMs = answer.durationMs[row] as number;
+        const failedKind = answer.failureKinds[row] as number;
+        if (failedKind !== failureKind.none) {
+          const error = answer.errors[row] as number;
+          const status = answer.statuses[row] as number;
+          const text = error > 0 ? (answer.errorTexts[error - 1] as string) : status > 0 ? statusFailureText(status) : 'no answer';
+          fail(i, failedKind, text, startedAtMs);
+        }
       }
       const queueStats = stats.of(queue);
       latencyRuns.add(Math.max(0, durationMs), stats.latency, queueStats.latency);
@@ -107,10 +152,29 @@ export class OutcomeRecorder {
     for (let i = 0; i < outcomes.count; i++) {
       const queueStats = stats.of(pending.queues[taskRow[i] as number] as number);
       const kind = outcomes.kinds[i];
+      if (failedAs[i] !== failureKind.none) stats.countFailure(failedAs[i] as number);
       if (kind === outcomeKind.delivered) queueStats.delivered++;
       else if (kind === outcomeKind.retry) queueStats.retried++;
-      else queueStats.dead++;
+      else {
+        queueStats.dead++;
+        this.#logDead(outcomes, i, pending.fireAtMs[taskRow[i] as number] as number);
+      }
     }
+  }
+
+  /** Outcome i, a dead timer's, as one warn line (when the dead-letter log has room this second). */
+  #logDead(outcomes: Outcomes, i: number, fireAtMs: number): void {
+    if (!this.#deadLog.hasRoom()) return;
+    const id = encodeTimerId(outcomes.seqs[i] as number, outcomes.rows[i] as number, fireAtMs);
+    const view = this.#engine.get(id);
+    const error = outcomes.errors[i] as number;
+    this.#deadLog.dead({
+      id,
+      origin: view === undefined ? 'unknown' : originOf(view.target),
+      attempts: outcomes.attempts[i] as number,
+      reason: deadReasonNames[outcomes.reasons[i] as number] ?? 'unknown',
+      lastError: error > 0 ? (outcomes.errorTexts[error - 1] as string) : (view?.lastError ?? null),
+    });
   }
 
   /** Makes pulled timers' outcomes durable (all of one queue) and counts them, when they were an attempt. */

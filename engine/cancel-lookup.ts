@@ -84,6 +84,9 @@ export function getTimer(s: EngineState, id: string): TimerView | undefined {
     target: store.targetOf(slot),
     key: store.keyLengthOf(slot) === 0 ? null : utf8.decode(store.keyOf(slot)),
     lastStatus: status === 0 ? null : status,
+    lastError: s.failures.errorOf(slot),
+    lastAttemptAtMs: s.failures.attemptedAtOf(slot),
+    nextAttemptAtMs: store.state[slot] === timerState.retrying ? (store.dueAt[slot] as number) : null,
   };
 }
 
@@ -108,6 +111,10 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
     target: rows.targets[rows.targetIndex[index] as number] as string,
     key: key.length === 0 ? null : utf8.decode(key),
     lastStatus: null,
+    // Only timers never attempted spill: none has a failure to show.
+    lastError: null,
+    lastAttemptAtMs: null,
+    nextAttemptAtMs: null,
   };
 }
 

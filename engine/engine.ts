@@ -26,7 +26,7 @@ import { nodeFileSystem } from './fs/node-file-system.ts';
 import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { DurableLog } from './log.ts';
-import { listDead, redrive, settle } from './outcomes.ts';
+import { discardDead, listDead, redrive, settle } from './outcomes.ts';
 import { listQueues, queueConfig, setQueue } from './queue-registry.ts';
 import type { QueueConfig } from './queues.ts';
 import type { Outcomes } from './records.ts';
@@ -43,7 +43,9 @@ import {
   type Admitted,
   type CancelOutcome,
   type CheckpointReport,
+  type DeadPage,
   type DeadTimer,
+  type DiscardOutcome,
   type DueSlice,
   type EngineOptions,
   type EngineStats,
@@ -167,7 +169,17 @@ export class Engine {
 
   /** Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only. */
   listDead(limit: number, queue?: string): DeadTimer[] {
-    return listDead(this.#s, limit, queue);
+    return (listDead(this.#s, limit, queue) as DeadPage).dead;
+  }
+
+  /** A page of dead timers from after `cursor` (a page's nextCursor); undefined: the cursor is not one. */
+  deadPage(limit: number, queue?: string, cursor?: string): DeadPage | undefined {
+    return listDead(this.#s, limit, queue, cursor);
+  }
+
+  /** Discards a dead timer (released at once); resolves once durable. */
+  discardDead(id: string): Promise<DiscardOutcome> {
+    return discardDead(this.#s, id);
   }
 
   /** Sends a dead timer round again (attempts reset, due now); resolves once durable. */

@@ -222,9 +222,14 @@ export const deliveryLimits = {
   retryAfterMsMax: 24 * 3600 * 1000,
   /** Secrets one webhook signer holds (each signs every delivery): rotation needs two, a few more is a slip. */
   signingSecretsMax: 8,
+  /** A failed attempt's error text (last_error) is cut to this many UTF-8 bytes: the OUTCOME record and memory hold at most this much of it. */
+  lastErrorBytesMax: 256,
+  /** Dead timers logged at warn a second at most; the rest of that second are counted in one summary line. */
+  deadLogLinesPerSecondMax: 10,
 } as const;
 
 assert.ok(deliveryLimits.retryAfterMsMax > 0 && Number.isSafeInteger(deliveryLimits.retryAfterMsMax), 'retryAfterMsMax must be a positive whole number of ms');
+assert.ok(deliveryLimits.lastErrorBytesMax >= 64 && deliveryLimits.lastErrorBytesMax <= 0xffff, 'an error text\'s length is a u16 in the OUTCOME record');
 assert.ok(deliveryLimits.signingSecretsMax >= 2, 'rotation signs with an old and a new secret at once');
 
 export const readinessLimits = {

@@ -1,19 +1,22 @@
 // Outcomes: what became of a delivery, on the main thread. settle() logs one OUTCOME record for
-// a batch of outcomes and applies it once durable: delivered and dead timers are finished (into
-// the expiry heap, with the end of their retention), retries go back to the due heap. Dead
-// letters: listDead() and redrive() (a retry outcome, due now, attempts reset). Replay applies
-// logged outcomes through applyOutcomes as well.
+// a batch of outcomes (OUTCOME_DETAILED when some attempt says why it failed) and applies it
+// once durable: delivered and dead timers are finished (into the expiry heap, with the end of
+// their retention), retries go back to the due heap; a failed attempt's error and time go to
+// s.failures, a delivery clears them. Dead letters: listDead() (a page at a time, by log
+// position), redrive() (a retry outcome, due now, attempts reset) and discardDead() (a dead
+// outcome again, expiring now: released at once). Replay applies logged outcomes through
+// applyOutcomes as well.
 //
 //   settle ─► claim slots (settling) ─► log OUTCOME ─► applyOutcomes ─┬► heap (retry)
 //                                                                   └► expiring (delivered, dead)
 import assert from 'node:assert/strict';
 import { errorCodes, isFermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
-import { encodeTimerId } from './ids.ts';
-import { deadReason, emptyOutcomes, encodeOutcomes, outcomeKind, type Outcomes, recordType } from './records.ts';
+import { decodeTimerId, encodeTimerId } from './ids.ts';
+import { deadReason, emptyOutcomes, encodeOutcomeRecord, encodeOutcomes, outcomeKind, type Outcomes, recordType } from './records.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState } from './store/resident-store.ts';
-import type { DeadReasonName, DeadTimer, RedriveOutcome } from './types.ts';
+import type { DeadPage, DeadReasonName, DiscardOutcome, RedriveOutcome } from './types.ts';
 
 const deadReasonNames: Record<number, DeadReasonName> = {
   [deadReason.attemptsExhausted]: 'attempts_exhausted',
@@ -59,7 +62,8 @@ export async function settle(s: EngineState, outcomes: Outcomes): Promise<void> 
     }
     failpoint('delivery.outcome-before-append');
     try {
-      await s.log.append(recordType.outcome, encodeOutcomes(outcomes), settlingWork);
+      const record = encodeOutcomeRecord(outcomes);
+      await s.log.append(record.type, record.body, settlingWork);
     } catch (err) {
       // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
       // would re-send what was delivered); recovery finds them pending and delivers them again.
@@ -83,6 +87,8 @@ export async function settle(s: EngineState, outcomes: Outcomes): Promise<void> 
 /** `slots[i]`, when known, is outcome i's slot (else looked up; a timer not resident is skipped, as in replay). */
 export function applyOutcomes(s: EngineState, outcomes: Outcomes, slots?: Int32Array): void {
   const store = s.store;
+  const failures = s.failures;
+  const { errors, errorTexts } = outcomes;
   s.outcomesApplied += outcomes.count;
   for (let i = 0; i < outcomes.count; i++) {
     const slot = slots === undefined ? s.index.get(outcomes.seqs[i] as number, outcomes.rows[i] as number) : (slots[i] as number);
@@ -95,6 +101,11 @@ export function applyOutcomes(s: EngineState, outcomes: Outcomes, slots?: Int32A
     store.setLastStatus(slot, outcomes.statuses[i] as number);
     const kind = outcomes.kinds[i];
     if (kind === outcomeKind.dead) s.deadReasons.set(slot, outcomes.reasons[i] as number);
+    // A failed attempt that says why replaces what the timer showed; a delivery clears it; an
+    // outcome that says nothing (a redrive, a discard, a task that failed as a whole) keeps it.
+    const error = errors[i] as number;
+    if (error > 0) failures.set(slot, errorTexts[error - 1] as string, outcomes.attemptedAtMs[i] as number);
+    else if (kind === outcomeKind.delivered && failures.size > 0) failures.clear(slot);
     const state = kind === outcomeKind.delivered ? timerState.delivered : kind === outcomeKind.dead ? timerState.dead : attempts > 0 ? timerState.retrying : timerState.pending;
     s.setState(slot, state);
     // A retry's time, or a finished timer's expiry: either way, when its heap hands it back.
@@ -104,33 +115,48 @@ export function applyOutcomes(s: EngineState, outcomes: Outcomes, slots?: Int32A
   s.onDueChanged();
 }
 
+/** (seq, row) of a, compared with b's: log order. */
+function logOrder(s: EngineState, a: number, b: number): number {
+  const store = s.store;
+  return (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
+}
+
 /**
- * Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only.
+ * Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only,
+ * from after `cursor` (the id of the last timer of the page before; undefined: the first page).
+ * The page's `nextCursor` is its last id when more follow: a position in the log, so it stays
+ * good whatever is redriven, discarded or released meanwhile. Undefined: `cursor` is no id.
  */
-export function listDead(s: EngineState, limit: number, queue?: string): DeadTimer[] {
+export function listDead(s: EngineState, limit: number, queue?: string, cursor?: string): DeadPage | undefined {
+  const after = cursor === undefined ? { seq: -1, row: 0 } : decodeTimerId(cursor);
+  if (after === undefined) return undefined;
   const store = s.store;
   const queueIndex = queue === undefined ? -1 : (s.queueIndexOf.get(queue) ?? -2);
-  if (queueIndex === -2) return [];
+  if (queueIndex === -2) return { dead: [], nextCursor: null };
   const slots: number[] = [];
   for (const slot of s.deadReasons.keys()) {
-    if (queueIndex < 0 || store.queueIndex[slot] === queueIndex) slots.push(slot);
+    if (queueIndex >= 0 && store.queueIndex[slot] !== queueIndex) continue;
+    const seq = store.logSeq[slot] as number;
+    if (seq < after.seq || (seq === after.seq && (store.row[slot] as number) <= after.row)) continue;
+    slots.push(slot);
   }
-  const logOrder = (a: number, b: number): number => (store.logSeq[a] as number) - (store.logSeq[b] as number) || (store.row[a] as number) - (store.row[b] as number);
-  return slots
-    .sort(logOrder)
-    .slice(0, limit)
-    .map((slot) => {
-      const status = store.lastStatus[slot] as number;
-      return {
-        id: encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
-        queue: s.queueNames[store.queueIndex[slot] as number] as string,
-        target: store.targetOf(slot),
-        fireAtMs: store.fireAt[slot] as number,
-        attempts: store.attempts[slot] as number,
-        lastStatus: status === 0 ? null : status,
-        reason: deadReasonNames[s.deadReasons.get(slot) as number] ?? 'unknown',
-      };
-    });
+  slots.sort((a, b) => logOrder(s, a, b));
+  const page = slots.slice(0, limit).map((slot) => {
+    const status = store.lastStatus[slot] as number;
+    return {
+      id: encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
+      queue: s.queueNames[store.queueIndex[slot] as number] as string,
+      target: store.targetOf(slot),
+      fireAtMs: store.fireAt[slot] as number,
+      attempts: store.attempts[slot] as number,
+      lastStatus: status === 0 ? null : status,
+      reason: deadReasonNames[s.deadReasons.get(slot) as number] ?? 'unknown',
+      lastError: s.failures.errorOf(slot),
+      lastAttemptAtMs: s.failures.attemptedAtOf(slot),
+    };
+  });
+  const last = page[page.length - 1];
+  return { dead: page, nextCursor: slots.length > limit && last !== undefined ? last.id : null };
 }
 
 /**
@@ -166,4 +192,42 @@ export async function redrive(s: EngineState, id: string): Promise<RedriveOutcom
   }
   applyOutcomes(s, outcome);
   return 'redriven';
+}
+
+/**
+ * Discards a dead timer: a dead outcome for it once more, whose expiry is now, so it is
+ * released as soon as the record is durable (GET answers 404 from then on, its key is free)
+ * and replay releases it at the same point. Durable before it resolves.
+ */
+export async function discardDead(s: EngineState, id: string): Promise<DiscardOutcome> {
+  const slot = s.slotOfId(id);
+  if (slot < 0) return 'not-found';
+  const inFlight = s.settling.get(slot);
+  if (inFlight !== undefined) {
+    await inFlight;
+    return discardDead(s, id);
+  }
+  if (s.store.state[slot] !== timerState.dead) return 'not-dead';
+  const store = s.store;
+  const outcome = emptyOutcomes(1);
+  outcome.count = 1;
+  outcome.seqs[0] = store.logSeq[slot] as number;
+  outcome.rows[0] = store.row[slot] as number;
+  outcome.kinds[0] = outcomeKind.dead;
+  outcome.reasons[0] = s.deadReasons.get(slot) ?? deadReason.none;
+  outcome.statuses[0] = store.lastStatus[slot] as number;
+  outcome.attempts[0] = store.attempts[slot] as number;
+  // Never before an expiry already acted on, so replay releases it no later than this engine did.
+  outcome.retryAtMs[0] = s.decisionTime();
+  const appended = s.log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
+  const ticket = s.settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
+  if (ticket < 0) assert.fail('a discard of a timer whose outcome is being logged');
+  try {
+    await appended;
+  } finally {
+    s.settling.release(ticket);
+  }
+  applyOutcomes(s, outcome);
+  s.release(slot);
+  return 'discarded';
 }

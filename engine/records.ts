@@ -9,11 +9,15 @@
 //                                            status u16 , attempts u32 , more-rows u32 , at f64
 //            (at: the retry's time for a retry; when the finished timer's record expires otherwise;
 //            the entry stands for rows row … row + more-rows of the ADD, all with this outcome)
+//   OUTCOME_DETAILED  entries u32 , texts u32 , { outcome (32 B) } , { detail (16 B) } , { text }
+//            detail = error u32 , reserved u32 , attempted-at f64     text = length u16 , UTF-8
+//            (an OUTCOME whose failed attempts say why: error n > 0 is text n − 1 of the record)
 //   QUEUE    UTF-8 JSON {"name": …, "config": {…}}      (engine/queues.ts)
 //   PROMOTE  watermark f64      (spilled timers due before it are resident from here on)
 //   CANCEL_SPILLED  expires-at f64 , reserved (8 B) , { spilled ref (24 B) }
 //            spilled ref = seq f64 , row u32 , reserved u32 , fire-at f64 (finds its spill bucket)
 import assert from 'node:assert/strict';
+import { deliveryLimits } from './limits.ts';
 
 export const recordType = {
   add: 1,
@@ -22,6 +26,7 @@ export const recordType = {
   queue: 4,
   promote: 5,
   cancelSpilled: 6,
+  outcomeDetailed: 7,
 } as const;
 
 /** What one delivery attempt came to. */
@@ -52,6 +57,9 @@ const outcomeRowsEnd = 2 ** 24;
  * Delivery outcomes, column by column (the dispatcher fills them; nothing per timer is an
  * object). `retryAtMs` is read for retries only; `attempts` counts the attempts made so far.
  * Logged, the same column holds each finished timer's expiry instead (the engine sets it).
+ * A failed attempt may say why: `errors[i]` n > 0 names `errorTexts[n - 1]` (each text once a
+ * record, at most deliveryLimits.lastErrorBytesMax bytes: boundErrorText) and `attemptedAtMs[i]`
+ * is when it was made; 0 says nothing (a delivery, a redrive, a task that failed as a whole).
  */
 export interface Outcomes {
   readonly count: number;
@@ -62,6 +70,9 @@ export interface Outcomes {
   readonly statuses: Uint16Array;
   readonly attempts: Uint32Array;
   readonly retryAtMs: Float64Array;
+  readonly errors: Uint32Array;
+  readonly attemptedAtMs: Float64Array;
+  readonly errorTexts: string[];
 }
 
 export function emptyOutcomes(capacity: number): Outcomes & { count: number } {
@@ -74,7 +85,30 @@ export function emptyOutcomes(capacity: number): Outcomes & { count: number } {
     statuses: new Uint16Array(capacity),
     attempts: new Uint32Array(capacity),
     retryAtMs: new Float64Array(capacity),
+    errors: new Uint32Array(capacity),
+    attemptedAtMs: new Float64Array(capacity),
+    errorTexts: [],
   };
+}
+
+const utf8Encoder = new TextEncoder();
+const utf8Fatal = new TextDecoder('utf-8', { fatal: true });
+
+/** `text` cut to deliveryLimits.lastErrorBytesMax UTF-8 bytes, at a character's edge (an ellipsis marks the cut). */
+export function boundErrorText(text: string): string {
+  const max = deliveryLimits.lastErrorBytesMax;
+  if (text.length * 3 <= max) return text;
+  const bytes = utf8Encoder.encode(text);
+  if (bytes.length <= max) return text;
+  // Back to the start of a character (continuation bytes are 10xxxxxx), leaving room for "…" (3 bytes).
+  let end = max - 3;
+  while (end > 0 && ((bytes[end] as number) & 0xc0) === 0x80) end--;
+  return `${utf8Fatal.decode(bytes.subarray(0, end))}…`;
+}
+
+/** Whether any outcome says why its attempt failed: then it is logged as OUTCOME_DETAILED. */
+export function hasErrors(outcomes: Outcomes): boolean {
+  return outcomes.errorTexts.length > 0;
 }
 
 /** Whether this machine's typed arrays are little-endian, as the log's fields are. */
@@ -97,6 +131,24 @@ function continuesRun(outcomes: Outcomes, i: number): boolean {
   );
 }
 
+/** Whether outcome i + 1 continues outcome i's entry of an OUTCOME_DETAILED record: the same error too. */
+function continuesDetailedRun(outcomes: Outcomes, i: number): boolean {
+  return continuesRun(outcomes, i) && outcomes.errors[i + 1] === outcomes.errors[i] && Object.is(outcomes.attemptedAtMs[i + 1], outcomes.attemptedAtMs[i]);
+}
+
+/** Where each entry starts: entry e covers outcomes starts[e] … starts[e + 1] - 1. */
+function entryStarts(outcomes: Outcomes, continues: (outcomes: Outcomes, i: number) => boolean): { starts: Uint32Array; entries: number } {
+  const count = outcomes.count;
+  const starts = new Uint32Array(count + 1);
+  let entries = 0;
+  for (let i = 0; i < count; i++) {
+    starts[entries++] = i;
+    while (i + 1 < count && continues(outcomes, i)) i++;
+  }
+  starts[entries] = count;
+  return { starts, entries };
+}
+
 /**
  * The OUTCOME body: 32 bytes an entry, little-endian (docs/format/engine-records.md). Outcomes
  * of consecutive rows of one ADD that are the same (a delivered Arrow batch: 10,000 rows, one
@@ -104,17 +156,9 @@ function continuesRun(outcomes: Outcomes, i: number): boolean {
  * through typed arrays over the body where the machine is little-endian, else a DataView.
  */
 export function encodeOutcomes(outcomes: Outcomes): Uint8Array {
-  const count = outcomes.count;
-  // Entry e covers outcomes starts[e] … starts[e + 1] - 1.
-  const starts = new Uint32Array(count + 1);
-  let entries = 0;
-  for (let i = 0; i < count; i++) {
-    starts[entries++] = i;
-    while (i + 1 < count && continuesRun(outcomes, i)) i++;
-  }
-  starts[entries] = count;
+  const { starts, entries } = entryStarts(outcomes, continuesRun);
   const bytes = new Uint8Array(entries * outcomeEntryBytes);
-  if (!littleEndian) return encodeOutcomesPortably(outcomes, starts, entries, bytes);
+  if (!littleEndian) return encodeOutcomesPortably(outcomes, starts, entries, new DataView(bytes.buffer), 0);
   // Entry e: f64[4e] seq, u32[8e + 2] row, bytes 32e + 12 and 13 kind and reason, u16[16e + 7]
   // status, u32[8e + 4] attempts, u32[8e + 5] more rows, f64[4e + 3] retry time or expiry.
   const f64 = new Float64Array(bytes.buffer);
@@ -135,11 +179,10 @@ export function encodeOutcomes(outcomes: Outcomes): Uint8Array {
   return bytes;
 }
 
-function encodeOutcomesPortably(outcomes: Outcomes, starts: Uint32Array, entries: number, bytes: Uint8Array): Uint8Array {
-  const view = new DataView(bytes.buffer);
+function encodeOutcomesPortably(outcomes: Outcomes, starts: Uint32Array, entries: number, view: DataView, offset: number): Uint8Array {
   for (let e = 0; e < entries; e++) {
     const i = starts[e] as number;
-    const at = e * outcomeEntryBytes;
+    const at = offset + e * outcomeEntryBytes;
     view.setFloat64(at, outcomes.seqs[i] as number, true);
     view.setUint32(at + 8, outcomes.rows[i] as number, true);
     view.setUint8(at + 12, outcomes.kinds[i] as number);
@@ -149,7 +192,49 @@ function encodeOutcomesPortably(outcomes: Outcomes, starts: Uint32Array, entries
     view.setUint32(at + 20, (starts[e + 1] as number) - i - 1, true);
     view.setFloat64(at + 24, outcomes.retryAtMs[i] as number, true);
   }
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+export const detailedHeaderBytes = 8;
+export const outcomeDetailBytes = 16;
+
+/**
+ * The OUTCOME_DETAILED body (docs/format/engine-records.md): the same 32-byte entries, runs
+ * split where the error differs, then a detail per entry (its error and attempt time) and the
+ * record's error texts, each once. Written only when some attempt failed, so a record of
+ * deliveries stays a plain OUTCOME of 32 bytes a run. Through a DataView: failures are few.
+ */
+export function encodeOutcomesDetailed(outcomes: Outcomes): Uint8Array {
+  const { starts, entries } = entryStarts(outcomes, continuesDetailedRun);
+  const texts = outcomes.errorTexts.map((text) => utf8Encoder.encode(text));
+  const textBytes = texts.reduce((sum, text) => sum + 2 + text.length, 0);
+  const detailsAt = detailedHeaderBytes + entries * outcomeEntryBytes;
+  const textsAt = detailsAt + entries * outcomeDetailBytes;
+  const bytes = new Uint8Array(textsAt + textBytes);
+  const view = new DataView(bytes.buffer);
+  view.setUint32(0, entries, true);
+  view.setUint32(4, texts.length, true);
+  encodeOutcomesPortably(outcomes, starts, entries, view, detailedHeaderBytes);
+  for (let e = 0; e < entries; e++) {
+    const i = starts[e] as number;
+    const error = outcomes.errors[i] as number;
+    if (!(error <= texts.length)) assert.fail(`outcome error ${error} names no text`);
+    view.setUint32(detailsAt + e * outcomeDetailBytes, error, true);
+    view.setFloat64(detailsAt + e * outcomeDetailBytes + 8, error === 0 ? 0 : (outcomes.attemptedAtMs[i] as number), true);
+  }
+  let at = textsAt;
+  for (const text of texts) {
+    if (!(text.length <= 0xffff)) assert.fail('an error text longer than a u16');
+    view.setUint16(at, text.length, true);
+    bytes.set(text, at + 2);
+    at += 2 + text.length;
+  }
   return bytes;
+}
+
+/** The record an outcome batch is logged as: OUTCOME, or OUTCOME_DETAILED when some attempt says why it failed. */
+export function encodeOutcomeRecord(outcomes: Outcomes): { type: number; body: Uint8Array } {
+  return hasErrors(outcomes) ? { type: recordType.outcomeDetailed, body: encodeOutcomesDetailed(outcomes) } : { type: recordType.outcome, body: encodeOutcomes(outcomes) };
 }
 
 /**
@@ -193,6 +278,47 @@ export function decodeOutcomes(body: Uint8Array): Outcomes | undefined {
     i += rows;
   }
   outcomes.count = count;
+  return outcomes;
+}
+
+/**
+ * The outcomes of an OUTCOME_DETAILED body, one per row, with their errors; undefined if it is
+ * malformed: the entries' part as decodeOutcomes refuses it, a detail naming no text, a text
+ * that runs past the body or is not UTF-8, or bytes left over.
+ */
+export function decodeOutcomesDetailed(body: Uint8Array): Outcomes | undefined {
+  if (body.length < detailedHeaderBytes) return undefined;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const entries = view.getUint32(0, true);
+  const textCount = view.getUint32(4, true);
+  const detailsAt = detailedHeaderBytes + entries * outcomeEntryBytes;
+  const textsAt = detailsAt + entries * outcomeDetailBytes;
+  if (textsAt + textCount * 2 > body.length) return undefined;
+  const outcomes = decodeOutcomes(body.subarray(detailedHeaderBytes, detailsAt));
+  if (outcomes === undefined) return undefined;
+  let at = textsAt;
+  for (let t = 0; t < textCount; t++) {
+    if (at + 2 > body.length) return undefined;
+    const length = view.getUint16(at, true);
+    if (at + 2 + length > body.length) return undefined;
+    try {
+      outcomes.errorTexts.push(utf8Fatal.decode(body.subarray(at + 2, at + 2 + length)));
+    } catch {
+      return undefined;
+    }
+    at += 2 + length;
+  }
+  if (at !== body.length) return undefined;
+  let i = 0;
+  for (let e = 0; e < entries; e++) {
+    const rows = view.getUint32(detailedHeaderBytes + e * outcomeEntryBytes + 20, true) + 1;
+    const error = view.getUint32(detailsAt + e * outcomeDetailBytes, true);
+    const attemptedAtMs = view.getFloat64(detailsAt + e * outcomeDetailBytes + 8, true);
+    if (error > textCount || (error > 0 && !Number.isFinite(attemptedAtMs))) return undefined;
+    outcomes.errors.fill(error, i, i + rows);
+    outcomes.attemptedAtMs.fill(attemptedAtMs, i, i + rows);
+    i += rows;
+  }
   return outcomes;
 }
 

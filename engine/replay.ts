@@ -16,7 +16,7 @@ import type { LogReplay } from './log.ts';
 import { applyOutcomes } from './outcomes.ts';
 import { applyQueueConfig } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
-import { addEncodingArrowStream, decodeAddBody, decodeCancelSpilled, decodeOutcomes, decodePromote, forEachCancelled, recordType } from './records.ts';
+import { addEncodingArrowStream, decodeAddBody, decodeCancelSpilled, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
 import { promote } from './spill/promotion.ts';
 import { insertRunRow } from './spill/restore.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -120,6 +120,12 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
   if (type === recordType.outcome) {
     const outcomes = decodeOutcomes(body);
     if (outcomes === undefined) throw badRecord(seq, 'malformed OUTCOME record');
+    applyOutcomes(s, outcomes);
+    return;
+  }
+  if (type === recordType.outcomeDetailed) {
+    const outcomes = decodeOutcomesDetailed(body);
+    if (outcomes === undefined) throw badRecord(seq, 'malformed OUTCOME_DETAILED record');
     applyOutcomes(s, outcomes);
     return;
   }

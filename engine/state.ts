@@ -24,6 +24,7 @@ import { type ResidentStore, timerState, type TimerStateCode } from './store/res
 import { SlotClaims } from './store/slot-claims.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
+import { TimerFailures } from './timer-failures.ts';
 import type { CancelOutcome, Clock, ShrinkLimits, Withdraw } from './types.ts';
 
 /** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
@@ -117,6 +118,8 @@ export class EngineState {
   parkedCount = 0;
   /** Why each dead timer died (dead timers are few; the OUTCOME record holds the reason). */
   readonly deadReasons = new Map<number, number>();
+  /** Why each timer whose last attempt failed failed, and when (timer-failures.ts; the OUTCOME_DETAILED record holds it). */
+  readonly failures = new TimerFailures();
   readonly checkTarget: ((target: string) => string | undefined) | undefined;
   readonly admitGate: (() => FermataError | undefined) | undefined;
 
@@ -185,6 +188,7 @@ export class EngineState {
     assert.ok(isFinished(store.state[slot] as number), 'only finished timers are released');
     this.expiring.remove(slot);
     this.deadReasons.delete(slot);
+    this.failures.clear(slot);
     this.releasedExpiryMax = Math.max(this.releasedExpiryMax, store.dueAt[slot] as number);
     this.index.delete(store.logSeq[slot] as number, store.row[slot] as number);
     if (store.keyLengthOf(slot) > 0) this.keys.delete(slot, keyHash(store.keyOf(slot)));

@@ -143,6 +143,12 @@ export interface TimerView {
   readonly target: string;
   readonly key: string | null;
   readonly lastStatus: number | null;
+  /** Why its last attempt failed ("HTTP 503", "timeout after 10000 ms", …); null when it has not failed, or was delivered since. */
+  readonly lastError: string | null;
+  /** When that failed attempt was made (epoch ms), or null. */
+  readonly lastAttemptAtMs: number | null;
+  /** When it is tried again (epoch ms) while it is retrying; null otherwise. */
+  readonly nextAttemptAtMs: number | null;
 }
 
 /**
@@ -204,7 +210,18 @@ export interface DeadTimer {
   readonly attempts: number;
   readonly lastStatus: number | null;
   readonly reason: DeadReasonName;
+  /** Why its last attempt failed, and when (TimerView's); null when no record said. */
+  readonly lastError: string | null;
+  readonly lastAttemptAtMs: number | null;
 }
+
+/** A page of GET /v1/dead: `nextCursor` names the page after it, null when this is the last. */
+export interface DeadPage {
+  readonly dead: DeadTimer[];
+  readonly nextCursor: string | null;
+}
+
+export type DiscardOutcome = 'discarded' | 'not-found' | 'not-dead';
 
 export type DeadReasonName = 'attempts_exhausted' | 'gone' | 'target_refused' | 'unknown';
 

@@ -122,6 +122,7 @@ export function shrinkResident(s: EngineState): number | undefined {
     s.deadReasons.clear();
     for (const [slot, reason] of reasons) s.deadReasons.set(movedOf(slot), reason);
   }
+  s.failures.move(movedOf);
   // The indexes, made again over the moved slots: a batch's rows still in consecutive slots are a run again.
   const count = store.count;
   const slots = new Int32Array(count);

@@ -14,7 +14,7 @@ import { ingestLimits } from '../../engine/limits.ts';
 export const httpErrorCodes = {
   notFound: 'NOT_FOUND',
   tooLate: 'TOO_LATE',
-  /** A redrive of a timer that is not dead. */
+  /** A redrive or discard of a timer that is not dead. */
   notDead: 'NOT_DEAD',
   unsupportedMediaType: 'UNSUPPORTED_MEDIA_TYPE',
   bodyTooLarge: 'BODY_TOO_LARGE',

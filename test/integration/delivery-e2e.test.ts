@@ -77,7 +77,7 @@ test('added over HTTP, delivered to the sink, dead-lettered on 410, redriven ove
   const redriven = await call(svc.url, 'POST', `/v1/dead/${deadId}/retry`);
   assert.deepEqual([redriven.status, redriven.json], [200, { id: deadId, state: 'pending' }]);
   await stateOf(svc.url, deadId, 'delivered');
-  assert.deepEqual((await call(svc.url, 'GET', '/v1/dead')).json, { dead: [] });
+  assert.deepEqual((await call(svc.url, 'GET', '/v1/dead')).json, { dead: [], next_cursor: null });
 
   const metrics = await (await fetch(`${svc.url}/metrics`)).text();
   assert.match(metrics, /fermata_deliveries_total\{queue="fast",outcome="delivered"\} 2/);

@@ -174,6 +174,9 @@ interface TimerView {
   readonly queue: string;
   readonly key: string | null;
   readonly last_status: number | null;
+  readonly last_error: string | null;
+  readonly last_attempt_at: string | null;
+  readonly next_attempt_at: string | null;
 }
 
 async function getTimer(client: Client, id: string): Promise<TimerView> {
@@ -295,7 +298,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         assert.match(added.id, /^[0-9a-z]{24}$/);
         assert.equal(added.fire_at, new Date(fireAtMs).toISOString());
         assert.equal(added.duplicate, false);
-        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null });
+        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null });
         record.ids.push(added.id);
         Object.assign(record, { keyId: added.id });
 
@@ -564,7 +567,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
     // their state and attempts move on; what was acknowledged must not.
     const stable = (view: TimerView): Partial<TimerView> => {
       if (view.state === 'cancelled' || Date.parse(view.fire_at) > Date.now() + 60_000) return view;
-      const { state: _state, attempts: _attempts, last_status: _lastStatus, ...acknowledgedPart } = view;
+      const { state: _state, attempts: _attempts, last_status: _lastStatus, last_error: _error, last_attempt_at: _attemptAt, next_attempt_at: _nextAt, ...acknowledgedPart } = view;
       return acknowledgedPart;
     };
     for (const [id, view] of expected) assert.deepEqual(stable(await getTimer(restarted, id)), stable(view));

@@ -42,6 +42,9 @@ test('admit makes timers durable and gettable; ids carry sequence, row and fire 
     target: 'https://a.example/hook',
     key: null,
     lastStatus: null,
+    lastError: null,
+    lastAttemptAtMs: null,
+    nextAttemptAtMs: null,
   });
   assert.equal(new TextDecoder().decode(engine.payloadOf(ids[1] as string)), 'two');
   assert.equal(engine.stats().pending, 2);

@@ -1,7 +1,10 @@
-// /v1/dead: the dead-letter list and redrive. GET lists dead timers (oldest first, optionally
-// one queue's, at most `limit`); POST /v1/dead/{id}/retry sends one round again with its
-// attempts reset, and answers once that is durable.
+// /v1/dead: the dead-letter list, redrive and discard. GET lists dead timers a page at a time
+// (oldest first, optionally one queue's, at most `limit`, from after `cursor`: the page before's
+// `next_cursor`); POST /v1/dead/{id}/retry sends one round again with its attempts reset;
+// DELETE /v1/dead/{id} discards one (released at once: GET /v1/timers/{id} answers 404). Both
+// answer once their record is durable.
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { isoOf } from '../iso-time.ts';
 import { deadListLimits } from '../route-limits.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 
@@ -15,15 +18,17 @@ const deadTimerSchema = {
     attempts: { type: 'integer' },
     last_status: { type: ['integer', 'null'] },
     reason: { type: 'string', enum: ['attempts_exhausted', 'gone', 'target_refused', 'unknown'] },
+    last_error: { type: ['string', 'null'] },
+    last_attempt_at: { type: ['string', 'null'] },
   },
-  required: ['id', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason'],
+  required: ['id', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at'],
   additionalProperties: false,
 } as const;
 
 const deadListSchema = {
   type: 'object',
-  properties: { dead: { type: 'array', items: deadTimerSchema } },
-  required: ['dead'],
+  properties: { dead: { type: 'array', items: deadTimerSchema }, next_cursor: { type: ['string', 'null'] } },
+  required: ['dead', 'next_cursor'],
   additionalProperties: false,
 } as const;
 
@@ -32,6 +37,7 @@ const listQuerySchema = {
   properties: {
     queue: { type: 'string', minLength: 1 },
     limit: { type: 'integer', minimum: 1, maximum: deadListLimits.max, default: deadListLimits.default },
+    cursor: { type: 'string', minLength: 1 },
   },
   additionalProperties: false,
 } as const;
@@ -45,10 +51,19 @@ const redrivenSchema = {
   additionalProperties: false,
 } as const;
 
+const discardedSchema = {
+  type: 'object',
+  properties: { id: { type: 'string' }, state: { type: 'string', enum: ['discarded'] } },
+  required: ['id', 'state'],
+  additionalProperties: false,
+} as const;
+
 export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.get<{ Querystring: { queue?: string; limit: number } }>('/v1/dead', { schema: { querystring: listQuerySchema, response: { 200: deadListSchema } } }, async (request) => {
-    const { queue, limit } = request.query;
-    const dead = engine.listDead(limit, queue).map((timer) => ({
+  app.get<{ Querystring: { queue?: string; limit: number; cursor?: string } }>('/v1/dead', { schema: { querystring: listQuerySchema, response: { 200: deadListSchema } } }, async (request) => {
+    const { queue, limit, cursor } = request.query;
+    const page = engine.deadPage(limit, queue, cursor);
+    if (page === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(cursor)} is not one: pass a page's next_cursor as it came`);
+    const dead = page.dead.map((timer) => ({
       id: timer.id,
       queue: timer.queue,
       target: timer.target,
@@ -56,8 +71,10 @@ export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Pr
       attempts: timer.attempts,
       last_status: timer.lastStatus,
       reason: timer.reason,
+      last_error: timer.lastError,
+      last_attempt_at: timer.lastAttemptAtMs === null ? null : isoOf(timer.lastAttemptAtMs),
     }));
-    return { dead };
+    return { dead, next_cursor: page.nextCursor };
   });
 
   app.post<{ Params: { id: string } }>('/v1/dead/:id/retry', { schema: { params: idParamsSchema, response: { 200: redrivenSchema } } }, async (request) => {
@@ -66,5 +83,13 @@ export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Pr
     if (outcome === 'redriven') return { id, state: 'pending' };
     if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
     throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(id)?.state ?? 'not dead'}: only dead timers are redriven`);
+  });
+
+  app.delete<{ Params: { id: string } }>('/v1/dead/:id', { schema: { params: idParamsSchema, response: { 200: discardedSchema } } }, async (request) => {
+    const { id } = request.params;
+    const outcome = await engine.discardDead(id);
+    if (outcome === 'discarded') return { id, state: 'discarded' };
+    if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
+    throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(id)?.state ?? 'not dead'}: only dead timers are discarded (DELETE /v1/timers/{id} cancels a pending one)`);
   });
 }

@@ -6,7 +6,7 @@
 // Why it is written and not generated from the route schemas:
 // docs/decisions/0010-openapi-hand-written.md. Built once when the module loads; any thread.
 import { errorCodes } from '../../../engine/errors.ts';
-import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../../engine/limits.ts';
+import { deliveryLimits, ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../../engine/limits.ts';
 import { defaultQueueConfig, deliveryModes } from '../../../engine/queues.ts';
 import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
@@ -53,6 +53,15 @@ const queueOtherFields = {
 const queueFieldNames = [...Object.keys(queueFields), ...Object.keys(queueOtherFields)];
 
 /** An error answer whose `error.code` is one of `codes`, with these response headers. */
+const lastErrorSchema = {
+  type: ['string', 'null'],
+  maxLength: deliveryLimits.lastErrorBytesMax,
+  description:
+    'Why its last attempt failed: `HTTP 503`, `timeout after 10000 ms`, `connection refused`, `TLS: …`, `refused by the SSRF guard: …`. Null when it has not failed, or was delivered since (and for a timer restored from a checkpoint, until its next failure).',
+} as const;
+
+const lastAttemptAtSchema = { type: ['string', 'null'], format: 'date-time', description: 'When that failed attempt was sent; null with `last_error`.' } as const;
+
 function errorResponse(description: string, codes: readonly string[], headers: Record<string, object> = {}): object {
   return {
     description,
@@ -302,14 +311,22 @@ export const openApiDocument = {
       get: {
         operationId: 'listDead',
         summary: 'List dead timers',
-        description: 'Dead timers (a 410 answer, attempts exhausted, or a target refused at delivery), oldest first, until their retention ends.',
+        description:
+          'Dead timers (a 410 answer, attempts exhausted, or a target refused at delivery), oldest first, until their retention ends or they are discarded, a page at a time: pass a page\'s `next_cursor` as `cursor` for the next page.',
         parameters: [
           { name: 'queue', in: 'query', required: false, description: 'Only this queue\'s dead timers.', schema: { type: 'string', minLength: 1 } },
           { name: 'limit', in: 'query', required: false, description: 'At most this many.', schema: { type: 'integer', minimum: 1, maximum: deadListLimits.max, default: deadListLimits.default } },
+          {
+            name: 'cursor',
+            in: 'query',
+            required: false,
+            description: 'The `next_cursor` of the page before (opaque). It names a place in the list, so it stays good while timers are redriven, discarded or released.',
+            schema: { type: 'string', minLength: 1 },
+          },
         ],
         responses: {
           '200': {
-            description: 'The dead timers.',
+            description: 'A page of dead timers.',
             content: jsonOf({
               type: 'object',
               properties: {
@@ -325,18 +342,39 @@ export const openApiDocument = {
                       attempts: { type: 'integer', minimum: 0 },
                       last_status: { type: ['integer', 'null'], description: 'The last HTTP status the target answered; null when none came back.' },
                       reason: { enum: ['attempts_exhausted', 'gone', 'target_refused', 'unknown'] },
+                      last_error: lastErrorSchema,
+                      last_attempt_at: lastAttemptAtSchema,
                     },
-                    required: ['id', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason'],
+                    required: ['id', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at'],
                     additionalProperties: false,
                   },
                 },
+                next_cursor: { type: ['string', 'null'], description: 'The `cursor` of the next page; null on the last page.' },
               },
-              required: ['dead'],
+              required: ['dead', 'next_cursor'],
               additionalProperties: false,
             }),
           },
-          '400': errorResponse('REQUEST_INVALID: a bad `limit` or an unknown query parameter.', [httpErrorCodes.requestInvalid]),
+          '400': errorResponse('REQUEST_INVALID: a bad `limit` or `cursor`, or an unknown query parameter.', [httpErrorCodes.requestInvalid]),
           '401': ref('responses', 'Unauthorized'),
+        },
+      },
+    },
+    '/v1/dead/{id}': {
+      parameters: [ref('parameters', 'TimerId')],
+      delete: {
+        operationId: 'discardDead',
+        summary: 'Discard a dead timer',
+        description: 'Forgets a dead timer at once, before its retention ends: durable before the answer, and from then on `GET /v1/timers/{id}` answers 404 and its idempotency key is free.',
+        responses: {
+          '200': {
+            description: 'Discarded.',
+            content: jsonOf({ type: 'object', properties: { id: ref('schemas', 'TimerId'), state: { const: 'discarded' } }, required: ['id', 'state'], additionalProperties: false }),
+          },
+          '401': ref('responses', 'Unauthorized'),
+          '404': ref('responses', 'NotFound'),
+          '409': errorResponse('NOT_DEAD: the timer is not dead (only dead timers are discarded; `DELETE /v1/timers/{id}` cancels a pending one).', [httpErrorCodes.notDead]),
+          ...logResponses,
         },
       },
     },
@@ -531,8 +569,15 @@ export const openApiDocument = {
           queue: queueNameSchema,
           key: { type: ['string', 'null'], description: 'Its idempotency key, or null.' },
           last_status: { type: ['integer', 'null'], description: 'The HTTP status of its latest delivery attempt, or null.' },
+          last_error: lastErrorSchema,
+          last_attempt_at: lastAttemptAtSchema,
+          next_attempt_at: {
+            type: ['string', 'null'],
+            format: 'date-time',
+            description: 'When it is tried again, while it is `retrying`; null otherwise.',
+          },
         },
-        required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status'],
+        required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at'],
         additionalProperties: false,
       },
       QueueConfig: {

@@ -45,8 +45,11 @@ const timerViewSchema = {
     queue: { type: 'string' },
     key: { type: ['string', 'null'] },
     last_status: { type: ['integer', 'null'] },
+    last_error: { type: ['string', 'null'] },
+    last_attempt_at: { type: ['string', 'null'] },
+    next_attempt_at: { type: ['string', 'null'] },
   },
-  required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status'],
+  required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at'],
   additionalProperties: false,
 } as const;
 
@@ -134,6 +137,9 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
       queue: view.queue,
       key: view.key,
       last_status: view.lastStatus,
+      last_error: view.lastError,
+      last_attempt_at: view.lastAttemptAtMs === null ? null : isoOf(view.lastAttemptAtMs),
+      next_attempt_at: view.nextAttemptAtMs === null ? null : isoOf(view.nextAttemptAtMs),
     };
   });
 
