@@ -8,6 +8,7 @@
 // Errors are FermataError BATCH_INVALID with details { field, row?, line? }: `field` is the
 // JSON field name (Arrow's `column`), `row` is 0-based among the timers, `line` 1-based in the body.
 import { batchFromSpecs, type TimerBatch, type TimerSpec } from '../../../engine/batch/timer-batch.ts';
+import { secondsLikeFireAt } from '../../../engine/batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from '../../../engine/errors.ts';
 
 const timerFields = ['fire_at', 'delay_ms', 'target', 'payload', 'payload_base64', 'headers', 'key', 'queue'] as const;
@@ -72,7 +73,11 @@ function fireAtOf(fields: Record<string, unknown>, nowMs: number, place: RowPlac
     if (typeof delay !== 'number' || !Number.isSafeInteger(delay) || delay < 0) throw refuse('delay_ms must be a whole number of ms ≥ 0', 'delay_ms', place);
     return nowMs + delay;
   }
-  if (typeof fireAt === 'number') return fireAt;
+  if (typeof fireAt === 'number') {
+    const secondsLike = secondsLikeFireAt(fireAt);
+    if (secondsLike !== undefined) throw refuse(secondsLike, 'fire_at', place);
+    return fireAt;
+  }
   if (typeof fireAt === 'string') {
     const ms = parseRfc3339(fireAt);
     if (ms === undefined) throw refuse(`fire_at ${JSON.stringify(fireAt)} is not an RFC 3339 date-time (such as 2030-01-31T09:00:00Z)`, 'fire_at', place);
