@@ -13,6 +13,10 @@ import { ingestLimits } from '../../engine/limits.ts';
 /** Conditions of the HTTP layer itself (fastify's own errors are restated as these). */
 export const httpErrorCodes = {
   notFound: 'NOT_FOUND',
+  /** A path no route serves (NOT_FOUND is a resource, such as a timer, that a route does not find). */
+  routeNotFound: 'ROUTE_NOT_FOUND',
+  /** A path some route serves, with a method none of them takes: the answer's `Allow` lists those it takes. */
+  methodNotAllowed: 'METHOD_NOT_ALLOWED',
   tooLate: 'TOO_LATE',
   /** A redrive of a timer that is not dead. */
   notDead: 'NOT_DEAD',
@@ -50,6 +54,8 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   // A spill file that fails its checks: at start-up it refuses to start; met by a lookup, the disk is damaged.
   [errorCodes.spillCorrupt]: 500,
   [httpErrorCodes.notFound]: 404,
+  [httpErrorCodes.routeNotFound]: 404,
+  [httpErrorCodes.methodNotAllowed]: 405,
   [httpErrorCodes.tooLate]: 409,
   [httpErrorCodes.notDead]: 409,
   [httpErrorCodes.unsupportedMediaType]: 415,
