@@ -18,13 +18,15 @@
 // to fastify's request/reply API (or what both raw types share), because on an HTTP/1.1
 // connection `request.raw` is an http.IncomingMessage.
 import fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RouteGenericInterface } from 'fastify';
+import http from 'node:http';
 import type http2 from 'node:http2';
+import type net from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { jsonBodyProblem } from './body/json-hints.ts';
-import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
+import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { bearerCheck } from './listen/bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
 import type { DiskSpaceCheck } from './listen/disk-space.ts';
@@ -74,8 +76,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     loggerInstance: options.logger.child({}, { level: 'warn' }),
     // The limit of fastify's own JSON parser; the Arrow and NDJSON parsers set their own.
     bodyLimit: ingestLimits.jsonBodyBytesMax,
-    // A URL that does not decode (`%zz`): fastify's own JSON body otherwise.
+    // A URL that does not decode (`%zz`), a malformed HTTP/1.1 request: fastify's own JSON body otherwise.
     frameworkErrors: answerError,
+    clientErrorHandler: answerClientError,
   });
   // Only JSON bodies at the root: a text/plain one is answered 415 like any other unknown type.
   app.removeContentTypeParser('text/plain');
@@ -160,6 +163,21 @@ function answerNoRoute(routes: RouteMethods, request: HttpRequest, reply: HttpRe
   if (allowed.length === 0) return answerError(new HttpProblem(httpErrorCodes.routeNotFound, `no route serves ${path}: GET /openapi.json lists the routes`), request, reply);
   reply.header('allow', allowed.join(', '));
   return answerError(new HttpProblem(httpErrorCodes.methodNotAllowed, `${path} does not serve ${request.method}: it serves ${allowed.join(', ')}`), request, reply);
+}
+
+/**
+ * A request node's HTTP/1.1 parser refused (fastify's default handler's statuses and its
+ * conduct: nothing for a reset connection, then the answer if the socket still takes it, then
+ * close), in the one error shape.
+ */
+function answerClientError(err: Error & { code?: string }, socket: net.Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const answer = clientErrorAnswer(err.code);
+  const body = JSON.stringify(answer.body);
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? ''}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(err);
 }
 
 /** fastify's error handler for every route: fermata's JSON error shape, status and Retry-After (error-map.ts). */
