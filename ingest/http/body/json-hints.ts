@@ -31,12 +31,14 @@ function firstValueEnd(text: string): number {
       else if (c === '"') inString = false;
       continue;
     }
-    if (c === '"') inString = true;
-    else if (c === '{' || c === '[') depth++;
+    if (c === '{' || c === '[') depth++;
+    else if (depth === 0) {
+      if (c !== ' ' && c !== '\t' && c !== '\r' && c !== '\n') return -1;
+    } else if (c === '"') inString = true;
     else if (c === '}' || c === ']') {
       depth--;
       if (depth === 0) return i + 1;
-    } else if (depth === 0 && c !== ' ' && c !== '\t' && c !== '\r' && c !== '\n') return -1;
+    }
   }
   return -1;
 }
