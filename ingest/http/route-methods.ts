@@ -3,7 +3,8 @@
 // other 404 ROUTE_NOT_FOUND (server.ts). fastify's router says only "not found", so the server
 // records every route here as it is added (its onRoute hook) and asks on a miss, never on a
 // request a route takes. Paths are fastify's: static segments and `:param` segments, which
-// match any one non-empty segment. Built and read on the main thread.
+// match any one segment, even an empty one (as fastify's router does: GET /v1/timers/ reaches
+// GET /v1/timers/:id). Built and read on the main thread.
 
 interface RoutePattern {
   readonly segments: readonly string[];
@@ -44,7 +45,7 @@ function matches(pattern: readonly string[], segments: readonly string[]): boole
   for (let i = 0; i < pattern.length; i++) {
     const expected = pattern[i] as string;
     const actual = segments[i] as string;
-    if (expected.startsWith(':') ? actual === '' : expected !== actual) return false;
+    if (!expected.startsWith(':') && expected !== actual) return false;
   }
   return true;
 }

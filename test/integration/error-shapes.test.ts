@@ -160,7 +160,7 @@ describe('errors a newcomer meets in the first hour', { timeout: 120_000 }, () =
   });
 
   test('a path no route serves: 404 ROUTE_NOT_FOUND in the error shape', async () => {
-    for (const [method, path] of [['GET', '/v2/timers'], ['POST', '/nowhere'], ['GET', '/v1/timers/']] as const) {
+    for (const [method, path] of [['GET', '/v2/timers'], ['POST', '/nowhere'], ['GET', '/v1/timers/a/b'], ['DELETE', '/healthz/']] as const) {
       const error = errorOf(await request(base, method, path), 404);
       assert.equal(error.code, 'ROUTE_NOT_FOUND', `${method} ${path}`);
       assert.deepEqual(Object.keys(error).sort(), ['code', 'message']);
@@ -174,6 +174,7 @@ describe('errors a newcomer meets in the first hour', { timeout: 120_000 }, () =
       ['POST', '/healthz', 'GET, HEAD'],
       ['DELETE', '/v1/queues', 'GET, HEAD'],
       ['GET', '/v1/dead/abc/retry', 'POST'],
+      ['POST', '/v1/timers/', 'DELETE, GET, HEAD'],
     ] as const) {
       const answer = await request(base, method, path);
       const error = errorOf(answer, 405);
