@@ -330,8 +330,8 @@ describe('fermata serve', { concurrency: 4 }, () => {
       }
       assert.equal(http2Preface[0], 'P'.charCodeAt(0));
       const answer = await rawExchange(service.port, ['P', 'UT /healthz HTTP/1.1\r\nHost: fermata\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'], 150);
-      assert.match(answer, /^HTTP\/1\.1 404 /, 'the byte held back while sniffing reaches the HTTP/1.1 parser');
-      assert.match(answer, /"message":"Route PUT:\/healthz not found"/);
+      assert.match(answer, /^HTTP\/1\.1 405 /, 'the byte held back while sniffing reaches the HTTP/1.1 parser');
+      assert.match(answer, /"message":"\/healthz does not serve PUT: it serves GET, HEAD"/);
       assert.equal((await stop(service)).code, 0);
     } finally {
       service.child.kill('SIGKILL');
