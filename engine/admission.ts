@@ -78,7 +78,7 @@ export function validate(s: EngineState, batch: TimerBatch): void {
 /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
 export async function admitArrow(s: EngineState, ipc: Uint8Array): Promise<Admitted> {
   const acceptedAtMs = s.clock.now();
-  const batch = batchFromArrow(ipc, acceptedAtMs, s.limits.rowsPerBatchMax);
+  const batch = batchFromArrow(ipc, acceptedAtMs, s.limits.rowsPerBatchMax, 'client');
   validateBatch(batch, s.limits, acceptedAtMs);
   checkTargets(s, batch);
   return admitLogged(s, batch, addEncodingArrowStream, [ipc], acceptedAtMs);

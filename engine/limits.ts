@@ -212,6 +212,13 @@ export const ingestLimits = {
   bodyBytesMax: 64 * MiB,
   /** Largest application/json body (one timer, a queue config): JSON is parsed whole into objects, so it gets less room. */
   jsonBodyBytesMax: 4 * MiB,
+  /**
+   * The smallest number a client's `fire_at` may be as epoch ms (a JSON number, an Arrow Int64
+   * column): 10^12 ms is 2001-09-09, while 10^12 as seconds is 33,658 AD, so a smaller number is
+   * almost surely epoch seconds and is refused rather than delivered at once. An RFC 3339 string
+   * or an Arrow Timestamp says its own unit and is not held to it.
+   */
+  fireAtEpochMsMin: 1_000_000_000_000,
 } as const;
 
 assert.ok(ingestLimits.jsonBodyBytesMax <= ingestLimits.bodyBytesMax, 'a JSON body is never allowed more than a bulk one');

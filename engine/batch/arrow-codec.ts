@@ -4,6 +4,7 @@
 //
 // Accepted columns (docs/api.md, "Timers"; names are snake_case):
 //   fire_at   Timestamp (any unit) or Int64 epoch ms     } exactly one of the two
+//             (from a client, Int64 values below 10^12 look like seconds: refused)
 //   delay_ms  Int64 or Int32, ≥ 0, from `acceptedAtMs`   }
 //   target    Utf8 or Dictionary<Utf8>                   required
 //   payload   Utf8 or Binary                             optional (null = empty)
@@ -24,6 +25,7 @@ import {
 } from 'apache-arrow';
 import { errorCodes, FermataError } from '../errors.ts';
 import { timerLimits } from '../limits.ts';
+import { secondsLikeFireAt } from './validate.ts';
 import { checkFooter, headerTypes, messageFacts } from './arrow-message.ts';
 import { type BytesColumn, defaultQueue, type TimerBatch } from './timer-batch.ts';
 
@@ -180,7 +182,15 @@ function readTimes(chunks: Chunks, column: string, rows: number, scale: number |
   return out;
 }
 
-function readFireAt(chunks: Chunks, rows: number): Float64Array {
+/** Refuses the first Int64 fire_at that looks like epoch seconds, naming its row. */
+function checkNotSeconds(fireAtMs: Float64Array): void {
+  for (let row = 0; row < fireAtMs.length; row++) {
+    const secondsLike = secondsLikeFireAt(fireAtMs[row] as number);
+    if (secondsLike !== undefined) throw invalid(`${secondsLike} in row ${row}`, 'fire_at', row);
+  }
+}
+
+function readFireAt(chunks: Chunks, rows: number, source: ArrowSource): Float64Array {
   const type = (chunks[0] as Data<DataType>).type;
   if (type.typeId === Type.Timestamp) {
     const perMs = 1_000_000n;
@@ -194,7 +204,11 @@ function readFireAt(chunks: Chunks, rows: number): Float64Array {
       return Number(ns / perMs + (ns % perMs > 0n ? 1n : 0n));
     });
   }
-  if (type.typeId === Type.Int && (type as Int).bitWidth === 64 && (type as Int).isSigned) return readTimes(chunks, 'fire_at', rows, 1, Number);
+  if (type.typeId === Type.Int && (type as Int).bitWidth === 64 && (type as Int).isSigned) {
+    const fireAtMs = readTimes(chunks, 'fire_at', rows, 1, Number);
+    if (source === 'client') checkNotSeconds(fireAtMs);
+    return fireAtMs;
+  }
   throw invalid(`fire_at must be Timestamp or Int64 (epoch ms), not ${type}`, 'fire_at');
 }
 
@@ -375,12 +389,19 @@ function readDictionary(chunks: Chunks | undefined, column: string, rows: number
 }
 
 /**
+ * Where a stream comes from. `client`: an add (HTTP, Flight), held to the rules of today, such
+ * as an Int64 fire_at that looks like seconds. `log`: a record replayed from the log, read as
+ * it was accepted, whatever rule was added since (a refusal there would stop the service).
+ */
+export type ArrowSource = 'client' | 'log';
+
+/**
  * Decodes an Arrow IPC stream into one batch (all its record batches together). Structural
  * errors name the column (and row); malformed IPC bytes are refused as a whole.
  */
-export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number = timerLimits.rowsPerBatchMax): TimerBatch {
+export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number = timerLimits.rowsPerBatchMax, source: ArrowSource = 'log'): TimerBatch {
   try {
-    return readBatch(ipc, acceptedAtMs, rowsMax);
+    return readBatch(ipc, acceptedAtMs, rowsMax, source);
   } catch (err) {
     if (err instanceof FermataError) throw err;
     // What the checks above did not foresee in forged bytes is still the client's bad stream, never a 500.
@@ -388,7 +409,7 @@ export function batchFromArrow(ipc: Uint8Array, acceptedAtMs: number, rowsMax: n
   }
 }
 
-function readBatch(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number): TimerBatch {
+function readBatch(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number, source: ArrowSource): TimerBatch {
   checkIpcFrames(ipc, rowsMax);
   let table: Table;
   try {
@@ -416,7 +437,7 @@ function readBatch(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number): Time
   const queues = readDictionary(chunksOf(table, 'queue'), 'queue', rows, defaultQueue);
   return {
     rows,
-    fireAtMs: rows === 0 ? new Float64Array(0) : fireAt !== undefined ? readFireAt(fireAt, rows) : readDelays(delay as Chunks, rows, acceptedAtMs),
+    fireAtMs: rows === 0 ? new Float64Array(0) : fireAt !== undefined ? readFireAt(fireAt, rows, source) : readDelays(delay as Chunks, rows, acceptedAtMs),
     targets: targets.entries,
     targetIndex: targets.index,
     queues: queues.entries,

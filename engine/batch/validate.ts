@@ -3,7 +3,7 @@
 // targets and queues are checked once each (they are dictionaries), the rest row by row over
 // the typed columns.
 import { errorCodes, FermataError } from '../errors.ts';
-import { timerLimits, type TimerLimits } from '../limits.ts';
+import { ingestLimits, timerLimits, type TimerLimits } from '../limits.ts';
 import { residentHeadersBytesMax, residentKeyBytesMax } from '../store/resident-store.ts';
 import { byteLengthAt, bytesAt, type TimerBatch } from './timer-batch.ts';
 
@@ -82,6 +82,18 @@ function checkQueues(batch: TimerBatch, limits: TimerLimits): void {
     const row = firstRowWith(batch.queueIndex, i);
     throw refuse(`queue must be ${queueNameRule(limits)} in row ${row}`, 'queue', row);
   }
+}
+
+/**
+ * What is wrong with a client's numeric `fire_at` (a JSON number, an Arrow Int64 value), or
+ * undefined when it is plausible epoch ms. Below ingestLimits.fireAtEpochMsMin it is almost
+ * surely epoch seconds, which taken as ms would fall in 1970 and be delivered at once. Its
+ * callers add where the value was (row, line); a batch replayed from the log is not held to it.
+ */
+export function secondsLikeFireAt(value: number): string | undefined {
+  if (!(value < ingestLimits.fireAtEpochMsMin)) return undefined;
+  const asMs = value > 0 && Number.isSafeInteger(value * 1000) ? ` (${value} s is ${value * 1000} ms)` : '';
+  return `fire_at ${value} looks like epoch seconds: a number is taken as epoch ms and must be at least 10^12 (2001-09-09); multiply seconds by 1000${asMs}, or give an RFC 3339 date-time`;
 }
 
 /** A queue name outside a batch (PUT /v1/queues/{name}). */

@@ -13,6 +13,10 @@ import { ingestLimits } from '../../engine/limits.ts';
 /** Conditions of the HTTP layer itself (fastify's own errors are restated as these). */
 export const httpErrorCodes = {
   notFound: 'NOT_FOUND',
+  /** A path no route serves (NOT_FOUND is a resource, such as a timer, that a route does not find). */
+  routeNotFound: 'ROUTE_NOT_FOUND',
+  /** A path some route serves, with a method none of them takes: the answer's `Allow` lists those it takes. */
+  methodNotAllowed: 'METHOD_NOT_ALLOWED',
   tooLate: 'TOO_LATE',
   /** A redrive or discard of a timer that is not dead. */
   notDead: 'NOT_DEAD',
@@ -20,8 +24,12 @@ export const httpErrorCodes = {
   bodyTooLarge: 'BODY_TOO_LARGE',
   /** Malformed or empty JSON, a body that does not match its Content-Length. */
   bodyInvalid: 'BODY_INVALID',
-  /** A request that fails a route's schema (params, querystring). */
+  /** A request that fails a route's schema (params, querystring), a URL that does not decode, malformed HTTP/1.1. */
   requestInvalid: 'REQUEST_INVALID',
+  /** An HTTP/1.1 header block larger than the server reads. */
+  headersTooLarge: 'HEADERS_TOO_LARGE',
+  /** An HTTP/1.1 request that did not arrive whole within the server's request timeout. */
+  requestTimeout: 'REQUEST_TIMEOUT',
   internal: 'INTERNAL',
 } as const;
 
@@ -50,12 +58,16 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   // A spill file that fails its checks: at start-up it refuses to start; met by a lookup, the disk is damaged.
   [errorCodes.spillCorrupt]: 500,
   [httpErrorCodes.notFound]: 404,
+  [httpErrorCodes.routeNotFound]: 404,
+  [httpErrorCodes.methodNotAllowed]: 405,
   [httpErrorCodes.tooLate]: 409,
   [httpErrorCodes.notDead]: 409,
   [httpErrorCodes.unsupportedMediaType]: 415,
   [httpErrorCodes.bodyTooLarge]: 413,
   [httpErrorCodes.bodyInvalid]: 400,
   [httpErrorCodes.requestInvalid]: 400,
+  [httpErrorCodes.headersTooLarge]: 431,
+  [httpErrorCodes.requestTimeout]: 408,
   [httpErrorCodes.internal]: 500,
 };
 
@@ -129,6 +141,17 @@ function fastifyAnswer(err: { code?: unknown; statusCode?: unknown; message: str
     return { status: err.statusCode, retryAfterSeconds: undefined, body: { error: { code: httpErrorCodes.requestInvalid, message: err.message } }, unexpected: false };
   }
   return undefined;
+}
+
+/**
+ * The answer to an HTTP/1.1 request node's parser refused before any route saw it (fastify's
+ * clientErrorHandler: a malformed request line or header, a header block too large, a request
+ * too slow), written by the server straight to the socket; `errno` is the parser's code.
+ */
+export function clientErrorAnswer(errno: string | undefined): ErrorAnswer {
+  if (errno === 'HPE_HEADER_OVERFLOW') return httpError(httpErrorCodes.headersTooLarge, 'the request\'s header block is larger than the server reads');
+  if (errno === 'ERR_HTTP_REQUEST_TIMEOUT') return httpError(httpErrorCodes.requestTimeout, 'the request did not arrive whole within the server\'s request timeout');
+  return httpError(httpErrorCodes.requestInvalid, `not a well-formed HTTP/1.1 request (${errno ?? 'unknown parser error'})`);
 }
 
 const nonEmptyString = (value: unknown): value is string => typeof value === 'string' && value !== '';

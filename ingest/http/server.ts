@@ -2,8 +2,11 @@
 // port, and the optional TLS port it carries), with the health routes, the v1 API, /metrics and
 // /openapi.json as encapsulated plugins (routes/). The engine knows nothing of this module; this
 // module knows the engine only through its public API. Every error leaves through one handler
-// (error-map.ts). Routes import their types from types.ts, never this file: nothing imports
-// back into the server. Built and served on the main thread.
+// (error-map.ts), and so does fastify's own: a body it cannot parse (JSON bodies are parsed here,
+// to name the mistake: body/json-hints.ts), a URL it cannot decode, a path or method no route
+// serves (404 ROUTE_NOT_FOUND, or 405 METHOD_NOT_ALLOWED with `Allow`: route-methods.ts).
+// Routes import their types from types.ts, never this file: nothing imports back into the
+// server. Built and served on the main thread.
 //
 // Why `http2: true` together with `serverFactory`: at run time fastify reads `http2` only to
 // pick the server it creates itself (lib/server.js, getServerInstance), which `serverFactory`
@@ -14,17 +17,22 @@
 // flag does set fastify's types: `request.raw` is typed Http2ServerRequest. Routes must keep
 // to fastify's request/reply API (or what both raw types share), because on an HTTP/1.1
 // connection `request.raw` is an http.IncomingMessage.
-import fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, type RouteGenericInterface } from 'fastify';
+import fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RouteGenericInterface } from 'fastify';
+import http from 'node:http';
 import type http2 from 'node:http2';
+import type net from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
-import { errorAnswer } from './error-map.ts';
+import { jsonBodyProblem } from './body/json-hints.ts';
+import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { bearerCheck } from './listen/bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
 import type { DiskSpaceCheck } from './listen/disk-space.ts';
 import { PeerGuard } from './listen/peer-guard.ts';
+import { mediaTypes } from './media-types.ts';
+import { RouteMethods } from './route-methods.ts';
 import type { TlsCredentials } from './listen/tls-listener.ts';
 import { deadRoutes } from './routes/dead.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -68,10 +76,19 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     loggerInstance: options.logger.child({}, { level: 'warn' }),
     // The limit of fastify's own JSON parser; the Arrow and NDJSON parsers set their own.
     bodyLimit: ingestLimits.jsonBodyBytesMax,
+    // A URL that does not decode (`%zz`), a malformed HTTP/1.1 request: fastify's own JSON body otherwise.
+    frameworkErrors: answerError,
+    clientErrorHandler: answerClientError,
   });
   // Only JSON bodies at the root: a text/plain one is answered 415 like any other unknown type.
   app.removeContentTypeParser('text/plain');
+  const jsonParser = new JsonBodyParser(app.getDefaultJsonParser('error', 'error'));
+  app.removeContentTypeParser(mediaTypes.json);
+  app.addContentTypeParser(mediaTypes.json, { parseAs: 'string' }, (request, body, done) => jsonParser.parse(request, String(body), done));
   app.setErrorHandler(answerError);
+  const routes = new RouteMethods();
+  app.addHook('onRoute', (route) => routes.add(route.url, route.method));
+  app.setNotFoundHandler((request, reply) => answerNoRoute(routes, request, reply));
 
   const tokens = options.tokens ?? [];
   if (tokens.length > 0) {
@@ -99,6 +116,68 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   void app.register(openapiRoutes);
   return app;
+}
+
+type DefaultJsonParser = ReturnType<FastifyInstance['getDefaultJsonParser']>;
+/** fastify's `done` of a body parser (its type is not exported). */
+type ParserDone = (err: Error | null, body?: unknown) => void;
+
+/**
+ * fastify's own JSON parser (with its guard against `__proto__` keys), whose refusal of a body
+ * that is not JSON is restated to say where it fails and what the text looks like
+ * (body/json-hints.ts). fastify's parser answers synchronously (a try around the parse), so its
+ * answer is caught in two fields instead of a closure per request: single adds come this way.
+ */
+class JsonBodyParser {
+  readonly #parse: DefaultJsonParser;
+  #error: Error | null = null;
+  #value: unknown = undefined;
+  readonly #keep: ParserDone = (err, value) => {
+    this.#error = err;
+    this.#value = value;
+  };
+
+  constructor(parse: DefaultJsonParser) {
+    this.#parse = parse;
+  }
+
+  parse(request: HttpRequest, text: string, done: ParserDone): void {
+    this.#error = null;
+    this.#value = undefined;
+    // Typed for fastify's default server; it reads only the body, so the request's type is no matter to it.
+    (this.#parse as (request: unknown, text: string, done: ParserDone) => void)(request, text, this.#keep);
+    const error = this.#error;
+    const value = this.#value;
+    this.#error = null;
+    this.#value = undefined;
+    // fastify's text says only "not valid JSON".
+    if (error !== null && (error as { code?: unknown }).code === 'FST_ERR_CTP_INVALID_JSON_BODY') return done(new HttpProblem(httpErrorCodes.bodyInvalid, jsonBodyProblem(text)), undefined);
+    done(error, value);
+  }
+}
+
+/** A request no route takes: 405 with `Allow` when its path is served by other methods, else 404. */
+function answerNoRoute(routes: RouteMethods, request: HttpRequest, reply: HttpReply): HttpReply {
+  const path = request.url.split('?')[0] ?? '';
+  const allowed = routes.methodsAt(path);
+  if (allowed.length === 0) return answerError(new HttpProblem(httpErrorCodes.routeNotFound, `no route serves ${path}: GET /openapi.json lists the routes`), request, reply);
+  reply.header('allow', allowed.join(', '));
+  return answerError(new HttpProblem(httpErrorCodes.methodNotAllowed, `${path} does not serve ${request.method}: it serves ${allowed.join(', ')}`), request, reply);
+}
+
+/**
+ * A request node's HTTP/1.1 parser refused (fastify's default handler's statuses and its
+ * conduct: nothing for a reset connection, then the answer if the socket still takes it, then
+ * close), in the one error shape.
+ */
+function answerClientError(err: Error & { code?: string }, socket: net.Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const answer = clientErrorAnswer(err.code);
+  const body = JSON.stringify(answer.body);
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? ''}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(err);
 }
 
 /** fastify's error handler for every route: fermata's JSON error shape, status and Retry-After (error-map.ts). */

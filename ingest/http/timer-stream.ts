@@ -28,6 +28,7 @@ import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { inJsonTerms, specFromJsonTimer } from './body/json-batch.ts';
+import { ndjsonLineProblem } from './body/json-hints.ts';
 import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { isoOf } from './iso-time.ts';
 import { mediaTypes } from './media-types.ts';
@@ -209,7 +210,7 @@ export class TimerStream {
       try {
         value = JSON.parse(text);
       } catch (err) {
-        throw new FermataError(errorCodes.batchInvalid, `line ${line} is not valid JSON (${err instanceof Error ? err.message : String(err)})`, { field: '' });
+        throw new FermataError(errorCodes.batchInvalid, `line ${line} is ${ndjsonLineProblem(text, err)}`, { field: '' });
       }
       spec = specFromJsonTimer(value, Date.now());
     } catch (err) {

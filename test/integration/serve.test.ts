@@ -273,17 +273,17 @@ function curlGet(flag: string, url: string): Promise<{ body: string; httpVersion
 }
 
 describe('fermata serve', { concurrency: 4 }, () => {
-  test('answers /healthz and /readyz over HTTP/1.1 (fetch) and HTTP/2 prior knowledge (node:http2) on one port; errors are fastify\'s JSON', { timeout: 60_000 }, async () => {
+  test('answers /healthz and /readyz over HTTP/1.1 (fetch) and HTTP/2 prior knowledge (node:http2) on one port; fastify\'s own errors in fermata\'s shape', { timeout: 60_000 }, async () => {
     const service = await startService(tempDir('both'));
     try {
       assert.deepEqual(await fetchAnswer(`${service.url}/healthz`), { status: 200, body: '{"status":"ok"}' });
       assert.deepEqual(await fetchAnswer(`${service.url}/readyz`), { status: 200, body: '{"status":"ready"}' });
       const missing = await fetchAnswer(`${service.url}/v1/nothing-here`);
       assert.equal(missing.status, 404);
-      assert.deepEqual(JSON.parse(missing.body), { message: 'Route GET:/v1/nothing-here not found', error: 'Not Found', statusCode: 404 });
+      assert.deepEqual(JSON.parse(missing.body), { error: { code: 'ROUTE_NOT_FOUND', message: 'no route serves /v1/nothing-here: GET /openapi.json lists the routes' } });
       const malformed = await rawExchange(service.port, ['NOT HTTP AT ALL\r\n\r\n'], 0);
       assert.match(malformed, /^HTTP\/1\.1 400 /);
-      assert.ok(malformed.endsWith('{"error":"Bad Request","message":"Client Error","statusCode":400}'), `fastify answers a client error as JSON: ${malformed}`);
+      assert.match(malformed, /\{"error":\{"code":"REQUEST_INVALID","message":"not a well-formed HTTP\/1\.1 request \(HPE_[A-Z_]+\)"\}\}$/, `a client error in the error shape: ${malformed}`);
 
       const session = await h2Connect(service.url);
       try {
@@ -330,8 +330,8 @@ describe('fermata serve', { concurrency: 4 }, () => {
       }
       assert.equal(http2Preface[0], 'P'.charCodeAt(0));
       const answer = await rawExchange(service.port, ['P', 'UT /healthz HTTP/1.1\r\nHost: fermata\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'], 150);
-      assert.match(answer, /^HTTP\/1\.1 404 /, 'the byte held back while sniffing reaches the HTTP/1.1 parser');
-      assert.match(answer, /"message":"Route PUT:\/healthz not found"/);
+      assert.match(answer, /^HTTP\/1\.1 405 /, 'the byte held back while sniffing reaches the HTTP/1.1 parser');
+      assert.match(answer, /"message":"\/healthz does not serve PUT: it serves GET, HEAD"/);
       assert.equal((await stop(service)).code, 0);
     } finally {
       service.child.kill('SIGKILL');

@@ -263,3 +263,26 @@ test('a plain Utf8 column of one repeated string is read whole; one differing by
   });
   assert.throws(() => batchFromArrow(ipc, 0), (err: unknown) => isFermataError(err, errorCodes.batchInvalid) && /target is not valid UTF-8 in row 0/.test((err as Error).message));
 });
+
+test('a client\'s Int64 fire_at below 10^12 is refused as epoch seconds, naming the row; a logged record and a Timestamp column are read as they say', () => {
+  const target = vectorFromArray(['https://a.example/', 'https://a.example/', 'https://a.example/'], new Utf8());
+  const int64s = (values: bigint[]): unknown => makeVector(makeData({ type: new Int64(), length: values.length, data: BigInt64Array.from(values) } as never));
+  const secondsInRow2 = ipcOf({ fire_at: int64s([1_796_220_000_000n, 1_000_000_000_000n, 1_796_220_000n]), target });
+  assert.throws(
+    () => batchFromArrow(secondsInRow2, 0, undefined, 'client'),
+    (err: unknown) =>
+      isFermataError(err, errorCodes.batchInvalid) && err.details.column === 'fire_at' && err.details.row === 2 && /^fire_at 1796220000 looks like epoch seconds: .*multiply seconds by 1000 \(1796220000 s is 1796220000000 ms\).* in row 2$/.test(err.message),
+  );
+  for (const small of [0n, -1n, 999_999_999_999n]) {
+    const ipc = ipcOf({ fire_at: int64s([small, small, small]), target });
+    assert.throws(() => batchFromArrow(ipc, 0, undefined, 'client'), (err: unknown) => isFermataError(err, errorCodes.batchInvalid) && err.details.row === 0, String(small));
+  }
+  // Replay reads a record logged before the rule as it was accepted (the default source).
+  assert.deepEqual(Array.from(batchFromArrow(secondsInRow2, 0).fireAtMs), [1_796_220_000_000, 1_000_000_000_000, 1_796_220_000]);
+  // A Timestamp says its unit: seconds are seconds, and even 0 s is a time (1970: now).
+  for (const unit of [TimeUnit.SECOND, TimeUnit.MILLISECOND]) {
+    const stamps = makeVector(makeData({ type: new Timestamp(unit), length: 3, data: BigInt64Array.of(1_796_220_000n, 0n, 5n) } as never));
+    const scale = unit === TimeUnit.SECOND ? 1000 : 1;
+    assert.deepEqual(Array.from(batchFromArrow(ipcOf({ fire_at: stamps, target }), 0, undefined, 'client').fireAtMs), [1_796_220_000 * scale, 0, 5 * scale]);
+  }
+});

@@ -8,7 +8,9 @@
 // Errors are FermataError BATCH_INVALID with details { field, row?, line? }: `field` is the
 // JSON field name (Arrow's `column`), `row` is 0-based among the timers, `line` 1-based in the body.
 import { batchFromSpecs, type TimerBatch, type TimerSpec } from '../../../engine/batch/timer-batch.ts';
+import { secondsLikeFireAt } from '../../../engine/batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from '../../../engine/errors.ts';
+import { ndjsonLineProblem } from './json-hints.ts';
 
 const timerFields = ['fire_at', 'delay_ms', 'target', 'payload', 'payload_base64', 'headers', 'key', 'queue'] as const;
 const knownFields: ReadonlySet<string> = new Set(timerFields);
@@ -72,7 +74,11 @@ function fireAtOf(fields: Record<string, unknown>, nowMs: number, place: RowPlac
     if (typeof delay !== 'number' || !Number.isSafeInteger(delay) || delay < 0) throw refuse('delay_ms must be a whole number of ms ≥ 0', 'delay_ms', place);
     return nowMs + delay;
   }
-  if (typeof fireAt === 'number') return fireAt;
+  if (typeof fireAt === 'number') {
+    const secondsLike = secondsLikeFireAt(fireAt);
+    if (secondsLike !== undefined) throw refuse(secondsLike, 'fire_at', place);
+    return fireAt;
+  }
   if (typeof fireAt === 'string') {
     const ms = parseRfc3339(fireAt);
     if (ms === undefined) throw refuse(`fire_at ${JSON.stringify(fireAt)} is not an RFC 3339 date-time (such as 2030-01-31T09:00:00Z)`, 'fire_at', place);
@@ -170,7 +176,7 @@ export function batchFromNdjson(body: Uint8Array, nowMs: number): NdjsonBatch {
     try {
       value = JSON.parse(content);
     } catch (err) {
-      throw refuse(`not valid JSON (${err instanceof Error ? err.message : String(err)})`, '', place);
+      throw refuse(ndjsonLineProblem(content, err), '', place);
     }
     specs.push(specOf(value, nowMs, place));
     lines.push(line);
@@ -179,17 +185,21 @@ export function batchFromNdjson(body: Uint8Array, nowMs: number): NdjsonBatch {
   return { batch: batchFromSpecs(specs), lineOfRow: Int32Array.from(lines) };
 }
 
+/** How admit() ends the message of a refusal that names a row: " in row 3" or " (row 3)". */
+const rowSuffix = / in row \d+$| \(row \d+\)$/;
+
 /**
- * Restates an admit() refusal of a JSON-built batch in the client's terms: the column is the
- * field, and an NDJSON row also gets its line (a single timer drops the "row 0" it never sent).
- * Other errors pass through unchanged.
+ * Restates an admit() refusal of a JSON-built batch (BATCH_INVALID, TARGET_REFUSED: they name
+ * an Arrow-style column and row) in the client's terms: the column is the field, and an NDJSON
+ * row also gets its line (a single timer drops the "row 0" it never sent). Other errors pass
+ * through unchanged.
  */
 export function inJsonTerms(err: unknown, lineOfRow: Int32Array | undefined): unknown {
-  if (!isFermataError(err, errorCodes.batchInvalid)) return err;
+  if (!isFermataError(err, errorCodes.batchInvalid) && !isFermataError(err, errorCodes.targetRefused)) return err;
   const field = typeof err.details.column === 'string' ? err.details.column : '';
   const row = err.details.row;
   if (typeof row !== 'number') return new FermataError(err.code, err.message, { field }, err);
-  if (lineOfRow === undefined) return new FermataError(err.code, err.message.replace(/ in row 0$/, ''), { field }, err);
+  if (lineOfRow === undefined) return new FermataError(err.code, err.message.replace(rowSuffix, ''), { field }, err);
   const line = lineOfRow[row] ?? 0;
   return new FermataError(err.code, `${err.message} (line ${line})`, { field, row, line }, err);
 }

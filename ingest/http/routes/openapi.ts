@@ -80,7 +80,7 @@ const timerStates = {
 };
 
 const arrowColumns = [
-  '`fire_at`: Timestamp (any unit; finer than 1 ms rounds up) or Int64 epoch ms, no nulls',
+  `\`fire_at\`: Timestamp (any unit; finer than 1 ms rounds up) or Int64 epoch ms ≥ ${ingestLimits.fireAtEpochMsMin} (10^12: a smaller value looks like epoch seconds and is refused, naming its row), no nulls`,
   '`delay_ms`: Int64 or Int32 ≥ 0, ms after the server accepted the request, no nulls (exactly one of `fire_at` and `delay_ms`)',
   '`target`: Utf8 or Dictionary<Utf8>, required, no nulls',
   '`payload`: Utf8 or Binary, optional (null = empty body)',
@@ -124,6 +124,7 @@ export const openApiDocument = {
     description: [
       'Timers are kept on disk (every 2xx is sent once the change is durable), fired on time and delivered as an HTTP POST of the payload to the target, retried with backoff under their queue\'s policy.',
       'Every error is answered with the `Error` JSON shape; its `code` is stable. Overload (429, 503) carries `Retry-After` when the condition passes by itself.',
+      'A path no route serves is answered 404 ROUTE_NOT_FOUND (`RouteNotFound`); a path a route serves, asked with a method none of its routes takes, 405 METHOD_NOT_ALLOWED with `Allow` listing the methods they take (`MethodNotAllowed`). Neither is listed under each path.',
       'The service speaks HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port. Every GET route also answers HEAD.',
     ].join('\n\n'),
     license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
@@ -172,7 +173,7 @@ export const openApiDocument = {
             description: 'One JSON timer whose `key` is already known: nothing added; the original timer\'s id and fire time, `duplicate: true`.',
             content: jsonOf({ allOf: [ref('schemas', 'TimerAdded')], properties: { duplicate: { const: true } } }),
           },
-          '400': errorResponse('The body is not valid (BODY_INVALID: malformed or empty JSON) or a timer breaks a rule (BATCH_INVALID, naming the `field` or `column`, and for a batch the `row`, and for NDJSON the `line`). TARGET_REFUSED: a target is a literal address the delivery guard refuses (private, loopback, link-local, metadata …) and the configured allow-list does not let through.', [
+          '400': errorResponse('The body is not valid (BODY_INVALID: malformed or empty JSON) or a timer breaks a rule (BATCH_INVALID, naming the `field` or `column`, and for a batch the `row`, and for NDJSON the `line`; a single JSON timer names only the `field`). TARGET_REFUSED: a target is a literal address the delivery guard refuses (private, loopback, link-local, metadata …) and the configured allow-list does not let through. The message names the fix for the common mistakes: a numeric `fire_at` below 10^12 looks like epoch seconds (multiply by 1000); an NDJSON body sent as application/json (send it as application/x-ndjson); JSON objects back to back on one line, as `curl -d @file` leaves an NDJSON file (send it with `curl --data-binary @file`).', [
             errorCodes.batchInvalid,
             httpErrorCodes.bodyInvalid,
             errorCodes.targetRefused,
@@ -463,12 +464,15 @@ export const openApiDocument = {
     headers: {
       RetryAfter: { description: 'Seconds to wait before trying again; sent only for the codes that pass by themselves (CAPACITY_FULL, WAL_QUEUE_FULL, WAL_CLOSED).', schema: { type: 'integer', minimum: 1 } },
       WwwAuthenticate: { description: 'Always `Bearer`.', schema: { const: 'Bearer' } },
+      Allow: { description: 'The methods the routes at this path take, comma-separated (HEAD wherever GET).', schema: { type: 'string' }, example: 'DELETE, GET, HEAD' },
     },
     responses: {
       Unauthorized: errorResponse('UNAUTHORIZED: tokens are configured and the request has no `Authorization: Bearer` header with one of them.', [errorCodes.unauthorized], {
         'WWW-Authenticate': ref('headers', 'WwwAuthenticate'),
       }),
       NotFound: errorResponse('NOT_FOUND: no timer has this id (or it was forgotten after its retention).', [httpErrorCodes.notFound]),
+      RouteNotFound: errorResponse('ROUTE_NOT_FOUND: no route serves this path (any path not in this document).', [httpErrorCodes.routeNotFound]),
+      MethodNotAllowed: errorResponse('METHOD_NOT_ALLOWED: a route serves this path, but none with this method.', [httpErrorCodes.methodNotAllowed], { Allow: ref('headers', 'Allow') }),
       UnsupportedMediaType: errorResponse('UNSUPPORTED_MEDIA_TYPE: a body with a Content-Type this route does not take, or none.', [httpErrorCodes.unsupportedMediaType]),
       LogQueueFull: errorResponse('WAL_QUEUE_FULL: too many bytes are waiting to be written to the log.', [errorCodes.walQueueFull], retryAfter),
       LogUnavailable: errorResponse(
@@ -494,8 +498,8 @@ export const openApiDocument = {
         description: 'One timer as JSON. Exactly one of `fire_at` and `delay_ms`; at most one of `payload` and `payload_base64`. Unknown fields are refused.',
         properties: {
           fire_at: {
-            description: `When to deliver: an RFC 3339 date-time (a fraction finer than 1 ms rounds up) or epoch ms. A time past means now; at most ${timerLimits.horizonMsMax} ms (10 years) ahead.`,
-            oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', minimum: 0 }],
+            description: `When to deliver: an RFC 3339 date-time (a fraction finer than 1 ms rounds up) or epoch ms ≥ 10^12 (a smaller number looks like epoch seconds and is refused: multiply seconds by 1000). A time past means now; at most ${timerLimits.horizonMsMax} ms (10 years) ahead.`,
+            oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', minimum: ingestLimits.fireAtEpochMsMin }],
           },
           delay_ms: { type: 'integer', minimum: 0, maximum: timerLimits.horizonMsMax, description: 'Instead of `fire_at`: ms after the server accepted the request.' },
           target: { type: 'string', format: 'uri', maxLength: timerLimits.targetBytesMax, description: 'Absolute http or https URL the payload is POSTed to, without user or password.' },
