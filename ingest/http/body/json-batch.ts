@@ -9,6 +9,7 @@
 // JSON field name (Arrow's `column`), `row` is 0-based among the timers, `line` 1-based in the body.
 import { batchFromSpecs, type TimerBatch, type TimerSpec } from '../../../engine/batch/timer-batch.ts';
 import { errorCodes, FermataError, isFermataError } from '../../../engine/errors.ts';
+import { gaveDelayMs } from '../../duplicate-answers.ts';
 
 const timerFields = ['fire_at', 'delay_ms', 'target', 'payload', 'payload_base64', 'headers', 'key', 'queue'] as const;
 const knownFields: ReadonlySet<string> = new Set(timerFields);
@@ -143,6 +144,8 @@ export interface NdjsonBatch {
   readonly batch: TimerBatch;
   /** The 1-based body line each row came from. */
   readonly lineOfRow: Int32Array;
+  /** 1 where the row gave delay_ms rather than fire_at (a duplicate's answer compares fire_at only when it was given). */
+  readonly delayRows: Uint8Array;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -157,6 +160,7 @@ export function batchFromNdjson(body: Uint8Array, nowMs: number): NdjsonBatch {
   }
   const specs: TimerSpec[] = [];
   const lines: number[] = [];
+  const delays: number[] = [];
   let line = 0;
   for (let start = 0; start <= text.length; ) {
     let end = text.indexOf('\n', start);
@@ -174,9 +178,10 @@ export function batchFromNdjson(body: Uint8Array, nowMs: number): NdjsonBatch {
     }
     specs.push(specOf(value, nowMs, place));
     lines.push(line);
+    delays.push(gaveDelayMs(value) ? 1 : 0);
   }
   if (specs.length === 0) throw new FermataError(errorCodes.batchInvalid, 'the NDJSON body holds no timer: send one JSON object a line', { field: '' });
-  return { batch: batchFromSpecs(specs), lineOfRow: Int32Array.from(lines) };
+  return { batch: batchFromSpecs(specs), lineOfRow: Int32Array.from(lines), delayRows: Uint8Array.from(delays) };
 }
 
 /**
