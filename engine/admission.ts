@@ -15,6 +15,7 @@ import { errorCodes, FermataError } from './errors.ts';
 import { compareDuplicates, differingNames, type DuplicateColumns, stateNameOf } from './duplicate-answers.ts';
 import { encodeTimerId } from './ids.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
+import { queueNamed } from './queue-registry.ts';
 import type { AppendOptions } from './log.ts';
 import { type AddEncoding, addEncodingArrowStream, addEncodingColumns, encodeAddHeader, recordType } from './records.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -175,7 +176,10 @@ export function insertBatch(s: EngineState, batch: TimerBatch, seq: number, plan
   const targets: number[] = [];
   for (const target of batch.targets) targets.push(store.internTarget(target));
   const queues: number[] = [];
-  for (const queue of batch.queues) queues.push(s.queueIndex(queue));
+  for (const queue of batch.queues) {
+    queues.push(s.queueIndex(queue));
+    queueNamed(s, queue);
+  }
   // Duplicates get no slot: only the rows listed go in (every row when `rows` is undefined).
   let rows: Int32Array | undefined;
   if (plan !== undefined && plan.duplicates > 0) {
