@@ -64,10 +64,13 @@ class AdmittedBatch implements Admitted {
 
 /**
  * The answer to a durable batch. Its duplicate rows (only they) are compared with their
- * originals as they are now, which may read a spilled original's run.
+ * originals as they are now, which may read a spilled original's run; a batch without
+ * duplicates is answered at once, with no promise of its own.
  */
-async function admittedOf(s: EngineState, batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Promise<Admitted> {
-  const compared = plan !== undefined && plan.duplicates > 0 ? await compareDuplicates(s, batch, seq, plan) : undefined;
+function admittedOf(s: EngineState, batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted | Promise<Admitted> {
+  if (plan === undefined || plan.duplicates === 0) return new AdmittedBatch(batch, seq, plan, undefined);
+  const compared = compareDuplicates(s, batch, seq, plan);
+  if (compared instanceof Promise) return compared.then((columns) => new AdmittedBatch(batch, seq, plan, columns));
   return new AdmittedBatch(batch, seq, plan, compared);
 }
 
