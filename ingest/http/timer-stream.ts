@@ -63,14 +63,13 @@ class LineAdd implements Answer, AdmitWaiter {
   }
 
   admitted(id: string, duplicate: boolean, original: DuplicateAnswer | undefined): void {
-    const head = `{"line":${this.#line},"status":${duplicate ? 200 : 201},"id":"${id}","fire_at":"`;
-    if (original === undefined) {
-      this.text = `${head}${isoOf(this.#fireAtMs)}","duplicate":false}\n`;
+    if (!duplicate || original === undefined) {
+      this.text = `{"line":${this.#line},"status":201,"id":"${id}","fire_at":"${isoOf(this.#fireAtMs)}","duplicate":false}\n`;
     } else {
       // A known key answers with the original timer's fire time, its state and what differs from it.
       const fireAtMs = originalFireAtMs(this.#stream.engine, id, this.#fireAtMs);
       const differs = JSON.stringify(differsAsAsked(original, this.#gaveDelay));
-      this.text = `${head}${isoOf(fireAtMs)}","duplicate":true,"state":"${original.state}","differs":${differs}}\n`;
+      this.text = `{"line":${this.#line},"status":200,"id":"${id}","fire_at":"${isoOf(fireAtMs)}","duplicate":true,"state":"${original.state}","differs":${differs}}\n`;
     }
     this.#stream.answered();
   }
