@@ -34,7 +34,11 @@ export function admittedToArrow(admitted: Admitted, delayRows: DelayRows): Uint8
   return tableToIPC(table, 'stream');
 }
 
-/** The state and differs columns: valid (not null) exactly where a row is a duplicate, so `duplicate`'s bits are their validity. */
+/**
+ * The state and differs columns: valid (not null) exactly where a row is a duplicate, so
+ * `duplicate`'s bits are their validity, each column with a copy of its own (apache-arrow's
+ * writer miscounts the body when one array backs two buffers: pyarrow then cannot read it).
+ */
 function originalsColumns(admitted: Admitted, delayRows: DelayRows, duplicateBits: Uint8Array) {
   const rows = admitted.rows;
   const stateOffsets = new Int32Array(rows + 1);
@@ -52,10 +56,10 @@ function originalsColumns(admitted: Admitted, delayRows: DelayRows, duplicateBit
     listOffsets[row + 1] = names.length;
   }
   const nullCount = rows - admitted.duplicates;
-  const states = makeData({ type: new Utf8(), length: rows, nullCount, nullBitmap: duplicateBits, valueOffsets: stateOffsets, data: encoder.encode(stateText) });
+  const states = makeData({ type: new Utf8(), length: rows, nullCount, nullBitmap: duplicateBits.slice(), valueOffsets: stateOffsets, data: encoder.encode(stateText) });
   const nameOffsets = new Int32Array(names.length + 1);
   for (let i = 0; i < names.length; i++) nameOffsets[i + 1] = (nameOffsets[i] as number) + (names[i] as string).length;
   const child = makeData({ type: new Utf8(), length: names.length, valueOffsets: nameOffsets, data: encoder.encode(names.join('')) });
-  const differs = makeData({ type: new List(new Field('item', new Utf8(), false)), length: rows, nullCount, nullBitmap: duplicateBits, valueOffsets: listOffsets, child });
+  const differs = makeData({ type: new List(new Field('item', new Utf8(), false)), length: rows, nullCount, nullBitmap: duplicateBits.slice(), valueOffsets: listOffsets, child });
   return { states, differs };
 }
