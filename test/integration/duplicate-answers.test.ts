@@ -5,7 +5,7 @@
 // in input order. Every wait is bounded; the child is killed in `after`.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -13,7 +13,9 @@ import { Binary, type Data, type DataType, Field, Int32, makeData, RecordBatch, 
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { FlightTestClient, flightDataOf, timersDescriptor } from '../../ingest/flight/flight-client.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
+import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { flightUrl, type Service, startService } from '../helpers/service.ts';
+import { skipOrFail } from '../helpers/tools.ts';
 
 const arrowType = 'application/vnd.apache.arrow.stream';
 const ndjsonType = 'application/x-ndjson';
@@ -226,4 +228,25 @@ describe('Flight DoPut with fermata-ids: arrow', () => {
       client.close();
     }
   });
+});
+
+// Regression: with one array backing the duplicate column and both null bitmaps, apache-arrow
+// announced a 256-row answer's body 24 bytes longer than it wrote, and pyarrow refused it.
+test('pyarrow reads Arrow answers of any row count, with and without duplicates', { timeout: 15 * 60_000 }, async (t) => {
+  const venv = await ensureVenv(['pyarrow'], { installTimeoutMs: 10 * 60_000 });
+  if ('skip' in venv) return skipOrFail(t, `pyarrow not run: ${venv.skip}`);
+  const files: string[] = [];
+  for (const rows of [1, 8, 256, 1000]) {
+    const specs = Array.from({ length: rows }, (_, i): TimerSpec => ({ fireAtMs: inAnHour(), target, payload: `r${i}`, key: `py-${rows}-${i % 3 === 0 ? 0 : i}` }));
+    for (const pass of [0, 1]) {
+      const answer = await post('/v1/timers', arrowType, batchToArrow(batchFromSpecs(specs)), arrowType);
+      assert.equal(answer.status, 201, answer.body.toString('utf8'));
+      const file = join(dataDir, `answer-${rows}-${pass}.arrow`);
+      writeFileSync(file, answer.body);
+      files.push(file);
+    }
+  }
+  const script = 'import sys, pyarrow.ipc as ipc\nfor name in sys.argv[1:]:\n    ipc.open_stream(open(name, "rb").read()).read_all().validate(full=True)\nprint("ok")';
+  const read = await run(venv.python, ['-c', script, ...files], 60_000, 'pyarrow reading the answers');
+  assert.equal(read.code, 0, read.stderr);
 });
