@@ -5,20 +5,23 @@
 // Replay puts logged ADD records in through insertBatch as well.
 //
 //   admit ─► validate ─► gate ─► plan keys ─► reserve rows ─► log ADD ─► insertBatch ─► Admitted
+//                                                        (duplicates only: compared with their originals)
 import assert from 'node:assert/strict';
 import { batchFromArrow } from './batch/arrow-codec.ts';
 import { encodeBatch } from './batch/batch-codec.ts';
 import { stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
+import { compareDuplicates, differingNames, type DuplicateColumns, stateNameOf } from './duplicate-answers.ts';
 import { encodeTimerId } from './ids.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
+import { queueNamed } from './queue-registry.ts';
 import type { AppendOptions } from './log.ts';
 import { type AddEncoding, addEncodingArrowStream, addEncodingColumns, encodeAddHeader, recordType } from './records.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
 import type { EngineState } from './state.ts';
 import { timerState } from './store/resident-store.ts';
-import type { Admitted } from './types.ts';
+import type { Admitted, DuplicateAnswer, TimerStateName } from './types.ts';
 
 const startNow = { startNow: true } as const;
 
@@ -29,17 +32,26 @@ class AdmittedBatch implements Admitted {
   readonly duplicates: number;
   readonly #fireAtMs: Float64Array;
   readonly #plan: KeyPlan | undefined;
+  /** Undefined when no row is a duplicate. */
+  readonly #compared: DuplicateColumns | undefined;
 
-  constructor(batch: TimerBatch, seq: number, plan: KeyPlan | undefined) {
+  constructor(batch: TimerBatch, seq: number, plan: KeyPlan | undefined, compared: DuplicateColumns | undefined) {
     this.seq = seq;
     this.rows = batch.rows;
     this.duplicates = plan?.duplicates ?? 0;
     this.#fireAtMs = batch.fireAtMs;
     this.#plan = plan;
+    this.#compared = compared;
   }
 
   isDuplicate(row: number): boolean {
     return this.#plan !== undefined && !Number.isNaN(this.#plan.originalSeq[row]);
+  }
+
+  duplicateOf(row: number): DuplicateAnswer | undefined {
+    const compared = this.#compared;
+    if (compared === undefined || !this.isDuplicate(row)) return undefined;
+    return { state: stateNameOf[compared.states[row] as number] as TimerStateName, differs: differingNames(compared.differs[row] as number) };
   }
 
   idOf(row: number): string {
@@ -50,8 +62,16 @@ class AdmittedBatch implements Admitted {
   }
 }
 
-function admittedOf(batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted {
-  return new AdmittedBatch(batch, seq, plan);
+/**
+ * The answer to a durable batch. Its duplicate rows (only they) are compared with their
+ * originals as they are now, which may read a spilled original's run; a batch without
+ * duplicates is answered at once, with no promise of its own.
+ */
+function admittedOf(s: EngineState, batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted | Promise<Admitted> {
+  if (plan === undefined || plan.duplicates === 0) return new AdmittedBatch(batch, seq, plan, undefined);
+  const compared = compareDuplicates(s, batch, seq, plan);
+  if (compared instanceof Promise) return compared.then((columns) => new AdmittedBatch(batch, seq, plan, columns));
+  return new AdmittedBatch(batch, seq, plan, compared);
 }
 
 /**
@@ -139,7 +159,7 @@ async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncod
     if (settled !== undefined) s.keysInFlight.release(claim, introduced);
     settled?.resolve();
   }
-  return admittedOf(batch, seq, plan);
+  return admittedOf(s, batch, seq, plan);
 }
 
 /** Refuses a batch with a target the dispatcher would refuse (targets are a dictionary: each is checked once). */
@@ -159,7 +179,10 @@ export function insertBatch(s: EngineState, batch: TimerBatch, seq: number, plan
   const targets: number[] = [];
   for (const target of batch.targets) targets.push(store.internTarget(target));
   const queues: number[] = [];
-  for (const queue of batch.queues) queues.push(s.queueIndex(queue));
+  for (const queue of batch.queues) {
+    queues.push(s.queueIndex(queue));
+    queueNamed(s, queue);
+  }
   // Duplicates get no slot: only the rows listed go in (every row when `rows` is undefined).
   let rows: Int32Array | undefined;
   if (plan !== undefined && plan.duplicates > 0) {

@@ -21,14 +21,15 @@
 // Should the good timers' batch be refused once more (the clock moved between the checks),
 // each is admitted alone instead.
 import { batchFromSpecs, type TimerBatch, type TimerSpec } from './batch/timer-batch.ts';
-import type { Admitted, Engine } from './engine.ts';
+import type { Admitted, DuplicateAnswer, Engine } from './engine.ts';
 import { errorCodes, isFermataError } from './errors.ts';
 import { coalesceLimits } from './limits.ts';
 
-/** What admitOne resolves with: the timer's id (the original's, for a duplicate key). */
+/** What admitOne resolves with: the timer's id (the original's, for a duplicate key, with what it is now). */
 export interface AdmittedOne {
   readonly id: string;
   readonly duplicate: boolean;
+  readonly original: DuplicateAnswer | undefined;
 }
 
 /**
@@ -68,8 +69,8 @@ function specBytes(spec: TimerSpec): number {
  * timer answers there, without a promise and its closures per timer.
  */
 export interface AdmitWaiter {
-  /** Durable: the timer's id (the original's, when `duplicate`). */
-  admitted(id: string, duplicate: boolean): void;
+  /** Durable: the timer's id (the original's, when `duplicate`; `original` then says what it is now). */
+  admitted(id: string, duplicate: boolean, original: DuplicateAnswer | undefined): void;
   /** Not admitted: the error engine.admit would give for the timer alone, or the record's. */
   refused(err: unknown): void;
 }
@@ -81,7 +82,7 @@ type Waiter = AdmitWaiter;
 const refusedAsBatch = (err: unknown): boolean => isFermataError(err, errorCodes.batchInvalid) || isFermataError(err, errorCodes.targetRefused);
 
 function answerAll(admitted: Admitted, waiters: readonly Waiter[]): void {
-  for (let row = 0; row < waiters.length; row++) (waiters[row] as Waiter).admitted(admitted.idOf(row), admitted.isDuplicate(row));
+  for (let row = 0; row < waiters.length; row++) (waiters[row] as Waiter).admitted(admitted.idOf(row), admitted.isDuplicate(row), admitted.duplicateOf(row));
 }
 
 export class AdmitCoalescer {
@@ -108,7 +109,7 @@ export class AdmitCoalescer {
    */
   admitOne(spec: TimerSpec): Promise<AdmittedOne> {
     const { promise, resolve, reject } = Promise.withResolvers<AdmittedOne>();
-    this.admitOneTo(spec, { admitted: (id, duplicate) => resolve({ id, duplicate }), refused: reject });
+    this.admitOneTo(spec, { admitted: (id, duplicate, original) => resolve({ id, duplicate, original }), refused: reject });
     return promise;
   }
 

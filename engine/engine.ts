@@ -27,7 +27,7 @@ import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, ta
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { DurableLog } from './log.ts';
 import { discardDead, listDead, redrive, settle } from './outcomes.ts';
-import { listQueues, queueConfig, setQueue } from './queue-registry.ts';
+import { deleteQueue, findQueue, listQueues, queueConfig, setQueue } from './queue-registry.ts';
 import type { QueueConfig } from './queues.ts';
 import type { Outcomes } from './records.ts';
 import { beginReplay, endReplay } from './replay.ts';
@@ -160,6 +160,16 @@ export class Engine {
 
   queueConfig(name: string): QueueConfig {
     return queueConfig(this.#s, name);
+  }
+
+  /** A queue's config; undefined when no queue has the name (never configured nor named by a timer, or deleted). */
+  findQueue(name: string): QueueConfig | undefined {
+    return findQueue(this.#s, name);
+  }
+
+  /** Deletes a queue durably (false: no such queue); refused while timers wait in it, and for the default queue. */
+  deleteQueue(name: string): Promise<boolean> {
+    return deleteQueue(this.#s, name);
   }
 
   /** Every queue that was configured or has held a timer, with its config, by name. */

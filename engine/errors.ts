@@ -16,6 +16,10 @@ export const errorCodes = {
   batchInvalid: 'BATCH_INVALID',
   capacityFull: 'CAPACITY_FULL',
   queueInvalid: 'QUEUE_INVALID',
+  /** A delete of a queue that still has timers waiting (pending, retrying or being delivered): details.pending counts them. */
+  queueNotEmpty: 'QUEUE_NOT_EMPTY',
+  /** A delete of the default queue, which always exists. */
+  queueProtected: 'QUEUE_PROTECTED',
   unauthorized: 'UNAUTHORIZED',
   targetRefused: 'TARGET_REFUSED',
 } as const;

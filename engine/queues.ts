@@ -124,15 +124,24 @@ function parseSink(value: unknown): string | null {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** The body of a QUEUE record: UTF-8 JSON `{"name": …, "config": {…}}` (rare, so JSON is fine). */
+/**
+ * The body of a QUEUE record: UTF-8 JSON `{"name": …, "config": {…}}`, or `{"name": …,
+ * "deleted": true}` for a delete (rare, so JSON is fine).
+ */
 export function encodeQueueRecord(name: string, config: QueueConfig): Uint8Array {
   return encoder.encode(JSON.stringify({ name, config }));
 }
 
-export function decodeQueueRecord(body: Uint8Array): { name: string; config: QueueConfig } | undefined {
+export function encodeQueueDeleted(name: string): Uint8Array {
+  return encoder.encode(JSON.stringify({ name, deleted: true }));
+}
+
+/** A QUEUE record's name and config (null: the queue was deleted), or undefined when malformed. */
+export function decodeQueueRecord(body: Uint8Array): { name: string; config: QueueConfig | null } | undefined {
   try {
-    const value = JSON.parse(decoder.decode(body)) as { name?: unknown; config?: unknown };
+    const value = JSON.parse(decoder.decode(body)) as { name?: unknown; config?: unknown; deleted?: unknown };
     if (typeof value.name !== 'string') return undefined;
+    if (value.deleted === true) return value.config === undefined ? { name: value.name, config: null } : undefined;
     return { name: value.name, config: parseQueueConfig(value.config) };
   } catch {
     return undefined;

@@ -99,6 +99,8 @@ export class EngineState {
   readonly queueIndexOf = new Map<string, number>();
   /** Configs set through setQueue(); other queues run with defaultQueueConfig. */
   readonly queueConfigs = new Map<string, QueueConfig>();
+  /** Queues deleted (queue-registry.ts) and not named by a timer added since: not listed. */
+  readonly deletedQueues = new Set<string>();
   /** Rows admitted but not yet in the store: capacity promised to appends in flight. */
   reservedRows = 0;
   /** Payload, header and key bytes of those rows: what the arena will take when they go in. */

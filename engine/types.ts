@@ -153,7 +153,8 @@ export interface TimerView {
 
 /**
  * What admit() made durable: row i's id is idOf(i). A row whose idempotency key was already
- * known is a duplicate: no new timer, and idOf gives the original's id.
+ * known is a duplicate: no new timer, idOf gives the original's id and duplicateOf what the
+ * original is now and where the row differs from it.
  */
 export interface Admitted {
   readonly seq: number;
@@ -161,6 +162,21 @@ export interface Admitted {
   readonly duplicates: number;
   idOf(row: number): string;
   isDuplicate(row: number): boolean;
+  /** Undefined for a new row. */
+  duplicateOf(row: number): DuplicateAnswer | undefined;
+}
+
+/** A field in which a duplicate row differs from the timer its key named (payload: by its bytes). */
+export type DifferingField = 'target' | 'payload' | 'headers' | 'queue' | 'fire_at';
+
+/**
+ * The timer a duplicate row's key named, as it is when the admit is answered: its state, and
+ * the fields in which the row differs from it (none: an exact retry). `fire_at` is compared
+ * here for every row; a transport whose row gave a delay instead leaves it out.
+ */
+export interface DuplicateAnswer {
+  readonly state: TimerStateName;
+  readonly differs: readonly DifferingField[];
 }
 
 export type CancelOutcome = 'cancelled' | 'not-found' | 'too-late';

@@ -403,7 +403,7 @@ class PutCall {
       } finally {
         if (--this.#inFlight < flightLimits.putBatchesInFlightMax && !this.#failed) this.#call.resume();
       }
-      if (!this.#failed) this.#call.write(encodePutResult(putResultMetadata(result, this.#form)));
+      if (!this.#failed) this.#call.write(encodePutResult(putResultMetadata(result, this.#form, ipc)));
     });
   }
 

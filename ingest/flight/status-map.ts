@@ -14,6 +14,9 @@ import { type ErrorCode, errorCodes, isFermataError } from '../../engine/errors.
 const statusOf: Record<ErrorCode, status> = {
   [errorCodes.batchInvalid]: status.INVALID_ARGUMENT,
   [errorCodes.queueInvalid]: status.INVALID_ARGUMENT,
+  // Queue deletes are HTTP only; gRPC's own word for a state that refuses the call, should Flight meet them.
+  [errorCodes.queueNotEmpty]: status.FAILED_PRECONDITION,
+  [errorCodes.queueProtected]: status.FAILED_PRECONDITION,
   [errorCodes.targetRefused]: status.INVALID_ARGUMENT,
   // A batch too large for one log record: the client must split it, so not retryable as is.
   [errorCodes.walRecordTooLarge]: status.INVALID_ARGUMENT,

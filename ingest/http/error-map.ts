@@ -39,6 +39,8 @@ export type HttpErrorCode = (typeof httpErrorCodes)[keyof typeof httpErrorCodes]
 const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.batchInvalid]: 400,
   [errorCodes.queueInvalid]: 400,
+  [errorCodes.queueNotEmpty]: 409,
+  [errorCodes.queueProtected]: 409,
   // A literal target address the SSRF guard refuses, found when the timer is added.
   [errorCodes.targetRefused]: 400,
   [errorCodes.capacityFull]: 503,
@@ -90,6 +92,7 @@ export interface ErrorBody {
     readonly column?: string;
     readonly row?: number;
     readonly line?: number;
+    readonly pending?: number;
   };
 }
 
@@ -174,6 +177,8 @@ export function errorAnswer(err: unknown, contentType: string | undefined): Erro
           ...(nonEmptyString(details.column) ? { column: details.column } : {}),
           ...(wholeNumber(details.row) ? { row: details.row } : {}),
           ...(wholeNumber(details.line) ? { line: details.line } : {}),
+          // A queue delete refused while timers wait in it: how many.
+          ...(wholeNumber(details.pending) ? { pending: details.pending } : {}),
         },
       },
       unexpected: status === 500,

@@ -6,6 +6,7 @@
 //
 //   request  {"delay_ms":60000,"target":"https://a.example/hook","key":"k1"}\n   …
 //   answer   {"line":1,"status":201,"id":"…","fire_at":"…","duplicate":false}\n   …
+//            {"line":2,"status":200,"id":"…","fire_at":"…","duplicate":true,"state":"pending","differs":[]}\n
 //            {"line":2,"status":400,"error":{"code":"BATCH_INVALID","message":"…","field":"target"}}\n
 //            {"line":3,"status":503,"retry_after_s":1,"error":{"code":"CAPACITY_FULL",…}}\n
 //
@@ -24,9 +25,10 @@
 import type { PassThrough, Readable } from 'node:stream';
 import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
-import type { Engine } from '../../engine/engine.ts';
+import type { DuplicateAnswer, Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import { differsAsAsked, gaveDelayMs } from '../duplicate-answers.ts';
 import { inJsonTerms, specFromJsonTimer } from './body/json-batch.ts';
 import { ndjsonLineProblem } from './body/json-hints.ts';
 import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
@@ -50,19 +52,26 @@ class LineAdd implements Answer, AdmitWaiter {
   readonly bytes: number;
   readonly #line: number;
   readonly #fireAtMs: number;
+  readonly #gaveDelay: boolean;
   readonly #stream: TimerStream;
 
-  constructor(stream: TimerStream, line: number, bytes: number, fireAtMs: number) {
+  constructor(stream: TimerStream, line: number, bytes: number, fireAtMs: number, gaveDelay: boolean) {
     this.#stream = stream;
     this.#line = line;
     this.bytes = bytes;
     this.#fireAtMs = fireAtMs;
+    this.#gaveDelay = gaveDelay;
   }
 
-  admitted(id: string, duplicate: boolean): void {
-    // A known key answers with the original timer's fire time.
-    const fireAtMs = duplicate ? originalFireAtMs(this.#stream.engine, id, this.#fireAtMs) : this.#fireAtMs;
-    this.text = `{"line":${this.#line},"status":${duplicate ? 200 : 201},"id":"${id}","fire_at":"${isoOf(fireAtMs)}","duplicate":${duplicate}}\n`;
+  admitted(id: string, duplicate: boolean, original: DuplicateAnswer | undefined): void {
+    if (!duplicate || original === undefined) {
+      this.text = `{"line":${this.#line},"status":201,"id":"${id}","fire_at":"${isoOf(this.#fireAtMs)}","duplicate":false}\n`;
+    } else {
+      // A known key answers with the original timer's fire time, its state and what differs from it.
+      const fireAtMs = originalFireAtMs(this.#stream.engine, id, this.#fireAtMs);
+      const differs = JSON.stringify(differsAsAsked(original, this.#gaveDelay));
+      this.text = `{"line":${this.#line},"status":200,"id":"${id}","fire_at":"${isoOf(fireAtMs)}","duplicate":true,"state":"${original.state}","differs":${differs}}\n`;
+    }
     this.#stream.answered();
   }
 
@@ -205,8 +214,8 @@ export class TimerStream {
     text = text.trim();
     if (text === '') return;
     let spec: TimerSpec;
+    let value: unknown;
     try {
-      let value: unknown;
       try {
         value = JSON.parse(text);
       } catch (err) {
@@ -217,7 +226,7 @@ export class TimerStream {
       this.#push({ text: this.errorLine(line, err), bytes: 0 });
       return;
     }
-    const add = new LineAdd(this, line, bytes.length, spec.fireAtMs);
+    const add = new LineAdd(this, line, bytes.length, spec.fireAtMs, gaveDelayMs(value));
     this.#push(add);
     this.#coalescer.admitOneTo(spec, add);
   }

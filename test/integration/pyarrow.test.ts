@@ -48,13 +48,15 @@ interface Summary {
   readonly bad_unknown_column: ScriptAnswer;
 }
 
-/** An Arrow answer of `rows` rows: schema id: string, duplicate: bool; returns its ids. */
+/** An Arrow answer of `rows` rows: schema id: string, duplicate: bool, state: string, differs: list<string>; returns its ids. */
 function arrowIds(answer: ScriptAnswer, rows: number, duplicate: boolean, what: string): string[] {
   assert.equal(answer.status, 201, `${what}: ${JSON.stringify(answer)}`);
   assert.equal(answer.content_type, arrowType, what);
   assert.deepEqual(answer.schema, [
     ['id', 'string'],
     ['duplicate', 'bool'],
+    ['state', 'string'],
+    ['differs', 'list<item: string not null>'],
   ]);
   assert.equal(answer.rows, rows, what);
   assert.equal(answer.ids?.length, rows, what);
@@ -109,7 +111,8 @@ test('pyarrow posts Arrow IPC streams (ms+UTC, us, int64 ms; string and dictiona
     const bigIds = arrowIds(summary.big.first, 1_000, false, '1,000-row batch');
     assert.equal(summary.int64.first.status, 201, JSON.stringify(summary.int64.first));
     assert.match(summary.int64.first.content_type ?? '', /^application\/json/);
-    assert.deepEqual(JSON.parse(summary.int64.first.body ?? ''), { accepted: 2, duplicates: 0 });
+    const int64First = JSON.parse(summary.int64.first.body ?? '') as { accepted: number; duplicates: number; ids: string[]; duplicate_rows: unknown[] };
+    assert.deepEqual([int64First.accepted, int64First.duplicates, int64First.ids.length, int64First.duplicate_rows], [2, 0, 2, []]);
     const intIds = arrowIds(summary.int64.again, 2, true, 'int64 batch again');
 
     const all = [...smallIds, ...bigIds, ...intIds];

@@ -72,8 +72,17 @@ test('a small memory budget spills far-future timers to disk; GET, DELETE and a 
   assert.equal(timer.key, 'far-key');
   const cancel = await fetch(`${service.url}/v1/timers/${dropped}`, { method: 'DELETE', signal: AbortSignal.timeout(5_000) });
   assert.ok(cancel.status === 200 || cancel.status === 204, `DELETE of a spilled timer answered ${cancel.status}`);
-  // The key of a spilled timer still deduplicates (200: the timer already existed).
-  assert.equal(await single({ fire_at: fireAt + 5 * day, target, payload: 'again', key: 'far-key' }, 200), kept);
+  // The key of a spilled timer still deduplicates (200: the timer already existed), and the
+  // answer compares the request with the spilled timer as its run file holds it.
+  const again = await fetch(`${service.url}/v1/timers`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ fire_at: fireAt + 5 * day, target, payload: 'again', key: 'far-key' }),
+    signal: AbortSignal.timeout(5_000),
+  });
+  assert.equal(again.status, 200);
+  const duplicate = (await again.json()) as { id: string; state: string; differs: string[] };
+  assert.deepEqual([duplicate.id, duplicate.state, duplicate.differs], [kept, 'pending', ['payload']]);
 
   service.child.kill('SIGTERM');
   await service.exited;

@@ -311,15 +311,16 @@ test('live answers have a documented status, media type and body', async () => {
 
     const ndjson = `${timer({ key: 'k1' })}\n\n${timer({})}\n`;
     const batch = await call('POST', '/v1/timers', '/v1/timers', { body: ndjson, type: 'application/x-ndjson' });
-    assert.deepEqual(batch.json(), { accepted: 2, duplicates: 1 });
+    assert.deepEqual(batch.json(), { accepted: 2, duplicates: 1, ids: [id, batch.json().ids[1]], duplicate_rows: [{ row: 0, state: 'pending', differs: ['payload', 'headers', 'queue'] }] });
     const arrowBody = batchToArrow(batchFromSpecs([{ fireAtMs: Date.now() + 60_000, target, key: 'k1' }, { fireAtMs: Date.now() + 60_000, target }]));
     assert.equal((await call('POST', '/v1/timers', '/v1/timers', { body: arrowBody, type: arrowType })).statusCode, 201);
     const arrowAnswer = await call('POST', '/v1/timers', '/v1/timers', { body: arrowBody, type: arrowType, accept: arrowType });
     assert.equal(arrowAnswer.statusCode, 201);
     const table = tableFromIPC(arrowAnswer.rawPayload);
-    assert.deepEqual(table.schema.fields.map((field) => `\`${field.name}\` (${String(field.type)})`), ['`id` (Utf8)', '`duplicate` (Bool)']);
+    const columns = ['`id` (Utf8)', '`duplicate` (Bool)', '`state` (Utf8)', '`differs` (List<Utf8>)'];
+    assert.deepEqual(table.schema.fields.map((field) => `\`${field.name}\` (${String(field.type)})`), columns);
     const created = String(obj(obj(operationOf(doc, 'POST', '/v1/timers').responses, 'responses')['201'], '201').description);
-    for (const column of ['`id` (Utf8)', '`duplicate` (Bool)']) assert.ok(created.includes(column), `201 does not describe the Arrow column ${column}`);
+    for (const column of columns) assert.ok(created.includes(column), `201 does not describe the Arrow column ${column}`);
     assert.deepEqual([table.getChild('id')?.get(0), table.getChild('duplicate')?.get(0), table.getChild('duplicate')?.get(1)], [id, true, false]);
     const ndjsonArrow = await call('POST', '/v1/timers', '/v1/timers', { body: ndjson, type: 'application/x-ndjson', accept: arrowType });
     assert.equal(String(ndjsonArrow.headers['content-type']), arrowType);
@@ -363,6 +364,13 @@ test('live answers have a documented status, media type and body', async () => {
       (queues.json().queues as Array<{ name: string }>).map((queue) => queue.name),
       ['default', 'q1'],
     );
+    assert.equal((await call('GET', '/v1/queues/{name}', '/v1/queues/q1')).json().max_attempts, 3);
+    assert.equal((await call('GET', '/v1/queues/{name}', '/v1/queues/nowhere')).statusCode, 404);
+    assert.equal((await call('DELETE', '/v1/queues/{name}', '/v1/queues/nowhere')).statusCode, 404);
+    assert.equal((await call('DELETE', '/v1/queues/{name}', '/v1/queues/default')).json().error.code, 'QUEUE_PROTECTED');
+    assert.equal((await call('POST', '/v1/timers', '/v1/timers', { body: timer({ queue: 'q2' }), type: json })).statusCode, 201);
+    assert.deepEqual((await call('DELETE', '/v1/queues/{name}', '/v1/queues/q2')).json().error.pending, 1);
+    assert.deepEqual((await call('DELETE', '/v1/queues/{name}', '/v1/queues/q1')).json(), { name: 'q1', deleted: true });
 
     assert.equal((await call('GET', '/v1/stats', '/v1/stats')).json().cancelled, 1);
     const metrics = await call('GET', '/metrics', '/metrics');

@@ -21,7 +21,7 @@ class HeldAdmits {
 
   /** Answers the held admits at these positions (ids name the position). */
   answer(positions: Iterable<number>): void {
-    for (const at of positions) this.held[at]?.waiter.admitted(`id-${at}`, false);
+    for (const at of positions) this.held[at]?.waiter.admitted(`id-${at}`, false, undefined);
   }
 }
 

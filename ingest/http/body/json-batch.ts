@@ -11,6 +11,7 @@ import { batchFromSpecs, type TimerBatch, type TimerSpec } from '../../../engine
 import { secondsLikeFireAt } from '../../../engine/batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from '../../../engine/errors.ts';
 import { ndjsonLineProblem } from './json-hints.ts';
+import { gaveDelayMs } from '../../duplicate-answers.ts';
 
 const timerFields = ['fire_at', 'delay_ms', 'target', 'payload', 'payload_base64', 'headers', 'key', 'queue'] as const;
 const knownFields: ReadonlySet<string> = new Set(timerFields);
@@ -149,6 +150,8 @@ export interface NdjsonBatch {
   readonly batch: TimerBatch;
   /** The 1-based body line each row came from. */
   readonly lineOfRow: Int32Array;
+  /** 1 where the row gave delay_ms rather than fire_at (a duplicate's answer compares fire_at only when it was given). */
+  readonly delayRows: Uint8Array;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -163,6 +166,7 @@ export function batchFromNdjson(body: Uint8Array, nowMs: number): NdjsonBatch {
   }
   const specs: TimerSpec[] = [];
   const lines: number[] = [];
+  const delays: number[] = [];
   let line = 0;
   for (let start = 0; start <= text.length; ) {
     let end = text.indexOf('\n', start);
@@ -180,9 +184,10 @@ export function batchFromNdjson(body: Uint8Array, nowMs: number): NdjsonBatch {
     }
     specs.push(specOf(value, nowMs, place));
     lines.push(line);
+    delays.push(gaveDelayMs(value) ? 1 : 0);
   }
   if (specs.length === 0) throw new FermataError(errorCodes.batchInvalid, 'the NDJSON body holds no timer: send one JSON object a line', { field: '' });
-  return { batch: batchFromSpecs(specs), lineOfRow: Int32Array.from(lines) };
+  return { batch: batchFromSpecs(specs), lineOfRow: Int32Array.from(lines), delayRows: Uint8Array.from(delays) };
 }
 
 /** How admit() ends the message of a refusal that names a row: " in row 3" or " (row 3)". */

@@ -7,6 +7,7 @@
 // docs/decisions/0010-openapi-hand-written.md. Built once when the module loads; any thread.
 import { errorCodes } from '../../../engine/errors.ts';
 import { deliveryLimits, ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../../engine/limits.ts';
+import { differingFields } from '../../../engine/duplicate-answers.ts';
 import { defaultQueueConfig, deliveryModes } from '../../../engine/queues.ts';
 import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
@@ -103,6 +104,21 @@ const metricNames = [
   'fermata_http_penalty_table_peers',
 ];
 
+/** A duplicate's original state and differing fields (DuplicateRow, TimerAdded, StreamAnswer). */
+const duplicateStateSchema = { enum: Object.keys(timerStates) };
+const duplicateDiffersSchema = { type: 'array', items: { enum: [...differingFields] }, uniqueItems: true };
+
+const queueNameParameter = {
+  name: 'name',
+  in: 'path',
+  required: true,
+  description: `Queue name: 1 to ${timerLimits.queueNameBytesMax} characters of A–Z, a–z, 0–9, \`.\`, \`_\`, \`-\`, starting with a letter or digit (else 400 QUEUE_INVALID, field \`name\`).`,
+  schema: queueNameSchema,
+};
+
+/** A queue with its name, as GET /v1/queues lists it and GET /v1/queues/{name} answers it. */
+const namedQueueSchema = { allOf: [ref('schemas', 'QueueConfig')], properties: { name: queueNameSchema }, required: ['name', ...queueFieldNames], unevaluatedProperties: false };
+
 const retryAfter = { 'Retry-After': ref('headers', 'RetryAfter') };
 
 const bearer = [{ bearerAuth: [] }];
@@ -162,7 +178,7 @@ export const openApiDocument = {
           '201': {
             description: [
               'Added and durable. One JSON timer: `TimerAdded` with `duplicate: false`. A batch: `BatchAdded`.',
-              `A batch whose request has \`Accept: ${mediaTypes.arrowStream}\` is answered with an Arrow IPC stream instead: one row per input row, in input order, with the columns \`id\` (Utf8) and \`duplicate\` (Bool). A single JSON timer is always answered with JSON.`,
+              `A batch whose request has \`Accept: ${mediaTypes.arrowStream}\` is answered with an Arrow IPC stream instead: one row per input row, in input order, with the columns \`id\` (Utf8), \`duplicate\` (Bool), \`state\` (Utf8) and \`differs\` (List<Utf8>), the last two as in \`DuplicateRow\` and null for a new row. A single JSON timer is always answered with JSON.`,
             ].join('\n\n'),
             content: {
               ...jsonOf({ oneOf: [{ allOf: [ref('schemas', 'TimerAdded')], properties: { duplicate: { const: false } } }, ref('schemas', 'BatchAdded')] }),
@@ -170,8 +186,8 @@ export const openApiDocument = {
             },
           },
           '200': {
-            description: 'One JSON timer whose `key` is already known: nothing added; the original timer\'s id and fire time, `duplicate: true`.',
-            content: jsonOf({ allOf: [ref('schemas', 'TimerAdded')], properties: { duplicate: { const: true } } }),
+            description: 'One JSON timer whose `key` is already known: nothing added; the original timer\'s id and fire time, `duplicate: true`, and what the original is now (`state`, `differs`: see `DuplicateRow`).',
+            content: jsonOf({ allOf: [ref('schemas', 'TimerAdded')], properties: { duplicate: { const: true } }, required: ['state', 'differs'] }),
           },
           '400': errorResponse('The body is not valid (BODY_INVALID: malformed or empty JSON) or a timer breaks a rule (BATCH_INVALID, naming the `field` or `column`, and for a batch the `row`, and for NDJSON the `line`; a single JSON timer names only the `field`). TARGET_REFUSED: a target is a literal address the delivery guard refuses (private, loopback, link-local, metadata …) and the configured allow-list does not let through. The message names the fix for the common mistakes: a numeric `fire_at` below 10^12 looks like epoch seconds (multiply by 1000); an NDJSON body sent as application/json (send it as application/x-ndjson); JSON objects back to back on one line, as `curl -d @file` leaves an NDJSON file (send it with `curl --data-binary @file`).', [
             errorCodes.batchInvalid,
@@ -257,19 +273,38 @@ export const openApiDocument = {
       },
     },
     '/v1/queues/{name}': {
+      get: {
+        operationId: 'getQueue',
+        summary: 'A queue\'s config',
+        description: 'A queue that was configured or has held a timer (and was not deleted since), with the config it runs with. `default` always answers.',
+        parameters: [queueNameParameter],
+        responses: {
+          '200': { description: 'The queue.', content: jsonOf(namedQueueSchema) },
+          '401': ref('responses', 'Unauthorized'),
+          '404': errorResponse('NOT_FOUND: no queue has this name.', [httpErrorCodes.notFound]),
+        },
+      },
+      delete: {
+        operationId: 'deleteQueue',
+        summary: 'Delete a queue',
+        description: 'Deletes a queue in which no timer waits (pending, retrying or being delivered, in memory or on disk), once durable: its config is gone, after a restart too, and it is not listed until a timer names it again (then with the defaults). Finished timers that name it stay for their retention.',
+        parameters: [queueNameParameter],
+        responses: {
+          '200': {
+            description: 'Deleted.',
+            content: jsonOf({ type: 'object', properties: { name: queueNameSchema, deleted: { const: true } }, required: ['name', 'deleted'], additionalProperties: false }),
+          },
+          '401': ref('responses', 'Unauthorized'),
+          '404': errorResponse('NOT_FOUND: no queue has this name.', [httpErrorCodes.notFound]),
+          '409': errorResponse('QUEUE_NOT_EMPTY: timers wait in the queue (`pending` counts them): cancel them or let them finish. QUEUE_PROTECTED: `default` cannot be deleted.', [errorCodes.queueNotEmpty, errorCodes.queueProtected]),
+          ...logResponses,
+        },
+      },
       put: {
         operationId: 'putQueue',
         summary: 'Set a queue\'s config',
         description: 'Replaces the queue\'s whole config (fields left out take their defaults) and answers it once durable. A queue never configured runs with the defaults.',
-        parameters: [
-          {
-            name: 'name',
-            in: 'path',
-            required: true,
-            description: `Queue name: 1 to ${timerLimits.queueNameBytesMax} characters of A–Z, a–z, 0–9, \`.\`, \`_\`, \`-\`, starting with a letter or digit (else 400 QUEUE_INVALID, field \`name\`).`,
-            schema: queueNameSchema,
-          },
-        ],
+        parameters: [queueNameParameter],
         requestBody: {
           required: true,
           content: jsonOf({ allOf: [ref('schemas', 'QueueConfig')], unevaluatedProperties: false }),
@@ -297,7 +332,7 @@ export const openApiDocument = {
               properties: {
                 queues: {
                   type: 'array',
-                  items: { allOf: [ref('schemas', 'QueueConfig')], properties: { name: queueNameSchema }, required: ['name', ...queueFieldNames], unevaluatedProperties: false },
+                  items: namedQueueSchema,
                 },
               },
               required: ['queues'],
@@ -535,19 +570,37 @@ export const openApiDocument = {
           id: ref('schemas', 'TimerId'),
           fire_at: { type: 'string', format: 'date-time', description: 'The fire time (UTC, ms precision); a duplicate\'s is the original\'s.' },
           duplicate: { type: 'boolean', description: 'True when the key was already known: `id` is the original\'s.' },
+          state: { ...duplicateStateSchema, description: 'A duplicate only: the original\'s state now.' },
+          differs: { ...duplicateDiffersSchema, description: 'A duplicate only: the fields this request differs from the original in (empty: an exact retry).' },
         },
         required: ['id', 'fire_at', 'duplicate'],
         additionalProperties: false,
       },
+      DuplicateRow: {
+        type: 'object',
+        description: 'A row whose idempotency key was already known, as a batch\'s JSON answer lists it.',
+        properties: {
+          row: { type: 'integer', minimum: 0, description: 'The 0-based row among the timers of the batch.' },
+          state: { ...duplicateStateSchema, description: 'The state of the timer its key names, now (`cancelled`: a retry of an add that was cancelled since, which adds nothing).' },
+          differs: {
+            ...duplicateDiffersSchema,
+            description: 'The fields in which this request differs from the original as it is now, in this order; empty for an exact retry. `payload` (given as `payload` or `payload_base64`) by its bytes; `headers` by names (any case) and values; `fire_at` only when the request gives `fire_at` rather than `delay_ms`.',
+          },
+        },
+        required: ['row', 'state', 'differs'],
+        additionalProperties: false,
+      },
       StreamAnswer: {
         type: 'object',
-        description: 'The answer to one line of `POST /v1/timers/stream`: `status` 201 (added) or 200 (its key was known: the original\'s id and fire time) with `id`, `fire_at` and `duplicate`; or the status of an error with `error` (the `Error` shape\'s object) and, for the conditions that pass by themselves, `retry_after_s`. The last line of a stream the service stopped reading has no `line`.',
+        description: 'The answer to one line of `POST /v1/timers/stream`: `status` 201 (added) or 200 (its key was known: the original\'s id and fire time, and `state` and `differs` as in `DuplicateRow`) with `id`, `fire_at` and `duplicate`; or the status of an error with `error` (the `Error` shape\'s object) and, for the conditions that pass by themselves, `retry_after_s`. The last line of a stream the service stopped reading has no `line`.',
         properties: {
           line: { type: 'integer', minimum: 1, description: '1-based line of the request body this answers.' },
           status: { type: 'integer', description: 'What a one-timer POST /v1/timers would have been answered with.' },
           id: ref('schemas', 'TimerId'),
           fire_at: { type: 'string', format: 'date-time' },
           duplicate: { type: 'boolean' },
+          state: { ...duplicateStateSchema, description: 'Status 200 only: the original\'s state now.' },
+          differs: { ...duplicateDiffersSchema, description: 'Status 200 only: the fields this line differs from the original in.' },
           retry_after_s: { type: 'integer', minimum: 1 },
           error: { type: 'object', description: 'As `Error.error`.' },
         },
@@ -559,8 +612,10 @@ export const openApiDocument = {
         properties: {
           accepted: { type: 'integer', minimum: 1, description: 'Rows of the batch; each is now durable, new or the original its key names.' },
           duplicates: { type: 'integer', minimum: 0, description: 'How many of those repeated a known key.' },
+          ids: { type: 'array', items: ref('schemas', 'TimerId'), description: 'Every row\'s id in input order (a duplicate\'s is its original\'s).' },
+          duplicate_rows: { type: 'array', items: ref('schemas', 'DuplicateRow'), description: 'The duplicate rows, in input order.' },
         },
-        required: ['accepted', 'duplicates'],
+        required: ['accepted', 'duplicates', 'ids', 'duplicate_rows'],
         additionalProperties: false,
       },
       Timer: {
@@ -659,6 +714,7 @@ export const openApiDocument = {
               column: { type: 'string', description: 'The Arrow column at fault.' },
               row: { type: 'integer', minimum: 0, description: 'The 0-based row among the timers of a batch.' },
               line: { type: 'integer', minimum: 1, description: 'The 1-based line of an NDJSON body.' },
+              pending: { type: 'integer', minimum: 1, description: 'QUEUE_NOT_EMPTY: the timers waiting in the queue.' },
             },
             required: ['code', 'message'],
             additionalProperties: false,

@@ -4,18 +4,24 @@
 // are logged as they arrived); they are registered in this plugin's scope only. Single JSON
 // timers go through an AdmitCoalescer: those read in one event-loop turn share one WAL record.
 //
-//   POST application/json               one timer      → 201 {id, fire_at, duplicate:false} | 200 {…, duplicate:true}
-//   POST application/x-ndjson           one a line     → 201 {accepted, duplicates}   (Accept: Arrow → Arrow stream)
-//   POST application/vnd.apache.arrow.stream           → 201 {accepted, duplicates}   (Accept: Arrow → Arrow stream)
+//   POST application/json               one timer      → 201 {id, fire_at, duplicate:false}
+//                                                      | 200 {id, fire_at, duplicate:true, state, differs}
+//   POST application/x-ndjson           one a line     → 201 {accepted, duplicates, ids, duplicate_rows}
+//   POST application/vnd.apache.arrow.stream           → 201 {accepted, duplicates, ids, duplicate_rows}
+//                                                        (either, with Accept: Arrow → an Arrow stream)
 //
 // `accepted` counts every row of the batch (each is now durable: new, or the original its key
-// names); `duplicates` says how many of those were already known. The Arrow answer has a row
-// per input row: `id` (Utf8) and `duplicate` (Bool).
+// names); `duplicates` says how many of those were already known; `ids` is every row's id in
+// input order; `duplicate_rows` the duplicates, in order: {row, state, differs} (the original's
+// state, and the fields the row differs from it in: ingest/duplicate-answers.ts). The Arrow
+// answer has a row per input row: `id` (Utf8), `duplicate` (Bool), `state` (Utf8) and
+// `differs` (List<Utf8>), the last two null for a new row.
 import { AdmitCoalescer, type AdmittedOne } from '../../../engine/admit-coalescer.ts';
 import type { Admitted } from '../../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { ingestLimits } from '../../../engine/limits.ts';
 import { admittedToArrow } from '../../admitted-arrow.ts';
+import { arrowGaveDelay, type DelayRows, differsAsAsked, duplicateRowsJson, gaveDelayMs } from '../../duplicate-answers.ts';
 import { BodyBuffers, pooledBodyParser } from '../body/body-buffers.ts';
 import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
@@ -64,6 +70,13 @@ const wantsArrow = (accept: string | undefined): boolean => accept !== undefined
 
 const emptyBody = Buffer.alloc(0);
 
+/** Every row's id, in input order (a duplicate's is its original's). */
+function idsOf(admitted: Admitted): string[] {
+  const ids = new Array<string>(admitted.rows);
+  for (let row = 0; row < admitted.rows; row++) ids[row] = admitted.idOf(row);
+  return ids;
+}
+
 /** Body buffers kept for reuse: a few, each up to a 10,000-row Arrow batch's size class and more. */
 const bodyBufferLimits = { pooledBytesMax: 8 * 1024 * 1024, freeMax: 4 } as const;
 
@@ -88,16 +101,19 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
       } catch (err) {
         throw inJsonTerms(err, undefined);
       }
-      const { id } = admitted;
-      if (!admitted.duplicate) return reply.code(201).send({ id, fire_at: isoOf(spec.fireAtMs), duplicate: false });
-      return reply.code(200).send({ id, fire_at: isoOf(originalFireAtMs(engine, id, spec.fireAtMs)), duplicate: true });
+      const { id, original } = admitted;
+      if (original === undefined) return reply.code(201).send({ id, fire_at: isoOf(spec.fireAtMs), duplicate: false });
+      const fireAt = isoOf(originalFireAtMs(engine, id, spec.fireAtMs));
+      return reply.code(200).send({ id, fire_at: fireAt, duplicate: true, state: original.state, differs: differsAsAsked(original, gaveDelayMs(request.body)) });
     }
     // The NDJSON and Arrow parsers deliver a Buffer; an empty body is one of length 0.
     const body = Buffer.isBuffer(request.body) ? request.body : emptyBody;
     try {
       let admitted: Admitted;
+      let delayRows: DelayRows;
       if (mediaType === mediaTypes.ndjson) {
-        const { batch, lineOfRow } = batchFromNdjson(body, Date.now());
+        const { batch, lineOfRow, delayRows: delays } = batchFromNdjson(body, Date.now());
+        delayRows = delays;
         try {
           admitted = await engine.admit(batch);
         } catch (err) {
@@ -106,6 +122,7 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
       } else if (mediaType === mediaTypes.arrowStream) {
         if (body.length === 0) throw new FermataError(errorCodes.batchInvalid, 'the body is empty: send an Arrow IPC stream (schema, then record batches)', { column: '' });
         admitted = await engine.admitArrow(body);
+        delayRows = admitted.duplicates > 0 && arrowGaveDelay(body);
       } else {
         // Types without a parser never get here (fastify answers 415); this is a body-less request without one.
         throw new HttpProblem(
@@ -114,10 +131,10 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
         );
       }
       if (wantsArrow(request.headers.accept)) {
-        const ipc = admittedToArrow(admitted);
+        const ipc = admittedToArrow(admitted, delayRows);
         return reply.code(201).type(mediaTypes.arrowStream).send(Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength));
       }
-      return reply.code(201).send({ accepted: admitted.rows, duplicates: admitted.duplicates });
+      return reply.code(201).send({ accepted: admitted.rows, duplicates: admitted.duplicates, ids: idsOf(admitted), duplicate_rows: duplicateRowsJson(admitted, delayRows) });
     } finally {
       // The batch was copied into the store, the log wrote the body (or refused it), and the
       // answer holds neither: the body's buffer can take the next request's.
