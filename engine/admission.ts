@@ -12,7 +12,8 @@ import { encodeBatch } from './batch/batch-codec.ts';
 import { stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
-import { compareDuplicates, differingNames, type DuplicateColumns, stateNameOf } from './duplicate-answers.ts';
+import { compareDuplicates, differingNames, type DuplicateColumns } from './duplicate-answers.ts';
+import { timerStateNames } from './store/timer-state.ts';
 import { encodeTimerId } from './ids.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import { queueNamed } from './queue-registry.ts';
@@ -51,7 +52,7 @@ class AdmittedBatch implements Admitted {
   duplicateOf(row: number): DuplicateAnswer | undefined {
     const compared = this.#compared;
     if (compared === undefined || !this.isDuplicate(row)) return undefined;
-    return { state: stateNameOf[compared.states[row] as number] as TimerStateName, differs: differingNames(compared.differs[row] as number) };
+    return { state: timerStateNames[compared.states[row] as number] as TimerStateName, differs: differingNames(compared.differs[row] as number) };
   }
 
   idOf(row: number): string {

@@ -13,18 +13,10 @@ import { insertRunRow } from './spill/restore.ts';
 import { bytesOf } from './spill/run-rows.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState, type TimerStateCode } from './store/resident-store.ts';
+import { timerStateNames } from './store/timer-state.ts';
 import type { CancelOutcome, TimerStateName, TimerView } from './types.ts';
 
 const utf8 = new TextDecoder();
-
-const stateNames: Record<number, TimerStateName> = {
-  [timerState.pending]: 'pending',
-  [timerState.delivering]: 'delivering',
-  [timerState.retrying]: 'retrying',
-  [timerState.delivered]: 'delivered',
-  [timerState.dead]: 'dead',
-  [timerState.cancelled]: 'cancelled',
-};
 
 /** Cancels a timer; resolves once the cancel is durable. */
 export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
@@ -76,7 +68,7 @@ export function getTimer(s: EngineState, id: string): TimerView | undefined {
   const status = store.lastStatus[slot] as number;
   return {
     id,
-    state: stateNames[store.state[slot] as number] as TimerStateName,
+    state: timerStateNames[store.state[slot] as number] as TimerStateName,
     fireAtMs: store.fireAt[slot] as number,
     dueAtMs: store.dueAt[slot] as number,
     attempts: store.attempts[slot] as number,

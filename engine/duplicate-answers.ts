@@ -12,20 +12,11 @@ import { bytesOf, type RunRows } from './spill/run-rows.ts';
 import type { EngineState } from './state.ts';
 import { sameBytes } from './store/key-index.ts';
 import { timerState, type TimerStateCode } from './store/resident-store.ts';
-import type { DifferingField, TimerStateName } from './types.ts';
+import type { DifferingField } from './types.ts';
 
 /** The fields compared, one bit each in a row's mask, in the order answers list them. */
 export const differingFields: readonly DifferingField[] = ['target', 'payload', 'headers', 'queue', 'fire_at'];
 const differsBit = { target: 1, payload: 2, headers: 4, queue: 8, fire_at: 16 } as const satisfies Record<DifferingField, number>;
-
-export const stateNameOf: Readonly<Record<number, TimerStateName>> = {
-  [timerState.pending]: 'pending',
-  [timerState.delivering]: 'delivering',
-  [timerState.retrying]: 'retrying',
-  [timerState.delivered]: 'delivered',
-  [timerState.dead]: 'dead',
-  [timerState.cancelled]: 'cancelled',
-};
 
 /** Per row of a batch with duplicates: the original's state code and the differing fields' bits (both 0 for a new row). */
 export interface DuplicateColumns {

@@ -20,3 +20,13 @@ export const timerState = {
 } as const;
 
 export type TimerStateCode = (typeof timerState)[keyof typeof timerState];
+
+/** What the API calls a timer in each state (a free slot holds no timer). */
+export const timerStateNames: Readonly<Record<number, Exclude<keyof typeof timerState, 'free'>>> = {
+  [timerState.pending]: 'pending',
+  [timerState.delivering]: 'delivering',
+  [timerState.retrying]: 'retrying',
+  [timerState.delivered]: 'delivered',
+  [timerState.dead]: 'dead',
+  [timerState.cancelled]: 'cancelled',
+};
