@@ -23,6 +23,8 @@ export const farHorizonMinText = `${memoryLimits.promoteLeadMs / 60_000}m`;
  * The smallest --memory-budget taken. Below it the budget cannot be what it says: Node alone
  * takes tens of MB, and half the budget (the resident timers' share) would not hold the store's
  * first columns, so every timer would wait on disk. A few bytes too few is a typo (512 for 512MiB).
+ * Tests of the spill tier want exactly that, to spill a few hundred timers: they set the
+ * environment variable FERMATA_MEMORY_BUDGET_FLOOR=off.
  */
 export const memoryBudgetMinBytes = 16 * 1024 ** 2;
 export const memoryBudgetMinText = '16MiB';
@@ -130,7 +132,7 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
     tls,
     diskFreeBytesMin: config.readiness?.disk_free_bytes_min ?? readinessLimits.diskFreeBytesMin,
     dispatch: dispatchSettings(config.dispatch, configFile, env),
-    memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env.FERMATA_MEMORY_BUDGET, config.memory_budget, configFile),
+    memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env, config.memory_budget, configFile),
     farHorizonMs: farHorizonSetting(values['far-horizon'], env.FERMATA_FAR_HORIZON, config.far_horizon, configFile),
     flight: flightAddress,
     http3:
@@ -170,7 +172,8 @@ function http3PortSetting(flag: string | undefined, fromEnv: string | undefined,
  * --memory-budget, else FERMATA_MEMORY_BUDGET, else the config file's "memory_budget" (the
  * flag's text, or a plain number of bytes), in bytes; never below memoryBudgetMinBytes.
  */
-function memoryBudgetSetting(flag: string | undefined, fromEnv: string | undefined, fromConfig: string | number | undefined, configFile: string | undefined): number | undefined {
+function memoryBudgetSetting(flag: string | undefined, env: NodeJS.ProcessEnv, fromConfig: string | number | undefined, configFile: string | undefined): number | undefined {
+  const fromEnv = env.FERMATA_MEMORY_BUDGET;
   const [given, source] =
     flag !== undefined
       ? [flag, '--memory-budget']
@@ -182,7 +185,7 @@ function memoryBudgetSetting(flag: string | undefined, fromEnv: string | undefin
   if (given === undefined) return undefined;
   const bytes = typeof given === 'number' ? (Number.isSafeInteger(given) && given > 0 ? given : undefined) : parseByteSize(given);
   if (bytes === undefined) throw new UsageError(`${source}: ${JSON.stringify(given)} is not a size in bytes (a whole number, optionally with KiB, MiB or GiB)`);
-  if (bytes < memoryBudgetMinBytes) throw new UsageError(`${source}: ${JSON.stringify(given)} is below the smallest memory budget, ${memoryBudgetMinText} (${memoryBudgetMinBytes} bytes)`);
+  if (bytes < memoryBudgetMinBytes && env.FERMATA_MEMORY_BUDGET_FLOOR !== 'off') throw new UsageError(`${source}: ${JSON.stringify(given)} is below the smallest memory budget, ${memoryBudgetMinText} (${memoryBudgetMinBytes} bytes)`);
   return bytes;
 }
 
