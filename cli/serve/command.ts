@@ -62,7 +62,7 @@ lists them (origins or CIDRs; env FERMATA_DISPATCH_ALLOW=a,b); loopback is allow
 service itself listens on loopback. With "signing_secrets" (env FERMATA_SIGNING_SECRETS=a,b)
 every delivery carries Standard Webhooks signatures, one per secret.
 
-Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=a,b): when set, every route but
+Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=…,…): when set, every route but
 /healthz and /readyz needs "authorization: Bearer <token>". A non-loopback --listen or
 --tls-listen refuses to start without them unless --insecure. Tokens are at least
 ${tokenLengthMin} characters.
