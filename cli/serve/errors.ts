@@ -1,6 +1,7 @@
 // The two ways `fermata serve` fails, kept apart as the exit codes keep them: a bad command line
-// or config file is a `UsageError` (stderr, exit 2, before anything opens); a condition met while
-// starting (a corrupt WAL, a locked directory, a port in use) is logged as fatal (exit 1).
+// or config file is a `UsageError` (stderr, exit 2, before anything opens), and so is a port
+// another process holds (cli/serve/listeners.ts, `PortInUseError`: one line, exit 2); a condition
+// met while starting (a corrupt WAL, a locked directory) is logged as fatal (exit 1).
 // Main thread only.
 import type { Logger } from 'pino';
 import { isFermataError } from '../../engine/errors.ts';

@@ -1,11 +1,14 @@
 // The ports of one life of `fermata serve`: the HTTP adapter on the cleartext port and, with a
 // certificate, the TLS port; the Arrow Flight service; the supervised Caddy that serves HTTP/3.
 // Each start logs its "listening" line (what tests and operators read the URL from), or logs why
-// it could not bind and closes what it opened. Main thread only.
+// it could not bind and closes what it opened; a port someone else holds is a `PortInUseError`
+// instead (the caller says so in one plain line and exits 2: there is nothing to debug, only a
+// setting to change). Main thread only.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
+import { setLogger as setGrpcLogger } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
@@ -23,6 +26,21 @@ import type { ListenAddress, ServeSettings } from './settings.ts';
 
 /** How long a drain may take before the connections still open are cut. */
 export const { drainTimeoutMs } = httpLimits;
+
+/** A port another process holds: the whole message is the one line `fermata serve` prints. */
+export class PortInUseError extends Error {
+  override readonly name = 'PortInUseError';
+  readonly address: ListenAddress;
+  constructor(address: ListenAddress) {
+    super(`port ${address.port} on ${address.host} is in use`);
+    this.address = address;
+  }
+}
+
+/** Whether a bind failed on a port in use: Node's listeners say so in `code`, grpc-js only in its message. */
+function addressInUse(err: unknown): boolean {
+  return err instanceof Error && ((err as NodeJS.ErrnoException).code === 'EADDRINUSE' || err.message.includes('EADDRINUSE'));
+}
 
 /** Where a life listens: the settings' addresses, or after the first life the ports it was given (port 0 picks once). */
 export interface Ports {
@@ -46,18 +64,20 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
   if (settings.http3 !== undefined && settings.tls !== undefined) advertiseHttp3(app, settings.http3.port);
-  let bound = `${ports.listen.host}:${ports.listen.port}`;
+  let bound = ports.listen;
+  let what = '';
   try {
     await app.listen({ host: ports.listen.host, port: ports.listen.port });
     const secure = app.server.tls;
     if (ports.tls !== undefined && secure !== undefined) {
-      bound = `${ports.tls.host}:${ports.tls.port} (TLS)`;
+      [bound, what] = [ports.tls, ' (TLS)'];
       secure.listen({ host: ports.tls.host, port: ports.tls.port });
       await once(secure, 'listening');
     }
   } catch (err) {
-    logStartFailure(logger, err, `cannot listen on ${bound}`);
     await app.close().catch(() => undefined);
+    if (addressInUse(err)) throw new PortInUseError(bound);
+    logStartFailure(logger, err, `cannot listen on ${bound.host}:${bound.port}${what}`);
     return undefined;
   }
   logger.info({ url: urlOf('http', app.server.address()), data: settings.dataDir }, 'listening');
@@ -65,15 +85,22 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
   return app;
 }
 
-/** The Arrow Flight service when --flight is set: logs a "flight listening" line with its grpc+tcp:// "url"; 'failed' (logged) when it cannot bind. */
+/**
+ * The Arrow Flight service when --flight is set: logs a "flight listening" line with its
+ * grpc+tcp:// "url"; 'failed' (logged) when it cannot bind, a PortInUseError when its port is taken.
+ */
 export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
-  const service = new FlightService({ engine, logger: logger.child({ component: 'flight' }), tokens: settings.tokens, pull });
+  const flightLogger = logger.child({ component: 'flight' });
+  // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
+  setGrpcLogger(grpcLogger(flightLogger));
+  const service = new FlightService({ engine, logger: flightLogger, tokens: settings.tokens, pull });
   try {
     const listener = await service.listen(address.host, address.port);
     logger.info({ url: listener.url }, 'flight listening');
     return listener;
   } catch (err) {
+    if (addressInUse(err)) throw new PortInUseError(address);
     logStartFailure(logger, err, `cannot listen on ${address.host}:${address.port} (Flight)`);
     return 'failed';
   }
@@ -98,6 +125,16 @@ export async function startHttp3(settings: ServeSettings, app: HttpServer, logge
   }
   logger.info({ url: `https://${settings.tls.listen.host.includes(':') ? `[${settings.tls.listen.host}]` : settings.tls.listen.host}:${settings.http3.port}`, protocol: 'h3' }, 'http3 listening');
   return caddy;
+}
+
+/** grpc-js's logger interface (error, info, debug; console-style arguments) over a pino logger. */
+function grpcLogger(logger: Logger): Partial<Console> {
+  const text = (message: unknown, params: unknown[]): string => [message, ...params].map(String).join(' ');
+  return {
+    error: (message?: unknown, ...params: unknown[]) => logger.error(text(message, params)),
+    info: (message?: unknown, ...params: unknown[]) => logger.info(text(message, params)),
+    debug: (message?: unknown, ...params: unknown[]) => logger.debug(text(message, params)),
+  };
 }
 
 /** Stops accepting on every port and lets open requests finish, cutting them after drainTimeoutMs; the exit code so far. */

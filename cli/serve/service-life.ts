@@ -25,7 +25,7 @@ import type { FlightListener } from '../../ingest/flight/flight-service.ts';
 import { memoryReturn } from '../../runtime/garbage-collector.ts';
 import { mallocTrim } from '../../runtime/malloc-trim.ts';
 import { logStartFailure } from './errors.ts';
-import { drainHttp, type Ports, startFlight, startHttp, startHttp3 } from './listeners.ts';
+import { drainHttp, PortInUseError, type Ports, startFlight, startHttp, startHttp3 } from './listeners.ts';
 import type { ServeSettings } from './settings.ts';
 import { stopRequested } from './stop-signals.ts';
 
@@ -93,7 +93,8 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
     'memory budget',
   );
   const firstPorts: Ports = { listen: settings.listen, tls: settings.tls?.listen, flight: settings.flight };
-  let life = await startLife(settings, engine, firstPorts, disk, allowLoopback, logger);
+  let life = await startLife(settings, engine, firstPorts, disk, allowLoopback, logger).catch(portInUse);
+  if (typeof life === 'number') return life;
   if (life === undefined) return 1;
   const ports = portsOf(life, firstPorts);
   const caddy = await startHttp3(settings, life.app, logger);
@@ -136,11 +137,11 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
     const old = life;
     const draining = stopServing(old, logger);
     await portsReleased(old);
-    const started = await startLife(settings, next, ports, disk, allowLoopback, logger);
+    const started = await startLife(settings, next, ports, disk, allowLoopback, logger).catch(portInUse);
     await draining;
-    if (started === undefined) {
+    if (started === undefined || typeof started === 'number') {
       await caddy?.stop();
-      return 1;
+      return started ?? 1;
     }
     life = started;
     logger.info({ lastSeq: next.log.lastSeq, pending: next.stats().pending }, 'serving again after the poisoned log');
@@ -176,20 +177,35 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
     await dispatcher.close();
     await engine.close().catch(() => undefined);
   };
-  const app = await startHttp(settings, ports, engine, dispatcher, disk, logger);
-  if (app === undefined) {
+  let app: HttpServer | undefined;
+  let flight: FlightListener | undefined | 'failed';
+  try {
+    app = await startHttp(settings, ports, engine, dispatcher, disk, logger);
+    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, logger);
+  } catch (err) {
+    // A port in use (PortInUseError): closed like any failed start, and told by the caller.
+    if (app !== undefined) await drainHttp(app, logger);
     await closeEngineSide();
-    return undefined;
+    throw err;
   }
-  const flight = await startFlight(settings, ports.flight, engine, dispatcher.pull, logger);
-  if (flight === 'failed') {
-    await drainHttp(app, logger);
+  if (app === undefined || flight === 'failed') {
+    if (app !== undefined) await drainHttp(app, logger);
     await closeEngineSide();
     return undefined;
   }
   dispatcher.start();
   logger.info({ threads: dispatcher.threads, signing: settings.dispatch.signingSecrets.length > 0, allowLoopback }, 'dispatching');
   return { engine, loader, dispatcher, app, flight };
+}
+
+/**
+ * A port another process holds ends the start with one plain line on stderr and exit 2, like a
+ * bad setting (the port is one); anything else is rethrown.
+ */
+function portInUse(err: unknown): number {
+  if (!(err instanceof PortInUseError)) throw err;
+  process.stderr.write(`${err.message}\n`);
+  return 2;
 }
 
 /** The ports a life was given, for the next one to listen on. */

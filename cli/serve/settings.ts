@@ -19,6 +19,15 @@ export const defaults = { data: './data', listen: '127.0.0.1:7070' } as const;
 export const tlsPortDefault = 7443;
 export const farHorizonDefaultText = `${memoryLimits.farHorizonMs / 60_000}m`;
 export const farHorizonMinText = `${memoryLimits.promoteLeadMs / 60_000}m`;
+/**
+ * The smallest --memory-budget taken. Below it the budget cannot be what it says: Node alone
+ * takes tens of MB, and half the budget (the resident timers' share) would not hold the store's
+ * first columns, so every timer would wait on disk. A few bytes too few is a typo (512 for 512MiB).
+ * Tests of the spill tier want exactly that, to spill a few hundred timers: they set the
+ * environment variable FERMATA_MEMORY_BUDGET_FLOOR=off.
+ */
+export const memoryBudgetMinBytes = 16 * 1024 ** 2;
+export const memoryBudgetMinText = '16MiB';
 
 export interface ListenAddress {
   readonly host: string;
@@ -99,7 +108,7 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   const refusal = listenRefusal(listenAddress.host, tokens, insecure);
   if (refusal !== undefined) throw new UsageError(`${listen.source}: ${refusal}`);
 
-  const http3Port = http3PortSetting(values.http3, env.FERMATA_HTTP3_PORT);
+  const http3Port = http3PortSetting(values.http3, env.FERMATA_HTTP3_PORT, config.http3?.port, configFile);
   let certSetting = pick('tls-cert', 'FERMATA_TLS_CERT', 'tls.cert', config.tls?.cert);
   let keySetting = pick('tls-key', 'FERMATA_TLS_KEY', 'tls.key', config.tls?.key);
   if (http3Port !== undefined && certSetting === undefined && keySetting === undefined) {
@@ -123,7 +132,7 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
     tls,
     diskFreeBytesMin: config.readiness?.disk_free_bytes_min ?? readinessLimits.diskFreeBytesMin,
     dispatch: dispatchSettings(config.dispatch, configFile, env),
-    memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env.FERMATA_MEMORY_BUDGET, config.memory_budget),
+    memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env, config.memory_budget, configFile),
     farHorizonMs: farHorizonSetting(values['far-horizon'], env.FERMATA_FAR_HORIZON, config.far_horizon, configFile),
     flight: flightAddress,
     http3:
@@ -133,9 +142,19 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   };
 }
 
-/** --http3 PORT, else FERMATA_HTTP3_PORT; Caddy must be installed (checked here, so a missing one is a usage error naming the package). */
-function http3PortSetting(flag: string | undefined, fromEnv: string | undefined): number | undefined {
-  const [text, source] = flag !== undefined ? [flag, '--http3'] : fromEnv !== undefined && fromEnv !== '' ? [fromEnv, 'FERMATA_HTTP3_PORT'] : [undefined, ''];
+/**
+ * --http3 PORT, else FERMATA_HTTP3_PORT, else the config file's "http3": {"port"}; Caddy must be
+ * installed (checked here, so a missing one is a usage error naming the package).
+ */
+function http3PortSetting(flag: string | undefined, fromEnv: string | undefined, fromConfig: number | undefined, configFile: string | undefined): number | undefined {
+  const [text, source] =
+    flag !== undefined
+      ? [flag, '--http3']
+      : fromEnv !== undefined && fromEnv !== ''
+        ? [fromEnv, 'FERMATA_HTTP3_PORT']
+        : fromConfig !== undefined
+          ? [String(fromConfig), `config file ${configFile}, "http3.port"`]
+          : [undefined, ''];
   if (text === undefined) return undefined;
   const port = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
   // Caddy binds TCP and UDP separately: port 0 would give each its own port, and no one could say which.
@@ -149,12 +168,24 @@ function http3PortSetting(flag: string | undefined, fromEnv: string | undefined)
   return port;
 }
 
-/** --memory-budget, else FERMATA_MEMORY_BUDGET, else the config file's "memory_budget", in bytes. */
-function memoryBudgetSetting(flag: string | undefined, fromEnv: string | undefined, fromConfig: number | undefined): number | undefined {
-  const [text, source] = flag !== undefined ? [flag, '--memory-budget'] : fromEnv !== undefined && fromEnv !== '' ? [fromEnv, 'FERMATA_MEMORY_BUDGET'] : [undefined, ''];
-  if (text === undefined) return fromConfig;
-  const bytes = parseByteSize(text);
-  if (bytes === undefined) throw new UsageError(`${source}: "${text}" is not a size in bytes (a whole number, optionally with KiB, MiB or GiB)`);
+/**
+ * --memory-budget, else FERMATA_MEMORY_BUDGET, else the config file's "memory_budget" (the
+ * flag's text, or a plain number of bytes), in bytes; never below memoryBudgetMinBytes.
+ */
+function memoryBudgetSetting(flag: string | undefined, env: NodeJS.ProcessEnv, fromConfig: string | number | undefined, configFile: string | undefined): number | undefined {
+  const fromEnv = env.FERMATA_MEMORY_BUDGET;
+  const [given, source] =
+    flag !== undefined
+      ? [flag, '--memory-budget']
+      : fromEnv !== undefined && fromEnv !== ''
+        ? [fromEnv, 'FERMATA_MEMORY_BUDGET']
+        : fromConfig !== undefined
+          ? [fromConfig, `config file ${configFile}, "memory_budget"`]
+          : [undefined, ''];
+  if (given === undefined) return undefined;
+  const bytes = typeof given === 'number' ? (Number.isSafeInteger(given) && given > 0 ? given : undefined) : parseByteSize(given);
+  if (bytes === undefined) throw new UsageError(`${source}: ${JSON.stringify(given)} is not a size in bytes (a whole number, optionally with KiB, MiB or GiB)`);
+  if (bytes < memoryBudgetMinBytes && env.FERMATA_MEMORY_BUDGET_FLOOR !== 'off') throw new UsageError(`${source}: ${JSON.stringify(given)} is below the smallest memory budget, ${memoryBudgetMinText} (${memoryBudgetMinBytes} bytes)`);
   return bytes;
 }
 

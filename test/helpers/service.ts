@@ -11,7 +11,7 @@ export const binPath = fileURLToPath(new URL('../../bin/fermata.js', import.meta
 const startTimeoutMs = 20_000;
 
 /** The service's own environment variables: a test run's environment must not leak them into the child. */
-const serviceVariables = ['FERMATA_DATA', 'FERMATA_LISTEN', 'FERMATA_TOKENS', 'FERMATA_TLS_CERT', 'FERMATA_TLS_KEY', 'FERMATA_TLS_LISTEN', 'FERMATA_DISPATCH_ALLOW', 'FERMATA_SIGNING_SECRETS', 'FERMATA_MEMORY_BUDGET', 'FERMATA_FAR_HORIZON', 'FERMATA_FLIGHT_LISTEN', 'FERMATA_HTTP3_PORT', 'FERMATA_FAILPOINTS'];
+const serviceVariables = ['FERMATA_DATA', 'FERMATA_LISTEN', 'FERMATA_TOKENS', 'FERMATA_TLS_CERT', 'FERMATA_TLS_KEY', 'FERMATA_TLS_LISTEN', 'FERMATA_DISPATCH_ALLOW', 'FERMATA_SIGNING_SECRETS', 'FERMATA_MEMORY_BUDGET', 'FERMATA_MEMORY_BUDGET_FLOOR', 'FERMATA_FAR_HORIZON', 'FERMATA_FLIGHT_LISTEN', 'FERMATA_HTTP3_PORT', 'FERMATA_FAILPOINTS'];
 
 export interface Service {
   readonly child: ChildProcess;

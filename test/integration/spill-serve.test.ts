@@ -43,7 +43,9 @@ async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T)
 test('a small memory budget spills far-future timers to disk; GET, DELETE and a restart still find them', async () => {
   const dataDir = scratch.tempDir('data');
   const args = ['--memory-budget', '2MiB'];
-  let service = await startService(dataDir, (child) => scratch.children.add(child), { args });
+  // Below the floor a user is held to: a budget that spills a few thousand timers.
+  const env = { FERMATA_MEMORY_BUDGET_FLOOR: 'off' };
+  let service = await startService(dataDir, (child) => scratch.children.add(child), { args, env });
   const fireAt = Date.now() + 10 * day;
   const bulk = 15_000;
   const lines = Array.from({ length: bulk }, (_, i) => JSON.stringify({ fire_at: fireAt + i * 1000, target, payload: `far timer ${i} `.padEnd(100, '.') })).join('\n');
@@ -86,7 +88,7 @@ test('a small memory budget spills far-future timers to disk; GET, DELETE and a 
 
   service.child.kill('SIGTERM');
   await service.exited;
-  service = await startService(dataDir, (child) => scratch.children.add(child), { args });
+  service = await startService(dataDir, (child) => scratch.children.add(child), { args, env });
   const after = await stats(service.url);
   assert.equal(after.pending, bulk + 1, 'the same timers after a restart, less the cancelled one');
   assert.ok(after.spilled >= spilled.spilled - 1, `${after.spilled} spilled after the restart, ${spilled.spilled} before (one of them cancelled)`);
@@ -99,7 +101,7 @@ test('a small memory budget spills far-future timers to disk; GET, DELETE and a 
 test('the store takes the slots its memory budget allows, budget by budget, on one data directory', async () => {
   const dataDir = scratch.tempDir('slots');
   for (const budget of ['64GiB', '2MiB']) {
-    const service = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--memory-budget', budget] });
+    const service = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--memory-budget', budget], env: { FERMATA_MEMORY_BUDGET_FLOOR: 'off' } });
     const line = service
       .output()
       .split('\n')

@@ -327,7 +327,7 @@ test(`kill -9 under HTTP/2 load, ${sizes.cycles} cycles on one data directory: t
     }
     const counts = tallyOf(tally, plan.failpoint);
     counts.armed++;
-    const env = { FERMATA_FAILPOINTS: `${plan.failpoint}@${plan.hit}` };
+    const env = { FERMATA_FAILPOINTS: `${plan.failpoint}@${plan.hit}`, FERMATA_MEMORY_BUDGET_FLOOR: 'off' };
     let service: Service;
     try {
       service = await startService(dataDir, track, { env, args: ['--memory-budget', sizes.failpointMemoryBudget] });
