@@ -507,7 +507,7 @@ describe('fermata serve', { concurrency: 4 }, () => {
     );
   });
 
-  test('command line: --listen garbage, an unknown option or command exit 2 with a message; --help exits 0', { timeout: 60_000 }, async () => {
+  test('command line: --listen garbage, an unknown option or command exit 2 with a message; --help exits 0', { timeout: 120_000 }, async () => {
     const dataDir = tempDir('usage');
     for (const listen of ['garbage', '127.0.0.1', '127.0.0.1:99999', ':7070', '127.0.0.1:70x']) {
       const result = await runToExit(['serve', '--data', dataDir, '--listen', listen]);
