@@ -1,0 +1,249 @@
+// The components of the OpenAPI document (openapi.ts): the security scheme, parameters, headers,
+// responses and schemas its paths refer to with $ref. Built once when the module loads; any thread.
+import { errorCodes } from '../../../engine/errors.ts';
+import { ingestLimits, timerLimits } from '../../../engine/limits.ts';
+import { defaultQueueConfig } from '../../../engine/queues.ts';
+import { httpErrorCodes } from '../error-map.ts';
+import { sizeText, ref, reservedHeaders, queueNameSchema, queueFields, queueOtherFields, lastErrorSchema, lastAttemptAtSchema, errorResponse, timerStates, duplicateStateSchema, duplicateDiffersSchema, retryAfter } from './openapi-parts.ts';
+
+export const openApiComponents = {
+  securitySchemes: {
+    bearerAuth: {
+      type: 'http',
+      scheme: 'bearer',
+      description:
+        'Enforced only when the service is configured with tokens (`"tokens"` in the config file, or FERMATA_TOKENS): then every route but /healthz and /readyz needs `Authorization: Bearer <token>`, else 401 UNAUTHORIZED with `WWW-Authenticate: Bearer`. Without tokens no route asks for one, and the service refuses to listen on a non-loopback address unless started with --insecure.',
+    },
+  },
+  parameters: {
+    TimerId: { name: 'id', in: 'path', required: true, description: 'A timer id. Anything that is not one is answered 404, like an unknown id.', schema: ref('schemas', 'TimerId') },
+  },
+  headers: {
+    RetryAfter: { description: 'Seconds to wait before trying again; sent only for the codes that pass by themselves (CAPACITY_FULL, WAL_QUEUE_FULL, WAL_CLOSED).', schema: { type: 'integer', minimum: 1 } },
+    WwwAuthenticate: { description: 'Always `Bearer`.', schema: { const: 'Bearer' } },
+    Allow: { description: 'The methods the routes at this path take, comma-separated (HEAD wherever GET).', schema: { type: 'string' }, example: 'DELETE, GET, HEAD' },
+  },
+  responses: {
+    Unauthorized: errorResponse('UNAUTHORIZED: tokens are configured and the request has no `Authorization: Bearer` header with one of them.', [errorCodes.unauthorized], {
+      'WWW-Authenticate': ref('headers', 'WwwAuthenticate'),
+    }),
+    NotFound: errorResponse('NOT_FOUND: no timer has this id (or it was forgotten after its retention).', [httpErrorCodes.notFound]),
+    RouteNotFound: errorResponse('ROUTE_NOT_FOUND: no route serves this path (any path not in this document).', [httpErrorCodes.routeNotFound]),
+    MethodNotAllowed: errorResponse('METHOD_NOT_ALLOWED: a route serves this path, but none with this method.', [httpErrorCodes.methodNotAllowed], { Allow: ref('headers', 'Allow') }),
+    UnsupportedMediaType: errorResponse('UNSUPPORTED_MEDIA_TYPE: a body with a Content-Type this route does not take, or none.', [httpErrorCodes.unsupportedMediaType]),
+    LogQueueFull: errorResponse('WAL_QUEUE_FULL: too many bytes are waiting to be written to the log.', [errorCodes.walQueueFull], retryAfter),
+    LogUnavailable: errorResponse(
+      'WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging; the service opens its data directory again by itself (recovery re-reads the disk), so try again after Retry-After.',
+      [errorCodes.walClosed, errorCodes.walPoisoned],
+      retryAfter,
+    ),
+    DiskFull: errorResponse(
+      'The disk is full. DISK_FULL: fewer bytes are free than the configured minimum, so adds are refused before anything is written (cancels and delivery outcomes are not). WAL_POISONED (its cause ENOSPC): a write found no space; the service opens its data directory again by itself. Retry-After says when to ask again.',
+      [errorCodes.walPoisoned, errorCodes.diskFull],
+      retryAfter,
+    ),
+  },
+  schemas: {
+    TimerId: {
+      type: 'string',
+      pattern: '^[0-9a-hjkmnp-tv-z]{24}$',
+      description: '24 characters of lowercase Crockford base32 (no i, l, o, u): the log sequence, the row in its batch and the fire time it was added with. Ids sort by creation.',
+      examples: ['0000000004000001m8vgw5r0'],
+    },
+    TimerInput: {
+      type: 'object',
+      description: 'One timer as JSON. Exactly one of `fire_at` and `delay_ms`; at most one of `payload` and `payload_base64`. Unknown fields are refused.',
+      properties: {
+        fire_at: {
+          description: `When to deliver: an RFC 3339 date-time (a fraction finer than 1 ms rounds up) or epoch ms ≥ 10^12 (a smaller number looks like epoch seconds and is refused: multiply seconds by 1000). A time past means now; at most ${timerLimits.horizonMsMax} ms (10 years) ahead.`,
+          oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', minimum: ingestLimits.fireAtEpochMsMin }],
+        },
+        delay_ms: { type: 'integer', minimum: 0, maximum: timerLimits.horizonMsMax, description: 'Instead of `fire_at`: ms after the server accepted the request.' },
+        target: { type: 'string', format: 'uri', maxLength: timerLimits.targetBytesMax, description: 'Absolute http or https URL the payload is POSTed to, without user or password.' },
+        payload: { type: 'string', description: `The delivery body, sent byte for byte (UTF-8); at most ${sizeText(timerLimits.payloadBytesMax)}.` },
+        payload_base64: {
+          type: 'string',
+          contentEncoding: 'base64',
+          pattern: '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$',
+          description: `Instead of \`payload\` (JSON only): a binary body in standard base64; at most ${sizeText(timerLimits.payloadBytesMax)} decoded.`,
+        },
+        headers: {
+          type: 'object',
+          maxProperties: timerLimits.headerCountMax,
+          propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+          additionalProperties: { type: 'string', pattern: '^[^\\r\\n\\u0000]*$' },
+          description: `Added to the delivery; at most ${sizeText(timerLimits.headersBytesMax)} as JSON. These are set by fermata and refused here (any case): ${reservedHeaders.join(', ')}.`,
+        },
+        key: {
+          type: 'string',
+          minLength: 1,
+          description: `Idempotency key, at most ${timerLimits.keyBytesMax} bytes (UTF-8). Adding a key already known adds nothing and answers with the original timer, for as long as it exists plus its retention; a key repeated within one batch counts from its second row on.`,
+        },
+        queue: { ...queueNameSchema, default: 'default', description: 'The queue whose retry policy and limits apply.' },
+      },
+      required: ['target'],
+      oneOf: [{ required: ['fire_at'] }, { required: ['delay_ms'] }],
+      not: { required: ['payload', 'payload_base64'] },
+      additionalProperties: false,
+    },
+    TimerAdded: {
+      type: 'object',
+      properties: {
+        id: ref('schemas', 'TimerId'),
+        fire_at: { type: 'string', format: 'date-time', description: 'The fire time (UTC, ms precision); a duplicate\'s is the original\'s.' },
+        duplicate: { type: 'boolean', description: 'True when the key was already known: `id` is the original\'s.' },
+        state: { ...duplicateStateSchema, description: 'A duplicate only: the original\'s state now.' },
+        differs: { ...duplicateDiffersSchema, description: 'A duplicate only: the fields this request differs from the original in (empty: an exact retry).' },
+      },
+      required: ['id', 'fire_at', 'duplicate'],
+      additionalProperties: false,
+    },
+    DuplicateRow: {
+      type: 'object',
+      description: 'A row whose idempotency key was already known, as a batch\'s JSON answer lists it.',
+      properties: {
+        row: { type: 'integer', minimum: 0, description: 'The 0-based row among the timers of the batch.' },
+        state: { ...duplicateStateSchema, description: 'The state of the timer its key names, now (`cancelled`: a retry of an add that was cancelled since, which adds nothing).' },
+        differs: {
+          ...duplicateDiffersSchema,
+          description: 'The fields in which this request differs from the original as it is now, in this order; empty for an exact retry. `payload` (given as `payload` or `payload_base64`) by its bytes; `headers` by names (any case) and values; `fire_at` only when the request gives `fire_at` rather than `delay_ms`.',
+        },
+      },
+      required: ['row', 'state', 'differs'],
+      additionalProperties: false,
+    },
+    StreamAnswer: {
+      type: 'object',
+      description: 'The answer to one line of `POST /v1/timers/stream`: `status` 201 (added) or 200 (its key was known: the original\'s id and fire time, and `state` and `differs` as in `DuplicateRow`) with `id`, `fire_at` and `duplicate`; or the status of an error with `error` (the `Error` shape\'s object) and, for the conditions that pass by themselves, `retry_after_s`. The last line of a stream the service stopped reading has no `line`.',
+      properties: {
+        line: { type: 'integer', minimum: 1, description: '1-based line of the request body this answers.' },
+        status: { type: 'integer', description: 'What a one-timer POST /v1/timers would have been answered with.' },
+        id: ref('schemas', 'TimerId'),
+        fire_at: { type: 'string', format: 'date-time' },
+        duplicate: { type: 'boolean' },
+        state: { ...duplicateStateSchema, description: 'Status 200 only: the original\'s state now.' },
+        differs: { ...duplicateDiffersSchema, description: 'Status 200 only: the fields this line differs from the original in.' },
+        retry_after_s: { type: 'integer', minimum: 1 },
+        error: { type: 'object', description: 'As `Error.error`.' },
+      },
+      required: ['status'],
+      additionalProperties: false,
+    },
+    BatchAdded: {
+      type: 'object',
+      properties: {
+        accepted: { type: 'integer', minimum: 1, description: 'Rows of the batch; each is now durable, new or the original its key names.' },
+        duplicates: { type: 'integer', minimum: 0, description: 'How many of those repeated a known key.' },
+        ids: { type: 'array', items: ref('schemas', 'TimerId'), description: 'Every row\'s id in input order (a duplicate\'s is its original\'s).' },
+        duplicate_rows: { type: 'array', items: ref('schemas', 'DuplicateRow'), description: 'The duplicate rows, in input order.' },
+      },
+      required: ['accepted', 'duplicates', 'ids', 'duplicate_rows'],
+      additionalProperties: false,
+    },
+    Timer: {
+      type: 'object',
+      properties: {
+        id: ref('schemas', 'TimerId'),
+        state: { enum: Object.keys(timerStates), description: Object.entries(timerStates).map(([state, text]) => `\`${state}\`: ${text}`).join('; ') },
+        fire_at: { type: 'string', format: 'date-time', description: 'The fire time it was added with (UTC, ms precision).' },
+        attempts: { type: 'integer', minimum: 0, description: 'Delivery attempts so far.' },
+        queue: queueNameSchema,
+        key: { type: ['string', 'null'], description: 'Its idempotency key, or null.' },
+        last_status: { type: ['integer', 'null'], description: 'The HTTP status of its latest delivery attempt, or null.' },
+        last_error: lastErrorSchema,
+        last_attempt_at: lastAttemptAtSchema,
+        next_attempt_at: {
+          type: ['string', 'null'],
+          format: 'date-time',
+          description: 'When it is tried again, while it is `retrying`; null otherwise.',
+        },
+      },
+      required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at'],
+      additionalProperties: false,
+    },
+    QueueConfig: {
+      type: 'object',
+      description: 'A queue\'s retry policy (exponential backoff with jitter) and flow limits, and how its timers are delivered. Unknown fields are refused.',
+      properties: {
+        ...Object.fromEntries(
+          (Object.keys(queueFields) as (keyof typeof queueFields)[]).map((name) => {
+            const { min, max, nullable, text } = queueFields[name];
+            return [name, { type: nullable ? ['integer', 'null'] : 'integer', minimum: min, maximum: max, default: defaultQueueConfig[name], description: text }];
+          }),
+        ),
+        ...queueOtherFields,
+      },
+    },
+    Stats: {
+      type: 'object',
+      description: 'Counts read from memory. Finished timers are counted until their retention ends.',
+      properties: {
+        pending: { type: 'integer', minimum: 0, description: 'Timers waiting to be delivered (pending or retrying), spilled ones included.' },
+        resident: { type: 'integer', minimum: 0, description: 'Timers held in memory, finished ones included.' },
+        spilled: { type: 'integer', minimum: 0, description: 'Pending timers kept on disk only: due at or after the horizon.' },
+        in_flight: { type: 'integer', minimum: 0, description: 'Timers being delivered (state delivering).' },
+        delivered: { type: 'integer', minimum: 0 },
+        dead: { type: 'integer', minimum: 0 },
+        cancelled: { type: 'integer', minimum: 0 },
+        horizon: {
+          type: ['integer', 'null'],
+          description: 'Epoch ms: pending timers due before it are in memory, later ones on disk (brought in well before they are due). Null while nothing was ever spilled.',
+        },
+        memory: {
+          type: 'object',
+          properties: {
+            budget_bytes: { type: ['integer', 'null'], description: 'What resident timers are kept under: a share of the smallest of the cgroup limit, the machine\'s RAM and --memory-budget.' },
+            resident_bytes: { type: 'integer', minimum: 0, description: 'Live bytes of the timers in memory.' },
+            spill_metadata_bytes: { type: 'integer', minimum: 0, description: 'Memory the spilled timers take (bucket metadata and key hashes).' },
+          },
+          required: ['budget_bytes', 'resident_bytes', 'spill_metadata_bytes'],
+          additionalProperties: false,
+        },
+        wal: {
+          type: 'object',
+          properties: {
+            last_seq: { type: 'integer', minimum: 0, description: 'Sequence of the newest durable record.' },
+            syncs: { type: 'integer', minimum: 0, description: 'Group commits (fdatasyncs) since start.' },
+            appends: { type: 'integer', minimum: 0, description: 'Records appended since start.' },
+            poisoned: { type: 'boolean', description: 'True once a failed write or fsync stopped the log from acknowledging.' },
+          },
+          required: ['last_seq', 'syncs', 'appends', 'poisoned'],
+          additionalProperties: false,
+        },
+      },
+      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal'],
+      additionalProperties: false,
+    },
+    Health: {
+      type: 'object',
+      properties: {
+        status: { type: 'string' },
+        reason: { type: 'string' },
+        free_bytes: { type: 'integer', minimum: 0, description: 'Bytes free for the data directory, when a nearly full disk is the reason.' },
+      },
+      required: ['status'],
+      additionalProperties: false,
+    },
+    Error: {
+      type: 'object',
+      properties: {
+        error: {
+          type: 'object',
+          properties: {
+            code: { enum: [...Object.values(errorCodes), ...Object.values(httpErrorCodes)], description: 'Stable: clients key on it. INTERNAL is a bug (logged on the server).' },
+            message: { type: 'string' },
+            field: { type: 'string', description: 'The JSON field at fault.' },
+            column: { type: 'string', description: 'The Arrow column at fault.' },
+            row: { type: 'integer', minimum: 0, description: 'The 0-based row among the timers of a batch.' },
+            line: { type: 'integer', minimum: 1, description: 'The 1-based line of an NDJSON body.' },
+            pending: { type: 'integer', minimum: 1, description: 'QUEUE_NOT_EMPTY: the timers waiting in the queue.' },
+          },
+          required: ['code', 'message'],
+          additionalProperties: false,
+        },
+      },
+      required: ['error'],
+      additionalProperties: false,
+    },
+  },
+} as const;
