@@ -13,16 +13,8 @@ import type { DueSlice, QueueRoom, TakeAhead, TimerDelivery, TimerDeliveryRef } 
 
 const noBytes = new Uint8Array(0);
 
-/** A DueSlice being filled. */
-interface SliceBuilder {
-  count: number;
-  readonly seqs: Float64Array;
-  readonly rows: Uint32Array;
-  readonly attempts: Uint32Array;
-  readonly fireAtMs: Float64Array;
-  readonly dueAtMs: Float64Array;
-  readonly queues: Uint16Array;
-}
+/** A DueSlice being filled: the same columns, with a count that grows. */
+type SliceBuilder = Omit<DueSlice, 'count'> & { count: number };
 
 /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident before the watermark. */
 export function nextDeliveryDueMs(s: EngineState): number | undefined {
