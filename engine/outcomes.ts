@@ -160,38 +160,51 @@ export function listDead(s: EngineState, limit: number, queue?: string, cursor?:
 }
 
 /**
+ * Logs one outcome for a dead timer, filled by `fill`, under a claim on its slot, and applies it
+ * once durable. Resolves with the slot, or why there is none to settle.
+ */
+async function settleDeadTimer(s: EngineState, id: string, what: string, fill: (outcome: Outcomes, slot: number) => void): Promise<number | 'not-found' | 'not-dead'> {
+  for (;;) {
+    const slot = s.slotOfId(id);
+    if (slot < 0) return 'not-found';
+    const inFlight = s.settling.get(slot);
+    if (inFlight !== undefined) {
+      // An outcome of this timer is being logged: decide once it is.
+      await inFlight;
+      continue;
+    }
+    if (s.store.state[slot] !== timerState.dead) return 'not-dead';
+    const outcome = emptyOutcomes(1);
+    outcome.count = 1;
+    outcome.seqs[0] = s.store.logSeq[slot] as number;
+    outcome.rows[0] = s.store.row[slot] as number;
+    fill(outcome, slot);
+    const appended = s.log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
+    // No other claim holds the slot: none did above, and nothing has awaited since.
+    const ticket = s.settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
+    if (ticket < 0) assert.fail(`a ${what} of a timer whose outcome is being logged`);
+    try {
+      await appended;
+    } finally {
+      s.settling.release(ticket);
+    }
+    applyOutcomes(s, outcome);
+    return slot;
+  }
+}
+
+/**
  * Sends a dead timer round again: a retry outcome, due now, with its attempts reset, so it
  * gets its queue's full max_attempts once more. Durable before it resolves.
  */
 export async function redrive(s: EngineState, id: string): Promise<RedriveOutcome> {
-  const slot = s.slotOfId(id);
-  if (slot < 0) return 'not-found';
-  const inFlight = s.settling.get(slot);
-  if (inFlight !== undefined) {
-    // An outcome or another redrive of this timer is being logged: decide once it is.
-    await inFlight;
-    return redrive(s, id);
-  }
-  if (s.store.state[slot] !== timerState.dead) return 'not-dead';
-  const outcome = emptyOutcomes(1);
-  outcome.count = 1;
-  outcome.seqs[0] = s.store.logSeq[slot] as number;
-  outcome.rows[0] = s.store.row[slot] as number;
-  outcome.kinds[0] = outcomeKind.retry;
-  outcome.statuses[0] = s.store.lastStatus[slot] as number;
-  outcome.attempts[0] = 0;
-  outcome.retryAtMs[0] = s.clock.now();
-  const appended = s.log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
-  // No other claim holds the slot: none did above, and nothing has awaited since.
-  const ticket = s.settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
-  if (ticket < 0) assert.fail('a redrive of a timer whose outcome is being logged');
-  try {
-    await appended;
-  } finally {
-    s.settling.release(ticket);
-  }
-  applyOutcomes(s, outcome);
-  return 'redriven';
+  const settled = await settleDeadTimer(s, id, 'redrive', (outcome, slot) => {
+    outcome.kinds[0] = outcomeKind.retry;
+    outcome.statuses[0] = s.store.lastStatus[slot] as number;
+    outcome.attempts[0] = 0;
+    outcome.retryAtMs[0] = s.clock.now();
+  });
+  return typeof settled === 'number' ? 'redriven' : settled;
 }
 
 /**
@@ -200,34 +213,15 @@ export async function redrive(s: EngineState, id: string): Promise<RedriveOutcom
  * and replay releases it at the same point. Durable before it resolves.
  */
 export async function discardDead(s: EngineState, id: string): Promise<DiscardOutcome> {
-  const slot = s.slotOfId(id);
-  if (slot < 0) return 'not-found';
-  const inFlight = s.settling.get(slot);
-  if (inFlight !== undefined) {
-    await inFlight;
-    return discardDead(s, id);
-  }
-  if (s.store.state[slot] !== timerState.dead) return 'not-dead';
-  const store = s.store;
-  const outcome = emptyOutcomes(1);
-  outcome.count = 1;
-  outcome.seqs[0] = store.logSeq[slot] as number;
-  outcome.rows[0] = store.row[slot] as number;
-  outcome.kinds[0] = outcomeKind.dead;
-  outcome.reasons[0] = s.deadReasons.get(slot) ?? deadReason.none;
-  outcome.statuses[0] = store.lastStatus[slot] as number;
-  outcome.attempts[0] = store.attempts[slot] as number;
-  // Never before an expiry already acted on, so replay releases it no later than this engine did.
-  outcome.retryAtMs[0] = s.decisionTime();
-  const appended = s.log.append(recordType.outcome, encodeOutcomes(outcome), settlingWork).then(() => undefined);
-  const ticket = s.settling.claimUnique(Int32Array.of(slot), appended.catch(() => undefined));
-  if (ticket < 0) assert.fail('a discard of a timer whose outcome is being logged');
-  try {
-    await appended;
-  } finally {
-    s.settling.release(ticket);
-  }
-  applyOutcomes(s, outcome);
-  s.release(slot);
+  const settled = await settleDeadTimer(s, id, 'discard', (outcome, slot) => {
+    outcome.kinds[0] = outcomeKind.dead;
+    outcome.reasons[0] = s.deadReasons.get(slot) ?? deadReason.none;
+    outcome.statuses[0] = s.store.lastStatus[slot] as number;
+    outcome.attempts[0] = s.store.attempts[slot] as number;
+    // Never before an expiry already acted on, so replay releases it no later than this engine did.
+    outcome.retryAtMs[0] = s.decisionTime();
+  });
+  if (typeof settled !== 'number') return settled;
+  s.release(settled);
   return 'discarded';
 }
