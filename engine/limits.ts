@@ -340,7 +340,7 @@ assert.ok(dispatchLimits.timersPerTaskMax >= 1 && dispatchLimits.timersPerTaskMa
 export const spillLimits = {
   /** Width of a spill bucket: timers due within one such window share a run's record batch (docs/format/spill.md). */
   bucketWidthMs: 3600 * 1000,
-  /** One run batch holds at most this many variable-width bytes plus 54 bytes a row; a larger bucket is cut into several batches. Bounds what one bucket read or one compaction input holds in memory. */
+  /** One run batch holds at most this many variable-width bytes plus 66 bytes a row; a larger bucket is cut into several batches. Bounds what one bucket read or one compaction input holds in memory. */
   batchBytesMax: 64 * MiB,
   /** Rows one run batch holds at most. */
   batchRowsMax: 1_000_000,
@@ -352,7 +352,7 @@ export const spillLimits = {
   keyFilterBytesMin: 4 * KiB,
   /** …and grows to keep at least this many bits per spilled keyed timer (8: about 1 byte a timer, few false hits). */
   keyFilterBitsPerKey: 8,
-  /** Decoded spill batches the engine keeps cached (each at most batchBytesMax plus 54 bytes a row). */
+  /** Decoded spill batches the engine keeps cached (each at most batchBytesMax plus 66 bytes a row). */
   bucketCacheMax: 4,
   /** A run being written is fdatasynced each time this many more bytes of it are written (and at its end). */
   runSyncBytes: 32 * MiB,

@@ -10,7 +10,10 @@
 //   errorOf: slot → text id ─► texts[id] (refs[id] timers name it; a free id is reused)
 //   attemptedAtOf: slot → epoch ms of that failed attempt
 //
-// Timers on disk never have an entry: only pending timers that were never attempted spill.
+// The log's records are not all there is: a checkpoint writes these into its resident run
+// (last_error, last_attempt_at: docs/format/spill.md) and restoring it puts them back, so they
+// outlive the records the checkpoint let go. Spilled timers have none: only pending timers
+// that were never attempted spill.
 
 export class TimerFailures {
   readonly #errorOf = new Map<number, number>();
@@ -66,6 +69,11 @@ export class TimerFailures {
 
   attemptedAtOf(slot: number): number | null {
     return this.#attemptedAtOf.get(slot) ?? null;
+  }
+
+  /** Calls `visit` with each timer's slot, error text and attempt time (what a checkpoint writes). */
+  forEach(visit: (slot: number, error: string, attemptedAtMs: number) => void): void {
+    for (const [slot, id] of this.#errorOf) visit(slot, this.#texts[id] as string, this.#attemptedAtOf.get(slot) as number);
   }
 
   /** The store moved its timers (a shrink): `movedOf(slot)` is each one's new slot. */

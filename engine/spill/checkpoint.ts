@@ -34,7 +34,18 @@ interface TakenRows {
   readonly store: StoreSnapshot;
   readonly deadReasons: Uint8Array;
   readonly queueNames: readonly string[];
+  readonly failures: TakenFailures;
 }
+
+/** The taken timers whose last attempt failed, and why and when, as they were at the instant; an entry's index is the same in each. */
+interface TakenFailures {
+  /** Taken index. */
+  readonly taken: Int32Array;
+  readonly errors: readonly string[];
+  readonly attemptedAtMs: Float64Array;
+}
+
+const noTakenFailures: TakenFailures = { taken: new Int32Array(0), errors: [], attemptedAtMs: new Float64Array(0) };
 
 /** What a snapshot fills: per timer (slot, copied fields, dead reason, handle) and per slot (spilling marks). */
 interface SnapshotMemory {
@@ -223,14 +234,54 @@ function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory)
   const spillSlots = slots.subarray(spillFrom);
   const spilledHandles = memory.handles.subarray(spillFrom, count);
   for (let i = 0; i < spillSlots.length; i++) spilledHandles[i] = store.handleOf(spillSlots[i] as number);
-  return { resident: take(s, memory, 0, residentCount), spilled: take(s, memory, spillFrom, count), spilledHandles, spilling };
+  const resident = take(s, memory, 0, residentCount, takeFailures(s, slots.subarray(0, residentCount)));
+  return { resident, spilled: take(s, memory, spillFrom, count, noTakenFailures), spilledHandles, spilling };
+}
+
+/**
+ * The failures (timer-failures.ts) of the resident timers taken, as they are now: they change
+ * while the runs are written. A visit per failing timer and none for the others (the great
+ * many): the resident slots were taken in ascending order, so each failing slot's taken index
+ * is found by bisection.
+ */
+function takeFailures(s: EngineState, residentSlots: Int32Array): TakenFailures {
+  const count = s.failures.size;
+  if (count === 0) return noTakenFailures;
+  const taken = new Int32Array(count);
+  const errors: string[] = [];
+  const attemptedAtMs = new Float64Array(count);
+  s.failures.forEach((slot, error, at) => {
+    const i = indexInAscending(residentSlots, slot);
+    // Not resident: a redriven timer (attempts reset, due at the redrive's instant) spills
+    // only if that instant is its fire time and at or past the watermark. Its failure is then
+    // shown until its eviction releases the slot, and not after.
+    if (i < 0) return;
+    taken[errors.length] = i;
+    attemptedAtMs[errors.length] = at;
+    errors.push(error);
+  });
+  return { taken: taken.subarray(0, errors.length), errors, attemptedAtMs: attemptedAtMs.subarray(0, errors.length) };
+}
+
+/** Where `value` is in the ascending `values`, or -1. */
+function indexInAscending(values: Int32Array, value: number): number {
+  let low = 0;
+  let high = values.length - 1;
+  while (low <= high) {
+    const mid = (low + high) >>> 1;
+    const at = values[mid] as number;
+    if (at === value) return mid;
+    if (at < value) low = mid + 1;
+    else high = mid - 1;
+  }
+  return -1;
 }
 
 /**
  * The fields of memory.slots[from, to) and the engine's own per-timer facts (dead reasons,
  * queue names), as they are now, in `memory` at the same indexes.
  */
-function take(s: EngineState, memory: SnapshotMemory, from: number, to: number): TakenRows {
+function take(s: EngineState, memory: SnapshotMemory, from: number, to: number, failures: TakenFailures): TakenRows {
   const slots = memory.slots.subarray(from, to);
   const deadReasons = memory.deadReasons.subarray(from, to);
   if (s.deadReasons.size > 0) {
@@ -241,7 +292,7 @@ function take(s: EngineState, memory: SnapshotMemory, from: number, to: number):
     }
   }
   const columns = { dueAt: memory.dueAt.subarray(from, to), state: memory.state.subarray(from, to), attempts: memory.attempts.subarray(from, to), lastStatus: memory.lastStatus.subarray(from, to) };
-  return { store: s.store.snapshot(slots, columns), deadReasons, queueNames: [...s.queueNames] };
+  return { store: s.store.snapshot(slots, columns), deadReasons, queueNames: [...s.queueNames], failures };
 }
 
 /**
@@ -295,6 +346,8 @@ async function writeTaken(
     row[i] = store.rowOf(i);
   }
   const order = await runOrder({ dueAt: columns.dueAt, logSeq, row }, s.spill.bucketWidthMs, sliceRows, () => nextTurn());
+  const failing = failuresInRunOrder(taken.failures, order, { dueAt: columns.dueAt, logSeq, row });
+  let nextFailing = 0;
   const builders = [new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows)), new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows))];
   const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
   const writer = await RunWriter.create(s.fs, s.spillDir, runId, stamp, options);
@@ -328,6 +381,10 @@ async function writeTaken(
           inRunOrder.ids.fireAtMs[at] = fields.fireAtMs;
         }
       }
+      // The slice's few failing timers, by their place in it.
+      for (const end = Math.min(count, from + sliceRows); nextFailing < failing.places.length && (failing.places[nextFailing] as number) < end; nextFailing++) {
+        builder.setFailure((failing.places[nextFailing] as number) - from, failing.errors[nextFailing] as string, failing.attemptedAtMs[nextFailing] as number);
+      }
       await writing;
       writing = writer.append(builder.finish());
       // Awaited in the next turn or below; a failure meanwhile is not an unhandled rejection.
@@ -341,6 +398,45 @@ async function writeTaken(
     await writer.abort();
     throw err;
   }
+}
+
+/**
+ * `failures` by their timers' places in the run (`order`: place → taken index, sorted by
+ * `columns`' (dueAt, seq, row)), ascending. Each place is found by bisection of the order:
+ * nothing is done for the timers that have no failure.
+ */
+function failuresInRunOrder(
+  failures: TakenFailures,
+  order: Int32Array,
+  columns: { readonly dueAt: Float64Array; readonly logSeq: Float64Array; readonly row: Uint32Array },
+): { readonly places: Int32Array; readonly errors: readonly string[]; readonly attemptedAtMs: Float64Array } {
+  const count = failures.taken.length;
+  if (count === 0) return { places: failures.taken, errors: failures.errors, attemptedAtMs: failures.attemptedAtMs };
+  const { dueAt, logSeq, row } = columns;
+  const places = new Int32Array(count);
+  for (let k = 0; k < count; k++) {
+    const i = failures.taken[k] as number;
+    let low = 0;
+    let high = order.length - 1;
+    for (;;) {
+      assert.ok(low <= high, `taken timer ${i} is not in the run's order`);
+      const mid = (low + high) >>> 1;
+      const j = order[mid] as number;
+      const c = (dueAt[j] as number) - (dueAt[i] as number) || (logSeq[j] as number) - (logSeq[i] as number) || (row[j] as number) - (row[i] as number);
+      if (c === 0) {
+        places[k] = mid;
+        break;
+      }
+      if (c < 0) low = mid + 1;
+      else high = mid - 1;
+    }
+  }
+  const byPlace = Array.from({ length: count }, (_, k) => k).sort((a, b) => (places[a] as number) - (places[b] as number));
+  return {
+    places: Int32Array.from(byPlace, (k) => places[k] as number),
+    errors: byPlace.map((k) => failures.errors[k] as string),
+    attemptedAtMs: Float64Array.from(byPlace, (k) => failures.attemptedAtMs[k] as number),
+  };
 }
 
 /**

@@ -9,7 +9,7 @@
 //   off len field                      off len field
 //    0   8 magic "FRMTKEY\n"             0   8 magic "FRMTMAN\n"
 //    8   4 crc32 of bytes [12, end)      8   4 crc32 of bytes [12, end)
-//   12   2 version (1)                  12   2 version (1)
+//   12   2 version (2; 1 is read)       12   2 version (2; 1 is read)
 //   14   2 header bytes (32)            14   2 header bytes (24)
 //   16   4 run id                       16   4 JSON bytes
 //   20   4 bucket count                 20   4 tombstone count
@@ -20,7 +20,18 @@ import assert from 'node:assert/strict';
 import { endianness } from 'node:os';
 import { errorCodes, FermataError } from '../errors.ts';
 
-export const spillFormatVersion = 1;
+/** The version written: in every run's schema metadata and in the manifest's and keys sidecars' headers. */
+export const spillFormatVersion = 2;
+/**
+ * The oldest version read, so that an upgrade keeps what the previous release wrote. Version 1
+ * differs only in this: its runs lack the last two columns (last_error, last_attempt_at: read as
+ * null) and its manifest's runs name no version (they are all version 1).
+ */
+export const spillFormatVersionMin = 1;
+
+export function isReadableVersion(version: unknown): version is number {
+  return typeof version === 'number' && Number.isInteger(version) && version >= spillFormatVersionMin && version <= spillFormatVersion;
+}
 
 /** Typed-array views of file bytes assume the file's byte order (little-endian, as Arrow's). */
 assert.equal(endianness(), 'LE', 'the spill formats are read through typed arrays: little-endian hosts only');
@@ -55,10 +66,15 @@ export const runColumns = [
   'payload',
   'headers',
   'dead_reason',
+  'last_error',
+  'last_attempt_at',
 ] as const;
 
-/** Fixed bytes a row costs in a batch: the numeric columns plus an i32 offset for each of the five variable-width ones. */
-export const batchFixedBytesPerRow = 8 + 4 + 8 + 8 + 1 + 2 + 2 + 1 + 5 * 4;
+/** How many of runColumns a run of each readable version holds: a version adds columns at the end. */
+export const runColumnCounts: Readonly<Record<number, number>> = { 1: 13, 2: 15 };
+
+/** Fixed bytes a row costs in a batch: the numeric columns plus an i32 offset for each of the six variable-width ones. */
+export const batchFixedBytesPerRow = 8 + 4 + 8 + 8 + 1 + 2 + 2 + 1 + 8 + 6 * 4;
 
 /** The eos marker between the last batch and the footer: continuation, then a zero length. */
 export const arrowEos = Uint8Array.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
@@ -128,4 +144,7 @@ assert.ok(crcCoveredFrom < manifestHeaderBytes && crcCoveredFrom < keysHeaderByt
 assert.equal(keysHeaderBytes % 8, 0, 'the keys header keeps the u64 stamp aligned');
 assert.equal(manifestHeaderBytes % 8, 0);
 assert.equal(runIdMax.toString().length, runIdDigits, 'every run id must fit the padded name');
-assert.equal(runColumns.length, 13);
+assert.equal(runColumns.length, runColumnCounts[spillFormatVersion]);
+for (let version = spillFormatVersionMin; version < spillFormatVersion; version++) {
+  assert.ok((runColumnCounts[version] as number) < (runColumnCounts[version + 1] as number), 'a version only adds columns, at the end');
+}

@@ -54,7 +54,8 @@ export function decodeKeys(bytes: Uint8Array, name: string, meta: RunMeta): Uint
   const crc = view.getUint32(headerCrcOffset, true);
   const actual = crc32(bytes.subarray(crcCoveredFrom));
   if (crc !== actual) throw bad(headerCrcOffset, `checksum mismatch: stored ${hex(crc)}, computed ${hex(actual)}`);
-  if (view.getUint16(12, true) !== spillFormatVersion) throw bad(12, `version ${view.getUint16(12, true)} is not ${spillFormatVersion}`);
+  // A sidecar is written with its run, in its run's version.
+  if (view.getUint16(12, true) !== meta.version) throw bad(12, `version ${view.getUint16(12, true)} is not its run's (${meta.version})`);
   if (view.getUint16(14, true) !== keysHeaderBytes) throw bad(14, `header size ${view.getUint16(14, true)} is not ${keysHeaderBytes}`);
   const runId = view.getUint32(16, true);
   if (runId !== meta.runId) throw bad(16, `holds run ${runId}, the manifest expects ${meta.runId}`);

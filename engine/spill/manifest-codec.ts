@@ -6,7 +6,7 @@
 //   header (24 B) | JSON (J B) | zero pad to 8 | seqs f64 × T | fireAtMs f64 × T | rows u32 × T
 import assert from 'node:assert/strict';
 import { crc32 } from '../checksum.ts';
-import { crcCoveredFrom, headerCrcOffset, isRunId, manifestFileName, manifestHeaderBytes, manifestMagic, padTo8, runIdMax, spillCorrupt, spillFormatVersion, tombstoneBytes } from './format.ts';
+import { crcCoveredFrom, headerCrcOffset, isReadableVersion, isRunId, manifestFileName, manifestHeaderBytes, manifestMagic, padTo8, runIdMax, spillCorrupt, spillFormatVersion, tombstoneBytes } from './format.ts';
 import { hex } from './keys-file.ts';
 import { type RunMeta, runMetaProblem } from './run-meta.ts';
 import type { TombstoneColumns } from './tombstones.ts';
@@ -108,7 +108,7 @@ export function decodeManifest(bytes: Uint8Array): Manifest {
   const actual = crc32(bytes.subarray(crcCoveredFrom));
   if (stored !== actual) throw bad(headerCrcOffset, `checksum mismatch: stored ${hex(stored)}, computed ${hex(actual)}`);
   const version = view.getUint16(12, true);
-  if (version !== spillFormatVersion) throw bad(12, `version ${version} is not ${spillFormatVersion}`);
+  if (!isReadableVersion(version)) throw bad(12, `version ${version} is not one this release reads (${spillFormatVersion} and before)`);
   if (view.getUint16(14, true) !== manifestHeaderBytes) throw bad(14, `header size ${view.getUint16(14, true)} is not ${manifestHeaderBytes}`);
   const jsonBytes = view.getUint32(16, true);
   const count = view.getUint32(20, true);
@@ -120,6 +120,7 @@ export function decodeManifest(bytes: Uint8Array): Manifest {
   } catch (err) {
     throw bad(manifestHeaderBytes, `the JSON document does not parse: ${(err as Error).message}`);
   }
+  if (version === 1) document = withVersion1Runs(document);
   // Copies: the columns must not alias the read buffer, and its offset may not be aligned.
   const columns = bytes.slice(columnsAt);
   const seqs = new Float64Array(columns.buffer, 0, count);
@@ -139,6 +140,17 @@ export function decodeManifest(bytes: Uint8Array): Manifest {
     queues: doc.queues as ManifestQueue[],
     tombstones: { seqs, rows, fireAtMs },
   };
+}
+
+/**
+ * A version 1 document (the previous release's) with its runs' version said: every run it names
+ * is a version 1 run, and it has no field for that. One that has the field is not version 1's.
+ */
+function withVersion1Runs(document: unknown): unknown {
+  if (typeof document !== 'object' || document === null) return document;
+  const doc = document as Record<string, unknown>;
+  const versioned = (run: unknown): unknown => (typeof run === 'object' && run !== null ? { ...run, version: 'version' in run ? undefined : 1 } : run);
+  return { ...doc, residentRun: versioned(doc.residentRun), spilledRuns: Array.isArray(doc.spilledRuns) ? doc.spilledRuns.map(versioned) : doc.spilledRuns };
 }
 
 /** Why a manifest document (as JSON would give it) and its tombstones are not well-formed, or undefined. */

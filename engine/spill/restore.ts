@@ -2,6 +2,8 @@
 // into the store and its spilled runs' metadata into the spill tier; the log's records after
 // the checkpoint are replayed on top (replay.ts). insertRunRow puts one row of a run into the
 // store: for the resident run here, and for spilled timers brought back by a promotion or a cancel.
+// Only the resident run holds failures (spilled timers were never attempted): restoring it
+// puts them back into s.failures.
 import { errorCodes, FermataError } from '../errors.ts';
 import { applyQueueConfig } from '../queue-registry.ts';
 import { decodeQueueRecord } from '../queues.ts';
@@ -30,7 +32,15 @@ export async function restoreCheckpoint(s: EngineState, manifest: Manifest): Pro
   s.keys.reserve(run.buckets.reduce((keyed, bucket) => keyed + bucket.keyed, 0));
   for (let bucket = 0; bucket < run.buckets.length; bucket++) {
     const rows = await readRunBucket(s.fs, s.spillDir, run, bucket);
-    for (let i = 0; i < rows.rows; i++) insertRunRow(s, rows, i, rows.state[i] as TimerStateCode, rows.dueAtMs[i] as number);
+    // Why the last attempt of the few that failed did, which the log before the checkpoint said.
+    const { failures } = rows;
+    let failure = 0;
+    for (let i = 0; i < rows.rows; i++) {
+      const slot = insertRunRow(s, rows, i, rows.state[i] as TimerStateCode, rows.dueAtMs[i] as number);
+      if (failures.rows[failure] !== i) continue;
+      s.failures.set(slot, failures.errors[failure] as string, failures.attemptedAtMs[failure] as number);
+      failure++;
+    }
   }
   const spilledRuns: SpilledRun[] = [];
   for (const meta of manifest.spilledRuns) spilledRuns.push({ meta, validFromMs: meta.validFromMs, keyHashes: await readRunKeys(s.fs, s.spillDir, meta) });

@@ -10,7 +10,12 @@
 // Reading one batch needs no footer: the batch's encapsulated message, read into a buffer laid
 // out as [schema message | batch | eos], is a whole Arrow IPC stream, which the public reader
 // decodes; its columns are used in place (views of the read buffer), except times (i64 → f64)
-// and queue/target (Utf8 → dictionary).
+// and queue/target (Utf8 → dictionary). The schema message is the run's version's: a version 1
+// run's batches hold the first 13 columns only, and its rows no failures.
+//
+// last_error and last_attempt_at are null but for the few timers whose last attempt failed: a
+// batch without any is written as zeroed buffers (no work a row), and read without a look at
+// its rows.
 import assert from 'node:assert/strict';
 import {
   Binary,
@@ -33,13 +38,15 @@ import {
 import { Message } from 'apache-arrow/ipc/metadata/message';
 import type { BytesColumn } from '../batch/timer-batch.ts';
 import { timerState } from '../store/resident-store.ts';
-import { arrowEos, metadataKeys, runColumns, spillFormatVersion } from './format.ts';
-import type { RunRows } from './run-rows.ts';
+import { deliveryLimits } from '../limits.ts';
+import { arrowEos, metadataKeys, runColumnCounts, runColumns, spillFormatVersion } from './format.ts';
+import { firstFailureFrom, noFailures, type RunFailures, type RunRows } from './run-rows.ts';
 
 const timestampMs = (): Timestamp => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
 
-function runFields(): Field[] {
-  return [
+/** The columns of a run of `version`. */
+function runFields(version = spillFormatVersion): Field[] {
+  const fields = [
     new Field('seq', new Float64(), false),
     new Field('row', new Uint32(), false),
     new Field('fire_at', timestampMs(), false),
@@ -53,7 +60,10 @@ function runFields(): Field[] {
     new Field('payload', new Binary(), false),
     new Field('headers', new Binary(), true),
     new Field('dead_reason', new Uint8(), false),
+    new Field('last_error', new Utf8(), true),
+    new Field('last_attempt_at', timestampMs(), true),
   ];
+  return fields.slice(0, runColumnCounts[version]);
 }
 
 assert.deepEqual(
@@ -107,17 +117,19 @@ export class RunIpcWriter extends RecordBatchFileWriter {
   }
 }
 
-let decodePrefix: Uint8Array | undefined;
+const decodePrefixes = new Map<number, Uint8Array>();
 
-/** The encapsulated schema message (no metadata) that turns one batch message into a stream. */
-function schemaMessage(): Uint8Array {
-  if (decodePrefix === undefined) {
+/** The encapsulated schema message (no metadata) that turns one batch message of a run of `version` into a stream. */
+function schemaMessage(version: number): Uint8Array {
+  let prefix = decodePrefixes.get(version);
+  if (prefix === undefined) {
     const writer = new RunIpcWriter();
-    writer.reset(undefined, new Schema(runFields()));
+    writer.reset(undefined, new Schema(runFields(version)));
     const head = joinChunks(writer.take());
-    decodePrefix = head.subarray(8); // after "ARROW1\0\0"
+    prefix = head.subarray(8); // after "ARROW1\0\0"
+    decodePrefixes.set(version, prefix);
   }
-  return decodePrefix;
+  return prefix;
 }
 
 function joinChunks(chunks: readonly Uint8Array[]): Uint8Array {
@@ -202,6 +214,52 @@ function stringSlice(entries: readonly string[], index: Uint32Array, from: numbe
   return { valueOffsets: offsets, data };
 }
 
+/** The failures of rows [from, to) as last_error (Utf8) and last_attempt_at (timestamp) columns: set only at their rows. */
+function failureColumns(failures: RunFailures, from: number, to: number): { errors: Data; attemptedAt: Data } {
+  const n = to - from;
+  const first = firstFailureFrom(failures, from);
+  const end = firstFailureFrom(failures, to);
+  const validity = new Uint8Array((n + 7) >> 3);
+  const offsets = new Int32Array(n + 1);
+  const times = new BigInt64Array(n);
+  const halves = new Int32Array(times.buffer);
+  const texts: Uint8Array[] = [];
+  const encodedTexts = new Map<string, Uint8Array>();
+  let bytes = 0;
+  // offsets[r + 1] is the text bytes of rows ≤ r: it steps at each failure and stays level between.
+  let level = 0;
+  for (let k = first; k < end; k++) {
+    const r = (failures.rows[k] as number) - from;
+    const error = failures.errors[k] as string;
+    let text = encodedTexts.get(error);
+    if (text === undefined) {
+      text = encoder.encode(error);
+      encodedTexts.set(error, text);
+    }
+    offsets.fill(bytes, level + 1, r + 1);
+    bytes += text.length;
+    offsets[r + 1] = bytes;
+    level = r + 1;
+    texts.push(text);
+    validity[r >> 3] = (validity[r >> 3] as number) | (1 << (r & 7));
+    const ms = failures.attemptedAtMs[k] as number;
+    const high = Math.floor(ms / 2 ** 32);
+    halves[2 * r] = (ms - high * 2 ** 32) | 0;
+    halves[2 * r + 1] = high;
+  }
+  if (bytes > 0) offsets.fill(bytes, level + 1);
+  const data = new Uint8Array(bytes);
+  for (let k = 0, at = 0; k < texts.length; k++) {
+    data.set(texts[k] as Uint8Array, at);
+    at += (texts[k] as Uint8Array).length;
+  }
+  const nullCount = n - (end - first);
+  return {
+    errors: makeData({ type: new Utf8(), length: n, nullCount, nullBitmap: validity, valueOffsets: offsets, data }),
+    attemptedAt: makeData({ type: timestampMs(), length: n, nullCount, nullBitmap: validity, data: times }),
+  };
+}
+
 /** Rows [from, to) of `rows` as a record batch of `schema` (a run schema). */
 export function encodeRunBatch(schema: Schema, rows: RunRows, from: number, to: number, encoded: WeakMap<readonly string[], Uint8Array[]>): RecordBatch {
   const length = to - from;
@@ -220,14 +278,16 @@ export function encodeRunBatch(schema: Schema, rows: RunRows, from: number, to: 
     makeData({ type: new Binary(), length, ...byteSlice(rows.headers, from, to, true) }),
     makeData({ type: new Uint8(), length, nullCount: 0, data: rows.deadReason.subarray(from, to) }),
   ];
+  const failures = failureColumns(rows.failures, from, to);
+  children.push(failures.errors, failures.attemptedAt);
   return new RecordBatch(schema, makeData({ type: new Struct(schema.fields), length, nullCount: 0, children }));
 }
 
 // ---- batch → RunRows ----
 
-/** A buffer laid out [schema message | `batchBytes` bytes | eos]; read the batch into `batch`. */
-export function batchDecodeBuffer(batchBytes: number): { readonly whole: Uint8Array; readonly batch: Uint8Array } {
-  const prefix = schemaMessage();
+/** A buffer laid out [schema message | `batchBytes` bytes | eos] for a batch of a run of `version`; read the batch into `batch`. */
+export function batchDecodeBuffer(batchBytes: number, version: number): { readonly whole: Uint8Array; readonly batch: Uint8Array } {
+  const prefix = schemaMessage(version);
   const whole = new Uint8Array(prefix.length + batchBytes + arrowEos.length);
   whole.set(prefix);
   whole.set(arrowEos, prefix.length + batchBytes);
@@ -240,8 +300,8 @@ export class BatchShapeError extends Error {}
 const liveStates = new Set<number>([timerState.pending, timerState.retrying, timerState.delivered, timerState.dead, timerState.cancelled]);
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** Decodes the stream in `whole` (from batchDecodeBuffer), which must hold one batch of `rows` rows. */
-export function decodeRunBatch(whole: Uint8Array, rows: number): RunRows {
+/** Decodes the stream in `whole` (from batchDecodeBuffer for `version`), which must hold one batch of `rows` rows. */
+export function decodeRunBatch(whole: Uint8Array, rows: number, version: number): RunRows {
   let batches: RecordBatch[];
   try {
     batches = RecordBatchReader.from(whole).readAll();
@@ -288,7 +348,42 @@ export function decodeRunBatch(whole: Uint8Array, rows: number): RunRows {
     keys: bytesOfColumn(column('key'), rows, true),
     payload: bytesOfColumn(column('payload'), rows, false),
     headers: bytesOfColumn(column('headers'), rows, true),
+    failures: version < 2 ? noFailures : failuresOf(column('last_error'), column('last_attempt_at'), rows),
   };
+}
+
+/** The rows the two failure columns say failed, with what they say; the writer sets both at the same rows and no others. */
+function failuresOf(errors: Data, attemptedAt: Data, rows: number): RunFailures {
+  if (errors.nullCount !== attemptedAt.nullCount) throw new BatchShapeError('last_error and last_attempt_at are null at different rows');
+  if (errors.nullCount === rows) return noFailures;
+  const failed: number[] = [];
+  for (let i = 0; i < rows; i++) {
+    const valid = errors.getValid(i);
+    if (valid !== attemptedAt.getValid(i)) throw new BatchShapeError(`row ${i}: last_error and last_attempt_at are not both null or both set`);
+    if (valid) failed.push(i);
+  }
+  const offsets = errors.valueOffsets as Int32Array;
+  const values = errors.values as Uint8Array;
+  if (offsets.length < rows + 1) throw new BatchShapeError('last_error offsets out of range');
+  const times = attemptedAt.values as BigInt64Array;
+  if (times.length < rows) throw new BatchShapeError(`column last_attempt_at holds ${times.length} values for ${rows} rows`);
+  const halves = new Int32Array(times.buffer, times.byteOffset, rows * 2);
+  const texts: string[] = [];
+  const attemptedAtMs = new Float64Array(failed.length);
+  for (let k = 0; k < failed.length; k++) {
+    const i = failed[k] as number;
+    const start = offsets[i] as number;
+    const end = offsets[i + 1] as number;
+    if (start > end || end > values.length) throw new BatchShapeError(`last_error offsets out of range at row ${i}`);
+    if (end - start > deliveryLimits.lastErrorBytesMax) throw new BatchShapeError(`row ${i}: last_error is ${end - start} bytes, more than ${deliveryLimits.lastErrorBytesMax}`);
+    try {
+      texts.push(decoder.decode(values.subarray(start, end)));
+    } catch {
+      throw new BatchShapeError(`row ${i}: last_error is not UTF-8`);
+    }
+    attemptedAtMs[k] = (halves[2 * i + 1] as number) * 2 ** 32 + ((halves[2 * i] as number) >>> 0);
+  }
+  return { rows: Uint32Array.from(failed), errors: texts, attemptedAtMs };
 }
 
 function bytesOfColumn(data: Data, rows: number, nullable: boolean): BytesColumn {

@@ -1,7 +1,7 @@
 // What the manifest records about a run: where each piece of the file is and its checksum
 // (docs/format/spill.md, "Run metadata"). Plain JSON-able data, kept in memory by the engine
 // for every spilled run: one small object per batch, none per timer.
-import { isRunId } from './format.ts';
+import { isReadableVersion, isRunId } from './format.ts';
 
 /** One record batch of a run: all of a time bucket, or a consecutive part of a large one. */
 export interface RunBucket {
@@ -19,6 +19,8 @@ export interface RunBucket {
 
 export interface RunMeta {
   readonly runId: number;
+  /** The spill format version the run was written in: which columns its batches hold. */
+  readonly version: number;
   /** The WAL sequence of the checkpoint that wrote it (for a compacted run: its newest input's). */
   readonly stamp: number;
   readonly bucketWidthMs: number;
@@ -46,6 +48,7 @@ export function runMetaProblem(value: unknown): string | undefined {
   const run = value as Record<string, unknown>;
   if (!isRunId(run.runId)) return `bad run id ${String(run.runId)}`;
   const name = `run ${run.runId}`;
+  if (!isReadableVersion(run.version)) return `${name}: version ${String(run.version)} is not one this release reads`;
   for (const key of ['stamp', 'rows', 'bytes', 'headBytes', 'tailOffset', 'keysBytes'] as const) {
     if (!isCount(run[key])) return `${name}: bad ${key}`;
   }

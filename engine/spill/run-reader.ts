@@ -6,7 +6,7 @@ import { posix } from 'node:path';
 import { crc32 } from '../checksum.ts';
 import type { FileHandle, FileSystem } from '../fs/file-system.ts';
 import { FooterError, type FooterSummary, readFooter } from './arrow-footer.ts';
-import { arrowEos, arrowMagic, arrowTrailerBytes, footerBytesMax, metadataKeys, runFileName, spillCorrupt, spillFormatVersion } from './format.ts';
+import { arrowEos, arrowMagic, arrowTrailerBytes, footerBytesMax, metadataKeys, runFileName, spillCorrupt } from './format.ts';
 import { hex, readRunKeys } from './keys-file.ts';
 import { BatchShapeError, batchDecodeBuffer, decodeRunBatch } from './run-arrow.ts';
 import type { RunMeta } from './run-meta.ts';
@@ -36,14 +36,15 @@ export class RunReader {
   async readBucket(index: number): Promise<RunRows> {
     const bucket = this.#meta.buckets[index];
     if (bucket === undefined) throw new RangeError(`run ${this.#meta.runId} has no batch ${index}`);
-    const { whole, batch } = batchDecodeBuffer(bucket.byteLength);
+    // The manifest says the run's version: a batch is decoded without a look at the footer.
+    const { whole, batch } = batchDecodeBuffer(bucket.byteLength, this.#meta.version);
     await this.#readExactly(batch, bucket.fileOffset, `batch ${index}`);
     const actual = crc32(batch);
     if (actual !== bucket.crc32) {
       throw this.#corrupt(bucket.fileOffset, `batch ${index} (${bucket.byteLength} bytes) fails its checksum: stored ${hex(bucket.crc32)}, computed ${hex(actual)}`, index);
     }
     try {
-      return decodeRunBatch(whole, bucket.rows);
+      return decodeRunBatch(whole, bucket.rows, this.#meta.version);
     } catch (err) {
       if (err instanceof BatchShapeError) throw this.#corrupt(bucket.fileOffset, `batch ${index}: ${err.message}`, index);
       throw err;
@@ -113,7 +114,7 @@ export class RunReader {
   #checkFooter({ footer, offset }: { footer: FooterSummary; offset: number }): void {
     const meta = this.#meta;
     const version = footer.metadata.get(metadataKeys.version);
-    if (version !== String(spillFormatVersion)) throw this.#corrupt(offset, `spill format version ${version ?? 'missing'}, expected ${spillFormatVersion}`);
+    if (version !== String(meta.version)) throw this.#corrupt(offset, `spill format version ${version ?? 'missing'}, the manifest expects ${meta.version}`);
     const stamp = footer.metadata.get(metadataKeys.stamp);
     if (stamp !== String(meta.stamp)) throw this.#corrupt(offset, `stamped ${stamp ?? 'nothing'}, the manifest expects ${meta.stamp}`);
     const runId = footer.metadata.get(metadataKeys.run);

@@ -6,7 +6,11 @@
 //   rows = 3   seq [7, 7, 9]   row [0, 1, 0]   dueAtMs [t0, t1, t2]   …
 //              targets ["https://a/hook", "https://b/x"]   targetIndex [0, 1, 0]
 //              payload.offsets [0, 5, 5, 9]   payload.values "hello" "" "abcd"
+//              failures.rows [1]   failures.errors ["HTTP 503"]   failures.attemptedAtMs [t]
 //
+// A timer's last failed attempt (last_error, last_attempt_at in the file) is kept apart, by row:
+// most timers never fail, so they cost nothing here, and in the file a null bit and the zeroed
+// bytes Arrow's layout keeps for a null (a time, a text offset).
 // RunRowsBuilder appends rows one field set at a time, growing its columns by doubling, for
 // the engine copying slots out of its store and for compaction copying rows between runs.
 import assert from 'node:assert/strict';
@@ -36,6 +40,48 @@ export interface RunRows {
   readonly payload: BytesColumn;
   /** The engine's header bytes, opaque here; empty = none (null in the file). */
   readonly headers: BytesColumn;
+  /** The rows whose timer's last attempt failed; the others have no last error (null in the file). */
+  readonly failures: RunFailures;
+}
+
+/** Why and when the last attempt of a few rows' timers failed, a row's entry at the same index of each. */
+export interface RunFailures {
+  /** Row indexes, ascending. */
+  readonly rows: Uint32Array;
+  /** Why it failed ("HTTP 503", "connection refused", …). */
+  readonly errors: readonly string[];
+  /** When that attempt was made, epoch ms. */
+  readonly attemptedAtMs: Float64Array;
+}
+
+export const noFailures: RunFailures = { rows: new Uint32Array(0), errors: [], attemptedAtMs: new Float64Array(0) };
+
+/** The entry of row `i` in `failures`, or -1 when its timer has no failure. */
+export function failureOf(failures: RunFailures, i: number): number {
+  const rows = failures.rows;
+  let low = 0;
+  let high = rows.length - 1;
+  while (low <= high) {
+    const mid = (low + high) >>> 1;
+    const at = rows[mid] as number;
+    if (at === i) return mid;
+    if (at < i) low = mid + 1;
+    else high = mid - 1;
+  }
+  return -1;
+}
+
+/** The first entry of `failures` at row `i` or after it (its length when none). */
+export function firstFailureFrom(failures: RunFailures, i: number): number {
+  const rows = failures.rows;
+  let low = 0;
+  let high = rows.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if ((rows[mid] as number) < i) low = mid + 1;
+    else high = mid;
+  }
+  return low;
 }
 
 /** One timer's fields other than its strings, for RunRowsBuilder.append. */
@@ -163,6 +209,10 @@ export class RunRowsBuilder {
   #payload: BytesBuilder;
   #headers: BytesBuilder;
   #variableBytes = 0;
+  // Failures are few: plain arrays, empty for most slices.
+  #failureRows: number[] = [];
+  #failureErrors: string[] = [];
+  #failureTimes: number[] = [];
 
   /**
    * Room for `capacity` rows and, when the caller knows them (a checkpoint does, from the store's
@@ -204,6 +254,18 @@ export class RunRowsBuilder {
     this.#pushBytes(i, key, payload, headers, queue.length + target.length);
   }
 
+  /**
+   * Row `row` (appended since the last reset, after every row given a failure before) is a
+   * timer whose last attempt failed at `attemptedAtMs` with `error`.
+   */
+  setFailure(row: number, error: string, attemptedAtMs: number): void {
+    assert.ok(row < this.#rows && row > (this.#failureRows[this.#failureRows.length - 1] ?? -1), `failure of row ${row}: rows are given failures in order, once`);
+    this.#failureRows.push(row);
+    this.#failureErrors.push(error);
+    this.#failureTimes.push(attemptedAtMs);
+    this.#variableBytes += error.length;
+  }
+
   /** Appends row `i` of `source` (compaction: no string decoded or hashed per row). */
   appendFrom(source: RunRows, i: number): void {
     const at = this.#next({
@@ -222,6 +284,9 @@ export class RunRowsBuilder {
     this.#targetIndex[at] = this.#targets.internFrom(source.targets, target);
     const names = (source.queues[queue] as string).length + (source.targets[target] as string).length;
     this.#pushBytes(at, bytesOf(source.keys, i), bytesOf(source.payload, i), bytesOf(source.headers, i), names);
+    if (source.failures.rows.length === 0) return;
+    const failure = failureOf(source.failures, i);
+    if (failure >= 0) this.setFailure(at, source.failures.errors[failure] as string, source.failures.attemptedAtMs[failure] as number);
   }
 
   /**
@@ -239,6 +304,9 @@ export class RunRowsBuilder {
     this.#keys.clear();
     this.#payload.clear();
     this.#headers.clear();
+    this.#failureRows = [];
+    this.#failureErrors = [];
+    this.#failureTimes = [];
   }
 
   /** The rows appended so far, in append order; the builder must not be used afterwards, except to reset() it. */
@@ -261,6 +329,10 @@ export class RunRowsBuilder {
       keys: this.#keys.finish(n),
       payload: this.#payload.finish(n),
       headers: this.#headers.finish(n),
+      failures:
+        this.#failureRows.length === 0
+          ? noFailures
+          : { rows: Uint32Array.from(this.#failureRows), errors: this.#failureErrors, attemptedAtMs: Float64Array.from(this.#failureTimes) },
     };
   }
 

@@ -16,12 +16,12 @@ import { systemErrorCode } from '../errors.ts';
 import { spillLimits } from '../limits.ts';
 import { keyHash } from '../store/key-index.ts';
 import { timerState } from '../store/resident-store.ts';
-import { batchFixedBytesPerRow, keysFileName, runFileName } from './format.ts';
+import { batchFixedBytesPerRow, keysFileName, runFileName, spillFormatVersion } from './format.ts';
 import { encodeKeys } from './keys-file.ts';
 import type { Schema } from 'apache-arrow';
 import { encodedEntries, encodeRunBatch, RunIpcWriter, runSchema } from './run-arrow.ts';
 import type { RunBucket, RunMeta } from './run-meta.ts';
-import { bytesOf, type RunRows } from './run-rows.ts';
+import { bytesOf, firstFailureFrom, type RunRows } from './run-rows.ts';
 
 export interface RunWriteOptions {
   /** Default spillLimits.bucketWidthMs. */
@@ -119,14 +119,18 @@ export class RunWriter {
   async append(rows: RunRows): Promise<void> {
     assert.ok(!this.#done, 'the run is finished');
     this.#checkOrder(rows);
+    const failures = rows.failures;
     let from = 0;
     while (from < rows.rows) {
       const startMs = this.#bucketStart(rows.dueAtMs[from] as number);
       const endMs = startMs + this.#bucketWidthMs;
       let to = from;
       let bytes = 0;
+      // The next failure's row: its error text counts too (there are few, so a cursor, not a look-up a row).
+      let failure = firstFailureFrom(failures, from);
       while (to < rows.rows && to - from < this.#batchRowsMax && (rows.dueAtMs[to] as number) < endMs) {
-        const rowBytes = batchFixedBytesPerRow + this.#variableBytes(rows, to);
+        let rowBytes = batchFixedBytesPerRow + this.#variableBytes(rows, to);
+        if (failures.rows[failure] === to) rowBytes += (failures.errors[failure++] as string).length;
         if (to > from && bytes + rowBytes > this.#batchBytesMax) break;
         bytes += rowBytes;
         to++;
@@ -157,6 +161,7 @@ export class RunWriter {
       await writeSynced(this.#fs, posix.join(this.#dir, keysFileName(this.#runId)), keys);
       return {
         runId: this.#runId,
+        version: spillFormatVersion,
         stamp: this.#stamp,
         bucketWidthMs: this.#bucketWidthMs,
         rows: this.#rows,

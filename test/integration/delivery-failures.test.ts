@@ -1,6 +1,7 @@
 // Why did it fail? Through the real service (`fermata serve`, port 0) and loopback targets: a
 // timer whose attempt failed shows last_error, last_attempt_at and next_attempt_at in GET
-// /v1/timers/{id}, a dead one in /v1/dead too, after a restart as before it; /metrics counts
+// /v1/timers/{id}, a dead one in /v1/dead too, after a restart as before it (also when a
+// checkpoint let go of the log records that said it); /metrics counts
 // failed attempts by kind; a dying timer is logged once at warn, with its target's origin and
 // never its path. The dead list pages by cursor past 1,000, and DELETE /v1/dead/{id} discards
 // one: 404 right after, 404 for an unknown id, 409 for a timer that is not dead.
@@ -130,6 +131,50 @@ test('a failed attempt says why and when, and when the next is, across a restart
   );
   assert.equal((await call(svc.url, 'GET', `/v1/timers/${refused}`)).json.last_error, 'connection refused');
   assert.equal(((await call(svc.url, 'GET', '/v1/dead')).json.dead as Json[])[0]?.last_error, 'HTTP 503');
+  await stop(svc);
+});
+
+test('why and when an attempt failed survive a checkpoint that truncates the log, and a restart: GET /v1/timers/{id} and /v1/dead', { timeout: 90_000 }, async () => {
+  const target = await sink(() => ({ status: 503 }));
+  const dataDir = scratch.tempDir('data');
+  // A budget so small that the far-future timers added below take it over: the loader then
+  // spills them, in a checkpoint that lets go of the log before it (and its OUTCOME records).
+  const start = (): Promise<Service> => startService(dataDir, (child) => scratch.children.add(child), { args: ['--memory-budget', '2MiB'], env: { FERMATA_MEMORY_BUDGET_FLOOR: 'off' } });
+  let svc = await start();
+  assert.equal((await call(svc.url, 'PUT', '/v1/queues/slow', { max_attempts: 5, min_backoff_ms: 3_600_000, max_backoff_ms: 3_600_000 })).status, 200);
+  assert.equal((await call(svc.url, 'PUT', '/v1/queues/once', { max_attempts: 1 })).status, 200);
+  const add = async (body: Json): Promise<string> => {
+    const added = await call(svc.url, 'POST', '/v1/timers', body);
+    assert.equal(added.status, 201, JSON.stringify(added.json));
+    return String(added.json.id);
+  };
+  const retryingId = await add({ delay_ms: 0, target: `${target.url}/down`, queue: 'slow' });
+  const deadId = await add({ delay_ms: 0, target: `${target.url}/down`, queue: 'once' });
+  const retrying = await until(svc.url, retryingId, (timer) => timer.state === 'retrying');
+  const dead = await until(svc.url, deadId, (timer) => timer.state === 'dead');
+  assert.deepEqual([retrying.last_error, dead.last_error], ['HTTP 503', 'HTTP 503']);
+
+  const fireAt = Date.now() + 10 * 24 * 3_600_000;
+  const lines = Array.from({ length: 15_000 }, (_, i) => JSON.stringify({ fire_at: fireAt + i * 1000, target: `${target.url}/far`, payload: `far timer ${i} `.padEnd(100, '.') })).join('\n');
+  assert.equal((await call(svc.url, 'POST', '/v1/timers', lines, 'application/x-ndjson')).status, 201);
+  const deadline = Date.now() + 30_000;
+  while (Number((await call(svc.url, 'GET', '/v1/stats')).json.spilled ?? 0) === 0) {
+    assert.ok(Date.now() < deadline, 'the loader spills the far-future timers');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  await stop(svc);
+
+  svc = await start();
+  const after = (await call(svc.url, 'GET', `/v1/timers/${retryingId}`)).json;
+  assert.deepEqual(
+    [after.state, after.last_status, after.last_error, after.last_attempt_at, after.next_attempt_at],
+    ['retrying', 503, 'HTTP 503', retrying.last_attempt_at, retrying.next_attempt_at],
+    'the retrying timer, restored from the checkpoint',
+  );
+  const deadAfter = (await call(svc.url, 'GET', `/v1/timers/${deadId}`)).json;
+  assert.deepEqual([deadAfter.state, deadAfter.last_error, deadAfter.last_attempt_at], ['dead', 'HTTP 503', dead.last_attempt_at]);
+  const listed = ((await call(svc.url, 'GET', '/v1/dead')).json.dead as Json[]).map((timer) => [timer.id, timer.last_error, timer.last_attempt_at]);
+  assert.deepEqual(listed, [[deadId, 'HTTP 503', dead.last_attempt_at]]);
   await stop(svc);
 });
 

@@ -1,7 +1,8 @@
 // OUTCOME_DETAILED (docs/format/engine-records.md): why a failed attempt failed and when, in
 // the record and in memory. The format's worked example byte for byte (its golden copy); a
 // delivered batch still logged as a plain 32-byte OUTCOME; malformed bodies refused; and in the
-// engine: last_error, last_attempt_at and next_attempt_at across a restart, a delivery clearing
+// engine: last_error, last_attempt_at and next_attempt_at across a restart (and across a
+// checkpoint that truncates the log, and a restart), a delivery clearing
 // them, one text held once however many timers name it, the dead list paged by a cursor, and
 // a discarded dead timer released at once and for good.
 import assert from 'node:assert/strict';
@@ -184,6 +185,56 @@ test('last_error, last_attempt_at and next_attempt_at survive a restart; a deliv
   await engine.close();
   engine = await Engine.open({ dataDir, fs, clock });
   assert.equal(engine.get(admitted.idOf(2))?.lastError, null, 'the delivery is durable too');
+  await engine.close();
+});
+
+test('last_error and last_attempt_at survive a checkpoint that lets the log before it go, and a restart; timers that never failed show none', async () => {
+  const clock = manualClock();
+  const fs = new SimFileSystem({ seed: 73 });
+  const open = (): Promise<Engine> => Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 } });
+  let engine = await open();
+  // Many that never fail, due after now: in the checkpoint's run the failed ones fall among them.
+  const quiet = await engine.admit(batchFromSpecs(Array.from({ length: 3000 }, (_, i) => spec(t0 + 1 + i))));
+  const failed = await engine.admit(batchFromSpecs([spec(t0), spec(t0), spec(t0)]));
+  const slice = engine.takeDue(t0, 10);
+  assert.equal(slice.count, 3);
+  const outcomes = outcomesFor(slice, outcomeKind.retry, 0, 503);
+  outcomes.retryAtMs.set([t0 + 1_500, 0, t0 + 2_500]);
+  outcomes.kinds[1] = outcomeKind.dead;
+  outcomes.reasons[1] = 1;
+  outcomes.statuses[1] = 0;
+  outcomes.errorTexts.push('HTTP 503', 'connection refused', 'timeout after 10000 ms');
+  outcomes.errors.set([1, 2, 3]);
+  outcomes.attemptedAtMs.set([t0 + 3, t0 + 4, t0 + 5]);
+  await engine.settle(outcomes);
+  const report = await engine.checkpoint();
+  assert.equal(report.residentRows, 3003);
+  assert.ok(report.segmentsDeleted >= 1, 'the records that said why are gone from the log');
+  await engine.close();
+
+  engine = await open();
+  const shown = [0, 1, 2].map((i) => {
+    const view = engine.get(failed.idOf(i));
+    return [view?.state, view?.lastError, view?.lastAttemptAtMs, view?.nextAttemptAtMs];
+  });
+  assert.deepEqual(shown, [
+    ['retrying', 'HTTP 503', t0 + 3, t0 + 1_500],
+    ['dead', 'connection refused', t0 + 4, null],
+    ['retrying', 'timeout after 10000 ms', t0 + 5, t0 + 2_500],
+  ]);
+  assert.deepEqual(
+    engine.listDead(10).map((dead) => [dead.id, dead.lastError, dead.lastAttemptAtMs]),
+    [[failed.idOf(1), 'connection refused', t0 + 4]],
+  );
+  for (let i = 0; i < quiet.rows; i++) {
+    const view = engine.get(quiet.idOf(i));
+    if (view?.lastError !== null || view.lastAttemptAtMs !== null) assert.fail(`timer ${i} never failed, and shows ${JSON.stringify(view)}`);
+  }
+  // And once more through a checkpoint of the restored engine.
+  await engine.checkpoint();
+  await engine.close();
+  engine = await open();
+  assert.equal(engine.get(failed.idOf(2))?.lastError, 'timeout after 10000 ms');
   await engine.close();
 });
 

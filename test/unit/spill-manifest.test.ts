@@ -4,16 +4,18 @@
 // seeds, the directory holds exactly the old manifest or exactly the new one, and once it has
 // resolved, the new one. A canary with an fdatasync that syncs nothing proves the simulation
 // would catch a missing sync. removeUnreferenced deletes exactly the files no manifest names.
-// Golden bytes: the worked examples of docs/format/spill.md (manifest and keys sidecar).
+// Golden bytes: the worked examples of docs/format/spill.md (manifest and keys sidecar), and
+// those of version 1, which are still read: the runs a version 1 manifest names are version 1's.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { crc32 } from '../../engine/checksum.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { keysFileName, manifestFileName, manifestTempFileName, runFileName } from '../../engine/spill/format.ts';
 import { decodeManifest, encodeManifest, type Manifest, readManifest, removeUnreferenced, writeManifest } from '../../engine/spill/manifest.ts';
-import { encodeKeys } from '../../engine/spill/keys-file.ts';
+import { decodeKeys, encodeKeys } from '../../engine/spill/keys-file.ts';
 import type { RunMeta } from '../../engine/spill/run-meta.ts';
 import { arrowIpcTestData } from '../helpers/fixtures.ts';
 import { soak } from '../helpers/soak.ts';
@@ -28,6 +30,7 @@ function runMeta(runId: number, stamp: number, batches: number): RunMeta {
   const buckets = Array.from({ length: batches }, (_, i) => ({ startMs: 3_600_000 * (10 + i), rows: 5 + i, keyed: i, fileOffset: 800 + 1000 * i, byteLength: 1000, crc32: (0x9e3779b9 * (i + runId)) >>> 0 }));
   return {
     runId,
+    version: 2,
     stamp,
     bucketWidthMs: 3_600_000,
     rows: buckets.reduce((sum, b) => sum + b.rows, 0),
@@ -218,17 +221,44 @@ test('removeUnreferenced deletes the run and keys files the manifest does not na
   assert.deepEqual(await removeUnreferenced(image, dir, undefined), named.flatMap((id) => [runFileName(id), keysFileName(id)]).sort());
 });
 
+const hex = (text: string): number[] => text.split(/\s+/).filter(Boolean).map((b) => parseInt(b, 16));
+
 test("golden: docs/format/spill.md's worked examples are the bytes the encoders write", () => {
-  const hex = (text: string): number[] => text.split(/\s+/).filter(Boolean).map((b) => parseInt(b, 16));
   const keys = encodeKeys(7, 42, [Uint32Array.of(0x3c2569b2, 0x4f31114c), new Uint32Array(0)]);
-  assert.deepEqual([...keys], hex('46 52 4d 54 4b 45 59 0a 9e fa 41 28 01 00 20 00 07 00 00 00 02 00 00 00 2a 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00 b2 69 25 3c 4c 11 31 4f'));
-  const emptyRun: RunMeta = { runId: 1, stamp: 5, bucketWidthMs: 3_600_000, rows: 0, bytes: 1970, headBytes: 976, headCrc32: 4218402453, tailOffset: 976, tailCrc32: 1242158068, keysBytes: 32, buckets: [] };
+  assert.deepEqual([...keys], hex('46 52 4d 54 4b 45 59 0a 60 81 a1 4c 02 00 20 00 07 00 00 00 02 00 00 00 2a 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00 b2 69 25 3c 4c 11 31 4f'));
+  const emptyRun: RunMeta = { runId: 1, version: 2, stamp: 5, bucketWidthMs: 3_600_000, rows: 0, bytes: 2218, headBytes: 1096, headCrc32: 1295779613, tailOffset: 1096, tailCrc32: 469478380, keysBytes: 32, buckets: [] };
   const bytes = encodeManifest({ checkpointSeq: 5, watermarkMs: 3_600_000, releasedExpiryMaxMs: -Infinity, nextRunId: 2, residentRun: emptyRun, spilledRuns: [], queues: [], tombstones: { seqs: Float64Array.of(3), rows: Uint32Array.of(1), fireAtMs: Float64Array.of(7_200_000) } });
-  assert.equal(bytes.length, 0x164);
-  assert.deepEqual([...bytes.subarray(0, 0x18)], hex('46 52 4d 54 4d 41 4e 0a 57 80 05 07 01 00 18 00 33 01 00 00 01 00 00 00'));
+  assert.equal(bytes.length, 0x16c);
+  assert.deepEqual([...bytes.subarray(0, 0x18)], hex('46 52 4d 54 4d 41 4e 0a 65 b6 55 75 02 00 18 00 40 01 00 00 01 00 00 00'));
   assert.equal(
-    new TextDecoder().decode(bytes.subarray(0x18, 0x14b)),
-    '{"checkpointSeq":5,"watermarkMs":3600000,"releasedExpiryMaxMs":"-Infinity","nextRunId":2,"residentRun":{"runId":1,"stamp":5,"bucketWidthMs":3600000,"rows":0,"bytes":1970,"headBytes":976,"headCrc32":4218402453,"tailOffset":976,"tailCrc32":1242158068,"keysBytes":32,"buckets":[]},"spilledRuns":[],"queues":[]}',
+    new TextDecoder().decode(bytes.subarray(0x18, 0x158)),
+    '{"checkpointSeq":5,"watermarkMs":3600000,"releasedExpiryMaxMs":"-Infinity","nextRunId":2,"residentRun":{"runId":1,"version":2,"stamp":5,"bucketWidthMs":3600000,"rows":0,"bytes":2218,"headBytes":1096,"headCrc32":1295779613,"tailOffset":1096,"tailCrc32":469478380,"keysBytes":32,"buckets":[]},"spilledRuns":[],"queues":[]}',
   );
-  assert.deepEqual([...bytes.subarray(0x14b)], hex('00 00 00 00 00  00 00 00 00 00 00 08 40  00 00 00 00 40 77 5b 41  01 00 00 00'));
+  assert.deepEqual([...bytes.subarray(0x158)], hex('00 00 00 00 00 00 08 40  00 00 00 00 40 77 5b 41  01 00 00 00'));
+});
+
+test('golden, version 1: the worked examples of the previous release are read, their runs as version 1 runs', () => {
+  const json =
+    '{"checkpointSeq":5,"watermarkMs":3600000,"releasedExpiryMaxMs":"-Infinity","nextRunId":2,"residentRun":{"runId":1,"stamp":5,"bucketWidthMs":3600000,"rows":0,"bytes":1970,"headBytes":976,"headCrc32":4218402453,"tailOffset":976,"tailCrc32":1242158068,"keysBytes":32,"buckets":[]},"spilledRuns":[],"queues":[]}';
+  const manifestV1 = Uint8Array.from([
+    ...hex('46 52 4d 54 4d 41 4e 0a 57 80 05 07 01 00 18 00 33 01 00 00 01 00 00 00'),
+    ...new TextEncoder().encode(json),
+    ...hex('00 00 00 00 00  00 00 00 00 00 00 08 40  00 00 00 00 40 77 5b 41  01 00 00 00'),
+  ]);
+  const m = decodeManifest(manifestV1);
+  assert.deepEqual(m.residentRun, { ...(JSON.parse(json) as { residentRun: object }).residentRun, version: 1 });
+  assert.deepEqual([m.checkpointSeq, m.watermarkMs, m.nextRunId, [...m.tombstones.seqs], [...m.tombstones.rows]], [5, 3_600_000, 2, [3], [1]]);
+  // Read back, it is written as version 2, its run still version 1.
+  assert.equal(decodeManifest(encodeManifest(m)).residentRun.version, 1);
+  const keysV1 = Uint8Array.from(hex('46 52 4d 54 4b 45 59 0a 9e fa 41 28 01 00 20 00 07 00 00 00 02 00 00 00 2a 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00 b2 69 25 3c 4c 11 31 4f'));
+  const twoBatches = runMeta(7, 42, 2);
+  const keysMeta = { ...twoBatches, version: 1, keysBytes: keysV1.length, buckets: twoBatches.buckets.map((bucket, i) => ({ ...bucket, keyed: i === 0 ? 2 : 0 })) };
+  assert.deepEqual(decodeKeys(keysV1, keysFileName(7), keysMeta).map((section) => [...section]), [[0x3c2569b2, 0x4f31114c], []]);
+  // A sidecar is read in its run's version only, and a manifest of a later version not at all.
+  assert.throws(() => decodeKeys(keysV1, keysFileName(7), { ...keysMeta, version: 2 }), (err) => isFermataError(err, errorCodes.spillCorrupt) && /version 1 is not its run's \(2\)/.test(err.message));
+  const later = encodeManifest(manifest(3, 0));
+  const view = new DataView(later.buffer);
+  view.setUint16(12, 3, true);
+  view.setUint32(8, crc32(later.subarray(12)), true);
+  assert.throws(() => decodeManifest(later), (err) => isFermataError(err, errorCodes.spillCorrupt) && /version 3 is not one this release reads/.test(err.message));
 });

@@ -1,5 +1,5 @@
 // Run files (engine/spill/, docs/format/spill.md): random rows written and read back batch by
-// batch, the keys sidecar against keyHash, random access reading only the asked batch's bytes,
+// batch (a few with a failed last attempt: last_error, last_attempt_at), the keys sidecar against keyHash, random access reading only the asked batch's bytes,
 // apache-arrow reading a run as a plain Arrow file, and every kind of damage refused with
 // SPILL_CORRUPT naming the file and the offset: bit flips in batches, head and footer, a wrong
 // stamp, truncation, and the Arrow project's malformed and foreign streams put where a run,
@@ -18,7 +18,7 @@ import { keyHash } from '../../engine/store/key-index.ts';
 import { timerState } from '../../engine/store/resident-store.ts';
 import { keysFileName, runFileName } from '../../engine/spill/format.ts';
 import { readRunBucket, readRunKeys, type RunMeta, verifyRun, writeRun } from '../../engine/spill/run-file.ts';
-import { bytesOf, type RunRows, RunRowsBuilder, sortRunRows } from '../../engine/spill/run-rows.ts';
+import { bytesOf, failureOf, type RunRows, RunRowsBuilder, sortRunRows } from '../../engine/spill/run-rows.ts';
 import { arrowIpcTestData } from '../helpers/fixtures.ts';
 import { Prng } from '../helpers/prng.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -31,6 +31,7 @@ const testdata = fileURLToPath(arrowIpcTestData);
 const encoder = new TextEncoder();
 const states = [timerState.pending, timerState.retrying, timerState.delivered, timerState.dead, timerState.cancelled];
 const texts = ['', 'a', 'ключ', '🙂 payload', 'x'.repeat(300), 'tab\tnul\u0000end'];
+const errorTexts = ['HTTP 503', 'timeout after 10000 ms', 'TLS: certificate has expired', 'refused by the SSRF guard: 10.0.0.1 is private', 'é'.repeat(128)];
 
 /**
  * Random timers in a few buckets with gaps between them (empty buckets), and one bucket of
@@ -52,6 +53,8 @@ function randomRows(prng: Prng, rows: number, hugeRows = 0): RunRows {
       payload,
       headers,
     );
+    // One timer in five failed its last attempt, some at times past 2^32 ms and some before 1970.
+    if (prng.below(5) === 0) builder.setFailure(i, errorTexts[prng.below(errorTexts.length)] as string, prng.coin() ? baseMs + prng.below(widthMs) : -prng.below(2 ** 40));
   }
   return sortRunRows(builder.finish());
 }
@@ -74,6 +77,7 @@ function plain(rows: RunRows): unknown[] {
       [...bytesOf(rows.keys, i)],
       [...bytesOf(rows.payload, i)],
       [...bytesOf(rows.headers, i)],
+      failureOf(rows.failures, i) < 0 ? null : [rows.failures.errors[failureOf(rows.failures, i)], rows.failures.attemptedAtMs[failureOf(rows.failures, i)]],
     ]);
   }
   return out;
@@ -252,9 +256,11 @@ test("apache-arrow's tableFromIPC reads a run file whole: a real Arrow file with
       'payload:Binary:false',
       'headers:Binary:true',
       'dead_reason:Uint8:false',
+      'last_error:Utf8:true',
+      'last_attempt_at:Timestamp<MILLISECOND, UTC>:true',
     ],
   );
-  assert.deepEqual(Object.fromEntries(table.schema.metadata), { 'fermata.spill.version': '1', 'fermata.stamp': '1234', 'fermata.run': '9', 'fermata.bucket_width_ms': String(widthMs) });
+  assert.deepEqual(Object.fromEntries(table.schema.metadata), { 'fermata.spill.version': '2', 'fermata.stamp': '1234', 'fermata.run': '9', 'fermata.bucket_width_ms': String(widthMs) });
   const dueAt = table.getChild('due_at')?.toArray() as BigInt64Array;
   assert.deepEqual(Array.from(dueAt, Number), Array.from(rows.dueAtMs));
   const keys = table.getChild('key')?.toArray() as Array<Uint8Array | null>;
@@ -263,6 +269,15 @@ test("apache-arrow's tableFromIPC reads a run file whole: a real Arrow file with
     assert.deepEqual(keys[i] === null ? null : [...(keys[i] as Uint8Array)], key.length === 0 ? null : [...key], `row ${i}`);
   }
   assert.deepEqual(table.getChild('target')?.toArray(), Array.from(rows.targetIndex, (t) => rows.targets[t]));
+  assert.ok(rows.failures.rows.length > 10, 'some rows failed');
+  const errors = table.getChild('last_error');
+  const attemptedAt = table.getChild('last_attempt_at');
+  for (let i = 0; i < rows.rows; i++) {
+    const failure = failureOf(rows.failures, i);
+    assert.equal(errors?.get(i), failure < 0 ? null : rows.failures.errors[failure], `row ${i}`);
+    const at = attemptedAt?.get(i) as bigint | number | null;
+    assert.equal(at === null ? null : Number(at), failure < 0 ? null : rows.failures.attemptedAtMs[failure], `row ${i}`);
+  }
 });
 
 test('a flipped bit anywhere in a batch is refused with SPILL_CORRUPT naming the file and the batch offset', async () => {
@@ -386,6 +401,7 @@ test('foreign Arrow bytes whose checksum matches (as if the manifest named them)
       if (bytes.length <= skip) continue;
       const meta: RunMeta = {
         runId: 8,
+        version: 2,
         stamp: 1,
         bucketWidthMs: widthMs,
         rows: 3,

@@ -51,7 +51,7 @@ export const lastErrorSchema = {
   type: ['string', 'null'],
   maxLength: deliveryLimits.lastErrorBytesMax,
   description:
-    'Why its last attempt failed: `HTTP 503`, `timeout after 10000 ms`, `connection refused`, `TLS: …`, `refused by the SSRF guard: …`. Null when it has not failed, or was delivered since (and for a timer restored from a checkpoint, until its next failure).',
+    'Why its last attempt failed: `HTTP 503`, `timeout after 10000 ms`, `connection refused`, `TLS: …`, `refused by the SSRF guard: …`. Null when it has not failed, or was delivered since.',
 } as const;
 
 export const lastAttemptAtSchema = { type: ['string', 'null'], format: 'date-time', description: 'When that failed attempt was sent; null with `last_error`.' } as const;

@@ -1,0 +1,176 @@
+// Golden files of the spill format (test/fixtures/spill/, docs/format/spill.md), one set per
+// version, each a checkpoint of the same timers (test/helpers/spill-golden.ts): a manifest, a
+// resident run and a spilled run with their keys sidecars. Version 1, written by the release
+// before version 2, is still read: its runs verify and decode to the same timers, with no
+// failures (it has no columns for them). Version 2 is what this release writes, byte for byte,
+// and reads back with the failures. And an engine opened on either serves the same timers, a
+// version 2 checkpoint showing why the failed ones failed; one opened on version 1 writes its
+// next checkpoint as version 2, so an upgrade loses nothing.
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { type Clock, Engine } from '../../engine/engine.ts';
+import type { FileSystem } from '../../engine/fs/file-system.ts';
+import { encodeTimerId } from '../../engine/ids.ts';
+import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
+import { readManifest, writeManifest } from '../../engine/spill/manifest.ts';
+import { readRunBucket, readRunKeys, type RunMeta, verifyRun, writeRun } from '../../engine/spill/run-file.ts';
+import { bytesOf, failureOf, type RunRows, RunRowsBuilder } from '../../engine/spill/run-rows.ts';
+import { goldenBucketWidthMs, goldenManifest, goldenResident, goldenSpilled, goldenT0, type GoldenTimer } from '../helpers/spill-golden.ts';
+import { SimFileSystem } from '../sim/sim-file-system.ts';
+
+const fixtures = (version: number): string => new URL(`../fixtures/spill/v${version}`, import.meta.url).pathname;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const stateNames: Record<number, string> = { 1: 'pending', 3: 'retrying', 4: 'delivered', 5: 'dead', 6: 'cancelled' };
+
+/** The golden timers as run rows, with their failures when `withFailures`. */
+function goldenRows(timers: readonly GoldenTimer[], withFailures: boolean): RunRows {
+  const builder = new RunRowsBuilder(8);
+  for (const [i, timer] of timers.entries()) {
+    builder.append(timer, timer.queue, timer.target, encoder.encode(timer.key), timer.payload, encoder.encode(timer.headers));
+    if (withFailures && timer.failure !== undefined) builder.setFailure(i, timer.failure.error, timer.failure.attemptedAtMs);
+  }
+  return builder.finish();
+}
+
+/** Every row of `rows` as plain values, the failure too. */
+function plain(rows: RunRows): unknown[] {
+  return Array.from({ length: rows.rows }, (_, i) => {
+    const failure = failureOf(rows.failures, i);
+    return {
+      seq: rows.seq[i],
+      row: rows.row[i],
+      fireAtMs: rows.fireAtMs[i],
+      dueAtMs: rows.dueAtMs[i],
+      state: rows.state[i],
+      attempts: rows.attempts[i],
+      lastStatus: rows.lastStatus[i],
+      deadReason: rows.deadReason[i],
+      queue: rows.queues[rows.queueIndex[i] as number],
+      target: rows.targets[rows.targetIndex[i] as number],
+      key: decoder.decode(bytesOf(rows.keys, i)),
+      payload: [...bytesOf(rows.payload, i)],
+      headers: decoder.decode(bytesOf(rows.headers, i)),
+      failure: failure < 0 ? undefined : { error: rows.failures.errors[failure], attemptedAtMs: rows.failures.attemptedAtMs[failure] },
+    };
+  });
+}
+
+async function readRun(fs: FileSystem, dir: string, meta: RunMeta): Promise<unknown[]> {
+  await verifyRun(fs, dir, meta);
+  const rows: unknown[] = [];
+  for (let bucket = 0; bucket < meta.buckets.length; bucket++) rows.push(...plain(await readRunBucket(fs, dir, meta, bucket)));
+  return rows;
+}
+
+/**
+ * A simulated disk whose data directory holds the version's golden checkpoint as its spill
+ * directory, beside the log that checkpoint leaves: records up to its sequence (9), which it
+ * covers (a checkpointed log keeps the segment being written).
+ */
+async function diskWith(version: number): Promise<SimFileSystem> {
+  const fs = new SimFileSystem({ seed: version });
+  const engine = await Engine.open({ dataDir: '/data', fs, clock });
+  while (engine.log.lastSeq < 9) await engine.setQueue('other', { max_attempts: 1 + engine.log.lastSeq });
+  await engine.close();
+  await fs.mkdirp('/data/spill');
+  for (const name of readdirSync(fixtures(version))) {
+    const handle = await fs.open(`/data/spill/${name}`, 'create');
+    await handle.writev([new Uint8Array(readFileSync(`${fixtures(version)}/${name}`))], 0);
+    await handle.datasync();
+    await handle.close();
+  }
+  await fs.syncDir('/data/spill');
+  return fs;
+}
+
+const clock: Clock = { now: () => goldenT0 };
+const idOf = (timer: GoldenTimer): string => encodeTimerId(timer.seq, timer.row, timer.fireAtMs);
+
+/** What an engine on `fs` says of every golden timer (spilled ones read from their run). */
+async function views(fs: SimFileSystem): Promise<unknown[]> {
+  const engine = await Engine.open({ dataDir: '/data', fs, clock });
+  try {
+    const out: unknown[] = [];
+    for (const timer of [...goldenResident, ...goldenSpilled]) {
+      const view = await engine.lookup(idOf(timer));
+      assert.ok(view !== undefined, `timer ${idOf(timer)}`);
+      out.push({ state: view.state, attempts: view.attempts, queue: view.queue, target: view.target, key: view.key, lastStatus: view.lastStatus, lastError: view.lastError, lastAttemptAtMs: view.lastAttemptAtMs });
+    }
+    return out;
+  } finally {
+    await engine.close();
+  }
+}
+
+/** The views the golden timers must get: their failures only when the checkpoint holds them. */
+function expectedViews(withFailures: boolean): unknown[] {
+  return [...goldenResident, ...goldenSpilled].map((timer) => ({
+    state: stateNames[timer.state],
+    attempts: timer.attempts,
+    queue: timer.queue,
+    target: timer.target,
+    key: timer.key === '' ? null : timer.key,
+    lastStatus: timer.lastStatus === 0 ? null : timer.lastStatus,
+    lastError: withFailures ? (timer.failure?.error ?? null) : null,
+    lastAttemptAtMs: withFailures ? (timer.failure?.attemptedAtMs ?? null) : null,
+  }));
+}
+
+test('golden, version 1 (the previous release): the manifest, both runs and their keys are read; the timers are the same, with no failures', async () => {
+  const dir = fixtures(1);
+  const manifest = await readManifest(nodeFileSystem, dir);
+  assert.ok(manifest !== undefined);
+  assert.equal(manifest.residentRun.version, 1);
+  assert.equal(manifest.spilledRuns[0]?.version, 1);
+  assert.deepEqual(await readRun(nodeFileSystem, dir, manifest.residentRun), plain(goldenRows(goldenResident, false)));
+  assert.deepEqual(await readRun(nodeFileSystem, dir, manifest.spilledRuns[0] as RunMeta), plain(goldenRows(goldenSpilled, false)));
+  assert.deepEqual((await readRunKeys(nodeFileSystem, dir, manifest.residentRun)).map((section) => section.length), [1, 0, 0, 1]);
+});
+
+test('golden, version 2: this release writes the same bytes from the same timers, and reads them back with their failures', async () => {
+  const fs = new SimFileSystem({ seed: 2 });
+  const dir = '/data/spill';
+  await fs.mkdirp(dir);
+  const resident = await writeRun(fs, dir, 1, 9, goldenRows(goldenResident, true), { bucketWidthMs: goldenBucketWidthMs });
+  const spilled = await writeRun(fs, dir, 2, 9, goldenRows(goldenSpilled, true), { bucketWidthMs: goldenBucketWidthMs });
+  await writeManifest(fs, dir, goldenManifest(resident, spilled));
+  const names = readdirSync(fixtures(2)).sort();
+  assert.deepEqual((await fs.list(dir)).sort(), names);
+  for (const name of names) assert.deepEqual(await fs.readFile(`${dir}/${name}`), new Uint8Array(readFileSync(`${fixtures(2)}/${name}`)), name);
+
+  const manifest = await readManifest(nodeFileSystem, fixtures(2));
+  assert.ok(manifest !== undefined && manifest.residentRun.version === 2);
+  const residentRows = await readRun(nodeFileSystem, fixtures(2), manifest.residentRun);
+  assert.deepEqual(residentRows, plain(goldenRows(goldenResident, true)));
+  assert.equal(residentRows.filter((row) => (row as { failure?: unknown }).failure !== undefined).length, 2);
+  assert.deepEqual(await readRun(nodeFileSystem, fixtures(2), manifest.spilledRuns[0] as RunMeta), plain(goldenRows(goldenSpilled, false)));
+});
+
+test('an engine opened on a version 1 checkpoint serves its timers, and its next checkpoint is version 2 and loses none of them', async () => {
+  const fs = await diskWith(1);
+  assert.deepEqual(await views(fs), expectedViews(false));
+  const engine = await Engine.open({ dataDir: '/data', fs, clock });
+  await engine.checkpoint();
+  await engine.close();
+  const manifest = await readManifest(fs, '/data/spill');
+  assert.equal(manifest?.residentRun.version, 2, 'the resident run is written anew');
+  assert.equal(manifest?.spilledRuns[0]?.version, 1, 'a spilled run is kept as it was');
+  assert.deepEqual(await views(fs), expectedViews(false));
+});
+
+test('an engine opened on a version 2 checkpoint shows why the failed timers failed, and when', async () => {
+  const fs = await diskWith(2);
+  assert.deepEqual(await views(fs), expectedViews(true));
+  const engine = await Engine.open({ dataDir: '/data', fs, clock });
+  try {
+    const dead = engine.listDead(10);
+    assert.deepEqual(
+      dead.map((timer) => [timer.id, timer.reason, timer.lastError, timer.lastAttemptAtMs]),
+      [[idOf(goldenResident[4] as GoldenTimer), 'attempts_exhausted', 'connection refused', goldenT0 + 40_000]],
+    );
+  } finally {
+    await engine.close();
+  }
+});
