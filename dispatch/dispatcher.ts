@@ -128,7 +128,7 @@ export class Dispatcher {
       engine: this.#engine,
       clock: this.#clock,
       logger: this.#logger,
-      record: (outcomes, queueIndex, attempted) => this.#recorder.recordPull(outcomes, queueIndex, attempted),
+      record: (outcomes, queueIndex, attempted, fireAtMs) => this.#recorder.recordPull(outcomes, queueIndex, attempted, fireAtMs),
       roomFreed: () => this.#scheduler.wake(),
       ...(options.pullLimits === undefined ? {} : { limits: options.pullLimits }),
     });

@@ -177,8 +177,11 @@ export class OutcomeRecorder {
     });
   }
 
-  /** Makes pulled timers' outcomes durable (all of one queue) and counts them, when they were an attempt. */
-  async recordPull(outcomes: Outcomes, queueIndex: number, attempted: boolean): Promise<void> {
+  /**
+   * Makes pulled timers' outcomes durable (all of one queue) and, when they were an attempt,
+   * counts them and logs each death as a push death is; `fireAtMs[i]` is outcome i's fire time.
+   */
+  async recordPull(outcomes: Outcomes, queueIndex: number, attempted: boolean, fireAtMs: Float64Array): Promise<void> {
     await this.#engine.settle(outcomes);
     if (!attempted) return;
     const stats = this.#stats.of(queueIndex);
@@ -186,7 +189,10 @@ export class OutcomeRecorder {
       const kind = outcomes.kinds[i];
       if (kind === outcomeKind.delivered) stats.delivered++;
       else if (kind === outcomeKind.retry) stats.retried++;
-      else stats.dead++;
+      else {
+        stats.dead++;
+        this.#logDead(outcomes, i, fireAtMs[i] as number);
+      }
     }
   }
 }

@@ -84,8 +84,11 @@ export interface PullQueuesOptions {
   readonly engine: Engine;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Makes outcomes durable (the outcome recorder: engine.settle, and its counts when they were an attempt). */
-  readonly record: (outcomes: Outcomes, queueIndex: number, attempted: boolean) => Promise<void>;
+  /**
+   * Makes outcomes durable (the outcome recorder: engine.settle, and its counts and dead-timer
+   * lines when they were an attempt). `fireAtMs[i]` is outcome i's fire time, which its id names.
+   */
+  readonly record: (outcomes: Outcomes, queueIndex: number, attempted: boolean, fireAtMs: Float64Array) => Promise<void>;
   /** Room was freed in a queue (the dispatcher wakes its scheduler). */
   readonly roomFreed: () => void;
   /** Draws in [0, 1) for the backoff's jitter. */
@@ -136,6 +139,7 @@ interface Lease {
   readonly seqs: Float64Array;
   readonly rows: Uint32Array;
   readonly attempts: Uint32Array;
+  readonly fireAtMs: Float64Array;
   readonly expiresAtMs: number;
   readonly disarm: () => void;
 }
@@ -149,7 +153,7 @@ export class PullQueues {
   readonly #engine: Engine;
   readonly #clock: Clock;
   readonly #logger: Logger;
-  readonly #record: (outcomes: Outcomes, queueIndex: number, attempted: boolean) => Promise<void>;
+  readonly #record: (outcomes: Outcomes, queueIndex: number, attempted: boolean, fireAtMs: Float64Array) => Promise<void>;
   readonly #roomFreed: () => void;
   readonly #random: () => number;
   readonly #armTimer: (callback: () => void, ms: number) => () => void;
@@ -338,6 +342,7 @@ export class PullQueues {
       seqs: Float64Array.from(state.seqs.slice(from, state.head)),
       rows: Uint32Array.from(state.rows.slice(from, state.head)),
       attempts: Uint32Array.from(state.attempts.slice(from, state.head)),
+      fireAtMs: Float64Array.from(state.fireAtMs.slice(from, state.head)),
       expiresAtMs,
       disarm: this.#armTimer(() => this.#expire(id), config.timeout_ms),
     };
@@ -387,7 +392,7 @@ export class PullQueues {
       } else settled.dead++;
     }
     try {
-      await this.#record(outcomes, lease.queue.index, true);
+      await this.#record(outcomes, lease.queue.index, true, lease.fireAtMs);
     } finally {
       lease.queue.leased -= count;
       this.#roomFreed();
@@ -404,6 +409,7 @@ export class PullQueues {
       const outcomes = emptyOutcomes(count);
       outcomes.count = count;
       const nowMs = this.#clock.now();
+      const fireAtMs = Float64Array.from(state.fireAtMs.slice(state.head, state.head + count));
       for (let i = 0; i < count; i++) {
         const at = state.head + i;
         outcomes.seqs[i] = state.seqs[at] as number;
@@ -415,7 +421,7 @@ export class PullQueues {
       state.head += count;
       state.leased += count;
       state.compact();
-      this.#record(outcomes, state.index, false)
+      this.#record(outcomes, state.index, false, fireAtMs)
         .catch((err: unknown) => this.#logger.error({ err, queue: state.name }, 'timers of a queue that stopped pulling were not handed back; they will be delivered again after a restart'))
         .finally(() => {
           state.leased -= count;
