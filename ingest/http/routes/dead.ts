@@ -4,30 +4,13 @@
 // DELETE /v1/dead/{id} discards one (released at once: GET /v1/timers/{id} answers 404). Both
 // answer once their record is durable.
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
-import { isoOf } from '../iso-time.ts';
 import { deadListLimits } from '../route-limits.ts';
+import { deadTimerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
-
-const deadTimerSchema = {
-  type: 'object',
-  properties: {
-    id: { type: 'string' },
-    queue: { type: 'string' },
-    target: { type: 'string' },
-    fire_at: { type: 'string' },
-    attempts: { type: 'integer' },
-    last_status: { type: ['integer', 'null'] },
-    reason: { type: 'string', enum: ['attempts_exhausted', 'gone', 'target_refused', 'unknown'] },
-    last_error: { type: ['string', 'null'] },
-    last_attempt_at: { type: ['string', 'null'] },
-  },
-  required: ['id', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at'],
-  additionalProperties: false,
-} as const;
 
 const deadListSchema = {
   type: 'object',
-  properties: { dead: { type: 'array', items: deadTimerSchema }, next_cursor: { type: ['string', 'null'] } },
+  properties: { dead: { type: 'array', items: deadTimerView.schema }, next_cursor: { type: ['string', 'null'] } },
   required: ['dead', 'next_cursor'],
   additionalProperties: false,
 } as const;
@@ -63,18 +46,7 @@ export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Pr
     const { queue, limit, cursor } = request.query;
     const page = engine.deadPage(limit, queue, cursor);
     if (page === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(cursor)} is not one: pass a page's next_cursor as it came`);
-    const dead = page.dead.map((timer) => ({
-      id: timer.id,
-      queue: timer.queue,
-      target: timer.target,
-      fire_at: new Date(timer.fireAtMs).toISOString(),
-      attempts: timer.attempts,
-      last_status: timer.lastStatus,
-      reason: timer.reason,
-      last_error: timer.lastError,
-      last_attempt_at: timer.lastAttemptAtMs === null ? null : isoOf(timer.lastAttemptAtMs),
-    }));
-    return { dead, next_cursor: page.nextCursor };
+    return { dead: page.dead.map((timer) => deadTimerView.json(timer)), next_cursor: page.nextCursor };
   });
 
   app.post<{ Params: { id: string } }>('/v1/dead/:id/retry', { schema: { params: idParamsSchema, response: { 200: redrivenSchema } } }, async (request) => {

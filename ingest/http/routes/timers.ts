@@ -28,6 +28,7 @@ import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { isoOf } from '../iso-time.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
 import { originalFireAtMs } from '../original-fire-at.ts';
+import { timerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 import { timerStreamRoutes } from './timer-stream.ts';
 
@@ -39,24 +40,6 @@ const idParamsSchema = {
   type: 'object',
   properties: { id: { type: 'string' } },
   required: ['id'],
-} as const;
-
-const timerViewSchema = {
-  type: 'object',
-  properties: {
-    id: { type: 'string' },
-    state: { type: 'string' },
-    fire_at: { type: 'string' },
-    attempts: { type: 'integer' },
-    queue: { type: 'string' },
-    key: { type: ['string', 'null'] },
-    last_status: { type: ['integer', 'null'] },
-    last_error: { type: ['string', 'null'] },
-    last_attempt_at: { type: ['string', 'null'] },
-    next_attempt_at: { type: ['string', 'null'] },
-  },
-  required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at'],
-  additionalProperties: false,
 } as const;
 
 const cancelledSchema = {
@@ -142,22 +125,11 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
     }
   });
 
-  app.get<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerViewSchema } } }, async (request) => {
+  app.get<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerView.schema } } }, async (request) => {
     // A spilled timer (due past the horizon) is read from its bucket on disk.
     const view = await engine.lookup(request.params.id);
     if (view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${request.params.id}`);
-    return {
-      id: view.id,
-      state: view.state,
-      fire_at: isoOf(view.fireAtMs),
-      attempts: view.attempts,
-      queue: view.queue,
-      key: view.key,
-      last_status: view.lastStatus,
-      last_error: view.lastError,
-      last_attempt_at: view.lastAttemptAtMs === null ? null : isoOf(view.lastAttemptAtMs),
-      next_attempt_at: view.nextAttemptAtMs === null ? null : isoOf(view.nextAttemptAtMs),
-    };
+    return timerView.json(view);
   });
 
   app.delete<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: cancelledSchema } } }, async (request) => {

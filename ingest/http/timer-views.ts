@@ -1,0 +1,92 @@
+// The JSON views of a timer that routes answer with: the timer view (GET /v1/timers/{id}) and a
+// dead timer (an entry of GET /v1/dead). Each is a response schema, which fastify validates and
+// serializes the answer by, and the function that fills it from the engine's view. A field is
+// defined once, its schema beside its value, and a view lists its fields in the order they are
+// written, so a field both views show is one definition, and a field added to a view is one
+// entry here. The OpenAPI document describes the same fields for users (routes/openapi*.ts).
+// Any thread.
+import type { DeadTimer, TimerView } from '../../engine/types.ts';
+import { isoOf } from './iso-time.ts';
+
+type JsonValue = string | number | null;
+
+interface ViewField<V> {
+  readonly schema: object;
+  readonly of: (view: V) => JsonValue;
+}
+
+/** What the engine tells of any timer, under the names both views share. */
+type AnyTimer = Pick<TimerView & DeadTimer, 'id' | 'queue' | 'target' | 'fireAtMs' | 'attempts' | 'lastStatus' | 'lastError' | 'lastAttemptAtMs'>;
+
+const isoOrNull = (ms: number | null): string | null => (ms === null ? null : isoOf(ms));
+
+/** The fields any view of a timer may show. */
+const timerFields = {
+  id: { schema: { type: 'string' }, of: (timer) => timer.id },
+  queue: { schema: { type: 'string' }, of: (timer) => timer.queue },
+  target: { schema: { type: 'string' }, of: (timer) => timer.target },
+  fire_at: { schema: { type: 'string' }, of: (timer) => isoOf(timer.fireAtMs) },
+  attempts: { schema: { type: 'integer' }, of: (timer) => timer.attempts },
+  last_status: { schema: { type: ['integer', 'null'] }, of: (timer) => timer.lastStatus },
+  last_error: { schema: { type: ['string', 'null'] }, of: (timer) => timer.lastError },
+  last_attempt_at: { schema: { type: ['string', 'null'] }, of: (timer) => isoOrNull(timer.lastAttemptAtMs) },
+} as const satisfies Record<string, ViewField<AnyTimer>>;
+
+/** Fields only a live timer's view shows. */
+const liveFields = {
+  state: { schema: { type: 'string' }, of: (timer) => timer.state },
+  key: { schema: { type: ['string', 'null'] }, of: (timer) => timer.key },
+  next_attempt_at: { schema: { type: ['string', 'null'] }, of: (timer) => isoOrNull(timer.nextAttemptAtMs) },
+} as const satisfies Record<string, ViewField<TimerView>>;
+
+/** Fields only a dead timer's entry shows. */
+const deadFields = {
+  reason: { schema: { type: 'string', enum: ['attempts_exhausted', 'gone', 'target_refused', 'unknown'] }, of: (timer) => timer.reason },
+} as const satisfies Record<string, ViewField<DeadTimer>>;
+
+export interface View<V> {
+  /** The response schema: every field required, no other allowed. */
+  readonly schema: { readonly type: 'object'; readonly properties: Record<string, object>; readonly required: readonly string[]; readonly additionalProperties: false };
+  /** The answer's object for one timer. */
+  json(view: V): Record<string, JsonValue>;
+}
+
+/** A view of `names` from `fields`, in that order. */
+function view<V, F extends Record<string, ViewField<V>>>(fields: F, names: ReadonlyArray<keyof F & string>): View<V> {
+  const chosen = names.map((name) => [name, fields[name] as ViewField<V>] as const);
+  return {
+    schema: { type: 'object', properties: Object.fromEntries(chosen.map(([name, field]) => [name, field.schema])), required: names, additionalProperties: false },
+    json(timer: V): Record<string, JsonValue> {
+      const out: Record<string, JsonValue> = {};
+      for (const [name, field] of chosen) out[name] = field.of(timer);
+      return out;
+    },
+  };
+}
+
+/** GET /v1/timers/{id}. */
+export const timerView = view<TimerView, typeof timerFields & typeof liveFields>({ ...timerFields, ...liveFields }, [
+  'id',
+  'state',
+  'fire_at',
+  'attempts',
+  'queue',
+  'key',
+  'last_status',
+  'last_error',
+  'last_attempt_at',
+  'next_attempt_at',
+]);
+
+/** An entry of GET /v1/dead. */
+export const deadTimerView = view<DeadTimer, typeof timerFields & typeof deadFields>({ ...timerFields, ...deadFields }, [
+  'id',
+  'queue',
+  'target',
+  'fire_at',
+  'attempts',
+  'last_status',
+  'reason',
+  'last_error',
+  'last_attempt_at',
+]);
