@@ -14,7 +14,7 @@ import { memoryLimits } from '../engine/limits.ts';
 import { median } from './report.ts';
 import { runLoad } from '../loadgen/load-generator.ts';
 import { runStreamLoad } from '../loadgen/stream-load.ts';
-import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type FermataMemoryUse, type Lateness, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
+import { awaitDelivery, awaitLateness, chunks, type CompareTiming, compareShape, type Delivery, deliveryWaitMs, type FermataMemoryUse, growthRange, type Lateness, type SingleAdds, type SpilledMemoryUse } from './compare-shape.ts';
 import { startFermata } from './fermata-child.ts';
 import type { BenchSink } from '../loadgen/sink.ts';
 import { buildBodies, buildBody, type FireTimes, type RequestBody } from '../loadgen/timer-bodies.ts';
@@ -90,7 +90,8 @@ export async function fermataLateness(url: string, sink: BenchSink, fireAtMs: re
  * alternated), and one full run's restarts came out 0.8 MB below (a ratio of −1,172). So the
  * figure is an upper bound, and never below what the empty services differ by among
  * themselves: a difference within that spread cannot be told from none, and the spread is
- * what is reported then.
+ * what is reported then. Its upper end (the highest restart over the lowest empty service) is
+ * what a ratio divides by.
  */
 const restartRssSamples = 5;
 /** The fill waits at most this long for the loader to settle (the spilled count unchanged over a poll). */
@@ -122,7 +123,8 @@ const restSamples = 7;
  * started alike (a restart holds none of the fill's garbage), ÷ timers held. The headline is
  * the larger of the two VmRSS figures: the live growth is within the process's own movement
  * at rest (it comes out negative as often as not), and the restart's is an upper bound that
- * never falls below what empty services differ by.
+ * never falls below what empty services differ by. Both come with the range their readings'
+ * extremes allow; the larger upper end bounds what the timers can have cost.
  */
 export async function fermataMemory(baseDir: string, count: number): Promise<{ memory: FermataMemoryUse; spilled: SpilledMemoryUse }> {
   const emptyRss: number[] = [];
@@ -140,18 +142,18 @@ export async function fermataMemory(baseDir: string, count: number): Promise<{ m
   const dataDir = await mkdtemp(join(baseDir, 'fermata-bench-compare-memory-data-'));
   try {
     const filling = await startFermata(baseDir, 'compare-memory', { dataDir });
-    const atRest = async (): Promise<number> => {
+    const atRest = async (): Promise<number[]> => {
       const samples: number[] = [];
       for (let sample = 0; sample < restSamples; sample++) {
         if (sample > 0) await sleep(settleMs);
         samples.push(await filling.residentBytes());
       }
-      return median(samples);
+      return samples;
     };
     const body = arrowBatch(farFuture);
     const fill = (timers: number): Promise<void> => postBodies(filling.url, chunks(timers).map((rows) => (rows === compareShape.batchRows ? body : arrowBatch(farFuture, rows))), batchStreams);
     let stats: MemoryStats;
-    let liveBytesPerTimer: number;
+    let live: ReturnType<typeof growthRange>;
     let filledBytesPerTimer: number;
     try {
       await fill(warmupTimers);
@@ -164,8 +166,8 @@ export async function fermataMemory(baseDir: string, count: number): Promise<{ m
       stats = await settledStats(filling.url, warm.spilled);
       await sleep(settleMs);
       const settled = await atRest();
-      liveBytesPerTimer = (settled - before) / count;
-      filledBytesPerTimer = (filled - before) / count;
+      live = growthRange(before, settled, count);
+      filledBytesPerTimer = (filled - median(before)) / count;
     } finally {
       await filling.stop();
     }
@@ -184,9 +186,11 @@ export async function fermataMemory(baseDir: string, count: number): Promise<{ m
     const mb = (values: readonly number[]): string => values.map((bytes) => (bytes / 1e6).toFixed(1)).join(', ');
     const difference = median(restartedRss) - median(emptyRss);
     const emptySpread = Math.max(...emptyRss) - Math.min(...emptyRss);
+    const restart = growthRange(emptyRss, restartedRss, stats.pending);
     const spilled: SpilledMemoryUse = {
       countedBytesPerTimer: (stats.memory.resident_bytes + stats.memory.spill_metadata_bytes) / stats.pending,
       processBytesPerTimer: Math.max(difference, emptySpread) / stats.pending,
+      processBytesPerTimerMax: Math.max(restart.max, emptySpread / stats.pending),
       spilled: stats.spilled,
       measure:
         `fermata serve (default settings): /v1/stats memory (resident_bytes + spill_metadata_bytes) once the loader settled, ÷ pending; and the median VmRSS of ` +
@@ -194,13 +198,16 @@ export async function fermataMemory(baseDir: string, count: number): Promise<{ m
         (difference >= emptySpread ? 'an upper bound (the restart holds memory of its own)' : `within the empty ones' spread, so that spread (${(emptySpread / 1e6).toFixed(1)} MB) instead`),
     };
     const memory: FermataMemoryUse = {
-      bytesPerTimer: Math.max(liveBytesPerTimer, spilled.processBytesPerTimer),
-      liveBytesPerTimer,
+      bytesPerTimer: Math.max(live.median, spilled.processBytesPerTimer),
+      bytesPerTimerMin: Math.max(live.min, restart.min),
+      bytesPerTimerMax: Math.max(live.max, spilled.processBytesPerTimerMax),
+      liveBytesPerTimer: live.median,
       filledBytesPerTimer,
       measure:
         `the larger of: the growth of the server process VmRSS (/proc/PID/status, median of ${restSamples} readings a second apart) from rest after a warm-up fill of ` +
-        `${warmupTimers} far-future timers to rest once the loader settled (${stats.spilled} of ${stats.pending} timers spilled), ${liveBytesPerTimer.toFixed(1)} B a timer; ` +
-        `and the restarted service's (spilled_process_bytes); ${filledBytesPerTimer.toFixed(1)} B a timer a second after the last add`,
+        `${warmupTimers} far-future timers to rest once the loader settled (${stats.spilled} of ${stats.pending} timers spilled), ${live.median.toFixed(1)} B a timer ` +
+        `(${live.min.toFixed(1)} to ${live.max.toFixed(1)} B from the readings' extremes); and the restarted service's (spilled_process_bytes), ` +
+        `${spilled.processBytesPerTimer.toFixed(1)} B a timer (at most ${spilled.processBytesPerTimerMax.toFixed(1)} B); ${filledBytesPerTimer.toFixed(1)} B a timer a second after the last add`,
     };
     return { memory, spilled };
   } finally {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import type { Histogram } from 'hdr-histogram-js';
 import { awaitTimers, type BenchSink } from '../loadgen/sink.ts';
+import { median } from './report.ts';
 
 export const compareShape = {
   /** Concurrent writers of single adds. */
@@ -56,10 +57,16 @@ export interface MemoryUse {
 
 /**
  * fermata's VmRSS a timer (bytesPerTimer: the larger of the live growth and the restart's figure,
- * SpilledMemoryUse.processBytesPerTimer); the live process's growth once settled, and a second
- * after the last add, before the loader spilled the far future.
+ * SpilledMemoryUse.processBytesPerTimer) and its spread over the readings it is made of: a few MB
+ * of VmRSS over a million timers is within how much a process at rest moves, so a ratio is formed
+ * over the upper end (bytesPerTimerMax), never the middle; the live process's growth once
+ * settled, and a second after the last add, before the loader spilled the far future.
  */
 export interface FermataMemoryUse extends MemoryUse {
+  /** The least the readings allow: the larger of the two measures' lower ends (may be ≤ 0: no growth told from none). */
+  readonly bytesPerTimerMin: number;
+  /** The most the readings allow: the larger of the two measures' upper ends. */
+  readonly bytesPerTimerMax: number;
   readonly liveBytesPerTimer: number;
   readonly filledBytesPerTimer: number;
 }
@@ -70,8 +77,22 @@ export interface SpilledMemoryUse {
   readonly countedBytesPerTimer: number;
   /** VmRSS of the service restarted on those timers, over an empty service's (at least the empty ones' spread), ÷ timers: an upper bound. */
   readonly processBytesPerTimer: number;
+  /** The same from the readings' extremes: the highest restart over the lowest empty service (at least their spread). */
+  readonly processBytesPerTimerMax: number;
   readonly spilled: number;
   readonly measure: string;
+}
+
+/**
+ * The growth from readings `before` to readings `after` (each a few readings of one quantity),
+ * ÷ `per`: from their medians, and the least and most their extremes allow.
+ */
+export function growthRange(before: readonly number[], after: readonly number[], per: number): { readonly median: number; readonly min: number; readonly max: number } {
+  return {
+    median: (median(after) - median(before)) / per,
+    min: (Math.min(...after) - Math.max(...before)) / per,
+    max: (Math.max(...after) - Math.min(...before)) / per,
+  };
 }
 
 /** Row counts of the batches that add up to `count`. */

@@ -13,12 +13,14 @@
 //                last arrival at the sink (BullMQ: a Worker, concurrency 256, POSTing each job
 //                over HTTP/2; fermata: its own dispatcher)
 //   lateness     timers due evenly over a span at a rate both sustain: arrival − fire time p99
-//   ram          memory per pending far-future timer at 1,000,000 timers (100,000 --quick):
+//   ram          memory per pending far-future timer at 1,000,000 timers (BullMQ: 100,000 --quick):
 //                Redis INFO used_memory growth vs fermata's VmRSS (default settings, which
 //                put the far future on disk once the service is quiet): the larger of the
 //                live process's growth, at rest before and after, and the VmRSS of the
-//                service restarted on them over an empty one's; also fermata's own count of
-//                the bytes it holds for them (the like of used_memory)
+//                service restarted on them over an empty one's, with the range the readings'
+//                extremes allow (the ratio divides by its upper end: a few MB of VmRSS is
+//                within how much a process at rest moves); also fermata's own count of the
+//                bytes it holds for them (the like of used_memory)
 //
 // Redis comes from Debian's redis-server (installed when missing and permitted), BullMQ from
 // npm into bench/results/.scratch (never the project's dependencies); when either cannot be
@@ -46,12 +48,21 @@ interface Sizes {
   readonly deliveryTimers: number;
   /** Span over which the lateness run's timers fall due. */
   readonly latenessSpanMs: number;
-  /** Pending far-future timers of the memory run. */
+  /**
+   * Pending far-future timers of fermata's memory run: a million in quick runs too, since the
+   * few MB they cost are read against VmRSS that moves by a few MB at rest (at 100,000 the
+   * noise alone came to tens of bytes a timer, and the ratio missed its target).
+   */
   readonly memoryTimers: number;
+  /**
+   * BullMQ's jobs of the memory run: Redis's used_memory is its allocator's own count, with
+   * no such noise, and filling a million jobs takes BullMQ some 50 s.
+   */
+  readonly bullmqMemoryTimers: number;
 }
 
-const quickSizes: Sizes = { timing: { warmupMs: 500, measureMs: 3000 }, deliveryTimers: 10_000, latenessSpanMs: 3000, memoryTimers: 100_000 };
-const fullSizes: Sizes = { timing: { warmupMs: 1000, measureMs: 10_000 }, deliveryTimers: 50_000, latenessSpanMs: 10_000, memoryTimers: 1_000_000 };
+const quickSizes: Sizes = { timing: { warmupMs: 500, measureMs: 3000 }, deliveryTimers: 10_000, latenessSpanMs: 3000, memoryTimers: 1_000_000, bullmqMemoryTimers: 100_000 };
+const fullSizes: Sizes = { timing: { warmupMs: 1000, measureMs: 10_000 }, deliveryTimers: 50_000, latenessSpanMs: 10_000, memoryTimers: 1_000_000, bullmqMemoryTimers: 1_000_000 };
 
 /** The lateness run's rate: at most this, and at most half the slower side's delivery rate. */
 const latenessRateMaxPerS = 1000;
@@ -73,7 +84,7 @@ interface SideFigures {
   readonly memory: MemoryUse;
 }
 
-interface FermataFigures extends SideFigures {
+export interface FermataFigures extends SideFigures {
   /** Single adds again, one request each. */
   readonly singleRequest: SingleAdds;
   readonly memory: FermataMemoryUse;
@@ -81,7 +92,7 @@ interface FermataFigures extends SideFigures {
   readonly spilled: SpilledMemoryUse;
 }
 
-interface BullFigures extends SideFigures {
+export interface BullFigures extends SideFigures {
   readonly singleAlways: SingleAdds;
   readonly bulkAlwaysPerS: number;
   readonly failures: number;
@@ -192,8 +203,8 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
       await sink.reset();
       const lateness = await side.lateness(sink, schedule(latenessPerS, sizes.latenessSpanMs, leadMs(latenessTimers, everysec.bulkPerS)));
       options.chart?.(distributionChart('compare.lateness_ms.bullmq', lateness.latenessUs, 1000, 'ms'));
-      progress(`compare: BullMQ (appendfsync everysec), memory of ${sizes.memoryTimers} far-future jobs`);
-      const memory = await side.memory(sizes.memoryTimers);
+      progress(`compare: BullMQ (appendfsync everysec), memory of ${sizes.bullmqMemoryTimers} far-future jobs`);
+      const memory = await side.memory(sizes.bullmqMemoryTimers);
       const failures = side.failures;
       await cleanup.now(stop);
 
@@ -233,6 +244,7 @@ export async function compareSuite(options: SuiteOptions): Promise<Figure[]> {
       lateness_rate_per_s: latenessPerS,
       lateness_timers: latenessTimers,
       memory_timers: sizes.memoryTimers,
+      bullmq_memory_timers: sizes.bullmqMemoryTimers,
       fermata_far_horizon: 'off (--far-horizon off) in the adds, delivery and lateness runs, so that no spill runs in the background while BullMQ is measured; the default (60m) in the memory run',
       fermata_memory: fMemory.measure,
       fermata_spilled_memory: fSpilled.measure,
@@ -286,57 +298,88 @@ function p99Ms(histogram: Histogram): number {
   return roundTo(histogram.getValueAtPercentile(99) / 1000, 3);
 }
 
-function compareFigures(facts: Record<string, Fact>, fermata: FermataFigures, bull: BullFigures | undefined): Figure[] {
+/**
+ * The suite's figures, grouped by workload: each ratio first, then the absolute figures of both
+ * sides it divides, so that a ratio is never read without them. Memory per far-future timer is
+ * reported as fermata's range and BullMQ's figure; its ratio divides by the upper end of
+ * fermata's, a few MB of VmRSS over a million timers being within how much a process at rest moves.
+ */
+export function compareFigures(facts: Record<string, Fact>, fermata: FermataFigures, bull: BullFigures | undefined): Figure[] {
   const figure = (name: string, value: number, unit: string): Figure => ({ suite, name, value, unit });
+  const ratio = (name: string, value: number, decimals = 3): Figure => figure(name, roundTo(value, decimals), 'ratio');
   const latenessFigures = (side: string, lateness: Lateness): Figure[] => [
     figure(`compare.lateness_ms.${side}.p50`, roundTo(lateness.latenessUs.getValueAtPercentile(50) / 1000, 3), 'ms'),
     figure(`compare.lateness_ms.${side}.p99`, p99Ms(lateness.latenessUs), 'ms'),
     figure(`compare.lateness_ms.${side}.max`, roundTo(lateness.latenessUs.maxValue / 1000, 3), 'ms'),
   ];
-  const figures: Figure[] = [
-    metaLine(suite, facts),
+  const fMemory = fermata.memory;
+  const fermataRam: Figure[] = [
+    figure('compare.ram_per_timer.fermata.bytes_max', roundTo(fMemory.bytesPerTimerMax, 1), 'B'),
+    figure('compare.ram_per_timer.fermata.bytes', roundTo(fMemory.bytesPerTimer, 1), 'B'),
+    figure('compare.ram_per_timer.fermata.bytes_min', roundTo(fMemory.bytesPerTimerMin, 1), 'B'),
+    figure('compare.ram_per_timer.fermata.live_bytes', roundTo(fMemory.liveBytesPerTimer, 1), 'B'),
+    figure('compare.ram_per_timer.fermata.filled_bytes', roundTo(fMemory.filledBytesPerTimer, 1), 'B'),
+    figure('compare.ram_per_timer.fermata_spilled.counted_bytes', roundTo(fermata.spilled.countedBytesPerTimer, 2), 'B'),
+    figure('compare.ram_per_timer.fermata_spilled.process_bytes', roundTo(fermata.spilled.processBytesPerTimer, 2), 'B'),
+    figure('compare.ram_per_timer.fermata_spilled.process_bytes_max', roundTo(fermata.spilled.processBytesPerTimerMax, 2), 'B'),
+  ];
+  const single: Figure[] = [
     figure('compare.single_add.fermata.per_s', Math.round(fermata.single.perS), '1/s'),
     figure('compare.single_add.fermata.latency_ms.p99', p99Ms(fermata.single.latencyUs), 'ms'),
     figure('compare.single_add.fermata_request.per_s', Math.round(fermata.singleRequest.perS), '1/s'),
     figure('compare.single_add.fermata_request.latency_ms.p99', p99Ms(fermata.singleRequest.latencyUs), 'ms'),
-    figure('compare.bulk_add.fermata.timers_per_s', Math.round(fermata.bulkPerS), '1/s'),
-    figure('compare.dispatch.fermata.per_s', Math.round(fermata.delivery.perS), '1/s'),
-    ...latenessFigures('fermata', fermata.lateness),
-    figure('compare.ram_per_timer.fermata.bytes', roundTo(fermata.memory.bytesPerTimer, 1), 'B'),
-    figure('compare.ram_per_timer.fermata.live_bytes', roundTo(fermata.memory.liveBytesPerTimer, 1), 'B'),
-    figure('compare.ram_per_timer.fermata.filled_bytes', roundTo(fermata.memory.filledBytesPerTimer, 1), 'B'),
-    figure('compare.ram_per_timer.fermata_spilled.counted_bytes', roundTo(fermata.spilled.countedBytesPerTimer, 2), 'B'),
-    figure('compare.ram_per_timer.fermata_spilled.process_bytes', roundTo(fermata.spilled.processBytesPerTimer, 2), 'B'),
   ];
+  const bulk = [figure('compare.bulk_add.fermata.timers_per_s', Math.round(fermata.bulkPerS), '1/s')];
+  const delivery = [figure('compare.dispatch.fermata.per_s', Math.round(fermata.delivery.perS), '1/s')];
+  const lateness = latenessFigures('fermata', fermata.lateness);
+  const ram: Figure[] = [...fermataRam];
   let errors = fermata.single.errors + fermata.singleRequest.errors;
   let early = fermata.delivery.early + fermata.lateness.early;
   if (bull !== undefined) {
     const fermataLateP99 = Math.max(latenessFloorMs, p99Ms(fermata.lateness.latenessUs));
     const bullLateP99 = Math.max(latenessFloorMs, p99Ms(bull.lateness.latenessUs));
-    figures.push(
+    single.unshift(
+      ratio('compare.single_add.ratio_everysec', fermata.single.perS / bull.single.perS),
+      ratio('compare.single_add.ratio_always', fermata.single.perS / bull.singleAlways.perS),
+      ratio('compare.single_add.ratio_everysec_request', fermata.singleRequest.perS / bull.single.perS),
+      ratio('compare.single_add.ratio_always_request', fermata.singleRequest.perS / bull.singleAlways.perS),
+    );
+    single.push(
       figure('compare.single_add.bullmq_everysec.per_s', Math.round(bull.single.perS), '1/s'),
       figure('compare.single_add.bullmq_everysec.latency_ms.p99', p99Ms(bull.single.latencyUs), 'ms'),
       figure('compare.single_add.bullmq_always.per_s', Math.round(bull.singleAlways.perS), '1/s'),
       figure('compare.single_add.bullmq_always.latency_ms.p99', p99Ms(bull.singleAlways.latencyUs), 'ms'),
+    );
+    bulk.unshift(ratio('compare.bulk_add.ratio', fermata.bulkPerS / bull.bulkPerS));
+    bulk.push(
       figure('compare.bulk_add.bullmq_everysec.timers_per_s', Math.round(bull.bulkPerS), '1/s'),
       figure('compare.bulk_add.bullmq_always.timers_per_s', Math.round(bull.bulkAlwaysPerS), '1/s'),
-      figure('compare.dispatch.bullmq.per_s', Math.round(bull.delivery.perS), '1/s'),
-      ...latenessFigures('bullmq', bull.lateness),
-      figure('compare.ram_per_timer.bullmq.bytes', roundTo(bull.memory.bytesPerTimer, 1), 'B'),
-      figure('compare.single_add.ratio_everysec', roundTo(fermata.single.perS / bull.single.perS, 3), 'ratio'),
-      figure('compare.single_add.ratio_always', roundTo(fermata.single.perS / bull.singleAlways.perS, 3), 'ratio'),
-      figure('compare.single_add.ratio_everysec_request', roundTo(fermata.singleRequest.perS / bull.single.perS, 3), 'ratio'),
-      figure('compare.single_add.ratio_always_request', roundTo(fermata.singleRequest.perS / bull.singleAlways.perS, 3), 'ratio'),
-      figure('compare.bulk_add.ratio', roundTo(fermata.bulkPerS / bull.bulkPerS, 3), 'ratio'),
-      figure('compare.dispatch.ratio', roundTo(fermata.delivery.perS / bull.delivery.perS, 3), 'ratio'),
-      figure('compare.lateness_p99.ratio', roundTo(bullLateP99 / fermataLateP99, 3), 'ratio'),
-      figure('compare.ram_per_timer.ratio', roundTo(bull.memory.bytesPerTimer / fermata.memory.bytesPerTimer, 3), 'ratio'),
-      figure('compare.ram_per_timer.spilled_ratio.counted', roundTo(bull.memory.bytesPerTimer / fermata.spilled.countedBytesPerTimer, 1), 'ratio'),
-      figure('compare.ram_per_timer.spilled_ratio.process', roundTo(bull.memory.bytesPerTimer / fermata.spilled.processBytesPerTimer, 1), 'ratio'),
+    );
+    delivery.unshift(ratio('compare.dispatch.ratio', fermata.delivery.perS / bull.delivery.perS));
+    delivery.push(figure('compare.dispatch.bullmq.per_s', Math.round(bull.delivery.perS), '1/s'));
+    lateness.unshift(ratio('compare.lateness_p99.ratio', bullLateP99 / fermataLateP99));
+    lateness.push(...latenessFigures('bullmq', bull.lateness));
+    const bullBytes = bull.memory.bytesPerTimer;
+    ram.unshift(ratio('compare.ram_per_timer.ratio', bullBytes / fMemory.bytesPerTimerMax));
+    ram.push(
+      figure('compare.ram_per_timer.bullmq.bytes', roundTo(bullBytes, 1), 'B'),
+      ratio('compare.ram_per_timer.spilled_ratio.counted', bullBytes / fermata.spilled.countedBytesPerTimer, 1),
+      ratio('compare.ram_per_timer.spilled_ratio.process', bullBytes / fermata.spilled.processBytesPerTimerMax, 1),
     );
     errors += bull.single.errors + bull.singleAlways.errors + bull.failures;
     early += bull.delivery.early + bull.lateness.early;
   }
-  figures.push(figure('compare.errors', errors, 'requests'), figure('compare.early_deliveries', early, 'timers'));
-  return figures;
+  const ramInWords =
+    `fermata ≤ ${fMemory.bytesPerTimerMax.toFixed(1)} B a timer (VmRSS, the upper end of readings from ${fMemory.bytesPerTimerMin.toFixed(1)} B)` +
+    (bull === undefined ? '' : ` against BullMQ's ${bull.memory.bytesPerTimer.toFixed(1)} B (Redis used_memory)`);
+  return [
+    metaLine(suite, { ...facts, ram_per_timer: ramInWords }),
+    ...single,
+    ...bulk,
+    ...delivery,
+    ...lateness,
+    ...ram,
+    figure('compare.errors', errors, 'requests'),
+    figure('compare.early_deliveries', early, 'timers'),
+  ];
 }

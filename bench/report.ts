@@ -110,12 +110,14 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 }
 
-/**
- * N runs of one suite folded into one list: each figure's median under its own name, then
- * `<name>.min` and `<name>.max`, in the first run's order. The meta line is the first run's,
- * with `runs` added; a figure missing from some runs is the median of the runs that have it.
- */
-export function medianFigures(runs: readonly (readonly Figure[])[]): Figure[] {
+/** One figure over N runs of a suite: as the first run printed it, and its value in each run that did. */
+export interface FigureRuns {
+  readonly first: Figure;
+  readonly values: readonly number[];
+}
+
+/** Runs of one suite grouped by figure name, in the order names first appear. */
+export function figureRuns(runs: readonly (readonly Figure[])[]): FigureRuns[] {
   const byName = new Map<string, { readonly first: Figure; readonly values: number[] }>();
   for (const run of runs) {
     for (const figure of run) {
@@ -124,16 +126,32 @@ export function medianFigures(runs: readonly (readonly Figure[])[]): Figure[] {
       else entry.values.push(figure.value);
     }
   }
-  const folded: Figure[] = [];
-  for (const { first, values } of byName.values()) {
-    if (first.unit === 'info') {
-      folded.push(Object.assign({}, first, { runs: runs.length }));
-      continue;
-    }
-    const at = (name: string, value: number): Figure => ({ suite: first.suite, name, value: roundTo(value, 3), unit: first.unit });
-    folded.push(at(first.name, median(values)), at(`${first.name}.min`, Math.min(...values)), at(`${first.name}.max`, Math.max(...values)));
-  }
-  return folded;
+  return [...byName.values()];
+}
+
+/** A meta line with the run count added, or `first` with the median of `values`. */
+function medianOf({ first, values }: FigureRuns, runCount: number): Figure {
+  if (first.unit === 'info') return Object.assign({}, first, { runs: runCount });
+  return { suite: first.suite, name: first.name, value: roundTo(median(values), 3), unit: first.unit };
+}
+
+/**
+ * N runs of one suite folded into one list: each figure's median under its own name, then
+ * `<name>.min` and `<name>.max`, in the first run's order. The meta line is the first run's,
+ * with `runs` added; a figure missing from some runs is the median of the runs that have it.
+ */
+export function medianFigures(runs: readonly (readonly Figure[])[]): Figure[] {
+  return figureRuns(runs).flatMap((entry) => {
+    const folded = medianOf(entry, runs.length);
+    if (folded.unit === 'info') return [folded];
+    const at = (name: string, value: number): Figure => ({ suite: folded.suite, name, value: roundTo(value, 3), unit: folded.unit });
+    return [folded, at(`${folded.name}.min`, Math.min(...entry.values)), at(`${folded.name}.max`, Math.max(...entry.values))];
+  });
+}
+
+/** N runs folded as medianFigures does, without the `.min` and `.max` figures. */
+export function medianOnlyFigures(runs: readonly (readonly Figure[])[]): Figure[] {
+  return figureRuns(runs).map((entry) => medianOf(entry, runs.length));
 }
 
 /** Figures drawn as bars: memory per timer (or per key), in bytes, from any suite; disk use is not RAM. */

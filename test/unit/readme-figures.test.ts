@@ -5,16 +5,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import {
-  beginMarker,
-  endMarker,
-  figureFields,
-  figuresTable,
-  formatNumber,
-  parseBaseline,
-  readBaseline,
-  withFigures,
-} from '../../scripts/figures-table.ts';
+import { baselineText, figureFields, measuredFields, parseBaseline, readBaseline } from '../../scripts/baseline-file.ts';
+import { beginMarker, endMarker, figuresTable, formatNumber, withFigures } from '../../scripts/figures-table.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
@@ -41,37 +33,49 @@ test('every baseline figure is a key some bench prints', () => {
   }
 });
 
+test('bench/baseline.json is written as the writer writes it (field order, number form)', () => {
+  assert.equal(baselineText(parseBaseline(baselineJson)), readFileSync(join(root, 'bench', 'baseline.json'), 'utf8'));
+});
+
 test('the parser and bench/baseline.schema.json ask for the same fields', () => {
-  const schema = JSON.parse(readFileSync(join(root, 'bench', 'baseline.schema.json'), 'utf8')) as {
-    $defs: { figure: { required: string[]; properties: Record<string, unknown> } };
-  };
+  type ObjectSchema = { required: string[]; properties: Record<string, unknown> };
+  const schema = JSON.parse(readFileSync(join(root, 'bench', 'baseline.schema.json'), 'utf8')) as { $defs: { figure: ObjectSchema; measured: ObjectSchema } };
   assert.deepEqual(schema.$defs.figure.required, [...figureFields]);
   assert.deepEqual(Object.keys(schema.$defs.figure.properties), [...figureFields]);
+  assert.deepEqual(schema.$defs.measured.required, [...measuredFields]);
+  assert.deepEqual(Object.keys(schema.$defs.measured.properties), [...measuredFields]);
 });
 
 test('a baseline of the wrong shape is refused with the field named', () => {
   const good = parseBaseline(baselineJson);
-  const first = good.figures[0];
-  assert.ok(first !== undefined);
+  const first = good.figures.find((figure) => figure.measured !== null);
+  assert.ok(first?.measured != null);
+  const measured = first.measured;
   const withFigure = (change: Record<string, unknown>): unknown => ({ ...good, figures: [{ ...first, ...change }] });
-  const refusals: ReadonlyArray<[Record<string, unknown>, RegExp]> = [
-    [{ median: first.max + 1 }, /min ≤ median ≤ max/],
-    [{ runs: 0 }, /"runs"/],
-    [{ unit: 'timers' }, /unit "timers"/],
-    [{ better: 'up' }, /"better"/],
-    [{ target: '300000' }, /"target"/],
-    [{ date: '5 Dec 2026' }, /"date"/],
-    [{ commit: 'HEAD' }, /"commit"/],
-    [{ machine: 'laptop' }, /machine "laptop"/],
-    [{ suite: 'store' }, /does not start with its suite/],
-    [{ extra: 1 }, /unknown field "extra"/],
-    [{ source: '' }, /"source"/],
+  const withMeasured = (change: Record<string, unknown>): unknown => withFigure({ measured: { ...measured, ...change } });
+  const refusals: ReadonlyArray<[unknown, RegExp]> = [
+    [withMeasured({ median: measured.max + 1 }), /min ≤ median ≤ max/],
+    [withMeasured({ runs: 0 }), /"runs"/],
+    [withMeasured({ runs: 1, min: 1, median: 1, max: 2 }), /one run/],
+    [withMeasured({ date: '5 Dec 2026' }), /"date"/],
+    [withMeasured({ commit: 'HEAD' }), /"commit"/],
+    [withMeasured({ machine: 'laptop' }), /machine "laptop"/],
+    [withMeasured({ source: '' }), /"source"/],
+    [withMeasured({ extra: 1 }), /unknown field "extra"/],
+    [withFigure({ measured: 5 }), /"measured"/],
+    [withFigure({ unit: 'timers' }), /unit "timers"/],
+    [withFigure({ better: 'up' }), /"better"/],
+    [withFigure({ target: '300000' }), /"target"/],
+    [withFigure({ suite: 'store' }), /does not start with its suite/],
+    [withFigure({ extra: 1 }), /unknown field "extra"/],
+    [withFigure({ title: '' }), /"title"/],
   ];
-  for (const [change, message] of refusals) assert.throws(() => parseBaseline(withFigure(change)), message);
-  const { source: _dropped, ...withoutSource } = first;
-  assert.throws(() => parseBaseline({ ...good, figures: [withoutSource] }), /"source"/);
+  for (const [json, message] of refusals) assert.throws(() => parseBaseline(json), message);
+  const { measured: _dropped, ...withoutMeasured } = first;
+  assert.throws(() => parseBaseline({ ...good, figures: [withoutMeasured] }), /"measured" is missing/);
   assert.throws(() => parseBaseline({ ...good, figures: [first, first] }), /appears twice/);
-  assert.throws(() => parseBaseline({ ...good, version: 2 }), /version/);
+  assert.throws(() => parseBaseline({ ...good, version: 1 }), /version/);
+  assert.doesNotThrow(() => parseBaseline(withFigure({ measured: null })), 'a tracked figure not measured yet');
 });
 
 test('numbers are written for reading: separators, and fewer decimals as they grow', () => {
@@ -80,6 +84,14 @@ test('numbers are written for reading: separators, and fewer decimals as they gr
   assert.equal(formatNumber(270.55), '270.6');
   assert.equal(formatNumber(0.9845), '0.985');
   assert.equal(formatNumber(4), '4');
+});
+
+test('a figure not measured yet has a row that says so, its target beside it', () => {
+  const good = parseBaseline(baselineJson);
+  const first = good.figures[0];
+  assert.ok(first !== undefined);
+  const table = figuresTable({ ...good, figures: [{ ...first, target: 2, better: 'lower', unit: 'B', measured: null }] });
+  assert.ok(table.includes(`| ${first.title} | not measured yet | — | ≤ 2 B | \`${first.name}\` |`), table);
 });
 
 test('the markers are where the table goes; a README without them is refused', () => {
