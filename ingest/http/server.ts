@@ -37,7 +37,7 @@ import type { TlsCredentials } from './listen/tls-listener.ts';
 import { deadRoutes } from './routes/dead.ts';
 import { healthRoutes } from './routes/health.ts';
 import { metricsRoutes } from './routes/metrics.ts';
-import { openapiRoutes } from './routes/openapi.ts';
+import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
 import { statsRoutes } from './routes/stats.ts';
 import { timersRoutes } from './routes/timers.ts';

@@ -2,8 +2,9 @@
 // turns on Node's compile cache (bin/compile-cache.js), and the service writes what its start
 // compiled into it once it serves, not only at exit. Modules a start no longer loads before
 // listening answer at their first use: GET /metrics (prom-client and the dispatcher's metrics,
-// imported at the first scrape; scrapes that meet the build share it) and the Flight service
-// (gRPC, imported when --flight starts it).
+// imported at the first scrape; scrapes that meet the build share it), GET /openapi.json (the
+// document, built at the first request) and the Flight service (gRPC, imported when --flight
+// starts it).
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
 import { FlightTestClient } from '../../ingest/flight/flight-client.ts';
+import { openApiDocument } from '../../ingest/http/routes/openapi.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { flightUrl, startService } from '../helpers/service.ts';
 
@@ -41,7 +43,7 @@ test("the launcher turns on Node's compile cache, and the running service writes
   }
 });
 
-test('GET /metrics builds its registry at the first scrape: the engine, peer guard and dispatcher metrics, concurrent scrapes alike; --flight still serves Flight', { timeout: 60_000 }, async () => {
+test('GET /metrics builds its registry at the first scrape: the engine, peer guard and dispatcher metrics, concurrent scrapes alike; /openapi.json and --flight still answer', { timeout: 60_000 }, async () => {
   const service = await startService(scratch.tempDir('data'), (child) => scratch.children.add(child), { args: ['--flight', '127.0.0.1:0'] });
   const client = new FlightTestClient(await flightUrl(service));
   try {
@@ -61,6 +63,13 @@ test('GET /metrics builds its registry at the first scrape: the engine, peer gua
     const again = await fetch(`${service.url}/metrics`);
     assert.equal(again.status, 200);
     assert.match(await again.text(), /^fermata_wal_poisoned 0$/m);
+
+    const documents = await Promise.all([0, 1].map(() => fetch(`${service.url}/openapi.json`)));
+    for (const response of documents) {
+      assert.equal(response.status, 200);
+      assert.match(response.headers.get('content-type') ?? '', /^application\/json/);
+      assert.deepEqual(await response.json(), JSON.parse(JSON.stringify(openApiDocument)), 'the document, whole');
+    }
 
     const refused = await client.doAction('renew', Buffer.from('lease_nope'));
     assert.equal(refused.error?.code, status.INVALID_ARGUMENT, 'the Flight service answers, in its own words');
