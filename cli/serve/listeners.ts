@@ -28,7 +28,7 @@ import { logStartFailure } from './errors.ts';
 import type { ListenAddress, ServeSettings } from './settings.ts';
 
 /** How long a drain may take before the connections still open are cut. */
-export const { drainTimeoutMs } = httpLimits;
+const { drainTimeoutMs } = httpLimits;
 
 /** A port another process holds: the whole message is the one line `fermata serve` prints. */
 export class PortInUseError extends Error {
