@@ -8,11 +8,13 @@
 // Under the pinned one it first starts itself again with huge pages on and V8's thread pool sized
 // to the machine (bin/runtime-settings.js, bin/huge-pages.js and bin/v8-pool.js say why), then
 // gives the JavaScript heap and its external memory room to grow between collections
-// (bin/heap-growth.js says why).
+// (bin/heap-growth.js says why), and turns on Node's compile cache, so that a start reads its
+// modules' stripped and compiled code from disk rather than making it again (bin/compile-cache.js).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { enableCompileCache } from './compile-cache.js';
 import { tuneHeapGrowth } from './heap-growth.js';
 import { startWithRuntimeSettings } from './runtime-settings.js';
 
@@ -22,6 +24,7 @@ const major = Number(process.versions.node.split('.')[0]);
 if (major >= minimumMajor) {
   startWithRuntimeSettings(fileURLToPath(import.meta.url));
   tuneHeapGrowth();
+  enableCompileCache();
   const { main } = await import('../cli/main.ts');
   process.exitCode = await main(process.argv.slice(2));
 } else {

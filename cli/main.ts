@@ -1,9 +1,8 @@
 // The `fermata` command line: picks the subcommand and returns the process exit code
 // (bin/fermata.js sets process.exitCode from it). 0 success, 1 failure at run time, 2 usage.
+// Each subcommand's module is imported when it is asked for: `fermata serve` does not load the
+// load generator of `fermata bench`, nor `--version` the service.
 import { readFileSync } from 'node:fs';
-import { bench } from './bench.ts';
-import { serve } from './serve/command.ts';
-import { walDump } from './wal-dump.ts';
 
 export const usage = `Usage: fermata <command> [options]
 
@@ -28,11 +27,11 @@ export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case 'serve':
-      return serve(rest);
+      return (await import('./serve/command.ts')).serve(rest);
     case 'wal-dump':
-      return walDump(rest);
+      return (await import('./wal-dump.ts')).walDump(rest);
     case 'bench':
-      return bench(rest);
+      return (await import('./bench.ts')).bench(rest);
     case '-h':
     case '--help':
     case 'help':

@@ -8,11 +8,9 @@
 // 2 bad command line or config, or a port in use (stderr says why in one line).
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
-import { readinessLimits } from '../../engine/limits.ts';
+import { httpLimits, readinessLimits } from '../../engine/limits.ts';
 import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
 import { messageOf, UsageError } from './errors.ts';
-import { drainTimeoutMs } from './listeners.ts';
-import { runService } from './service-life.ts';
 import { defaults, farHorizonDefaultText, farHorizonMinText, memoryBudgetMinText, type ServeSettings, serveSettings, tlsPortDefault } from './settings.ts';
 
 const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
@@ -75,7 +73,7 @@ A failed write or fdatasync poisons the log: the service opens the data director
 
 Logs are JSON lines on stdout; the line with "msg":"listening" carries the "url" served
 (http://…), and with a TLS port a second such line follows with its https:// "url".
-SIGTERM or SIGINT drains open requests on both ports (at most ${drainTimeoutMs / 1000} s) and exits 0.
+SIGTERM or SIGINT drains open requests on both ports (at most ${httpLimits.drainTimeoutMs / 1000} s) and exits 0.
 
 Exit status: 0 stopped cleanly; 1 could not start or stop cleanly (the log says why); 2 a bad
 setting, or a port another process holds ("port 7070 on 127.0.0.1 is in use"): stderr says which.
@@ -98,6 +96,9 @@ export async function serve(argv: readonly string[]): Promise<number> {
   }
   // Sync writes: the lines are few (start, stop, errors) and none may be lost to an exit.
   const logger = pino(pino.destination({ dest: 1, sync: true }));
+  // The service (the engine, the HTTP adapter, the dispatcher) is loaded only to run it: --help
+  // and a bad setting answer without it.
+  const { runService } = await import('./service-life.ts');
   return runService(command.settings, logger);
 }
 

@@ -4,28 +4,31 @@
 // it could not bind and closes what it opened; a port someone else holds is a `PortInUseError`
 // instead (the caller says so in one plain line and exits 2: there is nothing to debug, only a
 // setting to change). Main thread only.
+//
+// The Flight service (gRPC and its Arrow Flight adapter) is imported when a life starts it, so a
+// service without --flight does not load it, and the dispatcher's metrics at the first scrape of
+// /metrics; the HTTP adapter and Caddy's supervisor are small beside the engine and are imported
+// with this module.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import { setLogger as setGrpcLogger } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
-import { registerDispatchMetrics } from '../../dispatch/dispatch-metrics.ts';
 import type { Dispatcher } from '../../dispatch/dispatcher.ts';
 import type { PullQueues } from '../../dispatch/pull-queues.ts';
 import type { DiskSpaceCheck } from '../../ingest/http/listen/disk-space.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { alpnProtocols } from '../../ingest/http/listen/tls-listener.ts';
-import { type FlightListener, FlightService } from '../../ingest/flight/flight-service.ts';
+import type { FlightListener } from '../../ingest/flight/flight-service.ts';
 import { advertiseHttp3 } from '../../ingest/http3/alt-svc.ts';
 import { CaddySupervisor } from '../../ingest/http3/caddy-supervisor.ts';
 import { logStartFailure } from './errors.ts';
 import type { ListenAddress, ServeSettings } from './settings.ts';
 
 /** How long a drain may take before the connections still open are cut. */
-export const { drainTimeoutMs } = httpLimits;
+const { drainTimeoutMs } = httpLimits;
 
 /** A port another process holds: the whole message is the one line `fermata serve` prints. */
 export class PortInUseError extends Error {
@@ -60,7 +63,8 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
     engine,
     tokens: settings.tokens,
     disk,
-    metrics: (registry) => registerDispatchMetrics(registry, dispatcher),
+    // Imported at the first scrape of /metrics, with prom-client (ingest/http/routes/metrics.ts).
+    metrics: async (registry) => (await import('../../dispatch/dispatch-metrics.ts')).registerDispatchMetrics(registry, dispatcher),
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
   if (settings.http3 !== undefined && settings.tls !== undefined) advertiseHttp3(app, settings.http3.port);
@@ -91,6 +95,7 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
  */
 export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
+  const [{ setLogger: setGrpcLogger }, { FlightService }] = await Promise.all([import('@grpc/grpc-js'), import('../../ingest/flight/flight-service.ts')]);
   const flightLogger = logger.child({ component: 'flight' });
   // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
   setGrpcLogger(grpcLogger(flightLogger));

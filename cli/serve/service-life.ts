@@ -8,6 +8,7 @@
 // exits 1 at once, unless it is the same signal delivered twice (cli/serve/stop-signals.ts).
 // Main thread only; the exit code it returns is the process's.
 import assert from 'node:assert/strict';
+import { flushCompileCache } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
@@ -102,6 +103,9 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
     await stopLife(life, logger);
     return 1;
   }
+  // What the start compiled is written to Node's compile cache now (bin/compile-cache.js), not
+  // only at exit: a service that is killed, or crashes, still leaves the next start a warm cache.
+  flushCompileCache();
 
   for (;;) {
     const ended = await Promise.race([stopSignal, poisoned.promise]);

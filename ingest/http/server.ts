@@ -36,8 +36,8 @@ import { RouteMethods } from './route-methods.ts';
 import type { TlsCredentials } from './listen/tls-listener.ts';
 import { deadRoutes } from './routes/dead.ts';
 import { healthRoutes } from './routes/health.ts';
-import { metricsRoutes, peerGuardMetrics } from './routes/metrics.ts';
-import { openapiRoutes } from './routes/openapi.ts';
+import { metricsRoutes } from './routes/metrics.ts';
+import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
 import { statsRoutes } from './routes/stats.ts';
 import { timersRoutes } from './routes/timers.ts';
@@ -56,8 +56,8 @@ export interface HttpServerOptions {
   readonly disk?: DiskSpaceCheck;
   /** When given, `app.server.tls` is a TLS port (ALPN h2 and http/1.1) on the same handler; the caller makes it listen. */
   readonly tls?: TlsCredentials;
-  /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's. */
-  readonly metrics?: (registry: Registry) => void;
+  /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's; called at the first scrape. */
+  readonly metrics?: (registry: Registry) => void | Promise<void>;
   /** Refuses penalised peers on both ports (listen/peer-guard.ts); made here, logging to `logger`, when not given (a test gives one to read its table). */
   readonly peerGuard?: PeerGuard;
 }
@@ -106,14 +106,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
   void app.register(statsRoutes, { engine });
-  const metrics = options.metrics;
-  void app.register(metricsRoutes, {
-    engine,
-    metrics: (registry) => {
-      peerGuardMetrics(registry, guard);
-      metrics?.(registry);
-    },
-  });
+  void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });
   void app.register(openapiRoutes);
   return app;
 }

@@ -1,16 +1,15 @@
-// GET /openapi.json: the OpenAPI 3.1 description of the HTTP API as implemented, and the one
-// place it is written. Error codes, limits and queue defaults are read from the modules that
-// enforce them; test/unit/openapi.test.ts holds the rest to the code: every route fastify has
-// is documented (and nothing else), each documented error code answers with the status it is
-// listed under (error-map.ts), live answers match their schemas, queue ranges match the engine.
-// Why it is written and not generated from the route schemas:
+// The OpenAPI 3.1 description of the HTTP API as implemented, served by GET /openapi.json
+// (openapi-route.ts), and the one place it is written. Error codes, limits and queue defaults
+// are read from the modules that enforce them; test/unit/openapi.test.ts holds the rest to the
+// code: every route fastify has is documented (and nothing else), each documented error code
+// answers with the status it is listed under (error-map.ts), live answers match their schemas,
+// queue ranges match the engine. Why it is written and not generated from the route schemas:
 // docs/decisions/0010-openapi-hand-written.md. Built once when the module loads; any thread.
 import { errorCodes } from '../../../engine/errors.ts';
 import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../../engine/limits.ts';
 import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
 import { deadListLimits, streamLimits } from '../route-limits.ts';
-import type { HttpServer } from '../types.ts';
 import { sizeText, ref, jsonOf, queueNameSchema, queueFieldNames, lastErrorSchema, lastAttemptAtSchema, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
 import { openApiComponents } from './openapi-components.ts';
 
@@ -369,9 +368,3 @@ export const openApiDocument = {
   },
   components: openApiComponents,
 } as const;
-
-const documentText = JSON.stringify(openApiDocument);
-
-export async function openapiRoutes(app: HttpServer): Promise<void> {
-  app.get('/openapi.json', async (_request, reply) => reply.type('application/json; charset=utf-8').send(documentText));
-}
