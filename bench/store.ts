@@ -9,6 +9,7 @@
 //   key            RAM per idempotency key: the same N timers with 64-byte keys, minus the above
 //   pop            takeDue(now, 1024) until the N (all due) timers are out of the heap
 //   recovery       Engine.open of the data dir holding the N keyed timers, in a fresh process
+//                  started as `fermata serve` starts (huge pages, V8's pool, heap growth)
 //
 // N is 1,000,000 (also with --quick). Every timer carries a 128-byte payload; the admit and
 // keyed runs a 64-byte key (unique, ASCII) too. Batches are built once as columns and reused:
@@ -24,6 +25,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { tuneHeapGrowth } from '../bin/heap-growth.js';
 import { AdmitCoalescer } from '../engine/admit-coalescer.ts';
 import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { Engine } from '../engine/engine.ts';
@@ -293,8 +295,14 @@ async function fillChild(dir: string, n: number, keyed: boolean): Promise<FillRe
   }
 }
 
-/** Child: times Engine.open of `dir` (WAL recovery and replay of every record). */
+/**
+ * Child: times Engine.open of `dir` (WAL recovery and replay of every record), with the heap
+ * growth `fermata serve` sets before it opens its engine (bin/heap-growth.js): without it, V8
+ * starts a full collection for every 64 MB the replay's columns and slabs add, twice as many
+ * as a restarted service goes through.
+ */
 async function recoverChild(dir: string): Promise<RecoverResult> {
+  tuneHeapGrowth();
   const started = performance.now();
   const engine = await Engine.open({ dataDir: dir });
   const openSeconds = (performance.now() - started) / 1000;

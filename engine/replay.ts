@@ -30,13 +30,30 @@ const replaySizingSampleShare = 32;
 const replaySizingMargin = 1.05;
 
 /**
+ * Once this share (1 / it) of the log is read, and two ADD records (so that the records logged
+ * between adds, cancels and outcomes, count in the rate), the store's columns for the rows the
+ * whole log will bring at that rate are made ahead, off the main thread, while the replay goes
+ * on: the growth at the sample (replaySizingSampleShare) then takes them instead of faulting
+ * fresh columns itself.
+ */
+const replayGuessShare = 256;
+const replayGuessAddsMin = 2;
+
+/**
+ * Columns made ahead for the guess are waited for and taken at the sample when they hold at
+ * most this many times what the sample expects; larger, they are let go (a guess off by more
+ * than this would hold their memory for nothing).
+ */
+const replayGuessSlack = 1.25;
+
+/**
  * What the log's opener replays into (LogReplay): every record after the checkpoint, applied;
  * the ones it covers are in its runs already. The store is sized from the log's hint meanwhile.
  */
 export function beginReplay(s: EngineState): LogReplay {
   const coveredSeq = s.checkpointSeq;
   // What the checkpoint's resident run put in is there already; the log's records come on top.
-  const sizing: ReplaySizing = { logBytes: 0, bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, slotsBefore: s.store.count, keysBefore: s.keys.size };
+  const sizing: ReplaySizing = { logBytes: 0, bytesSeen: 0, rowsSeen: 0, keyedSeen: 0, addsSeen: 0, guessed: false, slotsBefore: s.store.count, keysBefore: s.keys.size };
   s.replaySizing = sizing;
   return {
     expectBytes: (bytes) => {
@@ -64,9 +81,11 @@ export function endReplay(s: EngineState): void {
  * Before a replayed ADD goes in: once a little of the log has been read, the store and the
  * key index, when they must grow, grow to what the whole log will bring (rows and keys per
  * log byte so far, times the log's bytes, and a margin) instead of doubling. Recovery spent
- * about a third of its time copying columns into fresh memory, doubling by doubling.
+ * about a third of its time copying columns into fresh memory, doubling by doubling. When the
+ * columns for that growth are being made ahead (guessColumnsAhead), it waits for them: a
+ * promise then, and the batch goes in once it settles.
  */
-function reserveForReplay(s: EngineState, batch: TimerBatch, plan: KeyPlan | undefined): void {
+function reserveForReplay(s: EngineState, batch: TimerBatch, plan: KeyPlan | undefined): void | Promise<void> {
   const sizing = s.replaySizing;
   if (sizing === undefined) return;
   // The rest of the log is about what the arena will take (a payload is most of an ADD's
@@ -78,11 +97,37 @@ function reserveForReplay(s: EngineState, batch: TimerBatch, plan: KeyPlan | und
   const keyed = plan?.introduced.length ?? 0;
   sizing.rowsSeen += rows;
   sizing.keyedSeen += keyed;
+  sizing.addsSeen++;
   // Too little read yet for a rate: let them double (they are small so far).
   if (sizing.bytesSeen * replaySizingSampleShare < sizing.logBytes) return;
   const scale = (sizing.logBytes / sizing.bytesSeen) * replaySizingMargin;
-  s.store.reserveTowards(rows, sizing.slotsBefore + sizing.rowsSeen * scale);
-  if (keyed > 0) s.keys.reserveTowards(keyed, sizing.keysBefore + sizing.keyedSeen * scale);
+  const expectedSlots = sizing.slotsBefore + sizing.rowsSeen * scale;
+  const grow = (): void => {
+    s.store.reserveTowards(rows, expectedSlots);
+    if (keyed > 0) s.keys.reserveTowards(keyed, sizing.keysBefore + sizing.keyedSeen * scale);
+  };
+  const ahead = s.store.columnsAheadCapacity;
+  if (ahead === 0) return grow();
+  if (ahead < expectedSlots || ahead > expectedSlots * replayGuessSlack) {
+    s.store.dropColumnsAhead();
+    return grow();
+  }
+  const made = s.store.columnsAheadPending(rows);
+  return made === undefined ? grow() : made.then(grow);
+}
+
+/**
+ * After a replayed ADD went in: the first time a 256th of the log and two ADD records have been
+ * read, the store's columns for the rows the whole log will bring at the rate so far are made
+ * ahead (see replayGuessShare). After the insert, not before: the timer heap takes its index
+ * columns from the store at its first push, and columns made with room for them need not
+ * make them at the growth.
+ */
+function guessColumnsAhead(s: EngineState): void {
+  const sizing = s.replaySizing;
+  if (sizing === undefined || sizing.guessed || sizing.addsSeen < replayGuessAddsMin || sizing.bytesSeen * replayGuessShare < sizing.logBytes) return;
+  sizing.guessed = true;
+  s.store.prefaultColumnsForReplay(Math.ceil(sizing.slotsBefore + sizing.rowsSeen * (sizing.logBytes / sizing.bytesSeen) * replaySizingMargin));
 }
 
 /** Applies one logged record at open; a promise only when it must read spill files first. */
@@ -103,8 +148,9 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     // Replay inserts the batch before it plans the next: the plan's arrays can be scratch.
     const plan = planKeys(s, batch, add.header.decidedAtMs, spilledAnswers, true);
     if (plan !== undefined && plan.waitFor.length > 0) return replayAddAfterReads(s, batch, seq, add.header.decidedAtMs, plan, spilledAnswers);
-    reserveForReplay(s, batch, plan);
-    insertBatch(s, batch, seq, plan);
+    const reserved = reserveForReplay(s, batch, plan);
+    if (reserved !== undefined) return reserved.then(() => insertReplayed(s, batch, seq, plan));
+    insertReplayed(s, batch, seq, plan);
     return;
   }
   if (type === recordType.cancel) {
@@ -146,6 +192,11 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     return;
   }
   throw badRecord(seq, `unknown record type ${type}`);
+}
+
+function insertReplayed(s: EngineState, batch: TimerBatch, seq: number, plan: KeyPlan | undefined): void {
+  insertBatch(s, batch, seq, plan);
+  guessColumnsAhead(s);
 }
 
 /** An ADD whose keys may be held by spilled timers: their buckets are read, then it is planned again. */

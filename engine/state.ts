@@ -41,6 +41,10 @@ export interface ReplaySizing {
   /** Timers (and keyed ones) replayed ADD records put in so far. */
   rowsSeen: number;
   keyedSeen: number;
+  /** ADD records replayed so far (those reserveForReplay saw). */
+  addsSeen: number;
+  /** Whether the store's columns for the whole log were asked for ahead (replay.ts's guessColumnsAhead). */
+  guessed: boolean;
   /** Timers and keys in memory before the first record (the checkpoint's resident run). */
   readonly slotsBefore: number;
   readonly keysBefore: number;

@@ -71,15 +71,22 @@ export interface ColumnsAheadOptions {
   readonly columnsAheadIdleMs?: number;
 }
 
-/** Memory a growth takes: columnsBytes(capacity) long, zero, its pages mapped. */
+/**
+ * Memory a growth takes: columnsBytes(capacity, indexColumns) long, zero, its pages mapped.
+ * Index columns the store took since it was asked for are not in it (the growth makes those).
+ */
 export interface ColumnsMadeAhead {
   readonly memory: Uint8Array;
   readonly capacity: number;
+  readonly indexColumns: number;
 }
 
 export class ColumnsAhead {
-  /** The columns being made (or made) for the next growth, for this capacity. */
-  #making: { readonly capacity: number; readonly supply: PrefaultedBuffers } | undefined;
+  /**
+   * The columns being made (or made) for the next growth, for this capacity; `forReplay` when
+   * a replay asked for them (makeForReplay): kept until a growth takes them or drop().
+   */
+  #making: { readonly capacity: number; readonly indexColumns: number; readonly supply: PrefaultedBuffers; readonly forReplay: boolean } | undefined;
   #growthsMadeAhead = 0;
   readonly #prefaultMsPerByte: () => number;
   readonly #earlyBytesMin: number;
@@ -138,6 +145,19 @@ export class ColumnsAhead {
   }
 
   /**
+   * A replay's guess at the capacity the store will end at (from the log's bytes and the rows
+   * its first records brought): the columns for it are made now, while the replay goes on, and
+   * kept, however long the replay takes, until a growth takes them (takeFor) or drop(). A
+   * growth to a smaller capacity before they are made leaves them be, for a later one. Columns
+   * of less than columnsEarlyBytesMin are not made: faulting them costs less than the trip.
+   */
+  makeForReplay(capacity: number, indexColumns: number): void {
+    if (this.#closed || this.#making?.capacity === capacity || columnsBytes(capacity, indexColumns) < this.#earlyBytesMin) return;
+    this.drop();
+    this.#making = { capacity, indexColumns, supply: this.#request(capacity, indexColumns), forReplay: true };
+  }
+
+  /**
    * Free slots at which the columns for `next` are asked for: 1/columnsAheadShare of the
    * capacity, or for a large growth the slots the fill rate takes while they are being made
    * (columnsEarlyBytesMin) or within columnsHorizonMs, whichever is more.
@@ -177,11 +197,13 @@ export class ColumnsAhead {
   takeFor(capacity: number): ColumnsMadeAhead | undefined {
     const making = this.#making;
     if (making === undefined) return undefined;
+    // A replay's columns, for a growth further on: this smaller one does without them.
+    if (making.forReplay && making.capacity > capacity && making.supply.ready === 0) return undefined;
     const memory = making.capacity >= capacity ? making.supply.take() : undefined;
     this.drop();
     if (memory === undefined) return undefined;
     this.#growthsMadeAhead++;
-    return { memory, capacity: making.capacity };
+    return { memory, capacity: making.capacity, indexColumns: making.indexColumns };
   }
 
   /** Lets go of the columns made ahead and not taken (those being made, as they are done). */
@@ -206,10 +228,15 @@ export class ColumnsAhead {
   #make(capacity: number, indexColumns: number): void {
     if (this.#making?.capacity === capacity) return;
     this.#making?.supply.dropAll();
+    this.#making = { capacity, indexColumns, supply: this.#request(capacity, indexColumns), forReplay: false };
+    this.#watchIdle();
+  }
+
+  /** Starts making one buffer for the columns of `capacity` slots. */
+  #request(capacity: number, indexColumns: number): PrefaultedBuffers {
     const supply = new PrefaultedBuffers(columnsBytes(capacity, indexColumns));
     supply.request();
-    this.#making = { capacity, supply };
-    this.#watchIdle();
+    return supply;
   }
 
   /** Checks, idleMs after rows were last said to be coming, whether the columns made ahead are still wanted. */

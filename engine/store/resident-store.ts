@@ -449,6 +449,22 @@ export class ResidentStore {
   }
 
   /**
+   * While a log is replayed: the columns for `capacity` slots (what the replay expects the
+   * store to end at) are made ahead, their pages mapped off the main thread, and kept for the
+   * growth that needs them (memory/columns-ahead.ts's makeForReplay). Nothing when the columns
+   * hold that many already.
+   */
+  prefaultColumnsForReplay(capacity: number): void {
+    if (capacity <= this.#capacity) return;
+    this.#columnsAhead.makeForReplay(capacity, this.#indexColumns.length);
+  }
+
+  /** Lets go of the columns made ahead (not the arena's slabs). */
+  dropColumnsAhead(): void {
+    this.#columnsAhead.drop();
+  }
+
+  /**
    * When `rows` more allocations would grow the columns and the columns for that growth are
    * still being made ahead: a promise that settles once their making has ended (made, failed, or
    * dropped). Otherwise undefined, and the caller goes on at once. Made on the main thread
@@ -480,8 +496,7 @@ export class ResidentStore {
 
   /** A new index column (zero, `capacity` long) that grows with the store's columns from now on. */
   indexColumn(holds: IndexColumnKind = 'bySlot'): IndexColumn {
-    // Columns made ahead were sized without it.
-    this.#columnsAhead.drop();
+    // Columns made ahead before it have no room for it: the growth that takes them makes it (#grow).
     const column: IndexColumn = { array: new Int32Array(this.#capacity), holds };
     this.#indexColumns.push(column);
     return column;
@@ -784,9 +799,12 @@ export class ResidentStore {
   #grow(capacity: number): void {
     // Columns made ahead for this growth or a larger one, if their pages are mapped by now.
     const ahead = this.#columnsAhead.takeFor(capacity);
-    const columns = new ColumnMemory(ahead?.memory, ahead?.capacity ?? capacity, this.#indexColumns.length);
+    const carved = ahead?.indexColumns ?? this.#indexColumns.length;
+    const columns = new ColumnMemory(ahead?.memory, ahead?.capacity ?? capacity, carved);
     this.#replaceColumns((Type, old) => columns.widen(Type, old));
-    for (const column of this.#indexColumns) column.array = columns.widen(Int32Array, column.array);
+    this.#indexColumns.forEach((column, i) => {
+      column.array = i < carved ? columns.widen(Int32Array, column.array) : widened(column.array, columns.capacity, (n) => new Int32Array(n));
+    });
     this.#capacity = columns.capacity;
   }
 

@@ -143,6 +143,34 @@ test('a reopen sizes the store for the timers the log holds instead of doubling;
   await engine.close();
 });
 
+test('a reopen makes the columns for the whole log ahead from its first records, when cancels and outcomes are logged between the adds too', async () => {
+  const clock = movingClock();
+  const options = { dataDir: '/data', fs: new SimFileSystem({ seed: 5, maxExtraHops: 0 }), clock };
+  let engine = await Engine.open(options);
+  const ids: string[] = [];
+  for (let r = 0; r < 40; r++) {
+    const specs: TimerSpec[] = Array.from({ length: sizingRows }, (_, i) => ({ fireAtMs: clock.now() + (i % 100), target, payload: `r${r}-${i}`, ...(i % 2 === 0 ? { key: `key-${r}-${i}` } : {}) }));
+    const admitted = await engine.admit(batchFromSpecs(specs));
+    for (let i = 0; i < sizingRows; i++) ids.push(admitted.idOf(i));
+    // A tenth of each record's timers cancelled, one CANCEL each; a fifth delivered, as one OUTCOME.
+    for (let i = 0; i < sizingRows; i += 10) await engine.cancel(admitted.idOf(i));
+    clock.advance(100);
+    await engine.settle(outcomesFor(engine.takeDue(clock.now(), sizingRows / 5), outcomeKind.delivered));
+  }
+  const live = snapshot(engine, ids);
+  await engine.close();
+
+  engine = await Engine.open(options);
+  const stats = engine.stats();
+  // Finished timers stay for their retention: every row of the log holds a slot.
+  assert.equal(stats.resident, ids.length);
+  assert.equal(stats.columnGrowthsMadeAhead, 1, 'the growth at the sample took the columns made ahead');
+  assert.ok(stats.residentCapacity >= ids.length && stats.residentCapacity <= ids.length * 1.25, `capacity ${stats.residentCapacity} for ${ids.length} timers`);
+  assert.deepEqual(snapshot(engine, ids), live);
+  await assertKeyFound(engine, clock, ids, 21, 6);
+  await engine.close();
+});
+
 test('a reopen after a checkpoint makes room for the resident run and the log after it; every timer and key answers', async () => {
   const clock = movingClock();
   const options = { dataDir: '/data', fs: new SimFileSystem({ seed: 4, maxExtraHops: 0 }), clock };
