@@ -5,7 +5,7 @@
 // timers go through the server's AdmitCoalescer: those read in one event-loop turn share one
 // WAL record. Over HTTP/2, a plain one-timer JSON add is answered before it reaches fastify
 // (h2-single-add.ts), with the same answer (single-add.ts) and error shape; this route serves
-// the rest (HTTP/1.1, a body without Content-Length, a refused token, other media types).
+// the rest (HTTP/1.1, the TLS port, a refused token, a declared length over the limit).
 //
 //   POST application/json               one timer      → 201 {id, fire_at, duplicate:false}
 //                                                      | 200 {id, fire_at, duplicate:true, state, differs}
