@@ -5,6 +5,9 @@
 // (error-map.ts), and so does fastify's own: a body it cannot parse (JSON bodies are parsed here,
 // to name the mistake: body/json-hints.ts), a URL it cannot decode, a path or method no route
 // serves (404 ROUTE_NOT_FOUND, or 405 METHOD_NOT_ALLOWED with `Allow`: route-methods.ts).
+// One route has a second way in: a plain one-timer JSON `POST /v1/timers` over HTTP/2 is
+// answered on the raw stream before fastify sees it (h2-single-add.ts, decision 0013), with
+// this server's JSON parser, bearer check and admit coalescer and the route's own answer.
 // Routes import their types from types.ts, never this file: nothing imports back into the
 // server. Built and served on the main thread.
 //
@@ -22,11 +25,13 @@ import http from 'node:http';
 import type http2 from 'node:http2';
 import type net from 'node:net';
 import type { Registry } from 'prom-client';
+import { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { jsonBodyProblem } from './body/json-hints.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
+import { H2SingleAdd } from './h2-single-add.ts';
 import { bearerCheck } from './listen/bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
 import type { DiskSpaceCheck } from './listen/disk-space.ts';
@@ -91,8 +96,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   app.setNotFoundHandler((request, reply) => answerNoRoute(routes, request, reply));
 
   const tokens = options.tokens ?? [];
-  if (tokens.length > 0) {
-    const check = bearerCheck(tokens);
+  const check = tokens.length > 0 ? bearerCheck(tokens) : undefined;
+  if (check !== undefined) {
     app.addHook('onRequest', (request, reply, done) => {
       if (check.allows(request.url.split('?')[0] ?? '', request.headers.authorization)) return done();
       reply.header('www-authenticate', 'Bearer');
@@ -101,8 +106,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   }
 
   const { engine, disk } = options;
+  // One coalescer for every kind of single add, so that those read in one turn share a record.
+  const coalescer = new AdmitCoalescer(engine);
+  app.server.takeStreams(new H2SingleAdd({ engine, coalescer, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
   void app.register(healthRoutes, { engine, disk });
-  void app.register(timersRoutes, { engine });
+  void app.register(timersRoutes, { engine, coalescer });
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
   void app.register(statsRoutes, { engine });
@@ -119,7 +127,8 @@ type ParserDone = (err: Error | null, body?: unknown) => void;
  * fastify's own JSON parser (with its guard against `__proto__` keys), whose refusal of a body
  * that is not JSON is restated to say where it fails and what the text looks like
  * (body/json-hints.ts). fastify's parser answers synchronously (a try around the parse), so its
- * answer is caught in two fields instead of a closure per request: single adds come this way.
+ * answer is caught in two fields instead of a closure per request: single adds come this way,
+ * through fastify or on the raw HTTP/2 stream.
  */
 class JsonBodyParser {
   readonly #parse: DefaultJsonParser;
@@ -134,18 +143,30 @@ class JsonBodyParser {
     this.#parse = parse;
   }
 
-  parse(request: HttpRequest, text: string, done: ParserDone): void {
+  parse(_request: HttpRequest, text: string, done: ParserDone): void {
+    let value: unknown;
+    try {
+      value = this.value(text);
+    } catch (err) {
+      return done(err as Error, undefined);
+    }
+    done(null, value);
+  }
+
+  /** The body's value; throws the error fastify's route answers for a body it refuses (the HTTP/2 fast path's parse: h2-single-add.ts). */
+  value(text: string): unknown {
     this.#error = null;
     this.#value = undefined;
-    // Typed for fastify's default server; it reads only the body, so the request's type is no matter to it.
-    (this.#parse as (request: unknown, text: string, done: ParserDone) => void)(request, text, this.#keep);
+    // Typed for fastify's default server; it reads only the body, so it is given no request.
+    (this.#parse as (request: unknown, text: string, done: ParserDone) => void)(undefined, text, this.#keep);
     const error = this.#error;
     const value = this.#value;
     this.#error = null;
     this.#value = undefined;
     // fastify's text says only "not valid JSON".
-    if (error !== null && (error as { code?: unknown }).code === 'FST_ERR_CTP_INVALID_JSON_BODY') return done(new HttpProblem(httpErrorCodes.bodyInvalid, jsonBodyProblem(text)), undefined);
-    done(error, value);
+    if (error !== null && (error as { code?: unknown }).code === 'FST_ERR_CTP_INVALID_JSON_BODY') throw new HttpProblem(httpErrorCodes.bodyInvalid, jsonBodyProblem(text));
+    if (error !== null) throw error;
+    return value;
   }
 }
 

@@ -4,15 +4,17 @@
 // it speaks. So this listener accepts every connection itself, reads until the bytes either are
 // the HTTP/2 client preface or can no longer become it, puts them back (unshift), and injects
 // the socket into an inner HTTP/2 or HTTP/1.1 server through their documented 'connection'
-// event. Both inner servers call one request handler. When TLS credentials are given, the
+// event. Both inner servers call one request handler; an HTTP/2 stream is first offered to the
+// stream taker, when one is set (the hot route on the raw stream: h2-single-add.ts), and gets
+// node's compatibility request and response only when the taker leaves it. When TLS credentials are given, the
 // listener also carries the TLS port (tls-listener.ts), which hands its connections to the same
 // inner servers once ALPN has named the protocol; closing this listener closes that one too, so
 // fastify, which knows one server, drains both ports. Both ports ask the peer guard
 // (peer-guard.ts) before serving a connection, and report to it the sessions and connections
 // that fail for abuse; when a peer is penalised, its open connections are closed too.
 //
-//   accept ─► sniff (≤ 24 B, ≤ sniffTimeoutMs) ─┬─ "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" ─► http2 server ─┐
-//                                               └─ anything else ───────────────────► http server ───┴─► handler
+//   accept ─► sniff (≤ 24 B, ≤ sniffTimeoutMs) ─┬─ "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" ─► http2 server ─► taker? ─┐ (not taken)
+//                                               └─ anything else ───────────────────► http server ─────────────┴─► handler
 //
 // Unshifting is safe for both: http.Server reads what is buffered on the socket before it
 // reads the handle, and an Http2Session feeds bytes already buffered on its socket to nghttp2
@@ -48,6 +50,40 @@ export type DualProtocolRequestHandler = (
   response: http.ServerResponse | http2.Http2ServerResponse,
 ) => void;
 
+/** Answers some HTTP/2 streams itself (h2-single-add.ts): true when it took `stream`, which is then its own to answer. */
+export interface H2StreamTaker {
+  take(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): boolean;
+}
+
+/** As node's compatibility layer treats a stream's failure: its client sees it; nobody here is to answer. */
+function ignoreStreamError(): void {}
+
+/**
+ * What node's HTTP/2 server does for a stream when it has a 'request' listener and none for
+ * 'connect', 'checkContinue' or 'checkExpectation' (lib/internal/http2/compat.js,
+ * onServerStream): the compatibility request and response, 405 for CONNECT, 100 Continue for
+ * `Expect: 100-continue` and 417 for any other expectation.
+ */
+function serveCompat(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, rawHeaders: string[], handler: DualProtocolRequestHandler): void {
+  const request = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
+  const response = new http2.Http2ServerResponse(stream);
+  if (headers[':method'] === 'CONNECT') {
+    response.statusCode = http2.constants.HTTP_STATUS_METHOD_NOT_ALLOWED;
+    response.end();
+    return;
+  }
+  const expect = headers.expect;
+  if (expect !== undefined) {
+    if (expect !== '100-continue') {
+      response.statusCode = http2.constants.HTTP_STATUS_EXPECTATION_FAILED;
+      response.end();
+      return;
+    }
+    response.writeContinue();
+  }
+  handler(request, response);
+}
+
 export class CleartextListener extends net.Server {
   readonly #http1: http.Server;
   readonly #http2: http2.Http2Server;
@@ -56,6 +92,8 @@ export class CleartextListener extends net.Server {
   readonly #sniffing = new Set<net.Socket>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
   readonly #guard: PeerGuard;
+  readonly #handler: DualProtocolRequestHandler;
+  #taker: H2StreamTaker | undefined = undefined;
   /** The TLS port, when credentials were given; it listens when told to, on its own address. */
   readonly tls: TlsListener | undefined;
 
@@ -87,14 +125,13 @@ export class CleartextListener extends net.Server {
         streamResetBurst: httpLimits.http2StreamResetBurst,
         streamResetRate: httpLimits.http2StreamResetsPerSecond,
       },
-      // A stream its client has already reset has nobody to answer, so it skips fastify's
-      // routing, body read, error and reply (measured: 65–77 µs of server CPU per rapid-reset
-      // stream instead of 83–88). Node hands a request over after reading the whole chunk it
-      // came in, so the RST_STREAM sent right behind the HEADERS has usually been read by then.
-      (request: http2.Http2ServerRequest, response: http2.Http2ServerResponse) => {
-        if (!request.stream.destroyed) handler(request, response);
-      },
     );
+    // No 'request' listener: node would make its compatibility objects for every stream. The
+    // streams come here first (#onStream), and only those the taker leaves get them.
+    this.#http2.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, _flags: number, rawHeaders: string[]) =>
+      this.#onStream(stream, headers, rawHeaders),
+    );
+    this.#handler = handler;
     this.#http1.maxHeadersCount = httpLimits.headerFieldsMax;
     this.#http2.on('session', (session) => this.#adoptSession(session));
     // http.Server starts tracking its connections (the headers/request timeout checks,
@@ -137,6 +174,11 @@ export class CleartextListener extends net.Server {
   closeAllConnections(): void {
     for (const socket of this.#sockets) socket.destroy();
     this.tls?.closeAllConnections();
+  }
+
+  /** Offers every HTTP/2 stream (both ports) to `taker` before any request object is made for it. */
+  takeStreams(taker: H2StreamTaker): void {
+    this.#taker = taker;
   }
 
   // Http2Server's own members, so that fastify's HTTP/2 typing accepts this listener as the
@@ -197,6 +239,19 @@ export class CleartextListener extends net.Server {
     }
     if (protocol === 'h2') this.#http2.emit('connection', socket);
     else this.#http1.emit('connection', socket);
+  }
+
+  #onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, rawHeaders: string[]): void {
+    // A stream its client has already reset has nobody to answer, so it skips fastify's
+    // routing, body read, error and reply (measured: 65–77 µs of server CPU per rapid-reset
+    // stream instead of 83–88). Node hands a stream over after reading the whole chunk it came
+    // in, so the RST_STREAM sent right behind the HEADERS has usually been read by then.
+    if (stream.destroyed) {
+      stream.on('error', ignoreStreamError);
+      return;
+    }
+    if (this.#taker?.take(stream, headers) === true) return;
+    serveCompat(stream, headers, rawHeaders, this.#handler);
   }
 
   #adoptSession(session: http2.ServerHttp2Session): void {

@@ -2,7 +2,10 @@
 // → engine.admit/admitArrow, and every 2xx is sent only after the engine says the batch is
 // durable. The NDJSON and Arrow parsers hand the body over whole as a Buffer (Arrow's bytes
 // are logged as they arrived); they are registered in this plugin's scope only. Single JSON
-// timers go through an AdmitCoalescer: those read in one event-loop turn share one WAL record.
+// timers go through the server's AdmitCoalescer: those read in one event-loop turn share one
+// WAL record. Over HTTP/2, a plain one-timer JSON add is answered before it reaches fastify
+// (h2-single-add.ts), with the same answer (single-add.ts) and error shape; this route serves
+// the rest (HTTP/1.1, the TLS port, a refused token, a declared length over the limit).
 //
 //   POST application/json               one timer      → 201 {id, fire_at, duplicate:false}
 //                                                      | 200 {id, fire_at, duplicate:true, state, differs}
@@ -16,18 +19,17 @@
 // state, and the fields the row differs from it in: ingest/duplicate-answers.ts). The Arrow
 // answer has a row per input row: `id` (Utf8), `duplicate` (Bool), `state` (Utf8) and
 // `differs` (List<Utf8>), the last two null for a new row.
-import { AdmitCoalescer, type AdmittedOne } from '../../../engine/admit-coalescer.ts';
+import type { AdmitCoalescer, AdmittedOne } from '../../../engine/admit-coalescer.ts';
 import type { Admitted } from '../../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { ingestLimits } from '../../../engine/limits.ts';
 import { admittedToArrow } from '../../admitted-arrow.ts';
-import { arrowGaveDelay, type DelayRows, differsAsAsked, duplicateRowsJson, gaveDelayMs } from '../../duplicate-answers.ts';
+import { arrowGaveDelay, type DelayRows, duplicateRowsJson } from '../../duplicate-answers.ts';
 import { BodyBuffers, pooledBodyParser } from '../body/body-buffers.ts';
 import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
-import { isoOf } from '../iso-time.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
-import { originalFireAtMs } from '../original-fire-at.ts';
+import { singleAddAnswer } from '../single-add.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 import { timerStreamRoutes } from './timer-stream.ts';
@@ -64,13 +66,17 @@ function idsOf(admitted: Admitted): string[] {
 const bodyBufferLimits = { pooledBytesMax: 8 * 1024 * 1024, freeMax: 4 } as const;
 
 
-export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
+export interface TimersRoutesOptions extends RoutesOptions {
+  /** Single adds read in one turn share a record: this route's, the stream route's and the HTTP/2 fast path's (h2-single-add.ts). */
+  readonly coalescer: AdmitCoalescer;
+}
+
+export async function timersRoutes(app: HttpServer, { engine, coalescer }: TimersRoutesOptions): Promise<void> {
   // NDJSON and Arrow bodies are read whole into buffers used again once the request is answered.
   const bodies = new BodyBuffers(bodyBufferLimits);
   const readBody = pooledBodyParser(bodies, ingestLimits.bodyBytesMax);
   app.addContentTypeParser(mediaTypes.ndjson, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   app.addContentTypeParser(mediaTypes.arrowStream, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
-  const coalescer = new AdmitCoalescer(engine);
   // POST /v1/timers/stream: its own scope, where NDJSON is read line by line instead of whole.
   await app.register(timerStreamRoutes, { engine, coalescer });
 
@@ -84,10 +90,8 @@ export async function timersRoutes(app: HttpServer, { engine }: RoutesOptions): 
       } catch (err) {
         throw inJsonTerms(err, undefined);
       }
-      const { id, original } = admitted;
-      if (original === undefined) return reply.code(201).send({ id, fire_at: isoOf(spec.fireAtMs), duplicate: false });
-      const fireAt = isoOf(originalFireAtMs(engine, id, spec.fireAtMs));
-      return reply.code(200).send({ id, fire_at: fireAt, duplicate: true, state: original.state, differs: differsAsAsked(original, gaveDelayMs(request.body)) });
+      const answer = singleAddAnswer(engine, admitted.id, admitted.original, spec.fireAtMs, request.body);
+      return reply.code(answer.status).send(answer.body);
     }
     // The NDJSON and Arrow parsers deliver a Buffer; an empty body is one of length 0.
     const body = Buffer.isBuffer(request.body) ? request.body : emptyBody;
