@@ -28,8 +28,8 @@
 //              from the first fire time to the last durable outcome) against the request rate
 //   cold       a restart: timers at the lateness rate seeded into a data directory, due from
 //              about when a `fermata serve` started on it will say "listening" (the listening
-//              time of a first start on a directory with one timer due later) for 3 s; then
-//              that service spawned.
+//              time of a first start on a directory with as many timers, due later) for 6 s;
+//              then that service spawned.
 //              Each timer's arrival at a sink in this process − its fire time, for the timers
 //              due 0–3 s after the "listening" line was read (those due earlier are a backlog,
 //              counted in the meta line); quick one restart, full the median of three
@@ -97,7 +97,7 @@ const fullSizes: Sizes = { requestTimers: 200_000, arrowTimers: 200_000, latenes
 const coldSpanMs = 3_000;
 /** The lateness target: the cold scenario's meta line says how many were later, and when the last of them was due. */
 const coldLateMs = 5;
-/** The cold scenario's first start holds one timer due this long after its seeding (never delivered: it stops before). */
+/** The cold scenario's first start holds timers due from this long after its seeding (never delivered: it stops before). */
 const coldProbeTimerLeadMs = 30_000;
 /** Seeding the cold scenario's data directory (open, admit, close) must be done within this; the service is spawned then. */
 const coldSeedMsMax = 2_000;
@@ -462,15 +462,16 @@ export async function measureColdStart(baseDir: string, ratePerS: number): Promi
   const dir = await mkdtemp(join(baseDir, 'fermata-bench-dispatch-cold-'));
   const sink = await startArrivalSink();
   try {
-    // A start of the same kind, to learn when a restart says "listening": its directory holds a
-    // timer to the same sink due later (a service may get ready for due timers before it
-    // listens). It also brings the launcher, Node and fermata's files into the page cache, as a
-    // restart finds them.
+    // A start of the same kind, to learn when a restart says "listening": its directory holds as
+    // many timers to the same sink, due later (a service may get ready for due timers before it
+    // listens, and its replay takes as long). It also brings the launcher, Node and fermata's
+    // files into the page cache, as a restart finds them.
+    const count = Math.ceil((ratePerS * coldSpanMs * 2) / 1000);
     const probeDir = join(dir, 'probe');
     const probeEngine = await Engine.open({ dataDir: probeDir });
     try {
       const laterMs = Date.now() + coldProbeTimerLeadMs;
-      await admitTimers(probeEngine, 1, `${sink.url}/hook`, 'default', () => laterMs);
+      await admitTimers(probeEngine, count, `${sink.url}/hook`, 'default', (i) => laterMs + Math.floor((i * 1000) / ratePerS));
     } finally {
       await probeEngine.close();
     }
@@ -482,7 +483,6 @@ export async function measureColdStart(baseDir: string, ratePerS: number): Promi
     const dataDir = join(dir, 'data');
     const spawnAtMs = Date.now() + coldSeedMsMax;
     const firstDueMs = spawnAtMs + Math.round(probeListeningMs);
-    const count = Math.ceil((ratePerS * (coldSpanMs + probeListeningMs)) / 1000);
     const engine = await Engine.open({ dataDir });
     try {
       await admitTimers(engine, count, `${sink.url}/hook`, 'default', (i) => firstDueMs + Math.floor((i * 1000) / ratePerS));
