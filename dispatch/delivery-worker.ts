@@ -3,14 +3,15 @@
 // the retry policy to each answer and returns the outcomes as columns. An "arrow" task is one
 // POST of all its timers: its buffers go back once the body is encoded, and its one answer goes
 // back as it came, for the main thread to apply each row's policy to. It knows nothing of the
-// WAL: the main thread makes the outcomes durable (outcome-recorder.ts).
+// WAL: the main thread makes the outcomes durable (outcome-recorder.ts). When the pool asks (on
+// the BroadcastChannel its workerData names), it warms up: delivery-warm-up.ts.
 //
 // Delivery request (docs/api.md, "Delivery"): body = payload bytes; the timer's headers;
 // fermata-timer-id, fermata-attempt (1-based), fermata-fire-at (epoch ms), idempotency-key (the
 // timer's key, else its id: the same on every attempt); Standard Webhooks headers when signing
 // secrets are set.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parentPort, workerData } from 'node:worker_threads';
+import { BroadcastChannel, parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { TargetGuard } from './target-guard.ts';
 import {
@@ -30,8 +31,12 @@ import {
   taskField,
   taskId,
   taskPolicy,
+  type WarmedUpMessage,
+  warmedUpKind,
+  type WarmUpRequest,
   workerLoadedMessage,
 } from './delivery-task.ts';
+import { exerciseDeliveryPath, openSessions } from './delivery-warm-up.ts';
 import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch, warmUpArrowEncoder } from './arrow-batch.ts';
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { describeFailure, type FailureDescription, failureKind } from './failure-description.ts';
@@ -48,22 +53,28 @@ export interface DeliveryWorkerData {
   readonly requestsPerOriginMax: number;
   readonly socketsPerOriginMax: number;
   readonly ca?: string;
+  /** The BroadcastChannel the pool asks its workers to warm up on (WarmUpRequest). */
+  readonly warmUpChannel: string;
 }
 
 const config = workerData as DeliveryWorkerData;
 const guard = new TargetGuard({ allow: config.allow, allowLoopback: config.allowLoopback });
-const clients = new OriginClients({
-  guard,
+const clientLimits = {
   sessionIdleMsMax: config.sessionIdleMsMax,
   connectTimeoutMs: config.connectTimeoutMs,
   requestsPerOriginMax: config.requestsPerOriginMax,
   socketsPerOriginMax: config.socketsPerOriginMax,
-  ca: config.ca,
-});
+};
+const clients = new OriginClients({ ...clientLimits, guard, ca: config.ca });
 const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);
 const utf8 = new TextDecoder();
 // A fresh thread's first Arrow batch would compile apache-arrow's code on its way out: done now.
 warmUpArrowEncoder();
+// Unreferenced: the channel alone does not keep this thread alive.
+const warmUps = new BroadcastChannel(config.warmUpChannel);
+warmUps.unref();
+warmUps.addEventListener('message', (event) => void warmUp(event.data as WarmUpRequest));
+let exercised = false;
 // Loading this module and what it imports (type stripping, apache-arrow) takes a fresh thread a
 // few hundred milliseconds: the dispatcher's ready() waits for this word from every worker.
 parentPort?.postMessage(workerLoadedMessage);
@@ -87,6 +98,24 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
     if (task.notBeforeMsMax > Date.now()) await untilWallClock(task.notBeforeMsMax);
     return deliverArrowBatch(task, task.sink);
   }
+  return deliverThrough(task, clients);
+}
+
+/** The pool asked for a warm-up (delivery-warm-up.ts): the delivery path run once, then sessions opened to `origins`. */
+async function warmUp(request: WarmUpRequest): Promise<void> {
+  const failures: string[] = [];
+  if (!exercised) {
+    exercised = true;
+    // A warm-up that fails costs speed, not deliveries: it is told, and the worker goes on.
+    await exerciseDeliveryPath(deliverThrough, clientLimits).catch((err: unknown) => failures.push(`the delivery path's warm-up: ${err instanceof Error ? err.message : String(err)}`));
+  }
+  const sessions = await openSessions(clients, request.origins, request.connectWaitMs);
+  const done: WarmedUpMessage = { kind: warmedUpKind, sessionsOpened: sessions.opened, failures: [...failures, ...sessions.failures] };
+  parentPort?.postMessage(done);
+}
+
+/** A task of single deliveries, each timer POSTed through `using`. */
+async function deliverThrough(task: DeliveryTask, using: OriginClients): Promise<DeliveryResults> {
   const results = emptyResults(task.count);
   // Timers come in the order they fall due, and a task's may not be due yet (the dispatcher
   // takes them ahead): each is sent once the wall clock reaches its time, unless the
@@ -98,7 +127,7 @@ export default async function deliver(task: DeliveryTask): Promise<DeliveryResul
     const notBeforeMs = task.meta[at * metaFields + notBeforeField] as number;
     if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
     if (claims !== undefined && Atomics.compareExchange(claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
-    sends.push(deliverOne(task, at, results, texts));
+    sends.push(deliverOne(task, at, results, texts, using));
   }
   await Promise.all(sends);
   // piscina moves the result columns to the main thread (transferred, not copied).
@@ -117,7 +146,7 @@ async function untilWallClock(ms: number): Promise<void> {
  * One timer's attempt. Whatever happens to it (a thrown error included) is its own outcome:
  * one timer never fails the task, whose other timers may already be delivered.
  */
-async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResults, texts: Map<string, number>): Promise<void> {
+async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResults, texts: Map<string, number>, using: OriginClients): Promise<void> {
   const takenAtMs = Date.now();
   // When the request really went out, after its turn in line for the target: lateness and latency count from there.
   const timing = { sentAtMs: NaN };
@@ -125,7 +154,7 @@ async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResul
   let retryAfter: string | undefined;
   try {
     const request = deliveryRequest(task, at, takenAtMs, timing);
-    const answer = await clients.send(request);
+    const answer = await using.send(request);
     result = answer.status;
     retryAfter = answer.retryAfter;
   } catch (err) {

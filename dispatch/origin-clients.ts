@@ -119,25 +119,45 @@ export class OriginClients {
     return count;
   }
 
+  /**
+   * Opens the HTTP/2 session to `url`'s origin ahead of its first delivery (a warm-up), unless
+   * one is open or the origin is known to speak HTTP/1.1 only; rejects when it cannot connect.
+   */
+  async open(url: URL): Promise<void> {
+    assert.ok(!this.#closed, 'open after close');
+    const origin = this.#originOf(url.origin);
+    if (origin.protocol === 'h1') return;
+    try {
+      await this.#session(origin, url);
+    } catch (err) {
+      // A cleartext origin that does not take the preface is marked HTTP/1.1 by its first delivery.
+      if (!(err instanceof NotHttp2)) throw err;
+    }
+  }
+
   /** Sends one delivery; resolves with the answer's status, rejects when there is none. */
   async send(request: DeliveryRequest): Promise<DeliveryAnswer> {
     assert.ok(!this.#closed, 'send after close');
-    const key = request.url.origin;
-    let origin = this.#origins.get(key);
-    if (origin === undefined) {
-      origin = new Origin(Math.min(this.#options.requestsPerOriginMax, streamsBeforeSettings));
-      this.#origins.set(key, origin);
-    }
+    const origin = this.#originOf(request.url.origin);
     // A target is never sent more than its origin's limit at once: a burst of due timers must
     // not flood it (nor one HTTP/2 session's memory) with thousands of streams.
     if (origin.active < origin.limit) origin.active++;
-    else await new Promise<void>((resolve) => (origin as Origin).waiting.push(resolve));
+    else await new Promise<void>((resolve) => origin.waiting.push(resolve));
     if (request.timing !== undefined) request.timing.sentAtMs = Date.now();
     try {
       return await this.#sendOnOrigin(origin, request);
     } finally {
       this.#passSlot(origin);
     }
+  }
+
+  #originOf(key: string): Origin {
+    let origin = this.#origins.get(key);
+    if (origin === undefined) {
+      origin = new Origin(Math.min(this.#options.requestsPerOriginMax, streamsBeforeSettings));
+      this.#origins.set(key, origin);
+    }
+    return origin;
   }
 
   /** A request to `origin` finished: its slot goes to the next in line, or is freed (also when the limit fell below what is in flight). */

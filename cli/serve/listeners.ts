@@ -60,6 +60,7 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
     engine,
     tokens: settings.tokens,
     disk,
+    warm: () => dispatcher.warm,
     metrics: (registry) => registerDispatchMetrics(registry, dispatcher),
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });

@@ -54,6 +54,8 @@ export interface HttpServerOptions {
   readonly tokens?: readonly string[];
   /** When given, /readyz is also red while the data directory's file system is nearly full. */
   readonly disk?: DiskSpaceCheck;
+  /** When given, /readyz is also red until it returns true (the dispatcher's warm-up after a start). */
+  readonly warm?: () => boolean;
   /** When given, `app.server.tls` is a TLS port (ALPN h2 and http/1.1) on the same handler; the caller makes it listen. */
   readonly tls?: TlsCredentials;
   /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's. */
@@ -100,8 +102,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     });
   }
 
-  const { engine, disk } = options;
-  void app.register(healthRoutes, { engine, disk });
+  const { engine, disk, warm } = options;
+  void app.register(healthRoutes, { engine, disk, warm });
   void app.register(timersRoutes, { engine });
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
