@@ -475,10 +475,14 @@ export async function measureColdStart(baseDir: string, ratePerS: number): Promi
     } finally {
       await probeEngine.close();
     }
-    const probeStart = performance.now();
-    const probe = await startFermata(baseDir, 'dispatch-cold-probe', { dataDir: probeDir });
-    const probeListeningMs = performance.now() - probeStart;
-    await probe.stop();
+    // Twice: the first start meets files not yet in the page cache, which the measured one does not.
+    let probeListeningMs = 0;
+    for (let start = 0; start < 2; start++) {
+      const probeStart = performance.now();
+      const probe = await startFermata(baseDir, 'dispatch-cold-probe', { dataDir: probeDir });
+      probeListeningMs = performance.now() - probeStart;
+      await probe.stop();
+    }
 
     const dataDir = join(dir, 'data');
     const spawnAtMs = Date.now() + coldSeedMsMax;
