@@ -26,6 +26,13 @@
 //              batch; the dispatcher's lateness histogram (delivery start − fire time)
 //   burst      N timers all due within one second, after a warm-up: lateness p99, and N ÷ (time
 //              from the first fire time to the last durable outcome) against the request rate
+//   cold       a restart: timers at the lateness rate seeded into a data directory, due from
+//              about when a `fermata serve` started on it will say "listening" (the listening
+//              time of a first start on a directory with as many timers, due later) for 6 s;
+//              then that service spawned.
+//              Each timer's arrival at a sink in this process − its fire time, for the timers
+//              due 0–3 s after the "listening" line was read (those due earlier are a backlog,
+//              counted in the meta line); quick one restart, full the median of three
 //
 // The sink (loadgen/sink.ts) is a child process by default, so it does not share the main thread
 // with fermata; FERMATA_BENCH_DISPATCH_SINK=in-process runs it in this process instead. It
@@ -37,6 +44,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
 import http2 from 'node:http2';
 import { Session } from 'node:inspector/promises';
 import { cpus } from 'node:os';
@@ -51,7 +59,8 @@ import { encodeTimerId } from '../engine/ids.ts';
 import { dispatchLimits } from '../engine/limits.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
 import { distributionChart, type Fact, type Figure, median, metaLine, roundTo, type SuiteOptions } from './report.ts';
-import { type BenchSink, startSink, startSinkProcess } from '../loadgen/sink.ts';
+import { type BenchSink, countArrival, newTally, startSink, startSinkProcess } from '../loadgen/sink.ts';
+import { startFermata } from './fermata-child.ts';
 
 const suite = 'dispatch';
 const payloadBytes = 128;
@@ -77,13 +86,24 @@ interface Sizes {
   /** The lateness scenario's timers fall due over this span. */
   readonly latenessSpanMs: number;
   readonly burstTimers: number;
+
+  /** Restarts of the cold scenario (its figure is the median of theirs). */
+  readonly coldStarts: number;
 }
 
 // Quick runs keep the full run's lateness span, arrow drains and burst: over 3 s a fresh rig's
 // first second weighs three times as much in the p99, the first running drains of 100,000 are
 // still warming up, and a shorter burst is a larger share of its own start.
-const quickSizes: Sizes = { requestTimers: 50_000, arrowTimers: 200_000, latenessSpanMs: 10_000, burstTimers: 200_000 };
-const fullSizes: Sizes = { requestTimers: 200_000, arrowTimers: 200_000, latenessSpanMs: 10_000, burstTimers: 200_000 };
+const quickSizes: Sizes = { requestTimers: 50_000, arrowTimers: 200_000, latenessSpanMs: 10_000, burstTimers: 200_000, coldStarts: 1 };
+const fullSizes: Sizes = { requestTimers: 200_000, arrowTimers: 200_000, latenessSpanMs: 10_000, burstTimers: 200_000, coldStarts: 3 };
+/** The cold scenario measures the timers due this long after the service says "listening". */
+const coldSpanMs = 3_000;
+/** The lateness target: the cold scenario's meta line says how many were later, and when the last of them was due. */
+const coldLateMs = 5;
+/** The cold scenario's first start holds timers due from this long after its seeding (never delivered: it stops before). */
+const coldProbeTimerLeadMs = 30_000;
+/** Seeding the cold scenario's data directory (open, admit, close) must be done within this; the service is spawned then. */
+const coldSeedMsMax = 2_000;
 
 type SinkMode = 'process' | 'in-process';
 const sinkModeVariable = 'FERMATA_BENCH_DISPATCH_SINK';
@@ -132,8 +152,17 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
     const burstPerS = sizes.burstTimers / burst.secondsFromFirstDue;
     progress(`dispatch: burst, ${Math.round(burstPerS)}/s, done ${burst.secondsFromFirstDue.toFixed(2)} s after the first fire time`);
 
+    const colds: ColdRun[] = [];
+    for (let start = 0; start < sizes.coldStarts; start++) {
+      progress(`dispatch: cold, a restart ${start + 1} of ${sizes.coldStarts}: timers due at ${latenessRate}/s from "listening" on, for ${coldSpanMs / 1000} s`);
+      const cold = await measureColdStart(baseDir, latenessRate);
+      progress(`dispatch: cold, listening after ${Math.round(cold.listeningMs)} ms, p99 ${cold.p99Ms} ms over ${cold.measured} timers (${cold.beforeListening} due before listening)`);
+      colds.push(cold);
+    }
+    const coldP99Ms = median(colds.map((cold) => cold.p99Ms));
+
     // The running drains assert none arrived early.
-    const early = request.fresh.early + arrow.fresh.early + lateness.early + burst.early;
+    const early = request.fresh.early + arrow.fresh.early + lateness.early + burst.early + colds.reduce((sum, cold) => sum + cold.early, 0);
     if (early > 0) progress(`dispatch: WARNING ${early} deliveries reached the sink before their fire time`);
     const figure = (name: string, value: number, unit: string): Figure => ({ suite, name, value, unit });
     const facts: Record<string, Fact> = {
@@ -173,6 +202,15 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
       burst_per_s: Math.round(burstPerS),
       burst_release_lateness_ms_p99: burst.releaseP99Ms,
       burst_sink_lateness_ms_p99: burst.sinkP99Ms,
+      cold_listening_ms: colds.map((cold) => Math.round(cold.listeningMs)).join(', '),
+      cold_timers: colds.map((cold) => cold.measured).join(', '),
+      cold_due_before_listening: colds.map((cold) => cold.beforeListening).join(', '),
+      cold_first_due_after_listening_ms: colds.map((cold) => cold.firstDueAfterListeningMs).join(', '),
+      cold_lateness_ms_p50: colds.map((cold) => cold.p50Ms).join(', '),
+      cold_lateness_ms_p99: colds.map((cold) => cold.p99Ms).join(', '),
+      cold_lateness_ms_max: colds.map((cold) => cold.maxMs).join(', '),
+      cold_late_over_5ms: colds.map((cold) => cold.late).join(', '),
+      cold_last_late_due_after_listening_ms: colds.map((cold) => cold.lastLateDueAfterListeningMs).join(', '),
       early_deliveries: early,
     };
     return [
@@ -185,6 +223,7 @@ export async function dispatchSuite(options: SuiteOptions): Promise<Figure[]> {
       figure('dispatch.lateness_ms.p99', lateness.histogram.getValueAtPercentile(99), 'ms'),
       figure('dispatch.lateness_ms.p999', lateness.histogram.getValueAtPercentile(99.9), 'ms'),
       figure('dispatch.lateness_ms.max', lateness.histogram.maxValue, 'ms'),
+      figure('dispatch.cold_lateness_ms.p99', coldP99Ms, 'ms'),
       figure('dispatch.burst_lateness_ms.p99', burst.histogram.getValueAtPercentile(99), 'ms'),
       figure('dispatch.burst.rate_ratio', roundTo(burstPerS / request.perS, 3), 'ratio'),
     ];
@@ -391,6 +430,178 @@ async function measureDue(rig: Rig, sink: BenchSink, count: number, offsetMs: (i
     sinkP99Ms: roundTo(got.latenessUs.getValueAtPercentile(99) / 1000, 1),
     sinkMaxMs: roundTo(got.latenessUs.maxValue / 1000, 1),
     early: got.early,
+  };
+}
+
+// ---- a restart ------------------------------------------------------------------------------------
+
+export interface ColdRun {
+  /** Spawn of `fermata serve` on the seeded directory to its "listening" line. */
+  readonly listeningMs: number;
+  /** Timers due 0–coldSpanMs after "listening", and their arrival − fire time (ms, 0.1 ms precision). */
+  readonly measured: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  /** Seeded timers due before "listening" (delivered at once: not measured). */
+  readonly beforeListening: number;
+  /** The first measured timer's fire time − "listening". */
+  readonly firstDueAfterListeningMs: number;
+  /** Measured timers more than coldLateMs late, and the fire time − "listening" of the last of them (-1: none): where a start's lateness lies. */
+  readonly late: number;
+  readonly lastLateDueAfterListeningMs: number;
+  readonly early: number;
+}
+
+/**
+ * A restart with timers due from its first second: timers at `ratePerS` admitted into a fresh
+ * data directory by an engine in this process, due from when a service started on it is
+ * expected to say "listening" (as long after its spawn as a first start on an empty directory
+ * took) for coldSpanMs and a little more; then `fermata serve` spawned on it, delivering to a
+ * sink in this process (fermata runs alone in its own). Measured: the timers due 0–coldSpanMs
+ * after the "listening" line was read.
+ */
+export async function measureColdStart(baseDir: string, ratePerS: number): Promise<ColdRun> {
+  const dir = await mkdtemp(join(baseDir, 'fermata-bench-dispatch-cold-'));
+  const sink = await startArrivalSink();
+  try {
+    // A start of the same kind, to learn when a restart says "listening": its directory holds as
+    // many timers to the same sink, due later (a service may get ready for due timers before it
+    // listens, and its replay takes as long). It also brings the launcher, Node and fermata's
+    // files into the page cache, as a restart finds them.
+    const count = Math.ceil((ratePerS * coldSpanMs * 2) / 1000);
+    const probeDir = join(dir, 'probe');
+    const probeEngine = await Engine.open({ dataDir: probeDir });
+    try {
+      const laterMs = Date.now() + coldProbeTimerLeadMs;
+      await admitTimers(probeEngine, count, `${sink.url}/hook`, 'default', (i) => laterMs + Math.floor((i * 1000) / ratePerS));
+    } finally {
+      await probeEngine.close();
+    }
+    // Twice: the first start meets files not yet in the page cache, which the measured one does not.
+    let probeListeningMs = 0;
+    for (let start = 0; start < 2; start++) {
+      const probeStart = performance.now();
+      const probe = await startFermata(baseDir, 'dispatch-cold-probe', { dataDir: probeDir });
+      probeListeningMs = performance.now() - probeStart;
+      await probe.stop();
+    }
+
+    const dataDir = join(dir, 'data');
+    const spawnAtMs = Date.now() + coldSeedMsMax;
+    const firstDueMs = spawnAtMs + Math.round(probeListeningMs);
+    const engine = await Engine.open({ dataDir });
+    try {
+      await admitTimers(engine, count, `${sink.url}/hook`, 'default', (i) => firstDueMs + Math.floor((i * 1000) / ratePerS));
+    } finally {
+      await engine.close();
+    }
+    assert.ok(Date.now() < spawnAtMs, `seeding ${count} timers took longer than ${coldSeedMsMax} ms: raise coldSeedMsMax`);
+    await sleep(spawnAtMs - Date.now());
+
+    const spawned = performance.now();
+    const service = await startFermata(baseDir, 'dispatch-cold', { dataDir });
+    // Read from its log a little after it was written: the first few ms' timers count as before it.
+    const listeningAtMs = Date.now();
+    const listeningMs = performance.now() - spawned;
+    try {
+      const deadline = performance.now() + drainTimeoutMs;
+      while (sink.arrivals() < count) {
+        assert.ok(performance.now() < deadline, `only ${sink.arrivals()} of ${count} timers reached the sink after ${drainTimeoutMs} ms`);
+        await sleep(10);
+      }
+    } finally {
+      await service.stop();
+    }
+    const lateness = newTally().latenessUs;
+    let beforeListening = 0;
+    let firstMeasuredDueMs = Infinity;
+    let late = 0;
+    let lastLateDueMs = -Infinity;
+    sink.forEach((fireAtMs, latenessUs) => {
+      if (fireAtMs < listeningAtMs) beforeListening++;
+      else if (fireAtMs < listeningAtMs + coldSpanMs) {
+        lateness.recordValue(latenessUs);
+        firstMeasuredDueMs = Math.min(firstMeasuredDueMs, fireAtMs);
+        if (latenessUs > coldLateMs * 1000) {
+          late++;
+          lastLateDueMs = Math.max(lastLateDueMs, fireAtMs);
+        }
+      }
+    });
+    const ms = (us: number): number => roundTo(us / 1000, 1);
+    return {
+      listeningMs,
+      measured: lateness.totalCount,
+      p50Ms: ms(lateness.getValueAtPercentile(50)),
+      p99Ms: ms(lateness.getValueAtPercentile(99)),
+      maxMs: ms(lateness.maxValue),
+      beforeListening,
+      firstDueAfterListeningMs: firstMeasuredDueMs - listeningAtMs,
+      late,
+      lastLateDueAfterListeningMs: late === 0 ? -1 : lastLateDueMs - listeningAtMs,
+      early: sink.early(),
+    };
+  } finally {
+    await sink.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+interface ArrivalSink {
+  readonly url: string;
+  arrivals(): number;
+  /** Arrivals before their fire time by the wall clock. */
+  early(): number;
+  /** Each arrival's fire time (epoch ms) and its lateness (µs, at least 1), early ones left out. */
+  forEach(visit: (fireAtMs: number, latenessUs: number) => void): void;
+  close(): Promise<void>;
+}
+
+/**
+ * An HTTP/2 cleartext sink in this process that keeps every arrival's fire time and lateness
+ * (the bench sink's histogram mixes timers due before and after a moment known only later).
+ * Answers 200 once a request's body has arrived, lateness counted as loadgen/sink.ts does.
+ */
+async function startArrivalSink(): Promise<ArrivalSink> {
+  const server = http2.createServer({ settings: { maxConcurrentStreams: 4096 } });
+  const fireAt: number[] = [];
+  const latenessUs: number[] = [];
+  const tally = newTally();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on('session', (session: http2.ServerHttp2Session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+  });
+  server.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
+    stream.on('error', () => undefined);
+    stream.once('end', () => {
+      const arrivalMs = performance.timeOrigin + performance.now();
+      const earlyBefore = tally.early;
+      countArrival(tally, headers, arrivalMs, Date.now());
+      const fireAtMs = Number(headers['fermata-fire-at']);
+      if (tally.early === earlyBefore) {
+        fireAt.push(fireAtMs);
+        latenessUs.push(Math.max(1, Math.round((arrivalMs - fireAtMs) * 1000)));
+      }
+      stream.respond({ ':status': 200 }, { endStream: true });
+    });
+    stream.resume();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    arrivals: () => tally.timers,
+    early: () => tally.early,
+    forEach: (visit) => {
+      for (let i = 0; i < fireAt.length; i++) visit(fireAt[i] as number, latenessUs[i] as number);
+    },
+    close: () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const session of sessions) session.destroy();
+      return closed;
+    },
   };
 }
 

@@ -3,9 +3,14 @@
 // clients' limits). Main thread. A task goes out with its buffers transferred, never copied; a
 // worker posts on its parent port once its code has loaded (ready() waits for all of them), and
 // hands an "arrow" task's buffers back once the task's body is encoded, for later tasks.
+// warmUp() asks every worker at once, on a BroadcastChannel of this pool's, to run its delivery
+// path and open sessions to the origins named (dispatch/delivery-warm-up.ts), and waits for each
+// to say it is done.
+import { randomUUID } from 'node:crypto';
+import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { DispatchLimits } from '../engine/limits.ts';
-import { type BatchAnswer, type DeliveryResults, type DeliveryTask, isSpareBuffersMessage, workerLoadedMessage } from './delivery-task.ts';
+import { type BatchAnswer, type DeliveryResults, type DeliveryTask, isSpareBuffersMessage, isWarmedUpMessage, type WarmUpRequest, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { WebhookSigner } from './signing.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -22,8 +27,23 @@ export interface DeliveryPoolOptions {
   readonly spareBuffers: Pick<TaskBuffers, 'give'>;
 }
 
+/** What a warm-up came to, over all workers. */
+export interface WarmUpReport {
+  /** Workers that said they are warm (all, unless warmUpAnswerWaitMs passed first). */
+  readonly workers: number;
+  readonly sessionsOpened: number;
+  /** A line for each session that could not be opened, or warm-up that failed. */
+  readonly failures: readonly string[];
+}
+
 export class DeliveryPool {
   readonly #pool: Piscina;
+  readonly #warmUpChannel = `fermata.delivery-warm-up.${randomUUID()}`;
+  readonly #limits: DispatchLimits;
+  /** The warm-up under way: its answers so far, and what resolves it once every worker has answered. */
+  #warming: { answers: number; sessionsOpened: number; failures: string[]; done: () => void } | undefined;
+  /** Warm-ups one after another: a second waits for the first. */
+  #warmUps: Promise<unknown> = Promise.resolve();
   /** Workers that have loaded their code (they post workerLoadedMessage); #loaded resolves with the time the last one took. */
   #workersLoaded = 0;
   readonly #loaded = Promise.withResolvers<number>();
@@ -43,7 +63,9 @@ export class DeliveryPool {
       requestsPerOriginMax: limits.requestsPerOriginMax,
       socketsPerOriginMax: limits.socketsPerOriginMax,
       ...(options.ca === undefined ? {} : { ca: options.ca }),
+      warmUpChannel: this.#warmUpChannel,
     };
+    this.#limits = limits;
     this.#pool = new Piscina({
       filename: new URL('./delivery-worker.ts', import.meta.url).href,
       minThreads: threads,
@@ -61,6 +83,12 @@ export class DeliveryPool {
     this.#pool.on('message', (message: unknown) => {
       if (message === workerLoadedMessage && ++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
       else if (isSpareBuffersMessage(message)) for (const buffer of message.buffers) spareBuffers.give(buffer);
+      else if (isWarmedUpMessage(message) && this.#warming !== undefined) {
+        const warming = this.#warming;
+        warming.sessionsOpened += message.sessionsOpened;
+        warming.failures.push(...message.failures);
+        if (++warming.answers === threads) warming.done();
+      }
     });
   }
 
@@ -84,6 +112,41 @@ export class DeliveryPool {
     return promise;
   }
 
+  /**
+   * Once every worker has loaded, has each run its delivery path against a server of its own
+   * (the first time) and open an HTTP/2 session to each of `origins` (scheme://host:port),
+   * waiting warmUpConnectWaitMs for them at most; resolves once all have said so, or after
+   * warmUpAnswerWaitMs (a worker that never answers costs speed, not a start).
+   */
+  warmUp(origins: readonly string[]): Promise<WarmUpReport> {
+    const next = this.#warmUps.then(() => this.#warmUpNow(origins));
+    this.#warmUps = next.catch(() => undefined);
+    return next;
+  }
+
+  async #warmUpNow(origins: readonly string[]): Promise<WarmUpReport> {
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const warming = { answers: 0, sessionsOpened: 0, failures: [] as string[], done: resolve };
+    this.#warming = warming;
+    // The timer keeps the process alive meanwhile (piscina's workers do not); destroy() ends the wait.
+    const timer = setTimeout(resolve, this.#limits.warmUpAnswerWaitMs);
+    const channel = new BroadcastChannel(this.#warmUpChannel);
+    channel.unref();
+    try {
+      const loaded = await Promise.race([this.ready().then(() => true), promise.then(() => false)]);
+      if (loaded) {
+        const request: WarmUpRequest = { origins, connectWaitMs: this.#limits.warmUpConnectWaitMs };
+        channel.postMessage(request);
+        await promise;
+      }
+    } finally {
+      clearTimeout(timer);
+      channel.close();
+      this.#warming = undefined;
+    }
+    return { workers: warming.answers, sessionsOpened: warming.sessionsOpened, failures: warming.failures };
+  }
+
   /** Sends `task` to a worker, `transfer` (its buffers) moved with it; resolves with the worker's answer. */
   run(task: DeliveryTask, transfer: ArrayBuffer[]): Promise<DeliveryResults | BatchAnswer> {
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
@@ -91,8 +154,9 @@ export class DeliveryPool {
     return this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer>;
   }
 
-  /** Stops the workers; tasks still running reject. */
+  /** Stops the workers (a warm-up under way is over); tasks still running reject. */
   destroy(): Promise<void> {
+    this.#warming?.done();
     return this.#pool.destroy();
   }
 }

@@ -117,6 +117,29 @@ export function isSpareBuffersMessage(message: unknown): message is SpareBuffers
   return typeof message === 'object' && message !== null && (message as { kind?: unknown }).kind === spareBuffersKind && Array.isArray((message as { buffers?: unknown }).buffers);
 }
 
+/**
+ * The pool's word to every worker at once, on the BroadcastChannel its DeliveryWorkerData names:
+ * warm up (dispatch/delivery-warm-up.ts) and open sessions to these origins.
+ */
+export interface WarmUpRequest {
+  readonly origins: readonly string[];
+  /** How long the worker waits for those sessions before it says it is warm (the rest connect meanwhile). */
+  readonly connectWaitMs: number;
+}
+
+/** What a worker posts on its parent port once warm: how many sessions it opened, and why any failed (one line each). */
+export interface WarmedUpMessage {
+  readonly kind: typeof warmedUpKind;
+  readonly sessionsOpened: number;
+  readonly failures: readonly string[];
+}
+
+export const warmedUpKind = 'fermata.delivery-worker.warmed-up';
+
+export function isWarmedUpMessage(message: unknown): message is WarmedUpMessage {
+  return typeof message === 'object' && message !== null && (message as { kind?: unknown }).kind === warmedUpKind;
+}
+
 /** Column `field` (a taskField) of the task: its count + 1 offsets and its values, as views. */
 export function taskColumn(task: DeliveryTask, field: number): { offsets: Int32Array; values: Uint8Array } {
   const start = field * (task.count + 1);

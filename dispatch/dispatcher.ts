@@ -100,6 +100,7 @@ export class Dispatcher {
   readonly #stats: DeliveryStats;
   readonly #recorder: OutcomeRecorder;
   #stopped = false;
+  #warm = false;
   /** "request" queues' timers are taken up to takeAheadMs before they are due: a worker holds each until its time. */
   readonly takeAhead: TakeAhead;
 
@@ -146,6 +147,49 @@ export class Dispatcher {
    */
   ready(): Promise<number> {
     return this.#workers.ready();
+  }
+
+  /** Whether warmUp() has run: a service's /readyz is red until then. */
+  get warm(): boolean {
+    return this.#warm;
+  }
+
+  /**
+   * The origins deliveries go to soon: those of resident timers due within warmUpHorizonMs
+   * (overdue ones included), and when there are any, the sinks of "arrow" queues;
+   * warmUpOriginsMax at most.
+   */
+  originsDueSoon(): string[] {
+    const limits = this.#limits;
+    const targets = this.#engine.targetsDueBefore(this.#clock.now() + limits.warmUpHorizonMs, limits.warmUpTimersMax);
+    if (targets.length === 0) return [];
+    const sinks = this.#engine.queues().flatMap(({ config }) => (config.delivery === 'arrow' && config.sink !== null ? [config.sink] : []));
+    const origins = new Set<string>();
+    for (const target of [...sinks, ...targets]) {
+      if (origins.size >= limits.warmUpOriginsMax) break;
+      const url = URL.parse(target);
+      if (url !== null && (url.protocol === 'http:' || url.protocol === 'https:')) origins.add(url.origin);
+    }
+    return [...origins];
+  }
+
+  /**
+   * Warms the delivery workers up once they have loaded: each runs its delivery path against a
+   * server of its own and opens HTTP/2 sessions to `origins` (by default originsDueSoon()), so
+   * that the first timers after a start go out on time. Resolves once done; what failed is
+   * logged (it costs the first deliveries time, not their outcome), and `warm` is true from then on.
+   */
+  async warmUp(origins: readonly string[] = this.originsDueSoon()): Promise<void> {
+    const startedAtMs = performance.now();
+    try {
+      const report = await this.#workers.warmUp(origins);
+      const failed = report.failures.length;
+      if (failed > 0) this.#logger.warn({ failed, first: report.failures.slice(0, 3) }, 'warm-up: some sessions could not be opened ahead; their first deliveries connect');
+      this.#logger.info({ ms: Math.round(performance.now() - startedAtMs), workers: report.workers, origins: origins.length, sessionsOpened: report.sessionsOpened }, 'delivery workers warm');
+    } catch (err) {
+      this.#logger.warn({ err }, 'the delivery warm-up failed; deliveries go on, the first ones slower');
+    }
+    this.#warm = true;
   }
 
   /** Starts releasing due timers. */

@@ -27,6 +27,7 @@ import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, ta
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
 import type { DurableLog } from './log.ts';
 import { discardDead, listDead, redrive, settle } from './outcomes.ts';
+import { targetsDueBefore } from './targets-due.ts';
 import { deleteQueue, findQueue, listQueues, queueConfig, setQueue } from './queue-registry.ts';
 import type { QueueConfig } from './queues.ts';
 import type { Outcomes } from './records.ts';
@@ -227,6 +228,11 @@ export class Engine {
   /** When the next delivery falls due (undefined: none resident before the watermark). */
   nextDeliveryDueMs(): number | undefined {
     return nextDeliveryDueMs(this.#s);
+  }
+
+  /** The distinct targets of resident timers due before `untilMs`, looking at `timersMax` timers at most (targets-due.ts). */
+  targetsDueBefore(untilMs: number, timersMax: number): string[] {
+    return targetsDueBefore(this.#s, untilMs, timersMax);
   }
 
   /** When the engine next has work: a delivery falls due or a finished timer's retention ends. */

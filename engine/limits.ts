@@ -331,6 +331,15 @@ export const dispatchLimits = {
   sessionPingTimeoutMs: 5_000,
   /** Shutdown waits this long for deliveries in flight to finish and be recorded. */
   drainTimeoutMs: 30_000,
+  /** A start's warm-up opens sessions to the origins of timers due within this (dispatch/delivery-warm-up.ts). */
+  warmUpHorizonMs: 60_000,
+  /** It looks at this many of those timers at most, and opens sessions to this many origins at most. */
+  warmUpTimersMax: 100_000,
+  warmUpOriginsMax: 256,
+  /** A worker waits this long at most for those sessions before it says it is warm; the rest connect meanwhile. */
+  warmUpConnectWaitMs: 1_000,
+  /** The warm-up is over after this whatever its workers say (one that never answers costs speed, not a start). */
+  warmUpAnswerWaitMs: 10_000,
 } as const;
 
 export type DispatchLimits = { -readonly [K in keyof typeof dispatchLimits]: number };

@@ -63,6 +63,7 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
     engine,
     tokens: settings.tokens,
     disk,
+    warm: () => dispatcher.warm,
     // Imported at the first scrape of /metrics, with prom-client (ingest/http/routes/metrics.ts).
     metrics: async (registry) => (await import('../../dispatch/dispatch-metrics.ts')).registerDispatchMetrics(registry, dispatcher),
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),

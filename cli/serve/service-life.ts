@@ -176,6 +176,11 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
     ...(settings.dispatch.threads === undefined ? {} : { threads: settings.dispatch.threads }),
     ...(settings.dispatch.ca === undefined ? {} : { ca: settings.dispatch.ca }),
   });
+  // With timers due soon the service listens once its delivery workers are warm, so the first
+  // of them go out on time; otherwise it serves at once, /readyz red until they are.
+  const dueSoon = dispatcher.originsDueSoon();
+  const warming = dispatcher.warmUp(dueSoon);
+  if (dueSoon.length > 0) await warming;
   const closeEngineSide = async (): Promise<void> => {
     await loader.stop();
     await dispatcher.close();

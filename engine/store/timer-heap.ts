@@ -171,6 +171,30 @@ export class TimerHeap {
     return slot;
   }
 
+  /**
+   * Calls `visit` with the slots due before `untilMs`, `max` at most, in no set order, taking
+   * none out: the entries below one due later are not looked at, nor the rest of its run.
+   */
+  visitDueBefore(untilMs: number, max: number, visit: (slot: number) => void): number {
+    const entries = this.#entries.array;
+    const positions = this.#positions.array;
+    const dueAt = this.#store.dueAt;
+    const stack = this.#heads === 0 ? [] : [0];
+    let visited = 0;
+    while (stack.length > 0 && visited < max) {
+      const at = stack.pop() as number;
+      for (let slot = entries[at] as number; visited < max && (dueAt[slot] as number) < untilMs; slot++) {
+        visit(slot);
+        visited++;
+        if (slot + 1 >= positions.length || positions[slot + 1] !== followerMark) break;
+      }
+      if ((dueAt[entries[at] as number] as number) >= untilMs) continue;
+      if (2 * at + 1 < this.#heads) stack.push(2 * at + 1);
+      if (2 * at + 2 < this.#heads) stack.push(2 * at + 2);
+    }
+    return visited;
+  }
+
   /** Removes `slot`; false if it was not in the heap. */
   remove(slot: number): boolean {
     if (!this.has(slot)) return false;

@@ -59,6 +59,8 @@ export interface HttpServerOptions {
   readonly tokens?: readonly string[];
   /** When given, /readyz is also red while the data directory's file system is nearly full. */
   readonly disk?: DiskSpaceCheck;
+  /** When given, /readyz is also red until it returns true (the dispatcher's warm-up after a start). */
+  readonly warm?: () => boolean;
   /** When given, `app.server.tls` is a TLS port (ALPN h2 and http/1.1) on the same handler; the caller makes it listen. */
   readonly tls?: TlsCredentials;
   /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's; called at the first scrape. */
@@ -105,11 +107,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     });
   }
 
-  const { engine, disk } = options;
+  const { engine, disk, warm } = options;
   // One coalescer for every kind of single add, so that those read in one turn share a record.
   const coalescer = new AdmitCoalescer(engine);
   app.server.takeStreams(new H2SingleAdd({ engine, coalescer, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
-  void app.register(healthRoutes, { engine, disk });
+  void app.register(healthRoutes, { engine, disk, warm });
   void app.register(timersRoutes, { engine, coalescer });
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });

@@ -168,6 +168,8 @@ test('fermata serve: "readiness"."disk_free_bytes_min" above the real free space
 
   const green = await startService(join(dir, 'data2'), (child) => children.add(child));
   try {
+    // Nothing is due: the service listens first and warms its delivery workers up, /readyz red until then.
+    while (!green.output().includes('"msg":"delivery workers warm"')) await new Promise((resolve) => setTimeout(resolve, 20));
     assert.deepEqual(await fetchReadyz(green.url), { status: 200, body: { status: 'ready' } }, 'the default minimum on this machine\'s disk');
   } finally {
     green.child.kill('SIGKILL');

@@ -277,6 +277,8 @@ describe('fermata serve', { concurrency: 4 }, () => {
     const service = await startService(tempDir('both'));
     try {
       assert.deepEqual(await fetchAnswer(`${service.url}/healthz`), { status: 200, body: '{"status":"ok"}' });
+      // Nothing is due: the service listens first and warms its delivery workers up, /readyz red until then.
+      await service.waitForLine((line) => line.msg === 'delivery workers warm', 'the warm-up');
       assert.deepEqual(await fetchAnswer(`${service.url}/readyz`), { status: 200, body: '{"status":"ready"}' });
       const missing = await fetchAnswer(`${service.url}/v1/nothing-here`);
       assert.equal(missing.status, 404);
@@ -304,6 +306,8 @@ describe('fermata serve', { concurrency: 4 }, () => {
     if (toolOrSkip(t, 'curl') === undefined) return;
     const service = await startService(tempDir('curl'));
     try {
+      // Nothing is due: the service listens first and warms its delivery workers up, /readyz red until then.
+      await service.waitForLine((line) => line.msg === 'delivery workers warm', 'the warm-up');
       await t.test('--http1.1', async () => {
         assert.deepEqual(await curlGet('--http1.1', `${service.url}/healthz`), { body: '{"status":"ok"}', httpVersion: '1.1' });
         assert.deepEqual(await curlGet('--http1.1', `${service.url}/readyz`), { body: '{"status":"ready"}', httpVersion: '1.1' });

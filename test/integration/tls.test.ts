@@ -127,6 +127,8 @@ describe('the TLS port', { skip: noOpenssl, concurrency: 3 }, () => {
         if (toolOrSkip(st, 'curl') === undefined) return;
         assert.deepEqual(await curlGet(['--cacert', certs.cert, '--http1.1'], `${service.tlsUrl}/healthz`), { body: '{"status":"ok"}', httpVersion: '1.1' });
         if (!curl.http2) return skipOrFail(st, curlWithoutHttp2);
+        // Nothing is due: the service listens first and warms its delivery workers up, /readyz red until then.
+        while (!service.output().includes('"msg":"delivery workers warm"')) await new Promise((resolve) => setTimeout(resolve, 20));
         assert.deepEqual(await curlGet(['--cacert', certs.cert, '--http2'], `${service.tlsUrl}/readyz`), { body: '{"status":"ready"}', httpVersion: '2' });
       });
 

@@ -349,7 +349,7 @@ export const openApiDocument = {
           '200': { description: 'Ready.', content: jsonOf({ allOf: [ref('schemas', 'Health')], properties: { status: { const: 'ready' } } }) },
           '503': {
             description:
-              'Not ready: the log is poisoned (a failed write or fsync), or the data directory\'s file system has fewer bytes free than the configured minimum (`free_bytes` then says how many are), or its free space cannot be read; `reason` says which.',
+              'Not ready: the log is poisoned (a failed write or fsync), or the data directory\'s file system has fewer bytes free than the configured minimum (`free_bytes` then says how many are), or its free space cannot be read, or the delivery workers are still warming up after a start; `reason` says which.',
             content: jsonOf({ allOf: [ref('schemas', 'Health')], properties: { status: { const: 'not-ready' } }, required: ['reason'] }),
           },
         },

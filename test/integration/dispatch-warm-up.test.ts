@@ -1,0 +1,93 @@
+// The dispatcher's warm-up after a start: it opens a session to the origin of a timer due soon
+// before that timer fires (and none to one due past the horizon), sends nothing to any target,
+// and /readyz stays red until it is done, then turns green. In process, over real sockets.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import pino from 'pino';
+import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
+import { Engine, systemClock } from '../../engine/engine.ts';
+import { dispatchLimits } from '../../engine/limits.ts';
+import { Dispatcher } from '../../dispatch/dispatcher.ts';
+import { createHttpServer } from '../../ingest/http/server.ts';
+import { startH2Sink } from '../helpers/sinks.ts';
+
+async function withDispatcher(use: (engine: Engine, dispatcher: Dispatcher) => Promise<void>): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'fermata-warm-up-'));
+  const engine = await Engine.open({ dataDir });
+  const dispatcher = new Dispatcher({ engine, clock: systemClock, logger: pino({ level: 'silent' }), threads: 1, allowLoopback: true });
+  try {
+    await use(engine, dispatcher);
+  } finally {
+    await dispatcher.close();
+    await engine.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+test('warm-up opens a session to the origin of a timer due soon before it fires, and none to one due past the horizon', { timeout: 60_000 }, async () => {
+  const soon = await startH2Sink();
+  const later = await startH2Sink();
+  try {
+    await withDispatcher(async (engine, dispatcher) => {
+      const now = Date.now();
+      await engine.admit(
+        batchFromSpecs([
+          { fireAtMs: now + 20_000, target: `${soon.url}/hook`, payload: 'p' },
+          { fireAtMs: now + dispatchLimits.warmUpHorizonMs + 60_000, target: `${later.url}/hook`, payload: 'p' },
+        ]),
+      );
+      assert.deepEqual(dispatcher.originsDueSoon(), [new URL(soon.url).origin]);
+      assert.equal(dispatcher.warm, false);
+      await dispatcher.warmUp();
+      assert.equal(dispatcher.warm, true);
+      assert.equal(soon.connections, 1, 'a session to the origin due soon is open');
+      assert.equal(soon.sessions.size, 1);
+      assert.equal(later.connections, 0, 'none to the origin due past the horizon');
+      assert.equal(soon.requests.length + later.requests.length, 0, 'the warm-up sends no request to any target');
+    });
+  } finally {
+    await soon.close();
+    await later.close();
+  }
+});
+
+test('the first delivery after a warm-up goes on the session it opened', { timeout: 60_000 }, async () => {
+  const sink = await startH2Sink();
+  try {
+    await withDispatcher(async (engine, dispatcher) => {
+      await engine.admit(batchFromSpecs([{ fireAtMs: Date.now() + 1_500, target: `${sink.url}/hook`, payload: 'p' }]));
+      await dispatcher.warmUp();
+      assert.equal(sink.connections, 1);
+      dispatcher.start();
+      const deadline = Date.now() + 20_000;
+      while (engine.stats().counts.delivered < 1) {
+        assert.ok(Date.now() < deadline, 'the timer was not delivered');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.equal(sink.requests.length, 1);
+      assert.equal(sink.connections, 1, 'no second connection: the warm session carried it');
+    });
+  } finally {
+    await sink.close();
+  }
+});
+
+test('/readyz is red while the delivery workers warm up, then green', { timeout: 60_000 }, async () => {
+  await withDispatcher(async (engine, dispatcher) => {
+    const app = createHttpServer({ logger: pino({ level: 'silent' }), engine, warm: () => dispatcher.warm });
+    try {
+      const cold = await app.inject({ method: 'GET', url: '/readyz' });
+      assert.equal(cold.statusCode, 503);
+      assert.deepEqual(cold.json(), { status: 'not-ready', reason: 'the delivery workers are warming up' });
+      await dispatcher.warmUp([]);
+      const warm = await app.inject({ method: 'GET', url: '/readyz' });
+      assert.equal(warm.statusCode, 200);
+      assert.deepEqual(warm.json(), { status: 'ready' });
+    } finally {
+      await app.close();
+    }
+  });
+});
