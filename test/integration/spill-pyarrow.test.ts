@@ -33,6 +33,8 @@ print(json.dumps({
   'due_at_ms': table.column('due_at').cast(pa.int64()).to_pylist(),
   'key': [None if v is None else v.decode() for v in table.column('key').to_pylist()],
   'target': table.column('target').to_pylist(),
+  'last_error': table.column('last_error').to_pylist(),
+  'last_attempt_at_ms': table.column('last_attempt_at').cast(pa.int64()).to_pylist(),
   'stream_rows': stream.num_rows,
 }))
 `;
@@ -54,6 +56,7 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
       encoder.encode(`payload ${i}`),
       new Uint8Array(0),
     );
+    if (i % 7 === 3) builder.setFailure(i, `HTTP 503 from ziel ${i}`, baseMs - i);
   }
   const rows = builder.finish();
   const meta = await writeRun(nodeFileSystem, dir, 3, 77, rows);
@@ -67,6 +70,8 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
     due_at_ms: number[];
     key: Array<string | null>;
     target: string[];
+    last_error: Array<string | null>;
+    last_attempt_at_ms: Array<number | null>;
     stream_rows: number;
   };
   assert.deepEqual(read.batches, meta.buckets.map((bucket) => bucket.rows));
@@ -85,11 +90,15 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
     ['payload', 'binary', false],
     ['headers', 'binary', true],
     ['dead_reason', 'uint8', false],
+    ['last_error', 'string', true],
+    ['last_attempt_at', 'timestamp[ms, tz=UTC]', true],
   ]);
-  assert.deepEqual(read.metadata, { 'fermata.spill.version': '1', 'fermata.stamp': '77', 'fermata.run': '3', 'fermata.bucket_width_ms': '3600000' });
+  assert.deepEqual(read.metadata, { 'fermata.spill.version': '2', 'fermata.stamp': '77', 'fermata.run': '3', 'fermata.bucket_width_ms': '3600000' });
   assert.deepEqual(read.seq, Array.from(rows.seq));
   assert.deepEqual(read.due_at_ms, Array.from(rows.dueAtMs));
   assert.deepEqual(read.key, Array.from({ length: 50 }, (_, i) => (i % 3 === 0 ? null : `ключ-${i}`)));
   assert.deepEqual(read.target, Array.from({ length: 50 }, (_, i) => `https://ziel.example/ü/${i % 3}`));
+  assert.deepEqual(read.last_error, Array.from({ length: 50 }, (_, i) => (i % 7 === 3 ? `HTTP 503 from ziel ${i}` : null)));
+  assert.deepEqual(read.last_attempt_at_ms, Array.from({ length: 50 }, (_, i) => (i % 7 === 3 ? baseMs - i : null)));
   assert.equal(read.stream_rows, 50);
 });
