@@ -18,7 +18,8 @@
 // HTTP/1.1 requests never come here: fastify serves them.
 //
 // One object per request (SingleAddStream: the body read so far, then the coalescer's waiter)
-// and named handlers that find it on the stream, so no closure is made per add. Owned by the
+// and named handlers that find it on the stream; the answer's write callback is the one
+// closure an add makes. Owned by the
 // main thread's event loop, like the listener that calls it.
 import type http2 from 'node:http2';
 import { errorCodes as fastifyErrorCodes } from 'fastify';
