@@ -41,7 +41,7 @@ export class DeliveryPool {
   readonly #warmUpChannel = `fermata.delivery-warm-up.${randomUUID()}`;
   readonly #limits: DispatchLimits;
   /** The warm-up under way: its answers so far, and what resolves it once every worker has answered. */
-  #warming: { answers: number; sessionsOpened: number; failures: string[]; done: () => void } | undefined;
+  #warming: { answers: number; sessionsOpened: number; failures: string[]; asked: boolean; done: () => void } | undefined;
   /** Warm-ups one after another: a second waits for the first. */
   #warmUps: Promise<unknown> = Promise.resolve();
   /** Workers that have loaded their code (they post workerLoadedMessage); #loaded resolves with the time the last one took. */
@@ -126,7 +126,7 @@ export class DeliveryPool {
 
   async #warmUpNow(origins: readonly string[]): Promise<WarmUpReport> {
     const { promise, resolve } = Promise.withResolvers<void>();
-    const warming = { answers: 0, sessionsOpened: 0, failures: [] as string[], done: resolve };
+    const warming = { answers: 0, sessionsOpened: 0, failures: [] as string[], asked: false, done: resolve };
     this.#warming = warming;
     // The timer keeps the process alive meanwhile (piscina's workers do not); destroy() ends the wait.
     const timer = setTimeout(resolve, this.#limits.warmUpAnswerWaitMs);
@@ -137,6 +137,7 @@ export class DeliveryPool {
       if (loaded) {
         const request: WarmUpRequest = { origins, connectWaitMs: this.#limits.warmUpConnectWaitMs };
         channel.postMessage(request);
+        warming.asked = true;
         await promise;
       }
     } finally {
@@ -154,9 +155,16 @@ export class DeliveryPool {
     return this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer>;
   }
 
-  /** Stops the workers (a warm-up under way is over); tasks still running reject. */
-  destroy(): Promise<void> {
-    this.#warming?.done();
-    return this.#pool.destroy();
+  /**
+   * Stops the workers; tasks still running reject. A warm-up that has not asked the workers yet
+   * is over at once; one they are running is waited for (warmUpAnswerWaitMs at most): a worker
+   * thread terminated while its warm-up's loopback HTTP/2 server and sessions are open aborts the
+   * whole process (SIGABRT, seen on a SIGTERM soon after "listening").
+   */
+  async destroy(): Promise<void> {
+    const warming = this.#warming;
+    if (warming !== undefined && !warming.asked) warming.done();
+    await this.#warmUps;
+    await this.#pool.destroy();
   }
 }

@@ -2,9 +2,11 @@
 // before that timer fires (and none to one due past the horizon), sends nothing to any target,
 // and /readyz stays red until it is done, then turns green. In process, over real sockets.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import pino from 'pino';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
@@ -90,4 +92,15 @@ test('/readyz is red while the delivery workers warm up, then green', { timeout:
       await app.close();
     }
   });
+});
+
+test('closing the dispatcher while its worker warms up waits for the warm-up: the process ends normally, never by SIGABRT', { timeout: 120_000 }, () => {
+  // A worker thread terminated under its warm-up's loopback HTTP/2 server and sessions aborts the
+  // whole process (an assertion in node's stream code): seen as exit 134 on a SIGTERM soon after
+  // "listening". Each close lands at another point of the warm-up; each in a process of its own.
+  const helper = fileURLToPath(new URL('../helpers/close-while-warming.ts', import.meta.url));
+  for (const delayMs of [10, 20, 30, 50, 75, 100, 10, 20, 30, 50, 75, 100]) {
+    const run = spawnSync(process.execPath, [helper, String(delayMs)], { encoding: 'utf8', timeout: 60_000 });
+    assert.deepEqual({ status: run.status, signal: run.signal }, { status: 0, signal: null }, `closed ${delayMs} ms into the warm-up: ${run.stderr.slice(0, 400)}`);
+  }
 });
