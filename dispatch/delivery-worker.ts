@@ -28,7 +28,6 @@ import {
   spareBuffersKind,
   taskBytes,
   taskBuffers,
-  taskColumn,
   taskField,
   taskId,
   taskPolicy,
@@ -121,32 +120,14 @@ async function deliverThrough(task: DeliveryTask, using: OriginClients): Promise
   // Timers come in the order they fall due, and a task's may not be due yet (the dispatcher
   // takes them ahead): each is sent once the wall clock reaches its time, unless the
   // dispatcher withdrew it (a cancel) before that; the earlier ones are meanwhile on their way.
-  // A request is built only once its target's origin has a slot for it, so the timers waiting
-  // their turn (thousands, in a burst) hold no request, headers or promise meanwhile.
   const sends: Array<Promise<void>> = [];
   const claims = task.claims;
   const texts = new Map<string, number>();
-  const targets = taskColumn(task, taskField.target);
-  let url: URL | Error | undefined;
-  let urlStart = 0;
-  let urlEnd = 0;
   for (let at = 0; at < task.count; at++) {
     const notBeforeMs = task.meta[at * metaFields + notBeforeField] as number;
     if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
     if (claims !== undefined && Atomics.compareExchange(claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
-    // The timers of a task mostly share a target: its bytes are compared, not decoded again.
-    const start = targets.offsets[at] as number;
-    const end = targets.offsets[at + 1] as number;
-    if (url === undefined || !sameBytes(targets.values, start, end, urlStart, urlEnd)) {
-      url = targetUrl(utf8.decode(targets.values.subarray(start, end)));
-      urlStart = start;
-      urlEnd = end;
-    }
-    if (!(url instanceof Error)) {
-      const turn = using.takeSlot(url);
-      if (turn !== undefined) await turn;
-    }
-    sends.push(deliverOne(task, at, url, results, texts, using));
+    sends.push(deliverOne(task, at, results, texts, using));
   }
   await Promise.all(sends);
   // piscina moves the result columns to the main thread (transferred, not copied).
@@ -161,43 +142,19 @@ async function untilWallClock(ms: number): Promise<void> {
   for (let left = ms - Date.now(); left > 0; left = ms - Date.now()) await sleep(left);
 }
 
-/** Whether bytes[aStart, aEnd) and bytes[bStart, bEnd) are the same. */
-function sameBytes(bytes: Uint8Array, aStart: number, aEnd: number, bStart: number, bEnd: number): boolean {
-  if (aEnd - aStart !== bEnd - bStart) return false;
-  for (let i = 0; i < aEnd - aStart; i++) if (bytes[aStart + i] !== bytes[bStart + i]) return false;
-  return true;
-}
-
-/** A target's URL, or why it has none (targets are checked at admission: a bug, failed as the timer's attempt). */
-function targetUrl(target: string): URL | Error {
-  try {
-    return urlOf(target);
-  } catch (err) {
-    return err instanceof Error ? err : new Error(String(err));
-  }
-}
-
 /**
- * One timer's attempt, to `url` in a slot of its origin already taken for it. Whatever happens
- * to it (a thrown error included) is its own outcome: one timer never fails the task, whose
- * other timers may already be delivered.
+ * One timer's attempt. Whatever happens to it (a thrown error included) is its own outcome:
+ * one timer never fails the task, whose other timers may already be delivered.
  */
-async function deliverOne(task: DeliveryTask, at: number, url: URL | Error, results: DeliveryResults, texts: Map<string, number>, using: OriginClients): Promise<void> {
+async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResults, texts: Map<string, number>, using: OriginClients): Promise<void> {
   const takenAtMs = Date.now();
   // When the request really went out, after its turn in line for the target: lateness and latency count from there.
   const timing = { sentAtMs: NaN };
   let result: AttemptResult;
   let retryAfter: string | undefined;
   try {
-    if (url instanceof Error) throw url;
-    let request: DeliveryRequest;
-    try {
-      request = deliveryRequest(task, at, url, takenAtMs, timing);
-    } catch (err) {
-      using.releaseSlot(url);
-      throw err;
-    }
-    const answer = await using.send(request, true);
+    const request = deliveryRequest(task, at, takenAtMs, timing);
+    const answer = await using.send(request);
     result = answer.status;
     retryAfter = answer.retryAfter;
   } catch (err) {
@@ -213,29 +170,22 @@ async function deliverOne(task: DeliveryTask, at: number, url: URL | Error, resu
   }
 }
 
-function deliveryRequest(task: DeliveryTask, at: number, url: URL, startedAtMs: number, timing: { sentAtMs: number }): DeliveryRequest {
+function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number, timing: { sentAtMs: number }): DeliveryRequest {
   const fireAtMs = task.meta[at * metaFields] as number;
   const attempt = task.meta[at * metaFields + 1] as number;
   const timeoutMs = task.meta[at * metaFields + 2] as number;
   const id = taskId(task, at);
   const key = taskBytes(task, at, taskField.key);
   const body = taskBytes(task, at, taskField.payload);
-  const idempotencyKey = key.length === 0 ? id : idempotencyKeyHeader(utf8.decode(key));
-  let headers: Record<string, string>;
-  if (taskBytesEmpty(task, at, taskField.headers)) {
-    // Most timers have no headers of their own: one object of one shape.
-    headers = { 'content-type': 'application/octet-stream', 'fermata-timer-id': id, 'fermata-attempt': String(attempt), 'fermata-fire-at': String(fireAtMs), 'idempotency-key': idempotencyKey };
-  } else {
-    headers = { 'content-type': 'application/octet-stream' };
-    // Header names are case-insensitive: merged lower-case, so a timer's Content-Type replaces the default instead of doubling it.
-    for (const [name, value] of Object.entries(parseHeaders(taskBytes(task, at, taskField.headers)))) headers[name.toLowerCase()] = value;
-    headers['fermata-timer-id'] = id;
-    headers['fermata-attempt'] = String(attempt);
-    headers['fermata-fire-at'] = String(fireAtMs);
-    headers['idempotency-key'] = idempotencyKey;
-  }
+  const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
+  // Header names are case-insensitive: merged lower-case, so a timer's Content-Type replaces the default instead of doubling it.
+  for (const [name, value] of Object.entries(parseHeaders(taskBytes(task, at, taskField.headers)))) headers[name.toLowerCase()] = value;
+  headers['fermata-timer-id'] = id;
+  headers['fermata-attempt'] = String(attempt);
+  headers['fermata-fire-at'] = String(fireAtMs);
+  headers['idempotency-key'] = key.length === 0 ? id : idempotencyKeyHeader(utf8.decode(key));
   if (signer !== undefined) Object.assign(headers, signer.sign(id, Math.floor(startedAtMs / 1000), body));
-  return { url, headers, body, timeoutMs, timing };
+  return { url: urlOf(utf8.decode(taskBytes(task, at, taskField.target))), headers, body, timeoutMs, timing };
 }
 
 /**
@@ -298,12 +248,6 @@ function recordOutcome(task: DeliveryTask, at: number, results: DeliveryResults,
   results.retryAtMs[at] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
   results.startedAtMs[at] = startedAtMs;
   results.durationMs[at] = nowMs - startedAtMs;
-}
-
-/** Whether timer `at` has no value in the byte field `field` (no view made). */
-function taskBytesEmpty(task: DeliveryTask, at: number, field: number): boolean {
-  const index = field * (task.count + 1) + at;
-  return task.offsets[index] === task.offsets[index + 1];
 }
 
 function parseHeaders(bytes: Uint8Array): Record<string, string> {

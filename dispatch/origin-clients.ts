@@ -106,8 +106,6 @@ class Origin {
 export class OriginClients {
   readonly #options: OriginClientsOptions;
   readonly #origins = new Map<string, Origin>();
-  /** Each URL's origin, found once: a worker keeps one URL per target, and `url.origin` spells a new string each time. */
-  #originOfUrl = new WeakMap<URL, Origin>();
   #closed = false;
 
   constructor(options: OriginClientsOptions) {
@@ -127,7 +125,7 @@ export class OriginClients {
    */
   async open(url: URL): Promise<void> {
     assert.ok(!this.#closed, 'open after close');
-    const origin = this.#originFor(url);
+    const origin = this.#originOf(url.origin);
     if (origin.protocol === 'h1') return;
     try {
       await this.#session(origin, url);
@@ -137,36 +135,14 @@ export class OriginClients {
     }
   }
 
-  /**
-   * Takes one of the slots of `url`'s origin for a request to come (send(request, true) uses
-   * it): undefined when one was free, else a promise of the caller's turn. A target is never
-   * sent more than its origin's limit at once (a burst of due timers must not flood it, nor one
-   * HTTP/2 session's memory, with thousands of streams); a caller that builds each request only
-   * once it holds a slot keeps no more requests alive than are on their way.
-   */
-  takeSlot(url: URL): Promise<void> | undefined {
-    assert.ok(!this.#closed, 'takeSlot after close');
-    const origin = this.#originFor(url);
-    if (origin.active < origin.limit) {
-      origin.active++;
-      return undefined;
-    }
-    return new Promise<void>((resolve) => origin.waiting.push(resolve));
-  }
-
-  /** Gives back a slot takeSlot() took for a request that is not sent after all. */
-  releaseSlot(url: URL): void {
-    this.#passSlot(this.#originFor(url));
-  }
-
-  /** Sends one delivery (in a slot taken for it already when `slotTaken`); resolves with the answer's status, rejects when there is none. */
-  async send(request: DeliveryRequest, slotTaken = false): Promise<DeliveryAnswer> {
+  /** Sends one delivery; resolves with the answer's status, rejects when there is none. */
+  async send(request: DeliveryRequest): Promise<DeliveryAnswer> {
     assert.ok(!this.#closed, 'send after close');
-    const origin = this.#originFor(request.url);
-    if (!slotTaken) {
-      const turn = this.takeSlot(request.url);
-      if (turn !== undefined) await turn;
-    }
+    const origin = this.#originOf(request.url.origin);
+    // A target is never sent more than its origin's limit at once: a burst of due timers must
+    // not flood it (nor one HTTP/2 session's memory) with thousands of streams.
+    if (origin.active < origin.limit) origin.active++;
+    else await new Promise<void>((resolve) => origin.waiting.push(resolve));
     if (request.timing !== undefined) request.timing.sentAtMs = Date.now();
     try {
       return await this.#sendOnOrigin(origin, request);
@@ -175,16 +151,12 @@ export class OriginClients {
     }
   }
 
-  #originFor(url: URL): Origin {
-    let origin = this.#originOfUrl.get(url);
-    if (origin !== undefined) return origin;
-    const key = url.origin;
-    origin = this.#origins.get(key);
+  #originOf(key: string): Origin {
+    let origin = this.#origins.get(key);
     if (origin === undefined) {
       origin = new Origin(Math.min(this.#options.requestsPerOriginMax, streamsBeforeSettings));
       this.#origins.set(key, origin);
     }
-    this.#originOfUrl.set(url, origin);
     return origin;
   }
 
@@ -247,7 +219,6 @@ export class OriginClients {
       origin.agent?.destroy();
     }
     this.#origins.clear();
-    this.#originOfUrl = new WeakMap();
   }
 
   #session(origin: Origin, url: URL): Promise<http2.ClientHttp2Session> {
@@ -393,89 +364,38 @@ function streamLimit(session: http2.ClientHttp2Session, max: number): number {
   return Math.max(1, Math.min(max, allowed ?? max));
 }
 
-/** A URL's :path and :authority, spelled once: a worker keeps one URL a target, and its getters spell new strings each time. */
-const routes = new WeakMap<URL, { readonly path: string; readonly authority: string }>();
-
-function routeOf(url: URL): { readonly path: string; readonly authority: string } {
-  let route = routes.get(url);
-  if (route === undefined) {
-    route = { path: `${url.pathname}${url.search}`, authority: url.host };
-    routes.set(url, route);
-  }
-  return route;
-}
-
-/**
- * A request on its HTTP/2 stream, until it is answered or fails: the one object a request
- * takes beside its stream. The stream's listeners are module functions that find it on the
- * stream, not closures made for each request.
- */
-class StreamDelivery {
-  answered = false;
-  readonly session: http2.ClientHttp2Session;
-  readonly url: URL;
-  readonly timeoutMs: number;
-  readonly resolve: (answer: DeliveryAnswer) => void;
-  readonly reject: (err: Error) => void;
-  readonly timer: NodeJS.Timeout;
-
-  constructor(session: http2.ClientHttp2Session, stream: DeliveryStream, request: DeliveryRequest, resolve: (answer: DeliveryAnswer) => void, reject: (err: Error) => void) {
-    this.session = session;
-    this.url = request.url;
-    this.timeoutMs = request.timeoutMs;
-    this.resolve = resolve;
-    this.reject = reject;
-    this.timer = setTimeout(onStreamTimeout, request.timeoutMs, stream);
-  }
-}
-
-const deliveryKey = Symbol('fermata.delivery');
-type DeliveryStream = http2.ClientHttp2Stream & { [deliveryKey]: StreamDelivery };
-
 function requestH2(session: http2.ClientHttp2Session, request: DeliveryRequest): Promise<DeliveryAnswer> {
-  const route = routeOf(request.url);
-  const stream = session.request({
-    ':method': 'POST',
-    ':path': route.path,
-    ':authority': route.authority,
-    'content-length': request.body.length,
-    ...request.headers,
-  }) as DeliveryStream;
-  const { promise, resolve, reject } = Promise.withResolvers<DeliveryAnswer>();
-  stream[deliveryKey] = new StreamDelivery(session, stream, request, resolve, reject);
-  // Each event comes once: on(), not once(), which wraps its listener anew for every stream.
-  stream.on('response', onStreamResponse);
-  stream.on('error', onStreamError);
-  stream.on('close', onStreamClose);
-  stream.end(request.body);
-  return promise;
-}
-
-function onStreamResponse(this: DeliveryStream, headers: http2.IncomingHttpHeaders): void {
-  const delivery = this[deliveryKey];
-  delivery.answered = true;
-  clearTimeout(delivery.timer);
-  this.resume();
-  delivery.resolve({ status: Number(headers[':status']), retryAfter: headerValue(headers['retry-after']) });
-}
-
-function onStreamError(this: DeliveryStream, err: Error): void {
-  const delivery = this[deliveryKey];
-  clearTimeout(delivery.timer);
-  if (!delivery.answered) delivery.reject(toFailure(err, `delivery to ${delivery.url.origin} failed`));
-}
-
-function onStreamClose(this: DeliveryStream): void {
-  const delivery = this[deliveryKey];
-  clearTimeout(delivery.timer);
-  if (!delivery.answered) delivery.reject(new DeliveryFailure('ECONNRESET', `stream to ${delivery.url.origin} closed without an answer (code ${this.rstCode})`));
-}
-
-function onStreamTimeout(stream: DeliveryStream): void {
-  const delivery = stream[deliveryKey];
-  stream.close(http2.constants.NGHTTP2_CANCEL);
-  delivery.reject(new DeliveryFailure('ETIMEDOUT', `no answer from ${delivery.url.origin} within ${delivery.timeoutMs} ms`));
-  probe(delivery.session);
+  const { url } = request;
+  return new Promise((resolve, reject) => {
+    let answered = false;
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': `${url.pathname}${url.search}`,
+      ':authority': url.host,
+      'content-length': request.body.length,
+      ...request.headers,
+    });
+    const timer = setTimeout(() => {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      reject(new DeliveryFailure('ETIMEDOUT', `no answer from ${url.origin} within ${request.timeoutMs} ms`));
+      probe(session);
+    }, request.timeoutMs);
+    stream.once('response', (headers) => {
+      answered = true;
+      clearTimeout(timer);
+      stream.resume();
+      resolve({ status: Number(headers[':status']), retryAfter: headerValue(headers['retry-after']) });
+    });
+    stream.once('error', (err) => {
+      clearTimeout(timer);
+      if (!answered) reject(toFailure(err, `delivery to ${url.origin} failed`));
+    });
+    stream.once('close', () => {
+      clearTimeout(timer);
+      if (!answered) reject(new DeliveryFailure('ECONNRESET', `stream to ${url.origin} closed without an answer (code ${stream.rstCode})`));
+    });
+    stream.end(request.body);
+  });
 }
 
 /** Sessions with a PING out after a timeout (one probe at a time per session). */
