@@ -21,7 +21,7 @@ import { readRunKeys } from './keys-file.ts';
 import { type Manifest, removeUnreferenced, writeManifest } from './manifest.ts';
 import type { RunMeta } from './run-meta.ts';
 import { runOrder } from './run-order.ts';
-import { type RunRowFields, type RunRows, RunRowsBuilder } from './run-rows.ts';
+import { indexInAscending, type RunRowFields, type RunRows, RunRowsBuilder } from './run-rows.ts';
 import { type RunWriteOptions, RunWriter } from './run-writer.ts';
 import type { SpilledRun } from './spilled-timers.ts';
 
@@ -263,19 +263,6 @@ function takeFailures(s: EngineState, residentSlots: Int32Array): TakenFailures 
   return { taken: taken.subarray(0, errors.length), errors, attemptedAtMs: attemptedAtMs.subarray(0, errors.length) };
 }
 
-/** Where `value` is in the ascending `values`, or -1. */
-function indexInAscending(values: Int32Array, value: number): number {
-  let low = 0;
-  let high = values.length - 1;
-  while (low <= high) {
-    const mid = (low + high) >>> 1;
-    const at = values[mid] as number;
-    if (at === value) return mid;
-    if (at < value) low = mid + 1;
-    else high = mid - 1;
-  }
-  return -1;
-}
 
 /**
  * The fields of memory.slots[from, to) and the engine's own per-timer facts (dead reasons,

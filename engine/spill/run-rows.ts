@@ -58,14 +58,18 @@ export const noFailures: RunFailures = { rows: new Uint32Array(0), errors: [], a
 
 /** The entry of row `i` in `failures`, or -1 when its timer has no failure. */
 export function failureOf(failures: RunFailures, i: number): number {
-  const rows = failures.rows;
+  return indexInAscending(failures.rows, i);
+}
+
+/** Where `value` is in the ascending `values`, or -1. */
+export function indexInAscending(values: ArrayLike<number>, value: number): number {
   let low = 0;
-  let high = rows.length - 1;
+  let high = values.length - 1;
   while (low <= high) {
     const mid = (low + high) >>> 1;
-    const at = rows[mid] as number;
-    if (at === i) return mid;
-    if (at < i) low = mid + 1;
+    const at = values[mid] as number;
+    if (at === value) return mid;
+    if (at < value) low = mid + 1;
     else high = mid - 1;
   }
   return -1;

@@ -5,6 +5,7 @@
 // failures, which version 1 has no columns for. Plain data, any thread.
 import type { Manifest } from '../../engine/spill/manifest.ts';
 import type { RunMeta } from '../../engine/spill/run-meta.ts';
+import type { RunRowFields } from '../../engine/spill/run-rows.ts';
 
 const hour = 3_600_000;
 const day = 24 * hour;
@@ -12,17 +13,8 @@ const day = 24 * hour;
 export const goldenT0 = 1_800_000_000_000;
 export const goldenBucketWidthMs = hour;
 
-export interface GoldenTimer {
-  readonly seq: number;
-  readonly row: number;
-  readonly fireAtMs: number;
-  readonly dueAtMs: number;
-  /** timerState codes: 1 pending, 3 retrying, 4 delivered, 5 dead, 6 cancelled. */
-  readonly state: number;
-  readonly attempts: number;
-  readonly lastStatus: number;
-  /** deadReason codes: 0 none, 1 attempts exhausted. */
-  readonly deadReason: number;
+/** RunRowFields (timerState and deadReason codes), with the strings and bytes of a row. */
+export interface GoldenTimer extends RunRowFields {
   readonly queue: string;
   readonly target: string;
   /** Empty: none. */
