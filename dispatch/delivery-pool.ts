@@ -7,6 +7,7 @@
 // path and open sessions to the origins named (dispatch/delivery-warm-up.ts), and waits for each
 // to say it is done.
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { DispatchLimits } from '../engine/limits.ts';
@@ -159,12 +160,23 @@ export class DeliveryPool {
    * Stops the workers; tasks still running reject. A warm-up that has not asked the workers yet
    * is over at once; one they are running is waited for (warmUpAnswerWaitMs at most): a worker
    * thread terminated while its warm-up's loopback HTTP/2 server and sessions are open aborts the
-   * whole process (SIGABRT, seen on a SIGTERM soon after "listening").
+   * whole process (SIGABRT, seen on a SIGTERM soon after "listening"). Workers still loading
+   * their code are waited for too (as long at most): one terminated inside a module load trips
+   * an assertion in Node's module loader, which also aborts the process.
    */
   async destroy(): Promise<void> {
     const warming = this.#warming;
     if (warming !== undefined && !warming.asked) warming.done();
     await this.#warmUps;
+    await this.#loadedOrGaveUp();
     await this.#pool.destroy();
+  }
+
+  /** Resolves once every worker has loaded, one failed to, or warmUpAnswerWaitMs passed. */
+  async #loadedOrGaveUp(): Promise<void> {
+    const waiting = new AbortController();
+    const gaveUp = sleep(this.#limits.warmUpAnswerWaitMs, undefined, { signal: waiting.signal }).catch(() => undefined);
+    await Promise.race([this.ready().catch(() => undefined), gaveUp]);
+    waiting.abort();
   }
 }

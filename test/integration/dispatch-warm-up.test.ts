@@ -12,6 +12,7 @@ import pino from 'pino';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { Engine, systemClock } from '../../engine/engine.ts';
 import { dispatchLimits } from '../../engine/limits.ts';
+import { DeliveryPool } from '../../dispatch/delivery-pool.ts';
 import { Dispatcher } from '../../dispatch/dispatcher.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { startH2Sink } from '../helpers/sinks.ts';
@@ -103,4 +104,15 @@ test('closing the dispatcher while its worker warms up waits for the warm-up: th
     const run = spawnSync(process.execPath, [helper, String(delayMs)], { encoding: 'utf8', timeout: 60_000 });
     assert.deepEqual({ status: run.status, signal: run.signal }, { status: 0, signal: null }, `closed ${delayMs} ms into the warm-up: ${run.stderr.slice(0, 400)}`);
   }
+});
+
+test('a pool closed while its workers load their code waits until they have loaded before it terminates them', { timeout: 60_000 }, async () => {
+  // A worker thread terminated inside a module load trips an assertion in node's module loader
+  // (ModuleWrap::CreateRequiredModuleFacade) and aborts the process: seen once in CI, a dispatch
+  // test closing right after its start.
+  const pool = new DeliveryPool({ threads: 2, allow: [], allowLoopback: true, signingSecrets: [], ca: undefined, limits: dispatchLimits, spareBuffers: { give: () => undefined } });
+  let loaded = false;
+  void pool.ready().then(() => (loaded = true));
+  await pool.destroy();
+  assert.equal(loaded, true);
 });
