@@ -109,8 +109,13 @@ export const queueNameParameter = {
   schema: queueNameSchema,
 };
 
-/** A queue with its name, as GET /v1/queues lists it and GET /v1/queues/{name} answers it. */
-export const namedQueueSchema = { allOf: [ref('schemas', 'QueueConfig')], properties: { name: queueNameSchema }, required: ['name', ...queueFieldNames], unevaluatedProperties: false };
+/** A queue with its name and pause, as GET /v1/queues lists it and GET /v1/queues/{name} and pause/resume answer it. */
+export const namedQueueSchema = {
+  allOf: [ref('schemas', 'QueueConfig')],
+  properties: { name: queueNameSchema, paused: { type: 'boolean', description: 'Whether the queue is paused: it accepts timers and delivers none (POST /v1/queues/{name}/pause, /resume).' } },
+  required: ['name', ...queueFieldNames, 'paused'],
+  unevaluatedProperties: false,
+};
 
 export const retryAfter = { 'Retry-After': ref('headers', 'RetryAfter') };
 
