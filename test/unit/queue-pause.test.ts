@@ -14,6 +14,7 @@ import { decodeQueueRecord, defaultQueueConfig, encodeQueuePaused } from '../../
 import { outcomeKind } from '../../engine/records.ts';
 import { decodeManifest, encodeManifest, type Manifest } from '../../engine/spill/manifest-codec.ts';
 import { FlowControl } from '../../dispatch/flow-control.ts';
+import { createHttpServer } from '../../ingest/http/server.ts';
 import { PullQueues } from '../../dispatch/pull-queues.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
@@ -237,6 +238,26 @@ test('a paused pull queue leases nothing, even timers already waiting for a DoGe
     assert.equal(handOut(), 2, 'and the held ones');
   } finally {
     pull.close();
+    await engine.close();
+  }
+});
+
+test('/v1/stats and /metrics count paused queues, held timers and timers released after a hold', async () => {
+  const clock = manualClock();
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 4106 }), clock });
+  const app = createHttpServer({ logger: pino({ level: 'silent' }), engine });
+  try {
+    await engine.admit(batchFromSpecs([spec(t0 - 10, 'a'), spec(t0 - 9, 'a'), spec(t0 - 8, 'b')]));
+    await engine.setQueuePaused('a', true);
+    await engine.setQueuePaused('b', true);
+    await engine.setQueuePaused('b', false);
+    assert.equal(engine.takeDue(t0, 10).count, 1, 'b\'s timer goes out');
+    const stats = (await app.inject({ method: 'GET', url: '/v1/stats' })).json();
+    assert.deepEqual([stats.paused_queues, stats.held, stats.held_released], [1, 2, 1]);
+    const lines = (await app.inject({ method: 'GET', url: '/metrics' })).body.split('\n');
+    for (const line of ['fermata_queues_paused 1', 'fermata_timers_held 2', 'fermata_timers_held_released_total 1']) assert.ok(lines.includes(line), `missing ${line}`);
+  } finally {
+    await app.close();
     await engine.close();
   }
 });
