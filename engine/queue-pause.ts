@@ -37,8 +37,8 @@ export function parkedInPausedQueues(s: EngineState): number {
 
 /**
  * Due timers held by a pause now: the parked entries of paused queues whose timer still waits
- * (as takeParked would judge them: not released, cancelled or handed out since). One pass over
- * those entries, made only when stats are read.
+ * (as takeParked would judge them: not released, cancelled or handed out since, and still of
+ * that queue). One pass over those entries, made only when stats are read.
  */
 export function heldNow(s: EngineState): number {
   const store = s.store;
@@ -49,7 +49,7 @@ export function heldNow(s: EngineState): number {
     for (let at = parked.head; at < parked.handles.length; at++) {
       const slot = store.slotOf(parked.handles[at] as number);
       const state = slot < 0 ? -1 : (store.state[slot] as number);
-      if ((state === timerState.pending || state === timerState.retrying) && !s.heap.has(slot) && !s.cancelling.has(slot)) held++;
+      if ((state === timerState.pending || state === timerState.retrying) && store.queueIndex[slot] === queue && !s.heap.has(slot) && !s.cancelling.has(slot)) held++;
     }
   }
   return held;

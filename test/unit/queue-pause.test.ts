@@ -124,13 +124,14 @@ test('pause and resume are durable (replay and checkpoint), logged once, kept by
 test('a paused queue holds its due timers (retrying ones too) while another queue goes on; a resume releases them oldest first, counted as held', async () => {
   const clock = manualClock();
   const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 4102 }), clock });
-  // A retrying timer of the queue first: its attempt fails while the queue runs.
+  // A timer handed out before the pause lands: its attempt finishes (fails) as it would have, and its retry is held.
   const retried = await engine.admit(batchFromSpecs([spec(t0 - 5000, 'held')]));
   const first = engine.takeDue(t0, 10);
+  await engine.setQueuePaused('held', true);
   const outcomes = outcomesFor(first, outcomeKind.retry, 1, 503);
   outcomes.retryAtMs[0] = t0 + 500;
   await engine.settle(outcomes);
-  await engine.setQueuePaused('held', true);
+  assert.equal(engine.get(retried.idOf(0))?.attempts, 1, 'its outcome was recorded');
   await engine.admit(batchFromSpecs(Array.from({ length: 10 }, (_, i) => spec(t0 + i, 'held'))));
   await engine.admit(batchFromSpecs(Array.from({ length: 5 }, (_, i) => spec(t0 + 100 + i, 'free'))));
 
