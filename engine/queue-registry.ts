@@ -91,15 +91,37 @@ export function listQueues(s: EngineState): QueueView[] {
 
 /**
  * Pauses (true) or resumes (false) a known queue durably; undefined: no such queue (or it was
- * deleted while the change was logged). A change to the state the queue is in already logs
- * nothing. A resume counts the timers it releases as held (handed-out checks the time) and
- * wakes the scheduler: they go out within the queue's room and rate as any due timers do.
+ * deleted while the change was logged). A change to the state the queue is in already, or will
+ * be in once the changes being logged are durable, logs nothing and answers once they are: so
+ * the log holds the changes in the order they were asked for. A resume wakes the scheduler:
+ * the held timers go out within the queue's room and rate as any due timers do (hand-out counts
+ * them as released after a hold).
  */
 export async function setQueuePaused(s: EngineState, name: string, paused: boolean): Promise<QueueView | undefined> {
   const known = findQueueView(s, name);
-  if (known === undefined || known.paused === paused) return known;
-  await s.log.append(recordType.queue, encodeQueuePaused(name, paused));
-  applyQueueChange(s, { kind: 'paused', name, paused });
+  if (known === undefined) return undefined;
+  const inFlight = s.pauseChangesInFlight.get(name);
+  if ((inFlight?.paused ?? known.paused) === paused) {
+    // The same change is being logged: answer once it is applied, or fail as it did.
+    const failure = inFlight === undefined ? undefined : await inFlight.settled;
+    if (failure !== undefined) throw failure;
+    // As that change left it (a later one may be applied by now, and answers for itself).
+    const view = findQueueView(s, name);
+    return view === undefined ? undefined : { ...view, paused };
+  }
+  const { promise: settled, resolve: settle } = Promise.withResolvers<unknown>();
+  const change = { paused, settled };
+  s.pauseChangesInFlight.set(name, change);
+  try {
+    await s.log.append(recordType.queue, encodeQueuePaused(name, paused));
+    applyQueueChange(s, { kind: 'paused', name, paused });
+    settle(undefined);
+  } catch (err) {
+    settle(err);
+    throw err;
+  } finally {
+    if (s.pauseChangesInFlight.get(name) === change) s.pauseChangesInFlight.delete(name);
+  }
   const view = findQueueView(s, name);
   if (!paused && view !== undefined) {
     const now = s.clock.now();

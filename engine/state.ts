@@ -113,6 +113,8 @@ export class EngineState {
   resumedAtMsMax = -Infinity;
   /** Timers handed out since open that fell due while their queue was paused. */
   heldReleased = 0;
+  /** The latest pause or resume of each queue whose QUEUE record is not yet applied (settled: applied, or failed with that error): a request decides against it. */
+  readonly pauseChangesInFlight = new Map<string, { readonly paused: boolean; readonly settled: Promise<unknown> }>();
   /** Rows admitted but not yet in the store: capacity promised to appends in flight. */
   reservedRows = 0;
   /** Payload, header and key bytes of those rows: what the arena will take when they go in. */

@@ -262,3 +262,18 @@ test('/v1/stats and /metrics count paused queues, held timers and timers release
     await engine.close();
   }
 });
+
+test('pauses and resumes asked for at once are logged in the order asked, each change once', async () => {
+  const fs = new SimFileSystem({ seed: 4107 });
+  let engine = await Engine.open({ dataDir, fs });
+  await engine.setQueue('q', {});
+  const seq = engine.log.lastSeq;
+  const answers = await Promise.all([engine.setQueuePaused('q', true), engine.setQueuePaused('q', true), engine.setQueuePaused('q', false), engine.setQueuePaused('q', false), engine.setQueuePaused('q', true)]);
+  assert.equal(engine.log.lastSeq, seq + 3, 'pause, resume, pause: the repeats logged nothing');
+  assert.deepEqual(answers.map((answer) => answer?.paused), [true, true, false, false, true]);
+  assert.equal(engine.findQueueView('q')?.paused, true, 'the last asked for holds');
+  await engine.close();
+  engine = await Engine.open({ dataDir, fs });
+  assert.equal(engine.findQueueView('q')?.paused, true, 'and after replay');
+  await engine.close();
+});
