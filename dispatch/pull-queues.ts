@@ -217,11 +217,17 @@ export class PullQueues {
   async lease(queue: string, maxRows: number | undefined, waitMs: number, signal?: AbortSignal): Promise<PullBatch> {
     const config = this.#pullConfig(queue);
     const rows = Math.min(maxRows ?? config.batch_rows_max, config.batch_rows_max);
-    if ((this.#byName.get(queue)?.waiting ?? 0) === 0 && waitMs > 0) await this.#waitForRows(queue, rows, Math.min(waitMs, this.#limits.getWaitMsMax), config.linger_ms, signal);
+    // A paused queue leases nothing: the DoGet waits as it would with none waiting (a resume's first timers wake it).
+    if (this.#isPaused(queue) && waitMs > 0) await this.#waitFor(queue, Math.min(waitMs, this.#limits.getWaitMsMax), signal);
+    else if ((this.#byName.get(queue)?.waiting ?? 0) === 0 && waitMs > 0) await this.#waitForRows(queue, rows, Math.min(waitMs, this.#limits.getWaitMsMax), config.linger_ms, signal);
     if (this.#stopped) throw stopped();
-    // The config may have changed while it waited.
+    // The config may have changed while it waited, and the queue been paused.
     const now = this.#pullConfig(queue);
-    return this.#take(this.#byName.get(queue), now, Math.min(rows, now.batch_rows_max));
+    return this.#take(this.#byName.get(queue), now, this.#isPaused(queue) ? 0 : Math.min(rows, now.batch_rows_max));
+  }
+
+  #isPaused(queue: string): boolean {
+    return this.#engine.findQueueView(queue)?.paused === true;
   }
 
   /**

@@ -28,7 +28,8 @@ import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './lim
 import type { DurableLog } from './log.ts';
 import { discardDead, listDead, redrive, settle } from './outcomes.ts';
 import { targetsDueBefore } from './targets-due.ts';
-import { deleteQueue, findQueue, listQueues, queueConfig, setQueue } from './queue-registry.ts';
+import { deleteQueue, findQueue, findQueueView, listQueues, queueConfig, type QueueView, setQueue, setQueuePaused } from './queue-registry.ts';
+import { type QueueHoldStats, queueHoldStats } from './queue-pause.ts';
 import type { QueueConfig } from './queues.ts';
 import type { Outcomes } from './records.ts';
 import { beginReplay, endReplay } from './replay.ts';
@@ -173,9 +174,19 @@ export class Engine {
     return deleteQueue(this.#s, name);
   }
 
-  /** Every queue that was configured or has held a timer, with its config, by name. */
-  queues(): Array<{ name: string; config: QueueConfig }> {
+  /** Every queue that was configured or has held a timer, with its config and pause, by name. */
+  queues(): QueueView[] {
     return listQueues(this.#s);
+  }
+
+  /** A queue's config and pause; undefined when no queue has the name. */
+  findQueueView(name: string): QueueView | undefined {
+    return findQueueView(this.#s, name);
+  }
+
+  /** Pauses (true) or resumes (false) a queue durably; undefined: no such queue. Its due timers are held while it is paused. */
+  setQueuePaused(name: string, paused: boolean): Promise<QueueView | undefined> {
+    return setQueuePaused(this.#s, name, paused);
   }
 
   /** Dead timers, oldest first (by log position), at most `limit`, optionally of one queue only. */
@@ -323,6 +334,11 @@ export class Engine {
       heldBack: s.parkedCount,
       spill: spillStats(s),
     };
+  }
+
+  /** Paused queues and the timers they hold (queue-pause.ts): one pass over the held timers. */
+  queueHoldStats(): QueueHoldStats {
+    return queueHoldStats(this.#s);
   }
 
   /** Checkpoints and promotions run one at a time, in order. */

@@ -1,12 +1,14 @@
 // Hand-out: due timers to the dispatcher, on the main thread. takeDue() pops what is due off
 // the heap (and takes it ahead when a queue lets it), holds back in order the timers of a queue
 // with no room (parked) so other queues go on, and marks them delivering (not logged: after a
-// crash they are pending again). deliveryInto() gives a handed-out timer's bytes without a copy.
+// crash they are pending again). A paused queue has no room (queue-pause.ts): its due timers
+// are parked until its resume. deliveryInto() gives a handed-out timer's bytes without a copy.
 // The hottest code of the engine: no object or closure per timer, plain column reads.
 //
 //   heap (dueAt order) ─► due? ─► queue room? ─yes─► slice (columns) ─► dispatcher
 //                                            └─no──► parked[queue] ─► next takeDue, oldest first
 import assert from 'node:assert/strict';
+import { isPausedAt, parkedInPausedQueues } from './queue-pause.ts';
 import type { EngineState } from './state.ts';
 import { timerState } from './store/resident-store.ts';
 import type { DueSlice, QueueRoom, TakeAhead, TimerDelivery, TimerDeliveryRef } from './types.ts';
@@ -18,7 +20,7 @@ type SliceBuilder = Omit<DueSlice, 'count'> & { count: number };
 
 /** When the next delivery falls due (now, while timers are held back for room), leaving out the expiry of finished timers; undefined when none is resident before the watermark. */
 export function nextDeliveryDueMs(s: EngineState): number | undefined {
-  if (s.parkedCount > 0) return s.clock.now();
+  if (waitingForRoom(s)) return s.clock.now();
   const due = s.heap.peek();
   if (due < 0) return undefined;
   const dueAtMs = s.store.dueAt[due] as number;
@@ -30,7 +32,7 @@ export function nextDeliveryDueMs(s: EngineState): number | undefined {
 export function nextDueMs(s: EngineState): number | undefined {
   const deliveryMs = nextDeliveryDueMs(s);
   // Held-back timers are due already: the scheduler keeps looking while any wait for room.
-  if (s.parkedCount > 0) return deliveryMs;
+  if (waitingForRoom(s)) return deliveryMs;
   const expiring = s.expiring.peek();
   if (expiring < 0) return deliveryMs;
   const expiryMs = s.store.dueAt[expiring] as number;
@@ -38,11 +40,20 @@ export function nextDueMs(s: EngineState): number | undefined {
 }
 
 /**
+ * Whether parked timers wait for room. Those of a paused queue do not: they wait for its resume,
+ * which tells the scheduler (onDueChanged), so a pause costs no tick.
+ */
+function waitingForRoom(s: EngineState): boolean {
+  return s.parkedCount > 0 && (s.pausedQueues.size === 0 || s.parkedCount > parkedInPausedQueues(s));
+}
+
+/**
  * Takes up to `max` timers due at `nowMs` (fire time ≤ now, earliest first) out of the heap
  * and marks them delivering. Delivering is not logged: after a crash such a timer is pending
  * again and is delivered again (at-least-once). With `queueRoom`, a queue takes no more than
  * its room; its other due timers are held back in order (parked) and go first once it has room,
- * so a slow or rate-limited queue never stands in front of another queue's timers.
+ * so a slow or rate-limited queue never stands in front of another queue's timers. A paused
+ * queue has no room, whatever `queueRoom` says.
  */
 export function takeDue(s: EngineState, nowMs: number, max: number, queueRoom?: QueueRoom, ahead?: TakeAhead): DueSlice {
   const store = s.store;
@@ -59,8 +70,8 @@ export function takeDue(s: EngineState, nowMs: number, max: number, queueRoom?: 
   s.releaseExpired(nowMs, max * 4);
   const room = queueRoom === undefined ? undefined : new Float64Array(s.queueNames.length).fill(NaN);
   const roomOf = (queue: number): number => {
-    if (room === undefined) return Infinity;
-    if (Number.isNaN(room[queue])) room[queue] = Math.max(0, (queueRoom as QueueRoom)(queue));
+    if (room === undefined) return isPausedAt(s, queue) ? 0 : Infinity;
+    if (Number.isNaN(room[queue])) room[queue] = isPausedAt(s, queue) ? 0 : Math.max(0, (queueRoom as QueueRoom)(queue));
     return room[queue] as number;
   };
   if (s.parkedCount > 0) takeParked(s, slice, nowMs, max, roomOf, room);
@@ -110,12 +121,15 @@ export function queueNameAt(s: EngineState, index: number): string {
 function handOut(s: EngineState, slice: SliceBuilder, slot: number): void {
   const store = s.store;
   const at = slice.count++;
+  const dueAtMs = store.dueAt[slot] as number;
+  // Due by its queue's last resume and still here: it was held by that pause (one compare for most timers).
+  if (dueAtMs <= s.resumedAtMsMax && dueAtMs <= (s.queueResumedAtMs[store.queueIndex[slot] as number] ?? -Infinity)) s.heldReleased++;
   s.setState(slot, timerState.delivering);
   slice.seqs[at] = store.logSeq[slot] as number;
   slice.rows[at] = store.row[slot] as number;
   slice.attempts[at] = (store.attempts[slot] as number) + 1;
   slice.fireAtMs[at] = store.fireAt[slot] as number;
-  slice.dueAtMs[at] = store.dueAt[slot] as number;
+  slice.dueAtMs[at] = dueAtMs;
   slice.queues[at] = store.queueIndex[slot] as number;
 }
 

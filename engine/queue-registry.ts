@@ -1,13 +1,14 @@
 // The queue registry, on the main thread: every queue that was configured or has held a timer,
-// by name and by index (a timer's queue is a Uint16 index into the names). setQueue() and
-// deleteQueue() log a QUEUE record and apply it once durable; replay and a checkpoint's
-// restore apply theirs the same way (applyQueueConfig). A deleted queue keeps its index (a
-// retained finished timer may still name it) but loses its config and leaves the list until
-// a timer names it again.
+// by name and by index (a timer's queue is a Uint16 index into the names). setQueue(),
+// deleteQueue() and setQueuePaused() log a QUEUE record and apply it once durable; replay and a
+// checkpoint's restore apply theirs the same way (applyQueueChange). A deleted queue keeps its
+// index (a retained finished timer may still name it) but loses its config and its pause and
+// leaves the list until a timer names it again. A pause is kept apart from the config: a PUT
+// does not resume a queue.
 import { defaultQueue } from './batch/timer-batch.ts';
 import { validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
-import { defaultQueueConfig, encodeQueueDeleted, encodeQueueRecord, parseQueueConfig, type QueueConfig } from './queues.ts';
+import { defaultQueueConfig, encodeQueueDeleted, encodeQueuePaused, encodeQueueRecord, parseQueueConfig, type QueueChange, type QueueConfig } from './queues.ts';
 import { recordType } from './records.ts';
 import type { EngineState } from './state.ts';
 import { timerState } from './store/resident-store.ts';
@@ -19,23 +20,29 @@ export async function setQueue(s: EngineState, name: string, input: unknown): Pr
   const refusal = config.sink === null ? undefined : s.checkTarget?.(config.sink);
   if (refusal !== undefined) throw new FermataError(errorCodes.targetRefused, `sink: ${refusal}`, { field: 'sink' });
   await s.log.append(recordType.queue, encodeQueueRecord(name, config));
-  applyQueueConfig(s, name, config);
+  applyQueueChange(s, { kind: 'config', name, config });
   return config;
 }
 
 /**
- * A queue's config, durable already (set, deleted, replayed or restored): it replaces the one
- * before; null deletes the queue.
+ * A QUEUE record's change, durable already (set, deleted, paused or resumed; live, replayed or
+ * restored): a config replaces the one before; a delete drops the config and the pause; a pause
+ * of a deleted queue (logged while its delete was) changes nothing.
  */
-export function applyQueueConfig(s: EngineState, name: string, config: QueueConfig | null): void {
-  s.queueIndex(name);
-  if (config === null) {
+export function applyQueueChange(s: EngineState, change: QueueChange): void {
+  const { name } = change;
+  const index = s.queueIndex(name);
+  if (change.kind === 'config') {
+    s.queueConfigs.set(name, change.config);
+    s.deletedQueues.delete(name);
+  } else if (change.kind === 'deleted') {
     s.queueConfigs.delete(name);
     s.deletedQueues.add(name);
-    return;
+    s.pausedQueues.delete(index);
+  } else if (!s.deletedQueues.has(name)) {
+    if (change.paused) s.pausedQueues.add(index);
+    else s.pausedQueues.delete(index);
   }
-  s.queueConfigs.set(name, config);
-  s.deletedQueues.delete(name);
 }
 
 /** A timer named the queue: a deleted queue is listed again (with the defaults). */
@@ -57,12 +64,82 @@ export function findQueue(s: EngineState, name: string): QueueConfig | undefined
   return isKnown(s, name) ? queueConfig(s, name) : undefined;
 }
 
-/** Every queue that was configured or has held a timer (and was not deleted since), with its config, by name. */
-export function listQueues(s: EngineState): Array<{ name: string; config: QueueConfig }> {
+/** A queue as GET shows it: its config and whether it is paused. */
+export interface QueueView {
+  readonly name: string;
+  readonly config: QueueConfig;
+  readonly paused: boolean;
+}
+
+function viewOf(s: EngineState, name: string): QueueView {
+  const index = s.queueIndexOf.get(name);
+  return { name, config: queueConfig(s, name), paused: index !== undefined && s.pausedQueues.has(index) };
+}
+
+/** A known queue's view (undefined: no such queue). */
+export function findQueueView(s: EngineState, name: string): QueueView | undefined {
+  return isKnown(s, name) ? viewOf(s, name) : undefined;
+}
+
+/** Every queue that was configured or has held a timer (and was not deleted since), with its config and pause, by name. */
+export function listQueues(s: EngineState): QueueView[] {
   return s.queueNames
     .filter((name) => !s.deletedQueues.has(name))
     .sort()
-    .map((name) => ({ name, config: queueConfig(s, name) }));
+    .map((name) => viewOf(s, name));
+}
+
+/**
+ * Pauses (true) or resumes (false) a known queue durably; undefined: no such queue (or it was
+ * deleted while the change was logged). A change to the state the queue is in already, or will
+ * be in once the changes being logged are durable, logs nothing and answers once they are: so
+ * the log holds the changes in the order they were asked for. A resume wakes the scheduler:
+ * the held timers go out within the queue's room and rate as any due timers do (hand-out counts
+ * them as released after a hold).
+ */
+export async function setQueuePaused(s: EngineState, name: string, paused: boolean): Promise<QueueView | undefined> {
+  const known = findQueueView(s, name);
+  if (known === undefined) return undefined;
+  const inFlight = s.pauseChangesInFlight.get(name);
+  if ((inFlight?.paused ?? known.paused) === paused) {
+    // The same change is being logged: answer once it is applied, or fail as it did.
+    const failure = inFlight === undefined ? undefined : await inFlight.settled;
+    if (failure !== undefined) throw failure;
+    // As that change left it (a later one may be applied by now, and answers for itself).
+    const view = findQueueView(s, name);
+    return view === undefined ? undefined : { ...view, paused };
+  }
+  const { promise: settled, resolve: settle } = Promise.withResolvers<unknown>();
+  const change = { paused, settled };
+  s.pauseChangesInFlight.set(name, change);
+  try {
+    await s.log.append(recordType.queue, encodeQueuePaused(name, paused));
+    applyQueueChange(s, { kind: 'paused', name, paused });
+    settle(undefined);
+  } catch (err) {
+    settle(err);
+    throw err;
+  } finally {
+    if (s.pauseChangesInFlight.get(name) === change) s.pauseChangesInFlight.delete(name);
+  }
+  const view = findQueueView(s, name);
+  if (!paused && view !== undefined) {
+    const now = s.clock.now();
+    s.queueResumedAtMs[s.queueIndex(name)] = now;
+    s.resumedAtMsMax = Math.max(s.resumedAtMsMax, now);
+    s.onDueChanged();
+  }
+  return view;
+}
+
+/**
+ * The queue changes a checkpoint's manifest keeps, in the QUEUE record's JSON form (read back
+ * the way replay reads them): every config in force, then a pause for every paused queue.
+ */
+export function queueRecordsInForce(s: EngineState): Array<{ name: string; config?: QueueConfig; paused?: true }> {
+  const configs = [...s.queueConfigs].map(([name, config]) => ({ name, config }));
+  const pauses = [...s.pausedQueues].map((index) => ({ name: s.queueNames[index] as string, paused: true as const }));
+  return [...configs, ...pauses];
 }
 
 /**
@@ -80,7 +157,7 @@ export async function deleteQueue(s: EngineState, name: string): Promise<boolean
     throw new FermataError(errorCodes.queueNotEmpty, `queue ${name} has ${pending} timer(s) waiting: cancel them or let them finish first`, { queue: name, pending });
   }
   await s.log.append(recordType.queue, encodeQueueDeleted(name));
-  applyQueueConfig(s, name, null);
+  applyQueueChange(s, { kind: 'deleted', name });
   return true;
 }
 

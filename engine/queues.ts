@@ -125,8 +125,18 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /**
- * The body of a QUEUE record: UTF-8 JSON `{"name": …, "config": {…}}`, or `{"name": …,
- * "deleted": true}` for a delete (rare, so JSON is fine).
+ * A QUEUE record's change (docs/format/engine-records.md, "QUEUE (4)"): a queue's whole config,
+ * its delete, or its pause (`paused` true) or resume (false).
+ */
+export type QueueChange =
+  | { readonly kind: 'config'; readonly name: string; readonly config: QueueConfig }
+  | { readonly kind: 'deleted'; readonly name: string }
+  | { readonly kind: 'paused'; readonly name: string; readonly paused: boolean };
+
+/**
+ * The body of a QUEUE record: UTF-8 JSON `{"name": …, "config": {…}}`, `{"name": …,
+ * "deleted": true}` for a delete, `{"name": …, "paused": true|false}` for a pause or resume
+ * (rare, so JSON is fine).
  */
 export function encodeQueueRecord(name: string, config: QueueConfig): Uint8Array {
   return encoder.encode(JSON.stringify({ name, config }));
@@ -136,13 +146,26 @@ export function encodeQueueDeleted(name: string): Uint8Array {
   return encoder.encode(JSON.stringify({ name, deleted: true }));
 }
 
-/** A QUEUE record's name and config (null: the queue was deleted), or undefined when malformed. */
-export function decodeQueueRecord(body: Uint8Array): { name: string; config: QueueConfig | null } | undefined {
+export function encodeQueuePaused(name: string, paused: boolean): Uint8Array {
+  return encoder.encode(JSON.stringify({ name, paused }));
+}
+
+/**
+ * A QUEUE record's change, or undefined when malformed: no string name; `deleted` with a
+ * `config`; `paused` that is not a boolean, or beside `config` or `deleted`; a config the API
+ * would refuse.
+ */
+export function decodeQueueRecord(body: Uint8Array): QueueChange | undefined {
   try {
-    const value = JSON.parse(decoder.decode(body)) as { name?: unknown; config?: unknown; deleted?: unknown };
-    if (typeof value.name !== 'string') return undefined;
-    if (value.deleted === true) return value.config === undefined ? { name: value.name, config: null } : undefined;
-    return { name: value.name, config: parseQueueConfig(value.config) };
+    const value = JSON.parse(decoder.decode(body)) as { name?: unknown; config?: unknown; deleted?: unknown; paused?: unknown };
+    const name = value.name;
+    if (typeof name !== 'string') return undefined;
+    if (value.paused !== undefined) {
+      const alone = value.config === undefined && value.deleted === undefined;
+      return alone && typeof value.paused === 'boolean' ? { kind: 'paused', name, paused: value.paused } : undefined;
+    }
+    if (value.deleted === true) return value.config === undefined ? { kind: 'deleted', name } : undefined;
+    return { kind: 'config', name, config: parseQueueConfig(value.config) };
   } catch {
     return undefined;
   }

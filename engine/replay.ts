@@ -14,7 +14,7 @@ import { errorCodes, FermataError } from './errors.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import type { LogReplay } from './log.ts';
 import { applyOutcomes } from './outcomes.ts';
-import { applyQueueConfig } from './queue-registry.ts';
+import { applyQueueChange } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
 import { addEncodingArrowStream, decodeAddBody, decodeCancelSpilled, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
 import { promote } from './spill/promotion.ts';
@@ -188,7 +188,7 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
   if (type === recordType.queue) {
     const queue = decodeQueueRecord(body);
     if (queue === undefined) throw badRecord(seq, 'malformed QUEUE record');
-    applyQueueConfig(s, queue.name, queue.config);
+    applyQueueChange(s, queue);
     return;
   }
   throw badRecord(seq, `unknown record type ${type}`);

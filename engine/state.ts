@@ -105,6 +105,16 @@ export class EngineState {
   readonly queueConfigs = new Map<string, QueueConfig>();
   /** Queues deleted (queue-registry.ts) and not named by a timer added since: not listed. */
   readonly deletedQueues = new Set<string>();
+  /** Indexes of paused queues (queue-registry.ts): takeDue hands out none of their timers (queue-pause.ts). */
+  readonly pausedQueues = new Set<number>();
+  /** By queue index, when a live resume last released it (replay sets none): timers due by then that go out were held. */
+  readonly queueResumedAtMs: number[] = [];
+  /** The latest of queueResumedAtMs (-Infinity: no resume yet), so hand-out checks one number for most timers. */
+  resumedAtMsMax = -Infinity;
+  /** Timers handed out since open that fell due while their queue was paused. */
+  heldReleased = 0;
+  /** The latest pause or resume of each queue whose QUEUE record is not yet applied (settled: applied, or failed with that error): a request decides against it. */
+  readonly pauseChangesInFlight = new Map<string, { readonly paused: boolean; readonly settled: Promise<unknown> }>();
   /** Rows admitted but not yet in the store: capacity promised to appends in flight. */
   reservedRows = 0;
   /** Payload, header and key bytes of those rows: what the arena will take when they go in. */

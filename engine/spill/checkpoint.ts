@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { failpoint } from '../failpoints.ts';
 import { memoryLimits, spillLimits } from '../limits.ts';
-import { encodeQueueRecord } from '../queues.ts';
+import { queueRecordsInForce } from '../queue-registry.ts';
 import { deadReason } from '../records.ts';
 import type { EngineState } from '../state.ts';
 import { keyHash } from '../store/key-index.ts';
@@ -24,8 +24,6 @@ import { runOrder } from './run-order.ts';
 import { indexInAscending, type RunRowFields, type RunRows, RunRowsBuilder } from './run-rows.ts';
 import { type RunWriteOptions, RunWriter } from './run-writer.ts';
 import type { SpilledRun } from './spilled-timers.ts';
-
-const utf8 = new TextDecoder();
 
 type TombstoneSet = { seqs: Float64Array; rows: Uint32Array; fireAtMs: Float64Array };
 
@@ -108,8 +106,8 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
   // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
   // durable records only, so until then the timer stays in its runs and untombstoned on disk.
   const tombstones = s.cancellingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
-  // Configured queues, in the QUEUE record's JSON form (read back the way replay reads it).
-  const queues = [...s.queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
+  // Configured and paused queues, in the QUEUE record's JSON form (read back the way replay reads it).
+  const queues = queueRecordsInForce(s);
   const releasedExpiryMaxMs = s.releasedExpiryMax;
   // From here the store keeps changing; the snapshot does not. Its timers are copied into
   // run rows a slice at a time and written as they are, over several turns, reading their

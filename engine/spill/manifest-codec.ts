@@ -16,9 +16,11 @@ export interface SpilledRunMeta extends RunMeta {
   readonly validFromMs: number;
 }
 
+/** A queue change in force, as its QUEUE record's JSON: `{name, config}` or `{name, paused: true}` (engine-records.md). */
 export interface ManifestQueue {
   readonly name: string;
-  readonly config: unknown;
+  readonly config?: unknown;
+  readonly paused?: boolean;
 }
 
 export interface Manifest {
@@ -176,7 +178,7 @@ function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Arra
   }
   if (!Array.isArray(doc.queues)) return 'queues is not a list';
   for (const queue of doc.queues as unknown[]) {
-    if (typeof queue !== 'object' || queue === null || typeof (queue as Record<string, unknown>).name !== 'string' || !('config' in queue)) return 'a queue lacks its name or config';
+    if (typeof queue !== 'object' || queue === null || typeof (queue as Record<string, unknown>).name !== 'string' || !('config' in queue || 'paused' in queue)) return 'a queue lacks its name, or a config or pause';
   }
   for (let i = 0; i < seqs.length; i++) {
     if (!Number.isSafeInteger(seqs[i]) || (seqs[i] as number) < 1) return `tombstone ${i} has a bad sequence`;

@@ -5,7 +5,7 @@
 // Only the resident run holds failures (spilled timers were never attempted): restoring it
 // puts them back into s.failures.
 import { errorCodes, FermataError } from '../errors.ts';
-import { applyQueueConfig } from '../queue-registry.ts';
+import { applyQueueChange } from '../queue-registry.ts';
 import { decodeQueueRecord } from '../queues.ts';
 import { type EngineState, isFinished } from '../state.ts';
 import { keyHash } from '../store/key-index.ts';
@@ -23,8 +23,8 @@ export async function restoreCheckpoint(s: EngineState, manifest: Manifest): Pro
   s.releasedExpiryMax = manifest.releasedExpiryMaxMs;
   for (const queue of manifest.queues) {
     const decoded = decodeQueueRecord(new TextEncoder().encode(JSON.stringify(queue)));
-    if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config this version cannot read`, { queue: queue.name });
-    applyQueueConfig(s, decoded.name, decoded.config);
+    if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config or pause this version cannot read`, { queue: queue.name });
+    applyQueueChange(s, decoded);
   }
   const run = manifest.residentRun;
   // The run says how many timers and keys it holds: room for them at once, not by doubling.

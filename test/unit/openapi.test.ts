@@ -366,6 +366,10 @@ test('live answers have a documented status, media type and body', async () => {
     );
     assert.equal((await call('GET', '/v1/queues/{name}', '/v1/queues/q1')).json().max_attempts, 3);
     assert.equal((await call('GET', '/v1/queues/{name}', '/v1/queues/nowhere')).statusCode, 404);
+    assert.equal((await call('POST', '/v1/queues/{name}/pause', '/v1/queues/q1/pause')).json().paused, true);
+    assert.equal((await call('GET', '/v1/queues/{name}', '/v1/queues/q1')).json().paused, true);
+    assert.equal((await call('POST', '/v1/queues/{name}/resume', '/v1/queues/q1/resume')).json().paused, false);
+    assert.equal((await call('POST', '/v1/queues/{name}/pause', '/v1/queues/nowhere/pause')).statusCode, 404);
     assert.equal((await call('DELETE', '/v1/queues/{name}', '/v1/queues/nowhere')).statusCode, 404);
     assert.equal((await call('DELETE', '/v1/queues/{name}', '/v1/queues/default')).json().error.code, 'QUEUE_PROTECTED');
     assert.equal((await call('POST', '/v1/timers', '/v1/timers', { body: timer({ queue: 'q2' }), type: json })).statusCode, 201);

@@ -18,8 +18,8 @@ test('queue configs are validated, durable, whole replacements, and listed with 
 
   engine = await Engine.open({ dataDir, fs });
   assert.deepEqual(engine.queues(), [
-    { name: 'billing', config: billing },
-    { name: 'emails', config: defaultQueueConfig },
+    { name: 'billing', config: billing, paused: false },
+    { name: 'emails', config: defaultQueueConfig, paused: false },
   ]);
   await engine.setQueue('billing', { max_concurrent: 4 });
   assert.deepEqual(engine.queueConfig('billing'), { ...defaultQueueConfig, max_concurrent: 4 }, 'PUT replaces the whole config');

@@ -42,7 +42,29 @@ export function engineMetrics(engine: Engine): Registry {
   walCounter('fermata_wal_fdatasyncs_total', 'Group commits (one writev and one fdatasync each; one O_DSYNC writev on a write-through segment) since start.', () => engine.log.counters.syncs);
   walCounter('fermata_wal_bytes_written_total', 'Bytes written to WAL segments since start.', () => engine.log.counters.bytesWritten);
   walCounter('fermata_wal_slow_fdatasyncs_total', 'Group commit syncs (the fdatasync, or the write-through writev) slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
+  queueHoldMetrics(registry, engine);
   return registry;
+}
+
+/** Paused queues and the timers they hold (engine/queue-pause.ts), read at scrape time as /v1/stats reads them. */
+function queueHoldMetrics(registry: Registry, engine: Engine): void {
+  new Gauge({
+    name: 'fermata_queues_paused',
+    help: 'Queues paused now: they accept timers and deliver none.',
+    registers: [registry],
+    collect() {
+      this.set(engine.queueHoldStats().pausedQueues);
+    },
+  });
+  new Gauge({
+    name: 'fermata_timers_held',
+    help: 'Due timers of paused queues waiting for their resume (pending or retrying).',
+    registers: [registry],
+    collect() {
+      this.set(engine.queueHoldStats().held);
+    },
+  });
+  countedAtScrape(registry, 'fermata_timers_held_released_total', 'Timers handed out for delivery since start that fell due while their queue was paused.', () => engine.queueHoldStats().heldReleased);
 }
 
 /** A counter whose value is read from `read` at each scrape (a running total kept elsewhere). */

@@ -210,8 +210,11 @@ export const openApiComponents = {
           required: ['last_seq', 'syncs', 'appends', 'poisoned'],
           additionalProperties: false,
         },
+        paused_queues: { type: 'integer', minimum: 0, description: 'Queues paused now (POST /v1/queues/{name}/pause).' },
+        held: { type: 'integer', minimum: 0, description: 'Due timers of paused queues waiting for the resume (pending or retrying: also counted in pending).' },
+        held_released: { type: 'integer', minimum: 0, description: 'Timers handed out for delivery since start that fell due while their queue was paused (late by the pause; their lateness is in the delivery lateness figures).' },
       },
-      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal'],
+      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released'],
       additionalProperties: false,
     },
     Health: {

@@ -91,6 +91,9 @@ export const metricNames = [
   'fermata_wal_fdatasyncs_total',
   'fermata_wal_bytes_written_total',
   'fermata_wal_slow_fdatasyncs_total',
+  'fermata_queues_paused',
+  'fermata_timers_held',
+  'fermata_timers_held_released_total',
   'fermata_http_abusive_connections_total',
   'fermata_http_peer_penalties_total',
   'fermata_http_refused_connections_total',
@@ -109,8 +112,13 @@ export const queueNameParameter = {
   schema: queueNameSchema,
 };
 
-/** A queue with its name, as GET /v1/queues lists it and GET /v1/queues/{name} answers it. */
-export const namedQueueSchema = { allOf: [ref('schemas', 'QueueConfig')], properties: { name: queueNameSchema }, required: ['name', ...queueFieldNames], unevaluatedProperties: false };
+/** A queue with its name and pause, as GET /v1/queues lists it and GET /v1/queues/{name} and pause/resume answer it. */
+export const namedQueueSchema = {
+  allOf: [ref('schemas', 'QueueConfig')],
+  properties: { name: queueNameSchema, paused: { type: 'boolean', description: 'Whether the queue is paused: it accepts timers and delivers none (POST /v1/queues/{name}/pause, /resume).' } },
+  required: ['name', ...queueFieldNames, 'paused'],
+  unevaluatedProperties: false,
+};
 
 export const retryAfter = { 'Retry-After': ref('headers', 'RetryAfter') };
 

@@ -12,6 +12,7 @@ import { mediaTypes } from '../media-types.ts';
 import { deadListLimits, streamLimits } from '../route-limits.ts';
 import { sizeText, ref, jsonOf, queueNameSchema, queueFieldNames, lastErrorSchema, lastAttemptAtSchema, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
 import { openApiComponents } from './openapi-components.ts';
+import { queuePausePaths } from './openapi-queue-pause.ts';
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -158,7 +159,7 @@ export const openApiDocument = {
       get: {
         operationId: 'getQueue',
         summary: 'A queue\'s config',
-        description: 'A queue that was configured or has held a timer (and was not deleted since), with the config it runs with. `default` always answers.',
+        description: 'A queue that was configured or has held a timer (and was not deleted since), with the config it runs with and whether it is paused. `default` always answers.',
         parameters: [queueNameParameter],
         responses: {
           '200': { description: 'The queue.', content: jsonOf(namedQueueSchema) },
@@ -205,7 +206,7 @@ export const openApiDocument = {
       get: {
         operationId: 'listQueues',
         summary: 'List queues',
-        description: 'Every queue that was configured or has held a timer, by name, with the config it runs with.',
+        description: 'Every queue that was configured or has held a timer, by name, with the config it runs with and whether it is paused.',
         responses: {
           '200': {
             description: 'The queues.',
@@ -225,6 +226,7 @@ export const openApiDocument = {
         },
       },
     },
+    ...queuePausePaths,
     '/v1/dead': {
       get: {
         operationId: 'listDead',

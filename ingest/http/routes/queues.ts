@@ -1,9 +1,12 @@
 // /v1/queues: a queue's retry policy and flow limits. PUT replaces a queue's whole config
 // (absent fields take their defaults) and answers once the QUEUE record is durable; GET lists
-// every queue that was configured or has held a timer, GET /{name} answers one (404 unknown);
-// DELETE /{name} deletes one once its QUEUE record is durable (409 QUEUE_NOT_EMPTY with the
-// count while timers wait in it, 409 QUEUE_PROTECTED for `default`). Validation is the
-// engine's (engine/queues.ts): a bad name or field is QUEUE_INVALID naming it, a 400.
+// every queue that was configured or has held a timer, GET /{name} answers one (404 unknown),
+// each with `paused`; DELETE /{name} deletes one once its QUEUE record is durable (409
+// QUEUE_NOT_EMPTY with the count while timers wait in it, 409 QUEUE_PROTECTED for `default`).
+// POST /{name}/pause and /resume hold or release its due timers once their QUEUE record is
+// durable and answer its view (404 unknown). Validation is the engine's (engine/queues.ts): a
+// bad name or field is QUEUE_INVALID naming it, a 400.
+import type { QueueView } from '../../../engine/queue-registry.ts';
 import type { QueueConfig } from '../../../engine/queues.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
@@ -33,16 +36,17 @@ const configSchema = {
   additionalProperties: false,
 } as const;
 
-const namedConfigSchema = {
+/** A queue as GET and pause/resume show it: its name, its config and whether it is paused. */
+const queueViewSchema = {
   type: 'object',
-  properties: { name: { type: 'string' }, ...configProperties },
-  required: ['name', ...configFields],
+  properties: { name: { type: 'string' }, ...configProperties, paused: { type: 'boolean' } },
+  required: ['name', ...configFields, 'paused'],
   additionalProperties: false,
 } as const;
 
 const queueListSchema = {
   type: 'object',
-  properties: { queues: { type: 'array', items: namedConfigSchema } },
+  properties: { queues: { type: 'array', items: queueViewSchema } },
   required: ['queues'],
   additionalProperties: false,
 } as const;
@@ -60,21 +64,32 @@ interface NameParams {
   readonly name: string;
 }
 
+const viewBody = ({ name, config, paused }: QueueView): Record<string, unknown> => ({ name, ...config, paused });
+
 export async function queuesRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
   app.put<{ Params: NameParams; Body: unknown }>('/v1/queues/:name', { schema: { response: { 200: configSchema } } }, async (request): Promise<QueueConfig> => {
     return engine.setQueue(request.params.name, request.body);
   });
 
   app.get('/v1/queues', { schema: { response: { 200: queueListSchema } } }, async () => ({
-    queues: engine.queues().map(({ name, config }) => ({ name, ...config })),
+    queues: engine.queues().map(viewBody),
   }));
 
-  app.get<{ Params: NameParams }>('/v1/queues/:name', { schema: { response: { 200: namedConfigSchema } } }, async (request) => {
+  app.get<{ Params: NameParams }>('/v1/queues/:name', { schema: { response: { 200: queueViewSchema } } }, async (request) => {
     const { name } = request.params;
-    const config = engine.findQueue(name);
-    if (config === undefined) throw noSuchQueue(name);
-    return { name, ...config };
+    const view = engine.findQueueView(name);
+    if (view === undefined) throw noSuchQueue(name);
+    return viewBody(view);
   });
+
+  for (const [action, paused] of [['pause', true], ['resume', false]] as const) {
+    app.post<{ Params: NameParams }>(`/v1/queues/:name/${action}`, { schema: { response: { 200: queueViewSchema } } }, async (request) => {
+      const { name } = request.params;
+      const view = await engine.setQueuePaused(name, paused);
+      if (view === undefined) throw noSuchQueue(name);
+      return viewBody(view);
+    });
+  }
 
   app.delete<{ Params: NameParams }>('/v1/queues/:name', { schema: { response: { 200: deletedSchema } } }, async (request) => {
     const { name } = request.params;

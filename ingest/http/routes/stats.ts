@@ -29,8 +29,12 @@ const statsSchema = {
       required: ['last_seq', 'syncs', 'appends', 'poisoned'],
       additionalProperties: false,
     },
+    // Paused queues, their due timers held now, and timers that went out after being held (engine/queue-pause.ts).
+    paused_queues: count,
+    held: count,
+    held_released: count,
   },
-  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal'],
+  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released'],
   additionalProperties: false,
 } as const;
 
@@ -40,6 +44,7 @@ export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): P
     const counts = stats.counts;
     const wal = engine.log;
     const spill = stats.spill;
+    const holds = engine.queueHoldStats();
     return {
       pending: stats.pending,
       resident: stats.resident,
@@ -51,6 +56,9 @@ export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): P
       horizon: Number.isFinite(spill.watermarkMs) ? spill.watermarkMs : null,
       memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes },
       wal: { last_seq: wal.lastSeq, syncs: wal.counters.syncs, appends: wal.counters.appends, poisoned: wal.poisoned !== undefined },
+      paused_queues: holds.pausedQueues,
+      held: holds.held,
+      held_released: holds.heldReleased,
     };
   });
 }
