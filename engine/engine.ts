@@ -44,6 +44,7 @@ import {
   type Admitted,
   type CancelOutcome,
   type CheckpointReport,
+  type Clock,
   type DeadPage,
   type DeadTimer,
   type DiscardOutcome,
@@ -110,6 +111,11 @@ export class Engine {
     await this.#s.spillWork;
     await this.#s.log.close();
     this.#s.store.close();
+  }
+
+  /** The clock timer time is read from (engine/clock.ts): the real time, or a manual clock. */
+  get clock(): Clock {
+    return this.#s.clock;
   }
 
   /** The log: readiness (poisoned or fenced) and counters. */
