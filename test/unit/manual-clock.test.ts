@@ -3,7 +3,7 @@
 // the CLOCK record's bytes (the golden copy of docs/format/engine-records.md's example); a move
 // is durable before the clock moves, replay and a checkpoint's manifest restore the position, a
 // record that moves it back refuses to start, a real clock leaves it logged; the scheduler
-// looks at once after a move; a retry counts from the service's clock.
+// looks at once after a move; POST /v1/clock's body rules.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { setImmediate as turn } from 'node:timers/promises';
@@ -18,6 +18,7 @@ import { decodeManifest, encodeManifest, readManifest } from '../../engine/spill
 import { decideOutcome } from '../../dispatch/retry-policy.ts';
 import { Scheduler } from '../../dispatch/scheduler.ts';
 import { defaultQueueConfig } from '../../engine/queues.ts';
+import { clockMoveOf } from '../../ingest/http/routes/clock.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
@@ -187,6 +188,26 @@ test('after a move the scheduler looks at once: a timer 30 days out is handed ov
   assert.deepEqual(handed, [t0 + 30 * day, t0 + 30 * day]);
   scheduler.stop();
   await engine.close();
+});
+
+test('POST /v1/clock bodies: exactly one of advance_ms (1 ms to 10 years) and set (RFC 3339 or epoch ms), each refusal naming its field', () => {
+  assert.deepEqual(clockMoveOf({ advance_ms: 2_592_000_000 }), { advanceMs: 2_592_000_000 });
+  assert.deepEqual(clockMoveOf({ set: '2027-01-15T08:00:00Z' }), { toMs: t0 });
+  assert.deepEqual(clockMoveOf({ set: t0 }), { toMs: t0 });
+  const refused = (body: unknown, field: string, message: RegExp): void => {
+    assert.throws(() => clockMoveOf(body), (err) => isFermataError(err, errorCodes.clockInvalid) && err.details.field === field && message.test(err.message), JSON.stringify(body));
+  };
+  refused({}, 'advance_ms', /advance_ms .* or set/);
+  refused({ advance_ms: 1, set: t0 }, 'set', /not both/);
+  refused({ advance_ms: 0 }, 'advance_ms', /from 1/);
+  refused({ advance_ms: 1.5 }, 'advance_ms', /whole number/);
+  refused({ advance_ms: '5' }, 'advance_ms', /whole number/);
+  refused({ advance_ms: 11 * 366 * day }, 'advance_ms', /10 years/);
+  refused({ set: 'tomorrow' }, 'set', /RFC 3339/);
+  refused({ set: 1_800_000_000 }, 'set', /10\^12/);
+  refused({ set: null }, 'set', /RFC 3339 date-time or whole epoch ms/);
+  refused({ advance: 5 }, 'advance', /unknown field "advance"/);
+  refused([1], '', /JSON object/);
 });
 
 test('a retry counts from the service\'s clock; an HTTP-date Retry-After is the target\'s real time, a wait measured against the real time', () => {
