@@ -2,7 +2,7 @@
 // loopback, driven with curl over HTTP/1.1 and HTTP/2 (prior knowledge), delivering to a
 // loopback sink. A timer 30 days out goes out within seconds of the clock being advanced 30
 // days (not 30 days later), its fermata-fire-at its fire time; delay_ms counts from the manual
-// clock; a retry's backoff follows it (not sent until the clock passes it); after kill -9 and a
+// clock (JSON over HTTP/1.1 and HTTP/2, NDJSON, the stream); a retry's backoff follows it (not sent until the clock passes it); after kill -9 and a
 // restart the clock resumes where it stood; a non-loopback listener with --clock manual exits 2
 // naming why; with the real clock /v1/clock answers 404. Every wait is bounded.
 import assert from 'node:assert/strict';
@@ -46,6 +46,13 @@ function curlJson(method: string, url: string, body: unknown, http2 = false): Pr
       const [status, httpVersion] = stdout.slice(cut + 1).split(' ');
       resolve({ status: Number(status), httpVersion: httpVersion ?? '', json: JSON.parse(stdout.slice(0, cut)) as Record<string, unknown> });
     });
+  });
+}
+
+/** One request with curl, its body as text (status not checked: the caller parses what it expects). */
+function curlRaw(args: readonly string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile('curl', ['-s', '--max-time', '10', ...args], { encoding: 'utf8' }, (err, stdout) => (err === null ? resolve(stdout) : reject(err)));
   });
 }
 
@@ -144,6 +151,21 @@ describe('fermata serve --clock manual', { skip: hasCurl ? false : `needs curl w
     // Sent at or after its fire time by the manual clock (the hour's timer 30 days late by it, as it should be).
     const metrics = await fetch(`${service.url}/metrics`).then((answer) => answer.text());
     assert.match(metrics, /^fermata_deliveries_early_total 0$/m);
+  });
+
+  test('delay_ms counts from the manual clock on every way in: HTTP/2 single add, NDJSON, the stream', async () => {
+    const delayMs = 10 * day;
+    const expected = new Date(nowMs + delayMs).toISOString();
+    const single = await curlJson('POST', `${service.url}/v1/timers`, { delay_ms: delayMs, target: `${sink.url}/later` }, true);
+    assert.equal(single.httpVersion, '2');
+    assert.equal(single.json.fire_at, expected);
+    const lines = `${JSON.stringify({ delay_ms: delayMs, target: `${sink.url}/later` })}\n`;
+    const batch = await curlRaw(['--http1.1', '-H', 'content-type: application/x-ndjson', '--data-binary', lines, `${service.url}/v1/timers`]);
+    const ids = (JSON.parse(batch) as { ids: string[] }).ids;
+    assert.equal(ids.length, 1);
+    assert.equal((await curlJson('GET', `${service.url}/v1/timers/${String(ids[0])}`, undefined)).json.fire_at, expected);
+    const streamed = await curlRaw(['--http2-prior-knowledge', '-H', 'content-type: application/x-ndjson', '--data-binary', lines, `${service.url}/v1/timers/stream`]);
+    assert.equal((JSON.parse(streamed.trim()) as { fire_at: string }).fire_at, expected);
   });
 
   test('a retry waits for its backoff by the manual clock: not sent until the clock passes it', async () => {
