@@ -17,6 +17,7 @@ import { clockBodyBytes, decodeClock, encodeClock, recordType } from '../../engi
 import { decodeManifest, encodeManifest, readManifest } from '../../engine/spill/manifest.ts';
 import { decideOutcome } from '../../dispatch/retry-policy.ts';
 import { Scheduler } from '../../dispatch/scheduler.ts';
+import { MemoryLoader } from '../../engine/spill/memory-loader.ts';
 import { defaultQueueConfig } from '../../engine/queues.ts';
 import { clockMoveOf } from '../../ingest/http/routes/clock.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
@@ -218,4 +219,20 @@ test('a retry counts from the service\'s clock; an HTTP-date Retry-After is the 
   assert.deepEqual(decideOutcome(1, 503, inTwoMinutes, policy, clockMs, 0, realMs), { kind: 2, retryAtMs: clockMs + 120_000, reason: 0 });
   assert.deepEqual(decideOutcome(1, 503, '30', policy, clockMs, 0, realMs), { kind: 2, retryAtMs: clockMs + 30_000, reason: 0 });
   assert.deepEqual(decideOutcome(1, 503, undefined, policy, clockMs, 0, realMs), { kind: 2, retryAtMs: clockMs + 1000, reason: 0 });
+});
+
+test('under a manual clock standing still, the memory loader\'s idle trims keep their real interval', async () => {
+  const clock = new ManualClock(t0);
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 107 }), clock });
+  let realMs = 0;
+  let trims = 0;
+  const budget = { bytes: 1024 ** 3, source: 'configured', limitBytes: 1024 ** 3 } as const;
+  const limits = { farSpillQuietSteps: 2, idleTrimIntervalMs: 10_000 };
+  const loader = new MemoryLoader(engine, { budget, clock, trimClock: { now: () => realMs }, limits, trimMemory: () => void trims++ });
+  for (let step = 0; step < 25; step++) {
+    realMs += 1000;
+    await loader.step();
+  }
+  assert.equal(trims, 3, 'the second quiet step, then every 10 s of real time, while the clock stood still');
+  await engine.close();
 });
