@@ -23,6 +23,8 @@ export interface DeliveryPoolOptions {
   readonly allowLoopback: boolean;
   readonly signingSecrets: readonly string[];
   readonly ca: string | undefined;
+  /** A manual clock's shared position (engine/clock.ts), for the workers' retry times; undefined: the real clock. */
+  readonly clock?: SharedArrayBuffer | undefined;
   readonly limits: DispatchLimits;
   /** Keeps the buffers workers hand back (the dispatcher's BufferPool). */
   readonly spareBuffers: Pick<TaskBuffers, 'give'>;
@@ -64,6 +66,7 @@ export class DeliveryPool {
       requestsPerOriginMax: limits.requestsPerOriginMax,
       socketsPerOriginMax: limits.socketsPerOriginMax,
       ...(options.ca === undefined ? {} : { ca: options.ca }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
       warmUpChannel: this.#warmUpChannel,
     };
     this.#limits = limits;

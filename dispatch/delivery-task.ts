@@ -28,7 +28,7 @@
 //   DeliveryResults  kinds, reasons   Uint8Array    outcome kind and dead reason (engine/records.ts)
 //                    statuses         Uint16Array   the HTTP status; 0 when none came back
 //                    retryAtMs        Float64Array  a retry's time (0 otherwise)
-//                    startedAtMs      Float64Array  wall clock when the request was sent
+//                    startedAtMs      Float64Array  the service's clock when the request was sent
 //                    durationMs       Float64Array  until the answer's head arrived, or the failure
 //                    failureKinds     Uint8Array    how it failed (failure-description.ts; 0: it did not)
 //                    errors           Uint16Array   n > 0: errorTexts[n − 1] says why (no status came back)

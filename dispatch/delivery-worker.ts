@@ -13,6 +13,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BroadcastChannel, parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
+import { SharedClockView } from '../engine/clock.ts';
 import { TargetGuard } from './target-guard.ts';
 import {
   claimState,
@@ -53,11 +54,19 @@ export interface DeliveryWorkerData {
   readonly requestsPerOriginMax: number;
   readonly socketsPerOriginMax: number;
   readonly ca?: string;
+  /**
+   * A manual clock's position in shared memory (engine/clock.ts): retry times and attempt times
+   * follow it; absent, they follow the real time. Sending waits (notBefore, translated by the
+   * dispatcher), timeouts and webhook-timestamp stay on the real time either way.
+   */
+  readonly clock?: SharedArrayBuffer;
   /** The BroadcastChannel the pool asks its workers to warm up on (WarmUpRequest). */
   readonly warmUpChannel: string;
 }
 
 const config = workerData as DeliveryWorkerData;
+/** Timer time, as the main thread reads it: retry times and attempt times are on it. */
+const clock = new SharedClockView(config.clock);
 const guard = new TargetGuard({ allow: config.allow, allowLoopback: config.allowLoopback });
 const clientLimits = {
   sessionIdleMsMax: config.sessionIdleMsMax,
@@ -227,7 +236,7 @@ async function deliverArrowBatch(task: DeliveryTask, sink: string): Promise<Batc
     result = attemptFailureOf(err);
     failure = describeFailure(err, timeoutMs);
   }
-  return { batch: { result, retryAfter, startedAtMs, durationMs: Date.now() - startedAtMs, failure } };
+  return { batch: { result, retryAfter, startedAtMs: clock.at(startedAtMs), durationMs: Date.now() - startedAtMs, failure } };
 }
 
 /** A status outside HTTP's 100–599 (an HTTP/1.1 parser lets "099" through) is a broken answer, not a status. */
@@ -237,17 +246,18 @@ function answeredStatus(status: number): AttemptResult {
 
 /** Timer `at`'s outcome under its own attempt number and queue policy. */
 function recordOutcome(task: DeliveryTask, at: number, results: DeliveryResults, result: AttemptResult, retryAfter: string | undefined, startedAtMs: number): void {
-  const nowMs = Date.now();
+  const realNowMs = Date.now();
+  const nowMs = clock.now();
   const attempt = task.meta[at * metaFields + 1] as number;
   const answered = typeof result === 'number' ? answeredStatus(result) : result;
   // A 2xx needs no policy: none is built per row then (an Arrow batch's rows share one answer).
-  const decision = isSuccess(answered) ? delivered : decideOutcome(attempt, answered, retryAfter, taskPolicy(task, at), nowMs, Math.random());
+  const decision = isSuccess(answered) ? delivered : decideOutcome(attempt, answered, retryAfter, taskPolicy(task, at), nowMs, Math.random(), realNowMs);
   results.kinds[at] = decision.kind;
   results.reasons[at] = decision.reason;
   results.statuses[at] = typeof answered === 'number' ? answered : 0;
   results.retryAtMs[at] = 'retryAtMs' in decision ? decision.retryAtMs : 0;
-  results.startedAtMs[at] = startedAtMs;
-  results.durationMs[at] = nowMs - startedAtMs;
+  results.startedAtMs[at] = clock.at(startedAtMs);
+  results.durationMs[at] = realNowMs - startedAtMs;
 }
 
 function parseHeaders(bytes: Uint8Array): Record<string, string> {

@@ -25,6 +25,7 @@ import { availableParallelism } from 'node:os';
 import type { Histogram } from 'hdr-histogram-js';
 import type { Logger } from 'pino';
 import type { Clock, DueSlice, Engine, TakeAhead } from '../engine/engine.ts';
+import { monotonicClock, sharedClockOf } from '../engine/clock.ts';
 import { deliveryLimits, dispatchLimits, type DispatchLimits } from '../engine/limits.ts';
 import { defaultQueueConfig, type QueueConfig } from '../engine/queues.ts';
 import { BufferPool } from './buffer-pool.ts';
@@ -120,6 +121,7 @@ export class Dispatcher {
       allowLoopback: options.allowLoopback ?? false,
       signingSecrets: options.signingSecrets ?? [],
       ca: options.ca,
+      clock: sharedClockOf(this.#clock),
       limits: this.#limits,
       spareBuffers: this.#buffers,
     });
@@ -133,7 +135,7 @@ export class Dispatcher {
       roomFreed: () => this.#scheduler.wake(),
       ...(options.pullLimits === undefined ? {} : { limits: options.pullLimits }),
     });
-    this.#flow = new FlowControl(this.#engine, this.#clock, this.#limits, this.#pull);
+    this.#flow = new FlowControl(this.#engine, monotonicClock, this.#limits, this.#pull); // rate buckets count real time, whatever the clock
   }
 
   /** "pull" queues' due timers, for the Flight service's DoGet and DoAction. */

@@ -110,7 +110,7 @@ export class OutcomeRecorder {
         // One answer for every row; a 2xx needs no policy, anything else is each row's to decide.
         const decision = batchDelivered
           ? delivered
-          : decideOutcome(attempt, batch.result, batch.retryAfter, (policies[queue] ??= this.#engine.queueConfig(this.#engine.queueNameAt(queue))), nowMs, Math.random());
+          : decideOutcome(attempt, batch.result, batch.retryAfter, (policies[queue] ??= this.#engine.queueConfig(this.#engine.queueNameAt(queue))), nowMs, Math.random(), Date.now());
         outcomes.kinds[i] = decision.kind;
         outcomes.reasons[i] = decision.reason;
         outcomes.statuses[i] = batchStatus;

@@ -158,9 +158,11 @@ export function isSuccess(result: AttemptResult): boolean {
 
 /**
  * The outcome of attempt `attempt` (1-based) that ended with `result`; `retryAfter` is the
- * response's Retry-After header, if any.
+ * response's Retry-After header, if any. The retry time counts from `nowMs`, the service's
+ * clock (a manual one under test: engine/clock.ts); an HTTP-date Retry-After is the target's
+ * real time, so it is turned into a wait against `realNowMs` (the same as `nowMs` on the real clock).
  */
-export function decideOutcome(attempt: number, result: AttemptResult, retryAfter: string | undefined, config: RetryConfig, nowMs: number, random01: number): Decision {
+export function decideOutcome(attempt: number, result: AttemptResult, retryAfter: string | undefined, config: RetryConfig, nowMs: number, random01: number, realNowMs: number = nowMs): Decision {
   // Plain conditions, assert only on failure (a template message would be built per timer).
   if (!(Number.isInteger(attempt) && attempt >= 1)) assert.fail(`attempt ${attempt} must be a whole number from 1`);
   if (typeof result === 'number') {
@@ -171,6 +173,6 @@ export function decideOutcome(attempt: number, result: AttemptResult, retryAfter
     return targetRefused;
   }
   if (attempt >= config.max_attempts) return attemptsExhausted;
-  const waitMs = Math.max(backoffMs(attempt, config, random01), (typeof result === 'number' ? parseRetryAfter(retryAfter, nowMs) : undefined) ?? 0);
+  const waitMs = Math.max(backoffMs(attempt, config, random01), (typeof result === 'number' ? parseRetryAfter(retryAfter, realNowMs) : undefined) ?? 0);
   return { kind: outcomeKind.retry, retryAtMs: nowMs + waitMs, reason: deadReason.none };
 }

@@ -10,8 +10,11 @@
 // look. A port with `takeAhead` (the dispatcher) takes its timers up to that lead before their
 // time and holds each until the wall clock reaches it, where it sends. A clock that jumps back
 // makes the scheduler wait longer; one that jumps forward makes timers due. Sleeps are capped so
-// a jump is noticed within sleepMsMax.
+// a jump is noticed within sleepMsMax; a clock that tells of its jumps (a manual clock's moves,
+// Clock.watch) gets a look at once. The release rate's tokens count real time (rateClock), which
+// a manual clock standing still would never refill.
 import type { Clock, DueSlice, Engine, TakeAhead, Withdraw } from '../engine/engine.ts';
+import { monotonicClock } from '../engine/clock.ts';
 import { schedulerLimits, type SchedulerLimits } from '../engine/limits.ts';
 
 /** Where due timers go (the dispatcher implements it; tests use a double). */
@@ -36,6 +39,7 @@ export class Scheduler {
   readonly #engine: Engine;
   readonly #port: DispatchPort;
   readonly #clock: Clock;
+  readonly #rateClock: Clock;
   readonly #limits: SchedulerLimits;
   #tokens: number;
   #tokensAtMs: number;
@@ -45,14 +49,17 @@ export class Scheduler {
   readonly #queueRoom: ((queueIndex: number) => number) | undefined;
   readonly #ahead: TakeAhead | undefined;
   readonly #withdraw: Withdraw | undefined;
+  #unwatchClock: (() => void) | undefined;
 
-  constructor(engine: Engine, port: DispatchPort, clock: Clock, limits: Partial<SchedulerLimits> = {}) {
+  /** `rateClock` times the release rate's tokens: real time, whatever `clock` does (tests pass their own). */
+  constructor(engine: Engine, port: DispatchPort, clock: Clock, limits: Partial<SchedulerLimits> = {}, rateClock: Clock = monotonicClock) {
     this.#engine = engine;
     this.#port = port;
     this.#clock = clock;
     this.#limits = { ...schedulerLimits, ...limits };
     this.#tokens = this.#limits.sliceTimersMax;
-    this.#tokensAtMs = clock.now();
+    this.#rateClock = rateClock;
+    this.#tokensAtMs = rateClock.now();
     this.#queueRoom = port.queueRoom?.bind(port);
     this.#ahead = port.takeAhead;
     this.#withdraw = port.withdraw?.bind(port);
@@ -62,12 +69,14 @@ export class Scheduler {
     this.#running = true;
     this.#engine.setDueChangedHook(() => this.#rearmIfEarlier());
     this.#engine.setWithdrawHook(this.#withdraw ?? refuseWithdraw);
+    this.#unwatchClock = this.#clock.watch?.(this.#clockMoved);
     this.#loop();
   }
 
   stop(): void {
     this.#running = false;
     this.#disarm();
+    this.#unwatchClock?.();
     this.#engine.setDueChangedHook(() => undefined);
     this.#engine.setWithdrawHook(refuseWithdraw);
   }
@@ -83,7 +92,7 @@ export class Scheduler {
   /** One pass: hands over what is due now, within the slice, room and rate limits; returns how many. */
   tick(): number {
     const now = this.#clock.now();
-    this.#refill(now);
+    this.#refill(this.#rateClock.now());
     const max = Math.min(this.#limits.sliceTimersMax, this.#port.room(), Math.floor(this.#tokens));
     if (max <= 0) return 0;
     const slice = this.#engine.takeDue(now, max, this.#queueRoom, this.#ahead);
@@ -123,6 +132,14 @@ export class Scheduler {
     else waitMs = Math.min(next - now, heldBackWaitMs);
     this.#timer = setTimeout(this.#loop, waitMs);
     this.#armedForMs = now + waitMs;
+  };
+
+  /** The clock jumped: what the armed sleep waits for (by the real time) may be due now. */
+  readonly #clockMoved = (): void => {
+    if (!this.#running) return;
+    this.#disarm();
+    this.#timer = setImmediate(this.#loop);
+    this.#armedForMs = this.#clock.now();
   };
 
   #rearmIfEarlier(): void {

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { admit, admitArrow, validate } from './admission.ts';
 import type { TimerBatch } from './batch/timer-batch.ts';
 import { cancel, getTimer, lookup, payloadOf } from './cancel-lookup.ts';
+import { type ClockMove, moveClock, resumeClock } from './clock-moves.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
 import { deliveryInto, deliveryOf, nextDeliveryDueMs, nextDueMs, queueNameAt, takeDue } from './hand-out.ts';
 import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './limits.ts';
@@ -45,6 +46,7 @@ import {
   type Admitted,
   type CancelOutcome,
   type CheckpointReport,
+  type Clock,
   type DeadPage,
   type DeadTimer,
   type DiscardOutcome,
@@ -103,6 +105,7 @@ export class Engine {
     const openLog = options.openLog ?? localLog({ dir: join(options.dataDir, 'wal'), fs: options.fs, limits: options.walLimits, logger: options.logger });
     s.log = await openLog({ coveredSeq: s.checkpointSeq, replay: beginReplay(s), onPoisoned: options.onLogPoisoned });
     endReplay(s);
+    await resumeClock(s);
     return engine;
   }
 
@@ -111,6 +114,21 @@ export class Engine {
     await this.#s.spillWork;
     await this.#s.log.close();
     this.#s.store.close();
+  }
+
+  /** The clock timer time is read from (engine/clock.ts): the real time, or a manual clock. */
+  get clock(): Clock {
+    return this.#s.clock;
+  }
+
+  /** Moves a manual clock once its CLOCK record is durable (clock-moves.ts); resolves with the new position. */
+  moveClock(move: ClockMove): Promise<number> {
+    return moveClock(this.#s, move);
+  }
+
+  /** A manual clock's last logged position (undefined: none), also when this life runs on the real clock. */
+  get loggedClockMs(): number | undefined {
+    return this.#s.clockPositionMs;
   }
 
   /** The log: readiness (poisoned or fenced) and counters. */

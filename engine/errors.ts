@@ -22,6 +22,10 @@ export const errorCodes = {
   queueProtected: 'QUEUE_PROTECTED',
   unauthorized: 'UNAUTHORIZED',
   targetRefused: 'TARGET_REFUSED',
+  /** A manual clock asked to move to a time before its position: it never moves backwards. */
+  clockBackwards: 'CLOCK_BACKWARDS',
+  /** A manual clock asked to move past the latest time it can show, or moved on a service whose clock is the real one. */
+  clockInvalid: 'CLOCK_INVALID',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

@@ -16,6 +16,7 @@
 //   PROMOTE  watermark f64      (spilled timers due before it are resident from here on)
 //   CANCEL_SPILLED  expires-at f64 , reserved (8 B) , { spilled ref (24 B) }
 //            spilled ref = seq f64 , row u32 , reserved u32 , fire-at f64 (finds its spill bucket)
+//   CLOCK    position f64      (a manual clock's new position, epoch ms: engine/clock-moves.ts)
 import assert from 'node:assert/strict';
 import { deliveryLimits } from './limits.ts';
 
@@ -27,6 +28,7 @@ export const recordType = {
   promote: 5,
   cancelSpilled: 6,
   outcomeDetailed: 7,
+  clock: 10,
 } as const;
 
 /** What one delivery attempt came to. */
@@ -444,4 +446,20 @@ export function decodePromote(body: Uint8Array): number | undefined {
   if (body.length !== promoteBodyBytes) return undefined;
   const watermarkMs = new DataView(body.buffer, body.byteOffset, body.byteLength).getFloat64(0, true);
   return Number.isFinite(watermarkMs) ? watermarkMs : undefined;
+}
+
+export const clockBodyBytes = 8;
+
+/** The body of CLOCK: a manual clock's new position (whole epoch ms). */
+export function encodeClock(positionMs: number): Uint8Array {
+  const bytes = new Uint8Array(clockBodyBytes);
+  new DataView(bytes.buffer).setFloat64(0, positionMs, true);
+  return bytes;
+}
+
+/** The position a CLOCK body holds; undefined when it is malformed (not 8 bytes, or not whole epoch ms). */
+export function decodeClock(body: Uint8Array): number | undefined {
+  if (body.length !== clockBodyBytes) return undefined;
+  const positionMs = new DataView(body.buffer, body.byteOffset, body.byteLength).getFloat64(0, true);
+  return Number.isSafeInteger(positionMs) && positionMs >= 0 ? positionMs : undefined;
 }

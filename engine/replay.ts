@@ -1,6 +1,6 @@
 // Replay, on the main thread while open() runs: the log's records after the checkpoint, in
 // order, applied as the live engine applied them (ADD through key planning and insertBatch,
-// OUTCOME through applyOutcomes, CANCEL, CANCEL_SPILLED, PROMOTE, QUEUE), so that reopening
+// OUTCOME through applyOutcomes, CANCEL, CANCEL_SPILLED, PROMOTE, QUEUE, CLOCK), so that reopening
 // arrives at the same state. Each ADD first releases what had expired by the time its keys were
 // decided, so keys deduplicate exactly as they did live. The store is sized ahead from the
 // log's bytes-to-replay hint instead of doubling its way up.
@@ -8,6 +8,7 @@
 //   DurableLog opener ─► beginReplay(s).record(seq, type, body) ─► replayRecord ─► the parts' apply steps
 import { insertBatch } from './admission.ts';
 import { batchFromArrow } from './batch/arrow-codec.ts';
+import { replayedClockProblem } from './clock-moves.ts';
 import { decodeBatch } from './batch/batch-codec.ts';
 import type { TimerBatch } from './batch/timer-batch.ts';
 import { errorCodes, FermataError } from './errors.ts';
@@ -16,7 +17,7 @@ import type { LogReplay } from './log.ts';
 import { applyOutcomes } from './outcomes.ts';
 import { applyQueueChange } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
-import { addEncodingArrowStream, decodeAddBody, decodeCancelSpilled, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
+import { addEncodingArrowStream, decodeAddBody, decodeCancelSpilled, decodeClock, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
 import { promote } from './spill/promotion.ts';
 import { insertRunRow } from './spill/restore.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -189,6 +190,14 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     const queue = decodeQueueRecord(body);
     if (queue === undefined) throw badRecord(seq, 'malformed QUEUE record');
     applyQueueChange(s, queue);
+    return;
+  }
+  if (type === recordType.clock) {
+    const positionMs = decodeClock(body);
+    if (positionMs === undefined) throw badRecord(seq, 'malformed CLOCK record');
+    const problem = replayedClockProblem(s, positionMs);
+    if (problem !== undefined) throw badRecord(seq, problem);
+    s.clockPositionMs = positionMs;
     return;
   }
   throw badRecord(seq, `unknown record type ${type}`);

@@ -166,6 +166,10 @@ export class EngineState {
   outcomesApplied = 0;
   /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
   readonly cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
+  /** A manual clock's last logged position (CLOCK records, the manifest), whatever clock this life runs on; undefined: none logged (clock-moves.ts). */
+  clockPositionMs: number | undefined;
+  /** Clock moves run one at a time, each logged before the next reads the position. */
+  clockMoves: Promise<unknown> = Promise.resolve();
 
   constructor(options: EngineStateOptions) {
     this.clock = options.clock;

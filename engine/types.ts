@@ -11,6 +11,11 @@ import type { WalLogger } from './wal/wal.ts';
 /** Wall-clock time in epoch ms; injected so tests can move it (and make it jump). */
 export interface Clock {
   now(): number;
+  /**
+   * A clock that jumps (a manual clock, engine/clock.ts) calls `watcher` after each move, so a
+   * sleep armed by the real time is cut short; returns the unwatch. A running clock has none.
+   */
+  watch?(watcher: () => void): () => void;
 }
 
 export const systemClock: Clock = { now: () => Date.now() };

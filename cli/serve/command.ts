@@ -15,7 +15,7 @@ import { defaults, farHorizonDefaultText, farHorizonMinText, memoryBudgetMinText
 
 const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
                     [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]] [--flight HOST:PORT]
-                    [--http3 PORT]
+                    [--http3 PORT] [--clock real|manual]
 
 Runs the timer service: HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port, and with
 a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
@@ -45,12 +45,16 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
                           port over h2c; the TLS port advertises it (alt-svc). Without
                           --tls-cert/--tls-key a self-signed pair is made in DIR/http3 for local
                           use (env FERMATA_HTTP3_PORT)
+  --clock real|manual     the clock timers fire by (env FERMATA_CLOCK): "real" (default), or
+                          "manual", a test clock that stands still until POST /v1/clock moves
+                          it forward (GET /v1/clock reads it); every listener must be on
+                          loopback. It starts at the real time, after a restart where it stood
   -h, --help              this text
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
   "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT}, "flight": {"listen": HOST:PORT},
   "http3": {"port": PORT}, "readiness": {"disk_free_bytes_min": BYTES},
-  "memory_budget": "512MiB" (or a number of bytes), "far_horizon": D,
+  "memory_budget": "512MiB" (or a number of bytes), "far_horizon": D, "clock": "real" | "manual",
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
                "signing_secrets": ["whsec_…"], "ca_file": FILE}}; every key is optional.
 
@@ -124,6 +128,7 @@ function parseServeArgs(argv: readonly string[]) {
         'far-horizon': { type: 'string' },
         flight: { type: 'string' },
         http3: { type: 'string' },
+        clock: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,

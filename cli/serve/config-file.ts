@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
 import { messageOf, UsageError } from './errors.ts';
 
-const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight', 'http3'] as const;
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight', 'http3', 'clock'] as const;
 const flightConfigKeys = ['listen'] as const;
 const http3ConfigKeys = ['port'] as const;
 const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
@@ -21,6 +21,8 @@ export interface ServeConfig {
   dispatch?: unknown;
   memory_budget?: string | number;
   far_horizon?: string;
+  /** "real" or "manual", as given: cli/serve/settings.ts checks it with --clock's rules. */
+  clock?: string;
   flight?: { listen?: string };
   /** The port as given: cli/serve/settings.ts checks it with --http3's rules. */
   http3?: { port?: number };
@@ -79,6 +81,9 @@ export function readConfig(file: string): ServeConfig {
         break;
       case 'far_horizon':
         config.far_horizon = configString(entry, file, key);
+        break;
+      case 'clock':
+        config.clock = configString(entry, file, key);
         break;
       case 'readiness':
         config.readiness = {};

@@ -13,7 +13,8 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { FermataError } from '../../engine/errors.ts';
-import { Engine, systemClock } from '../../engine/engine.ts';
+import { ManualClock } from '../../engine/clock.ts';
+import { type Clock, Engine, systemClock } from '../../engine/engine.ts';
 import { readinessLimits, serviceLimits } from '../../engine/limits.ts';
 import { memoryBudget, residentSlotsFor } from '../../engine/memory-budget.ts';
 import { MemoryLoader } from '../../engine/spill/memory-loader.ts';
@@ -56,12 +57,16 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
   const disk = new DiskSpaceCheck({ dir: settings.dataDir, freeBytesMin: settings.diskFreeBytesMin, checkIntervalMs: readinessLimits.diskCheckIntervalMs });
   // Read before the engine opens: it sizes the store's slot limit.
   const budget = memoryBudget(settings.memoryBudgetBytes);
+  // One clock for every life: a manual one starts at the real time, and the engine's open puts
+  // it where the log says it stood (engine/clock-moves.ts).
+  const clock: Clock = settings.clock === 'manual' ? new ManualClock(Date.now()) : systemClock;
   let poisoned = Promise.withResolvers<FermataError>();
   const openEngine = (): Promise<Engine> => {
     const thisLife = Promise.withResolvers<FermataError>();
     poisoned = thisLife;
     return Engine.open({
       dataDir: settings.dataDir,
+      clock,
       // Slots as the budget allows (a past life with a larger one may have let in more: they
       // all come back, and the limit rises to them).
       store: { capacityMax: residentSlotsFor(budget.bytes) },
@@ -93,8 +98,11 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
     },
     'memory budget',
   );
+  const loggedClockMs = engine.loggedClockMs;
+  if (settings.clock === 'manual') logger.info({ clock: 'manual', nowMs: clock.now(), now: new Date(clock.now()).toISOString() }, 'a manual clock: timers fire when POST /v1/clock moves it');
+  else if (loggedClockMs !== undefined) logger.warn({ loggedClockMs }, 'the log holds a manual clock\'s position; this service runs on the real clock, and a later --clock manual start resumes there');
   const firstPorts: Ports = { listen: settings.listen, tls: settings.tls?.listen, flight: settings.flight };
-  let life = await startLife(settings, engine, firstPorts, disk, allowLoopback, logger).catch(portInUse);
+  let life = await startLife(settings, engine, clock, firstPorts, disk, allowLoopback, logger).catch(portInUse);
   if (typeof life === 'number') return life;
   if (life === undefined) return 1;
   const ports = portsOf(life, firstPorts);
@@ -141,7 +149,7 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
     const old = life;
     const draining = stopServing(old, logger);
     await portsReleased(old);
-    const started = await startLife(settings, next, ports, disk, allowLoopback, logger).catch(portInUse);
+    const started = await startLife(settings, next, clock, ports, disk, allowLoopback, logger).catch(portInUse);
     await draining;
     if (started === undefined || typeof started === 'number') {
       await caddy?.stop();
@@ -153,13 +161,13 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
 }
 
 /** Opens the engine, loader, dispatcher, HTTP and Flight on `ports`; undefined (all closed, the reason logged) when a port cannot be bound. */
-async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, disk: DiskSpaceCheck, allowLoopback: boolean, logger: Logger): Promise<Life | undefined> {
+async function startLife(settings: ServeSettings, engine: Engine, clock: Clock, ports: Ports, disk: DiskSpaceCheck, allowLoopback: boolean, logger: Logger): Promise<Life | undefined> {
   const wal = engine.log;
   logger.info({ ...wal.describe(), lastSeq: wal.lastSeq, resident: engine.stats().resident, pending: engine.stats().pending }, 'engine open');
   // Read again at each step: a container whose limit is lowered at run time spills at once.
   const loader = new MemoryLoader(engine, {
     budget: () => memoryBudget(settings.memoryBudgetBytes),
-    clock: systemClock,
+    clock,
     limits: { farHorizonMs: settings.farHorizonMs },
     logger: logger.child({ component: 'loader' }),
     returnMemory: memoryReturn(),
@@ -168,7 +176,9 @@ async function startLife(settings: ServeSettings, engine: Engine, ports: Ports, 
   loader.start();
   const dispatcher = new Dispatcher({
     engine,
-    clock: systemClock,
+    clock,
+    // A manual clock stands still: a timer taken ahead of it would be sent before its time by it.
+    ...(settings.clock === 'manual' ? { limits: { takeAheadMs: 0 } } : {}),
     logger: logger.child({ component: 'dispatch' }),
     allow: settings.dispatch.allow,
     allowLoopback,

@@ -4,8 +4,9 @@
 // one is a usage error (exit 2) naming where it came from, and a port anyone else can reach is
 // refused without bearer tokens unless --insecure.
 import { dirname, resolve } from 'node:path';
+import type { ClockMode } from '../../engine/clock.ts';
 import { memoryLimits, readinessLimits } from '../../engine/limits.ts';
-import { listenRefusal } from '../../ingest/http/listen/bearer-auth.ts';
+import { isLoopbackHost, listenRefusal } from '../../ingest/http/listen/bearer-auth.ts';
 import { checkCaddyInstalled, CaddyMissingError } from '../../ingest/http3/caddy-supervisor.ts';
 import type { TlsCredentials } from '../../ingest/http/listen/tls-listener.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from '../dispatch-config.ts';
@@ -54,6 +55,8 @@ export interface ServeSettings {
   readonly flight: ListenAddress | undefined;
   /** The HTTP/3 port and the certificate files Caddy loads, when --http3 is on. */
   readonly http3: { readonly port: number; readonly certFile: string; readonly keyFile: string } | undefined;
+  /** --clock: the real time, or a manual test clock (engine/clock.ts) that moves only when told. */
+  readonly clock: ClockMode;
 }
 
 /** The command line's options as given (cli/serve/command.ts parses them). */
@@ -69,6 +72,7 @@ export interface ServeFlags {
   readonly 'far-horizon'?: string | undefined;
   readonly flight?: string | undefined;
   readonly http3?: string | undefined;
+  readonly clock?: string | undefined;
 }
 
 /** A setting as chosen: its text, where it came from (for messages), and the directory a relative path in it is taken from. */
@@ -99,6 +103,9 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   if (data.value === '') throw new UsageError(`${data.source}: the data directory must not be empty`);
   const listen = pick('listen', 'FERMATA_LISTEN', 'listen', config.listen) ?? byDefault(defaults.listen);
   const listenAddress = parseListenAddress(listen.value, listen.source);
+  // A manual clock's refusals come before the tokens' ones: a token does not make it safe.
+  const clock = clockSetting(values.clock, env.FERMATA_CLOCK, config.clock, configFile);
+  refuseManualClockOff(clock, listenAddress, listen.source);
   const fromEnv = env.FERMATA_TOKENS;
   const tokens =
     fromEnv !== undefined && fromEnv !== ''
@@ -118,11 +125,13 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   }
   const tls = tlsSettings(certSetting, keySetting, pick('tls-listen', 'FERMATA_TLS_LISTEN', 'tls.listen', config.tls?.listen), listenAddress);
   if (tls !== undefined) {
+    refuseManualClockOff(clock, tls.listen, 'the TLS port (and HTTP/3, on its host)');
     const tlsRefusal = listenRefusal(tls.listen.host, tokens, insecure);
     if (tlsRefusal !== undefined) throw new UsageError(`the TLS port: ${tlsRefusal}`);
   }
   const flight = pick('flight', 'FERMATA_FLIGHT_LISTEN', 'flight.listen', config.flight?.listen);
   const flightAddress = flight === undefined ? undefined : parseListenAddress(flight.value, flight.source);
+  if (flightAddress !== undefined) refuseManualClockOff(clock, flightAddress, flight?.source ?? '--flight');
   const flightRefusal = flightAddress === undefined ? undefined : listenRefusal(flightAddress.host, tokens, insecure);
   if (flight !== undefined && flightRefusal !== undefined) throw new UsageError(`${flight.source}: ${flightRefusal}`);
   return {
@@ -139,7 +148,26 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
       http3Port === undefined || certSetting === undefined || keySetting === undefined
         ? undefined
         : { port: http3Port, certFile: resolve(certSetting.base, certSetting.value), keyFile: resolve(keySetting.base, keySetting.value) },
+    clock: clock.mode,
   };
+}
+
+/**
+ * A manual clock serves on loopback only: anyone who can reach it moves time for every timer.
+ * Every listener is checked (cleartext, TLS, HTTP/3 on the TLS port's host, Flight); a service
+ * sharing its timers with other nodes would be refused here too.
+ */
+function refuseManualClockOff(clock: { readonly mode: ClockMode; readonly source: string }, address: ListenAddress, source: string): void {
+  if (clock.mode !== 'manual' || isLoopbackHost(address.host)) return;
+  throw new UsageError(`${clock.source}: a manual clock serves on loopback only (whoever reaches it moves time for every timer), and ${source} is ${address.host}`);
+}
+
+/** --clock, else FERMATA_CLOCK, else the config file's "clock": "real" (the default) or "manual" (a test clock). */
+function clockSetting(flag: string | undefined, fromEnv: string | undefined, fromConfig: string | undefined, configFile: string | undefined): { readonly mode: ClockMode; readonly source: string } {
+  const [text, source] =
+    flag !== undefined ? [flag, '--clock'] : fromEnv !== undefined && fromEnv !== '' ? [fromEnv, 'FERMATA_CLOCK'] : fromConfig !== undefined ? [fromConfig, `config file ${configFile}, "clock"`] : ['real', 'the default'];
+  if (text !== 'real' && text !== 'manual') throw new UsageError(`${source}: "${text}" is not a clock: "real" (the default) or "manual" (a test clock moved by POST /v1/clock)`);
+  return { mode: text, source };
 }
 
 /**

@@ -171,6 +171,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     spilledRuns: spilledRuns.map((run) => ({ ...run.meta, validFromMs: run.validFromMs })),
     queues,
     tombstones: tombstonesKept,
+    ...(s.clockPositionMs === undefined ? {} : { clockPositionMs: s.clockPositionMs }),
   };
   await writeManifest(fs, dir, manifest);
   failpoint('checkpoint.manifest-installed');

@@ -37,6 +37,8 @@ export interface Manifest {
   readonly queues: readonly ManifestQueue[];
   /** Cancelled spilled timers; any order when writing, sorted by (seq, row) when read. */
   readonly tombstones: TombstoneColumns;
+  /** A manual clock's last logged position (engine/clock-moves.ts); absent when none was logged (and in manifests from before). */
+  readonly clockPositionMs?: number;
 }
 
 /** Fields that may be ±Infinity: JSON has no such number, so they are written as strings. */
@@ -64,6 +66,7 @@ export function encodeManifest(manifest: Manifest): Uint8Array {
     residentRun: manifest.residentRun,
     spilledRuns: manifest.spilledRuns,
     queues: manifest.queues,
+    ...(manifest.clockPositionMs === undefined ? {} : { clockPositionMs: manifest.clockPositionMs }),
   };
   const json = new TextEncoder().encode(JSON.stringify(document, jsonValue));
   const count = seqs.length;
@@ -141,6 +144,7 @@ export function decodeManifest(bytes: Uint8Array): Manifest {
     spilledRuns,
     queues: doc.queues as ManifestQueue[],
     tombstones: { seqs, rows, fireAtMs },
+    ...(doc.clockPositionMs === undefined ? {} : { clockPositionMs: doc.clockPositionMs as number }),
   };
 }
 
@@ -176,6 +180,8 @@ function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Arra
     if (meta.stamp > checkpointSeq) return `run ${meta.runId} is stamped ${meta.stamp}, after the checkpoint (${checkpointSeq})`;
     ids.add(meta.runId);
   }
+  const clockPositionMs = doc.clockPositionMs;
+  if (clockPositionMs !== undefined && (typeof clockPositionMs !== 'number' || !Number.isSafeInteger(clockPositionMs) || clockPositionMs < 0)) return 'bad clockPositionMs';
   if (!Array.isArray(doc.queues)) return 'queues is not a list';
   for (const queue of doc.queues as unknown[]) {
     if (typeof queue !== 'object' || queue === null || typeof (queue as Record<string, unknown>).name !== 'string' || !('config' in queue || 'paused' in queue)) return 'a queue lacks its name, or a config or pause';

@@ -20,6 +20,7 @@
 // 4. checkpoint: once the log has grown past checkpointWalBytes and past the resident timers'
 //    bytes (what a checkpoint rewrites), a checkpoint that keeps W, so the log's covered
 //    segments go and the tail admitted past W leaves memory.
+import { monotonicClock } from '../clock.ts';
 import type { Clock, Engine } from '../engine.ts';
 import { memoryLimits, type MemoryLimits } from '../limits.ts';
 import type { MemoryBudget } from '../memory-budget.ts';
@@ -33,6 +34,8 @@ export interface MemoryLoaderOptions {
   /** The budget, or how to read it: read again at each step, so a cgroup limit lowered at run time spills at once. */
   readonly budget: MemoryBudget | (() => MemoryBudget);
   readonly clock: Clock;
+  /** Times the idle trims (memory, not timers): real time by default, whatever `clock` does (a manual clock may stand still for hours). */
+  readonly trimClock?: Clock;
   readonly limits?: Partial<MemoryLimits>;
   readonly logger?: LoaderLogger;
   /**
@@ -67,11 +70,12 @@ export class MemoryLoader {
   readonly #readBudget: () => MemoryBudget;
   #budget: MemoryBudget;
   readonly #clock: Clock;
+  readonly #trimClock: Clock;
   readonly #limits: MemoryLimits;
   readonly #logger: LoaderLogger | undefined;
   readonly #returnMemory: ((thorough: boolean) => Readonly<Record<string, number>> | void) | undefined;
   readonly #trimMemory: (() => void) | undefined;
-  /** When memory was last handed back (clock ms): a trim on quiet steps waits idleTrimIntervalMs past it. */
+  /** When memory was last handed back (trimClock ms): a trim on quiet steps waits idleTrimIntervalMs past it. */
   #trimmedAtMs = -Infinity;
   #interval: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
@@ -87,6 +91,7 @@ export class MemoryLoader {
     this.#readBudget = typeof budget === 'function' ? budget : () => budget;
     this.#budget = this.#readBudget();
     this.#clock = options.clock;
+    this.#trimClock = options.trimClock ?? monotonicClock;
     this.#limits = { ...memoryLimits, ...options.limits };
     this.#logger = options.logger;
     this.#returnMemory = options.returnMemory;
@@ -153,9 +158,9 @@ export class MemoryLoader {
       step.checkpointed = true;
     }
     // 5. While quiet, what was freed since goes back to the kernel now and then.
-    if (this.#trimMemory !== undefined && this.#quietSteps >= this.#limits.farSpillQuietSteps && now - this.#trimmedAtMs >= this.#limits.idleTrimIntervalMs) {
+    if (this.#trimMemory !== undefined && this.#quietSteps >= this.#limits.farSpillQuietSteps && this.#trimClock.now() - this.#trimmedAtMs >= this.#limits.idleTrimIntervalMs) {
       this.#trimMemory();
-      this.#trimmedAtMs = now;
+      this.#trimmedAtMs = this.#trimClock.now();
       step.trimmed = true;
     }
     return step;
@@ -173,7 +178,7 @@ export class MemoryLoader {
     this.#logger?.info(details, farFuture ? 'far-future timers spilled to disk' : 'resident window spilled to disk');
     if (this.#returnMemory !== undefined && report.spilledRows >= this.#limits.collectAfterSpilledRows) {
       const figures = this.#returnMemory(farFuture) ?? {};
-      this.#trimmedAtMs = this.#clock.now();
+      this.#trimmedAtMs = this.#trimClock.now();
       this.#logger?.info({ spilled: report.spilledRows, ...roundedFigures(figures) }, 'collected the garbage of a spill and returned freed memory');
     }
     return { spilledTo: report.watermarkMs, spilled: report.spilledRows, checkpointed: true, ...(farFuture ? { farFuture } : {}) };

@@ -21,6 +21,7 @@ export async function restoreCheckpoint(s: EngineState, manifest: Manifest): Pro
   s.checkpointSeq = manifest.checkpointSeq;
   s.nextRunId = manifest.nextRunId;
   s.releasedExpiryMax = manifest.releasedExpiryMaxMs;
+  s.clockPositionMs = manifest.clockPositionMs;
   for (const queue of manifest.queues) {
     const decoded = decodeQueueRecord(new TextEncoder().encode(JSON.stringify(queue)));
     if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config or pause this version cannot read`, { queue: queue.name });

@@ -41,6 +41,8 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.queueInvalid]: 400,
   [errorCodes.queueNotEmpty]: 409,
   [errorCodes.queueProtected]: 409,
+  [errorCodes.clockBackwards]: 409,
+  [errorCodes.clockInvalid]: 400,
   // A literal target address the SSRF guard refuses, found when the timer is added.
   [errorCodes.targetRefused]: 400,
   [errorCodes.capacityFull]: 503,

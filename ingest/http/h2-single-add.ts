@@ -155,7 +155,7 @@ class SingleAddStream implements AdmitWaiter {
     this.#more = undefined;
     try {
       this.#value = this.#adds.parseJson(text);
-      const spec = specFromJsonTimer(this.#value, Date.now());
+      const spec = specFromJsonTimer(this.#value, this.#adds.engine.clock.now());
       this.#fireAtMs = spec.fireAtMs;
       this.#adds.coalescer.admitOneTo(spec, this);
     } catch (err) {

@@ -39,6 +39,7 @@ import { PeerGuard } from './listen/peer-guard.ts';
 import { mediaTypes } from './media-types.ts';
 import { RouteMethods } from './route-methods.ts';
 import type { TlsCredentials } from './listen/tls-listener.ts';
+import { clockRoutes } from './routes/clock.ts';
 import { deadRoutes } from './routes/dead.ts';
 import { healthRoutes } from './routes/health.ts';
 import { metricsRoutes } from './routes/metrics.ts';
@@ -116,6 +117,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
   void app.register(statsRoutes, { engine });
+  void app.register(clockRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });
   void app.register(openapiRoutes);
   return app;

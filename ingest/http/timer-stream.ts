@@ -81,8 +81,8 @@ class LineAdd implements Answer, AdmitWaiter {
   }
 }
 
-/** What a stream needs of the engine: the original of a known key (for its fire time). */
-export type StreamEngine = Pick<Engine, 'get'>;
+/** What a stream needs of the engine: the original of a known key (for its fire time), and the clock `delay_ms` counts from. */
+export type StreamEngine = Pick<Engine, 'get' | 'clock'>;
 /** What a stream needs of the coalescer. */
 export type LineAdmitter = Pick<AdmitCoalescer, 'admitOneTo'>;
 
@@ -221,7 +221,7 @@ export class TimerStream {
       } catch (err) {
         throw new FermataError(errorCodes.batchInvalid, `line ${line} is ${ndjsonLineProblem(text, err)}`, { field: '' });
       }
-      spec = specFromJsonTimer(value, Date.now());
+      spec = specFromJsonTimer(value, this.engine.clock.now());
     } catch (err) {
       this.#push({ text: this.errorLine(line, err), bytes: 0 });
       return;

@@ -243,7 +243,7 @@ test('while quiet, the loader hands free memory back to the kernel every idleTri
   const limits = { farSpillQuietRowsMax: 100, farSpillQuietSteps: 2, idleTrimIntervalMs: 10_000, farSpillBytesMin: 64 * 1024, collectAfterSpilledRows: 1000 };
   let trims = 0;
   let returns = 0;
-  const loader = new MemoryLoader(engine, { budget, clock, limits, trimMemory: () => void trims++, returnMemory: () => void returns++ });
+  const loader = new MemoryLoader(engine, { budget, clock, trimClock: clock, limits, trimMemory: () => void trims++, returnMemory: () => void returns++ });
   const timers = (count: number, firstMs: number): TimerSpec[] => Array.from({ length: count }, (_, i) => ({ fireAtMs: firstMs + i, target: 'https://a.example/hook', payload: 'x'.repeat(100) }));
   const steps = async (count: number): Promise<number> => {
     let trimmed = 0;

@@ -59,7 +59,7 @@ test('overdue timers after a restart are released at the configured rate, and on
   clock.set(t0 + 3_600_000); // an hour of downtime: all 1000 are overdue
   engine = await Engine.open({ dataDir, fs, clock });
   const port = recordingPort(clock);
-  const scheduler = new Scheduler(engine, port, clock, { releasePerSecondMax: 100, sliceTimersMax: 1000 });
+  const scheduler = new Scheduler(engine, port, clock, { releasePerSecondMax: 100, sliceTimersMax: 1000 }, clock);
   assert.equal(scheduler.tick(), 100, 'one second of tokens at most');
   assert.equal(scheduler.tick(), 0, 'no tokens left without time passing');
   clock.set(clock.now() + 500);

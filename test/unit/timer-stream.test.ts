@@ -8,6 +8,7 @@ import { setImmediate as turn } from 'node:timers/promises';
 import { test } from 'node:test';
 import type { AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
+import { systemClock } from '../../engine/engine.ts';
 import { streamLimits } from '../../ingest/http/route-limits.ts';
 import { TimerStream } from '../../ingest/http/timer-stream.ts';
 
@@ -25,7 +26,7 @@ class HeldAdmits {
   }
 }
 
-const engine = { get: () => undefined };
+const engine = { get: () => undefined, clock: systemClock };
 const line = (n: number): string => `${JSON.stringify({ fire_at: 1_900_000_000_000 + n, target: 'https://a.example/hook' })}\n`;
 
 function open(): { body: PassThrough; out: PassThrough; admits: HeldAdmits; ended: { value: boolean } } {

@@ -5,12 +5,14 @@
 // answers with the status it is listed under (error-map.ts), live answers match their schemas,
 // queue ranges match the engine. Why it is written and not generated from the route schemas:
 // docs/decisions/0010-openapi-hand-written.md. Built once when the module loads; any thread.
+import { manualClockMsMax } from '../../../engine/clock.ts';
 import { errorCodes } from '../../../engine/errors.ts';
 import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../../engine/limits.ts';
 import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
 import { deadListLimits, streamLimits } from '../route-limits.ts';
 import { sizeText, ref, jsonOf, queueNameSchema, queueFieldNames, lastErrorSchema, lastAttemptAtSchema, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
+import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
 
@@ -321,6 +323,47 @@ export const openApiDocument = {
         operationId: 'getStats',
         summary: 'Counts, from memory',
         responses: { '200': { description: 'The counts.', content: jsonOf(ref('schemas', 'Stats')) }, '401': ref('responses', 'Unauthorized') },
+      },
+    },
+    '/v1/clock': {
+      get: {
+        operationId: 'getClock',
+        summary: 'The test clock',
+        description: 'Where the manual test clock stands (`fermata serve --clock manual`). A service on the real clock answers 404 `ROUTE_NOT_FOUND`, as for a path no route serves.',
+        responses: {
+          '200': { description: 'The clock.', content: jsonOf(clockSchema) },
+          '401': ref('responses', 'Unauthorized'),
+          '404': errorResponse('ROUTE_NOT_FOUND: the service runs on the real clock.', [httpErrorCodes.routeNotFound]),
+        },
+      },
+      post: {
+        operationId: 'moveClock',
+        summary: 'Move the test clock forward',
+        description:
+          'Moves the manual test clock forward by `advance_ms`, or to `set`, once the move is durable; timers it makes due fire at once (their backoffs, retention and `delay_ms` all read this clock). Exactly one of the two. A service on the real clock answers 404 `ROUTE_NOT_FOUND`.',
+        requestBody: {
+          required: true,
+          content: jsonOf({
+            oneOf: [
+              { type: 'object', properties: { advance_ms: { type: 'integer', minimum: 1, maximum: clockAdvanceMsMax, description: 'ms to move forward (at most 10 years).' } }, required: ['advance_ms'], additionalProperties: false },
+              {
+                type: 'object',
+                properties: { set: { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', minimum: 1e12, maximum: manualClockMsMax }], description: 'The time to move to: RFC 3339 or epoch ms; not before where the clock stands.' } },
+                required: ['set'],
+                additionalProperties: false,
+              },
+            ],
+          }),
+        },
+        responses: {
+          '200': { description: 'The clock as the move left it.', content: jsonOf(clockSchema) },
+          '400': errorResponse('CLOCK_INVALID: neither or both of `advance_ms` and `set`, an unknown field, or a value out of range (naming the `field`). BODY_INVALID: malformed or empty JSON.', [errorCodes.clockInvalid, httpErrorCodes.bodyInvalid]),
+          '401': ref('responses', 'Unauthorized'),
+          '404': errorResponse('ROUTE_NOT_FOUND: the service runs on the real clock.', [httpErrorCodes.routeNotFound]),
+          '409': errorResponse('CLOCK_BACKWARDS: `set` is before where the clock stands (it never moves backwards).', [errorCodes.clockBackwards]),
+          '415': ref('responses', 'UnsupportedMediaType'),
+          ...logResponses,
+        },
       },
     },
     '/metrics': {

@@ -83,7 +83,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
     const mediaType = mediaTypeOf(request.headers['content-type']);
     if (mediaType === mediaTypes.json) {
-      const spec = specFromJsonTimer(request.body, Date.now());
+      const spec = specFromJsonTimer(request.body, engine.clock.now());
       let admitted: AdmittedOne;
       try {
         admitted = await coalescer.admitOne(spec);
@@ -99,7 +99,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
       let admitted: Admitted;
       let delayRows: DelayRows;
       if (mediaType === mediaTypes.ndjson) {
-        const { batch, lineOfRow, delayRows: delays } = batchFromNdjson(body, Date.now());
+        const { batch, lineOfRow, delayRows: delays } = batchFromNdjson(body, engine.clock.now());
         delayRows = delays;
         try {
           admitted = await engine.admit(batch);
