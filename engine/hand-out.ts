@@ -170,7 +170,7 @@ export function deliveryOf(s: EngineState, seq: number, row: number): TimerDeliv
   const store = s.store;
   return {
     target: store.targetOf(slot),
-    bytes: store.arena.view(store.bytesRefOf(slot), store.bytesLengthOf(slot)),
+    bytes: store.arena.view(store.bytesRefOf(slot), store.bytesLengthOf(slot) - store.callbacksLengthOf(slot)),
     payloadLength: store.payloadLengthOf(slot),
     headersLength: store.headersLengthOf(slot),
   };

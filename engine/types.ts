@@ -149,6 +149,10 @@ export interface TimerView {
   readonly lastAttemptAtMs: number | null;
   /** When it is tried again (epoch ms) while it is retrying; null otherwise. */
   readonly nextAttemptAtMs: number | null;
+  /** Where its outcome is POSTed once delivered (engine/callbacks.ts), or null. */
+  readonly callback: string | null;
+  /** Where its outcome is POSTed once dead, or null. */
+  readonly failureCallback: string | null;
 }
 
 /**

@@ -42,6 +42,11 @@ export interface RunRows {
   readonly headers: BytesColumn;
   /** The rows whose timer's last attempt failed; the others have no last error (null in the file). */
   readonly failures: RunFailures;
+  /**
+   * Each row's callbacks run (engine/store/callback-bytes.ts: both URLs, empty = none); the file
+   * holds them as the `callback` and `failure_callback` columns. Absent when no row has one.
+   */
+  readonly callbacks?: BytesColumn;
 }
 
 /** Why and when the last attempt of a few rows' timers failed, a row's entry at the same index of each. */

@@ -39,10 +39,11 @@
 //   fireAt f64 8 · dueAt f64 8 · logSeq f64 8 · row u32 4 · generation u32 4 · state u8 1
 //   attempts u16 2 · queueIndex u16 2 · targetIndex u32 4 · lastStatus u16 2
 //   bytesOffset u32 4 · bytesSlab u16 2 · payloadLength u32 4 · headersLength u16 2
-//   keyLength u16 2                                                         = 57 bytes a slot
+//   keyLength u16 2 · callbacksLength u16 2                                 = 59 bytes a slot
 //   + 4 bytes a slot for each index column other structures keep here (a timer heap: 2 once
 //     it is first pushed to)
-//   + payload, headers and key bytes in the arena (one joined string: one ref, three lengths)
+//   + payload, headers, key and callback bytes in the arena (one joined string: one ref, four
+//     lengths; the callbacks run holds both URLs, callback-bytes.ts)
 //   + 4 bytes per free slot (the free stack grows with releases, not with capacity)
 //   + per distinct target: its string, a Map entry and a u32 refcount (shared by its timers)
 //
@@ -58,6 +59,7 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
+import { keysWithCallbacks } from './callback-bytes.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 import { capacityTowards, type ColumnMaker, ColumnMemory, columnsBytes, doubledCapacity, widened } from './column-growth.ts';
 import { movedColumns, movedSlotNumbers, planShrink, shrinkCapacity } from './shrink.ts';
@@ -100,10 +102,12 @@ export interface TimerFields {
   readonly target: string;
   readonly payload: Uint8Array;
   readonly headers: Uint8Array;
+  /** Both callback URLs as one run (callback-bytes.ts's packCallbacks); empty: none. */
+  readonly callbacks?: Uint8Array;
 }
 
 /** The columns of a batch that allocateRows() reads. */
-export type BatchRows = Pick<TimerBatch, 'fireAtMs' | 'queueIndex' | 'targetIndex' | 'payload' | 'headers' | 'keys'>;
+export type BatchRows = Pick<TimerBatch, 'fireAtMs' | 'queueIndex' | 'targetIndex' | 'payload' | 'headers' | 'keys' | 'callback' | 'failureCallback'>;
 
 /** The store's sizes, and (tests) the tuning of the columns it makes ahead (memory/columns-ahead.ts). */
 export interface ResidentStoreOptions extends ColumnsAheadOptions {
@@ -176,6 +180,7 @@ export class ResidentStore {
   #payloadLength = new Uint32Array(0);
   #headersLength = new Uint16Array(0);
   #keyLength = new Uint16Array(0);
+  #callbacksLength = new Uint16Array(0);
   readonly #indexColumns: IndexColumn[] = [];
   /** The columns of the next growth, made ahead (prefaultColumnsFor). */
   readonly #columnsAhead: ColumnsAhead;
@@ -288,7 +293,7 @@ export class ResidentStore {
   /** Allocates a timer from one object; the hot path uses allocateRaw(). Returns -1 when full. */
   allocate(fields: TimerFields): number {
     const targetIndex = this.internTarget(fields.target);
-    const slot = this.allocateRaw(fields.fireAt, fields.logSeq, fields.row, fields.queueIndex, targetIndex, fields.payload, fields.headers, fields.key);
+    const slot = this.allocateRaw(fields.fireAt, fields.logSeq, fields.row, fields.queueIndex, targetIndex, fields.payload, fields.headers, fields.key, fields.callbacks);
     this.releaseTarget(targetIndex);
     return slot;
   }
@@ -307,6 +312,7 @@ export class ResidentStore {
     payload: Uint8Array,
     headers: Uint8Array,
     key: Uint8Array = noBytes,
+    callbacks: Uint8Array = noBytes,
   ): number {
     assert.ok(Number.isFinite(fireAt), 'fireAt must be a finite number of ms');
     assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
@@ -325,10 +331,14 @@ export class ResidentStore {
     this.#targetIndex[slot] = targetIndex;
     this.#lastStatus[slot] = 0;
     assert.ok(headers.length <= residentHeadersBytesMax && key.length <= residentKeyBytesMax, 'headers or key longer than its u16 length column');
-    this.#setBytesRef(slot, this.arena.addJoined(payload, headers, key));
+    assert.ok(callbacks.length <= 0xffff, 'callbacks run longer than its u16 length column');
+    // A timer with callbacks (rare) joins them after its key: one copy more, no arena change.
+    const keyAndCallbacks = callbacks.length === 0 ? key : Buffer.concat([key, callbacks]);
+    this.#setBytesRef(slot, this.arena.addJoined(payload, headers, keyAndCallbacks));
     this.#payloadLength[slot] = payload.length;
     this.#headersLength[slot] = headers.length;
     this.#keyLength[slot] = key.length;
+    this.#callbacksLength[slot] = callbacks.length;
     this.#targets.addRef(targetIndex);
     this.#count++;
     return slot;
@@ -371,6 +381,15 @@ export class ResidentStore {
     const payloadLength = this.#payloadLength;
     const headersLength = this.#headersLength;
     const keyLength = this.#keyLength;
+    const callbacksLength = this.#callbacksLength;
+    // A batch with callbacks copies each row's run after its key (callback-bytes.ts): the arena
+    // takes key and run as one part. Without, nothing is made.
+    let callbackRuns: Uint16Array | undefined;
+    let thirdColumn = keys;
+    if (batch.callback !== undefined && batch.failureCallback !== undefined) {
+      callbackRuns = new Uint16Array(fireAtMs.length);
+      thirdColumn = keysWithCallbacks(keys, batch.callback, batch.failureCallback, fireAtMs.length, callbackRuns);
+    }
     const targetRefs = this.#targets.refs;
     const freeSlots = this.#freeSlots;
     const payloadOffsets = payload.offsets;
@@ -404,10 +423,11 @@ export class ResidentStore {
       payloadLength[slot] = (payloadOffsets[row + 1] as number) - (payloadOffsets[row] as number);
       headersLength[slot] = (headersOffsets[row + 1] as number) - (headersOffsets[row] as number);
       keyLength[slot] = (keyOffsets[row + 1] as number) - (keyOffsets[row] as number);
+      callbacksLength[slot] = callbackRuns === undefined ? 0 : (callbackRuns[row] as number);
       targetRefs[target] = (targetRefs[target] as number) + 1;
       slotsOut[i] = slot;
     }
-    this.arena.addRows(payload, headers, keys, rows, count, slotsOut, this.#bytesSlab, this.#bytesOffset);
+    this.arena.addRows(payload, headers, thirdColumn, rows, count, slotsOut, this.#bytesSlab, this.#bytesOffset);
     this.#count += count;
   }
 
@@ -620,7 +640,18 @@ export class ResidentStore {
     return this.arena.view(at, this.#keyLength[slot] as number);
   }
 
-  /** Where the slot's payload, headers and key are in the arena, one after another. */
+  /** The slot's callbacks run (callback-bytes.ts; empty: no callbacks), a view into the arena. */
+  callbacksOf(slot: number): Uint8Array {
+    this.#assertLive(slot);
+    const at = this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + (this.#keyLength[slot] as number);
+    return this.arena.view(at, this.#callbacksLength[slot] as number);
+  }
+
+  callbacksLengthOf(slot: number): number {
+    return this.#callbacksLength[slot] as number;
+  }
+
+  /** Where the slot's payload, headers, key and callbacks are in the arena, one after another. */
   bytesRefOf(slot: number): number {
     return this.#bytesRefOf(slot);
   }
@@ -633,7 +664,7 @@ export class ResidentStore {
     return this.#headersLength[slot] as number;
   }
 
-  /** Bytes of the slot's payload, headers and key together (what it holds in the arena). */
+  /** Bytes of the slot's payload, headers, key and callbacks together (what it holds in the arena). */
   bytesLengthOf(slot: number): number {
     return this.#bytesLength(slot);
   }
@@ -692,7 +723,8 @@ export class ResidentStore {
       this.#bytesSlab.byteLength +
       this.#payloadLength.byteLength +
       this.#headersLength.byteLength +
-      this.#keyLength.byteLength;
+      this.#keyLength.byteLength +
+      this.#callbacksLength.byteLength;
     return columns + this.#freeSlots.byteLength + this.#targets.bytesUsed + this.arena.bytesReserved;
   }
 
@@ -729,7 +761,7 @@ export class ResidentStore {
   }
 
   #bytesLength(slot: number): number {
-    return (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + (this.#keyLength[slot] as number);
+    return (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + (this.#keyLength[slot] as number) + (this.#callbacksLength[slot] as number);
   }
 
   #assertLive(slot: number): void {
@@ -828,5 +860,6 @@ export class ResidentStore {
     this.#payloadLength = make(Uint32Array, this.#payloadLength);
     this.#headersLength = make(Uint16Array, this.#headersLength);
     this.#keyLength = make(Uint16Array, this.#keyLength);
+    this.#callbacksLength = make(Uint16Array, this.#callbacksLength);
   }
 }

@@ -34,6 +34,7 @@ export interface SnapshotSource {
   payloadLengthOf(slot: number): number;
   headersLengthOf(slot: number): number;
   keyLengthOf(slot: number): number;
+  callbacksLengthOf(slot: number): number;
 }
 
 export class StoreSnapshot {
@@ -94,6 +95,13 @@ export class StoreSnapshot {
     const slot = this.slots[i] as number;
     const source = this.#source;
     return this.#hold.view(source.bytesRefOf(slot) + source.payloadLengthOf(slot) + source.headersLengthOf(slot), source.keyLengthOf(slot));
+  }
+
+  /** Both callback URLs as one run (callback-bytes.ts; empty: none). */
+  callbacksOf(i: number): Uint8Array {
+    const slot = this.slots[i] as number;
+    const source = this.#source;
+    return this.#hold.view(source.bytesRefOf(slot) + source.payloadLengthOf(slot) + source.headersLengthOf(slot) + source.keyLengthOf(slot), source.callbacksLengthOf(slot));
   }
 
   /** Lets the arena reuse its space and the store its released slots again; nothing may be read afterwards. */

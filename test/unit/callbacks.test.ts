@@ -1,0 +1,173 @@
+// Callbacks (engine/callbacks.ts, docs/format/engine-records.md "ADD (1)" encoding 3 and
+// "OUTCOME_FOLLOWED (11)"): the fields in the batch codec (old encoding-2 bodies still decode),
+// the store and the timer view across a restart; the follow-up timer a final outcome makes, in
+// the same record, replayed the same; none for a retry, a cancel, or a follow-up's own outcome;
+// refusals naming the field.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { decodeBatch, encodeBatch } from '../../engine/batch/batch-codec.ts';
+import { batchFromSpecs, bytesAt, type TimerSpec } from '../../engine/batch/timer-batch.ts';
+import { type Clock, Engine } from '../../engine/engine.ts';
+import { type ErrorCode, isFermataError } from '../../engine/errors.ts';
+import { encodeTimerId } from '../../engine/ids.ts';
+import { decodeOutcomeFollowed, emptyOutcomes, encodeAddHeader, encodeOutcomeFollowed, outcomeKind, addEncodingColumns } from '../../engine/records.ts';
+import { outcomesFor } from '../helpers/outcomes.ts';
+import { SimFileSystem } from '../sim/sim-file-system.ts';
+
+const dataDir = '/data';
+const t0 = 1_796_220_000_000;
+const utf8 = new TextDecoder();
+
+function manualClock(start = t0): Clock & { set(ms: number): void } {
+  let now = start;
+  return { now: () => now, set: (ms) => (now = ms) };
+}
+
+const hex = (parts: readonly Uint8Array[]): string => Buffer.concat(parts).toString('hex');
+
+const timer = (extra: Partial<TimerSpec> = {}): TimerSpec => ({ fireAtMs: t0, target: 'https://a.example/hook', queue: 'q', ...extra });
+
+test('ADD encoding 3: the callback columns follow the keys; a batch without them stays encoding 2 byte for byte', () => {
+  const plain = batchFromSpecs([timer()]);
+  assert.equal(plain.callback, undefined, 'no callback columns when no row has one');
+  const plainBytes = Uint8Array.from(Buffer.concat(encodeBatch(plain)));
+  // Encoding 2 as written before callbacks existed: rows, targets, queues, fire_at, indexes, three empty-ish columns.
+  assert.equal(decodeBatch(plainBytes).callback, undefined);
+  const withCallbacks = batchFromSpecs([timer({ callback: 'https://cb.example/ok' }), timer({ failureCallback: 'https://cb.example/dead' })]);
+  const encoded = Uint8Array.from(Buffer.concat(encodeBatch(withCallbacks)));
+  assert.throws(() => decodeBatch(encoded), /bytes after the batch/, 'encoding 2 refuses the extra columns');
+  const decoded = decodeBatch(encoded, true);
+  assert.ok(decoded.callback !== undefined && decoded.failureCallback !== undefined);
+  assert.equal(utf8.decode(bytesAt(decoded.callback, 0)), 'https://cb.example/ok');
+  assert.equal(bytesAt(decoded.callback, 1).length, 0);
+  assert.equal(utf8.decode(bytesAt(decoded.failureCallback, 1)), 'https://cb.example/dead');
+  // The tail of the body: callback offsets [0, 21, 21] and bytes, failure offsets [0, 0, 23] and bytes.
+  const tail = Buffer.concat([
+    Buffer.from('00000000' + '15000000' + '15000000', 'hex'),
+    Buffer.from('https://cb.example/ok'),
+    Buffer.from('00000000' + '00000000' + '17000000', 'hex'),
+    Buffer.from('https://cb.example/dead'),
+  ]);
+  assert.equal(Buffer.from(encoded.subarray(encoded.length - tail.length)).toString('hex'), tail.toString('hex'));
+});
+
+test('OUTCOME_FOLLOWED: outcome bytes, reserved, the OUTCOME_DETAILED body, then the ADD body; malformed ones refused', () => {
+  const outcomes = emptyOutcomes(1);
+  outcomes.count = 1;
+  outcomes.seqs[0] = 7;
+  outcomes.rows[0] = 0;
+  outcomes.kinds[0] = outcomeKind.delivered;
+  outcomes.statuses[0] = 200;
+  outcomes.attempts[0] = 1;
+  outcomes.retryAtMs[0] = 1_800_086_400_000;
+  const add = [encodeAddHeader(addEncodingColumns, 1, t0, t0), ...encodeBatch(batchFromSpecs([timer({ key: 'callback:x' })]))];
+  const body = Buffer.concat(encodeOutcomeFollowed(outcomes, add));
+  // 8 (entries, texts) + 32 (the entry) + 16 (its detail): 56 = 0x38 bytes of outcomes.
+  assert.equal(body.subarray(0, 8).toString('hex'), '3800000000000000');
+  assert.equal(body.subarray(8, 16).toString('hex'), '0100000000000000', 'one entry, no texts');
+  assert.equal(body.subarray(8 + 56).toString('hex'), hex(add));
+  const decoded = decodeOutcomeFollowed(body);
+  assert.equal(decoded?.outcomes.count, 1);
+  assert.equal(Buffer.from(decoded?.add ?? []).toString('hex'), hex(add));
+  assert.equal(decodeOutcomeFollowed(body.subarray(0, 7)), undefined, 'shorter than its header');
+  const reserved = Buffer.from(body);
+  reserved[4] = 1;
+  assert.equal(decodeOutcomeFollowed(reserved), undefined, 'reserved not 0');
+  const long = Buffer.from(body);
+  long.writeUInt32LE(body.length, 0);
+  assert.equal(decodeOutcomeFollowed(long), undefined, 'outcomes past the body');
+});
+
+test('callbacks are in the timer view, and stay there across a restart (the ADD record and the store)', async () => {
+  const clock = manualClock();
+  const fs = new SimFileSystem({ seed: 41 });
+  let engine = await Engine.open({ dataDir, fs, clock });
+  const admitted = await engine.admit(
+    batchFromSpecs([timer({ callback: 'https://cb.example/ok', key: 'k1' }), timer({ failureCallback: 'https://cb.example/dead' }), timer()]),
+  );
+  const expect = (): void => {
+    assert.deepEqual([engine.get(admitted.idOf(0))?.callback, engine.get(admitted.idOf(0))?.failureCallback, engine.get(admitted.idOf(0))?.key], ['https://cb.example/ok', null, 'k1']);
+    assert.deepEqual([engine.get(admitted.idOf(1))?.callback, engine.get(admitted.idOf(1))?.failureCallback], [null, 'https://cb.example/dead']);
+    assert.deepEqual([engine.get(admitted.idOf(2))?.callback, engine.get(admitted.idOf(2))?.failureCallback], [null, null]);
+  };
+  expect();
+  await engine.close();
+  engine = await Engine.open({ dataDir, fs, clock });
+  expect();
+  await engine.close();
+});
+
+test('bad callback URLs and callbacks on arrow and pull queues are refused naming the field', async () => {
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 43 }), clock: manualClock() });
+  const refused = async (spec: TimerSpec, field: string, code = 'BATCH_INVALID'): Promise<void> => {
+    await assert.rejects(engine.admit(batchFromSpecs([spec])), (err: unknown) => isFermataError(err, code as ErrorCode) && (err as { details?: { column?: string } }).details?.column === field);
+  };
+  await refused(timer({ callback: 'ftp://cb.example/x' }), 'callback');
+  await refused(timer({ failureCallback: 'not a url' }), 'failure_callback');
+  await refused(timer({ callback: 'https://user:pw@cb.example/x' }), 'callback');
+  await engine.setQueue('batched', { delivery: 'arrow', sink: 'https://sink.example/in' });
+  await engine.setQueue('pulled', { delivery: 'pull' });
+  await refused(timer({ queue: 'batched', callback: 'https://cb.example/ok' }), 'callback');
+  await refused(timer({ queue: 'pulled', failureCallback: 'https://cb.example/dead' }), 'failure_callback');
+  await engine.close();
+});
+
+test('a delivered timer makes its callback and a dead one its failure callback, in the outcome record; replay makes them the same', async () => {
+  const clock = manualClock();
+  const fs = new SimFileSystem({ seed: 47 });
+  let engine = await Engine.open({ dataDir, fs, clock });
+  const admitted = await engine.admit(
+    batchFromSpecs([
+      timer({ callback: 'https://cb.example/ok', failureCallback: 'https://cb.example/dead' }),
+      timer({ callback: 'https://cb.example/ok', failureCallback: 'https://cb.example/dead' }),
+      timer({ failureCallback: 'https://cb.example/dead' }), // delivered: no callback to make
+      timer({ callback: 'https://cb.example/ok' }), // cancelled: none
+    ]),
+  );
+  assert.equal(await engine.cancel(admitted.idOf(3)), 'cancelled');
+  const slice = engine.takeDue(t0, 10);
+  assert.equal(slice.count, 3);
+  const outcomes = outcomesFor(slice, outcomeKind.delivered);
+  outcomes.kinds[1] = outcomeKind.dead;
+  outcomes.statuses[1] = 410;
+  outcomes.attempts.fill(1);
+  clock.set(t0 + 5);
+  await engine.settle(outcomes, [new TextEncoder().encode('thanks'), undefined, undefined]);
+  const followUps = engine.takeDue(t0 + 5, 10);
+  assert.equal(followUps.count, 2, 'one callback, one failure callback');
+  const targets = [0, 1].map((i) => engine.deliveryOf(followUps.seqs[i] as number, followUps.rows[i] as number)?.target);
+  assert.deepEqual(targets.sort(), ['https://cb.example/dead', 'https://cb.example/ok']);
+  for (let i = 0; i < 2; i++) {
+    const view = engine.get(encodeTimerId(followUps.seqs[i] as number, followUps.rows[i] as number, followUps.fireAtMs[i] as number));
+    assert.ok(view?.key?.startsWith('callback:') === true, 'keyed by the original id');
+    assert.deepEqual([view?.callback, view?.failureCallback, view?.queue], [null, null, 'q'], 'no callback of its own, same queue');
+  }
+  const summaries = [0, 1].map((i) => {
+    const delivery = engine.deliveryOf(followUps.seqs[i] as number, followUps.rows[i] as number);
+    assert.ok(delivery !== undefined);
+    return { target: delivery.target, body: JSON.parse(utf8.decode(delivery.bytes.subarray(0, delivery.payloadLength))) as Record<string, unknown>, headers: JSON.parse(utf8.decode(delivery.bytes.subarray(delivery.payloadLength, delivery.payloadLength + delivery.headersLength))) as Record<string, string> };
+  });
+  const ok = summaries.find((s) => s.target.endsWith('/ok'));
+  const dead = summaries.find((s) => s.target.endsWith('/dead'));
+  assert.deepEqual(ok?.body, { id: admitted.idOf(0), state: 'delivered', attempts: 1, status: 200, error: null, response_base64: Buffer.from('thanks').toString('base64'), fire_at: new Date(t0).toISOString(), delivered_at: new Date(t0 + 5).toISOString() });
+  assert.deepEqual(dead?.body, { id: admitted.idOf(1), state: 'dead', attempts: 1, status: 410, error: null, response_base64: null, fire_at: new Date(t0).toISOString(), delivered_at: null });
+  assert.equal(ok?.headers['fermata-callback-for'], admitted.idOf(0));
+  // The follow-ups' ids and keys, then the same after a restart (replay of the one record).
+  const followUpIds = [0, 1].map((i) => ({ seq: followUps.seqs[i] as number, row: followUps.rows[i] as number }));
+  await engine.close();
+  engine = await Engine.open({ dataDir, fs, clock });
+  assert.equal(engine.get(admitted.idOf(0))?.state, 'delivered');
+  assert.equal(engine.get(admitted.idOf(1))?.state, 'dead');
+  const again = engine.takeDue(t0 + 5, 10);
+  assert.deepEqual(
+    Array.from({ length: again.count }, (_, i) => ({ seq: again.seqs[i] as number, row: again.rows[i] as number })),
+    followUpIds,
+    'replay made the same follow-ups under the same ids',
+  );
+  // A follow-up's own outcome (dead here) makes no further callback.
+  const deadAgain = outcomesFor(again, outcomeKind.dead, 0, 500);
+  deadAgain.attempts.fill(1);
+  await engine.settle(deadAgain);
+  assert.equal(engine.takeDue(t0 + 10_000, 10).count, 0, 'no callback of a callback');
+  await engine.close();
+});
