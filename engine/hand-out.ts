@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import type { EngineState } from './state.ts';
 import { timerState } from './store/resident-store.ts';
 import type { DueSlice, QueueRoom, TakeAhead, TimerDelivery, TimerDeliveryRef } from './types.ts';
+import { callbackResponseBytesMax } from './callbacks.ts';
 
 const noBytes = new Uint8Array(0);
 
@@ -194,5 +195,6 @@ export function deliveryInto(s: EngineState, seq: number, row: number, into: Tim
   into.payloadLength = store.payloadLengthOf(slot);
   into.headersLength = store.headersLengthOf(slot);
   into.keyLength = store.keyLengthOf(slot);
+  into.responseBytesMax = store.callbacksLengthOf(slot) === 0 ? 0 : callbackResponseBytesMax;
   return true;
 }

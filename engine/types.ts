@@ -60,6 +60,8 @@ export interface TimerDeliveryRef {
   payloadLength: number;
   headersLength: number;
   keyLength: number;
+  /** Bytes of the target's answer to keep for the timer's callback (engine/callbacks.ts); 0: it has none. */
+  responseBytesMax: number;
 }
 
 /** A resident timer's delivery bytes (Engine.deliveryOf). */
