@@ -51,6 +51,67 @@ test('ADD encoding 3: the callback columns follow the keys; a batch without them
   assert.equal(Buffer.from(encoded.subarray(encoded.length - tail.length)).toString('hex'), tail.toString('hex'));
 });
 
+// The worked example of docs/format/engine-records.md, "OUTCOME_FOLLOWED (11)": the fixed parts
+// in hex, the summary, headers and key as the text they are.
+const followedId = '000000000w000001mcc5rk0r';
+const followedSummary = `{"id":"${followedId}","state":"delivered","attempts":1,"status":200,"error":null,"response_base64":"b2s=","fire_at":"2027-01-15T07:59:59.000Z","delivered_at":"2027-01-15T08:00:00.000Z"}`;
+const followedHeaders = `{"content-type":"application/json","fermata-callback-for":"${followedId}"}`;
+const followedGolden = Buffer.concat([
+  Buffer.from(
+    `38 00 00 00 00 00 00 00  01 00 00 00 00 00 00 00
+     00 00 00 00 00 00 1c 40  00 00 00 00 01 00 c8 00  01 00 00 00 00 00 00 00  00 00 c0 2a d8 31 7a 42
+     00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00
+     01 02 00 00 01 00 00 00  00 00 00 c5 85 31 7a 42  00 00 00 c5 85 31 7a 42
+     01 00 00 00  01 00 00 00 14 00 00 00`.replace(/\s+/g, ''),
+    'hex',
+  ),
+  Buffer.from('https://r.example/cb'),
+  Buffer.from('01000000 07000000'.replace(/\s+/g, ''), 'hex'),
+  Buffer.from('default'),
+  Buffer.from('000000c585317a42 00000000 00000000 00000000 c4000000'.replace(/\s+/g, ''), 'hex'),
+  Buffer.from(followedSummary),
+  Buffer.from('00000000 55000000'.replace(/\s+/g, ''), 'hex'),
+  Buffer.from(followedHeaders),
+  Buffer.from('00000000 21000000'.replace(/\s+/g, ''), 'hex'),
+  Buffer.from(`callback:${followedId}`),
+]);
+
+test('OUTCOME_FOLLOWED: the worked example is written byte for byte, and an engine makes this follow-up from this outcome', async () => {
+  const outcomes = emptyOutcomes(1);
+  outcomes.count = 1;
+  outcomes.seqs[0] = 7;
+  outcomes.kinds[0] = outcomeKind.delivered;
+  outcomes.statuses[0] = 200;
+  outcomes.attempts[0] = 1;
+  outcomes.retryAtMs[0] = 1_800_086_400_000;
+  assert.equal(encodeTimerId(7, 0, 1_799_999_999_000), followedId);
+  const settledAt = 1_800_000_000_000;
+  const followUp = batchFromSpecs([{ fireAtMs: settledAt, target: 'https://r.example/cb', payload: followedSummary, headers: { 'content-type': 'application/json', 'fermata-callback-for': followedId }, key: `callback:${followedId}`, queue: 'default' }]);
+  const body = Buffer.concat(encodeOutcomeFollowed(outcomes, [encodeAddHeader(addEncodingColumns, 1, settledAt, settledAt), ...encodeBatch(followUp)]));
+  assert.equal(body.length, 489);
+  assert.equal(body.toString('hex'), followedGolden.toString('hex'));
+  const decoded = decodeOutcomeFollowed(Uint8Array.from(followedGolden));
+  assert.deepEqual([decoded?.outcomes.count, decoded?.outcomes.kinds[0], decoded?.outcomes.statuses[0]], [1, outcomeKind.delivered, 200]);
+
+  // The engine, given that timer and that outcome, logs this record: the same follow-up, byte for byte.
+  const clock = manualClock(1_799_999_999_000 - 1000);
+  const fs = new SimFileSystem({ seed: 53 });
+  const engine = await Engine.open({ dataDir, fs, clock });
+  for (let seq = engine.log.lastSeq; seq < 6; seq = engine.log.lastSeq) await engine.setQueue('filler', { max_attempts: 1 + seq });
+  const admitted = await engine.admit(batchFromSpecs([{ fireAtMs: 1_799_999_999_000, target: 'https://a.example/hook', callback: 'https://r.example/cb' }]));
+  assert.equal(admitted.idOf(0), followedId);
+  clock.set(1_799_999_999_000);
+  const slice = engine.takeDue(1_799_999_999_000, 1);
+  clock.set(settledAt);
+  const delivered = outcomesFor(slice, outcomeKind.delivered);
+  delivered.attempts[0] = 1;
+  await engine.settle(delivered, [new TextEncoder().encode('ok')]);
+  const follow = engine.takeDue(settledAt, 1);
+  const delivery = engine.deliveryOf(follow.seqs[0] as number, follow.rows[0] as number);
+  assert.equal(utf8.decode(delivery?.bytes.subarray(0, delivery.payloadLength)), followedSummary);
+  await engine.close();
+});
+
 test('OUTCOME_FOLLOWED: outcome bytes, reserved, the OUTCOME_DETAILED body, then the ADD body; malformed ones refused', () => {
   const outcomes = emptyOutcomes(1);
   outcomes.count = 1;
