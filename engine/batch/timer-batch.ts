@@ -141,7 +141,7 @@ export function batchFromSpecs(specs: readonly TimerSpec[]): TimerBatch {
     // maps and the copies into joined values a batch of many needs.
     const fireAtMs = new Float64Array(1);
     fireAtMs[0] = only.fireAtMs;
-    return {
+    const batch: { -readonly [K in keyof TimerBatch]: TimerBatch[K] } = {
       rows: 1,
       fireAtMs,
       targets: [only.target],
@@ -151,10 +151,13 @@ export function batchFromSpecs(specs: readonly TimerSpec[]): TimerBatch {
       payload: oneRowBytes(only.payload),
       headers: oneRowBytes(only.headers === undefined ? undefined : JSON.stringify(only.headers)),
       keys: oneRowBytes(only.key),
-      ...(only.callback === undefined && only.failureCallback === undefined
-        ? {}
-        : { callback: oneRowBytes(only.callback), failureCallback: oneRowBytes(only.failureCallback) }),
     };
+    // Set only when given: a timer without callbacks makes nothing for them.
+    if (only.callback !== undefined || only.failureCallback !== undefined) {
+      batch.callback = oneRowBytes(only.callback);
+      batch.failureCallback = oneRowBytes(only.failureCallback);
+    }
+    return batch;
   }
   const targets = dictionary(specs.map((spec) => spec.target));
   const queues = dictionary(specs.map((spec) => spec.queue ?? defaultQueue));

@@ -172,7 +172,7 @@ export function validateBatch(batch: TimerBatch, limits: TimerLimits, nowMs: num
   if (batch.rows > limits.rowsPerBatchMax) throw refuse(`a batch holds at most ${limits.rowsPerBatchMax} timers, this one ${batch.rows}`, 'fire_at');
   checkTargets(batch, limits);
   checkQueues(batch, limits);
-  checkCallbacks(batch, limits);
+  if (batch.callback !== undefined || batch.failureCallback !== undefined) checkCallbacks(batch, limits);
   const latest = nowMs + limits.horizonMsMax;
   const keyBytesMax = Math.min(limits.keyBytesMax, residentKeyBytesMax);
   for (let row = 0; row < batch.rows; row++) {

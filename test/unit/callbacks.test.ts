@@ -2,7 +2,8 @@
 // "OUTCOME_FOLLOWED (11)"): the fields in the batch codec (old encoding-2 bodies still decode),
 // the store and the timer view across a restart; the follow-up timer a final outcome makes, in
 // the same record, replayed the same; none for a retry, a cancel, or a follow-up's own outcome;
-// refusals naming the field.
+// refusals naming the field; and power loss at any point of settling keeps a final outcome and
+// its follow-up together.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { decodeBatch, encodeBatch } from '../../engine/batch/batch-codec.ts';
@@ -12,6 +13,7 @@ import { type ErrorCode, isFermataError } from '../../engine/errors.ts';
 import { encodeTimerId } from '../../engine/ids.ts';
 import { decodeOutcomeFollowed, emptyOutcomes, encodeAddHeader, encodeOutcomeFollowed, outcomeKind, addEncodingColumns } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
+import { Prng } from '../helpers/prng.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
@@ -231,4 +233,65 @@ test('a delivered timer makes its callback and a dead one its failure callback, 
   await engine.settle(deadAgain);
   assert.equal(engine.takeDue(t0 + 10_000, 10).count, 0, 'no callback of a callback');
   await engine.close();
+});
+
+test('power loss during outcomes with callbacks: a timer is final after recovery exactly when its follow-up is there, and acknowledged ones are both', { timeout: 300_000 }, async () => {
+  for (let seed = 1; seed <= 150; seed++) {
+    const prng = new Prng(seed);
+    const fs = new SimFileSystem({ seed });
+    const clock = manualClock();
+    const setup = await Engine.open({ dataDir, fs, clock });
+    const admitted = await setup.admit(
+      batchFromSpecs(Array.from({ length: 12 }, (_, i) => timer({ fireAtMs: t0 + i, callback: 'https://cb.example/ok', failureCallback: 'https://cb.example/dead' }))),
+    );
+    await setup.close();
+    let image: SimFileSystem | undefined;
+    const crashAt = fs.opCount + 4 + prng.below(40);
+    fs.setFault(() => {
+      if (image === undefined && fs.opCount >= crashAt) image = fs.powerLoss();
+      return undefined;
+    });
+    const settled = new Map<string, string>();
+    try {
+      const engine = await Engine.open({ dataDir, fs, clock });
+      const work: Array<Promise<void>> = [];
+      for (let round = 0; round < 4; round++) {
+        const slice = engine.takeDue(t0 + 100, 3);
+        const outcomes = outcomesFor(slice, outcomeKind.delivered, t0 + 10_000);
+        const expected: Array<[string, string]> = [];
+        for (let i = 0; i < slice.count; i++) {
+          const kind = [outcomeKind.delivered, outcomeKind.retry, outcomeKind.dead][prng.below(3)] as number;
+          outcomes.kinds[i] = kind;
+          outcomes.attempts[i] = 1;
+          expected.push([admitted.idOf(slice.rows[i] as number), kind === outcomeKind.delivered ? 'delivered' : kind === outcomeKind.retry ? 'retrying' : 'dead']);
+        }
+        work.push(engine.settle(outcomes).then(() => void expected.forEach(([id, state]) => settled.set(id, state))));
+      }
+      await Promise.allSettled(work);
+      await engine.close().catch(() => undefined);
+    } catch {
+      // The crash can come during open itself.
+    }
+    const recovered = await Engine.open({ dataDir, fs: image ?? fs.powerLoss(), clock });
+    for (const [id, state] of settled) assert.equal(recovered.get(id)?.state, state, `seed ${seed}: acknowledged outcome of ${id} lost`);
+    // Every follow-up there is, by the id it reports on: one each, and its state.
+    const reported = new Map<string, string>();
+    const due = recovered.takeDue(t0 + 1_000_000, 1000);
+    for (let i = 0; i < due.count; i++) {
+      if (due.seqs[i] === admitted.seq) continue;
+      const delivery = recovered.deliveryOf(due.seqs[i] as number, due.rows[i] as number);
+      assert.ok(delivery !== undefined);
+      const summary = JSON.parse(utf8.decode(delivery.bytes.subarray(0, delivery.payloadLength))) as { id: string; state: string };
+      assert.ok(!reported.has(summary.id), `seed ${seed}: two follow-ups for ${summary.id}`);
+      assert.equal(delivery.target, summary.state === 'delivered' ? 'https://cb.example/ok' : 'https://cb.example/dead');
+      reported.set(summary.id, summary.state);
+    }
+    for (let row = 0; row < 12; row++) {
+      const id = admitted.idOf(row);
+      const state = recovered.get(id)?.state;
+      const final = state === 'delivered' || state === 'dead';
+      assert.equal(reported.get(id), final ? state : undefined, `seed ${seed}: timer ${row} is ${state}, its follow-up ${reported.get(id)}`);
+    }
+    await recovered.close();
+  }
 });
