@@ -6,6 +6,7 @@
 // its follow-up together.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { type Table, tableFromArrays, tableToIPC, Utf8, vectorFromArray } from 'apache-arrow';
 import { decodeBatch, encodeBatch } from '../../engine/batch/batch-codec.ts';
 import { batchFromSpecs, bytesAt, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
@@ -14,6 +15,7 @@ import { encodeTimerId } from '../../engine/ids.ts';
 import { decodeOutcomeFollowed, emptyOutcomes, encodeAddHeader, encodeOutcomeFollowed, outcomeKind, addEncodingColumns } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { Prng } from '../helpers/prng.ts';
+import { batchFromNdjson } from '../../ingest/http/body/json-batch.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
@@ -294,4 +296,46 @@ test('power loss during outcomes with callbacks: a timer is final after recovery
     }
     await recovered.close();
   }
+});
+
+test('NDJSON and Arrow batches carry callbacks (Arrow as nullable Utf8 columns), kept across a restart; a batch without them has no callback columns', async () => {
+  const ndjson = batchFromNdjson(
+    new TextEncoder().encode(
+      [
+        JSON.stringify({ fire_at: t0, target: 'https://a.example/1', callback: 'https://cb.example/1' }),
+        JSON.stringify({ fire_at: t0, target: 'https://a.example/2' }),
+        JSON.stringify({ fire_at: t0, target: 'https://a.example/3', failure_callback: 'https://cb.example/3' }),
+      ].join('\n'),
+    ),
+    t0,
+  ).batch;
+  assert.deepEqual([0, 1, 2].map((row) => utf8.decode(bytesAt(ndjson.callback ?? ndjson.keys, row))), ['https://cb.example/1', '', '']);
+  assert.deepEqual([0, 1, 2].map((row) => utf8.decode(bytesAt(ndjson.failureCallback ?? ndjson.keys, row))), ['', '', 'https://cb.example/3']);
+  assert.equal(batchFromNdjson(new TextEncoder().encode(JSON.stringify({ fire_at: t0, target: 'https://a.example/1' })), t0).batch.callback, undefined);
+  assert.throws(() => batchFromNdjson(new TextEncoder().encode(JSON.stringify({ fire_at: t0, target: 'https://a.example/1', callback: '' })), t0), /callback must not be empty/);
+
+  const ipc = tableToIPC(
+    tableFromArrays({
+      fire_at: BigInt64Array.of(BigInt(t0), BigInt(t0)),
+      target: vectorFromArray(['https://a.example/1', 'https://a.example/2'], new Utf8()),
+      callback: vectorFromArray(['https://cb.example/arrow', null], new Utf8()),
+      failure_callback: vectorFromArray([null, 'https://cb.example/arrow-dead'], new Utf8()),
+    } as never) as unknown as Table,
+    'stream',
+  );
+  const clock = manualClock();
+  const fs = new SimFileSystem({ seed: 59 });
+  let engine = await Engine.open({ dataDir, fs, clock });
+  const admitted = await engine.admitArrow(ipc);
+  const ndjsonAdmitted = await engine.admit(ndjson);
+  const expect = (): void => {
+    assert.deepEqual([engine.get(admitted.idOf(0))?.callback, engine.get(admitted.idOf(0))?.failureCallback], ['https://cb.example/arrow', null]);
+    assert.deepEqual([engine.get(admitted.idOf(1))?.callback, engine.get(admitted.idOf(1))?.failureCallback], [null, 'https://cb.example/arrow-dead']);
+    assert.deepEqual([engine.get(ndjsonAdmitted.idOf(2))?.callback, engine.get(ndjsonAdmitted.idOf(2))?.failureCallback], [null, 'https://cb.example/3']);
+  };
+  expect();
+  await engine.close();
+  engine = await Engine.open({ dataDir, fs, clock });
+  expect();
+  await engine.close();
 });
