@@ -104,7 +104,8 @@ export function followUpsOf(s: EngineState, outcomes: Outcomes, slots: Int32Arra
       state: kind === outcomeKind.delivered ? 'delivered' : 'dead',
       attempts: outcomes.attempts[i] as number,
       status: status === 0 ? null : status,
-      error: error > 0 ? (outcomes.errorTexts[error - 1] as string) : null,
+      // Why, beside a status that did not come back; an answered status says it itself.
+      error: status === 0 && error > 0 ? (outcomes.errorTexts[error - 1] as string) : null,
       response_base64: response === undefined ? null : Buffer.from(response.buffer, response.byteOffset, response.byteLength).toString('base64'),
       fire_at: new Date(store.fireAt[slot] as number).toISOString(),
       delivered_at: kind === outcomeKind.delivered ? new Date(nowMs).toISOString() : null,

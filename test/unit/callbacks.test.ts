@@ -339,3 +339,27 @@ test('NDJSON and Arrow batches carry callbacks (Arrow as nullable Utf8 columns),
   expect();
   await engine.close();
 });
+
+test('the summary names the error only beside a status that did not come back', async () => {
+  const clock = manualClock();
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 61 }), clock });
+  const admitted = await engine.admit(batchFromSpecs([timer({ failureCallback: 'https://cb.example/a' }), timer({ failureCallback: 'https://cb.example/b' })]));
+  const slice = engine.takeDue(t0, 10);
+  const outcomes = outcomesFor(slice, outcomeKind.dead, 0, 503);
+  outcomes.attempts.fill(20);
+  outcomes.errorTexts.push('HTTP 503', 'timeout after 10000 ms');
+  outcomes.errors.set([1, 2]);
+  outcomes.statuses[1] = 0;
+  outcomes.attemptedAtMs.fill(t0);
+  await engine.settle(outcomes);
+  const due = engine.takeDue(t0, 10);
+  const summaries = new Map<string, Record<string, unknown>>();
+  for (let i = 0; i < due.count; i++) {
+    const delivery = engine.deliveryOf(due.seqs[i] as number, due.rows[i] as number);
+    assert.ok(delivery !== undefined);
+    summaries.set(delivery.target, JSON.parse(utf8.decode(delivery.bytes.subarray(0, delivery.payloadLength))) as Record<string, unknown>);
+  }
+  assert.deepEqual([summaries.get('https://cb.example/a')?.id, summaries.get('https://cb.example/a')?.status, summaries.get('https://cb.example/a')?.error], [admitted.idOf(0), 503, null]);
+  assert.deepEqual([summaries.get('https://cb.example/b')?.id, summaries.get('https://cb.example/b')?.status, summaries.get('https://cb.example/b')?.error], [admitted.idOf(1), null, 'timeout after 10000 ms']);
+  await engine.close();
+});
