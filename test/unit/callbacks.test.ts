@@ -363,3 +363,13 @@ test('the summary names the error only beside a status that did not come back', 
   assert.deepEqual([summaries.get('https://cb.example/b')?.id, summaries.get('https://cb.example/b')?.status, summaries.get('https://cb.example/b')?.error], [admitted.idOf(1), null, 'timeout after 10000 ms']);
   await engine.close();
 });
+
+test('a queue set to arrow delivery after its timers were added makes no callbacks for them', async () => {
+  const engine = await Engine.open({ dataDir, fs: new SimFileSystem({ seed: 67 }), clock: manualClock() });
+  await engine.admit(batchFromSpecs([timer({ callback: 'https://cb.example/ok' })]));
+  await engine.setQueue('q', { delivery: 'arrow', sink: 'https://sink.example/in' });
+  const slice = engine.takeDue(t0, 10);
+  await engine.settle(outcomesFor(slice, outcomeKind.delivered));
+  assert.equal(engine.takeDue(t0 + 1000, 10).count, 0, 'no follow-up bound for the sink');
+  await engine.close();
+});
