@@ -86,7 +86,7 @@ export function followUpsOf(s: EngineState, outcomes: Outcomes, slots: Int32Arra
   let keyHashes: number[] | undefined;
   for (let i = 0; i < outcomes.count; i++) {
     const slot = slots[i] as number;
-    if (store.callbacksLengthOf(slot) === 0) continue;
+    if (!store.hasCallbacks(slot)) continue;
     const kind = outcomes.kinds[i];
     if (kind !== outcomeKind.delivered && kind !== outcomeKind.dead) continue;
     const run = store.callbacksOf(slot);

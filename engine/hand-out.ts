@@ -195,6 +195,6 @@ export function deliveryInto(s: EngineState, seq: number, row: number, into: Tim
   into.payloadLength = store.payloadLengthOf(slot);
   into.headersLength = store.headersLengthOf(slot);
   into.keyLength = store.keyLengthOf(slot);
-  into.responseBytesMax = store.callbacksLengthOf(slot) === 0 ? 0 : callbackResponseBytesMax;
+  into.responseBytesMax = store.hasCallbacks(slot) ? callbackResponseBytesMax : 0;
   return true;
 }

@@ -130,7 +130,7 @@ interface FollowUpsLogged extends FollowUps {
 function followUpsToLog(s: EngineState, outcomes: Outcomes, slots: Int32Array, responses: ReadonlyArray<Uint8Array | undefined> | undefined, nowMs: number): FollowUpsLogged | undefined {
   const store = s.store;
   let any = false;
-  for (let i = 0; i < outcomes.count && !any; i++) any = store.callbacksLengthOf(slots[i] as number) > 0 && outcomes.kinds[i] !== outcomeKind.retry;
+  for (let i = 0; i < outcomes.count && !any; i++) any = store.hasCallbacks(slots[i] as number) && outcomes.kinds[i] !== outcomeKind.retry;
   if (!any) return undefined;
   const decidedAtMs = s.decisionTime();
   s.releaseExpired(decidedAtMs, Infinity);

@@ -11,7 +11,7 @@ import { SlotIndex } from '../store/slot-index.ts';
 import type { SpillStats } from '../types.ts';
 
 /**
- * Memory a resident timer takes besides its bytes in the arena: its store columns (59 B), free
+ * Memory a resident timer takes besides its bytes in the arena: its store columns (57 B), free
  * stack and growth slack, its id index and heap entries (engine/store/resident-store.ts).
  */
 const residentBytesPerSlot = 100;

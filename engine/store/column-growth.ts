@@ -56,7 +56,7 @@ export function capacityTowards(capacity: number, needed: number, expectedSlots:
 const columnAlign = 8;
 const aligned = (bytes: number): number => Math.ceil(bytes / columnAlign) * columnAlign;
 /** Element sizes of the store's own columns, one entry a column (see resident-store.ts). */
-const columnElementBytes = [8, 8, 8, 4, 4, 1, 2, 2, 4, 2, 4, 2, 4, 2, 2, 2];
+const columnElementBytes = [8, 8, 8, 4, 4, 1, 2, 2, 4, 2, 4, 2, 4, 2, 2];
 
 /**
  * Bytes of one buffer that holds every column for `capacity` slots (ColumnMemory carves it),

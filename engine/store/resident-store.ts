@@ -39,11 +39,12 @@
 //   fireAt f64 8 · dueAt f64 8 · logSeq f64 8 · row u32 4 · generation u32 4 · state u8 1
 //   attempts u16 2 · queueIndex u16 2 · targetIndex u32 4 · lastStatus u16 2
 //   bytesOffset u32 4 · bytesSlab u16 2 · payloadLength u32 4 · headersLength u16 2
-//   keyLength u16 2 · callbacksLength u16 2                                 = 59 bytes a slot
+//   keyLength u16 2                                                         = 57 bytes a slot
 //   + 4 bytes a slot for each index column other structures keep here (a timer heap: 2 once
 //     it is first pushed to)
-//   + payload, headers, key and callback bytes in the arena (one joined string: one ref, four
-//     lengths; the callbacks run holds both URLs, callback-bytes.ts)
+//   + payload, headers, key and callback bytes in the arena (one joined string: one ref, three
+//     lengths; the top bit of keyLength says a callbacks run follows the key, and the run says
+//     its own length: callback-bytes.ts)
 //   + 4 bytes per free slot (the free stack grows with releases, not with capacity)
 //   + per distinct target: its string, a Map entry and a u32 refcount (shared by its timers)
 //
@@ -59,7 +60,7 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
-import { keysWithCallbacks } from './callback-bytes.ts';
+import { callbacksRunBytesAt, callbacksRunHeaderBytes, keysWithCallbacks } from './callback-bytes.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 import { capacityTowards, type ColumnMaker, ColumnMemory, columnsBytes, doubledCapacity, widened } from './column-growth.ts';
 import { movedColumns, movedSlotNumbers, planShrink, shrinkCapacity } from './shrink.ts';
@@ -79,7 +80,9 @@ export const residentGenerationMax = 2 ** (53 - residentSlotBits) - 1;
 export const residentQueueCountMax = 2 ** 16;
 /** headersLength and keyLength are u16 columns. */
 export const residentHeadersBytesMax = 2 ** 16 - 1;
-export const residentKeyBytesMax = 2 ** 16 - 1;
+/** keyLength's top bit says a callbacks run follows the key (callback-bytes.ts). */
+export const residentKeyBytesMax = 2 ** 15 - 1;
+const hasCallbacksBit = 2 ** 15;
 
 const slotSpan = 2 ** residentSlotBits;
 // bytesSlab is a u16 column.
@@ -180,7 +183,6 @@ export class ResidentStore {
   #payloadLength = new Uint32Array(0);
   #headersLength = new Uint16Array(0);
   #keyLength = new Uint16Array(0);
-  #callbacksLength = new Uint16Array(0);
   readonly #indexColumns: IndexColumn[] = [];
   /** The columns of the next growth, made ahead (prefaultColumnsFor). */
   readonly #columnsAhead: ColumnsAhead;
@@ -331,14 +333,12 @@ export class ResidentStore {
     this.#targetIndex[slot] = targetIndex;
     this.#lastStatus[slot] = 0;
     assert.ok(headers.length <= residentHeadersBytesMax && key.length <= residentKeyBytesMax, 'headers or key longer than its u16 length column');
-    assert.ok(callbacks.length <= 0xffff, 'callbacks run longer than its u16 length column');
     // A timer with callbacks (rare) joins them after its key: one copy more, no arena change.
     const keyAndCallbacks = callbacks.length === 0 ? key : Buffer.concat([key, callbacks]);
     this.#setBytesRef(slot, this.arena.addJoined(payload, headers, keyAndCallbacks));
     this.#payloadLength[slot] = payload.length;
     this.#headersLength[slot] = headers.length;
-    this.#keyLength[slot] = key.length;
-    this.#callbacksLength[slot] = callbacks.length;
+    this.#keyLength[slot] = callbacks.length === 0 ? key.length : key.length | hasCallbacksBit;
     this.#targets.addRef(targetIndex);
     this.#count++;
     return slot;
@@ -381,14 +381,13 @@ export class ResidentStore {
     const payloadLength = this.#payloadLength;
     const headersLength = this.#headersLength;
     const keyLength = this.#keyLength;
-    const callbacksLength = this.#callbacksLength;
     // A batch with callbacks copies each row's run after its key (callback-bytes.ts): the arena
     // takes key and run as one part. Without, nothing is made.
-    let callbackRuns: Uint16Array | undefined;
+    let hasRun: Uint8Array | undefined;
     let thirdColumn = keys;
     if (batch.callback !== undefined && batch.failureCallback !== undefined) {
-      callbackRuns = new Uint16Array(fireAtMs.length);
-      thirdColumn = keysWithCallbacks(keys, batch.callback, batch.failureCallback, fireAtMs.length, callbackRuns);
+      hasRun = new Uint8Array(fireAtMs.length);
+      thirdColumn = keysWithCallbacks(keys, batch.callback, batch.failureCallback, fireAtMs.length, hasRun);
     }
     const targetRefs = this.#targets.refs;
     const freeSlots = this.#freeSlots;
@@ -422,8 +421,7 @@ export class ResidentStore {
       lastStatus[slot] = 0;
       payloadLength[slot] = (payloadOffsets[row + 1] as number) - (payloadOffsets[row] as number);
       headersLength[slot] = (headersOffsets[row + 1] as number) - (headersOffsets[row] as number);
-      keyLength[slot] = (keyOffsets[row + 1] as number) - (keyOffsets[row] as number);
-      callbacksLength[slot] = callbackRuns === undefined ? 0 : (callbackRuns[row] as number);
+      keyLength[slot] = ((keyOffsets[row + 1] as number) - (keyOffsets[row] as number)) | (hasRun !== undefined && hasRun[row] === 1 ? hasCallbacksBit : 0);
       targetRefs[target] = (targetRefs[target] as number) + 1;
       slotsOut[i] = slot;
     }
@@ -637,18 +635,29 @@ export class ResidentStore {
   keyOf(slot: number): Uint8Array {
     this.#assertLive(slot);
     const at = this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
-    return this.arena.view(at, this.#keyLength[slot] as number);
+    return this.arena.view(at, this.keyLengthOf(slot));
+  }
+
+  /** Whether the timer has a callback or a failure callback (a callbacks run follows its key). */
+  hasCallbacks(slot: number): boolean {
+    return ((this.#keyLength[slot] as number) & hasCallbacksBit) !== 0;
   }
 
   /** The slot's callbacks run (callback-bytes.ts; empty: no callbacks), a view into the arena. */
   callbacksOf(slot: number): Uint8Array {
     this.#assertLive(slot);
-    const at = this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + (this.#keyLength[slot] as number);
-    return this.arena.view(at, this.#callbacksLength[slot] as number);
+    return this.arena.view(this.#callbacksRef(slot), this.callbacksLengthOf(slot));
   }
 
+  /** Bytes of the slot's callbacks run (0: none), read from the run's own header. */
   callbacksLengthOf(slot: number): number {
-    return this.#callbacksLength[slot] as number;
+    if (!this.hasCallbacks(slot)) return 0;
+    const ref = this.#callbacksRef(slot);
+    return callbacksRunBytesAt(this.arena.slabOf(ref, callbacksRunHeaderBytes), this.arena.offsetOf(ref));
+  }
+
+  #callbacksRef(slot: number): number {
+    return this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + this.keyLengthOf(slot);
   }
 
   /** Where the slot's payload, headers, key and callbacks are in the arena, one after another. */
@@ -670,7 +679,7 @@ export class ResidentStore {
   }
 
   keyLengthOf(slot: number): number {
-    return this.#keyLength[slot] as number;
+    return (this.#keyLength[slot] as number) & residentKeyBytesMax;
   }
 
   targetOf(slot: number): string {
@@ -723,8 +732,7 @@ export class ResidentStore {
       this.#bytesSlab.byteLength +
       this.#payloadLength.byteLength +
       this.#headersLength.byteLength +
-      this.#keyLength.byteLength +
-      this.#callbacksLength.byteLength;
+      this.#keyLength.byteLength;
     return columns + this.#freeSlots.byteLength + this.#targets.bytesUsed + this.arena.bytesReserved;
   }
 
@@ -761,7 +769,7 @@ export class ResidentStore {
   }
 
   #bytesLength(slot: number): number {
-    return (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + (this.#keyLength[slot] as number) + (this.#callbacksLength[slot] as number);
+    return (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + this.keyLengthOf(slot) + this.callbacksLengthOf(slot);
   }
 
   #assertLive(slot: number): void {
@@ -860,6 +868,5 @@ export class ResidentStore {
     this.#payloadLength = make(Uint32Array, this.#payloadLength);
     this.#headersLength = make(Uint16Array, this.#headersLength);
     this.#keyLength = make(Uint16Array, this.#keyLength);
-    this.#callbacksLength = make(Uint16Array, this.#callbacksLength);
   }
 }

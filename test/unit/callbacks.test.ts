@@ -16,6 +16,8 @@ import { decodeOutcomeFollowed, emptyOutcomes, encodeAddHeader, encodeOutcomeFol
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { Prng } from '../helpers/prng.ts';
 import { batchFromNdjson } from '../../ingest/http/body/json-batch.ts';
+import { callbackBytesOf, failureCallbackBytesOf, urlOrNull } from '../../engine/store/callback-bytes.ts';
+import { ResidentStore } from '../../engine/store/resident-store.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
@@ -372,4 +374,47 @@ test('a queue set to arrow delivery after its timers were added makes no callbac
   await engine.settle(outcomesFor(slice, outcomeKind.delivered));
   assert.equal(engine.takeDue(t0 + 1000, 10).count, 0, 'no follow-up bound for the sink');
   await engine.close();
+});
+
+test('the store keeps callbacks after the key under one bit of its length: keys, payloads and callbacks stay right through release, compaction and shrink', () => {
+  const store = new ResidentStore({ capacityInitial: 4, arena: { slabBytes: 4096 } });
+  const specs = Array.from({ length: 200 }, (_, i) =>
+    timer({
+      fireAtMs: t0 + i,
+      payload: `p${i}`,
+      ...(i % 3 === 0 ? { key: `k${i}` } : {}),
+      ...(i % 2 === 0 ? { callback: `https://cb.example/${i}` } : {}),
+      ...(i % 5 === 0 ? { failureCallback: `https://cb.example/dead/${i}` } : {}),
+    }),
+  );
+  const batch = batchFromSpecs(specs);
+  const target = store.internTarget('https://a.example/hook');
+  const slots = new Int32Array(200);
+  store.allocateRows(batch, 1, undefined, 200, [0], [target], slots);
+  store.releaseTarget(target);
+  const handles = Array.from(slots, (slot) => store.handleOf(slot));
+  const check = (): void => {
+    for (let i = 0; i < 200; i++) {
+      const slot = store.slotOf(handles[i] as number);
+      if (slot < 0) continue;
+      const run = store.callbacksOf(slot);
+      assert.equal(store.hasCallbacks(slot), i % 2 === 0 || i % 5 === 0, `row ${i}`);
+      assert.equal(urlOrNull(callbackBytesOf(run)), i % 2 === 0 ? `https://cb.example/${i}` : null);
+      assert.equal(urlOrNull(failureCallbackBytesOf(run)), i % 5 === 0 ? `https://cb.example/dead/${i}` : null);
+      assert.equal(utf8.decode(store.keyOf(slot)), i % 3 === 0 ? `k${i}` : '');
+      assert.equal(utf8.decode(store.payloadOf(slot)), `p${i}`);
+    }
+  };
+  check();
+  for (let i = 0; i < 200; i += 4) store.release(store.slotOf(handles[i] as number));
+  assert.ok(store.compact(0.99) > 0, 'timers moved out of sparse slabs');
+  check();
+  const moves = store.shrink(store.shrinkCapacity(1.1, 4) ?? store.capacity);
+  assert.ok(moves !== undefined);
+  for (let i = 0; i < 200; i++) {
+    const old = slots[i] as number;
+    const moved = moves[old] as number;
+    if (moved >= 0) handles[i] = store.handleOf(moved);
+  }
+  check();
 });
