@@ -418,3 +418,28 @@ test('the store keeps callbacks after the key under one bit of its length: keys,
   }
   check();
 });
+
+test('a spilled timer keeps its callbacks on disk: shown from its run, promoted with them, and its delivery makes the callback, also after a restart', async () => {
+  const hour = 3_600_000;
+  const fs = new SimFileSystem({ seed: 71 });
+  const clock = manualClock();
+  let engine = await Engine.open({ dataDir, fs, clock });
+  const admitted = await engine.admit(batchFromSpecs([0, 1, 2].map((i) => timer({ fireAtMs: t0 + 5 * hour + i, key: `far-${i}`, callback: `https://cb.example/far/${i}` }))));
+  await engine.checkpoint(t0 + 2 * hour);
+  assert.equal(engine.stats().spill.spilled, 3);
+  await engine.close();
+  engine = await Engine.open({ dataDir, fs, clock });
+  assert.equal(engine.get(admitted.idOf(1)), undefined, 'not in memory');
+  assert.equal((await engine.lookup(admitted.idOf(1)))?.callback, 'https://cb.example/far/1', 'read from its run');
+  // Promoted ahead of the clock, as the memory loader does: a follow-up is due now, before the watermark.
+  clock.set(t0 + 5 * hour + 100);
+  assert.equal(await engine.promote(t0 + 6 * hour), 3);
+  assert.deepEqual([engine.get(admitted.idOf(2))?.callback, engine.get(admitted.idOf(2))?.key], ['https://cb.example/far/2', 'far-2']);
+  await engine.settle(outcomesFor(engine.takeDue(clock.now(), 1), outcomeKind.delivered));
+  await engine.close();
+  engine = await Engine.open({ dataDir, fs, clock });
+  const followUps = engine.takeDue(clock.now(), 10);
+  const targets = Array.from({ length: followUps.count }, (_, i) => engine.deliveryOf(followUps.seqs[i] as number, followUps.rows[i] as number)?.target);
+  assert.deepEqual(targets.filter((target) => target?.startsWith('https://cb.example')), ['https://cb.example/far/0']);
+  await engine.close();
+});
