@@ -173,7 +173,7 @@ export interface Admitted {
 }
 
 /** A field in which a duplicate row differs from the timer its key named (payload: by its bytes). */
-export type DifferingField = 'target' | 'payload' | 'headers' | 'queue' | 'fire_at';
+export type DifferingField = 'target' | 'payload' | 'headers' | 'queue' | 'fire_at' | 'callback' | 'failure_callback';
 
 /**
  * The timer a duplicate row's key named, as it is when the admit is answered: its state, and

@@ -443,3 +443,20 @@ test('a spilled timer keeps its callbacks on disk: shown from its run, promoted 
   assert.deepEqual(targets.filter((target) => target?.startsWith('https://cb.example')), ['https://cb.example/far/0']);
   await engine.close();
 });
+
+test('a duplicate names callback and failure_callback among the fields that differ, for an original in memory and one on disk', async () => {
+  const hour = 3_600_000;
+  const fs = new SimFileSystem({ seed: 73 });
+  const engine = await Engine.open({ dataDir, fs, clock: manualClock() });
+  const original = timer({ fireAtMs: t0 + 10 * hour, key: 'dup-1', callback: 'https://cb.example/ok', failureCallback: 'https://cb.example/dead' });
+  await engine.admit(batchFromSpecs([original]));
+  const differs = async (spec: TimerSpec): Promise<readonly string[] | undefined> => (await engine.admit(batchFromSpecs([spec]))).duplicateOf(0)?.differs;
+  const { callback: _callback, failureCallback: _failure, ...withoutCallbacks } = original;
+  for (const where of ['resident', 'spilled']) {
+    assert.deepEqual(await differs(original), [], `${where}: an exact retry`);
+    assert.deepEqual(await differs({ ...original, callback: 'https://cb.example/other' }), ['callback'], where);
+    assert.deepEqual(await differs(withoutCallbacks), ['callback', 'failure_callback'], `${where}: left out is none`);
+    if (where === 'resident') assert.equal((await engine.checkpoint(t0 + 2 * hour)).spilledRows, 1);
+  }
+  await engine.close();
+});
