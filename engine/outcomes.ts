@@ -1,6 +1,6 @@
 // Outcomes: what became of a delivery, on the main thread. settle() logs one OUTCOME record for
-// a batch of outcomes (OUTCOME_DETAILED when some attempt says why it failed) and applies it
-// once durable: delivered and dead timers are finished (into the expiry heap, with the end of
+// a batch of outcomes (OUTCOME_DETAILED when some attempt says why it failed, OUTCOME_FOLLOWED
+// when final outcomes make callbacks' follow-up timers: callbacks.ts) and applies it once durable: delivered and dead timers are finished (into the expiry heap, with the end of
 // their retention), retries go back to the due heap; a failed attempt's error and time go to
 // s.failures, a delivery clears them. Dead letters: listDead() (a page at a time, by log
 // position), redrive() (a retry outcome, due now, attempts reset) and discardDead() (a dead
@@ -8,7 +8,8 @@
 // applyOutcomes as well.
 //
 //   settle ─► claim slots (settling) ─► log OUTCOME ─► applyOutcomes ─┬► heap (retry)
-//                                                                   └► expiring (delivered, dead)
+//                                                                   ├► expiring (delivered, dead)
+//                                                                   └► follow-ups inserted (callbacks)
 import assert from 'node:assert/strict';
 import { errorCodes, isFermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
@@ -41,7 +42,9 @@ const deadReasonNames: Record<number, DeadReasonName> = {
 
 /**
  * Records delivery outcomes: one OUTCOME record for all of them; once it is durable,
- * delivered and dead timers are final, retries go back to the heap at their retry time.
+ * delivered and dead timers are final, retries go back to the heap at their retry time, and
+ * the follow-ups of final timers with a callback are in. `responses[i]` is the body the target
+ * answered outcome i with, when the dispatcher kept it (a timer with a callback).
  */
 export async function settle(s: EngineState, outcomes: Outcomes, responses?: ReadonlyArray<Uint8Array | undefined>): Promise<void> {
   // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway
