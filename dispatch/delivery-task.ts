@@ -7,7 +7,7 @@
 //   DeliveryTask  count
 //                 meta     Float64Array   [fireAtMs, attempt, timeoutMs, max_attempts,
 //                                         min_backoff_ms, max_backoff_ms, max_doublings,
-//                                         notBeforeMs, seq, row] × count
+//                                         notBeforeMs, seq, row, responseBytesMax] × count
 //                 offsets  Int32Array     byteFields columns of count + 1 offsets each, every
 //                                         column from 0: [target …][payload …][headers …][key …]
 //                 values   Uint8Array × byteFields
@@ -33,11 +33,13 @@
 //                    failureKinds     Uint8Array    how it failed (failure-description.ts; 0: it did not)
 //                    errors           Uint16Array   n > 0: errorTexts[n − 1] says why (no status came back)
 //                    errorTexts       string[]      each failure's words once a task (failures only)
+//                    responses        Uint8Array[]  by timer: the answer's first responseBytesMax bytes,
+//                                   (sparse, absent)   only for timers whose meta asked (a callback's)
 import { encodeTimerId, encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import type { AttemptResult } from './retry-policy.ts';
 
-export const metaFields = 10;
+export const metaFields = 11;
 /** What a delivery worker posts on its parent port once its code has loaded (the pool's 'message' event). */
 export const workerLoadedMessage = 'fermata.delivery-worker.loaded';
 /** A timer's claim (DeliveryTask.claims). */
@@ -47,6 +49,8 @@ export const notBeforeField = 7;
 /** meta[at · metaFields + seqField] and the next: the timer's ADD sequence and row (its id, with its fire time). */
 export const seqField = 8;
 export const rowField = 9;
+/** meta[at · metaFields + responseBytesField]: bytes of the answer's body to bring back (0: none; a timer with a callback: engine/callbacks.ts). */
+export const responseBytesField = 10;
 export const byteFields = 4;
 /** Which of a timer's byte columns (taskColumn, taskBytes). */
 export const taskField = { target: 0, payload: 1, headers: 2, key: 3 } as const;
@@ -77,6 +81,8 @@ export interface DeliveryResults {
   readonly failureKinds: Uint8Array;
   readonly errors: Uint16Array;
   readonly errorTexts: string[];
+  /** The answers' bodies kept for callbacks, by timer; made at the first one (most tasks have none). */
+  responses?: Array<Uint8Array | undefined>;
 }
 
 /** The distinct buffers under a task's arrays: what goes to the worker with it, and what it may hand back. */

@@ -23,6 +23,7 @@ import {
   emptyResults,
   metaFields,
   notBeforeField,
+  responseBytesField,
   resultsTransfer,
   setResultError,
   type SpareBuffersMessage,
@@ -166,6 +167,7 @@ async function deliverOne(task: DeliveryTask, at: number, results: DeliveryResul
     const answer = await using.send(request);
     result = answer.status;
     retryAfter = answer.retryAfter;
+    if (answer.body !== undefined) (results.responses ??= [])[at] = answer.body;
   } catch (err) {
     result = attemptFailureOf(err);
     const failure = describeFailure(err, task.meta[at * metaFields + 2] as number);
@@ -194,7 +196,8 @@ function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number, ti
   headers['fermata-fire-at'] = String(fireAtMs);
   headers['idempotency-key'] = key.length === 0 ? id : idempotencyKeyHeader(utf8.decode(key));
   if (signer !== undefined) Object.assign(headers, signer.sign(id, Math.floor(startedAtMs / 1000), body));
-  return { url: urlOf(utf8.decode(taskBytes(task, at, taskField.target))), headers, body, timeoutMs, timing };
+  const responseBytesMax = task.meta[at * metaFields + responseBytesField] as number;
+  return { url: urlOf(utf8.decode(taskBytes(task, at, taskField.target))), headers, body, timeoutMs, timing, responseBytesMax };
 }
 
 /**

@@ -90,6 +90,7 @@ export class Dispatcher {
     payloadLength: 0,
     headersLength: 0,
     keyLength: 0,
+    responseBytesMax: 0,
     fireAtMs: 0,
     notBeforeMs: 0,
     attempt: 0,

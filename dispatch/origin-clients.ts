@@ -21,6 +21,7 @@ import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import { dispatchLimits } from '../engine/limits.ts';
+import { readResponseBody } from './response-body.ts';
 
 const { tcpKeepAliveDelayMs, sessionPingTimeoutMs } = dispatchLimits;
 
@@ -60,11 +61,15 @@ export interface DeliveryRequest {
   readonly timeoutMs: number;
   /** Set when the request leaves its turn in line for the origin, to go out at once (what fire lateness measures). */
   readonly timing?: { sentAtMs: number };
+  /** Bytes of the answer's body to bring back (response-body.ts); absent or 0: it is drained unread. */
+  readonly responseBytesMax?: number;
 }
 
 export interface DeliveryAnswer {
   readonly status: number;
   readonly retryAfter: string | undefined;
+  /** The answer's first responseBytesMax bytes, when the request asked for them. */
+  readonly body?: Uint8Array;
 }
 
 /** A delivery that got no answer; `code` tells timeouts (ETIMEDOUT) from other failures. */
@@ -324,8 +329,13 @@ export class OriginClients {
           };
           const req = (secure ? https : http).request(options, (res) => {
             clearTimeout(timer);
-            res.resume();
-            resolve({ status: res.statusCode ?? 0, retryAfter: headerValue(res.headers['retry-after']) });
+            const status = res.statusCode ?? 0;
+            const retryAfter = headerValue(res.headers['retry-after']);
+            const bytesMax = request.responseBytesMax ?? 0;
+            if (bytesMax === 0) {
+              res.resume();
+              resolve({ status, retryAfter });
+            } else void readResponseBody(res, bytesMax, request.timeoutMs).then((body) => resolve({ status, retryAfter, body }));
           });
           const timer = setTimeout(() => req.destroy(new DeliveryFailure('ETIMEDOUT', `no answer from ${url.origin} within ${request.timeoutMs} ms`)), request.timeoutMs);
           req.on('socket', (socket) => {
@@ -383,8 +393,13 @@ function requestH2(session: http2.ClientHttp2Session, request: DeliveryRequest):
     stream.once('response', (headers) => {
       answered = true;
       clearTimeout(timer);
-      stream.resume();
-      resolve({ status: Number(headers[':status']), retryAfter: headerValue(headers['retry-after']) });
+      const status = Number(headers[':status']);
+      const retryAfter = headerValue(headers['retry-after']);
+      const bytesMax = request.responseBytesMax ?? 0;
+      if (bytesMax === 0) {
+        stream.resume();
+        resolve({ status, retryAfter });
+      } else void readResponseBody(stream, bytesMax, request.timeoutMs).then((body) => resolve({ status, retryAfter, body }));
     });
     stream.once('error', (err) => {
       clearTimeout(timer);

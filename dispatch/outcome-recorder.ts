@@ -36,6 +36,14 @@ function originOf(target: string): string {
   return URL.canParse(target) ? new URL(target).origin : 'unknown';
 }
 
+/** The bodies a worker kept for callbacks (by task row), by outcome; undefined when it kept none. */
+function responsesByOutcome(byRow: ReadonlyArray<Uint8Array | undefined> | undefined, taskRow: Uint32Array, count: number): Array<Uint8Array | undefined> | undefined {
+  if (byRow === undefined) return undefined;
+  const out: Array<Uint8Array | undefined> = [];
+  for (let i = 0; i < count; i++) out.push(byRow[taskRow[i] as number]);
+  return out;
+}
+
 export class OutcomeRecorder {
   readonly #engine: Engine;
   readonly #clock: Clock;
@@ -148,7 +156,7 @@ export class OutcomeRecorder {
     latencyRuns.flush();
     latenessRuns.flush();
     if (outcomes.count === 0) return;
-    await this.#engine.settle(outcomes);
+    await this.#engine.settle(outcomes, responsesByOutcome(columns?.responses, taskRow, outcomes.count));
     for (let i = 0; i < outcomes.count; i++) {
       const queueStats = stats.of(pending.queues[taskRow[i] as number] as number);
       const kind = outcomes.kinds[i];

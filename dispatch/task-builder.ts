@@ -7,7 +7,7 @@
 // this is the busiest loop of the dispatch path.
 import assert from 'node:assert/strict';
 import type { QueueConfig } from '../engine/queues.ts';
-import { byteFields, type DeliveryTask, metaFields, notBeforeField, rowField, seqField, taskBuffers, taskField } from './delivery-task.ts';
+import { byteFields, type DeliveryTask, metaFields, notBeforeField, responseBytesField, rowField, seqField, taskBuffers, taskField } from './delivery-task.ts';
 
 /**
  * One timer as the dispatcher adds it to a task. Its bytes may be the store's own: the builder
@@ -25,6 +25,8 @@ export interface TaskTimer {
   readonly payloadLength: number;
   readonly headersLength: number;
   readonly keyLength: number;
+  /** Bytes of the target's answer the worker brings back (a timer with a callback); absent or 0: none. */
+  readonly responseBytesMax?: number;
   readonly fireAtMs: number;
   /** Not sent before this, by the worker's Date.now(): the timer's due time (its fire time, or a retry's); absent: at once. */
   readonly notBeforeMs?: number;
@@ -117,6 +119,7 @@ export class DeliveryTaskBuilder {
     this.#timeoutMsMax = Math.max(this.#timeoutMsMax, timer.timeoutMs);
     meta[base + seqField] = timer.seq;
     meta[base + rowField] = timer.row;
+    meta[base + responseBytesField] = timer.responseBytesMax ?? 0;
     this.#putTarget(at, timer.target);
     const bytes = timer.bytes;
     const payloadStart = timer.bytesStart;

@@ -8,9 +8,10 @@
 //                                                        (duplicates only: compared with their originals)
 import assert from 'node:assert/strict';
 import { batchFromArrow } from './batch/arrow-codec.ts';
-import { encodeBatch } from './batch/batch-codec.ts';
+import { encodeBatch, hasCallbacks } from './batch/batch-codec.ts';
 import { stringBytesOf, type TimerBatch } from './batch/timer-batch.ts';
 import { validateBatch } from './batch/validate.ts';
+import { checkCallbacks } from './callbacks.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import { compareDuplicates, differingNames, type DuplicateColumns } from './duplicate-answers.ts';
 import { timerStateNames } from './store/timer-state.ts';
@@ -18,7 +19,7 @@ import { encodeTimerId } from './ids.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import { queueNamed } from './queue-registry.ts';
 import type { AppendOptions } from './log.ts';
-import { type AddEncoding, addEncodingArrowStream, addEncodingColumns, encodeAddHeader, recordType } from './records.ts';
+import { type AddEncoding, addEncodingArrowStream, addEncodingColumns, addEncodingColumnsWithCallbacks, encodeAddHeader, recordType } from './records.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
 import type { EngineState } from './state.ts';
 import { timerState } from './store/resident-store.ts';
@@ -84,7 +85,7 @@ export async function admit(s: EngineState, batch: TimerBatch, options?: { reado
   const acceptedAtMs = s.clock.now();
   validateBatch(batch, s.limits, acceptedAtMs);
   checkTargets(s, batch);
-  return admitLogged(s, batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs, options?.startNow === true ? startNow : undefined);
+  return admitLogged(s, batch, hasCallbacks(batch) ? addEncodingColumnsWithCallbacks : addEncodingColumns, encodeBatch(batch), acceptedAtMs, options?.startNow === true ? startNow : undefined);
 }
 
 /**
@@ -165,6 +166,7 @@ async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncod
 
 /** Refuses a batch with a target the dispatcher would refuse (targets are a dictionary: each is checked once). */
 function checkTargets(s: EngineState, batch: TimerBatch): void {
+  if (batch.callback !== undefined) checkCallbacks(s, batch);
   if (s.checkTarget === undefined) return;
   for (let entry = 0; entry < batch.targets.length; entry++) {
     const refusal = s.checkTarget(batch.targets[entry] as string);

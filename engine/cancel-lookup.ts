@@ -10,9 +10,10 @@
 import { decodeTimerId } from './ids.ts';
 import { encodeCancel, encodeCancelSpilled, recordType } from './records.ts';
 import { insertRunRow } from './spill/restore.ts';
-import { bytesOf } from './spill/run-rows.ts';
+import { bytesOf, type RunRows } from './spill/run-rows.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState, type TimerStateCode } from './store/resident-store.ts';
+import { callbackBytesOf, failureCallbackBytesOf, urlOrNull } from './store/callback-bytes.ts';
 import { timerStateNames } from './store/timer-state.ts';
 import type { CancelOutcome, TimerStateName, TimerView } from './types.ts';
 
@@ -61,6 +62,15 @@ export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
   return outcome;
 }
 
+/** A timer's callback URLs from its callbacks run (callback-bytes.ts), as the view shows them. */
+function callbackUrls(run: Uint8Array): Pick<TimerView, 'callback' | 'failureCallback'> {
+  return { callback: urlOrNull(callbackBytesOf(run)), failureCallback: urlOrNull(failureCallbackBytesOf(run)) };
+}
+
+function spilledCallbackUrls(rows: RunRows, index: number): Pick<TimerView, 'callback' | 'failureCallback'> {
+  return callbackUrls(rows.callbacks === undefined ? new Uint8Array(0) : bytesOf(rows.callbacks, index));
+}
+
 export function getTimer(s: EngineState, id: string): TimerView | undefined {
   const slot = s.slotOfId(id);
   if (slot < 0) return undefined;
@@ -79,6 +89,7 @@ export function getTimer(s: EngineState, id: string): TimerView | undefined {
     lastError: s.failures.errorOf(slot),
     lastAttemptAtMs: s.failures.attemptedAtOf(slot),
     nextAttemptAtMs: store.state[slot] === timerState.retrying ? (store.dueAt[slot] as number) : null,
+    ...callbackUrls(store.callbacksOf(slot)),
   };
 }
 
@@ -107,6 +118,7 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
     lastError: null,
     lastAttemptAtMs: null,
     nextAttemptAtMs: null,
+    ...spilledCallbackUrls(rows, index),
   };
 }
 

@@ -10,13 +10,14 @@ import { bytesAt, type TimerBatch } from './batch/timer-batch.ts';
 import type { KeyPlan } from './key-plan.ts';
 import { bytesOf, type RunRows } from './spill/run-rows.ts';
 import type { EngineState } from './state.ts';
+import { callbackBytesOf, failureCallbackBytesOf } from './store/callback-bytes.ts';
 import { sameBytes } from './store/key-index.ts';
 import { timerState, type TimerStateCode } from './store/resident-store.ts';
 import type { DifferingField } from './types.ts';
 
 /** The fields compared, one bit each in a row's mask, in the order answers list them. */
-export const differingFields: readonly DifferingField[] = ['target', 'payload', 'headers', 'queue', 'fire_at'];
-const differsBit = { target: 1, payload: 2, headers: 4, queue: 8, fire_at: 16 } as const satisfies Record<DifferingField, number>;
+export const differingFields: readonly DifferingField[] = ['target', 'payload', 'headers', 'queue', 'fire_at', 'callback', 'failure_callback'];
+const differsBit = { target: 1, payload: 2, headers: 4, queue: 8, fire_at: 16, callback: 32, failure_callback: 64 } as const satisfies Record<DifferingField, number>;
 
 /** Per row of a batch with duplicates: the original's state code and the differing fields' bits (both 0 for a new row). */
 export interface DuplicateColumns {
@@ -62,6 +63,7 @@ function compareResident(s: EngineState, batch: TimerBatch, row: number, holderS
   if (!sameHeaders(store.headersOf(slot), bytesAt(batch.headers, row))) mask |= differsBit.headers;
   if (s.queueNames[store.queueIndex[slot] as number] !== batch.queues[batch.queueIndex[row] as number]) mask |= differsBit.queue;
   if (store.fireAt[slot] !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
+  mask |= callbacksDiffer(store.callbacksOf(slot), batch, row);
   into.states[row] = store.state[slot] as TimerStateCode;
   into.differs[row] = mask;
   return true;
@@ -86,10 +88,20 @@ function spilledDiffers(rows: RunRows, index: number, batch: TimerBatch, row: nu
   if (!sameHeaders(bytesOf(rows.headers, index), bytesAt(batch.headers, row))) mask |= differsBit.headers;
   if (rows.queues[rows.queueIndex[index] as number] !== batch.queues[batch.queueIndex[row] as number]) mask |= differsBit.queue;
   if (rows.fireAtMs[index] !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
+  return mask | callbacksDiffer(rows.callbacks === undefined ? noBytes : bytesOf(rows.callbacks, index), batch, row);
+}
+
+/** The callback bits of a row whose URLs are not the original's (`run`: its callbacks run, callback-bytes.ts). */
+function callbacksDiffer(run: Uint8Array, batch: TimerBatch, row: number): number {
+  const asked = (column: TimerBatch['callback']): Uint8Array => (column === undefined ? noBytes : bytesAt(column, row));
+  let mask = 0;
+  if (!sameBytes(callbackBytesOf(run), asked(batch.callback))) mask |= differsBit.callback;
+  if (!sameBytes(failureCallbackBytesOf(run), asked(batch.failureCallback))) mask |= differsBit.failure_callback;
   return mask;
 }
 
 const utf8 = new TextDecoder();
+const noBytes = new Uint8Array(0);
 
 /**
  * Headers are a JSON object's text (empty: none). The same bytes are the same headers; so are

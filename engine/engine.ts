@@ -250,8 +250,8 @@ export class Engine {
   }
 
   /** Records delivery outcomes: one OUTCOME record, applied once durable. */
-  settle(outcomes: Outcomes): Promise<void> {
-    return settle(this.#s, outcomes);
+  settle(outcomes: Outcomes, responses?: ReadonlyArray<Uint8Array | undefined>): Promise<void> {
+    return settle(this.#s, outcomes, responses);
   }
 
   /** When the next delivery falls due (undefined: none resident before the watermark). */

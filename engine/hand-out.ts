@@ -12,6 +12,7 @@ import { isPausedAt, parkedInPausedQueues } from './queue-pause.ts';
 import type { EngineState } from './state.ts';
 import { timerState } from './store/resident-store.ts';
 import type { DueSlice, QueueRoom, TakeAhead, TimerDelivery, TimerDeliveryRef } from './types.ts';
+import { callbackResponseBytesMax } from './callbacks.ts';
 
 const noBytes = new Uint8Array(0);
 
@@ -184,7 +185,7 @@ export function deliveryOf(s: EngineState, seq: number, row: number): TimerDeliv
   const store = s.store;
   return {
     target: store.targetOf(slot),
-    bytes: store.arena.view(store.bytesRefOf(slot), store.bytesLengthOf(slot)),
+    bytes: store.arena.view(store.bytesRefOf(slot), store.bytesLengthOf(slot) - store.callbacksLengthOf(slot)),
     payloadLength: store.payloadLengthOf(slot),
     headersLength: store.headersLengthOf(slot),
   };
@@ -208,5 +209,6 @@ export function deliveryInto(s: EngineState, seq: number, row: number, into: Tim
   into.payloadLength = store.payloadLengthOf(slot);
   into.headersLength = store.headersLengthOf(slot);
   into.keyLength = store.keyLengthOf(slot);
+  into.responseBytesMax = store.hasCallbacks(slot) ? callbackResponseBytesMax : 0;
   return true;
 }

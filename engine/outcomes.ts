@@ -1,6 +1,6 @@
 // Outcomes: what became of a delivery, on the main thread. settle() logs one OUTCOME record for
-// a batch of outcomes (OUTCOME_DETAILED when some attempt says why it failed) and applies it
-// once durable: delivered and dead timers are finished (into the expiry heap, with the end of
+// a batch of outcomes (OUTCOME_DETAILED when some attempt says why it failed, OUTCOME_FOLLOWED
+// when final outcomes make callbacks' follow-up timers: callbacks.ts) and applies it once durable: delivered and dead timers are finished (into the expiry heap, with the end of
 // their retention), retries go back to the due heap; a failed attempt's error and time go to
 // s.failures, a delivery clears them. Dead letters: listDead() (a page at a time, by log
 // position), redrive() (a retry outcome, due now, attempts reset) and discardDead() (a dead
@@ -8,12 +8,28 @@
 // applyOutcomes as well.
 //
 //   settle ─► claim slots (settling) ─► log OUTCOME ─► applyOutcomes ─┬► heap (retry)
-//                                                                   └► expiring (delivered, dead)
+//                                                                   ├► expiring (delivered, dead)
+//                                                                   └► follow-ups inserted (callbacks)
 import assert from 'node:assert/strict';
 import { errorCodes, isFermataError } from './errors.ts';
 import { failpoint } from './failpoints.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
-import { deadReason, emptyOutcomes, encodeOutcomeRecord, encodeOutcomes, outcomeKind, type Outcomes, recordType } from './records.ts';
+import { insertBatch } from './admission.ts';
+import { encodeBatch } from './batch/batch-codec.ts';
+import { stringBytesOf } from './batch/timer-batch.ts';
+import { followUpKeyPlan, type FollowUps, followUpsOf } from './callbacks.ts';
+import {
+  addEncodingColumns,
+  deadReason,
+  emptyOutcomes,
+  encodeAddHeader,
+  encodeOutcomeFollowed,
+  encodeOutcomeRecord,
+  encodeOutcomes,
+  outcomeKind,
+  type Outcomes,
+  recordType,
+} from './records.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState } from './store/resident-store.ts';
 import type { DeadPage, DeadReasonName, DiscardOutcome, RedriveOutcome } from './types.ts';
@@ -26,9 +42,11 @@ const deadReasonNames: Record<number, DeadReasonName> = {
 
 /**
  * Records delivery outcomes: one OUTCOME record for all of them; once it is durable,
- * delivered and dead timers are final, retries go back to the heap at their retry time.
+ * delivered and dead timers are final, retries go back to the heap at their retry time, and
+ * the follow-ups of final timers with a callback are in. `responses[i]` is the body the target
+ * answered outcome i with, when the dispatcher kept it (a timer with a callback).
  */
-export async function settle(s: EngineState, outcomes: Outcomes): Promise<void> {
+export async function settle(s: EngineState, outcomes: Outcomes, responses?: ReadonlyArray<Uint8Array | undefined>): Promise<void> {
   // A bad outcome is the dispatcher's bug: refuse it before anything is logged, never halfway
   // through applying it. Plain conditions, assert.fail only on failure: this runs once per
   // delivered timer. Then every slot is claimed in s.settling at once (so that a cancel, a
@@ -52,6 +70,7 @@ export async function settle(s: EngineState, outcomes: Outcomes): Promise<void> 
     release();
     assert.fail('two outcomes for one delivery');
   }
+  let followUps: FollowUpsLogged | undefined;
   try {
     // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
     const now = s.clock.now();
@@ -62,8 +81,17 @@ export async function settle(s: EngineState, outcomes: Outcomes): Promise<void> 
     }
     failpoint('delivery.outcome-before-append');
     try {
-      const record = encodeOutcomeRecord(outcomes);
-      await s.log.append(record.type, record.body, settlingWork);
+      followUps = followUpsToLog(s, outcomes, slots, responses, now);
+      if (followUps === undefined) {
+        const record = encodeOutcomeRecord(outcomes);
+        await s.log.append(record.type, record.body, settlingWork);
+      } else {
+        try {
+          followUps.seq = await s.log.append(recordType.outcomeFollowed, followUps.body, settlingWork);
+        } finally {
+          followUpsSettled(s, followUps);
+        }
+      }
     } catch (err) {
       // A poisoned or closed log: the timers stay "delivering" (not handed out again now, which
       // would re-send what was delivered); recovery finds them pending and delivers them again.
@@ -82,6 +110,50 @@ export async function settle(s: EngineState, outcomes: Outcomes): Promise<void> 
   }
   // The claims kept every slot live and its timer in it until now, and nothing has awaited since.
   applyOutcomes(s, outcomes, slots);
+  if (followUps !== undefined) insertBatch(s, followUps.batch, followUps.seq, followUpKeyPlan(followUps.batch));
+}
+
+/** Follow-ups on their way into the log with the outcomes that made them. */
+interface FollowUpsLogged extends FollowUps {
+  readonly body: Uint8Array[];
+  readonly rows: number;
+  readonly bytes: number;
+  readonly claim: number;
+  readonly claimed: PromiseWithResolvers<void>;
+  seq: number;
+}
+
+/**
+ * The follow-up timers these outcomes make (engine/callbacks.ts), claimed as an admit's are
+ * (room in the store, their keys in flight) and encoded with the outcomes as one
+ * OUTCOME_FOLLOWED body; undefined when they make none. Their keys are decided as an ADD's: at
+ * the decision time, after releasing what had expired by then, which replay does too. With no
+ * room in the store the outcomes are logged alone (the callbacks are not made).
+ */
+function followUpsToLog(s: EngineState, outcomes: Outcomes, slots: Int32Array, responses: ReadonlyArray<Uint8Array | undefined> | undefined, nowMs: number): FollowUpsLogged | undefined {
+  const store = s.store;
+  let any = false;
+  for (let i = 0; i < outcomes.count && !any; i++) any = store.hasCallbacks(slots[i] as number) && outcomes.kinds[i] !== outcomeKind.retry;
+  if (!any) return undefined;
+  const decidedAtMs = s.decisionTime();
+  s.releaseExpired(decidedAtMs, Infinity);
+  const made = followUpsOf(s, outcomes, slots, responses, nowMs);
+  if (made === undefined || !store.canAllocate(s.reservedRows + made.batch.rows)) return undefined;
+  const rows = made.batch.rows;
+  const bytes = stringBytesOf(made.batch);
+  const claimed = Promise.withResolvers<void>();
+  const claim = s.keysInFlight.claim(made.keyHashes, claimed.promise);
+  s.reservedRows += rows;
+  s.reservedBytes += bytes;
+  const addBody = [encodeAddHeader(addEncodingColumns, rows, nowMs, decidedAtMs), ...encodeBatch(made.batch)];
+  return { ...made, body: encodeOutcomeFollowed(outcomes, addBody), rows, bytes, claim, claimed, seq: 0 };
+}
+
+function followUpsSettled(s: EngineState, followUps: FollowUpsLogged): void {
+  s.reservedRows -= followUps.rows;
+  s.reservedBytes -= followUps.bytes;
+  s.keysInFlight.release(followUps.claim, followUps.keyHashes);
+  followUps.claimed.resolve();
 }
 
 /** `slots[i]`, when known, is outcome i's slot (else looked up; a timer not resident is skipped, as in replay). */

@@ -17,6 +17,8 @@
 //   CANCEL_SPILLED  expires-at f64 , reserved (8 B) , { spilled ref (24 B) }
 //            spilled ref = seq f64 , row u32 , reserved u32 , fire-at f64 (finds its spill bucket)
 //   CLOCK    position f64      (a manual clock's new position, epoch ms: engine/clock-moves.ts)
+//   OUTCOME_FOLLOWED  outcome-bytes u32 , reserved u32 , OUTCOME_DETAILED body , ADD body
+//            (outcomes and the callbacks' follow-up timers they make, one record: engine/callbacks.ts)
 import assert from 'node:assert/strict';
 import { deliveryLimits } from './limits.ts';
 
@@ -29,6 +31,7 @@ export const recordType = {
   cancelSpilled: 6,
   outcomeDetailed: 7,
   clock: 10,
+  outcomeFollowed: 11,
 } as const;
 
 /** What one delivery attempt came to. */
@@ -329,7 +332,9 @@ export const addFormatVersion = 1;
 export const addEncodingArrowStream = 1;
 /** The engine's own columnar form (engine/batch/batch-codec.ts), for batches that did not arrive as Arrow. */
 export const addEncodingColumns = 2;
-export type AddEncoding = typeof addEncodingArrowStream | typeof addEncodingColumns;
+/** As addEncodingColumns, with the callback and failure-callback columns after the keys: a batch with callbacks. */
+export const addEncodingColumnsWithCallbacks = 3;
+export type AddEncoding = typeof addEncodingArrowStream | typeof addEncodingColumns | typeof addEncodingColumnsWithCallbacks;
 export const timerRefBytes = 16;
 
 export interface AddHeader {
@@ -361,7 +366,7 @@ export function decodeAddBody(body: Uint8Array): { header: AddHeader; batch: Uin
   if (body.length < addHeaderBytes) return undefined;
   const view = new DataView(body.buffer, body.byteOffset, addHeaderBytes);
   const encoding = view.getUint8(1);
-  if (view.getUint8(0) !== addFormatVersion || (encoding !== addEncodingArrowStream && encoding !== addEncodingColumns) || view.getUint16(2, true) !== 0) {
+  if (view.getUint8(0) !== addFormatVersion || (encoding !== addEncodingArrowStream && encoding !== addEncodingColumns && encoding !== addEncodingColumnsWithCallbacks) || view.getUint16(2, true) !== 0) {
     return undefined;
   }
   const acceptedAtMs = view.getFloat64(8, true);
@@ -462,4 +467,31 @@ export function decodeClock(body: Uint8Array): number | undefined {
   if (body.length !== clockBodyBytes) return undefined;
   const positionMs = new DataView(body.buffer, body.byteOffset, body.byteLength).getFloat64(0, true);
   return Number.isSafeInteger(positionMs) && positionMs >= 0 ? positionMs : undefined;
+}
+
+export const outcomeFollowedHeaderBytes = 8;
+
+/**
+ * The OUTCOME_FOLLOWED body (docs/format/engine-records.md): the outcomes as an OUTCOME_DETAILED
+ * body, then the follow-up timers they make as an ADD body (its header, then the batch in
+ * encoding 2), in one record so that no crash keeps the one without the other. Parts to append
+ * in order: the header with the outcomes, then the ADD body's parts as they are.
+ */
+export function encodeOutcomeFollowed(outcomes: Outcomes, addBody: readonly Uint8Array[]): Uint8Array[] {
+  const detailed = encodeOutcomesDetailed(outcomes);
+  const head = new Uint8Array(outcomeFollowedHeaderBytes + detailed.length);
+  new DataView(head.buffer).setUint32(0, detailed.length, true);
+  head.set(detailed, outcomeFollowedHeaderBytes);
+  return [head, ...addBody];
+}
+
+/** The outcomes and the ADD body of an OUTCOME_FOLLOWED body, or undefined when it is malformed. */
+export function decodeOutcomeFollowed(body: Uint8Array): { outcomes: Outcomes; add: Uint8Array } | undefined {
+  if (body.length < outcomeFollowedHeaderBytes) return undefined;
+  const view = new DataView(body.buffer, body.byteOffset, outcomeFollowedHeaderBytes);
+  const outcomeBytes = view.getUint32(0, true);
+  if (view.getUint32(4, true) !== 0 || outcomeFollowedHeaderBytes + outcomeBytes > body.length) return undefined;
+  const outcomes = decodeOutcomesDetailed(body.subarray(outcomeFollowedHeaderBytes, outcomeFollowedHeaderBytes + outcomeBytes));
+  if (outcomes === undefined) return undefined;
+  return { outcomes, add: body.subarray(outcomeFollowedHeaderBytes + outcomeBytes) };
 }

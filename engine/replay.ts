@@ -14,10 +14,11 @@ import type { TimerBatch } from './batch/timer-batch.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import type { LogReplay } from './log.ts';
+import { followUpKeyPlan } from './callbacks.ts';
 import { applyOutcomes } from './outcomes.ts';
 import { applyQueueChange } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
-import { addEncodingArrowStream, decodeAddBody, decodeCancelSpilled, decodeClock, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
+import { addEncodingArrowStream, addEncodingColumns, addEncodingColumnsWithCallbacks, decodeAddBody, decodeCancelSpilled, decodeClock, decodeOutcomeFollowed, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
 import { promote } from './spill/promotion.ts';
 import { insertRunRow } from './spill/restore.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -138,7 +139,7 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     if (add === undefined) throw badRecord(seq, 'ADD record with an unknown header');
     let batch: TimerBatch;
     try {
-      batch = add.header.encoding === addEncodingArrowStream ? batchFromArrow(add.batch, add.header.acceptedAtMs, Number.MAX_SAFE_INTEGER) : decodeBatch(add.batch);
+      batch = add.header.encoding === addEncodingArrowStream ? batchFromArrow(add.batch, add.header.acceptedAtMs, Number.MAX_SAFE_INTEGER) : decodeBatch(add.batch, add.header.encoding === addEncodingColumnsWithCallbacks);
     } catch (err) {
       throw badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -176,6 +177,7 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     applyOutcomes(s, outcomes);
     return;
   }
+  if (type === recordType.outcomeFollowed) return replayOutcomeFollowed(s, seq, body);
   if (type === recordType.cancelSpilled) {
     const cancel = decodeCancelSpilled(body);
     if (cancel === undefined) throw badRecord(seq, 'malformed CANCEL_SPILLED record');
@@ -237,6 +239,24 @@ async function replayCancelSpilled(s: EngineState, expiresAtMs: number, seqs: Fl
     s.spill.tombstone(seq, row, fireAtMs[i] as number);
     insertRunRow(s, found.rows, found.index, timerState.cancelled, expiresAtMs);
   }
+}
+
+/** Outcomes and the follow-up timers they made (engine/callbacks.ts): applied as live applied them, the follow-ups as an ADD of this record's sequence. */
+function replayOutcomeFollowed(s: EngineState, seq: number, body: Uint8Array): void {
+  const followed = decodeOutcomeFollowed(body);
+  const add = followed === undefined ? undefined : decodeAddBody(followed.add);
+  if (followed === undefined || add === undefined || add.header.encoding !== addEncodingColumns) throw badRecord(seq, 'malformed OUTCOME_FOLLOWED record');
+  let batch: TimerBatch;
+  try {
+    batch = decodeBatch(add.batch);
+  } catch (err) {
+    throw badRecord(seq, `OUTCOME_FOLLOWED record's follow-ups do not decode: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (batch.rows !== add.header.rows || batch.rows === 0) throw badRecord(seq, `OUTCOME_FOLLOWED record says ${add.header.rows} follow-ups, its batch has ${batch.rows}`);
+  // Live released what had expired by the decision time before it decided the follow-ups' keys.
+  s.releaseExpired(add.header.decidedAtMs, Infinity);
+  applyOutcomes(s, followed.outcomes);
+  insertBatch(s, batch, seq, followUpKeyPlan(batch));
 }
 
 function badRecord(seq: number, reason: string): FermataError {

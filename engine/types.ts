@@ -65,6 +65,8 @@ export interface TimerDeliveryRef {
   payloadLength: number;
   headersLength: number;
   keyLength: number;
+  /** Bytes of the target's answer to keep for the timer's callback (engine/callbacks.ts); 0: it has none. */
+  responseBytesMax: number;
 }
 
 /** A resident timer's delivery bytes (Engine.deliveryOf). */
@@ -154,6 +156,10 @@ export interface TimerView {
   readonly lastAttemptAtMs: number | null;
   /** When it is tried again (epoch ms) while it is retrying; null otherwise. */
   readonly nextAttemptAtMs: number | null;
+  /** Where its outcome is POSTed once delivered (engine/callbacks.ts), or null. */
+  readonly callback: string | null;
+  /** Where its outcome is POSTed once dead, or null. */
+  readonly failureCallback: string | null;
 }
 
 /**
@@ -172,7 +178,7 @@ export interface Admitted {
 }
 
 /** A field in which a duplicate row differs from the timer its key named (payload: by its bytes). */
-export type DifferingField = 'target' | 'payload' | 'headers' | 'queue' | 'fire_at';
+export type DifferingField = 'target' | 'payload' | 'headers' | 'queue' | 'fire_at' | 'callback' | 'failure_callback';
 
 /**
  * The timer a duplicate row's key named, as it is when the admit is answered: its state, and

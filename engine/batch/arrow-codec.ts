@@ -11,6 +11,7 @@
 //   headers   Utf8 holding a JSON object                 optional
 //   key       Utf8                                       optional
 //   queue     Utf8 or Dictionary<Utf8>                   optional (null = "default")
+//   callback, failure_callback   Utf8 URLs               optional (null = none)
 // Anything else is refused with an error naming the column.
 import {
   type Data,
@@ -29,7 +30,7 @@ import { secondsLikeFireAt } from './validate.ts';
 import { checkFooter, headerTypes, messageFacts } from './arrow-message.ts';
 import { type BytesColumn, defaultQueue, type TimerBatch } from './timer-batch.ts';
 
-const knownColumns = new Set(['fire_at', 'delay_ms', 'target', 'payload', 'headers', 'key', 'queue']);
+const knownColumns = new Set(['fire_at', 'delay_ms', 'target', 'payload', 'headers', 'key', 'queue', 'callback', 'failure_callback']);
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 function invalid(message: string, column: string, row?: number): FermataError {
@@ -435,6 +436,13 @@ function readBatch(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number, sourc
   if ((fireAt === undefined) === (delay === undefined)) throw invalid('exactly one of fire_at and delay_ms is required', fireAt === undefined ? 'fire_at' : 'delay_ms');
   const targets = readDictionary(chunksOf(table, 'target'), 'target', rows, undefined);
   const queues = readDictionary(chunksOf(table, 'queue'), 'queue', rows, defaultQueue);
+  // Callback columns only when the stream has either (a batch without them carries none).
+  const callback = chunksOf(table, 'callback');
+  const failureCallback = chunksOf(table, 'failure_callback');
+  const callbacks =
+    callback === undefined && failureCallback === undefined
+      ? undefined
+      : { callback: readBytes(callback, 'callback', rows, false), failureCallback: readBytes(failureCallback, 'failure_callback', rows, false) };
   return {
     rows,
     fireAtMs: rows === 0 ? new Float64Array(0) : fireAt !== undefined ? readFireAt(fireAt, rows, source) : readDelays(delay as Chunks, rows, acceptedAtMs),
@@ -445,5 +453,6 @@ function readBatch(ipc: Uint8Array, acceptedAtMs: number, rowsMax: number, sourc
     payload: readBytes(chunksOf(table, 'payload'), 'payload', rows, true),
     headers: readBytes(chunksOf(table, 'headers'), 'headers', rows, false),
     keys: readBytes(chunksOf(table, 'key'), 'key', rows, false),
+    ...callbacks,
   };
 }

@@ -7,6 +7,7 @@
 //   rows u32 | n u32 { len u32, target } | m u32 { len u32, queue }
 //   fire_at f64[rows] | target_index i32[rows] | queue_index i32[rows]
 //   payload offsets i32[rows+1], values | headers offsets, values | key offsets, values
+//   [callback offsets, values | failure_callback offsets, values]   (ADD encoding 3 only)
 import assert from 'node:assert/strict';
 import { endianness } from 'node:os';
 import type { BytesColumn, TimerBatch } from './timer-batch.ts';
@@ -140,7 +141,9 @@ export function encodeBatch(batch: TimerBatch): Uint8Array[] {
     16 * rows +
     columnBytes(batch.payload, rows) +
     columnBytes(batch.headers, rows) +
-    columnBytes(batch.keys, rows);
+    columnBytes(batch.keys, rows) +
+    (batch.callback === undefined ? 0 : columnBytes(batch.callback, rows)) +
+    (batch.failureCallback === undefined ? 0 : columnBytes(batch.failureCallback, rows));
   const writer = new PartsWriter(capacity);
   writer.u32(rows);
   writer.u32(batch.targets.length);
@@ -153,6 +156,11 @@ export function encodeBatch(batch: TimerBatch): Uint8Array[] {
   writeColumn(writer, batch.payload, rows);
   writeColumn(writer, batch.headers, rows);
   writeColumn(writer, batch.keys, rows);
+  // ADD encoding 3: the callbacks follow as two more columns (hasCallbacks tells which encoding).
+  if (batch.callback !== undefined && batch.failureCallback !== undefined) {
+    writeColumn(writer, batch.callback, rows);
+    writeColumn(writer, batch.failureCallback, rows);
+  }
   return writer.finish();
 }
 
@@ -213,8 +221,16 @@ function checkIndex(index: Int32Array, size: number, what: string): void {
   }
 }
 
-/** Reads a batch back; throws RangeError (or a UTF-8 TypeError) on bytes it did not write. */
-export function decodeBatch(body: Uint8Array): TimerBatch {
+/** Whether encodeBatch writes the callback columns (the ADD record's encoding 3, not 2). */
+export function hasCallbacks(batch: TimerBatch): boolean {
+  return batch.callback !== undefined && batch.failureCallback !== undefined;
+}
+
+/**
+ * Reads a batch back; throws RangeError (or a UTF-8 TypeError) on bytes it did not write.
+ * `withCallbacks`: the body has the two callback columns after the keys (encoding 3).
+ */
+export function decodeBatch(body: Uint8Array, withCallbacks = false): TimerBatch {
   const reader = new Reader(body);
   const rows = reader.u32();
   const targets = reader.strings();
@@ -227,6 +243,7 @@ export function decodeBatch(body: Uint8Array): TimerBatch {
   const payload = reader.column(rows);
   const headers = reader.column(rows);
   const keys = reader.column(rows);
+  const callbacks = withCallbacks ? { callback: reader.column(rows), failureCallback: reader.column(rows) } : undefined;
   if (reader.at !== body.length) throw new RangeError(`${body.length - reader.at} bytes after the batch`);
-  return { rows, fireAtMs, targets, targetIndex, queues, queueIndex, payload, headers, keys };
+  return { rows, fireAtMs, targets, targetIndex, queues, queueIndex, payload, headers, keys, ...callbacks };
 }

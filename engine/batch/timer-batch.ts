@@ -27,6 +27,14 @@ export interface TimerBatch {
   readonly headers: BytesColumn;
   /** Idempotency key; empty = none. */
   readonly keys: BytesColumn;
+  /**
+   * Where the outcome of a delivered timer is POSTed (callbacks.ts); empty = none. Present only
+   * when some row has a callback or a failure callback (then both columns are), so a batch
+   * without callbacks carries nothing for them.
+   */
+  readonly callback?: BytesColumn;
+  /** Where the outcome of a dead timer is POSTed; empty = none. Present exactly when `callback` is. */
+  readonly failureCallback?: BytesColumn;
 }
 
 export function bytesAt(column: BytesColumn, row: number): Uint8Array {
@@ -39,15 +47,17 @@ export function byteLengthAt(column: BytesColumn, row: number): number {
 
 /** Bytes of a batch's payloads, headers and keys, all rows: what its timers take in the store's arena. */
 export function stringBytesOf(batch: TimerBatch): number {
-  const { rows, payload, headers, keys } = batch;
-  return (
+  const { rows, payload, headers, keys, callback, failureCallback } = batch;
+  const bytes =
     (payload.offsets[rows] as number) -
     (payload.offsets[0] as number) +
     (headers.offsets[rows] as number) -
     (headers.offsets[0] as number) +
     (keys.offsets[rows] as number) -
-    (keys.offsets[0] as number)
-  );
+    (keys.offsets[0] as number);
+  if (callback === undefined || failureCallback === undefined) return bytes;
+  // Each row's callbacks take a 2-byte length besides their URLs in the arena (callback-bytes.ts).
+  return bytes + 2 * rows + (callback.offsets[rows] as number) - (callback.offsets[0] as number) + (failureCallback.offsets[rows] as number) - (failureCallback.offsets[0] as number);
 }
 
 export const defaultQueue = 'default';
@@ -60,6 +70,8 @@ export interface TimerSpec {
   readonly headers?: Readonly<Record<string, string>>;
   readonly key?: string;
   readonly queue?: string;
+  readonly callback?: string;
+  readonly failureCallback?: string;
 }
 
 const encoder = new TextEncoder();
@@ -129,7 +141,7 @@ export function batchFromSpecs(specs: readonly TimerSpec[]): TimerBatch {
     // maps and the copies into joined values a batch of many needs.
     const fireAtMs = new Float64Array(1);
     fireAtMs[0] = only.fireAtMs;
-    return {
+    const batch: { -readonly [K in keyof TimerBatch]: TimerBatch[K] } = {
       rows: 1,
       fireAtMs,
       targets: [only.target],
@@ -140,6 +152,12 @@ export function batchFromSpecs(specs: readonly TimerSpec[]): TimerBatch {
       headers: oneRowBytes(only.headers === undefined ? undefined : JSON.stringify(only.headers)),
       keys: oneRowBytes(only.key),
     };
+    // Set only when given: a timer without callbacks makes nothing for them.
+    if (only.callback !== undefined || only.failureCallback !== undefined) {
+      batch.callback = oneRowBytes(only.callback);
+      batch.failureCallback = oneRowBytes(only.failureCallback);
+    }
+    return batch;
   }
   const targets = dictionary(specs.map((spec) => spec.target));
   const queues = dictionary(specs.map((spec) => spec.queue ?? defaultQueue));
@@ -156,5 +174,11 @@ export function batchFromSpecs(specs: readonly TimerSpec[]): TimerBatch {
       return headers === undefined ? undefined : JSON.stringify(headers);
     }),
     keys: bytesColumn(specs.length, (row) => (specs[row] as TimerSpec).key),
+    ...(specs.some((spec) => spec.callback !== undefined || spec.failureCallback !== undefined)
+      ? {
+          callback: bytesColumn(specs.length, (row) => (specs[row] as TimerSpec).callback),
+          failureCallback: bytesColumn(specs.length, (row) => (specs[row] as TimerSpec).failureCallback),
+        }
+      : {}),
   };
 }

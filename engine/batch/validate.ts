@@ -4,13 +4,14 @@
 // the typed columns.
 import { errorCodes, FermataError } from '../errors.ts';
 import { ingestLimits, timerLimits, type TimerLimits } from '../limits.ts';
+import { callbackBytesMax } from '../store/callback-bytes.ts';
 import { residentHeadersBytesMax, residentKeyBytesMax } from '../store/resident-store.ts';
 import { byteLengthAt, bytesAt, type TimerBatch } from './timer-batch.ts';
 
 const queueNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const headerNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Headers fermata sets itself on every delivery: a timer may not override them. */
-const reservedHeaders = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'idempotency-key', 'fermata-timer-id', 'fermata-attempt', 'fermata-fire-at', 'webhook-id', 'webhook-timestamp', 'webhook-signature']);
+const reservedHeaders = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'idempotency-key', 'fermata-timer-id', 'fermata-attempt', 'fermata-fire-at', 'webhook-id', 'webhook-timestamp', 'webhook-signature', 'fermata-callback-for']);
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Hop-by-hop headers: meaningful for one connection only, and refused by HTTP/2 (RFC 9113 §8.2.2). */
 const connectionHeaders = new Set(['keep-alive', 'proxy-connection', 'upgrade', 'te', 'http2-settings']);
@@ -62,6 +63,43 @@ function checkTargets(batch: TimerBatch, limits: TimerLimits): void {
       throw refuse(`target must not carry credentials in row ${row}`, 'target', row);
     }
     remember(wellFormedTargets, target);
+  }
+}
+
+const callbackColumns = [
+  ['callback', 'callback'],
+  ['failure_callback', 'failureCallback'],
+] as const;
+
+/**
+ * Callback URLs follow the target rules (an absolute http(s) URL, no credentials, within the
+ * target's length), row by row: they are few and mostly distinct. Only whitespace and control
+ * characters are refused besides, which URL parsing would silently drop.
+ */
+function checkCallbacks(batch: TimerBatch, limits: TimerLimits): void {
+  // A limit set above what the store's length column holds is capped there.
+  const bytesMax = Math.min(limits.targetBytesMax, callbackBytesMax);
+  for (const [column, field] of callbackColumns) {
+    const urls = batch[field];
+    if (urls === undefined) continue;
+    for (let row = 0; row < batch.rows; row++) {
+      const length = byteLengthAt(urls, row);
+      if (length === 0) continue;
+      if (length > bytesMax) throw refuse(`${column} longer than ${bytesMax} bytes in row ${row}`, column, row);
+      let url: string;
+      try {
+        url = utf8.decode(bytesAt(urls, row));
+      } catch {
+        throw refuse(`${column} must be UTF-8 in row ${row}`, column, row);
+      }
+      if (wellFormedTargets.has(url)) continue;
+      const parsed = URL.parse(url);
+      if (parsed === null || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || /[\s\x00-\x1f\x7f]/.test(url)) {
+        throw refuse(`${column} must be an absolute http(s) URL in row ${row}`, column, row);
+      }
+      if (parsed.username !== '' || parsed.password !== '') throw refuse(`${column} must not carry credentials in row ${row}`, column, row);
+      remember(wellFormedTargets, url);
+    }
   }
 }
 
@@ -134,6 +172,7 @@ export function validateBatch(batch: TimerBatch, limits: TimerLimits, nowMs: num
   if (batch.rows > limits.rowsPerBatchMax) throw refuse(`a batch holds at most ${limits.rowsPerBatchMax} timers, this one ${batch.rows}`, 'fire_at');
   checkTargets(batch, limits);
   checkQueues(batch, limits);
+  if (batch.callback !== undefined || batch.failureCallback !== undefined) checkCallbacks(batch, limits);
   const latest = nowMs + limits.horizonMsMax;
   const keyBytesMax = Math.min(limits.keyBytesMax, residentKeyBytesMax);
   for (let row = 0; row < batch.rows; row++) {

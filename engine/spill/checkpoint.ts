@@ -359,7 +359,7 @@ async function writeTaken(
         fields.attempts = attempts;
         fields.lastStatus = columns.lastStatus[i] as number;
         fields.deadReason = deadReasons[i] as number;
-        builder.append(fields, queueNames[store.queueIndexOf(i)] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i));
+        builder.append(fields, queueNames[store.queueIndexOf(i)] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i), store.callbacksOf(i));
         if (inRunOrder !== undefined) {
           inRunOrder.handles[at] = inRunOrder.byTaken[i] as number;
           inRunOrder.ids.seq[at] = fields.seq;

@@ -21,11 +21,12 @@ import { endianness } from 'node:os';
 import { errorCodes, FermataError } from '../errors.ts';
 
 /** The version written: in every run's schema metadata and in the manifest's and keys sidecars' headers. */
-export const spillFormatVersion = 2;
+export const spillFormatVersion = 3;
 /**
- * The oldest version read, so that an upgrade keeps what the previous release wrote. Version 1
- * differs only in this: its runs lack the last two columns (last_error, last_attempt_at: read as
- * null) and its manifest's runs name no version (they are all version 1).
+ * The oldest version read, so that an upgrade keeps what the previous releases wrote. Version 2
+ * runs lack the last two columns (callback, failure_callback: read as null); version 1 runs lack
+ * two more (last_error, last_attempt_at: read as null) and its manifest's runs name no version
+ * (they are all version 1).
  */
 export const spillFormatVersionMin = 1;
 
@@ -68,13 +69,15 @@ export const runColumns = [
   'dead_reason',
   'last_error',
   'last_attempt_at',
+  'callback',
+  'failure_callback',
 ] as const;
 
 /** How many of runColumns a run of each readable version holds: a version adds columns at the end. */
-export const runColumnCounts: Readonly<Record<number, number>> = { 1: 13, 2: 15 };
+export const runColumnCounts: Readonly<Record<number, number>> = { 1: 13, 2: 15, 3: 17 };
 
-/** Fixed bytes a row costs in a batch: the numeric columns plus an i32 offset for each of the six variable-width ones. */
-export const batchFixedBytesPerRow = 8 + 4 + 8 + 8 + 1 + 2 + 2 + 1 + 8 + 6 * 4;
+/** Fixed bytes a row costs in a batch: the numeric columns plus an i32 offset for each of the eight variable-width ones. */
+export const batchFixedBytesPerRow = 8 + 4 + 8 + 8 + 1 + 2 + 2 + 1 + 8 + 8 * 4;
 
 /** The eos marker between the last batch and the footer: continuation, then a zero length. */
 export const arrowEos = Uint8Array.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);

@@ -54,7 +54,7 @@ export function insertRunRow(s: EngineState, rows: RunRows, i: number, state: Ti
   const target = store.internTarget(rows.targets[rows.targetIndex[i] as number] as string);
   const queue = s.queueIndex(rows.queues[rows.queueIndex[i] as number] as string);
   const key = bytesOf(rows.keys, i);
-  const slot = store.allocateRaw(rows.fireAtMs[i] as number, rows.seq[i] as number, rows.row[i] as number, queue, target, bytesOf(rows.payload, i), bytesOf(rows.headers, i), key);
+  const slot = store.allocateRaw(rows.fireAtMs[i] as number, rows.seq[i] as number, rows.row[i] as number, queue, target, bytesOf(rows.payload, i), bytesOf(rows.headers, i), key, rows.callbacks === undefined ? undefined : bytesOf(rows.callbacks, i));
   store.releaseTarget(target);
   if (slot < 0) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${store.count} timers)`, { rows: 1 });
   store.setState(slot, state);

@@ -15,7 +15,7 @@
 //
 // last_error and last_attempt_at are null but for the few timers whose last attempt failed: a
 // batch without any is written as zeroed buffers (no work a row), and read without a look at
-// its rows.
+// its rows. callback and failure_callback likewise, null but for timers that have them.
 import assert from 'node:assert/strict';
 import {
   Binary,
@@ -40,7 +40,8 @@ import type { BytesColumn } from '../batch/timer-batch.ts';
 import { timerState } from '../store/resident-store.ts';
 import { deliveryLimits } from '../limits.ts';
 import { arrowEos, metadataKeys, runColumnCounts, runColumns, spillFormatVersion } from './format.ts';
-import { firstFailureFrom, noFailures, type RunFailures, type RunRows } from './run-rows.ts';
+import { bytesOf, firstFailureFrom, noFailures, type RunFailures, type RunRows } from './run-rows.ts';
+import { callbackBytesMax, callbackBytesOf, callbacksRunBytes, failureCallbackBytesOf, packCallbacks } from '../store/callback-bytes.ts';
 
 const timestampMs = (): Timestamp => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
 
@@ -62,6 +63,8 @@ function runFields(version = spillFormatVersion): Field[] {
     new Field('dead_reason', new Uint8(), false),
     new Field('last_error', new Utf8(), true),
     new Field('last_attempt_at', timestampMs(), true),
+    new Field('callback', new Utf8(), true),
+    new Field('failure_callback', new Utf8(), true),
   ];
   return fields.slice(0, runColumnCounts[version]);
 }
@@ -280,6 +283,8 @@ export function encodeRunBatch(schema: Schema, rows: RunRows, from: number, to: 
   ];
   const failures = failureColumns(rows.failures, from, to);
   children.push(failures.errors, failures.attemptedAt);
+  const callbacks = callbackColumns(rows.callbacks, from, to);
+  children.push(callbacks.callback, callbacks.failureCallback);
   return new RecordBatch(schema, makeData({ type: new Struct(schema.fields), length, nullCount: 0, children }));
 }
 
@@ -349,7 +354,62 @@ export function decodeRunBatch(whole: Uint8Array, rows: number, version: number)
     payload: bytesOfColumn(column('payload'), rows, false),
     headers: bytesOfColumn(column('headers'), rows, true),
     failures: version < 2 ? noFailures : failuresOf(column('last_error'), column('last_attempt_at'), rows),
+    ...(version < 3 ? undefined : callbacksOf(column('callback'), column('failure_callback'), rows)),
   };
+}
+
+/**
+ * Rows [from, to) of a run's callbacks runs (engine/store/callback-bytes.ts) as the callback and
+ * failure_callback Utf8 columns, null where a timer has none; all null (zeroed buffers, no work
+ * a row) when no row of the run has one.
+ */
+function callbackColumns(runs: BytesColumn | undefined, from: number, to: number): { callback: Data; failureCallback: Data } {
+  const any = runs !== undefined && (runs.offsets[to] as number) > (runs.offsets[from] as number);
+  return { callback: urlColumn(any ? runs : undefined, from, to, callbackBytesOf), failureCallback: urlColumn(any ? runs : undefined, from, to, failureCallbackBytesOf) };
+}
+
+/** One URL of each row's callbacks run, as a Utf8 column null where the row has none. */
+function urlColumn(runs: BytesColumn | undefined, from: number, to: number, urlOf: (run: Uint8Array) => Uint8Array): Data {
+  const n = to - from;
+  const offsets = new Int32Array(n + 1);
+  const validity = new Uint8Array((n + 7) >> 3);
+  if (runs === undefined) return makeData({ type: new Utf8(), length: n, nullCount: n, nullBitmap: validity, valueOffsets: offsets, data: new Uint8Array(0) });
+  let bytes = 0;
+  for (let i = 0; i < n; i++) {
+    bytes += urlOf(bytesOf(runs, from + i)).length;
+    offsets[i + 1] = bytes;
+  }
+  const data = new Uint8Array(bytes);
+  let nulls = 0;
+  for (let i = 0; i < n; i++) {
+    const url = urlOf(bytesOf(runs, from + i));
+    if (url.length === 0) {
+      nulls++;
+      continue;
+    }
+    data.set(url, offsets[i] as number);
+    validity[i >> 3] = (validity[i >> 3] as number) | (1 << (i & 7));
+  }
+  return makeData({ type: new Utf8(), length: n, nullCount: nulls, nullBitmap: validity, valueOffsets: offsets, data });
+}
+
+/** The callback and failure_callback columns as each row's callbacks run; nothing when every row has neither. */
+function callbacksOf(callback: Data, failureCallback: Data, rows: number): { callbacks: BytesColumn } | undefined {
+  if (callback.nullCount === rows && failureCallback.nullCount === rows) return undefined;
+  const urls = [bytesOfColumn(callback, rows, true), bytesOfColumn(failureCallback, rows, true)] as const;
+  const offsets = new Int32Array(rows + 1);
+  for (let i = 0; i < rows; i++) {
+    const callbackBytes = (urls[0].offsets[i + 1] as number) - (urls[0].offsets[i] as number);
+    const failureBytes = (urls[1].offsets[i + 1] as number) - (urls[1].offsets[i] as number);
+    if (callbackBytes > callbackBytesMax || failureBytes > callbackBytesMax) throw new BatchShapeError(`row ${i}: a callback URL longer than ${callbackBytesMax} bytes`);
+    offsets[i + 1] = (offsets[i] as number) + callbacksRunBytes(callbackBytes, failureBytes);
+  }
+  const values = new Uint8Array(offsets[rows] as number);
+  for (let i = 0; i < rows; i++) {
+    if (offsets[i + 1] === offsets[i]) continue;
+    values.set(packCallbacks(bytesOf(urls[0], i), bytesOf(urls[1], i)), offsets[i] as number);
+  }
+  return { callbacks: { values, offsets } };
 }
 
 /** The rows the two failure columns say failed, with what they say; the writer sets both at the same rows and no others. */

@@ -42,6 +42,11 @@ export interface RunRows {
   readonly headers: BytesColumn;
   /** The rows whose timer's last attempt failed; the others have no last error (null in the file). */
   readonly failures: RunFailures;
+  /**
+   * Each row's callbacks run (engine/store/callback-bytes.ts: both URLs, empty = none); the file
+   * holds them as the `callback` and `failure_callback` columns. Absent when no row has one.
+   */
+  readonly callbacks?: BytesColumn;
 }
 
 /** Why and when the last attempt of a few rows' timers failed, a row's entry at the same index of each. */
@@ -53,6 +58,8 @@ export interface RunFailures {
   /** When that attempt was made, epoch ms. */
   readonly attemptedAtMs: Float64Array;
 }
+
+const noBytes = new Uint8Array(0);
 
 export const noFailures: RunFailures = { rows: new Uint32Array(0), errors: [], attemptedAtMs: new Float64Array(0) };
 
@@ -212,6 +219,8 @@ export class RunRowsBuilder {
   #keys: BytesBuilder;
   #payload: BytesBuilder;
   #headers: BytesBuilder;
+  /** Callbacks runs: made at the first row that has one (most runs have none), then one entry a row. */
+  #callbacks: BytesBuilder | undefined;
   #variableBytes = 0;
   // Failures are few: plain arrays, empty for most slices.
   #failureRows: number[] = [];
@@ -250,12 +259,13 @@ export class RunRowsBuilder {
     return this.#variableBytes;
   }
 
-  /** Appends one timer; `key` and `headers` empty mean none. */
-  append(fields: RunRowFields, queue: string, target: string, key: Uint8Array, payload: Uint8Array, headers: Uint8Array): void {
+  /** Appends one timer; `key`, `headers` and `callbacks` (callback-bytes.ts's run) empty mean none. */
+  append(fields: RunRowFields, queue: string, target: string, key: Uint8Array, payload: Uint8Array, headers: Uint8Array, callbacks: Uint8Array = noBytes): void {
     const i = this.#next(fields);
     this.#queueIndex[i] = this.#queues.intern(queue);
     this.#targetIndex[i] = this.#targets.intern(target);
     this.#pushBytes(i, key, payload, headers, queue.length + target.length);
+    this.#pushCallbacks(i, callbacks);
   }
 
   /**
@@ -288,6 +298,7 @@ export class RunRowsBuilder {
     this.#targetIndex[at] = this.#targets.internFrom(source.targets, target);
     const names = (source.queues[queue] as string).length + (source.targets[target] as string).length;
     this.#pushBytes(at, bytesOf(source.keys, i), bytesOf(source.payload, i), bytesOf(source.headers, i), names);
+    this.#pushCallbacks(at, source.callbacks === undefined ? noBytes : bytesOf(source.callbacks, i));
     if (source.failures.rows.length === 0) return;
     const failure = failureOf(source.failures, i);
     if (failure >= 0) this.setFailure(at, source.failures.errors[failure] as string, source.failures.attemptedAtMs[failure] as number);
@@ -308,6 +319,7 @@ export class RunRowsBuilder {
     this.#keys.clear();
     this.#payload.clear();
     this.#headers.clear();
+    this.#callbacks = undefined;
     this.#failureRows = [];
     this.#failureErrors = [];
     this.#failureTimes = [];
@@ -337,7 +349,18 @@ export class RunRowsBuilder {
         this.#failureRows.length === 0
           ? noFailures
           : { rows: Uint32Array.from(this.#failureRows), errors: this.#failureErrors, attemptedAtMs: Float64Array.from(this.#failureTimes) },
+      ...(this.#callbacks === undefined ? undefined : { callbacks: this.#callbacks.finish(n) }),
     };
+  }
+
+  #pushCallbacks(i: number, callbacks: Uint8Array): void {
+    if (this.#callbacks === undefined) {
+      if (callbacks.length === 0) return;
+      // The rows before this one have none: offsets of zero, as a new builder's are.
+      this.#callbacks = new BytesBuilder(this.#capacity, 0);
+    }
+    this.#callbacks.push(i, callbacks);
+    this.#variableBytes += callbacks.length;
   }
 
   #next(fields: RunRowFields): number {
@@ -381,6 +404,7 @@ export class RunRowsBuilder {
     this.#keys.grow(capacity);
     this.#payload.grow(capacity);
     this.#headers.grow(capacity);
+    this.#callbacks?.grow(capacity);
     this.#capacity = capacity;
   }
 }

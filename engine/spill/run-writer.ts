@@ -241,7 +241,7 @@ export class RunWriter {
     const target = encodedEntries(rows.targets, this.#encoded)[rows.targetIndex[i] as number] as Uint8Array;
     const names = queue.length + target.length;
     const span = (column: RunRows['keys']): number => (column.offsets[i + 1] as number) - (column.offsets[i] as number);
-    return names + span(rows.keys) + span(rows.payload) + span(rows.headers);
+    return names + span(rows.keys) + span(rows.payload) + span(rows.headers) + (rows.callbacks === undefined ? 0 : span(rows.callbacks));
   }
 
   /** A bug, not a condition: the caller hands rows in (dueAt, seq, row) order with valid fields. */

@@ -42,7 +42,9 @@
 //   keyLength u16 2                                                         = 57 bytes a slot
 //   + 4 bytes a slot for each index column other structures keep here (a timer heap: 2 once
 //     it is first pushed to)
-//   + payload, headers and key bytes in the arena (one joined string: one ref, three lengths)
+//   + payload, headers, key and callback bytes in the arena (one joined string: one ref, three
+//     lengths; the top bit of keyLength says a callbacks run follows the key, and the run says
+//     its own length: callback-bytes.ts)
 //   + 4 bytes per free slot (the free stack grows with releases, not with capacity)
 //   + per distinct target: its string, a Map entry and a u32 refcount (shared by its timers)
 //
@@ -58,6 +60,7 @@ import assert from 'node:assert/strict';
 import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
 import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
+import { callbacksRunBytesAt, callbacksRunHeaderBytes, keysWithCallbacks } from './callback-bytes.ts';
 import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
 import { capacityTowards, type ColumnMaker, ColumnMemory, columnsBytes, doubledCapacity, widened } from './column-growth.ts';
 import { movedColumns, movedSlotNumbers, planShrink, shrinkCapacity } from './shrink.ts';
@@ -77,7 +80,9 @@ export const residentGenerationMax = 2 ** (53 - residentSlotBits) - 1;
 export const residentQueueCountMax = 2 ** 16;
 /** headersLength and keyLength are u16 columns. */
 export const residentHeadersBytesMax = 2 ** 16 - 1;
-export const residentKeyBytesMax = 2 ** 16 - 1;
+/** keyLength's top bit says a callbacks run follows the key (callback-bytes.ts). */
+export const residentKeyBytesMax = 2 ** 15 - 1;
+const hasCallbacksBit = 2 ** 15;
 
 const slotSpan = 2 ** residentSlotBits;
 // bytesSlab is a u16 column.
@@ -100,10 +105,12 @@ export interface TimerFields {
   readonly target: string;
   readonly payload: Uint8Array;
   readonly headers: Uint8Array;
+  /** Both callback URLs as one run (callback-bytes.ts's packCallbacks); empty: none. */
+  readonly callbacks?: Uint8Array;
 }
 
 /** The columns of a batch that allocateRows() reads. */
-export type BatchRows = Pick<TimerBatch, 'fireAtMs' | 'queueIndex' | 'targetIndex' | 'payload' | 'headers' | 'keys'>;
+export type BatchRows = Pick<TimerBatch, 'fireAtMs' | 'queueIndex' | 'targetIndex' | 'payload' | 'headers' | 'keys' | 'callback' | 'failureCallback'>;
 
 /** The store's sizes, and (tests) the tuning of the columns it makes ahead (memory/columns-ahead.ts). */
 export interface ResidentStoreOptions extends ColumnsAheadOptions {
@@ -288,7 +295,7 @@ export class ResidentStore {
   /** Allocates a timer from one object; the hot path uses allocateRaw(). Returns -1 when full. */
   allocate(fields: TimerFields): number {
     const targetIndex = this.internTarget(fields.target);
-    const slot = this.allocateRaw(fields.fireAt, fields.logSeq, fields.row, fields.queueIndex, targetIndex, fields.payload, fields.headers, fields.key);
+    const slot = this.allocateRaw(fields.fireAt, fields.logSeq, fields.row, fields.queueIndex, targetIndex, fields.payload, fields.headers, fields.key, fields.callbacks);
     this.releaseTarget(targetIndex);
     return slot;
   }
@@ -307,6 +314,7 @@ export class ResidentStore {
     payload: Uint8Array,
     headers: Uint8Array,
     key: Uint8Array = noBytes,
+    callbacks: Uint8Array = noBytes,
   ): number {
     assert.ok(Number.isFinite(fireAt), 'fireAt must be a finite number of ms');
     assert.ok(Number.isSafeInteger(logSeq) && logSeq >= 0, 'logSeq must be a non-negative safe integer');
@@ -325,10 +333,12 @@ export class ResidentStore {
     this.#targetIndex[slot] = targetIndex;
     this.#lastStatus[slot] = 0;
     assert.ok(headers.length <= residentHeadersBytesMax && key.length <= residentKeyBytesMax, 'headers or key longer than its u16 length column');
-    this.#setBytesRef(slot, this.arena.addJoined(payload, headers, key));
+    // A timer with callbacks (rare) joins them after its key: one copy more, no arena change.
+    const keyAndCallbacks = callbacks.length === 0 ? key : Buffer.concat([key, callbacks]);
+    this.#setBytesRef(slot, this.arena.addJoined(payload, headers, keyAndCallbacks));
     this.#payloadLength[slot] = payload.length;
     this.#headersLength[slot] = headers.length;
-    this.#keyLength[slot] = key.length;
+    this.#keyLength[slot] = callbacks.length === 0 ? key.length : key.length | hasCallbacksBit;
     this.#targets.addRef(targetIndex);
     this.#count++;
     return slot;
@@ -371,6 +381,14 @@ export class ResidentStore {
     const payloadLength = this.#payloadLength;
     const headersLength = this.#headersLength;
     const keyLength = this.#keyLength;
+    // A batch with callbacks copies each row's run after its key (callback-bytes.ts): the arena
+    // takes key and run as one part. Without, nothing is made.
+    let hasRun: Uint8Array | undefined;
+    let thirdColumn = keys;
+    if (batch.callback !== undefined && batch.failureCallback !== undefined) {
+      hasRun = new Uint8Array(fireAtMs.length);
+      thirdColumn = keysWithCallbacks(keys, batch.callback, batch.failureCallback, fireAtMs.length, hasRun);
+    }
     const targetRefs = this.#targets.refs;
     const freeSlots = this.#freeSlots;
     const payloadOffsets = payload.offsets;
@@ -403,11 +421,11 @@ export class ResidentStore {
       lastStatus[slot] = 0;
       payloadLength[slot] = (payloadOffsets[row + 1] as number) - (payloadOffsets[row] as number);
       headersLength[slot] = (headersOffsets[row + 1] as number) - (headersOffsets[row] as number);
-      keyLength[slot] = (keyOffsets[row + 1] as number) - (keyOffsets[row] as number);
+      keyLength[slot] = ((keyOffsets[row + 1] as number) - (keyOffsets[row] as number)) | (hasRun !== undefined && hasRun[row] === 1 ? hasCallbacksBit : 0);
       targetRefs[target] = (targetRefs[target] as number) + 1;
       slotsOut[i] = slot;
     }
-    this.arena.addRows(payload, headers, keys, rows, count, slotsOut, this.#bytesSlab, this.#bytesOffset);
+    this.arena.addRows(payload, headers, thirdColumn, rows, count, slotsOut, this.#bytesSlab, this.#bytesOffset);
     this.#count += count;
   }
 
@@ -617,10 +635,32 @@ export class ResidentStore {
   keyOf(slot: number): Uint8Array {
     this.#assertLive(slot);
     const at = this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
-    return this.arena.view(at, this.#keyLength[slot] as number);
+    return this.arena.view(at, this.keyLengthOf(slot));
   }
 
-  /** Where the slot's payload, headers and key are in the arena, one after another. */
+  /** Whether the timer has a callback or a failure callback (a callbacks run follows its key). */
+  hasCallbacks(slot: number): boolean {
+    return ((this.#keyLength[slot] as number) & hasCallbacksBit) !== 0;
+  }
+
+  /** The slot's callbacks run (callback-bytes.ts; empty: no callbacks), a view into the arena. */
+  callbacksOf(slot: number): Uint8Array {
+    this.#assertLive(slot);
+    return this.arena.view(this.#callbacksRef(slot), this.callbacksLengthOf(slot));
+  }
+
+  /** Bytes of the slot's callbacks run (0: none), read from the run's own header. */
+  callbacksLengthOf(slot: number): number {
+    if (!this.hasCallbacks(slot)) return 0;
+    const ref = this.#callbacksRef(slot);
+    return callbacksRunBytesAt(this.arena.slabOf(ref, callbacksRunHeaderBytes), this.arena.offsetOf(ref));
+  }
+
+  #callbacksRef(slot: number): number {
+    return this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + this.keyLengthOf(slot);
+  }
+
+  /** Where the slot's payload, headers, key and callbacks are in the arena, one after another. */
   bytesRefOf(slot: number): number {
     return this.#bytesRefOf(slot);
   }
@@ -633,13 +673,13 @@ export class ResidentStore {
     return this.#headersLength[slot] as number;
   }
 
-  /** Bytes of the slot's payload, headers and key together (what it holds in the arena). */
+  /** Bytes of the slot's payload, headers, key and callbacks together (what it holds in the arena). */
   bytesLengthOf(slot: number): number {
     return this.#bytesLength(slot);
   }
 
   keyLengthOf(slot: number): number {
-    return this.#keyLength[slot] as number;
+    return (this.#keyLength[slot] as number) & residentKeyBytesMax;
   }
 
   targetOf(slot: number): string {
@@ -729,7 +769,7 @@ export class ResidentStore {
   }
 
   #bytesLength(slot: number): number {
-    return (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + (this.#keyLength[slot] as number);
+    return (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + this.keyLengthOf(slot) + this.callbacksLengthOf(slot);
   }
 
   #assertLive(slot: number): void {

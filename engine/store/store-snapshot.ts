@@ -14,6 +14,9 @@
 //              └► slots[i] ─► the store's logSeq, row, fireAt, …  (fixed while held)
 //                          └► bytes ref + lengths ─► ArenaHold.view (the bytes stay as they were)
 import type { ArenaHold } from './byte-arena.ts';
+import { callbacksRunBytesAt, callbacksRunHeaderBytes } from './callback-bytes.ts';
+
+const noBytes = new Uint8Array(0);
 
 /** The fields copied at the instant, by snapshot index. */
 export interface StoreSnapshotColumns {
@@ -34,6 +37,7 @@ export interface SnapshotSource {
   payloadLengthOf(slot: number): number;
   headersLengthOf(slot: number): number;
   keyLengthOf(slot: number): number;
+  hasCallbacks(slot: number): boolean;
 }
 
 export class StoreSnapshot {
@@ -94,6 +98,15 @@ export class StoreSnapshot {
     const slot = this.slots[i] as number;
     const source = this.#source;
     return this.#hold.view(source.bytesRefOf(slot) + source.payloadLengthOf(slot) + source.headersLengthOf(slot), source.keyLengthOf(slot));
+  }
+
+  /** Both callback URLs as one run (callback-bytes.ts; empty: none), read through the hold as the rest. */
+  callbacksOf(i: number): Uint8Array {
+    const slot = this.slots[i] as number;
+    const source = this.#source;
+    if (!source.hasCallbacks(slot)) return noBytes;
+    const at = source.bytesRefOf(slot) + source.payloadLengthOf(slot) + source.headersLengthOf(slot) + source.keyLengthOf(slot);
+    return this.#hold.view(at, callbacksRunBytesAt(this.#hold.view(at, callbacksRunHeaderBytes), 0));
   }
 
   /** Lets the arena reuse its space and the store its released slots again; nothing may be read afterwards. */

@@ -37,6 +37,8 @@ const liveFields = {
   state: { schema: { type: 'string' }, of: (timer) => timer.state },
   key: { schema: { type: ['string', 'null'] }, of: (timer) => timer.key },
   next_attempt_at: { schema: { type: ['string', 'null'] }, of: (timer) => isoOrNull(timer.nextAttemptAtMs) },
+  callback: { schema: { type: ['string', 'null'] }, of: (timer) => timer.callback },
+  failure_callback: { schema: { type: ['string', 'null'] }, of: (timer) => timer.failureCallback },
 } as const satisfies Record<string, ViewField<TimerView>>;
 
 /** Fields only a dead timer's entry shows. */
@@ -76,6 +78,8 @@ export const timerView = view<TimerView, typeof timerFields & typeof liveFields>
   'last_error',
   'last_attempt_at',
   'next_attempt_at',
+  'callback',
+  'failure_callback',
 ]);
 
 /** An entry of GET /v1/dead. */

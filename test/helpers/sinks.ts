@@ -15,7 +15,7 @@ export interface SinkRequest {
 
 /** What to do with the n-th request (0-based) to `path`: answer a status, or act. */
 export type SinkAction =
-  | { readonly status: number; readonly headers?: Record<string, string> }
+  | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string }
   | { readonly hang: true }
   | { readonly reset: true }
   | { readonly goaway: true };
@@ -84,7 +84,7 @@ export async function startH2Sink(script: SinkScript = ok): Promise<Sink> {
       if ('reset' in action) return stream.session?.socket.destroy();
       if ('goaway' in action) return stream.session?.goaway(http2.constants.NGHTTP2_NO_ERROR, (stream.id ?? 1) - 2);
       stream.respond({ ':status': action.status, ...action.headers });
-      stream.end();
+      stream.end(action.body);
     });
   });
   return listening(server, requests, () => connections, sessions, () => {
@@ -106,7 +106,7 @@ export async function startH1Sink(script: SinkScript = ok): Promise<Sink> {
       if ('hang' in action) return;
       if ('reset' in action || 'goaway' in action) return req.socket.destroy();
       res.writeHead(action.status, action.headers);
-      res.end();
+      res.end(action.body);
     });
   });
   server.on('connection', () => connections++);

@@ -2,7 +2,8 @@
 // v2, README.md there): a resident run holding one timer of each state a run holds, two of them
 // with a failed last attempt, and a spilled run of two far-future pending timers. Version 1
 // was written from these by the release before version 2 (commit eda3f58), without the
-// failures, which version 1 has no columns for. Plain data, any thread.
+// failures, which version 1 has no columns for; version 2 by the release before version 3
+// (commit c980692), without the callbacks, which version 2 has no columns for. Plain data, any thread.
 import type { Manifest } from '../../engine/spill/manifest.ts';
 import type { RunMeta } from '../../engine/spill/run-meta.ts';
 import type { RunRowFields } from '../../engine/spill/run-rows.ts';
@@ -22,15 +23,17 @@ export interface GoldenTimer extends RunRowFields {
   readonly payload: Uint8Array;
   /** JSON object text of delivery headers; empty: none. */
   readonly headers: string;
-  /** Written in version 2 only. */
+  /** Written from version 2 on. */
   readonly failure?: { readonly error: string; readonly attemptedAtMs: number };
+  /** Written from version 3 on; an empty URL is none. */
+  readonly callbacks?: { readonly callback: string; readonly failureCallback: string };
 }
 
 const text = (value: string): Uint8Array => new TextEncoder().encode(value);
 
 /** The resident run's timers, in run order (due time, then log position). */
 export const goldenResident: readonly GoldenTimer[] = [
-  { seq: 3, row: 0, fireAtMs: goldenT0 + 1_000, dueAtMs: goldenT0 + 1_000, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, queue: 'default', target: 'https://a.example/hook', key: 'order-1', payload: text('hello'), headers: '{"x-trace":"abc"}' },
+  { seq: 3, row: 0, fireAtMs: goldenT0 + 1_000, dueAtMs: goldenT0 + 1_000, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, queue: 'default', target: 'https://a.example/hook', key: 'order-1', payload: text('hello'), headers: '{"x-trace":"abc"}', callbacks: { callback: 'https://cb.example/ok', failureCallback: 'https://cb.example/dead' } },
   {
     seq: 3,
     row: 1,
@@ -69,7 +72,7 @@ export const goldenResident: readonly GoldenTimer[] = [
 
 /** The spilled run's timers: pending, never attempted, due at their fire time past the watermark. */
 export const goldenSpilled: readonly GoldenTimer[] = [
-  { seq: 7, row: 0, fireAtMs: goldenT0 + 10 * day, dueAtMs: goldenT0 + 10 * day, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, queue: 'default', target: 'https://c.example/far', key: 'far-1', payload: text('far away'), headers: '' },
+  { seq: 7, row: 0, fireAtMs: goldenT0 + 10 * day, dueAtMs: goldenT0 + 10 * day, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, queue: 'default', target: 'https://c.example/far', key: 'far-1', payload: text('far away'), headers: '', callbacks: { callback: '', failureCallback: 'https://cb.example/far-dead' } },
   { seq: 8, row: 1, fireAtMs: goldenT0 + 11 * day, dueAtMs: goldenT0 + 11 * day, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, queue: 'slow', target: 'https://c.example/far', key: '', payload: text('further'), headers: '{"x-n":"2"}' },
 ];
 

@@ -11,6 +11,7 @@ import { timerState } from '../../engine/store/resident-store.ts';
 import { runFileName } from '../../engine/spill/format.ts';
 import { writeRun } from '../../engine/spill/run-file.ts';
 import { RunRowsBuilder } from '../../engine/spill/run-rows.ts';
+import { packCallbacks } from '../../engine/store/callback-bytes.ts';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { skipOrFail } from '../helpers/tools.ts';
@@ -35,6 +36,8 @@ print(json.dumps({
   'target': table.column('target').to_pylist(),
   'last_error': table.column('last_error').to_pylist(),
   'last_attempt_at_ms': table.column('last_attempt_at').cast(pa.int64()).to_pylist(),
+  'callback': table.column('callback').to_pylist(),
+  'failure_callback': table.column('failure_callback').to_pylist(),
   'stream_rows': stream.num_rows,
 }))
 `;
@@ -55,6 +58,7 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
       i % 3 === 0 ? new Uint8Array(0) : encoder.encode(`ключ-${i}`),
       encoder.encode(`payload ${i}`),
       new Uint8Array(0),
+      i % 5 === 2 ? packCallbacks(encoder.encode(`https://cb.example/${i}`), i % 2 === 0 ? encoder.encode(`https://cb.example/dead/${i}`) : new Uint8Array(0)) : new Uint8Array(0),
     );
     if (i % 7 === 3) builder.setFailure(i, `HTTP 503 from ziel ${i}`, baseMs - i);
   }
@@ -72,6 +76,8 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
     target: string[];
     last_error: Array<string | null>;
     last_attempt_at_ms: Array<number | null>;
+    callback: Array<string | null>;
+    failure_callback: Array<string | null>;
     stream_rows: number;
   };
   assert.deepEqual(read.batches, meta.buckets.map((bucket) => bucket.rows));
@@ -92,13 +98,17 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
     ['dead_reason', 'uint8', false],
     ['last_error', 'string', true],
     ['last_attempt_at', 'timestamp[ms, tz=UTC]', true],
+    ['callback', 'string', true],
+    ['failure_callback', 'string', true],
   ]);
-  assert.deepEqual(read.metadata, { 'fermata.spill.version': '2', 'fermata.stamp': '77', 'fermata.run': '3', 'fermata.bucket_width_ms': '3600000' });
+  assert.deepEqual(read.metadata, { 'fermata.spill.version': '3', 'fermata.stamp': '77', 'fermata.run': '3', 'fermata.bucket_width_ms': '3600000' });
   assert.deepEqual(read.seq, Array.from(rows.seq));
   assert.deepEqual(read.due_at_ms, Array.from(rows.dueAtMs));
   assert.deepEqual(read.key, Array.from({ length: 50 }, (_, i) => (i % 3 === 0 ? null : `ключ-${i}`)));
   assert.deepEqual(read.target, Array.from({ length: 50 }, (_, i) => `https://ziel.example/ü/${i % 3}`));
   assert.deepEqual(read.last_error, Array.from({ length: 50 }, (_, i) => (i % 7 === 3 ? `HTTP 503 from ziel ${i}` : null)));
   assert.deepEqual(read.last_attempt_at_ms, Array.from({ length: 50 }, (_, i) => (i % 7 === 3 ? baseMs - i : null)));
+  assert.deepEqual(read.callback, Array.from({ length: 50 }, (_, i) => (i % 5 === 2 ? `https://cb.example/${i}` : null)));
+  assert.deepEqual(read.failure_callback, Array.from({ length: 50 }, (_, i) => (i % 5 === 2 && i % 2 === 0 ? `https://cb.example/dead/${i}` : null)));
   assert.equal(read.stream_rows, 50);
 });

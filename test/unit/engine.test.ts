@@ -45,6 +45,8 @@ test('admit makes timers durable and gettable; ids carry sequence, row and fire 
     lastError: null,
     lastAttemptAtMs: null,
     nextAttemptAtMs: null,
+    callback: null,
+    failureCallback: null,
   });
   assert.equal(new TextDecoder().decode(engine.payloadOf(ids[1] as string)), 'two');
   assert.equal(engine.stats().pending, 2);

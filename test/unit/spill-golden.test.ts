@@ -1,11 +1,11 @@
 // Golden files of the spill format (test/fixtures/spill/, docs/format/spill.md), one set per
 // version, each a checkpoint of the same timers (test/helpers/spill-golden.ts): a manifest, a
-// resident run and a spilled run with their keys sidecars. Version 1, written by the release
-// before version 2, is still read: its runs verify and decode to the same timers, with no
-// failures (it has no columns for them). Version 2 is what this release writes, byte for byte,
-// and reads back with the failures. And an engine opened on either serves the same timers, a
-// version 2 checkpoint showing why the failed ones failed; one opened on version 1 writes its
-// next checkpoint as version 2, so an upgrade loses nothing.
+// resident run and a spilled run with their keys sidecars. Versions 1 and 2, written by the
+// releases before, are still read: their runs verify and decode to the same timers, with no
+// failures (version 1) and no callbacks (both: they have no columns for them). Version 3 is what
+// this release writes, byte for byte, and reads back with the failures and the callbacks. And
+// an engine opened on any serves the same timers; one opened on version 1 writes its next
+// checkpoint as version 3, so an upgrade loses nothing.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
@@ -16,6 +16,7 @@ import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { readManifest, writeManifest } from '../../engine/spill/manifest.ts';
 import { readRunBucket, readRunKeys, type RunMeta, verifyRun, writeRun } from '../../engine/spill/run-file.ts';
 import { bytesOf, failureOf, type RunRows, RunRowsBuilder } from '../../engine/spill/run-rows.ts';
+import { callbackBytesOf, failureCallbackBytesOf, packCallbacks, urlOrNull } from '../../engine/store/callback-bytes.ts';
 import { goldenBucketWidthMs, goldenManifest, goldenResident, goldenSpilled, goldenT0, type GoldenTimer } from '../helpers/spill-golden.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
@@ -24,11 +25,12 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const stateNames: Record<number, string> = { 1: 'pending', 3: 'retrying', 4: 'delivered', 5: 'dead', 6: 'cancelled' };
 
-/** The golden timers as run rows, with their failures when `withFailures`. */
-function goldenRows(timers: readonly GoldenTimer[], withFailures: boolean): RunRows {
+/** The golden timers as run rows, with their failures when `withFailures`, their callbacks when `withCallbacks`. */
+function goldenRows(timers: readonly GoldenTimer[], withFailures: boolean, withCallbacks = false): RunRows {
   const builder = new RunRowsBuilder(8);
   for (const [i, timer] of timers.entries()) {
-    builder.append(timer, timer.queue, timer.target, encoder.encode(timer.key), timer.payload, encoder.encode(timer.headers));
+    const callbacks = withCallbacks && timer.callbacks !== undefined ? packCallbacks(encoder.encode(timer.callbacks.callback), encoder.encode(timer.callbacks.failureCallback)) : new Uint8Array(0);
+    builder.append(timer, timer.queue, timer.target, encoder.encode(timer.key), timer.payload, encoder.encode(timer.headers), callbacks);
     if (withFailures && timer.failure !== undefined) builder.setFailure(i, timer.failure.error, timer.failure.attemptedAtMs);
   }
   return builder.finish();
@@ -53,6 +55,8 @@ function plain(rows: RunRows): unknown[] {
       payload: [...bytesOf(rows.payload, i)],
       headers: decoder.decode(bytesOf(rows.headers, i)),
       failure: failure < 0 ? undefined : { error: rows.failures.errors[failure], attemptedAtMs: rows.failures.attemptedAtMs[failure] },
+      callback: rows.callbacks === undefined ? null : urlOrNull(callbackBytesOf(bytesOf(rows.callbacks, i))),
+      failureCallback: rows.callbacks === undefined ? null : urlOrNull(failureCallbackBytesOf(bytesOf(rows.callbacks, i))),
     };
   });
 }
@@ -96,7 +100,7 @@ async function views(fs: SimFileSystem): Promise<unknown[]> {
     for (const timer of [...goldenResident, ...goldenSpilled]) {
       const view = await engine.lookup(idOf(timer));
       assert.ok(view !== undefined, `timer ${idOf(timer)}`);
-      out.push({ state: view.state, attempts: view.attempts, queue: view.queue, target: view.target, key: view.key, lastStatus: view.lastStatus, lastError: view.lastError, lastAttemptAtMs: view.lastAttemptAtMs });
+      out.push({ state: view.state, attempts: view.attempts, queue: view.queue, target: view.target, key: view.key, lastStatus: view.lastStatus, lastError: view.lastError, lastAttemptAtMs: view.lastAttemptAtMs, callback: view.callback, failureCallback: view.failureCallback });
     }
     return out;
   } finally {
@@ -104,8 +108,8 @@ async function views(fs: SimFileSystem): Promise<unknown[]> {
   }
 }
 
-/** The views the golden timers must get: their failures only when the checkpoint holds them. */
-function expectedViews(withFailures: boolean): unknown[] {
+/** The views the golden timers must get: their failures and callbacks only when the checkpoint holds them. */
+function expectedViews(withFailures: boolean, withCallbacks = false): unknown[] {
   return [...goldenResident, ...goldenSpilled].map((timer) => ({
     state: stateNames[timer.state],
     attempts: timer.attempts,
@@ -115,6 +119,8 @@ function expectedViews(withFailures: boolean): unknown[] {
     lastStatus: timer.lastStatus === 0 ? null : timer.lastStatus,
     lastError: withFailures ? (timer.failure?.error ?? null) : null,
     lastAttemptAtMs: withFailures ? (timer.failure?.attemptedAtMs ?? null) : null,
+    callback: withCallbacks && timer.callbacks !== undefined && timer.callbacks.callback !== '' ? timer.callbacks.callback : null,
+    failureCallback: withCallbacks && timer.callbacks !== undefined && timer.callbacks.failureCallback !== '' ? timer.callbacks.failureCallback : null,
   }));
 }
 
@@ -129,17 +135,7 @@ test('golden, version 1 (the previous release): the manifest, both runs and thei
   assert.deepEqual((await readRunKeys(nodeFileSystem, dir, manifest.residentRun)).map((section) => section.length), [1, 0, 0, 1]);
 });
 
-test('golden, version 2: this release writes the same bytes from the same timers, and reads them back with their failures', async () => {
-  const fs = new SimFileSystem({ seed: 2 });
-  const dir = '/data/spill';
-  await fs.mkdirp(dir);
-  const resident = await writeRun(fs, dir, 1, 9, goldenRows(goldenResident, true), { bucketWidthMs: goldenBucketWidthMs });
-  const spilled = await writeRun(fs, dir, 2, 9, goldenRows(goldenSpilled, true), { bucketWidthMs: goldenBucketWidthMs });
-  await writeManifest(fs, dir, goldenManifest(resident, spilled));
-  const names = readdirSync(fixtures(2)).sort();
-  assert.deepEqual((await fs.list(dir)).sort(), names);
-  for (const name of names) assert.deepEqual(await fs.readFile(`${dir}/${name}`), new Uint8Array(readFileSync(`${fixtures(2)}/${name}`)), name);
-
+test('golden, version 2 (the previous release): read back with their failures and no callbacks', async () => {
   const manifest = await readManifest(nodeFileSystem, fixtures(2));
   assert.ok(manifest !== undefined && manifest.residentRun.version === 2);
   const residentRows = await readRun(nodeFileSystem, fixtures(2), manifest.residentRun);
@@ -148,14 +144,36 @@ test('golden, version 2: this release writes the same bytes from the same timers
   assert.deepEqual(await readRun(nodeFileSystem, fixtures(2), manifest.spilledRuns[0] as RunMeta), plain(goldenRows(goldenSpilled, false)));
 });
 
-test('an engine opened on a version 1 checkpoint serves its timers, and its next checkpoint is version 2 and loses none of them', async () => {
+test('golden, version 3: this release writes the same bytes from the same timers, and reads them back with their failures and callbacks', async () => {
+  const fs = new SimFileSystem({ seed: 3 });
+  const dir = '/data/spill';
+  await fs.mkdirp(dir);
+  const resident = await writeRun(fs, dir, 1, 9, goldenRows(goldenResident, true, true), { bucketWidthMs: goldenBucketWidthMs });
+  const spilled = await writeRun(fs, dir, 2, 9, goldenRows(goldenSpilled, true, true), { bucketWidthMs: goldenBucketWidthMs });
+  await writeManifest(fs, dir, goldenManifest(resident, spilled));
+  const names = readdirSync(fixtures(3)).sort();
+  assert.deepEqual((await fs.list(dir)).sort(), names);
+  for (const name of names) assert.deepEqual(await fs.readFile(`${dir}/${name}`), new Uint8Array(readFileSync(`${fixtures(3)}/${name}`)), name);
+
+  const manifest = await readManifest(nodeFileSystem, fixtures(3));
+  assert.ok(manifest !== undefined && manifest.residentRun.version === 3);
+  const residentRows = await readRun(nodeFileSystem, fixtures(3), manifest.residentRun);
+  assert.deepEqual(residentRows, plain(goldenRows(goldenResident, true, true)));
+  assert.deepEqual(
+    residentRows.map((row) => [(row as { callback: unknown }).callback, (row as { failureCallback: unknown }).failureCallback]).filter(([a, b]) => a !== null || b !== null),
+    [['https://cb.example/ok', 'https://cb.example/dead']],
+  );
+  assert.deepEqual(await readRun(nodeFileSystem, fixtures(3), manifest.spilledRuns[0] as RunMeta), plain(goldenRows(goldenSpilled, false, true)));
+});
+
+test('an engine opened on a version 1 checkpoint serves its timers, and its next checkpoint is version 3 and loses none of them', async () => {
   const fs = await diskWith(1);
   assert.deepEqual(await views(fs), expectedViews(false));
   const engine = await Engine.open({ dataDir: '/data', fs, clock });
   await engine.checkpoint();
   await engine.close();
   const manifest = await readManifest(fs, '/data/spill');
-  assert.equal(manifest?.residentRun.version, 2, 'the resident run is written anew');
+  assert.equal(manifest?.residentRun.version, 3, 'the resident run is written anew');
   assert.equal(manifest?.spilledRuns[0]?.version, 1, 'a spilled run is kept as it was');
   assert.deepEqual(await views(fs), expectedViews(false));
 });
@@ -173,4 +191,13 @@ test('an engine opened on a version 2 checkpoint shows why the failed timers fai
   } finally {
     await engine.close();
   }
+});
+
+test('an engine opened on a version 3 checkpoint shows the timers\' callbacks, resident and spilled, and keeps them across its next checkpoint', async () => {
+  const fs = await diskWith(3);
+  assert.deepEqual(await views(fs), expectedViews(true, true));
+  const engine = await Engine.open({ dataDir: '/data', fs, clock });
+  await engine.checkpoint();
+  await engine.close();
+  assert.deepEqual(await views(fs), expectedViews(true, true));
 });

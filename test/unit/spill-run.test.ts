@@ -23,6 +23,7 @@ import { arrowIpcTestData } from '../helpers/fixtures.ts';
 import { Prng } from '../helpers/prng.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
+import { packCallbacks } from '../../engine/store/callback-bytes.ts';
 
 const dir = '/data/spill';
 const scratch = testScratch('fermata-spill-run');
@@ -52,6 +53,8 @@ function randomRows(prng: Prng, rows: number, hugeRows = 0): RunRows {
       key,
       payload,
       headers,
+      // One timer in six has callbacks: one URL, the other, or both.
+      prng.below(6) === 0 ? packCallbacks(prng.coin() ? encoder.encode(`https://cb.example/ok/${i}`) : new Uint8Array(0), encoder.encode(`https://cb.example/dead/${i}`)) : new Uint8Array(0),
     );
     // One timer in five failed its last attempt, some at times past 2^32 ms and some before 1970.
     if (prng.below(5) === 0) builder.setFailure(i, errorTexts[prng.below(errorTexts.length)] as string, prng.coin() ? baseMs + prng.below(widthMs) : -prng.below(2 ** 40));
@@ -78,6 +81,7 @@ function plain(rows: RunRows): unknown[] {
       [...bytesOf(rows.payload, i)],
       [...bytesOf(rows.headers, i)],
       failureOf(rows.failures, i) < 0 ? null : [rows.failures.errors[failureOf(rows.failures, i)], rows.failures.attemptedAtMs[failureOf(rows.failures, i)]],
+      rows.callbacks === undefined ? [] : [...bytesOf(rows.callbacks, i)],
     ]);
   }
   return out;
@@ -258,9 +262,11 @@ test("apache-arrow's tableFromIPC reads a run file whole: a real Arrow file with
       'dead_reason:Uint8:false',
       'last_error:Utf8:true',
       'last_attempt_at:Timestamp<MILLISECOND, UTC>:true',
+      'callback:Utf8:true',
+      'failure_callback:Utf8:true',
     ],
   );
-  assert.deepEqual(Object.fromEntries(table.schema.metadata), { 'fermata.spill.version': '2', 'fermata.stamp': '1234', 'fermata.run': '9', 'fermata.bucket_width_ms': String(widthMs) });
+  assert.deepEqual(Object.fromEntries(table.schema.metadata), { 'fermata.spill.version': '3', 'fermata.stamp': '1234', 'fermata.run': '9', 'fermata.bucket_width_ms': String(widthMs) });
   const dueAt = table.getChild('due_at')?.toArray() as BigInt64Array;
   assert.deepEqual(Array.from(dueAt, Number), Array.from(rows.dueAtMs));
   const keys = table.getChild('key')?.toArray() as Array<Uint8Array | null>;

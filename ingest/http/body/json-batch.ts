@@ -13,7 +13,7 @@ import { errorCodes, FermataError, isFermataError } from '../../../engine/errors
 import { ndjsonLineProblem } from './json-hints.ts';
 import { gaveDelayMs } from '../../duplicate-answers.ts';
 
-const timerFields = ['fire_at', 'delay_ms', 'target', 'payload', 'payload_base64', 'headers', 'key', 'queue'] as const;
+const timerFields = ['fire_at', 'delay_ms', 'target', 'payload', 'payload_base64', 'headers', 'key', 'queue', 'callback', 'failure_callback'] as const;
 const knownFields: ReadonlySet<string> = new Set(timerFields);
 
 /** Where a timer sits in its body: undefined for a single JSON timer. */
@@ -114,6 +114,16 @@ function headersOf(fields: Record<string, unknown>, place: RowPlace | undefined)
   return headers as Record<string, string>;
 }
 
+/** `callback` and `failure_callback` into the spec (their URL rules are validate.ts's). */
+function callbacksOf(fields: Record<string, unknown>, spec: Mutable<TimerSpec>, place: RowPlace | undefined): void {
+  const callback = optionalString(fields, 'callback', place);
+  const failureCallback = optionalString(fields, 'failure_callback', place);
+  if (callback === '') throw refuse('callback must not be empty (leave it out for none)', 'callback', place);
+  if (failureCallback === '') throw refuse('failure_callback must not be empty (leave it out for none)', 'failure_callback', place);
+  if (callback !== undefined) spec.callback = callback;
+  if (failureCallback !== undefined) spec.failureCallback = failureCallback;
+}
+
 /** One timer object → a TimerSpec; `place` is its row and line in an NDJSON body. */
 function specOf(value: unknown, nowMs: number, place: RowPlace | undefined): TimerSpec {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -138,6 +148,8 @@ function specOf(value: unknown, nowMs: number, place: RowPlace | undefined): Tim
   if (headers !== undefined) spec.headers = headers;
   if (key !== undefined) spec.key = key;
   if (queue !== undefined) spec.queue = queue;
+  // Read only when given: a timer without callbacks (nearly all) pays one property test for both.
+  if (fields.callback !== undefined || fields.failure_callback !== undefined) callbacksOf(fields, spec, place);
   return spec;
 }
 

@@ -14,7 +14,7 @@ export const ref = (kind: 'schemas' | 'responses' | 'parameters' | 'headers', na
 export const jsonOf = (schema: object): { [mediaTypes.json]: { schema: object } } => ({ [mediaTypes.json]: { schema } });
 
 /** Headers fermata sets on every delivery itself (engine/batch/validate.ts): a timer may not give them. */
-export const reservedHeaders = ['host', 'content-length', 'transfer-encoding', 'connection', 'idempotency-key', 'fermata-timer-id', 'fermata-attempt', 'fermata-fire-at', 'webhook-id', 'webhook-timestamp', 'webhook-signature'];
+export const reservedHeaders = ['host', 'content-length', 'transfer-encoding', 'connection', 'idempotency-key', 'fermata-timer-id', 'fermata-attempt', 'fermata-fire-at', 'webhook-id', 'webhook-timestamp', 'webhook-signature', 'fermata-callback-for'];
 const queueNamePattern = '^[A-Za-z0-9][A-Za-z0-9._-]*$';
 export const queueNameSchema = { type: 'string', pattern: queueNamePattern, minLength: 1, maxLength: timerLimits.queueNameBytesMax } as const;
 

@@ -12,6 +12,7 @@ import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
 import { deadListLimits, streamLimits } from '../route-limits.ts';
 import { sizeText, ref, jsonOf, queueNameSchema, queueFieldNames, lastErrorSchema, lastAttemptAtSchema, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
+import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
@@ -411,5 +412,6 @@ export const openApiDocument = {
       },
     },
   },
+  webhooks: callbackWebhooks,
   components: openApiComponents,
 } as const;
