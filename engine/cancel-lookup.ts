@@ -20,6 +20,12 @@ const utf8 = new TextDecoder();
 
 /** Cancels a timer; resolves once the cancel is durable. */
 export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
+  // A PATCH of it is being synced: decide on what it leaves (reschedule.ts).
+  const patching = s.rescheduling.size === 0 ? undefined : patchInFlight(s, id);
+  if (patching !== undefined) {
+    const again = (): Promise<CancelOutcome> => cancel(s, id);
+    return patching.then(again, again);
+  }
   const slot = s.slotOfId(id);
   if (slot < 0) {
     const parts = decodeTimerId(id);
@@ -61,15 +67,22 @@ export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
   return outcome;
 }
 
+function patchInFlight(s: EngineState, id: string): Promise<unknown> | undefined {
+  const parts = decodeTimerId(id);
+  return parts === undefined ? undefined : s.rescheduling.get(`${parts.seq}:${parts.row}`);
+}
+
 export function getTimer(s: EngineState, id: string): TimerView | undefined {
   const slot = s.slotOfId(id);
   if (slot < 0) return undefined;
   const store = s.store;
   const status = store.lastStatus[slot] as number;
+  const patched = s.rescheduled.get(store.logSeq[slot] as number, store.row[slot] as number);
   return {
     id,
     state: timerStateNames[store.state[slot] as number] as TimerStateName,
-    fireAtMs: store.fireAt[slot] as number,
+    revision: patched?.revision ?? 1,
+    fireAtMs: patched?.fireAtMs ?? (store.fireAt[slot] as number),
     dueAtMs: store.dueAt[slot] as number,
     attempts: store.attempts[slot] as number,
     queue: s.queueNames[store.queueIndex[slot] as number] as string,
@@ -96,6 +109,8 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
   return {
     id,
     state: 'pending',
+    // A patched timer never spills (reschedule.ts): on disk, every timer is as it was added.
+    revision: 1,
     fireAtMs: rows.fireAtMs[index] as number,
     dueAtMs: rows.dueAtMs[index] as number,
     attempts: 0,

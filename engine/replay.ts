@@ -1,6 +1,6 @@
 // Replay, on the main thread while open() runs: the log's records after the checkpoint, in
 // order, applied as the live engine applied them (ADD through key planning and insertBatch,
-// OUTCOME through applyOutcomes, CANCEL, CANCEL_SPILLED, PROMOTE, QUEUE), so that reopening
+// OUTCOME through applyOutcomes, CANCEL, CANCEL_SPILLED, PROMOTE, QUEUE, RESCHEDULE), so that reopening
 // arrives at the same state. Each ADD first releases what had expired by the time its keys were
 // decided, so keys deduplicate exactly as they did live. The store is sized ahead from the
 // log's bytes-to-replay hint instead of doubling its way up.
@@ -17,6 +17,7 @@ import { applyOutcomes } from './outcomes.ts';
 import { applyQueueConfig } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
 import { addEncodingArrowStream, decodeAddBody, decodeCancelSpilled, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
+import { replayReschedule } from './reschedule.ts';
 import { promote } from './spill/promotion.ts';
 import { insertRunRow } from './spill/restore.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -190,6 +191,12 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     if (queue === undefined) throw badRecord(seq, 'malformed QUEUE record');
     applyQueueConfig(s, queue.name, queue.config);
     return;
+  }
+  if (type === recordType.reschedule) {
+    const replayed = replayReschedule(s, body);
+    if (replayed === false) throw badRecord(seq, 'malformed RESCHEDULE record');
+    if (replayed === true) return;
+    return replayed.then(() => undefined);
   }
   throw badRecord(seq, `unknown record type ${type}`);
 }

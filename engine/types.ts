@@ -129,12 +129,16 @@ export interface EngineStats {
   /** Due timers held back for want of queue room (they are still pending or retrying). */
   readonly heldBack: number;
   readonly spill: SpillStats;
+  /** PATCHes applied since open; patched timers held, and the memory their entries take (engine/rescheduled-timers.ts). */
+  readonly reschedules: { readonly applied: number; readonly redirects: number; readonly redirectBytes: number };
 }
 
 export interface TimerView {
   readonly id: string;
   readonly state: TimerStateName;
-  /** The fire time the timer was added with. */
+  /** 1 when added, one more for each PATCH (engine/reschedule.ts). */
+  readonly revision: number;
+  /** The fire time the timer was added with, or the one its latest PATCH gave it. */
   readonly fireAtMs: number;
   /** When it is next due: the fire time, or its retry's time. */
   readonly dueAtMs: number;

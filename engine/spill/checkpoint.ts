@@ -105,9 +105,10 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
   s.spill.lowerWatermark(watermarkMs);
   const taken = snapshot(s, watermarkMs, memory);
   s.spilling = taken.spilling;
+  const rescheduled = s.rescheduled.columns();
   // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
   // durable records only, so until then the timer stays in its runs and untombstoned on disk.
-  const tombstones = s.cancellingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
+  const tombstones = s.cancellingSpilled.size === 0 && s.reschedulingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
   // Configured queues, in the QUEUE record's JSON form (read back the way replay reads it).
   const queues = [...s.queueConfigs].map(([name, config]) => JSON.parse(utf8.decode(encodeQueueRecord(name, config))) as { name: string; config: unknown });
   const releasedExpiryMaxMs = s.releasedExpiryMax;
@@ -173,6 +174,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     spilledRuns: spilledRuns.map((run) => ({ ...run.meta, validFromMs: run.validFromMs })),
     queues,
     tombstones: tombstonesKept,
+    rescheduled,
   };
   await writeManifest(fs, dir, manifest);
   failpoint('checkpoint.manifest-installed');
@@ -217,6 +219,9 @@ function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory)
   let residentCount = 0;
   let spillFrom = count;
   const cancelling = s.cancelling.size > 0 ? s.cancelling : undefined;
+  // A patched timer never spills: its id's fire time does not name its bucket (reschedule.ts).
+  const rescheduled = s.rescheduled.size > 0 ? s.rescheduled : undefined;
+  const { logSeq, row } = store;
   const spilling = memory.spilling.subarray(0, store.capacity);
   for (let slot = 0; slot < store.capacity; slot++) {
     const slotState = state[slot] as number;
@@ -224,7 +229,14 @@ function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory)
     // Only timers due at their fire time spill: a spilled timer is found by its id's fire time.
     const due = dueAt[slot] as number;
     // In the heap: a held-back (parked) timer is due and stays, like one being cancelled.
-    const spills = slotState === timerState.pending && attempts[slot] === 0 && due >= watermarkMs && due === fireAt[slot] && cancelling?.has(slot) !== true && s.heap.has(slot);
+    const spills =
+      slotState === timerState.pending &&
+      attempts[slot] === 0 &&
+      due >= watermarkMs &&
+      due === fireAt[slot] &&
+      cancelling?.has(slot) !== true &&
+      s.heap.has(slot) &&
+      rescheduled?.get(logSeq[slot] as number, row[slot] as number) === undefined;
     if (spills) {
       slots[--spillFrom] = slot;
       spilling[slot] = 1;
@@ -453,7 +465,9 @@ function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, 
       s.spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
       continue;
     }
-    if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || s.cancelling.has(slot) || !s.heap.has(slot)) {
+    // Changed since it was copied (a PATCH applied meanwhile too): the copy on disk is stale.
+    const patched = s.rescheduled.get(store.logSeq[slot] as number, store.row[slot] as number) !== undefined;
+    if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || s.cancelling.has(slot) || !s.heap.has(slot) || patched) {
       s.spill.tombstone(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
       continue;
     }
@@ -472,8 +486,8 @@ function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, 
   s.notYetEvicted -= to - from;
 }
 
-/** The timers whose spilled cancel is under way (tombstoned, maybe, but not yet logged). */
+/** The timers whose spilled cancel or PATCH is under way (tombstoned, maybe, but not yet logged). */
 function spilledCancelsInFlight(s: EngineState): TombstoneSet {
-  const names = [...s.cancellingSpilled.keys()].map((name) => name.split(':').map(Number));
+  const names = [...s.cancellingSpilled.keys(), ...s.reschedulingSpilled].map((name) => name.split(':').map(Number));
   return { seqs: Float64Array.from(names, ([seq]) => seq as number), rows: Uint32Array.from(names, ([, row]) => row as number), fireAtMs: new Float64Array(names.length) };
 }
