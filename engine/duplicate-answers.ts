@@ -61,7 +61,8 @@ function compareResident(s: EngineState, batch: TimerBatch, row: number, holderS
   if (!sameBytes(store.payloadOf(slot), bytesAt(batch.payload, row))) mask |= differsBit.payload;
   if (!sameHeaders(store.headersOf(slot), bytesAt(batch.headers, row))) mask |= differsBit.headers;
   if (s.queueNames[store.queueIndex[slot] as number] !== batch.queues[batch.queueIndex[row] as number]) mask |= differsBit.queue;
-  if (store.fireAt[slot] !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
+  // A PATCH may have moved it: compared with the time it fires at now.
+  if ((s.rescheduled.get(holderSeq, holderRow)?.fireAtMs ?? store.fireAt[slot]) !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
   into.states[row] = store.state[slot] as TimerStateCode;
   into.differs[row] = mask;
   return true;

@@ -168,6 +168,8 @@ export interface Admitted {
   isDuplicate(row: number): boolean;
   /** Undefined for a new row. */
   duplicateOf(row: number): DuplicateAnswer | undefined;
+  /** Row i's timer's revision: 1 for a new row, the original's now for a duplicate. */
+  revisionOf(row: number): number;
 }
 
 /** A field in which a duplicate row differs from the timer its key named (payload: by its bytes). */
@@ -180,6 +182,8 @@ export type DifferingField = 'target' | 'payload' | 'headers' | 'queue' | 'fire_
  */
 export interface DuplicateAnswer {
   readonly state: TimerStateName;
+  /** The original's revision now (1 until a PATCH changed it). */
+  readonly revision: number;
   readonly differs: readonly DifferingField[];
 }
 

@@ -45,6 +45,7 @@ import { metricsRoutes } from './routes/metrics.ts';
 import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
 import { statsRoutes } from './routes/stats.ts';
+import { timerPatchRoutes } from './routes/timer-patch.ts';
 import { timersRoutes } from './routes/timers.ts';
 import type { HttpServer } from './types.ts';
 
@@ -113,6 +114,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   app.server.takeStreams(new H2SingleAdd({ engine, coalescer, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
   void app.register(healthRoutes, { engine, disk, warm });
   void app.register(timersRoutes, { engine, coalescer });
+  void app.register(timerPatchRoutes, { engine });
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
   void app.register(statsRoutes, { engine });

@@ -5,8 +5,8 @@
 // headers, its stream, fastify's routing) is paid once per stream instead of once per timer.
 //
 //   request  {"delay_ms":60000,"target":"https://a.example/hook","key":"k1"}\n   …
-//   answer   {"line":1,"status":201,"id":"…","fire_at":"…","duplicate":false}\n   …
-//            {"line":2,"status":200,"id":"…","fire_at":"…","duplicate":true,"state":"pending","differs":[]}\n
+//   answer   {"line":1,"status":201,"id":"…","fire_at":"…","revision":1,"duplicate":false}\n   …
+//            {"line":2,"status":200,"id":"…","fire_at":"…","revision":1,"duplicate":true,"state":"pending","differs":[]}\n
 //            {"line":2,"status":400,"error":{"code":"BATCH_INVALID","message":"…","field":"target"}}\n
 //            {"line":3,"status":503,"retry_after_s":1,"error":{"code":"CAPACITY_FULL",…}}\n
 //
@@ -65,12 +65,12 @@ class LineAdd implements Answer, AdmitWaiter {
 
   admitted(id: string, duplicate: boolean, original: DuplicateAnswer | undefined): void {
     if (!duplicate || original === undefined) {
-      this.text = `{"line":${this.#line},"status":201,"id":"${id}","fire_at":"${isoOf(this.#fireAtMs)}","duplicate":false}\n`;
+      this.text = `{"line":${this.#line},"status":201,"id":"${id}","fire_at":"${isoOf(this.#fireAtMs)}","revision":1,"duplicate":false}\n`;
     } else {
       // A known key answers with the original timer's fire time, its state and what differs from it.
       const fireAtMs = originalFireAtMs(this.#stream.engine, id, this.#fireAtMs);
       const differs = JSON.stringify(differsAsAsked(original, this.#gaveDelay));
-      this.text = `{"line":${this.#line},"status":200,"id":"${id}","fire_at":"${isoOf(fireAtMs)}","duplicate":true,"state":"${original.state}","differs":${differs}}\n`;
+      this.text = `{"line":${this.#line},"status":200,"id":"${id}","fire_at":"${isoOf(fireAtMs)}","revision":${original.revision},"duplicate":true,"state":"${original.state}","differs":${differs}}\n`;
     }
     this.#stream.answered();
   }

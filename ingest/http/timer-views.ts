@@ -35,6 +35,7 @@ const timerFields = {
 /** Fields only a live timer's view shows. */
 const liveFields = {
   state: { schema: { type: 'string' }, of: (timer) => timer.state },
+  revision: { schema: { type: 'integer', minimum: 1 }, of: (timer) => timer.revision },
   key: { schema: { type: ['string', 'null'] }, of: (timer) => timer.key },
   next_attempt_at: { schema: { type: ['string', 'null'] }, of: (timer) => isoOrNull(timer.nextAttemptAtMs) },
 } as const satisfies Record<string, ViewField<TimerView>>;
@@ -68,6 +69,7 @@ function view<V, F extends Record<string, ViewField<V>>>(fields: F, names: Reado
 export const timerView = view<TimerView, typeof timerFields & typeof liveFields>({ ...timerFields, ...liveFields }, [
   'id',
   'state',
+  'revision',
   'fire_at',
   'attempts',
   'queue',

@@ -91,11 +91,12 @@ export const openApiComponents = {
       properties: {
         id: ref('schemas', 'TimerId'),
         fire_at: { type: 'string', format: 'date-time', description: 'The fire time (UTC, ms precision); a duplicate\'s is the original\'s.' },
+        revision: { type: 'integer', minimum: 1, description: 'The timer\'s revision: 1 for a new timer; a duplicate\'s is the original\'s now.' },
         duplicate: { type: 'boolean', description: 'True when the key was already known: `id` is the original\'s.' },
         state: { ...duplicateStateSchema, description: 'A duplicate only: the original\'s state now.' },
         differs: { ...duplicateDiffersSchema, description: 'A duplicate only: the fields this request differs from the original in (empty: an exact retry).' },
       },
-      required: ['id', 'fire_at', 'duplicate'],
+      required: ['id', 'fire_at', 'revision', 'duplicate'],
       additionalProperties: false,
     },
     DuplicateRow: {
@@ -120,6 +121,7 @@ export const openApiComponents = {
         status: { type: 'integer', description: 'What a one-timer POST /v1/timers would have been answered with.' },
         id: ref('schemas', 'TimerId'),
         fire_at: { type: 'string', format: 'date-time' },
+        revision: { type: 'integer', minimum: 1 },
         duplicate: { type: 'boolean' },
         state: { ...duplicateStateSchema, description: 'Status 200 only: the original\'s state now.' },
         differs: { ...duplicateDiffersSchema, description: 'Status 200 only: the fields this line differs from the original in.' },
@@ -135,9 +137,10 @@ export const openApiComponents = {
         accepted: { type: 'integer', minimum: 1, description: 'Rows of the batch; each is now durable, new or the original its key names.' },
         duplicates: { type: 'integer', minimum: 0, description: 'How many of those repeated a known key.' },
         ids: { type: 'array', items: ref('schemas', 'TimerId'), description: 'Every row\'s id in input order (a duplicate\'s is its original\'s).' },
+        revisions: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'Every row\'s timer\'s revision in input order: 1 for a new timer, the original\'s now for a duplicate.' },
         duplicate_rows: { type: 'array', items: ref('schemas', 'DuplicateRow'), description: 'The duplicate rows, in input order.' },
       },
-      required: ['accepted', 'duplicates', 'ids', 'duplicate_rows'],
+      required: ['accepted', 'duplicates', 'ids', 'revisions', 'duplicate_rows'],
       additionalProperties: false,
     },
     Timer: {
@@ -145,7 +148,12 @@ export const openApiComponents = {
       properties: {
         id: ref('schemas', 'TimerId'),
         state: { enum: Object.keys(timerStates), description: Object.entries(timerStates).map(([state, text]) => `\`${state}\`: ${text}`).join('; ') },
-        fire_at: { type: 'string', format: 'date-time', description: 'The fire time it was added with (UTC, ms precision).' },
+        revision: {
+          type: 'integer',
+          minimum: 1,
+          description: 'Grows by one with each change of the timer\'s content (a PATCH): 1 when added. A cancel and delivery outcomes change `state`, not the revision. `GET` sends it as the strong `ETag` `"<revision>"` that `If-Match` takes.',
+        },
+        fire_at: { type: 'string', format: 'date-time', description: 'When it fires (UTC, ms precision): the time it was added with, or the one its latest PATCH gave it.' },
         attempts: { type: 'integer', minimum: 0, description: 'Delivery attempts so far.' },
         queue: queueNameSchema,
         key: { type: ['string', 'null'], description: 'Its idempotency key, or null.' },
@@ -158,7 +166,7 @@ export const openApiComponents = {
           description: 'When it is tried again, while it is `retrying`; null otherwise.',
         },
       },
-      required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at'],
+      required: ['id', 'state', 'revision', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at'],
       additionalProperties: false,
     },
     QueueConfig: {
@@ -210,8 +218,18 @@ export const openApiComponents = {
           required: ['last_seq', 'syncs', 'appends', 'poisoned'],
           additionalProperties: false,
         },
+        reschedules: {
+          type: 'object',
+          properties: {
+            applied: { type: 'integer', minimum: 0, description: 'PATCHes applied since start.' },
+            redirects: { type: 'integer', minimum: 0, description: 'Timers a PATCH changed, held apart with their revision and the fire time their id no longer tells (they stay in memory).' },
+            redirect_bytes: { type: 'integer', minimum: 0, description: 'Memory those entries take (estimated).' },
+          },
+          required: ['applied', 'redirects', 'redirect_bytes'],
+          additionalProperties: false,
+        },
       },
-      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal'],
+      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'reschedules'],
       additionalProperties: false,
     },
     Health: {

@@ -29,8 +29,15 @@ const statsSchema = {
       required: ['last_seq', 'syncs', 'appends', 'poisoned'],
       additionalProperties: false,
     },
+    // PATCHes applied since start; timers a PATCH changed (their revision and fire time held apart) and that table's memory.
+    reschedules: {
+      type: 'object',
+      properties: { applied: count, redirects: count, redirect_bytes: count },
+      required: ['applied', 'redirects', 'redirect_bytes'],
+      additionalProperties: false,
+    },
   },
-  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal'],
+  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'reschedules'],
   additionalProperties: false,
 } as const;
 
@@ -51,6 +58,7 @@ export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): P
       horizon: Number.isFinite(spill.watermarkMs) ? spill.watermarkMs : null,
       memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes },
       wal: { last_seq: wal.lastSeq, syncs: wal.counters.syncs, appends: wal.counters.appends, poisoned: wal.poisoned !== undefined },
+      reschedules: { applied: stats.reschedules.applied, redirects: stats.reschedules.redirects, redirect_bytes: stats.reschedules.redirectBytes },
     };
   });
 }
