@@ -301,7 +301,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         assert.match(added.id, /^[0-9a-z]{24}$/);
         assert.equal(added.fire_at, new Date(fireAtMs).toISOString());
         assert.equal(added.duplicate, false);
-        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null });
+        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', revision: 1, fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null });
         record.ids.push(added.id);
         Object.assign(record, { keyId: added.id });
 
@@ -329,7 +329,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         const answer = await postJson(client, '/v1/timers', { delay_ms: 5_000, target: 'https://other.example.com/', key: record.key });
         assert.equal(answer.status, 200, answer.body.toString('utf8'));
         const original = await getTimer(client, record.keyId);
-        assert.deepEqual(jsonOf(answer), { id: record.keyId, fire_at: original.fire_at, duplicate: true, state: 'pending', differs: ['target', 'payload', 'headers', 'queue'] });
+        assert.deepEqual(jsonOf(answer), { id: record.keyId, fire_at: original.fire_at, revision: 1, duplicate: true, state: 'pending', differs: ['target', 'payload', 'headers', 'queue'] });
         assert.equal(await pendingCount(client), before);
       });
 
@@ -580,7 +580,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
       const again = await postJson(restarted, '/v1/timers', { delay_ms: 1, target, key });
       assert.equal(again.status, 200, again.body.toString('utf8'));
       const { state: _state, differs, ...answer } = jsonOf(again) as Record<string, unknown>;
-      assert.deepEqual(answer, { id: keyId, fire_at: expected.get(keyId)?.fire_at, duplicate: true });
+      assert.deepEqual(answer, { id: keyId, fire_at: expected.get(keyId)?.fire_at, revision: 1, duplicate: true });
       assert.deepEqual(differs, ['payload', 'headers', 'queue'], 'compared with the timer replayed after the restart');
       assert.equal((await getTimer(restarted, cancelledId)).state, 'cancelled');
     }
