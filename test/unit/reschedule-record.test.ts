@@ -1,8 +1,11 @@
 // The RESCHEDULE record's bytes (docs/format/engine-records.md, "RESCHEDULE (8)"): the worked
-// example as a golden copy, a round trip of every field, and the malformed bodies replay refuses.
+// example as a golden copy, a round trip of every field, and the malformed bodies replay refuses;
+// and the manifest's list of rescheduled timers (docs/format/spill.md) that checkpoints keep.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { decodeReschedule, encodeReschedule, rescheduleChanged, type RescheduleRecord } from '../../engine/records.ts';
+import { decodeManifest, encodeManifest, type Manifest } from '../../engine/spill/manifest.ts';
+import type { RunMeta } from '../../engine/spill/run-meta.ts';
 
 const hex = (text: string): Uint8Array => Uint8Array.from(text.split(/\s+/).filter(Boolean), (byte) => Number.parseInt(byte, 16));
 
@@ -69,4 +72,25 @@ test('malformed bodies are refused: every cut, a bad version, changed, revision,
   assert.equal(decodeReschedule(Uint8Array.from([...golden, 0])), undefined, 'a byte after the last field');
   assert.throws(() => encodeReschedule({ ...example, revision: 1 }));
   assert.throws(() => encodeReschedule({ ...example, changed: 0 }));
+});
+
+test('the manifest keeps the rescheduled timers (seq, row, revision, fire time); none leaves the bytes as before; a bad entry is SPILL_CORRUPT', () => {
+  const run: RunMeta = { runId: 1, version: 2, stamp: 5, bucketWidthMs: 3_600_000, rows: 0, bytes: 600, headBytes: 500, headCrc32: 1, tailOffset: 500, tailCrc32: 2, keysBytes: 32, buckets: [] };
+  const base: Manifest = {
+    checkpointSeq: 5,
+    watermarkMs: Infinity,
+    releasedExpiryMaxMs: -Infinity,
+    nextRunId: 2,
+    residentRun: run,
+    spilledRuns: [],
+    queues: [],
+    tombstones: { seqs: new Float64Array(0), rows: new Uint32Array(0), fireAtMs: new Float64Array(0) },
+  };
+  const rescheduled = { seqs: Float64Array.of(3, 4), rows: Uint32Array.of(1, 0), revisions: Uint32Array.of(2, 7), fireAtMs: Float64Array.of(1_800_000_060_000, 1_800_000_000_000) };
+  const decoded = decodeManifest(encodeManifest({ ...base, rescheduled }));
+  assert.deepEqual(decoded.rescheduled, rescheduled);
+  const none = encodeManifest(base);
+  assert.deepEqual(encodeManifest({ ...base, rescheduled: { seqs: new Float64Array(0), rows: new Uint32Array(0), revisions: new Uint32Array(0), fireAtMs: new Float64Array(0) } }), none);
+  assert.equal(decodeManifest(none).rescheduled?.seqs.length, 0);
+  assert.throws(() => encodeManifest({ ...base, rescheduled: { ...rescheduled, revisions: Uint32Array.of(1, 7) } }), /rescheduled entry 0/);
 });
