@@ -164,3 +164,29 @@ test('batch answers list revisions; after kill -9 and a restart the PATCHed time
   const stats = await request('1.1', `${service.url}/v1/stats`, 'GET');
   assert.ok(((stats.json.reschedules as Record<string, number>).redirects as number) >= 1);
 });
+
+test('kill -9 at the RESCHEDULE failpoints: before the append the timer is as it was, after it (durable, unanswered) it is the new one', async (t) => {
+  if (toolOrSkip(t, 'curl') === undefined) return;
+  for (const [failpoint, applied] of [
+    ['reschedule.before-append', false],
+    ['reschedule.after-append', true],
+  ] as const) {
+    const dir = mkdtempSync(join(tmpdir(), 'fermata-patch-kill-'));
+    try {
+      const armed = await startService(dir, (child) => children.add(child), { env: { FERMATA_FAILPOINTS: failpoint } });
+      const added = await request('1.1', `${armed.url}/v1/timers`, 'POST', { delay_ms: hour, target, payload: 'old' });
+      const id = added.json.id as string;
+      const fireAt = new Date(Date.parse(added.json.fire_at as string) + hour).toISOString();
+      await assert.rejects(request('1.1', `${armed.url}/v1/timers/${id}`, 'PATCH', { fire_at: fireAt, payload: 'new' }), 'the PATCH is never answered');
+      await withTimeout(armed.exited, 10_000, `fermata to die at ${failpoint}`);
+      assert.equal(armed.child.signalCode, 'SIGKILL');
+      const restarted = await startService(dir, (child) => children.add(child));
+      const view = await request('1.1', `${restarted.url}/v1/timers/${id}`, 'GET');
+      assert.deepEqual([view.json.revision, view.json.fire_at], applied ? [2, fireAt] : [1, added.json.fire_at], failpoint);
+      restarted.child.kill('SIGKILL');
+      await withTimeout(restarted.exited, 10_000, 'fermata to die');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+});
