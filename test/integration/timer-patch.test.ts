@@ -154,6 +154,11 @@ test('batch answers list revisions; after kill -9 and a restart the PATCHed time
   const id = (ndjson.ids as string[])[0] as string;
   const patched = await request('1.1', `${service.url}/v1/timers/${id}`, 'PATCH', { delay_ms: 2 * hour, payload: 'after' });
   assert.equal(patched.json.revision, 2);
+  const metrics = await new Promise<string>((resolve, reject) =>
+    execFile('curl', ['-s', '--max-time', '5', `${service.url}/metrics`], { encoding: 'utf8' }, (err, stdout) => (err === null ? resolve(stdout) : reject(err))),
+  );
+  assert.match(metrics, /^fermata_reschedules_total [1-9]\d*$/m);
+  assert.match(metrics, /^fermata_rescheduled_timers [1-9]\d*$/m);
   service.child.kill('SIGKILL');
   await withTimeout(service.exited, 10_000, 'fermata to die');
   service = await startService(dataDir, (child) => children.add(child));
