@@ -55,7 +55,10 @@ class AdmittedBatch implements Admitted {
   duplicateOf(row: number): DuplicateAnswer | undefined {
     const compared = this.#compared;
     if (compared === undefined || !this.isDuplicate(row)) return undefined;
-    return { state: timerStateNames[compared.states[row] as number] as TimerStateName, revision: this.revisionOf(row), differs: differingNames(compared.differs[row] as number) };
+    const plan = this.#plan as KeyPlan;
+    const originalSeq = plan.originalSeq[row] as number;
+    const fireAtMs = this.#rescheduled.placeOf(originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
+    return { state: timerStateNames[compared.states[row] as number] as TimerStateName, revision: this.revisionOf(row), fireAtMs, differs: differingNames(compared.differs[row] as number) };
   }
 
   revisionOf(row: number): number {

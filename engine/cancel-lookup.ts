@@ -29,8 +29,9 @@ export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
   const slot = s.slotOfId(id);
   if (slot < 0) {
     const parts = decodeTimerId(id);
-    // Not in memory, but its fire time is past the watermark: it may be on disk.
-    return parts !== undefined && parts.fireAtMs >= s.spill.watermarkMs ? cancelSpilled(s, id, parts.seq, parts.row, parts.fireAtMs) : Promise.resolve('not-found');
+    // Not in memory, but its fire time (as a PATCH left it) is past the watermark: it may be on disk.
+    const placeMs = parts === undefined ? -Infinity : s.rescheduled.placeOf(parts.seq, parts.row, parts.fireAtMs);
+    return parts !== undefined && placeMs >= s.spill.watermarkMs ? cancelSpilled(s, id, parts.seq, parts.row, placeMs) : Promise.resolve('not-found');
   }
   const inFlight = s.cancelling.get(slot);
   if (inFlight !== undefined) return inFlight;
@@ -47,7 +48,7 @@ export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
   // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
   // disk, not in memory, so its cancel names its fire time (replay finds it either way).
   const spilling = s.spilling?.[slot] === 1;
-  const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, s.store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
+  const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, s.rescheduled.placeOf(seq, row, s.store.fireAt[slot] as number)) : encodeCancel(expiresAtMs, [seq], [row]);
   const outcome = s.log.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
     () => {
       s.finishCancelled(slot, expiresAtMs);
@@ -100,8 +101,10 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
   const resident = getTimer(s, id);
   if (resident !== undefined) return resident;
   const parts = decodeTimerId(id);
-  if (parts === undefined || parts.fireAtMs < s.spill.watermarkMs) return undefined;
-  const found = await s.spill.find(parts.seq, parts.row, parts.fireAtMs);
+  if (parts === undefined) return undefined;
+  const placeMs = s.rescheduled.placeOf(parts.seq, parts.row, parts.fireAtMs);
+  if (placeMs < s.spill.watermarkMs) return undefined;
+  const found = await s.spill.find(parts.seq, parts.row, placeMs);
   // Promoted while the bucket was read: it is in memory now.
   if (found === undefined) return getTimer(s, id);
   const { rows, index } = found;
@@ -109,9 +112,9 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
   return {
     id,
     state: 'pending',
-    // A patched timer never spills (reschedule.ts): on disk, every timer is as it was added.
-    revision: 1,
-    fireAtMs: rows.fireAtMs[index] as number,
+    // A PATCH's revision and fire time are kept in memory, not in the run (rescheduled-timers.ts).
+    revision: s.rescheduled.revisionOf(parts.seq, parts.row),
+    fireAtMs: placeMs,
     dueAtMs: rows.dueAtMs[index] as number,
     attempts: 0,
     queue: rows.queues[rows.queueIndex[index] as number] as string,

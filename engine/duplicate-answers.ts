@@ -69,7 +69,8 @@ function compareResident(s: EngineState, batch: TimerBatch, row: number, holderS
 }
 
 async function compareSpilled(s: EngineState, batch: TimerBatch, row: number, holderSeq: number, holderRow: number, fireAtMs: number, into: DuplicateColumns): Promise<void> {
-  const found = await s.spill.find(holderSeq, holderRow, fireAtMs);
+  // A PATCHed original lies in the bucket of the fire time it was given, not of its id's.
+  const found = await s.spill.find(holderSeq, holderRow, s.rescheduled.placeOf(holderSeq, holderRow, fireAtMs));
   if (found === undefined) {
     // Promoted (or cancelled) while its bucket was read: it is in memory now.
     if (!compareResident(s, batch, row, holderSeq, holderRow, into)) into.states[row] = timerState.pending;
@@ -86,7 +87,8 @@ function spilledDiffers(rows: RunRows, index: number, batch: TimerBatch, row: nu
   if (!sameBytes(bytesOf(rows.payload, index), bytesAt(batch.payload, row))) mask |= differsBit.payload;
   if (!sameHeaders(bytesOf(rows.headers, index), bytesAt(batch.headers, row))) mask |= differsBit.headers;
   if (rows.queues[rows.queueIndex[index] as number] !== batch.queues[batch.queueIndex[row] as number]) mask |= differsBit.queue;
-  if (rows.fireAtMs[index] !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
+  // Its due time: the fire time it was added with, or the one a PATCH gave it (a spilled timer was never attempted).
+  if (rows.dueAtMs[index] !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
   return mask;
 }
 

@@ -16,7 +16,7 @@
 //   PROMOTE  watermark f64      (spilled timers due before it are resident from here on)
 //   CANCEL_SPILLED  expires-at f64 , reserved (8 B) , { spilled ref (24 B) }
 //            spilled ref = seq f64 , row u32 , reserved u32 , fire-at f64 (finds its spill bucket)
-//   RESCHEDULE  version u8 , changed u8 , reserved u16 , row u32 , seq f64 , id-fire-at f64 ,
+//   RESCHEDULE  version u8 , changed u8 , reserved u16 , row u32 , seq f64 , bucket-at f64 ,
 //            revision u32 , reserved u32 , fire-at f64 , { length u32 , bytes } per changed
 //            field after fire_at (target, queue, payload, headers, in that order)
 import assert from 'node:assert/strict';
@@ -460,15 +460,15 @@ export const rescheduleChanged = { fireAt: 1, target: 2, queue: 4, payload: 8, h
 const rescheduleChangedAll = 31;
 
 /**
- * One PATCH as logged: the timer (seq, row and the fire time its id carries, which finds it on
- * disk when it is spilled), its revision after the change, the fire time after it (absolute,
+ * One PATCH as logged: the timer (seq, row and the fire time that names its spill bucket, which
+ * finds it on disk when it is spilled: its id's, or the one an earlier PATCH gave it), its revision after the change, the fire time after it (absolute,
  * so replay is exact; the timer's current one when fire_at did not change) and each changed
  * field's new value.
  */
 export interface RescheduleRecord {
   readonly seq: number;
   readonly row: number;
-  readonly idFireAtMs: number;
+  readonly bucketAtMs: number;
   readonly revision: number;
   /** rescheduleChanged bits. */
   readonly changed: number;
@@ -502,7 +502,7 @@ export function encodeReschedule(record: RescheduleRecord): Uint8Array {
   view.setUint8(1, changed);
   view.setUint32(4, record.row, true);
   view.setFloat64(8, record.seq, true);
-  view.setFloat64(16, record.idFireAtMs, true);
+  view.setFloat64(16, record.bucketAtMs, true);
   view.setUint32(24, record.revision, true);
   view.setFloat64(32, record.fireAtMs, true);
   let at = rescheduleFixedBytes;
@@ -522,10 +522,10 @@ export function decodeReschedule(body: Uint8Array): RescheduleRecord | undefined
   if (view.getUint8(0) !== rescheduleFormatVersion || view.getUint16(2, true) !== 0 || view.getUint32(28, true) !== 0) return undefined;
   if (changed === 0 || (changed & ~rescheduleChangedAll) !== 0) return undefined;
   const seq = view.getFloat64(8, true);
-  const idFireAtMs = view.getFloat64(16, true);
+  const bucketAtMs = view.getFloat64(16, true);
   const revision = view.getUint32(24, true);
   const fireAtMs = view.getFloat64(32, true);
-  if (!Number.isSafeInteger(seq) || seq < 1 || !Number.isFinite(idFireAtMs) || !Number.isFinite(fireAtMs) || revision < 2) return undefined;
+  if (!Number.isSafeInteger(seq) || seq < 1 || !Number.isFinite(bucketAtMs) || !Number.isFinite(fireAtMs) || revision < 2) return undefined;
   let at = rescheduleFixedBytes;
   const next = (bit: number): Uint8Array | undefined | null => {
     if ((changed & bit) === 0) return undefined;
@@ -541,7 +541,7 @@ export function decodeReschedule(body: Uint8Array): RescheduleRecord | undefined
   const payload = next(rescheduleChanged.payload);
   const headers = next(rescheduleChanged.headers);
   if (target === null || queue === null || payload === null || headers === null || at !== body.length) return undefined;
-  const record: { -readonly [K in keyof RescheduleRecord]: RescheduleRecord[K] } = { seq, row: view.getUint32(4, true), idFireAtMs, revision, changed, fireAtMs };
+  const record: { -readonly [K in keyof RescheduleRecord]: RescheduleRecord[K] } = { seq, row: view.getUint32(4, true), bucketAtMs, revision, changed, fireAtMs };
   try {
     if (target !== undefined) record.target = utf8Fatal.decode(target);
     if (queue !== undefined) record.queue = utf8Fatal.decode(queue);

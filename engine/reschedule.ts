@@ -16,7 +16,8 @@
 // while it is held (store-snapshot.ts), so a live slot's content never changes in place.
 // Claims: one PATCH of a timer at a time (a second waits for the first and then decides on the
 // timer as the first left it), and a cancel of a timer being patched waits too (cancel-lookup.ts).
-// A rescheduled timer never spills (checkpoint.ts): the id's fire time no longer names its bucket.
+// On disk, a rescheduled timer lies in the bucket of its new fire time, which its id no longer
+// names: rescheduled-timers.ts keeps the redirect (placeOf) every lookup of a spilled timer takes.
 import assert from 'node:assert/strict';
 import { validate } from './admission.ts';
 import { batchFromSpecs, bytesAt, type TimerSpec } from './batch/timer-batch.ts';
@@ -66,9 +67,11 @@ export function reschedule(s: EngineState, id: string, patch: TimerPatch, condit
     return busy.then(again, again);
   }
   const slot = s.slotOfId(id);
+  // On disk, it lies in the bucket of its fire time: the id's, or the one a PATCH gave it.
+  const placeMs = s.rescheduled.placeOf(parts.seq, parts.row, parts.fireAtMs);
   let outcome: Promise<RescheduleOutcome>;
   if (slot >= 0) outcome = rescheduleResident(s, id, slot, patch, condition);
-  else if (parts.fireAtMs >= s.spill.watermarkMs) outcome = rescheduleSpilled(s, id, parts.seq, parts.row, parts.fireAtMs, patch, condition);
+  else if (placeMs >= s.spill.watermarkMs) outcome = rescheduleSpilled(s, id, parts.seq, parts.row, placeMs, patch, condition);
   else return Promise.resolve({ outcome: 'not-found' });
   s.rescheduling.set(name, outcome);
   const forget = (): void => void s.rescheduling.delete(name);
@@ -81,7 +84,7 @@ function matches(condition: RevisionCondition, revision: number): boolean {
 }
 
 /** The change as a record, checked by admit()'s rules: the timer with the patch applied is validated as an added one would be. */
-function recordOf(s: EngineState, seq: number, row: number, idFireAtMs: number, revision: number, current: { fireAtMs: number; target: string }, patch: TimerPatch): RescheduleRecord {
+function recordOf(s: EngineState, seq: number, row: number, bucketAtMs: number, revision: number, current: { fireAtMs: number; target: string }, patch: TimerPatch): RescheduleRecord {
   const spec: { -readonly [K in keyof TimerSpec]: TimerSpec[K] } = { fireAtMs: patch.fireAtMs ?? current.fireAtMs, target: patch.target ?? current.target };
   if (patch.payload !== undefined) spec.payload = patch.payload;
   if (patch.headers !== undefined) spec.headers = patch.headers;
@@ -95,7 +98,7 @@ function recordOf(s: EngineState, seq: number, row: number, idFireAtMs: number, 
   if (patch.payload !== undefined) changed |= rescheduleChanged.payload;
   if (patch.headers !== undefined) changed |= rescheduleChanged.headers;
   if (changed === 0) throw new FermataError(errorCodes.batchInvalid, 'a PATCH needs at least one field to change', { field: '' });
-  const record: { -readonly [K in keyof RescheduleRecord]: RescheduleRecord[K] } = { seq, row, idFireAtMs, revision: revision + 1, changed, fireAtMs: batch.fireAtMs[0] as number };
+  const record: { -readonly [K in keyof RescheduleRecord]: RescheduleRecord[K] } = { seq, row, bucketAtMs, revision: revision + 1, changed, fireAtMs: batch.fireAtMs[0] as number };
   if (patch.target !== undefined) record.target = batch.targets[0] as string;
   if (patch.queue !== undefined) record.queue = batch.queues[0] as string;
   if (patch.payload !== undefined) record.payload = bytesAt(batch.payload, 0);
@@ -114,9 +117,11 @@ async function rescheduleResident(s: EngineState, id: string, slot: number, patc
   // Being cancelled or settled: its record decides, not this PATCH.
   if (s.cancelling.has(slot) || s.settling.get(slot) !== undefined) return { outcome: 'not-pending', state: s.cancelling.has(slot) ? 'cancelled' : (timerStateNames[state] as TimerStateName) };
   if (state !== timerState.pending && state !== timerState.retrying && state !== timerState.delivering) return { outcome: 'not-pending', state: timerStateNames[state] as TimerStateName };
-  const record = recordOf(s, seq, row, store.fireAt[slot] as number, revision, { fireAtMs: patched?.fireAtMs ?? (store.fireAt[slot] as number), target: store.targetOf(slot) }, patch);
-  // A content change takes a new slot: room for it now, not after the record is durable.
-  const moves = (record.changed & contentChanged) !== 0;
+  // Its current fire time also names the bucket it is in on disk, should a checkpoint under way spill it.
+  const fireAtMs = patched?.fireAtMs ?? (store.fireAt[slot] as number);
+  const record = recordOf(s, seq, row, fireAtMs, revision, { fireAtMs, target: store.targetOf(slot) }, patch);
+  // A content change (or a checkpoint's copy) takes a new slot: room for it now, not after the record is durable.
+  const moves = (record.changed & contentChanged) !== 0 || s.spilling?.[slot] === 1;
   if (moves) reserveRow(s);
   // Handed out but not sent yet: the dispatcher gives it back, or it has started (too late).
   const withdrawn = state === timerState.delivering && s.withdraw(seq, row);
@@ -155,10 +160,10 @@ async function rescheduleSpilled(s: EngineState, id: string, seq: number, row: n
     return slot < 0 ? { outcome: 'not-found' } : rescheduleResident(s, id, slot, patch, condition);
   }
   if (found === undefined) return { outcome: 'not-found' };
-  // A spilled timer was never patched: revision 1.
-  if (!matches(condition, 1)) return { outcome: 'revision-mismatch', revision: 1 };
+  const revision = s.rescheduled.revisionOf(seq, row);
+  if (!matches(condition, revision)) return { outcome: 'revision-mismatch', revision };
   const { rows, index } = found;
-  const record = recordOf(s, seq, row, fireAtMs, 1, { fireAtMs, target: rows.targets[rows.targetIndex[index] as number] as string }, patch);
+  const record = recordOf(s, seq, row, fireAtMs, revision, { fireAtMs, target: rows.targets[rows.targetIndex[index] as number] as string }, patch);
   // Its slot, and a second one when the content moves it.
   const slots = (record.changed & contentChanged) !== 0 ? 2 : 1;
   for (let i = 0; i < slots; i++) reserveRow(s);
@@ -204,14 +209,17 @@ function insertRescheduled(s: EngineState, found: SpilledRow, record: Reschedule
  * the caller puts that into the heap.
  */
 export function applyReschedule(s: EngineState, slot: number, record: RescheduleRecord): number {
-  const now = (record.changed & contentChanged) !== 0 ? moveWithContent(s, slot, record) : slot;
+  // A timer a checkpoint under way has copied into its spilled run moves too, so that its eviction
+  // finds the old slot gone and tombstones that copy (checkpoint.ts, evictSlice).
+  const moves = (record.changed & contentChanged) !== 0 || s.spilling?.[slot] === 1;
+  const now = moves ? moveWithContent(s, slot, record) : slot;
   // A retrying timer's next attempt is the new fire time; its attempts are kept.
   if ((record.changed & rescheduleChanged.fireAt) !== 0) s.store.setDueAt(now, record.fireAtMs);
   s.rescheduled.set(record.seq, record.row, record.revision, record.fireAtMs);
   return now;
 }
 
-/** The timer in `old` into a new slot holding its new content; `old` is released. Indexes and failures follow it. */
+/** The timer in `old` into a new slot holding its new content (its own where the record changes none); `old` is released. Indexes and failures follow it. */
 function moveWithContent(s: EngineState, old: number, record: RescheduleRecord): number {
   const store = s.store;
   const { seq, row } = record;
@@ -262,9 +270,9 @@ export function replayReschedule(s: EngineState, body: Uint8Array): boolean | Pr
   }
   // Its byte fields are views of the body, which the log may reuse once this returns: a copy.
   const owned = decodeReschedule(body.slice()) as RescheduleRecord;
-  return s.spill.find(owned.seq, owned.row, owned.idFireAtMs).then((found) => {
+  return s.spill.find(owned.seq, owned.row, owned.bucketAtMs).then((found) => {
     if (found === undefined) return true;
-    s.spill.tombstone(owned.seq, owned.row, owned.idFireAtMs);
+    s.spill.tombstone(owned.seq, owned.row, owned.bucketAtMs);
     insertRescheduled(s, found, owned);
     return true;
   });

@@ -5,13 +5,15 @@
 // so it has no entry and the paths every timer takes (admit, takeDue, deliveryInto, the store's
 // columns, checkpoints of unpatched timers) do no work for this. An entry is also the redirect
 // the spill tier needs: a timer's id names its ORIGINAL fire time (docs/format/ids.md), which
-// stops naming its place once a PATCH moves it, so a patched timer stays resident (it never
-// spills: checkpoint.ts) and its entry says where it fires now.
+// stops naming its bucket once a PATCH moves it; placeOf() gives the time that does. Entries
+// stay while the timer is spilled (a spilled run row carries the id's fire time and its due
+// time, not its revision), so GET, DELETE, PATCH and keys find a patched timer on disk too.
 //
 //   bySeq: seq ─► row ─► { revision, fireAtMs }      (a Map per ADD record with patched rows)
 //
 // Kept across checkpoints in the manifest (docs/format/spill.md, "rescheduled"), rebuilt by
-// replaying RESCHEDULE records, dropped when the timer is released (state.ts).
+// replaying RESCHEDULE records, dropped when the timer is released (state.ts). Its memory is
+// counted in /v1/stats (reschedules.redirect_bytes).
 
 /** One patched timer: its revision (2 after the first PATCH) and the fire time the latest PATCH left it with. */
 export interface Rescheduled {
@@ -48,6 +50,14 @@ export class RescheduledTimers {
 
   get(seq: number, row: number): Rescheduled | undefined {
     return this.#size === 0 ? undefined : this.#bySeq.get(seq)?.get(row);
+  }
+
+  /**
+   * The fire time that names the timer's spill bucket: the one a PATCH gave it, else the one its
+   * id carries (`idFireAtMs`). A spilled timer is never attempted, so its due time is this.
+   */
+  placeOf(seq: number, row: number, idFireAtMs: number): number {
+    return this.get(seq, row)?.fireAtMs ?? idFireAtMs;
   }
 
   /** The timer's revision: 1 until a PATCH changed it. */

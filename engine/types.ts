@@ -184,6 +184,8 @@ export interface DuplicateAnswer {
   readonly state: TimerStateName;
   /** The original's revision now (1 until a PATCH changed it). */
   readonly revision: number;
+  /** The original's fire time now: the one it was added with, or the one a PATCH gave it. */
+  readonly fireAtMs: number;
   readonly differs: readonly DifferingField[];
 }
 

@@ -219,24 +219,28 @@ function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory)
   let residentCount = 0;
   let spillFrom = count;
   const cancelling = s.cancelling.size > 0 ? s.cancelling : undefined;
-  // A patched timer never spills: its id's fire time does not name its bucket (reschedule.ts).
+  // A PATCHed timer spills at the fire time its PATCH gave it (its due time; rescheduled-timers.ts),
+  // unless an old copy of it on disk is still tombstoned: a tombstone names (seq, row), so it
+  // would hide the new copy too. It stays resident until promotion or compaction drops that.
   const rescheduled = s.rescheduled.size > 0 ? s.rescheduled : undefined;
+  const oldCopies = rescheduled !== undefined && s.spill.tombstoneCount > 0;
   const { logSeq, row } = store;
   const spilling = memory.spilling.subarray(0, store.capacity);
   for (let slot = 0; slot < store.capacity; slot++) {
     const slotState = state[slot] as number;
     if (slotState === timerState.free) continue;
-    // Only timers due at their fire time spill: a spilled timer is found by its id's fire time.
+    // Only timers due at their fire time spill: a spilled timer is found by its id's fire time,
+    // or by the one a PATCH gave it.
     const due = dueAt[slot] as number;
     // In the heap: a held-back (parked) timer is due and stays, like one being cancelled.
     const spills =
       slotState === timerState.pending &&
       attempts[slot] === 0 &&
       due >= watermarkMs &&
-      due === fireAt[slot] &&
+      (due === fireAt[slot] || rescheduled?.get(logSeq[slot] as number, row[slot] as number)?.fireAtMs === due) &&
+      !(oldCopies && s.spill.isTombstoned(logSeq[slot] as number, row[slot] as number)) &&
       cancelling?.has(slot) !== true &&
-      s.heap.has(slot) &&
-      rescheduled?.get(logSeq[slot] as number, row[slot] as number) === undefined;
+      s.heap.has(slot);
     if (spills) {
       slots[--spillFrom] = slot;
       spilling[slot] = 1;
@@ -377,7 +381,9 @@ async function writeTaken(
           inRunOrder.handles[at] = inRunOrder.byTaken[i] as number;
           inRunOrder.ids.seq[at] = fields.seq;
           inRunOrder.ids.row[at] = fields.row;
-          inRunOrder.ids.fireAtMs[at] = fields.fireAtMs;
+          // The time naming its bucket, for a tombstone: a spilled timer's due time, which is the
+          // fire time its id carries or the one a PATCH gave it.
+          inRunOrder.ids.fireAtMs[at] = fields.dueAtMs;
         }
       }
       // The slice's few failing timers, by their place in it.
@@ -465,10 +471,8 @@ function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, 
       s.spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
       continue;
     }
-    // Changed since it was copied (a PATCH applied meanwhile too): the copy on disk is stale.
-    const patched = s.rescheduled.get(store.logSeq[slot] as number, store.row[slot] as number) !== undefined;
-    if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || s.cancelling.has(slot) || !s.heap.has(slot) || patched) {
-      s.spill.tombstone(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
+    if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || s.cancelling.has(slot) || !s.heap.has(slot)) {
+      s.spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
       continue;
     }
     evicted[count++] = slot;

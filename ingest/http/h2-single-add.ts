@@ -24,7 +24,7 @@
 import type http2 from 'node:http2';
 import { errorCodes as fastifyErrorCodes } from 'fastify';
 import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
-import type { DuplicateAnswer, Engine } from '../../engine/engine.ts';
+import type { DuplicateAnswer } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { inJsonTerms, specFromJsonTimer } from './body/json-batch.ts';
 import { errorAnswer } from './error-map.ts';
@@ -42,7 +42,6 @@ export interface SingleAddLogger {
 }
 
 export interface H2SingleAddOptions {
-  readonly engine: Engine;
   readonly coalescer: AdmitCoalescer;
   /** The server's JSON body parser: the parsed value, or throws what fastify's route answers for the text. */
   readonly parseJson: (text: string) => unknown;
@@ -59,14 +58,12 @@ const decimal = /^[0-9]{1,16}$/;
 type TakenStream = http2.ServerHttp2Stream & { [pending]?: SingleAddStream | undefined };
 
 export class H2SingleAdd implements H2StreamTaker {
-  readonly engine: Engine;
   readonly coalescer: AdmitCoalescer;
   readonly parseJson: (text: string) => unknown;
   readonly logger: SingleAddLogger;
   readonly #bearer: BearerCheck | undefined;
 
   constructor(options: H2SingleAddOptions) {
-    this.engine = options.engine;
     this.coalescer = options.coalescer;
     this.parseJson = options.parseJson;
     this.logger = options.logger;
@@ -164,7 +161,7 @@ class SingleAddStream implements AdmitWaiter {
   }
 
   admitted(id: string, _duplicate: boolean, original: DuplicateAnswer | undefined): void {
-    const answer = singleAddAnswer(this.#adds.engine, id, original, this.#fireAtMs, this.#value);
+    const answer = singleAddAnswer(id, original, this.#fireAtMs, this.#value);
     this.#respond(answer.status, JSON.stringify(answer.body), undefined);
   }
 

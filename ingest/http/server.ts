@@ -111,7 +111,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { engine, disk, warm } = options;
   // One coalescer for every kind of single add, so that those read in one turn share a record.
   const coalescer = new AdmitCoalescer(engine);
-  app.server.takeStreams(new H2SingleAdd({ engine, coalescer, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
+  app.server.takeStreams(new H2SingleAdd({ coalescer, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
   void app.register(healthRoutes, { engine, disk, warm });
   void app.register(timersRoutes, { engine, coalescer });
   void app.register(timerPatchRoutes, { engine });

@@ -25,7 +25,7 @@
 import type { PassThrough, Readable } from 'node:stream';
 import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
-import type { DuplicateAnswer, Engine } from '../../engine/engine.ts';
+import type { DuplicateAnswer } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { differsAsAsked, gaveDelayMs } from '../duplicate-answers.ts';
@@ -34,7 +34,6 @@ import { ndjsonLineProblem } from './body/json-hints.ts';
 import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { isoOf } from './iso-time.ts';
 import { mediaTypes } from './media-types.ts';
-import { originalFireAtMs } from './original-fire-at.ts';
 import { streamLimits } from './route-limits.ts';
 
 const newline = 0x0a;
@@ -68,7 +67,7 @@ class LineAdd implements Answer, AdmitWaiter {
       this.text = `{"line":${this.#line},"status":201,"id":"${id}","fire_at":"${isoOf(this.#fireAtMs)}","revision":1,"duplicate":false}\n`;
     } else {
       // A known key answers with the original timer's fire time, its state and what differs from it.
-      const fireAtMs = originalFireAtMs(this.#stream.engine, id, this.#fireAtMs);
+      const fireAtMs = original.fireAtMs;
       const differs = JSON.stringify(differsAsAsked(original, this.#gaveDelay));
       this.text = `{"line":${this.#line},"status":200,"id":"${id}","fire_at":"${isoOf(fireAtMs)}","revision":${original.revision},"duplicate":true,"state":"${original.state}","differs":${differs}}\n`;
     }
@@ -81,8 +80,6 @@ class LineAdd implements Answer, AdmitWaiter {
   }
 }
 
-/** What a stream needs of the engine: the original of a known key (for its fire time). */
-export type StreamEngine = Pick<Engine, 'get'>;
 /** What a stream needs of the coalescer. */
 export type LineAdmitter = Pick<AdmitCoalescer, 'admitOneTo'>;
 
@@ -94,7 +91,6 @@ export class TimerStream {
   readonly #body: Readable;
   readonly #out: PassThrough;
   readonly #coalescer: LineAdmitter;
-  readonly engine: StreamEngine;
   readonly #onEnd: () => void;
   readonly #logUnexpected: (err: unknown) => void;
   /** Answers not yet written, oldest first from #head. */
@@ -117,10 +113,9 @@ export class TimerStream {
   #flushQueued = false;
 
   /** `onEnd` runs once the stream is done (answered in full, or the client went away); `logUnexpected` hears errors answered as INTERNAL (bugs). */
-  constructor(body: Readable, out: PassThrough, engine: StreamEngine, coalescer: LineAdmitter, onEnd: () => void, logUnexpected: (err: unknown) => void) {
+  constructor(body: Readable, out: PassThrough, coalescer: LineAdmitter, onEnd: () => void, logUnexpected: (err: unknown) => void) {
     this.#body = body;
     this.#out = out;
-    this.engine = engine;
     this.#coalescer = coalescer;
     this.#onEnd = onEnd;
     this.#logUnexpected = logUnexpected;

@@ -19,7 +19,7 @@ const golden = hex(`
 const example: RescheduleRecord = {
   seq: 7,
   row: 2,
-  idFireAtMs: 1_800_000_000_000,
+  bucketAtMs: 1_800_000_000_000,
   revision: 2,
   changed: rescheduleChanged.fireAt | rescheduleChanged.payload,
   fireAtMs: 1_800_000_060_000,
@@ -38,7 +38,7 @@ test('every field round-trips, in bit order, with empty values kept', () => {
   const record: RescheduleRecord = {
     seq: 2 ** 40,
     row: 16_777_215,
-    idFireAtMs: 1_900_000_000_000,
+    bucketAtMs: 1_900_000_000_000,
     revision: 9,
     changed: 31,
     fireAtMs: 1_900_000_000_001,
@@ -53,7 +53,7 @@ test('every field round-trips, in bit order, with empty values kept', () => {
   assert.equal(decoded.queue, 'mail');
   assert.equal(decoded.payload?.length, 0);
   assert.equal(new TextDecoder().decode(decoded.headers), '{"x-a":"1"}');
-  assert.deepEqual([decoded.seq, decoded.row, decoded.revision, decoded.changed, decoded.fireAtMs, decoded.idFireAtMs], [2 ** 40, 16_777_215, 9, 31, 1_900_000_000_001, 1_900_000_000_000]);
+  assert.deepEqual([decoded.seq, decoded.row, decoded.revision, decoded.changed, decoded.fireAtMs, decoded.bucketAtMs], [2 ** 40, 16_777_215, 9, 31, 1_900_000_000_001, 1_900_000_000_000]);
 });
 
 test('malformed bodies are refused: every cut, a bad version, changed, revision, reserved bytes, trailing bytes', () => {

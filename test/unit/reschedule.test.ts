@@ -1,7 +1,8 @@
 // PATCH in the engine (engine/reschedule.ts) over the simulated file system: revisions, the
 // compare-and-set, which states may change, the old fire time never firing, the id and key
 // kept, content moved through the arena and target table, queue accounting, restart (replay)
-// and checkpoints (the manifest's table), and spilled timers brought in by a PATCH.
+// and checkpoints (the manifest's table), and spilled timers: brought in by a PATCH, spilled
+// again at their new time and found there by GET, PATCH, DELETE, keys and promotion.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
@@ -206,32 +207,91 @@ test('restart: replay applies RESCHEDULE exactly (revision, fire time, content);
   await engine.close();
 });
 
-test('spilled: a PATCH brings a far timer into memory at its new time, the copy on disk never comes back; and a resident one moved far stays findable', async () => {
+test('spilled: a PATCH brings a far timer into memory; moved far again it spills into the bucket of its new time and GET, PATCH, DELETE, keys and promotion find it there', async () => {
   const fs = new SimFileSystem({ seed: 10 });
   const clock = manualClock();
   let engine = await open(fs, clock);
   const far = await addOne(engine, { fireAtMs: t0 + 30 * hour, key: 'far' });
-  const near = await addOne(engine, { fireAtMs: t0 + 1000 });
+  const near = await addOne(engine, { fireAtMs: t0 + 1000, key: 'near' });
   await engine.checkpoint(t0 + 3 * hour);
   assert.equal(engine.get(far), undefined, 'spilled');
   assert.equal((await engine.lookup(far))?.revision, 1);
   const moved = await engine.reschedule(far, { fireAtMs: t0 + 2000, payload: 'changed' }, [1]);
   assert.ok(moved.outcome === 'rescheduled');
   assert.equal(moved.view.revision, 2);
-  assert.equal(engine.get(far)?.fireAtMs, t0 + 2000, 'resident now');
-  // The near one moves far past the watermark: it stays resident and findable.
-  const away = await engine.reschedule(near, { fireAtMs: t0 + 40 * hour });
+  assert.equal(engine.get(far)?.fireAtMs, t0 + 2000, 'resident now, at its new time');
+  // The near one moves far past the watermark, and the next checkpoint spills it there.
+  const away = await engine.reschedule(near, { fireAtMs: t0 + 40 * hour + 5, payload: 'away' });
   assert.ok(away.outcome === 'rescheduled');
+  const report = await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(report.spilledRows, 1);
+  assert.equal(engine.get(near), undefined, 'spilled at its new time');
+  const onDisk = await engine.lookup(near);
+  assert.deepEqual([onDisk?.revision, onDisk?.fireAtMs, onDisk?.state], [2, t0 + 40 * hour + 5, 'pending']);
+  // Its key still names it, with its revision and fire time now.
+  const retry = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 40 * hour + 5, target, payload: 'away', key: 'near' }]));
+  assert.deepEqual([retry.idOf(0), retry.duplicateOf(0)?.revision, retry.duplicateOf(0)?.fireAtMs, retry.duplicateOf(0)?.differs], [near, 2, t0 + 40 * hour + 5, []]);
+  // A PATCH of it on disk finds it through its new time, and moves it once more (far, another bucket).
+  const again = await engine.reschedule(near, { fireAtMs: t0 + 50 * hour }, [2]);
+  assert.ok(again.outcome === 'rescheduled');
+  assert.equal(again.view.revision, 3);
   await engine.checkpoint(t0 + 3 * hour);
-  assert.equal(engine.get(near)?.fireAtMs, t0 + 40 * hour, 'a patched timer does not spill');
-  await engine.promote(t0 + 50 * hour);
-  assert.equal(engine.stats().counts.pending, 2, 'the old copy is not loaded as pending');
+  // Its copy at 40 h is tombstoned, and a tombstone names (seq, row): it stays in memory meanwhile.
+  assert.equal(engine.get(near)?.revision, 3);
+  await engine.promote(t0 + 45 * hour);
+  await engine.checkpoint(t0 + 45 * hour);
+  assert.equal(engine.get(near), undefined, 'the old copy promoted away: it spills at 50 h');
+  assert.equal(engine.stats().reschedules.redirects, 2, 'the redirects stay while the timers are on disk');
   await engine.close();
   engine = await open(fs, clock);
   assert.equal(engine.get(far)?.revision, 2);
-  assert.equal(engine.get(near)?.revision, 2);
-  assert.equal(engine.stats().counts.pending, 2);
-  assert.equal(await engine.cancel(far), 'cancelled');
+  assert.deepEqual([(await engine.lookup(near))?.revision, (await engine.lookup(near))?.fireAtMs], [3, t0 + 50 * hour]);
+  assert.equal(engine.stats().counts.pending, 2, 'no old copy loads as pending');
+  await engine.promote(t0 + 60 * hour);
+  assert.equal(engine.stats().counts.pending, 2, 'promotion brings each timer once');
+  assert.equal(text(engine.payloadOf(near)), 'away');
+  assert.equal(engine.get(near)?.fireAtMs, t0 + 50 * hour);
+  assert.equal(engine.nextDeliveryDueMs(), t0 + 2000);
+  await engine.close();
+});
+
+test('spilled and patched: a DELETE finds it by its new time, and the cancel survives a restart', async () => {
+  const fs = new SimFileSystem({ seed: 12 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const id = await addOne(engine, { fireAtMs: t0 + 1000 });
+  await engine.reschedule(id, { fireAtMs: t0 + 20 * hour });
+  await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(engine.get(id), undefined);
+  assert.equal(await engine.cancel(id), 'cancelled');
+  assert.equal(engine.get(id)?.state, 'cancelled');
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.equal((await engine.lookup(id))?.state, 'cancelled');
+  await engine.promote(t0 + 30 * hour);
+  assert.equal(engine.stats().counts.pending, 0);
+  await engine.close();
+});
+
+test('a PATCH while a checkpoint copies the timer into its spilled run: the stale copy is tombstoned, the change stands', async () => {
+  const fs = new SimFileSystem({ seed: 13 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const id = await addOne(engine, { fireAtMs: t0 + 20 * hour });
+  const checkpoint = engine.checkpoint(t0 + 3 * hour);
+  // Let the checkpoint take its snapshot, then change the timer while its runs are written.
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+  const patched = await engine.reschedule(id, { fireAtMs: t0 + 21 * hour });
+  assert.ok(patched.outcome === 'rescheduled');
+  await checkpoint;
+  assert.equal((await engine.lookup(id))?.fireAtMs, t0 + 21 * hour);
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.equal((await engine.lookup(id))?.fireAtMs, t0 + 21 * hour);
+  await engine.promote(t0 + 30 * hour);
+  assert.equal(engine.stats().counts.pending, 1, 'the copy the checkpoint made of the old timer never loads');
+  assert.equal(engine.get(id)?.fireAtMs, t0 + 21 * hour);
   await engine.close();
 });
 

@@ -222,7 +222,7 @@ export const openApiComponents = {
           type: 'object',
           properties: {
             applied: { type: 'integer', minimum: 0, description: 'PATCHes applied since start.' },
-            redirects: { type: 'integer', minimum: 0, description: 'Timers a PATCH changed, held apart with their revision and the fire time their id no longer tells (they stay in memory).' },
+            redirects: { type: 'integer', minimum: 0, description: 'Timers a PATCH changed, in memory or on disk: each has a redirect in memory, its revision and the fire time its id no longer tells.' },
             redirect_bytes: { type: 'integer', minimum: 0, description: 'Memory those entries take (estimated).' },
           },
           required: ['applied', 'redirects', 'redirect_bytes'],

@@ -87,7 +87,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
   app.addContentTypeParser(mediaTypes.ndjson, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   app.addContentTypeParser(mediaTypes.arrowStream, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   // POST /v1/timers/stream: its own scope, where NDJSON is read line by line instead of whole.
-  await app.register(timerStreamRoutes, { engine, coalescer });
+  await app.register(timerStreamRoutes, { coalescer });
 
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
     const mediaType = mediaTypeOf(request.headers['content-type']);
@@ -99,7 +99,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
       } catch (err) {
         throw inJsonTerms(err, undefined);
       }
-      const answer = singleAddAnswer(engine, admitted.id, admitted.original, spec.fireAtMs, request.body);
+      const answer = singleAddAnswer(admitted.id, admitted.original, spec.fireAtMs, request.body);
       return reply.code(answer.status).send(answer.body);
     }
     // The NDJSON and Arrow parsers deliver a Buffer; an empty body is one of length 0.
