@@ -223,6 +223,8 @@ test('spilled: a PATCH brings a far timer into memory; moved far again it spills
   // The near one moves far past the watermark, and the next checkpoint spills it there.
   const away = await engine.reschedule(near, { fireAtMs: t0 + 40 * hour + 5, payload: 'away' });
   assert.ok(away.outcome === 'rescheduled');
+  const width = engine.bucketWidthMs;
+  assert.ok((await engine.spillableBytesByBucket()).has(Math.floor((t0 + 40 * hour + 5) / width) * width), 'the loader counts it as spillable at its new time');
   const report = await engine.checkpoint(t0 + 3 * hour);
   assert.equal(report.spilledRows, 1);
   assert.equal(engine.get(near), undefined, 'spilled at its new time');
