@@ -105,7 +105,8 @@ export function shrinkResident(s: EngineState): number | undefined {
   const store = s.store;
   const limits = s.shrinkLimits;
   const capacity = store.shrinkCapacity(limits.residentShrinkShare);
-  if (capacity === undefined || s.settling.size > 0 || s.cancelling.size > 0) return undefined;
+  // Settles, cancels and PATCHes being synced hold their timer's slot across the sync.
+  if (capacity === undefined || s.settling.size > 0 || s.cancelling.size > 0 || s.rescheduling.size > 0) return undefined;
   // Large columns take a while to go over: not while a delivery falls due.
   const dueMs = nextDeliveryDueMs(s);
   if (store.capacity > limits.residentShrinkBusySlots && dueMs !== undefined && dueMs < s.clock.now() + limits.residentShrinkDueClearMs) return undefined;
