@@ -312,3 +312,22 @@ test('spilled, no checkpoint since: replay finds the timer on disk by its id and
   assert.equal(engine.stats().counts.pending, 1);
   await engine.close();
 });
+
+test('regression (sim seed 3276): an add of the key of a spilled timer whose PATCH is being synced waits for it, and is a duplicate', async () => {
+  const engine = await open(new SimFileSystem({ seed: 14 }), manualClock());
+  const id = await addOne(engine, { fireAtMs: t0 + 20 * hour, key: 'k' });
+  await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(engine.get(id), undefined, 'spilled');
+  const patching = engine.reschedule(id, { fireAtMs: t0 + 21 * hour, payload: 'new' });
+  // Let the PATCH read the bucket and tombstone the copy on disk, its record not yet durable.
+  for (let i = 0; i < 200 && engine.stats().spill.tombstones === 0; i++) await Promise.resolve();
+  assert.equal(engine.stats().spill.tombstones, 1);
+  assert.equal(engine.get(id), undefined, 'its record is not durable yet');
+  const again = engine.admit(batchFromSpecs([{ fireAtMs: t0 + 20 * hour, target, payload: 'first', key: 'k' }]));
+  const [, admitted] = await Promise.all([patching, again]);
+  assert.equal(admitted.idOf(0), id);
+  assert.equal(admitted.isDuplicate(0), true);
+  assert.equal(admitted.duplicateOf(0)?.revision, 2);
+  assert.equal(engine.stats().counts.pending, 1);
+  await engine.close();
+});
