@@ -230,6 +230,8 @@ export interface TakeAhead {
 /** A dead timer, as GET /v1/dead lists it. */
 export interface DeadTimer {
   readonly id: string;
+  /** As TimerView's. */
+  readonly revision: number;
   readonly queue: string;
   readonly target: string;
   readonly fireAtMs: number;

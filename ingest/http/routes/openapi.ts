@@ -310,6 +310,7 @@ export const openApiDocument = {
                     type: 'object',
                     properties: {
                       id: ref('schemas', 'TimerId'),
+                      revision: { type: 'integer', minimum: 1, description: 'As in `Timer`.' },
                       queue: queueNameSchema,
                       target: { type: 'string', format: 'uri' },
                       fire_at: { type: 'string', format: 'date-time' },
@@ -319,7 +320,7 @@ export const openApiDocument = {
                       last_error: lastErrorSchema,
                       last_attempt_at: lastAttemptAtSchema,
                     },
-                    required: ['id', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at'],
+                    required: ['id', 'revision', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at'],
                     additionalProperties: false,
                   },
                 },
