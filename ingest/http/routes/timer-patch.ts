@@ -81,11 +81,11 @@ export async function timerPatchRoutes(app: HttpServer, { engine }: RoutesOption
     const { id } = request.params;
     const condition = parseIfMatch(request.headers['if-match']);
     const fields = patchBody(request.body);
-    const current = await engine.lookup(id);
-    if (current === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
-    // Read as an add's body would be, with what the PATCH leaves out taken from the timer.
+    // Read by the add path's JSON reader (types, RFC 3339, base64, one of each pair); the fields
+    // an add requires and the PATCH leaves out get placeholders that are not kept. The engine
+    // checks the timer as changed by admit()'s rules.
     const fireGiven = given(fields, 'fire_at') || given(fields, 'delay_ms');
-    const spec = specFromJsonTimer({ ...fields, target: fields.target ?? current.target, ...(fireGiven ? {} : { fire_at: current.fireAtMs }) }, Date.now());
+    const spec = specFromJsonTimer({ ...fields, target: fields.target ?? '', ...(fireGiven ? {} : { delay_ms: 0 }) }, Date.now());
     const patch: { -readonly [K in keyof TimerPatch]: TimerPatch[K] } = {};
     if (fireGiven) patch.fireAtMs = spec.fireAtMs;
     if (given(fields, 'target')) patch.target = spec.target;

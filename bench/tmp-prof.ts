@@ -1,0 +1,15 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { Engine } from '../engine/engine.ts';
+import { createHttpServer } from '../ingest/http/server.ts';
+import { lifecyclePatchFigures } from './lifecycle-patch.ts';
+const dir = mkdtempSync(join(tmpdir(), 'fermata-patch-prof-'));
+const engine = await Engine.open({ dataDir: dir });
+const app = createHttpServer({ logger: pino({ level: 'silent' }), engine });
+await app.listen({ host: '127.0.0.1', port: 0 });
+const address = app.server.address() as { port: number };
+const figures = await lifecyclePatchFigures({ url: `http://127.0.0.1:${address.port}`, timing: { warmupMs: 1000, measureMs: 5000 }, poolTimers: 20_000 });
+for (const f of figures) console.log(JSON.stringify(f));
+await app.close(); await engine.close(); rmSync(dir, { recursive: true, force: true });
