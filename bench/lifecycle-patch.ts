@@ -2,7 +2,8 @@
 // reschedules over HTTP/2 (h2c) with 256 streams kept busy on a running service, measured the way
 // bench/ingest.ts's one-process mode measures single adds (one node:http2 session, warm-up, then
 // only answers completed inside the span count), and one-timer adds measured the same way in the
-// same run, so their ratio mostly cancels the shared machine's drift:
+// same run (adds, PATCHes, PATCHes, adds, half the span each), so their ratio mostly cancels the
+// shared machine's drift:
 //
 //   lifecycle.patch.per_s            200s of PATCH /v1/timers/{id} {"delay_ms": …} a second
 //   lifecycle.patch.latency_ms.p50/.p99
@@ -61,14 +62,27 @@ export async function lifecyclePatchFigures(options: LifecyclePatchOptions): Pro
     progress(`lifecycle: ${poolSize} timers for the PATCHes to change`);
     const pool = await addPool(session, poolSize);
     const addBody = Buffer.from(JSON.stringify({ delay_ms: hourMs, target, payload: 'p'.repeat(payloadChars) }));
-    progress(`lifecycle: ${streams} streams of one-timer adds`);
-    const adds = await runLoad(session, options.timing, 201, () => ({ method: 'POST', path: '/v1/timers', body: addBody }));
     let next = 0;
-    progress(`lifecycle: ${streams} streams of PATCHes`);
-    const patches = await runLoad(session, options.timing, 200, () => {
-      const id = pool[next++ % pool.length] as string;
-      return { method: 'PATCH', path: `/v1/timers/${id}`, body: Buffer.from(`{"delay_ms":${hourMs + (next % 1000)}}`) };
-    });
+    const measureAdds = (timing: PatchTiming): Promise<Run> => {
+      progress(`lifecycle: ${streams} streams of one-timer adds`);
+      return runLoad(session, timing, 201, () => ({ method: 'POST', path: '/v1/timers', body: addBody }));
+    };
+    const measurePatches = (timing: PatchTiming): Promise<Run> => {
+      progress(`lifecycle: ${streams} streams of PATCHes`);
+      return runLoad(session, timing, 200, () => {
+        const id = pool[next++ % pool.length] as string;
+        return { method: 'PATCH', path: `/v1/timers/${id}`, body: Buffer.from(`{"delay_ms":${hourMs + (next % 1000)}}`) };
+      });
+    };
+    // Adds, PATCHes, PATCHes, adds (each half the span): a drift of the shared machine's speed
+    // over the run weighs on both alike.
+    const half = { warmupMs: options.timing.warmupMs, measureMs: options.timing.measureMs / 2 };
+    const addsFirst = await measureAdds(half);
+    const patchesFirst = await measurePatches(half);
+    const patchesSecond = await measurePatches(half);
+    const addsSecond = await measureAdds(half);
+    const adds = joined(addsFirst, addsSecond);
+    const patches = joined(patchesFirst, patchesSecond);
     for (const [what, run] of [['adds', adds], ['PATCHes', patches]] as const) {
       if (run.errors > 0) process.stderr.write(`lifecycle: ${run.errors} ${what} failed; first: ${run.firstError}\n`);
     }
@@ -124,6 +138,12 @@ async function addPool(session: http2.ClientHttp2Session, count: number): Promis
     ids.push(...(JSON.parse(answer.body) as { ids: string[] }).ids);
   }
   return ids;
+}
+
+/** Two spans of one load as one. */
+function joined(first: Run, second: Run): Run {
+  first.latencyUs.add(second.latencyUs);
+  return { ok: first.ok + second.ok, errors: first.errors + second.errors, seconds: first.seconds + second.seconds, latencyUs: first.latencyUs, firstError: first.firstError ?? second.firstError };
 }
 
 /** `streams` loops on one session, each sending the next request and waiting for its whole answer. */
