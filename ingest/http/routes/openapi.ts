@@ -187,6 +187,11 @@ export const openApiDocument = {
           '412': errorResponse('REVISION_MISMATCH: the timer\'s revision is none `If-Match` names (it changed since it was read).', [httpErrorCodes.revisionMismatch]),
           '415': ref('responses', 'UnsupportedMediaType'),
           ...logResponses,
+          '503': errorResponse(
+            'CAPACITY_FULL: the resident store holds as many timers as it may (a changed timer may take a new place in it). WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging; the service opens its data directory again by itself.',
+            [errorCodes.capacityFull, errorCodes.walClosed, errorCodes.walPoisoned],
+            retryAfter,
+          ),
         },
       },
       delete: {
