@@ -296,7 +296,7 @@ export class Dispatcher {
         pulled++;
         continue;
       }
-      if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.fireAtMs[i] as number)), releaseLateness);
+      if (slice.attempts[i] === 1) releaseRuns.add(Math.max(0, releasedAtMs - (slice.dueAtMs[i] as number)), releaseLateness);
       flow.deliveryStarted(queue);
       if (config.delivery === 'arrow') {
         this.#addToArrowBatch(slice, i, config, workerClockOffsetMs);

@@ -148,7 +148,8 @@ export class OutcomeRecorder {
       const queueStats = stats.of(queue);
       latencyRuns.add(Math.max(0, durationMs), stats.latency, queueStats.latency);
       if (attempt !== 1) continue;
-      const latenessMs = startedAtMs - (pending.fireAtMs[row] as number);
+      // From when it fell due: a PATCHed timer's id keeps the fire time it was added with.
+      const latenessMs = startedAtMs - (pending.dueAtMs[row] as number);
       // The histograms hold no negative values: an early delivery (a bug) is counted on its own, never hidden as 0.
       if (latenessMs < 0) stats.countEarlyDelivery();
       latenessRuns.add(Math.max(0, latenessMs), stats.lateness, queueStats.lateness);

@@ -8,7 +8,8 @@
 //                seqs      Float64Array          ┐
 //                rows      Uint32Array           │ timer `at` of the task, by its position
 //                attempts  Uint32Array           │ in the builder
-//                fireAtMs  Float64Array          │
+//                fireAtMs  Float64Array          │ (the id's: the time it was added with)
+//                dueAtMs   Float64Array          │ (when it fell due: what lateness is from)
 //                queues    Uint16Array           ┘
 //                claims    Int32Array            single deliveries, once sent: shared with the worker
 import type { DueSlice } from '../engine/engine.ts';
@@ -20,6 +21,8 @@ export class PendingTask {
   readonly rows: Uint32Array;
   readonly attempts: Uint32Array;
   readonly fireAtMs: Float64Array;
+  /** When each fell due: its fire time, or the one a PATCH gave it (engine/reschedule.ts), or a retry's. */
+  readonly dueAtMs: Float64Array;
   readonly queues: Uint16Array;
   /** A task of single deliveries: its claims, shared with its worker once it is sent (DeliveryTask.claims). */
   claims: Int32Array | undefined;
@@ -30,6 +33,7 @@ export class PendingTask {
     this.rows = new Uint32Array(buffers.take(capacity * Uint32Array.BYTES_PER_ELEMENT), 0, capacity);
     this.attempts = new Uint32Array(buffers.take(capacity * Uint32Array.BYTES_PER_ELEMENT), 0, capacity);
     this.fireAtMs = new Float64Array(buffers.take(capacity * Float64Array.BYTES_PER_ELEMENT), 0, capacity);
+    this.dueAtMs = new Float64Array(buffers.take(capacity * Float64Array.BYTES_PER_ELEMENT), 0, capacity);
     this.queues = new Uint16Array(buffers.take(capacity * Uint16Array.BYTES_PER_ELEMENT), 0, capacity);
   }
 
@@ -43,7 +47,7 @@ export class PendingTask {
 
   /** This thread's arrays, for `buffers` to keep once the task's outcomes are recorded. */
   release(buffers: TaskBuffers): void {
-    for (const column of [this.seqs, this.rows, this.attempts, this.fireAtMs, this.queues]) buffers.give(column.buffer as ArrayBuffer);
+    for (const column of [this.seqs, this.rows, this.attempts, this.fireAtMs, this.dueAtMs, this.queues]) buffers.give(column.buffer as ArrayBuffer);
   }
 
   add(slice: DueSlice, i: number, timer: TaskTimer): void {
@@ -53,6 +57,7 @@ export class PendingTask {
     this.rows[at] = slice.rows[i] as number;
     this.attempts[at] = slice.attempts[i] as number;
     this.fireAtMs[at] = slice.fireAtMs[i] as number;
+    this.dueAtMs[at] = slice.dueAtMs[i] as number;
     this.queues[at] = slice.queues[i] as number;
   }
 }

@@ -16,6 +16,7 @@ import { errorCodes, FermataError } from './errors.ts';
 import { compareDuplicates, differingNames, type DuplicateColumns } from './duplicate-answers.ts';
 import { timerStateNames } from './store/timer-state.ts';
 import { encodeTimerId } from './ids.ts';
+import type { RescheduledTimers } from './rescheduled-timers.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import { queueNamed } from './queue-registry.ts';
 import type { AppendOptions } from './log.ts';
@@ -36,14 +37,16 @@ class AdmittedBatch implements Admitted {
   readonly #plan: KeyPlan | undefined;
   /** Undefined when no row is a duplicate. */
   readonly #compared: DuplicateColumns | undefined;
+  readonly #rescheduled: RescheduledTimers;
 
-  constructor(batch: TimerBatch, seq: number, plan: KeyPlan | undefined, compared: DuplicateColumns | undefined) {
+  constructor(batch: TimerBatch, seq: number, plan: KeyPlan | undefined, compared: DuplicateColumns | undefined, rescheduled: RescheduledTimers) {
     this.seq = seq;
     this.rows = batch.rows;
     this.duplicates = plan?.duplicates ?? 0;
     this.#fireAtMs = batch.fireAtMs;
     this.#plan = plan;
     this.#compared = compared;
+    this.#rescheduled = rescheduled;
   }
 
   isDuplicate(row: number): boolean {
@@ -53,7 +56,17 @@ class AdmittedBatch implements Admitted {
   duplicateOf(row: number): DuplicateAnswer | undefined {
     const compared = this.#compared;
     if (compared === undefined || !this.isDuplicate(row)) return undefined;
-    return { state: timerStateNames[compared.states[row] as number] as TimerStateName, differs: differingNames(compared.differs[row] as number) };
+    const plan = this.#plan as KeyPlan;
+    const originalSeq = plan.originalSeq[row] as number;
+    const fireAtMs = this.#rescheduled.placeOf(originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
+    return { state: timerStateNames[compared.states[row] as number] as TimerStateName, revision: this.revisionOf(row), fireAtMs, differs: differingNames(compared.differs[row] as number) };
+  }
+
+  revisionOf(row: number): number {
+    const plan = this.#plan;
+    if (plan === undefined || !this.isDuplicate(row)) return 1;
+    const originalSeq = plan.originalSeq[row] as number;
+    return this.#rescheduled.revisionOf(originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number);
   }
 
   idOf(row: number): string {
@@ -70,10 +83,10 @@ class AdmittedBatch implements Admitted {
  * duplicates is answered at once, with no promise of its own.
  */
 function admittedOf(s: EngineState, batch: TimerBatch, seq: number, plan: KeyPlan | undefined): Admitted | Promise<Admitted> {
-  if (plan === undefined || plan.duplicates === 0) return new AdmittedBatch(batch, seq, plan, undefined);
+  if (plan === undefined || plan.duplicates === 0) return new AdmittedBatch(batch, seq, plan, undefined, s.rescheduled);
   const compared = compareDuplicates(s, batch, seq, plan);
-  if (compared instanceof Promise) return compared.then((columns) => new AdmittedBatch(batch, seq, plan, columns));
-  return new AdmittedBatch(batch, seq, plan, compared);
+  if (compared instanceof Promise) return compared.then((columns) => new AdmittedBatch(batch, seq, plan, columns, s.rescheduled));
+  return new AdmittedBatch(batch, seq, plan, compared, s.rescheduled);
 }
 
 /**

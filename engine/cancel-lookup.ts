@@ -21,11 +21,18 @@ const utf8 = new TextDecoder();
 
 /** Cancels a timer; resolves once the cancel is durable. */
 export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
+  // A PATCH of it is being synced: decide on what it leaves (reschedule.ts).
+  const patching = s.rescheduling.size === 0 ? undefined : patchInFlight(s, id);
+  if (patching !== undefined) {
+    const again = (): Promise<CancelOutcome> => cancel(s, id);
+    return patching.then(again, again);
+  }
   const slot = s.slotOfId(id);
   if (slot < 0) {
     const parts = decodeTimerId(id);
-    // Not in memory, but its fire time is past the watermark: it may be on disk.
-    return parts !== undefined && parts.fireAtMs >= s.spill.watermarkMs ? cancelSpilled(s, id, parts.seq, parts.row, parts.fireAtMs) : Promise.resolve('not-found');
+    // Not in memory, but its fire time (as a PATCH left it) is past the watermark: it may be on disk.
+    const placeMs = parts === undefined ? -Infinity : s.rescheduled.placeOf(parts.seq, parts.row, parts.fireAtMs);
+    return parts !== undefined && placeMs >= s.spill.watermarkMs ? cancelSpilled(s, id, parts.seq, parts.row, placeMs) : Promise.resolve('not-found');
   }
   const inFlight = s.cancelling.get(slot);
   if (inFlight !== undefined) return inFlight;
@@ -42,7 +49,7 @@ export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
   // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
   // disk, not in memory, so its cancel names its fire time (replay finds it either way).
   const spilling = s.spilling?.[slot] === 1;
-  const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, s.store.fireAt[slot] as number) : encodeCancel(expiresAtMs, [seq], [row]);
+  const body = spilling ? encodeCancelSpilled(expiresAtMs, seq, row, s.rescheduled.placeOf(seq, row, s.store.fireAt[slot] as number)) : encodeCancel(expiresAtMs, [seq], [row]);
   const outcome = s.log.append(spilling ? recordType.cancelSpilled : recordType.cancel, body, settlingWork).then(
     () => {
       s.finishCancelled(slot, expiresAtMs);
@@ -71,15 +78,22 @@ function spilledCallbackUrls(rows: RunRows, index: number): Pick<TimerView, 'cal
   return callbackUrls(rows.callbacks === undefined ? new Uint8Array(0) : bytesOf(rows.callbacks, index));
 }
 
+function patchInFlight(s: EngineState, id: string): Promise<unknown> | undefined {
+  const parts = decodeTimerId(id);
+  return parts === undefined ? undefined : s.rescheduling.get(`${parts.seq}:${parts.row}`);
+}
+
 export function getTimer(s: EngineState, id: string): TimerView | undefined {
   const slot = s.slotOfId(id);
   if (slot < 0) return undefined;
   const store = s.store;
   const status = store.lastStatus[slot] as number;
+  const patched = s.rescheduled.get(store.logSeq[slot] as number, store.row[slot] as number);
   return {
     id,
     state: timerStateNames[store.state[slot] as number] as TimerStateName,
-    fireAtMs: store.fireAt[slot] as number,
+    revision: patched?.revision ?? 1,
+    fireAtMs: patched?.fireAtMs ?? (store.fireAt[slot] as number),
     dueAtMs: store.dueAt[slot] as number,
     attempts: store.attempts[slot] as number,
     queue: s.queueNames[store.queueIndex[slot] as number] as string,
@@ -98,8 +112,10 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
   const resident = getTimer(s, id);
   if (resident !== undefined) return resident;
   const parts = decodeTimerId(id);
-  if (parts === undefined || parts.fireAtMs < s.spill.watermarkMs) return undefined;
-  const found = await s.spill.find(parts.seq, parts.row, parts.fireAtMs);
+  if (parts === undefined) return undefined;
+  const placeMs = s.rescheduled.placeOf(parts.seq, parts.row, parts.fireAtMs);
+  if (placeMs < s.spill.watermarkMs) return undefined;
+  const found = await s.spill.find(parts.seq, parts.row, placeMs);
   // Promoted while the bucket was read: it is in memory now.
   if (found === undefined) return getTimer(s, id);
   const { rows, index } = found;
@@ -107,7 +123,9 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
   return {
     id,
     state: 'pending',
-    fireAtMs: rows.fireAtMs[index] as number,
+    // A PATCH's revision and fire time are kept in memory, not in the run (rescheduled-timers.ts).
+    revision: s.rescheduled.revisionOf(parts.seq, parts.row),
+    fireAtMs: placeMs,
     dueAtMs: rows.dueAtMs[index] as number,
     attempts: 0,
     queue: rows.queues[rows.queueIndex[index] as number] as string,

@@ -62,7 +62,8 @@ function compareResident(s: EngineState, batch: TimerBatch, row: number, holderS
   if (!sameBytes(store.payloadOf(slot), bytesAt(batch.payload, row))) mask |= differsBit.payload;
   if (!sameHeaders(store.headersOf(slot), bytesAt(batch.headers, row))) mask |= differsBit.headers;
   if (s.queueNames[store.queueIndex[slot] as number] !== batch.queues[batch.queueIndex[row] as number]) mask |= differsBit.queue;
-  if (store.fireAt[slot] !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
+  // A PATCH may have moved it: compared with the time it fires at now.
+  if ((s.rescheduled.get(holderSeq, holderRow)?.fireAtMs ?? store.fireAt[slot]) !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
   mask |= callbacksDiffer(store.callbacksOf(slot), batch, row);
   into.states[row] = store.state[slot] as TimerStateCode;
   into.differs[row] = mask;
@@ -70,7 +71,8 @@ function compareResident(s: EngineState, batch: TimerBatch, row: number, holderS
 }
 
 async function compareSpilled(s: EngineState, batch: TimerBatch, row: number, holderSeq: number, holderRow: number, fireAtMs: number, into: DuplicateColumns): Promise<void> {
-  const found = await s.spill.find(holderSeq, holderRow, fireAtMs);
+  // A PATCHed original lies in the bucket of the fire time it was given, not of its id's.
+  const found = await s.spill.find(holderSeq, holderRow, s.rescheduled.placeOf(holderSeq, holderRow, fireAtMs));
   if (found === undefined) {
     // Promoted (or cancelled) while its bucket was read: it is in memory now.
     if (!compareResident(s, batch, row, holderSeq, holderRow, into)) into.states[row] = timerState.pending;
@@ -87,7 +89,8 @@ function spilledDiffers(rows: RunRows, index: number, batch: TimerBatch, row: nu
   if (!sameBytes(bytesOf(rows.payload, index), bytesAt(batch.payload, row))) mask |= differsBit.payload;
   if (!sameHeaders(bytesOf(rows.headers, index), bytesAt(batch.headers, row))) mask |= differsBit.headers;
   if (rows.queues[rows.queueIndex[index] as number] !== batch.queues[batch.queueIndex[row] as number]) mask |= differsBit.queue;
-  if (rows.fireAtMs[index] !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
+  // Its due time: the fire time it was added with, or the one a PATCH gave it (a spilled timer was never attempted).
+  if (rows.dueAtMs[index] !== batch.fireAtMs[row]) mask |= differsBit.fire_at;
   return mask | callbacksDiffer(rows.callbacks === undefined ? noBytes : bytesOf(rows.callbacks, index), batch, row);
 }
 

@@ -34,6 +34,7 @@ import { type QueueHoldStats, queueHoldStats } from './queue-pause.ts';
 import type { QueueConfig } from './queues.ts';
 import type { Outcomes } from './records.ts';
 import { beginReplay, endReplay } from './replay.ts';
+import { reschedule, type RescheduleOutcome, type RevisionCondition, type TimerPatch } from './reschedule.ts';
 import { checkpoint } from './spill/checkpoint.ts';
 import { readManifest } from './spill/manifest.ts';
 import { promote } from './spill/promotion.ts';
@@ -66,6 +67,7 @@ import { localLog } from './wal/local-log.ts';
 
 // The public types live in types.ts; importers keep importing them from here.
 export * from './types.ts';
+export type { RescheduleOutcome, RevisionCondition, TimerPatch } from './reschedule.ts';
 
 export class Engine {
   readonly #s: EngineState;
@@ -171,6 +173,11 @@ export class Engine {
   /** Cancels a timer, resident or spilled; resolves once the cancel is durable. */
   cancel(id: string): Promise<CancelOutcome> {
     return cancel(this.#s, id);
+  }
+
+  /** Changes a pending or retrying timer (PATCH), if its revision meets `condition`; resolves once durable (reschedule.ts). */
+  reschedule(id: string, patch: TimerPatch, condition?: RevisionCondition): Promise<RescheduleOutcome> {
+    return reschedule(this.#s, id, patch, condition);
   }
 
   /** Validates and durably sets a queue's config (a whole replacement: absent fields take defaults). */
@@ -351,6 +358,7 @@ export class Engine {
       outcomesApplied: s.outcomesApplied,
       heldBack: s.parkedCount,
       spill: spillStats(s),
+      reschedules: { applied: s.rescheduled.applied, redirects: s.rescheduled.size, redirectBytes: s.rescheduled.bytesUsed },
     };
   }
 

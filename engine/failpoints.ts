@@ -20,6 +20,8 @@ export const failpoints = {
   'spill.manifest-before-rename': 'MANIFEST.tmp is written and synced but not renamed: the old manifest rules, the tmp is litter',
   'checkpoint.manifest-installed': 'the new manifest is durable and the log still holds what it covers: replay must not apply it twice',
   'checkpoint.segments-deleted': 'covered segments are gone and runs the new manifest dropped still lie about: they must be ignored',
+  'reschedule.before-append': 'a PATCH took its timer out of the heap but logged nothing: after restart the timer is as it was, at its old time',
+  'reschedule.after-append': 'a RESCHEDULE is durable but the PATCH not answered: after restart the timer is the new one, never also the old',
   'delivery.outcome-before-append': 'a target got its delivery but the outcome is not logged: after restart it is delivered again',
 } as const;
 

@@ -154,9 +154,11 @@ function takeParked(s: EngineState, slice: SliceBuilder, nowMs: number, max: num
       const slot = store.slotOf(parked.handles[parked.head] as number);
       parked.head++;
       s.parkedCount--;
-      // Stale: released, taken again after a retry, back in the heap after a failed cancel, or being cancelled.
+      // Stale: released, taken again after a retry, back in the heap after a failed cancel or PATCH, or being cancelled.
       const state = slot < 0 ? -1 : (store.state[slot] as number);
       if ((state !== timerState.pending && state !== timerState.retrying) || s.heap.has(slot) || s.cancelling.has(slot)) continue;
+      // Being patched (reschedule.ts): out of the heap until its record is durable.
+      if (s.rescheduling.size > 0 && s.rescheduling.has(`${store.logSeq[slot]}:${store.row[slot]}`)) continue;
       // The clock stepped back since it was held back: not due any more, so back to the heap (never early).
       if ((store.dueAt[slot] as number) > nowMs) {
         s.heap.push(slot);

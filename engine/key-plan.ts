@@ -113,10 +113,11 @@ export function planKeys(s: EngineState, batch: TimerBatch, decidedAtMs: number,
         markDuplicate(plan, row, holderSeq, holderRow, spilled.fireAtMs);
         continue;
       }
-      // A cancelled spilled holder is in memory once its cancel is durable (and the key index finds it): wait for that.
-      const cancelling = s.cancellingSpilled.get(`${holderSeq}:${holderRow}`);
-      if (cancelling !== undefined) {
-        plan.waitFor.push(cancelling.then(() => undefined, () => undefined));
+      // A spilled holder being cancelled or PATCHed is in memory once that record is durable (and the key index finds it): wait for that.
+      const name = `${holderSeq}:${holderRow}`;
+      const changing = s.cancellingSpilled.get(name) ?? s.rescheduling.get(name);
+      if (changing !== undefined) {
+        plan.waitFor.push(changing.then(() => undefined, () => undefined));
         continue;
       }
     }

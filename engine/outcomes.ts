@@ -217,9 +217,10 @@ export function listDead(s: EngineState, limit: number, queue?: string, cursor?:
     const status = store.lastStatus[slot] as number;
     return {
       id: encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
+      revision: s.rescheduled.revisionOf(store.logSeq[slot] as number, store.row[slot] as number),
       queue: s.queueNames[store.queueIndex[slot] as number] as string,
       target: store.targetOf(slot),
-      fireAtMs: store.fireAt[slot] as number,
+      fireAtMs: s.rescheduled.placeOf(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number),
       attempts: store.attempts[slot] as number,
       lastStatus: status === 0 ? null : status,
       reason: deadReasonNames[s.deadReasons.get(slot) as number] ?? 'unknown',

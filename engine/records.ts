@@ -19,6 +19,9 @@
 //   CLOCK    position f64      (a manual clock's new position, epoch ms: engine/clock-moves.ts)
 //   OUTCOME_FOLLOWED  outcome-bytes u32 , reserved u32 , OUTCOME_DETAILED body , ADD body
 //            (outcomes and the callbacks' follow-up timers they make, one record: engine/callbacks.ts)
+//   RESCHEDULE  version u8 , changed u8 , reserved u16 , row u32 , seq f64 , bucket-at f64 ,
+//            revision u32 , reserved u32 , fire-at f64 , { length u32 , bytes } per changed
+//            field after fire_at (target, queue, payload, headers, in that order)
 import assert from 'node:assert/strict';
 import { deliveryLimits } from './limits.ts';
 
@@ -32,6 +35,7 @@ export const recordType = {
   outcomeDetailed: 7,
   clock: 10,
   outcomeFollowed: 11,
+  reschedule: 8,
 } as const;
 
 /** What one delivery attempt came to. */
@@ -494,4 +498,107 @@ export function decodeOutcomeFollowed(body: Uint8Array): { outcomes: Outcomes; a
   const outcomes = decodeOutcomesDetailed(body.subarray(outcomeFollowedHeaderBytes, outcomeFollowedHeaderBytes + outcomeBytes));
   if (outcomes === undefined) return undefined;
   return { outcomes, add: body.subarray(outcomeFollowedHeaderBytes + outcomeBytes) };
+}
+
+// ---- RESCHEDULE (8): one PATCH of one timer ----
+
+export const rescheduleFormatVersion = 1;
+export const rescheduleFixedBytes = 40;
+
+/** The bits of a RESCHEDULE's `changed` byte: which fields the PATCH set. */
+export const rescheduleChanged = { fireAt: 1, target: 2, queue: 4, payload: 8, headers: 16 } as const;
+const rescheduleChangedAll = 31;
+
+/**
+ * One PATCH as logged: the timer (seq, row and the fire time that names its spill bucket, which
+ * finds it on disk when it is spilled: its id's, or the one an earlier PATCH gave it), its revision after the change, the fire time after it (absolute,
+ * so replay is exact; the timer's current one when fire_at did not change) and each changed
+ * field's new value.
+ */
+export interface RescheduleRecord {
+  readonly seq: number;
+  readonly row: number;
+  readonly bucketAtMs: number;
+  readonly revision: number;
+  /** rescheduleChanged bits. */
+  readonly changed: number;
+  readonly fireAtMs: number;
+  readonly target?: string;
+  readonly queue?: string;
+  readonly payload?: Uint8Array;
+  /** The engine's header bytes (JSON object text; empty: none). */
+  readonly headers?: Uint8Array;
+}
+
+export function encodeReschedule(record: RescheduleRecord): Uint8Array {
+  const { changed } = record;
+  assert.ok(changed > 0 && (changed & ~rescheduleChangedAll) === 0, 'a RESCHEDULE changes at least one known field');
+  assert.ok(Number.isSafeInteger(record.revision) && record.revision >= 2 && record.revision <= 0xffffffff, 'a RESCHEDULE revision is 2 or more');
+  const parts: Uint8Array[] = [];
+  const field = (bit: number, value: Uint8Array | string | undefined): void => {
+    if ((changed & bit) === 0) return;
+    assert.ok(value !== undefined, 'a changed field has its value');
+    parts.push(typeof value === 'string' ? utf8Encoder.encode(value) : value);
+  };
+  field(rescheduleChanged.target, record.target);
+  field(rescheduleChanged.queue, record.queue);
+  field(rescheduleChanged.payload, record.payload);
+  field(rescheduleChanged.headers, record.headers);
+  let length = rescheduleFixedBytes;
+  for (const part of parts) length += 4 + part.length;
+  const bytes = new Uint8Array(length);
+  const view = new DataView(bytes.buffer);
+  view.setUint8(0, rescheduleFormatVersion);
+  view.setUint8(1, changed);
+  view.setUint32(4, record.row, true);
+  view.setFloat64(8, record.seq, true);
+  view.setFloat64(16, record.bucketAtMs, true);
+  view.setUint32(24, record.revision, true);
+  view.setFloat64(32, record.fireAtMs, true);
+  let at = rescheduleFixedBytes;
+  for (const part of parts) {
+    view.setUint32(at, part.length, true);
+    bytes.set(part, at + 4);
+    at += 4 + part.length;
+  }
+  return bytes;
+}
+
+/** A RESCHEDULE body's record, or undefined if it is malformed. Its byte fields are views of `body`. */
+export function decodeReschedule(body: Uint8Array): RescheduleRecord | undefined {
+  if (body.length < rescheduleFixedBytes) return undefined;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const changed = view.getUint8(1);
+  if (view.getUint8(0) !== rescheduleFormatVersion || view.getUint16(2, true) !== 0 || view.getUint32(28, true) !== 0) return undefined;
+  if (changed === 0 || (changed & ~rescheduleChangedAll) !== 0) return undefined;
+  const seq = view.getFloat64(8, true);
+  const bucketAtMs = view.getFloat64(16, true);
+  const revision = view.getUint32(24, true);
+  const fireAtMs = view.getFloat64(32, true);
+  if (!Number.isSafeInteger(seq) || seq < 1 || !Number.isFinite(bucketAtMs) || !Number.isFinite(fireAtMs) || revision < 2) return undefined;
+  let at = rescheduleFixedBytes;
+  const next = (bit: number): Uint8Array | undefined | null => {
+    if ((changed & bit) === 0) return undefined;
+    if (at + 4 > body.length) return null;
+    const length = view.getUint32(at, true);
+    if (at + 4 + length > body.length) return null;
+    const bytes = body.subarray(at + 4, at + 4 + length);
+    at += 4 + length;
+    return bytes;
+  };
+  const target = next(rescheduleChanged.target);
+  const queue = next(rescheduleChanged.queue);
+  const payload = next(rescheduleChanged.payload);
+  const headers = next(rescheduleChanged.headers);
+  if (target === null || queue === null || payload === null || headers === null || at !== body.length) return undefined;
+  const record: { -readonly [K in keyof RescheduleRecord]: RescheduleRecord[K] } = { seq, row: view.getUint32(4, true), bucketAtMs, revision, changed, fireAtMs };
+  try {
+    if (target !== undefined) record.target = utf8Fatal.decode(target);
+    if (queue !== undefined) record.queue = utf8Fatal.decode(queue);
+  } catch {
+    return undefined;
+  }
+  if (payload !== undefined) record.payload = payload;
+  if (headers !== undefined) record.headers = headers;
+  return record;
 }

@@ -1,6 +1,6 @@
 // Replay, on the main thread while open() runs: the log's records after the checkpoint, in
 // order, applied as the live engine applied them (ADD through key planning and insertBatch,
-// OUTCOME through applyOutcomes, CANCEL, CANCEL_SPILLED, PROMOTE, QUEUE, CLOCK), so that reopening
+// OUTCOME through applyOutcomes, CANCEL, CANCEL_SPILLED, PROMOTE, QUEUE, CLOCK, RESCHEDULE), so that reopening
 // arrives at the same state. Each ADD first releases what had expired by the time its keys were
 // decided, so keys deduplicate exactly as they did live. The store is sized ahead from the
 // log's bytes-to-replay hint instead of doubling its way up.
@@ -19,6 +19,7 @@ import { applyOutcomes } from './outcomes.ts';
 import { applyQueueChange } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
 import { addEncodingArrowStream, addEncodingColumns, addEncodingColumnsWithCallbacks, decodeAddBody, decodeCancelSpilled, decodeClock, decodeOutcomeFollowed, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
+import { replayReschedule } from './reschedule.ts';
 import { promote } from './spill/promotion.ts';
 import { insertRunRow } from './spill/restore.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -201,6 +202,12 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     if (problem !== undefined) throw badRecord(seq, problem);
     s.clockPositionMs = positionMs;
     return;
+  }
+  if (type === recordType.reschedule) {
+    const replayed = replayReschedule(s, body);
+    if (replayed === false) throw badRecord(seq, 'malformed RESCHEDULE record');
+    if (replayed === true) return;
+    return replayed.then(() => undefined);
   }
   throw badRecord(seq, `unknown record type ${type}`);
 }

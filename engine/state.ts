@@ -16,6 +16,7 @@ import { decodeTimerId } from './ids.ts';
 import type { Retention, TimerLimits } from './limits.ts';
 import type { DurableLog } from './log.ts';
 import type { QueueConfig } from './queues.ts';
+import { RescheduledTimers } from './rescheduled-timers.ts';
 import { ScratchArrays } from './memory/scratch-arrays.ts';
 import type { SpilledTimers } from './spill/spilled-timers.ts';
 import { KeyClaims } from './store/key-claims.ts';
@@ -170,6 +171,12 @@ export class EngineState {
   clockPositionMs: number | undefined;
   /** Clock moves run one at a time, each logged before the next reads the position. */
   clockMoves: Promise<unknown> = Promise.resolve();
+  /** Timers a PATCH changed: revision and current fire time (rescheduled-timers.ts; reschedule.ts). */
+  readonly rescheduled = new RescheduledTimers();
+  /** PATCHes whose RESCHEDULE record is not yet durable, by "seq:row" (resident or spilled). */
+  readonly rescheduling = new Map<string, Promise<unknown>>();
+  /** Of those, the spilled timers' (tombstoned before their record is durable), by "seq:row". */
+  readonly reschedulingSpilled = new Set<string>();
 
   constructor(options: EngineStateOptions) {
     this.clock = options.clock;
@@ -211,6 +218,7 @@ export class EngineState {
     this.failures.clear(slot);
     this.releasedExpiryMax = Math.max(this.releasedExpiryMax, store.dueAt[slot] as number);
     this.index.delete(store.logSeq[slot] as number, store.row[slot] as number);
+    this.rescheduled.delete(store.logSeq[slot] as number, store.row[slot] as number);
     if (store.keyLengthOf(slot) > 0) this.keys.delete(slot, keyHash(store.keyOf(slot)));
     const state = store.state[slot] as number;
     this.counts[state] = (this.counts[state] as number) - 1;

@@ -136,12 +136,16 @@ export interface EngineStats {
   /** Due timers held back for want of queue room (they are still pending or retrying). */
   readonly heldBack: number;
   readonly spill: SpillStats;
+  /** PATCHes applied since open; patched timers held, and the memory their entries take (engine/rescheduled-timers.ts). */
+  readonly reschedules: { readonly applied: number; readonly redirects: number; readonly redirectBytes: number };
 }
 
 export interface TimerView {
   readonly id: string;
   readonly state: TimerStateName;
-  /** The fire time the timer was added with. */
+  /** 1 when added, one more for each PATCH (engine/reschedule.ts). */
+  readonly revision: number;
+  /** The fire time the timer was added with, or the one its latest PATCH gave it. */
   readonly fireAtMs: number;
   /** When it is next due: the fire time, or its retry's time. */
   readonly dueAtMs: number;
@@ -175,6 +179,8 @@ export interface Admitted {
   isDuplicate(row: number): boolean;
   /** Undefined for a new row. */
   duplicateOf(row: number): DuplicateAnswer | undefined;
+  /** Row i's timer's revision: 1 for a new row, the original's now for a duplicate. */
+  revisionOf(row: number): number;
 }
 
 /** A field in which a duplicate row differs from the timer its key named (payload: by its bytes). */
@@ -187,6 +193,10 @@ export type DifferingField = 'target' | 'payload' | 'headers' | 'queue' | 'fire_
  */
 export interface DuplicateAnswer {
   readonly state: TimerStateName;
+  /** The original's revision now (1 until a PATCH changed it). */
+  readonly revision: number;
+  /** The original's fire time now: the one it was added with, or the one a PATCH gave it. */
+  readonly fireAtMs: number;
   readonly differs: readonly DifferingField[];
 }
 
@@ -231,6 +241,8 @@ export interface TakeAhead {
 /** A dead timer, as GET /v1/dead lists it. */
 export interface DeadTimer {
   readonly id: string;
+  /** As TimerView's. */
+  readonly revision: number;
   readonly queue: string;
   readonly target: string;
   readonly fireAtMs: number;

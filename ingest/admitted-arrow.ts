@@ -2,10 +2,11 @@
 // Flight PutResult's metadata when the client asks for ids. Main thread.
 //
 //   id Utf8 · duplicate Bool · state Utf8 (null: a new row) · differs List<Utf8> (null: a new row)
+//   · revision Uint32 (1: a new row; the original's now for a duplicate)
 //
 // `state` and `differs` are the original's, for a duplicate row (ingest/duplicate-answers.ts);
 // a batch without duplicates gets them as all-null columns, built without a look at any row.
-import { Bool, Field, List, makeData, makeVector, Table, tableToIPC, Utf8 } from 'apache-arrow';
+import { Bool, Field, List, makeData, makeVector, Table, tableToIPC, Uint32, Utf8 } from 'apache-arrow';
 import type { Admitted } from '../engine/engine.ts';
 import { idLength } from '../engine/ids.ts';
 import { type DelayRows, differsAsAsked, gaveDelay } from './duplicate-answers.ts';
@@ -25,11 +26,14 @@ export function admittedToArrow(admitted: Admitted, delayRows: DelayRows): Uint8
     if (admitted.isDuplicate(row)) duplicates[row >> 3] = (duplicates[row >> 3] as number) | (1 << (row & 7));
   }
   const { states, differs } = originalsColumns(admitted, delayRows, duplicates);
+  const revisions = new Uint32Array(rows).fill(1);
+  for (let row = 0; admitted.duplicates > 0 && row < rows; row++) revisions[row] = admitted.revisionOf(row);
   const table = new Table({
     id: makeVector(makeData({ type: new Utf8(), length: rows, valueOffsets: offsets, data: ids })),
     duplicate: makeVector(makeData({ type: new Bool(), length: rows, data: duplicates })),
     state: makeVector(states),
     differs: makeVector(differs),
+    revision: makeVector(makeData({ type: new Uint32(), length: rows, data: revisions })),
   });
   return tableToIPC(table, 'stream');
 }

@@ -103,9 +103,10 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
   s.spill.lowerWatermark(watermarkMs);
   const taken = snapshot(s, watermarkMs, memory);
   s.spilling = taken.spilling;
+  const rescheduled = s.rescheduled.columns();
   // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
   // durable records only, so until then the timer stays in its runs and untombstoned on disk.
-  const tombstones = s.cancellingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
+  const tombstones = s.cancellingSpilled.size === 0 && s.reschedulingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
   // Configured and paused queues, in the QUEUE record's JSON form (read back the way replay reads it).
   const queues = queueRecordsInForce(s);
   const releasedExpiryMaxMs = s.releasedExpiryMax;
@@ -172,6 +173,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     queues,
     tombstones: tombstonesKept,
     ...(s.clockPositionMs === undefined ? {} : { clockPositionMs: s.clockPositionMs }),
+    rescheduled,
   };
   await writeManifest(fs, dir, manifest);
   failpoint('checkpoint.manifest-installed');
@@ -216,14 +218,28 @@ function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory)
   let residentCount = 0;
   let spillFrom = count;
   const cancelling = s.cancelling.size > 0 ? s.cancelling : undefined;
+  // A PATCHed timer spills at the fire time its PATCH gave it (its due time; rescheduled-timers.ts),
+  // unless an old copy of it on disk is still tombstoned: a tombstone names (seq, row), so it
+  // would hide the new copy too. It stays resident until promotion or compaction drops that.
+  const rescheduled = s.rescheduled.size > 0 ? s.rescheduled : undefined;
+  const oldCopies = rescheduled !== undefined && s.spill.tombstoneCount > 0;
+  const { logSeq, row } = store;
   const spilling = memory.spilling.subarray(0, store.capacity);
   for (let slot = 0; slot < store.capacity; slot++) {
     const slotState = state[slot] as number;
     if (slotState === timerState.free) continue;
-    // Only timers due at their fire time spill: a spilled timer is found by its id's fire time.
+    // Only timers due at their fire time spill: a spilled timer is found by its id's fire time,
+    // or by the one a PATCH gave it.
     const due = dueAt[slot] as number;
     // In the heap: a held-back (parked) timer is due and stays, like one being cancelled.
-    const spills = slotState === timerState.pending && attempts[slot] === 0 && due >= watermarkMs && due === fireAt[slot] && cancelling?.has(slot) !== true && s.heap.has(slot);
+    const spills =
+      slotState === timerState.pending &&
+      attempts[slot] === 0 &&
+      due >= watermarkMs &&
+      (due === fireAt[slot] || rescheduled?.get(logSeq[slot] as number, row[slot] as number)?.fireAtMs === due) &&
+      !(oldCopies && s.spill.isTombstoned(logSeq[slot] as number, row[slot] as number)) &&
+      cancelling?.has(slot) !== true &&
+      s.heap.has(slot);
     if (spills) {
       slots[--spillFrom] = slot;
       spilling[slot] = 1;
@@ -364,7 +380,9 @@ async function writeTaken(
           inRunOrder.handles[at] = inRunOrder.byTaken[i] as number;
           inRunOrder.ids.seq[at] = fields.seq;
           inRunOrder.ids.row[at] = fields.row;
-          inRunOrder.ids.fireAtMs[at] = fields.fireAtMs;
+          // The time naming its bucket, for a tombstone: a spilled timer's due time, which is the
+          // fire time its id carries or the one a PATCH gave it.
+          inRunOrder.ids.fireAtMs[at] = fields.dueAtMs;
         }
       }
       // The slice's few failing timers, by their place in it.
@@ -453,7 +471,7 @@ function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, 
       continue;
     }
     if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || s.cancelling.has(slot) || !s.heap.has(slot)) {
-      s.spill.tombstone(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
+      s.spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
       continue;
     }
     evicted[count++] = slot;
@@ -471,8 +489,8 @@ function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, 
   s.notYetEvicted -= to - from;
 }
 
-/** The timers whose spilled cancel is under way (tombstoned, maybe, but not yet logged). */
+/** The timers whose spilled cancel or PATCH is under way (tombstoned, maybe, but not yet logged). */
 function spilledCancelsInFlight(s: EngineState): TombstoneSet {
-  const names = [...s.cancellingSpilled.keys()].map((name) => name.split(':').map(Number));
+  const names = [...s.cancellingSpilled.keys(), ...s.reschedulingSpilled].map((name) => name.split(':').map(Number));
   return { seqs: Float64Array.from(names, ([seq]) => seq as number), rows: Uint32Array.from(names, ([, row]) => row as number), fireAtMs: new Float64Array(names.length) };
 }

@@ -10,6 +10,7 @@ import { crcCoveredFrom, headerCrcOffset, isReadableVersion, isRunId, manifestFi
 import { hex } from './keys-file.ts';
 import { type RunMeta, runMetaProblem } from './run-meta.ts';
 import type { TombstoneColumns } from './tombstones.ts';
+import { noRescheduled, type RescheduledColumns } from '../rescheduled-timers.ts';
 
 /** A spilled run and the start of its part that still counts (promotion raises it). */
 export interface SpilledRunMeta extends RunMeta {
@@ -39,6 +40,8 @@ export interface Manifest {
   readonly tombstones: TombstoneColumns;
   /** A manual clock's last logged position (engine/clock-moves.ts); absent when none was logged (and in manifests from before). */
   readonly clockPositionMs?: number;
+  /** Timers a PATCH changed, resident in the resident run: revision and current fire time (absent: none). */
+  readonly rescheduled?: RescheduledColumns;
 }
 
 /** Fields that may be ±Infinity: JSON has no such number, so they are written as strings. */
@@ -67,6 +70,8 @@ export function encodeManifest(manifest: Manifest): Uint8Array {
     spilledRuns: manifest.spilledRuns,
     queues: manifest.queues,
     ...(manifest.clockPositionMs === undefined ? {} : { clockPositionMs: manifest.clockPositionMs }),
+    // Only when there are any: a manifest without patched timers is byte for byte as before.
+    ...(manifest.rescheduled !== undefined && manifest.rescheduled.seqs.length > 0 ? { rescheduled: rescheduledRows(manifest.rescheduled) } : {}),
   };
   const json = new TextEncoder().encode(JSON.stringify(document, jsonValue));
   const count = seqs.length;
@@ -145,7 +150,42 @@ export function decodeManifest(bytes: Uint8Array): Manifest {
     queues: doc.queues as ManifestQueue[],
     tombstones: { seqs, rows, fireAtMs },
     ...(doc.clockPositionMs === undefined ? {} : { clockPositionMs: doc.clockPositionMs as number }),
+    rescheduled: doc.rescheduled === undefined ? noRescheduled : rescheduledColumns(doc.rescheduled as number[][]),
   };
+}
+
+/** The rescheduled timers as the document lists them: [seq, row, revision, fire-at ms] each. */
+function rescheduledRows(columns: RescheduledColumns): number[][] {
+  const out: number[][] = [];
+  for (let i = 0; i < columns.seqs.length; i++) out.push([columns.seqs[i] as number, columns.rows[i] as number, columns.revisions[i] as number, columns.fireAtMs[i] as number]);
+  return out;
+}
+
+function rescheduledColumns(entries: readonly number[][]): RescheduledColumns {
+  return {
+    seqs: Float64Array.from(entries, (entry) => entry[0] as number),
+    rows: Uint32Array.from(entries, (entry) => entry[1] as number),
+    revisions: Uint32Array.from(entries, (entry) => entry[2] as number),
+    fireAtMs: Float64Array.from(entries, (entry) => entry[3] as number),
+  };
+}
+
+function rescheduledProblem(entries: unknown): string | undefined {
+  if (entries === undefined) return undefined;
+  if (!Array.isArray(entries)) return 'rescheduled is not a list';
+  for (const [i, entry] of entries.entries()) {
+    const ok =
+      Array.isArray(entry) &&
+      entry.length === 4 &&
+      entry.every((value) => Number.isSafeInteger(value)) &&
+      (entry[0] as number) >= 1 &&
+      (entry[1] as number) >= 0 &&
+      (entry[1] as number) <= 0xffffffff &&
+      (entry[2] as number) >= 2 &&
+      (entry[2] as number) <= 0xffffffff;
+    if (!ok) return `rescheduled entry ${i} is not [seq, row, revision ≥ 2, fire-at ms]`;
+  }
+  return undefined;
 }
 
 /**
@@ -186,6 +226,8 @@ function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Arra
   for (const queue of doc.queues as unknown[]) {
     if (typeof queue !== 'object' || queue === null || typeof (queue as Record<string, unknown>).name !== 'string' || !('config' in queue || 'paused' in queue)) return 'a queue lacks its name, or a config or pause';
   }
+  const rescheduled = rescheduledProblem(doc.rescheduled);
+  if (rescheduled !== undefined) return rescheduled;
   for (let i = 0; i < seqs.length; i++) {
     if (!Number.isSafeInteger(seqs[i]) || (seqs[i] as number) < 1) return `tombstone ${i} has a bad sequence`;
     if (i > 0 && ((seqs[i] as number) - (seqs[i - 1] as number) || (rows[i] as number) - (rows[i - 1] as number)) <= 0) return `tombstone ${i} is out of order or repeated`;

@@ -42,6 +42,11 @@ export function residentBytes(s: EngineState): number {
   return s.store.count * residentBytesPerSlot + s.store.arena.bytesLive;
 }
 
+/** Whether the timer in `slot` is due at the fire time a PATCH gave it (it spills there, as checkpoint.ts decides). */
+function dueAtPatchedTime(s: EngineState, slot: number): boolean {
+  return s.rescheduled.size > 0 && s.rescheduled.get(s.store.logSeq[slot] as number, s.store.row[slot] as number)?.fireAtMs === s.store.dueAt[slot];
+}
+
 /**
  * Live bytes of resident pending timers that could spill (never attempted), by the start of
  * the bucket they are due in: what the loader weighs to choose a watermark.
@@ -60,7 +65,7 @@ export async function spillableBytesByBucket(s: EngineState): Promise<Map<number
     if (from > 0) await nextTurn();
     const { state, attempts, dueAt, fireAt } = store;
     for (let slot = from, end = Math.min(store.capacity, from + spillTallySliceSlots); slot < end; slot++) {
-      if (state[slot] !== timerState.pending || attempts[slot] !== 0 || dueAt[slot] !== fireAt[slot]) continue;
+      if (state[slot] !== timerState.pending || attempts[slot] !== 0 || (dueAt[slot] !== fireAt[slot] && !dueAtPatchedTime(s, slot))) continue;
       const bucket = Math.floor((dueAt[slot] as number) / width);
       if (bucket < first) first = bucket;
       if (bucket > last) last = bucket;
@@ -73,7 +78,7 @@ export async function spillableBytesByBucket(s: EngineState): Promise<Map<number
     await nextTurn();
     const { state, attempts, dueAt, fireAt } = store;
     for (let slot = from, end = Math.min(store.capacity, from + spillTallySliceSlots); slot < end; slot++) {
-      if (state[slot] !== timerState.pending || attempts[slot] !== 0 || dueAt[slot] !== fireAt[slot] || !s.heap.has(slot)) continue;
+      if (state[slot] !== timerState.pending || attempts[slot] !== 0 || (dueAt[slot] !== fireAt[slot] && !dueAtPatchedTime(s, slot)) || !s.heap.has(slot)) continue;
       const bucket = Math.floor((dueAt[slot] as number) / width);
       const bytes = residentBytesPerSlot + store.bytesLengthOf(slot);
       // A timer added after the first pass may lie outside it: the Map takes it.
@@ -100,7 +105,8 @@ export function shrinkResident(s: EngineState): number | undefined {
   const store = s.store;
   const limits = s.shrinkLimits;
   const capacity = store.shrinkCapacity(limits.residentShrinkShare);
-  if (capacity === undefined || s.settling.size > 0 || s.cancelling.size > 0) return undefined;
+  // Settles, cancels and PATCHes being synced hold their timer's slot across the sync.
+  if (capacity === undefined || s.settling.size > 0 || s.cancelling.size > 0 || s.rescheduling.size > 0) return undefined;
   // Large columns take a while to go over: not while a delivery falls due.
   const dueMs = nextDeliveryDueMs(s);
   if (store.capacity > limits.residentShrinkBusySlots && dueMs !== undefined && dueMs < s.clock.now() + limits.residentShrinkDueClearMs) return undefined;

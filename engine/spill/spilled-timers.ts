@@ -9,8 +9,9 @@
 //      store      |  run 1: [bucket][bucket]   [bucket]       …
 //                 |  run 2:   [bucket]   [bucket][bucket]     …
 //
-// A spilled timer is found by its id's fire time (a spilled timer has never been retried, so
-// its due time is its fire time): the bucket floor(fireAt / width) of each run. Memory per
+// A spilled timer is found by its id's fire time, or by the one a PATCH gave it (the engine's
+// redirect, engine/rescheduled-timers.ts); a spilled timer has never been retried, so its due
+// time is that fire time: the bucket floor(dueAt / width) of each run. Memory per
 // spilled timer: 4 bytes for a keyed one (its key's hash, so an admit finds a duplicate key
 // without reading runs), plus a bit of the key filter; bucket metadata is per bucket.
 import assert from 'node:assert/strict';

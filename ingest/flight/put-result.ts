@@ -3,8 +3,8 @@
 //   default                     JSON {"accepted": N, "duplicates": D, "first_id": "…"|null}: the
 //                               HTTP API's default answer plus the first row's id
 //   call header fermata-ids: arrow   an Arrow IPC stream with one row per row of the batch, `id`
-//                               (Utf8), `duplicate` (Bool), `state` (Utf8) and `differs`
-//                               (List<Utf8>): the HTTP API's Arrow answer (Accept:
+//                               (Utf8), `duplicate` (Bool), `state` (Utf8), `differs`
+//                               (List<Utf8>) and `revision` (Uint32): the HTTP API's Arrow answer (Accept:
 //                               application/vnd.apache.arrow.stream); pyarrow reads it with
 //                               pa.ipc.open_stream(metadata)
 //

@@ -31,6 +31,10 @@ export const httpErrorCodes = {
   /** An HTTP/1.1 request that did not arrive whole within the server's request timeout. */
   requestTimeout: 'REQUEST_TIMEOUT',
   internal: 'INTERNAL',
+  /** A PATCH whose If-Match names none of the timer's revision (compare-and-set lost). */
+  revisionMismatch: 'REVISION_MISMATCH',
+  /** A PATCH of a timer that is no longer pending or retrying (delivering, delivered, dead, cancelled). */
+  timerNotPending: 'TIMER_NOT_PENDING',
 } as const;
 
 export type HttpErrorCode = (typeof httpErrorCodes)[keyof typeof httpErrorCodes];
@@ -73,6 +77,8 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [httpErrorCodes.headersTooLarge]: 431,
   [httpErrorCodes.requestTimeout]: 408,
   [httpErrorCodes.internal]: 500,
+  [httpErrorCodes.revisionMismatch]: 412,
+  [httpErrorCodes.timerNotPending]: 409,
 };
 
 /** Seconds a client should wait before trying again, for the conditions that pass by themselves. */

@@ -24,8 +24,9 @@
 import type http2 from 'node:http2';
 import { errorCodes as fastifyErrorCodes } from 'fastify';
 import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
-import type { DuplicateAnswer, Engine } from '../../engine/engine.ts';
+import type { DuplicateAnswer } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import type { Clock } from '../../engine/types.ts';
 import { inJsonTerms, specFromJsonTimer } from './body/json-batch.ts';
 import { errorAnswer } from './error-map.ts';
 import type { BearerCheck } from './listen/bearer-auth.ts';
@@ -42,8 +43,9 @@ export interface SingleAddLogger {
 }
 
 export interface H2SingleAddOptions {
-  readonly engine: Engine;
   readonly coalescer: AdmitCoalescer;
+  /** The clock a timer's `delay_ms` counts from (the engine's). */
+  readonly clock: Clock;
   /** The server's JSON body parser: the parsed value, or throws what fastify's route answers for the text. */
   readonly parseJson: (text: string) => unknown;
   /** The server's bearer check when tokens are configured; a stream it refuses is left to fastify, which answers 401. */
@@ -59,15 +61,15 @@ const decimal = /^[0-9]{1,16}$/;
 type TakenStream = http2.ServerHttp2Stream & { [pending]?: SingleAddStream | undefined };
 
 export class H2SingleAdd implements H2StreamTaker {
-  readonly engine: Engine;
   readonly coalescer: AdmitCoalescer;
+  readonly clock: Clock;
   readonly parseJson: (text: string) => unknown;
   readonly logger: SingleAddLogger;
   readonly #bearer: BearerCheck | undefined;
 
   constructor(options: H2SingleAddOptions) {
-    this.engine = options.engine;
     this.coalescer = options.coalescer;
+    this.clock = options.clock;
     this.parseJson = options.parseJson;
     this.logger = options.logger;
     this.#bearer = options.bearer;
@@ -155,7 +157,7 @@ class SingleAddStream implements AdmitWaiter {
     this.#more = undefined;
     try {
       this.#value = this.#adds.parseJson(text);
-      const spec = specFromJsonTimer(this.#value, this.#adds.engine.clock.now());
+      const spec = specFromJsonTimer(this.#value, this.#adds.clock.now());
       this.#fireAtMs = spec.fireAtMs;
       this.#adds.coalescer.admitOneTo(spec, this);
     } catch (err) {
@@ -164,7 +166,7 @@ class SingleAddStream implements AdmitWaiter {
   }
 
   admitted(id: string, _duplicate: boolean, original: DuplicateAnswer | undefined): void {
-    const answer = singleAddAnswer(this.#adds.engine, id, original, this.#fireAtMs, this.#value);
+    const answer = singleAddAnswer(id, original, this.#fireAtMs, this.#value);
     this.#respond(answer.status, JSON.stringify(answer.body), undefined);
   }
 

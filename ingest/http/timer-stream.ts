@@ -5,8 +5,8 @@
 // headers, its stream, fastify's routing) is paid once per stream instead of once per timer.
 //
 //   request  {"delay_ms":60000,"target":"https://a.example/hook","key":"k1"}\n   …
-//   answer   {"line":1,"status":201,"id":"…","fire_at":"…","duplicate":false}\n   …
-//            {"line":2,"status":200,"id":"…","fire_at":"…","duplicate":true,"state":"pending","differs":[]}\n
+//   answer   {"line":1,"status":201,"id":"…","fire_at":"…","revision":1,"duplicate":false}\n   …
+//            {"line":2,"status":200,"id":"…","fire_at":"…","revision":1,"duplicate":true,"state":"pending","differs":[]}\n
 //            {"line":2,"status":400,"error":{"code":"BATCH_INVALID","message":"…","field":"target"}}\n
 //            {"line":3,"status":503,"retry_after_s":1,"error":{"code":"CAPACITY_FULL",…}}\n
 //
@@ -25,16 +25,16 @@
 import type { PassThrough, Readable } from 'node:stream';
 import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../engine/batch/timer-batch.ts';
-import type { DuplicateAnswer, Engine } from '../../engine/engine.ts';
+import type { DuplicateAnswer } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import type { Clock } from '../../engine/types.ts';
 import { differsAsAsked, gaveDelayMs } from '../duplicate-answers.ts';
 import { inJsonTerms, specFromJsonTimer } from './body/json-batch.ts';
 import { ndjsonLineProblem } from './body/json-hints.ts';
 import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { isoOf } from './iso-time.ts';
 import { mediaTypes } from './media-types.ts';
-import { originalFireAtMs } from './original-fire-at.ts';
 import { streamLimits } from './route-limits.ts';
 
 const newline = 0x0a;
@@ -65,12 +65,12 @@ class LineAdd implements Answer, AdmitWaiter {
 
   admitted(id: string, duplicate: boolean, original: DuplicateAnswer | undefined): void {
     if (!duplicate || original === undefined) {
-      this.text = `{"line":${this.#line},"status":201,"id":"${id}","fire_at":"${isoOf(this.#fireAtMs)}","duplicate":false}\n`;
+      this.text = `{"line":${this.#line},"status":201,"id":"${id}","fire_at":"${isoOf(this.#fireAtMs)}","revision":1,"duplicate":false}\n`;
     } else {
       // A known key answers with the original timer's fire time, its state and what differs from it.
-      const fireAtMs = originalFireAtMs(this.#stream.engine, id, this.#fireAtMs);
+      const fireAtMs = original.fireAtMs;
       const differs = JSON.stringify(differsAsAsked(original, this.#gaveDelay));
-      this.text = `{"line":${this.#line},"status":200,"id":"${id}","fire_at":"${isoOf(fireAtMs)}","duplicate":true,"state":"${original.state}","differs":${differs}}\n`;
+      this.text = `{"line":${this.#line},"status":200,"id":"${id}","fire_at":"${isoOf(fireAtMs)}","revision":${original.revision},"duplicate":true,"state":"${original.state}","differs":${differs}}\n`;
     }
     this.#stream.answered();
   }
@@ -81,8 +81,6 @@ class LineAdd implements Answer, AdmitWaiter {
   }
 }
 
-/** What a stream needs of the engine: the original of a known key (for its fire time), and the clock `delay_ms` counts from. */
-export type StreamEngine = Pick<Engine, 'get' | 'clock'>;
 /** What a stream needs of the coalescer. */
 export type LineAdmitter = Pick<AdmitCoalescer, 'admitOneTo'>;
 
@@ -94,7 +92,8 @@ export class TimerStream {
   readonly #body: Readable;
   readonly #out: PassThrough;
   readonly #coalescer: LineAdmitter;
-  readonly engine: StreamEngine;
+  /** The clock a line's `delay_ms` counts from (the engine's). */
+  readonly #clock: Clock;
   readonly #onEnd: () => void;
   readonly #logUnexpected: (err: unknown) => void;
   /** Answers not yet written, oldest first from #head. */
@@ -117,11 +116,11 @@ export class TimerStream {
   #flushQueued = false;
 
   /** `onEnd` runs once the stream is done (answered in full, or the client went away); `logUnexpected` hears errors answered as INTERNAL (bugs). */
-  constructor(body: Readable, out: PassThrough, engine: StreamEngine, coalescer: LineAdmitter, onEnd: () => void, logUnexpected: (err: unknown) => void) {
+  constructor(body: Readable, out: PassThrough, coalescer: LineAdmitter, clock: Clock, onEnd: () => void, logUnexpected: (err: unknown) => void) {
     this.#body = body;
     this.#out = out;
-    this.engine = engine;
     this.#coalescer = coalescer;
+    this.#clock = clock;
     this.#onEnd = onEnd;
     this.#logUnexpected = logUnexpected;
     body.on('data', (chunk: Buffer | string) => this.#read(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
@@ -221,7 +220,7 @@ export class TimerStream {
       } catch (err) {
         throw new FermataError(errorCodes.batchInvalid, `line ${line} is ${ndjsonLineProblem(text, err)}`, { field: '' });
       }
-      spec = specFromJsonTimer(value, this.engine.clock.now());
+      spec = specFromJsonTimer(value, this.#clock.now());
     } catch (err) {
       this.#push({ text: this.errorLine(line, err), bytes: 0 });
       return;

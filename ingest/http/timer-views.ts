@@ -16,13 +16,14 @@ interface ViewField<V> {
 }
 
 /** What the engine tells of any timer, under the names both views share. */
-type AnyTimer = Pick<TimerView & DeadTimer, 'id' | 'queue' | 'target' | 'fireAtMs' | 'attempts' | 'lastStatus' | 'lastError' | 'lastAttemptAtMs'>;
+type AnyTimer = Pick<TimerView & DeadTimer, 'id' | 'revision' | 'queue' | 'target' | 'fireAtMs' | 'attempts' | 'lastStatus' | 'lastError' | 'lastAttemptAtMs'>;
 
 const isoOrNull = (ms: number | null): string | null => (ms === null ? null : isoOf(ms));
 
 /** The fields any view of a timer may show. */
 const timerFields = {
   id: { schema: { type: 'string' }, of: (timer) => timer.id },
+  revision: { schema: { type: 'integer', minimum: 1 }, of: (timer) => timer.revision },
   queue: { schema: { type: 'string' }, of: (timer) => timer.queue },
   target: { schema: { type: 'string' }, of: (timer) => timer.target },
   fire_at: { schema: { type: 'string' }, of: (timer) => isoOf(timer.fireAtMs) },
@@ -70,6 +71,7 @@ function view<V, F extends Record<string, ViewField<V>>>(fields: F, names: Reado
 export const timerView = view<TimerView, typeof timerFields & typeof liveFields>({ ...timerFields, ...liveFields }, [
   'id',
   'state',
+  'revision',
   'fire_at',
   'attempts',
   'queue',
@@ -85,6 +87,7 @@ export const timerView = view<TimerView, typeof timerFields & typeof liveFields>
 /** An entry of GET /v1/dead. */
 export const deadTimerView = view<DeadTimer, typeof timerFields & typeof deadFields>({ ...timerFields, ...deadFields }, [
   'id',
+  'revision',
   'queue',
   'target',
   'fire_at',

@@ -88,7 +88,7 @@ function arrowRows(answer: Answer): Array<{ id: string; duplicate: boolean; stat
   const table = tableFromIPC(answer.body);
   assert.deepEqual(
     table.schema.fields.map((field) => `${field.name}:${String(field.type)}`),
-    ['id:Utf8', 'duplicate:Bool', 'state:Utf8', 'differs:List<Utf8>'],
+    ['id:Utf8', 'duplicate:Bool', 'state:Utf8', 'differs:List<Utf8>', 'revision:Uint32'],
   );
   return table.toArray().map((row: { id: string; duplicate: boolean; state: string | null; differs: { toArray(): string[] } | null }) => ({
     id: row.id,
@@ -104,11 +104,11 @@ describe('one JSON timer', () => {
     const timer = { fire_at: fireAt, target, payload: 'hello', headers: { 'x-trace': 't1' }, key: 'one-1', queue: 'billing' };
     const first = await addOne(timer);
     assert.equal(first.status, 201);
-    assert.deepEqual(Object.keys(first.body).sort(), ['duplicate', 'fire_at', 'id'], 'a new timer\'s answer is as before');
+    assert.deepEqual(Object.keys(first.body).sort(), ['duplicate', 'fire_at', 'id', 'revision'], 'a new timer\'s answer is as before');
 
     const retry = await addOne(timer);
     assert.equal(retry.status, 200);
-    assert.deepEqual(retry.body, { id: first.body.id, fire_at: fireAt, duplicate: true, state: 'pending', differs: [] });
+    assert.deepEqual(retry.body, { id: first.body.id, fire_at: fireAt, revision: 1, duplicate: true, state: 'pending', differs: [] });
 
     // The same bytes as payload_base64 are the same payload.
     const asBase64 = await addOne({ ...timer, payload: undefined, payload_base64: Buffer.from('hello').toString('base64') });
@@ -202,7 +202,7 @@ describe('POST /v1/timers/stream', () => {
     assert.equal(answer.status, 200);
     const out = answer.body.toString('utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
     assert.equal(out.length, 3);
-    assert.deepEqual(Object.keys(out[0] ?? {}).sort(), ['duplicate', 'fire_at', 'id', 'line', 'status']);
+    assert.deepEqual(Object.keys(out[0] ?? {}).sort(), ['duplicate', 'fire_at', 'id', 'line', 'revision', 'status']);
     assert.deepEqual([out[1]?.status, out[1]?.id, out[1]?.state, out[1]?.differs], [200, out[0]?.id, 'pending', []]);
     assert.deepEqual([out[2]?.status, out[2]?.differs], [200, ['target']]);
   });

@@ -170,11 +170,11 @@ describe('errors a newcomer meets in the first hour', { timeout: 120_000 }, () =
   test('a method a path is not served by: 405 METHOD_NOT_ALLOWED with Allow listing the methods it is', async () => {
     for (const [method, path, allow] of [
       ['PUT', '/v1/timers', 'POST'],
-      ['PATCH', '/v1/timers/abc', 'DELETE, GET, HEAD'],
+      ['PUT', '/v1/timers/abc', 'DELETE, GET, HEAD, PATCH'],
       ['POST', '/healthz', 'GET, HEAD'],
       ['DELETE', '/v1/queues', 'GET, HEAD'],
       ['GET', '/v1/dead/abc/retry', 'POST'],
-      ['POST', '/v1/timers/', 'DELETE, GET, HEAD'],
+      ['POST', '/v1/timers/', 'DELETE, GET, HEAD, PATCH'],
     ] as const) {
       const answer = await request(base, method, path);
       const error = errorOf(answer, 405);

@@ -128,7 +128,7 @@ describe('one-timer JSON adds on the raw HTTP/2 stream answer as fastify’s rou
     const [a, b] = [fast, fastify].map((answer) => JSON.parse(answer.body.toString('utf8')) as { id: string });
     assert.notEqual(a?.id, b?.id);
     assertSameAnswer({ ...fast, body: Buffer.from(JSON.stringify({ ...a, id: '' })) }, { ...fastify, body: Buffer.from(JSON.stringify({ ...b, id: '' })) }, 'new timer');
-    assert.deepEqual(Object.keys(a ?? {}), ['id', 'fire_at', 'duplicate']);
+    assert.deepEqual(Object.keys(a ?? {}), ['id', 'fire_at', 'revision', 'duplicate']);
     assert.equal(fast.headers['content-type'], 'application/json; charset=utf-8');
     assert.equal(served.engine.get(a?.id ?? '')?.state, 'pending');
   });
@@ -190,7 +190,7 @@ describe('one-timer JSON adds on the raw HTTP/2 stream answer as fastify’s rou
     assert.equal(served.fastify, ++before);
     const h1 = await fetch(`${served.url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(requestTimeoutMs) });
     assert.equal(h1.status, 201);
-    assert.deepEqual(Object.keys((await h1.json()) as object), ['id', 'fire_at', 'duplicate']);
+    assert.deepEqual(Object.keys((await h1.json()) as object), ['id', 'fire_at', 'revision', 'duplicate']);
     assert.equal(served.fastify, ++before);
   });
 });

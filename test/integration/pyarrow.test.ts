@@ -48,7 +48,7 @@ interface Summary {
   readonly bad_unknown_column: ScriptAnswer;
 }
 
-/** An Arrow answer of `rows` rows: schema id: string, duplicate: bool, state: string, differs: list<string>; returns its ids. */
+/** An Arrow answer of `rows` rows: schema id: string, duplicate: bool, state: string, differs: list<string>, revision: uint32; returns its ids. */
 function arrowIds(answer: ScriptAnswer, rows: number, duplicate: boolean, what: string): string[] {
   assert.equal(answer.status, 201, `${what}: ${JSON.stringify(answer)}`);
   assert.equal(answer.content_type, arrowType, what);
@@ -57,6 +57,7 @@ function arrowIds(answer: ScriptAnswer, rows: number, duplicate: boolean, what: 
     ['duplicate', 'bool'],
     ['state', 'string'],
     ['differs', 'list<item: string not null>'],
+    ['revision', 'uint32'],
   ]);
   assert.equal(answer.rows, rows, what);
   assert.equal(answer.ids?.length, rows, what);

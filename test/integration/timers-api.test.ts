@@ -219,6 +219,7 @@ function readIdsAnswer(answer: Answer): { ids: string[]; duplicates: boolean[] }
       ['duplicate', Type.Bool],
       ['state', Type.Utf8],
       ['differs', Type.List],
+      ['revision', Type.Int],
     ],
   );
   const ids = [...(table.getChild('id') ?? [])].map(String);
@@ -296,11 +297,11 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         const answer = await postJson(client, '/v1/timers', { fire_at: new Date(fireAtMs).toISOString(), target, payload: 'hello', key: record.key, queue: 'billing', headers: { 'x-trace': 't1' } });
         assert.equal(answer.status, 201, answer.body.toString('utf8'));
         const added = jsonOf(answer) as { id: string; fire_at: string; duplicate: boolean };
-        assert.deepEqual(Object.keys(added).sort(), ['duplicate', 'fire_at', 'id']);
+        assert.deepEqual(Object.keys(added).sort(), ['duplicate', 'fire_at', 'id', 'revision']);
         assert.match(added.id, /^[0-9a-z]{24}$/);
         assert.equal(added.fire_at, new Date(fireAtMs).toISOString());
         assert.equal(added.duplicate, false);
-        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null });
+        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', revision: 1, fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null });
         record.ids.push(added.id);
         Object.assign(record, { keyId: added.id });
 
@@ -328,7 +329,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         const answer = await postJson(client, '/v1/timers', { delay_ms: 5_000, target: 'https://other.example.com/', key: record.key });
         assert.equal(answer.status, 200, answer.body.toString('utf8'));
         const original = await getTimer(client, record.keyId);
-        assert.deepEqual(jsonOf(answer), { id: record.keyId, fire_at: original.fire_at, duplicate: true, state: 'pending', differs: ['target', 'payload', 'headers', 'queue'] });
+        assert.deepEqual(jsonOf(answer), { id: record.keyId, fire_at: original.fire_at, revision: 1, duplicate: true, state: 'pending', differs: ['target', 'payload', 'headers', 'queue'] });
         assert.equal(await pendingCount(client), before);
       });
 
@@ -429,7 +430,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         for (let i = 0; i < 2; i++) {
           const answer = await client.request('DELETE', `/v1/timers/${id}`);
           assert.equal(answer.status, 200, answer.body.toString('utf8'));
-          assert.deepEqual(jsonOf(answer), { id, state: 'cancelled' });
+          assert.deepEqual(jsonOf(answer), { id, state: 'cancelled', revision: 1 });
         }
         assert.equal((await getTimer(client, id)).state, 'cancelled');
         assert.equal(await pendingCount(client), before - 1);
@@ -520,7 +521,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         const answer = await client.request('GET', '/v1/stats');
         assert.equal(answer.status, 200);
         const stats = jsonOf(answer) as Record<string, unknown> & { wal: Record<string, unknown>; memory: Record<string, number> };
-        assert.deepEqual(Object.keys(stats).sort(), ['cancelled', 'dead', 'delivered', 'horizon', 'in_flight', 'memory', 'pending', 'resident', 'spilled', 'wal']);
+        assert.deepEqual(Object.keys(stats).sort(), ['cancelled', 'dead', 'delivered', 'horizon', 'in_flight', 'memory', 'pending', 'reschedules', 'resident', 'spilled', 'wal']);
         // The service runs the memory loader: a budget from the machine, and these few timers well under it.
         assert.ok(Number.isSafeInteger(stats.memory.budget_bytes) && (stats.memory.budget_bytes as number) > 0);
         assert.ok((stats.memory.resident_bytes as number) > 0 && (stats.memory.resident_bytes as number) < (stats.memory.budget_bytes as number));
@@ -579,7 +580,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
       const again = await postJson(restarted, '/v1/timers', { delay_ms: 1, target, key });
       assert.equal(again.status, 200, again.body.toString('utf8'));
       const { state: _state, differs, ...answer } = jsonOf(again) as Record<string, unknown>;
-      assert.deepEqual(answer, { id: keyId, fire_at: expected.get(keyId)?.fire_at, duplicate: true });
+      assert.deepEqual(answer, { id: keyId, fire_at: expected.get(keyId)?.fire_at, revision: 1, duplicate: true });
       assert.deepEqual(differs, ['payload', 'headers', 'queue'], 'compared with the timer replayed after the restart');
       assert.equal((await getTimer(restarted, cancelledId)).state, 'cancelled');
     }

@@ -80,6 +80,9 @@ const failpointHitsMax: Readonly<Record<FailpointName, number>> = {
   'checkpoint.manifest-installed': 2,
   'checkpoint.segments-deleted': 2,
   'delivery.outcome-before-append': 8,
+  // This load sends no PATCH: its cycles fall back to the timed kill (test/sim covers RESCHEDULE).
+  'reschedule.before-append': 1,
+  'reschedule.after-append': 1,
 };
 
 /** Points every load passes many times a second: a cycle arming one must reach it. */

@@ -1,12 +1,16 @@
 // A seeded simulation of the whole engine over the simulated file system and clock: admits
-// (some keyed, some far in the future), cancels, deliveries with their outcomes, checkpoints
+// (some keyed, some far in the future), cancels, PATCHes (new fire time and payload, near or
+// far, of resident and spilled timers), deliveries with their outcomes, checkpoints
 // that spill, promotions and clock jumps both ways, several at once, with the power cut at a
 // random file-system call. After each recovery:
 //   - every acknowledged add is there: pending, or delivered or cancelled as acknowledged;
 //   - nothing that was never added appears, and a batch is there whole or not at all;
 //   - no acknowledged cancel is delivered, and no acknowledged delivery is made again
 //     (only deliveries in flight at the crash may go twice);
-//   - nothing is handed out before its fire time;
+//   - nothing is handed out before its fire time: after an acknowledged PATCH, before the fire
+//     time it set (or one a later PATCH, acknowledged or cut short by the crash, set);
+//   - a PATCHed timer is once, with the change acknowledged last or one attempted after it:
+//     old or new, never both, never lost;
 //   - an idempotency key names one timer, before and after the crash.
 // A canary (an fdatasync that syncs nothing) must be caught. A failure prints the seed;
 // FERMATA_SEED=N replays that trial. Sizes: 10,000 trials (`npm run soak`: 500,000);
@@ -16,7 +20,8 @@ import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, type DueSlice, Engine } from '../../engine/engine.ts';
 import type { FileSystem } from '../../engine/fs/file-system.ts';
-import { encodeTimerId } from '../../engine/ids.ts';
+import { errorCodes, isFermataError } from '../../engine/errors.ts';
+import { decodeTimerId, encodeTimerId } from '../../engine/ids.ts';
 import { type OutcomeKind, outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { Prng } from '../helpers/prng.ts';
@@ -48,10 +53,32 @@ interface Ledger {
   readonly keyIds: Map<string, string>;
   readonly cancelAcked: Set<string>;
   readonly deliveredAcked: Set<string>;
+  /** PATCHes of each timer in the order they were made (the engine applies one timer's in call order), not the refused ones. */
+  readonly patches: Map<string, PatchAttempt[]>;
+}
+
+interface PatchAttempt {
+  readonly fireAtMs: number;
+  readonly payload: string;
+  acked: boolean;
 }
 
 function newLedger(): Ledger {
-  return { attempted: new Map(), batchRows: new Map(), acked: new Map(), keyIds: new Map(), cancelAcked: new Set(), deliveredAcked: new Set() };
+  return { attempted: new Map(), batchRows: new Map(), acked: new Map(), keyIds: new Map(), cancelAcked: new Set(), deliveredAcked: new Set(), patches: new Map() };
+}
+
+/**
+ * What a timer may be after its PATCHes: the last acknowledged one, or any attempted after it
+ * (each may have been logged before a crash); with none acknowledged, also the timer as added
+ * (undefined). Empty when it was never patched.
+ */
+function patchOutcomes(ledger: Ledger, id: string): Array<PatchAttempt | undefined> {
+  const attempts = ledger.patches.get(id) ?? [];
+  let last = -1;
+  attempts.forEach((attempt, i) => {
+    if (attempt.acked) last = i;
+  });
+  return last < 0 ? (attempts.length === 0 ? [] : [undefined, ...attempts]) : attempts.slice(last);
 }
 
 type ManualClock = Clock & { set(ms: number): void };
@@ -70,7 +97,10 @@ const sliceIds = (slice: DueSlice): string[] => Array.from({ length: slice.count
 function checkHandedOut(slice: DueSlice, nowMs: number, ledger: Ledger, context: string): string[] {
   const ids = sliceIds(slice);
   ids.forEach((id, i) => {
-    assert.ok((slice.fireAtMs[i] as number) <= nowMs, `${context}: ${id} handed out before its fire time`);
+    const outcomes = patchOutcomes(ledger, id);
+    // The earliest fire time it may have now: as added, or as a PATCH set it.
+    const earliest = outcomes.length === 0 ? (slice.fireAtMs[i] as number) : Math.min(...outcomes.map((patch) => patch?.fireAtMs ?? (slice.fireAtMs[i] as number)));
+    assert.ok(earliest <= nowMs, `${context}: ${id} handed out before its fire time${outcomes.length === 0 ? '' : ' (an acknowledged PATCH moved it: the old time fired)'}`);
     assert.ok(!ledger.cancelAcked.has(id), `${context}: ${id} handed out after its cancel was acknowledged`);
     assert.ok(!ledger.deliveredAcked.has(id), `${context}: ${id} handed out again after its delivery was recorded`);
   });
@@ -102,6 +132,30 @@ async function admitSome(engine: Engine, prng: Prng, clock: Clock, ledger: Ledge
   });
 }
 
+async function patchSome(engine: Engine, prng: Prng, clock: Clock, ledger: Ledger): Promise<void> {
+  const ids = [...ledger.acked.keys()];
+  const id = ids[prng.below(Math.max(1, ids.length))];
+  if (id === undefined) return;
+  const original = (ledger.acked.get(id) as { payload: string }).payload;
+  const attempts = ledger.patches.get(id) ?? [];
+  ledger.patches.set(id, attempts);
+  const payload = `${original}~p${attempts.length + 1}`;
+  ledger.attempted.set(payload, ledger.attempted.get(original) as number);
+  // Near (due soon) or far (past the watermark: it stays in memory), earlier or later than before.
+  const fireAtMs = prng.below(3) === 0 ? clock.now() + hour * (1 + prng.below(48)) : clock.now() - 500 + prng.below(5000);
+  const attempt: PatchAttempt = { fireAtMs, payload, acked: false };
+  attempts.push(attempt);
+  const outcome = await engine.reschedule(id, { fireAtMs, payload }).catch((err: unknown) => {
+    // Cut short (the log failed): it may be logged or not; a refusal before the log is not.
+    if (isFermataError(err, errorCodes.capacityFull) || isFermataError(err, errorCodes.batchInvalid)) attempts.splice(attempts.indexOf(attempt), 1);
+    throw err;
+  });
+  if (outcome.outcome === 'rescheduled') {
+    attempt.acked = true;
+    assert.equal(outcome.view.fireAtMs, fireAtMs, `${id}: the PATCH answered another fire time`);
+  } else attempts.splice(attempts.indexOf(attempt), 1);
+}
+
 async function deliverSome(engine: Engine, prng: Prng, clock: Clock, ledger: Ledger): Promise<void> {
   const slice = engine.takeDue(clock.now(), 8);
   const ids = checkHandedOut(slice, clock.now(), ledger, 'live');
@@ -114,7 +168,8 @@ async function deliverSome(engine: Engine, prng: Prng, clock: Clock, ledger: Led
 /** One operation of the workload; a few run at once. */
 async function operation(engine: Engine, prng: Prng, clock: ManualClock, ledger: Ledger): Promise<void> {
   const pick = prng.below(100);
-  if (pick < 40) return admitSome(engine, prng, clock, ledger);
+  if (pick < 36) return admitSome(engine, prng, clock, ledger);
+  if (pick < 46) return patchSome(engine, prng, clock, ledger);
   if (pick < 52) {
     const ids = [...ledger.acked.keys()];
     const id = ids[prng.below(Math.max(1, ids.length))];
@@ -168,6 +223,14 @@ async function checkRecovered(fs: SimFileSystem, clock: ManualClock, ledger: Led
       if (ledger.deliveredAcked.has(id)) assert.equal(view.state, 'delivered', `${context}: acknowledged delivery of ${id} lost`);
     }
     for (const [key, id] of ledger.keyIds) assert.equal((await engine.lookup(id))?.key ?? key, key, `${context}: key ${key}`);
+    for (const id of ledger.patches.keys()) {
+      const view = await engine.lookup(id);
+      const outcomes = patchOutcomes(ledger, id);
+      if (view === undefined || outcomes.length === 0 || view.state !== 'pending') continue;
+      // Pending as its last acknowledged PATCH, or a later one, left it (as added, when none was acknowledged).
+      const fireTimes = outcomes.map((patch) => patch?.fireAtMs ?? decodeTimerId(id)?.fireAtMs);
+      assert.ok(fireTimes.includes(view.fireAtMs), `${context}: ${id} fires at ${view.fireAtMs}, not a time its acknowledged PATCH or a later one set (${fireTimes.join(', ')})`);
+    }
     // Fire everything: bring in all that is on disk and move the clock past every fire time.
     clock.set(clock.now() + 100 * hour);
     await engine.promote((Math.floor(clock.now() / bucketWidthMs) + 1) * bucketWidthMs);
@@ -179,6 +242,11 @@ async function checkRecovered(fs: SimFileSystem, clock: ManualClock, ledger: Led
         const payload = decoder.decode(engine.payloadOf(id));
         const batch = ledger.attempted.get(payload);
         assert.ok(batch !== undefined, `${context}: ${id} carries ${payload}, which was never added`);
+        const outcomes = patchOutcomes(ledger, id);
+        if (outcomes.length > 0) {
+          const payloads = outcomes.map((patch) => patch?.payload ?? ledger.acked.get(id)?.payload);
+          assert.ok(payloads.includes(payload), `${context}: ${id} carries ${payload}, neither its acknowledged PATCH nor one attempted after it (${payloads.join(', ')})`);
+        }
         seenBatches.set(batch, (seenBatches.get(batch) ?? 0) + 1);
       }
       await engine.settle(outcomesFor(slice, outcomeKind.delivered));
@@ -221,6 +289,7 @@ test('canary: with an fdatasync that syncs nothing, the engine simulation catche
 test(`power loss at ${trials} random points of the engine's work (seeds ${firstSeed}…${firstSeed + trials - 1}): acknowledged work survives, nothing else appears`, { timeout: soak ? 4 * 3_600_000 : 3_600_000 }, async () => {
   const calls = await callsPerRun();
   let acknowledged = 0;
+  let patchesAcknowledged = 0;
   for (let trial = 0; trial < trials; trial++) {
     const seed = replaySeed ?? firstSeed + trial;
     const context = `seed ${seed} (replay: FERMATA_SEED=${seed} node --test ${new URL(import.meta.url).pathname})`;
@@ -232,7 +301,9 @@ test(`power loss at ${trials} random points of the engine's work (seeds ${firstS
       throw new Error(`${context}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     });
     acknowledged += ledger.acked.size;
+    for (const attempts of ledger.patches.values()) patchesAcknowledged += attempts.filter((attempt) => attempt.acked).length;
     await checkRecovered(image, clock, ledger, context);
   }
   assert.ok(acknowledged > trials, `the trials acknowledged only ${acknowledged} adds`);
+  assert.ok(replaySeed !== undefined || patchesAcknowledged > trials / 4, `the trials acknowledged only ${patchesAcknowledged} PATCHes`);
 });

@@ -143,7 +143,7 @@ test('the same key twice in one turn: one timer, both callers get its id', async
   assert.equal(engine.get(first.id)?.fireAtMs, t0 + 1001, 'the earlier call is the original');
   assert.equal(engine.stats().pending, 2);
   const again = await coalescer.admitOne({ ...specOf(9), key: 'same' });
-  assert.deepEqual(again, { id: first.id, duplicate: true, original: { state: 'pending', differs: ['target', 'payload', 'fire_at'] } });
+  assert.deepEqual(again, { id: first.id, duplicate: true, original: { state: 'pending', revision: 1, fireAtMs: t0 + 1001, differs: ['target', 'payload', 'fire_at'] } });
   await engine.close();
 });
 
@@ -175,7 +175,7 @@ test('reopening replays a coalesced record to the same ids', async () => {
     assert.deepEqual(engine.payloadOf(answer.id), payloadOf(i));
   }
   const again = await new AdmitCoalescer(engine).admitOne(specOf(5));
-  assert.deepEqual(again, { id: (answers[5] as AdmittedOne).id, duplicate: true, original: { state: 'pending', differs: [] } }, 'keys survive the reopen');
+  assert.deepEqual(again, { id: (answers[5] as AdmittedOne).id, duplicate: true, original: { state: 'pending', revision: 1, fireAtMs: t0 + 1005, differs: [] } }, 'keys survive the reopen');
   await engine.close();
 });
 

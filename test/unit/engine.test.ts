@@ -35,6 +35,7 @@ test('admit makes timers durable and gettable; ids carry sequence, row and fire 
   assert.deepEqual(engine.get(ids[0] as string), {
     id: ids[0],
     state: 'pending',
+    revision: 1,
     fireAtMs: t0 + 1000,
     dueAtMs: t0 + 1000,
     attempts: 0,

@@ -288,11 +288,20 @@ test('every documented error code answers with the status it is documented under
 test('live answers have a documented status, media type and body', async () => {
   await withServer({}, async (app) => {
     const doc = await servedDocument(app);
-    const call = async (method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'HEAD', path: string, url: string, options: { body?: string | Buffer | Uint8Array; type?: string; accept?: string } = {}): Promise<Response> => {
+    const call = async (
+      method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD',
+      path: string,
+      url: string,
+      options: { body?: string | Buffer | Uint8Array; type?: string; accept?: string; ifMatch?: string } = {},
+    ): Promise<Response> => {
       const response = await app.inject({
         method,
         url,
-        headers: { ...(options.type === undefined ? {} : { 'content-type': options.type }), ...(options.accept === undefined ? {} : { accept: options.accept }) },
+        headers: {
+          ...(options.type === undefined ? {} : { 'content-type': options.type }),
+          ...(options.accept === undefined ? {} : { accept: options.accept }),
+          ...(options.ifMatch === undefined ? {} : { 'if-match': options.ifMatch }),
+        },
         ...(options.body === undefined ? {} : { payload: Buffer.from(options.body) }),
       });
       if (method !== 'HEAD') assertDocumented(doc, method, path, response);
@@ -311,13 +320,13 @@ test('live answers have a documented status, media type and body', async () => {
 
     const ndjson = `${timer({ key: 'k1' })}\n\n${timer({})}\n`;
     const batch = await call('POST', '/v1/timers', '/v1/timers', { body: ndjson, type: 'application/x-ndjson' });
-    assert.deepEqual(batch.json(), { accepted: 2, duplicates: 1, ids: [id, batch.json().ids[1]], duplicate_rows: [{ row: 0, state: 'pending', differs: ['payload', 'headers', 'queue'] }] });
+    assert.deepEqual(batch.json(), { accepted: 2, duplicates: 1, ids: [id, batch.json().ids[1]], revisions: [1, 1], duplicate_rows: [{ row: 0, state: 'pending', differs: ['payload', 'headers', 'queue'] }] });
     const arrowBody = batchToArrow(batchFromSpecs([{ fireAtMs: Date.now() + 60_000, target, key: 'k1' }, { fireAtMs: Date.now() + 60_000, target }]));
     assert.equal((await call('POST', '/v1/timers', '/v1/timers', { body: arrowBody, type: arrowType })).statusCode, 201);
     const arrowAnswer = await call('POST', '/v1/timers', '/v1/timers', { body: arrowBody, type: arrowType, accept: arrowType });
     assert.equal(arrowAnswer.statusCode, 201);
     const table = tableFromIPC(arrowAnswer.rawPayload);
-    const columns = ['`id` (Utf8)', '`duplicate` (Bool)', '`state` (Utf8)', '`differs` (List<Utf8>)'];
+    const columns = ['`id` (Utf8)', '`duplicate` (Bool)', '`state` (Utf8)', '`differs` (List<Utf8>)', '`revision` (Uint32)'];
     assert.deepEqual(table.schema.fields.map((field) => `\`${field.name}\` (${String(field.type)})`), columns);
     const created = String(obj(obj(operationOf(doc, 'POST', '/v1/timers').responses, 'responses')['201'], '201').description);
     for (const column of columns) assert.ok(created.includes(column), `201 does not describe the Arrow column ${column}`);
@@ -342,12 +351,20 @@ test('live answers have a documented status, media type and body', async () => {
     assert.equal((await call('POST', '/v1/timers', '/v1/timers', { body: huge, type: json })).statusCode, 413);
 
     const view = await call('GET', '/v1/timers/{id}', `/v1/timers/${id}`);
-    assert.deepEqual([view.statusCode, view.json().key, view.json().queue], [200, 'k1', 'q1']);
+    assert.deepEqual([view.statusCode, view.json().key, view.json().queue, view.headers.etag], [200, 'k1', 'q1', '"1"']);
+    const patch = (body: string, ifMatch?: string): Promise<Response> => call('PATCH', '/v1/timers/{id}', `/v1/timers/${id}`, { body, type: json, ...(ifMatch === undefined ? {} : { ifMatch }) });
+    const patched = await patch('{"delay_ms":120000,"queue":"q1"}', '"1"');
+    assert.deepEqual([patched.statusCode, patched.json().revision, patched.headers.etag], [200, 2, '"2"']);
+    assert.equal((await patch('{"delay_ms":1}', '"1"')).statusCode, 412);
+    assert.equal((await patch('{"delay_ms":1}', 'one')).statusCode, 400);
+    assert.equal((await patch('{"key":"k2"}')).statusCode, 400);
+    assert.equal((await call('PATCH', '/v1/timers/{id}', '/v1/timers/zzzzzzzzzzzzzzzzzzzzzzzz', { body: '{"delay_ms":1}', type: json })).statusCode, 404);
     for (const unknown of ['zzzzzzzzzzzzzzzzzzzzzzzz', 'not-an-id', id.toUpperCase()]) assert.equal((await call('GET', '/v1/timers/{id}', `/v1/timers/${unknown}`)).statusCode, 404);
     assert.equal((await call('DELETE', '/v1/timers/{id}', `/v1/timers/${id}`)).statusCode, 200);
     assert.equal((await call('DELETE', '/v1/timers/{id}', `/v1/timers/${id}`)).statusCode, 200);
     assert.equal((await call('DELETE', '/v1/timers/{id}', '/v1/timers/zzzzzzzzzzzzzzzzzzzzzzzz')).statusCode, 404);
     assert.equal((await call('GET', '/v1/timers/{id}', `/v1/timers/${id}`)).json().state, 'cancelled');
+    assert.equal((await patch('{"delay_ms":1}')).statusCode, 409);
 
     assert.equal((await call('PUT', '/v1/queues/{name}', '/v1/queues/q1', { body: '{"max_attempts":3,"rate_per_s":5}', type: json })).statusCode, 200);
     for (const [url, body] of [

@@ -26,7 +26,6 @@ class HeldAdmits {
   }
 }
 
-const engine = { get: () => undefined, clock: systemClock };
 const line = (n: number): string => `${JSON.stringify({ fire_at: 1_900_000_000_000 + n, target: 'https://a.example/hook' })}\n`;
 
 function open(): { body: PassThrough; out: PassThrough; admits: HeldAdmits; ended: { value: boolean } } {
@@ -34,7 +33,7 @@ function open(): { body: PassThrough; out: PassThrough; admits: HeldAdmits; ende
   const out = new PassThrough({ highWaterMark: 1024 * 1024 });
   const admits = new HeldAdmits();
   const ended = { value: false };
-  new TimerStream(body, out, engine, admits, () => (ended.value = true), (err) => assert.fail(`unexpected: ${String(err)}`));
+  new TimerStream(body, out, admits, systemClock, () => (ended.value = true), (err) => assert.fail(`unexpected: ${String(err)}`));
   return { body, out, admits, ended };
 }
 
@@ -93,7 +92,7 @@ test('a client that does not read the answer holds the stream back from reading 
   // An answer with room for a few lines only.
   const out = new PassThrough({ highWaterMark: 1024, readableHighWaterMark: 1024 });
   const admits = new HeldAdmits();
-  new TimerStream(body, out, engine, admits, () => undefined, (err) => assert.fail(`unexpected: ${String(err)}`));
+  new TimerStream(body, out, admits, systemClock, () => undefined, (err) => assert.fail(`unexpected: ${String(err)}`));
   for (let n = 0; n < 200; n++) body.write(line(n));
   for (let i = 0; i < 5; i++) await turn();
   assert.equal(admits.held.length, 200);
@@ -115,7 +114,7 @@ test('an admit that fails for a bug is answered 500 INTERNAL without its text, a
   const out = new PassThrough();
   const admits = new HeldAdmits();
   const logged: unknown[] = [];
-  new TimerStream(body, out, engine, admits, () => undefined, (err) => logged.push(err));
+  new TimerStream(body, out, admits, systemClock, () => undefined, (err) => logged.push(err));
   body.write(line(0) + line(1));
   for (let i = 0; i < 5; i++) await turn();
   const bug = new TypeError('secret internals');
@@ -140,7 +139,7 @@ test('answers that become known together leave in one write', async () => {
     return write(chunk as Buffer, ...rest);
   }) as typeof out.write;
   const admits = new HeldAdmits();
-  new TimerStream(body, out, engine, admits, () => undefined, (err) => assert.fail(`unexpected: ${String(err)}`));
+  new TimerStream(body, out, admits, systemClock, () => undefined, (err) => assert.fail(`unexpected: ${String(err)}`));
   body.write(Array.from({ length: 100 }, (_, n) => line(n)).join(''));
   for (let i = 0; i < 5; i++) await turn();
   admits.answer(Array.from({ length: 100 }, (_, at) => at));

@@ -41,6 +41,15 @@ export function engineMetrics(engine: Engine): Registry {
   walCounter('fermata_wal_appends_total', 'Records appended to the WAL since start.', () => engine.log.counters.appends);
   walCounter('fermata_wal_fdatasyncs_total', 'Group commits (one writev and one fdatasync each; one O_DSYNC writev on a write-through segment) since start.', () => engine.log.counters.syncs);
   walCounter('fermata_wal_bytes_written_total', 'Bytes written to WAL segments since start.', () => engine.log.counters.bytesWritten);
+  countedAtScrape(registry, 'fermata_reschedules_total', 'PATCHes applied (one RESCHEDULE record each) since start.', () => engine.stats().reschedules.applied);
+  new Gauge({
+    name: 'fermata_rescheduled_timers',
+    help: 'Timers a PATCH changed that the engine holds apart (revision and fire time), and so keeps in memory.',
+    registers: [registry],
+    collect() {
+      this.set(engine.stats().reschedules.redirects);
+    },
+  });
   walCounter('fermata_wal_slow_fdatasyncs_total', 'Group commit syncs (the fdatasync, or the write-through writev) slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
   queueHoldMetrics(registry, engine);
   return registry;

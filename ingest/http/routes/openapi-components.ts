@@ -103,11 +103,12 @@ export const openApiComponents = {
       properties: {
         id: ref('schemas', 'TimerId'),
         fire_at: { type: 'string', format: 'date-time', description: 'The fire time (UTC, ms precision); a duplicate\'s is the original\'s.' },
+        revision: { type: 'integer', minimum: 1, description: 'The timer\'s revision: 1 for a new timer; a duplicate\'s is the original\'s now.' },
         duplicate: { type: 'boolean', description: 'True when the key was already known: `id` is the original\'s.' },
         state: { ...duplicateStateSchema, description: 'A duplicate only: the original\'s state now.' },
         differs: { ...duplicateDiffersSchema, description: 'A duplicate only: the fields this request differs from the original in (empty: an exact retry).' },
       },
-      required: ['id', 'fire_at', 'duplicate'],
+      required: ['id', 'fire_at', 'revision', 'duplicate'],
       additionalProperties: false,
     },
     DuplicateRow: {
@@ -132,6 +133,7 @@ export const openApiComponents = {
         status: { type: 'integer', description: 'What a one-timer POST /v1/timers would have been answered with.' },
         id: ref('schemas', 'TimerId'),
         fire_at: { type: 'string', format: 'date-time' },
+        revision: { type: 'integer', minimum: 1 },
         duplicate: { type: 'boolean' },
         state: { ...duplicateStateSchema, description: 'Status 200 only: the original\'s state now.' },
         differs: { ...duplicateDiffersSchema, description: 'Status 200 only: the fields this line differs from the original in.' },
@@ -147,9 +149,10 @@ export const openApiComponents = {
         accepted: { type: 'integer', minimum: 1, description: 'Rows of the batch; each is now durable, new or the original its key names.' },
         duplicates: { type: 'integer', minimum: 0, description: 'How many of those repeated a known key.' },
         ids: { type: 'array', items: ref('schemas', 'TimerId'), description: 'Every row\'s id in input order (a duplicate\'s is its original\'s).' },
+        revisions: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'Every row\'s timer\'s revision in input order: 1 for a new timer, the original\'s now for a duplicate.' },
         duplicate_rows: { type: 'array', items: ref('schemas', 'DuplicateRow'), description: 'The duplicate rows, in input order.' },
       },
-      required: ['accepted', 'duplicates', 'ids', 'duplicate_rows'],
+      required: ['accepted', 'duplicates', 'ids', 'revisions', 'duplicate_rows'],
       additionalProperties: false,
     },
     Timer: {
@@ -157,7 +160,12 @@ export const openApiComponents = {
       properties: {
         id: ref('schemas', 'TimerId'),
         state: { enum: Object.keys(timerStates), description: Object.entries(timerStates).map(([state, text]) => `\`${state}\`: ${text}`).join('; ') },
-        fire_at: { type: 'string', format: 'date-time', description: 'The fire time it was added with (UTC, ms precision).' },
+        revision: {
+          type: 'integer',
+          minimum: 1,
+          description: 'Grows by one with each change of the timer\'s content (a PATCH): 1 when added. A cancel and delivery outcomes change `state`, not the revision. `GET` sends it as the strong `ETag` `"<revision>"` that `If-Match` takes.',
+        },
+        fire_at: { type: 'string', format: 'date-time', description: 'When it fires (UTC, ms precision): the time it was added with, or the one its latest PATCH gave it.' },
         attempts: { type: 'integer', minimum: 0, description: 'Delivery attempts so far.' },
         queue: queueNameSchema,
         key: { type: ['string', 'null'], description: 'Its idempotency key, or null.' },
@@ -172,7 +180,7 @@ export const openApiComponents = {
         callback: { type: ['string', 'null'], description: 'Where its outcome is POSTed once delivered, or null.' },
         failure_callback: { type: ['string', 'null'], description: 'Where its outcome is POSTed once dead, or null.' },
       },
-      required: ['id', 'state', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at', 'callback', 'failure_callback'],
+      required: ['id', 'state', 'revision', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at', 'callback', 'failure_callback'],
       additionalProperties: false,
     },
     QueueConfig: {
@@ -227,8 +235,18 @@ export const openApiComponents = {
         paused_queues: { type: 'integer', minimum: 0, description: 'Queues paused now (POST /v1/queues/{name}/pause).' },
         held: { type: 'integer', minimum: 0, description: 'Due timers of paused queues waiting for the resume (pending or retrying: also counted in pending).' },
         held_released: { type: 'integer', minimum: 0, description: 'Timers handed out for delivery since start that fell due while their queue was paused (late by the pause; their lateness is in the delivery lateness figures).' },
+        reschedules: {
+          type: 'object',
+          properties: {
+            applied: { type: 'integer', minimum: 0, description: 'PATCHes applied since start.' },
+            redirects: { type: 'integer', minimum: 0, description: 'Timers a PATCH changed, in memory or on disk: each has a redirect in memory, its revision and the fire time its id no longer tells.' },
+            redirect_bytes: { type: 'integer', minimum: 0, description: 'Memory those entries take (estimated).' },
+          },
+          required: ['applied', 'redirects', 'redirect_bytes'],
+          additionalProperties: false,
+        },
       },
-      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released'],
+      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules'],
       additionalProperties: false,
     },
     Health: {

@@ -94,6 +94,8 @@ export const metricNames = [
   'fermata_queues_paused',
   'fermata_timers_held',
   'fermata_timers_held_released_total',
+  'fermata_reschedules_total',
+  'fermata_rescheduled_timers',
   'fermata_http_abusive_connections_total',
   'fermata_http_peer_penalties_total',
   'fermata_http_refused_connections_total',

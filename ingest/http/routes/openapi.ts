@@ -64,7 +64,7 @@ export const openApiDocument = {
           '201': {
             description: [
               'Added and durable. One JSON timer: `TimerAdded` with `duplicate: false`. A batch: `BatchAdded`.',
-              `A batch whose request has \`Accept: ${mediaTypes.arrowStream}\` is answered with an Arrow IPC stream instead: one row per input row, in input order, with the columns \`id\` (Utf8), \`duplicate\` (Bool), \`state\` (Utf8) and \`differs\` (List<Utf8>), the last two as in \`DuplicateRow\` and null for a new row. A single JSON timer is always answered with JSON.`,
+              `A batch whose request has \`Accept: ${mediaTypes.arrowStream}\` is answered with an Arrow IPC stream instead: one row per input row, in input order, with the columns \`id\` (Utf8), \`duplicate\` (Bool), \`state\` (Utf8), \`differs\` (List<Utf8>), the last two as in \`DuplicateRow\` and null for a new row, and \`revision\` (Uint32), as in \`BatchAdded.revisions\`. A single JSON timer is always answered with JSON.`,
             ].join('\n\n'),
             content: {
               ...jsonOf({ oneOf: [{ allOf: [ref('schemas', 'TimerAdded')], properties: { duplicate: { const: false } } }, ref('schemas', 'BatchAdded')] }),
@@ -132,9 +132,70 @@ export const openApiDocument = {
         summary: 'Look up a timer',
         description: `Finished timers stay visible for their retention: ${retentionDefaults.finishedMs / 3_600_000} h after they are delivered or cancelled, ${retentionDefaults.deadMs / 86_400_000} days after they are dead (defaults).`,
         responses: {
-          '200': { description: 'The timer.', content: jsonOf(ref('schemas', 'Timer')) },
+          '200': {
+            description: 'The timer.',
+            headers: { ETag: { description: 'The timer\'s revision as a strong entity tag, `"<revision>"`: what `If-Match` of a PATCH takes.', schema: { type: 'string' } } },
+            content: jsonOf(ref('schemas', 'Timer')),
+          },
           '401': ref('responses', 'Unauthorized'),
           '404': ref('responses', 'NotFound'),
+        },
+      },
+      patch: {
+        operationId: 'rescheduleTimer',
+        summary: 'Change a pending timer: its fire time, payload, headers, target or queue',
+        description: [
+          'Any of the fields below; a field left out keeps its value. Each is checked by the rules of an add (`TimerInput`), so a changed field is exactly as valid as an added one. The change is one durable record, applied once it is durable: after the 200, the timer never fires at its old time, also across a crash. The id and the idempotency key keep naming the timer (`key` itself cannot change). A `retrying` timer keeps its attempts, and its next attempt is the new fire time; a timer handed to a worker ahead of its time is taken back, as a cancel would.',
+          '`If-Match` makes it compare-and-set: `*`, or a list of strong entity tags of revisions (`"3"`, `"2", "3"`, as `GET` sends in `ETag`); a weak tag (`W/"3"`) never matches. Two PATCHes of one timer at once are applied one after the other: the second is decided on what the first left (with `If-Match` naming the revision both read, the second answers 412).',
+        ].join('\n\n'),
+        parameters: [
+          {
+            name: 'If-Match',
+            in: 'header',
+            required: false,
+            description: '`*` or strong entity tags of the revisions the change is made on.',
+            schema: { type: 'string' },
+          },
+        ],
+        requestBody: {
+          required: true,
+          content: jsonOf({
+            type: 'object',
+            properties: {
+              fire_at: { type: ['string', 'integer'], description: 'As in `TimerInput`.' },
+              delay_ms: { type: 'integer', minimum: 0, description: 'As in `TimerInput`: from now.' },
+              payload: { type: 'string' },
+              payload_base64: { type: 'string' },
+              headers: { type: 'object', additionalProperties: { type: 'string' }, description: 'Replaces the headers whole (`{}`: none).' },
+              target: { type: 'string' },
+              queue: queueNameSchema,
+            },
+            minProperties: 1,
+            not: { anyOf: [{ required: ['fire_at', 'delay_ms'] }, { required: ['payload', 'payload_base64'] }] },
+            additionalProperties: false,
+          }),
+        },
+        responses: {
+          '200': {
+            description: 'Changed and durable: the timer as it is now (`revision` one more).',
+            headers: { ETag: { description: 'The new revision, `"<revision>"`.', schema: { type: 'string' } } },
+            content: jsonOf(ref('schemas', 'Timer')),
+          },
+          '400': errorResponse(
+            'BATCH_INVALID naming the field: an unknown field, `key`, a null, no field at all, both `fire_at` and `delay_ms`, or a value an add would refuse; TARGET_REFUSED; BODY_INVALID; REQUEST_INVALID: an `If-Match` that is not `*` or a list of entity tags of revisions.',
+            [errorCodes.batchInvalid, errorCodes.targetRefused, httpErrorCodes.bodyInvalid, httpErrorCodes.requestInvalid],
+          ),
+          '401': ref('responses', 'Unauthorized'),
+          '404': ref('responses', 'NotFound'),
+          '409': errorResponse('TIMER_NOT_PENDING: the timer is delivering (an attempt was sent), delivered, dead or cancelled.', [httpErrorCodes.timerNotPending]),
+          '412': errorResponse('REVISION_MISMATCH: the timer\'s revision is none `If-Match` names (it changed since it was read).', [httpErrorCodes.revisionMismatch]),
+          '415': ref('responses', 'UnsupportedMediaType'),
+          ...logResponses,
+          '503': errorResponse(
+            'CAPACITY_FULL: the resident store holds as many timers as it may (a changed timer may take a new place in it). WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging; the service opens its data directory again by itself.',
+            [errorCodes.capacityFull, errorCodes.walClosed, errorCodes.walPoisoned],
+            retryAfter,
+          ),
         },
       },
       delete: {
@@ -146,8 +207,8 @@ export const openApiDocument = {
             description: 'Cancelled.',
             content: jsonOf({
               type: 'object',
-              properties: { id: ref('schemas', 'TimerId'), state: { const: 'cancelled' } },
-              required: ['id', 'state'],
+              properties: { id: ref('schemas', 'TimerId'), state: { const: 'cancelled' }, revision: { type: 'integer', minimum: 1, description: 'The revision it kept (a cancel does not change it).' } },
+              required: ['id', 'state', 'revision'],
               additionalProperties: false,
             }),
           },
@@ -259,6 +320,7 @@ export const openApiDocument = {
                     type: 'object',
                     properties: {
                       id: ref('schemas', 'TimerId'),
+                      revision: { type: 'integer', minimum: 1, description: 'As in `Timer`.' },
                       queue: queueNameSchema,
                       target: { type: 'string', format: 'uri' },
                       fire_at: { type: 'string', format: 'date-time' },
@@ -268,7 +330,7 @@ export const openApiDocument = {
                       last_error: lastErrorSchema,
                       last_attempt_at: lastAttemptAtSchema,
                     },
-                    required: ['id', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at'],
+                    required: ['id', 'revision', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at'],
                     additionalProperties: false,
                   },
                 },

@@ -33,8 +33,15 @@ const statsSchema = {
     paused_queues: count,
     held: count,
     held_released: count,
+    // PATCHes applied since start; timers a PATCH changed (their revision and fire time held apart) and that table's memory.
+    reschedules: {
+      type: 'object',
+      properties: { applied: count, redirects: count, redirect_bytes: count },
+      required: ['applied', 'redirects', 'redirect_bytes'],
+      additionalProperties: false,
+    },
   },
-  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released'],
+  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules'],
   additionalProperties: false,
 } as const;
 
@@ -59,6 +66,7 @@ export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): P
       paused_queues: holds.pausedQueues,
       held: holds.held,
       held_released: holds.heldReleased,
+      reschedules: { applied: stats.reschedules.applied, redirects: stats.reschedules.redirects, redirect_bytes: stats.reschedules.redirectBytes },
     };
   });
 }

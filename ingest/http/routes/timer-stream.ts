@@ -6,19 +6,20 @@ import http2 from 'node:http2';
 import type { Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
 import type { AdmitCoalescer } from '../../../engine/admit-coalescer.ts';
-import type { Engine } from '../../../engine/engine.ts';
+import type { Clock } from '../../../engine/types.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
 import { TimerStream } from '../timer-stream.ts';
 import type { HttpServer } from '../types.ts';
 
 export interface TimerStreamRoutesOptions {
-  readonly engine: Engine;
   /** The one-timer JSON route's, so that both kinds of single add share records. */
   readonly coalescer: AdmitCoalescer;
+  /** The clock a line's `delay_ms` counts from (the engine's). */
+  readonly clock: Clock;
 }
 
-export async function timerStreamRoutes(app: HttpServer, { engine, coalescer }: TimerStreamRoutesOptions): Promise<void> {
+export async function timerStreamRoutes(app: HttpServer, { coalescer, clock }: TimerStreamRoutesOptions): Promise<void> {
   // The body is read line by line as it arrives, by the route: in this scope the NDJSON parser hands it over unread.
   app.removeContentTypeParser(mediaTypes.ndjson);
   app.addContentTypeParser(mediaTypes.ndjson, (_request, payload, done) => done(null, payload));
@@ -37,8 +38,8 @@ export async function timerStreamRoutes(app: HttpServer, { engine, coalescer }: 
     const stream = new TimerStream(
       body,
       out,
-      engine,
       coalescer,
+      clock,
       () => open.delete(stream),
       (err) => request.log.error({ err }, 'unexpected error answering a line of an add stream'),
     );

@@ -7,18 +7,20 @@
 // (h2-single-add.ts), with the same answer (single-add.ts) and error shape; this route serves
 // the rest (HTTP/1.1, the TLS port, a refused token, a declared length over the limit).
 //
-//   POST application/json               one timer      → 201 {id, fire_at, duplicate:false}
-//                                                      | 200 {id, fire_at, duplicate:true, state, differs}
-//   POST application/x-ndjson           one a line     → 201 {accepted, duplicates, ids, duplicate_rows}
-//   POST application/vnd.apache.arrow.stream           → 201 {accepted, duplicates, ids, duplicate_rows}
+//   POST application/json               one timer      → 201 {id, fire_at, revision:1, duplicate:false}
+//                                                      | 200 {id, fire_at, revision, duplicate:true, state, differs}
+//   POST application/x-ndjson           one a line     → 201 {accepted, duplicates, ids, revisions, duplicate_rows}
+//   POST application/vnd.apache.arrow.stream           → 201 {accepted, duplicates, ids, revisions, duplicate_rows}
 //                                                        (either, with Accept: Arrow → an Arrow stream)
 //
 // `accepted` counts every row of the batch (each is now durable: new, or the original its key
 // names); `duplicates` says how many of those were already known; `ids` is every row's id in
 // input order; `duplicate_rows` the duplicates, in order: {row, state, differs} (the original's
 // state, and the fields the row differs from it in: ingest/duplicate-answers.ts). The Arrow
-// answer has a row per input row: `id` (Utf8), `duplicate` (Bool), `state` (Utf8) and
-// `differs` (List<Utf8>), the last two null for a new row.
+// answer has a row per input row: `id` (Utf8), `duplicate` (Bool), `state` (Utf8),
+// `differs` (List<Utf8>), the last two null for a new row, and `revision` (Uint32). `revisions`
+// is every row's timer's revision (1 for a new row, the original's now for a duplicate).
+// GET answers the timer view with an ETag of its revision; DELETE the revision it kept.
 import type { AdmitCoalescer, AdmittedOne } from '../../../engine/admit-coalescer.ts';
 import type { Admitted } from '../../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
@@ -46,8 +48,8 @@ const idParamsSchema = {
 
 const cancelledSchema = {
   type: 'object',
-  properties: { id: { type: 'string' }, state: { type: 'string' } },
-  required: ['id', 'state'],
+  properties: { id: { type: 'string' }, state: { type: 'string' }, revision: { type: 'integer', minimum: 1 } },
+  required: ['id', 'state', 'revision'],
   additionalProperties: false,
 } as const;
 
@@ -60,6 +62,13 @@ function idsOf(admitted: Admitted): string[] {
   const ids = new Array<string>(admitted.rows);
   for (let row = 0; row < admitted.rows; row++) ids[row] = admitted.idOf(row);
   return ids;
+}
+
+/** Every row's timer's revision, in input order (1 for a new row). */
+function revisionsOf(admitted: Admitted): number[] {
+  const revisions = new Array<number>(admitted.rows).fill(1);
+  for (let row = 0; admitted.duplicates > 0 && row < admitted.rows; row++) revisions[row] = admitted.revisionOf(row);
+  return revisions;
 }
 
 /** Body buffers kept for reuse: a few, each up to a 10,000-row Arrow batch's size class and more. */
@@ -78,7 +87,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
   app.addContentTypeParser(mediaTypes.ndjson, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   app.addContentTypeParser(mediaTypes.arrowStream, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   // POST /v1/timers/stream: its own scope, where NDJSON is read line by line instead of whole.
-  await app.register(timerStreamRoutes, { engine, coalescer });
+  await app.register(timerStreamRoutes, { coalescer, clock: engine.clock });
 
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
     const mediaType = mediaTypeOf(request.headers['content-type']);
@@ -90,7 +99,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
       } catch (err) {
         throw inJsonTerms(err, undefined);
       }
-      const answer = singleAddAnswer(engine, admitted.id, admitted.original, spec.fireAtMs, request.body);
+      const answer = singleAddAnswer(admitted.id, admitted.original, spec.fireAtMs, request.body);
       return reply.code(answer.status).send(answer.body);
     }
     // The NDJSON and Arrow parsers deliver a Buffer; an empty body is one of length 0.
@@ -121,7 +130,9 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
         const ipc = admittedToArrow(admitted, delayRows);
         return reply.code(201).type(mediaTypes.arrowStream).send(Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength));
       }
-      return reply.code(201).send({ accepted: admitted.rows, duplicates: admitted.duplicates, ids: idsOf(admitted), duplicate_rows: duplicateRowsJson(admitted, delayRows) });
+      return reply
+        .code(201)
+        .send({ accepted: admitted.rows, duplicates: admitted.duplicates, ids: idsOf(admitted), revisions: revisionsOf(admitted), duplicate_rows: duplicateRowsJson(admitted, delayRows) });
     } finally {
       // The batch was copied into the store, the log wrote the body (or refused it), and the
       // answer holds neither: the body's buffer can take the next request's.
@@ -129,17 +140,20 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
     }
   });
 
-  app.get<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerView.schema } } }, async (request) => {
+  app.get<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerView.schema } } }, async (request, reply) => {
     // A spilled timer (due past the horizon) is read from its bucket on disk.
     const view = await engine.lookup(request.params.id);
     if (view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${request.params.id}`);
+    // A strong tag of the revision, for PATCH's If-Match (routes/timer-patch.ts).
+    reply.header('etag', `"${view.revision}"`);
     return timerView.json(view);
   });
 
   app.delete<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: cancelledSchema } } }, async (request) => {
     const { id } = request.params;
     const outcome = await engine.cancel(id);
-    if (outcome === 'cancelled') return { id, state: 'cancelled' };
+    // A cancel keeps the revision: it counts PATCHes, the changes of what and when a timer delivers.
+    if (outcome === 'cancelled') return { id, state: 'cancelled', revision: engine.get(id)?.revision ?? 1 };
     if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
     const state = engine.get(id)?.state ?? 'finished';
     throw new HttpProblem(httpErrorCodes.tooLate, `timer ${id} is ${state}: too late to cancel`);

@@ -1,0 +1,113 @@
+// PATCH /v1/timers/{id}: reschedule a pending or retrying timer (engine/reschedule.ts) and answer
+// its new view once the RESCHEDULE record is durable. Main thread. A thin adapter: the body's
+// fields are read by the add path's own JSON reader (body/json-batch.ts) and the engine checks
+// the patched timer with admit()'s rules, so a patched field is exactly as valid as an added one.
+//
+//   PATCH application/json {fire_at | delay_ms, payload | payload_base64, headers, target, queue}
+//     If-Match: "3" | "2", "3" | *   (strong tags of revisions; W/ never matches)
+//   → 200 the timer view (revision + 1), ETag "<revision>"
+//   | 400 BATCH_INVALID naming the field (unknown, `key`, none, both forms of one) | 400 REQUEST_INVALID (If-Match)
+//   | 404 NOT_FOUND | 409 TIMER_NOT_PENDING | 412 REVISION_MISMATCH
+import type { TimerPatch } from '../../../engine/engine.ts';
+import { type RevisionCondition } from '../../../engine/reschedule.ts';
+import { errorCodes, FermataError } from '../../../engine/errors.ts';
+import { inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
+import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { timerView } from '../timer-views.ts';
+import type { HttpServer, RoutesOptions } from '../types.ts';
+
+interface IdParams {
+  readonly id: string;
+}
+
+const idParamsSchema = {
+  type: 'object',
+  properties: { id: { type: 'string' } },
+  required: ['id'],
+} as const;
+
+/** The fields a PATCH may set. */
+export const patchFields = ['fire_at', 'delay_ms', 'payload', 'payload_base64', 'headers', 'target', 'queue'] as const;
+const knownFields: ReadonlySet<string> = new Set(patchFields);
+
+/** Revisions are u32 counts from 1: an entity tag that is not one names no revision of any timer. */
+const revisionTag = /^[1-9]\d{0,9}$/;
+/** One entity tag of a list (RFC 9110 §8.8.3: [W/] DQUOTE *etagc DQUOTE), with the comma or end after it. */
+const entityTag = /[ \t]*(W\/)?"([\x21\x23-\x7e\x80-\xff]*)"[ \t]*(?:,|$)/y;
+
+/**
+ * If-Match as HTTP defines it: `*`, or a list of entity tags. A weak tag never matches (a strong
+ * comparison); a strong one must be a revision. Undefined: no header, no condition.
+ */
+export function parseIfMatch(header: string | undefined): RevisionCondition {
+  if (header === undefined) return undefined;
+  const text = header.trim();
+  if (text === '*') return '*';
+  const refuse = (why: string): HttpProblem =>
+    new HttpProblem(httpErrorCodes.requestInvalid, `If-Match ${JSON.stringify(header)} ${why}: send "*" or strong entity tags of revisions, such as If-Match: "3"`);
+  if (text === '') throw refuse('is empty');
+  const revisions: number[] = [];
+  entityTag.lastIndex = 0;
+  while (entityTag.lastIndex < text.length) {
+    const at = entityTag.lastIndex;
+    const match = entityTag.exec(text);
+    if (match === null || match.index !== at) throw refuse('is not a list of entity tags');
+    const [, weak, value = ''] = match;
+    if (!revisionTag.test(value)) throw refuse(`names ${JSON.stringify(value)}, which is not a revision`);
+    if (weak === undefined) revisions.push(Number(value));
+  }
+  return revisions;
+}
+
+const refuse = (message: string, field: string): FermataError => new FermataError(errorCodes.batchInvalid, message, { field });
+const given = (fields: Record<string, unknown>, name: string): boolean => fields[name] !== undefined;
+
+/** The body's fields checked as a PATCH's: an object, only patchable fields, at least one, none null. */
+function patchBody(body: unknown): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw refuse('a PATCH body must be a JSON object of the fields to change', '');
+  const fields = body as Record<string, unknown>;
+  const names = Object.keys(fields);
+  for (const name of names) {
+    if (name === 'key') throw refuse('key cannot be changed: it names the timer (add a new timer for a new key)', 'key');
+    if (!knownFields.has(name)) throw refuse(`unknown field ${JSON.stringify(name)} (a PATCH takes: ${patchFields.join(', ')})`, name);
+    if (fields[name] === null) throw refuse(`${name} must not be null (leave it out to keep it)`, name);
+  }
+  if (names.length === 0) throw refuse(`a PATCH needs at least one of ${patchFields.join(', ')}`, '');
+  return fields;
+}
+
+export async function timerPatchRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
+  app.patch<{ Params: IdParams; Body: unknown }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerView.schema } } }, async (request, reply) => {
+    const { id } = request.params;
+    const condition = parseIfMatch(request.headers['if-match']);
+    const fields = patchBody(request.body);
+    // Read by the add path's JSON reader (types, RFC 3339, base64, one of each pair); the fields
+    // an add requires and the PATCH leaves out get placeholders that are not kept. The engine
+    // checks the timer as changed by admit()'s rules.
+    const fireGiven = given(fields, 'fire_at') || given(fields, 'delay_ms');
+    const spec = specFromJsonTimer({ ...fields, target: fields.target ?? '', ...(fireGiven ? {} : { delay_ms: 0 }) }, engine.clock.now());
+    const patch: { -readonly [K in keyof TimerPatch]: TimerPatch[K] } = {};
+    if (fireGiven) patch.fireAtMs = spec.fireAtMs;
+    if (given(fields, 'target')) patch.target = spec.target;
+    if (given(fields, 'queue')) patch.queue = spec.queue ?? '';
+    if (given(fields, 'payload') || given(fields, 'payload_base64')) patch.payload = spec.payload ?? '';
+    if (given(fields, 'headers')) patch.headers = spec.headers ?? {};
+    let outcome;
+    try {
+      outcome = await engine.reschedule(id, patch, condition);
+    } catch (err) {
+      throw inJsonTerms(err, undefined);
+    }
+    switch (outcome.outcome) {
+      case 'rescheduled':
+        reply.header('etag', `"${outcome.view.revision}"`);
+        return timerView.json(outcome.view);
+      case 'not-found':
+        throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
+      case 'revision-mismatch':
+        throw new HttpProblem(httpErrorCodes.revisionMismatch, `timer ${id} is at revision ${outcome.revision}, which If-Match does not name: read it again (GET) and decide`);
+      case 'not-pending':
+        throw new HttpProblem(httpErrorCodes.timerNotPending, `timer ${id} is ${outcome.state}: only pending and retrying timers can be changed`);
+    }
+  });
+}

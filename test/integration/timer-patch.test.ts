@@ -1,0 +1,197 @@
+// PATCH /v1/timers/{id} and revisions as a client meets them: the real `fermata serve` on port
+// 0, spoken to with curl over HTTP/1.1 and over HTTP/2 with prior knowledge, the same checks on
+// both (pass and refuse cases); then kill -9 and a restart on the same data directory, and the
+// acknowledged PATCHes are still there. Every wait is bounded; the child is killed in `after`.
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { type Service, startService } from '../helpers/service.ts';
+import { withTimeout } from '../helpers/timeout.ts';
+import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
+
+const target = 'https://hooks.example.com/fire';
+const hour = 3_600_000;
+const children = new Set<ChildProcess>();
+const dataDir = mkdtempSync(join(tmpdir(), 'fermata-patch-'));
+
+after(() => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+interface CurlAnswer {
+  readonly status: number;
+  readonly version: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly json: Record<string, unknown>;
+}
+
+/** One request with curl; `protocol` picks HTTP/1.1 or HTTP/2 with prior knowledge. */
+function request(protocol: '1.1' | '2', url: string, method: string, body?: unknown, headers: Record<string, string> = {}): Promise<CurlAnswer> {
+  const args = ['-s', '-i', '--max-time', '5', protocol === '2' ? '--http2-prior-knowledge' : '--http1.1', '-X', method];
+  for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`);
+  if (body !== undefined) args.push('-H', 'content-type: application/json', '--data-binary', typeof body === 'string' ? body : JSON.stringify(body));
+  args.push(url);
+  return new Promise((resolve, reject) => {
+    execFile('curl', args, { encoding: 'utf8' }, (err, stdout) => {
+      if (err !== null) return reject(err);
+      const cut = stdout.indexOf('\r\n\r\n');
+      const [statusLine = '', ...lines] = stdout.slice(0, cut).split('\r\n');
+      const [version = '', status = '0'] = statusLine.split(' ');
+      const parsed: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        parsed[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      const text = stdout.slice(cut + 4);
+      resolve({ status: Number(status), version, headers: parsed, json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
+    });
+  });
+}
+
+const errorOf = (answer: CurlAnswer): { code: string; message: string; field?: string } => answer.json.error as { code: string; message: string; field?: string };
+
+let service: Service;
+
+before(async () => {
+  service = await startService(dataDir, (child) => children.add(child));
+});
+
+for (const protocol of ['1.1', '2'] as const) {
+  describe(`over HTTP/${protocol} (curl)`, () => {
+    const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<CurlAnswer> => request(protocol, `${service.url}${path}`, method, body, headers);
+
+    test('add answers revision 1, GET an ETag; PATCH with If-Match moves the fire time and bumps the revision', async (t) => {
+      if (toolOrSkip(t, 'curl') === undefined) return;
+      if (protocol === '2' && !curl.http2) return skipOrFail(t, curlWithoutHttp2);
+      const added = await call('POST', '/v1/timers', { delay_ms: hour, target, payload: 'one', key: `patch-${protocol}` });
+      assert.equal(added.status, 201);
+      assert.equal(added.version, protocol === '2' ? 'HTTP/2' : 'HTTP/1.1');
+      assert.equal(added.json.revision, 1);
+      const id = added.json.id as string;
+      const got = await call('GET', `/v1/timers/${id}`);
+      assert.equal(got.headers.etag, '"1"');
+      assert.equal(got.json.revision, 1);
+      const fireAt = new Date(Date.parse(got.json.fire_at as string) + hour).toISOString();
+      const patched = await call('PATCH', `/v1/timers/${id}`, { fire_at: fireAt }, { 'if-match': '"1"' });
+      assert.equal(patched.status, 200);
+      assert.equal(patched.headers.etag, '"2"');
+      assert.equal(patched.json.revision, 2);
+      assert.equal(patched.json.id, id, 'the id stays');
+      assert.equal(patched.json.fire_at, fireAt);
+      assert.equal(patched.json.state, 'pending');
+      // The key still names it: a retried add answers the timer as it is now.
+      const again = await call('POST', '/v1/timers', { delay_ms: hour, target, payload: 'one', key: `patch-${protocol}` });
+      assert.equal(again.status, 200);
+      assert.equal(again.json.id, id);
+      assert.equal(again.json.revision, 2);
+      assert.equal(again.json.fire_at, fireAt);
+      // Compare-and-set: the revision it named is gone; a weak tag never matches.
+      const stale = await call('PATCH', `/v1/timers/${id}`, { delay_ms: 5 * hour }, { 'if-match': '"1"' });
+      assert.equal(stale.status, 412);
+      assert.equal(errorOf(stale).code, 'REVISION_MISMATCH');
+      const weak = await call('PATCH', `/v1/timers/${id}`, { delay_ms: 5 * hour }, { 'if-match': 'W/"2"' });
+      assert.equal(weak.status, 412);
+      const listed = await call('PATCH', `/v1/timers/${id}`, { payload: 'two', queue: 'mail', headers: { 'x-a': '1' } }, { 'if-match': '"7", "2"' });
+      assert.equal(listed.status, 200);
+      assert.equal(listed.json.revision, 3);
+      assert.equal(listed.json.queue, 'mail');
+      assert.equal(listed.json.fire_at, fireAt, 'fire_at left out keeps its time');
+      const any = await call('PATCH', `/v1/timers/${id}`, { delay_ms: 3 * hour }, { 'if-match': '*' });
+      assert.equal(any.json.revision, 4);
+      const view = await call('GET', `/v1/timers/${id}`);
+      assert.equal(view.json.revision, 4);
+      assert.equal(view.headers.etag, '"4"');
+    });
+
+    test('refusals: bad If-Match, key, unknown or no field, both fire forms, a bad target, an unknown id, a finished timer', async (t) => {
+      if (toolOrSkip(t, 'curl') === undefined) return;
+      if (protocol === '2' && !curl.http2) return skipOrFail(t, curlWithoutHttp2);
+      const added = await call('POST', '/v1/timers', { delay_ms: hour, target });
+      const id = added.json.id as string;
+      const refused = async (body: unknown, headers: Record<string, string>, status: number, code: string, field?: string): Promise<void> => {
+        const answer = await call('PATCH', `/v1/timers/${id}`, body, headers);
+        assert.equal(answer.status, status, `${JSON.stringify(body)} ${JSON.stringify(headers)}: ${JSON.stringify(answer.json)}`);
+        assert.equal(errorOf(answer).code, code);
+        if (field !== undefined) assert.equal(errorOf(answer).field, field);
+      };
+      await refused({ delay_ms: 1 }, { 'if-match': '1' }, 400, 'REQUEST_INVALID');
+      await refused({ delay_ms: 1 }, { 'if-match': '"abc"' }, 400, 'REQUEST_INVALID');
+      await refused({ key: 'other' }, {}, 400, 'BATCH_INVALID', 'key');
+      await refused({ color: 'red' }, {}, 400, 'BATCH_INVALID', 'color');
+      await refused({}, {}, 400, 'BATCH_INVALID');
+      await refused({ delay_ms: 1, fire_at: '2030-01-01T00:00:00Z' }, {}, 400, 'BATCH_INVALID', 'delay_ms');
+      await refused({ target: 'ftp://example.com/' }, {}, 400, 'BATCH_INVALID', 'target');
+      await refused({ fire_at: 'tomorrow' }, {}, 400, 'BATCH_INVALID', 'fire_at');
+      await refused({ payload: null }, {}, 400, 'BATCH_INVALID', 'payload');
+      const view = await call('GET', `/v1/timers/${id}`);
+      assert.equal(view.json.revision, 1, 'nothing half-applied');
+      const unknown = await call('PATCH', `/v1/timers/${'0'.repeat(24)}`, { delay_ms: 1 });
+      assert.equal(unknown.status, 404);
+      const cancelled = await call('DELETE', `/v1/timers/${id}`);
+      assert.equal(cancelled.status, 200);
+      assert.equal(cancelled.json.revision, 1);
+      await refused({ delay_ms: 1 }, {}, 409, 'TIMER_NOT_PENDING');
+    });
+  });
+}
+
+test('batch answers list revisions; after kill -9 and a restart the PATCHed timer is as acknowledged', async (t) => {
+  if (toolOrSkip(t, 'curl') === undefined) return;
+  const batch = await request('1.1', `${service.url}/v1/timers`, 'POST', undefined, {});
+  assert.equal(batch.status, 415);
+  const ndjson = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    const body = `${JSON.stringify({ delay_ms: hour, target, key: 'batch-a' })}\n${JSON.stringify({ delay_ms: hour, target, key: 'batch-b' })}\n`;
+    execFile('curl', ['-s', '--max-time', '5', '-H', 'content-type: application/x-ndjson', '--data-binary', body, `${service.url}/v1/timers`], { encoding: 'utf8' }, (err, stdout) =>
+      err === null ? resolve(JSON.parse(stdout) as Record<string, unknown>) : reject(err),
+    );
+  });
+  assert.deepEqual(ndjson.revisions, [1, 1]);
+  const id = (ndjson.ids as string[])[0] as string;
+  const patched = await request('1.1', `${service.url}/v1/timers/${id}`, 'PATCH', { delay_ms: 2 * hour, payload: 'after' });
+  assert.equal(patched.json.revision, 2);
+  const metrics = await new Promise<string>((resolve, reject) =>
+    execFile('curl', ['-s', '--max-time', '5', `${service.url}/metrics`], { encoding: 'utf8' }, (err, stdout) => (err === null ? resolve(stdout) : reject(err))),
+  );
+  assert.match(metrics, /^fermata_reschedules_total [1-9]\d*$/m);
+  assert.match(metrics, /^fermata_rescheduled_timers [1-9]\d*$/m);
+  service.child.kill('SIGKILL');
+  await withTimeout(service.exited, 10_000, 'fermata to die');
+  service = await startService(dataDir, (child) => children.add(child));
+  const view = await request('1.1', `${service.url}/v1/timers/${id}`, 'GET');
+  assert.equal(view.json.revision, 2);
+  assert.equal(view.json.fire_at, patched.json.fire_at);
+  assert.equal(view.headers.etag, '"2"');
+  const stats = await request('1.1', `${service.url}/v1/stats`, 'GET');
+  assert.ok(((stats.json.reschedules as Record<string, number>).redirects as number) >= 1);
+});
+
+test('kill -9 at the RESCHEDULE failpoints: before the append the timer is as it was, after it (durable, unanswered) it is the new one', async (t) => {
+  if (toolOrSkip(t, 'curl') === undefined) return;
+  for (const [failpoint, applied] of [
+    ['reschedule.before-append', false],
+    ['reschedule.after-append', true],
+  ] as const) {
+    const dir = mkdtempSync(join(tmpdir(), 'fermata-patch-kill-'));
+    try {
+      const armed = await startService(dir, (child) => children.add(child), { env: { FERMATA_FAILPOINTS: failpoint } });
+      const added = await request('1.1', `${armed.url}/v1/timers`, 'POST', { delay_ms: hour, target, payload: 'old' });
+      const id = added.json.id as string;
+      const fireAt = new Date(Date.parse(added.json.fire_at as string) + hour).toISOString();
+      await assert.rejects(request('1.1', `${armed.url}/v1/timers/${id}`, 'PATCH', { fire_at: fireAt, payload: 'new' }), 'the PATCH is never answered');
+      await withTimeout(armed.exited, 10_000, `fermata to die at ${failpoint}`);
+      assert.equal(armed.child.signalCode, 'SIGKILL');
+      const restarted = await startService(dir, (child) => children.add(child));
+      const view = await request('1.1', `${restarted.url}/v1/timers/${id}`, 'GET');
+      assert.deepEqual([view.json.revision, view.json.fire_at], applied ? [2, fireAt] : [1, added.json.fire_at], failpoint);
+      restarted.child.kill('SIGKILL');
+      await withTimeout(restarted.exited, 10_000, 'fermata to die');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+});
