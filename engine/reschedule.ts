@@ -230,7 +230,7 @@ function moveWithContent(s: EngineState, old: number, record: RescheduleRecord):
   }
   const target = store.internTarget(record.target ?? store.targetOf(old));
   const key = store.keyOf(old);
-  const slot = store.allocateRaw(store.fireAt[old] as number, seq, row, queueIndex, target, record.payload ?? store.payloadOf(old), record.headers ?? store.headersOf(old), key);
+  const slot = store.allocateRaw(store.fireAt[old] as number, seq, row, queueIndex, target, record.payload ?? store.payloadOf(old), record.headers ?? store.headersOf(old), key, store.callbacksOf(old));
   store.releaseTarget(target);
   assert.ok(slot >= 0, 'a slot was reserved before the RESCHEDULE was logged');
   store.setState(slot, store.state[old] as TimerStateCode);
