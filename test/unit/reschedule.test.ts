@@ -388,3 +388,72 @@ test('a spilled timer with callbacks, patched (live and on replay), keeps them',
   assert.equal((await deliverAndFollow(engine, clock, t0 + 2000))?.target, callbackUrl);
   await engine.close();
 });
+
+const refusedFor = (code: (typeof errorCodes)[keyof typeof errorCodes], column: string) => (err: unknown) => isFermataError(err, code) && (err as { details?: { column?: string } }).details?.column === column;
+
+test('a PATCH sets and removes callbacks; the change replays after a restart and a checkpoint keeps it', async () => {
+  const fs = new SimFileSystem({ seed: 17 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const id = await addOne(engine, { key: 'k' });
+  const other = await addOne(engine, { fireAtMs: t0 + 20_000, callback: callbackUrl, failureCallback: failureUrl });
+  const set = await engine.reschedule(id, { callback: callbackUrl });
+  assert.ok(set.outcome === 'rescheduled');
+  assert.deepEqual([set.view.callback, set.view.failureCallback, set.view.revision, set.view.key], [callbackUrl, null, 2, 'k']);
+  const both = await engine.reschedule(id, { failureCallback: failureUrl, payload: 'new' });
+  assert.ok(both.outcome === 'rescheduled');
+  assert.deepEqual([both.view.callback, both.view.failureCallback], [callbackUrl, failureUrl], 'a PATCH of one keeps the other');
+  const removed = await engine.reschedule(other, { callback: null });
+  assert.ok(removed.outcome === 'rescheduled');
+  assert.deepEqual([removed.view.callback, removed.view.failureCallback], [null, failureUrl]);
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback, engine.get(id)?.revision], [callbackUrl, failureUrl, 3]);
+  assert.deepEqual([engine.get(other)?.callback, engine.get(other)?.failureCallback], [null, failureUrl]);
+  await engine.checkpoint();
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback], [callbackUrl, failureUrl]);
+  const cleared = await engine.reschedule(other, { failureCallback: null });
+  assert.ok(cleared.outcome === 'rescheduled');
+  assert.deepEqual([cleared.view.callback, cleared.view.failureCallback], [null, null]);
+  // The set callback is told of the delivery; the removed one is not.
+  assert.equal((await deliverAndFollow(engine, clock, t0 + 10_000))?.target, callbackUrl);
+  assert.equal(await deliverAndFollow(engine, clock, t0 + 20_000), undefined, 'no callback left: no follow-up');
+  await engine.close();
+});
+
+test('a spilled timer gets a callback by PATCH, and keeps it on replay', async () => {
+  const fs = new SimFileSystem({ seed: 18 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const far = await addOne(engine, { fireAtMs: t0 + 30 * hour });
+  await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(engine.get(far), undefined, 'spilled');
+  const set = await engine.reschedule(far, { callback: callbackUrl });
+  assert.ok(set.outcome === 'rescheduled');
+  assert.equal(set.view.callback, callbackUrl);
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.equal(engine.get(far)?.callback, callbackUrl);
+  assert.equal(engine.stats().counts.pending, 1);
+  await engine.close();
+});
+
+test('a PATCH refuses callbacks as an add does: a bad URL, the address guard, a queue delivering by arrow or pull, and a move of a timer with callbacks into one', async () => {
+  const engine = await open(new SimFileSystem({ seed: 19 }), manualClock(), { checkTarget: (t) => (t.includes('internal') ? 'refused: internal' : undefined) });
+  await engine.setQueue('batched', { delivery: 'arrow', sink: 'https://sink.example/in' });
+  await engine.setQueue('pulled', { delivery: 'pull' });
+  const id = await addOne(engine, { callback: callbackUrl });
+  const plain = await addOne(engine, { queue: 'pulled' });
+  await assert.rejects(engine.reschedule(id, { callback: 'ftp://x' }), refusedFor(errorCodes.batchInvalid, 'callback'));
+  await assert.rejects(engine.reschedule(id, { failureCallback: 'not a url' }), refusedFor(errorCodes.batchInvalid, 'failure_callback'));
+  await assert.rejects(engine.reschedule(id, { failureCallback: 'https://internal.example/' }), refusedFor(errorCodes.targetRefused, 'failure_callback'));
+  await assert.rejects(engine.reschedule(id, { queue: 'batched' }), refusedFor(errorCodes.batchInvalid, 'callback'));
+  await assert.rejects(engine.reschedule(plain, { callback: callbackUrl }), refusedFor(errorCodes.batchInvalid, 'callback'));
+  assert.deepEqual([engine.get(id)?.revision, engine.get(id)?.queue, engine.get(plain)?.callback], [1, 'default', null], 'nothing half-applied');
+  // Without its callback it may move there; a null on a timer without one changes nothing else.
+  assert.equal((await engine.reschedule(id, { callback: null, queue: 'batched' })).outcome, 'rescheduled');
+  assert.equal((await engine.reschedule(plain, { callback: null })).outcome, 'rescheduled');
+  await engine.close();
+});
