@@ -21,9 +21,10 @@
 //            (outcomes and the callbacks' follow-up timers they make, one record: engine/callbacks.ts)
 //   RESCHEDULE  version u8 , changed u8 , reserved u16 , row u32 , seq f64 , bucket-at f64 ,
 //            revision u32 , reserved u32 , fire-at f64 , { length u32 , bytes } per changed
-//            field after fire_at (target, queue, payload, headers, in that order)
+//            field after fire_at (target, queue, payload, headers, callbacks run, in that order)
 import assert from 'node:assert/strict';
 import { deliveryLimits } from './limits.ts';
+import { isCallbacksRun } from './store/callback-bytes.ts';
 
 export const recordType = {
   add: 1,
@@ -506,8 +507,8 @@ export const rescheduleFormatVersion = 1;
 export const rescheduleFixedBytes = 40;
 
 /** The bits of a RESCHEDULE's `changed` byte: which fields the PATCH set. */
-export const rescheduleChanged = { fireAt: 1, target: 2, queue: 4, payload: 8, headers: 16 } as const;
-const rescheduleChangedAll = 31;
+export const rescheduleChanged = { fireAt: 1, target: 2, queue: 4, payload: 8, headers: 16, callbacks: 32 } as const;
+const rescheduleChangedAll = 63;
 
 /**
  * One PATCH as logged: the timer (seq, row and the fire time that names its spill bucket, which
@@ -528,6 +529,8 @@ export interface RescheduleRecord {
   readonly payload?: Uint8Array;
   /** The engine's header bytes (JSON object text; empty: none). */
   readonly headers?: Uint8Array;
+  /** The timer's whole callbacks run after the change (engine/store/callback-bytes.ts; empty: neither URL). */
+  readonly callbacks?: Uint8Array;
 }
 
 export function encodeReschedule(record: RescheduleRecord): Uint8Array {
@@ -544,6 +547,7 @@ export function encodeReschedule(record: RescheduleRecord): Uint8Array {
   field(rescheduleChanged.queue, record.queue);
   field(rescheduleChanged.payload, record.payload);
   field(rescheduleChanged.headers, record.headers);
+  field(rescheduleChanged.callbacks, record.callbacks);
   let length = rescheduleFixedBytes;
   for (const part of parts) length += 4 + part.length;
   const bytes = new Uint8Array(length);
@@ -590,7 +594,9 @@ export function decodeReschedule(body: Uint8Array): RescheduleRecord | undefined
   const queue = next(rescheduleChanged.queue);
   const payload = next(rescheduleChanged.payload);
   const headers = next(rescheduleChanged.headers);
-  if (target === null || queue === null || payload === null || headers === null || at !== body.length) return undefined;
+  const callbacks = next(rescheduleChanged.callbacks);
+  if (target === null || queue === null || payload === null || headers === null || callbacks === null || at !== body.length) return undefined;
+  if (callbacks !== undefined && !isCallbacksRun(callbacks)) return undefined;
   const record: { -readonly [K in keyof RescheduleRecord]: RescheduleRecord[K] } = { seq, row: view.getUint32(4, true), bucketAtMs, revision, changed, fireAtMs };
   try {
     if (target !== undefined) record.target = utf8Fatal.decode(target);
@@ -600,5 +606,6 @@ export function decodeReschedule(body: Uint8Array): RescheduleRecord | undefined
   }
   if (payload !== undefined) record.payload = payload;
   if (headers !== undefined) record.headers = headers;
+  if (callbacks !== undefined) record.callbacks = callbacks;
   return record;
 }

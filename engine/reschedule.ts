@@ -1,5 +1,5 @@
 // PATCH of a timer (reschedule), on the main thread: a pending or retrying timer gets a new fire
-// time, payload, headers, target or queue as ONE durable RESCHEDULE record
+// time, payload, headers, target, queue, callback or failure callback as ONE durable RESCHEDULE record
 // (docs/format/engine-records.md), optionally only if its revision is one the caller names
 // (If-Match: compare-and-set). Its id and key stay the same: the id keeps naming the timer by
 // the fire time it was added with, and the table of rescheduled timers (rescheduled-timers.ts)
@@ -11,7 +11,7 @@
 // As a cancel does, it takes the timer out of the due heap before the record is written, so the
 // old fire time can never start a delivery once the answer is sent, and puts it back as it was
 // if the append fails; a timer handed to the dispatcher ahead of its time is withdrawn first.
-// A change of payload, headers, target or queue moves the timer to a new slot (its bytes in the
+// A change of payload, headers, target, queue or callbacks moves the timer to a new slot (its bytes in the
 // arena, its target reference, its queue): a checkpoint in progress reads a slot's fixed fields
 // while it is held (store-snapshot.ts), so a live slot's content never changes in place.
 // Claims: one PATCH of a timer at a time (a second waits for the first and then decides on the
@@ -28,8 +28,10 @@ import { decodeTimerId } from './ids.ts';
 import { queueNamed } from './queue-registry.ts';
 import { decodeReschedule, encodeReschedule, recordType, rescheduleChanged, type RescheduleRecord } from './records.ts';
 import { insertRunRow } from './spill/restore.ts';
+import { bytesOf } from './spill/run-rows.ts';
 import type { SpilledRow } from './spill/spilled-timers.ts';
 import type { EngineState } from './state.ts';
+import { callbackBytesOf, failureCallbackBytesOf, packCallbacks, urlOrNull } from './store/callback-bytes.ts';
 import { keyHash } from './store/key-index.ts';
 import { timerState, type TimerStateCode } from './store/resident-store.ts';
 import { timerStateNames } from './store/timer-state.ts';
@@ -42,6 +44,10 @@ export interface TimerPatch {
   readonly queue?: string;
   readonly payload?: Uint8Array | string;
   readonly headers?: Readonly<Record<string, string>>;
+  /** A new callback URL, or null to remove it (engine/callbacks.ts). */
+  readonly callback?: string | null;
+  /** A new failure callback URL, or null to remove it. */
+  readonly failureCallback?: string | null;
 }
 
 /** If-Match, parsed: any revision ('*'), one of a list, or no condition (undefined). */
@@ -53,7 +59,9 @@ export type RescheduleOutcome =
   | { readonly outcome: 'revision-mismatch'; readonly revision: number }
   | { readonly outcome: 'not-pending'; readonly state: TimerStateName };
 
-const contentChanged = rescheduleChanged.target | rescheduleChanged.queue | rescheduleChanged.payload | rescheduleChanged.headers;
+const noBytes = new Uint8Array(0);
+
+const contentChanged = rescheduleChanged.target | rescheduleChanged.queue | rescheduleChanged.payload | rescheduleChanged.headers | rescheduleChanged.callbacks;
 
 /** Reschedules timer `id`; resolves once the change is durable and applied. */
 export function reschedule(s: EngineState, id: string, patch: TimerPatch, condition: RevisionCondition): Promise<RescheduleOutcome> {
@@ -83,12 +91,32 @@ function matches(condition: RevisionCondition, revision: number): boolean {
   return condition === undefined || condition === '*' || condition.includes(revision);
 }
 
-/** The change as a record, checked by admit()'s rules: the timer with the patch applied is validated as an added one would be. */
-function recordOf(s: EngineState, seq: number, row: number, bucketAtMs: number, revision: number, current: { fireAtMs: number; target: string }, patch: TimerPatch): RescheduleRecord {
+/** The timer's current values a PATCH is checked against; `callbacks` is its callbacks run (callback-bytes.ts). */
+interface Current {
+  readonly fireAtMs: number;
+  readonly target: string;
+  readonly queue: string;
+  readonly callbacks: Uint8Array;
+}
+
+/**
+ * The change as a record, checked by admit()'s rules: the timer with the patch applied is
+ * validated as an added one would be. Its callbacks are checked with it when the PATCH sets one
+ * or moves the timer to another queue (a queue delivering by "arrow" or "pull" refuses them).
+ */
+function recordOf(s: EngineState, seq: number, row: number, bucketAtMs: number, revision: number, current: Current, patch: TimerPatch): RescheduleRecord {
   const spec: { -readonly [K in keyof TimerSpec]: TimerSpec[K] } = { fireAtMs: patch.fireAtMs ?? current.fireAtMs, target: patch.target ?? current.target };
   if (patch.payload !== undefined) spec.payload = patch.payload;
   if (patch.headers !== undefined) spec.headers = patch.headers;
   if (patch.queue !== undefined) spec.queue = patch.queue;
+  const callbacksChange = patch.callback !== undefined || patch.failureCallback !== undefined;
+  if (callbacksChange || patch.queue !== undefined) {
+    spec.queue = patch.queue ?? current.queue;
+    const callback = patch.callback === undefined ? urlOrNull(callbackBytesOf(current.callbacks)) : patch.callback;
+    const failureCallback = patch.failureCallback === undefined ? urlOrNull(failureCallbackBytesOf(current.callbacks)) : patch.failureCallback;
+    if (callback !== null) spec.callback = callback;
+    if (failureCallback !== null) spec.failureCallback = failureCallback;
+  }
   const batch = batchFromSpecs([spec]);
   validate(s, batch);
   let changed = 0;
@@ -97,12 +125,14 @@ function recordOf(s: EngineState, seq: number, row: number, bucketAtMs: number, 
   if (patch.queue !== undefined) changed |= rescheduleChanged.queue;
   if (patch.payload !== undefined) changed |= rescheduleChanged.payload;
   if (patch.headers !== undefined) changed |= rescheduleChanged.headers;
+  if (callbacksChange) changed |= rescheduleChanged.callbacks;
   if (changed === 0) throw new FermataError(errorCodes.batchInvalid, 'a PATCH needs at least one field to change', { field: '' });
   const record: { -readonly [K in keyof RescheduleRecord]: RescheduleRecord[K] } = { seq, row, bucketAtMs, revision: revision + 1, changed, fireAtMs: batch.fireAtMs[0] as number };
   if (patch.target !== undefined) record.target = batch.targets[0] as string;
   if (patch.queue !== undefined) record.queue = batch.queues[0] as string;
   if (patch.payload !== undefined) record.payload = bytesAt(batch.payload, 0);
   if (patch.headers !== undefined) record.headers = bytesAt(batch.headers, 0);
+  if (callbacksChange) record.callbacks = batch.callback === undefined || batch.failureCallback === undefined ? noBytes : packCallbacks(bytesAt(batch.callback, 0), bytesAt(batch.failureCallback, 0));
   return record;
 }
 
@@ -119,7 +149,7 @@ async function rescheduleResident(s: EngineState, id: string, slot: number, patc
   if (state !== timerState.pending && state !== timerState.retrying && state !== timerState.delivering) return { outcome: 'not-pending', state: timerStateNames[state] as TimerStateName };
   // Its current fire time also names the bucket it is in on disk, should a checkpoint under way spill it.
   const fireAtMs = patched?.fireAtMs ?? (store.fireAt[slot] as number);
-  const record = recordOf(s, seq, row, fireAtMs, revision, { fireAtMs, target: store.targetOf(slot) }, patch);
+  const record = recordOf(s, seq, row, fireAtMs, revision, { fireAtMs, target: store.targetOf(slot), queue: s.queueNames[store.queueIndex[slot] as number] as string, callbacks: store.callbacksOf(slot) }, patch);
   // A content change (or a checkpoint's copy) takes a new slot: room for it now, not after the record is durable.
   const moves = (record.changed & contentChanged) !== 0 || s.spilling?.[slot] === 1;
   if (moves) reserveRow(s);
@@ -163,7 +193,8 @@ async function rescheduleSpilled(s: EngineState, id: string, seq: number, row: n
   const revision = s.rescheduled.revisionOf(seq, row);
   if (!matches(condition, revision)) return { outcome: 'revision-mismatch', revision };
   const { rows, index } = found;
-  const record = recordOf(s, seq, row, fireAtMs, revision, { fireAtMs, target: rows.targets[rows.targetIndex[index] as number] as string }, patch);
+  const callbacks = rows.callbacks === undefined ? noBytes : bytesOf(rows.callbacks, index);
+  const record = recordOf(s, seq, row, fireAtMs, revision, { fireAtMs, target: rows.targets[rows.targetIndex[index] as number] as string, queue: rows.queues[rows.queueIndex[index] as number] as string, callbacks }, patch);
   // Its slot, and a second one when the content moves it.
   const slots = (record.changed & contentChanged) !== 0 ? 2 : 1;
   for (let i = 0; i < slots; i++) reserveRow(s);
@@ -230,7 +261,7 @@ function moveWithContent(s: EngineState, old: number, record: RescheduleRecord):
   }
   const target = store.internTarget(record.target ?? store.targetOf(old));
   const key = store.keyOf(old);
-  const slot = store.allocateRaw(store.fireAt[old] as number, seq, row, queueIndex, target, record.payload ?? store.payloadOf(old), record.headers ?? store.headersOf(old), key);
+  const slot = store.allocateRaw(store.fireAt[old] as number, seq, row, queueIndex, target, record.payload ?? store.payloadOf(old), record.headers ?? store.headersOf(old), key, record.callbacks ?? store.callbacksOf(old));
   store.releaseTarget(target);
   assert.ok(slot >= 0, 'a slot was reserved before the RESCHEDULE was logged');
   store.setState(slot, store.state[old] as TimerStateCode);

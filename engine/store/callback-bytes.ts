@@ -100,3 +100,9 @@ export function failureCallbackBytesOf(run: Uint8Array): Uint8Array {
 export function urlOrNull(bytes: Uint8Array): string | null {
   return bytes.length === 0 ? null : utf8.decode(bytes);
 }
+
+/** Whether `bytes` is a whole callbacks run as packCallbacks() makes one (empty included): what a logged run must be. */
+export function isCallbacksRun(bytes: Uint8Array): boolean {
+  if (bytes.length === 0) return true;
+  return bytes.length > callbacksRunHeaderBytes && callbacksRunBytesAt(bytes, 0) === bytes.length;
+}

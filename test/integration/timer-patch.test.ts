@@ -1,7 +1,9 @@
 // PATCH /v1/timers/{id} and revisions as a client meets them: the real `fermata serve` on port
 // 0, spoken to with curl over HTTP/1.1 and over HTTP/2 with prior knowledge, the same checks on
-// both (pass and refuse cases); then kill -9 and a restart on the same data directory, and the
-// acknowledged PATCHes are still there. Every wait is bounded; the child is killed in `after`.
+// both (pass and refuse cases); callbacks set and removed by PATCH, with the timer delivered to a
+// loopback sink and the callback's summary arriving at a loopback receiver; then kill -9 and a
+// restart on the same data directory, and the acknowledged PATCHes are still there. Every wait
+// is bounded; the child is killed in `after`.
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,6 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
 import { type Service, startService } from '../helpers/service.ts';
+import { type Sink, startH1Sink } from '../helpers/sinks.ts';
 import { withTimeout } from '../helpers/timeout.ts';
 import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
 
@@ -56,10 +59,30 @@ function request(protocol: '1.1' | '2', url: string, method: string, body?: unkn
 const errorOf = (answer: CurlAnswer): { code: string; message: string; field?: string } => answer.json.error as { code: string; message: string; field?: string };
 
 let service: Service;
+/** Where patched timers with callbacks are delivered (200 to all), and where their callbacks arrive. */
+let sink: Sink;
+let receiver: Sink;
 
 before(async () => {
   service = await startService(dataDir, (child) => children.add(child));
+  sink = await startH1Sink();
+  receiver = await startH1Sink();
+  const pulled = await request('1.1', `${service.url}/v1/queues/pulled`, 'PUT', { delivery: 'pull' });
+  assert.equal(pulled.status, 200);
 });
+
+after(() => Promise.all([sink.close(), receiver.close()]));
+
+/** `probe` until it gives a value, for at most `ms`. */
+async function until<T>(what: string, probe: () => T | undefined, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    assert.ok(Date.now() < deadline, `${what} did not happen in ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
 
 for (const protocol of ['1.1', '2'] as const) {
   describe(`over HTTP/${protocol} (curl)`, () => {
@@ -136,6 +159,48 @@ for (const protocol of ['1.1', '2'] as const) {
       assert.equal(cancelled.status, 200);
       assert.equal(cancelled.json.revision, 1);
       await refused({ delay_ms: 1 }, {}, 409, 'TIMER_NOT_PENDING');
+    });
+
+    test('callbacks: a PATCH sets one (the delivery is followed by the summary), null removes one, a bad URL or a pull queue is 400 naming the field', async (t) => {
+      if (toolOrSkip(t, 'curl') === undefined) return;
+      if (protocol === '2' && !curl.http2) return skipOrFail(t, curlWithoutHttp2);
+      const tag = protocol.replace('.', '');
+      const told = await call('POST', '/v1/timers', { delay_ms: hour, target: `${sink.url}/told-${tag}` });
+      const toldId = told.json.id as string;
+      const set = await call('PATCH', `/v1/timers/${toldId}`, { callback: `${receiver.url}/cb-${tag}` });
+      assert.equal(set.status, 200, JSON.stringify(set.json));
+      assert.deepEqual([set.json.callback, set.json.failure_callback, set.json.revision], [`${receiver.url}/cb-${tag}`, null, 2]);
+      // Refusals change nothing: a bad URL, and a timer with a callback moved to a pull queue.
+      const bad = await call('PATCH', `/v1/timers/${toldId}`, { callback: 'ftp://example.com/cb' });
+      assert.deepEqual([bad.status, errorOf(bad).code, errorOf(bad).field], [400, 'BATCH_INVALID', 'callback']);
+      const badFailure = await call('PATCH', `/v1/timers/${toldId}`, { failure_callback: 'not a url' });
+      assert.deepEqual([badFailure.status, errorOf(badFailure).code, errorOf(badFailure).field], [400, 'BATCH_INVALID', 'failure_callback']);
+      const pulled = await call('PATCH', `/v1/timers/${toldId}`, { queue: 'pulled' });
+      assert.deepEqual([pulled.status, errorOf(pulled).code, errorOf(pulled).field], [400, 'BATCH_INVALID', 'callback']);
+      // Due now, with a new payload: the callback stays, and is told of the delivery.
+      const due = await call('PATCH', `/v1/timers/${toldId}`, { delay_ms: 0, payload: 'now' }, { 'if-match': '"2"' });
+      assert.deepEqual([due.status, due.json.callback, due.json.revision], [200, `${receiver.url}/cb-${tag}`, 3]);
+      const summary = await until('the callback', () => receiver.to(`/cb-${tag}`)[0]);
+      const body = JSON.parse(summary.body.toString('utf8')) as Record<string, unknown>;
+      assert.deepEqual([body.id, body.state, body.status], [toldId, 'delivered', 200]);
+      assert.equal(summary.headers['fermata-callback-for'], toldId);
+      assert.equal(sink.to(`/told-${tag}`)[0]?.body.toString('utf8'), 'now');
+      // Added with a callback, removed by a null: delivered, and nobody is told.
+      const quiet = await call('POST', '/v1/timers', { delay_ms: hour, target: `${sink.url}/quiet-${tag}`, callback: `${receiver.url}/quiet-${tag}` });
+      const quietId = quiet.json.id as string;
+      const removed = await call('PATCH', `/v1/timers/${quietId}`, { callback: null, delay_ms: 0 });
+      assert.deepEqual([removed.status, removed.json.callback], [200, null]);
+      await until('the delivery', () => sink.to(`/quiet-${tag}`)[0]);
+      // Settled: a follow-up would have been made in the same record, due at once.
+      for (let tries = 0; (await call('GET', `/v1/timers/${quietId}`)).json.state !== 'delivered'; tries++) {
+        assert.ok(tries < 200, 'the quiet timer settles');
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      // A timer added only now, and its callback after its own delivery: the quiet one's, had it been made, would have come first.
+      const later = await call('POST', '/v1/timers', { delay_ms: 0, target: `${sink.url}/after-${tag}`, callback: `${receiver.url}/after-${tag}` });
+      assert.equal(later.status, 201);
+      await until('a later callback', () => receiver.to(`/after-${tag}`)[0]);
+      assert.equal(receiver.to(`/quiet-${tag}`).length, 0, 'no callback for a removed URL');
     });
   });
 }

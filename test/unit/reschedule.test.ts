@@ -2,13 +2,15 @@
 // compare-and-set, which states may change, the old fire time never firing, the id and key
 // kept, content moved through the arena and target table, queue accounting, restart (replay)
 // and checkpoints (the manifest's table), and spilled timers: brought in by a PATCH, spilled
-// again at their new time and found there by GET, PATCH, DELETE, keys and promotion.
+// again at their new time and found there by GET, PATCH, DELETE, keys and promotion; callbacks
+// kept by a content change, live, spilled and on replay, and set or removed by a PATCH.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine, type EngineOptions } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { emptyOutcomes, outcomeKind } from '../../engine/records.ts';
+import { outcomesFor } from '../helpers/outcomes.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
@@ -329,5 +331,129 @@ test('regression (sim seed 3276): an add of the key of a spilled timer whose PAT
   assert.equal(admitted.isDuplicate(0), true);
   assert.equal(admitted.duplicateOf(0)?.revision, 2);
   assert.equal(engine.stats().counts.pending, 1);
+  await engine.close();
+});
+
+const callbackUrl = 'https://cb.example/done';
+const failureUrl = 'https://cb.example/dead';
+
+/** Delivers timer `id` (due at `atMs`) and returns the payload of the follow-up it made, or undefined. */
+async function deliverAndFollow(engine: Engine, clock: ReturnType<typeof manualClock>, atMs: number): Promise<{ target: string; payload: string } | undefined> {
+  clock.set(atMs);
+  const due = engine.takeDue(atMs, 10);
+  assert.equal(due.count, 1);
+  await engine.settle(outcomesFor(due, outcomeKind.delivered));
+  const follow = engine.takeDue(atMs, 10);
+  if (follow.count === 0) return undefined;
+  const delivery = engine.deliveryOf(follow.seqs[0] as number, follow.rows[0] as number);
+  assert.ok(delivery !== undefined);
+  return { target: delivery.target, payload: text(delivery.bytes.subarray(0, delivery.payloadLength)) };
+}
+
+test('a PATCH of content keeps the callbacks: the view shows both, and the delivery makes the follow-up', async () => {
+  const fs = new SimFileSystem({ seed: 15 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const id = await addOne(engine, { callback: callbackUrl, failureCallback: failureUrl, key: 'k' });
+  const outcome = await engine.reschedule(id, { payload: 'second', headers: { 'x-b': '2' }, target: 'https://b.example/x', queue: 'mail' });
+  assert.ok(outcome.outcome === 'rescheduled');
+  assert.deepEqual([outcome.view.callback, outcome.view.failureCallback], [callbackUrl, failureUrl]);
+  // Replay of the RESCHEDULE keeps them too.
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback], [callbackUrl, failureUrl]);
+  const follow = await deliverAndFollow(engine, clock, t0 + 10_000);
+  assert.equal(follow?.target, callbackUrl);
+  assert.equal(JSON.parse(follow?.payload ?? '{}').id, id);
+  await engine.close();
+});
+
+test('a spilled timer with callbacks, patched (live and on replay), keeps them', async () => {
+  const fs = new SimFileSystem({ seed: 16 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const live = await addOne(engine, { fireAtMs: t0 + 30 * hour, callback: callbackUrl, failureCallback: failureUrl });
+  const replayed = await addOne(engine, { fireAtMs: t0 + 31 * hour, callback: callbackUrl });
+  await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(engine.get(live), undefined, 'spilled');
+  const moved = await engine.reschedule(live, { fireAtMs: t0 + 2000, payload: 'changed' });
+  assert.ok(moved.outcome === 'rescheduled');
+  assert.deepEqual([moved.view.callback, moved.view.failureCallback], [callbackUrl, failureUrl]);
+  await engine.reschedule(replayed, { fireAtMs: t0 + 3000, payload: 'changed too' });
+  // No checkpoint since: replay finds both on disk and applies their PATCHes.
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.deepEqual([engine.get(live)?.callback, engine.get(live)?.failureCallback], [callbackUrl, failureUrl]);
+  assert.deepEqual([engine.get(replayed)?.callback, engine.get(replayed)?.failureCallback], [callbackUrl, null]);
+  assert.equal((await deliverAndFollow(engine, clock, t0 + 2000))?.target, callbackUrl);
+  await engine.close();
+});
+
+const refusedFor = (code: (typeof errorCodes)[keyof typeof errorCodes], column: string) => (err: unknown) => isFermataError(err, code) && (err as { details?: { column?: string } }).details?.column === column;
+
+test('a PATCH sets and removes callbacks; the change replays after a restart and a checkpoint keeps it', async () => {
+  const fs = new SimFileSystem({ seed: 17 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const id = await addOne(engine, { key: 'k' });
+  const other = await addOne(engine, { fireAtMs: t0 + 20_000, callback: callbackUrl, failureCallback: failureUrl });
+  const set = await engine.reschedule(id, { callback: callbackUrl });
+  assert.ok(set.outcome === 'rescheduled');
+  assert.deepEqual([set.view.callback, set.view.failureCallback, set.view.revision, set.view.key], [callbackUrl, null, 2, 'k']);
+  const both = await engine.reschedule(id, { failureCallback: failureUrl, payload: 'new' });
+  assert.ok(both.outcome === 'rescheduled');
+  assert.deepEqual([both.view.callback, both.view.failureCallback], [callbackUrl, failureUrl], 'a PATCH of one keeps the other');
+  const removed = await engine.reschedule(other, { callback: null });
+  assert.ok(removed.outcome === 'rescheduled');
+  assert.deepEqual([removed.view.callback, removed.view.failureCallback], [null, failureUrl]);
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback, engine.get(id)?.revision], [callbackUrl, failureUrl, 3]);
+  assert.deepEqual([engine.get(other)?.callback, engine.get(other)?.failureCallback], [null, failureUrl]);
+  await engine.checkpoint();
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback], [callbackUrl, failureUrl]);
+  const cleared = await engine.reschedule(other, { failureCallback: null });
+  assert.ok(cleared.outcome === 'rescheduled');
+  assert.deepEqual([cleared.view.callback, cleared.view.failureCallback], [null, null]);
+  // The set callback is told of the delivery; the removed one is not.
+  assert.equal((await deliverAndFollow(engine, clock, t0 + 10_000))?.target, callbackUrl);
+  assert.equal(await deliverAndFollow(engine, clock, t0 + 20_000), undefined, 'no callback left: no follow-up');
+  await engine.close();
+});
+
+test('a spilled timer gets a callback by PATCH, and keeps it on replay', async () => {
+  const fs = new SimFileSystem({ seed: 18 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const far = await addOne(engine, { fireAtMs: t0 + 30 * hour });
+  await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(engine.get(far), undefined, 'spilled');
+  const set = await engine.reschedule(far, { callback: callbackUrl });
+  assert.ok(set.outcome === 'rescheduled');
+  assert.equal(set.view.callback, callbackUrl);
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.equal(engine.get(far)?.callback, callbackUrl);
+  assert.equal(engine.stats().counts.pending, 1);
+  await engine.close();
+});
+
+test('a PATCH refuses callbacks as an add does: a bad URL, the address guard, a queue delivering by arrow or pull, and a move of a timer with callbacks into one', async () => {
+  const engine = await open(new SimFileSystem({ seed: 19 }), manualClock(), { checkTarget: (t) => (t.includes('internal') ? 'refused: internal' : undefined) });
+  await engine.setQueue('batched', { delivery: 'arrow', sink: 'https://sink.example/in' });
+  await engine.setQueue('pulled', { delivery: 'pull' });
+  const id = await addOne(engine, { callback: callbackUrl });
+  const plain = await addOne(engine, { queue: 'pulled' });
+  await assert.rejects(engine.reschedule(id, { callback: 'ftp://x' }), refusedFor(errorCodes.batchInvalid, 'callback'));
+  await assert.rejects(engine.reschedule(id, { failureCallback: 'not a url' }), refusedFor(errorCodes.batchInvalid, 'failure_callback'));
+  await assert.rejects(engine.reschedule(id, { failureCallback: 'https://internal.example/' }), refusedFor(errorCodes.targetRefused, 'failure_callback'));
+  await assert.rejects(engine.reschedule(id, { queue: 'batched' }), refusedFor(errorCodes.batchInvalid, 'callback'));
+  await assert.rejects(engine.reschedule(plain, { callback: callbackUrl }), refusedFor(errorCodes.batchInvalid, 'callback'));
+  assert.deepEqual([engine.get(id)?.revision, engine.get(id)?.queue, engine.get(plain)?.callback], [1, 'default', null], 'nothing half-applied');
+  // Without its callback it may move there; a null on a timer without one changes nothing else.
+  assert.equal((await engine.reschedule(id, { callback: null, queue: 'batched' })).outcome, 'rescheduled');
+  assert.equal((await engine.reschedule(plain, { callback: null })).outcome, 'rescheduled');
   await engine.close();
 });

@@ -143,9 +143,9 @@ export const openApiDocument = {
       },
       patch: {
         operationId: 'rescheduleTimer',
-        summary: 'Change a pending timer: its fire time, payload, headers, target or queue',
+        summary: 'Change a pending timer: its fire time, payload, headers, target, queue or callbacks',
         description: [
-          'Any of the fields below; a field left out keeps its value. Each is checked by the rules of an add (`TimerInput`), so a changed field is exactly as valid as an added one. The change is one durable record, applied once it is durable: after the 200, the timer never fires at its old time, also across a crash. The id and the idempotency key keep naming the timer (`key` itself cannot change). A `retrying` timer keeps its attempts, and its next attempt is the new fire time; a timer handed to a worker ahead of its time is taken back, as a cancel would.',
+          'Any of the fields below; a field left out keeps its value. Each is checked by the rules of an add (`TimerInput`), so a changed field is exactly as valid as an added one. The change is one durable record, applied once it is durable: after the 200, the timer never fires at its old time, also across a crash. The id and the idempotency key keep naming the timer (`key` itself cannot change). `callback` and `failure_callback` take a URL, or `null` to remove it; a timer keeps its callbacks through any other change, and one that has a callback cannot move to a queue that delivers by `arrow` or `pull`. A `retrying` timer keeps its attempts, and its next attempt is the new fire time; a timer handed to a worker ahead of its time is taken back, as a cancel would.',
           '`If-Match` makes it compare-and-set: `*`, or a list of strong entity tags of revisions (`"3"`, `"2", "3"`, as `GET` sends in `ETag`); a weak tag (`W/"3"`) never matches. Two PATCHes of one timer at once are applied one after the other: the second is decided on what the first left (with `If-Match` naming the revision both read, the second answers 412).',
         ].join('\n\n'),
         parameters: [
@@ -169,6 +169,8 @@ export const openApiDocument = {
               headers: { type: 'object', additionalProperties: { type: 'string' }, description: 'Replaces the headers whole (`{}`: none).' },
               target: { type: 'string' },
               queue: queueNameSchema,
+              callback: { type: ['string', 'null'], format: 'uri', maxLength: timerLimits.targetBytesMax, description: 'As in `TimerInput`; null removes it.' },
+              failure_callback: { type: ['string', 'null'], format: 'uri', maxLength: timerLimits.targetBytesMax, description: 'As in `TimerInput`; null removes it.' },
             },
             minProperties: 1,
             not: { anyOf: [{ required: ['fire_at', 'delay_ms'] }, { required: ['payload', 'payload_base64'] }] },
@@ -182,7 +184,7 @@ export const openApiDocument = {
             content: jsonOf(ref('schemas', 'Timer')),
           },
           '400': errorResponse(
-            'BATCH_INVALID naming the field: an unknown field, `key`, a null, no field at all, both `fire_at` and `delay_ms`, or a value an add would refuse; TARGET_REFUSED; BODY_INVALID; REQUEST_INVALID: an `If-Match` that is not `*` or a list of entity tags of revisions.',
+            'BATCH_INVALID naming the field: an unknown field, `key`, a null (but for `callback` and `failure_callback`), no field at all, both `fire_at` and `delay_ms`, a callback on (or a timer with a callback moved to) a queue that delivers by `arrow` or `pull`, or a value an add would refuse; TARGET_REFUSED; BODY_INVALID; REQUEST_INVALID: an `If-Match` that is not `*` or a list of entity tags of revisions.',
             [errorCodes.batchInvalid, errorCodes.targetRefused, httpErrorCodes.bodyInvalid, httpErrorCodes.requestInvalid],
           ),
           '401': ref('responses', 'Unauthorized'),

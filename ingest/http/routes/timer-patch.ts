@@ -3,7 +3,8 @@
 // fields are read by the add path's own JSON reader (body/json-batch.ts) and the engine checks
 // the patched timer with admit()'s rules, so a patched field is exactly as valid as an added one.
 //
-//   PATCH application/json {fire_at | delay_ms, payload | payload_base64, headers, target, queue}
+//   PATCH application/json {fire_at | delay_ms, payload | payload_base64, headers, target, queue,
+//                           callback, failure_callback (a URL, or null: none)}
 //     If-Match: "3" | "2", "3" | *   (strong tags of revisions; W/ never matches)
 //   → 200 the timer view (revision + 1), ETag "<revision>"
 //   | 400 BATCH_INVALID naming the field (unknown, `key`, none, both forms of one) | 400 REQUEST_INVALID (If-Match)
@@ -27,8 +28,10 @@ const idParamsSchema = {
 } as const;
 
 /** The fields a PATCH may set. */
-export const patchFields = ['fire_at', 'delay_ms', 'payload', 'payload_base64', 'headers', 'target', 'queue'] as const;
+export const patchFields = ['fire_at', 'delay_ms', 'payload', 'payload_base64', 'headers', 'target', 'queue', 'callback', 'failure_callback'] as const;
 const knownFields: ReadonlySet<string> = new Set(patchFields);
+/** The fields whose null removes them (a timer may have none). */
+const removableFields: ReadonlySet<string> = new Set(['callback', 'failure_callback']);
 
 /** Revisions are u32 counts from 1: an entity tag that is not one names no revision of any timer. */
 const revisionTag = /^[1-9]\d{0,9}$/;
@@ -62,7 +65,7 @@ export function parseIfMatch(header: string | undefined): RevisionCondition {
 const refuse = (message: string, field: string): FermataError => new FermataError(errorCodes.batchInvalid, message, { field });
 const given = (fields: Record<string, unknown>, name: string): boolean => fields[name] !== undefined;
 
-/** The body's fields checked as a PATCH's: an object, only patchable fields, at least one, none null. */
+/** The body's fields checked as a PATCH's: an object, only patchable fields, at least one, none null but a callback. */
 function patchBody(body: unknown): Record<string, unknown> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw refuse('a PATCH body must be a JSON object of the fields to change', '');
   const fields = body as Record<string, unknown>;
@@ -70,7 +73,7 @@ function patchBody(body: unknown): Record<string, unknown> {
   for (const name of names) {
     if (name === 'key') throw refuse('key cannot be changed: it names the timer (add a new timer for a new key)', 'key');
     if (!knownFields.has(name)) throw refuse(`unknown field ${JSON.stringify(name)} (a PATCH takes: ${patchFields.join(', ')})`, name);
-    if (fields[name] === null) throw refuse(`${name} must not be null (leave it out to keep it)`, name);
+    if (fields[name] === null && !removableFields.has(name)) throw refuse(`${name} must not be null (leave it out to keep it)`, name);
   }
   if (names.length === 0) throw refuse(`a PATCH needs at least one of ${patchFields.join(', ')}`, '');
   return fields;
@@ -85,13 +88,18 @@ export async function timerPatchRoutes(app: HttpServer, { engine }: RoutesOption
     // an add requires and the PATCH leaves out get placeholders that are not kept. The engine
     // checks the timer as changed by admit()'s rules.
     const fireGiven = given(fields, 'fire_at') || given(fields, 'delay_ms');
-    const spec = specFromJsonTimer({ ...fields, target: fields.target ?? '', ...(fireGiven ? {} : { delay_ms: 0 }) }, engine.clock.now());
+    // A null callback (removal) is not a URL for the reader to check.
+    const { callback, failure_callback: failureCallback, ...rest } = fields;
+    const urls = { ...(callback === null ? {} : { callback }), ...(failureCallback === null ? {} : { failure_callback: failureCallback }) };
+    const spec = specFromJsonTimer({ ...rest, ...urls, target: fields.target ?? '', ...(fireGiven ? {} : { delay_ms: 0 }) }, engine.clock.now());
     const patch: { -readonly [K in keyof TimerPatch]: TimerPatch[K] } = {};
     if (fireGiven) patch.fireAtMs = spec.fireAtMs;
     if (given(fields, 'target')) patch.target = spec.target;
     if (given(fields, 'queue')) patch.queue = spec.queue ?? '';
     if (given(fields, 'payload') || given(fields, 'payload_base64')) patch.payload = spec.payload ?? '';
     if (given(fields, 'headers')) patch.headers = spec.headers ?? {};
+    if (given(fields, 'callback')) patch.callback = callback === null ? null : (spec.callback ?? null);
+    if (given(fields, 'failure_callback')) patch.failureCallback = failureCallback === null ? null : (spec.failureCallback ?? null);
     let outcome;
     try {
       outcome = await engine.reschedule(id, patch, condition);
