@@ -10,7 +10,7 @@
 import { decodeTimerId } from './ids.ts';
 import { encodeCancel, encodeCancelSpilled, recordType } from './records.ts';
 import { insertRunRow } from './spill/restore.ts';
-import { bytesOf } from './spill/run-rows.ts';
+import { bytesOf, type RunRows } from './spill/run-rows.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState, type TimerStateCode } from './store/resident-store.ts';
 import { timerStateNames } from './store/timer-state.ts';
@@ -91,7 +91,11 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
   const found = await s.spill.find(parts.seq, parts.row, parts.fireAtMs);
   // Promoted while the bucket was read: it is in memory now.
   if (found === undefined) return getTimer(s, id);
-  const { rows, index } = found;
+  return spilledTimerView(id, found.rows, found.index);
+}
+
+/** The view of a spilled timer, row `index` of a decoded bucket (spilled timers are pending and never attempted). */
+export function spilledTimerView(id: string, rows: RunRows, index: number): TimerView {
   const key = bytesOf(rows.keys, index);
   return {
     id,

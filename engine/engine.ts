@@ -28,6 +28,7 @@ import { memoryLimits, retentionDefaults, spillLimits, timerLimits } from './lim
 import type { DurableLog } from './log.ts';
 import { discardDead, listDead, redrive, settle } from './outcomes.ts';
 import { targetsDueBefore } from './targets-due.ts';
+import { listTimers, type QueryPosition, queryStart, type TimerFilter, type TimerPage } from './timer-query.ts';
 import { deleteQueue, findQueue, listQueues, queueConfig, setQueue } from './queue-registry.ts';
 import type { QueueConfig } from './queues.ts';
 import type { Outcomes } from './records.ts';
@@ -63,6 +64,7 @@ import { localLog } from './wal/local-log.ts';
 
 // The public types live in types.ts; importers keep importing them from here.
 export * from './types.ts';
+export { decodeCursor, type QueryPosition, queryStart, type TimerFilter, type TimerPage } from './timer-query.ts';
 
 export class Engine {
   readonly #s: EngineState;
@@ -196,6 +198,11 @@ export class Engine {
   /** Sends a dead timer round again (attempts reset, due now); resolves once durable. */
   redrive(id: string): Promise<RedriveOutcome> {
     return redrive(this.#s, id);
+  }
+
+  /** The first `limit` timers matching `filter` after `after`, resident and spilled, in (due, id) order (timer-query.ts). */
+  listTimers(filter: TimerFilter, limit: number, after: QueryPosition = queryStart): Promise<TimerPage> {
+    return listTimers(this.#s, filter, limit, after);
   }
 
   // ---- for dispatch: due timers out, outcomes back (hand-out.ts, outcomes.ts) ----
