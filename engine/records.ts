@@ -16,6 +16,8 @@
 //   PROMOTE  watermark f64      (spilled timers due before it are resident from here on)
 //   CANCEL_SPILLED  expires-at f64 , reserved (8 B) , { spilled ref (24 B) }
 //            spilled ref = seq f64 , row u32 , reserved u32 , fire-at f64 (finds its spill bucket)
+//   CANCEL_BULK  expires-at f64 , refs u32 , spilled refs u32 , { ref (16 B) } , { spilled ref (24 B) }
+//            (one bulk cancel or queue purge: the timers it took, however many)
 import assert from 'node:assert/strict';
 import { deliveryLimits } from './limits.ts';
 
@@ -27,6 +29,7 @@ export const recordType = {
   promote: 5,
   cancelSpilled: 6,
   outcomeDetailed: 7,
+  cancelBulk: 9,
 } as const;
 
 /** What one delivery attempt came to. */
@@ -444,4 +447,71 @@ export function decodePromote(body: Uint8Array): number | undefined {
   if (body.length !== promoteBodyBytes) return undefined;
   const watermarkMs = new DataView(body.buffer, body.byteOffset, body.byteLength).getFloat64(0, true);
   return Number.isFinite(watermarkMs) ? watermarkMs : undefined;
+}
+
+export const cancelBulkHeaderBytes = 16;
+
+/** The timers one bulk cancel took: refs of resident timers, and spilled refs with the fire time that finds their bucket. */
+export interface BulkCancel {
+  readonly expiresAtMs: number;
+  readonly seqs: Float64Array;
+  readonly rows: Uint32Array;
+  readonly spilledSeqs: Float64Array;
+  readonly spilledRows: Uint32Array;
+  readonly spilledFireAtMs: Float64Array;
+}
+
+/** The body of CANCEL_BULK (docs/format/engine-records.md). */
+export function encodeCancelBulk(cancel: BulkCancel): Uint8Array {
+  const refs = cancel.seqs.length;
+  const spilled = cancel.spilledSeqs.length;
+  assert.ok(cancel.rows.length === refs && cancel.spilledRows.length === spilled && cancel.spilledFireAtMs.length === spilled, 'a ref is a whole ref');
+  const bytes = new Uint8Array(cancelBulkHeaderBytes + refs * timerRefBytes + spilled * spilledRefBytes);
+  const view = new DataView(bytes.buffer);
+  view.setFloat64(0, cancel.expiresAtMs, true);
+  view.setUint32(8, refs, true);
+  view.setUint32(12, spilled, true);
+  let at = cancelBulkHeaderBytes;
+  for (let i = 0; i < refs; i++, at += timerRefBytes) {
+    view.setFloat64(at, cancel.seqs[i] as number, true);
+    view.setUint32(at + 8, cancel.rows[i] as number, true);
+  }
+  for (let i = 0; i < spilled; i++, at += spilledRefBytes) {
+    view.setFloat64(at, cancel.spilledSeqs[i] as number, true);
+    view.setUint32(at + 8, cancel.spilledRows[i] as number, true);
+    view.setFloat64(at + 16, cancel.spilledFireAtMs[i] as number, true);
+  }
+  return bytes;
+}
+
+/** The timers of a CANCEL_BULK body, or undefined if it is malformed. */
+export function decodeCancelBulk(body: Uint8Array): BulkCancel | undefined {
+  if (body.length < cancelBulkHeaderBytes) return undefined;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const expiresAtMs = view.getFloat64(0, true);
+  const refs = view.getUint32(8, true);
+  const spilled = view.getUint32(12, true);
+  if (!Number.isFinite(expiresAtMs) || body.length !== cancelBulkHeaderBytes + refs * timerRefBytes + spilled * spilledRefBytes) return undefined;
+  const cancel = {
+    expiresAtMs,
+    seqs: new Float64Array(refs),
+    rows: new Uint32Array(refs),
+    spilledSeqs: new Float64Array(spilled),
+    spilledRows: new Uint32Array(spilled),
+    spilledFireAtMs: new Float64Array(spilled),
+  };
+  let at = cancelBulkHeaderBytes;
+  for (let i = 0; i < refs; i++, at += timerRefBytes) {
+    if (view.getUint32(at + 12, true) !== 0) return undefined;
+    cancel.seqs[i] = view.getFloat64(at, true);
+    cancel.rows[i] = view.getUint32(at + 8, true);
+  }
+  for (let i = 0; i < spilled; i++, at += spilledRefBytes) {
+    if (view.getUint32(at + 12, true) !== 0) return undefined;
+    cancel.spilledSeqs[i] = view.getFloat64(at, true);
+    cancel.spilledRows[i] = view.getUint32(at + 8, true);
+    cancel.spilledFireAtMs[i] = view.getFloat64(at + 16, true);
+    if (!Number.isFinite(cancel.spilledFireAtMs[i] as number)) return undefined;
+  }
+  return cancel;
 }

@@ -16,7 +16,7 @@ import type { LogReplay } from './log.ts';
 import { applyOutcomes } from './outcomes.ts';
 import { applyQueueConfig } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
-import { addEncodingArrowStream, decodeAddBody, decodeCancelSpilled, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
+import { addEncodingArrowStream, decodeAddBody, decodeCancelBulk, decodeCancelSpilled, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
 import { promote } from './spill/promotion.ts';
 import { insertRunRow } from './spill/restore.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -179,6 +179,17 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     const cancel = decodeCancelSpilled(body);
     if (cancel === undefined) throw badRecord(seq, 'malformed CANCEL_SPILLED record');
     return replayCancelSpilled(s, cancel.expiresAtMs, cancel.seqs, cancel.rows, cancel.fireAtMs);
+  }
+  if (type === recordType.cancelBulk) {
+    const cancel = decodeCancelBulk(body);
+    if (cancel === undefined) throw badRecord(seq, 'malformed CANCEL_BULK record');
+    for (let i = 0; i < cancel.seqs.length; i++) {
+      const slot = s.index.get(cancel.seqs[i] as number, cancel.rows[i] as number);
+      if (slot < 0) continue;
+      s.heap.remove(slot);
+      s.finishCancelled(slot, cancel.expiresAtMs);
+    }
+    return cancel.spilledSeqs.length === 0 ? undefined : replayCancelSpilled(s, cancel.expiresAtMs, cancel.spilledSeqs, cancel.spilledRows, cancel.spilledFireAtMs);
   }
   if (type === recordType.promote) {
     const watermarkMs = decodePromote(body);

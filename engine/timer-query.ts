@@ -155,13 +155,15 @@ function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
   return true;
 }
 
-/** The `cap` smallest resident matches after `after`, in order: one pass, a bounded max-heap. */
-function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number): TimerHit[] {
+/**
+ * Calls `visit` for every resident timer matching `filter` after `after`: one pass over the
+ * store's columns (read once, so `visit` must not change the store).
+ */
+export function forEachResidentMatch(s: EngineState, filter: TimerFilter, after: QueryPosition, visit: (slot: number, due: number, seq: number, row: number) => void): void {
   const test = residentTest(s, filter);
-  if (test === undefined) return [];
+  if (test === undefined) return;
   const store = s.store;
   const { state, dueAt, fireAt, logSeq, row: rowColumn, queueIndex } = store;
-  const best = new BestPositions(cap);
   const slots = store.capacity;
   for (let slot = 0; slot < slots; slot++) {
     const code = state[slot] as number;
@@ -172,15 +174,23 @@ function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition,
     const seq = logSeq[slot] as number;
     const row = rowColumn[slot] as number;
     if (due === after.dueMs && (seq < after.seq || (seq === after.seq && row <= after.row))) continue;
-    if (!best.admits(due, seq, row)) continue;
     if (test.keyPrefix !== undefined && (store.keyLengthOf(slot) === 0 || !startsWith(store.keyOf(slot), test.keyPrefix))) continue;
-    best.offer(due, seq, row, slot);
+    visit(slot, due, seq, row);
   }
+}
+
+/** The `cap` smallest resident matches after `after`, in order: one pass, a bounded max-heap. */
+function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number): TimerHit[] {
+  const best = new BestPositions(cap);
+  forEachResidentMatch(s, filter, after, (slot, due, seq, row) => {
+    if (best.admits(due, seq, row)) best.offer(due, seq, row, slot);
+  });
+  const fireAt = s.store.fireAt;
   return best.sorted((due, seq, row, slot) => ({ dueMs: due, seq, row, fireAtMs: fireAt[slot] as number, slot, rows: undefined, index: -1 }));
 }
 
-/** Spilled matches after `after`, in order (at least the first `cap` of them, when there are so many). */
-async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, bound: QueryPosition | undefined): Promise<{ hits: TimerHit[]; read: boolean }> {
+/** Spilled matches after `after`, in order (at least the first `cap` of them, when there are so many; `read`: whether a bucket was read, taking turns). */
+export async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, bound: QueryPosition | undefined): Promise<{ hits: TimerHit[]; read: boolean }> {
   const hits: TimerHit[] = [];
   // Spilled timers are pending and due at their fire time.
   if (filter.state !== undefined && filter.state !== 'pending') return { hits, read: false };

@@ -128,6 +128,9 @@ export interface EngineStats {
   readonly outcomesApplied: number;
   /** Due timers held back for want of queue room (they are still pending or retrying). */
   readonly heldBack: number;
+  /** Bulk cancels (and queue purges) since open, and the timers they cancelled. */
+  readonly bulkCancels: number;
+  readonly timersCancelledInBulk: number;
   readonly spill: SpillStats;
 }
 

@@ -45,6 +45,7 @@ import { metricsRoutes } from './routes/metrics.ts';
 import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
 import { statsRoutes } from './routes/stats.ts';
+import { timerListRoutes } from './routes/timer-list.ts';
 import { timersRoutes } from './routes/timers.ts';
 import type { HttpServer } from './types.ts';
 
@@ -115,6 +116,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(timersRoutes, { engine, coalescer });
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
+  void app.register(timerListRoutes, { engine });
   void app.register(statsRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });
   void app.register(openapiRoutes);
