@@ -12,6 +12,7 @@ import { mediaTypes } from '../media-types.ts';
 import { deadListLimits, streamLimits } from '../route-limits.ts';
 import { sizeText, ref, jsonOf, queueNameSchema, queueFieldNames, lastErrorSchema, lastAttemptAtSchema, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
 import { openApiComponents } from './openapi-components.ts';
+import { listTimersOperation, timerListPaths } from './openapi-timer-list.ts';
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -30,6 +31,7 @@ export const openApiDocument = {
   security: bearer,
   paths: {
     '/v1/timers': {
+      get: listTimersOperation,
       post: {
         operationId: 'addTimers',
         summary: 'Add one timer (JSON) or a batch (NDJSON, Arrow)',
@@ -121,6 +123,7 @@ export const openApiDocument = {
         },
       },
     },
+    ...timerListPaths,
     '/v1/timers/{id}': {
       parameters: [ref('parameters', 'TimerId')],
       get: {
