@@ -154,6 +154,11 @@ describe('list, export, bulk cancel and purge over HTTP/1.1 and HTTP/2 with curl
     const listCancelled = async (): Promise<string[]> => json<Page>(await curlRequest(h1, 'GET', `${service.url}/v1/timers?state=cancelled&limit=1000`)).timers.map((timer) => timer.id);
     const before = await listCancelled();
     assert.equal(before.length, billing.length + 1);
+    const counted = json<{ bulk_cancels: number; cancelled_in_bulk: number }>(await curlRequest(h1, 'GET', `${service.url}/v1/stats`));
+    assert.deepEqual([counted.bulk_cancels, counted.cancelled_in_bulk], [3, before.length], 'three bulk cancels took every cancelled timer');
+    const metrics = (await curlRequest(h1, 'GET', `${service.url}/metrics`)).body.toString();
+    assert.match(metrics, /^fermata_bulk_cancels_total 3$/m);
+    assert.match(metrics, new RegExp(`^fermata_bulk_cancelled_timers_total ${before.length}$`, 'm'));
 
     service.child.kill('SIGKILL');
     await withTimeout(service.exited, 10_000, 'fermata to die');

@@ -41,6 +41,8 @@ export function engineMetrics(engine: Engine): Registry {
   walCounter('fermata_wal_appends_total', 'Records appended to the WAL since start.', () => engine.log.counters.appends);
   walCounter('fermata_wal_fdatasyncs_total', 'Group commits (one writev and one fdatasync each; one O_DSYNC writev on a write-through segment) since start.', () => engine.log.counters.syncs);
   walCounter('fermata_wal_bytes_written_total', 'Bytes written to WAL segments since start.', () => engine.log.counters.bytesWritten);
+  countedAtScrape(registry, 'fermata_bulk_cancels_total', 'Bulk cancels and queue purges that cancelled timers since start (one CANCEL_BULK record each).', () => engine.stats().bulkCancels);
+  countedAtScrape(registry, 'fermata_bulk_cancelled_timers_total', 'Timers cancelled by bulk cancels and queue purges since start.', () => engine.stats().timersCancelledInBulk);
   walCounter('fermata_wal_slow_fdatasyncs_total', 'Group commit syncs (the fdatasync, or the write-through writev) slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
   return registry;
 }

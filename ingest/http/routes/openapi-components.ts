@@ -185,6 +185,8 @@ export const openApiComponents = {
         delivered: { type: 'integer', minimum: 0 },
         dead: { type: 'integer', minimum: 0 },
         cancelled: { type: 'integer', minimum: 0 },
+        bulk_cancels: { type: 'integer', minimum: 0, description: 'Bulk cancels and queue purges that cancelled timers since start.' },
+        cancelled_in_bulk: { type: 'integer', minimum: 0, description: 'Timers those cancelled.' },
         horizon: {
           type: ['integer', 'null'],
           description: 'Epoch ms: pending timers due before it are in memory, later ones on disk (brought in well before they are due). Null while nothing was ever spilled.',
@@ -211,7 +213,7 @@ export const openApiComponents = {
           additionalProperties: false,
         },
       },
-      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal'],
+      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'bulk_cancels', 'cancelled_in_bulk', 'horizon', 'memory', 'wal'],
       additionalProperties: false,
     },
     Health: {

@@ -91,6 +91,8 @@ export const metricNames = [
   'fermata_wal_fdatasyncs_total',
   'fermata_wal_bytes_written_total',
   'fermata_wal_slow_fdatasyncs_total',
+  'fermata_bulk_cancels_total',
+  'fermata_bulk_cancelled_timers_total',
   'fermata_http_abusive_connections_total',
   'fermata_http_peer_penalties_total',
   'fermata_http_refused_connections_total',
