@@ -40,6 +40,8 @@ export const exportSchema = new Schema([
   new Field('last_attempt_at', timestamp(), true),
 ]);
 
+/** Batches found in one pass over the store. */
+const exportWindowBatches = 4;
 /** The IPC stream's end: a continuation marker and a zero length. */
 const endOfStream = Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0);
 /** The schema message as an IPC stream writes it: what every batch's stream starts with. */
@@ -48,109 +50,171 @@ const schemaMessage = ((): Uint8Array => {
   return empty.subarray(0, empty.length - endOfStream.length);
 })();
 
-/** Every timer matching `filter` after `from`, as the bytes of one Arrow IPC stream, `batchRows` timers a record batch. */
+/**
+ * Every timer matching `filter` after `from`, as the bytes of one Arrow IPC stream, `batchRows`
+ * timers a record batch. The timers are found a window of a few batches at a time (one pass over
+ * the store per window, not per batch); a resident timer of the window is looked up again when
+ * its batch is made, and left out if it is gone by then.
+ */
 export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRows: number, from: QueryPosition = queryStart): AsyncGenerator<Uint8Array> {
   yield schemaMessage;
+  const windowRows = batchRows * exportWindowBatches;
+  const encoder = new BatchEncoder(batchRows);
   let after = from;
   for (;;) {
-    const { bytes, last, rows } = await queryHits(s, filter, after, batchRows, (hits) => ({ bytes: hits.length === 0 ? undefined : encodeBatch(s, hits), last: hits[hits.length - 1], rows: hits.length }));
-    if (bytes !== undefined) yield bytes;
-    if (rows < batchRows || last === undefined) break;
+    const window = await queryHits(s, filter, after, windowRows, (hits) => hits);
+    for (let at = 0; at < window.length; at += batchRows) {
+      const bytes = encoder.encode(s, window.slice(at, at + batchRows));
+      if (bytes !== undefined) yield bytes;
+      // Deliveries and requests get the loop before the next batch is made.
+      await nextTurn();
+    }
+    const last = window[window.length - 1];
+    if (window.length < windowRows || last === undefined) break;
     after = last;
-    // Deliveries and requests get the loop before the next batch is made.
-    await nextTurn();
   }
   yield endOfStream;
 }
 
-/** One record batch's IPC message (its stream's schema message and end cut off). */
-function encodeBatch(s: EngineState, hits: readonly TimerHit[]): Uint8Array {
-  const count = hits.length;
-  const ids = new Uint8Array(count * 24);
-  const idOffsets = new Int32Array(count + 1);
-  const fireAt = new MsColumn(count);
-  const nextAttempt = new MsColumn(count);
-  const attempts = new Uint32Array(count);
-  const states = new BytesColumn(count);
-  const queues = new BytesColumn(count);
-  const keys = new BytesColumn(count);
-  const targets = new BytesColumn(count);
-  const headers = new BytesColumn(count);
-  const payloads = new BytesColumn(count);
-  const lastStatus = new Uint16Array(count);
-  const lastStatusValid = new Validity(count);
-  const lastError = new BytesColumn(count);
-  const lastAttempt = new MsColumn(count);
-  const store = s.store;
-  for (let i = 0; i < count; i++) {
-    const hit = hits[i] as TimerHit;
-    encodeTimerIdInto(ids, i * 24, hit.seq, hit.row, hit.fireAtMs);
-    idOffsets[i + 1] = (i + 1) * 24;
-    fireAt.set(i, hit.fireAtMs);
-    const { rows, index, slot } = hit;
-    if (rows === undefined) {
-      const code = store.state[slot] as number;
-      states.addText(timerStateNames[code] as string);
-      nextAttempt.set(i, code === timerState.retrying ? (store.dueAt[slot] as number) : null);
-      attempts[i] = store.attempts[slot] as number;
-      queues.addText(s.queueNames[store.queueIndex[slot] as number] as string);
-      keys.add(store.keyOf(slot), true);
-      targets.addText(store.targetOf(slot));
-      headers.add(store.headersOf(slot), true);
-      payloads.add(store.payloadOf(slot), false);
-      const status = store.lastStatus[slot] as number;
-      lastStatus[i] = status;
-      lastStatusValid.set(i, status !== 0);
-      const error = s.failures.errorOf(slot);
-      lastError.addText(error);
-      lastAttempt.set(i, s.failures.attemptedAtOf(slot));
-    } else {
-      // A spilled timer: pending, never attempted.
-      states.addText('pending');
-      nextAttempt.set(i, null);
-      queues.addText(rows.queues[rows.queueIndex[index] as number] as string);
-      keys.add(bytesOf(rows.keys, index), true);
-      targets.addText(rows.targets[rows.targetIndex[index] as number] as string);
-      headers.add(bytesOf(rows.headers, index), true);
-      payloads.add(bytesOf(rows.payload, index), false);
-      lastStatusValid.set(i, false);
-      lastError.addText(null);
-      lastAttempt.set(i, null);
-    }
+/**
+ * Makes the record batches of one export. Its columns are made once and filled again for each
+ * batch (the IPC writer copies them into the batch's bytes), so an export leaves one buffer a
+ * batch behind it, not one a column.
+ */
+class BatchEncoder {
+  readonly #ids: Uint8Array;
+  readonly #idOffsets: Int32Array;
+  readonly #fireAt: MsColumn;
+  readonly #nextAttempt: MsColumn;
+  readonly #attempts: Uint32Array;
+  readonly #states: BytesColumn;
+  readonly #queues: BytesColumn;
+  readonly #keys: BytesColumn;
+  readonly #targets: BytesColumn;
+  readonly #headers: BytesColumn;
+  readonly #payloads: BytesColumn;
+  readonly #lastStatus: Uint16Array;
+  readonly #lastStatusValid: Validity;
+  readonly #lastError: BytesColumn;
+  readonly #lastAttempt: MsColumn;
+  readonly #slots: Int32Array;
+
+  constructor(rows: number) {
+    this.#ids = new Uint8Array(rows * idLength);
+    this.#idOffsets = Int32Array.from({ length: rows + 1 }, (_, i) => i * idLength);
+    this.#fireAt = new MsColumn(rows);
+    this.#nextAttempt = new MsColumn(rows);
+    this.#attempts = new Uint32Array(rows);
+    this.#states = new BytesColumn(rows, rows * 8);
+    this.#queues = new BytesColumn(rows, rows * 16);
+    this.#keys = new BytesColumn(rows, rows * 32);
+    this.#targets = new BytesColumn(rows, rows * 48);
+    this.#headers = new BytesColumn(rows, rows * 16);
+    this.#payloads = new BytesColumn(rows, rows * 128);
+    this.#lastStatus = new Uint16Array(rows);
+    this.#lastStatusValid = new Validity(rows);
+    this.#lastError = new BytesColumn(rows, 256);
+    this.#lastAttempt = new MsColumn(rows);
+    this.#slots = new Int32Array(rows);
   }
-  const children = [
-    makeData({ type: new Utf8(), length: count, valueOffsets: idOffsets, data: ids }),
-    states.data(new Utf8()),
-    fireAt.data(),
-    nextAttempt.data(),
-    makeData({ type: new Uint32(), length: count, data: attempts }),
-    queues.data(new Utf8()),
-    keys.data(new Utf8()),
-    targets.data(new Utf8()),
-    headers.data(new Utf8()),
-    payloads.data(new Binary()),
-    makeData({ type: new Uint16(), length: count, data: lastStatus, nullBitmap: lastStatusValid.bitmap, nullCount: lastStatusValid.nulls }),
-    lastError.data(new Utf8()),
-    lastAttempt.data(),
-  ];
-  const batch = new RecordBatch(exportSchema, makeData({ type: new Struct(exportSchema.fields), length: count, nullCount: 0, children }));
-  const stream = tableToIPC(new Table([batch]), 'stream');
-  assert.ok(stream.length > schemaMessage.length + endOfStream.length, 'a batch\'s stream holds the schema, the batch and the end');
-  return stream.subarray(schemaMessage.length, stream.length - endOfStream.length);
+
+  /** One record batch's IPC message (its stream's schema message and end cut off); undefined when none of its timers is left. */
+  encode(s: EngineState, found: readonly TimerHit[]): Uint8Array | undefined {
+    const store = s.store;
+    // A resident timer's slot as of now (released since: left out).
+    const hits: TimerHit[] = [];
+    for (const hit of found) {
+      const slot = hit.rows === undefined ? s.index.get(hit.seq, hit.row) : -1;
+      if (hit.rows !== undefined || slot >= 0) this.#slots[hits.push(hit) - 1] = slot;
+    }
+    const count = hits.length;
+    if (count === 0) return undefined;
+    for (const column of [this.#states, this.#queues, this.#keys, this.#targets, this.#headers, this.#payloads, this.#lastError]) column.reset();
+    for (const column of [this.#fireAt, this.#nextAttempt, this.#lastAttempt]) column.reset();
+    this.#lastStatusValid.reset();
+    for (let i = 0; i < count; i++) {
+      const hit = hits[i] as TimerHit;
+      encodeTimerIdInto(this.#ids, i * idLength, hit.seq, hit.row, hit.fireAtMs);
+      this.#fireAt.set(i, hit.fireAtMs);
+      const { rows, index } = hit;
+      if (rows === undefined) {
+        const slot = this.#slots[i] as number;
+        const code = store.state[slot] as number;
+        this.#states.addText(timerStateNames[code] as string);
+        this.#nextAttempt.set(i, code === timerState.retrying ? (store.dueAt[slot] as number) : null);
+        this.#attempts[i] = store.attempts[slot] as number;
+        this.#queues.addText(s.queueNames[store.queueIndex[slot] as number] as string);
+        this.#keys.add(store.keyOf(slot), true);
+        this.#targets.addText(store.targetOf(slot));
+        this.#headers.add(store.headersOf(slot), true);
+        this.#payloads.add(store.payloadOf(slot), false);
+        const status = store.lastStatus[slot] as number;
+        this.#lastStatus[i] = status;
+        this.#lastStatusValid.set(i, status !== 0);
+        this.#lastError.addText(s.failures.errorOf(slot));
+        this.#lastAttempt.set(i, s.failures.attemptedAtOf(slot));
+      } else {
+        // A spilled timer: pending, never attempted.
+        this.#states.addText('pending');
+        this.#nextAttempt.set(i, null);
+        this.#attempts[i] = 0;
+        this.#queues.addText(rows.queues[rows.queueIndex[index] as number] as string);
+        this.#keys.add(bytesOf(rows.keys, index), true);
+        this.#targets.addText(rows.targets[rows.targetIndex[index] as number] as string);
+        this.#headers.add(bytesOf(rows.headers, index), true);
+        this.#payloads.add(bytesOf(rows.payload, index), false);
+        this.#lastStatus[i] = 0;
+        this.#lastStatusValid.set(i, false);
+        this.#lastError.addText(null);
+        this.#lastAttempt.set(i, null);
+      }
+    }
+    const children = [
+      makeData({ type: new Utf8(), length: count, valueOffsets: this.#idOffsets.subarray(0, count + 1), data: this.#ids.subarray(0, count * idLength) }),
+      this.#states.data(new Utf8(), count),
+      this.#fireAt.data(count),
+      this.#nextAttempt.data(count),
+      makeData({ type: new Uint32(), length: count, data: this.#attempts.subarray(0, count) }),
+      this.#queues.data(new Utf8(), count),
+      this.#keys.data(new Utf8(), count),
+      this.#targets.data(new Utf8(), count),
+      this.#headers.data(new Utf8(), count),
+      this.#payloads.data(new Binary(), count),
+      makeData({ type: new Uint16(), length: count, data: this.#lastStatus.subarray(0, count), ...this.#lastStatusValid.of(count) }),
+      this.#lastError.data(new Utf8(), count),
+      this.#lastAttempt.data(count),
+    ];
+    const batch = new RecordBatch(exportSchema, makeData({ type: new Struct(exportSchema.fields), length: count, nullCount: 0, children }));
+    const stream = tableToIPC(new Table([batch]), 'stream');
+    assert.ok(stream.length > schemaMessage.length + endOfStream.length, 'a batch\'s stream holds the schema, the batch and the end');
+    return stream.subarray(schemaMessage.length, stream.length - endOfStream.length);
+  }
 }
+
+const idLength = 24;
 
 /** A validity bitmap: a set bit is a value, a clear one a null. */
 class Validity {
-  readonly bitmap: Uint8Array;
-  nulls = 0;
+  readonly #bitmap: Uint8Array;
+  #nulls = 0;
 
   constructor(count: number) {
-    this.bitmap = new Uint8Array((count + 7) >> 3);
+    this.#bitmap = new Uint8Array((count + 7) >> 3);
+  }
+
+  reset(): void {
+    this.#bitmap.fill(0);
+    this.#nulls = 0;
   }
 
   set(i: number, valid: boolean): void {
-    if (valid) this.bitmap[i >> 3] = (this.bitmap[i >> 3] as number) | (1 << (i & 7));
-    else this.nulls++;
+    if (valid) this.#bitmap[i >> 3] = (this.#bitmap[i >> 3] as number) | (1 << (i & 7));
+    else this.#nulls++;
+  }
+
+  /** makeData's null fields for the first `count` rows. */
+  of(count: number): { nullBitmap: Uint8Array; nullCount: number } {
+    return { nullBitmap: this.#bitmap.subarray(0, (count + 7) >> 3), nullCount: this.#nulls };
   }
 }
 
@@ -162,26 +226,36 @@ const utf8 = new TextEncoder();
 class BytesColumn {
   readonly #offsets: Int32Array;
   readonly #validity: Validity;
-  #values = new Uint8Array(4096);
+  #values: Uint8Array;
   #length = 0;
   #row = 0;
 
-  constructor(count: number) {
-    this.#offsets = new Int32Array(count + 1);
-    this.#validity = new Validity(count);
+  constructor(rows: number, bytesInitial: number) {
+    this.#offsets = new Int32Array(rows + 1);
+    this.#validity = new Validity(rows);
+    this.#values = new Uint8Array(bytesInitial);
+  }
+
+  reset(): void {
+    this.#length = 0;
+    this.#row = 0;
+    this.#validity.reset();
   }
 
   /** `bytes`, or a null when they are empty and `emptyIsNull`. */
   add(bytes: Uint8Array, emptyIsNull: boolean): void {
     this.#validity.set(this.#row, !(emptyIsNull && bytes.length === 0));
-    if (this.#length + bytes.length > this.#values.length) {
-      const grown = new Uint8Array(Math.max(this.#values.length * 2, this.#length + bytes.length));
+    const end = this.#length + bytes.length;
+    if (end > this.#values.length) {
+      const grown = new Uint8Array(Math.max(this.#values.length * 2, end));
       grown.set(this.#values.subarray(0, this.#length));
       this.#values = grown;
     }
-    this.#values.set(bytes, this.#length);
-    this.#length += bytes.length;
-    this.#offsets[++this.#row] = this.#length;
+    // Short values (keys, states) by hand: a set() call costs more than their bytes.
+    if (bytes.length <= 16) for (let i = 0; i < bytes.length; i++) this.#values[this.#length + i] = bytes[i] as number;
+    else this.#values.set(bytes, this.#length);
+    this.#length = end;
+    this.#offsets[++this.#row] = end;
   }
 
   /** A text (the few distinct queues, targets and states are encoded once), or a null. */
@@ -200,9 +274,8 @@ class BytesColumn {
     this.add(bytes, false);
   }
 
-  data<T extends Utf8 | Binary>(type: T): Data<T> {
-    const validity = this.#validity;
-    const props = { length: this.#row, valueOffsets: this.#offsets, data: this.#values.subarray(0, this.#length), nullBitmap: validity.bitmap, nullCount: validity.nulls };
+  data<T extends Utf8 | Binary>(type: T, count: number): Data<T> {
+    const props = { length: count, valueOffsets: this.#offsets.subarray(0, count + 1), data: this.#values.subarray(0, this.#length), ...this.#validity.of(count) };
     return (type instanceof Utf8 ? makeData({ type, ...props }) : makeData({ type: type as Binary, ...props })) as Data<T>;
   }
 }
@@ -215,10 +288,14 @@ class MsColumn {
   readonly #halves: Int32Array;
   readonly #validity: Validity;
 
-  constructor(count: number) {
-    this.#values = new BigInt64Array(count);
+  constructor(rows: number) {
+    this.#values = new BigInt64Array(rows);
     this.#halves = new Int32Array(this.#values.buffer);
-    this.#validity = new Validity(count);
+    this.#validity = new Validity(rows);
+  }
+
+  reset(): void {
+    this.#validity.reset();
   }
 
   set(i: number, ms: number | null): void {
@@ -230,8 +307,8 @@ class MsColumn {
     } else this.#values[i] = BigInt(Math.trunc(ms));
   }
 
-  data(): Data<Timestamp> {
-    return makeData({ type: timestamp() as Timestamp, length: this.#values.length, data: this.#values, nullBitmap: this.#validity.bitmap, nullCount: this.#validity.nulls });
+  data(count: number): Data<Timestamp> {
+    return makeData({ type: timestamp() as Timestamp, length: count, data: this.#values.subarray(0, count), ...this.#validity.of(count) });
   }
 }
 

@@ -17,7 +17,7 @@
 //             the slots handed to `use` are live in the same turn
 import { getTimer, spilledTimerView } from './cancel-lookup.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
-import { bucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
+import { type BucketGroup, bucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
 import type { RunRows } from './spill/run-rows.ts';
 import type { EngineState } from './state.ts';
 import { keyHash } from './store/key-index.ts';
@@ -113,10 +113,20 @@ export async function queryHits<T>(s: EngineState, filter: TimerFilter, after: Q
     // The reads took turns: the resident timers are read again, now, for `use`.
     const resident = spilled.read ? residentHits(s, filter, after, cap) : first;
     const live = spilled.hits.filter((hit) => !s.spill.isTombstoned(hit.seq, hit.row));
-    const hits = resident.concat(live).sort(hitOrder);
-    if (hits.length > cap) hits.length = cap;
-    return use(hits);
+    return use(mergeHits(resident, live, cap));
   }
+}
+
+/** The first `cap` of two lists in order, in order (a merge: no sort of the whole). */
+function mergeHits(a: readonly TimerHit[], b: readonly TimerHit[], cap: number): TimerHit[] {
+  const out: TimerHit[] = [];
+  let i = 0;
+  let j = 0;
+  while (out.length < cap && (i < a.length || j < b.length)) {
+    const takeA = j >= b.length || (i < a.length && hitOrder(a[i] as TimerHit, b[j] as TimerHit) < 0);
+    out.push((takeA ? a[i++] : b[j++]) as TimerHit);
+  }
+  return out;
 }
 
 /** How a resident timer is judged, read once per scan. */
@@ -164,7 +174,7 @@ export function forEachResidentMatch(s: EngineState, filter: TimerFilter, after:
   if (test === undefined) return;
   const store = s.store;
   const { state, dueAt, fireAt, logSeq, row: rowColumn, queueIndex } = store;
-  const slots = store.capacity;
+  const slots = store.slotsUsed;
   for (let slot = 0; slot < slots; slot++) {
     const code = state[slot] as number;
     if (code === timerState.free || (test.state >= 0 && code !== test.state)) continue;
@@ -197,18 +207,27 @@ export async function spilledHits(s: EngineState, filter: TimerFilter, after: Qu
   const fromMs = filter.dueAfterMs ?? -Infinity;
   const beforeMs = filter.dueBeforeMs ?? Infinity;
   let read = false;
-  for (const group of bucketGroups(s.spill, Math.max(fromMs, after.dueMs), beforeMs)) {
-    if (hits.length >= cap || (bound !== undefined && group.startMs > bound.dueMs)) break;
+  const groups = bucketGroups(s.spill, Math.max(fromMs, after.dueMs), beforeMs);
+  const within = (g: number): boolean => g < groups.length && (bound === undefined || (groups[g] as BucketGroup).startMs <= bound.dueMs);
+  // The next group is read while this one is scanned (at worst one read too many, which the bucket cache keeps).
+  let next = within(0) ? readGroup(s, groups[0] as BucketGroup) : undefined;
+  for (let g = 0; next !== undefined && hits.length < cap; g++) {
+    const batches = await next;
+    read = true;
+    next = within(g + 1) ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
     const start = hits.length;
-    for (const { run, bucket } of group.batches) {
-      const rows = await s.spill.readBucket(run, bucket);
-      read = true;
-      collectRows(s, rows, filter, after, cap, hits);
-    }
+    for (const rows of batches) collectRows(s, rows, filter, after, cap, hits);
     // Batches of one start may come from several runs: in order within the group.
-    if (group.batches.length > 1) hits.splice(start, hits.length - start, ...hits.slice(start).sort(hitOrder));
+    if (batches.length > 1) hits.splice(start, hits.length - start, ...hits.slice(start).sort(hitOrder));
   }
   return { hits, read };
+}
+
+/** The batches of a group, read together; a read left unused when the scan stops has its failure ignored. */
+function readGroup(s: EngineState, group: BucketGroup): Promise<RunRows[]> {
+  const reading = Promise.all(group.batches.map(({ run, bucket }) => s.spill.readBucket(run, bucket)));
+  reading.catch(() => undefined);
+  return reading;
 }
 
 /** Appends up to `cap` matches of one sorted batch after `after` to `hits`. */
@@ -305,11 +324,16 @@ class BestPositions {
     }
   }
 
-  /** What was kept, smallest first. */
+  /** What was kept, smallest first: the heap popped from the back (no comparator sort). */
   sorted<T>(make: (due: number, seq: number, row: number, slot: number) => T): T[] {
-    const order = Array.from({ length: this.#size }, (_, i) => i);
-    order.sort((a, b) => this.#compare(a, b));
-    return order.map((i) => make(this.#due[i] as number, this.#seq[i] as number, this.#row[i] as number, this.#slot[i] as number));
+    const out = new Array<T>(this.#size);
+    while (this.#size > 0) {
+      const last = --this.#size;
+      out[last] = make(this.#due[0] as number, this.#seq[0] as number, this.#row[0] as number, this.#slot[0] as number);
+      this.#swap(0, last);
+      this.#down(0);
+    }
+    return out;
   }
 
   #compare(a: number, b: number): number {
