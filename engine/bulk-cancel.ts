@@ -8,13 +8,14 @@
 //
 //   spilled matches read (bucket by bucket) ─► resident pass, same turn ─► out of the heap,
 //   tombstoned, claimed (cancelling) ─► log CANCEL_BULK ─► cancelled (expiring) / put back
+import { errorCodes, FermataError } from './errors.ts';
 import { decodeTimerId } from './ids.ts';
 import { type BulkCancel, encodeCancelBulk, recordType } from './records.ts';
 import { insertRunRow } from './spill/restore.ts';
-import type { RunRows } from './spill/run-rows.ts';
+import { type RunRows, RunRowsBuilder } from './spill/run-rows.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState } from './store/resident-store.ts';
-import { forEachResidentMatch, queryStart, spilledHits, type TimerFilter } from './timer-query.ts';
+import { forEachResidentMatch, forEachSpilledMatch, queryStart, type TimerFilter } from './timer-query.ts';
 import type { CancelOutcome } from './types.ts';
 
 /** What a bulk cancel did: timers cancelled, and matching timers left alone because a delivery of theirs had started. */
@@ -26,13 +27,14 @@ export interface BulkCancelOutcome {
 /** What a bulk cancel names: the timers matching a filter (its state aside), or these ids. */
 export type BulkCancelTarget = { readonly filter: Omit<TimerFilter, 'state'> } | { readonly ids: readonly string[] };
 
-/** The spilled timers a bulk cancel takes, with the decoded rows that bring each into memory as cancelled. */
+/**
+ * The spilled timers a bulk cancel takes, copied out of their buckets (so that holding them keeps
+ * no decoded bucket alive): what brings each into memory as cancelled once the record is durable.
+ */
 interface SpilledTaken {
-  readonly seq: number;
-  readonly row: number;
-  readonly fireAtMs: number;
   readonly rows: RunRows;
-  readonly index: number;
+  /** Those to take: not promoted, cancelled or claimed since they were read, each once. */
+  readonly take: number[];
 }
 
 /** Tries before a cancel that keeps meeting a moving spill tier (checkpoint, promotion) reads it once more. */
@@ -40,11 +42,11 @@ const spillMovesMax = 3;
 
 /** Cancels every waiting timer `what` names; resolves once the one record is durable. */
 export async function bulkCancel(s: EngineState, what: BulkCancelTarget): Promise<BulkCancelOutcome> {
-  let spilled: SpilledTaken[] = [];
+  let copied: RunRows | undefined;
   for (let tries = 1; ; tries++) {
     const watermarkMs = s.spill.watermarkMs;
     const runs = s.spill.runs;
-    spilled = 'ids' in what ? await spilledOfIds(s, what.ids) : await spilledOfFilter(s, what.filter);
+    copied = 'ids' in what ? await spilledOfIds(s, what.ids) : await spilledOfFilter(s, what.filter);
     if ((s.spill.watermarkMs === watermarkMs && s.spill.runs === runs) || tries >= spillMovesMax) break;
   }
   // From here to the append, one turn: the resident pass, the claims and the record.
@@ -63,44 +65,64 @@ export async function bulkCancel(s: EngineState, what: BulkCancelTarget): Promis
   } else {
     forEachResidentMatch(s, what.filter, queryStart, take);
   }
-  // A spilled timer promoted or cancelled while its bucket was read is resident now (the pass
-  // above had it) or gone; an id named twice is taken once.
-  const spilledLive: SpilledTaken[] = [];
-  const named = new Set<string>();
-  for (const timer of spilled) {
-    const name = `${timer.seq}:${timer.row}`;
-    if (named.has(name) || s.index.get(timer.seq, timer.row) >= 0 || timer.fireAtMs < s.spill.watermarkMs || s.spill.isTombstoned(timer.seq, timer.row) || s.cancellingSpilled.has(name)) continue;
-    named.add(name);
-    spilledLive.push(timer);
-  }
   const unique = [...new Set(slots)];
-  if (unique.length === 0 && spilledLive.length === 0) return { cancelled: 0, inFlight };
+  const spilled = spilledStillThere(s, copied);
+  const taking = unique.length + spilled.take.length;
+  if (taking === 0) return { cancelled: 0, inFlight };
+  if (taking > s.limits.bulkCancelTimersMax) throw tooMany(s);
+  // The spilled ones come into memory as cancelled: their room is held while the record is synced, as an admit's is.
+  const room = spilled.take.length;
+  if (!s.store.canAllocate(s.reservedRows + room)) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${s.store.count} timers): the ${room} cancelled timers on disk do not fit`, { rows: room });
   const expiresAtMs = s.clock.now() + s.retention.finishedMs;
-  const body = encodeCancelBulk(bodyOf(s, unique, spilledLive, expiresAtMs));
+  const body = encodeCancelBulk(bodyOf(s, unique, spilled, expiresAtMs));
   // Out of the heap and tombstoned now: nothing of it can fire while the record is synced.
+  const { seq, row, fireAtMs } = spilled.rows;
   for (const slot of unique) s.heap.remove(slot);
-  for (const timer of spilledLive) s.spill.tombstone(timer.seq, timer.row, timer.fireAtMs);
+  for (const i of spilled.take) s.spill.tombstone(seq[i] as number, row[i] as number, fireAtMs[i] as number);
   const appended = s.log.append(recordType.cancelBulk, body, settlingWork);
   const claim: Promise<CancelOutcome> = appended.then(() => 'cancelled' as const);
   claim.catch(() => undefined);
   for (const slot of unique) s.cancelling.set(slot, claim);
-  for (const timer of spilledLive) s.cancellingSpilled.set(`${timer.seq}:${timer.row}`, claim);
+  for (const i of spilled.take) s.cancellingSpilled.set(`${seq[i]}:${row[i]}`, claim);
+  s.reservedRows += room;
   try {
     await appended;
   } catch (err) {
     for (const slot of unique) s.heap.push(slot);
-    for (const timer of spilledLive) s.spill.untombstone(timer.seq, timer.row);
+    for (const i of spilled.take) s.spill.untombstone(seq[i] as number, row[i] as number);
     s.onDueChanged();
     throw err;
   } finally {
+    s.reservedRows -= room;
     for (const slot of unique) if (s.cancelling.get(slot) === claim) s.cancelling.delete(slot);
-    for (const timer of spilledLive) s.cancellingSpilled.delete(`${timer.seq}:${timer.row}`);
+    for (const i of spilled.take) s.cancellingSpilled.delete(`${seq[i]}:${row[i]}`);
   }
   for (const slot of unique) s.finishCancelled(slot, expiresAtMs);
-  for (const timer of spilledLive) insertRunRow(s, timer.rows, timer.index, timerState.cancelled, expiresAtMs);
+  for (const i of spilled.take) insertRunRow(s, spilled.rows, i, timerState.cancelled, expiresAtMs);
   s.bulkCancels++;
-  s.timersCancelledInBulk += unique.length + spilledLive.length;
-  return { cancelled: unique.length + spilledLive.length, inFlight };
+  s.timersCancelledInBulk += taking;
+  return { cancelled: taking, inFlight };
+}
+
+const tooMany = (s: EngineState): FermataError =>
+  new FermataError(errorCodes.walRecordTooLarge, `the filter matches more than ${s.limits.bulkCancelTimersMax} timers, the most one bulk cancel takes (its one record): narrow it, with due_before for instance`);
+
+/**
+ * The copied spilled timers still to take: a timer promoted or cancelled while its bucket was read
+ * is resident now (the resident pass had it) or gone; one named twice is taken once.
+ */
+function spilledStillThere(s: EngineState, rows: RunRows): SpilledTaken {
+  const take: number[] = [];
+  const named = new Set<string>();
+  for (let i = 0; i < rows.rows; i++) {
+    const seq = rows.seq[i] as number;
+    const row = rows.row[i] as number;
+    const name = `${seq}:${row}`;
+    if (named.has(name) || s.index.get(seq, row) >= 0 || (rows.fireAtMs[i] as number) < s.spill.watermarkMs || s.spill.isTombstoned(seq, row) || s.cancellingSpilled.has(name)) continue;
+    named.add(name);
+    take.push(i);
+  }
+  return { rows, take };
 }
 
 /**
@@ -108,11 +130,12 @@ export async function bulkCancel(s: EngineState, what: BulkCancelTarget): Promis
  * are resident timers that a checkpoint under way has copied into its spilled run (after a
  * restart from it they are on disk, as for a single cancel).
  */
-function bodyOf(s: EngineState, slots: readonly number[], spilled: readonly SpilledTaken[], expiresAtMs: number): BulkCancel {
+function bodyOf(s: EngineState, slots: readonly number[], spilled: SpilledTaken, expiresAtMs: number): BulkCancel {
   const store = s.store;
-  const copied = s.spilling === undefined ? [] : slots.filter((slot) => s.spilling?.[slot] === 1);
-  const plain = copied.length === 0 ? slots : slots.filter((slot) => s.spilling?.[slot] !== 1);
-  const spilledCount = spilled.length + copied.length;
+  const copying = s.spilling === undefined ? [] : slots.filter((slot) => s.spilling?.[slot] === 1);
+  const plain = copying.length === 0 ? slots : slots.filter((slot) => s.spilling?.[slot] !== 1);
+  const { take, rows } = spilled;
+  const spilledCount = take.length + copying.length;
   const body = {
     expiresAtMs,
     seqs: new Float64Array(plain.length),
@@ -125,32 +148,38 @@ function bodyOf(s: EngineState, slots: readonly number[], spilled: readonly Spil
     body.seqs[i] = store.logSeq[slot] as number;
     body.rows[i] = store.row[slot] as number;
   });
-  spilled.forEach((timer, i) => {
-    body.spilledSeqs[i] = timer.seq;
-    body.spilledRows[i] = timer.row;
-    body.spilledFireAtMs[i] = timer.fireAtMs;
+  take.forEach((at, i) => {
+    body.spilledSeqs[i] = rows.seq[at] as number;
+    body.spilledRows[i] = rows.row[at] as number;
+    body.spilledFireAtMs[i] = rows.fireAtMs[at] as number;
   });
-  copied.forEach((slot, i) => {
-    body.spilledSeqs[spilled.length + i] = store.logSeq[slot] as number;
-    body.spilledRows[spilled.length + i] = store.row[slot] as number;
-    body.spilledFireAtMs[spilled.length + i] = store.fireAt[slot] as number;
+  copying.forEach((slot, i) => {
+    body.spilledSeqs[take.length + i] = store.logSeq[slot] as number;
+    body.spilledRows[take.length + i] = store.row[slot] as number;
+    body.spilledFireAtMs[take.length + i] = store.fireAt[slot] as number;
   });
   return body;
 }
 
-async function spilledOfFilter(s: EngineState, filter: Omit<TimerFilter, 'state'>): Promise<SpilledTaken[]> {
-  const { hits } = await spilledHits(s, filter, queryStart, Infinity, undefined);
-  return hits.map((hit) => ({ seq: hit.seq, row: hit.row, fireAtMs: hit.fireAtMs, rows: hit.rows as RunRows, index: hit.index }));
+/** The spilled timers matching `filter`, copied (up to one more than a bulk cancel takes, which is then refused). */
+async function spilledOfFilter(s: EngineState, filter: Omit<TimerFilter, 'state'>): Promise<RunRows> {
+  const copy = new RunRowsBuilder();
+  await forEachSpilledMatch(s, filter, (rows, i) => {
+    copy.appendFrom(rows, i);
+    return copy.rows <= s.limits.bulkCancelTimersMax;
+  });
+  if (copy.rows > s.limits.bulkCancelTimersMax) throw tooMany(s);
+  return copy.finish();
 }
 
-async function spilledOfIds(s: EngineState, ids: readonly string[]): Promise<SpilledTaken[]> {
-  const out: SpilledTaken[] = [];
+async function spilledOfIds(s: EngineState, ids: readonly string[]): Promise<RunRows> {
+  const copy = new RunRowsBuilder();
   for (const id of ids) {
     if (s.slotOfId(id) >= 0) continue;
     const parts = decodeTimerId(id);
     if (parts === undefined || parts.fireAtMs < s.spill.watermarkMs) continue;
     const found = await s.spill.find(parts.seq, parts.row, parts.fireAtMs);
-    if (found !== undefined) out.push({ seq: parts.seq, row: parts.row, fireAtMs: parts.fireAtMs, rows: found.rows, index: found.index });
+    if (found !== undefined) copy.appendFrom(found.rows, found.index);
   }
-  return out;
+  return copy.finish();
 }

@@ -200,7 +200,7 @@ function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition,
 }
 
 /** Spilled matches after `after`, in order (at least the first `cap` of them, when there are so many; `read`: whether a bucket was read, taking turns). */
-export async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, bound: QueryPosition | undefined): Promise<{ hits: TimerHit[]; read: boolean }> {
+async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, bound: QueryPosition | undefined): Promise<{ hits: TimerHit[]; read: boolean }> {
   const hits: TimerHit[] = [];
   // Spilled timers are pending and due at their fire time.
   if (filter.state !== undefined && filter.state !== 'pending') return { hits, read: false };
@@ -228,6 +228,26 @@ function readGroup(s: EngineState, group: BucketGroup): Promise<RunRows[]> {
   const reading = Promise.all(group.batches.map(({ run, bucket }) => s.spill.readBucket(run, bucket)));
   reading.catch(() => undefined);
   return reading;
+}
+
+/**
+ * Calls `visit` for every spilled timer matching `filter`, bucket group by bucket group in due
+ * order (within a group, batch by batch), holding one group's decoded batches at a time; `visit`
+ * answers false to stop. Whether the spill tier moved meanwhile is the caller's to check.
+ */
+export async function forEachSpilledMatch(s: EngineState, filter: TimerFilter, visit: (rows: RunRows, index: number) => boolean): Promise<void> {
+  if (filter.state !== undefined && filter.state !== 'pending') return;
+  const groups = bucketGroups(s.spill, filter.dueAfterMs ?? -Infinity, filter.dueBeforeMs ?? Infinity);
+  let next = groups.length > 0 ? readGroup(s, groups[0] as BucketGroup) : undefined;
+  for (let g = 0; next !== undefined; g++) {
+    const batches = await next;
+    next = g + 1 < groups.length ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
+    for (const rows of batches) {
+      const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
+      if (filter.queue !== undefined && queue < 0) continue;
+      for (let i = 0; i < rows.rows; i++) if (rowMatches(s, rows, i, filter, queue) && !visit(rows, i)) return;
+    }
+  }
 }
 
 /** Appends up to `cap` matches of one sorted batch after `after` to `hits`. */

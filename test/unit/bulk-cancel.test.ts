@@ -156,6 +156,24 @@ test('ids: resident and spilled, named twice or unknown; delivering timers are c
   await engine.close();
 });
 
+test('a set larger than one bulk cancel takes is refused whole, and so is one the store has no room for', async () => {
+  const fs = new SimFileSystem({ seed: 54 });
+  const engine = await Engine.open({ dataDir, fs, clock: { now: () => t0 }, limits: { bulkCancelTimersMax: 25 }, store: { capacityMax: 90 } });
+  const { far } = await filled(engine);
+  const seqBefore = engine.log.lastSeq;
+  await assert.rejects(engine.bulkCancel({ filter: { queue: 'default' } }), (err: Error & { code?: string }) => err.code === 'WAL_RECORD_TOO_LARGE' && /more than 25 timers/.test(err.message));
+  await assert.rejects(engine.bulkCancel({ filter: { dueAfterMs: t0 + 10 * hour } }), (err: Error & { code?: string }) => err.code === 'WAL_RECORD_TOO_LARGE', 'spilled ones count too');
+  assert.equal(engine.log.lastSeq, seqBefore, 'nothing logged');
+  assert.equal(engine.stats().pending, 90);
+  // 45 resident timers in a store of 90: 25 cancelled timers from disk fit beside them, 25 more do not.
+  await engine.admit(batchFromSpecs(specs(15, t0 + 2000, 60_000, 'extra')));
+  assert.deepEqual(await engine.bulkCancel({ ids: far.slice(0, 25) }), { cancelled: 25, inFlight: 0 });
+  await assert.rejects(engine.bulkCancel({ ids: far.slice(25, 50) }), (err: Error & { code?: string }) => err.code === 'CAPACITY_FULL');
+  assert.equal((await engine.lookup(far[30] as string))?.state, 'pending', 'refused whole: still pending');
+  assert.equal(engine.log.lastSeq, seqBefore + 2);
+  await engine.close();
+});
+
 test('an append that fails puts every timer back: resident ones due again, spilled ones not tombstoned', async () => {
   const h = harness(53);
   const engine = await h.open();

@@ -3,12 +3,12 @@
 // (DELETE /v1/queues/{name}/timers). Kept beside openapi.ts, which places them in its paths.
 // Built once when the module loads; any thread.
 import { errorCodes } from '../../../engine/errors.ts';
-import { walLimits } from '../../../engine/limits.ts';
+import { timerLimits } from '../../../engine/limits.ts';
 import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
 import { bulkCancelLimits, timerListLimits } from '../route-limits.ts';
 import { timerStateNames } from '../timer-filter.ts';
-import { errorResponse, jsonOf, logResponses, queueNameParameter, queueNameSchema, ref, sizeText } from './openapi-parts.ts';
+import { errorResponse, jsonOf, logResponses, queueNameParameter, queueNameSchema, ref, retryAfter } from './openapi-parts.ts';
 
 const timeSchema = { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', minimum: 1e12 }] };
 const timeText = 'an RFC 3339 date-time, or epoch ms (at least 10^12), as `fire_at` takes';
@@ -32,7 +32,13 @@ const cancelledSchema = {
   additionalProperties: false,
 };
 
-const tooManyText = `WAL_RECORD_TOO_LARGE: the timers matched do not fit one record (${sizeText(walLimits.recordBodyBytesMax)}, 16 bytes a timer in memory and 24 a timer on disk): narrow the filter (\`due_before\`).`;
+const tooManyText = `WAL_RECORD_TOO_LARGE: the filter matches more than ${timerLimits.bulkCancelTimersMax} timers, the most one bulk cancel takes (its one record): narrow it (\`due_before\`).`;
+
+const unavailable = errorResponse(
+  'CAPACITY_FULL: the cancelled timers kept on disk come into memory for their retention, and the resident store has no room for them. WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging; the service opens its data directory again by itself.',
+  [errorCodes.capacityFull, errorCodes.walClosed, errorCodes.walPoisoned],
+  retryAfter,
+);
 
 /** GET /v1/timers (placed beside POST in openapi.ts's '/v1/timers'). */
 export const listTimersOperation = {
@@ -94,6 +100,7 @@ export const timerListPaths = {
         '401': ref('responses', 'Unauthorized'),
         '413': errorResponse(tooManyText, [errorCodes.walRecordTooLarge]),
         ...logResponses,
+        '503': unavailable,
       },
     },
   },
@@ -109,6 +116,7 @@ export const timerListPaths = {
         '404': errorResponse('NOT_FOUND: no queue has this name.', [httpErrorCodes.notFound]),
         '413': errorResponse(tooManyText, [errorCodes.walRecordTooLarge]),
         ...logResponses,
+        '503': unavailable,
       },
     },
   },
