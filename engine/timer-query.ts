@@ -209,16 +209,20 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
   let read = false;
   const groups = bucketGroups(s.spill, Math.max(fromMs, after.dueMs), beforeMs);
   const within = (g: number): boolean => g < groups.length && (bound === undefined || (groups[g] as BucketGroup).startMs <= bound.dueMs);
-  // The next group is read while this one is scanned (at worst one read too many, which the bucket cache keeps).
+  // The next group is read while this one is scanned, when this one cannot fill what is missing
+  // (an export's window: reads overlap the scan; a page: no bucket decoded for nothing).
   let next = within(0) ? readGroup(s, groups[0] as BucketGroup) : undefined;
-  for (let g = 0; next !== undefined && hits.length < cap; g++) {
+  for (let g = 0; next !== undefined; g++) {
     const batches = await next;
     read = true;
-    next = within(g + 1) ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
+    const ahead = within(g + 1) && (groups[g] as BucketGroup).rows < cap - hits.length;
+    next = ahead ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
     const start = hits.length;
     for (const rows of batches) collectRows(s, rows, filter, after, cap, hits);
     // Batches of one start may come from several runs: in order within the group.
     if (batches.length > 1) hits.splice(start, hits.length - start, ...hits.slice(start).sort(hitOrder));
+    if (hits.length >= cap) break;
+    if (next === undefined && within(g + 1)) next = readGroup(s, groups[g + 1] as BucketGroup);
   }
   return { hits, read };
 }

@@ -14,6 +14,8 @@ import type { SpilledTimers } from './spilled-timers.ts';
 /** The batches that share one bucket start, across runs. */
 export interface BucketGroup {
   readonly startMs: number;
+  /** Rows of its batches (the spilled timers of the bucket, and those cancelled since). */
+  readonly rows: number;
   readonly batches: ReadonlyArray<{ readonly run: RunMeta; readonly bucket: number }>;
 }
 
@@ -24,6 +26,7 @@ export interface BucketGroup {
 export function bucketGroups(spill: SpilledTimers, fromMs: number, beforeMs: number): BucketGroup[] {
   const firstStart = spill.bucketStartOf(Math.max(fromMs, spill.watermarkMs));
   const byStart = new Map<number, Array<{ run: RunMeta; bucket: number }>>();
+  const rowsByStart = new Map<number, number>();
   for (const run of spill.runs) {
     const buckets = run.meta.buckets;
     for (let bucket = 0; bucket < buckets.length; bucket++) {
@@ -32,9 +35,10 @@ export function bucketGroups(spill: SpilledTimers, fromMs: number, beforeMs: num
       let group = byStart.get(startMs);
       if (group === undefined) byStart.set(startMs, (group = []));
       group.push({ run: run.meta, bucket });
+      rowsByStart.set(startMs, (rowsByStart.get(startMs) ?? 0) + (buckets[bucket] as RunBucket).rows);
     }
   }
-  return [...byStart.keys()].sort((a, b) => a - b).map((startMs) => ({ startMs, batches: byStart.get(startMs) ?? [] }));
+  return [...byStart.keys()].sort((a, b) => a - b).map((startMs) => ({ startMs, rows: rowsByStart.get(startMs) ?? 0, batches: byStart.get(startMs) ?? [] }));
 }
 
 /** The first row of `rows` (sorted by due, seq, row) that comes after (dueMs, seq, row). */
