@@ -209,14 +209,18 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
   let read = false;
   const groups = bucketGroups(s.spill, Math.max(fromMs, after.dueMs), beforeMs);
   const within = (g: number): boolean => g < groups.length && (bound === undefined || (groups[g] as BucketGroup).startMs <= bound.dueMs);
-  // The next group is read while this one is scanned, when this one cannot fill what is missing
-  // (an export's window: reads overlap the scan; a page: no bucket decoded for nothing).
+  // The next group is read while this one is scanned when this one is not expected to fill what
+  // is missing (at the share of rows that matched so far): an export's window or a filtered page
+  // overlaps its reads with its scans, a page that one group fills decodes no bucket for nothing.
   let next = within(0) ? readGroup(s, groups[0] as BucketGroup) : undefined;
+  let scanned = 0;
   for (let g = 0; next !== undefined; g++) {
     const batches = await next;
     read = true;
-    const ahead = within(g + 1) && (groups[g] as BucketGroup).rows < cap - hits.length;
-    next = ahead ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
+    const groupRows = (groups[g] as BucketGroup).rows;
+    const expected = scanned === 0 ? groupRows : (groupRows * hits.length) / scanned;
+    next = within(g + 1) && expected < cap - hits.length ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
+    scanned += groupRows;
     const start = hits.length;
     for (const rows of batches) collectRows(s, rows, filter, after, cap, hits);
     // Batches of one start may come from several runs: in order within the group.
