@@ -12,9 +12,10 @@
 //             position in a bounded max-heap (no sort of all resident timers)
 //   spilled:  buckets in start order from the position's bucket (spill/spilled-scan.ts), each
 //             batch from its first row after the position, until `cap` matches are found or a
-//             bucket starts after the resident's cap-th match
-//   merge:    both, sorted, cut to `cap`; the resident pass runs again after the last read, so
-//             the slots handed to `use` are live in the same turn
+//             bucket starts after the resident's cap-th match; the next bucket is read while
+//             one is scanned when that one is not expected to fill the page
+//   merge:    the two ordered lists merged, cut to `cap`; the resident pass runs again after
+//             the last read, so the slots handed to `use` are live in the same turn
 import { getTimer, spilledTimerView } from './cancel-lookup.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { type BucketGroup, bucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
