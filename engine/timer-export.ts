@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Binary, type Data, type DataType, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Uint16, Uint32, Utf8 } from 'apache-arrow';
 import { encodeTimerIdInto } from './ids.ts';
-import { bytesOf } from './spill/run-rows.ts';
+import type { BytesColumn as BytesColumnOf } from './batch/timer-batch.ts';
 import type { EngineState } from './state.ts';
 import { timerState } from './store/resident-store.ts';
 import { timerStateNames } from './store/timer-state.ts';
@@ -159,10 +159,10 @@ class BatchEncoder {
         this.#nextAttempt.set(i, null);
         this.#attempts[i] = 0;
         this.#queues.addText(rows.queues[rows.queueIndex[index] as number] as string);
-        this.#keys.add(bytesOf(rows.keys, index), true);
+        this.#keys.addFrom(rows.keys, index, true);
         this.#targets.addText(rows.targets[rows.targetIndex[index] as number] as string);
-        this.#headers.add(bytesOf(rows.headers, index), true);
-        this.#payloads.add(bytesOf(rows.payload, index), false);
+        this.#headers.addFrom(rows.headers, index, true);
+        this.#payloads.addFrom(rows.payload, index, false);
         this.#lastStatus[i] = 0;
         this.#lastStatusValid.set(i, false);
         this.#lastError.addText(null);
@@ -244,18 +244,28 @@ class BytesColumn {
 
   /** `bytes`, or a null when they are empty and `emptyIsNull`. */
   add(bytes: Uint8Array, emptyIsNull: boolean): void {
-    this.#validity.set(this.#row, !(emptyIsNull && bytes.length === 0));
-    const end = this.#length + bytes.length;
-    if (end > this.#values.length) {
-      const grown = new Uint8Array(Math.max(this.#values.length * 2, end));
+    this.#addRange(bytes, 0, bytes.length, emptyIsNull);
+  }
+
+  /** Row `row` of a decoded spilled column, with no view made of it. */
+  addFrom(column: BytesColumnOf, row: number, emptyIsNull: boolean): void {
+    this.#addRange(column.values, column.offsets[row] as number, column.offsets[row + 1] as number, emptyIsNull);
+  }
+
+  #addRange(source: Uint8Array, start: number, end: number, emptyIsNull: boolean): void {
+    const length = end - start;
+    this.#validity.set(this.#row, !(emptyIsNull && length === 0));
+    const to = this.#length + length;
+    if (to > this.#values.length) {
+      const grown = new Uint8Array(Math.max(this.#values.length * 2, to));
       grown.set(this.#values.subarray(0, this.#length));
       this.#values = grown;
     }
-    // Short values (keys, states) by hand: a set() call costs more than their bytes.
-    if (bytes.length <= 16) for (let i = 0; i < bytes.length; i++) this.#values[this.#length + i] = bytes[i] as number;
-    else this.#values.set(bytes, this.#length);
-    this.#length = end;
-    this.#offsets[++this.#row] = end;
+    // Short values (keys, states, small payloads) by hand: a view and a set() cost more than their bytes.
+    if (length <= 64) for (let i = 0; i < length; i++) this.#values[this.#length + i] = source[start + i] as number;
+    else this.#values.set(source.subarray(start, end), this.#length);
+    this.#length = to;
+    this.#offsets[++this.#row] = to;
   }
 
   /** A text (the few distinct queues, targets and states are encoded once), or a null. */

@@ -223,7 +223,8 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
     next = within(g + 1) && expected < cap - hits.length ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
     scanned += groupRows;
     const start = hits.length;
-    for (const rows of batches) collectRows(s, rows, filter, after, cap, hits);
+    // Each batch of the group may give what is missing (batches of one start overlap in time).
+    for (const rows of batches) collectRows(s, rows, filter, after, cap - start, hits);
     // Batches of one start may come from several runs: in order within the group.
     if (batches.length > 1) hits.splice(start, hits.length - start, ...hits.slice(start).sort(hitOrder));
     if (hits.length >= cap) break;
