@@ -64,10 +64,10 @@ export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRo
   for (;;) {
     const window = await queryHits(s, filter, after, windowRows, (hits) => hits);
     for (let at = 0; at < window.length; at += batchRows) {
+      // Deliveries and requests get the loop between finding a window and each of its batches.
+      await nextTurn();
       const bytes = encoder.encode(s, window.slice(at, at + batchRows));
       if (bytes !== undefined) yield bytes;
-      // Deliveries and requests get the loop before the next batch is made.
-      await nextTurn();
     }
     const last = window[window.length - 1];
     if (window.length < windowRows || last === undefined) break;

@@ -16,6 +16,7 @@
 //             one is scanned when that one is not expected to fill the page
 //   merge:    the two ordered lists merged, cut to `cap`; the resident pass runs again after
 //             the last read, so the slots handed to `use` are live in the same turn
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getTimer, spilledTimerView } from './cancel-lookup.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
 import { type BucketGroup, bucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
@@ -217,6 +218,8 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
   let scanned = 0;
   for (let g = 0; next !== undefined; g++) {
     const batches = await next;
+    // The group was just decoded in this turn: it is scanned in the next, leaving the loop to others between.
+    if (g > 0) await nextTurn();
     read = true;
     const groupRows = (groups[g] as BucketGroup).rows;
     const expected = scanned === 0 ? groupRows : (groupRows * hits.length) / scanned;
