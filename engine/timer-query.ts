@@ -191,13 +191,34 @@ export function forEachResidentMatch(s: EngineState, filter: TimerFilter, after:
   }
 }
 
-/** The `cap` smallest resident matches after `after`, in order: one pass, a bounded max-heap. */
+/**
+ * The `cap` smallest resident matches after `after`, in order: one pass, a bounded max-heap.
+ * The pass is forEachResidentMatch's, written out with the heap's largest due time at hand, so
+ * that once the heap is full a timer due later costs two loads and a comparison.
+ */
 function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number): TimerHit[] {
+  const test = residentTest(s, filter);
+  if (test === undefined) return [];
+  const store = s.store;
+  const { state, dueAt, fireAt, logSeq, row: rowColumn, queueIndex } = store;
   const best = new BestPositions(cap);
-  forEachResidentMatch(s, filter, after, (slot, due, seq, row) => {
-    if (best.admits(due, seq, row)) best.offer(due, seq, row, slot);
-  });
-  const fireAt = s.store.fireAt;
+  const fromMs = Math.max(test.fromMs, after.dueMs);
+  let largestDue = Infinity;
+  const slots = store.slotsUsed;
+  for (let slot = 0; slot < slots; slot++) {
+    const code = state[slot] as number;
+    if (code === timerState.free || (test.state >= 0 && code !== test.state)) continue;
+    const due = residentDue(code, dueAt[slot] as number, fireAt[slot] as number);
+    if (due > largestDue || due < fromMs || due >= test.beforeMs) continue;
+    if (test.queueIndex >= 0 && queueIndex[slot] !== test.queueIndex) continue;
+    const seq = logSeq[slot] as number;
+    const row = rowColumn[slot] as number;
+    if (due === after.dueMs && (seq < after.seq || (seq === after.seq && row <= after.row))) continue;
+    if (!best.admits(due, seq, row)) continue;
+    if (test.keyPrefix !== undefined && (store.keyLengthOf(slot) === 0 || !startsWith(store.keyOf(slot), test.keyPrefix))) continue;
+    best.offer(due, seq, row, slot);
+    if (best.full) largestDue = best.largestDue;
+  }
   return best.sorted((due, seq, row, slot) => ({ dueMs: due, seq, row, fireAtMs: fireAt[slot] as number, slot, rows: undefined, index: -1 }));
 }
 
@@ -338,6 +359,15 @@ class BestPositions {
     this.#seq = new Float64Array(cap);
     this.#row = new Float64Array(cap);
     this.#slot = new Int32Array(cap);
+  }
+
+  get full(): boolean {
+    return this.#size === this.#cap;
+  }
+
+  /** The due time of the largest kept (meaningful once something is kept). */
+  get largestDue(): number {
+    return this.#due[0] as number;
   }
 
   /** Whether (due, seq, row) would be kept: room left, or it comes before the largest kept. */
