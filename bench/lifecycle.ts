@@ -94,7 +94,7 @@ export async function lifecycleSuite(options: SuiteOptions): Promise<Figure[]> {
       progress(`lifecycle: key_prefix p99 ${percentileMs(prefix, 99)} ms; an export of every timer`);
 
       const exportRun = await measureExport(engine);
-      assert.equal(exportRun.bytes > 0, true);
+      assert.ok(exportRun.bytes > 0, 'the export made bytes');
       progress(`lifecycle: export ${Math.round(sizes.timers / exportRun.seconds)} timers/s; deliveries at ${deliveryRatePerS}/s while exports run`);
       const lateness = await measureLatenessDuringExport(engine, sink, sizes.deliverySpanMs);
       progress(`lifecycle: lateness p99 ${lateness.histogram.getValueAtPercentile(99)} ms over ${lateness.exports} exports`);
