@@ -118,14 +118,20 @@ export async function lookup(s: EngineState, id: string): Promise<TimerView | un
   const found = await s.spill.find(parts.seq, parts.row, placeMs);
   // Promoted while the bucket was read: it is in memory now.
   if (found === undefined) return getTimer(s, id);
-  const { rows, index } = found;
+  return spilledTimerView(s, id, found.rows, found.index);
+}
+
+/** The view of a spilled timer, row `index` of a decoded bucket (spilled timers are pending and never attempted). */
+export function spilledTimerView(s: EngineState, id: string, rows: RunRows, index: number): TimerView {
   const key = bytesOf(rows.keys, index);
+  const seq = rows.seq[index] as number;
+  const row = rows.row[index] as number;
   return {
     id,
     state: 'pending',
     // A PATCH's revision and fire time are kept in memory, not in the run (rescheduled-timers.ts).
-    revision: s.rescheduled.revisionOf(parts.seq, parts.row),
-    fireAtMs: placeMs,
+    revision: s.rescheduled.revisionOf(seq, row),
+    fireAtMs: s.rescheduled.placeOf(seq, row, rows.fireAtMs[index] as number),
     dueAtMs: rows.dueAtMs[index] as number,
     attempts: 0,
     queue: rows.queues[rows.queueIndex[index] as number] as string,

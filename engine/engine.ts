@@ -21,6 +21,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { admit, admitArrow, validate } from './admission.ts';
 import type { TimerBatch } from './batch/timer-batch.ts';
+import { bulkCancel, type BulkCancelOutcome, type BulkCancelTarget } from './bulk-cancel.ts';
 import { cancel, getTimer, lookup, payloadOf } from './cancel-lookup.ts';
 import { type ClockMove, moveClock, resumeClock } from './clock-moves.ts';
 import { nodeFileSystem } from './fs/node-file-system.ts';
@@ -31,6 +32,8 @@ import { discardDead, listDead, redrive, settle } from './outcomes.ts';
 import { targetsDueBefore } from './targets-due.ts';
 import { deleteQueue, findQueue, findQueueView, listQueues, queueConfig, type QueueView, setQueue, setQueuePaused } from './queue-registry.ts';
 import { type QueueHoldStats, queueHoldStats } from './queue-pause.ts';
+import { exportTimers } from './timer-export.ts';
+import { listTimers, type QueryPosition, queryStart, type TimerFilter, type TimerPage } from './timer-query.ts';
 import type { QueueConfig } from './queues.ts';
 import type { Outcomes } from './records.ts';
 import { beginReplay, endReplay } from './replay.ts';
@@ -68,6 +71,8 @@ import { localLog } from './wal/local-log.ts';
 // The public types live in types.ts; importers keep importing them from here.
 export * from './types.ts';
 export type { RescheduleOutcome, RevisionCondition, TimerPatch } from './reschedule.ts';
+export type { BulkCancelOutcome, BulkCancelTarget } from './bulk-cancel.ts';
+export { decodeCursor, type QueryPosition, queryStart, type TimerFilter, type TimerPage } from './timer-query.ts';
 
 export class Engine {
   readonly #s: EngineState;
@@ -234,6 +239,21 @@ export class Engine {
     return redrive(this.#s, id);
   }
 
+  /** The first `limit` timers matching `filter` after `after`, resident and spilled, in (due, id) order (timer-query.ts). */
+  listTimers(filter: TimerFilter, limit: number, after: QueryPosition = queryStart): Promise<TimerPage> {
+    return listTimers(this.#s, filter, limit, after);
+  }
+
+  /** Every timer matching `filter` as the bytes of one Arrow IPC stream, made a batch at a time as it is read (timer-export.ts). */
+  exportTimers(filter: TimerFilter, batchRows: number, after: QueryPosition = queryStart): AsyncGenerator<Uint8Array> {
+    return exportTimers(this.#s, filter, batchRows, after);
+  }
+
+  /** Cancels every pending or retrying timer a filter or list of ids names, as one record; resolves once durable (bulk-cancel.ts). */
+  bulkCancel(what: BulkCancelTarget): Promise<BulkCancelOutcome> {
+    return bulkCancel(this.#s, what);
+  }
+
   // ---- for dispatch: due timers out, outcomes back (hand-out.ts, outcomes.ts) ----
 
   /** Takes up to `max` timers due at `nowMs` (and ahead, for queues that allow it) and marks them delivering. */
@@ -357,6 +377,8 @@ export class Engine {
       rowsInserted: s.rowsInserted,
       outcomesApplied: s.outcomesApplied,
       heldBack: s.parkedCount,
+      bulkCancels: s.bulkCancels,
+      timersCancelledInBulk: s.timersCancelledInBulk,
       spill: spillStats(s),
       reschedules: { applied: s.rescheduled.applied, redirects: s.rescheduled.size, redirectBytes: s.rescheduled.bytesUsed },
     };

@@ -58,12 +58,15 @@ export const timerLimits = {
   queueNameBytesMax: 64,
   /** How far ahead a timer may be set: 10 years, in ms. */
   horizonMsMax: 10 * 366 * 24 * 3600 * 1000,
+  /** Timers one bulk cancel takes at most: its one CANCEL_BULK record (24 bytes a spilled timer) stays within recordBodyBytesMax. */
+  bulkCancelTimersMax: 1_000_000,
 } as const;
 
 export type TimerLimits = { -readonly [K in keyof typeof timerLimits]: number };
 
 assert.ok(timerLimits.rowsPerBatchMax < 2 ** 24, 'a row must fit the 24-bit row field of an id');
 assert.ok(timerLimits.payloadBytesMax <= walLimits.recordBodyBytesMax, 'one timer must fit a WAL record');
+assert.ok(16 + timerLimits.bulkCancelTimersMax * 24 <= walLimits.recordBodyBytesMax, 'a bulk cancel\'s largest record fits a WAL record');
 
 export const coalesceLimits = {
   /**

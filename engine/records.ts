@@ -22,6 +22,8 @@
 //   RESCHEDULE  version u8 , changed u8 , reserved u16 , row u32 , seq f64 , bucket-at f64 ,
 //            revision u32 , reserved u32 , fire-at f64 , { length u32 , bytes } per changed
 //            field after fire_at (target, queue, payload, headers, callbacks run, in that order)
+//   CANCEL_BULK  expires-at f64 , refs u32 , spilled refs u32 , { ref (16 B) } , { spilled ref (24 B) }
+//            (one bulk cancel or queue purge: the timers it took, however many)
 import assert from 'node:assert/strict';
 import { deliveryLimits } from './limits.ts';
 import { isCallbacksRun } from './store/callback-bytes.ts';
@@ -37,6 +39,7 @@ export const recordType = {
   clock: 10,
   outcomeFollowed: 11,
   reschedule: 8,
+  cancelBulk: 9,
 } as const;
 
 /** What one delivery attempt came to. */
@@ -568,6 +571,41 @@ export function encodeReschedule(record: RescheduleRecord): Uint8Array {
   return bytes;
 }
 
+export const cancelBulkHeaderBytes = 16;
+
+/** The timers one bulk cancel took: refs of resident timers, and spilled refs with the fire time that finds their bucket. */
+export interface BulkCancel {
+  readonly expiresAtMs: number;
+  readonly seqs: Float64Array;
+  readonly rows: Uint32Array;
+  readonly spilledSeqs: Float64Array;
+  readonly spilledRows: Uint32Array;
+  readonly spilledFireAtMs: Float64Array;
+}
+
+/** The body of CANCEL_BULK (docs/format/engine-records.md). */
+export function encodeCancelBulk(cancel: BulkCancel): Uint8Array {
+  const refs = cancel.seqs.length;
+  const spilled = cancel.spilledSeqs.length;
+  assert.ok(cancel.rows.length === refs && cancel.spilledRows.length === spilled && cancel.spilledFireAtMs.length === spilled, 'a ref is a whole ref');
+  const bytes = new Uint8Array(cancelBulkHeaderBytes + refs * timerRefBytes + spilled * spilledRefBytes);
+  const view = new DataView(bytes.buffer);
+  view.setFloat64(0, cancel.expiresAtMs, true);
+  view.setUint32(8, refs, true);
+  view.setUint32(12, spilled, true);
+  let at = cancelBulkHeaderBytes;
+  for (let i = 0; i < refs; i++, at += timerRefBytes) {
+    view.setFloat64(at, cancel.seqs[i] as number, true);
+    view.setUint32(at + 8, cancel.rows[i] as number, true);
+  }
+  for (let i = 0; i < spilled; i++, at += spilledRefBytes) {
+    view.setFloat64(at, cancel.spilledSeqs[i] as number, true);
+    view.setUint32(at + 8, cancel.spilledRows[i] as number, true);
+    view.setFloat64(at + 16, cancel.spilledFireAtMs[i] as number, true);
+  }
+  return bytes;
+}
+
 /** A RESCHEDULE body's record, or undefined if it is malformed. Its byte fields are views of `body`. */
 export function decodeReschedule(body: Uint8Array): RescheduleRecord | undefined {
   if (body.length < rescheduleFixedBytes) return undefined;
@@ -608,4 +646,36 @@ export function decodeReschedule(body: Uint8Array): RescheduleRecord | undefined
   if (headers !== undefined) record.headers = headers;
   if (callbacks !== undefined) record.callbacks = callbacks;
   return record;
+}
+
+/** The timers of a CANCEL_BULK body, or undefined if it is malformed. */
+export function decodeCancelBulk(body: Uint8Array): BulkCancel | undefined {
+  if (body.length < cancelBulkHeaderBytes) return undefined;
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const expiresAtMs = view.getFloat64(0, true);
+  const refs = view.getUint32(8, true);
+  const spilled = view.getUint32(12, true);
+  if (!Number.isFinite(expiresAtMs) || body.length !== cancelBulkHeaderBytes + refs * timerRefBytes + spilled * spilledRefBytes) return undefined;
+  const cancel = {
+    expiresAtMs,
+    seqs: new Float64Array(refs),
+    rows: new Uint32Array(refs),
+    spilledSeqs: new Float64Array(spilled),
+    spilledRows: new Uint32Array(spilled),
+    spilledFireAtMs: new Float64Array(spilled),
+  };
+  let at = cancelBulkHeaderBytes;
+  for (let i = 0; i < refs; i++, at += timerRefBytes) {
+    if (view.getUint32(at + 12, true) !== 0) return undefined;
+    cancel.seqs[i] = view.getFloat64(at, true);
+    cancel.rows[i] = view.getUint32(at + 8, true);
+  }
+  for (let i = 0; i < spilled; i++, at += spilledRefBytes) {
+    if (view.getUint32(at + 12, true) !== 0) return undefined;
+    cancel.spilledSeqs[i] = view.getFloat64(at, true);
+    cancel.spilledRows[i] = view.getUint32(at + 8, true);
+    cancel.spilledFireAtMs[i] = view.getFloat64(at + 16, true);
+    if (!Number.isFinite(cancel.spilledFireAtMs[i] as number)) return undefined;
+  }
+  return cancel;
 }

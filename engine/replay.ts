@@ -18,7 +18,7 @@ import { followUpKeyPlan } from './callbacks.ts';
 import { applyOutcomes } from './outcomes.ts';
 import { applyQueueChange } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
-import { addEncodingArrowStream, addEncodingColumns, addEncodingColumnsWithCallbacks, decodeAddBody, decodeCancelSpilled, decodeClock, decodeOutcomeFollowed, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
+import { addEncodingArrowStream, addEncodingColumns, addEncodingColumnsWithCallbacks, decodeAddBody, decodeCancelBulk, decodeCancelSpilled, decodeClock, decodeOutcomeFollowed, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
 import { replayReschedule } from './reschedule.ts';
 import { promote } from './spill/promotion.ts';
 import { insertRunRow } from './spill/restore.ts';
@@ -183,6 +183,17 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     const cancel = decodeCancelSpilled(body);
     if (cancel === undefined) throw badRecord(seq, 'malformed CANCEL_SPILLED record');
     return replayCancelSpilled(s, cancel.expiresAtMs, cancel.seqs, cancel.rows, cancel.fireAtMs);
+  }
+  if (type === recordType.cancelBulk) {
+    const cancel = decodeCancelBulk(body);
+    if (cancel === undefined) throw badRecord(seq, 'malformed CANCEL_BULK record');
+    for (let i = 0; i < cancel.seqs.length; i++) {
+      const slot = s.index.get(cancel.seqs[i] as number, cancel.rows[i] as number);
+      if (slot < 0) continue;
+      s.heap.remove(slot);
+      s.finishCancelled(slot, cancel.expiresAtMs);
+    }
+    return cancel.spilledSeqs.length === 0 ? undefined : replayCancelSpilled(s, cancel.expiresAtMs, cancel.spilledSeqs, cancel.spilledRows, cancel.spilledFireAtMs);
   }
   if (type === recordType.promote) {
     const watermarkMs = decodePromote(body);

@@ -165,6 +165,9 @@ export class EngineState {
   /** Rows put in the store since open, replayed or admitted, and outcomes applied: how busy the engine is, for the loader. */
   rowsInserted = 0;
   outcomesApplied = 0;
+  /** Bulk cancels (CANCEL_BULK records) applied since open, live, and the timers they cancelled (for stats). */
+  bulkCancels = 0;
+  timersCancelledInBulk = 0;
   /** Cancels of spilled timers whose CANCEL_SPILLED record is not yet durable, by "seq:row". */
   readonly cancellingSpilled = new Map<string, Promise<CancelOutcome>>();
   /** A manual clock's last logged position (CLOCK records, the manifest), whatever clock this life runs on; undefined: none logged (clock-moves.ts). */

@@ -135,6 +135,9 @@ export interface EngineStats {
   readonly outcomesApplied: number;
   /** Due timers held back for want of queue room (they are still pending or retrying). */
   readonly heldBack: number;
+  /** Bulk cancels (and queue purges) since open, and the timers they cancelled. */
+  readonly bulkCancels: number;
+  readonly timersCancelledInBulk: number;
   readonly spill: SpillStats;
   /** PATCHes applied since open; patched timers held, and the memory their entries take (engine/rescheduled-timers.ts). */
   readonly reschedules: { readonly applied: number; readonly redirects: number; readonly redirectBytes: number };

@@ -450,14 +450,18 @@ function bytesOfColumn(data: Data, rows: number, nullable: boolean): BytesColumn
   const offsets = (data.valueOffsets as Int32Array).subarray(0, rows + 1);
   const values = data.values as Uint8Array;
   if (offsets.length !== rows + 1 || offsets[0] !== 0 || (offsets[rows] as number) > values.length) throw new BatchShapeError('column offsets out of range');
+  // Read once, not per row: apache-arrow's getters (nullCount, getValid) cost more than the check.
+  const nulls = data.nullCount;
+  if (!nullable && nulls > 0) throw new BatchShapeError('a non-nullable column has nulls');
+  const validity = nullable && nulls > 0 ? (data.nullBitmap as Uint8Array) : undefined;
+  if (validity !== undefined && validity.length < (rows + 7) >> 3) throw new BatchShapeError('column validity out of range');
   for (let i = 0; i < rows; i++) {
     const empty = offsets[i + 1] === offsets[i];
     if ((offsets[i + 1] as number) < (offsets[i] as number)) throw new BatchShapeError(`offsets decrease at row ${i}`);
     // The writer makes exactly the empty values null; anything else is not a run written here.
-    if (nullable && data.nullCount > 0 && data.getValid(i) === empty) throw new BatchShapeError(`row ${i} has a null that is not empty, or an empty value that is not null`);
-    if (!nullable && data.nullCount > 0) throw new BatchShapeError('a non-nullable column has nulls');
+    if (validity !== undefined && ((((validity[i >> 3] as number) >> (i & 7)) & 1) === 1) === empty) throw new BatchShapeError(`row ${i} has a null that is not empty, or an empty value that is not null`);
   }
-  if (nullable && data.nullCount === 0) {
+  if (nullable && nulls === 0) {
     for (let i = 0; i < rows; i++) if (offsets[i + 1] === offsets[i]) throw new BatchShapeError(`row ${i} is empty but not null`);
   }
   return { values: values.subarray(0, offsets[rows] as number), offsets };

@@ -239,6 +239,11 @@ export class SpilledTimers {
     return cancelled;
   }
 
+  /** One batch of a run, decoded (through the bucket cache), for a scan in due order (engine/timer-query.ts). */
+  readBucket(run: RunMeta, bucket: number): Promise<RunRows> {
+    return this.#reader(this.#bucket(run, bucket));
+  }
+
   /** Spilled timers of queue `queue`, for a queue's delete: each spilled bucket read in turn (none is held by this). */
   pendingIn(queue: string): Promise<number> {
     return this.#reader(this.#pendingIn(queue));

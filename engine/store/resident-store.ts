@@ -219,6 +219,11 @@ export class ResidentStore {
     return this.#count;
   }
 
+  /** Slots at or past this were never used: a pass over every live timer stops here. */
+  get slotsUsed(): number {
+    return this.#highWater;
+  }
+
   /** Live timers at most: allocate() answers -1 past it (the caller refuses adds with CAPACITY_FULL). */
   get capacityMax(): number {
     return this.#capacityMax;

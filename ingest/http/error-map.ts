@@ -115,11 +115,14 @@ export interface ErrorAnswer {
 /** A condition the HTTP layer finds itself (an unknown id, a cancel too late, …): routes throw it. */
 export class HttpProblem extends Error {
   readonly code: HttpErrorCode;
+  /** The parameter or body field at fault, when there is one. */
+  readonly field: string | undefined;
 
-  constructor(code: HttpErrorCode, message: string) {
+  constructor(code: HttpErrorCode, message: string, field?: string) {
     super(message);
     this.name = 'HttpProblem';
     this.code = code;
+    this.field = field;
   }
 }
 
@@ -192,7 +195,10 @@ export function errorAnswer(err: unknown, contentType: string | undefined): Erro
       unexpected: status === 500,
     };
   }
-  if (err instanceof HttpProblem) return httpError(err.code, err.message);
+  if (err instanceof HttpProblem) {
+    const answer = httpError(err.code, err.message);
+    return err.field === undefined ? answer : { ...answer, body: { error: { ...answer.body.error, field: err.field } } };
+  }
   if (err instanceof Error) {
     const answer = fastifyAnswer(err as Error & { code?: unknown; statusCode?: unknown }, contentType);
     if (answer !== undefined) return answer;

@@ -15,3 +15,15 @@ export const deadListLimits = {
   default: 100,
   max: 1000,
 } as const;
+
+/** `GET /v1/timers`: a page's default and most timers, and the rows of an Arrow export's record batches. */
+export const timerListLimits = {
+  default: 100,
+  max: 1000,
+  exportBatchRows: 4096,
+} as const;
+
+/** `POST /v1/timers/cancel`: the most ids one request names. */
+export const bulkCancelLimits = {
+  idsMax: 10_000,
+} as const;

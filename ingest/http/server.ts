@@ -46,6 +46,7 @@ import { metricsRoutes } from './routes/metrics.ts';
 import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
 import { statsRoutes } from './routes/stats.ts';
+import { timerListRoutes } from './routes/timer-list.ts';
 import { timerPatchRoutes } from './routes/timer-patch.ts';
 import { timersRoutes } from './routes/timers.ts';
 import type { HttpServer } from './types.ts';
@@ -118,6 +119,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(timerPatchRoutes, { engine });
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
+  void app.register(timerListRoutes, { engine });
   void app.register(statsRoutes, { engine });
   void app.register(clockRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });

@@ -169,7 +169,7 @@ describe('errors a newcomer meets in the first hour', { timeout: 120_000 }, () =
 
   test('a method a path is not served by: 405 METHOD_NOT_ALLOWED with Allow listing the methods it is', async () => {
     for (const [method, path, allow] of [
-      ['PUT', '/v1/timers', 'POST'],
+      ['PUT', '/v1/timers', 'GET, HEAD, POST'],
       ['PUT', '/v1/timers/abc', 'DELETE, GET, HEAD, PATCH'],
       ['POST', '/healthz', 'GET, HEAD'],
       ['DELETE', '/v1/queues', 'GET, HEAD'],

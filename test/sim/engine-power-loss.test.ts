@@ -1,5 +1,5 @@
 // A seeded simulation of the whole engine over the simulated file system and clock: admits
-// (some keyed, some far in the future), cancels, PATCHes (new fire time and payload, near or
+// (some keyed, some far in the future), cancels (single and bulk), PATCHes (new fire time and payload, near or
 // far, of resident and spilled timers), deliveries with their outcomes, checkpoints
 // that spill, promotions and clock jumps both ways, several at once, with the power cut at a
 // random file-system call. After each recovery:
@@ -165,11 +165,23 @@ async function deliverSome(engine: Engine, prng: Prng, clock: Clock, ledger: Led
   if (kind === outcomeKind.delivered) for (const id of ids) ledger.deliveredAcked.add(id);
 }
 
+/** A bulk cancel (one CANCEL_BULK record) of a few ids or of a span of due times; what it cancelled is read back from the engine. */
+async function bulkCancelSome(engine: Engine, prng: Prng, clock: Clock, ledger: Ledger): Promise<void> {
+  const ids = [...ledger.acked.keys()];
+  const fromMs = clock.now() + prng.below(48) * hour;
+  const named = Array.from({ length: 1 + prng.below(4) }, () => ids[prng.below(Math.max(1, ids.length))]).filter((id) => id !== undefined);
+  if (prng.below(2) === 0 && named.length > 0) await engine.bulkCancel({ ids: named });
+  else await engine.bulkCancel({ filter: { dueAfterMs: fromMs, dueBeforeMs: fromMs + hour * (1 + prng.below(12)) } });
+  // A timer shows "cancelled" only once a cancel of it is durable.
+  for (const id of ids) if ((await engine.lookup(id))?.state === 'cancelled') ledger.cancelAcked.add(id);
+}
+
 /** One operation of the workload; a few run at once. */
 async function operation(engine: Engine, prng: Prng, clock: ManualClock, ledger: Ledger): Promise<void> {
   const pick = prng.below(100);
-  if (pick < 36) return admitSome(engine, prng, clock, ledger);
-  if (pick < 46) return patchSome(engine, prng, clock, ledger);
+  if (pick < 34) return admitSome(engine, prng, clock, ledger);
+  if (pick < 42) return patchSome(engine, prng, clock, ledger);
+  if (pick >= 48 && pick < 52) return bulkCancelSome(engine, prng, clock, ledger);
   if (pick < 52) {
     const ids = [...ledger.acked.keys()];
     const id = ids[prng.below(Math.max(1, ids.length))];

@@ -50,6 +50,8 @@ export function engineMetrics(engine: Engine): Registry {
       this.set(engine.stats().reschedules.redirects);
     },
   });
+  countedAtScrape(registry, 'fermata_bulk_cancels_total', 'Bulk cancels and queue purges that cancelled timers since start (one CANCEL_BULK record each).', () => engine.stats().bulkCancels);
+  countedAtScrape(registry, 'fermata_bulk_cancelled_timers_total', 'Timers cancelled by bulk cancels and queue purges since start.', () => engine.stats().timersCancelledInBulk);
   walCounter('fermata_wal_slow_fdatasyncs_total', 'Group commit syncs (the fdatasync, or the write-through writev) slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
   queueHoldMetrics(registry, engine);
   return registry;

@@ -207,6 +207,8 @@ export const openApiComponents = {
         delivered: { type: 'integer', minimum: 0 },
         dead: { type: 'integer', minimum: 0 },
         cancelled: { type: 'integer', minimum: 0 },
+        bulk_cancels: { type: 'integer', minimum: 0, description: 'Bulk cancels and queue purges that cancelled timers since start.' },
+        cancelled_in_bulk: { type: 'integer', minimum: 0, description: 'Timers those cancelled.' },
         horizon: {
           type: ['integer', 'null'],
           description: 'Epoch ms: pending timers due before it are in memory, later ones on disk (brought in well before they are due). Null while nothing was ever spilled.',
@@ -246,7 +248,7 @@ export const openApiComponents = {
           additionalProperties: false,
         },
       },
-      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules'],
+      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'bulk_cancels', 'cancelled_in_bulk', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules'],
       additionalProperties: false,
     },
     Health: {

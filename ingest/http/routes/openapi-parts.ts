@@ -96,6 +96,8 @@ export const metricNames = [
   'fermata_timers_held_released_total',
   'fermata_reschedules_total',
   'fermata_rescheduled_timers',
+  'fermata_bulk_cancels_total',
+  'fermata_bulk_cancelled_timers_total',
   'fermata_http_abusive_connections_total',
   'fermata_http_peer_penalties_total',
   'fermata_http_refused_connections_total',

@@ -16,6 +16,7 @@ import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
+import { listTimersOperation, timerListPaths } from './openapi-timer-list.ts';
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -34,6 +35,7 @@ export const openApiDocument = {
   security: bearer,
   paths: {
     '/v1/timers': {
+      get: listTimersOperation,
       post: {
         operationId: 'addTimers',
         summary: 'Add one timer (JSON) or a batch (NDJSON, Arrow)',
@@ -125,6 +127,7 @@ export const openApiDocument = {
         },
       },
     },
+    ...timerListPaths,
     '/v1/timers/{id}': {
       parameters: [ref('parameters', 'TimerId')],
       get: {

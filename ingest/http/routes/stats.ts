@@ -15,6 +15,9 @@ const statsSchema = {
     delivered: count,
     dead: count,
     cancelled: count,
+    // Bulk cancels and queue purges since start, and the timers they cancelled.
+    bulk_cancels: count,
+    cancelled_in_bulk: count,
     // Epoch ms: pending timers due before it are in memory; null while nothing was ever spilled.
     horizon: { type: ['integer', 'null'] },
     memory: {
@@ -41,7 +44,7 @@ const statsSchema = {
       additionalProperties: false,
     },
   },
-  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules'],
+  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'bulk_cancels', 'cancelled_in_bulk', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules'],
   additionalProperties: false,
 } as const;
 
@@ -60,6 +63,8 @@ export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): P
       delivered: counts.delivered,
       dead: counts.dead,
       cancelled: counts.cancelled,
+      bulk_cancels: stats.bulkCancels,
+      cancelled_in_bulk: stats.timersCancelledInBulk,
       horizon: Number.isFinite(spill.watermarkMs) ? spill.watermarkMs : null,
       memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes },
       wal: { last_seq: wal.lastSeq, syncs: wal.counters.syncs, appends: wal.counters.appends, poisoned: wal.poisoned !== undefined },

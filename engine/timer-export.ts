@@ -1,0 +1,325 @@
+// The export: every timer matching a filter as one Arrow IPC stream, in the list's (due, id)
+// order, a record batch at a time (GET /v1/timers with Accept: Arrow). Main thread. A batch is
+// made only when the reader asks for the next one (an async generator: Readable.from pulls it
+// when the response has room), and the generator yields to the event loop between batches, so
+// an export of millions of timers holds a few batches and never stalls deliveries.
+//
+//   queryHits(after, batchRows) ─► columns (no object per row but the hit) ─► record batch ─►
+//   IPC bytes (the schema message once, first) ─► … ─► end-of-stream marker
+//
+// Columns are named as the JSON view's fields:
+//   id Utf8 · state Utf8 · fire_at Timestamp(ms, UTC) · next_attempt_at Timestamp(ms, UTC)? ·
+//   attempts Uint32 · queue Utf8 · key Utf8? · target Utf8 · headers Utf8 (JSON)? · payload Binary ·
+//   last_status Uint16? · last_error Utf8? · last_attempt_at Timestamp(ms, UTC)?      (? nullable)
+import assert from 'node:assert/strict';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { Binary, type Data, type DataType, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Uint16, Uint32, Utf8 } from 'apache-arrow';
+import { encodeTimerIdInto } from './ids.ts';
+import type { BytesColumn as BytesColumnOf } from './batch/timer-batch.ts';
+import type { EngineState } from './state.ts';
+import { timerState } from './store/resident-store.ts';
+import { timerStateNames } from './store/timer-state.ts';
+import { type QueryPosition, queryHits, queryStart, type TimerFilter, type TimerHit } from './timer-query.ts';
+
+const timestamp = (): DataType => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
+
+/** The export's schema: the JSON view's fields (nullable where the view may say null). */
+export const exportSchema = new Schema([
+  new Field('id', new Utf8(), false),
+  new Field('state', new Utf8(), false),
+  new Field('fire_at', timestamp(), false),
+  new Field('next_attempt_at', timestamp(), true),
+  new Field('attempts', new Uint32(), false),
+  new Field('queue', new Utf8(), false),
+  new Field('key', new Utf8(), true),
+  new Field('target', new Utf8(), false),
+  new Field('headers', new Utf8(), true),
+  new Field('payload', new Binary(), false),
+  new Field('last_status', new Uint16(), true),
+  new Field('last_error', new Utf8(), true),
+  new Field('last_attempt_at', timestamp(), true),
+]);
+
+/** Batches found in one pass over the store. */
+const exportWindowBatches = 4;
+/** The IPC stream's end: a continuation marker and a zero length. */
+const endOfStream = Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0);
+/** The schema message as an IPC stream writes it: what every batch's stream starts with. */
+const schemaMessage = ((): Uint8Array => {
+  const empty = tableToIPC(new Table(exportSchema), 'stream');
+  return empty.subarray(0, empty.length - endOfStream.length);
+})();
+
+/**
+ * Every timer matching `filter` after `from`, as the bytes of one Arrow IPC stream, `batchRows`
+ * timers a record batch. The timers are found a window of a few batches at a time (one pass over
+ * the store per window, not per batch); a resident timer of the window is looked up again when
+ * its batch is made, and left out if it is gone by then.
+ */
+export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRows: number, from: QueryPosition = queryStart): AsyncGenerator<Uint8Array> {
+  yield schemaMessage;
+  const windowRows = batchRows * exportWindowBatches;
+  const encoder = new BatchEncoder(batchRows);
+  let after = from;
+  for (;;) {
+    const window = await queryHits(s, filter, after, windowRows, (hits) => hits);
+    for (let at = 0; at < window.length; at += batchRows) {
+      // Deliveries and requests get the loop between finding a window and each of its batches.
+      await nextTurn();
+      const bytes = encoder.encode(s, window.slice(at, at + batchRows));
+      if (bytes !== undefined) yield bytes;
+    }
+    const last = window[window.length - 1];
+    if (window.length < windowRows || last === undefined) break;
+    after = last;
+  }
+  yield endOfStream;
+}
+
+/**
+ * Makes the record batches of one export. Its columns are made once and filled again for each
+ * batch (the IPC writer copies them into the batch's bytes), so an export leaves one buffer a
+ * batch behind it, not one a column.
+ */
+class BatchEncoder {
+  readonly #ids: Uint8Array;
+  readonly #idOffsets: Int32Array;
+  readonly #fireAt: MsColumn;
+  readonly #nextAttempt: MsColumn;
+  readonly #attempts: Uint32Array;
+  readonly #states: BytesColumn;
+  readonly #queues: BytesColumn;
+  readonly #keys: BytesColumn;
+  readonly #targets: BytesColumn;
+  readonly #headers: BytesColumn;
+  readonly #payloads: BytesColumn;
+  readonly #lastStatus: Uint16Array;
+  readonly #lastStatusValid: Validity;
+  readonly #lastError: BytesColumn;
+  readonly #lastAttempt: MsColumn;
+  readonly #slots: Int32Array;
+
+  constructor(rows: number) {
+    this.#ids = new Uint8Array(rows * idLength);
+    this.#idOffsets = Int32Array.from({ length: rows + 1 }, (_, i) => i * idLength);
+    this.#fireAt = new MsColumn(rows);
+    this.#nextAttempt = new MsColumn(rows);
+    this.#attempts = new Uint32Array(rows);
+    this.#states = new BytesColumn(rows, rows * 8);
+    this.#queues = new BytesColumn(rows, rows * 16);
+    this.#keys = new BytesColumn(rows, rows * 32);
+    this.#targets = new BytesColumn(rows, rows * 48);
+    this.#headers = new BytesColumn(rows, rows * 16);
+    this.#payloads = new BytesColumn(rows, rows * 128);
+    this.#lastStatus = new Uint16Array(rows);
+    this.#lastStatusValid = new Validity(rows);
+    this.#lastError = new BytesColumn(rows, 256);
+    this.#lastAttempt = new MsColumn(rows);
+    this.#slots = new Int32Array(rows);
+  }
+
+  /** One record batch's IPC message (its stream's schema message and end cut off); undefined when none of its timers is left. */
+  encode(s: EngineState, found: readonly TimerHit[]): Uint8Array | undefined {
+    const store = s.store;
+    // A resident timer's slot as of now (released since: left out).
+    const hits: TimerHit[] = [];
+    for (const hit of found) {
+      const slot = hit.rows === undefined ? s.index.get(hit.seq, hit.row) : -1;
+      if (hit.rows !== undefined || slot >= 0) this.#slots[hits.push(hit) - 1] = slot;
+    }
+    const count = hits.length;
+    if (count === 0) return undefined;
+    for (const column of [this.#states, this.#queues, this.#keys, this.#targets, this.#headers, this.#payloads, this.#lastError]) column.reset();
+    for (const column of [this.#fireAt, this.#nextAttempt, this.#lastAttempt]) column.reset();
+    this.#lastStatusValid.reset();
+    for (let i = 0; i < count; i++) {
+      const hit = hits[i] as TimerHit;
+      encodeTimerIdInto(this.#ids, i * idLength, hit.seq, hit.row, hit.fireAtMs);
+      this.#fireAt.set(i, hit.fireAtMs);
+      const { rows, index } = hit;
+      if (rows === undefined) {
+        const slot = this.#slots[i] as number;
+        const code = store.state[slot] as number;
+        this.#states.addText(timerStateNames[code] as string);
+        this.#nextAttempt.set(i, code === timerState.retrying ? (store.dueAt[slot] as number) : null);
+        this.#attempts[i] = store.attempts[slot] as number;
+        this.#queues.addText(s.queueNames[store.queueIndex[slot] as number] as string);
+        this.#keys.add(store.keyOf(slot), true);
+        this.#targets.addText(store.targetOf(slot));
+        this.#headers.add(store.headersOf(slot), true);
+        this.#payloads.add(store.payloadOf(slot), false);
+        const status = store.lastStatus[slot] as number;
+        this.#lastStatus[i] = status;
+        this.#lastStatusValid.set(i, status !== 0);
+        this.#lastError.addText(s.failures.errorOf(slot));
+        this.#lastAttempt.set(i, s.failures.attemptedAtOf(slot));
+      } else {
+        // A spilled timer: pending, never attempted.
+        this.#states.addText('pending');
+        this.#nextAttempt.set(i, null);
+        this.#attempts[i] = 0;
+        this.#queues.addText(rows.queues[rows.queueIndex[index] as number] as string);
+        this.#keys.addFrom(rows.keys, index, true);
+        this.#targets.addText(rows.targets[rows.targetIndex[index] as number] as string);
+        this.#headers.addFrom(rows.headers, index, true);
+        this.#payloads.addFrom(rows.payload, index, false);
+        this.#lastStatus[i] = 0;
+        this.#lastStatusValid.set(i, false);
+        this.#lastError.addText(null);
+        this.#lastAttempt.set(i, null);
+      }
+    }
+    const children = [
+      makeData({ type: new Utf8(), length: count, valueOffsets: this.#idOffsets.subarray(0, count + 1), data: this.#ids.subarray(0, count * idLength) }),
+      this.#states.data(new Utf8(), count),
+      this.#fireAt.data(count),
+      this.#nextAttempt.data(count),
+      makeData({ type: new Uint32(), length: count, data: this.#attempts.subarray(0, count) }),
+      this.#queues.data(new Utf8(), count),
+      this.#keys.data(new Utf8(), count),
+      this.#targets.data(new Utf8(), count),
+      this.#headers.data(new Utf8(), count),
+      this.#payloads.data(new Binary(), count),
+      makeData({ type: new Uint16(), length: count, data: this.#lastStatus.subarray(0, count), ...this.#lastStatusValid.of(count) }),
+      this.#lastError.data(new Utf8(), count),
+      this.#lastAttempt.data(count),
+    ];
+    const batch = new RecordBatch(exportSchema, makeData({ type: new Struct(exportSchema.fields), length: count, nullCount: 0, children }));
+    const stream = tableToIPC(new Table([batch]), 'stream');
+    assert.ok(stream.length > schemaMessage.length + endOfStream.length, 'a batch\'s stream holds the schema, the batch and the end');
+    return stream.subarray(schemaMessage.length, stream.length - endOfStream.length);
+  }
+}
+
+const idLength = 24;
+
+/** A validity bitmap: a set bit is a value, a clear one a null. */
+class Validity {
+  readonly #bitmap: Uint8Array;
+  #nulls = 0;
+
+  constructor(count: number) {
+    this.#bitmap = new Uint8Array((count + 7) >> 3);
+  }
+
+  reset(): void {
+    this.#bitmap.fill(0);
+    this.#nulls = 0;
+  }
+
+  set(i: number, valid: boolean): void {
+    if (valid) this.#bitmap[i >> 3] = (this.#bitmap[i >> 3] as number) | (1 << (i & 7));
+    else this.#nulls++;
+  }
+
+  /** makeData's null fields for the first `count` rows. */
+  of(count: number): { nullBitmap: Uint8Array; nullCount: number } {
+    return { nullBitmap: this.#bitmap.subarray(0, (count + 7) >> 3), nullCount: this.#nulls };
+  }
+}
+
+const textBytes = new Map<string, Uint8Array>();
+const noBytes = new Uint8Array(0);
+const utf8 = new TextEncoder();
+
+/** A Utf8 or Binary column filled row by row; an empty value may stand for null. */
+class BytesColumn {
+  readonly #offsets: Int32Array;
+  readonly #validity: Validity;
+  #values: Uint8Array;
+  #length = 0;
+  #row = 0;
+
+  constructor(rows: number, bytesInitial: number) {
+    this.#offsets = new Int32Array(rows + 1);
+    this.#validity = new Validity(rows);
+    this.#values = new Uint8Array(bytesInitial);
+  }
+
+  reset(): void {
+    this.#length = 0;
+    this.#row = 0;
+    this.#validity.reset();
+  }
+
+  /** `bytes`, or a null when they are empty and `emptyIsNull`. */
+  add(bytes: Uint8Array, emptyIsNull: boolean): void {
+    this.#addRange(bytes, 0, bytes.length, emptyIsNull);
+  }
+
+  /** Row `row` of a decoded spilled column, with no view made of it. */
+  addFrom(column: BytesColumnOf, row: number, emptyIsNull: boolean): void {
+    this.#addRange(column.values, column.offsets[row] as number, column.offsets[row + 1] as number, emptyIsNull);
+  }
+
+  #addRange(source: Uint8Array, start: number, end: number, emptyIsNull: boolean): void {
+    const length = end - start;
+    this.#validity.set(this.#row, !(emptyIsNull && length === 0));
+    const to = this.#length + length;
+    if (to > this.#values.length) {
+      const grown = new Uint8Array(Math.max(this.#values.length * 2, to));
+      grown.set(this.#values.subarray(0, this.#length));
+      this.#values = grown;
+    }
+    // Short values (keys, states, small payloads) by hand: a view and a set() cost more than their bytes.
+    if (length <= 64) for (let i = 0; i < length; i++) this.#values[this.#length + i] = source[start + i] as number;
+    else this.#values.set(source.subarray(start, end), this.#length);
+    this.#length = to;
+    this.#offsets[++this.#row] = to;
+  }
+
+  /** A text (the few distinct queues, targets and states are encoded once), or a null. */
+  addText(text: string | null): void {
+    if (text === null) {
+      this.add(noBytes, true);
+      return;
+    }
+    let bytes = textBytes.get(text);
+    if (bytes === undefined) {
+      bytes = utf8.encode(text);
+      // Targets are the only texts with many values: a bound keeps the cache small.
+      if (textBytes.size >= 4096) textBytes.clear();
+      textBytes.set(text, bytes);
+    }
+    this.add(bytes, false);
+  }
+
+  data<T extends Utf8 | Binary>(type: T, count: number): Data<T> {
+    const props = { length: count, valueOffsets: this.#offsets.subarray(0, count + 1), data: this.#values.subarray(0, this.#length), ...this.#validity.of(count) };
+    return (type instanceof Utf8 ? makeData({ type, ...props }) : makeData({ type: type as Binary, ...props })) as Data<T>;
+  }
+}
+
+const twoTo32 = 2 ** 32;
+
+/** A Timestamp(ms) column: int64 written as two 32-bit halves (no BigInt per row), nulls where not given. */
+class MsColumn {
+  readonly #values: BigInt64Array;
+  readonly #halves: Int32Array;
+  readonly #validity: Validity;
+
+  constructor(rows: number) {
+    this.#values = new BigInt64Array(rows);
+    this.#halves = new Int32Array(this.#values.buffer);
+    this.#validity = new Validity(rows);
+  }
+
+  reset(): void {
+    this.#validity.reset();
+  }
+
+  set(i: number, ms: number | null): void {
+    this.#validity.set(i, ms !== null);
+    if (ms === null) return;
+    if (ms >= 0 && Number.isSafeInteger(ms) && littleEndian) {
+      this.#halves[2 * i] = ms % twoTo32 | 0;
+      this.#halves[2 * i + 1] = Math.floor(ms / twoTo32);
+    } else this.#values[i] = BigInt(Math.trunc(ms));
+  }
+
+  data(count: number): Data<Timestamp> {
+    return makeData({ type: timestamp() as Timestamp, length: count, data: this.#values.subarray(0, count), ...this.#validity.of(count) });
+  }
+}
+
+const littleEndian = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;

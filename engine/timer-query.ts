@@ -1,0 +1,466 @@
+// Which timers match a filter, in (due, id) order from a position on: the list's pages, the
+// export's batches and the bulk cancel's set (GET /v1/timers, POST /v1/timers/cancel). Main
+// thread, over the engine's state; nothing here changes a timer.
+//
+// A timer's due time is when it is next delivered: its dueAt while it waits or is being
+// delivered (the fire time, or a retry's time), its fire time once finished. The order is
+// (due, seq, row), and (seq, row) orders ids (docs/format/ids.md), so a position (due, id) is a
+// key of that order: valid across restarts, and a timer whose due time changes during a scan
+// may be seen twice or not at all.
+//
+//   resident: one pass over the store's columns keeps the `cap` smallest matches after the
+//             position in a bounded max-heap (no sort of all resident timers)
+//   spilled:  buckets in start order from the position's bucket (spill/spilled-scan.ts), each
+//             batch from its first row after the position, until `cap` matches are found or a
+//             bucket starts after the resident's cap-th match; the next bucket is read while
+//             one is scanned when that one is not expected to fill the page
+//   merge:    the two ordered lists merged, cut to `cap`; the resident pass runs again after
+//             the last read, so the slots handed to `use` are live in the same turn
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { getTimer, spilledTimerView } from './cancel-lookup.ts';
+import { decodeTimerId, encodeTimerId } from './ids.ts';
+import { type BucketGroup, bucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
+import type { RunRows } from './spill/run-rows.ts';
+import type { EngineState } from './state.ts';
+import { keyHash } from './store/key-index.ts';
+import { timerState } from './store/resident-store.ts';
+import type { TimerStateName, TimerView } from './types.ts';
+
+/** What a scan matches; every field given must hold. */
+export interface TimerFilter {
+  readonly queue?: string;
+  readonly state?: TimerStateName;
+  /** Keys that start with these bytes. */
+  readonly keyPrefix?: Uint8Array;
+  /** The key exactly. */
+  readonly key?: Uint8Array;
+  /** Due at or after (epoch ms). */
+  readonly dueAfterMs?: number;
+  /** Due before (epoch ms). */
+  readonly dueBeforeMs?: number;
+}
+
+/** A place in the order: the scan goes on after the timer (seq, row) due at dueMs. */
+export interface QueryPosition {
+  readonly dueMs: number;
+  readonly seq: number;
+  readonly row: number;
+}
+
+/** Before every timer. */
+export const queryStart: QueryPosition = { dueMs: -Infinity, seq: -1, row: 0 };
+
+/**
+ * A matching timer: resident at `slot` (valid only within the turn `use` is called in), or
+ * spilled, row `index` of `rows`.
+ */
+export interface TimerHit {
+  readonly dueMs: number;
+  readonly seq: number;
+  readonly row: number;
+  readonly fireAtMs: number;
+  readonly slot: number;
+  readonly rows: RunRows | undefined;
+  readonly index: number;
+}
+
+const stateCodes: Readonly<Record<TimerStateName, number>> = {
+  pending: timerState.pending,
+  delivering: timerState.delivering,
+  retrying: timerState.retrying,
+  delivered: timerState.delivered,
+  dead: timerState.dead,
+  cancelled: timerState.cancelled,
+};
+
+/** Tries before a scan that keeps meeting a moving spill tier (checkpoint, promotion) takes what it has. */
+const spillMovesMax = 3;
+
+/** (due, seq, row) of a comes before b's. */
+export function hitOrder(a: QueryPosition, b: QueryPosition): number {
+  return a.dueMs - b.dueMs || a.seq - b.seq || a.row - b.row;
+}
+
+/** The cursor of a position: opaque to clients (base64url of the due time and the timer's id). */
+export function encodeCursor(hit: TimerHit): string {
+  return Buffer.from(`${hit.dueMs}~${encodeTimerId(hit.seq, hit.row, hit.fireAtMs)}`).toString('base64url');
+}
+
+/** The position a cursor names, or undefined when the string is not a cursor. */
+export function decodeCursor(cursor: string): QueryPosition | undefined {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(cursor)) return undefined;
+  const text = Buffer.from(cursor, 'base64url').toString('latin1');
+  const match = /^(-?\d{1,16})~([0-9a-z]{24})$/.exec(text);
+  if (match === null || Buffer.from(text, 'latin1').toString('base64url') !== cursor) return undefined;
+  const dueMs = Number(match[1]);
+  const id = decodeTimerId(match[2] as string);
+  if (!Number.isSafeInteger(dueMs) || id === undefined) return undefined;
+  return { dueMs, seq: id.seq, row: id.row };
+}
+
+/**
+ * The first `cap` timers matching `filter` after `after`, in order, handed to `use` in the same
+ * turn as the store was read (so resident slots are live), and what `use` makes of them.
+ */
+export async function queryHits<T>(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, use: (hits: TimerHit[]) => T): Promise<T> {
+  if (filter.key !== undefined) return keyHits(s, filter, filter.key, after, use);
+  for (let tries = 1; ; tries++) {
+    const watermarkMs = s.spill.watermarkMs;
+    const runs = s.spill.runs;
+    const first = residentHits(s, filter, after, cap);
+    const bound = first.length >= cap ? first[cap - 1] : undefined;
+    const spilled = await spilledHits(s, filter, after, cap, bound);
+    const moved = s.spill.watermarkMs !== watermarkMs || s.spill.runs !== runs;
+    if (moved && tries < spillMovesMax) continue;
+    // The reads took turns: the resident timers are read again, now, for `use`.
+    const resident = spilled.read ? residentHits(s, filter, after, cap) : first;
+    const live = spilled.hits.filter((hit) => !s.spill.isTombstoned(hit.seq, hit.row));
+    return use(mergeHits(resident, live, cap));
+  }
+}
+
+/** The first `cap` of two lists in order, in order (a merge: no sort of the whole). */
+function mergeHits(a: readonly TimerHit[], b: readonly TimerHit[], cap: number): TimerHit[] {
+  const out: TimerHit[] = [];
+  let i = 0;
+  let j = 0;
+  while (out.length < cap && (i < a.length || j < b.length)) {
+    const takeA = j >= b.length || (i < a.length && hitOrder(a[i] as TimerHit, b[j] as TimerHit) < 0);
+    out.push((takeA ? a[i++] : b[j++]) as TimerHit);
+  }
+  return out;
+}
+
+/** How a resident timer is judged, read once per scan. */
+interface ResidentTest {
+  readonly state: number;
+  readonly queueIndex: number;
+  readonly fromMs: number;
+  readonly beforeMs: number;
+  readonly keyPrefix: Uint8Array | undefined;
+}
+
+function residentTest(s: EngineState, filter: TimerFilter): ResidentTest | undefined {
+  let queueIndex = -1;
+  if (filter.queue !== undefined) {
+    const index = s.queueIndexOf.get(filter.queue);
+    if (index === undefined) return undefined;
+    queueIndex = index;
+  }
+  return {
+    state: filter.state === undefined ? -1 : stateCodes[filter.state],
+    queueIndex,
+    fromMs: filter.dueAfterMs ?? -Infinity,
+    beforeMs: filter.dueBeforeMs ?? Infinity,
+    keyPrefix: filter.keyPrefix,
+  };
+}
+
+/** A resident timer's due time in the list's order (see the head of this file). */
+function residentDue(state: number, dueAtMs: number, fireAtMs: number): number {
+  return state === timerState.pending || state === timerState.retrying || state === timerState.delivering ? dueAtMs : fireAtMs;
+}
+
+function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
+  if (bytes.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (bytes[i] !== prefix[i]) return false;
+  return true;
+}
+
+/**
+ * Calls `visit` for every resident timer matching `filter` after `after`: one pass over the
+ * store's columns (read once, so `visit` must not change the store).
+ */
+export function forEachResidentMatch(s: EngineState, filter: TimerFilter, after: QueryPosition, visit: (slot: number, due: number, seq: number, row: number) => void): void {
+  const test = residentTest(s, filter);
+  if (test === undefined) return;
+  const store = s.store;
+  const { state, dueAt, fireAt, logSeq, row: rowColumn, queueIndex } = store;
+  const slots = store.slotsUsed;
+  for (let slot = 0; slot < slots; slot++) {
+    const code = state[slot] as number;
+    if (code === timerState.free || (test.state >= 0 && code !== test.state)) continue;
+    if (test.queueIndex >= 0 && queueIndex[slot] !== test.queueIndex) continue;
+    const due = residentDue(code, dueAt[slot] as number, fireAt[slot] as number);
+    if (due < test.fromMs || due >= test.beforeMs || due < after.dueMs) continue;
+    const seq = logSeq[slot] as number;
+    const row = rowColumn[slot] as number;
+    if (due === after.dueMs && (seq < after.seq || (seq === after.seq && row <= after.row))) continue;
+    if (test.keyPrefix !== undefined && (store.keyLengthOf(slot) === 0 || !startsWith(store.keyOf(slot), test.keyPrefix))) continue;
+    visit(slot, due, seq, row);
+  }
+}
+
+/**
+ * The `cap` smallest resident matches after `after`, in order: one pass, a bounded max-heap.
+ * The pass is forEachResidentMatch's, written out with the heap's largest due time at hand, so
+ * that once the heap is full a timer due later costs two loads and a comparison.
+ */
+function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number): TimerHit[] {
+  const test = residentTest(s, filter);
+  if (test === undefined) return [];
+  const store = s.store;
+  const { state, dueAt, fireAt, logSeq, row: rowColumn, queueIndex } = store;
+  const best = new BestPositions(cap);
+  const fromMs = Math.max(test.fromMs, after.dueMs);
+  let largestDue = Infinity;
+  const slots = store.slotsUsed;
+  for (let slot = 0; slot < slots; slot++) {
+    const code = state[slot] as number;
+    if (code === timerState.free || (test.state >= 0 && code !== test.state)) continue;
+    const due = residentDue(code, dueAt[slot] as number, fireAt[slot] as number);
+    if (due > largestDue || due < fromMs || due >= test.beforeMs) continue;
+    if (test.queueIndex >= 0 && queueIndex[slot] !== test.queueIndex) continue;
+    const seq = logSeq[slot] as number;
+    const row = rowColumn[slot] as number;
+    if (due === after.dueMs && (seq < after.seq || (seq === after.seq && row <= after.row))) continue;
+    if (!best.admits(due, seq, row)) continue;
+    if (test.keyPrefix !== undefined && (store.keyLengthOf(slot) === 0 || !startsWith(store.keyOf(slot), test.keyPrefix))) continue;
+    best.offer(due, seq, row, slot);
+    if (best.full) largestDue = best.largestDue;
+  }
+  return best.sorted((due, seq, row, slot) => ({ dueMs: due, seq, row, fireAtMs: fireAt[slot] as number, slot, rows: undefined, index: -1 }));
+}
+
+/** Spilled matches after `after`, in order (at least the first `cap` of them, when there are so many; `read`: whether a bucket was read, taking turns). */
+async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, bound: QueryPosition | undefined): Promise<{ hits: TimerHit[]; read: boolean }> {
+  const hits: TimerHit[] = [];
+  // Spilled timers are pending and due at their fire time.
+  if (filter.state !== undefined && filter.state !== 'pending') return { hits, read: false };
+  const fromMs = filter.dueAfterMs ?? -Infinity;
+  const beforeMs = filter.dueBeforeMs ?? Infinity;
+  let read = false;
+  const groups = bucketGroups(s.spill, Math.max(fromMs, after.dueMs), beforeMs);
+  const within = (g: number): boolean => g < groups.length && (bound === undefined || (groups[g] as BucketGroup).startMs <= bound.dueMs);
+  // The next group is read while this one is scanned when this one is not expected to fill what
+  // is missing (at the share of rows that matched so far): an export's window or a filtered page
+  // overlaps its reads with its scans, a page that one group fills decodes no bucket for nothing.
+  let next = within(0) ? readGroup(s, groups[0] as BucketGroup) : undefined;
+  let scanned = 0;
+  for (let g = 0; next !== undefined; g++) {
+    const batches = await next;
+    // The group was just decoded in this turn: it is scanned in the next, leaving the loop to others between.
+    if (g > 0) await nextTurn();
+    read = true;
+    const groupRows = (groups[g] as BucketGroup).rows;
+    const expected = scanned === 0 ? groupRows : (groupRows * hits.length) / scanned;
+    next = within(g + 1) && expected < cap - hits.length ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
+    scanned += groupRows;
+    const start = hits.length;
+    // Each batch of the group may give what is missing (batches of one start overlap in time).
+    for (const rows of batches) collectRows(s, rows, filter, after, cap - start, hits);
+    // Batches of one start may come from several runs: in order within the group.
+    if (batches.length > 1) hits.splice(start, hits.length - start, ...hits.slice(start).sort(hitOrder));
+    if (hits.length >= cap) break;
+    if (next === undefined && within(g + 1)) next = readGroup(s, groups[g + 1] as BucketGroup);
+  }
+  return { hits, read };
+}
+
+/** The batches of a group, read together; a read left unused when the scan stops has its failure ignored. */
+function readGroup(s: EngineState, group: BucketGroup): Promise<RunRows[]> {
+  const reading = Promise.all(group.batches.map(({ run, bucket }) => s.spill.readBucket(run, bucket)));
+  reading.catch(() => undefined);
+  return reading;
+}
+
+/**
+ * Calls `visit` for every spilled timer matching `filter`, bucket group by bucket group in due
+ * order (within a group, batch by batch), holding one group's decoded batches at a time; `visit`
+ * answers false to stop. Whether the spill tier moved meanwhile is the caller's to check.
+ */
+export async function forEachSpilledMatch(s: EngineState, filter: TimerFilter, visit: (rows: RunRows, index: number) => boolean): Promise<void> {
+  if (filter.state !== undefined && filter.state !== 'pending') return;
+  const groups = bucketGroups(s.spill, filter.dueAfterMs ?? -Infinity, filter.dueBeforeMs ?? Infinity);
+  let next = groups.length > 0 ? readGroup(s, groups[0] as BucketGroup) : undefined;
+  for (let g = 0; next !== undefined; g++) {
+    const batches = await next;
+    next = g + 1 < groups.length ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
+    for (const rows of batches) {
+      const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
+      if (filter.queue !== undefined && queue < 0) continue;
+      for (let i = 0; i < rows.rows; i++) if (rowMatches(s, rows, i, filter, queue) && !visit(rows, i)) return;
+    }
+  }
+}
+
+/** Appends up to `cap` matches of one sorted batch after `after` to `hits`. */
+function collectRows(s: EngineState, rows: RunRows, filter: TimerFilter, after: QueryPosition, cap: number, hits: TimerHit[]): void {
+  const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
+  if (filter.queue !== undefined && queue < 0) return;
+  const beforeMs = filter.dueBeforeMs ?? Infinity;
+  let taken = 0;
+  for (let i = firstRowAfter(rows, after.dueMs, after.seq, after.row); i < rows.rows && taken < cap; i++) {
+    if ((rows.dueAtMs[i] as number) >= beforeMs) return;
+    if (!rowMatches(s, rows, i, filter, queue)) continue;
+    hits.push(spilledHit(rows, i));
+    taken++;
+  }
+}
+
+function spilledHit(rows: RunRows, i: number): TimerHit {
+  return { dueMs: rows.dueAtMs[i] as number, seq: rows.seq[i] as number, row: rows.row[i] as number, fireAtMs: rows.fireAtMs[i] as number, slot: -1, rows, index: i };
+}
+
+/** Whether row `i` of a spilled batch matches `filter` (`queue`: the queue's index in the batch, -1 for any). */
+function rowMatches(s: EngineState, rows: RunRows, i: number, filter: TimerFilter, queue: number): boolean {
+  const due = rows.dueAtMs[i] as number;
+  if (due < (filter.dueAfterMs ?? -Infinity) || due >= (filter.dueBeforeMs ?? Infinity)) return false;
+  if (queue >= 0 && rows.queueIndex[i] !== queue) return false;
+  const prefix = filter.keyPrefix;
+  if (prefix !== undefined) {
+    const start = rows.keys.offsets[i] as number;
+    const end = rows.keys.offsets[i + 1] as number;
+    if (end === start || end - start < prefix.length || !startsWith(rows.keys.values.subarray(start, start + prefix.length), prefix)) return false;
+  }
+  return !s.spill.isTombstoned(rows.seq[i] as number, rows.row[i] as number);
+}
+
+/** The one timer holding `key` (resident, else spilled), if it matches the rest of the filter. */
+async function keyHits<T>(s: EngineState, filter: TimerFilter, key: Uint8Array, after: QueryPosition, use: (hits: TimerHit[]) => T): Promise<T> {
+  const hash = keyHash(key);
+  const holder = await s.spill.keyHolder(key, hash);
+  const found = holder === null || s.spill.isTombstoned(holder.seq, holder.row) ? undefined : await s.spill.find(holder.seq, holder.row, holder.fireAtMs);
+  const hits: TimerHit[] = [];
+  const slot = s.keys.find(key, 0, key.length, hash);
+  const test = residentTest(s, filter);
+  if (slot >= 0 && test !== undefined) {
+    const store = s.store;
+    const code = store.state[slot] as number;
+    const due = residentDue(code, store.dueAt[slot] as number, store.fireAt[slot] as number);
+    const hit = { dueMs: due, seq: store.logSeq[slot] as number, row: store.row[slot] as number, fireAtMs: store.fireAt[slot] as number, slot, rows: undefined, index: -1 };
+    const inQueue = test.queueIndex < 0 || store.queueIndex[slot] === test.queueIndex;
+    if ((test.state < 0 || code === test.state) && inQueue && due >= test.fromMs && due < test.beforeMs && hitOrder(hit, after) > 0) hits.push(hit);
+  } else if (found !== undefined) {
+    const { rows, index } = found;
+    const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
+    const hit = spilledHit(rows, index);
+    const stateMatches = filter.state === undefined || filter.state === 'pending';
+    if (stateMatches && (filter.queue === undefined || queue >= 0) && rowMatches(s, rows, index, filter, queue) && hitOrder(hit, after) > 0) hits.push(hit);
+  }
+  return use(hits);
+}
+
+/**
+ * The `cap` smallest (due, seq, row) offered, with a slot each: a max-heap in typed arrays, so
+ * a pass over millions of slots makes no object for those it does not keep.
+ */
+class BestPositions {
+  readonly #cap: number;
+  readonly #due: Float64Array;
+  readonly #seq: Float64Array;
+  readonly #row: Float64Array;
+  readonly #slot: Int32Array;
+  #size = 0;
+
+  constructor(cap: number) {
+    this.#cap = cap;
+    this.#due = new Float64Array(cap);
+    this.#seq = new Float64Array(cap);
+    this.#row = new Float64Array(cap);
+    this.#slot = new Int32Array(cap);
+  }
+
+  get full(): boolean {
+    return this.#size === this.#cap;
+  }
+
+  /** The due time of the largest kept (meaningful once something is kept). */
+  get largestDue(): number {
+    return this.#due[0] as number;
+  }
+
+  /** Whether (due, seq, row) would be kept: room left, or it comes before the largest kept. */
+  admits(due: number, seq: number, row: number): boolean {
+    if (this.#size < this.#cap) return true;
+    const topDue = this.#due[0] as number;
+    return due < topDue || (due === topDue && (seq < (this.#seq[0] as number) || (seq === this.#seq[0] && row < (this.#row[0] as number))));
+  }
+
+  offer(due: number, seq: number, row: number, slot: number): void {
+    if (this.#size < this.#cap) {
+      this.#set(this.#size, due, seq, row, slot);
+      this.#up(this.#size++);
+    } else if (this.#cap > 0) {
+      this.#set(0, due, seq, row, slot);
+      this.#down(0);
+    }
+  }
+
+  /** What was kept, smallest first: the heap popped from the back (no comparator sort). */
+  sorted<T>(make: (due: number, seq: number, row: number, slot: number) => T): T[] {
+    const out = new Array<T>(this.#size);
+    while (this.#size > 0) {
+      const last = --this.#size;
+      out[last] = make(this.#due[0] as number, this.#seq[0] as number, this.#row[0] as number, this.#slot[0] as number);
+      this.#swap(0, last);
+      this.#down(0);
+    }
+    return out;
+  }
+
+  #compare(a: number, b: number): number {
+    return (this.#due[a] as number) - (this.#due[b] as number) || (this.#seq[a] as number) - (this.#seq[b] as number) || (this.#row[a] as number) - (this.#row[b] as number);
+  }
+
+  #set(at: number, due: number, seq: number, row: number, slot: number): void {
+    this.#due[at] = due;
+    this.#seq[at] = seq;
+    this.#row[at] = row;
+    this.#slot[at] = slot;
+  }
+
+  #swap(a: number, b: number): void {
+    const due = this.#due[a] as number;
+    const seq = this.#seq[a] as number;
+    const row = this.#row[a] as number;
+    const slot = this.#slot[a] as number;
+    this.#set(a, this.#due[b] as number, this.#seq[b] as number, this.#row[b] as number, this.#slot[b] as number);
+    this.#set(b, due, seq, row, slot);
+  }
+
+  #up(at: number): void {
+    while (at > 0) {
+      const parent = (at - 1) >> 1;
+      if (this.#compare(at, parent) <= 0) return;
+      this.#swap(at, parent);
+      at = parent;
+    }
+  }
+
+  #down(at: number): void {
+    for (;;) {
+      const left = 2 * at + 1;
+      if (left >= this.#size) return;
+      const right = left + 1;
+      const larger = right < this.#size && this.#compare(right, left) > 0 ? right : left;
+      if (this.#compare(larger, at) <= 0) return;
+      this.#swap(at, larger);
+      at = larger;
+    }
+  }
+}
+
+/** A page of GET /v1/timers: `nextCursor` names the place after its last timer, null when no timer follows. */
+export interface TimerPage {
+  readonly timers: TimerView[];
+  readonly nextCursor: string | null;
+}
+
+/** The view of a hit (in the turn `use` is called in). */
+export function viewOfHit(s: EngineState, hit: TimerHit): TimerView | undefined {
+  const id = encodeTimerId(hit.seq, hit.row, hit.fireAtMs);
+  return hit.rows === undefined ? getTimer(s, id) : spilledTimerView(s, id, hit.rows, hit.index);
+}
+
+/** The `limit` first timers matching `filter` after `after`, and the cursor of the next page. */
+export function listTimers(s: EngineState, filter: TimerFilter, limit: number, after: QueryPosition): Promise<TimerPage> {
+  return queryHits(s, filter, after, limit + 1, (hits) => {
+    const timers: TimerView[] = [];
+    for (let i = 0; i < hits.length && i < limit; i++) {
+      const view = viewOfHit(s, hits[i] as TimerHit);
+      if (view !== undefined) timers.push(view);
+    }
+    return { timers, nextCursor: hits.length > limit ? encodeCursor(hits[limit - 1] as TimerHit) : null };
+  });
+}
