@@ -173,7 +173,7 @@ describe('callbacks over curl', { timeout: 120_000 }, () => {
       const { request } = await callbackAt(receiver, `/fail-${tag}`);
       const followUpId = String(request.headers['fermata-timer-id']);
       await until('the follow-up dead', async () => ((await get(service.url, followUpId)).state === 'dead' ? true : undefined));
-      const cancelled = await add({ delay_ms: 300, target: `${target.url}/cancelled-${tag}`, callback: `${receiver.url}/cancel-cb-${tag}`, failure_callback: `${receiver.url}/cancel-cb-${tag}` });
+      const cancelled = await add({ delay_ms: 60_000, target: `${target.url}/cancelled-${tag}`, callback: `${receiver.url}/cancel-cb-${tag}`, failure_callback: `${receiver.url}/cancel-cb-${tag}` });
       assert.equal((await curlJson(protocol.flag, 'DELETE', `${service.url}/v1/timers/${cancelled}`)).status, 200);
       await new Promise((resolve) => setTimeout(resolve, 800));
       assert.equal(receiver.to(`/fail-${tag}`).length, 1, `one callback for ${id}, none for its follow-up's death`);
