@@ -19,8 +19,9 @@
 //                       has the same load's p99 just before, with no export, and the main
 //                       thread's event-loop delay during the exports
 //
-// lifecycle.patch.per_s and lifecycle.patch.ratio are measured by bench/lifecycle-patch.ts;
-// lifecycleSuite's figure list is where they join this suite's.
+// lifecycle.patch.per_s and lifecycle.patch.ratio are measured by bench/lifecycle-patch.ts,
+// against a `fermata serve` child of their own after the rest;
+// lifecycleSuite adds them to the others.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus } from 'node:os';
@@ -34,6 +35,8 @@ import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { decodeCursor, Engine, type QueryPosition, queryStart, systemClock, type TimerFilter } from '../engine/engine.ts';
 import { timerView } from '../ingest/http/timer-views.ts';
 import { type BenchSink, startSinkProcess } from '../loadgen/sink.ts';
+import { fermataBin, startListeningChild } from './fermata-child.ts';
+import { lifecyclePatchFigures, type PatchTiming } from './lifecycle-patch.ts';
 import { type Figure, metaLine, newHistogram, percentileMs, recordMs, roundTo, type SuiteOptions } from './report.ts';
 
 const suite = 'lifecycle';
@@ -64,10 +67,26 @@ interface Sizes {
   readonly deliverySpanMs: number;
 }
 
+const quickPatchTiming: PatchTiming = { warmupMs: 1000, measureMs: 4000 };
+const fullPatchTiming: PatchTiming = { warmupMs: 2000, measureMs: 10_000 };
+
 const quickSizes: Sizes = { timers: 1_000_000, pagesFromStart: 50, pagesAtRandom: 50, keyPrefixPages: 5, deliverySpanMs: 6000 };
 const fullSizes: Sizes = { timers: 10_000_000, pagesFromStart: 200, pagesAtRandom: 200, keyPrefixPages: 10, deliverySpanMs: 10_000 };
 
 export async function lifecycleSuite(options: SuiteOptions): Promise<Figure[]> {
+  const figures = await queryFigures(options);
+  // PATCHes against a service of their own, once the ten million timers above are let go.
+  const service = await startListeningChild(options.baseDir, 'lifecycle-patch', (dir) => [fermataBin, 'serve', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0']);
+  try {
+    figures.push(...(await lifecyclePatchFigures({ url: service.url, timing: options.quick ? quickPatchTiming : fullPatchTiming, progress: options.progress })));
+  } finally {
+    await service.stop();
+  }
+  return figures;
+}
+
+/** The list, export and lateness figures, on one engine in this process. */
+async function queryFigures(options: SuiteOptions): Promise<Figure[]> {
   const sizes = options.quick ? quickSizes : fullSizes;
   const { baseDir, progress } = options;
   const dir = await mkdtemp(join(baseDir, 'fermata-bench-lifecycle-'));
@@ -130,7 +149,6 @@ export async function lifecycleSuite(options: SuiteOptions): Promise<Figure[]> {
         figure('lifecycle.list_key_prefix_ms.p99', percentileMs(prefix, 99), 'ms'),
         figure('lifecycle.export.timers_per_s', Math.round(sizes.timers / exportRun.seconds), '1/s'),
         figure('lifecycle.export.lateness_ms.p99', lateness.histogram.getValueAtPercentile(99), 'ms'),
-        // lifecycle.patch.per_s and lifecycle.patch.ratio (bench/lifecycle-patch.ts) go here.
       ];
     } finally {
       await engine.close();
