@@ -111,7 +111,8 @@ export function followUpsOf(s: EngineState, outcomes: Outcomes, slots: Int32Arra
       // Why, beside a status that did not come back; an answered status says it itself.
       error: status === 0 && error > 0 ? (outcomes.errorTexts[error - 1] as string) : null,
       response_base64: response === undefined ? null : Buffer.from(response.buffer, response.byteOffset, response.byteLength).toString('base64'),
-      fire_at: new Date(store.fireAt[slot] as number).toISOString(),
+      // The time it fired at: the one it was added with, or the one its latest PATCH gave it.
+      fire_at: new Date(s.rescheduled.placeOf(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number)).toISOString(),
       delivered_at: kind === outcomeKind.delivered ? new Date(nowMs).toISOString() : null,
     };
     (specs ??= []).push({

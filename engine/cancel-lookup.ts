@@ -9,6 +9,7 @@
 //              └► past the watermark? ─► find in runs ─► tombstone ─► log CANCEL_SPILLED ─► cancelled
 import { decodeTimerId } from './ids.ts';
 import { encodeCancel, encodeCancelSpilled, recordType } from './records.ts';
+import { matches, type RevisionCondition } from './revision-condition.ts';
 import { insertRunRow } from './spill/restore.ts';
 import { bytesOf, type RunRows } from './spill/run-rows.ts';
 import { type EngineState, settlingWork } from './state.ts';
@@ -20,11 +21,11 @@ import type { CancelOutcome, TimerStateName, TimerView } from './types.ts';
 const utf8 = new TextDecoder();
 
 /** Cancels a timer; resolves once the cancel is durable. */
-export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
+export function cancel(s: EngineState, id: string, condition: RevisionCondition = undefined): Promise<CancelOutcome> {
   // A PATCH of it is being synced: decide on what it leaves (reschedule.ts).
   const patching = s.rescheduling.size === 0 ? undefined : patchInFlight(s, id);
   if (patching !== undefined) {
-    const again = (): Promise<CancelOutcome> => cancel(s, id);
+    const again = (): Promise<CancelOutcome> => cancel(s, id, condition);
     return patching.then(again, again);
   }
   const slot = s.slotOfId(id);
@@ -32,8 +33,10 @@ export function cancel(s: EngineState, id: string): Promise<CancelOutcome> {
     const parts = decodeTimerId(id);
     // Not in memory, but its fire time (as a PATCH left it) is past the watermark: it may be on disk.
     const placeMs = parts === undefined ? -Infinity : s.rescheduled.placeOf(parts.seq, parts.row, parts.fireAtMs);
-    return parts !== undefined && placeMs >= s.spill.watermarkMs ? cancelSpilled(s, id, parts.seq, parts.row, placeMs) : Promise.resolve('not-found');
+    return parts !== undefined && placeMs >= s.spill.watermarkMs ? cancelSpilled(s, id, parts.seq, parts.row, placeMs, condition) : Promise.resolve('not-found');
   }
+  // If-Match: decided on the revision the timer has now (a PATCH being synced was waited for above).
+  if (!matches(condition, s.rescheduled.revisionOf(s.store.logSeq[slot] as number, s.store.row[slot] as number))) return Promise.resolve('revision-mismatch');
   const inFlight = s.cancelling.get(slot);
   if (inFlight !== undefined) return inFlight;
   const state = s.store.state[slot] as TimerStateCode;
@@ -152,22 +155,23 @@ export function payloadOf(s: EngineState, id: string): Uint8Array | undefined {
   return slot < 0 ? undefined : s.store.payloadOf(slot);
 }
 
-function cancelSpilled(s: EngineState, id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
+function cancelSpilled(s: EngineState, id: string, seq: number, row: number, fireAtMs: number, condition: RevisionCondition): Promise<CancelOutcome> {
   const name = `${seq}:${row}`;
   const inFlight = s.cancellingSpilled.get(name);
   if (inFlight !== undefined) return inFlight;
-  const outcome = cancelSpilledNow(s, id, seq, row, fireAtMs);
+  const outcome = cancelSpilledNow(s, id, seq, row, fireAtMs, condition);
   s.cancellingSpilled.set(name, outcome);
   const forget = (): void => void s.cancellingSpilled.delete(name);
   outcome.then(forget, forget);
   return outcome;
 }
 
-async function cancelSpilledNow(s: EngineState, id: string, seq: number, row: number, fireAtMs: number): Promise<CancelOutcome> {
+async function cancelSpilledNow(s: EngineState, id: string, seq: number, row: number, fireAtMs: number, condition: RevisionCondition): Promise<CancelOutcome> {
   const found = await s.spill.find(seq, row, fireAtMs);
   // Promoted (or cancelled) while its bucket was read: it is in memory now, if it exists.
-  if (s.index.get(seq, row) >= 0 || fireAtMs < s.spill.watermarkMs) return cancel(s, id);
+  if (s.index.get(seq, row) >= 0 || fireAtMs < s.spill.watermarkMs) return cancel(s, id, condition);
   if (found === undefined) return 'not-found';
+  if (!matches(condition, s.rescheduled.revisionOf(seq, row))) return 'revision-mismatch';
   // Tombstoned before its record is written, so a promotion meanwhile skips it: it cannot fire.
   s.spill.tombstone(seq, row, fireAtMs);
   const expiresAtMs = s.clock.now() + s.retention.finishedMs;

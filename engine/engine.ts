@@ -176,8 +176,8 @@ export class Engine {
   }
 
   /** Cancels a timer, resident or spilled; resolves once the cancel is durable. */
-  cancel(id: string): Promise<CancelOutcome> {
-    return cancel(this.#s, id);
+  cancel(id: string, condition?: RevisionCondition): Promise<CancelOutcome> {
+    return cancel(this.#s, id, condition);
   }
 
   /** Changes a pending or retrying timer (PATCH), if its revision meets `condition`; resolves once durable (reschedule.ts). */

@@ -26,6 +26,7 @@ import { getTimer } from './cancel-lookup.ts';
 import { failpoint } from './failpoints.ts';
 import { decodeTimerId } from './ids.ts';
 import { queueNamed } from './queue-registry.ts';
+import { matches, type RevisionCondition } from './revision-condition.ts';
 import { decodeReschedule, encodeReschedule, recordType, rescheduleChanged, type RescheduleRecord } from './records.ts';
 import { insertRunRow } from './spill/restore.ts';
 import { bytesOf } from './spill/run-rows.ts';
@@ -50,8 +51,7 @@ export interface TimerPatch {
   readonly failureCallback?: string | null;
 }
 
-/** If-Match, parsed: any revision ('*'), one of a list, or no condition (undefined). */
-export type RevisionCondition = '*' | readonly number[] | undefined;
+export type { RevisionCondition } from './revision-condition.ts';
 
 export type RescheduleOutcome =
   | { readonly outcome: 'rescheduled'; readonly view: TimerView }
@@ -85,10 +85,6 @@ export function reschedule(s: EngineState, id: string, patch: TimerPatch, condit
   const forget = (): void => void s.rescheduling.delete(name);
   outcome.then(forget, forget);
   return outcome;
-}
-
-function matches(condition: RevisionCondition, revision: number): boolean {
-  return condition === undefined || condition === '*' || condition.includes(revision);
 }
 
 /** The timer's current values a PATCH is checked against; `callbacks` is its callbacks run (callback-bytes.ts). */

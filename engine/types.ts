@@ -203,7 +203,8 @@ export interface DuplicateAnswer {
   readonly differs: readonly DifferingField[];
 }
 
-export type CancelOutcome = 'cancelled' | 'not-found' | 'too-late';
+/** 'revision-mismatch': the cancel was conditional (If-Match) and the timer's revision is not one it names. */
+export type CancelOutcome = 'cancelled' | 'not-found' | 'too-late' | 'revision-mismatch';
 
 /**
  * Due timers handed to the dispatcher, as columns: timer i is (seqs[i], rows[i]), about to get

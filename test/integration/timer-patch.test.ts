@@ -202,6 +202,23 @@ for (const protocol of ['1.1', '2'] as const) {
       await until('a later callback', () => receiver.to(`/after-${tag}`)[0]);
       assert.equal(receiver.to(`/quiet-${tag}`).length, 0, 'no callback for a removed URL');
     });
+
+    test('DELETE with If-Match cancels only at a revision it names: 412 after a PATCH changed it, 400 for a header that does not parse', async (t) => {
+      if (toolOrSkip(t, 'curl') === undefined) return;
+      if (protocol === '2' && !curl.http2) return skipOrFail(t, curlWithoutHttp2);
+      const id = (await call('POST', '/v1/timers', { delay_ms: hour, target })).json.id as string;
+      assert.equal((await call('PATCH', `/v1/timers/${id}`, { payload: 'two' })).json.revision, 2);
+      for (const [ifMatch, status, code] of [['"1"', 412, 'REVISION_MISMATCH'], ['W/"2"', 412, 'REVISION_MISMATCH'], ['2', 400, 'REQUEST_INVALID']] as const) {
+        const refused = await call('DELETE', `/v1/timers/${id}`, undefined, { 'if-match': ifMatch });
+        assert.equal(refused.status, status, `If-Match ${ifMatch}: ${JSON.stringify(refused.json)}`);
+        assert.equal(errorOf(refused).code, code);
+        if (ifMatch.startsWith('W/')) assert.match(errorOf(refused).message, /weak tag/);
+      }
+      assert.equal((await call('GET', `/v1/timers/${id}`)).json.state, 'pending', 'a refused cancel changed nothing');
+      const cancelled = await call('DELETE', `/v1/timers/${id}`, undefined, { 'if-match': '"1", "2"' });
+      assert.equal(cancelled.status, 200, JSON.stringify(cancelled.json));
+      assert.deepEqual(cancelled.json, { id, state: 'cancelled', revision: 2 });
+    });
   });
 }
 

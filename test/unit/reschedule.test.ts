@@ -355,7 +355,7 @@ test('a PATCH of content keeps the callbacks: the view shows both, and the deliv
   const clock = manualClock();
   let engine = await open(fs, clock);
   const id = await addOne(engine, { callback: callbackUrl, failureCallback: failureUrl, key: 'k' });
-  const outcome = await engine.reschedule(id, { payload: 'second', headers: { 'x-b': '2' }, target: 'https://b.example/x', queue: 'mail' });
+  const outcome = await engine.reschedule(id, { fireAtMs: t0 + 5000, payload: 'second', headers: { 'x-b': '2' }, target: 'https://b.example/x', queue: 'mail' });
   assert.ok(outcome.outcome === 'rescheduled');
   assert.deepEqual([outcome.view.callback, outcome.view.failureCallback], [callbackUrl, failureUrl]);
   // Replay of the RESCHEDULE keeps them too.
@@ -364,7 +364,9 @@ test('a PATCH of content keeps the callbacks: the view shows both, and the deliv
   assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback], [callbackUrl, failureUrl]);
   const follow = await deliverAndFollow(engine, clock, t0 + 10_000);
   assert.equal(follow?.target, callbackUrl);
-  assert.equal(JSON.parse(follow?.payload ?? '{}').id, id);
+  const summary = JSON.parse(follow?.payload ?? '{}') as { id: string; fire_at: string };
+  assert.equal(summary.id, id);
+  assert.equal(summary.fire_at, new Date(t0 + 5000).toISOString(), 'the summary names the fire time the PATCH gave it');
   await engine.close();
 });
 

@@ -206,7 +206,16 @@ export const openApiDocument = {
       delete: {
         operationId: 'cancelTimer',
         summary: 'Cancel a timer',
-        description: 'A 200 means the timer will not be delivered (the cancel is durable). Cancelling a cancelled timer answers 200 again.',
+        description: 'A 200 means the timer will not be delivered (the cancel is durable). Cancelling a cancelled timer answers 200 again. `If-Match` makes the cancel conditional on the revision, as for a PATCH.',
+        parameters: [
+          {
+            name: 'If-Match',
+            in: 'header',
+            required: false,
+            description: '`*` or strong entity tags of the revisions the cancel is made on (a weak tag never matches).',
+            schema: { type: 'string' },
+          },
+        ],
         responses: {
           '200': {
             description: 'Cancelled.',
@@ -217,9 +226,11 @@ export const openApiDocument = {
               additionalProperties: false,
             }),
           },
+          '400': errorResponse('REQUEST_INVALID: an `If-Match` that is not `*` or a list of entity tags of revisions.', [httpErrorCodes.requestInvalid]),
           '401': ref('responses', 'Unauthorized'),
           '404': ref('responses', 'NotFound'),
           '409': errorResponse('TOO_LATE: a delivery already started or finished (an attempt was sent, or the timer is delivered or dead).', [httpErrorCodes.tooLate]),
+          '412': errorResponse('REVISION_MISMATCH: the timer\'s revision is none `If-Match` names (a PATCH changed it since it was read).', [httpErrorCodes.revisionMismatch]),
           ...logResponses,
         },
       },

@@ -42,6 +42,12 @@ const entityTag = /[ \t]*(W\/)?"([\x21\x23-\x7e\x80-\xff]*)"[ \t]*(?:,|$)/y;
  * If-Match as HTTP defines it: `*`, or a list of entity tags. A weak tag never matches (a strong
  * comparison); a strong one must be a revision. Undefined: no header, no condition.
  */
+/** The 412's message: what the timer is at, and why a tag the client sent did not name it. */
+export function revisionMismatchMessage(id: string, revision: number | undefined, header: string | undefined): string {
+  const weak = header !== undefined && /(^|,)\s*W\//.test(header) ? ' (a weak tag, W/"…", never matches: send the strong tag ETag gives)' : '';
+  return `timer ${id} is at revision ${revision}, which If-Match does not name${weak}: read it again (GET) and decide`;
+}
+
 export function parseIfMatch(header: string | undefined): RevisionCondition {
   if (header === undefined) return undefined;
   const text = header.trim();
@@ -113,7 +119,7 @@ export async function timerPatchRoutes(app: HttpServer, { engine }: RoutesOption
       case 'not-found':
         throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
       case 'revision-mismatch':
-        throw new HttpProblem(httpErrorCodes.revisionMismatch, `timer ${id} is at revision ${outcome.revision}, which If-Match does not name: read it again (GET) and decide`);
+        throw new HttpProblem(httpErrorCodes.revisionMismatch, revisionMismatchMessage(id, outcome.revision, request.headers['if-match']));
       case 'not-pending':
         throw new HttpProblem(httpErrorCodes.timerNotPending, `timer ${id} is ${outcome.state}: only pending and retrying timers can be changed`);
     }
