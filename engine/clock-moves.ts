@@ -29,7 +29,7 @@ async function moveNow(s: EngineState, move: ClockMove): Promise<number> {
   const positionMs = clock.now();
   const toMs = 'advanceMs' in move ? positionMs + move.advanceMs : move.toMs;
   if (toMs < positionMs) {
-    throw new FermataError(errorCodes.clockBackwards, `the clock never moves backwards: it stands at ${new Date(positionMs).toISOString()} (${positionMs}), after ${toMs}`, { now_ms: positionMs });
+    throw new FermataError(errorCodes.clockBackwards, `the clock never moves backwards: it stands at ${new Date(positionMs).toISOString()} (${positionMs}), after the ${new Date(toMs).toISOString()} asked for: set a later time (its position outlives restarts: a fresh data directory starts at the real time)`, { now_ms: positionMs });
   }
   if (toMs > manualClockMsMax) throw new FermataError(errorCodes.clockInvalid, `the clock cannot go past ${new Date(manualClockMsMax).toISOString()} (${manualClockMsMax} ms)`, { now_ms: positionMs });
   if (toMs === positionMs) return positionMs;

@@ -55,6 +55,9 @@ export function clockMoveOf(body: unknown): ClockMove {
     if (ms === undefined || ms > manualClockMsMax) throw refuse(`set ${JSON.stringify(set)} is not an RFC 3339 date-time up to year 9999 (such as 2030-01-31T09:00:00Z)`, 'set');
     return { toMs: ms };
   }
+  if (typeof set === 'number' && Number.isSafeInteger(set) && set > 0 && set < 1e12 && set * 1000 <= manualClockMsMax) {
+    throw refuse(`set ${set} looks like epoch seconds: the clock takes epoch ms (multiply by 1000: ${set * 1000}) or an RFC 3339 date-time`, 'set');
+  }
   if (typeof set !== 'number' || !Number.isSafeInteger(set) || set < 1e12 || set > manualClockMsMax) {
     throw refuse(`set must be an RFC 3339 date-time or whole epoch ms from 10^12 to ${manualClockMsMax}, not ${JSON.stringify(set)}`, 'set');
   }
