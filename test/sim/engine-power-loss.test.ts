@@ -26,6 +26,7 @@ import { type OutcomeKind, outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { Prng } from '../helpers/prng.ts';
 import { soak } from '../helpers/soak.ts';
+import { withPowerLossAt } from './power-loss-at.ts';
 import { SimFileSystem } from './sim-file-system.ts';
 import { withoutDatasync } from './without-datasync.ts';
 
@@ -209,20 +210,6 @@ async function workload(fs: FileSystem, prng: Prng, clock: ManualClock, ledger: 
   } finally {
     await engine.close().catch(() => undefined);
   }
-}
-
-/** Runs `work` on `fs`, cutting the power at its `crashAt`-th file-system call; returns the disk image. */
-async function withPowerLossAt(fs: SimFileSystem, crashAt: number, work: () => Promise<void>): Promise<SimFileSystem> {
-  let image: SimFileSystem | undefined;
-  fs.setFault(() => {
-    if (image === undefined && fs.opCount >= crashAt) image = fs.powerLoss();
-    return undefined;
-  });
-  await work().catch((err: unknown) => {
-    // The workload's own checks must hold whenever it got to make them.
-    if (err instanceof assert.AssertionError) throw err;
-  });
-  return image ?? fs.powerLoss();
 }
 
 async function checkRecovered(fs: SimFileSystem, clock: ManualClock, ledger: Ledger, context: string): Promise<void> {

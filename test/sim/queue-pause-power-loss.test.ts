@@ -13,6 +13,7 @@ import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
 import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { Prng } from '../helpers/prng.ts';
+import { withPowerLossAt } from './power-loss-at.ts';
 import { SimFileSystem } from './sim-file-system.ts';
 import { withoutDatasync } from './without-datasync.ts';
 
@@ -68,18 +69,6 @@ async function workload(fs: FileSystem, prng: Prng, ledger: Ledger): Promise<voi
   } finally {
     await engine.close().catch(() => undefined);
   }
-}
-
-async function withPowerLossAt(fs: SimFileSystem, crashAt: number, work: () => Promise<void>): Promise<SimFileSystem> {
-  let image: SimFileSystem | undefined;
-  fs.setFault(() => {
-    if (image === undefined && fs.opCount >= crashAt) image = fs.powerLoss();
-    return undefined;
-  });
-  await work().catch((err: unknown) => {
-    if (err instanceof assert.AssertionError) throw err;
-  });
-  return image ?? fs.powerLoss();
 }
 
 async function checkRecovered(fs: SimFileSystem, ledger: Ledger, context: string): Promise<void> {

@@ -7,6 +7,7 @@ import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { deadListLimits } from '../route-limits.ts';
 import { deadTimerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
+import { type IdParams, idParamsSchema } from './id-params.ts';
 
 const deadListSchema = {
   type: 'object',
@@ -25,7 +26,6 @@ const listQuerySchema = {
   additionalProperties: false,
 } as const;
 
-const idParamsSchema = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] } as const;
 
 const redrivenSchema = {
   type: 'object',
@@ -49,7 +49,7 @@ export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Pr
     return { dead: page.dead.map((timer) => deadTimerView.json(timer)), next_cursor: page.nextCursor };
   });
 
-  app.post<{ Params: { id: string } }>('/v1/dead/:id/retry', { schema: { params: idParamsSchema, response: { 200: redrivenSchema } } }, async (request) => {
+  app.post<{ Params: IdParams }>('/v1/dead/:id/retry', { schema: { params: idParamsSchema, response: { 200: redrivenSchema } } }, async (request) => {
     const { id } = request.params;
     const outcome = await engine.redrive(id);
     if (outcome === 'redriven') return { id, state: 'pending' };
@@ -57,7 +57,7 @@ export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Pr
     throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(id)?.state ?? 'not dead'}: only dead timers are redriven`);
   });
 
-  app.delete<{ Params: { id: string } }>('/v1/dead/:id', { schema: { params: idParamsSchema, response: { 200: discardedSchema } } }, async (request) => {
+  app.delete<{ Params: IdParams }>('/v1/dead/:id', { schema: { params: idParamsSchema, response: { 200: discardedSchema } } }, async (request) => {
     const { id } = request.params;
     const outcome = await engine.discardDead(id);
     if (outcome === 'discarded') return { id, state: 'discarded' };

@@ -16,16 +16,7 @@ import { inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
-
-interface IdParams {
-  readonly id: string;
-}
-
-const idParamsSchema = {
-  type: 'object',
-  properties: { id: { type: 'string' } },
-  required: ['id'],
-} as const;
+import { type IdParams, idParamsSchema } from './id-params.ts';
 
 /** The fields a PATCH may set. */
 export const patchFields = ['fire_at', 'delay_ms', 'payload', 'payload_base64', 'headers', 'target', 'queue', 'callback', 'failure_callback'] as const;

@@ -34,18 +34,9 @@ import { mediaTypeOf, mediaTypes } from '../media-types.ts';
 import { singleAddAnswer } from '../single-add.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
+import { type IdParams, idParamsSchema } from './id-params.ts';
 import { parseIfMatch, revisionMismatchMessage } from './timer-patch.ts';
 import { timerStreamRoutes } from './timer-stream.ts';
-
-interface IdParams {
-  readonly id: string;
-}
-
-const idParamsSchema = {
-  type: 'object',
-  properties: { id: { type: 'string' } },
-  required: ['id'],
-} as const;
 
 const cancelledSchema = {
   type: 'object',
