@@ -32,6 +32,7 @@ import {
 } from './records.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState } from './store/resident-store.ts';
+import { residentContent } from './timer-content.ts';
 import type { DeadPage, DeadReasonName, DiscardOutcome, RedriveOutcome } from './types.ts';
 
 const deadReasonNames: Record<number, DeadReasonName> = {
@@ -226,6 +227,7 @@ export function listDead(s: EngineState, limit: number, queue?: string, cursor?:
       reason: deadReasonNames[s.deadReasons.get(slot) as number] ?? 'unknown',
       lastError: s.failures.errorOf(slot),
       lastAttemptAtMs: s.failures.attemptedAtOf(slot),
+      ...residentContent(store, slot),
     };
   });
   const last = page[page.length - 1];

@@ -167,7 +167,14 @@ export interface TimerView {
   readonly callback: string | null;
   /** Where its outcome is POSTed once dead, or null. */
   readonly failureCallback: string | null;
+  /** Extra headers its delivery sends; {} when none (timer-content.ts). */
+  readonly headers: TimerHeaders;
+  /** Its payload: a copy, the view's own. */
+  readonly payload: Uint8Array;
 }
+
+/** A timer's extra delivery headers, name → value, as its add gave them. */
+export type TimerHeaders = Readonly<Record<string, string>>;
 
 /**
  * What admit() made durable: row i's id is idOf(i). A row whose idempotency key was already
@@ -255,6 +262,9 @@ export interface DeadTimer {
   /** Why its last attempt failed, and when (TimerView's); null when no record said. */
   readonly lastError: string | null;
   readonly lastAttemptAtMs: number | null;
+  /** As TimerView's. */
+  readonly headers: TimerHeaders;
+  readonly payload: Uint8Array;
 }
 
 /** A page of GET /v1/dead: `nextCursor` names the page after it, null when this is the last. */

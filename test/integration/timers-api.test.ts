@@ -301,7 +301,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         assert.match(added.id, /^[0-9a-z]{24}$/);
         assert.equal(added.fire_at, new Date(fireAtMs).toISOString());
         assert.equal(added.duplicate, false);
-        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', revision: 1, fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null });
+        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', revision: 1, fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null, target, headers: { 'x-trace': 't1' }, payload: 'hello', payload_base64: null });
         record.ids.push(added.id);
         Object.assign(record, { keyId: added.id });
 

@@ -147,7 +147,7 @@ describe('the TLS port', { skip: noOpenssl, concurrency: 3 }, () => {
         assert.equal(read.status, 200);
         assert.deepEqual(
           { ...((await read.json()) as Record<string, unknown>), fire_at: 'any' },
-          { id, state: 'pending', fire_at: 'any', attempts: 0, queue: 'default', key: 'tls-1', last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null },
+          { id, state: 'pending', revision: 1, fire_at: 'any', attempts: 0, queue: 'default', key: 'tls-1', last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null, target: 'https://example.com/hook', headers: {}, payload: 'through TLS', payload_base64: null },
         );
         assert.equal(session.remoteSettings.maxConcurrentStreams, httpLimits.http2ConcurrentStreamsMax, 'the HTTP/2 limits of the cleartext port');
         assert.equal(session.remoteSettings.maxHeaderListSize, httpLimits.headerListBytesMax);

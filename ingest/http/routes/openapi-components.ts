@@ -4,7 +4,7 @@ import { errorCodes } from '../../../engine/errors.ts';
 import { ingestLimits, timerLimits } from '../../../engine/limits.ts';
 import { defaultQueueConfig } from '../../../engine/queues.ts';
 import { httpErrorCodes } from '../error-map.ts';
-import { sizeText, ref, reservedHeaders, queueNameSchema, queueFields, queueOtherFields, lastErrorSchema, lastAttemptAtSchema, errorResponse, timerStates, duplicateStateSchema, duplicateDiffersSchema, retryAfter } from './openapi-parts.ts';
+import { sizeText, ref, reservedHeaders, queueNameSchema, queueFields, queueOtherFields, lastErrorSchema, lastAttemptAtSchema, timerContentSchemas, timerContentFields, errorResponse, timerStates, duplicateStateSchema, duplicateDiffersSchema, retryAfter } from './openapi-parts.ts';
 
 export const openApiComponents = {
   securitySchemes: {
@@ -179,8 +179,9 @@ export const openApiComponents = {
         },
         callback: { type: ['string', 'null'], description: 'Where its outcome is POSTed once delivered, or null.' },
         failure_callback: { type: ['string', 'null'], description: 'Where its outcome is POSTed once dead, or null.' },
+        ...timerContentSchemas,
       },
-      required: ['id', 'state', 'revision', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at', 'callback', 'failure_callback'],
+      required: ['id', 'state', 'revision', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at', 'callback', 'failure_callback', ...timerContentFields],
       additionalProperties: false,
     },
     QueueConfig: {
