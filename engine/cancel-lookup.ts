@@ -106,6 +106,7 @@ export function getTimer(s: EngineState, id: string): TimerView | undefined {
     nextAttemptAtMs: store.state[slot] === timerState.retrying ? (store.dueAt[slot] as number) : null,
     ...callbackUrls(store.callbacksOf(slot)),
     ...residentContent(store, slot),
+    createdAtMs: s.addTimes.acceptedAtOf(store.logSeq[slot] as number),
   };
 }
 
@@ -146,6 +147,7 @@ export function spilledTimerView(s: EngineState, id: string, rows: RunRows, inde
     nextAttemptAtMs: null,
     ...spilledCallbackUrls(rows, index),
     ...spilledContent(rows, index),
+    createdAtMs: s.addTimes.acceptedAtOf(seq),
   };
 }
 

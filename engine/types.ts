@@ -141,6 +141,8 @@ export interface EngineStats {
   readonly spill: SpillStats;
   /** PATCHes applied since open; patched timers held, and the memory their entries take (engine/rescheduled-timers.ts). */
   readonly reschedules: { readonly applied: number; readonly redirects: number; readonly redirectBytes: number };
+  /** ADD records whose accept time is held (engine/add-times.ts), and the memory that table takes. */
+  readonly addTimes: { readonly entries: number; readonly bytes: number };
 }
 
 export interface TimerView {
@@ -171,6 +173,8 @@ export interface TimerView {
   readonly headers: TimerHeaders;
   /** Its payload: a copy, the view's own. */
   readonly payload: Uint8Array;
+  /** When its ADD was accepted (epoch ms; engine/add-times.ts), or null when no longer known. */
+  readonly createdAtMs: number | null;
 }
 
 /** A timer's extra delivery headers, name → value, as its add gave them. */
@@ -265,6 +269,7 @@ export interface DeadTimer {
   /** As TimerView's. */
   readonly headers: TimerHeaders;
   readonly payload: Uint8Array;
+  readonly createdAtMs: number | null;
 }
 
 /** A page of GET /v1/dead: `nextCursor` names the page after it, null when this is the last. */

@@ -17,7 +17,7 @@ interface ViewField<V> {
 }
 
 /** What the engine tells of any timer, under the names both views share. */
-type AnyTimer = Pick<TimerView & DeadTimer, 'id' | 'revision' | 'queue' | 'target' | 'fireAtMs' | 'attempts' | 'lastStatus' | 'lastError' | 'lastAttemptAtMs' | 'headers' | 'payload'>;
+type AnyTimer = Pick<TimerView & DeadTimer, 'id' | 'revision' | 'queue' | 'target' | 'fireAtMs' | 'attempts' | 'lastStatus' | 'lastError' | 'lastAttemptAtMs' | 'headers' | 'payload' | 'createdAtMs'>;
 
 const isoOrNull = (ms: number | null): string | null => (ms === null ? null : isoOf(ms));
 
@@ -44,6 +44,7 @@ const timerFields = {
   // Exactly one of the two is a string, the other null: either can be sent back to an add as it is.
   payload: { schema: { type: ['string', 'null'] }, of: (timer) => payloadText(timer.payload) },
   payload_base64: { schema: { type: ['string', 'null'] }, of: (timer) => payloadBase64(timer.payload) },
+  created_at: { schema: { type: ['string', 'null'] }, of: (timer) => isoOrNull(timer.createdAtMs) },
 } as const satisfies Record<string, ViewField<AnyTimer>>;
 
 /** Fields only a live timer's view shows. */
@@ -99,6 +100,7 @@ export const timerView = view<TimerView, typeof timerFields & typeof liveFields>
   'headers',
   'payload',
   'payload_base64',
+  'created_at',
 ]);
 
 /** An entry of GET /v1/dead. */
@@ -116,4 +118,5 @@ export const deadTimerView = view<DeadTimer, typeof timerFields & typeof deadFie
   'headers',
   'payload',
   'payload_base64',
+  'created_at',
 ]);
