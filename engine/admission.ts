@@ -168,6 +168,7 @@ async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncod
   try {
     seq = await s.log.append(recordType.add, [encodeAddHeader(encoding, batch.rows, acceptedAtMs, decidedAtMs), ...encoded], appendOptions);
     insertBatch(s, batch, seq, plan);
+    s.addTimes.add(seq, acceptedAtMs);
   } finally {
     s.reservedRows -= newRows;
     s.reservedBytes -= bytes;

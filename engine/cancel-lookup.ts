@@ -16,6 +16,7 @@ import { type EngineState, settlingWork } from './state.ts';
 import { timerState, type TimerStateCode } from './store/resident-store.ts';
 import { callbackBytesOf, failureCallbackBytesOf, urlOrNull } from './store/callback-bytes.ts';
 import { timerStateNames } from './store/timer-state.ts';
+import { residentContent, spilledContent } from './timer-content.ts';
 import type { CancelOutcome, TimerStateName, TimerView } from './types.ts';
 
 const utf8 = new TextDecoder();
@@ -107,6 +108,8 @@ export function getTimer(s: EngineState, id: string): TimerView | undefined {
     lastAttemptAtMs: s.failures.attemptedAtOf(slot),
     nextAttemptAtMs: store.state[slot] === timerState.retrying ? (store.dueAt[slot] as number) : null,
     ...callbackUrls(store.callbacksOf(slot)),
+    ...residentContent(store, slot),
+    createdAtMs: s.addTimes.acceptedAtOf(store.logSeq[slot] as number),
   };
 }
 
@@ -146,6 +149,8 @@ export function spilledTimerView(s: EngineState, id: string, rows: RunRows, inde
     lastAttemptAtMs: null,
     nextAttemptAtMs: null,
     ...spilledCallbackUrls(rows, index),
+    ...spilledContent(rows, index),
+    createdAtMs: s.addTimes.acceptedAtOf(seq),
   };
 }
 

@@ -381,6 +381,7 @@ export class Engine {
       timersCancelledInBulk: s.timersCancelledInBulk,
       spill: spillStats(s),
       reschedules: { applied: s.rescheduled.applied, redirects: s.rescheduled.size, redirectBytes: s.rescheduled.bytesUsed },
+      addTimes: { entries: s.addTimes.size, bytes: s.addTimes.bytesUsed },
     };
   }
 

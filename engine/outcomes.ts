@@ -32,6 +32,7 @@ import {
 } from './records.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState } from './store/resident-store.ts';
+import { residentContent } from './timer-content.ts';
 import type { DeadPage, DeadReasonName, DiscardOutcome, RedriveOutcome } from './types.ts';
 
 const deadReasonNames: Record<number, DeadReasonName> = {
@@ -110,7 +111,9 @@ export async function settle(s: EngineState, outcomes: Outcomes, responses?: Rea
   }
   // The claims kept every slot live and its timer in it until now, and nothing has awaited since.
   applyOutcomes(s, outcomes, slots);
-  if (followUps !== undefined) insertBatch(s, followUps.batch, followUps.seq, followUpKeyPlan(followUps.batch));
+  if (followUps === undefined) return;
+  insertBatch(s, followUps.batch, followUps.seq, followUpKeyPlan(followUps.batch));
+  s.addTimes.add(followUps.seq, followUps.acceptedAtMs);
 }
 
 /** Follow-ups on their way into the log with the outcomes that made them. */
@@ -120,6 +123,8 @@ interface FollowUpsLogged extends FollowUps {
   readonly bytes: number;
   readonly claim: number;
   readonly claimed: PromiseWithResolvers<void>;
+  /** The ADD part's accepted-at-ms: the settle time. */
+  readonly acceptedAtMs: number;
   seq: number;
 }
 
@@ -146,7 +151,7 @@ function followUpsToLog(s: EngineState, outcomes: Outcomes, slots: Int32Array, r
   s.reservedRows += rows;
   s.reservedBytes += bytes;
   const addBody = [encodeAddHeader(addEncodingColumns, rows, nowMs, decidedAtMs), ...encodeBatch(made.batch)];
-  return { ...made, body: encodeOutcomeFollowed(outcomes, addBody), rows, bytes, claim, claimed, seq: 0 };
+  return { ...made, body: encodeOutcomeFollowed(outcomes, addBody), rows, bytes, claim, claimed, acceptedAtMs: nowMs, seq: 0 };
 }
 
 function followUpsSettled(s: EngineState, followUps: FollowUpsLogged): void {
@@ -226,6 +231,8 @@ export function listDead(s: EngineState, limit: number, queue?: string, cursor?:
       reason: deadReasonNames[s.deadReasons.get(slot) as number] ?? 'unknown',
       lastError: s.failures.errorOf(slot),
       lastAttemptAtMs: s.failures.attemptedAtOf(slot),
+      ...residentContent(store, slot),
+      createdAtMs: s.addTimes.acceptedAtOf(store.logSeq[slot] as number),
     };
   });
   const last = page[page.length - 1];

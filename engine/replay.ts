@@ -145,6 +145,7 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
       throw badRecord(seq, `ADD record's batch does not decode: ${err instanceof Error ? err.message : String(err)}`);
     }
     if (batch.rows !== add.header.rows) throw badRecord(seq, `ADD record says ${add.header.rows} rows, its batch has ${batch.rows}`);
+    s.addTimes.add(seq, add.header.acceptedAtMs);
     // What the live engine could have released by the time it decided, replay releases now.
     s.releaseExpired(add.header.decidedAtMs, Infinity);
     const spilledAnswers = new Map<number, SpilledKeyHolder | null>();
@@ -275,6 +276,7 @@ function replayOutcomeFollowed(s: EngineState, seq: number, body: Uint8Array): v
   s.releaseExpired(add.header.decidedAtMs, Infinity);
   applyOutcomes(s, followed.outcomes);
   insertBatch(s, batch, seq, followUpKeyPlan(batch));
+  s.addTimes.add(seq, add.header.acceptedAtMs);
 }
 
 function badRecord(seq: number, reason: string): FermataError {

@@ -26,6 +26,7 @@ import { SlotClaims } from './store/slot-claims.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
 import { TimerFailures } from './timer-failures.ts';
+import { AddTimes } from './add-times.ts';
 import type { CancelOutcome, Clock, ShrinkLimits, Withdraw } from './types.ts';
 
 /** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
@@ -176,6 +177,8 @@ export class EngineState {
   clockMoves: Promise<unknown> = Promise.resolve();
   /** Timers a PATCH changed: revision and current fire time (rescheduled-timers.ts; reschedule.ts). */
   readonly rescheduled = new RescheduledTimers();
+  /** When each ADD record holding a timer was accepted, by sequence: views' created_at (add-times.ts). */
+  readonly addTimes = new AddTimes();
   /** PATCHes whose RESCHEDULE record is not yet durable, by "seq:row" (resident or spilled). */
   readonly rescheduling = new Map<string, Promise<unknown>>();
   /** Of those, the spilled timers' (tombstoned before their record is durable), by "seq:row". */

@@ -10,13 +10,15 @@
 // Columns are named as the JSON view's fields:
 //   id Utf8 · state Utf8 · fire_at Timestamp(ms, UTC) · next_attempt_at Timestamp(ms, UTC)? ·
 //   attempts Uint32 · queue Utf8 · key Utf8? · target Utf8 · headers Utf8 (JSON)? · payload Binary ·
-//   last_status Uint16? · last_error Utf8? · last_attempt_at Timestamp(ms, UTC)?      (? nullable)
+//   last_status Uint16? · last_error Utf8? · last_attempt_at Timestamp(ms, UTC)? · revision Uint32 ·
+//   callback Utf8? · failure_callback Utf8? · created_at Timestamp(ms, UTC)?            (? nullable)
 import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Binary, type Data, type DataType, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Uint16, Uint32, Utf8 } from 'apache-arrow';
 import { encodeTimerIdInto } from './ids.ts';
 import type { BytesColumn as BytesColumnOf } from './batch/timer-batch.ts';
 import type { EngineState } from './state.ts';
+import { callbackBytesOf, failureCallbackBytesOf } from './store/callback-bytes.ts';
 import { timerState } from './store/resident-store.ts';
 import { timerStateNames } from './store/timer-state.ts';
 import { type QueryPosition, queryHits, queryStart, type TimerFilter, type TimerHit } from './timer-query.ts';
@@ -38,6 +40,10 @@ export const exportSchema = new Schema([
   new Field('last_status', new Uint16(), true),
   new Field('last_error', new Utf8(), true),
   new Field('last_attempt_at', timestamp(), true),
+  new Field('revision', new Uint32(), false),
+  new Field('callback', new Utf8(), true),
+  new Field('failure_callback', new Utf8(), true),
+  new Field('created_at', timestamp(), true),
 ]);
 
 /** Batches found in one pass over the store. */
@@ -97,6 +103,10 @@ class BatchEncoder {
   readonly #lastStatusValid: Validity;
   readonly #lastError: BytesColumn;
   readonly #lastAttempt: MsColumn;
+  readonly #revisions: Uint32Array;
+  readonly #callbacks: BytesColumn;
+  readonly #failureCallbacks: BytesColumn;
+  readonly #createdAt: MsColumn;
   readonly #slots: Int32Array;
 
   constructor(rows: number) {
@@ -115,6 +125,10 @@ class BatchEncoder {
     this.#lastStatusValid = new Validity(rows);
     this.#lastError = new BytesColumn(rows, 256);
     this.#lastAttempt = new MsColumn(rows);
+    this.#revisions = new Uint32Array(rows);
+    this.#callbacks = new BytesColumn(rows, 256);
+    this.#failureCallbacks = new BytesColumn(rows, 256);
+    this.#createdAt = new MsColumn(rows);
     this.#slots = new Int32Array(rows);
   }
 
@@ -129,13 +143,15 @@ class BatchEncoder {
     }
     const count = hits.length;
     if (count === 0) return undefined;
-    for (const column of [this.#states, this.#queues, this.#keys, this.#targets, this.#headers, this.#payloads, this.#lastError]) column.reset();
-    for (const column of [this.#fireAt, this.#nextAttempt, this.#lastAttempt]) column.reset();
+    for (const column of [this.#states, this.#queues, this.#keys, this.#targets, this.#headers, this.#payloads, this.#lastError, this.#callbacks, this.#failureCallbacks]) column.reset();
+    for (const column of [this.#fireAt, this.#nextAttempt, this.#lastAttempt, this.#createdAt]) column.reset();
     this.#lastStatusValid.reset();
     for (let i = 0; i < count; i++) {
       const hit = hits[i] as TimerHit;
       encodeTimerIdInto(this.#ids, i * idLength, hit.seq, hit.row, hit.fireAtMs);
       this.#fireAt.set(i, hit.fireAtMs);
+      this.#revisions[i] = s.rescheduled.revisionOf(hit.seq, hit.row);
+      this.#createdAt.set(i, s.addTimes.acceptedAtOf(hit.seq));
       const { rows, index } = hit;
       if (rows === undefined) {
         const slot = this.#slots[i] as number;
@@ -153,6 +169,7 @@ class BatchEncoder {
         this.#lastStatusValid.set(i, status !== 0);
         this.#lastError.addText(s.failures.errorOf(slot));
         this.#lastAttempt.set(i, s.failures.attemptedAtOf(slot));
+        this.#addCallbacks(store.hasCallbacks(slot) ? store.callbacksOf(slot) : noBytes);
       } else {
         // A spilled timer: pending, never attempted.
         this.#states.addText('pending');
@@ -167,6 +184,7 @@ class BatchEncoder {
         this.#lastStatusValid.set(i, false);
         this.#lastError.addText(null);
         this.#lastAttempt.set(i, null);
+        this.#addCallbacks(rows.callbacks === undefined ? noBytes : callbacksRunOf(rows.callbacks, index));
       }
     }
     const children = [
@@ -183,12 +201,29 @@ class BatchEncoder {
       makeData({ type: new Uint16(), length: count, data: this.#lastStatus.subarray(0, count), ...this.#lastStatusValid.of(count) }),
       this.#lastError.data(new Utf8(), count),
       this.#lastAttempt.data(count),
+      makeData({ type: new Uint32(), length: count, data: this.#revisions.subarray(0, count) }),
+      this.#callbacks.data(new Utf8(), count),
+      this.#failureCallbacks.data(new Utf8(), count),
+      this.#createdAt.data(count),
     ];
     const batch = new RecordBatch(exportSchema, makeData({ type: new Struct(exportSchema.fields), length: count, nullCount: 0, children }));
     const stream = tableToIPC(new Table([batch]), 'stream');
     assert.ok(stream.length > schemaMessage.length + endOfStream.length, 'a batch\'s stream holds the schema, the batch and the end');
     return stream.subarray(schemaMessage.length, stream.length - endOfStream.length);
   }
+
+  /** A timer's callback URLs from its callbacks run (empty: neither), nulls where none. */
+  #addCallbacks(run: Uint8Array): void {
+    this.#callbacks.add(callbackBytesOf(run), true);
+    this.#failureCallbacks.add(failureCallbackBytesOf(run), true);
+  }
+}
+
+/** Row `row`'s callbacks run of a decoded spilled column: empty (no view made) when it has none. */
+function callbacksRunOf(column: BytesColumnOf, row: number): Uint8Array {
+  const start = column.offsets[row] as number;
+  const end = column.offsets[row + 1] as number;
+  return start === end ? noBytes : column.values.subarray(start, end);
 }
 
 const idLength = 24;

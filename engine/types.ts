@@ -141,6 +141,8 @@ export interface EngineStats {
   readonly spill: SpillStats;
   /** PATCHes applied since open; patched timers held, and the memory their entries take (engine/rescheduled-timers.ts). */
   readonly reschedules: { readonly applied: number; readonly redirects: number; readonly redirectBytes: number };
+  /** ADD records whose accept time is held (engine/add-times.ts), and the memory that table takes. */
+  readonly addTimes: { readonly entries: number; readonly bytes: number };
 }
 
 export interface TimerView {
@@ -167,7 +169,16 @@ export interface TimerView {
   readonly callback: string | null;
   /** Where its outcome is POSTed once dead, or null. */
   readonly failureCallback: string | null;
+  /** Extra headers its delivery sends; {} when none (timer-content.ts). */
+  readonly headers: TimerHeaders;
+  /** Its payload: a copy, the view's own. */
+  readonly payload: Uint8Array;
+  /** When its ADD was accepted (epoch ms; engine/add-times.ts), or null when no longer known. */
+  readonly createdAtMs: number | null;
 }
+
+/** A timer's extra delivery headers, name → value, as its add gave them. */
+export type TimerHeaders = Readonly<Record<string, string>>;
 
 /**
  * What admit() made durable: row i's id is idOf(i). A row whose idempotency key was already
@@ -256,6 +267,10 @@ export interface DeadTimer {
   /** Why its last attempt failed, and when (TimerView's); null when no record said. */
   readonly lastError: string | null;
   readonly lastAttemptAtMs: number | null;
+  /** As TimerView's. */
+  readonly headers: TimerHeaders;
+  readonly payload: Uint8Array;
+  readonly createdAtMs: number | null;
 }
 
 /** A page of GET /v1/dead: `nextCursor` names the page after it, null when this is the last. */

@@ -104,6 +104,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
   const taken = snapshot(s, watermarkMs, memory);
   s.spilling = taken.spilling;
   const rescheduled = s.rescheduled.columns();
+  const addTimes = s.addTimes.checkpoint(s.store, taken.spilling, coveredSeq, s.spill.count > 0 || taken.spilled.store.count > 0);
   // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
   // durable records only, so until then the timer stays in its runs and untombstoned on disk.
   const tombstones = s.cancellingSpilled.size === 0 && s.reschedulingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
@@ -174,6 +175,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     tombstones: tombstonesKept,
     ...(s.clockPositionMs === undefined ? {} : { clockPositionMs: s.clockPositionMs }),
     rescheduled,
+    addTimes,
   };
   await writeManifest(fs, dir, manifest);
   failpoint('checkpoint.manifest-installed');

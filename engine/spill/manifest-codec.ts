@@ -11,6 +11,7 @@ import { hex } from './keys-file.ts';
 import { type RunMeta, runMetaProblem } from './run-meta.ts';
 import type { TombstoneColumns } from './tombstones.ts';
 import { noRescheduled, type RescheduledColumns } from '../rescheduled-timers.ts';
+import type { AddTimeColumns } from '../add-times.ts';
 
 /** A spilled run and the start of its part that still counts (promotion raises it). */
 export interface SpilledRunMeta extends RunMeta {
@@ -42,6 +43,8 @@ export interface Manifest {
   readonly clockPositionMs?: number;
   /** Timers a PATCH changed, resident in the resident run: revision and current fire time (absent: none). */
   readonly rescheduled?: RescheduledColumns;
+  /** When the ADD records it covers that still hold a timer were accepted, seqs ascending (engine/add-times.ts); absent: none known (and in manifests from before). */
+  readonly addTimes?: AddTimeColumns;
 }
 
 /** Fields that may be ±Infinity: JSON has no such number, so they are written as strings. */
@@ -72,6 +75,7 @@ export function encodeManifest(manifest: Manifest): Uint8Array {
     ...(manifest.clockPositionMs === undefined ? {} : { clockPositionMs: manifest.clockPositionMs }),
     // Only when there are any: a manifest without patched timers is byte for byte as before.
     ...(manifest.rescheduled !== undefined && manifest.rescheduled.seqs.length > 0 ? { rescheduled: rescheduledRows(manifest.rescheduled) } : {}),
+    ...(manifest.addTimes !== undefined && manifest.addTimes.seqs.length > 0 ? { addTimes: addTimeRows(manifest.addTimes) } : {}),
   };
   const json = new TextEncoder().encode(JSON.stringify(document, jsonValue));
   const count = seqs.length;
@@ -151,7 +155,29 @@ export function decodeManifest(bytes: Uint8Array): Manifest {
     tombstones: { seqs, rows, fireAtMs },
     ...(doc.clockPositionMs === undefined ? {} : { clockPositionMs: doc.clockPositionMs as number }),
     rescheduled: doc.rescheduled === undefined ? noRescheduled : rescheduledColumns(doc.rescheduled as number[][]),
+    ...(doc.addTimes === undefined ? {} : { addTimes: addTimeColumns(doc.addTimes as number[][]) }),
   };
+}
+
+/** The ADD records' accept times as the document lists them: [seq, accepted-at ms] each. */
+function addTimeRows(columns: AddTimeColumns): number[][] {
+  return Array.from(columns.seqs, (seq, i) => [seq, columns.acceptedAtMs[i] as number]);
+}
+
+function addTimeColumns(entries: readonly number[][]): AddTimeColumns {
+  return { seqs: Float64Array.from(entries, (entry) => entry[0] as number), acceptedAtMs: Float64Array.from(entries, (entry) => entry[1] as number) };
+}
+
+function addTimesProblem(entries: unknown): string | undefined {
+  if (entries === undefined) return undefined;
+  if (!Array.isArray(entries)) return 'addTimes is not a list';
+  let previous = 0;
+  for (const [i, entry] of entries.entries()) {
+    const ok = Array.isArray(entry) && entry.length === 2 && Number.isSafeInteger(entry[0]) && (entry[0] as number) > previous && Number.isFinite(entry[1]);
+    if (!ok) return `addTimes entry ${i} is not [seq, accepted-at ms] with seqs ascending`;
+    previous = entry[0] as number;
+  }
+  return undefined;
 }
 
 /** The rescheduled timers as the document lists them: [seq, row, revision, fire-at ms] each. */
@@ -228,6 +254,8 @@ function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Arra
   }
   const rescheduled = rescheduledProblem(doc.rescheduled);
   if (rescheduled !== undefined) return rescheduled;
+  const addTimes = addTimesProblem(doc.addTimes);
+  if (addTimes !== undefined) return addTimes;
   for (let i = 0; i < seqs.length; i++) {
     if (!Number.isSafeInteger(seqs[i]) || (seqs[i] as number) < 1) return `tombstone ${i} has a bad sequence`;
     if (i > 0 && ((seqs[i] as number) - (seqs[i - 1] as number) || (rows[i] as number) - (rows[i - 1] as number)) <= 0) return `tombstone ${i} is out of order or repeated`;

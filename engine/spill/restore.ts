@@ -45,6 +45,8 @@ export async function restoreCheckpoint(s: EngineState, manifest: Manifest): Pro
   }
   // Patched timers' revisions and fire times (all of them in the resident run: they never spill).
   if (manifest.rescheduled !== undefined) s.rescheduled.restore(manifest.rescheduled);
+  // When the ADD records it truncated were accepted, for the timers they still hold (add-times.ts).
+  if (manifest.addTimes !== undefined) s.addTimes.restore(manifest.addTimes);
   const spilledRuns: SpilledRun[] = [];
   for (const meta of manifest.spilledRuns) spilledRuns.push({ meta, validFromMs: meta.validFromMs, keyHashes: await readRunKeys(s.fs, s.spillDir, meta) });
   s.spill.reset(spilledRuns, manifest.watermarkMs, manifest.tombstones);

@@ -5,10 +5,11 @@
 // written, so a field both views show is one definition, and a field added to a view is one
 // entry here. The OpenAPI document describes the same fields for users (routes/openapi*.ts).
 // Any thread.
-import type { DeadTimer, TimerView } from '../../engine/types.ts';
+import { isUtf8 } from 'node:buffer';
+import type { DeadTimer, TimerHeaders, TimerView } from '../../engine/types.ts';
 import { isoOf } from './iso-time.ts';
 
-type JsonValue = string | number | null;
+type JsonValue = string | number | null | TimerHeaders;
 
 interface ViewField<V> {
   readonly schema: object;
@@ -16,9 +17,17 @@ interface ViewField<V> {
 }
 
 /** What the engine tells of any timer, under the names both views share. */
-type AnyTimer = Pick<TimerView & DeadTimer, 'id' | 'revision' | 'queue' | 'target' | 'fireAtMs' | 'attempts' | 'lastStatus' | 'lastError' | 'lastAttemptAtMs'>;
+type AnyTimer = Pick<TimerView & DeadTimer, 'id' | 'revision' | 'queue' | 'target' | 'fireAtMs' | 'attempts' | 'lastStatus' | 'lastError' | 'lastAttemptAtMs' | 'headers' | 'payload' | 'createdAtMs'>;
 
 const isoOrNull = (ms: number | null): string | null => (ms === null ? null : isoOf(ms));
+
+const textOf = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+/** The payload as text when it is UTF-8 (what an add's `payload` takes), else null. */
+const payloadText = (bytes: Uint8Array): string | null => (isUtf8(bytes) ? textOf(bytes).toString('utf8') : null);
+
+/** The payload as base64 when it is not UTF-8 (what an add's `payload_base64` takes), else null. */
+const payloadBase64 = (bytes: Uint8Array): string | null => (isUtf8(bytes) ? null : textOf(bytes).toString('base64'));
 
 /** The fields any view of a timer may show. */
 const timerFields = {
@@ -31,6 +40,11 @@ const timerFields = {
   last_status: { schema: { type: ['integer', 'null'] }, of: (timer) => timer.lastStatus },
   last_error: { schema: { type: ['string', 'null'] }, of: (timer) => timer.lastError },
   last_attempt_at: { schema: { type: ['string', 'null'] }, of: (timer) => isoOrNull(timer.lastAttemptAtMs) },
+  headers: { schema: { type: 'object', additionalProperties: { type: 'string' } }, of: (timer) => timer.headers },
+  // Exactly one of the two is a string, the other null: either can be sent back to an add as it is.
+  payload: { schema: { type: ['string', 'null'] }, of: (timer) => payloadText(timer.payload) },
+  payload_base64: { schema: { type: ['string', 'null'] }, of: (timer) => payloadBase64(timer.payload) },
+  created_at: { schema: { type: ['string', 'null'] }, of: (timer) => isoOrNull(timer.createdAtMs) },
 } as const satisfies Record<string, ViewField<AnyTimer>>;
 
 /** Fields only a live timer's view shows. */
@@ -82,6 +96,11 @@ export const timerView = view<TimerView, typeof timerFields & typeof liveFields>
   'next_attempt_at',
   'callback',
   'failure_callback',
+  'target',
+  'headers',
+  'payload',
+  'payload_base64',
+  'created_at',
 ]);
 
 /** An entry of GET /v1/dead. */
@@ -96,4 +115,8 @@ export const deadTimerView = view<DeadTimer, typeof timerFields & typeof deadFie
   'reason',
   'last_error',
   'last_attempt_at',
+  'headers',
+  'payload',
+  'payload_base64',
+  'created_at',
 ]);

@@ -177,6 +177,7 @@ interface TimerView {
   readonly last_error: string | null;
   readonly last_attempt_at: string | null;
   readonly next_attempt_at: string | null;
+  readonly created_at: string | null;
 }
 
 async function getTimer(client: Client, id: string): Promise<TimerView> {
@@ -301,7 +302,11 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         assert.match(added.id, /^[0-9a-z]{24}$/);
         assert.equal(added.fire_at, new Date(fireAtMs).toISOString());
         assert.equal(added.duplicate, false);
-        assert.deepEqual(await getTimer(client, added.id), { id: added.id, state: 'pending', revision: 1, fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null });
+        const addedBy = Date.now();
+        const view = await getTimer(client, added.id);
+        const createdAtMs = Date.parse(String(view.created_at));
+        assert.ok(createdAtMs >= fireAtMs - 3_600_000 && createdAtMs <= addedBy, `created_at ${String(view.created_at)} is when the add was accepted`);
+        assert.deepEqual(view, { created_at: view.created_at, id: added.id, state: 'pending', revision: 1, fire_at: added.fire_at, attempts: 0, queue: 'billing', key: record.key, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null, target, headers: { 'x-trace': 't1' }, payload: 'hello', payload_base64: null });
         record.ids.push(added.id);
         Object.assign(record, { keyId: added.id });
 
@@ -525,6 +530,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         // The service runs the memory loader: a budget from the machine, and these few timers well under it.
         assert.ok(Number.isSafeInteger(stats.memory.budget_bytes) && (stats.memory.budget_bytes as number) > 0);
         assert.ok((stats.memory.resident_bytes as number) > 0 && (stats.memory.resident_bytes as number) < (stats.memory.budget_bytes as number));
+        assert.ok((stats.memory.add_times_bytes as number) > 0, 'the accept times of the adds held are counted');
         assert.ok((stats.pending as number) >= 10);
         assert.ok((stats.cancelled as number) >= 1);
         assert.equal(stats.spilled, 0);

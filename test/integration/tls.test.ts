@@ -146,8 +146,8 @@ describe('the TLS port', { skip: noOpenssl, concurrency: 3 }, () => {
         const read = await fetch(`${service.url}/v1/timers/${id}`, { signal: AbortSignal.timeout(requestTimeoutMs) });
         assert.equal(read.status, 200);
         assert.deepEqual(
-          { ...((await read.json()) as Record<string, unknown>), fire_at: 'any' },
-          { id, state: 'pending', fire_at: 'any', attempts: 0, queue: 'default', key: 'tls-1', last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null },
+          { ...((await read.json()) as Record<string, unknown>), fire_at: 'any', created_at: 'any' },
+          { id, state: 'pending', revision: 1, fire_at: 'any', created_at: 'any', attempts: 0, queue: 'default', key: 'tls-1', last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, callback: null, failure_callback: null, target: 'https://example.com/hook', headers: {}, payload: 'through TLS', payload_base64: null },
         );
         assert.equal(session.remoteSettings.maxConcurrentStreams, httpLimits.http2ConcurrentStreamsMax, 'the HTTP/2 limits of the cleartext port');
         assert.equal(session.remoteSettings.maxHeaderListSize, httpLimits.headerListBytesMax);

@@ -208,6 +208,7 @@ test('a delivered timer makes its callback and a dead one its failure callback, 
     const view = engine.get(encodeTimerId(followUps.seqs[i] as number, followUps.rows[i] as number, followUps.fireAtMs[i] as number));
     assert.ok(view?.key?.startsWith('callback:') === true, 'keyed by the original id');
     assert.deepEqual([view?.callback, view?.failureCallback, view?.queue], [null, null, 'q'], 'no callback of its own, same queue');
+    assert.equal(view?.createdAtMs, t0 + 5, 'created when the outcome that made it was settled');
   }
   const summaries = [0, 1].map((i) => {
     const delivery = engine.deliveryOf(followUps.seqs[i] as number, followUps.rows[i] as number);
@@ -231,6 +232,7 @@ test('a delivered timer makes its callback and a dead one its failure callback, 
     followUpIds,
     'replay made the same follow-ups under the same ids',
   );
+  for (let i = 0; i < again.count; i++) assert.equal(engine.get(encodeTimerId(again.seqs[i] as number, again.rows[i] as number, again.fireAtMs[i] as number))?.createdAtMs, t0 + 5, 'replayed: the same created_at');
   // A follow-up's own outcome (dead here) makes no further callback.
   const deadAgain = outcomesFor(again, outcomeKind.dead, 0, 500);
   deadAgain.attempts.fill(1);

@@ -48,7 +48,11 @@ test('admit makes timers durable and gettable; ids carry sequence, row and fire 
     nextAttemptAtMs: null,
     callback: null,
     failureCallback: null,
+    headers: {},
+    payload: new TextEncoder().encode('one'),
+    createdAtMs: t0,
   });
+  assert.deepEqual(engine.get(ids[1] as string)?.headers, { 'x-trace': 'abc' }, 'headers as the add gave them');
   assert.equal(new TextDecoder().decode(engine.payloadOf(ids[1] as string)), 'two');
   assert.equal(engine.stats().pending, 2);
   assert.equal(engine.get('0'.repeat(24)), undefined);

@@ -76,8 +76,8 @@ test('dead timers are listed with their reason, redriven with fresh attempts, an
   await engine.settle(outcomes);
 
   const expectDead = [
-    { id: admitted.idOf(0), revision: 1, queue: 'billing', target: 'https://billing.example/', fireAtMs: t0, attempts: 1, lastStatus: 410, reason: 'gone', lastError: null, lastAttemptAtMs: null },
-    { id: admitted.idOf(2), revision: 1, queue: 'emails', target: 'https://emails.example/', fireAtMs: t0, attempts: 1, lastStatus: 503, reason: 'attempts_exhausted', lastError: null, lastAttemptAtMs: null },
+    { id: admitted.idOf(0), revision: 1, queue: 'billing', target: 'https://billing.example/', fireAtMs: t0, attempts: 1, lastStatus: 410, reason: 'gone', lastError: null, lastAttemptAtMs: null, headers: {}, payload: new Uint8Array(0), createdAtMs: t0 },
+    { id: admitted.idOf(2), revision: 1, queue: 'emails', target: 'https://emails.example/', fireAtMs: t0, attempts: 1, lastStatus: 503, reason: 'attempts_exhausted', lastError: null, lastAttemptAtMs: null, headers: {}, payload: new Uint8Array(0), createdAtMs: t0 },
   ];
   assert.deepEqual(engine.listDead(100), expectDead);
   assert.deepEqual(engine.listDead(100, 'emails'), [expectDead[1]]);

@@ -34,8 +34,12 @@ test('an export is every match in the list\'s order, with the view\'s columns, r
     queue: i % 2 === 0 ? 'even' : 'odd',
     ...(i % 3 === 0 ? { key: `k${i}` } : {}),
     ...(i === 7 ? { headers: { 'x-seven': '7' } } : {}),
+    ...(i % 4 === 1 ? { callback: `https://cb.example/done/${i}` } : {}),
+    ...(i % 7 === 2 ? { failureCallback: `https://cb.example/dead/${i}` } : {}),
   }));
-  await engine.admit(batchFromSpecs(specs));
+  const admitted = await engine.admit(batchFromSpecs(specs));
+  const patched = admitted.idOf(4);
+  assert.equal((await engine.reschedule(patched, { callback: 'https://cb.example/patched' })).outcome, 'rescheduled');
   await engine.checkpoint(t0 + 3 * hour);
   assert.equal(engine.stats().spill.spilled, 30);
   const cancelled = (await engine.listTimers({ queue: 'odd' }, 1)).timers[0]?.id as string;
@@ -44,7 +48,7 @@ test('an export is every match in the list\'s order, with the view\'s columns, r
   const listed = (await engine.listTimers({}, 1000)).timers;
   const table = tableFromIPC(await exported(engine, {}, 7));
   assert.equal(table.numRows, 50);
-  assert.deepEqual(table.schema.fields.map((field) => field.name), ['id', 'state', 'fire_at', 'next_attempt_at', 'attempts', 'queue', 'key', 'target', 'headers', 'payload', 'last_status', 'last_error', 'last_attempt_at']);
+  assert.deepEqual(table.schema.fields.map((field) => field.name), ['id', 'state', 'fire_at', 'next_attempt_at', 'attempts', 'queue', 'key', 'target', 'headers', 'payload', 'last_status', 'last_error', 'last_attempt_at', 'revision', 'callback', 'failure_callback', 'created_at']);
   assert.deepEqual(table.getChild('id')?.toArray(), listed.map((timer) => timer.id), 'the list\'s order, across batches of 7');
   const rows = table.toArray().map((row) => row.toJSON() as Record<string, unknown>);
   const byId = new Map(rows.map((row) => [row.id as string, row]));
@@ -62,12 +66,16 @@ test('an export is every match in the list\'s order, with the view\'s columns, r
     assert.equal(row.last_status, null);
     assert.equal(row.next_attempt_at, null);
     assert.equal(row.last_error, null);
+    assert.equal(row.revision, timer.id === patched ? 2 : 1, `timer ${i}: revision`);
+    assert.equal(row.callback, timer.id === patched ? 'https://cb.example/patched' : (spec.callback ?? null), `timer ${i}: callback`);
+    assert.equal(row.failure_callback, spec.failureCallback ?? null, `timer ${i}: failure_callback`);
+    assert.equal(row.created_at, t0, `timer ${i}: created_at, the add's accept time`);
   }
   const even = tableFromIPC(await exported(engine, { queue: 'even', dueAfterMs: t0 + 5 * hour }, 4096));
   assert.deepEqual([...(even.getChild('queue')?.toArray() ?? [])], Array(15).fill('even'), 'a filter holds, on disk too');
   const none = tableFromIPC(await exported(engine, { queue: 'nobody' }, 4096));
   assert.equal(none.numRows, 0);
-  assert.equal(none.schema.fields.length, 13, 'no match: the schema alone');
+  assert.equal(none.schema.fields.length, 17, 'no match: the schema alone');
   await engine.close();
 });
 

@@ -4,7 +4,7 @@ import { errorCodes } from '../../../engine/errors.ts';
 import { ingestLimits, timerLimits } from '../../../engine/limits.ts';
 import { defaultQueueConfig } from '../../../engine/queues.ts';
 import { httpErrorCodes } from '../error-map.ts';
-import { sizeText, ref, reservedHeaders, queueNameSchema, queueFields, queueOtherFields, lastErrorSchema, lastAttemptAtSchema, errorResponse, timerStates, duplicateStateSchema, duplicateDiffersSchema, retryAfter } from './openapi-parts.ts';
+import { sizeText, ref, reservedHeaders, queueNameSchema, queueFields, queueOtherFields, lastErrorSchema, lastAttemptAtSchema, timerContentSchemas, timerContentFields, errorResponse, timerStates, duplicateStateSchema, duplicateDiffersSchema, retryAfter } from './openapi-parts.ts';
 
 export const openApiComponents = {
   securitySchemes: {
@@ -179,8 +179,9 @@ export const openApiComponents = {
         },
         callback: { type: ['string', 'null'], description: 'Where its outcome is POSTed once delivered, or null.' },
         failure_callback: { type: ['string', 'null'], description: 'Where its outcome is POSTed once dead, or null.' },
+        ...timerContentSchemas,
       },
-      required: ['id', 'state', 'revision', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at', 'callback', 'failure_callback'],
+      required: ['id', 'state', 'revision', 'fire_at', 'attempts', 'queue', 'key', 'last_status', 'last_error', 'last_attempt_at', 'next_attempt_at', 'callback', 'failure_callback', ...timerContentFields],
       additionalProperties: false,
     },
     QueueConfig: {
@@ -219,8 +220,9 @@ export const openApiComponents = {
             budget_bytes: { type: ['integer', 'null'], description: 'What resident timers are kept under: a share of the smallest of the cgroup limit, the machine\'s RAM and --memory-budget.' },
             resident_bytes: { type: 'integer', minimum: 0, description: 'Live bytes of the timers in memory.' },
             spill_metadata_bytes: { type: 'integer', minimum: 0, description: 'Memory the spilled timers take (bucket metadata and key hashes).' },
+            add_times_bytes: { type: 'integer', minimum: 0, description: 'Memory the table of when each add still holding a timer was accepted takes (a timer\'s `created_at`): 17 bytes of room per add, not per timer.' },
           },
-          required: ['budget_bytes', 'resident_bytes', 'spill_metadata_bytes'],
+          required: ['budget_bytes', 'resident_bytes', 'spill_metadata_bytes', 'add_times_bytes'],
           additionalProperties: false,
         },
         wal: {

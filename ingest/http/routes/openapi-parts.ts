@@ -56,6 +56,20 @@ export const lastErrorSchema = {
 
 export const lastAttemptAtSchema = { type: ['string', 'null'], format: 'date-time', description: 'When that failed attempt was sent; null with `last_error`.' } as const;
 
+/** What a timer carries to its target and when it was accepted, as its views show it (the Timer and a dead entry): the fields and their schemas. */
+export const timerContentSchemas = {
+  target: { type: 'string', format: 'uri', description: 'Where it is delivered.' },
+  headers: { type: 'object', additionalProperties: { type: 'string' }, description: 'The extra headers its delivery sends, as its add or latest PATCH gave them; `{}` when none.' },
+  payload: { type: ['string', 'null'], description: 'Its payload when the bytes are UTF-8 text; null when they are not (then `payload_base64` has them). Exactly one of the two is a string, so either can be sent back to an add as it is.' },
+  payload_base64: { type: ['string', 'null'], description: 'Its payload in standard base64 when the bytes are not UTF-8; null when `payload` has them.' },
+  created_at: {
+    type: ['string', 'null'],
+    format: 'date-time',
+    description: 'When it was accepted: the time its add (or, for a callback\'s timer, the outcome that made it) was taken. Null for a timer whose add a checkpoint written by an earlier release dropped.',
+  },
+} as const;
+export const timerContentFields = Object.keys(timerContentSchemas) as (keyof typeof timerContentSchemas)[];
+
 export function errorResponse(description: string, codes: readonly string[], headers: Record<string, object> = {}): object {
   return {
     description,

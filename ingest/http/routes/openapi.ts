@@ -11,7 +11,7 @@ import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../.
 import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
 import { deadListLimits, streamLimits } from '../route-limits.ts';
-import { sizeText, ref, jsonOf, queueNameSchema, queueFieldNames, lastErrorSchema, lastAttemptAtSchema, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
+import { sizeText, ref, jsonOf, queueNameSchema, queueFieldNames, lastErrorSchema, lastAttemptAtSchema, timerContentSchemas, timerContentFields, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
 import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { openApiComponents } from './openapi-components.ts';
@@ -338,15 +338,15 @@ export const openApiDocument = {
                       id: ref('schemas', 'TimerId'),
                       revision: { type: 'integer', minimum: 1, description: 'As in `Timer`.' },
                       queue: queueNameSchema,
-                      target: { type: 'string', format: 'uri' },
                       fire_at: { type: 'string', format: 'date-time' },
                       attempts: { type: 'integer', minimum: 0 },
                       last_status: { type: ['integer', 'null'], description: 'The last HTTP status the target answered; null when none came back.' },
                       reason: { enum: ['attempts_exhausted', 'gone', 'target_refused', 'unknown'] },
                       last_error: lastErrorSchema,
                       last_attempt_at: lastAttemptAtSchema,
+                      ...timerContentSchemas,
                     },
-                    required: ['id', 'revision', 'queue', 'target', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at'],
+                    required: ['id', 'revision', 'queue', 'fire_at', 'attempts', 'last_status', 'reason', 'last_error', 'last_attempt_at', ...timerContentFields],
                     additionalProperties: false,
                   },
                 },

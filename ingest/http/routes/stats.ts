@@ -22,8 +22,8 @@ const statsSchema = {
     horizon: { type: ['integer', 'null'] },
     memory: {
       type: 'object',
-      properties: { budget_bytes: { type: ['integer', 'null'] }, resident_bytes: count, spill_metadata_bytes: count },
-      required: ['budget_bytes', 'resident_bytes', 'spill_metadata_bytes'],
+      properties: { budget_bytes: { type: ['integer', 'null'] }, resident_bytes: count, spill_metadata_bytes: count, add_times_bytes: count },
+      required: ['budget_bytes', 'resident_bytes', 'spill_metadata_bytes', 'add_times_bytes'],
       additionalProperties: false,
     },
     wal: {
@@ -66,7 +66,7 @@ export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): P
       bulk_cancels: stats.bulkCancels,
       cancelled_in_bulk: stats.timersCancelledInBulk,
       horizon: Number.isFinite(spill.watermarkMs) ? spill.watermarkMs : null,
-      memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes },
+      memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes, add_times_bytes: stats.addTimes.bytes },
       wal: { last_seq: wal.lastSeq, syncs: wal.counters.syncs, appends: wal.counters.appends, poisoned: wal.poisoned !== undefined },
       paused_queues: holds.pausedQueues,
       held: holds.held,
