@@ -49,6 +49,9 @@ export async function bulkCancel(s: EngineState, what: BulkCancelTarget): Promis
     copied = 'ids' in what ? await spilledOfIds(s, what.ids) : await spilledOfFilter(s, what.filter);
     if ((s.spill.watermarkMs === watermarkMs && s.spill.runs === runs) || tries >= spillMovesMax) break;
   }
+  // A PATCH being synced moves its timer to another slot once durable: decide on what it leaves,
+  // as a single cancel does (the loop ends with none in flight, in the turn the pass is made).
+  while (s.rescheduling.size > 0) await Promise.allSettled(s.rescheduling.values());
   // From here to the append, one turn: the resident pass, the claims and the record.
   const slots: number[] = [];
   let inFlight = 0;

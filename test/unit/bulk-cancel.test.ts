@@ -189,3 +189,21 @@ test('an append that fails puts every timer back: resident ones due again, spill
   assert.equal(engine.get(near[1] as string)?.state, 'delivering');
   await engine.close();
 });
+
+test('a bulk cancel while a PATCH of a timer it names is synced decides on what the PATCH left: the timer, in its new slot, is cancelled', async () => {
+  const h = harness(54);
+  const engine = await h.open();
+  const { near } = await filled(engine);
+  const id = near[3] as string;
+  // A payload change moves the timer to a new slot once its RESCHEDULE is durable, which is logged ahead of the cancel.
+  const patching = engine.reschedule(id, { payload: 'moved' }, undefined);
+  const cancelling = engine.bulkCancel({ ids: [id, near[4] as string] });
+  assert.equal((await patching).outcome, 'rescheduled');
+  assert.deepEqual(await cancelling, { cancelled: 2, inFlight: 0 });
+  assert.equal(engine.get(id)?.state, 'cancelled');
+  assert.equal(engine.get(id)?.revision, 2);
+  await engine.close();
+  const reopened = await h.open();
+  assert.equal(reopened.get(id)?.state, 'cancelled', 'replay gives the same');
+  await reopened.close();
+});
