@@ -51,7 +51,9 @@ export function timeOf(value: unknown, field: string): number | undefined {
     return number;
   }
   const ms = typeof value === 'string' ? parseRfc3339(value) : undefined;
-  if (ms === undefined) throw refuse(field, `${field} ${JSON.stringify(value)} is not an RFC 3339 date-time (such as 2030-01-31T09:00:00Z) nor epoch ms`);
+  // A '+' of an offset that was not percent-encoded arrives as a space.
+  const plus = typeof value === 'string' && / \d\d:\d\d$/.test(value) ? ': a + in a query string must be written %2B' : '';
+  if (ms === undefined) throw refuse(field, `${field} ${JSON.stringify(value)} is not an RFC 3339 date-time (such as 2030-01-31T09:00:00Z) nor epoch ms${plus}`);
   return ms;
 }
 

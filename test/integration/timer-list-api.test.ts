@@ -123,6 +123,11 @@ describe('list, export, bulk cancel and purge over HTTP/1.1 and HTTP/2 with curl
       assertRefused(await get('state=sleeping'), 'state');
       assertRefused(await get('due_after=1796083200'), 'due_after');
       assertRefused(await get('due_before=tomorrow'), 'due_before');
+      assertRefused(await get('due_befor=2030-01-01T00:00:00Z'), 'due_befor');
+      assertRefused(await get('limit=5&limit=7'), 'limit');
+      const plus = await get('due_after=2030-01-01T00:00:00+01:00');
+      assertRefused(plus, 'due_after');
+      assert.match(json<{ error: { message: string } }>(plus).error.message, /%2B/);
     });
   }
 

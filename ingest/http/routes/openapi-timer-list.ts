@@ -8,13 +8,13 @@ import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
 import { bulkCancelLimits, timerListLimits } from '../route-limits.ts';
 import { timerStateNames } from '../timer-filter.ts';
-import { errorResponse, jsonOf, logResponses, queueNameParameter, queueNameSchema, ref, retryAfter } from './openapi-parts.ts';
+import { errorResponse, jsonOf, logResponses, queueNameParameter, ref, retryAfter } from './openapi-parts.ts';
 
 const timeSchema = { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', minimum: 1e12 }] };
 const timeText = 'an RFC 3339 date-time, or epoch ms (at least 10^12), as `fire_at` takes';
 
 const filterParameters = [
-  { name: 'queue', in: 'query', required: false, description: 'Only this queue\'s timers.', schema: queueNameSchema },
+  { name: 'queue', in: 'query', required: false, description: 'Only this queue\'s timers (a name no queue has matches none).', schema: { type: 'string' } },
   { name: 'state', in: 'query', required: false, description: 'Only timers in this state.', schema: { enum: timerStateNames } },
   { name: 'key_prefix', in: 'query', required: false, description: 'Only timers whose idempotency key starts with this (over timers on disk this reads their files).', schema: { type: 'string', minLength: 1 } },
   { name: 'key', in: 'query', required: false, description: 'Only the timer holding this idempotency key.', schema: { type: 'string', minLength: 1 } },
@@ -84,11 +84,11 @@ export const timerListPaths = {
         content: jsonOf({
           type: 'object',
           properties: {
-            queue: queueNameSchema,
+            queue: { type: 'string', description: 'Only this queue\'s timers (a name no queue has matches none).' },
             key_prefix: { type: 'string', minLength: 1 },
             due_after: timeSchema,
             due_before: timeSchema,
-            ids: { type: 'array', items: ref('schemas', 'TimerId'), minItems: 1, maxItems: bulkCancelLimits.idsMax, description: 'Instead of a filter: these timers (unknown ids are skipped).' },
+            ids: { type: 'array', items: { type: 'string' }, minItems: 1, maxItems: bulkCancelLimits.idsMax, description: 'Instead of a filter: these timers (a string that is not the id of a timer is skipped, as an unknown id is).' },
           },
           minProperties: 1,
           additionalProperties: false,

@@ -39,6 +39,20 @@ const listQuerySchema = {
   additionalProperties: false,
 } as const;
 
+/**
+ * Before the schema reads the query: a parameter the list does not take, or one given twice, is
+ * a 400 naming it (the schema would drop the one silently, listing more than asked for, and
+ * answer the other in its own words).
+ */
+function checkListQuery(query: unknown): void {
+  for (const [name, value] of Object.entries(query as Record<string, unknown>)) {
+    if (!(name in listQuerySchema.properties)) {
+      throw new HttpProblem(httpErrorCodes.requestInvalid, `${name} is not a parameter of GET /v1/timers: it takes ${Object.keys(listQuerySchema.properties).join(', ')}`, name);
+    }
+    if (Array.isArray(value)) throw new HttpProblem(httpErrorCodes.requestInvalid, `${name} is given ${value.length} times: give it once`, name);
+  }
+}
+
 const pageSchema = {
   type: 'object',
   properties: { timers: { type: 'array', items: timerView.schema }, next_cursor: { type: ['string', 'null'] } },
@@ -96,7 +110,7 @@ function bulkCancelTargetOf(body: unknown): BulkCancelTarget {
 const cancelledJson = (outcome: BulkCancelOutcome): { cancelled: number; in_flight: number } => ({ cancelled: outcome.cancelled, in_flight: outcome.inFlight });
 
 export async function timerListRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.get<{ Querystring: ListQuery }>('/v1/timers', { schema: { querystring: listQuerySchema, response: { 200: pageSchema } } }, async (request, reply) => {
+  app.get<{ Querystring: ListQuery }>('/v1/timers', { schema: { querystring: listQuerySchema, response: { 200: pageSchema } }, preValidation: async (request) => checkListQuery(request.query) }, async (request, reply) => {
     const { query } = request;
     const filter = timerFilterOf(query);
     const after = query.cursor === undefined ? queryStart : decodeCursor(query.cursor);
