@@ -88,7 +88,7 @@ test('an entry goes at the checkpoint after its last timer is released; a manife
   await engine.close();
 });
 
-test('a checkpoint keeps the entries of resident timers only, even while timers are spilled; a spilled timer\'s created_at comes from its run, after a restart and after its promotion or cancel', async () => {
+test('a checkpoint keeps the entries of resident timers only, even while timers are spilled; a spilled timer\'s created_at comes from its run, after a restart and after its promotion, cancel or PATCH', async () => {
   const fs = new SimFileSystem({ seed: 7 });
   const clock = manualClock();
   let engine = await open(fs, clock);
@@ -101,14 +101,14 @@ test('a checkpoint keeps the entries of resident timers only, even while timers 
   };
   await admit(t0 + 60_000, t0);
   await admit(t0 + 120_000, t0 + 1000);
-  const far = [await admit(t0 + 10 * hour, t0 + 2000), await admit(t0 + 10 * hour + 1, t0 + 3000), await admit(t0 + 20 * hour, t0 + 4000)];
+  const far = [await admit(t0 + 10 * hour, t0 + 2000), await admit(t0 + 10 * hour + 1, t0 + 3000), await admit(t0 + 20 * hour, t0 + 4000), await admit(t0 + 30 * hour, t0 + 5000)];
   const check = async (what: string): Promise<void> => {
     for (const [id, ms] of expected) assert.equal(await createdAt(engine, id), ms, `${what}: ${id}`);
   };
-  assert.equal(engine.stats().addTimes.entries, 5);
+  assert.equal(engine.stats().addTimes.entries, 6);
 
   await engine.checkpoint(t0 + 3 * hour);
-  assert.equal(engine.stats().spill.spilled, 3);
+  assert.equal(engine.stats().spill.spilled, 4);
   assert.equal(engine.stats().addTimes.entries, 2, 'only the two resident timers\' ADDs are kept');
   assert.equal((await readManifest(fs, spillDir))?.addTimes?.seqs.length, 2, 'and only they are in the manifest');
   await check('spilled, read from the run');
@@ -121,15 +121,21 @@ test('a checkpoint keeps the entries of resident timers only, even while timers 
   await check('after a restart');
 
   await engine.promote(t0 + 11 * hour);
-  assert.equal(engine.stats().spill.spilled, 1);
+  assert.equal(engine.stats().spill.spilled, 2);
   assert.equal(engine.stats().addTimes.entries, 4, 'the promoted timers\' entries are back');
   await check('after the promotion');
   assert.equal(await engine.cancel(far[2] as string), 'cancelled');
   assert.equal(engine.stats().addTimes.entries, 5, 'the cancelled spilled timer\'s entry is back');
   await check('after a cancel of the spilled timer');
+  assert.equal((await engine.reschedule(far[3] as string, { payload: 'moved' })).outcome, 'rescheduled');
+  assert.equal(engine.stats().addTimes.entries, 6, 'the PATCHed spilled timer\'s entry is back');
+  await check('after a PATCH of the spilled timer');
+  await engine.close();
+  engine = await open(fs, clock);
+  await check('after a restart replaying the promotion, the cancel and the PATCH');
 
   await engine.checkpoint();
-  assert.equal(engine.stats().addTimes.entries, 5, 'every timer is resident: every entry is kept');
+  assert.equal(engine.stats().addTimes.entries, 6, 'every timer is resident: every entry is kept');
   await engine.close();
   engine = await open(fs, clock);
   await check('after a checkpoint and a restart');

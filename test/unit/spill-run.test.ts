@@ -427,7 +427,7 @@ test('foreign Arrow bytes whose checksum matches (as if the manifest named them)
   }
 });
 
-test('created_at round-trips per row, null where unknown, and a run without any reads as none', async () => {
+test('created_at round-trips per row, null where unknown, through appendFrom too, and a run without any reads as none', async () => {
   const fs = new SimFileSystem({ seed: 41 });
   await fs.mkdirp('/runs');
   const builder = new RunRowsBuilder(4);
@@ -438,6 +438,11 @@ test('created_at round-trips per row, null where unknown, and a run without any 
   const meta = await writeRun(fs, '/runs', 1, 1, builder.finish(), { bucketWidthMs: widthMs });
   const rows = await readRunBucket(fs, '/runs', meta, 0);
   assert.deepEqual(Array.from({ length: rows.rows }, (_, i) => createdAtOf(rows, i)), [1_800_000_000_123, null, 1_700_000_000_000, null]);
+  // Compaction copies rows with appendFrom: created_at goes along.
+  const copy = new RunRowsBuilder(1);
+  for (let i = rows.rows - 1; i >= 0; i--) copy.appendFrom(rows, i);
+  const copied = copy.finish();
+  assert.deepEqual(Array.from({ length: copied.rows }, (_, i) => createdAtOf(copied, i)), [null, 1_700_000_000_000, null, 1_800_000_000_123]);
 
   builder.reset();
   builder.append({ seq: 20, row: 0, fireAtMs: widthMs * 5, dueAtMs: widthMs * 5, state: timerState.pending, attempts: 0, lastStatus: 0, deadReason: 0 }, 'default', 'https://a.example/', new Uint8Array(0), new Uint8Array(0), new Uint8Array(0));
