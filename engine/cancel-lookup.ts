@@ -11,7 +11,7 @@ import { decodeTimerId } from './ids.ts';
 import { encodeCancel, encodeCancelSpilled, recordType } from './records.ts';
 import { matches, type RevisionCondition } from './revision-condition.ts';
 import { insertRunRow } from './spill/restore.ts';
-import { bytesOf, type RunRows } from './spill/run-rows.ts';
+import { bytesOf, createdAtOf, type RunRows } from './spill/run-rows.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState, type TimerStateCode } from './store/resident-store.ts';
 import { callbackBytesOf, failureCallbackBytesOf, urlOrNull } from './store/callback-bytes.ts';
@@ -150,7 +150,9 @@ export function spilledTimerView(s: EngineState, id: string, rows: RunRows, inde
     nextAttemptAtMs: null,
     ...spilledCallbackUrls(rows, index),
     ...spilledContent(rows, index),
-    createdAtMs: s.addTimes.acceptedAtOf(seq),
+    // Its run row carries it (the table keeps resident timers' only, add-times.ts); a run written
+    // before the column has none, but the manifest beside it kept the entry until the next checkpoint.
+    createdAtMs: createdAtOf(rows, index) ?? s.addTimes.acceptedAtOf(seq),
   };
 }
 

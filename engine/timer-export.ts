@@ -22,6 +22,7 @@ import { callbackBytesOf, failureCallbackBytesOf } from './store/callback-bytes.
 import { timerState } from './store/resident-store.ts';
 import { timerStateNames } from './store/timer-state.ts';
 import { type QueryPosition, queryHits, queryStart, type TimerFilter, type TimerHit } from './timer-query.ts';
+import { createdAtOf } from './spill/run-rows.ts';
 
 const timestamp = (): DataType => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
 
@@ -151,7 +152,8 @@ class BatchEncoder {
       encodeTimerIdInto(this.#ids, i * idLength, hit.seq, hit.row, hit.fireAtMs);
       this.#fireAt.set(i, hit.fireAtMs);
       this.#revisions[i] = s.rescheduled.revisionOf(hit.seq, hit.row);
-      this.#createdAt.set(i, s.addTimes.acceptedAtOf(hit.seq));
+      // A spilled timer's is in its run row (add-times.ts).
+      this.#createdAt.set(i, (hit.rows === undefined ? null : createdAtOf(hit.rows, hit.index)) ?? s.addTimes.acceptedAtOf(hit.seq));
       const { rows, index } = hit;
       if (rows === undefined) {
         const slot = this.#slots[i] as number;

@@ -18,6 +18,7 @@ import type { StoreSnapshot } from '../store/store-snapshot.ts';
 import type { CheckpointReport } from '../types.ts';
 import { compactRuns } from './compaction.ts';
 import { readRunKeys } from './keys-file.ts';
+import { type AddTimeColumns, acceptedAtIn } from '../add-times.ts';
 import { type Manifest, removeUnreferenced, writeManifest } from './manifest.ts';
 import type { RunMeta } from './run-meta.ts';
 import { runOrder } from './run-order.ts';
@@ -104,99 +105,106 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
   const taken = snapshot(s, watermarkMs, memory);
   s.spilling = taken.spilling;
   const rescheduled = s.rescheduled.columns();
-  const addTimes = s.addTimes.checkpoint(s.store, taken.spilling, coveredSeq, s.spill.count > 0 || taken.spilled.store.count > 0);
-  // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
-  // durable records only, so until then the timer stays in its runs and untombstoned on disk.
-  const tombstones = s.cancellingSpilled.size === 0 && s.reschedulingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
-  // Configured and paused queues, in the QUEUE record's JSON form (read back the way replay reads it).
-  const queues = queueRecordsInForce(s);
-  const releasedExpiryMaxMs = s.releasedExpiryMax;
-  // From here the store keeps changing; the snapshot does not. Its timers are copied into
-  // run rows a slice at a time and written as they are, over several turns, reading their
-  // bytes through the hold (released once both runs are written).
-  const fs = s.fs;
-  const dir = s.spillDir;
-  const runOptions = { bucketWidthMs: s.spill.bucketWidthMs };
-  let residentMeta: RunMeta;
-  let spilledMeta: RunMeta | undefined;
-  // The spilled timers in their run's order (filled as it is written): handles for the
-  // eviction, and where each is on disk.
-  const spilledCount = taken.spilled.store.count;
-  const spilledHandles = new Float64Array(spilledCount);
-  const spilledIds: SpilledRowIds = { seq: new Float64Array(spilledCount), row: new Uint32Array(spilledCount), fireAtMs: new Float64Array(spilledCount) };
+  // The entries of timers staying resident, for the manifest; a spilled timer's goes into its run.
+  const addTimes = s.addTimes.checkpoint(s.store, taken.spilling, coveredSeq);
   try {
-    await fs.mkdirp(dir);
-    residentMeta = await writeTaken(s, taken.resident, s.nextRunId++, coveredSeq, runOptions);
-    if (spilledCount > 0) spilledMeta = await writeTaken(s, taken.spilled, s.nextRunId++, coveredSeq, runOptions, { byTaken: taken.spilledHandles, handles: spilledHandles, ids: spilledIds });
-  } finally {
-    taken.resident.store.release();
-    taken.spilled.store.release();
+    // A spilled timer's cancel tombstones it before its record is durable; this checkpoint covers
+    // durable records only, so until then the timer stays in its runs and untombstoned on disk.
+    const tombstones = s.cancellingSpilled.size === 0 && s.reschedulingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
+    // Configured and paused queues, in the QUEUE record's JSON form (read back the way replay reads it).
+    const queues = queueRecordsInForce(s);
+    const releasedExpiryMaxMs = s.releasedExpiryMax;
+    // From here the store keeps changing; the snapshot does not. Its timers are copied into
+    // run rows a slice at a time and written as they are, over several turns, reading their
+    // bytes through the hold (released once both runs are written).
+    const fs = s.fs;
+    const dir = s.spillDir;
+    const runOptions = { bucketWidthMs: s.spill.bucketWidthMs };
+    let residentMeta: RunMeta;
+    let spilledMeta: RunMeta | undefined;
+    // The spilled timers in their run's order (filled as it is written): handles for the
+    // eviction, and where each is on disk.
+    const spilledCount = taken.spilled.store.count;
+    const spilledHandles = new Float64Array(spilledCount);
+    const spilledIds: SpilledRowIds = { seq: new Float64Array(spilledCount), row: new Uint32Array(spilledCount), fireAtMs: new Float64Array(spilledCount) };
+    try {
+      await fs.mkdirp(dir);
+      residentMeta = await writeTaken(s, taken.resident, s.nextRunId++, coveredSeq, runOptions);
+      if (spilledCount > 0) spilledMeta = await writeTaken(s, taken.spilled, s.nextRunId++, coveredSeq, runOptions, { byTaken: taken.spilledHandles, handles: spilledHandles, ids: spilledIds, addTimes: addTimes.spilling });
+    } finally {
+      taken.resident.store.release();
+      taken.spilled.store.release();
+    }
+    let bytesWritten = residentMeta.bytes;
+    let spilledRuns: SpilledRun[] = s.spill.runs.map((run) => ({ meta: run.meta, validFromMs: run.validFromMs, keyHashes: run.keyHashes }));
+    if (spilledMeta !== undefined) {
+      bytesWritten += spilledMeta.bytes;
+      spilledRuns.push({ meta: spilledMeta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, spilledMeta) });
+    }
+    // Too many runs make every lookup and promotion read more files, and tombstones take memory
+    // and disk: merge the runs into one, leaving out what was promoted (below a run's
+    // validFromMs) and what was cancelled.
+    let tombstonesKept = tombstones;
+    const tombstonesPiledUp = tombstones.seqs.length > Math.max(memoryLimits.tombstonesCompactMin, s.spill.count * memoryLimits.tombstonesCompactShare);
+    if (spilledRuns.length > memoryLimits.spilledRunsMax || (tombstonesPiledUp && spilledRuns.length > 0)) {
+      const inputs = spilledRuns;
+      const cancelled = new Set<string>();
+      for (let i = 0; i < tombstones.seqs.length; i++) cancelled.add(`${tombstones.seqs[i]}:${tombstones.rows[i]}`);
+      const meta = await compactRuns(
+        fs,
+        dir,
+        inputs.map((run) => run.meta),
+        s.nextRunId++,
+        coveredSeq,
+        (seq, row, dueAtMs, input) => dueAtMs < Math.max((inputs[input] as SpilledRun).validFromMs, watermarkMs) || cancelled.has(`${seq}:${row}`),
+        runOptions,
+      );
+      bytesWritten += meta.bytes;
+      spilledRuns = [{ meta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, meta) }];
+      // Every tombstone of the snapshot guarded a row the merge left out.
+      tombstonesKept = { seqs: new Float64Array(0), rows: new Uint32Array(0), fireAtMs: new Float64Array(0) };
+    }
+    // The runs' names are durable before the manifest that names them.
+    await fs.syncDir(dir);
+    failpoint('checkpoint.runs-written');
+    const manifest: Manifest = {
+      checkpointSeq: coveredSeq,
+      watermarkMs,
+      releasedExpiryMaxMs,
+      nextRunId: s.nextRunId,
+      residentRun: residentMeta,
+      spilledRuns: spilledRuns.map((run) => ({ ...run.meta, validFromMs: run.validFromMs })),
+      queues,
+      tombstones: tombstonesKept,
+      ...(s.clockPositionMs === undefined ? {} : { clockPositionMs: s.clockPositionMs }),
+      rescheduled,
+      addTimes: addTimes.kept,
+    };
+    await writeManifest(fs, dir, manifest);
+    failpoint('checkpoint.manifest-installed');
+    // Durable: the spilled timers leave memory, and the log before the checkpoint can go.
+    // Tombstones added while it was written guard rows of the new runs too: they stay.
+    const tombstonesNow = s.spill.tombstoneColumns();
+    s.spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
+    s.notYetEvicted = spilledHandles.length;
+    await evictSpilled(s, spilledHandles, spilledIds, addTimes.spilling);
+    // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
+    // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
+    const arena = s.store.arena;
+    if (arena.bytesLive < arena.bytesReserved * memoryLimits.arenaLiveShareMin) s.store.compact();
+    s.checkpointSeq = coveredSeq;
+    // What the checkpoint covers leaves the log (a quiet WAL's last segment too: sealed, it goes with the others).
+    const segmentsDeleted = await s.log.truncateCovered(coveredSeq);
+    failpoint('checkpoint.segments-deleted');
+    // A lookup or a cancel may still be reading a run this checkpoint merged away: it finishes first.
+    await s.spill.earlierReadsSettled();
+    await removeUnreferenced(fs, dir, manifest);
+    return { coveredSeq, watermarkMs, residentRows: residentMeta.rows, spilledRows: spilledHandles.length, bytesWritten, segmentsDeleted };
+  } catch (err) {
+    // The spilled timers stay resident: their entries come back (an extra one is dropped next time).
+    for (let i = 0; i < addTimes.spilling.seqs.length; i++) s.addTimes.add(addTimes.spilling.seqs[i] as number, addTimes.spilling.acceptedAtMs[i] as number);
+    throw err;
   }
-  let bytesWritten = residentMeta.bytes;
-  let spilledRuns: SpilledRun[] = s.spill.runs.map((run) => ({ meta: run.meta, validFromMs: run.validFromMs, keyHashes: run.keyHashes }));
-  if (spilledMeta !== undefined) {
-    bytesWritten += spilledMeta.bytes;
-    spilledRuns.push({ meta: spilledMeta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, spilledMeta) });
-  }
-  // Too many runs make every lookup and promotion read more files, and tombstones take memory
-  // and disk: merge the runs into one, leaving out what was promoted (below a run's
-  // validFromMs) and what was cancelled.
-  let tombstonesKept = tombstones;
-  const tombstonesPiledUp = tombstones.seqs.length > Math.max(memoryLimits.tombstonesCompactMin, s.spill.count * memoryLimits.tombstonesCompactShare);
-  if (spilledRuns.length > memoryLimits.spilledRunsMax || (tombstonesPiledUp && spilledRuns.length > 0)) {
-    const inputs = spilledRuns;
-    const cancelled = new Set<string>();
-    for (let i = 0; i < tombstones.seqs.length; i++) cancelled.add(`${tombstones.seqs[i]}:${tombstones.rows[i]}`);
-    const meta = await compactRuns(
-      fs,
-      dir,
-      inputs.map((run) => run.meta),
-      s.nextRunId++,
-      coveredSeq,
-      (seq, row, dueAtMs, input) => dueAtMs < Math.max((inputs[input] as SpilledRun).validFromMs, watermarkMs) || cancelled.has(`${seq}:${row}`),
-      runOptions,
-    );
-    bytesWritten += meta.bytes;
-    spilledRuns = [{ meta, validFromMs: watermarkMs, keyHashes: await readRunKeys(fs, dir, meta) }];
-    // Every tombstone of the snapshot guarded a row the merge left out.
-    tombstonesKept = { seqs: new Float64Array(0), rows: new Uint32Array(0), fireAtMs: new Float64Array(0) };
-  }
-  // The runs' names are durable before the manifest that names them.
-  await fs.syncDir(dir);
-  failpoint('checkpoint.runs-written');
-  const manifest: Manifest = {
-    checkpointSeq: coveredSeq,
-    watermarkMs,
-    releasedExpiryMaxMs,
-    nextRunId: s.nextRunId,
-    residentRun: residentMeta,
-    spilledRuns: spilledRuns.map((run) => ({ ...run.meta, validFromMs: run.validFromMs })),
-    queues,
-    tombstones: tombstonesKept,
-    ...(s.clockPositionMs === undefined ? {} : { clockPositionMs: s.clockPositionMs }),
-    rescheduled,
-    addTimes,
-  };
-  await writeManifest(fs, dir, manifest);
-  failpoint('checkpoint.manifest-installed');
-  // Durable: the spilled timers leave memory, and the log before the checkpoint can go.
-  // Tombstones added while it was written guard rows of the new runs too: they stay.
-  const tombstonesNow = s.spill.tombstoneColumns();
-  s.spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
-  s.notYetEvicted = spilledHandles.length;
-  await evictSpilled(s, spilledHandles, spilledIds);
-  // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
-  // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.
-  const arena = s.store.arena;
-  if (arena.bytesLive < arena.bytesReserved * memoryLimits.arenaLiveShareMin) s.store.compact();
-  s.checkpointSeq = coveredSeq;
-  // What the checkpoint covers leaves the log (a quiet WAL's last segment too: sealed, it goes with the others).
-  const segmentsDeleted = await s.log.truncateCovered(coveredSeq);
-  failpoint('checkpoint.segments-deleted');
-  // A lookup or a cancel may still be reading a run this checkpoint merged away: it finishes first.
-  await s.spill.earlierReadsSettled();
-  await removeUnreferenced(fs, dir, manifest);
-  return { coveredSeq, watermarkMs, residentRows: residentMeta.rows, spilledRows: spilledHandles.length, bytesWritten, segmentsDeleted };
 }
 
 /**
@@ -335,7 +343,7 @@ async function writeTaken(
   runId: number,
   stamp: number,
   options: RunWriteOptions,
-  inRunOrder?: { readonly byTaken: Float64Array; readonly handles: Float64Array; readonly ids: SpilledRowIds },
+  inRunOrder?: { readonly byTaken: Float64Array; readonly handles: Float64Array; readonly ids: SpilledRowIds; readonly addTimes: AddTimeColumns },
 ): Promise<RunMeta> {
   const { store, deadReasons, queueNames } = taken;
   const columns = store.columns;
@@ -353,7 +361,7 @@ async function writeTaken(
   const failing = failuresInRunOrder(taken.failures, order, { dueAt: columns.dueAt, logSeq, row });
   let nextFailing = 0;
   const builders = [new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows)), new RunRowsBuilder(Math.min(Math.max(1, count), sliceRows))];
-  const fields: { -readonly [K in keyof RunRowFields]: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0 };
+  const fields: { -readonly [K in keyof RunRowFields]-?: number } = { seq: 0, row: 0, fireAtMs: 0, dueAtMs: 0, state: 0, attempts: 0, lastStatus: 0, deadReason: 0, createdAtMs: NaN };
   const writer = await RunWriter.create(s.fs, s.spillDir, runId, stamp, options);
   // The slice being written, while the next is copied; at most one append is in flight.
   let writing: Promise<void> = Promise.resolve();
@@ -377,6 +385,8 @@ async function writeTaken(
         fields.attempts = attempts;
         fields.lastStatus = columns.lastStatus[i] as number;
         fields.deadReason = deadReasons[i] as number;
+        // A spilled timer takes its created_at along: the table keeps resident timers' only.
+        if (inRunOrder !== undefined) fields.createdAtMs = acceptedAtIn(inRunOrder.addTimes, fields.seq);
         builder.append(fields, queueNames[store.queueIndexOf(i)] as string, store.targetOf(i), store.keyOf(i), store.payloadOf(i), store.headersOf(i), store.callbacksOf(i));
         if (inRunOrder !== undefined) {
           inRunOrder.handles[at] = inRunOrder.byTaken[i] as number;
@@ -449,18 +459,19 @@ function failuresInRunOrder(
  * After a durable checkpoint: the timers it spilled leave memory. One that changed since the
  * snapshot (a cancel being logged) stays, and its copy on disk is tombstoned, never promoted.
  */
-async function evictSpilled(s: EngineState, handles: Float64Array, rows: SpilledRowIds): Promise<void> {
+async function evictSpilled(s: EngineState, handles: Float64Array, rows: SpilledRowIds, addTimes: AddTimeColumns): Promise<void> {
   // In slices, yielding between them: evicting half a million timers at once held the event
   // loop for over a second. Meanwhile the rest stay in memory as well as on disk: fenced by
   // the watermark (never handed out), and a cancel of one is logged as CANCEL_SPILLED
   // (s.spilling), so its slice tombstones its copy on disk.
   for (let from = 0; from < handles.length; from += spillLimits.checkpointSliceRows) {
     if (from > 0) await nextTurn();
-    evictSlice(s, handles, rows, from, Math.min(handles.length, from + spillLimits.checkpointSliceRows));
+    evictSlice(s, handles, rows, from, Math.min(handles.length, from + spillLimits.checkpointSliceRows), addTimes);
   }
 }
 
-function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, from: number, to: number): void {
+/** `addTimes`: the spilled timers' add-times entries, given back to the table for one that stays. */
+function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, from: number, to: number, addTimes: AddTimeColumns): void {
   const store = s.store;
   const evicted = new Int32Array(to - from);
   let count = 0;
@@ -474,6 +485,8 @@ function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, 
     }
     if (store.state[slot] !== timerState.pending || store.attempts[slot] !== 0 || s.cancelling.has(slot) || !s.heap.has(slot)) {
       s.spill.tombstone(rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number);
+      const acceptedAtMs = acceptedAtIn(addTimes, rows.seq[i] as number);
+      if (!Number.isNaN(acceptedAtMs)) s.addTimes.add(rows.seq[i] as number, acceptedAtMs);
       continue;
     }
     evicted[count++] = slot;

@@ -21,9 +21,10 @@ import { endianness } from 'node:os';
 import { errorCodes, FermataError } from '../errors.ts';
 
 /** The version written: in every run's schema metadata and in the manifest's and keys sidecars' headers. */
-export const spillFormatVersion = 3;
+export const spillFormatVersion = 4;
 /**
- * The oldest version read, so that an upgrade keeps what the previous releases wrote. Version 2
+ * The oldest version read, so that an upgrade keeps what the previous releases wrote. Version 3
+ * runs lack the last column (created_at: read as null); version 2
  * runs lack the last two columns (callback, failure_callback: read as null); version 1 runs lack
  * two more (last_error, last_attempt_at: read as null) and its manifest's runs name no version
  * (they are all version 1).
@@ -71,13 +72,14 @@ export const runColumns = [
   'last_attempt_at',
   'callback',
   'failure_callback',
+  'created_at',
 ] as const;
 
 /** How many of runColumns a run of each readable version holds: a version adds columns at the end. */
-export const runColumnCounts: Readonly<Record<number, number>> = { 1: 13, 2: 15, 3: 17 };
+export const runColumnCounts: Readonly<Record<number, number>> = { 1: 13, 2: 15, 3: 17, 4: 18 };
 
-/** Fixed bytes a row costs in a batch: the numeric columns plus an i32 offset for each of the eight variable-width ones. */
-export const batchFixedBytesPerRow = 8 + 4 + 8 + 8 + 1 + 2 + 2 + 1 + 8 + 8 * 4;
+/** Fixed bytes a row costs in a batch: the numeric columns (created_at last) plus an i32 offset for each of the eight variable-width ones. */
+export const batchFixedBytesPerRow = 8 + 4 + 8 + 8 + 1 + 2 + 2 + 1 + 8 + 8 * 4 + 8;
 
 /** The eos marker between the last batch and the footer: continuation, then a zero length. */
 export const arrowEos = Uint8Array.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);

@@ -13,7 +13,7 @@ import { timerState, type TimerStateCode } from '../store/resident-store.ts';
 import { readRunKeys } from './keys-file.ts';
 import type { Manifest } from './manifest.ts';
 import { readRunBucket } from './run-reader.ts';
-import { bytesOf, type RunRows } from './run-rows.ts';
+import { bytesOf, createdAtOf, type RunRows } from './run-rows.ts';
 import type { SpilledRun } from './spilled-timers.ts';
 
 /** Loads a checkpoint at open: the resident run into the store, the spilled runs' metadata. */
@@ -70,5 +70,8 @@ export function insertRunRow(s: EngineState, rows: RunRows, i: number, state: Ti
   if (key.length > 0) s.keys.insert(slot, keyHash(key));
   if (state === timerState.dead) s.deadReasons.set(slot, rows.deadReason[i] as number);
   (isFinished(state) ? s.expiring : s.heap).push(slot);
+  // Resident again: its ADD's entry back in the table, from the run (add-times.ts).
+  const createdAtMs = createdAtOf(rows, i);
+  if (createdAtMs !== null) s.addTimes.add(rows.seq[i] as number, createdAtMs);
   return slot;
 }

@@ -16,6 +16,8 @@
 // last_error and last_attempt_at are null but for the few timers whose last attempt failed: a
 // batch without any is written as zeroed buffers (no work a row), and read without a look at
 // its rows. callback and failure_callback likewise, null but for timers that have them.
+// created_at too: set in a spilled run (its timers' add times, engine/add-times.ts), null in a
+// resident one.
 import assert from 'node:assert/strict';
 import {
   Binary,
@@ -65,6 +67,7 @@ function runFields(version = spillFormatVersion): Field[] {
     new Field('last_attempt_at', timestampMs(), true),
     new Field('callback', new Utf8(), true),
     new Field('failure_callback', new Utf8(), true),
+    new Field('created_at', timestampMs(), true),
   ];
   return fields.slice(0, runColumnCounts[version]);
 }
@@ -285,6 +288,7 @@ export function encodeRunBatch(schema: Schema, rows: RunRows, from: number, to: 
   children.push(failures.errors, failures.attemptedAt);
   const callbacks = callbackColumns(rows.callbacks, from, to);
   children.push(callbacks.callback, callbacks.failureCallback);
+  children.push(createdAtColumn(rows.createdAtMs, from, to));
   return new RecordBatch(schema, makeData({ type: new Struct(schema.fields), length, nullCount: 0, children }));
 }
 
@@ -355,7 +359,34 @@ export function decodeRunBatch(whole: Uint8Array, rows: number, version: number)
     headers: bytesOfColumn(column('headers'), rows, true),
     failures: version < 2 ? noFailures : failuresOf(column('last_error'), column('last_attempt_at'), rows),
     ...(version < 3 ? undefined : callbacksOf(column('callback'), column('failure_callback'), rows)),
+    ...(version < 4 ? undefined : createdAtsOf(column('created_at'), rows)),
   };
+}
+
+/** Rows [from, to) of each row's created_at (NaN = unknown) as a timestamp column, null where unknown; all null when `ms` is absent. */
+function createdAtColumn(ms: Float64Array | undefined, from: number, to: number): Data {
+  const n = to - from;
+  const validity = new Uint8Array((n + 7) >> 3);
+  if (ms === undefined) return makeData({ type: timestampMs(), length: n, nullCount: n, nullBitmap: validity, data: new BigInt64Array(n) });
+  const slice = ms.slice(from, to);
+  let nullCount = 0;
+  for (let r = 0; r < n; r++) {
+    if (Number.isNaN(slice[r])) {
+      slice[r] = 0;
+      nullCount++;
+    } else validity[r >> 3] = (validity[r >> 3] as number) | (1 << (r & 7));
+  }
+  return makeData({ type: timestampMs(), length: n, nullCount, nullBitmap: validity, data: timesToI64(slice) });
+}
+
+/** The created_at column as epoch ms, NaN where null; nothing when every row is null. */
+function createdAtsOf(data: Data, rows: number): { createdAtMs: Float64Array } | undefined {
+  if (data.nullCount === rows) return undefined;
+  const values = data.values as unknown as BigInt64Array;
+  if (values.length < rows) throw new BatchShapeError(`column created_at holds ${values.length} values for ${rows} rows`);
+  const ms = timesFromI64(values, rows);
+  if (data.nullCount > 0) for (let i = 0; i < rows; i++) if (!data.getValid(i)) ms[i] = NaN;
+  return { createdAtMs: ms };
 }
 
 /**

@@ -47,6 +47,18 @@ export interface RunRows {
    * holds them as the `callback` and `failure_callback` columns. Absent when no row has one.
    */
   readonly callbacks?: BytesColumn;
+  /**
+   * When each row's ADD record was accepted (epoch ms; NaN = unknown, null in the file): a spilled
+   * timer's `created_at`, which the engine's add-times table keeps for resident timers only.
+   * Absent when no row has one (runs of version 3 and before have no such column).
+   */
+  readonly createdAtMs?: Float64Array;
+}
+
+/** Row `i`'s created_at (epoch ms), or null when its run does not know it. */
+export function createdAtOf(rows: RunRows, i: number): number | null {
+  const ms = rows.createdAtMs?.[i];
+  return ms === undefined || Number.isNaN(ms) ? null : ms;
 }
 
 /** Why and when the last attempt of a few rows' timers failed, a row's entry at the same index of each. */
@@ -105,6 +117,8 @@ export interface RunRowFields {
   readonly attempts: number;
   readonly lastStatus: number;
   readonly deadReason: number;
+  /** When its ADD record was accepted (epoch ms); NaN or absent = unknown. */
+  readonly createdAtMs?: number;
 }
 
 /** Negative, zero or positive as row `a` of `x` sorts before, with or after row `b` of `y`, by (dueAt, seq, row). */
@@ -212,6 +226,10 @@ export class RunRowsBuilder {
   #attempts: Uint16Array;
   #lastStatus: Uint16Array;
   #deadReason: Uint8Array;
+  /** NaN where unknown. */
+  #createdAt: Float64Array;
+  /** Whether any row appended since the last reset has a known created_at. */
+  #anyCreatedAt = false;
   #queueIndex: Uint32Array;
   #targetIndex: Uint32Array;
   #queues = new Dictionary();
@@ -243,6 +261,7 @@ export class RunRowsBuilder {
     this.#attempts = new Uint16Array(capacity);
     this.#lastStatus = new Uint16Array(capacity);
     this.#deadReason = new Uint8Array(capacity);
+    this.#createdAt = new Float64Array(capacity);
     this.#queueIndex = new Uint32Array(capacity);
     this.#targetIndex = new Uint32Array(capacity);
     this.#keys = new BytesBuilder(capacity, bytes.keys ?? 0);
@@ -291,6 +310,7 @@ export class RunRowsBuilder {
       attempts: source.attempts[i] as number,
       lastStatus: source.lastStatus[i] as number,
       deadReason: source.deadReason[i] as number,
+      createdAtMs: source.createdAtMs?.[i] ?? NaN,
     });
     const queue = source.queueIndex[i] as number;
     const target = source.targetIndex[i] as number;
@@ -320,6 +340,7 @@ export class RunRowsBuilder {
     this.#payload.clear();
     this.#headers.clear();
     this.#callbacks = undefined;
+    this.#anyCreatedAt = false;
     this.#failureRows = [];
     this.#failureErrors = [];
     this.#failureTimes = [];
@@ -350,6 +371,7 @@ export class RunRowsBuilder {
           ? noFailures
           : { rows: Uint32Array.from(this.#failureRows), errors: this.#failureErrors, attemptedAtMs: Float64Array.from(this.#failureTimes) },
       ...(this.#callbacks === undefined ? undefined : { callbacks: this.#callbacks.finish(n) }),
+      ...(this.#anyCreatedAt ? { createdAtMs: this.#createdAt.subarray(0, n) } : undefined),
     };
   }
 
@@ -374,6 +396,9 @@ export class RunRowsBuilder {
     this.#attempts[i] = fields.attempts;
     this.#lastStatus[i] = fields.lastStatus;
     this.#deadReason[i] = fields.deadReason;
+    const createdAtMs = fields.createdAtMs ?? NaN;
+    this.#createdAt[i] = createdAtMs;
+    if (!Number.isNaN(createdAtMs)) this.#anyCreatedAt = true;
     return i;
   }
 
@@ -399,6 +424,7 @@ export class RunRowsBuilder {
     this.#attempts = grow(this.#attempts, (n) => new Uint16Array(n));
     this.#lastStatus = grow(this.#lastStatus, (n) => new Uint16Array(n));
     this.#deadReason = grow(this.#deadReason, (n) => new Uint8Array(n));
+    this.#createdAt = grow(this.#createdAt, (n) => new Float64Array(n));
     this.#queueIndex = grow(this.#queueIndex, (n) => new Uint32Array(n));
     this.#targetIndex = grow(this.#targetIndex, (n) => new Uint32Array(n));
     this.#keys.grow(capacity);

@@ -1,9 +1,11 @@
-// The timers and the checkpoint of the spill format's golden files (test/fixtures/spill/v1 and
-// v2, README.md there): a resident run holding one timer of each state a run holds, two of them
+// The timers and the checkpoint of the spill format's golden files (test/fixtures/spill/v1 to
+// v4, README.md there): a resident run holding one timer of each state a run holds, two of them
 // with a failed last attempt, and a spilled run of two far-future pending timers. Version 1
 // was written from these by the release before version 2 (commit eda3f58), without the
 // failures, which version 1 has no columns for; version 2 by the release before version 3
-// (commit c980692), without the callbacks, which version 2 has no columns for. Plain data, any thread.
+// (commit c980692), without the callbacks, which version 2 has no columns for; version 3 by the
+// release before version 4 (commit f6ba5d3), without the spilled timers' created_at (its
+// RunRowFields.createdAtMs), which version 3 has no column for. Plain data, any thread.
 import type { Manifest } from '../../engine/spill/manifest.ts';
 import type { RunMeta } from '../../engine/spill/run-meta.ts';
 import type { RunRowFields } from '../../engine/spill/run-rows.ts';
@@ -72,8 +74,8 @@ export const goldenResident: readonly GoldenTimer[] = [
 
 /** The spilled run's timers: pending, never attempted, due at their fire time past the watermark. */
 export const goldenSpilled: readonly GoldenTimer[] = [
-  { seq: 7, row: 0, fireAtMs: goldenT0 + 10 * day, dueAtMs: goldenT0 + 10 * day, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, queue: 'default', target: 'https://c.example/far', key: 'far-1', payload: text('far away'), headers: '', callbacks: { callback: '', failureCallback: 'https://cb.example/far-dead' } },
-  { seq: 8, row: 1, fireAtMs: goldenT0 + 11 * day, dueAtMs: goldenT0 + 11 * day, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, queue: 'slow', target: 'https://c.example/far', key: '', payload: text('further'), headers: '{"x-n":"2"}' },
+  { seq: 7, row: 0, fireAtMs: goldenT0 + 10 * day, dueAtMs: goldenT0 + 10 * day, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, createdAtMs: goldenT0 - 2_000, queue: 'default', target: 'https://c.example/far', key: 'far-1', payload: text('far away'), headers: '', callbacks: { callback: '', failureCallback: 'https://cb.example/far-dead' } },
+  { seq: 8, row: 1, fireAtMs: goldenT0 + 11 * day, dueAtMs: goldenT0 + 11 * day, state: 1, attempts: 0, lastStatus: 0, deadReason: 0, createdAtMs: goldenT0 - 1_000, queue: 'slow', target: 'https://c.example/far', key: '', payload: text('further'), headers: '{"x-n":"2"}' },
 ];
 
 /** Pending timers due before it are in the resident run. */

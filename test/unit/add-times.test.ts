@@ -1,7 +1,9 @@
 // A timer's created_at (engine/add-times.ts): the accept time of its ADD record, for resident
 // and spilled timers, the same after a restart that replays the log and after a checkpoint
 // truncated it (the manifest keeps it); entries of ADDs no timer holds are dropped at a
-// checkpoint; a manifest without the field gives null.
+// checkpoint; a manifest without the field gives null. The table keeps resident timers' ADDs
+// only: a spilled timer's created_at is in its run row, read from there, and back in the table
+// when the timer comes back into memory (promotion, cancel).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
@@ -83,5 +85,59 @@ test('an entry goes at the checkpoint after its last timer is released; a manife
   await writeManifest(fs, spillDir, decodeManifest(encodeManifest(before)));
   engine = await open(fs, clock);
   assert.equal(await createdAt(engine, kept.idOf(0)), null, 'unknown: null');
+  await engine.close();
+});
+
+test('a checkpoint keeps the entries of resident timers only, even while timers are spilled; a spilled timer\'s created_at comes from its run, after a restart and after its promotion, cancel or PATCH', async () => {
+  const fs = new SimFileSystem({ seed: 7 });
+  const clock = manualClock();
+  let engine = await open(fs, clock);
+  const expected = new Map<string, number>();
+  const admit = async (fireAtMs: number, at: number): Promise<string> => {
+    clock.set(at);
+    const id = (await engine.admit(batchFromSpecs([{ fireAtMs, target }]))).idOf(0);
+    expected.set(id, at);
+    return id;
+  };
+  await admit(t0 + 60_000, t0);
+  await admit(t0 + 120_000, t0 + 1000);
+  const far = [await admit(t0 + 10 * hour, t0 + 2000), await admit(t0 + 10 * hour + 1, t0 + 3000), await admit(t0 + 20 * hour, t0 + 4000), await admit(t0 + 30 * hour, t0 + 5000)];
+  const check = async (what: string): Promise<void> => {
+    for (const [id, ms] of expected) assert.equal(await createdAt(engine, id), ms, `${what}: ${id}`);
+  };
+  assert.equal(engine.stats().addTimes.entries, 6);
+
+  await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(engine.stats().spill.spilled, 4);
+  assert.equal(engine.stats().addTimes.entries, 2, 'only the two resident timers\' ADDs are kept');
+  assert.equal((await readManifest(fs, spillDir))?.addTimes?.seqs.length, 2, 'and only they are in the manifest');
+  await check('spilled, read from the run');
+  await engine.checkpoint();
+  assert.equal(engine.stats().addTimes.entries, 2, 'a later checkpoint keeps none for the spilled timers either');
+
+  await engine.close();
+  engine = await open(fs, clock);
+  assert.equal(engine.stats().addTimes.entries, 2);
+  await check('after a restart');
+
+  await engine.promote(t0 + 11 * hour);
+  assert.equal(engine.stats().spill.spilled, 2);
+  assert.equal(engine.stats().addTimes.entries, 4, 'the promoted timers\' entries are back');
+  await check('after the promotion');
+  assert.equal(await engine.cancel(far[2] as string), 'cancelled');
+  assert.equal(engine.stats().addTimes.entries, 5, 'the cancelled spilled timer\'s entry is back');
+  await check('after a cancel of the spilled timer');
+  assert.equal((await engine.reschedule(far[3] as string, { payload: 'moved' })).outcome, 'rescheduled');
+  assert.equal(engine.stats().addTimes.entries, 6, 'the PATCHed spilled timer\'s entry is back');
+  await check('after a PATCH of the spilled timer');
+  await engine.close();
+  engine = await open(fs, clock);
+  await check('after a restart replaying the promotion, the cancel and the PATCH');
+
+  await engine.checkpoint();
+  assert.equal(engine.stats().addTimes.entries, 6, 'every timer is resident: every entry is kept');
+  await engine.close();
+  engine = await open(fs, clock);
+  await check('after a checkpoint and a restart');
   await engine.close();
 });

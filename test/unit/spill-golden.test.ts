@@ -2,10 +2,11 @@
 // version, each a checkpoint of the same timers (test/helpers/spill-golden.ts): a manifest, a
 // resident run and a spilled run with their keys sidecars. Versions 1 and 2, written by the
 // releases before, are still read: their runs verify and decode to the same timers, with no
-// failures (version 1) and no callbacks (both: they have no columns for them). Version 3 is what
-// this release writes, byte for byte, and reads back with the failures and the callbacks. And
-// an engine opened on any serves the same timers; one opened on version 1 writes its next
-// checkpoint as version 3, so an upgrade loses nothing.
+// failures (version 1) and no callbacks (both: they have no columns for them); version 3's read
+// back with them and no created_at. Version 4 is what this release writes, byte for byte, and
+// reads back with the failures, the callbacks and the spilled timers' created_at. And an engine
+// opened on any serves the same timers; one opened on version 1 writes its next checkpoint as
+// version 4, so an upgrade loses nothing.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
@@ -15,7 +16,7 @@ import { encodeTimerId } from '../../engine/ids.ts';
 import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { readManifest, writeManifest } from '../../engine/spill/manifest.ts';
 import { readRunBucket, readRunKeys, type RunMeta, verifyRun, writeRun } from '../../engine/spill/run-file.ts';
-import { bytesOf, failureOf, type RunRows, RunRowsBuilder } from '../../engine/spill/run-rows.ts';
+import { bytesOf, createdAtOf, failureOf, type RunRows, RunRowsBuilder } from '../../engine/spill/run-rows.ts';
 import { callbackBytesOf, failureCallbackBytesOf, packCallbacks, urlOrNull } from '../../engine/store/callback-bytes.ts';
 import { goldenBucketWidthMs, goldenManifest, goldenResident, goldenSpilled, goldenT0, type GoldenTimer } from '../helpers/spill-golden.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
@@ -25,12 +26,12 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const stateNames: Record<number, string> = { 1: 'pending', 3: 'retrying', 4: 'delivered', 5: 'dead', 6: 'cancelled' };
 
-/** The golden timers as run rows, with their failures when `withFailures`, their callbacks when `withCallbacks`. */
-function goldenRows(timers: readonly GoldenTimer[], withFailures: boolean, withCallbacks = false): RunRows {
+/** The golden timers as run rows, with their failures when `withFailures`, their callbacks when `withCallbacks`, their created_at when `withCreatedAt`. */
+function goldenRows(timers: readonly GoldenTimer[], withFailures: boolean, withCallbacks = false, withCreatedAt = false): RunRows {
   const builder = new RunRowsBuilder(8);
   for (const [i, timer] of timers.entries()) {
     const callbacks = withCallbacks && timer.callbacks !== undefined ? packCallbacks(encoder.encode(timer.callbacks.callback), encoder.encode(timer.callbacks.failureCallback)) : new Uint8Array(0);
-    builder.append(timer, timer.queue, timer.target, encoder.encode(timer.key), timer.payload, encoder.encode(timer.headers), callbacks);
+    builder.append(withCreatedAt ? timer : { ...timer, createdAtMs: NaN }, timer.queue, timer.target, encoder.encode(timer.key), timer.payload, encoder.encode(timer.headers), callbacks);
     if (withFailures && timer.failure !== undefined) builder.setFailure(i, timer.failure.error, timer.failure.attemptedAtMs);
   }
   return builder.finish();
@@ -57,6 +58,7 @@ function plain(rows: RunRows): unknown[] {
       failure: failure < 0 ? undefined : { error: rows.failures.errors[failure], attemptedAtMs: rows.failures.attemptedAtMs[failure] },
       callback: rows.callbacks === undefined ? null : urlOrNull(callbackBytesOf(bytesOf(rows.callbacks, i))),
       failureCallback: rows.callbacks === undefined ? null : urlOrNull(failureCallbackBytesOf(bytesOf(rows.callbacks, i))),
+      createdAtMs: createdAtOf(rows, i),
     };
   });
 }
@@ -144,36 +146,47 @@ test('golden, version 2 (the previous release): read back with their failures an
   assert.deepEqual(await readRun(nodeFileSystem, fixtures(2), manifest.spilledRuns[0] as RunMeta), plain(goldenRows(goldenSpilled, false)));
 });
 
-test('golden, version 3: this release writes the same bytes from the same timers, and reads them back with their failures and callbacks', async () => {
-  const fs = new SimFileSystem({ seed: 3 });
+test('golden, version 3 (the previous release): read back with their failures and callbacks, and no created_at', async () => {
+  const manifest = await readManifest(nodeFileSystem, fixtures(3));
+  assert.ok(manifest !== undefined && manifest.residentRun.version === 3);
+  assert.deepEqual(await readRun(nodeFileSystem, fixtures(3), manifest.residentRun), plain(goldenRows(goldenResident, true, true)));
+  const spilledRows = await readRun(nodeFileSystem, fixtures(3), manifest.spilledRuns[0] as RunMeta);
+  assert.deepEqual(spilledRows, plain(goldenRows(goldenSpilled, false, true)));
+  assert.deepEqual(spilledRows.map((row) => (row as { createdAtMs: unknown }).createdAtMs), [null, null]);
+});
+
+test('golden, version 4: this release writes the same bytes from the same timers, and reads them back with their failures, callbacks and created_at', async () => {
+  const fs = new SimFileSystem({ seed: 4 });
   const dir = '/data/spill';
   await fs.mkdirp(dir);
   const resident = await writeRun(fs, dir, 1, 9, goldenRows(goldenResident, true, true), { bucketWidthMs: goldenBucketWidthMs });
-  const spilled = await writeRun(fs, dir, 2, 9, goldenRows(goldenSpilled, true, true), { bucketWidthMs: goldenBucketWidthMs });
+  const spilled = await writeRun(fs, dir, 2, 9, goldenRows(goldenSpilled, true, true, true), { bucketWidthMs: goldenBucketWidthMs });
   await writeManifest(fs, dir, goldenManifest(resident, spilled));
-  const names = readdirSync(fixtures(3)).sort();
+  const names = readdirSync(fixtures(4)).sort();
   assert.deepEqual((await fs.list(dir)).sort(), names);
-  for (const name of names) assert.deepEqual(await fs.readFile(`${dir}/${name}`), new Uint8Array(readFileSync(`${fixtures(3)}/${name}`)), name);
+  for (const name of names) assert.deepEqual(await fs.readFile(`${dir}/${name}`), new Uint8Array(readFileSync(`${fixtures(4)}/${name}`)), name);
 
-  const manifest = await readManifest(nodeFileSystem, fixtures(3));
-  assert.ok(manifest !== undefined && manifest.residentRun.version === 3);
-  const residentRows = await readRun(nodeFileSystem, fixtures(3), manifest.residentRun);
+  const manifest = await readManifest(nodeFileSystem, fixtures(4));
+  assert.ok(manifest !== undefined && manifest.residentRun.version === 4);
+  const residentRows = await readRun(nodeFileSystem, fixtures(4), manifest.residentRun);
   assert.deepEqual(residentRows, plain(goldenRows(goldenResident, true, true)));
   assert.deepEqual(
     residentRows.map((row) => [(row as { callback: unknown }).callback, (row as { failureCallback: unknown }).failureCallback]).filter(([a, b]) => a !== null || b !== null),
     [['https://cb.example/ok', 'https://cb.example/dead']],
   );
-  assert.deepEqual(await readRun(nodeFileSystem, fixtures(3), manifest.spilledRuns[0] as RunMeta), plain(goldenRows(goldenSpilled, false, true)));
+  const spilledRows = await readRun(nodeFileSystem, fixtures(4), manifest.spilledRuns[0] as RunMeta);
+  assert.deepEqual(spilledRows, plain(goldenRows(goldenSpilled, false, true, true)));
+  assert.deepEqual(spilledRows.map((row) => (row as { createdAtMs: unknown }).createdAtMs), [goldenT0 - 2_000, goldenT0 - 1_000]);
 });
 
-test('an engine opened on a version 1 checkpoint serves its timers, and its next checkpoint is version 3 and loses none of them', async () => {
+test('an engine opened on a version 1 checkpoint serves its timers, and its next checkpoint is version 4 and loses none of them', async () => {
   const fs = await diskWith(1);
   assert.deepEqual(await views(fs), expectedViews(false));
   const engine = await Engine.open({ dataDir: '/data', fs, clock });
   await engine.checkpoint();
   await engine.close();
   const manifest = await readManifest(fs, '/data/spill');
-  assert.equal(manifest?.residentRun.version, 3, 'the resident run is written anew');
+  assert.equal(manifest?.residentRun.version, 4, 'the resident run is written anew');
   assert.equal(manifest?.spilledRuns[0]?.version, 1, 'a spilled run is kept as it was');
   assert.deepEqual(await views(fs), expectedViews(false));
 });
@@ -200,4 +213,16 @@ test('an engine opened on a version 3 checkpoint shows the timers\' callbacks, r
   await engine.checkpoint();
   await engine.close();
   assert.deepEqual(await views(fs), expectedViews(true, true));
+});
+
+test('an engine opened on a version 4 checkpoint shows the spilled timers\' created_at from their run', async () => {
+  const fs = await diskWith(4);
+  const engine = await Engine.open({ dataDir: '/data', fs, clock });
+  try {
+    const createdAt = [];
+    for (const timer of goldenSpilled) createdAt.push((await engine.lookup(idOf(timer)))?.createdAtMs);
+    assert.deepEqual(createdAt, [goldenT0 - 2_000, goldenT0 - 1_000]);
+  } finally {
+    await engine.close();
+  }
 });

@@ -18,7 +18,7 @@ import { keyHash } from '../../engine/store/key-index.ts';
 import { timerState } from '../../engine/store/resident-store.ts';
 import { keysFileName, runFileName } from '../../engine/spill/format.ts';
 import { readRunBucket, readRunKeys, type RunMeta, verifyRun, writeRun } from '../../engine/spill/run-file.ts';
-import { bytesOf, failureOf, type RunRows, RunRowsBuilder, sortRunRows } from '../../engine/spill/run-rows.ts';
+import { bytesOf, createdAtOf, failureOf, type RunRows, RunRowsBuilder, sortRunRows } from '../../engine/spill/run-rows.ts';
 import { arrowIpcTestData } from '../helpers/fixtures.ts';
 import { Prng } from '../helpers/prng.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -264,9 +264,10 @@ test("apache-arrow's tableFromIPC reads a run file whole: a real Arrow file with
       'last_attempt_at:Timestamp<MILLISECOND, UTC>:true',
       'callback:Utf8:true',
       'failure_callback:Utf8:true',
+      'created_at:Timestamp<MILLISECOND, UTC>:true',
     ],
   );
-  assert.deepEqual(Object.fromEntries(table.schema.metadata), { 'fermata.spill.version': '3', 'fermata.stamp': '1234', 'fermata.run': '9', 'fermata.bucket_width_ms': String(widthMs) });
+  assert.deepEqual(Object.fromEntries(table.schema.metadata), { 'fermata.spill.version': '4', 'fermata.stamp': '1234', 'fermata.run': '9', 'fermata.bucket_width_ms': String(widthMs) });
   const dueAt = table.getChild('due_at')?.toArray() as BigInt64Array;
   assert.deepEqual(Array.from(dueAt, Number), Array.from(rows.dueAtMs));
   const keys = table.getChild('key')?.toArray() as Array<Uint8Array | null>;
@@ -424,4 +425,28 @@ test('foreign Arrow bytes whose checksum matches (as if the manifest named them)
       assert.ok(performance.now() - started < 5_000, `${label} took too long`);
     }
   }
+});
+
+test('created_at round-trips per row, null where unknown, through appendFrom too, and a run without any reads as none', async () => {
+  const fs = new SimFileSystem({ seed: 41 });
+  await fs.mkdirp('/runs');
+  const builder = new RunRowsBuilder(4);
+  const known = [1_800_000_000_123, NaN, 1_700_000_000_000, NaN];
+  for (const [i, createdAtMs] of known.entries()) {
+    builder.append({ seq: 10 + i, row: 0, fireAtMs: widthMs * 5 + i, dueAtMs: widthMs * 5 + i, state: timerState.pending, attempts: 0, lastStatus: 0, deadReason: 0, createdAtMs }, 'default', 'https://a.example/', new Uint8Array(0), new Uint8Array(0), new Uint8Array(0));
+  }
+  const meta = await writeRun(fs, '/runs', 1, 1, builder.finish(), { bucketWidthMs: widthMs });
+  const rows = await readRunBucket(fs, '/runs', meta, 0);
+  assert.deepEqual(Array.from({ length: rows.rows }, (_, i) => createdAtOf(rows, i)), [1_800_000_000_123, null, 1_700_000_000_000, null]);
+  // Compaction copies rows with appendFrom: created_at goes along.
+  const copy = new RunRowsBuilder(1);
+  for (let i = rows.rows - 1; i >= 0; i--) copy.appendFrom(rows, i);
+  const copied = copy.finish();
+  assert.deepEqual(Array.from({ length: copied.rows }, (_, i) => createdAtOf(copied, i)), [null, 1_700_000_000_000, null, 1_800_000_000_123]);
+
+  builder.reset();
+  builder.append({ seq: 20, row: 0, fireAtMs: widthMs * 5, dueAtMs: widthMs * 5, state: timerState.pending, attempts: 0, lastStatus: 0, deadReason: 0 }, 'default', 'https://a.example/', new Uint8Array(0), new Uint8Array(0), new Uint8Array(0));
+  const none = await readRunBucket(fs, '/runs', await writeRun(fs, '/runs', 2, 1, builder.finish(), { bucketWidthMs: widthMs }), 0);
+  assert.equal(none.createdAtMs, undefined);
+  assert.equal(createdAtOf(none, 0), null);
 });

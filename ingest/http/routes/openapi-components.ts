@@ -220,7 +220,7 @@ export const openApiComponents = {
             budget_bytes: { type: ['integer', 'null'], description: 'What resident timers are kept under: a share of the smallest of the cgroup limit, the machine\'s RAM and --memory-budget.' },
             resident_bytes: { type: 'integer', minimum: 0, description: 'Live bytes of the timers in memory.' },
             spill_metadata_bytes: { type: 'integer', minimum: 0, description: 'Memory the spilled timers take (bucket metadata and key hashes).' },
-            add_times_bytes: { type: 'integer', minimum: 0, description: 'Memory the table of when each add still holding a timer was accepted takes (a timer\'s `created_at`): 17 bytes of room per add, not per timer.' },
+            add_times_bytes: { type: 'integer', minimum: 0, description: 'Memory the table of when each add still holding a resident timer was accepted takes (a resident timer\'s `created_at`; a spilled timer keeps its own in its run): 16 bytes of room per add, not per timer, and about 56 for one brought back from disk until the next checkpoint.' },
           },
           required: ['budget_bytes', 'resident_bytes', 'spill_metadata_bytes', 'add_times_bytes'],
           additionalProperties: false,
