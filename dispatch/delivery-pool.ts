@@ -107,9 +107,15 @@ export class DeliveryPool {
   ready(): Promise<number> {
     if (this.#workersLoaded >= this.#pool.threads.length) return this.#loaded.promise;
     const { promise, resolve, reject } = Promise.withResolvers<number>();
-    const onError = (err: unknown): void => reject(err);
+    // The wait keeps the process alive (piscina's workers do not), as a warm-up's does.
+    const keepAlive = setInterval(() => undefined, 60_000);
+    const onError = (err: unknown): void => {
+      clearInterval(keepAlive);
+      reject(err);
+    };
     this.#pool.once('error', onError);
     void this.#loaded.promise.then((ms) => {
+      clearInterval(keepAlive);
       this.#pool.off('error', onError);
       resolve(ms);
     });

@@ -86,8 +86,12 @@ warmUps.unref();
 warmUps.addEventListener('message', (event) => void warmUp(event.data as WarmUpRequest));
 let exercised = false;
 // Loading this module and what it imports (type stripping, apache-arrow) takes a fresh thread a
-// few hundred milliseconds: the dispatcher's ready() waits for this word from every worker.
-parentPort?.postMessage(workerLoadedMessage);
+// few hundred milliseconds: the dispatcher's ready() waits for this word from every worker. It
+// is posted once the require that is loading this module has returned, not while it evaluates:
+// piscina requires it, and node makes an ES module's CommonJS facade after evaluating it; a
+// thread terminated inside that step aborts the whole process (DeliveryPool.destroy waits for
+// this word before it terminates workers).
+setImmediate(() => parentPort?.postMessage(workerLoadedMessage));
 
 /** Targets repeat (a handful of webhooks take most timers): each is parsed once, up to a bound. */
 const parsedUrls = new Map<string, URL>();

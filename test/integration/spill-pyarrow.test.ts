@@ -38,6 +38,7 @@ print(json.dumps({
   'last_attempt_at_ms': table.column('last_attempt_at').cast(pa.int64()).to_pylist(),
   'callback': table.column('callback').to_pylist(),
   'failure_callback': table.column('failure_callback').to_pylist(),
+  'created_at_ms': table.column('created_at').cast(pa.int64()).to_pylist(),
   'stream_rows': stream.num_rows,
 }))
 `;
@@ -52,7 +53,7 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
   for (let i = 0; i < 50; i++) {
     const dueAtMs = baseMs + Math.floor(i / 10) * 3_600_000 + i;
     builder.append(
-      { seq: 100 + i, row: i % 4, fireAtMs: dueAtMs, dueAtMs, state: timerState.pending, attempts: 0, lastStatus: 0, deadReason: 0 },
+      { seq: 100 + i, row: i % 4, fireAtMs: dueAtMs, dueAtMs, state: timerState.pending, attempts: 0, lastStatus: 0, deadReason: 0, ...(i % 2 === 0 ? { createdAtMs: baseMs - 1000 - i } : {}) },
       'default',
       `https://ziel.example/ü/${i % 3}`,
       i % 3 === 0 ? new Uint8Array(0) : encoder.encode(`ключ-${i}`),
@@ -78,6 +79,7 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
     last_attempt_at_ms: Array<number | null>;
     callback: Array<string | null>;
     failure_callback: Array<string | null>;
+    created_at_ms: Array<number | null>;
     stream_rows: number;
   };
   assert.deepEqual(read.batches, meta.buckets.map((bucket) => bucket.rows));
@@ -100,8 +102,9 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
     ['last_attempt_at', 'timestamp[ms, tz=UTC]', true],
     ['callback', 'string', true],
     ['failure_callback', 'string', true],
+    ['created_at', 'timestamp[ms, tz=UTC]', true],
   ]);
-  assert.deepEqual(read.metadata, { 'fermata.spill.version': '3', 'fermata.stamp': '77', 'fermata.run': '3', 'fermata.bucket_width_ms': '3600000' });
+  assert.deepEqual(read.metadata, { 'fermata.spill.version': '4', 'fermata.stamp': '77', 'fermata.run': '3', 'fermata.bucket_width_ms': '3600000' });
   assert.deepEqual(read.seq, Array.from(rows.seq));
   assert.deepEqual(read.due_at_ms, Array.from(rows.dueAtMs));
   assert.deepEqual(read.key, Array.from({ length: 50 }, (_, i) => (i % 3 === 0 ? null : `ключ-${i}`)));
@@ -109,6 +112,7 @@ test('pyarrow reads a run as an Arrow file (and as a stream past the magic): bat
   assert.deepEqual(read.last_error, Array.from({ length: 50 }, (_, i) => (i % 7 === 3 ? `HTTP 503 from ziel ${i}` : null)));
   assert.deepEqual(read.last_attempt_at_ms, Array.from({ length: 50 }, (_, i) => (i % 7 === 3 ? baseMs - i : null)));
   assert.deepEqual(read.callback, Array.from({ length: 50 }, (_, i) => (i % 5 === 2 ? `https://cb.example/${i}` : null)));
+  assert.deepEqual(read.created_at_ms, Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? baseMs - 1000 - i : null)));
   assert.deepEqual(read.failure_callback, Array.from({ length: 50 }, (_, i) => (i % 5 === 2 && i % 2 === 0 ? `https://cb.example/dead/${i}` : null)));
   assert.equal(read.stream_rows, 50);
 });
