@@ -19,7 +19,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getTimer, spilledTimerView } from './cancel-lookup.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
-import { type BucketGroup, bucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
+import { type BucketGroup, BucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
 import type { RunRows } from './spill/run-rows.ts';
 import type { EngineState } from './state.ts';
 import { keyHash } from './store/key-index.ts';
@@ -230,21 +230,26 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
   const fromMs = filter.dueAfterMs ?? -Infinity;
   const beforeMs = filter.dueBeforeMs ?? Infinity;
   let read = false;
-  const groups = bucketGroups(s.spill, Math.max(fromMs, after.dueMs), beforeMs);
-  const within = (g: number): boolean => g < groups.length && (bound === undefined || (groups[g] as BucketGroup).startMs <= bound.dueMs);
+  const groups = new BucketGroups(s.spill, Math.max(fromMs, after.dueMs), beforeMs);
+  const within = (g: number): BucketGroup | undefined => {
+    const group = groups.at(g);
+    return group !== undefined && (bound === undefined || group.startMs <= bound.dueMs) ? group : undefined;
+  };
   // The next group is read while this one is scanned when this one is not expected to fill what
   // is missing (at the share of rows that matched so far): an export's window or a filtered page
   // overlaps its reads with its scans, a page that one group fills decodes no bucket for nothing.
-  let next = within(0) ? readGroup(s, groups[0] as BucketGroup) : undefined;
+  const first = within(0);
+  let next = first === undefined ? undefined : readGroup(s, first);
   let scanned = 0;
   for (let g = 0; next !== undefined; g++) {
     const batches = await next;
     // The group was just decoded in this turn: it is scanned in the next, leaving the loop to others between.
     if (g > 0) await nextTurn();
     read = true;
-    const groupRows = (groups[g] as BucketGroup).rows;
+    const groupRows = (groups.at(g) as BucketGroup).rows;
     const expected = scanned === 0 ? groupRows : (groupRows * hits.length) / scanned;
-    next = within(g + 1) && expected < cap - hits.length ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
+    const following = within(g + 1);
+    next = following !== undefined && expected < cap - hits.length ? readGroup(s, following) : undefined;
     scanned += groupRows;
     const start = hits.length;
     // Each batch of the group may give what is missing (batches of one start overlap in time).
@@ -252,7 +257,7 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
     // Batches of one start may come from several runs: in order within the group.
     if (batches.length > 1) hits.splice(start, hits.length - start, ...hits.slice(start).sort(hitOrder));
     if (hits.length >= cap) break;
-    if (next === undefined && within(g + 1)) next = readGroup(s, groups[g + 1] as BucketGroup);
+    if (next === undefined && following !== undefined) next = readGroup(s, following);
   }
   return { hits, read };
 }
@@ -271,11 +276,13 @@ function readGroup(s: EngineState, group: BucketGroup): Promise<RunRows[]> {
  */
 export async function forEachSpilledMatch(s: EngineState, filter: TimerFilter, visit: (rows: RunRows, index: number) => boolean): Promise<void> {
   if (filter.state !== undefined && filter.state !== 'pending') return;
-  const groups = bucketGroups(s.spill, filter.dueAfterMs ?? -Infinity, filter.dueBeforeMs ?? Infinity);
-  let next = groups.length > 0 ? readGroup(s, groups[0] as BucketGroup) : undefined;
+  const groups = new BucketGroups(s.spill, filter.dueAfterMs ?? -Infinity, filter.dueBeforeMs ?? Infinity);
+  const first = groups.at(0);
+  let next = first === undefined ? undefined : readGroup(s, first);
   for (let g = 0; next !== undefined; g++) {
     const batches = await next;
-    next = g + 1 < groups.length ? readGroup(s, groups[g + 1] as BucketGroup) : undefined;
+    const following = groups.at(g + 1);
+    next = following === undefined ? undefined : readGroup(s, following);
     for (const rows of batches) {
       const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
       if (filter.queue !== undefined && queue < 0) continue;
