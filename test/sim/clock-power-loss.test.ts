@@ -16,7 +16,7 @@ import { Engine } from '../../engine/engine.ts';
 import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { Prng } from '../helpers/prng.ts';
 import { soak } from '../helpers/soak.ts';
-import { withPowerLossAt } from './power-loss-at.ts';
+import { canaryCatches, withPowerLossAt } from './power-loss-at.ts';
 import { SimFileSystem } from './sim-file-system.ts';
 import { withoutDatasync } from './without-datasync.ts';
 
@@ -97,18 +97,8 @@ async function callsPerRun(): Promise<number> {
 
 test('canary: with an fdatasync that syncs nothing, the clock simulation catches a lost move', async () => {
   const calls = await callsPerRun();
-  for (let seed = 1; seed <= 300; seed++) {
-    const prng = new Prng(seed);
-    const ledger = newLedger();
-    const fs = new SimFileSystem({ seed });
-    const image = await withPowerLossAt(fs, 1 + prng.below(calls), () => workload(withoutDatasync(fs), prng, ledger));
-    const caught = await checkRecovered(image, ledger, `canary seed ${seed}`).then(
-      () => false,
-      (err: unknown) => (err instanceof assert.AssertionError && /lost/.test(err.message)) || (err instanceof Error && /SPILL_CORRUPT|WAL corrupt/.test(`${(err as { code?: string }).code} ${err.message}`)),
-    );
-    if (caught) return;
-  }
-  assert.fail('300 power losses never caught an acknowledged-but-unsynced move');
+  const caught = await canaryCatches({ calls, seeds: 300, newLedger, run: (fs, prng, ledger) => workload(withoutDatasync(fs), prng, ledger), check: checkRecovered });
+  assert.ok(caught, '300 power losses never caught an acknowledged-but-unsynced move');
 });
 
 test(`power loss at ${trials} random points of moves, adds and checkpoints: the clock resumes at or past the last acknowledged move, at a position asked for`, { timeout: soak ? 3_600_000 : 600_000 }, async () => {
