@@ -148,7 +148,7 @@ async function rescheduleResident(s: EngineState, id: string, slot: number, patc
   const record = recordOf(s, seq, row, fireAtMs, revision, { fireAtMs, target: store.targetOf(slot), queue: s.queueNames[store.queueIndex[slot] as number] as string, callbacks: store.callbacksOf(slot) }, patch);
   // A content change (or a checkpoint's copy) takes a new slot: room for it now, not after the record is durable.
   const moves = (record.changed & contentChanged) !== 0 || s.spilling?.[slot] === 1;
-  if (moves) reserveRow(s);
+  if (moves) reserveRows(s, 1);
   // Handed out but not sent yet: the dispatcher gives it back, or it has started (too late).
   const withdrawn = state === timerState.delivering && s.withdraw(seq, row);
   if (state === timerState.delivering && !withdrawn) {
@@ -193,7 +193,7 @@ async function rescheduleSpilled(s: EngineState, id: string, seq: number, row: n
   const record = recordOf(s, seq, row, fireAtMs, revision, { fireAtMs, target: rows.targets[rows.targetIndex[index] as number] as string, queue: rows.queues[rows.queueIndex[index] as number] as string, callbacks }, patch);
   // Its slot, and a second one when the content moves it.
   const slots = (record.changed & contentChanged) !== 0 ? 2 : 1;
-  for (let i = 0; i < slots; i++) reserveRow(s);
+  reserveRows(s, slots);
   // Tombstoned before its record is written, so a promotion meanwhile skips it: the old copy
   // can never fire, nor be loaded as pending. A checkpoint meanwhile leaves this tombstone out
   // (the record is not durable yet): replay then finds the timer on disk again.
@@ -217,10 +217,10 @@ async function rescheduleSpilled(s: EngineState, id: string, seq: number, row: n
   return { outcome: 'rescheduled', view: getTimer(s, id) as TimerView };
 }
 
-/** Promises a slot to a change whose record is about to be written (CAPACITY_FULL when none is left). */
-function reserveRow(s: EngineState): void {
-  if (!s.store.canAllocate(s.reservedRows + 1)) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${s.store.count} timers)`, { rows: 1 });
-  s.reservedRows++;
+/** Promises `rows` slots to a change whose record is about to be written, all or none (CAPACITY_FULL when they are not left). */
+function reserveRows(s: EngineState, rows: number): void {
+  if (!s.store.canAllocate(s.reservedRows + rows)) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${s.store.count} timers)`, { rows });
+  s.reservedRows += rows;
 }
 
 /** A spilled timer (already tombstoned) into memory with its change applied. */

@@ -459,3 +459,18 @@ test('a PATCH refuses callbacks as an add does: a bad URL, the address guard, a 
   assert.equal((await engine.reschedule(plain, { callback: null })).outcome, 'rescheduled');
   await engine.close();
 });
+
+test('a PATCH of a spilled timer refused for want of room holds no room afterwards', async () => {
+  const fs = new SimFileSystem({ seed: 17 });
+  const clock = manualClock();
+  const engine = await open(fs, clock, { store: { capacityMax: 4, capacityInitial: 4 } });
+  const far = await addOne(engine, { fireAtMs: t0 + 30 * hour });
+  await engine.checkpoint(t0 + 3 * hour);
+  assert.equal(engine.get(far), undefined, 'spilled');
+  for (let i = 0; i < 3; i++) await addOne(engine);
+  // One slot is left: a content change of a spilled timer needs two (its own and the new content's).
+  await assert.rejects(engine.reschedule(far, { payload: 'changed' }, undefined), (err) => isFermataError(err, errorCodes.capacityFull));
+  // The one slot is still there for an add.
+  await addOne(engine);
+  await engine.close();
+});
