@@ -30,6 +30,7 @@ import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import { jsonBodyProblem } from './body/json-hints.ts';
+import { LazySchemas } from './lazy-schemas.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { H2SingleAdd } from './h2-single-add.ts';
 import { bearerCheck } from './listen/bearer-auth.ts';
@@ -70,6 +71,8 @@ export interface HttpServerOptions {
   readonly metrics?: (registry: Registry) => void | Promise<void>;
   /** Refuses penalised peers on both ports (listen/peer-guard.ts); made here, logging to `logger`, when not given (a test gives one to read its table). */
   readonly peerGuard?: PeerGuard;
+  /** Compiles the routes' schemas at first use and after listening (lazy-schemas.ts); made here when not given (a test gives one to see them all compiled). */
+  readonly schemas?: LazySchemas;
 }
 
 type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
@@ -77,6 +80,7 @@ type HttpReply = FastifyReply<RouteGenericInterface, CleartextListener, http2.Ht
 
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const guard = options.peerGuard ?? new PeerGuard({ logger: options.logger });
+  const schemas = options.schemas ?? new LazySchemas();
   const app = fastify<CleartextListener>({
     http2: true,
     // fastify's handler accepts both request kinds (see the top of this file); its type names only the HTTP/2 one.
@@ -89,6 +93,12 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     // A URL that does not decode (`%zz`), a malformed HTTP/1.1 request: fastify's own JSON body otherwise.
     frameworkErrors: answerError,
     clientErrorHandler: answerClientError,
+    // Each route's schemas are compiled at its first request or, once listening, in idle turns.
+    schemaController: schemas.controller,
+  });
+  app.addHook('onListen', (done) => {
+    schemas.warmUp();
+    done();
   });
   // Only JSON bodies at the root: a text/plain one is answered 415 like any other unknown type.
   app.removeContentTypeParser('text/plain');
