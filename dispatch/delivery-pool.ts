@@ -17,6 +17,10 @@ import { WebhookSigner } from './signing.ts';
 import { TargetGuard } from './target-guard.ts';
 import type { TaskBuffers } from './task-builder.ts';
 
+// The worker's module beside this one: the TypeScript source, or in the bundle that `npm ci`
+// builds (bin/bundle.js) the worker's entry, which the bundle puts beside its chunks.
+const deliveryWorkerUrl = new URL(import.meta.url.endsWith('.ts') ? './delivery-worker.ts' : './delivery-worker.mjs', import.meta.url).href;
+
 export interface DeliveryPoolOptions {
   readonly threads: number;
   readonly allow: readonly string[];
@@ -71,7 +75,7 @@ export class DeliveryPool {
     };
     this.#limits = limits;
     this.#pool = new Piscina({
-      filename: new URL('./delivery-worker.ts', import.meta.url).href,
+      filename: deliveryWorkerUrl,
       minThreads: threads,
       maxThreads: threads,
       // Workers wait on their message port, not in Atomics.wait: an idle worker's event loop

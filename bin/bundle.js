@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+// Builds the bundle `fermata` starts from: the service's TypeScript and its packages in a few
+// ES module files under dist/ (esbuild), so that a start loads and compiles those instead of
+// resolving, reading and stripping the types of ~900 files one by one (decision 0019). `npm ci`
+// and `npm install` run it (package.json's "prepare"); `node bin/bundle.js` runs it by hand.
+//
+// Beside the bundle it writes dist/inputs.json: every project file the bundle was made of, with
+// its size and modification time, and package-lock.json's. bin/bundle-entry.js starts from the
+// bundle only while all of them are unchanged; an edited, added or checked-out file makes it
+// start from the sources, so the bundle can never run older code than the tree holds.
+//
+// Plain JavaScript that runs on Node 18 and later: npm runs "prepare" with whatever Node it is
+// running on, before the pinned one is of use. A bundle that cannot be built (esbuild missing
+// for this platform) is no error: it says so and `fermata` starts from the sources.
+import { mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const out = join(root, 'dist');
+
+let esbuild;
+try {
+  esbuild = await import('esbuild');
+} catch (err) {
+  console.warn(`bin/bundle.js: no bundle (esbuild cannot be loaded: ${err instanceof Error ? err.message : String(err)}); fermata starts from its sources`);
+  process.exit(0);
+}
+
+rmSync(out, { recursive: true, force: true });
+mkdirSync(out, { recursive: true });
+const result = await esbuild.build({
+  absWorkingDir: root,
+  // The command and the delivery worker (dispatch/delivery-pool.ts loads it from beside its own chunk).
+  entryPoints: { main: 'cli/main.ts', 'delivery-worker': 'dispatch/delivery-worker.ts' },
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node26',
+  outdir: out,
+  outExtension: { '.js': '.mjs' },
+  // piscina starts its workers from a file of its own beside it; @node-rs/crc32 is a native addon.
+  external: ['piscina', '@node-rs/crc32'],
+  // Stack traces and logs keep the functions' and classes' names.
+  keepNames: true,
+  metafile: true,
+  logLevel: 'warning',
+  // The packages written as CommonJS call require(): give them one in each ES module chunk.
+  banner: { js: "import { createRequire as __fermataCreateRequire } from 'node:module'; const require = __fermataCreateRequire(import.meta.url);" },
+});
+
+const watched = Object.keys(result.metafile.inputs)
+  .filter((input) => !input.startsWith('node_modules/') && !input.includes(':'))
+  .concat('package-lock.json', 'package.json');
+const inputs = watched.map((file) => {
+  const stat = statSync(join(root, file));
+  return [relative(root, join(root, file)), stat.size, stat.mtimeMs];
+});
+writeFileSync(join(out, 'inputs.json'), JSON.stringify(inputs));
+console.log(`bin/bundle.js: dist/ built from ${Object.keys(result.metafile.inputs).length} files`);
