@@ -98,6 +98,20 @@ export const schedulerLimits = {
   sleepMsMax: 1000,
 } as const;
 
+/** A schedule's rule (engine/schedules/rule.ts): what compileRule accepts. */
+export const scheduleRuleLimits = {
+  /** The shortest every_ms: a schedule is not a busy loop. */
+  everyMsMin: 1000,
+  /** The longest every_ms: as far ahead as a timer may be set. */
+  everyMsMax: timerLimits.horizonMsMax,
+  /** The longest jitter_ms: one day (an occurrence fires at most this late on purpose). */
+  jitterMsMax: 24 * 3600 * 1000,
+  /** Characters of a cron expression (six fields of lists fit many times over). */
+  cronCharsMax: 256,
+  /** Occurrences one after() call answers at most: its cost is bounded by the caller's ask. */
+  occurrencesPerCallMax: 10_000,
+} as const;
+
 export type SchedulerLimits = { -readonly [K in keyof typeof schedulerLimits]: number };
 
 export const httpLimits = {
