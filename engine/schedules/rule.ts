@@ -15,6 +15,7 @@ import { Cron } from 'croner';
 import { errorCodes, FermataError } from '../errors.ts';
 import { scheduleRuleLimits } from '../limits.ts';
 import { checkCronGrammar } from './cron-grammar.ts';
+import { gapOccurrences, type LocalMatch, mergeOccurrences } from './dst-corrections.ts';
 
 export type CatchUp = 'latest' | 'all' | 'none';
 
@@ -104,12 +105,24 @@ function compileCron(spec: RuleSpec, expression: string): ScheduleRule {
   } catch (err) {
     throw invalid('cron', `${JSON.stringify(expression)} is not valid: ${(err as Error).message.replace(/^CronPattern: /, '')}`);
   }
-  const rule = new CronRule(spec, cron);
+  const rule = new CronRule(spec, cron, zone, verdict.fixedTime ? undefined : naiveLocalMatch(verdict.pattern));
   // An expression no date matches (`0 0 30 2 *`) would leave a schedule that never fires: refused
   // here, where the library's search for a match is bounded, rather than at each call.
   const from = Math.max(spec.anchorMs, (spec.startAtMs ?? Number.MIN_SAFE_INTEGER) - 1);
   if (cron.nextRun(new Date(from)) === null) throw invalid('cron', `${JSON.stringify(expression)} matches no date`);
   return rule;
+}
+
+/**
+ * Whether the pattern matches a local wall time in a span, asked of the library in UTC, where
+ * local times are read as if they were UTC instants and no time is skipped or repeated.
+ */
+function naiveLocalMatch(pattern: string): LocalMatch {
+  const naive = new Cron(pattern, { paused: true, timezone: 'UTC', mode: '5-or-6-parts' });
+  return (startLocalMs, endLocalMs) => {
+    const next = naive.nextRun(new Date(startLocalMs - 1));
+    return next !== null && next.getTime() < endLocalMs;
+  };
 }
 
 /** Occurrences strictly after this instant are the first that may be answered: the later of `afterMs` and start_at − 1. */
@@ -158,42 +171,83 @@ class EveryRule implements ScheduleRule {
   }
 }
 
+/** Occurrences latestIn reads ahead per step while it walks forward to `atMs`. */
+const latestWalkStep = 16;
+/** croner's previous runs latestIn tries as a starting point before it walks from `afterMs`. */
+const latestHintTries = 4;
+
 class CronRule implements ScheduleRule {
   readonly spec: RuleSpec;
   readonly #cron: Cron;
+  readonly #zone: string;
+  /** Set for an elapsed-time rule only: its times in a gap are added (dst-corrections.ts). */
+  readonly #gapMatch: LocalMatch | undefined;
   readonly #jitter: Jitter;
 
-  constructor(spec: RuleSpec, cron: Cron) {
+  constructor(spec: RuleSpec, cron: Cron, zone: string, gapMatch: LocalMatch | undefined) {
     this.spec = spec;
     this.#cron = cron;
+    this.#zone = zone;
+    this.#gapMatch = gapMatch;
     this.#jitter = new Jitter(spec.name, spec.jitterMs);
   }
 
   after(afterMs: number, limit: number): number[] {
     checkLimit(limit);
+    const from = lowerBound(this.spec, afterMs);
+    const runs = this.#libraryRuns(from, limit);
+    if (this.#gapMatch === undefined || limit === 0) return runs;
+    // Gaps past the last run cannot change the answer when it is full; otherwise end_at bounds it.
+    const to = runs.length === limit ? (runs[limit - 1] ?? from) : (this.spec.endAtMs ?? runs.at(-1) ?? from);
+    return mergeOccurrences(runs, gapOccurrences(this.#zone, from, to, this.#gapMatch), limit);
+  }
+
+  #libraryRuns(from: number, limit: number): number[] {
     const { endAtMs } = this.spec;
     const out: number[] = [];
-    let from = lowerBound(this.spec, afterMs);
+    let cursor = from;
     while (out.length < limit) {
-      const next = this.#cron.nextRun(new Date(from));
+      const next = this.#cron.nextRun(new Date(cursor));
       if (next === null) break;
       const t = next.getTime();
       if (endAtMs !== undefined && t > endAtMs) break;
       out.push(t);
-      from = t;
+      cursor = t;
     }
     return out;
   }
 
+  /**
+   * The last of after()'s own occurrences up to `atMs`, so the daylight-saving rules hold here as
+   * there: croner's previous run is only where the walk forward starts, once after() confirms it
+   * is an occurrence (croner may name the second pass of a repeated time, which is none).
+   */
   latestIn(afterMs: number, atMs: number): number | undefined {
     const { endAtMs } = this.spec;
     const upTo = endAtMs === undefined ? atMs : Math.min(atMs, endAtMs);
     const floor = lowerBound(this.spec, afterMs);
     if (upTo <= floor) return undefined;
-    const [previous] = this.#cron.previousRuns(1, new Date(upTo + 1));
-    if (previous === undefined) return undefined;
-    const t = previous.getTime();
-    return t > floor ? t : undefined;
+    let cursor = floor;
+    let hint = this.#cron.previousRuns(1, new Date(upTo + 1))[0];
+    for (let tries = 0; tries < latestHintTries && hint !== undefined && hint.getTime() > floor; tries++) {
+      const h = hint.getTime();
+      if (this.after(h - 1, 1)[0] === h) {
+        cursor = h - 1;
+        break;
+      }
+      hint = this.#cron.previousRuns(1, hint)[0];
+    }
+    let latest: number | undefined;
+    for (;;) {
+      const step = this.after(cursor, latestWalkStep);
+      for (const t of step) {
+        if (t > upTo) return latest;
+        latest = t;
+      }
+      const last = step.at(-1);
+      if (step.length < latestWalkStep || last === undefined) return latest;
+      cursor = last;
+    }
   }
 
   fireAt(occurrenceMs: number): number {
