@@ -258,7 +258,7 @@ class CronRule implements ScheduleRule {
 /**
  * The jitter of an occurrence: 0..jitterMs, from a hash of the schedule's name and the
  * occurrence's instant only, so every computation (a restart, another node) gives the same.
- * FNV-1a over the name's UTF-8 bytes (once) and the instant's 8 bytes, finished with murmur3's
+ * FNV-1a over the name's UTF-8 bytes (once) and the instant's 8 bytes (little-endian), finished with murmur3's
  * fmix32 so that neighbouring instants spread over the whole range the modulo reads.
  */
 class Jitter {
