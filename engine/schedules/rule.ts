@@ -11,9 +11,10 @@
 //   both:      clipped to [start_at, end_at]; fireAt = occurrence + jitter(name, occurrence)
 //
 // Occurrences are epoch ms, whole seconds for cron, anchor-aligned for every_ms.
-import { Cron } from 'croner';
 import { errorCodes, FermataError } from '../errors.ts';
 import { scheduleRuleLimits } from '../limits.ts';
+import type { Cron } from 'croner';
+import { compiledCron } from './cron-cache.ts';
 import { checkCronGrammar } from './cron-grammar.ts';
 import { gapOccurrences, type LocalMatch, mergeOccurrences } from './dst-corrections.ts';
 
@@ -85,14 +86,23 @@ function checkBounds(spec: RuleSpec): void {
   }
 }
 
+/** Zone names the platform knows, as the user wrote them, to the name Intl resolves them to. */
+const knownZones = new Map<string, string>();
+
 /** The IANA zone name, checked against the platform's time zone data; offsets such as +01:00 are refused (a zone keeps its rules, an offset has none). */
 function checkTimeZone(zone: string): string {
+  const known = knownZones.get(zone);
+  if (known !== undefined) return known;
   if (!/^[A-Za-z][A-Za-z0-9_+\-/]*$/.test(zone)) throw invalid('time_zone', `${JSON.stringify(zone)} is not an IANA time zone name (such as Europe/Berlin or UTC)`);
+  let resolved: string;
   try {
-    return new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
+    resolved = new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
   } catch {
     throw invalid('time_zone', `${JSON.stringify(zone)} is not a time zone this platform knows (IANA names such as Europe/Berlin or UTC)`);
   }
+  // Only names Intl accepts get here, and there are a few hundred of them.
+  knownZones.set(zone, resolved);
+  return resolved;
 }
 
 function compileCron(spec: RuleSpec, expression: string): ScheduleRule {
@@ -101,16 +111,15 @@ function compileCron(spec: RuleSpec, expression: string): ScheduleRule {
   if (!verdict.ok) throw invalid('cron', `${JSON.stringify(expression)} ${verdict.problem}`);
   let cron: Cron;
   try {
-    cron = new Cron(verdict.pattern, { paused: true, timezone: zone, mode: '5-or-6-parts', fixedTimeRule: 'no-wildcard' });
+    cron = compiledCron(verdict.pattern, zone);
   } catch (err) {
     throw invalid('cron', `${JSON.stringify(expression)} is not valid: ${(err as Error).message.replace(/^CronPattern: /, '')}`);
   }
-  const rule = new CronRule(spec, cron, zone, verdict.fixedTime ? undefined : naiveLocalMatch(verdict.pattern));
   // An expression no date matches (`0 0 30 2 *`) would leave a schedule that never fires: refused
   // here, where the library's search for a match is bounded, rather than at each call.
   const from = Math.max(spec.anchorMs, (spec.startAtMs ?? Number.MIN_SAFE_INTEGER) - 1);
   if (cron.nextRun(new Date(from)) === null) throw invalid('cron', `${JSON.stringify(expression)} matches no date`);
-  return rule;
+  return new CronRule(spec, verdict.pattern, zone, verdict.fixedTime ? undefined : naiveLocalMatch(verdict.pattern));
 }
 
 /**
@@ -118,9 +127,8 @@ function compileCron(spec: RuleSpec, expression: string): ScheduleRule {
  * local times are read as if they were UTC instants and no time is skipped or repeated.
  */
 function naiveLocalMatch(pattern: string): LocalMatch {
-  const naive = new Cron(pattern, { paused: true, timezone: 'UTC', mode: '5-or-6-parts' });
   return (startLocalMs, endLocalMs) => {
-    const next = naive.nextRun(new Date(startLocalMs - 1));
+    const next = compiledCron(pattern, 'UTC').nextRun(new Date(startLocalMs - 1));
     return next !== null && next.getTime() < endLocalMs;
   };
 }
@@ -178,15 +186,16 @@ const latestHintTries = 4;
 
 class CronRule implements ScheduleRule {
   readonly spec: RuleSpec;
-  readonly #cron: Cron;
+  /** The expression as cron-grammar.ts hands it to the library; compiled in cron-cache.ts when used. */
+  readonly #pattern: string;
   readonly #zone: string;
   /** Set for an elapsed-time rule only: its times in a gap are added (dst-corrections.ts). */
   readonly #gapMatch: LocalMatch | undefined;
   readonly #jitter: Jitter;
 
-  constructor(spec: RuleSpec, cron: Cron, zone: string, gapMatch: LocalMatch | undefined) {
+  constructor(spec: RuleSpec, pattern: string, zone: string, gapMatch: LocalMatch | undefined) {
     this.spec = spec;
-    this.#cron = cron;
+    this.#pattern = pattern;
     this.#zone = zone;
     this.#gapMatch = gapMatch;
     this.#jitter = new Jitter(spec.name, spec.jitterMs);
@@ -204,10 +213,11 @@ class CronRule implements ScheduleRule {
 
   #libraryRuns(from: number, limit: number): number[] {
     const { endAtMs } = this.spec;
+    const cron = compiledCron(this.#pattern, this.#zone);
     const out: number[] = [];
     let cursor = from;
     while (out.length < limit) {
-      const next = this.#cron.nextRun(new Date(cursor));
+      const next = cron.nextRun(new Date(cursor));
       if (next === null) break;
       const t = next.getTime();
       if (endAtMs !== undefined && t > endAtMs) break;
@@ -227,15 +237,16 @@ class CronRule implements ScheduleRule {
     const upTo = endAtMs === undefined ? atMs : Math.min(atMs, endAtMs);
     const floor = lowerBound(this.spec, afterMs);
     if (upTo <= floor) return undefined;
+    const cron = compiledCron(this.#pattern, this.#zone);
     let cursor = floor;
-    let hint = this.#cron.previousRuns(1, new Date(upTo + 1))[0];
+    let hint = cron.previousRuns(1, new Date(upTo + 1))[0];
     for (let tries = 0; tries < latestHintTries && hint !== undefined && hint.getTime() > floor; tries++) {
       const h = hint.getTime();
       if (this.after(h - 1, 1)[0] === h) {
         cursor = h - 1;
         break;
       }
-      hint = this.#cron.previousRuns(1, hint)[0];
+      hint = cron.previousRuns(1, hint)[0];
     }
     let latest: number | undefined;
     for (;;) {

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
+import { scheduleRuleLimits } from '../../engine/limits.ts';
 import { compileRule, type RuleSpec } from '../../engine/schedules/rule.ts';
 
 const at = (iso: string): number => Date.parse(iso);
@@ -209,4 +210,13 @@ test('values out of their field\'s range are refused naming the field and the va
   refused({ cron: '0 0 */0 * *' }, 'cron', /step 0/);
   refused({ cron: '0 0 * * 6-1' }, 'cron', /6-1 runs backwards/);
   refused({ cron: '60 0 0 * * *' }, 'cron', /field 1 \(seconds\)/);
+});
+
+test('rules keep answering the same once their compiled patterns left the bounded cache', () => {
+  const first = rule('7 3 * * *', { timeZone: 'Europe/Berlin' });
+  const before = first.after(newYear, 3);
+  // More distinct expressions than compiledCronsCachedMax: the first one's compiled pattern is evicted.
+  for (let i = 0; i < scheduleRuleLimits.compiledCronsCachedMax + 10; i++) rule(`${i % 60} ${Math.floor(i / 60) % 24} * * *`, { timeZone: 'Europe/Berlin' }).after(newYear, 1);
+  assert.deepEqual(first.after(newYear, 3), before);
+  assert.deepEqual(isos(before), ['2025-01-01T02:07:00.000Z', '2025-01-02T02:07:00.000Z', '2025-01-03T02:07:00.000Z']);
 });
