@@ -13,8 +13,7 @@
 // Occurrences are epoch ms, whole seconds for cron, anchor-aligned for every_ms.
 import { errorCodes, FermataError } from '../errors.ts';
 import { scheduleRuleLimits } from '../limits.ts';
-import type { Cron } from 'croner';
-import { compiledCron } from './cron-cache.ts';
+import { compiledCron, cronMatchesSomeDate } from './cron-cache.ts';
 import { checkCronGrammar } from './cron-grammar.ts';
 import { gapOccurrences, type LocalMatch, mergeOccurrences } from './dst-corrections.ts';
 
@@ -109,16 +108,14 @@ function compileCron(spec: RuleSpec, expression: string): ScheduleRule {
   const zone = checkTimeZone(spec.timeZone ?? 'UTC');
   const verdict = checkCronGrammar(expression, scheduleRuleLimits.cronCharsMax);
   if (!verdict.ok) throw invalid('cron', `${JSON.stringify(expression)} ${verdict.problem}`);
-  let cron: Cron;
+  let matches: boolean;
   try {
-    cron = compiledCron(verdict.pattern, zone);
+    matches = cronMatchesSomeDate(verdict.pattern, zone);
   } catch (err) {
     throw invalid('cron', `${JSON.stringify(expression)} is not valid: ${(err as Error).message.replace(/^CronPattern: /, '')}`);
   }
-  // An expression no date matches (`0 0 30 2 *`) would leave a schedule that never fires: refused
-  // here, where the library's search for a match is bounded, rather than at each call.
-  const from = Math.max(spec.anchorMs, (spec.startAtMs ?? Number.MIN_SAFE_INTEGER) - 1);
-  if (cron.nextRun(new Date(from)) === null) throw invalid('cron', `${JSON.stringify(expression)} matches no date`);
+  // An expression no date matches would leave a schedule that never fires: refused here.
+  if (!matches) throw invalid('cron', `${JSON.stringify(expression)} matches no date`);
   return new CronRule(spec, verdict.pattern, zone, verdict.fixedTime ? undefined : naiveLocalMatch(verdict.pattern));
 }
 
