@@ -144,12 +144,12 @@ function checkLimit(limit: number): void {
 class EveryRule implements ScheduleRule {
   readonly spec: RuleSpec;
   readonly #every: number;
-  readonly #jitter: Jitter;
+  readonly #nameHash: number;
 
   constructor(spec: RuleSpec, every: number) {
     this.spec = spec;
     this.#every = every;
-    this.#jitter = new Jitter(spec.name, spec.jitterMs);
+    this.#nameHash = nameHashOf(spec.name);
   }
 
   after(afterMs: number, limit: number): number[] {
@@ -172,7 +172,7 @@ class EveryRule implements ScheduleRule {
   }
 
   fireAt(occurrenceMs: number): number {
-    return occurrenceMs + this.#jitter.of(occurrenceMs);
+    return occurrenceMs + jitterOf(this.#nameHash, this.spec.jitterMs, occurrenceMs);
   }
 }
 
@@ -188,14 +188,14 @@ class CronRule implements ScheduleRule {
   readonly #zone: string;
   /** Set for an elapsed-time rule only: its times in a gap are added (dst-corrections.ts). */
   readonly #gapMatch: LocalMatch | undefined;
-  readonly #jitter: Jitter;
+  readonly #nameHash: number;
 
   constructor(spec: RuleSpec, pattern: string, zone: string, gapMatch: LocalMatch | undefined) {
     this.spec = spec;
     this.#pattern = pattern;
     this.#zone = zone;
     this.#gapMatch = gapMatch;
-    this.#jitter = new Jitter(spec.name, spec.jitterMs);
+    this.#nameHash = nameHashOf(spec.name);
   }
 
   after(afterMs: number, limit: number): number[] {
@@ -259,36 +259,31 @@ class CronRule implements ScheduleRule {
   }
 
   fireAt(occurrenceMs: number): number {
-    return occurrenceMs + this.#jitter.of(occurrenceMs);
+    return occurrenceMs + jitterOf(this.#nameHash, this.spec.jitterMs, occurrenceMs);
   }
 }
 
 /**
  * The jitter of an occurrence: 0..jitterMs, from a hash of the schedule's name and the
  * occurrence's instant only, so every computation (a restart, another node) gives the same.
- * FNV-1a over the name's UTF-8 bytes (once) and the instant's 8 bytes (little-endian), finished with murmur3's
- * fmix32 so that neighbouring instants spread over the whole range the modulo reads.
+ * FNV-1a over the name's UTF-8 bytes (once, nameHashOf) and the instant's 8 bytes
+ * (little-endian), finished with murmur3's fmix32 so that neighbouring instants spread over the
+ * whole range the modulo reads. Two numbers a rule, no object.
  */
-class Jitter {
-  readonly #nameHash: number;
-  readonly #spanMs: number;
+function nameHashOf(name: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(name)) h = fnvStep(h, byte);
+  return h;
+}
 
-  constructor(name: string, jitterMs: number) {
-    this.#spanMs = jitterMs + 1;
-    let h = 0x811c9dc5;
-    for (const byte of new TextEncoder().encode(name)) h = fnvStep(h, byte);
-    this.#nameHash = h;
-  }
-
-  of(occurrenceMs: number): number {
-    if (this.#spanMs === 1) return 0;
-    const low = occurrenceMs >>> 0;
-    const high = Math.floor(occurrenceMs / 0x1_0000_0000) >>> 0;
-    let h = this.#nameHash;
-    for (let shift = 0; shift < 32; shift += 8) h = fnvStep(h, (low >>> shift) & 0xff);
-    for (let shift = 0; shift < 32; shift += 8) h = fnvStep(h, (high >>> shift) & 0xff);
-    return fmix32(h) % this.#spanMs;
-  }
+function jitterOf(nameHash: number, jitterMs: number, occurrenceMs: number): number {
+  if (jitterMs === 0) return 0;
+  const low = occurrenceMs >>> 0;
+  const high = Math.floor(occurrenceMs / 0x1_0000_0000) >>> 0;
+  let h = nameHash;
+  for (let shift = 0; shift < 32; shift += 8) h = fnvStep(h, (low >>> shift) & 0xff);
+  for (let shift = 0; shift < 32; shift += 8) h = fnvStep(h, (high >>> shift) & 0xff);
+  return fmix32(h) % (jitterMs + 1);
 }
 
 function fnvStep(hash: number, byte: number): number {
