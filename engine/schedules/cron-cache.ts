@@ -1,6 +1,6 @@
 // The cron library's compiled patterns, shared and bounded. A croner pattern holds a table of
-// 10,000 years (about 80 KB), so a compiled pattern per schedule would cost a schedule far more
-// than its occurrences do. A rule keeps its pattern text and zone and asks here for the compiled
+// 10,000 years (what a compiled rule cost: docs/decisions/0017-cron-library.md), so a compiled
+// pattern per schedule would cost a schedule far more than its occurrences do. A rule keeps its pattern text and zone and asks here for the compiled
 // pattern each time it computes; schedules with the same expression and zone share one, and at
 // most compiledCronsCachedMax are kept (least recently used goes first; a miss recompiles, which
 // is deterministic, so it changes only the time taken). Main thread.

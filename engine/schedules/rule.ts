@@ -99,7 +99,8 @@ function checkTimeZone(zone: string): string {
   } catch {
     throw invalid('time_zone', `${JSON.stringify(zone)} is not a time zone this platform knows (IANA names such as Europe/Berlin or UTC)`);
   }
-  // Only names Intl accepts get here, and there are a few hundred of them.
+  // Only names Intl accepts get here: a few hundred, but in any mix of upper and lower case.
+  if (knownZones.size >= scheduleRuleLimits.zoneNamesCachedMax) knownZones.clear();
   knownZones.set(zone, resolved);
   return resolved;
 }
