@@ -26,6 +26,8 @@ export const errorCodes = {
   clockBackwards: 'CLOCK_BACKWARDS',
   /** A manual clock asked to move past the latest time it can show, or moved on a service whose clock is the real one. */
   clockInvalid: 'CLOCK_INVALID',
+  /** A schedule's rule that cannot be compiled (cron, time_zone, every_ms, start_at/end_at, jitter_ms): details.field names which. */
+  scheduleInvalid: 'SCHEDULE_INVALID',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

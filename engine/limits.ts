@@ -100,6 +100,26 @@ export const schedulerLimits = {
 
 export type SchedulerLimits = { -readonly [K in keyof typeof schedulerLimits]: number };
 
+/** A schedule's rule (engine/schedules/): what compileRule accepts, and what its caches keep. */
+export const scheduleRuleLimits = {
+  /** The shortest every_ms: a schedule is not a busy loop. */
+  everyMsMin: 1000,
+  /** The longest every_ms: as far ahead as a timer may be set. */
+  everyMsMax: timerLimits.horizonMsMax,
+  /** The longest jitter_ms: one day (an occurrence fires at most this late on purpose). */
+  jitterMsMax: 24 * 3600 * 1000,
+  /** Characters of a cron expression (six fields of lists fit many times over). */
+  cronCharsMax: 256,
+  /** Occurrences one after() call answers at most: its cost is bounded by the caller's ask. */
+  occurrencesPerCallMax: 1000,
+  /** Compiled cron patterns kept (engine/schedules/cron-cache.ts): each holds a table of 10,000 years; schedules of one expression and zone share one. */
+  compiledCronsCachedMax: 256,
+  /** Time zone names checked with Intl and remembered (the checks build a DateTimeFormat, most of a compile's cost). */
+  zoneNamesCachedMax: 2048,
+  /** (zone, year) tables of offset changes kept (about a hundred Intl reads each to build; a few changes each). */
+  zoneYearsCachedMax: 4096,
+} as const;
+
 export const httpLimits = {
   /** SIGTERM waits this long for requests in flight before closing their connections. */
   drainTimeoutMs: 10_000,

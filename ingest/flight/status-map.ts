@@ -21,6 +21,7 @@ const statusOf: Record<ErrorCode, status> = {
   // The test clock is HTTP only (POST /v1/clock); gRPC's words for them, should Flight meet them.
   [errorCodes.clockBackwards]: status.FAILED_PRECONDITION,
   [errorCodes.clockInvalid]: status.INVALID_ARGUMENT,
+  [errorCodes.scheduleInvalid]: status.INVALID_ARGUMENT,
   // A batch too large for one log record: the client must split it, so not retryable as is.
   [errorCodes.walRecordTooLarge]: status.INVALID_ARGUMENT,
   // Overload that passes by itself: retry after a second.

@@ -47,6 +47,7 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.queueProtected]: 409,
   [errorCodes.clockBackwards]: 409,
   [errorCodes.clockInvalid]: 400,
+  [errorCodes.scheduleInvalid]: 400,
   // A literal target address the SSRF guard refuses, found when the timer is added.
   [errorCodes.targetRefused]: 400,
   [errorCodes.capacityFull]: 503,
