@@ -26,6 +26,10 @@ export const errorCodes = {
   clockBackwards: 'CLOCK_BACKWARDS',
   /** A manual clock asked to move past the latest time it can show, or moved on a service whose clock is the real one. */
   clockInvalid: 'CLOCK_INVALID',
+  /** The cluster database is unreachable (cluster mode): nothing was appended; try again. */
+  logUnavailable: 'LOG_UNAVAILABLE',
+  /** The cluster database's schema is not the version this build runs on (older: migrate it; newer: upgrade fermata). */
+  clusterSchemaMismatch: 'CLUSTER_SCHEMA_MISMATCH',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

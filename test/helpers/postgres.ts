@@ -7,8 +7,10 @@
 // directory chowned to it. Connections are trusted from loopback only (the unix socket lives in
 // the temporary directory), so no password is ever written anywhere.
 //
-// Each server is stopped and its directory removed by the test file's `after` hook, and, should
-// the process end first, by an exit handler (SIGQUIT to the postmaster: an immediate shutdown).
+// The caller stops each server in an `after` hook (`after(() => server.stop())`: node:test ties
+// a hook to the context it is registered in, so this module cannot register it for its caller);
+// should the process end first, an exit handler stops every server still running (SIGQUIT to the
+// postmaster: an immediate shutdown) and removes its directory.
 // initdb is the slow part (about a second): start one per test file and give each test its own
 // database with createDatabase.
 //
@@ -20,7 +22,6 @@ import { appendFileSync, chownSync, mkdtempSync, readFileSync, realpathSync, rmS
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { after } from 'node:test';
 import postgres from 'postgres';
 import { toolPath } from './tools.ts';
 
@@ -184,7 +185,6 @@ function serverHandle(folder: ServerFolder, port: number, runAs: RunAs | undefin
     })();
     return stopping;
   };
-  after(stop);
   return {
     dir: folder.root,
     port,
@@ -207,7 +207,7 @@ async function startServer(folder: ServerFolder, runAs: RunAs | undefined): Prom
   await run('pg_ctl', ['-D', folder.dataDir, '-l', join(folder.root, 'server.log'), '-w', '-t', '60', 'start'], runAs);
 }
 
-/** Runs initdb and starts a new server; stopped and removed when the test file ends. */
+/** Runs initdb and starts a new server (the caller stops it in an `after` hook). */
 export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresServer> {
   const runAs = serverUser();
   const folder = newFolder('primary', runAs);

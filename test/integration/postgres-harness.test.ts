@@ -12,8 +12,9 @@ import { skipUnlessTool } from '../helpers/tools.ts';
 const noPostgres = skipUnlessTool('initdb');
 
 describe('PostgreSQL test harness', { skip: noPostgres, timeout: 120_000 }, () => {
-  test('a server runs with fsync and synchronous_commit on, and stop removes it', async () => {
+  test('a server runs with fsync and synchronous_commit on, and stop removes it', async (t) => {
     const server = await startPostgres();
+    t.after(() => server.stop());
     const sql = postgres(await server.createDatabase('harness'), { max: 1 });
     try {
       const [settings] = await sql`SELECT current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS sync, current_user AS who`;
@@ -25,9 +26,11 @@ describe('PostgreSQL test harness', { skip: noPostgres, timeout: 120_000 }, () =
     assert.equal(existsSync(server.dir), false);
   });
 
-  test('a row the primary acknowledged is on the standby promoted after the primary died', async () => {
+  test('a row the primary acknowledged is on the standby promoted after the primary died', async (t) => {
     const primary = await startPostgres();
+    t.after(() => primary.stop());
     const standby = await startStandby(primary);
+    t.after(() => standby.stop());
     const onPrimary = postgres(primary.url, { max: 1 });
     await onPrimary`CREATE TABLE acknowledged (id int PRIMARY KEY)`;
     await onPrimary`INSERT INTO acknowledged SELECT generate_series(1, 1000)`;
