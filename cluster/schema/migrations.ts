@@ -3,9 +3,10 @@
 // refuses to run on any other version.
 import assert from 'node:assert/strict';
 import { migration0001 } from './0001-log.ts';
+import { migration0002 } from './0002-nodes.ts';
 import type { Migration } from './migration.ts';
 
-export const migrations: readonly Migration[] = [migration0001];
+export const migrations: readonly Migration[] = [migration0001, migration0002];
 
 /** The version this build's nodes run on. */
 export const schemaVersion = migrations.length;
