@@ -5,7 +5,8 @@
 // PostgreSQL refuses to run as root, and the tests and CI do run as root: then every server
 // program is spawned with the uid and gid of the `postgres` user the Debian package creates, in a
 // directory chowned to it. Connections are trusted from loopback only (the unix socket lives in
-// the temporary directory), so no password is ever written anywhere.
+// the temporary directory); a server started with a password wants it over TCP, and the harness
+// itself connects through the socket.
 //
 // The caller stops each server in an `after` hook (`after(() => server.stop())`: node:test ties
 // a hook to the context it is registered in, so this module cannot register it for its caller);
@@ -18,7 +19,7 @@
 // primary's synchronous standby, so that a commit acknowledged by the primary is on it; promote()
 // turns it into a primary, as a managed service's failover does.
 import { spawn } from 'node:child_process';
-import { appendFileSync, chownSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -50,6 +51,11 @@ export interface PostgresStandby extends PostgresServer {
 export interface StartPostgresOptions {
   /** Extra postgresql.conf lines, e.g. { max_connections: '40' }. */
   readonly settings?: Readonly<Record<string, string>>;
+  /**
+   * The test role's password: TCP connections must then give it (scram-sha-256), while the
+   * harness's own connections keep using the trusted unix socket. Handed to initdb in a file.
+   */
+  readonly password?: string;
 }
 
 const running = new Set<ServerFolder>();
@@ -191,7 +197,7 @@ function serverHandle(folder: ServerFolder, port: number, runAs: RunAs | undefin
     url: urlOf('postgres'),
     urlOf,
     async createDatabase(name) {
-      const sql = postgres(urlOf('postgres'), { max: 1, onnotice: () => {} });
+      const sql = postgres({ host: folder.root, port, user: postgresTestUser, database: 'postgres', max: 1, onnotice: () => {} });
       try {
         await sql.unsafe(`CREATE DATABASE "${name.replaceAll('"', '""')}"`);
       } finally {
@@ -213,7 +219,14 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
   const folder = newFolder('primary', runAs);
   // --no-sync: initdb's own flush of the fresh files is not what the tests rely on; the server
   // itself runs with fsync on.
-  await run('initdb', ['-D', folder.dataDir, '-U', postgresTestUser, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], runAs);
+  const auth = ['--auth=trust'];
+  if (options.password !== undefined) {
+    const passwordFile = join(folder.root, 'password');
+    writeFileSync(passwordFile, `${options.password}\n`, { mode: 0o600 });
+    if (runAs !== undefined) chownSync(passwordFile, runAs.uid, runAs.gid);
+    auth.splice(0, 1, '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${passwordFile}`);
+  }
+  await run('initdb', ['-D', folder.dataDir, '-U', postgresTestUser, ...auth, '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], runAs);
   const port = await freePort();
   appendFileSync(join(folder.dataDir, 'postgresql.conf'), conf(serverSettings(folder, port, options.settings ?? {})));
   await startServer(folder, runAs);
@@ -227,7 +240,7 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
 export async function startStandby(primary: PostgresServer, name = 'standby1'): Promise<PostgresStandby> {
   const runAs = serverUser();
   const folder = newFolder(name, runAs);
-  await run('pg_basebackup', ['-D', folder.dataDir, '-R', '-X', 'stream', '-c', 'fast', '-h', '127.0.0.1', '-p', String(primary.port), '-U', postgresTestUser, '--no-sync'], runAs);
+  await run('pg_basebackup', ['-D', folder.dataDir, '-R', '-X', 'stream', '-c', 'fast', '-h', primary.dir, '-p', String(primary.port), '-U', postgresTestUser, '--no-sync'], runAs);
   const port = await freePort();
   // The copied postgresql.conf carries the primary's port and socket: later lines win.
   // cluster_name is the walreceiver's application_name, the name synchronous_standby_names lists.
@@ -235,7 +248,7 @@ export async function startStandby(primary: PostgresServer, name = 'standby1'): 
   await startServer(folder, runAs);
   const handle = serverHandle(folder, port, runAs);
 
-  const sql = postgres(primary.url, { max: 1, onnotice: () => {} });
+  const sql = postgres({ host: primary.dir, port: primary.port, user: postgresTestUser, database: 'postgres', max: 1, onnotice: () => {} });
   try {
     await sql.unsafe(`ALTER SYSTEM SET synchronous_standby_names = '${name}'`);
     await sql`SELECT pg_reload_conf()`;
