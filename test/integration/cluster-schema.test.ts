@@ -68,13 +68,13 @@ describe('cluster schema', { skip: noPostgres, timeout: 120_000 }, () => {
     await migrate(sql);
     // This build against a database a newer build migrated:
     await migrate(sql, [...migrations, laterMigration]);
-    await assert.rejects(requireCurrentSchema(sql), refusal(/newer than this fermata knows \(1\): run a newer fermata/));
+    await assert.rejects(requireCurrentSchema(sql), refusal(new RegExp(`newer than this fermata knows \\(${schemaVersion}\\): run a newer fermata`)));
     await assert.rejects(migrate(sql), refusal(/newer than this fermata knows/));
     // A newer build against this database:
     const other = await freshDatabase(t);
     await migrate(other);
-    await assert.rejects(requireCurrentSchema(other, [...migrations, laterMigration]), refusal(/older than this fermata's 2: run `fermata cluster migrate`/));
-    assert.deepEqual(await migrate(other, [...migrations, laterMigration]), { from: 1, to: 2 });
+    await assert.rejects(requireCurrentSchema(other, [...migrations, laterMigration]), refusal(new RegExp(`older than this fermata's ${schemaVersion + 1}: run \`fermata cluster migrate\``)));
+    assert.deepEqual(await migrate(other, [...migrations, laterMigration]), { from: schemaVersion, to: schemaVersion + 1 });
   });
 
   test('init creates P partitions at epoch 0 once, and refuses another P', async (t) => {
