@@ -1,58 +1,27 @@
-// Partition ownership (cluster/leases.ts, cluster/ownership.ts) on a real PostgreSQL 15, with
-// short leases (TTL 1 s, renewal every 200 ms) so failovers take about a second. Nodes are
-// Ownership instances in this process, each with its own connection pool; a "dead" node is one
-// whose loop was halted (no renewal, no heartbeat, engines gone), a leaving one calls stop().
-// The SIGSTOP of a whole owner process is in cluster-pause.test.ts.
+// Partition ownership loops (cluster/ownership.ts) on a real PostgreSQL 15, with short leases
+// (TTL 1 s, renewal every 200 ms) so failovers take about a second. Nodes are Ownership
+// instances in this process, each with its own connection pool; a "dead" node is one whose loop
+// was halted (no renewal, no heartbeat, engines gone), a leaving one calls stop(). The leases
+// alone are in cluster-leases.test.ts, the SIGSTOP of a whole owner process in
+// cluster-pause.test.ts.
 //
-// What holds throughout: every epoch has exactly one winner; an engine is open for a partition
+// What holds throughout: every epoch has exactly one owner; an engine is open for a partition
 // on one node at a time while nodes hand over cleanly; when a taker opens a partition after a
 // lapse, the deposed owner's local deadline has already passed.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import postgres, { type Sql } from 'postgres';
-import { initCluster } from '../../cluster/cluster-init.ts';
-import { LeaseDeadlines, monotonicNs } from '../../cluster/lease-deadline.ts';
-import { Leases, type LeaseSettings } from '../../cluster/leases.ts';
+import { describe, test } from 'node:test';
+import postgres from 'postgres';
 import { Membership } from '../../cluster/membership.ts';
 import { Ownership } from '../../cluster/ownership.ts';
-import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
+import { clusterTestbed, fastLeaseSettings as fast, waitUntil } from '../helpers/cluster-testbed.ts';
 import { skipUnlessTool } from '../helpers/tools.ts';
 
-const fast: LeaseSettings = { leaseTtlMs: 1_000, renewIntervalMs: 200, safetyMarginMs: 300, graceMs: 400 };
-
 describe('cluster ownership', { skip: skipUnlessTool('initdb'), timeout: 120_000 }, () => {
-  let server: PostgresServer;
-  let databases = 0;
-  const pools: Sql[] = [];
+  const { pool, newCluster, onEnd } = clusterTestbed('ownership');
   const nodes: TestNode[] = [];
-
-  before(async () => {
-    server = await startPostgres();
-  });
-  after(async () => {
+  onEnd(() => {
     for (const node of nodes) node.ownership.halt();
-    await Promise.all(pools.map((sql) => sql.end({ timeout: 1 })));
-    await server.stop();
   });
-
-  function pool(url: string): Sql {
-    const sql = postgres(url, { max: 3, onnotice: () => {} });
-    pools.push(sql);
-    return sql;
-  }
-
-  /** A new database holding a cluster of `partitions`; its URL. */
-  async function newCluster(partitions: number): Promise<string> {
-    databases += 1;
-    const url = await server.createDatabase(`ownership_${databases}`);
-    const sql = postgres(url, { max: 1, onnotice: () => {} });
-    try {
-      await initCluster(sql, partitions);
-    } finally {
-      await sql.end();
-    }
-    return url;
-  }
 
   /** Which node has each partition's engine open, over all the test's nodes: never two at once while handovers are clean. */
   interface World {
@@ -60,6 +29,8 @@ describe('cluster ownership', { skip: skipUnlessTool('initdb'), timeout: 120_000
     readonly violations: string[];
     /** partition → the deposed owner's maySend at the moment a taker opened it after a lapse. */
     readonly deposedMaySend: boolean[];
+    /** Every acquisition: which node opened the partition at which epoch. */
+    readonly acquisitions: { readonly nodeId: string; readonly partition: number; readonly epoch: bigint }[];
   }
 
   interface TestNode {
@@ -70,19 +41,19 @@ describe('cluster ownership', { skip: skipUnlessTool('initdb'), timeout: 120_000
   }
 
   function newWorld(): World {
-    return { openBy: new Map(), violations: [], deposedMaySend: [] };
+    return { openBy: new Map(), violations: [], deposedMaySend: [], acquisitions: [] };
   }
 
   async function startNode(world: World, url: string, nodeId: string): Promise<TestNode> {
     const errors: unknown[] = [];
-    const holder: { node?: TestNode } = {};
     const ownership = await Ownership.start({
       sql: pool(url),
       nodeId,
       advertise: `${nodeId}.test:8080`,
       settings: fast,
       callbacks: {
-        async onAcquire(partition) {
+        async onAcquire(partition, epoch) {
+          world.acquisitions.push({ nodeId, partition, epoch });
           const other = world.openBy.get(partition);
           if (other !== undefined) {
             const deposed = nodes.find((candidate) => candidate.nodeId === other);
@@ -105,24 +76,15 @@ describe('cluster ownership', { skip: skipUnlessTool('initdb'), timeout: 120_000
         },
       },
     });
-    holder.node = { nodeId, ownership, errors, dead: false };
-    nodes.push(holder.node);
-    return holder.node;
+    const node: TestNode = { nodeId, ownership, errors, dead: false };
+    nodes.push(node);
+    return node;
   }
 
   /** Stops renewing and heartbeating at once, as a node killed -9 would; its engines are gone with it. */
   function kill(node: TestNode): void {
     node.ownership.halt();
     node.dead = true;
-  }
-
-  async function waitUntil(what: string, timeoutMs: number, condition: () => Promise<boolean>): Promise<number> {
-    const started = performance.now();
-    for (;;) {
-      if (await condition()) return performance.now() - started;
-      if (performance.now() - started > timeoutMs) assert.fail(`not within ${timeoutMs} ms: ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
   }
 
   /** The database's owner of each partition (null: none). */
@@ -148,98 +110,18 @@ describe('cluster ownership', { skip: skipUnlessTool('initdb'), timeout: 120_000
     return rows.every((owner) => live.some((node) => node.nodeId === owner));
   }
 
-  test('two nodes racing for one partition: exactly one wins each epoch, and the loser may not send', async () => {
+  test('two ownership loops started at once, again and again: each epoch has one owner, and one engine is open at a time', async () => {
     const url = await newCluster(1);
-    const contenders = ['a', 'b'].map((nodeId) => {
-      const deadlines = new LeaseDeadlines(1);
-      return { deadlines, leases: new Leases({ sql: pool(url), nodeId, advertise: `${nodeId}:1`, settings: fast, deadlines }) };
-    });
-    let epoch = 0n;
-    for (let round = 0; round < 40; round += 1) {
-      // Alternate who asks first: the statement that reaches the row second must find it taken.
-      const order = round % 2 === 0 ? contenders : [...contenders].reverse();
-      const taken = await Promise.all(order.map((contender) => contender.leases.acquire([0])));
-      const winners = order.filter((_, index) => taken[index]?.has(0));
-      assert.equal(winners.length, 1, `round ${round}: ${winners.length} winners`);
-      const winner = winners[0] as (typeof contenders)[number];
-      const loser = contenders.find((contender) => contender !== winner) as (typeof contenders)[number];
-      epoch += 1n;
-      assert.equal(winner.leases.held().get(0), epoch, 'every acquisition is one epoch more');
-      assert.equal(winner.deadlines.maySend(0), true);
-      assert.equal(loser.deadlines.maySend(0), false);
-      assert.equal(await winner.leases.release(0, async () => {}), true);
-      assert.equal(winner.deadlines.maySend(0), false, 'no send once the handover began');
+    const world = newWorld();
+    for (let round = 0; round < 8; round += 1) {
+      const pair = await Promise.all(['race-1', 'race-2'].map((nodeId) => startNode(world, url, nodeId)));
+      await waitUntil('one of the two to own the partition', 5_000, () => balancedOver(url, pair, 1));
+      await Promise.all(pair.map((node) => node.ownership.stop()));
+      assert.deepEqual(pair.flatMap((node) => node.errors), []);
     }
-  });
-
-  test('a renewal that finds its partition taken reports it lost; one of an earlier process of the same node is taken at once', async () => {
-    const url = await newCluster(2);
-    const deadlines = new LeaseDeadlines(2);
-    const first = new Leases({ sql: pool(url), nodeId: 'n1', advertise: 'n1:1', settings: fast, deadlines });
-    assert.deepEqual([...(await first.acquire([0, 1]))], [[0, 1n], [1, 1n]]);
-    // The node restarts: its new process takes its partitions back without waiting for the lapse, fencing the old one.
-    const second = new Leases({ sql: pool(url), nodeId: 'n1', advertise: 'n1:1', settings: fast, deadlines: new LeaseDeadlines(2) });
-    assert.deepEqual([...(await second.acquire([0]))], [[0, 2n]]);
-    assert.deepEqual(await first.renew(), [0], 'the old process lost partition 0 and keeps 1');
-    assert.equal(deadlines.maySend(0), false);
-    assert.equal(deadlines.maySend(1), true);
-    // Another node cannot take partition 1 while its lease holds.
-    const other = new Leases({ sql: pool(url), nodeId: 'n2', advertise: 'n2:1', settings: fast, deadlines: new LeaseDeadlines(2) });
-    assert.equal((await other.acquire([1])).size, 0);
-  });
-
-  test('the local deadline is judged from when the renewal was sent: a renewal held up in the database still ends before lease_until', async () => {
-    const url = await newCluster(1);
-    const sql = pool(url);
-    const deadlines = new LeaseDeadlines(1);
-    const leases = new Leases({ sql, nodeId: 'slow', advertise: 'slow:1', settings: fast, deadlines });
-    await leases.acquire([0]);
-    // Another transaction holds the row (as an append in flight does): the renewal waits for it.
-    const blocker = postgres(url, { max: 1, onnotice: () => {} });
-    try {
-      let unblock: () => void = () => {};
-      const blocked = blocker.begin(async (tx) => {
-        await tx`SELECT epoch FROM fermata_partitions WHERE partition = 0 FOR SHARE`;
-        await new Promise<void>((resolve) => (unblock = resolve));
-      });
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      const sentNs = monotonicNs();
-      const renewal = leases.renew();
-      await new Promise((resolve) => setTimeout(resolve, 600));
-      unblock();
-      await blocked;
-      assert.deepEqual(await renewal, []);
-      const answeredNs = monotonicNs();
-      const [row] = await sql<{ left_ms: number }[]>`SELECT (extract(epoch FROM lease_until - now()) * 1000)::float8 AS left_ms FROM fermata_partitions WHERE partition = 0`;
-      const checkedNs = monotonicNs();
-      const localLeftMs = Number(deadlines.deadlineNs(0) - checkedNs) / 1e6;
-      assert.ok(answeredNs - sentNs >= 550_000_000n, 'the renewal was held up');
-      // PostgreSQL's lease runs from the statement's start (the block began before it): at least
-      // margin more than what is left locally, which counts from the sending.
-      assert.ok(row !== undefined && localLeftMs <= row.left_ms - fast.safetyMarginMs + 20, `local deadline ${localLeftMs.toFixed(0)} ms away, lease ${row?.left_ms.toFixed(0)} ms`);
-      // Had the deadline counted from the answer, ttl − margin (700 ms) would be left; it is about 100.
-      assert.ok(localLeftMs < 300, `the deadline counts from the sending: ${localLeftMs.toFixed(0)} ms left`);
-    } finally {
-      await blocker.end();
-    }
-  });
-
-  test('a paused renewer: the local deadline passes before PostgreSQL\'s lease_until does', async () => {
-    const url = await newCluster(1);
-    const sql = pool(url);
-    const deadlines = new LeaseDeadlines(1);
-    const leases = new Leases({ sql, nodeId: 'paused', advertise: 'paused:1', settings: fast, deadlines });
-    await leases.acquire([0]);
-    await leases.renew();
-    // No renewal from here on (the renewer is paused): wait for the local deadline, then ask the database.
-    await waitUntil('the local deadline to pass', 2_000, async () => !deadlines.maySend(0));
-    const [row] = await sql<{ left_ms: number }[]>`SELECT (extract(epoch FROM lease_until - now()) * 1000)::float8 AS left_ms FROM fermata_partitions WHERE partition = 0`;
-    assert.ok(row !== undefined && row.left_ms > 0, `the lease still held in PostgreSQL (${row?.left_ms} ms left) when the node stopped sending`);
-    const taker = new Leases({ sql, nodeId: 'taker', advertise: 'taker:1', settings: fast, deadlines: new LeaseDeadlines(1) });
-    assert.equal((await taker.acquire([0])).size, 0, 'and nobody could take it yet');
-    await new Promise((resolve) => setTimeout(resolve, row.left_ms + 50));
-    assert.deepEqual([...(await taker.acquire([0]))], [[0, 2n]]);
-    assert.deepEqual(await leases.renew(), [0]);
+    const epochs = world.acquisitions.map((acquisition) => acquisition.epoch);
+    assert.deepEqual(epochs, epochs.map((_, index) => BigInt(index + 1)), 'one acquisition per epoch, none skipped');
+    assert.deepEqual(world.violations, []);
   });
 
   test('a lapsed lease (its owner stopped renewing) is taken with epoch + 1 within ttl + one renewal interval', async () => {

@@ -6,16 +6,12 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { after, before, describe, test } from 'node:test';
-import postgres, { type Sql } from 'postgres';
-import { initCluster } from '../../cluster/cluster-init.ts';
-import type { LeaseSettings } from '../../cluster/leases.ts';
+import { describe, test } from 'node:test';
 import { Ownership } from '../../cluster/ownership.ts';
-import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
+import { clusterTestbed, fastLeaseSettings as settings, waitUntil } from '../helpers/cluster-testbed.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { skipUnlessTool } from '../helpers/tools.ts';
 
-const settings: LeaseSettings = { leaseTtlMs: 1_000, renewIntervalMs: 200, safetyMarginMs: 300, graceMs: 400 };
 const childFile = new URL('../helpers/cluster-owner-child.ts', import.meta.url).pathname;
 
 interface Line {
@@ -28,16 +24,9 @@ interface Line {
 
 describe('an owner paused past its lease', { skip: skipUnlessTool('initdb'), timeout: 60_000 }, () => {
   const scratch = testScratch('cluster-pause');
-  let server: PostgresServer;
-  const pools: Sql[] = [];
-
-  before(async () => {
-    server = await startPostgres();
-  });
-  after(async () => {
+  const { pool, newCluster, onEnd } = clusterTestbed('pause');
+  onEnd(() => {
     for (const child of scratch.children) child.kill('SIGKILL');
-    await Promise.all(pools.map((sql) => sql.end({ timeout: 1 })));
-    await server.stop();
   });
 
   function startChild(url: string, nodeId: string): { child: ChildProcess; lines: Line[]; stamps: number[] } {
@@ -55,30 +44,17 @@ describe('an owner paused past its lease', { skip: skipUnlessTool('initdb'), tim
     return { child, lines, stamps };
   }
 
-  async function waitUntil(what: string, timeoutMs: number, condition: () => boolean): Promise<void> {
-    const started = performance.now();
-    while (!condition()) {
-      if (performance.now() - started > timeoutMs) assert.fail(`not within ${timeoutMs} ms: ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
-
   test('SIGSTOP past the lease, another node takes over, SIGCONT: no send allowed, partitions reported lost', async () => {
-    const url = await server.createDatabase('pause');
-    const setup = postgres(url, { max: 1, onnotice: () => {} });
-    pools.push(setup);
-    await initCluster(setup, 2);
+    const url = await newCluster(2);
 
     const paused = startChild(url, 'paused');
     await waitUntil('the child to own both partitions', 10_000, () => paused.lines.filter((line) => line.event === 'acquired').length === 2);
     await waitUntil('a check allowing sends', 2_000, () => paused.lines.some((line) => line.event === 'check' && line.maySend?.['0'] === true && line.maySend['1'] === true));
 
     paused.child.kill('SIGSTOP');
-    const sql = postgres(url, { max: 2, onnotice: () => {} });
-    pools.push(sql);
     const acquiredByTaker: [number, bigint][] = [];
     const taker = await Ownership.start({
-      sql,
+      sql: pool(url),
       nodeId: 'taker',
       advertise: 'taker.test:8080',
       settings,
