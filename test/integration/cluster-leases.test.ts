@@ -64,22 +64,29 @@ describe('cluster leases', { skip: skipUnlessTool('initdb'), timeout: 120_000 },
     const blocker = postgres(url, { max: 1, onnotice: () => {} });
     try {
       let unblock: () => void = () => {};
+      let locked: () => void = () => {};
+      const lockHeld = new Promise<void>((resolve) => (locked = resolve));
       const blocked = blocker.begin(async (tx) => {
         await tx`SELECT epoch FROM fermata_partitions WHERE partition = 0 FOR SHARE`;
+        locked();
         await new Promise<void>((resolve) => (unblock = resolve));
       });
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await lockHeld;
       const sentNs = monotonicNs();
-      const renewal = leases.renew();
+      let answeredNs = 0n;
+      const renewal = leases.renew().then((lost) => {
+        answeredNs = monotonicNs();
+        return lost;
+      });
       await new Promise((resolve) => setTimeout(resolve, 600));
+      assert.equal(answeredNs, 0n, 'the renewal waits for the row');
       unblock();
       await blocked;
       assert.deepEqual(await renewal, []);
-      const answeredNs = monotonicNs();
+      assert.ok(answeredNs - sentNs >= 550_000_000n, 'the renewal was held up');
       const [row] = await sql<{ left_ms: number }[]>`SELECT (extract(epoch FROM lease_until - now()) * 1000)::float8 AS left_ms FROM fermata_partitions WHERE partition = 0`;
       const checkedNs = monotonicNs();
       const localLeftMs = Number(deadlines.deadlineNs(0) - checkedNs) / 1e6;
-      assert.ok(answeredNs - sentNs >= 550_000_000n, 'the renewal was held up');
       // PostgreSQL's lease runs from the statement's start (the block began before it): at least
       // margin more than what is left locally, which counts from the sending.
       assert.ok(row !== undefined && localLeftMs <= row.left_ms - fast.safetyMarginMs + 20, `local deadline ${localLeftMs.toFixed(0)} ms away, lease ${row?.left_ms.toFixed(0)} ms`);
