@@ -167,6 +167,10 @@ describe('errors a newcomer meets in the first hour', { timeout: 120_000 }, () =
       ['DELETE', '/v1/queues', 'GET, HEAD'],
       ['GET', '/v1/dead/abc/retry', 'POST'],
       ['POST', '/v1/timers/', 'DELETE, GET, HEAD, PATCH'],
+      // A fixed path is its route's alone, never a timer id.
+      ['GET', '/v1/timers/cancel', 'POST'],
+      ['PATCH', '/v1/timers/stream', 'POST'],
+      ['PUT', '/v1/timers/cancel', 'POST'],
     ] as const) {
       const answer = await request(base, method, path);
       const error = errorOf(answer, 405);

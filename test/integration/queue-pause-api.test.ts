@@ -68,8 +68,9 @@ for (const protocol of ['http1.1', 'http2'] as const) {
     assert.equal(listed?.paused, true);
     assert.equal(json(await call(protocol, 'GET', `/v1/queues/${queue}`)).paused, true);
     assert.equal(json(await call(protocol, 'GET', '/v1/queues/default')).paused, false);
-    assert.equal(json(await call(protocol, 'PUT', `/v1/queues/${queue}`, '{"rate_per_s": 7}')).rate_per_s, 7);
-    assert.deepEqual(json(await call(protocol, 'GET', `/v1/queues/${queue}`)).paused, true, 'a PUT keeps the pause');
+    const put = json(await call(protocol, 'PUT', `/v1/queues/${queue}`, '{"rate_per_s": 7}'));
+    assert.deepEqual(put, json(await call(protocol, 'GET', `/v1/queues/${queue}`)), 'a PUT answers the queue as GET shows it');
+    assert.deepEqual([put.name, put.rate_per_s, put.paused], [queue, 7, true], 'a PUT keeps the pause');
 
     // A timer due now is held, counted as held, and stays pending.
     const added = json(await call(protocol, 'POST', '/v1/timers', JSON.stringify({ delay_ms: 0, target: 'https://a.example/hook', queue })));

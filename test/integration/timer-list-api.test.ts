@@ -117,6 +117,11 @@ describe('list, export, bulk cancel and purge over HTTP/1.1 and HTTP/2 with curl
       assertRefused(await post(protocol, '{"queue": "billing", "due_before": "soon"}'), 'due_before');
       const purgeUnknown = await curlRequest({ protocol, method: 'DELETE', url: `${service.url}/v1/queues/nobody/timers` });
       assert.equal(purgeUnknown.status, 404);
+      // The path is the bulk cancel's, not a timer id: another method is 405 naming POST.
+      for (const method of ['GET', 'PATCH', 'DELETE']) {
+        const refused = await curlRequest({ protocol, method, url: `${service.url}/v1/timers/cancel` });
+        assert.deepEqual([refused.status, refused.headers.allow, json<{ error: { code: string } }>(refused).error.code], [405, 'POST', 'METHOD_NOT_ALLOWED'], `${method} over ${protocol}`);
+      }
     }
     const [h1, h2] = [protocols[0] as CurlProtocol, protocols[protocols.length - 1] as CurlProtocol];
     const early = all.filter((timer) => timer.queue === 'billing' && timer.fireAtMs < inADay + 10_000);

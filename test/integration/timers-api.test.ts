@@ -449,12 +449,12 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         }
       });
 
-      test('PUT /v1/queues/{name}: 200 with the whole config; GET /v1/queues lists it; a bad field or name is a 400 naming it', async () => {
+      test('PUT /v1/queues/{name}: 200 with the queue as GET /v1/queues lists it (name, the whole config, paused); a bad field or name is a 400 naming it', async () => {
         const name = `mail-${tag}`;
         const put = await postJson(client, `/v1/queues/${name}`, { max_attempts: 5, rate_per_s: 100 }, 'PUT');
         assert.equal(put.status, 200, put.body.toString('utf8'));
         const config = { max_attempts: 5, min_backoff_ms: 1_000, max_backoff_ms: 3_600_000, max_doublings: 16, rate_per_s: 100, max_concurrent: null, timeout_ms: 30_000, delivery: 'request', sink: null, batch_rows_max: 10_000, linger_ms: 50 };
-        assert.deepEqual(jsonOf(put), config);
+        assert.deepEqual(jsonOf(put), { name, ...config, paused: false });
         const list = await client.request('GET', '/v1/queues');
         assert.equal(list.status, 200);
         const queues = (jsonOf(list) as { queues: Array<{ name: string }> }).queues;
