@@ -13,26 +13,19 @@
 // into columns that fit them, and every handle given out before goes stale (the moved timers,
 // and slots first used after it, take a generation above all given out).
 //
-// This file is the structure: slots, columns, handles and the free stack. Beside it:
-//   column-growth.ts   the capacities a growth goes to, the columns' bytes and their layout
-//   shrink.ts          the capacity worth shrinking to and where each live timer moves
-//   target-table.ts    the interned targets the targetIndex column points into
-//   timer-state.ts     the codes of the state column
-//   byte-arena.ts      the payload, headers and key bytes
+// This file is the store's contract and what goes through it: allocation, release, the
+// setters, the bytes of a slot, snapshots, compaction and shrink. Beside it:
+//   resident-layout.ts   the limits the columns' widths set, the handle's bits, the types
+//   resident-columns.ts  the columns themselves, their growth and their move on a shrink
+//   free-slots.ts        the high-water mark, the stack of released slots, the generation floor
+//   column-growth.ts     the capacities a growth goes to, the columns' bytes and their layout
+//   shrink.ts            the capacity worth shrinking to and where each live timer moves
+//   target-table.ts      the interned targets the targetIndex column points into
+//   timer-state.ts       the codes of the state column
+//   byte-arena.ts        the payload, headers and key bytes
 //   ../memory/columns-ahead.ts   tuning: the next growth's columns made ahead, their pages
 //                      mapped off the main thread, once the engine says rows are coming
 //                      (prefaultColumnsFor); the growth then takes them and is a copy only
-//
-//   slot:          0      1      2      3      4      5   …  capacity-1
-//   state        [ 1    | 0    | 2    | 1    | 0    | 3  … ]     0 = free
-//   fireAt       [ t0   |      | t2   | t3   |      | t5 … ]     f64 epoch ms
-//   generation   [ 1    | 2    | 1    | 5    | 1    | 1  … ]     bumped on release
-//   …one typed array per column, all `capacity` long
-//   freeSlots    [ 4, 1 ]  ← stack of released slots; slots ≥ highWater were never used (a batch
-//                           takes the top k in the order they were pushed, so slots released in
-//                           order are taken again in order: runs for the timer heap)
-//
-//   handle = generation · 2^28 + slot      (generation ≥ 1, so 0 is never a handle)
 //
 // Per-timer cost, in bytes per slot of capacity (capacity is at most twice the count):
 //
@@ -49,68 +42,45 @@
 //   + per distinct target: its string, a Map entry and a u32 refcount (shared by its timers)
 //
 // Payload, headers and key share one arena string because they are added and freed together;
-// that saves a second and third ref per timer. The arena's ref (slab · 2^32 + offset) is kept
-// in two columns, offset and slab, 6 bytes instead of a float64's 8. The headers start at the
-// ref + payloadLength, the key after them.
+// that saves a second and third ref per timer. The headers start at the ref + payloadLength,
+// the key after them.
 //
 // fireAt is the fire time the timer was added with, and never changes (a timer's id carries
 // it); dueAt is when it is next due: the fire time, then each retry's time. The heap orders by
 // dueAt.
 import assert from 'node:assert/strict';
-import type { TimerBatch } from '../batch/timer-batch.ts';
 import { storeLimits } from '../limits.ts';
-import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
+import type { ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { callbacksRunBytesAt, callbacksRunHeaderBytes, keysWithCallbacks } from './callback-bytes.ts';
-import { arenaOffsetSpan, arenaSlabCountMax, ByteArena, type ByteArenaOptions } from './byte-arena.ts';
-import { capacityTowards, type ColumnMaker, ColumnMemory, columnsBytes, doubledCapacity, widened } from './column-growth.ts';
-import { movedColumns, movedSlotNumbers, planShrink, shrinkCapacity } from './shrink.ts';
+import { ByteArena, type ByteArenaOptions } from './byte-arena.ts';
+import { capacityTowards, columnsBytes, doubledCapacity } from './column-growth.ts';
+import { FreeSlots } from './free-slots.ts';
+import { ResidentColumns } from './resident-columns.ts';
+import {
+  assertRowsFit,
+  type BatchRows,
+  type IndexColumn,
+  type IndexColumnKind,
+  keyHasCallbacksBit,
+  type ReadonlyColumn,
+  residentCapacityLimit,
+  residentGenerationMax,
+  residentHeadersBytesMax,
+  residentKeyBytesMax,
+  residentQueueCountMax,
+  residentSlotSpan,
+  type TimerFields,
+} from './resident-layout.ts';
+import { planShrink, shrinkCapacity } from './shrink.ts';
 import { StoreSnapshot, type StoreSnapshotColumns } from './store-snapshot.ts';
 import { TargetTable } from './target-table.ts';
 import { timerState, type TimerStateCode } from './timer-state.ts';
 
+// Importers take the store's names from here: the layout's too.
 export { columnsBytes, timerState, type TimerStateCode };
+export * from './resident-layout.ts';
 
-/** Low bits of a handle that carry the slot. */
-export const residentSlotBits = 28;
-/** Slots a handle can address: the ceiling for capacityMax. */
-export const residentCapacityLimit = 2 ** residentSlotBits;
-/** Highest generation that still fits a safe-integer handle; a slot that reaches it is retired. */
-export const residentGenerationMax = 2 ** (53 - residentSlotBits) - 1;
-/** queueIndex is a u16 column. */
-export const residentQueueCountMax = 2 ** 16;
-/** headersLength and keyLength are u16 columns. */
-export const residentHeadersBytesMax = 2 ** 16 - 1;
-/** keyLength's top bit says a callbacks run follows the key (callback-bytes.ts). */
-export const residentKeyBytesMax = 2 ** 15 - 1;
-const hasCallbacksBit = 2 ** 15;
-
-const slotSpan = 2 ** residentSlotBits;
-// bytesSlab is a u16 column.
-assert.ok(arenaSlabCountMax <= 2 ** 16, 'an arena slab id must fit the u16 bytesSlab column');
 const noBytes = new Uint8Array(0);
-const freeStackInitial = 64;
-
-/** A column to read by slot; write through the store's setters. */
-export interface ReadonlyColumn {
-  readonly [slot: number]: number;
-  readonly length: number;
-}
-
-export interface TimerFields {
-  readonly key?: Uint8Array;
-  readonly fireAt: number;
-  readonly logSeq: number;
-  readonly row: number;
-  readonly queueIndex: number;
-  readonly target: string;
-  readonly payload: Uint8Array;
-  readonly headers: Uint8Array;
-  /** Both callback URLs as one run (callback-bytes.ts's packCallbacks); empty: none. */
-  readonly callbacks?: Uint8Array;
-}
-
-/** The columns of a batch that allocateRows() reads. */
-export type BatchRows = Pick<TimerBatch, 'fireAtMs' | 'queueIndex' | 'targetIndex' | 'payload' | 'headers' | 'keys' | 'callback' | 'failureCallback'>;
 
 /** The store's sizes, and (tests) the tuning of the columns it makes ahead (memory/columns-ahead.ts). */
 export interface ResidentStoreOptions extends ColumnsAheadOptions {
@@ -121,41 +91,9 @@ export interface ResidentStoreOptions extends ColumnsAheadOptions {
   readonly arena?: ByteArenaOptions;
 }
 
-/**
- * An Int32 column the store keeps for another structure over its slots (a timer heap's
- * entries and positions): `capacity` long, zero when new, grown with the store's own columns
- * (and made ahead with them, so a growth stops for a copy and no page faults). Its owner reads
- * `array` again after anything that may grow or shrink the store. A column holds a value for
- * each slot (`bySlot`: a heap's positions), or slot numbers in its first `count` entries
- * (`slots`: a heap's entries); shrink() moves each kind as it must.
- */
-export interface IndexColumn {
-  array: Int32Array;
-  readonly holds: IndexColumnKind;
-}
+/** Extends its columns (resident-columns.ts) rather than holding them: a column read through a getter, once per timer on the engine's paths, is one load and not two. */
+export class ResidentStore extends ResidentColumns {
 
-export type IndexColumnKind = 'bySlot' | 'slots';
-
-/**
- * Asserts that rows rows[i] (i when `rows` is undefined), i < count, are rows of the batch with
- * a finite fire time and headers and key that fit their u16 length columns: checked for the
- * whole batch before any row is allocated. A plain condition per row, assert only on failure
- * (assert.ok's rest arguments would cost an array per call).
- */
-function assertRowsFit(batch: BatchRows, rows: Int32Array | undefined, count: number): void {
-  const { fireAtMs, headers, keys } = batch;
-  for (let i = 0; i < count; i++) {
-    const row = rows === undefined ? i : (rows[i] as number);
-    const time = fireAtMs[row] as number;
-    // NaN and ±Infinity fail this, and so does a row past the batch's end (undefined).
-    if (!(time - time === 0)) assert.fail('fireAt must be a finite number of ms');
-    const headersBytes = (headers.offsets[row + 1] as number) - (headers.offsets[row] as number);
-    const keyBytes = (keys.offsets[row + 1] as number) - (keys.offsets[row] as number);
-    if (!(headersBytes <= residentHeadersBytesMax && keyBytes <= residentKeyBytesMax)) assert.fail('headers or key longer than its u16 length column');
-  }
-}
-
-export class ResidentStore {
   #capacityMax: number;
   /** While a log is replayed, growth may pass capacityMax (beginReplay). */
   #replaying = false;
@@ -163,36 +101,9 @@ export class ResidentStore {
   /** Payload and headers bytes; read its counters for stats, never add or free through it. */
   readonly arena: ByteArena;
 
-  #capacity: number;
   #count = 0;
-  /** Slots at and above this were never allocated (their generation is still 0). */
-  #highWater = 0;
-  // The columns, `capacity` long (#replaceColumns makes them all).
-  #fireAt = new Float64Array(0);
-  #dueAt = new Float64Array(0);
-  #logSeq = new Float64Array(0);
-  #row = new Uint32Array(0);
-  #generation = new Uint32Array(0);
-  #state = new Uint8Array(0);
-  #attempts = new Uint16Array(0);
-  #queueIndex = new Uint16Array(0);
-  #targetIndex = new Uint32Array(0);
-  #lastStatus = new Uint16Array(0);
-  #bytesOffset = new Uint32Array(0);
-  #bytesSlab = new Uint16Array(0);
-  #payloadLength = new Uint32Array(0);
-  #headersLength = new Uint16Array(0);
-  #keyLength = new Uint16Array(0);
-  readonly #indexColumns: IndexColumn[] = [];
-  /** The columns of the next growth, made ahead (prefaultColumnsFor). */
-  readonly #columnsAhead: ColumnsAhead;
-  /** The generation a slot takes when first used: above every handle given out before the last shrink(). */
-  #generationFloor = 1;
-  #freeSlots = new Int32Array(freeStackInitial);
-  #freeCount = 0;
-  /** Snapshots not yet released (snapshot()); while any is, released slots are set aside here. */
-  #snapshotsHeld = 0;
-  #setAside: number[] = [];
+  /** Which slots are free (free-slots.ts). */
+  readonly #slots = new FreeSlots();
 
   /** The targets the targetIndex column points into (target-table.ts). */
   readonly #targets = new TargetTable();
@@ -206,12 +117,10 @@ export class ResidentStore {
     assert.ok(Number.isSafeInteger(generationMax) && generationMax >= 1 && generationMax <= residentGenerationMax, 'generationMax out of range');
     const capacity = Math.min(options.capacityInitial ?? storeLimits.residentTimersInitial, capacityMax);
     assert.ok(Number.isSafeInteger(capacity) && capacity >= 1, 'capacityInitial must be a positive integer');
+    super(capacity, options);
     this.#capacityMax = capacityMax;
     this.generationMax = generationMax;
     this.arena = new ByteArena(options.arena);
-    this.#columnsAhead = new ColumnsAhead(options);
-    this.#capacity = capacity;
-    this.#replaceColumns((Type) => new Type(capacity));
   }
 
   /** Live timers. */
@@ -221,7 +130,7 @@ export class ResidentStore {
 
   /** Slots at or past this were never used: a pass over every live timer stops here. */
   get slotsUsed(): number {
-    return this.#highWater;
+    return this.#slots.highWater;
   }
 
   /** Live timers at most: allocate() answers -1 past it (the caller refuses adds with CAPACITY_FULL). */
@@ -241,7 +150,7 @@ export class ResidentStore {
   /** Ends beginReplay(): capacityMax rises to the slots the replay took, if it passed it. */
   endReplay(): void {
     this.#replaying = false;
-    this.#capacityMax = Math.max(this.#capacityMax, this.#capacity);
+    this.#capacityMax = Math.max(this.#capacityMax, this.columnCapacity);
   }
 
   #limit(): number {
@@ -255,7 +164,7 @@ export class ResidentStore {
 
   /** Slots the columns hold now; grows by doubling up to capacityMax. */
   get capacity(): number {
-    return this.#capacity;
+    return this.columnCapacity;
   }
 
   /** Distinct targets interned. */
@@ -265,36 +174,36 @@ export class ResidentStore {
 
   // The columns. Growth replaces them, so read these again after any allocate().
   get fireAt(): ReadonlyColumn {
-    return this.#fireAt;
+    return this.fireAtColumn;
   }
   get dueAt(): ReadonlyColumn {
-    return this.#dueAt;
+    return this.dueAtColumn;
   }
   get logSeq(): ReadonlyColumn {
-    return this.#logSeq;
+    return this.logSeqColumn;
   }
   get row(): ReadonlyColumn {
-    return this.#row;
+    return this.rowColumn;
   }
   get state(): ReadonlyColumn {
-    return this.#state;
+    return this.stateColumn;
   }
   get attempts(): ReadonlyColumn {
-    return this.#attempts;
+    return this.attemptsColumn;
   }
   get queueIndex(): ReadonlyColumn {
-    return this.#queueIndex;
+    return this.queueIndexColumn;
   }
   get targetIndex(): ReadonlyColumn {
-    return this.#targetIndex;
+    return this.targetIndexColumn;
   }
   get lastStatus(): ReadonlyColumn {
-    return this.#lastStatus;
+    return this.lastStatusColumn;
   }
 
   /** Whether `n` more allocations would succeed (a batch is admitted whole or not at all). */
   canAllocate(n: number): boolean {
-    return n <= this.#freeCount + (this.#limit() - this.#highWater);
+    return n <= this.#slots.count + (this.#limit() - this.#slots.highWater);
   }
 
   /** Allocates a timer from one object; the hot path uses allocateRaw(). Returns -1 when full. */
@@ -328,22 +237,22 @@ export class ResidentStore {
     assert.ok(this.#targets.isInterned(targetIndex), 'targetIndex is not an interned target: pin it with internTarget()');
     const slot = this.#takeSlot();
     if (slot < 0) return -1;
-    this.#fireAt[slot] = fireAt;
-    this.#dueAt[slot] = fireAt;
-    this.#logSeq[slot] = logSeq;
-    this.#row[slot] = row;
-    this.#state[slot] = timerState.pending;
-    this.#attempts[slot] = 0;
-    this.#queueIndex[slot] = queueIndex;
-    this.#targetIndex[slot] = targetIndex;
-    this.#lastStatus[slot] = 0;
+    this.fireAtColumn[slot] = fireAt;
+    this.dueAtColumn[slot] = fireAt;
+    this.logSeqColumn[slot] = logSeq;
+    this.rowColumn[slot] = row;
+    this.stateColumn[slot] = timerState.pending;
+    this.attemptsColumn[slot] = 0;
+    this.queueIndexColumn[slot] = queueIndex;
+    this.targetIndexColumn[slot] = targetIndex;
+    this.lastStatusColumn[slot] = 0;
     assert.ok(headers.length <= residentHeadersBytesMax && key.length <= residentKeyBytesMax, 'headers or key longer than its u16 length column');
     // A timer with callbacks (rare) joins them after its key: one copy more, no arena change.
     const keyAndCallbacks = callbacks.length === 0 ? key : Buffer.concat([key, callbacks]);
-    this.#setBytesRef(slot, this.arena.addJoined(payload, headers, keyAndCallbacks));
-    this.#payloadLength[slot] = payload.length;
-    this.#headersLength[slot] = headers.length;
-    this.#keyLength[slot] = callbacks.length === 0 ? key.length : key.length | hasCallbacksBit;
+    this.setBytesRef(slot, this.arena.addJoined(payload, headers, keyAndCallbacks));
+    this.payloadLengthColumn[slot] = payload.length;
+    this.headersLengthColumn[slot] = headers.length;
+    this.keyLengthColumn[slot] = callbacks.length === 0 ? key.length : key.length | keyHasCallbacksBit;
     this.#targets.addRef(targetIndex);
     this.#count++;
     return slot;
@@ -373,19 +282,10 @@ export class ResidentStore {
     const { fireAtMs, queueIndex: batchQueues, targetIndex: batchTargets, payload, headers, keys } = batch;
     assertRowsFit(batch, rows, count);
     this.reserve(count);
-    const fireAt = this.#fireAt;
-    const dueAt = this.#dueAt;
-    const logSeqs = this.#logSeq;
-    const rowColumn = this.#row;
-    const generation = this.#generation;
-    const state = this.#state;
-    const attempts = this.#attempts;
-    const queueIndex = this.#queueIndex;
-    const targetIndex = this.#targetIndex;
-    const lastStatus = this.#lastStatus;
-    const payloadLength = this.#payloadLength;
-    const headersLength = this.#headersLength;
-    const keyLength = this.#keyLength;
+    // The columns as they are after reserve(), which may have grown them.
+    const { fireAtColumn: fireAt, dueAtColumn: dueAt, logSeqColumn: logSeqs, rowColumn, generationColumn: generation, stateColumn: state } = this;
+    const { attemptsColumn: attempts, queueIndexColumn: queueIndex, targetIndexColumn: targetIndex, lastStatusColumn: lastStatus } = this;
+    const { payloadLengthColumn: payloadLength, headersLengthColumn: headersLength, keyLengthColumn: keyLength } = this;
     // A batch with callbacks copies each row's run after its key (callback-bytes.ts): the arena
     // takes key and run as one part. Without, nothing is made.
     let hasRun: Uint8Array | undefined;
@@ -395,23 +295,26 @@ export class ResidentStore {
       thirdColumn = keysWithCallbacks(keys, batch.callback, batch.failureCallback, fireAtMs.length, hasRun);
     }
     const targetRefs = this.#targets.refs;
-    const freeSlots = this.#freeSlots;
+    const slots = this.#slots;
     const payloadOffsets = payload.offsets;
     const headersOffsets = headers.offsets;
     const keyOffsets = keys.offsets;
     // Released slots first, the top `reused` of the free stack in the order they were released:
     // a batch released in slot order (finished timers expire in the order they finished) is taken
     // again in slot order, so its rows stay runs of consecutive slots for the timer heap.
-    const reused = Math.min(count, this.#freeCount);
-    const reusedFrom = this.#freeCount - reused;
-    this.#freeCount = reusedFrom;
+    const reused = Math.min(count, slots.count);
+    const reusedFrom = slots.takeTop(reused);
+    const freeSlots = slots.stack;
+    // The rest take fresh slots from the high-water mark on, at the generation floor.
+    const floor = slots.generationFloor;
+    let fresh = slots.highWater;
     for (let i = 0; i < count; i++) {
       const row = rows === undefined ? i : (rows[i] as number);
       let slot: number;
       if (i < reused) slot = freeSlots[reusedFrom + i] as number;
       else {
-        slot = this.#highWater++;
-        generation[slot] = this.#generationFloor;
+        slot = fresh++;
+        generation[slot] = floor;
       }
       const time = fireAtMs[row] as number;
       const target = targetIndexOf[batchTargets[row] as number] as number;
@@ -426,21 +329,22 @@ export class ResidentStore {
       lastStatus[slot] = 0;
       payloadLength[slot] = (payloadOffsets[row + 1] as number) - (payloadOffsets[row] as number);
       headersLength[slot] = (headersOffsets[row + 1] as number) - (headersOffsets[row] as number);
-      keyLength[slot] = ((keyOffsets[row + 1] as number) - (keyOffsets[row] as number)) | (hasRun !== undefined && hasRun[row] === 1 ? hasCallbacksBit : 0);
+      keyLength[slot] = ((keyOffsets[row + 1] as number) - (keyOffsets[row] as number)) | (hasRun !== undefined && hasRun[row] === 1 ? keyHasCallbacksBit : 0);
       targetRefs[target] = (targetRefs[target] as number) + 1;
       slotsOut[i] = slot;
     }
-    this.arena.addRows(payload, headers, thirdColumn, rows, count, slotsOut, this.#bytesSlab, this.#bytesOffset);
+    slots.highWater = fresh;
+    this.arena.addRows(payload, headers, thirdColumn, rows, count, slotsOut, this.bytesSlabColumn, this.bytesOffsetColumn);
     this.#count += count;
   }
 
   /** Grows the columns, if needed, so that `n` more allocations take slots without growing them. */
   reserve(n: number): void {
-    const fresh = n - this.#freeCount;
-    if (fresh <= this.#capacity - this.#highWater) return;
-    const needed = this.#highWater + fresh;
+    const fresh = n - this.#slots.count;
+    if (fresh <= this.columnCapacity - this.#slots.highWater) return;
+    const needed = this.#slots.highWater + fresh;
     assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
-    this.#grow(Math.min(doubledCapacity(this.#capacity, needed), this.#growthCap(needed)));
+    this.growColumns(Math.min(doubledCapacity(this.columnCapacity, needed), this.#growthCap(needed)));
   }
 
   /**
@@ -452,11 +356,11 @@ export class ResidentStore {
    * guesses cannot turn growth into a copy per batch.
    */
   reserveTowards(n: number, expectedSlots: number): void {
-    const fresh = n - this.#freeCount;
-    if (fresh <= this.#capacity - this.#highWater) return;
-    const needed = this.#highWater + fresh;
+    const fresh = n - this.#slots.count;
+    if (fresh <= this.columnCapacity - this.#slots.highWater) return;
+    const needed = this.#slots.highWater + fresh;
     assert.ok(needed <= this.#limit(), 'reserve beyond capacityMax');
-    this.#grow(Math.min(capacityTowards(this.#capacity, needed, expectedSlots), this.#growthCap(needed)));
+    this.growColumns(Math.min(capacityTowards(this.columnCapacity, needed, expectedSlots), this.#growthCap(needed)));
   }
 
   /**
@@ -468,7 +372,7 @@ export class ResidentStore {
    * asked for them for a while, or by dropPrefaulted or close.
    */
   prefaultColumnsFor(rows: number): void {
-    this.#columnsAhead.rowsComing(rows, this.#capacity, this.capacityMax, this.#highWater, this.#freeCount, this.#indexColumns.length);
+    this.columnsAhead.rowsComing(rows, this.columnCapacity, this.capacityMax, this.#slots.highWater, this.#slots.count, this.indexColumns.length);
   }
 
   /**
@@ -478,13 +382,13 @@ export class ResidentStore {
    * hold that many already.
    */
   prefaultColumnsForReplay(capacity: number): void {
-    if (capacity <= this.#capacity) return;
-    this.#columnsAhead.makeForReplay(capacity, this.#indexColumns.length);
+    if (capacity <= this.columnCapacity) return;
+    this.columnsAhead.makeForReplay(capacity, this.indexColumns.length);
   }
 
   /** Lets go of the columns made ahead (not the arena's slabs). */
   dropColumnsAhead(): void {
-    this.#columnsAhead.drop();
+    this.columnsAhead.drop();
   }
 
   /**
@@ -497,61 +401,57 @@ export class ResidentStore {
    * else meanwhile (deliveries, other requests).
    */
   columnsAheadPending(rows: number): Promise<void> | undefined {
-    const fresh = rows - this.#freeCount;
-    if (fresh <= this.#capacity - this.#highWater) return undefined;
-    return this.#columnsAhead.pending(this.#highWater + fresh, this.capacityMax);
+    const fresh = rows - this.#slots.count;
+    if (fresh <= this.columnCapacity - this.#slots.highWater) return undefined;
+    return this.columnsAhead.pending(this.#slots.highWater + fresh, this.capacityMax);
   }
 
   /** Growths that took columns made ahead. */
   get columnGrowthsMadeAhead(): number {
-    return this.#columnsAhead.growthsMadeAhead;
+    return this.columnsAhead.growthsMadeAhead;
   }
 
   /** Capacity of the columns being made ahead (0: none). */
   get columnsAheadCapacity(): number {
-    return this.#columnsAhead.capacity;
+    return this.columnsAhead.capacity;
   }
 
   /** Whether columns made ahead are ready for the next growth to take. */
   get columnsAheadReady(): boolean {
-    return this.#columnsAhead.ready;
+    return this.columnsAhead.ready;
   }
 
   /** A new index column (zero, `capacity` long) that grows with the store's columns from now on. */
   indexColumn(holds: IndexColumnKind = 'bySlot'): IndexColumn {
-    // Columns made ahead before it have no room for it: the growth that takes them makes it (#grow).
-    const column: IndexColumn = { array: new Int32Array(this.#capacity), holds };
-    this.#indexColumns.push(column);
-    return column;
+    return this.addIndexColumn(holds);
   }
 
   /** Lets go of memory made ahead and not used: the arena's slabs and the next columns. */
   dropPrefaulted(): void {
     this.arena.dropPrefaulted();
-    this.#columnsAhead.drop();
+    this.columnsAhead.drop();
   }
 
   /** Stops making memory ahead, for good; the timers stay readable. */
   close(): void {
     this.arena.close();
-    this.#columnsAhead.close();
+    this.columnsAhead.close();
   }
 
   /** Frees the slot's bytes and target reference and makes every handle to it stale. */
   release(slot: number): void {
     this.#assertLive(slot);
-    this.arena.free(this.#bytesRefOf(slot), this.#bytesLength(slot));
-    this.#targets.unref(this.#targetIndex[slot] as number);
-    this.#state[slot] = timerState.free;
+    this.arena.free(this.bytesRefOf(slot), this.#bytesLength(slot));
+    this.#targets.unref(this.targetIndexColumn[slot] as number);
+    this.stateColumn[slot] = timerState.free;
     this.#count--;
-    const generation = (this.#generation[slot] as number) + 1;
-    this.#generation[slot] = generation;
+    const generation = (this.generationColumn[slot] as number) + 1;
+    this.generationColumn[slot] = generation;
     // A slot whose generation would leave the handle's bits is retired, never handed out again:
     // wrapping around could let a very old handle match a new timer.
     if (generation > this.generationMax) return;
     // A snapshot held reads this slot's fixed fields from the columns: no new timer in it until it is released.
-    if (this.#snapshotsHeld > 0) this.#setAside.push(slot);
-    else this.#pushFree(slot);
+    this.#slots.free(slot);
   }
 
   /**
@@ -576,20 +476,20 @@ export class ResidentStore {
 
   isLive(slot: number): boolean {
     // Out of range, negative or fractional slots read undefined: not live.
-    return (this.#state[slot] ?? timerState.free) !== timerState.free;
+    return (this.stateColumn[slot] ?? timerState.free) !== timerState.free;
   }
 
   handleOf(slot: number): number {
     this.#assertLive(slot);
-    return (this.#generation[slot] as number) * slotSpan + slot;
+    return (this.generationColumn[slot] as number) * residentSlotSpan + slot;
   }
 
   /** The slot a handle names, or -1 if that timer was released (whatever took the slot since). */
   slotOf(handle: number): number {
     if (!Number.isSafeInteger(handle) || handle < 0) return -1;
-    const slot = handle % slotSpan;
-    const generation = (handle - slot) / slotSpan;
-    if (!this.isLive(slot) || this.#generation[slot] !== generation) return -1;
+    const slot = handle % residentSlotSpan;
+    const generation = (handle - slot) / residentSlotSpan;
+    if (!this.isLive(slot) || this.generationColumn[slot] !== generation) return -1;
     return slot;
   }
 
@@ -607,45 +507,38 @@ export class ResidentStore {
     const { dueAt, state, attempts, lastStatus } = columns;
     for (let i = 0; i < n; i++) {
       const slot = slots[i] as number;
-      dueAt[i] = this.#dueAt[slot] as number;
-      state[i] = this.#state[slot] as number;
-      attempts[i] = this.#attempts[slot] as number;
-      lastStatus[i] = this.#lastStatus[slot] as number;
+      dueAt[i] = this.dueAtColumn[slot] as number;
+      state[i] = this.stateColumn[slot] as number;
+      attempts[i] = this.attemptsColumn[slot] as number;
+      lastStatus[i] = this.lastStatusColumn[slot] as number;
     }
-    this.#snapshotsHeld++;
-    return new StoreSnapshot(this, slots, columns, [...this.#targetNames], this.arena.hold(), () => this.#snapshotReleased());
-  }
-
-  #snapshotReleased(): void {
-    this.#snapshotsHeld--;
-    if (this.#snapshotsHeld > 0) return;
-    for (const slot of this.#setAside) this.#pushFree(slot);
-    this.#setAside = [];
+    this.#slots.snapshotTaken();
+    return new StoreSnapshot(this, slots, columns, [...this.#targetNames], this.arena.hold(), () => this.#slots.snapshotReleased());
   }
 
   /** The payload bytes, a view into the arena: copy them before the slot is released. */
   payloadOf(slot: number): Uint8Array {
     this.#assertLive(slot);
-    return this.arena.view(this.#bytesRefOf(slot), this.#payloadLength[slot] as number);
+    return this.arena.view(this.bytesRefOf(slot), this.payloadLengthColumn[slot] as number);
   }
 
   /** The headers bytes (JSON), a view into the arena: copy them before the slot is released. */
   headersOf(slot: number): Uint8Array {
     this.#assertLive(slot);
-    const payloadLength = this.#payloadLength[slot] as number;
-    return this.arena.view(this.#bytesRefOf(slot) + payloadLength, this.#headersLength[slot] as number);
+    const payloadLength = this.payloadLengthColumn[slot] as number;
+    return this.arena.view(this.bytesRefOf(slot) + payloadLength, this.headersLengthColumn[slot] as number);
   }
 
   /** The idempotency key bytes (empty: none), a view into the arena. */
   keyOf(slot: number): Uint8Array {
     this.#assertLive(slot);
-    const at = this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number);
+    const at = this.bytesRefOf(slot) + (this.payloadLengthColumn[slot] as number) + (this.headersLengthColumn[slot] as number);
     return this.arena.view(at, this.keyLengthOf(slot));
   }
 
   /** Whether the timer has a callback or a failure callback (a callbacks run follows its key). */
   hasCallbacks(slot: number): boolean {
-    return ((this.#keyLength[slot] as number) & hasCallbacksBit) !== 0;
+    return ((this.keyLengthColumn[slot] as number) & keyHasCallbacksBit) !== 0;
   }
 
   /** The slot's callbacks run (callback-bytes.ts; empty: no callbacks), a view into the arena. */
@@ -662,20 +555,15 @@ export class ResidentStore {
   }
 
   #callbacksRef(slot: number): number {
-    return this.#bytesRefOf(slot) + (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + this.keyLengthOf(slot);
-  }
-
-  /** Where the slot's payload, headers, key and callbacks are in the arena, one after another. */
-  bytesRefOf(slot: number): number {
-    return this.#bytesRefOf(slot);
+    return this.bytesRefOf(slot) + (this.payloadLengthColumn[slot] as number) + (this.headersLengthColumn[slot] as number) + this.keyLengthOf(slot);
   }
 
   payloadLengthOf(slot: number): number {
-    return this.#payloadLength[slot] as number;
+    return this.payloadLengthColumn[slot] as number;
   }
 
   headersLengthOf(slot: number): number {
-    return this.#headersLength[slot] as number;
+    return this.headersLengthColumn[slot] as number;
   }
 
   /** Bytes of the slot's payload, headers, key and callbacks together (what it holds in the arena). */
@@ -683,13 +571,9 @@ export class ResidentStore {
     return this.#bytesLength(slot);
   }
 
-  keyLengthOf(slot: number): number {
-    return (this.#keyLength[slot] as number) & residentKeyBytesMax;
-  }
-
   targetOf(slot: number): string {
     this.#assertLive(slot);
-    return this.#targetNames[this.#targetIndex[slot] as number] as string;
+    return this.#targetNames[this.targetIndexColumn[slot] as number] as string;
   }
 
   /** Changes when the timer is next due; a heap holding the slot must then be told with update(slot). */
@@ -697,48 +581,30 @@ export class ResidentStore {
     this.#assertLive(slot);
     // Plain conditions, assert only on failure, in these setters: each runs once per timer settled.
     if (!Number.isFinite(dueAt)) assert.fail('dueAt must be a finite number of ms');
-    this.#dueAt[slot] = dueAt;
+    this.dueAtColumn[slot] = dueAt;
   }
 
   setState(slot: number, state: TimerStateCode): void {
     this.#assertLive(slot);
     if (!(state >= timerState.pending && state <= timerState.cancelled)) assert.fail('setState needs a live state; release() frees a slot');
-    this.#state[slot] = state;
+    this.stateColumn[slot] = state;
   }
 
   setAttempts(slot: number, attempts: number): void {
     this.#assertLive(slot);
     if (!(attempts >>> 0 === attempts && attempts <= 0xffff)) assert.fail('attempts must be a u16');
-    this.#attempts[slot] = attempts;
+    this.attemptsColumn[slot] = attempts;
   }
 
   setLastStatus(slot: number, status: number): void {
     this.#assertLive(slot);
     if (!(status >>> 0 === status && status <= 0xffff)) assert.fail('lastStatus must be a u16');
-    this.#lastStatus[slot] = status;
+    this.lastStatusColumn[slot] = status;
   }
 
   /** Bytes held by the columns, the free stack, the target refcounts and the arena's slabs. */
   bytesUsed(): number {
-    let columns = 0;
-    for (const column of this.#indexColumns) columns += column.array.byteLength;
-    columns +=
-      this.#fireAt.byteLength +
-      this.#dueAt.byteLength +
-      this.#logSeq.byteLength +
-      this.#row.byteLength +
-      this.#generation.byteLength +
-      this.#state.byteLength +
-      this.#attempts.byteLength +
-      this.#queueIndex.byteLength +
-      this.#targetIndex.byteLength +
-      this.#lastStatus.byteLength +
-      this.#bytesOffset.byteLength +
-      this.#bytesSlab.byteLength +
-      this.#payloadLength.byteLength +
-      this.#headersLength.byteLength +
-      this.#keyLength.byteLength;
-    return columns + this.#freeSlots.byteLength + this.#targets.bytesUsed + this.arena.bytesReserved;
+    return this.columnsBytesUsed() + this.#slots.bytesUsed + this.#targets.bytesUsed + this.arena.bytesReserved;
   }
 
   /**
@@ -748,33 +614,23 @@ export class ResidentStore {
    */
   compact(liveRatioMax: number = storeLimits.arenaCompactLiveRatio): number {
     // A held snapshot reads its timers' bytes where they were taken.
-    assert.equal(this.#snapshotsHeld, 0, 'compaction while a snapshot is held');
+    assert.ok(!this.#slots.snapshotHeld, 'compaction while a snapshot is held');
     if (this.arena.markSparseSlabs(liveRatioMax) === 0) return 0;
     let moved = 0;
-    for (let slot = 0; slot < this.#highWater; slot++) {
-      if (this.#state[slot] === timerState.free) continue;
-      const ref = this.#bytesRefOf(slot);
+    for (let slot = 0; slot < this.#slots.highWater; slot++) {
+      if (this.stateColumn[slot] === timerState.free) continue;
+      const ref = this.bytesRefOf(slot);
       const length = this.#bytesLength(slot);
       if (!this.arena.isMarked(ref, length)) continue;
-      this.#setBytesRef(slot, this.arena.move(ref, length));
+      this.setBytesRef(slot, this.arena.move(ref, length));
       moved++;
     }
     this.arena.markSparseSlabs(0); // no slab is below a ratio of 0: clears the marks
     return moved;
   }
 
-  #bytesRefOf(slot: number): number {
-    return (this.#bytesSlab[slot] as number) * arenaOffsetSpan + (this.#bytesOffset[slot] as number);
-  }
-
-  #setBytesRef(slot: number, ref: number): void {
-    const offset = ref % arenaOffsetSpan;
-    this.#bytesOffset[slot] = offset;
-    this.#bytesSlab[slot] = (ref - offset) / arenaOffsetSpan;
-  }
-
   #bytesLength(slot: number): number {
-    return (this.#payloadLength[slot] as number) + (this.#headersLength[slot] as number) + this.keyLengthOf(slot) + this.callbacksLengthOf(slot);
+    return (this.payloadLengthColumn[slot] as number) + (this.headersLengthColumn[slot] as number) + this.keyLengthOf(slot) + this.callbacksLengthOf(slot);
   }
 
   #assertLive(slot: number): void {
@@ -783,21 +639,16 @@ export class ResidentStore {
   }
 
   #takeSlot(): number {
-    if (this.#freeCount > 0) return this.#freeSlots[--this.#freeCount] as number;
-    if (this.#highWater === this.#capacity) {
-      if (this.#capacity === this.#limit()) return -1;
-      this.#grow(Math.min(this.#capacity * 2, this.#growthCap(this.#highWater + 1)));
+    const slots = this.#slots;
+    const released = slots.pop();
+    if (released >= 0) return released;
+    if (slots.highWater === this.columnCapacity) {
+      if (this.columnCapacity === this.#limit()) return -1;
+      this.growColumns(Math.min(this.columnCapacity * 2, this.#growthCap(slots.highWater + 1)));
     }
-    const slot = this.#highWater++;
-    this.#generation[slot] = this.#generationFloor;
+    const slot = slots.highWater++;
+    this.generationColumn[slot] = slots.generationFloor;
     return slot;
-  }
-
-  #pushFree(slot: number): void {
-    if (this.#freeCount === this.#freeSlots.length) {
-      this.#freeSlots = widened(this.#freeSlots, this.#freeSlots.length * 2, (n) => new Int32Array(n));
-    }
-    this.#freeSlots[this.#freeCount++] = slot;
   }
 
   /**
@@ -805,7 +656,7 @@ export class ResidentStore {
    * than the live timers need (shrink.ts). Undefined when shrinking is not worth it.
    */
   shrinkCapacity(share: number, initial: number = storeLimits.residentTimersInitial): number | undefined {
-    return shrinkCapacity(this.#capacity, this.#count, share, initial);
+    return shrinkCapacity(this.columnCapacity, this.#count, share, initial);
   }
 
   /**
@@ -819,59 +670,16 @@ export class ResidentStore {
    * is held (it reads its timers' slots) or when the generations are used up.
    */
   shrink(capacity: number): Int32Array | undefined {
-    assert.ok(Number.isSafeInteger(capacity) && capacity >= Math.max(1, this.#count) && capacity <= this.#capacity, 'shrink to a capacity between the live timers and the current one');
-    if (this.#snapshotsHeld > 0) return undefined;
-    const plan = planShrink(this.#state, this.#generation, this.#highWater, this.#count);
-    const floor = Math.max(this.#generationFloor, plan.generationTop + 1);
+    assert.ok(Number.isSafeInteger(capacity) && capacity >= Math.max(1, this.#count) && capacity <= this.columnCapacity, 'shrink to a capacity between the live timers and the current one');
+    if (this.#slots.snapshotHeld) return undefined;
+    const plan = planShrink(this.stateColumn, this.generationColumn, this.#slots.highWater, this.#count);
+    const floor = Math.max(this.#slots.generationFloor, plan.generationTop + 1);
     if (floor > this.generationMax) return undefined;
-    this.#columnsAhead.drop();
-    const moved = movedColumns(plan, capacity);
-    this.#replaceColumns(moved);
-    this.#generation.fill(floor, 0, this.#count);
-    for (const column of this.#indexColumns) {
-      column.array = column.holds === 'bySlot' ? moved(Int32Array, column.array) : movedSlotNumbers(column.array, plan, capacity);
-    }
-    this.#generationFloor = floor;
-    this.#capacity = capacity;
-    this.#highWater = this.#count;
-    this.#freeSlots = new Int32Array(freeStackInitial);
-    this.#freeCount = 0;
+    this.shrinkColumnsTo(plan, capacity);
+    this.generationColumn.fill(floor, 0, this.#count);
+    this.#slots.restart(this.#count, floor);
     // The fill rate follows the high-water mark, which just fell: it starts again.
-    this.#columnsAhead.restartFillRate();
+    this.columnsAhead.restartFillRate();
     return plan.moves;
-  }
-
-  #grow(capacity: number): void {
-    // Columns made ahead for this growth or a larger one, if their pages are mapped by now.
-    const ahead = this.#columnsAhead.takeFor(capacity);
-    const carved = ahead?.indexColumns ?? this.#indexColumns.length;
-    const columns = new ColumnMemory(ahead?.memory, ahead?.capacity ?? capacity, carved);
-    this.#replaceColumns((Type, old) => columns.widen(Type, old));
-    this.#indexColumns.forEach((column, i) => {
-      column.array = i < carved ? columns.widen(Int32Array, column.array) : widened(column.array, columns.capacity, (n) => new Int32Array(n));
-    });
-    this.#capacity = columns.capacity;
-  }
-
-  /**
-   * Replaces each of the store's own columns (not the index columns) with what `make` makes of
-   * it. The order is the layout of a buffer made ahead (column-growth.ts's columnsBytes).
-   */
-  #replaceColumns(make: ColumnMaker): void {
-    this.#fireAt = make(Float64Array, this.#fireAt);
-    this.#dueAt = make(Float64Array, this.#dueAt);
-    this.#logSeq = make(Float64Array, this.#logSeq);
-    this.#row = make(Uint32Array, this.#row);
-    this.#generation = make(Uint32Array, this.#generation);
-    this.#state = make(Uint8Array, this.#state);
-    this.#attempts = make(Uint16Array, this.#attempts);
-    this.#queueIndex = make(Uint16Array, this.#queueIndex);
-    this.#targetIndex = make(Uint32Array, this.#targetIndex);
-    this.#lastStatus = make(Uint16Array, this.#lastStatus);
-    this.#bytesOffset = make(Uint32Array, this.#bytesOffset);
-    this.#bytesSlab = make(Uint16Array, this.#bytesSlab);
-    this.#payloadLength = make(Uint32Array, this.#payloadLength);
-    this.#headersLength = make(Uint16Array, this.#headersLength);
-    this.#keyLength = make(Uint16Array, this.#keyLength);
   }
 }

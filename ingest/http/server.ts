@@ -107,7 +107,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   app.addContentTypeParser(mediaTypes.json, { parseAs: 'string' }, (request, body, done) => jsonParser.parse(request, String(body), done));
   app.setErrorHandler(answerError);
   const routes = new RouteMethods();
-  app.addHook('onRoute', (route) => routes.add(route.url, route.method));
+  const turnAwayStaticPaths = staticPathGuard(routes);
+  app.addHook('onRoute', (route) => {
+    routes.add(route.url, route.method);
+    if (route.url.includes('/:')) route.onRequest = [...[route.onRequest ?? []].flat(), turnAwayStaticPaths];
+  });
   app.setNotFoundHandler((request, reply) => answerNoRoute(routes, request, reply));
 
   const tokens = options.tokens ?? [];
@@ -195,6 +199,18 @@ function answerNoRoute(routes: RouteMethods, request: HttpRequest, reply: HttpRe
   if (allowed.length === 0) return answerError(new HttpProblem(httpErrorCodes.routeNotFound, `no route serves ${path}: GET /openapi.json lists the routes`), request, reply);
   reply.header('allow', allowed.join(', '));
   return answerError(new HttpProblem(httpErrorCodes.methodNotAllowed, `${path} does not serve ${request.method}: it serves ${allowed.join(', ')}`), request, reply);
+}
+
+/**
+ * A `:param` route's onRequest hook: a request for a static route's path (GET /v1/timers/cancel,
+ * which fastify gives GET /v1/timers/:id) is answered as that path's miss, 405 with its methods.
+ */
+function staticPathGuard(routes: RouteMethods): (request: HttpRequest, reply: HttpReply, done: () => void) => void {
+  return (request, reply, done) => {
+    const query = request.url.indexOf('?');
+    if (routes.isStaticPath(query === -1 ? request.url : request.url.slice(0, query))) answerNoRoute(routes, request, reply);
+    else done();
+  };
 }
 
 /**

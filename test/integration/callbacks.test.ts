@@ -8,10 +8,9 @@
 // naming the field. And kill -9 while the callback is being delivered: after a restart it is
 // delivered (again), the original timer not.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { curl, type CurlAnswer, type CurlProtocol, curlRequest, curlWithoutHttp2, json } from '../helpers/curl.ts';
 import { startService, type Service } from '../helpers/service.ts';
 import { type Sink, type SinkRequest, type SinkScript, startH1Sink, startH2Sink } from '../helpers/sinks.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -30,20 +29,10 @@ async function sink(script?: SinkScript, http1 = false): Promise<Sink> {
 
 type Json = Record<string, unknown>;
 
-/** curl with `protocol` (--http1.1 or --http2-prior-knowledge): the status, the HTTP version and the JSON body. */
-function curlJson(protocol: string, method: string, url: string, body?: unknown): Promise<{ status: number; version: string; json: Json }> {
-  const args = ['-s', '--max-time', '10', protocol, '-X', method, '-w', '\n%{http_code} %{http_version}'];
-  if (body !== undefined) args.push('-H', 'content-type: application/json', '--data-binary', JSON.stringify(body));
-  args.push(url);
-  return new Promise((resolve, reject) => {
-    execFile('curl', args, { encoding: 'utf8' }, (err, stdout) => {
-      if (err !== null) return reject(err);
-      const cut = stdout.lastIndexOf('\n');
-      const [status, version] = stdout.slice(cut + 1).split(' ');
-      const text = stdout.slice(0, cut);
-      resolve({ status: Number(status), version: String(version), json: text === '' ? {} : (JSON.parse(text) as Json) });
-    });
-  });
+/** curl over `protocol`: the answer, its body as JSON ({} when there is none). */
+async function curlJson(protocol: CurlProtocol, method: string, url: string, body?: unknown): Promise<CurlAnswer & { readonly json: Json }> {
+  const answer = await curlRequest({ protocol, method, url, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  return { ...answer, json: answer.body.length === 0 ? {} : json<Json>(answer) };
 }
 
 async function get(base: string, id: string): Promise<Json> {
@@ -77,8 +66,8 @@ async function closedPort(): Promise<number> {
 }
 
 const protocols = [
-  { name: 'HTTP/1.1', flag: '--http1.1', version: '1.1' },
-  { name: 'HTTP/2', flag: '--http2-prior-knowledge', version: '2' },
+  { name: 'HTTP/1.1', protocol: 'http1.1', version: '1.1' },
+  { name: 'HTTP/2', protocol: 'http2', version: '2' },
 ] as const;
 
 describe('callbacks over curl', { timeout: 120_000 }, () => {
@@ -121,8 +110,8 @@ describe('callbacks over curl', { timeout: 120_000 }, () => {
       return false;
     };
     const add = async (body: Json): Promise<string> => {
-      const added = await curlJson(protocol.flag, 'POST', `${service.url}/v1/timers`, body);
-      assert.deepEqual([added.status, added.version], [201, protocol.version], JSON.stringify(added.json));
+      const added = await curlJson(protocol.protocol, 'POST', `${service.url}/v1/timers`, body);
+      assert.deepEqual([added.status, added.httpVersion], [201, protocol.version], JSON.stringify(added.json));
       return String(added.json.id);
     };
 
@@ -174,7 +163,7 @@ describe('callbacks over curl', { timeout: 120_000 }, () => {
       const followUpId = String(request.headers['fermata-timer-id']);
       await until('the follow-up dead', async () => ((await get(service.url, followUpId)).state === 'dead' ? true : undefined));
       const cancelled = await add({ delay_ms: 60_000, target: `${target.url}/cancelled-${tag}`, callback: `${receiver.url}/cancel-cb-${tag}`, failure_callback: `${receiver.url}/cancel-cb-${tag}` });
-      assert.equal((await curlJson(protocol.flag, 'DELETE', `${service.url}/v1/timers/${cancelled}`)).status, 200);
+      assert.equal((await curlJson(protocol.protocol, 'DELETE', `${service.url}/v1/timers/${cancelled}`)).status, 200);
       await new Promise((resolve) => setTimeout(resolve, 800));
       assert.equal(receiver.to(`/fail-${tag}`).length, 1, `one callback for ${id}, none for its follow-up's death`);
       assert.equal(receiver.to(`/cancel-cb-${tag}`).length, 0, 'none for a cancelled timer');
@@ -184,7 +173,7 @@ describe('callbacks over curl', { timeout: 120_000 }, () => {
     test(`${protocol.name}: bad callback URLs and callbacks on arrow and pull queues are 400 naming the field`, async (t) => {
       if (skipped(t)) return;
       const refused = async (body: Json, field: string): Promise<void> => {
-        const answer = await curlJson(protocol.flag, 'POST', `${service.url}/v1/timers`, body);
+        const answer = await curlJson(protocol.protocol, 'POST', `${service.url}/v1/timers`, body);
         assert.equal(answer.status, 400, JSON.stringify(answer.json));
         const error = answer.json.error as { code: string; message: string; details?: Json };
         assert.equal(error.code, 'BATCH_INVALID');

@@ -7,7 +7,6 @@
 // application/json, and NDJSON whose newlines `curl -d @file` stripped (real curl, a real file),
 // get a hint. Every wait is bounded; the child is killed at the end.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
@@ -15,6 +14,7 @@ import { before, describe, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { type Data, Int64, makeData, makeVector, Table, tableFromIPC, tableToIPC, Timestamp, TimeUnit, Utf8, vectorFromArray } from 'apache-arrow';
 import { flightDataOf, FlightTestClient, timersDescriptor } from '../../ingest/flight/flight-client.ts';
+import { curlRequest, text } from '../helpers/curl.ts';
 import { toolOrSkip } from '../helpers/tools.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { flightUrl, type Service, startService } from '../helpers/service.ts';
@@ -67,18 +67,10 @@ function arrowOf(fireAt: Data<Int64 | Timestamp>): Uint8Array {
 
 const int64s = (values: readonly number[]): Data<Int64> => makeData({ type: new Int64(), length: values.length, data: BigInt64Array.from(values, (value) => BigInt(value)) });
 
-function curlRun(args: readonly string[]): Promise<{ status: number; text: string }> {
-  return withTimeout(
-    new Promise((resolve, reject) => {
-      execFile('curl', ['-s', '--max-time', '5', ...args, '-w', '\n%{http_code}'], { encoding: 'utf8' }, (err, stdout) => {
-        if (err !== null) return reject(err);
-        const cut = stdout.lastIndexOf('\n');
-        resolve({ status: Number(stdout.slice(cut + 1)), text: stdout.slice(0, cut) });
-      });
-    }),
-    requestTimeoutMs,
-    'curl',
-  );
+/** curl POSTing `file` with `dataFlag` (`-d` strips its newlines, `--data-binary` keeps them), answered as `request` answers. */
+async function curlFile(url: string, contentType: string, dataFlag: '-d' | '--data-binary', file: string): Promise<Answer> {
+  const answer = await curlRequest({ url, headers: { 'content-type': contentType }, flags: [dataFlag, `@${file}`], timeoutMs: requestTimeoutMs });
+  return { status: answer.status, headers: new Headers(answer.headers), text: text(answer) };
 }
 
 describe('errors a newcomer meets in the first hour', { timeout: 120_000 }, () => {
@@ -175,6 +167,10 @@ describe('errors a newcomer meets in the first hour', { timeout: 120_000 }, () =
       ['DELETE', '/v1/queues', 'GET, HEAD'],
       ['GET', '/v1/dead/abc/retry', 'POST'],
       ['POST', '/v1/timers/', 'DELETE, GET, HEAD, PATCH'],
+      // A fixed path is its route's alone, never a timer id.
+      ['GET', '/v1/timers/cancel', 'POST'],
+      ['PATCH', '/v1/timers/stream', 'POST'],
+      ['PUT', '/v1/timers/cancel', 'POST'],
     ] as const) {
       const answer = await request(base, method, path);
       const error = errorOf(answer, 405);
@@ -235,23 +231,21 @@ describe('errors a newcomer meets in the first hour', { timeout: 120_000 }, () =
     writeFileSync(file, [JSON.stringify({ fire_at: inADay, target, payload: 'a' }), JSON.stringify({ fire_at: inADay, target, payload: 'b' })].join('\n') + '\n');
     const url = `${base}/v1/timers`;
 
-    const stripped = await curlRun(['-H', `content-type: ${ndjsonType}`, '-d', `@${file}`, url]);
-    const error = errorOf({ status: stripped.status, headers: new Headers({ 'content-type': 'application/json' }), text: stripped.text }, 400);
+    const error = errorOf(await curlFile(url, ndjsonType, '-d', file), 400);
     assert.deepEqual({ code: error.code, row: error.row, line: error.line }, { code: 'BATCH_INVALID', row: 0, line: 1 });
     assert.match(error.message, /curl -d @file.*--data-binary @file/);
 
-    const asJson = await curlRun(['-H', 'content-type: application/json', '-d', `@${file}`, url]);
-    const jsonError = errorOf({ status: asJson.status, headers: new Headers({ 'content-type': 'application/json' }), text: asJson.text }, 400);
+    const jsonError = errorOf(await curlFile(url, 'application/json', '-d', file), 400);
     assert.equal(jsonError.code, 'BODY_INVALID');
     assert.match(jsonError.message, /--data-binary @file.*application\/x-ndjson/);
 
-    const streamed = await curlRun(['-H', `content-type: ${ndjsonType}`, '-d', `@${file}`, `${base}/v1/timers/stream`]);
+    const streamed = await curlFile(`${base}/v1/timers/stream`, ndjsonType, '-d', file);
     assert.equal(streamed.status, 200, streamed.text);
     const [answer] = streamed.text.trim().split('\n').map((line) => JSON.parse(line) as { line: number; status: number; error: ErrorBody['error'] });
     assert.deepEqual([answer?.line, answer?.status], [1, 400]);
     assert.match(answer?.error.message ?? '', /--data-binary @file/);
 
-    const kept = await curlRun(['-H', `content-type: ${ndjsonType}`, '--data-binary', `@${file}`, url]);
+    const kept = await curlFile(url, ndjsonType, '--data-binary', file);
     assert.equal(kept.status, 201, kept.text);
     assert.equal((JSON.parse(kept.text) as { accepted: number }).accepted, 2);
   });

@@ -2,7 +2,7 @@
 // spoken to with fetch (HTTP/1.1), node:http2 (prior knowledge), raw sockets and, when the
 // machine has it, the curl binary. Every wait is bounded; every child is killed in `after`.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
@@ -19,7 +19,7 @@ import { http2Preface } from '../../ingest/http/listen/cleartext-listener.ts';
 import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { withTimeout } from '../helpers/timeout.ts';
-import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { curl, type CurlProtocol, curlRequest, curlWithoutHttp2, text } from '../helpers/curl.ts';
 import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
 import { testScratch } from '../helpers/scratch.ts';
 
@@ -259,17 +259,10 @@ function closedPromise(emitter: net.Socket | http2.ClientHttp2Session): Promise<
 }
 
 
-function curlGet(flag: string, url: string): Promise<{ body: string; httpVersion: string }> {
-  return new Promise((resolve, reject) => {
-    execFile('curl', ['-s', '--max-time', '5', flag, '-w', '\n%{http_version}', url], { encoding: 'utf8' }, (err, stdout) => {
-      if (err !== null) {
-        reject(err);
-        return;
-      }
-      const cut = stdout.lastIndexOf('\n');
-      resolve({ body: stdout.slice(0, cut), httpVersion: stdout.slice(cut + 1) });
-    });
-  });
+/** What curl got: status, body and HTTP version. */
+async function curlSeen(protocol: CurlProtocol, url: string): Promise<[number, string, string]> {
+  const answer = await curlRequest({ protocol, url, timeoutMs: 5_000 });
+  return [answer.status, text(answer), answer.httpVersion];
 }
 
 describe('fermata serve', { concurrency: 4 }, () => {
@@ -309,13 +302,13 @@ describe('fermata serve', { concurrency: 4 }, () => {
       // Nothing is due: the service listens first and warms its delivery workers up, /readyz red until then.
       await service.waitForLine((line) => line.msg === 'delivery workers warm', 'the warm-up');
       await t.test('--http1.1', async () => {
-        assert.deepEqual(await curlGet('--http1.1', `${service.url}/healthz`), { body: '{"status":"ok"}', httpVersion: '1.1' });
-        assert.deepEqual(await curlGet('--http1.1', `${service.url}/readyz`), { body: '{"status":"ready"}', httpVersion: '1.1' });
+        assert.deepEqual(await curlSeen('http1.1', `${service.url}/healthz`), [200, '{"status":"ok"}', '1.1']);
+        assert.deepEqual(await curlSeen('http1.1', `${service.url}/readyz`), [200, '{"status":"ready"}', '1.1']);
       });
       await t.test('--http2-prior-knowledge', async (st) => {
         if (!curl.http2) return skipOrFail(st, curlWithoutHttp2);
-        assert.deepEqual(await curlGet('--http2-prior-knowledge', `${service.url}/healthz`), { body: '{"status":"ok"}', httpVersion: '2' });
-        assert.deepEqual(await curlGet('--http2-prior-knowledge', `${service.url}/readyz`), { body: '{"status":"ready"}', httpVersion: '2' });
+        assert.deepEqual(await curlSeen('http2', `${service.url}/healthz`), [200, '{"status":"ok"}', '2']);
+        assert.deepEqual(await curlSeen('http2', `${service.url}/readyz`), [200, '{"status":"ready"}', '2']);
       });
       assert.equal((await stop(service)).code, 0);
     } finally {

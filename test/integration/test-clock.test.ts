@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { curl, type CurlAnswer, curlRequest, curlWithoutHttp2, json } from '../helpers/curl.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { binPath, type Service, serviceEnv, startService } from '../helpers/service.ts';
 import { type Sink, startH2Sink } from '../helpers/sinks.ts';
@@ -28,32 +28,10 @@ let sink: Sink;
 
 after(() => (sink === undefined ? undefined : sink.close()));
 
-interface CurlAnswer {
-  readonly status: number;
-  readonly httpVersion: string;
-  readonly json: Record<string, unknown>;
-}
-
-/** One request with curl: HTTP/1.1, or HTTP/2 with prior knowledge; the status and the JSON body. */
-function curlJson(method: string, url: string, body: unknown, http2 = false): Promise<CurlAnswer> {
-  const args = ['-s', '--max-time', '10', '-X', method, '-w', '\n%{http_code} %{http_version}', ...(http2 ? ['--http2-prior-knowledge'] : ['--http1.1'])];
-  if (body !== undefined) args.push('-H', 'content-type: application/json', '--data-binary', JSON.stringify(body));
-  args.push(url);
-  return new Promise((resolve, reject) => {
-    execFile('curl', args, { encoding: 'utf8' }, (err, stdout) => {
-      if (err !== null) return reject(err);
-      const cut = stdout.lastIndexOf('\n');
-      const [status, httpVersion] = stdout.slice(cut + 1).split(' ');
-      resolve({ status: Number(status), httpVersion: httpVersion ?? '', json: JSON.parse(stdout.slice(0, cut)) as Record<string, unknown> });
-    });
-  });
-}
-
-/** One request with curl, its body as text (status not checked: the caller parses what it expects). */
-function curlRaw(args: readonly string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile('curl', ['-s', '--max-time', '10', ...args], { encoding: 'utf8' }, (err, stdout) => (err === null ? resolve(stdout) : reject(err)));
-  });
+/** One request with curl: HTTP/1.1, or HTTP/2 with prior knowledge; the answer with its body as JSON. */
+async function curlJson(method: string, url: string, body: unknown, http2 = false): Promise<CurlAnswer & { readonly json: Record<string, unknown> }> {
+  const answer = await curlRequest({ protocol: http2 ? 'http2' : 'http1.1', method, url, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  return { ...answer, json: json(answer) };
 }
 
 /** Resolves with the real ms it took until `sink` has had `count` requests to `path`. */
@@ -160,12 +138,12 @@ describe('fermata serve --clock manual', { skip: hasCurl ? false : `needs curl w
     assert.equal(single.httpVersion, '2');
     assert.equal(single.json.fire_at, expected);
     const lines = `${JSON.stringify({ delay_ms: delayMs, target: `${sink.url}/later` })}\n`;
-    const batch = await curlRaw(['--http1.1', '-H', 'content-type: application/x-ndjson', '--data-binary', lines, `${service.url}/v1/timers`]);
-    const ids = (JSON.parse(batch) as { ids: string[] }).ids;
+    const ndjson = { 'content-type': 'application/x-ndjson' };
+    const { ids } = json<{ ids: string[] }>(await curlRequest({ url: `${service.url}/v1/timers`, body: lines, headers: ndjson }));
     assert.equal(ids.length, 1);
     assert.equal((await curlJson('GET', `${service.url}/v1/timers/${String(ids[0])}`, undefined)).json.fire_at, expected);
-    const streamed = await curlRaw(['--http2-prior-knowledge', '-H', 'content-type: application/x-ndjson', '--data-binary', lines, `${service.url}/v1/timers/stream`]);
-    assert.equal((JSON.parse(streamed.trim()) as { fire_at: string }).fire_at, expected);
+    const streamed = await curlRequest({ protocol: 'http2', url: `${service.url}/v1/timers/stream`, body: lines, headers: ndjson });
+    assert.equal(json<{ fire_at: string }>(streamed).fire_at, expected);
   });
 
   test('a retry waits for its backoff by the manual clock: not sent until the clock passes it', async () => {

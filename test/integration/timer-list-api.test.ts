@@ -4,10 +4,9 @@
 // their parameter, a bulk cancel and a purge with their counts, and after kill -9 and a restart
 // the same timers cancelled. Every wait is bounded; the child is killed in the scratch's cleanup.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { before, describe, test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
-import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { curl, type CurlAnswer, type CurlProtocol, curlRequest, curlWithoutHttp2, json, text } from '../helpers/curl.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { type Service, startService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -17,38 +16,13 @@ const scratch = testScratch('fermata-timer-list');
 const arrowType = 'application/vnd.apache.arrow.stream';
 const target = 'https://a.example/hook';
 
-interface Answer {
-  readonly status: number;
-  readonly body: Buffer;
-}
-
-/** One request with curl (`protocol`: --http1.1 or --http2-prior-knowledge). */
-function curlRequest(protocol: string, method: string, url: string, init: { body?: string; headers?: readonly string[] } = {}): Promise<Answer> {
-  const args = ['-s', '--max-time', '10', protocol, '-X', method, ...(init.headers ?? []).flatMap((header) => ['-H', header])];
-  if (init.body !== undefined) args.push('-H', 'content-type: application/json', '--data-binary', init.body);
-  args.push('-w', '\n%{http_code}', url);
-  return withTimeout(
-    new Promise((resolve, reject) => {
-      execFile('curl', args, { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 }, (err, stdout) => {
-        if (err !== null) return reject(err);
-        const cut = stdout.lastIndexOf(0x0a);
-        resolve({ status: Number(stdout.subarray(cut + 1).toString()), body: stdout.subarray(0, cut) });
-      });
-    }),
-    15_000,
-    'curl',
-  );
-}
-
-const json = <T>(answer: Answer): T => JSON.parse(answer.body.toString()) as T;
-
 interface Page {
   timers: Array<{ id: string; state: string; fire_at: string; queue: string; key: string | null }>;
   next_cursor: string | null;
 }
 
-function assertRefused(answer: Answer, field: string): void {
-  assert.equal(answer.status, 400, answer.body.toString());
+function assertRefused(answer: CurlAnswer, field: string): void {
+  assert.equal(answer.status, 400, text(answer));
   const { error } = json<{ error: { code: string; field?: string; message: string } }>(answer);
   assert.equal(error.code, 'REQUEST_INVALID');
   assert.equal(error.field, field, error.message);
@@ -72,16 +46,16 @@ describe('list, export, bulk cancel and purge over HTTP/1.1 and HTTP/2 with curl
     all.sort((a, b) => a.fireAtMs - b.fireAtMs || (a.id < b.id ? -1 : 1));
   });
 
-  for (const protocol of ['--http1.1', '--http2-prior-knowledge']) {
+  for (const protocol of ['http1.1', 'http2'] as const) {
     test(`${protocol}: pages, filters, the export and refusals`, async (t) => {
       if (toolOrSkip(t, 'curl') === undefined) return;
-      if (protocol !== '--http1.1' && !curl.http2) return skipOrFail(t, curlWithoutHttp2);
-      const get = (query: string, headers?: readonly string[]): Promise<Answer> => curlRequest(protocol, 'GET', `${service.url}/v1/timers?${query}`, { headers: headers ?? [] });
+      if (protocol === 'http2' && !curl.http2) return skipOrFail(t, curlWithoutHttp2);
+      const get = (query: string, headers: Readonly<Record<string, string>> = {}): Promise<CurlAnswer> => curlRequest({ protocol, url: `${service.url}/v1/timers?${query}`, headers });
 
       const seen: string[] = [];
       for (let query = 'limit=7'; ; ) {
         const answer = await get(query);
-        assert.equal(answer.status, 200, answer.body.toString());
+        assert.equal(answer.status, 200, text(answer));
         const page = json<Page>(answer);
         seen.push(...page.timers.map((timer) => timer.id));
         if (page.next_cursor === null) break;
@@ -101,7 +75,7 @@ describe('list, export, bulk cancel and purge over HTTP/1.1 and HTTP/2 with curl
       const none = json<Page>(await get('state=delivered'));
       assert.deepEqual(none, { timers: [], next_cursor: null });
 
-      const exported = await get('queue=default', [`accept: ${arrowType}`]);
+      const exported = await get('queue=default', { accept: arrowType });
       assert.equal(exported.status, 200);
       const table = tableFromIPC(exported.body);
       const defaults = all.filter((timer) => timer.queue === 'default');
@@ -114,7 +88,7 @@ describe('list, export, bulk cancel and purge over HTTP/1.1 and HTTP/2 with curl
       assert.equal(first.state, 'pending');
       assert.equal(first.key, defaults[0]?.key);
       assert.match(Buffer.from(first.payload).toString(), /^timer \d+$/);
-      const empty = tableFromIPC((await get('queue=nobody', [`accept: ${arrowType}`])).body);
+      const empty = tableFromIPC((await get('queue=nobody', { accept: arrowType })).body);
       assert.equal(empty.numRows, 0, 'no match: the schema alone');
 
       assertRefused(await get('limit=1001'), 'limit');
@@ -133,35 +107,40 @@ describe('list, export, bulk cancel and purge over HTTP/1.1 and HTTP/2 with curl
 
   test('bulk cancel and purge: refusals, counts, and the same timers cancelled after kill -9 and a restart', async (t) => {
     if (toolOrSkip(t, 'curl') === undefined) return;
-    const protocols = curl.http2 ? ['--http1.1', '--http2-prior-knowledge'] : ['--http1.1'];
-    const post = (protocol: string, body: string): Promise<Answer> => curlRequest(protocol, 'POST', `${service.url}/v1/timers/cancel`, { body });
+    const protocols: CurlProtocol[] = curl.http2 ? ['http1.1', 'http2'] : ['http1.1'];
+    const post = (protocol: CurlProtocol, body: string): Promise<CurlAnswer> => curlRequest({ protocol, method: 'POST', url: `${service.url}/v1/timers/cancel`, body });
     for (const protocol of protocols) {
       assertRefused(await post(protocol, '{}'), 'queue');
       assertRefused(await post(protocol, '{"ids": []}'), 'ids');
       assertRefused(await post(protocol, '{"ids": ["a"], "queue": "billing"}'), 'ids');
       assertRefused(await post(protocol, '{"state": "pending"}'), 'state');
       assertRefused(await post(protocol, '{"queue": "billing", "due_before": "soon"}'), 'due_before');
-      const purgeUnknown = await curlRequest(protocol, 'DELETE', `${service.url}/v1/queues/nobody/timers`);
+      const purgeUnknown = await curlRequest({ protocol, method: 'DELETE', url: `${service.url}/v1/queues/nobody/timers` });
       assert.equal(purgeUnknown.status, 404);
+      // The path is the bulk cancel's, not a timer id: another method is 405 naming POST.
+      for (const method of ['GET', 'PATCH', 'DELETE']) {
+        const refused = await curlRequest({ protocol, method, url: `${service.url}/v1/timers/cancel` });
+        assert.deepEqual([refused.status, refused.headers.allow, json<{ error: { code: string } }>(refused).error.code], [405, 'POST', 'METHOD_NOT_ALLOWED'], `${method} over ${protocol}`);
+      }
     }
-    const [h1, h2] = [protocols[0] as string, protocols[protocols.length - 1] as string];
+    const [h1, h2] = [protocols[0] as CurlProtocol, protocols[protocols.length - 1] as CurlProtocol];
     const early = all.filter((timer) => timer.queue === 'billing' && timer.fireAtMs < inADay + 10_000);
     const cancelled = await post(h1, JSON.stringify({ queue: 'billing', due_before: inADay + 10_000 }));
-    assert.equal(cancelled.status, 200, cancelled.body.toString());
+    assert.equal(cancelled.status, 200, text(cancelled));
     assert.deepEqual(json(cancelled), { cancelled: early.length, in_flight: 0 });
     const someDefault = all.find((timer) => timer.queue === 'default')?.id as string;
     const byIds = await post(h2, JSON.stringify({ ids: [someDefault, someDefault, '0000000000000000000000zz'] }));
     assert.deepEqual(json(byIds), { cancelled: 1, in_flight: 0 }, 'named twice, cancelled once; an unknown id is skipped');
-    const purged = await curlRequest(h2, 'DELETE', `${service.url}/v1/queues/billing/timers`);
+    const purged = await curlRequest({ protocol: h2, method: 'DELETE', url: `${service.url}/v1/queues/billing/timers` });
     assert.equal(purged.status, 200);
     const billing = all.filter((timer) => timer.queue === 'billing');
     assert.deepEqual(json(purged), { cancelled: billing.length - early.length, in_flight: 0 });
-    const listCancelled = async (): Promise<string[]> => json<Page>(await curlRequest(h1, 'GET', `${service.url}/v1/timers?state=cancelled&limit=1000`)).timers.map((timer) => timer.id);
+    const listCancelled = async (): Promise<string[]> => json<Page>(await curlRequest({ protocol: h1, url: `${service.url}/v1/timers?state=cancelled&limit=1000` })).timers.map((timer) => timer.id);
     const before = await listCancelled();
     assert.equal(before.length, billing.length + 1);
-    const counted = json<{ bulk_cancels: number; cancelled_in_bulk: number }>(await curlRequest(h1, 'GET', `${service.url}/v1/stats`));
+    const counted = json<{ bulk_cancels: number; cancelled_in_bulk: number }>(await curlRequest({ protocol: h1, url: `${service.url}/v1/stats` }));
     assert.deepEqual([counted.bulk_cancels, counted.cancelled_in_bulk], [3, before.length], 'three bulk cancels took every cancelled timer');
-    const metrics = (await curlRequest(h1, 'GET', `${service.url}/metrics`)).body.toString();
+    const metrics = text(await curlRequest({ protocol: h1, url: `${service.url}/metrics` }));
     assert.match(metrics, /^fermata_bulk_cancels_total 3$/m);
     assert.match(metrics, new RegExp(`^fermata_bulk_cancelled_timers_total ${before.length}$`, 'm'));
 
@@ -169,7 +148,7 @@ describe('list, export, bulk cancel and purge over HTTP/1.1 and HTTP/2 with curl
     await withTimeout(service.exited, 10_000, 'fermata to die');
     service = await startService(dataDir, (child) => scratch.children.add(child));
     assert.deepEqual(await listCancelled(), before, 'the cancels were durable, and replay cancels the same timers');
-    const stats = json<{ pending: number }>(await curlRequest(h1, 'GET', `${service.url}/v1/stats`));
+    const stats = json<{ pending: number }>(await curlRequest({ protocol: h1, url: `${service.url}/v1/stats` }));
     assert.equal(stats.pending, all.length - before.length);
   });
 });

@@ -5,12 +5,12 @@
 // restart on the same data directory, and the acknowledged PATCHes are still there. Every wait
 // is bounded; the child is killed in `after`.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { curl, type CurlAnswer, curlRequest, curlWithoutHttp2, json, text } from '../helpers/curl.ts';
 import { type Service, startService } from '../helpers/service.ts';
 import { type Sink, startH1Sink } from '../helpers/sinks.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -26,37 +26,19 @@ after(() => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-interface CurlAnswer {
-  readonly status: number;
-  readonly version: string;
-  readonly headers: Readonly<Record<string, string>>;
+interface PatchAnswer extends CurlAnswer {
+  /** The body as JSON; {} when there is none. */
   readonly json: Record<string, unknown>;
 }
 
 /** One request with curl; `protocol` picks HTTP/1.1 or HTTP/2 with prior knowledge. */
-function request(protocol: '1.1' | '2', url: string, method: string, body?: unknown, headers: Record<string, string> = {}): Promise<CurlAnswer> {
-  const args = ['-s', '-i', '--max-time', '5', protocol === '2' ? '--http2-prior-knowledge' : '--http1.1', '-X', method];
-  for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`);
-  if (body !== undefined) args.push('-H', 'content-type: application/json', '--data-binary', typeof body === 'string' ? body : JSON.stringify(body));
-  args.push(url);
-  return new Promise((resolve, reject) => {
-    execFile('curl', args, { encoding: 'utf8' }, (err, stdout) => {
-      if (err !== null) return reject(err);
-      const cut = stdout.indexOf('\r\n\r\n');
-      const [statusLine = '', ...lines] = stdout.slice(0, cut).split('\r\n');
-      const [version = '', status = '0'] = statusLine.split(' ');
-      const parsed: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(':');
-        parsed[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      const text = stdout.slice(cut + 4);
-      resolve({ status: Number(status), version, headers: parsed, json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
-    });
-  });
+async function request(protocol: '1.1' | '2', url: string, method: string, body?: unknown, headers: Record<string, string> = {}): Promise<PatchAnswer> {
+  const sent = body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) };
+  const answer = await curlRequest({ protocol: protocol === '2' ? 'http2' : 'http1.1', method, url, headers, timeoutMs: 5_000, ...sent });
+  return { ...answer, json: answer.body.length === 0 ? {} : json(answer) };
 }
 
-const errorOf = (answer: CurlAnswer): { code: string; message: string; field?: string } => answer.json.error as { code: string; message: string; field?: string };
+const errorOf = (answer: PatchAnswer): { code: string; message: string; field?: string } => answer.json.error as { code: string; message: string; field?: string };
 
 let service: Service;
 /** Where patched timers with callbacks are delivered (200 to all), and where their callbacks arrive. */
@@ -86,14 +68,14 @@ async function until<T>(what: string, probe: () => T | undefined, ms = 15_000): 
 
 for (const protocol of ['1.1', '2'] as const) {
   describe(`over HTTP/${protocol} (curl)`, () => {
-    const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<CurlAnswer> => request(protocol, `${service.url}${path}`, method, body, headers);
+    const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<PatchAnswer> => request(protocol, `${service.url}${path}`, method, body, headers);
 
     test('add answers revision 1, GET an ETag; PATCH with If-Match moves the fire time and bumps the revision', async (t) => {
       if (toolOrSkip(t, 'curl') === undefined) return;
       if (protocol === '2' && !curl.http2) return skipOrFail(t, curlWithoutHttp2);
       const added = await call('POST', '/v1/timers', { delay_ms: hour, target, payload: 'one', key: `patch-${protocol}` });
       assert.equal(added.status, 201);
-      assert.equal(added.version, protocol === '2' ? 'HTTP/2' : 'HTTP/1.1');
+      assert.equal(added.httpVersion, protocol);
       assert.equal(added.json.revision, 1);
       const id = added.json.id as string;
       const got = await call('GET', `/v1/timers/${id}`);
@@ -226,19 +208,13 @@ test('batch answers list revisions; after kill -9 and a restart the PATCHed time
   if (toolOrSkip(t, 'curl') === undefined) return;
   const batch = await request('1.1', `${service.url}/v1/timers`, 'POST', undefined, {});
   assert.equal(batch.status, 415);
-  const ndjson = await new Promise<Record<string, unknown>>((resolve, reject) => {
-    const body = `${JSON.stringify({ delay_ms: hour, target, key: 'batch-a' })}\n${JSON.stringify({ delay_ms: hour, target, key: 'batch-b' })}\n`;
-    execFile('curl', ['-s', '--max-time', '5', '-H', 'content-type: application/x-ndjson', '--data-binary', body, `${service.url}/v1/timers`], { encoding: 'utf8' }, (err, stdout) =>
-      err === null ? resolve(JSON.parse(stdout) as Record<string, unknown>) : reject(err),
-    );
-  });
+  const body = `${JSON.stringify({ delay_ms: hour, target, key: 'batch-a' })}\n${JSON.stringify({ delay_ms: hour, target, key: 'batch-b' })}\n`;
+  const ndjson = json(await curlRequest({ url: `${service.url}/v1/timers`, body, headers: { 'content-type': 'application/x-ndjson' } }));
   assert.deepEqual(ndjson.revisions, [1, 1]);
   const id = (ndjson.ids as string[])[0] as string;
   const patched = await request('1.1', `${service.url}/v1/timers/${id}`, 'PATCH', { delay_ms: 2 * hour, payload: 'after' });
   assert.equal(patched.json.revision, 2);
-  const metrics = await new Promise<string>((resolve, reject) =>
-    execFile('curl', ['-s', '--max-time', '5', `${service.url}/metrics`], { encoding: 'utf8' }, (err, stdout) => (err === null ? resolve(stdout) : reject(err))),
-  );
+  const metrics = text(await curlRequest({ url: `${service.url}/metrics` }));
   assert.match(metrics, /^fermata_reschedules_total [1-9]\d*$/m);
   assert.match(metrics, /^fermata_rescheduled_timers [1-9]\d*$/m);
   service.child.kill('SIGKILL');

@@ -7,12 +7,11 @@
 // (test/fixtures/h2_add_stream.py, one line at a time); SIGTERM ends an open stream with a
 // last line and exits 0.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import http2 from 'node:http2';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { ingestLimits } from '../../engine/limits.ts';
-import { curl } from '../helpers/curl.ts';
+import { curl, curlRequest, text } from '../helpers/curl.ts';
 import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
 import { ensureVenv, run } from '../helpers/python-venv.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -212,13 +211,11 @@ test('curl, over HTTP/1.1 and HTTP/2, gets one answer a line', async (t) => {
   const service = await startService(dataDir());
   try {
     const body = `${timer({ key: 'curl-1' })}\n${timer({ target: 'nope' })}\n${timer({ key: 'curl-1' })}\n`;
-    for (const protocol of curl.http2 ? ['--http1.1', '--http2-prior-knowledge'] : ['--http1.1']) {
-      const out = await new Promise<string>((resolve, reject) => {
-        const child = execFile('curl', ['-sS', '--fail-with-body', '--max-time', '10', protocol, '-H', `content-type: ${ndjson}`, '--data-binary', '@-', `${service.url}/v1/timers/stream`], (err, stdout) => (err === null ? resolve(stdout) : reject(err)));
-        child.stdin?.end(body);
-      });
-      const answers = out.trimEnd().split('\n').map((line) => JSON.parse(line) as StreamAnswer);
-      assert.deepEqual(answers.map((answer) => [answer.line, answer.status]), protocol === '--http1.1' ? [[1, 201], [2, 400], [3, 200]] : [[1, 200], [2, 400], [3, 200]], protocol);
+    for (const protocol of curl.http2 ? (['http1.1', 'http2'] as const) : (['http1.1'] as const)) {
+      const answer = await curlRequest({ protocol, url: `${service.url}/v1/timers/stream`, body, headers: { 'content-type': ndjson } });
+      assert.equal(answer.status, 200, text(answer));
+      const answers = text(answer).trimEnd().split('\n').map((line) => JSON.parse(line) as StreamAnswer);
+      assert.deepEqual(answers.map((line) => [line.line, line.status]), protocol === 'http1.1' ? [[1, 201], [2, 400], [3, 200]] : [[1, 200], [2, 400], [3, 200]], protocol);
     }
   } finally {
     await kill9(service);

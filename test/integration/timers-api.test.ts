@@ -4,7 +4,7 @@
 // again on the same data directory, and what was acknowledged must still be there. Every wait
 // is bounded; every child is killed in `after`.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
@@ -21,7 +21,7 @@ import { createHttpServer } from '../../ingest/http/server.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { type Service, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
-import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { curl, curlRequest, curlWithoutHttp2, json } from '../helpers/curl.ts';
 import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
 import { arrowIpcTestData as arrowTestData } from '../helpers/fixtures.ts';
 
@@ -449,12 +449,12 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         }
       });
 
-      test('PUT /v1/queues/{name}: 200 with the whole config; GET /v1/queues lists it; a bad field or name is a 400 naming it', async () => {
+      test('PUT /v1/queues/{name}: 200 with the queue as GET /v1/queues lists it (name, the whole config, paused); a bad field or name is a 400 naming it', async () => {
         const name = `mail-${tag}`;
         const put = await postJson(client, `/v1/queues/${name}`, { max_attempts: 5, rate_per_s: 100 }, 'PUT');
         assert.equal(put.status, 200, put.body.toString('utf8'));
         const config = { max_attempts: 5, min_backoff_ms: 1_000, max_backoff_ms: 3_600_000, max_doublings: 16, rate_per_s: 100, max_concurrent: null, timeout_ms: 30_000, delivery: 'request', sink: null, batch_rows_max: 10_000, linger_ms: 50 };
-        assert.deepEqual(jsonOf(put), config);
+        assert.deepEqual(jsonOf(put), { name, ...config, paused: false });
         const list = await client.request('GET', '/v1/queues');
         assert.equal(list.status, 200);
         const queues = (jsonOf(list) as { queues: Array<{ name: string }> }).queues;
@@ -552,13 +552,9 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
     if (toolOrSkip(t, 'curl') === undefined) return;
     if (!curl.http2) return skipOrFail(t, curlWithoutHttp2);
     const body = JSON.stringify({ delay_ms: 120_000, target, payload: 'from curl' });
-    const output = await new Promise<string>((resolve, reject) => {
-      const args = ['-s', '--max-time', '5', '--http2-prior-knowledge', '-H', 'content-type: application/json', '--data-binary', body, '-w', '\n%{http_code} %{http_version}', `${service.url}/v1/timers`];
-      execFile('curl', args, { encoding: 'utf8' }, (err, stdout) => (err === null ? resolve(stdout) : reject(err)));
-    });
-    const cut = output.lastIndexOf('\n');
-    assert.equal(output.slice(cut + 1), '201 2');
-    const added = JSON.parse(output.slice(0, cut)) as { id: string; duplicate: boolean };
+    const answer = await curlRequest({ protocol: 'http2', url: `${service.url}/v1/timers`, body });
+    assert.deepEqual([answer.status, answer.httpVersion], [201, '2']);
+    const added = json<{ id: string; duplicate: boolean }>(answer);
     assert.equal(added.duplicate, false);
     const client = fetchClient(service.url);
     assert.equal((await getTimer(client, added.id)).state, 'pending');

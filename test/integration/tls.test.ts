@@ -5,14 +5,14 @@
 // drain both ports; bad certificate or key files must stop the start with exit 2 naming the file.
 // Every wait is bounded; every child is killed in `after`.
 import assert from 'node:assert/strict';
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { httpLimits } from '../../engine/limits.ts';
-import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { curl, curlRequest, curlWithoutHttp2, text } from '../helpers/curl.ts';
 import { skipOrFail, skipUnlessTool, toolOrSkip } from '../helpers/tools.ts';
 import { binPath, type Service, serviceEnv, startService as startTrackedService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -65,19 +65,6 @@ async function runToExit(args: readonly string[], env: Record<string, string> = 
   return { code, stdout, stderr };
 }
 
-function curlGet(flags: readonly string[], url: string): Promise<{ body: string; httpVersion: string }> {
-  return new Promise((resolve, reject) => {
-    execFile('curl', ['-s', '--max-time', '5', ...flags, '-w', '\n%{http_version}', url], { encoding: 'utf8' }, (err, stdout) => {
-      if (err !== null) {
-        reject(err);
-        return;
-      }
-      const cut = stdout.lastIndexOf('\n');
-      resolve({ body: stdout.slice(0, cut), httpVersion: stdout.slice(cut + 1) });
-    });
-  });
-}
-
 function h2Connect(url: string, ca: Buffer): Promise<http2.ClientHttp2Session> {
   const session = http2.connect(url, { ca });
   return withTimeout(
@@ -125,11 +112,13 @@ describe('the TLS port', { skip: noOpenssl, concurrency: 3 }, () => {
 
       await t.test('curl', async (st) => {
         if (toolOrSkip(st, 'curl') === undefined) return;
-        assert.deepEqual(await curlGet(['--cacert', certs.cert, '--http1.1'], `${service.tlsUrl}/healthz`), { body: '{"status":"ok"}', httpVersion: '1.1' });
+        const health = await curlRequest({ url: `${service.tlsUrl}/healthz`, flags: ['--cacert', certs.cert] });
+        assert.deepEqual([health.status, text(health), health.httpVersion], [200, '{"status":"ok"}', '1.1']);
         if (!curl.http2) return skipOrFail(st, curlWithoutHttp2);
         // Nothing is due: the service listens first and warms its delivery workers up, /readyz red until then.
         while (!service.output().includes('"msg":"delivery workers warm"')) await new Promise((resolve) => setTimeout(resolve, 20));
-        assert.deepEqual(await curlGet(['--cacert', certs.cert, '--http2'], `${service.tlsUrl}/readyz`), { body: '{"status":"ready"}', httpVersion: '2' });
+        const ready = await curlRequest({ protocol: 'http2', url: `${service.tlsUrl}/readyz`, flags: ['--cacert', certs.cert] });
+        assert.deepEqual([ready.status, text(ready), ready.httpVersion], [200, '{"status":"ready"}', '2']);
       });
 
       const session = await h2Connect(service.tlsUrl as string, ca);

@@ -18,6 +18,7 @@ import { Prng } from '../helpers/prng.ts';
 import { batchFromNdjson } from '../../ingest/http/body/json-batch.ts';
 import { callbackBytesOf, failureCallbackBytesOf, urlOrNull } from '../../engine/store/callback-bytes.ts';
 import { ResidentStore } from '../../engine/store/resident-store.ts';
+import { withPowerLossAt } from '../sim/power-loss-at.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
@@ -251,14 +252,9 @@ test('power loss during outcomes with callbacks: a timer is final after recovery
       batchFromSpecs(Array.from({ length: 12 }, (_, i) => timer({ fireAtMs: t0 + i, callback: 'https://cb.example/ok', failureCallback: 'https://cb.example/dead' }))),
     );
     await setup.close();
-    let image: SimFileSystem | undefined;
-    const crashAt = fs.opCount + 4 + prng.below(40);
-    fs.setFault(() => {
-      if (image === undefined && fs.opCount >= crashAt) image = fs.powerLoss();
-      return undefined;
-    });
     const settled = new Map<string, string>();
-    try {
+    // The cut can come during open itself (withPowerLossAt drops the errors after it).
+    const image = await withPowerLossAt(fs, fs.opCount + 4 + prng.below(40), async () => {
       const engine = await Engine.open({ dataDir, fs, clock });
       const work: Array<Promise<void>> = [];
       for (let round = 0; round < 4; round++) {
@@ -275,10 +271,8 @@ test('power loss during outcomes with callbacks: a timer is final after recovery
       }
       await Promise.allSettled(work);
       await engine.close().catch(() => undefined);
-    } catch {
-      // The crash can come during open itself.
-    }
-    const recovered = await Engine.open({ dataDir, fs: image ?? fs.powerLoss(), clock });
+    });
+    const recovered = await Engine.open({ dataDir, fs: image, clock });
     for (const [id, state] of settled) assert.equal(recovered.get(id)?.state, state, `seed ${seed}: acknowledged outcome of ${id} lost`);
     // Every follow-up there is, by the id it reports on: one each, and its state.
     const reported = new Map<string, string>();

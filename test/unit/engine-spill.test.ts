@@ -5,35 +5,20 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
-import { type Admitted, type Clock, Engine, type EngineOptions } from '../../engine/engine.ts';
+import { type Clock, Engine } from '../../engine/engine.ts';
 import { decodeTimerId } from '../../engine/ids.ts';
 import { deadReason, outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
+import { dataDir, hour, idsOf, manualClock, openEngine, t0, target } from '../helpers/sim-engine.ts';
 import type { FileHandle, FileSystem } from '../../engine/fs/file-system.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { Wal } from '../../engine/wal/wal.ts';
 import { withOpen } from '../helpers/wrapped-file-system.ts';
 
-const dataDir = '/data';
-const hour = 3600_000;
-const t0 = 1_796_220_000_000 - (1_796_220_000_000 % hour);
-const target = 'https://a.example/hook';
-
-function manualClock(start = t0): Clock & { set(ms: number): void } {
-  let now = start;
-  return { now: () => now, set: (ms) => (now = ms) };
-}
-
 /** The engine's log as the local WAL it is by default, for its segments. */
 function walOf(engine: Engine): Wal {
   assert.ok(engine.log instanceof Wal);
   return engine.log;
-}
-
-const idsOf = (admitted: Admitted): string[] => Array.from({ length: admitted.rows }, (_, row) => admitted.idOf(row));
-
-function open(fs: SimFileSystem, clock: Clock, extra: Partial<EngineOptions> = {}): Promise<Engine> {
-  return Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 }, ...extra });
 }
 
 /** Timers every `stepMs` from `fromMs`, with payloads naming them. */
@@ -44,7 +29,7 @@ function spread(count: number, fromMs: number, stepMs: number, extra: (i: number
 test('a checkpoint spills far-future timers, deletes covered segments, and reopening restores both sides', async () => {
   const fs = new SimFileSystem({ seed: 11 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const near = idsOf(await engine.admit(batchFromSpecs(spread(20, t0 + 1000, 60_000))));
   const far = idsOf(await engine.admit(batchFromSpecs(spread(50, t0 + 10 * hour, hour / 2))));
   for (let i = 0; i < 30; i++) await engine.admit(batchFromSpecs(spread(1, t0 + 2 * hour + i, 1)));
@@ -61,7 +46,7 @@ test('a checkpoint spills far-future timers, deletes covered segments, and reope
   assert.equal((await engine.lookup(near[3] as string))?.state, 'pending');
   await engine.close();
 
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal(engine.stats().resident, 50);
   assert.equal(engine.stats().spill.spilled, 50);
   assert.equal(engine.stats().pending, 100);
@@ -75,7 +60,7 @@ test('a checkpoint of a quiet log seals its last segment too: reopening reads no
   const fs = new SimFileSystem({ seed: 12 });
   const clock = manualClock();
   // Segments large enough that every record is in the one being written.
-  let engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  let engine = await openEngine(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   const ids = idsOf(await engine.admit(batchFromSpecs(spread(40, t0 + 10 * hour, hour))));
   assert.equal(walOf(engine).segmentCount, 1);
   const lastSeq = engine.log.lastSeq;
@@ -86,7 +71,7 @@ test('a checkpoint of a quiet log seals its last segment too: reopening reads no
   const added = idsOf(await engine.admit(batchFromSpecs(spread(1, t0 + hour, 1))));
   await engine.close();
 
-  engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  engine = await openEngine(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   let replayed = 0;
   for await (const record of engine.log.records()) replayed += record.seq <= lastSeq ? 1 : 0;
   assert.equal(replayed, 0, 'no record the checkpoint covers is read again');
@@ -99,7 +84,7 @@ test('a checkpoint of a quiet log seals its last segment too: reopening reads no
 test('spilled timers are not handed out until promoted; promotion is logged and replayed', async () => {
   const fs = new SimFileSystem({ seed: 12 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const ids = idsOf(await engine.admit(batchFromSpecs(spread(10, t0 + 5 * hour, 60_000))));
   await engine.checkpoint(t0 + 2 * hour);
   clock.set(t0 + 6 * hour);
@@ -113,7 +98,7 @@ test('spilled timers are not handed out until promoted; promotion is logged and 
   await engine.close();
 
   // The log's tail holds PROMOTE then the OUTCOME: replay brings the bucket back in, then delivers.
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal(engine.get(ids[0] as string)?.state, 'delivered');
   assert.equal(engine.get(ids[3] as string)?.state, 'delivered');
   assert.equal(engine.get(ids[4] as string)?.state, 'pending');
@@ -124,7 +109,7 @@ test('spilled timers are not handed out until promoted; promotion is logged and 
 test('a spilled timer is cancelled on disk: never promoted, still cancelled after reopening', async () => {
   const fs = new SimFileSystem({ seed: 13 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const ids = idsOf(await engine.admit(batchFromSpecs(spread(5, t0 + 5 * hour, 60_000))));
   await engine.checkpoint(t0 + 2 * hour);
   assert.equal(await engine.cancel(ids[2] as string), 'cancelled');
@@ -134,7 +119,7 @@ test('a spilled timer is cancelled on disk: never promoted, still cancelled afte
   assert.equal(engine.stats().pending, 4);
   await engine.close();
 
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal(engine.get(ids[2] as string)?.state, 'cancelled');
   assert.equal(engine.stats().spill.spilled, 4);
   clock.set(t0 + 6 * hour);
@@ -145,7 +130,7 @@ test('a spilled timer is cancelled on disk: never promoted, still cancelled afte
   // And after a checkpoint of that state, the tombstone still holds.
   await engine.checkpoint();
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal(engine.get(ids[2] as string)?.state, 'cancelled');
   await engine.close();
 });
@@ -153,7 +138,7 @@ test('a spilled timer is cancelled on disk: never promoted, still cancelled afte
 test('an idempotency key held by a spilled timer deduplicates, live and after reopening', async () => {
   const fs = new SimFileSystem({ seed: 14 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const original = idsOf(await engine.admit(batchFromSpecs(spread(3, t0 + 5 * hour, 60_000, (i) => ({ key: `order-${i}` })))));
   await engine.checkpoint(t0 + 2 * hour);
   assert.equal(engine.stats().resident, 0);
@@ -163,7 +148,7 @@ test('an idempotency key held by a spilled timer deduplicates, live and after re
   assert.ok(!again.isDuplicate(1));
   await engine.close();
 
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   const third = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 9 * hour, target, key: 'order-2' }, { fireAtMs: t0 + 9 * hour, target, key: 'order-9' }]));
   assert.equal(third.idOf(0), original[2]);
   assert.equal(third.idOf(1), again.idOf(1), 'the key added after the checkpoint is replayed from the log');
@@ -176,7 +161,7 @@ test('power loss at every step of a checkpoint: nothing acknowledged is lost, no
   const prepare = async (seed: number): Promise<{ fs: SimFileSystem; engine: Engine; clock: Clock & { set(ms: number): void }; ids: string[]; cancelled: string }> => {
     const fs = new SimFileSystem({ seed });
     const clock = manualClock();
-    const engine = await open(fs, clock);
+    const engine = await openEngine(fs, clock);
     const ids = [
       ...idsOf(await engine.admit(batchFromSpecs(spread(8, t0 + 1000, 60_000)))),
       ...idsOf(await engine.admit(batchFromSpecs(spread(12, t0 + 5 * hour, 60_000, (i) => ({ key: `k${i}` }))))),
@@ -205,7 +190,7 @@ test('power loss at every step of a checkpoint: nothing acknowledged is lost, no
     await engine.checkpoint(t0 + 2 * hour).catch(() => undefined);
     fs.setFault(undefined);
     const after = fs.powerLoss({ mode: 'random' });
-    const reopened = await open(after, clock);
+    const reopened = await openEngine(after, clock);
     const context = `failing operation ${failAt} of ${opsPerCheckpoint}`;
     for (const id of ids) {
       const view = await reopened.lookup(id);
@@ -253,7 +238,7 @@ test('compaction merges many runs into one: lookups, keys, cancels and power los
   const prepare = async (seed: number): Promise<{ fs: SimFileSystem; engine: Engine; clock: Clock & { set(ms: number): void }; ids: string[]; cancelled: string }> => {
     const fs = new SimFileSystem({ seed });
     const clock = manualClock();
-    const engine = await open(fs, clock);
+    const engine = await openEngine(fs, clock);
     const ids: string[] = [];
     await engine.checkpoint(t0 + 2 * hour);
     for (let run = 0; run < runsToMake; run++) {
@@ -282,7 +267,7 @@ test('compaction merges many runs into one: lookups, keys, cancels and power los
     fs.setFault(() => (++count === failAt ? 'EIO' : undefined));
     await engine.checkpoint().catch(() => undefined);
     fs.setFault(undefined);
-    const reopened = await open(fs.powerLoss({ mode: 'random' }), clock);
+    const reopened = await openEngine(fs.powerLoss({ mode: 'random' }), clock);
     await assertRecovered(reopened, clock, ids, cancelled, 0, `compaction, failing operation ${failAt} of ${ops}`);
     await reopened.close();
   }
@@ -292,7 +277,7 @@ test('power loss at every step of a promotion: the promoted timers fire once, af
   const prepare = async (seed: number): Promise<{ fs: SimFileSystem; engine: Engine; clock: Clock & { set(ms: number): void }; ids: string[]; cancelled: string }> => {
     const fs = new SimFileSystem({ seed });
     const clock = manualClock();
-    const engine = await open(fs, clock);
+    const engine = await openEngine(fs, clock);
     const ids = idsOf(await engine.admit(batchFromSpecs(spread(30, t0 + 4 * hour, 10 * 60_000))));
     await engine.checkpoint(t0 + 2 * hour);
     const cancelled = ids[3] as string;
@@ -310,7 +295,7 @@ test('power loss at every step of a promotion: the promoted timers fire once, af
     fs.setFault(() => (++count === failAt ? 'EIO' : undefined));
     await engine.promote(t0 + 6 * hour).catch(() => undefined);
     fs.setFault(undefined);
-    const reopened = await open(fs.powerLoss({ mode: 'random' }), clock);
+    const reopened = await openEngine(fs.powerLoss({ mode: 'random' }), clock);
     await assertRecovered(reopened, clock, ids, cancelled, 0, `promotion, failing operation ${failAt} of ${ops}`);
     await reopened.close();
   }
@@ -319,7 +304,7 @@ test('power loss at every step of a promotion: the promoted timers fire once, af
 test('a damaged run is refused with SPILL_CORRUPT naming the file, never read as timers', async () => {
   const fs = new SimFileSystem({ seed: 15 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const ids = idsOf(await engine.admit(batchFromSpecs([...spread(5, t0 + 1000, 60_000), ...spread(5, t0 + 9 * hour, 60_000)])));
   await engine.checkpoint(t0 + 2 * hour);
   const [resident, spilled] = engine.stats().spill.runs === 1 ? ['run-0000000001.arrow', 'run-0000000002.arrow'] : ['', ''];
@@ -334,7 +319,7 @@ test('a damaged run is refused with SPILL_CORRUPT naming the file, never read as
   // A spilled run: reopening reads only its metadata, so the damage shows when its bucket is read.
   const spilledBytes = (fs.durableBytes(`${dataDir}/spill/${spilled}`) as Uint8Array).length;
   flip(spilled, Math.floor(spilledBytes / 2));
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   await assert.rejects(engine.lookup(ids[7] as string), isSpillCorrupt(spilled));
   clock.set(t0 + 9 * hour);
   await assert.rejects(engine.promote(t0 + 10 * hour), isSpillCorrupt(spilled));
@@ -344,13 +329,13 @@ test('a damaged run is refused with SPILL_CORRUPT naming the file, never read as
   // The resident run is read whole at open: refused there.
   const residentBytes = (fs.durableBytes(`${dataDir}/spill/${resident}`) as Uint8Array).length;
   flip(resident, Math.floor(residentBytes / 2));
-  await assert.rejects(open(fs, clock), isSpillCorrupt(resident));
+  await assert.rejects(openEngine(fs, clock), isSpillCorrupt(resident));
 });
 
 test('regression: an admit whose key may be held in a damaged spilled run fails with SPILL_CORRUPT instead of spinning', async () => {
   const fs = new SimFileSystem({ seed: 16 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   await engine.admit(batchFromSpecs(spread(3, t0 + 9 * hour, 60_000, (i) => ({ key: `k${i}` }))));
   await engine.checkpoint(t0 + 2 * hour);
   await engine.close();
@@ -358,7 +343,7 @@ test('regression: an admit whose key may be held in a damaged spilled run fails 
   const bytes = fs.durableBytes(path) as Uint8Array;
   const offset = Math.floor(bytes.length / 2);
   fs.corrupt(path, offset, Uint8Array.of((bytes[offset] as number) ^ 0x10));
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   await assert.rejects(engine.admit(batchFromSpecs([{ fireAtMs: t0 + 9 * hour, target, key: 'k1' }])), (err: unknown) => (err as { code?: string }).code === 'SPILL_CORRUPT');
   await engine.close();
 });
@@ -366,7 +351,7 @@ test('regression: an admit whose key may be held in a damaged spilled run fails 
 test('regression: an admit racing the cancel of the spilled timer holding its key is a duplicate of it', async () => {
   const fs = new SimFileSystem({ seed: 17 });
   const clock = manualClock();
-  const engine = await open(fs, clock, { retention: { finishedMs: 100 * hour } });
+  const engine = await openEngine(fs, clock, { retention: { finishedMs: 100 * hour } });
   const original = idsOf(await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 6 * hour, target, key: 'key4' }])))[0] as string;
   await engine.checkpoint(t0 + 2 * hour);
   const [cancelled, racing] = await Promise.all([engine.cancel(original), engine.admit(batchFromSpecs([{ fireAtMs: t0 + 151, target, key: 'key4' }]))]);
@@ -379,7 +364,7 @@ test('regression: an admit racing the cancel of the spilled timer holding its ke
 test('regression: a checkpoint that evicts most timers gives their arena slabs back', async () => {
   const fs = new SimFileSystem({ seed: 18 });
   const clock = manualClock();
-  const engine = await open(fs, clock);
+  const engine = await openEngine(fs, clock);
   // One near timer in fifty: after the spill each slab would hold a few live timers and stay whole.
   for (let b = 0; b < 4; b++) {
     await engine.admit(batchFromSpecs(Array.from({ length: 10_000 }, (_, i) => ({ fireAtMs: i % 50 === 0 ? t0 + 60_000 : t0 + 48 * hour + i, target, payload: 'x'.repeat(128) }))));
@@ -406,12 +391,12 @@ async function duringCheckpoint<T>(fs: SimFileSystem, engine: Engine, watermarkM
 test('regression: a cancel while a checkpoint writes a spilled copy of the timer survives the restart (it is logged as CANCEL_SPILLED)', async () => {
   const fs = new SimFileSystem({ seed: 19 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const ids = idsOf(await engine.admit(batchFromSpecs(spread(5, t0 + 5 * hour, 60_000))));
   assert.equal(await duringCheckpoint(fs, engine, t0 + 2 * hour, () => engine.cancel(ids[2] as string)), 'cancelled');
   assert.equal(engine.stats().pending, 4);
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal((await engine.lookup(ids[2] as string))?.state, 'cancelled');
   assert.equal(engine.stats().pending, 4);
   clock.set(t0 + 6 * hour);
@@ -425,7 +410,7 @@ test('regression: a cancel while a checkpoint writes a spilled copy of the timer
 test('regression: a timer cancelled and released while a checkpoint writes its spilled copy is tombstoned, never promoted', async () => {
   const fs = new SimFileSystem({ seed: 20 });
   const clock = manualClock();
-  const engine = await open(fs, clock, { retention: { finishedMs: 1 } });
+  const engine = await openEngine(fs, clock, { retention: { finishedMs: 1 } });
   const ids = idsOf(await engine.admit(batchFromSpecs(spread(5, t0 + 5 * hour, 60_000))));
   await duringCheckpoint(fs, engine, t0 + 2 * hour, async () => {
     assert.equal(await engine.cancel(ids[2] as string), 'cancelled');
@@ -445,7 +430,7 @@ test('regression: a timer cancelled and released while a checkpoint writes its s
 test('regression: a held-back (parked) timer is not spilled by a checkpoint below it, so it is delivered once', async () => {
   const fs = new SimFileSystem({ seed: 21 });
   const clock = manualClock();
-  let engine = await open(fs, clock, { spillBucketWidthMs: 1000 });
+  let engine = await openEngine(fs, clock, { spillBucketWidthMs: 1000 });
   const [id] = idsOf(await engine.admit(batchFromSpecs(spread(1, t0 + 1000, 1))));
   clock.set(t0 + 1500);
   assert.equal(engine.takeDue(clock.now(), 10, () => 0).count, 0, 'held back: its queue has no room');
@@ -454,7 +439,7 @@ test('regression: a held-back (parked) timer is not spilled by a checkpoint belo
   assert.equal(slice.count, 1);
   await engine.settle(outcomesFor(slice, outcomeKind.delivered));
   await engine.close();
-  engine = await open(fs, clock, { spillBucketWidthMs: 1000 });
+  engine = await openEngine(fs, clock, { spillBucketWidthMs: 1000 });
   assert.equal((await engine.lookup(id as string))?.state, 'delivered');
   await engine.promote(t0 + 2000);
   assert.equal(engine.takeDue(clock.now(), 10).count, 0, 'delivered once');
@@ -550,7 +535,7 @@ test('regression (B7): a checkpoint taken while the cancel of a spilled timer is
       wal.open();
       await Promise.allSettled([cancel, checkpoint]);
     }
-    engine = await open(disk, clock);
+    engine = await openEngine(disk, clock);
     const view = await engine.lookup(ids[4] as string);
     assert.equal(view?.state, cancelSurvives ? 'cancelled' : 'pending', cancelSurvives ? 'the cancelled timer is still there, cancelled' : 'an add whose cancel was never acknowledged is still pending');
     assert.equal((await engine.lookup(ids[5] as string))?.state, 'pending');
@@ -598,7 +583,7 @@ test('regression: a lookup about to read a spilled run that a checkpoint merges 
 test('regression: while a checkpoint evicts in slices, its timers are counted once (memory or disk, not both)', async () => {
   const fs = new SimFileSystem({ seed: 31 });
   const clock = manualClock();
-  const engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  const engine = await openEngine(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   const timers = 40_000; // more than two eviction slices
   for (let from = 0; from < timers; from += 10_000) await engine.admit(batchFromSpecs(spread(10_000, t0 + 5 * hour + from, 1)));
   const seen = new Set<number>();
@@ -618,7 +603,7 @@ test('regression: while a checkpoint evicts in slices, its timers are counted on
 test('a checkpoint written over many slices restores every timer field for field: targets, queues, keys, headers and payloads', async () => {
   const fs = new SimFileSystem({ seed: 37 });
   const clock = manualClock();
-  let engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  let engine = await openEngine(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   // More than two checkpoint slices (16,384 rows) on each side of the watermark, so both of the
   // run builders are reused; a target first seen in a later slice, headers on some rows only.
   const perSide = 36_000;
@@ -647,7 +632,7 @@ test('a checkpoint written over many slices restores every timer field for field
   assert.deepEqual(idsOf(again), [ids[2 * perSide - 1], ids[perSide + 16_384]], 'keys held on disk answer with the original ids');
   await engine.close();
 
-  engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  engine = await openEngine(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   assert.equal(engine.stats().resident, perSide, 'the resident run is back in memory');
   assert.equal(await engine.promote(watermarkMs + 4 * hour), perSide, 'every spilled timer comes back from the spilled run');
   for (let i = 0; i < ids.length; i++) {
@@ -672,7 +657,7 @@ test('regression: slots released while a checkpoint is written are not reused un
   const fs = new SimFileSystem({ seed: 41 });
   const clock = manualClock();
   const options = { retention: { finishedMs: 1 }, walLimits: { segmentBytes: 1024 * 1024 } };
-  let engine = await open(fs, clock, options);
+  let engine = await openEngine(fs, clock, options);
   // Enough resident timers that the checkpoint writes its run over many turns.
   const nearSpec = (i: number): TimerSpec => ({ fireAtMs: t0 + hour + i, target, payload: `near ${i}`, key: `near-${i}` });
   const near: string[] = [];
@@ -700,7 +685,7 @@ test('regression: slots released while a checkpoint is written are not reused un
   const added = await (during as Promise<string[]>);
   await engine.close();
 
-  engine = await open(fs, clock, options);
+  engine = await openEngine(fs, clock, options);
   engine.takeDue(clock.now(), 100);
   for (let i = 0; i < near.length; i++) {
     const view = engine.get(near[i] as string);
@@ -724,7 +709,7 @@ test('regression: slots released while a checkpoint is written are not reused un
 test('a checkpoint that spills most timers shrinks the store; those that stay keep their ids, keys, order, reasons and deliveries', async () => {
   const fs = new SimFileSystem({ seed: 31 });
   const clock = manualClock();
-  let engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  let engine = await openEngine(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   // 3,000 near timers (every tenth with a key) between 20,000 far ones: 32,768 slots, and
   // the near ones in slots 10,000–12,999, so that the shrink moves them.
   const far = idsOf(await engine.admit(batchFromSpecs(spread(10_000, t0 + 10 * hour, 1000))));
@@ -775,7 +760,7 @@ test('a checkpoint that spills most timers shrinks the store; those that stay ke
   assert.equal(engine.stats().resident, 13_000);
   await engine.close();
 
-  engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
+  engine = await openEngine(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 } });
   assert.equal(engine.get(near[7] as string)?.state, 'cancelled');
   assert.equal(engine.get(near[0] as string)?.state, 'delivered');
   assert.equal(engine.stats().spill.spilled, 20_000);
@@ -786,7 +771,7 @@ test('large columns do not shrink while a delivery falls due; the next checkpoin
   const fs = new SimFileSystem({ seed: 32 });
   const clock = manualClock();
   const shrinkLimits = { residentShrinkBusySlots: 4096, residentShrinkDueClearMs: 1000 };
-  const engine = await open(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 }, shrinkLimits });
+  const engine = await openEngine(fs, clock, { walLimits: { segmentBytes: 1024 * 1024 }, shrinkLimits });
   await engine.admit(batchFromSpecs(spread(10_000, t0 + 10 * hour, 1000)));
   await engine.admit(batchFromSpecs(spread(100, t0 + 500, 1000)));
   assert.equal(engine.stats().residentCapacity, 16_384);

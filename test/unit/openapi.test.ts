@@ -475,7 +475,7 @@ test('queue config: the documented defaults, ranges and name rule are the engine
     const defaults = Object.fromEntries(Object.entries(properties).map(([field, schema]) => [field, obj(schema, field).default]));
     const stored = await put('q', {});
     assert.equal(stored.statusCode, 200);
-    assert.deepEqual(stored.json(), defaults);
+    assert.deepEqual(stored.json(), { name: 'q', ...defaults, paused: false });
     const maxBackoff = obj(properties.max_backoff_ms, 'max_backoff_ms').maximum as number;
     for (const [field, schemaValue] of Object.entries(properties)) {
       const schema = obj(schemaValue, field);

@@ -7,25 +7,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
-import { type Clock, Engine, type EngineOptions } from '../../engine/engine.ts';
+import { Engine } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
 import { emptyOutcomes, outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
+import { hour, manualClock, openEngine, t0, target } from '../helpers/sim-engine.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
-
-const dataDir = '/data';
-const hour = 3600_000;
-const t0 = 1_796_220_000_000 - (1_796_220_000_000 % hour);
-const target = 'https://a.example/hook';
-
-function manualClock(start = t0): Clock & { set(ms: number): void } {
-  let now = start;
-  return { now: () => now, set: (ms) => (now = ms) };
-}
-
-function open(fs: SimFileSystem, clock: Clock, extra: Partial<EngineOptions> = {}): Promise<Engine> {
-  return Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 }, ...extra });
-}
 
 async function addOne(engine: Engine, spec: Partial<TimerSpec> = {}): Promise<string> {
   const admitted = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 10_000, target, payload: 'first', ...spec }]));
@@ -37,7 +24,7 @@ const text = (bytes: Uint8Array | undefined): string => new TextDecoder().decode
 test('a PATCH moves the fire time: revision 2, the same id, the old time no longer due, the new one due', async () => {
   const fs = new SimFileSystem({ seed: 1 });
   const clock = manualClock();
-  const engine = await open(fs, clock);
+  const engine = await openEngine(fs, clock);
   const id = await addOne(engine, { key: 'order-1' });
   assert.equal(engine.get(id)?.revision, 1);
   const outcome = await engine.reschedule(id, { fireAtMs: t0 + 50_000 });
@@ -59,7 +46,7 @@ test('a PATCH moves the fire time: revision 2, the same id, the old time no long
 });
 
 test('If-Match: a listed revision or * matches, another is a mismatch that changes nothing', async () => {
-  const engine = await open(new SimFileSystem({ seed: 2 }), manualClock());
+  const engine = await openEngine(new SimFileSystem({ seed: 2 }), manualClock());
   const id = await addOne(engine);
   assert.deepEqual(await engine.reschedule(id, { fireAtMs: t0 + 20_000 }, [2, 3]), { outcome: 'revision-mismatch', revision: 1 });
   assert.equal(engine.get(id)?.fireAtMs, t0 + 10_000);
@@ -73,7 +60,7 @@ test('If-Match: a listed revision or * matches, another is a mismatch that chang
 });
 
 test('two PATCHes of one timer at once: the second decides on what the first left (one compare-and-set wins)', async () => {
-  const engine = await open(new SimFileSystem({ seed: 3 }), manualClock());
+  const engine = await openEngine(new SimFileSystem({ seed: 3 }), manualClock());
   const id = await addOne(engine);
   const [first, second] = await Promise.all([engine.reschedule(id, { fireAtMs: t0 + 20_000 }, [1]), engine.reschedule(id, { fireAtMs: t0 + 30_000 }, [1])]);
   assert.equal(first.outcome, 'rescheduled');
@@ -86,7 +73,7 @@ test('two PATCHes of one timer at once: the second decides on what the first lef
 });
 
 test('content: payload, headers, target and queue change through the arena and target table; attempts are kept', async () => {
-  const engine = await open(new SimFileSystem({ seed: 4 }), manualClock());
+  const engine = await openEngine(new SimFileSystem({ seed: 4 }), manualClock());
   const id = await addOne(engine, { key: 'k', headers: { 'x-a': '1' }, queue: 'billing' });
   const outcome = await engine.reschedule(id, { payload: 'second', headers: { 'x-b': '2' }, target: 'https://b.example/x', queue: 'mail' });
   assert.ok(outcome.outcome === 'rescheduled');
@@ -108,7 +95,7 @@ test('content: payload, headers, target and queue change through the arena and t
 });
 
 test('a PATCH refuses what an add refuses (the same rules), and a PATCH of nothing', async () => {
-  const engine = await open(new SimFileSystem({ seed: 5 }), manualClock(), { checkTarget: (t) => (t.includes('internal') ? 'refused: internal' : undefined) });
+  const engine = await openEngine(new SimFileSystem({ seed: 5 }), manualClock(), { checkTarget: (t) => (t.includes('internal') ? 'refused: internal' : undefined) });
   const id = await addOne(engine);
   await assert.rejects(engine.reschedule(id, { target: 'ftp://x' }), (err) => isFermataError(err, errorCodes.batchInvalid));
   await assert.rejects(engine.reschedule(id, { target: 'https://internal.example/' }), (err) => isFermataError(err, errorCodes.targetRefused));
@@ -122,7 +109,7 @@ test('a PATCH refuses what an add refuses (the same rules), and a PATCH of nothi
 
 test('which timers: pending and retrying change (attempts kept, next attempt moved); delivering, delivered and cancelled do not', async () => {
   const clock = manualClock();
-  const engine = await open(new SimFileSystem({ seed: 6 }), clock);
+  const engine = await openEngine(new SimFileSystem({ seed: 6 }), clock);
   const id = await addOne(engine);
   const other = await addOne(engine, { fireAtMs: t0 + 10_001 });
   clock.set(t0 + 10_001);
@@ -158,7 +145,7 @@ test('which timers: pending and retrying change (attempts kept, next attempt mov
 });
 
 test('a timer handed out ahead of its time is withdrawn and rescheduled', async () => {
-  const engine = await open(new SimFileSystem({ seed: 7 }), manualClock());
+  const engine = await openEngine(new SimFileSystem({ seed: 7 }), manualClock());
   const id = await addOne(engine);
   assert.equal(engine.takeDue(t0 + 10_000, 10).count, 1);
   const withdrawn: string[] = [];
@@ -176,7 +163,7 @@ test('a timer handed out ahead of its time is withdrawn and rescheduled', async 
 
 test('a failed append puts the timer back as it was', async () => {
   const fs = new SimFileSystem({ seed: 8 });
-  const engine = await open(fs, manualClock());
+  const engine = await openEngine(fs, manualClock());
   const id = await addOne(engine);
   fs.failAfter('datasync', 0, 'EIO');
   await assert.rejects(engine.reschedule(id, { fireAtMs: t0 + 70_000 }));
@@ -189,19 +176,19 @@ test('a failed append puts the timer back as it was', async () => {
 test('restart: replay applies RESCHEDULE exactly (revision, fire time, content); after a checkpoint the manifest keeps it', async () => {
   const fs = new SimFileSystem({ seed: 9 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const id = await addOne(engine, { key: 'k1' });
   await engine.reschedule(id, { fireAtMs: t0 + 30_000, payload: 'two', target: 'https://c.example/' });
   await engine.reschedule(id, { fireAtMs: t0 + 40_000 });
   const before = engine.get(id);
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.deepEqual(engine.get(id), before);
   assert.equal(text(engine.payloadOf(id)), 'two');
   assert.equal(engine.stats().reschedules.redirects, 1);
   await engine.checkpoint();
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.deepEqual(engine.get(id), before);
   assert.equal(engine.nextDeliveryDueMs(), t0 + 40_000);
   assert.equal(engine.stats().reschedules.redirects, 1);
@@ -212,7 +199,7 @@ test('restart: replay applies RESCHEDULE exactly (revision, fire time, content);
 test('spilled: a PATCH brings a far timer into memory; moved far again it spills into the bucket of its new time and GET, PATCH, DELETE, keys and promotion find it there', async () => {
   const fs = new SimFileSystem({ seed: 10 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const far = await addOne(engine, { fireAtMs: t0 + 30 * hour, key: 'far' });
   const near = await addOne(engine, { fireAtMs: t0 + 1000, key: 'near' });
   await engine.checkpoint(t0 + 3 * hour);
@@ -247,7 +234,7 @@ test('spilled: a PATCH brings a far timer into memory; moved far again it spills
   assert.equal(engine.get(near), undefined, 'the old copy promoted away: it spills at 50 h');
   assert.equal(engine.stats().reschedules.redirects, 2, 'the redirects stay while the timers are on disk');
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal(engine.get(far)?.revision, 2);
   assert.deepEqual([(await engine.lookup(near))?.revision, (await engine.lookup(near))?.fireAtMs], [3, t0 + 50 * hour]);
   assert.equal(engine.stats().counts.pending, 2, 'no old copy loads as pending');
@@ -262,7 +249,7 @@ test('spilled: a PATCH brings a far timer into memory; moved far again it spills
 test('spilled and patched: a DELETE finds it by its new time, and the cancel survives a restart', async () => {
   const fs = new SimFileSystem({ seed: 12 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const id = await addOne(engine, { fireAtMs: t0 + 1000 });
   await engine.reschedule(id, { fireAtMs: t0 + 20 * hour });
   await engine.checkpoint(t0 + 3 * hour);
@@ -270,7 +257,7 @@ test('spilled and patched: a DELETE finds it by its new time, and the cancel sur
   assert.equal(await engine.cancel(id), 'cancelled');
   assert.equal(engine.get(id)?.state, 'cancelled');
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal((await engine.lookup(id))?.state, 'cancelled');
   await engine.promote(t0 + 30 * hour);
   assert.equal(engine.stats().counts.pending, 0);
@@ -280,7 +267,7 @@ test('spilled and patched: a DELETE finds it by its new time, and the cancel sur
 test('a PATCH while a checkpoint copies the timer into its spilled run: the stale copy is tombstoned, the change stands', async () => {
   const fs = new SimFileSystem({ seed: 13 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const id = await addOne(engine, { fireAtMs: t0 + 20 * hour });
   const checkpoint = engine.checkpoint(t0 + 3 * hour);
   // Let the checkpoint take its snapshot, then change the timer while its runs are written.
@@ -291,7 +278,7 @@ test('a PATCH while a checkpoint copies the timer into its spilled run: the stal
   await checkpoint;
   assert.equal((await engine.lookup(id))?.fireAtMs, t0 + 21 * hour);
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal((await engine.lookup(id))?.fireAtMs, t0 + 21 * hour);
   await engine.promote(t0 + 30 * hour);
   assert.equal(engine.stats().counts.pending, 1, 'the copy the checkpoint made of the old timer never loads');
@@ -302,12 +289,12 @@ test('a PATCH while a checkpoint copies the timer into its spilled run: the stal
 test('spilled, no checkpoint since: replay finds the timer on disk by its id and applies the PATCH once', async () => {
   const fs = new SimFileSystem({ seed: 11 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const far = await addOne(engine, { fireAtMs: t0 + 30 * hour });
   await engine.checkpoint(t0 + 3 * hour);
   await engine.reschedule(far, { fireAtMs: t0 + 31 * hour });
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal(engine.get(far)?.fireAtMs, t0 + 31 * hour);
   assert.equal(engine.stats().counts.pending, 1);
   await engine.promote(t0 + 40 * hour);
@@ -316,7 +303,7 @@ test('spilled, no checkpoint since: replay finds the timer on disk by its id and
 });
 
 test('regression (sim seed 3276): an add of the key of a spilled timer whose PATCH is being synced waits for it, and is a duplicate', async () => {
-  const engine = await open(new SimFileSystem({ seed: 14 }), manualClock());
+  const engine = await openEngine(new SimFileSystem({ seed: 14 }), manualClock());
   const id = await addOne(engine, { fireAtMs: t0 + 20 * hour, key: 'k' });
   await engine.checkpoint(t0 + 3 * hour);
   assert.equal(engine.get(id), undefined, 'spilled');
@@ -353,14 +340,14 @@ async function deliverAndFollow(engine: Engine, clock: ReturnType<typeof manualC
 test('a PATCH of content keeps the callbacks: the view shows both, and the delivery makes the follow-up', async () => {
   const fs = new SimFileSystem({ seed: 15 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const id = await addOne(engine, { callback: callbackUrl, failureCallback: failureUrl, key: 'k' });
   const outcome = await engine.reschedule(id, { fireAtMs: t0 + 5000, payload: 'second', headers: { 'x-b': '2' }, target: 'https://b.example/x', queue: 'mail' });
   assert.ok(outcome.outcome === 'rescheduled');
   assert.deepEqual([outcome.view.callback, outcome.view.failureCallback], [callbackUrl, failureUrl]);
   // Replay of the RESCHEDULE keeps them too.
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback], [callbackUrl, failureUrl]);
   const follow = await deliverAndFollow(engine, clock, t0 + 10_000);
   assert.equal(follow?.target, callbackUrl);
@@ -373,7 +360,7 @@ test('a PATCH of content keeps the callbacks: the view shows both, and the deliv
 test('a spilled timer with callbacks, patched (live and on replay), keeps them', async () => {
   const fs = new SimFileSystem({ seed: 16 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const live = await addOne(engine, { fireAtMs: t0 + 30 * hour, callback: callbackUrl, failureCallback: failureUrl });
   const replayed = await addOne(engine, { fireAtMs: t0 + 31 * hour, callback: callbackUrl });
   await engine.checkpoint(t0 + 3 * hour);
@@ -384,7 +371,7 @@ test('a spilled timer with callbacks, patched (live and on replay), keeps them',
   await engine.reschedule(replayed, { fireAtMs: t0 + 3000, payload: 'changed too' });
   // No checkpoint since: replay finds both on disk and applies their PATCHes.
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.deepEqual([engine.get(live)?.callback, engine.get(live)?.failureCallback], [callbackUrl, failureUrl]);
   assert.deepEqual([engine.get(replayed)?.callback, engine.get(replayed)?.failureCallback], [callbackUrl, null]);
   assert.equal((await deliverAndFollow(engine, clock, t0 + 2000))?.target, callbackUrl);
@@ -396,7 +383,7 @@ const refusedFor = (code: (typeof errorCodes)[keyof typeof errorCodes], column: 
 test('a PATCH sets and removes callbacks; the change replays after a restart and a checkpoint keeps it', async () => {
   const fs = new SimFileSystem({ seed: 17 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const id = await addOne(engine, { key: 'k' });
   const other = await addOne(engine, { fireAtMs: t0 + 20_000, callback: callbackUrl, failureCallback: failureUrl });
   const set = await engine.reschedule(id, { callback: callbackUrl });
@@ -409,12 +396,12 @@ test('a PATCH sets and removes callbacks; the change replays after a restart and
   assert.ok(removed.outcome === 'rescheduled');
   assert.deepEqual([removed.view.callback, removed.view.failureCallback], [null, failureUrl]);
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback, engine.get(id)?.revision], [callbackUrl, failureUrl, 3]);
   assert.deepEqual([engine.get(other)?.callback, engine.get(other)?.failureCallback], [null, failureUrl]);
   await engine.checkpoint();
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.deepEqual([engine.get(id)?.callback, engine.get(id)?.failureCallback], [callbackUrl, failureUrl]);
   const cleared = await engine.reschedule(other, { failureCallback: null });
   assert.ok(cleared.outcome === 'rescheduled');
@@ -428,7 +415,7 @@ test('a PATCH sets and removes callbacks; the change replays after a restart and
 test('a spilled timer gets a callback by PATCH, and keeps it on replay', async () => {
   const fs = new SimFileSystem({ seed: 18 });
   const clock = manualClock();
-  let engine = await open(fs, clock);
+  let engine = await openEngine(fs, clock);
   const far = await addOne(engine, { fireAtMs: t0 + 30 * hour });
   await engine.checkpoint(t0 + 3 * hour);
   assert.equal(engine.get(far), undefined, 'spilled');
@@ -436,14 +423,14 @@ test('a spilled timer gets a callback by PATCH, and keeps it on replay', async (
   assert.ok(set.outcome === 'rescheduled');
   assert.equal(set.view.callback, callbackUrl);
   await engine.close();
-  engine = await open(fs, clock);
+  engine = await openEngine(fs, clock);
   assert.equal(engine.get(far)?.callback, callbackUrl);
   assert.equal(engine.stats().counts.pending, 1);
   await engine.close();
 });
 
 test('a PATCH refuses callbacks as an add does: a bad URL, the address guard, a queue delivering by arrow or pull, and a move of a timer with callbacks into one', async () => {
-  const engine = await open(new SimFileSystem({ seed: 19 }), manualClock(), { checkTarget: (t) => (t.includes('internal') ? 'refused: internal' : undefined) });
+  const engine = await openEngine(new SimFileSystem({ seed: 19 }), manualClock(), { checkTarget: (t) => (t.includes('internal') ? 'refused: internal' : undefined) });
   await engine.setQueue('batched', { delivery: 'arrow', sink: 'https://sink.example/in' });
   await engine.setQueue('pulled', { delivery: 'pull' });
   const id = await addOne(engine, { callback: callbackUrl });
@@ -463,7 +450,7 @@ test('a PATCH refuses callbacks as an add does: a bad URL, the address guard, a 
 test('a PATCH of a spilled timer refused for want of room holds no room afterwards', async () => {
   const fs = new SimFileSystem({ seed: 17 });
   const clock = manualClock();
-  const engine = await open(fs, clock, { store: { capacityMax: 4, capacityInitial: 4 } });
+  const engine = await openEngine(fs, clock, { store: { capacityMax: 4, capacityInitial: 4 } });
   const far = await addOne(engine, { fireAtMs: t0 + 30 * hour });
   await engine.checkpoint(t0 + 3 * hour);
   assert.equal(engine.get(far), undefined, 'spilled');

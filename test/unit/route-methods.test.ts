@@ -13,8 +13,11 @@ test('static and :param segments (an empty one too) match like fastify\'s routes
   routes.add('/healthz', 'GET');
   assert.deepEqual(routes.methodsAt('/v1/timers'), ['POST']);
   assert.deepEqual(routes.methodsAt('/v1/timers/abc'), ['DELETE', 'GET', 'HEAD']);
-  // A static route and a parametric one both match: the path serves what either does.
-  assert.deepEqual(routes.methodsAt('/v1/timers/stream'), ['DELETE', 'GET', 'HEAD', 'POST']);
+  // A static route's path is its own: a parametric route that matches it too adds nothing.
+  assert.deepEqual(routes.methodsAt('/v1/timers/stream'), ['POST']);
+  assert.equal(routes.isStaticPath('/v1/timers/stream'), true);
+  assert.equal(routes.isStaticPath('/v1/timers/abc'), false);
+  assert.equal(routes.isStaticPath('/v1/timers/:id'), false);
   assert.deepEqual(routes.methodsAt('/v1/dead/x/retry'), ['POST']);
   assert.deepEqual(routes.methodsAt('/healthz'), ['GET', 'HEAD']);
   // fastify's router gives a parameter an empty segment too (GET /v1/timers/ reaches /v1/timers/:id).

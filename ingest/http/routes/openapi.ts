@@ -11,7 +11,7 @@ import { ingestLimits, retentionDefaults, timerLimits, walLimits } from '../../.
 import { httpErrorCodes } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
 import { deadListLimits, streamLimits } from '../route-limits.ts';
-import { sizeText, ref, jsonOf, queueNameSchema, queueFieldNames, lastErrorSchema, lastAttemptAtSchema, timerContentSchemas, timerContentFields, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
+import { sizeText, ref, jsonOf, queueNameSchema, lastErrorSchema, lastAttemptAtSchema, timerContentSchemas, timerContentFields, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
 import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { openApiComponents } from './openapi-components.ts';
@@ -27,7 +27,7 @@ export const openApiDocument = {
     description: [
       'Timers are kept on disk (every 2xx is sent once the change is durable), fired on time and delivered as an HTTP POST of the payload to the target, retried with backoff under their queue\'s policy.',
       'Every error is answered with the `Error` JSON shape; its `code` is stable. Overload (429, 503) carries `Retry-After` when the condition passes by itself.',
-      'A path no route serves is answered 404 ROUTE_NOT_FOUND (`RouteNotFound`); a path a route serves, asked with a method none of its routes takes, 405 METHOD_NOT_ALLOWED with `Allow` listing the methods they take (`MethodNotAllowed`). Neither is listed under each path.',
+      'A path no route serves is answered 404 ROUTE_NOT_FOUND (`RouteNotFound`); a path a route serves, asked with a method none of its routes takes, 405 METHOD_NOT_ALLOWED with `Allow` listing the methods they take (`MethodNotAllowed`); a fixed path (`/v1/timers/cancel`, `/v1/timers/stream`) is its routes\' alone, never taken as a `{id}`. Neither is listed under each path.',
       'The service speaks HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port. Every GET route also answers HEAD.',
     ].join('\n\n'),
     license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
@@ -266,14 +266,14 @@ export const openApiDocument = {
       put: {
         operationId: 'putQueue',
         summary: 'Set a queue\'s config',
-        description: 'Replaces the queue\'s whole config (fields left out take their defaults) and answers it once durable. A queue never configured runs with the defaults.',
+        description: 'Replaces the queue\'s whole config (fields left out take their defaults) and answers the queue as GET does once durable (a pause stays). A queue never configured runs with the defaults.',
         parameters: [queueNameParameter],
         requestBody: {
           required: true,
           content: jsonOf({ allOf: [ref('schemas', 'QueueConfig')], unevaluatedProperties: false }),
         },
         responses: {
-          '200': { description: 'The config now in force, every field given.', content: jsonOf({ allOf: [ref('schemas', 'QueueConfig')], required: queueFieldNames, unevaluatedProperties: false }) },
+          '200': { description: 'The queue: its name, the config now in force (every field given) and whether it is paused.', content: jsonOf(namedQueueSchema) },
           '400': errorResponse('QUEUE_INVALID: a bad name, an unknown field or a value out of range (naming the `field`). BODY_INVALID: malformed or empty JSON.', [errorCodes.queueInvalid, httpErrorCodes.bodyInvalid]),
           '401': ref('responses', 'Unauthorized'),
           '413': errorResponse(`BODY_TOO_LARGE: the body is over ${sizeText(ingestLimits.jsonBodyBytesMax)}.`, [httpErrorCodes.bodyTooLarge]),

@@ -1,5 +1,5 @@
 // /v1/queues: a queue's retry policy and flow limits. PUT replaces a queue's whole config
-// (absent fields take their defaults) and answers once the QUEUE record is durable; GET lists
+// (absent fields take their defaults) and answers its view once the QUEUE record is durable; GET lists
 // every queue that was configured or has held a timer, GET /{name} answers one (404 unknown),
 // each with `paused`; DELETE /{name} deletes one once its QUEUE record is durable (409
 // QUEUE_NOT_EMPTY with the count while timers wait in it, 409 QUEUE_PROTECTED for `default`).
@@ -7,7 +7,6 @@
 // durable and answer its view (404 unknown). Validation is the engine's (engine/queues.ts): a
 // bad name or field is QUEUE_INVALID naming it, a 400.
 import type { QueueView } from '../../../engine/queue-registry.ts';
-import type { QueueConfig } from '../../../engine/queues.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 
@@ -29,14 +28,7 @@ const configProperties = {
 
 const configFields = Object.keys(configProperties);
 
-const configSchema = {
-  type: 'object',
-  properties: configProperties,
-  required: configFields,
-  additionalProperties: false,
-} as const;
-
-/** A queue as GET and pause/resume show it: its name, its config and whether it is paused. */
+/** A queue as GET, PUT and pause/resume show it: its name, its config and whether it is paused. */
 const queueViewSchema = {
   type: 'object',
   properties: { name: { type: 'string' }, ...configProperties, paused: { type: 'boolean' } },
@@ -67,8 +59,13 @@ interface NameParams {
 const viewBody = ({ name, config, paused }: QueueView): Record<string, unknown> => ({ name, ...config, paused });
 
 export async function queuesRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.put<{ Params: NameParams; Body: unknown }>('/v1/queues/:name', { schema: { response: { 200: configSchema } } }, async (request): Promise<QueueConfig> => {
-    return engine.setQueue(request.params.name, request.body);
+  app.put<{ Params: NameParams; Body: unknown }>('/v1/queues/:name', { schema: { response: { 200: queueViewSchema } } }, async (request) => {
+    const { name } = request.params;
+    await engine.setQueue(name, request.body);
+    const view = engine.findQueueView(name);
+    // A DELETE of it made durable in between: gone, as a GET would say.
+    if (view === undefined) throw noSuchQueue(name);
+    return viewBody(view);
   });
 
   app.get('/v1/queues', { schema: { response: { 200: queueListSchema } } }, async () => ({
