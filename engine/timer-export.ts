@@ -12,9 +12,9 @@
 //   attempts Uint32 · queue Utf8 · key Utf8? · target Utf8 · headers Utf8 (JSON)? · payload Binary ·
 //   last_status Uint16? · last_error Utf8? · last_attempt_at Timestamp(ms, UTC)? · revision Uint32 ·
 //   callback Utf8? · failure_callback Utf8? · created_at Timestamp(ms, UTC)?            (? nullable)
-import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { Binary, type Data, type DataType, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Uint16, Uint32, Utf8 } from 'apache-arrow';
+import { Binary, type DataType, Field, Schema, Table, tableToIPC, Timestamp, TimeUnit, Uint16, Uint32, Utf8 } from 'apache-arrow';
+import { type ColumnBuffers, recordBatchMessage } from './arrow-batch-message.ts';
 import { encodeTimerIdInto } from './ids.ts';
 import type { BytesColumn as BytesColumnOf } from './batch/timer-batch.ts';
 import type { EngineState } from './state.ts';
@@ -189,29 +189,25 @@ class BatchEncoder {
         this.#addCallbacks(rows.callbacks === undefined ? noBytes : callbacksRunOf(rows.callbacks, index));
       }
     }
-    const children = [
-      makeData({ type: new Utf8(), length: count, valueOffsets: this.#idOffsets.subarray(0, count + 1), data: this.#ids.subarray(0, count * idLength) }),
-      this.#states.data(new Utf8(), count),
-      this.#fireAt.data(count),
-      this.#nextAttempt.data(count),
-      makeData({ type: new Uint32(), length: count, data: this.#attempts.subarray(0, count) }),
-      this.#queues.data(new Utf8(), count),
-      this.#keys.data(new Utf8(), count),
-      this.#targets.data(new Utf8(), count),
-      this.#headers.data(new Utf8(), count),
-      this.#payloads.data(new Binary(), count),
-      makeData({ type: new Uint16(), length: count, data: this.#lastStatus.subarray(0, count), ...this.#lastStatusValid.of(count) }),
-      this.#lastError.data(new Utf8(), count),
-      this.#lastAttempt.data(count),
-      makeData({ type: new Uint32(), length: count, data: this.#revisions.subarray(0, count) }),
-      this.#callbacks.data(new Utf8(), count),
-      this.#failureCallbacks.data(new Utf8(), count),
-      this.#createdAt.data(count),
-    ];
-    const batch = new RecordBatch(exportSchema, makeData({ type: new Struct(exportSchema.fields), length: count, nullCount: 0, children }));
-    const stream = tableToIPC(new Table([batch]), 'stream');
-    assert.ok(stream.length > schemaMessage.length + endOfStream.length, 'a batch\'s stream holds the schema, the batch and the end');
-    return stream.subarray(schemaMessage.length, stream.length - endOfStream.length);
+    return recordBatchMessage(count, [
+      notNull(bytesOf(this.#idOffsets, count + 1), this.#ids.subarray(0, count * idLength)),
+      this.#states.buffers(count),
+      this.#fireAt.buffers(count),
+      this.#nextAttempt.buffers(count),
+      notNull(bytesOf(this.#attempts, count)),
+      this.#queues.buffers(count),
+      this.#keys.buffers(count),
+      this.#targets.buffers(count),
+      this.#headers.buffers(count),
+      this.#payloads.buffers(count),
+      this.#lastStatusValid.column(count, bytesOf(this.#lastStatus, count)),
+      this.#lastError.buffers(count),
+      this.#lastAttempt.buffers(count),
+      notNull(bytesOf(this.#revisions, count)),
+      this.#callbacks.buffers(count),
+      this.#failureCallbacks.buffers(count),
+      this.#createdAt.buffers(count),
+    ]);
   }
 
   /** A timer's callback URLs from its callbacks run (empty: neither), nulls where none. */
@@ -249,9 +245,9 @@ class Validity {
     else this.#nulls++;
   }
 
-  /** makeData's null fields for the first `count` rows. */
-  of(count: number): { nullBitmap: Uint8Array; nullCount: number } {
-    return { nullBitmap: this.#bitmap.subarray(0, (count + 7) >> 3), nullCount: this.#nulls };
+  /** The first `count` rows' column: this validity (empty when no row is null), then `values`. */
+  column(count: number, ...values: Uint8Array[]): ColumnBuffers {
+    return { nullCount: this.#nulls, buffers: [this.#nulls === 0 ? noBytes : this.#bitmap.subarray(0, (count + 7) >> 3), ...values] };
   }
 }
 
@@ -321,9 +317,9 @@ class BytesColumn {
     this.add(bytes, false);
   }
 
-  data<T extends Utf8 | Binary>(type: T, count: number): Data<T> {
-    const props = { length: count, valueOffsets: this.#offsets.subarray(0, count + 1), data: this.#values.subarray(0, this.#length), ...this.#validity.of(count) };
-    return (type instanceof Utf8 ? makeData({ type, ...props }) : makeData({ type: type as Binary, ...props })) as Data<T>;
+  /** The first `count` rows (all there are since the reset). */
+  buffers(count: number): ColumnBuffers {
+    return this.#validity.column(count, bytesOf(this.#offsets, count + 1), this.#values.subarray(0, this.#length));
   }
 }
 
@@ -354,9 +350,19 @@ class MsColumn {
     } else this.#values[i] = BigInt(Math.trunc(ms));
   }
 
-  data(count: number): Data<Timestamp> {
-    return makeData({ type: timestamp() as Timestamp, length: count, data: this.#values.subarray(0, count), ...this.#validity.of(count) });
+  buffers(count: number): ColumnBuffers {
+    return this.#validity.column(count, bytesOf(this.#values, count));
   }
 }
 
 const littleEndian = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
+
+/** The first `count` elements of a typed array, as bytes (no copy). */
+function bytesOf(values: Int32Array | Uint32Array | Uint16Array | BigInt64Array, count: number): Uint8Array {
+  return new Uint8Array(values.buffer, values.byteOffset, count * values.BYTES_PER_ELEMENT);
+}
+
+/** A column that has no nulls: an empty validity, then `values`. */
+function notNull(...values: Uint8Array[]): ColumnBuffers {
+  return { nullCount: 0, buffers: [noBytes, ...values] };
+}
