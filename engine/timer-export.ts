@@ -4,7 +4,7 @@
 // when the response has room), and the generator yields to the event loop between batches, so
 // an export of millions of timers holds a few batches and never stalls deliveries.
 //
-//   queryHits(after, batchRows) ─► columns (no object per row but the hit) ─► record batch ─►
+//   HitQuery.find(after, window) ─► columns (no object per row) ─► record batch ─►
 //   IPC bytes (the schema message once, first) ─► … ─► end-of-stream marker
 //
 // Columns are named as the JSON view's fields:
@@ -21,7 +21,8 @@ import type { EngineState } from './state.ts';
 import { callbackBytesOf, failureCallbackBytesOf } from './store/callback-bytes.ts';
 import { timerState } from './store/resident-store.ts';
 import { timerStateNames } from './store/timer-state.ts';
-import { type QueryPosition, queryHits, queryStart, type TimerFilter, type TimerHit } from './timer-query.ts';
+import type { HitList } from './timer-hits.ts';
+import { HitQuery, type QueryPosition, queryStart, type TimerFilter } from './timer-query.ts';
 import { createdAtOf } from './spill/run-rows.ts';
 
 const timestamp = (): DataType => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
@@ -67,18 +68,19 @@ export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRo
   yield schemaMessage;
   const windowRows = batchRows * exportWindowBatches;
   const encoder = new BatchEncoder(batchRows);
+  const query = new HitQuery(windowRows);
   let after = from;
   for (;;) {
-    const window = await queryHits(s, filter, after, windowRows, (hits) => hits);
+    const window = await query.find(s, filter, after, windowRows, (hits) => hits);
     for (let at = 0; at < window.length; at += batchRows) {
       // Deliveries and requests get the loop between finding a window and each of its batches.
       await nextTurn();
-      const bytes = encoder.encode(s, window.slice(at, at + batchRows));
+      const bytes = encoder.encode(s, window, at, Math.min(at + batchRows, window.length));
       if (bytes !== undefined) yield bytes;
     }
-    const last = window[window.length - 1];
-    if (window.length < windowRows || last === undefined) break;
-    after = last;
+    const last = window.length - 1;
+    if (window.length < windowRows || last < 0) break;
+    after = { dueMs: window.dueMs[last] as number, seq: window.seq[last] as number, row: window.row[last] as number };
   }
   yield endOfStream;
 }
@@ -109,6 +111,8 @@ class BatchEncoder {
   readonly #failureCallbacks: BytesColumn;
   readonly #createdAt: MsColumn;
   readonly #slots: Int32Array;
+  /** The entries of the found list that a batch holds, in order. */
+  readonly #entries: Int32Array;
 
   constructor(rows: number) {
     this.#ids = new Uint8Array(rows * idLength);
@@ -131,30 +135,37 @@ class BatchEncoder {
     this.#failureCallbacks = new BytesColumn(rows, 256);
     this.#createdAt = new MsColumn(rows);
     this.#slots = new Int32Array(rows);
+    this.#entries = new Int32Array(rows);
   }
 
-  /** One record batch's IPC message (its stream's schema message and end cut off); undefined when none of its timers is left. */
-  encode(s: EngineState, found: readonly TimerHit[]): Uint8Array | undefined {
+  /** One record batch's IPC message of entries [from, to) of `found`; undefined when none of its timers is left. */
+  encode(s: EngineState, found: HitList, from: number, to: number): Uint8Array | undefined {
     const store = s.store;
     // A resident timer's slot as of now (released since: left out).
-    const hits: TimerHit[] = [];
-    for (const hit of found) {
-      const slot = hit.rows === undefined ? s.index.get(hit.seq, hit.row) : -1;
-      if (hit.rows !== undefined || slot >= 0) this.#slots[hits.push(hit) - 1] = slot;
+    let count = 0;
+    for (let h = from; h < to; h++) {
+      const spilled = (found.source[h] as number) >= 0;
+      const slot = spilled ? -1 : s.index.get(found.seq[h] as number, found.row[h] as number);
+      if (!spilled && slot < 0) continue;
+      this.#slots[count] = slot;
+      this.#entries[count++] = h;
     }
-    const count = hits.length;
     if (count === 0) return undefined;
     for (const column of [this.#states, this.#queues, this.#keys, this.#targets, this.#headers, this.#payloads, this.#lastError, this.#callbacks, this.#failureCallbacks]) column.reset();
     for (const column of [this.#fireAt, this.#nextAttempt, this.#lastAttempt, this.#createdAt]) column.reset();
     this.#lastStatusValid.reset();
     for (let i = 0; i < count; i++) {
-      const hit = hits[i] as TimerHit;
-      encodeTimerIdInto(this.#ids, i * idLength, hit.seq, hit.row, hit.fireAtMs);
-      this.#fireAt.set(i, hit.fireAtMs);
-      this.#revisions[i] = s.rescheduled.revisionOf(hit.seq, hit.row);
+      const h = this.#entries[i] as number;
+      const seq = found.seq[h] as number;
+      const row = found.row[h] as number;
+      const fireAtMs = found.fireAtMs[h] as number;
+      const rows = found.rowsOf(h);
+      const index = found.index[h] as number;
+      encodeTimerIdInto(this.#ids, i * idLength, seq, row, fireAtMs);
+      this.#fireAt.set(i, fireAtMs);
+      this.#revisions[i] = s.rescheduled.revisionOf(seq, row);
       // A spilled timer's is in its run row (add-times.ts).
-      this.#createdAt.set(i, (hit.rows === undefined ? null : createdAtOf(hit.rows, hit.index)) ?? s.addTimes.acceptedAtOf(hit.seq));
-      const { rows, index } = hit;
+      this.#createdAt.set(i, (rows === undefined ? null : createdAtOf(rows, index)) ?? s.addTimes.acceptedAtOf(seq));
       if (rows === undefined) {
         const slot = this.#slots[i] as number;
         const code = store.state[slot] as number;
