@@ -68,7 +68,8 @@ export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRo
   yield schemaMessage;
   const windowRows = batchRows * exportWindowBatches;
   const encoder = new BatchEncoder(batchRows);
-  const query = new HitQuery(windowRows);
+  // Each resident timer is looked up again when its batch is made.
+  const query = new HitQuery(windowRows, { liveSlots: false });
   let after = from;
   for (;;) {
     const window = await query.find(s, filter, after, windowRows, (hits) => hits);

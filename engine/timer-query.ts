@@ -15,7 +15,11 @@
 //             bucket starts after the resident's cap-th match; the next bucket is read while
 //             one is scanned when that one is not expected to fill the page
 //   merge:    the two ordered lists merged, cut to `cap`; the resident pass runs again after
-//             the last read, so the slots handed to `use` are live in the same turn
+//             the last read, so the slots handed to `use` are live in the same turn (unless
+//             the user looks resident timers up again itself: the export)
+//
+// What a scan finds is kept in columns (timer-hits.ts) a HitQuery reuses scan after scan; the
+// list's page turns its few into objects.
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getTimer, spilledTimerView } from './cancel-lookup.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
@@ -108,9 +112,16 @@ export class HitQuery {
   readonly #resident: HitList;
   readonly #spilled: HitList;
   readonly #scratch: HitList;
+  readonly #liveSlots: boolean;
   #best: BestPositions | undefined;
 
-  constructor(cap: number) {
+  /**
+   * `liveSlots`: whether `use` needs the resident entries' slots live, so the resident pass runs
+   * again after the spilled reads took turns; a user that looks each resident timer up again
+   * itself (the export, batch by batch) saves that pass over every resident slot a window.
+   */
+  constructor(cap: number, { liveSlots = true }: { liveSlots?: boolean } = {}) {
+    this.#liveSlots = liveSlots;
     this.#found = new HitList(cap);
     this.#resident = new HitList(cap);
     this.#spilled = new HitList(cap);
@@ -119,7 +130,8 @@ export class HitQuery {
 
   /**
    * The first `cap` timers matching `filter` after `after`, in order, handed to `use` in the
-   * same turn as the store was read (so resident slots are live), and what `use` makes of them.
+   * same turn as the store was read (so resident slots are live, when `liveSlots`), and what
+   * `use` makes of them.
    * The list is this query's: valid until its next find.
    */
   async find<T>(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, use: (hits: HitList) => T): Promise<T> {
@@ -137,7 +149,7 @@ export class HitQuery {
       const moved = s.spill.watermarkMs !== watermarkMs || s.spill.runs !== runs;
       if (moved && tries < spillMovesMax) continue;
       // The reads took turns: the resident timers are read again, now, for `use`.
-      if (read) residentHits(s, filter, after, best, resident);
+      if (read && this.#liveSlots) residentHits(s, filter, after, best, resident);
       dropTombstoned(s, this.#spilled);
       mergeHits(resident, this.#spilled, cap, found);
       return use(found);
