@@ -23,7 +23,7 @@ import { timerState } from './store/resident-store.ts';
 import { timerStateNames } from './store/timer-state.ts';
 import type { HitList } from './timer-hits.ts';
 import { HitQuery, type QueryPosition, queryStart, type TimerFilter } from './timer-query.ts';
-import { createdAtOf } from './spill/run-rows.ts';
+import { createdAtOf, type RunRows } from './spill/run-rows.ts';
 
 const timestamp = (): DataType => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
 
@@ -174,10 +174,7 @@ class BatchEncoder {
         this.#nextAttempt.set(i, code === timerState.retrying ? (store.dueAt[slot] as number) : null);
         this.#attempts[i] = store.attempts[slot] as number;
         this.#queues.addText(s.queueNames[store.queueIndex[slot] as number] as string);
-        this.#keys.add(store.keyOf(slot), true);
         this.#targets.addText(store.targetOf(slot));
-        this.#headers.add(store.headersOf(slot), true);
-        this.#payloads.add(store.payloadOf(slot), false);
         const status = store.lastStatus[slot] as number;
         this.#lastStatus[i] = status;
         this.#lastStatusValid.set(i, status !== 0);
@@ -190,10 +187,7 @@ class BatchEncoder {
         this.#nextAttempt.set(i, null);
         this.#attempts[i] = 0;
         this.#queues.addText(rows.queues[rows.queueIndex[index] as number] as string);
-        this.#keys.addFrom(rows.keys, index, true);
         this.#targets.addText(rows.targets[rows.targetIndex[index] as number] as string);
-        this.#headers.addFrom(rows.headers, index, true);
-        this.#payloads.addFrom(rows.payload, index, false);
         this.#lastStatus[i] = 0;
         this.#lastStatusValid.set(i, false);
         this.#lastError.addText(null);
@@ -201,6 +195,7 @@ class BatchEncoder {
         this.#addCallbacks(rows.callbacks === undefined ? noBytes : callbacksRunOf(rows.callbacks, index));
       }
     }
+    this.#addKeysHeadersPayloads(s, found, count);
     return recordBatchMessage(count, [
       notNull(bytesOf(this.#idOffsets, count + 1), this.#ids.subarray(0, count * idLength)),
       this.#states.buffers(count),
@@ -220,6 +215,37 @@ class BatchEncoder {
       this.#failureCallbacks.buffers(count),
       this.#createdAt.buffers(count),
     ]);
+  }
+
+  /**
+   * The batch's keys, headers and payloads: the consecutive rows of a decoded spilled batch (a
+   * bucket read in order is mostly such runs) in one copy a column, a resident timer's alone.
+   */
+  #addKeysHeadersPayloads(s: EngineState, found: HitList, count: number): void {
+    const store = s.store;
+    for (let i = 0; i < count; ) {
+      const h = this.#entries[i] as number;
+      const source = found.source[h] as number;
+      if (source < 0) {
+        const slot = this.#slots[i] as number;
+        this.#keys.add(store.keyOf(slot), true);
+        this.#headers.add(store.headersOf(slot), true);
+        this.#payloads.add(store.payloadOf(slot), false);
+        i++;
+        continue;
+      }
+      const first = found.index[h] as number;
+      let end = i + 1;
+      for (; end < count; end++) {
+        const next = this.#entries[end] as number;
+        if (found.source[next] !== source || found.index[next] !== first + (end - i)) break;
+      }
+      const rows = found.sources[source] as RunRows;
+      this.#keys.addRows(rows.keys, first, first + (end - i), true);
+      this.#headers.addRows(rows.headers, first, first + (end - i), true);
+      this.#payloads.addRows(rows.payload, first, first + (end - i), false);
+      i = end;
+    }
   }
 
   /** A timer's callback URLs from its callbacks run (empty: neither), nulls where none. */
@@ -274,6 +300,8 @@ class BytesColumn {
   #values: Uint8Array;
   #length = 0;
   #row = 0;
+  #lastText: string | undefined;
+  #lastTextBytes: Uint8Array = noBytes;
 
   constructor(rows: number, bytesInitial: number) {
     this.#offsets = new Int32Array(rows + 1);
@@ -292,20 +320,33 @@ class BytesColumn {
     this.#addRange(bytes, 0, bytes.length, emptyIsNull);
   }
 
-  /** Row `row` of a decoded spilled column, with no view made of it. */
-  addFrom(column: BytesColumnOf, row: number, emptyIsNull: boolean): void {
-    this.#addRange(column.values, column.offsets[row] as number, column.offsets[row + 1] as number, emptyIsNull);
+  /** Rows [from, to) of a decoded spilled column: their bytes in one copy. */
+  addRows(column: BytesColumnOf, from: number, to: number, emptyIsNull: boolean): void {
+    const start = column.offsets[from] as number;
+    const end = column.offsets[to] as number;
+    this.#reserve(this.#length + end - start);
+    if (end > start) this.#values.set(column.values.subarray(start, end), this.#length);
+    const shift = this.#length - start;
+    for (let r = from; r < to; r++) {
+      const next = column.offsets[r + 1] as number;
+      this.#validity.set(this.#row, !(emptyIsNull && next === column.offsets[r]));
+      this.#offsets[++this.#row] = next + shift;
+    }
+    this.#length += end - start;
+  }
+
+  #reserve(bytes: number): void {
+    if (bytes <= this.#values.length) return;
+    const grown = new Uint8Array(Math.max(this.#values.length * 2, bytes));
+    grown.set(this.#values.subarray(0, this.#length));
+    this.#values = grown;
   }
 
   #addRange(source: Uint8Array, start: number, end: number, emptyIsNull: boolean): void {
     const length = end - start;
     this.#validity.set(this.#row, !(emptyIsNull && length === 0));
     const to = this.#length + length;
-    if (to > this.#values.length) {
-      const grown = new Uint8Array(Math.max(this.#values.length * 2, to));
-      grown.set(this.#values.subarray(0, this.#length));
-      this.#values = grown;
-    }
+    this.#reserve(to);
     // Short values (keys, states, small payloads) by hand: a view and a set() cost more than their bytes.
     if (length <= 64) for (let i = 0; i < length; i++) this.#values[this.#length + i] = source[start + i] as number;
     else this.#values.set(source.subarray(start, end), this.#length);
@@ -319,6 +360,11 @@ class BytesColumn {
       this.add(noBytes, true);
       return;
     }
+    // Rows in a row mostly share their queue, target and state: the same string, no hashing.
+    if (text === this.#lastText) {
+      this.add(this.#lastTextBytes, false);
+      return;
+    }
     let bytes = textBytes.get(text);
     if (bytes === undefined) {
       bytes = utf8.encode(text);
@@ -326,6 +372,8 @@ class BytesColumn {
       if (textBytes.size >= 4096) textBytes.clear();
       textBytes.set(text, bytes);
     }
+    this.#lastText = text;
+    this.#lastTextBytes = bytes;
     this.add(bytes, false);
   }
 
