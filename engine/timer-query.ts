@@ -117,8 +117,9 @@ export class HitQuery {
 
   /**
    * `liveSlots`: whether `use` needs the resident entries' slots live, so the resident pass runs
-   * again after the spilled reads took turns; a user that looks each resident timer up again
-   * itself (the export, batch by batch) saves that pass over every resident slot a window.
+   * in one turn, and again after the spilled reads took turns; a user that looks each resident
+   * timer up again itself (the export, batch by batch) saves that second pass over every
+   * resident slot a window, and has the first in slices that leave the loop to others between.
    */
   constructor(cap: number, { liveSlots = true }: { liveSlots?: boolean } = {}) {
     this.#liveSlots = liveSlots;
@@ -142,7 +143,8 @@ export class HitQuery {
       const runs = s.spill.runs;
       const resident = this.#resident;
       const best = this.#bestOf(cap);
-      residentHits(s, filter, after, best, resident);
+      if (this.#liveSlots) residentHits(s, filter, after, best, resident);
+      else await residentHitsSliced(s, filter, after, best, resident);
       const bound = resident.length >= cap ? resident.length - 1 : -1;
       const boundDueMs = bound < 0 ? undefined : (resident.dueMs[bound] as number);
       const read = await spilledHits(s, filter, after, cap, boundDueMs, this.#spilled, this.#scratch);
@@ -228,7 +230,12 @@ function residentTest(s: EngineState, filter: TimerFilter): ResidentTest | undef
 
 /** A resident timer's due time in the list's order (see the head of this file). */
 function residentDue(state: number, dueAtMs: number, fireAtMs: number): number {
-  return state === timerState.pending || state === timerState.retrying || state === timerState.delivering ? dueAtMs : fireAtMs;
+  return waitsOrIsDelivered(state) ? dueAtMs : fireAtMs;
+}
+
+/** Whether a timer in `state` is due at its dueAt (else at its fire time, finished). */
+function waitsOrIsDelivered(state: number): boolean {
+  return state === timerState.pending || state === timerState.retrying || state === timerState.delivering;
 }
 
 function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
@@ -262,24 +269,54 @@ export function forEachResidentMatch(s: EngineState, filter: TimerFilter, after:
 }
 
 /**
- * The `cap` smallest resident matches after `after`, in order: one pass, a bounded max-heap.
- * The pass is forEachResidentMatch's, written out with the heap's largest due time at hand, so
- * that once the heap is full a timer due later costs two loads and a comparison.
+ * The `cap` smallest resident matches after `after`, in order, into `out`: one pass, a bounded
+ * max-heap, in one turn (the slots handed on are live in it).
  */
 function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition, best: BestPositions, out: HitList): void {
   out.clear();
   const test = residentTest(s, filter);
   if (test === undefined) return;
+  best.clear();
+  residentPass(s, test, after, best, 0, s.store.slotsUsed);
+  best.sortedInto(out, s.store.fireAt);
+}
+
+/** Slots a turn of a sliced resident pass reads: at 10,000,000 pending the store has some 500,000, several milliseconds in one go. */
+const residentSliceSlots = 65_536;
+
+/**
+ * residentHits in slices of residentSliceSlots slots, a turn each, for a user that looks each
+ * resident timer up again itself (the export): a slot read in one slice may hold another timer
+ * by the end, whose position then names no timer, or a timer moved meanwhile is seen twice or
+ * not at all, as one whose due time changes during a scan may be.
+ */
+async function residentHitsSliced(s: EngineState, filter: TimerFilter, after: QueryPosition, best: BestPositions, out: HitList): Promise<void> {
+  out.clear();
+  const test = residentTest(s, filter);
+  if (test === undefined) return;
+  best.clear();
+  for (let from = 0; from < s.store.slotsUsed; from += residentSliceSlots) {
+    if (from > 0) await nextTurn();
+    residentPass(s, test, after, best, from, Math.min(from + residentSliceSlots, s.store.slotsUsed));
+  }
+  best.sortedInto(out, s.store.fireAt);
+}
+
+/**
+ * Offers slots [from, to) matching `test` after `after` to `best`. The pass is
+ * forEachResidentMatch's, written out with the heap's largest due time at hand, so that once the
+ * heap is full a timer due later costs two loads and a comparison.
+ */
+function residentPass(s: EngineState, test: ResidentTest, after: QueryPosition, best: BestPositions, from: number, to: number): void {
   const store = s.store;
   const { state, dueAt, fireAt, logSeq, row: rowColumn, queueIndex } = store;
-  best.clear();
   const fromMs = Math.max(test.fromMs, after.dueMs);
-  let largestDue = Infinity;
-  const slots = store.slotsUsed;
-  for (let slot = 0; slot < slots; slot++) {
+  let largestDue = best.full ? best.largestDue : Infinity;
+  for (let slot = from; slot < to; slot++) {
     const code = state[slot] as number;
     if (code === timerState.free || (test.state >= 0 && code !== test.state)) continue;
-    const due = residentDue(code, dueAt[slot] as number, fireAt[slot] as number);
+    // One of the two time columns read, not both: the pass streams through every slot's.
+    const due = waitsOrIsDelivered(code) ? (dueAt[slot] as number) : (fireAt[slot] as number);
     if (due > largestDue || due < fromMs || due >= test.beforeMs) continue;
     if (test.queueIndex >= 0 && queueIndex[slot] !== test.queueIndex) continue;
     const seq = logSeq[slot] as number;
@@ -290,7 +327,6 @@ function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition,
     best.offer(due, seq, row, slot);
     if (best.full) largestDue = best.largestDue;
   }
-  best.sortedInto(out, fireAt);
 }
 
 /**
