@@ -2,7 +2,8 @@
 // batches of one bucket start into order; engine/timer-export.ts copies a batch's consecutive
 // rows' bytes in one go): every timer once, in the list's order, each with its own key, headers
 // and payload, with cancelled spilled timers and resident ones between them, for batch sizes
-// that cut those runs of rows anywhere.
+// that cut those runs of rows anywhere; and over more resident timers than one slice of the
+// resident pass (timer-query.ts residentHitsSliced).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
@@ -65,5 +66,25 @@ test('an export over buckets several runs share is every timer once, in order, e
       assert.deepEqual(Buffer.from(row.payload as Uint8Array), Buffer.from(view.payload), `batches of ${batchRows}, row ${i}: payload`);
     }
   }
+  await engine.close();
+});
+
+test('an export over more resident timers than one slice of its resident pass is every one once, in order', async () => {
+  const engine = await Engine.open({ dataDir: '/data', fs: new SimFileSystem({ seed: 4102 }), clock: { now: () => t0 } });
+  // 150,000 resident timers: the export's pass over their slots takes three slices a window.
+  const count = 150_000;
+  for (let first = 0; first < count; first += 50_000) {
+    await engine.admit(batchFromSpecs(Array.from({ length: 50_000 }, (_, i) => ({ fireAtMs: t0 + hour + (((first + i) * 7919) % (20 * hour)), target, payload: `p${first + i}` }))));
+  }
+  const listed = await everyListed(engine);
+  assert.equal(listed.length, count);
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of engine.exportTimers({}, 4096)) chunks.push(chunk);
+  const table = tableFromIPC(Buffer.concat(chunks));
+  assert.deepEqual(table.getChild('id')?.toArray(), listed.map((view) => view.id));
+  assert.deepEqual(
+    table.getChild('payload')?.toArray().map((payload: Uint8Array) => Buffer.from(payload).toString()),
+    listed.map((view) => Buffer.from(view.payload).toString()),
+  );
   await engine.close();
 });
