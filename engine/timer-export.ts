@@ -405,8 +405,10 @@ class MsColumn {
     this.#validity.set(i, ms !== null);
     if (ms === null) return;
     if (ms >= 0 && Number.isSafeInteger(ms) && littleEndian) {
-      this.#halves[2 * i] = ms % twoTo32 | 0;
-      this.#halves[2 * i + 1] = Math.floor(ms / twoTo32);
+      // The low half by ToUint32 and the high one by an exact division: no floating remainder.
+      const low = ms >>> 0;
+      this.#halves[2 * i] = low;
+      this.#halves[2 * i + 1] = (ms - low) / twoTo32;
     } else this.#values[i] = BigInt(Math.trunc(ms));
   }
 
