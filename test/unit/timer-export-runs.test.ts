@@ -3,7 +3,7 @@
 // rows' bytes in one go): every timer once, in the list's order, each with its own key, headers
 // and payload, with cancelled spilled timers and resident ones between them, for batch sizes
 // that cut those runs of rows anywhere; and over more resident timers than one slice of the
-// resident pass (timer-query.ts residentHitsSliced).
+// resident pass (timer-query.ts residentHitsSliced), which leaves the loop to others between slices.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
@@ -86,5 +86,23 @@ test('an export over more resident timers than one slice of its resident pass is
     table.getChild('payload')?.toArray().map((payload: Uint8Array) => Buffer.from(payload).toString()),
     listed.map((view) => Buffer.from(view.payload).toString()),
   );
+
+  // The pass leaves the loop to others between its slices: while the export makes its first
+  // batch (a pass over three slices, then the batch), a callback that reschedules itself every
+  // turn runs at least three times; in one go it would run once, before the batch.
+  const exporting = engine.exportTimers({}, 4096);
+  await exporting.next();
+  let turns = 0;
+  let counting = true;
+  const tick = (): void => {
+    if (!counting) return;
+    turns++;
+    setImmediate(tick);
+  };
+  setImmediate(tick);
+  await exporting.next();
+  counting = false;
+  assert.ok(turns >= 3, `${turns} turns of the loop while the first batch was made`);
+  await exporting.return(undefined);
   await engine.close();
 });
