@@ -4,7 +4,7 @@
 // when the response has room), and the generator yields to the event loop between batches, so
 // an export of millions of timers holds a few batches and never stalls deliveries.
 //
-//   queryHits(after, batchRows) ─► columns (no object per row but the hit) ─► record batch ─►
+//   HitQuery.find(after, window) ─► columns (no object per row) ─► record batch ─►
 //   IPC bytes (the schema message once, first) ─► … ─► end-of-stream marker
 //
 // Columns are named as the JSON view's fields:
@@ -12,17 +12,18 @@
 //   attempts Uint32 · queue Utf8 · key Utf8? · target Utf8 · headers Utf8 (JSON)? · payload Binary ·
 //   last_status Uint16? · last_error Utf8? · last_attempt_at Timestamp(ms, UTC)? · revision Uint32 ·
 //   callback Utf8? · failure_callback Utf8? · created_at Timestamp(ms, UTC)?            (? nullable)
-import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { Binary, type Data, type DataType, Field, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, Timestamp, TimeUnit, Uint16, Uint32, Utf8 } from 'apache-arrow';
+import { Binary, type DataType, Field, Schema, Table, tableToIPC, Timestamp, TimeUnit, Uint16, Uint32, Utf8 } from 'apache-arrow';
+import { type ColumnBuffers, recordBatchMessage } from './arrow-batch-message.ts';
 import { encodeTimerIdInto } from './ids.ts';
 import type { BytesColumn as BytesColumnOf } from './batch/timer-batch.ts';
 import type { EngineState } from './state.ts';
 import { callbackBytesOf, failureCallbackBytesOf } from './store/callback-bytes.ts';
 import { timerState } from './store/resident-store.ts';
 import { timerStateNames } from './store/timer-state.ts';
-import { type QueryPosition, queryHits, queryStart, type TimerFilter, type TimerHit } from './timer-query.ts';
-import { createdAtOf } from './spill/run-rows.ts';
+import type { HitList } from './timer-hits.ts';
+import { HitQuery, type QueryPosition, queryStart, type TimerFilter } from './timer-query.ts';
+import { createdAtOf, type RunRows } from './spill/run-rows.ts';
 
 const timestamp = (): DataType => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
 
@@ -67,18 +68,20 @@ export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRo
   yield schemaMessage;
   const windowRows = batchRows * exportWindowBatches;
   const encoder = new BatchEncoder(batchRows);
+  // Each resident timer is looked up again when its batch is made.
+  const query = new HitQuery(windowRows, { liveSlots: false });
   let after = from;
   for (;;) {
-    const window = await queryHits(s, filter, after, windowRows, (hits) => hits);
+    const window = await query.find(s, filter, after, windowRows, (hits) => hits);
     for (let at = 0; at < window.length; at += batchRows) {
       // Deliveries and requests get the loop between finding a window and each of its batches.
       await nextTurn();
-      const bytes = encoder.encode(s, window.slice(at, at + batchRows));
+      const bytes = encoder.encode(s, window, at, Math.min(at + batchRows, window.length));
       if (bytes !== undefined) yield bytes;
     }
-    const last = window[window.length - 1];
-    if (window.length < windowRows || last === undefined) break;
-    after = last;
+    const last = window.length - 1;
+    if (window.length < windowRows || last < 0) break;
+    after = { dueMs: window.dueMs[last] as number, seq: window.seq[last] as number, row: window.row[last] as number };
   }
   yield endOfStream;
 }
@@ -109,6 +112,8 @@ class BatchEncoder {
   readonly #failureCallbacks: BytesColumn;
   readonly #createdAt: MsColumn;
   readonly #slots: Int32Array;
+  /** The entries of the found list that a batch holds, in order. */
+  readonly #entries: Int32Array;
 
   constructor(rows: number) {
     this.#ids = new Uint8Array(rows * idLength);
@@ -131,30 +136,37 @@ class BatchEncoder {
     this.#failureCallbacks = new BytesColumn(rows, 256);
     this.#createdAt = new MsColumn(rows);
     this.#slots = new Int32Array(rows);
+    this.#entries = new Int32Array(rows);
   }
 
-  /** One record batch's IPC message (its stream's schema message and end cut off); undefined when none of its timers is left. */
-  encode(s: EngineState, found: readonly TimerHit[]): Uint8Array | undefined {
+  /** One record batch's IPC message of entries [from, to) of `found`; undefined when none of its timers is left. */
+  encode(s: EngineState, found: HitList, from: number, to: number): Uint8Array | undefined {
     const store = s.store;
     // A resident timer's slot as of now (released since: left out).
-    const hits: TimerHit[] = [];
-    for (const hit of found) {
-      const slot = hit.rows === undefined ? s.index.get(hit.seq, hit.row) : -1;
-      if (hit.rows !== undefined || slot >= 0) this.#slots[hits.push(hit) - 1] = slot;
+    let count = 0;
+    for (let h = from; h < to; h++) {
+      const spilled = (found.source[h] as number) >= 0;
+      const slot = spilled ? -1 : s.index.get(found.seq[h] as number, found.row[h] as number);
+      if (!spilled && slot < 0) continue;
+      this.#slots[count] = slot;
+      this.#entries[count++] = h;
     }
-    const count = hits.length;
     if (count === 0) return undefined;
     for (const column of [this.#states, this.#queues, this.#keys, this.#targets, this.#headers, this.#payloads, this.#lastError, this.#callbacks, this.#failureCallbacks]) column.reset();
     for (const column of [this.#fireAt, this.#nextAttempt, this.#lastAttempt, this.#createdAt]) column.reset();
     this.#lastStatusValid.reset();
     for (let i = 0; i < count; i++) {
-      const hit = hits[i] as TimerHit;
-      encodeTimerIdInto(this.#ids, i * idLength, hit.seq, hit.row, hit.fireAtMs);
-      this.#fireAt.set(i, hit.fireAtMs);
-      this.#revisions[i] = s.rescheduled.revisionOf(hit.seq, hit.row);
+      const h = this.#entries[i] as number;
+      const seq = found.seq[h] as number;
+      const row = found.row[h] as number;
+      const fireAtMs = found.fireAtMs[h] as number;
+      const rows = found.rowsOf(h);
+      const index = found.index[h] as number;
+      encodeTimerIdInto(this.#ids, i * idLength, seq, row, fireAtMs);
+      this.#fireAt.set(i, fireAtMs);
+      this.#revisions[i] = s.rescheduled.revisionOf(seq, row);
       // A spilled timer's is in its run row (add-times.ts).
-      this.#createdAt.set(i, (hit.rows === undefined ? null : createdAtOf(hit.rows, hit.index)) ?? s.addTimes.acceptedAtOf(hit.seq));
-      const { rows, index } = hit;
+      this.#createdAt.set(i, (rows === undefined ? null : createdAtOf(rows, index)) ?? s.addTimes.acceptedAtOf(seq));
       if (rows === undefined) {
         const slot = this.#slots[i] as number;
         const code = store.state[slot] as number;
@@ -162,10 +174,7 @@ class BatchEncoder {
         this.#nextAttempt.set(i, code === timerState.retrying ? (store.dueAt[slot] as number) : null);
         this.#attempts[i] = store.attempts[slot] as number;
         this.#queues.addText(s.queueNames[store.queueIndex[slot] as number] as string);
-        this.#keys.add(store.keyOf(slot), true);
         this.#targets.addText(store.targetOf(slot));
-        this.#headers.add(store.headersOf(slot), true);
-        this.#payloads.add(store.payloadOf(slot), false);
         const status = store.lastStatus[slot] as number;
         this.#lastStatus[i] = status;
         this.#lastStatusValid.set(i, status !== 0);
@@ -178,10 +187,7 @@ class BatchEncoder {
         this.#nextAttempt.set(i, null);
         this.#attempts[i] = 0;
         this.#queues.addText(rows.queues[rows.queueIndex[index] as number] as string);
-        this.#keys.addFrom(rows.keys, index, true);
         this.#targets.addText(rows.targets[rows.targetIndex[index] as number] as string);
-        this.#headers.addFrom(rows.headers, index, true);
-        this.#payloads.addFrom(rows.payload, index, false);
         this.#lastStatus[i] = 0;
         this.#lastStatusValid.set(i, false);
         this.#lastError.addText(null);
@@ -189,29 +195,57 @@ class BatchEncoder {
         this.#addCallbacks(rows.callbacks === undefined ? noBytes : callbacksRunOf(rows.callbacks, index));
       }
     }
-    const children = [
-      makeData({ type: new Utf8(), length: count, valueOffsets: this.#idOffsets.subarray(0, count + 1), data: this.#ids.subarray(0, count * idLength) }),
-      this.#states.data(new Utf8(), count),
-      this.#fireAt.data(count),
-      this.#nextAttempt.data(count),
-      makeData({ type: new Uint32(), length: count, data: this.#attempts.subarray(0, count) }),
-      this.#queues.data(new Utf8(), count),
-      this.#keys.data(new Utf8(), count),
-      this.#targets.data(new Utf8(), count),
-      this.#headers.data(new Utf8(), count),
-      this.#payloads.data(new Binary(), count),
-      makeData({ type: new Uint16(), length: count, data: this.#lastStatus.subarray(0, count), ...this.#lastStatusValid.of(count) }),
-      this.#lastError.data(new Utf8(), count),
-      this.#lastAttempt.data(count),
-      makeData({ type: new Uint32(), length: count, data: this.#revisions.subarray(0, count) }),
-      this.#callbacks.data(new Utf8(), count),
-      this.#failureCallbacks.data(new Utf8(), count),
-      this.#createdAt.data(count),
-    ];
-    const batch = new RecordBatch(exportSchema, makeData({ type: new Struct(exportSchema.fields), length: count, nullCount: 0, children }));
-    const stream = tableToIPC(new Table([batch]), 'stream');
-    assert.ok(stream.length > schemaMessage.length + endOfStream.length, 'a batch\'s stream holds the schema, the batch and the end');
-    return stream.subarray(schemaMessage.length, stream.length - endOfStream.length);
+    this.#addKeysHeadersPayloads(s, found, count);
+    return recordBatchMessage(count, [
+      notNull(bytesOf(this.#idOffsets, count + 1), this.#ids.subarray(0, count * idLength)),
+      this.#states.buffers(count),
+      this.#fireAt.buffers(count),
+      this.#nextAttempt.buffers(count),
+      notNull(bytesOf(this.#attempts, count)),
+      this.#queues.buffers(count),
+      this.#keys.buffers(count),
+      this.#targets.buffers(count),
+      this.#headers.buffers(count),
+      this.#payloads.buffers(count),
+      this.#lastStatusValid.column(count, bytesOf(this.#lastStatus, count)),
+      this.#lastError.buffers(count),
+      this.#lastAttempt.buffers(count),
+      notNull(bytesOf(this.#revisions, count)),
+      this.#callbacks.buffers(count),
+      this.#failureCallbacks.buffers(count),
+      this.#createdAt.buffers(count),
+    ]);
+  }
+
+  /**
+   * The batch's keys, headers and payloads: the consecutive rows of a decoded spilled batch (a
+   * bucket read in order is mostly such runs) in one copy a column, a resident timer's alone.
+   */
+  #addKeysHeadersPayloads(s: EngineState, found: HitList, count: number): void {
+    const store = s.store;
+    for (let i = 0; i < count; ) {
+      const h = this.#entries[i] as number;
+      const source = found.source[h] as number;
+      if (source < 0) {
+        const slot = this.#slots[i] as number;
+        this.#keys.add(store.keyOf(slot), true);
+        this.#headers.add(store.headersOf(slot), true);
+        this.#payloads.add(store.payloadOf(slot), false);
+        i++;
+        continue;
+      }
+      const first = found.index[h] as number;
+      let end = i + 1;
+      for (; end < count; end++) {
+        const next = this.#entries[end] as number;
+        if (found.source[next] !== source || found.index[next] !== first + (end - i)) break;
+      }
+      const rows = found.sources[source] as RunRows;
+      this.#keys.addRows(rows.keys, first, first + (end - i), true);
+      this.#headers.addRows(rows.headers, first, first + (end - i), true);
+      this.#payloads.addRows(rows.payload, first, first + (end - i), false);
+      i = end;
+    }
   }
 
   /** A timer's callback URLs from its callbacks run (empty: neither), nulls where none. */
@@ -249,9 +283,9 @@ class Validity {
     else this.#nulls++;
   }
 
-  /** makeData's null fields for the first `count` rows. */
-  of(count: number): { nullBitmap: Uint8Array; nullCount: number } {
-    return { nullBitmap: this.#bitmap.subarray(0, (count + 7) >> 3), nullCount: this.#nulls };
+  /** The first `count` rows' column: this validity (empty when no row is null), then `values`. */
+  column(count: number, ...values: Uint8Array[]): ColumnBuffers {
+    return { nullCount: this.#nulls, buffers: [this.#nulls === 0 ? noBytes : this.#bitmap.subarray(0, (count + 7) >> 3), ...values] };
   }
 }
 
@@ -266,6 +300,8 @@ class BytesColumn {
   #values: Uint8Array;
   #length = 0;
   #row = 0;
+  #lastText: string | undefined;
+  #lastTextBytes: Uint8Array = noBytes;
 
   constructor(rows: number, bytesInitial: number) {
     this.#offsets = new Int32Array(rows + 1);
@@ -284,20 +320,33 @@ class BytesColumn {
     this.#addRange(bytes, 0, bytes.length, emptyIsNull);
   }
 
-  /** Row `row` of a decoded spilled column, with no view made of it. */
-  addFrom(column: BytesColumnOf, row: number, emptyIsNull: boolean): void {
-    this.#addRange(column.values, column.offsets[row] as number, column.offsets[row + 1] as number, emptyIsNull);
+  /** Rows [from, to) of a decoded spilled column: their bytes in one copy. */
+  addRows(column: BytesColumnOf, from: number, to: number, emptyIsNull: boolean): void {
+    const start = column.offsets[from] as number;
+    const end = column.offsets[to] as number;
+    this.#reserve(this.#length + end - start);
+    if (end > start) this.#values.set(column.values.subarray(start, end), this.#length);
+    const shift = this.#length - start;
+    for (let r = from; r < to; r++) {
+      const next = column.offsets[r + 1] as number;
+      this.#validity.set(this.#row, !(emptyIsNull && next === column.offsets[r]));
+      this.#offsets[++this.#row] = next + shift;
+    }
+    this.#length += end - start;
+  }
+
+  #reserve(bytes: number): void {
+    if (bytes <= this.#values.length) return;
+    const grown = new Uint8Array(Math.max(this.#values.length * 2, bytes));
+    grown.set(this.#values.subarray(0, this.#length));
+    this.#values = grown;
   }
 
   #addRange(source: Uint8Array, start: number, end: number, emptyIsNull: boolean): void {
     const length = end - start;
     this.#validity.set(this.#row, !(emptyIsNull && length === 0));
     const to = this.#length + length;
-    if (to > this.#values.length) {
-      const grown = new Uint8Array(Math.max(this.#values.length * 2, to));
-      grown.set(this.#values.subarray(0, this.#length));
-      this.#values = grown;
-    }
+    this.#reserve(to);
     // Short values (keys, states, small payloads) by hand: a view and a set() cost more than their bytes.
     if (length <= 64) for (let i = 0; i < length; i++) this.#values[this.#length + i] = source[start + i] as number;
     else this.#values.set(source.subarray(start, end), this.#length);
@@ -311,6 +360,11 @@ class BytesColumn {
       this.add(noBytes, true);
       return;
     }
+    // Rows in a row mostly share their queue, target and state: the same string, no hashing.
+    if (text === this.#lastText) {
+      this.add(this.#lastTextBytes, false);
+      return;
+    }
     let bytes = textBytes.get(text);
     if (bytes === undefined) {
       bytes = utf8.encode(text);
@@ -318,12 +372,14 @@ class BytesColumn {
       if (textBytes.size >= 4096) textBytes.clear();
       textBytes.set(text, bytes);
     }
+    this.#lastText = text;
+    this.#lastTextBytes = bytes;
     this.add(bytes, false);
   }
 
-  data<T extends Utf8 | Binary>(type: T, count: number): Data<T> {
-    const props = { length: count, valueOffsets: this.#offsets.subarray(0, count + 1), data: this.#values.subarray(0, this.#length), ...this.#validity.of(count) };
-    return (type instanceof Utf8 ? makeData({ type, ...props }) : makeData({ type: type as Binary, ...props })) as Data<T>;
+  /** The first `count` rows (all there are since the reset). */
+  buffers(count: number): ColumnBuffers {
+    return this.#validity.column(count, bytesOf(this.#offsets, count + 1), this.#values.subarray(0, this.#length));
   }
 }
 
@@ -349,14 +405,26 @@ class MsColumn {
     this.#validity.set(i, ms !== null);
     if (ms === null) return;
     if (ms >= 0 && Number.isSafeInteger(ms) && littleEndian) {
-      this.#halves[2 * i] = ms % twoTo32 | 0;
-      this.#halves[2 * i + 1] = Math.floor(ms / twoTo32);
+      // The low half by ToUint32 and the high one by an exact division: no floating remainder.
+      const low = ms >>> 0;
+      this.#halves[2 * i] = low;
+      this.#halves[2 * i + 1] = (ms - low) / twoTo32;
     } else this.#values[i] = BigInt(Math.trunc(ms));
   }
 
-  data(count: number): Data<Timestamp> {
-    return makeData({ type: timestamp() as Timestamp, length: count, data: this.#values.subarray(0, count), ...this.#validity.of(count) });
+  buffers(count: number): ColumnBuffers {
+    return this.#validity.column(count, bytesOf(this.#values, count));
   }
 }
 
 const littleEndian = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
+
+/** The first `count` elements of a typed array, as bytes (no copy). */
+function bytesOf(values: Int32Array | Uint32Array | Uint16Array | BigInt64Array, count: number): Uint8Array {
+  return new Uint8Array(values.buffer, values.byteOffset, count * values.BYTES_PER_ELEMENT);
+}
+
+/** A column that has no nulls: an empty validity, then `values`. */
+function notNull(...values: Uint8Array[]): ColumnBuffers {
+  return { nullCount: 0, buffers: [noBytes, ...values] };
+}

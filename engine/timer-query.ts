@@ -15,7 +15,11 @@
 //             bucket starts after the resident's cap-th match; the next bucket is read while
 //             one is scanned when that one is not expected to fill the page
 //   merge:    the two ordered lists merged, cut to `cap`; the resident pass runs again after
-//             the last read, so the slots handed to `use` are live in the same turn
+//             the last read, so the slots handed to `use` are live in the same turn (unless
+//             the user looks resident timers up again itself: the export)
+//
+// What a scan finds is kept in columns (timer-hits.ts) a HitQuery reuses scan after scan; the
+// list's page turns its few into objects.
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getTimer, spilledTimerView } from './cancel-lookup.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
@@ -23,7 +27,8 @@ import { type BucketGroup, BucketGroups, firstRowAfter } from './spill/spilled-s
 import type { RunRows } from './spill/run-rows.ts';
 import type { EngineState } from './state.ts';
 import { keyHash } from './store/key-index.ts';
-import { timerState } from './store/resident-store.ts';
+import { type ReadonlyColumn, timerState } from './store/resident-store.ts';
+import { compareHits, HitList } from './timer-hits.ts';
 import type { TimerStateName, TimerView } from './types.ts';
 
 /** What a scan matches; every field given must hold. */
@@ -99,36 +104,103 @@ export function decodeCursor(cursor: string): QueryPosition | undefined {
 }
 
 /**
- * The first `cap` timers matching `filter` after `after`, in order, handed to `use` in the same
- * turn as the store was read (so resident slots are live), and what `use` makes of them.
+ * The lists one scan fills: what it found and its working lists, made once and reused by every
+ * scan of an export (an object per timer found lived long enough to cost full collections).
  */
-export async function queryHits<T>(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, use: (hits: TimerHit[]) => T): Promise<T> {
-  if (filter.key !== undefined) return keyHits(s, filter, filter.key, after, use);
-  for (let tries = 1; ; tries++) {
-    const watermarkMs = s.spill.watermarkMs;
-    const runs = s.spill.runs;
-    const first = residentHits(s, filter, after, cap);
-    const bound = first.length >= cap ? first[cap - 1] : undefined;
-    const spilled = await spilledHits(s, filter, after, cap, bound);
-    const moved = s.spill.watermarkMs !== watermarkMs || s.spill.runs !== runs;
-    if (moved && tries < spillMovesMax) continue;
-    // The reads took turns: the resident timers are read again, now, for `use`.
-    const resident = spilled.read ? residentHits(s, filter, after, cap) : first;
-    const live = spilled.hits.filter((hit) => !s.spill.isTombstoned(hit.seq, hit.row));
-    return use(mergeHits(resident, live, cap));
+export class HitQuery {
+  readonly #found: HitList;
+  readonly #resident: HitList;
+  readonly #spilled: HitList;
+  readonly #scratch: HitList;
+  readonly #liveSlots: boolean;
+  #best: BestPositions | undefined;
+
+  /**
+   * `liveSlots`: whether `use` needs the resident entries' slots live, so the resident pass runs
+   * in one turn, and again after the spilled reads took turns; a user that looks each resident
+   * timer up again itself (the export, batch by batch) saves that second pass over every
+   * resident slot a window, and has the first in slices that leave the loop to others between.
+   */
+  constructor(cap: number, { liveSlots = true }: { liveSlots?: boolean } = {}) {
+    this.#liveSlots = liveSlots;
+    this.#found = new HitList(cap);
+    this.#resident = new HitList(cap);
+    this.#spilled = new HitList(cap);
+    this.#scratch = new HitList(cap);
+  }
+
+  /**
+   * The first `cap` timers matching `filter` after `after`, in order, handed to `use` in the
+   * same turn as the store was read (so resident slots are live, when `liveSlots`), and what
+   * `use` makes of them.
+   * The list is this query's: valid until its next find.
+   */
+  async find<T>(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, use: (hits: HitList) => T): Promise<T> {
+    const found = this.#found;
+    if (filter.key !== undefined) return keyHits(s, filter, filter.key, after, found, use);
+    for (let tries = 1; ; tries++) {
+      const watermarkMs = s.spill.watermarkMs;
+      const runs = s.spill.runs;
+      const resident = this.#resident;
+      const best = this.#bestOf(cap);
+      if (this.#liveSlots) residentHits(s, filter, after, best, resident);
+      else await residentHitsSliced(s, filter, after, best, resident);
+      const bound = resident.length >= cap ? resident.length - 1 : -1;
+      const boundDueMs = bound < 0 ? undefined : (resident.dueMs[bound] as number);
+      const read = await spilledHits(s, filter, after, cap, boundDueMs, this.#spilled, this.#scratch);
+      const moved = s.spill.watermarkMs !== watermarkMs || s.spill.runs !== runs;
+      if (moved && tries < spillMovesMax) continue;
+      // The reads took turns: the resident timers are read again, now, for `use`.
+      if (read && this.#liveSlots) residentHits(s, filter, after, best, resident);
+      dropTombstoned(s, this.#spilled);
+      mergeHits(resident, this.#spilled, cap, found);
+      return use(found);
+    }
+  }
+
+  /** The heap of a resident pass keeping `cap`, made again only when the cap changes. */
+  #bestOf(cap: number): BestPositions {
+    if (this.#best?.cap !== cap) this.#best = new BestPositions(cap);
+    return this.#best;
   }
 }
 
-/** The first `cap` of two lists in order, in order (a merge: no sort of the whole). */
-function mergeHits(a: readonly TimerHit[], b: readonly TimerHit[], cap: number): TimerHit[] {
-  const out: TimerHit[] = [];
+/** The first `cap` timers matching `filter` after `after`, in order, as objects handed to `use` in the same turn as the store was read (a page's few). */
+export function queryHits<T>(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, use: (hits: TimerHit[]) => T): Promise<T> {
+  return new HitQuery(Math.min(cap, 1024)).find(s, filter, after, cap, (found) => use(hitObjects(found)));
+}
+
+function hitObjects(found: HitList): TimerHit[] {
+  const hits: TimerHit[] = [];
+  for (let i = 0; i < found.length; i++) {
+    const rows = found.rowsOf(i);
+    hits.push({ dueMs: found.dueMs[i] as number, seq: found.seq[i] as number, row: found.row[i] as number, fireAtMs: found.fireAtMs[i] as number, slot: found.slot[i] as number, rows, index: found.index[i] as number });
+  }
+  return hits;
+}
+
+/** The spilled entries whose timer was cancelled since they were found, left out (in place). */
+function dropTombstoned(s: EngineState, hits: HitList): void {
+  let kept = 0;
+  for (let i = 0; i < hits.length; i++) {
+    if (s.spill.isTombstoned(hits.seq[i] as number, hits.row[i] as number)) continue;
+    if (kept !== i) hits.move(i, kept);
+    kept++;
+  }
+  hits.length = kept;
+}
+
+/** The first `cap` of two lists in order, in order, into `out` (a merge: no sort of the whole); `out` takes b's sources. */
+function mergeHits(a: HitList, b: HitList, cap: number, out: HitList): void {
+  out.clear();
+  out.sources = b.sources;
   let i = 0;
   let j = 0;
   while (out.length < cap && (i < a.length || j < b.length)) {
-    const takeA = j >= b.length || (i < a.length && hitOrder(a[i] as TimerHit, b[j] as TimerHit) < 0);
-    out.push((takeA ? a[i++] : b[j++]) as TimerHit);
+    const takeA = j >= b.length || (i < a.length && compareHits(a, i, b, j) < 0);
+    if (takeA) out.pushFrom(a, i++);
+    else out.pushFrom(b, j++);
   }
-  return out;
 }
 
 /** How a resident timer is judged, read once per scan. */
@@ -158,7 +230,12 @@ function residentTest(s: EngineState, filter: TimerFilter): ResidentTest | undef
 
 /** A resident timer's due time in the list's order (see the head of this file). */
 function residentDue(state: number, dueAtMs: number, fireAtMs: number): number {
-  return state === timerState.pending || state === timerState.retrying || state === timerState.delivering ? dueAtMs : fireAtMs;
+  return waitsOrIsDelivered(state) ? dueAtMs : fireAtMs;
+}
+
+/** Whether a timer in `state` is due at its dueAt (else at its fire time, finished). */
+function waitsOrIsDelivered(state: number): boolean {
+  return state === timerState.pending || state === timerState.retrying || state === timerState.delivering;
 }
 
 function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
@@ -192,23 +269,54 @@ export function forEachResidentMatch(s: EngineState, filter: TimerFilter, after:
 }
 
 /**
- * The `cap` smallest resident matches after `after`, in order: one pass, a bounded max-heap.
- * The pass is forEachResidentMatch's, written out with the heap's largest due time at hand, so
- * that once the heap is full a timer due later costs two loads and a comparison.
+ * The `cap` smallest resident matches after `after`, in order, into `out`: one pass, a bounded
+ * max-heap, in one turn (the slots handed on are live in it).
  */
-function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number): TimerHit[] {
+function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition, best: BestPositions, out: HitList): void {
+  out.clear();
   const test = residentTest(s, filter);
-  if (test === undefined) return [];
+  if (test === undefined) return;
+  best.clear();
+  residentPass(s, test, after, best, 0, s.store.slotsUsed);
+  best.sortedInto(out, s.store.fireAt);
+}
+
+/** Slots a turn of a sliced resident pass reads: at 10,000,000 pending the store has some 500,000, several milliseconds in one go. */
+const residentSliceSlots = 65_536;
+
+/**
+ * residentHits in slices of residentSliceSlots slots, a turn each, for a user that looks each
+ * resident timer up again itself (the export): a slot read in one slice may hold another timer
+ * by the end, whose position then names no timer, or a timer moved meanwhile is seen twice or
+ * not at all, as one whose due time changes during a scan may be.
+ */
+async function residentHitsSliced(s: EngineState, filter: TimerFilter, after: QueryPosition, best: BestPositions, out: HitList): Promise<void> {
+  out.clear();
+  const test = residentTest(s, filter);
+  if (test === undefined) return;
+  best.clear();
+  for (let from = 0; from < s.store.slotsUsed; from += residentSliceSlots) {
+    if (from > 0) await nextTurn();
+    residentPass(s, test, after, best, from, Math.min(from + residentSliceSlots, s.store.slotsUsed));
+  }
+  best.sortedInto(out, s.store.fireAt);
+}
+
+/**
+ * Offers slots [from, to) matching `test` after `after` to `best`. The pass is
+ * forEachResidentMatch's, written out with the heap's largest due time at hand, so that once the
+ * heap is full a timer due later costs two loads and a comparison.
+ */
+function residentPass(s: EngineState, test: ResidentTest, after: QueryPosition, best: BestPositions, from: number, to: number): void {
   const store = s.store;
   const { state, dueAt, fireAt, logSeq, row: rowColumn, queueIndex } = store;
-  const best = new BestPositions(cap);
   const fromMs = Math.max(test.fromMs, after.dueMs);
-  let largestDue = Infinity;
-  const slots = store.slotsUsed;
-  for (let slot = 0; slot < slots; slot++) {
+  let largestDue = best.full ? best.largestDue : Infinity;
+  for (let slot = from; slot < to; slot++) {
     const code = state[slot] as number;
     if (code === timerState.free || (test.state >= 0 && code !== test.state)) continue;
-    const due = residentDue(code, dueAt[slot] as number, fireAt[slot] as number);
+    // One of the two time columns read, not both: the pass streams through every slot's.
+    const due = waitsOrIsDelivered(code) ? (dueAt[slot] as number) : (fireAt[slot] as number);
     if (due > largestDue || due < fromMs || due >= test.beforeMs) continue;
     if (test.queueIndex >= 0 && queueIndex[slot] !== test.queueIndex) continue;
     const seq = logSeq[slot] as number;
@@ -219,21 +327,24 @@ function residentHits(s: EngineState, filter: TimerFilter, after: QueryPosition,
     best.offer(due, seq, row, slot);
     if (best.full) largestDue = best.largestDue;
   }
-  return best.sorted((due, seq, row, slot) => ({ dueMs: due, seq, row, fireAtMs: fireAt[slot] as number, slot, rows: undefined, index: -1 }));
 }
 
-/** Spilled matches after `after`, in order (at least the first `cap` of them, when there are so many; `read`: whether a bucket was read, taking turns). */
-async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, bound: QueryPosition | undefined): Promise<{ hits: TimerHit[]; read: boolean }> {
-  const hits: TimerHit[] = [];
+/**
+ * Spilled matches after `after`, in order, into `hits` (at least the first `cap` of them, when
+ * there are so many; none in a bucket starting after `boundDueMs`); whether a bucket was read,
+ * taking turns.
+ */
+async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, boundDueMs: number | undefined, hits: HitList, scratch: HitList): Promise<boolean> {
+  hits.clear();
   // Spilled timers are pending and due at their fire time.
-  if (filter.state !== undefined && filter.state !== 'pending') return { hits, read: false };
+  if (filter.state !== undefined && filter.state !== 'pending') return false;
   const fromMs = filter.dueAfterMs ?? -Infinity;
   const beforeMs = filter.dueBeforeMs ?? Infinity;
   let read = false;
   const groups = new BucketGroups(s.spill, Math.max(fromMs, after.dueMs), beforeMs);
   const within = (g: number): BucketGroup | undefined => {
     const group = groups.at(g);
-    return group !== undefined && (bound === undefined || group.startMs <= bound.dueMs) ? group : undefined;
+    return group !== undefined && (boundDueMs === undefined || group.startMs <= boundDueMs) ? group : undefined;
   };
   // The next group is read while this one is scanned when this one is not expected to fill what
   // is missing (at the share of rows that matched so far): an export's window or a filtered page
@@ -253,13 +364,40 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
     scanned += groupRows;
     const start = hits.length;
     // Each batch of the group may give what is missing (batches of one start overlap in time).
-    for (const rows of batches) collectRows(s, rows, filter, after, cap - start, hits);
-    // Batches of one start may come from several runs: in order within the group.
-    if (batches.length > 1) hits.splice(start, hits.length - start, ...hits.slice(start).sort(hitOrder));
+    const ends: number[] = [];
+    for (const rows of batches) {
+      collectRows(s, rows, filter, after, cap - start, hits);
+      ends.push(hits.length);
+    }
+    // Batches of one start may come from several runs: merged into order within the group.
+    if (batches.length > 1) mergeRanges(hits, start, ends, scratch);
     if (hits.length >= cap) break;
     if (next === undefined && following !== undefined) next = readGroup(s, following);
   }
-  return { hits, read };
+  return read;
+}
+
+/**
+ * Entries [start, ends[last]) of `hits`, sorted ranges [start, ends[0]), [ends[0], ends[1]), …,
+ * merged into one order in place (through `scratch`): a batch of each run, a handful.
+ */
+function mergeRanges(hits: HitList, start: number, ends: readonly number[], scratch: HitList): void {
+  scratch.clear();
+  scratch.sources = hits.sources;
+  const heads = [start, ...ends.slice(0, -1)];
+  const total = (ends[ends.length - 1] as number) - start;
+  for (let n = 0; n < total; n++) {
+    let best = -1;
+    for (let r = 0; r < heads.length; r++) {
+      const at = heads[r] as number;
+      if (at < (ends[r] as number) && (best < 0 || compareHits(hits, at, hits, heads[best] as number) < 0)) best = r;
+    }
+    scratch.pushFrom(hits, heads[best] as number);
+    heads[best] = (heads[best] as number) + 1;
+  }
+  for (let n = 0; n < total; n++) {
+    hits.set(start + n, scratch.dueMs[n] as number, scratch.seq[n] as number, scratch.row[n] as number, scratch.fireAtMs[n] as number, scratch.slot[n] as number, scratch.source[n] as number, scratch.index[n] as number);
+  }
 }
 
 /** The batches of a group, read together; a read left unused when the scan stops has its failure ignored. */
@@ -292,21 +430,18 @@ export async function forEachSpilledMatch(s: EngineState, filter: TimerFilter, v
 }
 
 /** Appends up to `cap` matches of one sorted batch after `after` to `hits`. */
-function collectRows(s: EngineState, rows: RunRows, filter: TimerFilter, after: QueryPosition, cap: number, hits: TimerHit[]): void {
+function collectRows(s: EngineState, rows: RunRows, filter: TimerFilter, after: QueryPosition, cap: number, hits: HitList): void {
   const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
   if (filter.queue !== undefined && queue < 0) return;
   const beforeMs = filter.dueBeforeMs ?? Infinity;
+  const source = hits.sources.push(rows) - 1;
   let taken = 0;
   for (let i = firstRowAfter(rows, after.dueMs, after.seq, after.row); i < rows.rows && taken < cap; i++) {
     if ((rows.dueAtMs[i] as number) >= beforeMs) return;
     if (!rowMatches(s, rows, i, filter, queue)) continue;
-    hits.push(spilledHit(rows, i));
+    hits.push(rows.dueAtMs[i] as number, rows.seq[i] as number, rows.row[i] as number, rows.fireAtMs[i] as number, -1, source, i);
     taken++;
   }
-}
-
-function spilledHit(rows: RunRows, i: number): TimerHit {
-  return { dueMs: rows.dueAtMs[i] as number, seq: rows.seq[i] as number, row: rows.row[i] as number, fireAtMs: rows.fireAtMs[i] as number, slot: -1, rows, index: i };
 }
 
 /** Whether row `i` of a spilled batch matches `filter` (`queue`: the queue's index in the batch, -1 for any). */
@@ -324,26 +459,30 @@ function rowMatches(s: EngineState, rows: RunRows, i: number, filter: TimerFilte
 }
 
 /** The one timer holding `key` (resident, else spilled), if it matches the rest of the filter. */
-async function keyHits<T>(s: EngineState, filter: TimerFilter, key: Uint8Array, after: QueryPosition, use: (hits: TimerHit[]) => T): Promise<T> {
+async function keyHits<T>(s: EngineState, filter: TimerFilter, key: Uint8Array, after: QueryPosition, hits: HitList, use: (hits: HitList) => T): Promise<T> {
   const hash = keyHash(key);
   const holder = await s.spill.keyHolder(key, hash);
   const found = holder === null || s.spill.isTombstoned(holder.seq, holder.row) ? undefined : await s.spill.find(holder.seq, holder.row, holder.fireAtMs);
-  const hits: TimerHit[] = [];
+  hits.clear();
   const slot = s.keys.find(key, 0, key.length, hash);
   const test = residentTest(s, filter);
   if (slot >= 0 && test !== undefined) {
     const store = s.store;
     const code = store.state[slot] as number;
     const due = residentDue(code, store.dueAt[slot] as number, store.fireAt[slot] as number);
-    const hit = { dueMs: due, seq: store.logSeq[slot] as number, row: store.row[slot] as number, fireAtMs: store.fireAt[slot] as number, slot, rows: undefined, index: -1 };
+    const position = { dueMs: due, seq: store.logSeq[slot] as number, row: store.row[slot] as number };
     const inQueue = test.queueIndex < 0 || store.queueIndex[slot] === test.queueIndex;
-    if ((test.state < 0 || code === test.state) && inQueue && due >= test.fromMs && due < test.beforeMs && hitOrder(hit, after) > 0) hits.push(hit);
+    if ((test.state < 0 || code === test.state) && inQueue && due >= test.fromMs && due < test.beforeMs && hitOrder(position, after) > 0) {
+      hits.push(due, position.seq, position.row, store.fireAt[slot] as number, slot, -1, -1);
+    }
   } else if (found !== undefined) {
     const { rows, index } = found;
     const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
-    const hit = spilledHit(rows, index);
+    const position = { dueMs: rows.dueAtMs[index] as number, seq: rows.seq[index] as number, row: rows.row[index] as number };
     const stateMatches = filter.state === undefined || filter.state === 'pending';
-    if (stateMatches && (filter.queue === undefined || queue >= 0) && rowMatches(s, rows, index, filter, queue) && hitOrder(hit, after) > 0) hits.push(hit);
+    if (stateMatches && (filter.queue === undefined || queue >= 0) && rowMatches(s, rows, index, filter, queue) && hitOrder(position, after) > 0) {
+      hits.push(position.dueMs, position.seq, position.row, rows.fireAtMs[index] as number, -1, hits.sources.push(rows) - 1, index);
+    }
   }
   return use(hits);
 }
@@ -368,8 +507,16 @@ class BestPositions {
     this.#slot = new Int32Array(cap);
   }
 
+  get cap(): number {
+    return this.#cap;
+  }
+
   get full(): boolean {
     return this.#size === this.#cap;
+  }
+
+  clear(): void {
+    this.#size = 0;
   }
 
   /** The due time of the largest kept (meaningful once something is kept). */
@@ -394,16 +541,16 @@ class BestPositions {
     }
   }
 
-  /** What was kept, smallest first: the heap popped from the back (no comparator sort). */
-  sorted<T>(make: (due: number, seq: number, row: number, slot: number) => T): T[] {
-    const out = new Array<T>(this.#size);
+  /** What was kept, smallest first, into `out` (its resident entries, fire times from `fireAt`): the heap popped from the back (no comparator sort). */
+  sortedInto(out: HitList, fireAt: ReadonlyColumn): void {
+    out.resize(this.#size);
     while (this.#size > 0) {
       const last = --this.#size;
-      out[last] = make(this.#due[0] as number, this.#seq[0] as number, this.#row[0] as number, this.#slot[0] as number);
+      const slot = this.#slot[0] as number;
+      out.set(last, this.#due[0] as number, this.#seq[0] as number, this.#row[0] as number, fireAt[slot] as number, slot, -1, -1);
       this.#swap(0, last);
       this.#down(0);
     }
-    return out;
   }
 
   #compare(a: number, b: number): number {
