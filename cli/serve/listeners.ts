@@ -96,7 +96,10 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
  */
 export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
-  const [{ setLogger: setGrpcLogger }, { FlightService }] = await Promise.all([import('@grpc/grpc-js'), import('../../ingest/flight/flight-service.ts')]);
+  // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
+  // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
+  const [{ default: grpc }, { FlightService }] = await Promise.all([import('@grpc/grpc-js'), import('../../ingest/flight/flight-service.ts')]);
+  const setGrpcLogger = grpc.setLogger;
   const flightLogger = logger.child({ component: 'flight' });
   // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
   setGrpcLogger(grpcLogger(flightLogger));
