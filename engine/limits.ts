@@ -109,7 +109,11 @@ export const scheduleRuleLimits = {
   /** Characters of a cron expression (six fields of lists fit many times over). */
   cronCharsMax: 256,
   /** Occurrences one after() call answers at most: its cost is bounded by the caller's ask. */
-  occurrencesPerCallMax: 10_000,
+  occurrencesPerCallMax: 1000,
+  /** Compiled cron patterns kept (engine/schedules/cron-cache.ts): about 80 KB each, shared by the schedules with the same expression and zone. */
+  compiledCronsCachedMax: 256,
+  /** (zone, year) tables of offset changes kept (about 1 ms of Intl each to build; a few hundred bytes each). */
+  zoneYearsCachedMax: 4096,
 } as const;
 
 export type SchedulerLimits = { -readonly [K in keyof typeof schedulerLimits]: number };

@@ -11,10 +11,12 @@
 //   both:      clipped to [start_at, end_at]; fireAt = occurrence + jitter(name, occurrence)
 //
 // Occurrences are epoch ms, whole seconds for cron, anchor-aligned for every_ms.
-import { Cron } from 'croner';
 import { errorCodes, FermataError } from '../errors.ts';
 import { scheduleRuleLimits } from '../limits.ts';
+import type { Cron } from 'croner';
+import { compiledCron } from './cron-cache.ts';
 import { checkCronGrammar } from './cron-grammar.ts';
+import { gapOccurrences, type LocalMatch, mergeOccurrences } from './dst-corrections.ts';
 
 export type CatchUp = 'latest' | 'all' | 'none';
 
@@ -84,14 +86,23 @@ function checkBounds(spec: RuleSpec): void {
   }
 }
 
+/** Zone names the platform knows, as the user wrote them, to the name Intl resolves them to. */
+const knownZones = new Map<string, string>();
+
 /** The IANA zone name, checked against the platform's time zone data; offsets such as +01:00 are refused (a zone keeps its rules, an offset has none). */
 function checkTimeZone(zone: string): string {
+  const known = knownZones.get(zone);
+  if (known !== undefined) return known;
   if (!/^[A-Za-z][A-Za-z0-9_+\-/]*$/.test(zone)) throw invalid('time_zone', `${JSON.stringify(zone)} is not an IANA time zone name (such as Europe/Berlin or UTC)`);
+  let resolved: string;
   try {
-    return new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
+    resolved = new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
   } catch {
     throw invalid('time_zone', `${JSON.stringify(zone)} is not a time zone this platform knows (IANA names such as Europe/Berlin or UTC)`);
   }
+  // Only names Intl accepts get here, and there are a few hundred of them.
+  knownZones.set(zone, resolved);
+  return resolved;
 }
 
 function compileCron(spec: RuleSpec, expression: string): ScheduleRule {
@@ -100,16 +111,26 @@ function compileCron(spec: RuleSpec, expression: string): ScheduleRule {
   if (!verdict.ok) throw invalid('cron', `${JSON.stringify(expression)} ${verdict.problem}`);
   let cron: Cron;
   try {
-    cron = new Cron(verdict.pattern, { paused: true, timezone: zone, mode: '5-or-6-parts', fixedTimeRule: 'no-wildcard' });
+    cron = compiledCron(verdict.pattern, zone);
   } catch (err) {
     throw invalid('cron', `${JSON.stringify(expression)} is not valid: ${(err as Error).message.replace(/^CronPattern: /, '')}`);
   }
-  const rule = new CronRule(spec, cron);
   // An expression no date matches (`0 0 30 2 *`) would leave a schedule that never fires: refused
   // here, where the library's search for a match is bounded, rather than at each call.
   const from = Math.max(spec.anchorMs, (spec.startAtMs ?? Number.MIN_SAFE_INTEGER) - 1);
   if (cron.nextRun(new Date(from)) === null) throw invalid('cron', `${JSON.stringify(expression)} matches no date`);
-  return rule;
+  return new CronRule(spec, verdict.pattern, zone, verdict.fixedTime ? undefined : naiveLocalMatch(verdict.pattern));
+}
+
+/**
+ * Whether the pattern matches a local wall time in a span, asked of the library in UTC, where
+ * local times are read as if they were UTC instants and no time is skipped or repeated.
+ */
+function naiveLocalMatch(pattern: string): LocalMatch {
+  return (startLocalMs, endLocalMs) => {
+    const next = compiledCron(pattern, 'UTC').nextRun(new Date(startLocalMs - 1));
+    return next !== null && next.getTime() < endLocalMs;
+  };
 }
 
 /** Occurrences strictly after this instant are the first that may be answered: the later of `afterMs` and start_at − 1. */
@@ -158,42 +179,86 @@ class EveryRule implements ScheduleRule {
   }
 }
 
+/** Occurrences latestIn reads ahead per step while it walks forward to `atMs`. */
+const latestWalkStep = 16;
+/** croner's previous runs latestIn tries as a starting point before it walks from `afterMs`. */
+const latestHintTries = 4;
+
 class CronRule implements ScheduleRule {
   readonly spec: RuleSpec;
-  readonly #cron: Cron;
+  /** The expression as cron-grammar.ts hands it to the library; compiled in cron-cache.ts when used. */
+  readonly #pattern: string;
+  readonly #zone: string;
+  /** Set for an elapsed-time rule only: its times in a gap are added (dst-corrections.ts). */
+  readonly #gapMatch: LocalMatch | undefined;
   readonly #jitter: Jitter;
 
-  constructor(spec: RuleSpec, cron: Cron) {
+  constructor(spec: RuleSpec, pattern: string, zone: string, gapMatch: LocalMatch | undefined) {
     this.spec = spec;
-    this.#cron = cron;
+    this.#pattern = pattern;
+    this.#zone = zone;
+    this.#gapMatch = gapMatch;
     this.#jitter = new Jitter(spec.name, spec.jitterMs);
   }
 
   after(afterMs: number, limit: number): number[] {
     checkLimit(limit);
+    const from = lowerBound(this.spec, afterMs);
+    const runs = this.#libraryRuns(from, limit);
+    if (this.#gapMatch === undefined || limit === 0) return runs;
+    // Gaps past the last run cannot change the answer when it is full; otherwise end_at bounds it.
+    const to = runs.length === limit ? (runs[limit - 1] ?? from) : (this.spec.endAtMs ?? runs.at(-1) ?? from);
+    return mergeOccurrences(runs, gapOccurrences(this.#zone, from, to, this.#gapMatch), limit);
+  }
+
+  #libraryRuns(from: number, limit: number): number[] {
     const { endAtMs } = this.spec;
+    const cron = compiledCron(this.#pattern, this.#zone);
     const out: number[] = [];
-    let from = lowerBound(this.spec, afterMs);
+    let cursor = from;
     while (out.length < limit) {
-      const next = this.#cron.nextRun(new Date(from));
+      const next = cron.nextRun(new Date(cursor));
       if (next === null) break;
       const t = next.getTime();
       if (endAtMs !== undefined && t > endAtMs) break;
       out.push(t);
-      from = t;
+      cursor = t;
     }
     return out;
   }
 
+  /**
+   * The last of after()'s own occurrences up to `atMs`, so the daylight-saving rules hold here as
+   * there: croner's previous run is only where the walk forward starts, once after() confirms it
+   * is an occurrence (croner may name the second pass of a repeated time, which is none).
+   */
   latestIn(afterMs: number, atMs: number): number | undefined {
     const { endAtMs } = this.spec;
     const upTo = endAtMs === undefined ? atMs : Math.min(atMs, endAtMs);
     const floor = lowerBound(this.spec, afterMs);
     if (upTo <= floor) return undefined;
-    const [previous] = this.#cron.previousRuns(1, new Date(upTo + 1));
-    if (previous === undefined) return undefined;
-    const t = previous.getTime();
-    return t > floor ? t : undefined;
+    const cron = compiledCron(this.#pattern, this.#zone);
+    let cursor = floor;
+    let hint = cron.previousRuns(1, new Date(upTo + 1))[0];
+    for (let tries = 0; tries < latestHintTries && hint !== undefined && hint.getTime() > floor; tries++) {
+      const h = hint.getTime();
+      if (this.after(h - 1, 1)[0] === h) {
+        cursor = h - 1;
+        break;
+      }
+      hint = cron.previousRuns(1, hint)[0];
+    }
+    let latest: number | undefined;
+    for (;;) {
+      const step = this.after(cursor, latestWalkStep);
+      for (const t of step) {
+        if (t > upTo) return latest;
+        latest = t;
+      }
+      const last = step.at(-1);
+      if (step.length < latestWalkStep || last === undefined) return latest;
+      cursor = last;
+    }
   }
 
   fireAt(occurrenceMs: number): number {
@@ -204,7 +269,7 @@ class CronRule implements ScheduleRule {
 /**
  * The jitter of an occurrence: 0..jitterMs, from a hash of the schedule's name and the
  * occurrence's instant only, so every computation (a restart, another node) gives the same.
- * FNV-1a over the name's UTF-8 bytes (once) and the instant's 8 bytes, finished with murmur3's
+ * FNV-1a over the name's UTF-8 bytes (once) and the instant's 8 bytes (little-endian), finished with murmur3's
  * fmix32 so that neighbouring instants spread over the whole range the modulo reads.
  */
 class Jitter {
