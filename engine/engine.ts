@@ -417,6 +417,15 @@ export class Engine {
       spill: spillStats(s),
       reschedules: { applied: s.rescheduled.applied, redirects: s.rescheduled.size, redirectBytes: s.rescheduled.bytesUsed },
       addTimes: { entries: s.addTimes.size, bytes: s.addTimes.bytesUsed },
+      schedules: {
+        count: s.schedules.size,
+        paused: s.schedules.pausedCount,
+        occurrencesCreated: s.schedules.occurrencesCreated,
+        catchUpCreated: s.schedules.catchUpCreated,
+        skipped: s.schedules.occurrencesSkipped,
+        catchUpCancelled: s.schedules.catchUpCancelled,
+        occurrencesFired: s.schedules.occurrencesFired,
+      },
     };
   }
 

@@ -40,6 +40,11 @@ export class ScheduleBook {
   catchUpCancelled = 0;
   /** Missed occurrences passed over by catch_up none or latest. */
   occurrencesSkipped = 0;
+  /** Occurrences delivered since open (replayed outcomes count too: since the data directory's last checkpoint). */
+  occurrencesFired = 0;
+
+  /** Schedules paused now. */
+  pausedCount = 0;
 
   get size(): number {
     return this.#byName.size;
@@ -69,7 +74,7 @@ export class ScheduleBook {
         return schedule;
       }
       existing.definition = change.definition;
-      existing.paused = false;
+      this.#setPaused(existing, false);
       existing.markMs = change.atMs;
       existing.updatedAtMs = change.atMs;
       this.wake(existing, change.atMs);
@@ -77,16 +82,17 @@ export class ScheduleBook {
     }
     if (existing === undefined) return undefined;
     if (change.op === 'delete') {
+      this.#setPaused(existing, false);
       this.#remove(existing);
       this.#byName.delete(change.name);
       return undefined;
     }
     existing.updatedAtMs = change.atMs;
     if (change.op === 'pause') {
-      existing.paused = true;
+      this.#setPaused(existing, true);
       this.#remove(existing);
     } else {
-      existing.paused = false;
+      this.#setPaused(existing, false);
       existing.markMs = change.atMs;
       this.wake(existing, change.atMs);
     }
@@ -97,7 +103,7 @@ export class ScheduleBook {
   restore(name: string, definition: ScheduleDefinition, createdAtMs: number, updatedAtMs: number, paused: boolean, markMs: number): void {
     const schedule = new Schedule(name, definition, createdAtMs);
     schedule.updatedAtMs = updatedAtMs;
-    schedule.paused = paused;
+    this.#setPaused(schedule, paused);
     schedule.markMs = markMs;
     this.#byName.set(name, schedule);
     this.wake(schedule, 0);
@@ -145,6 +151,11 @@ export class ScheduleBook {
   /** Takes the schedule out of the wake heap (it is put back with wake()). */
   take(schedule: Schedule): void {
     this.#remove(schedule);
+  }
+
+  #setPaused(schedule: Schedule, paused: boolean): void {
+    if (schedule.paused !== paused) this.pausedCount += paused ? 1 : -1;
+    schedule.paused = paused;
   }
 
   #remove(schedule: Schedule): void {

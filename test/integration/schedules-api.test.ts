@@ -120,6 +120,11 @@ describe('schedules over HTTP', { skip: hasCurl ? false : `needs curl with HTTP/
       'the pending occurrences follow the new rule',
     );
 
+    const stats = await curlJson('GET', `${service.url}/v1/stats`, undefined);
+    assert.deepEqual({ ...(stats.json.schedules as object), occurrences_created: 0 }, { count: 3, paused: 0, occurrences_created: 0, catch_up_created: 0, skipped: 0, catch_up_cancelled: 0, occurrences_fired: 0 });
+    const metrics = await fetch(`${service.url}/metrics`).then((answer) => answer.text());
+    assert.match(metrics, /^fermata_schedules 3$/m);
+    assert.match(metrics, /^fermata_schedule_occurrences_created_total \d+$/m);
     const paused = await curlJson('POST', `${service.url}/v1/schedules/report/pause`, undefined);
     assert.equal(paused.status, 200);
     assert.equal(paused.json.paused, true);
@@ -199,6 +204,9 @@ describe('schedules over HTTP', { skip: hasCurl ? false : `needs curl with HTTP/
     await curlJson('POST', `${service.url}/v1/clock`, { set: '2028-01-10T00:00:00Z' });
     await sleep(quietMs);
     assert.deepEqual(firedAt('/berlin'), expected);
+    const stats = (await curlJson('GET', `${service.url}/v1/stats`, undefined)).json.schedules as Record<string, number>;
+    assert.equal(stats.occurrences_fired, expected.length);
+    assert.equal(stats.occurrences_created, expected.length);
     t.diagnostic(`a year of occurrences in ${Date.now() - startedAt} ms`);
     await stop(service);
   });

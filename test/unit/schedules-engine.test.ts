@@ -95,6 +95,12 @@ for (const [catchUp, expected] of [
     if (catchUp === 'latest') assert.deepEqual(overdue, [t0 + hour]);
     if (catchUp === 'none') assert.deepEqual(overdue, []);
     assert.deepEqual(ahead, [t0 + hour + minute, t0 + hour + 2 * minute], 'the rule resumes after the step');
+    // Stats count since this open: the two created ahead before it were overdue at the step.
+    const stats = engine.stats().schedules;
+    assert.equal(stats.count, 1);
+    assert.equal(stats.catchUpCreated, { latest: 1, all: 58, none: 0 }[catchUp]);
+    assert.equal(stats.catchUpCancelled, { latest: 2, all: 0, none: 2 }[catchUp]);
+    assert.equal(stats.skipped, { latest: 0, all: 0, none: 1 }[catchUp], 'a pass over missed ones is logged once');
     await engine.close();
   });
 }
