@@ -30,17 +30,19 @@ import type { EngineState } from '../state.ts';
 import { decodeCursor, listTimers, queryStart } from '../timer-query.ts';
 import { occurrenceKey, occurrenceKeyPrefix, parseOccurrenceKey } from './occurrence-key.ts';
 import { compileRule, type ScheduleRule } from './rule.ts';
-import type { Schedule } from './schedule-book.ts';
+import type { ScheduleBook } from './schedule-book.ts';
+import type { ScheduleDefinition } from './schedule-records.ts';
 
 /** The rule of a schedule's definition, compiled when it is needed (a compiled rule is not kept: a million schedules would hold a million). */
-export function ruleOf(schedule: Schedule): ScheduleRule {
-  const d = schedule.definition;
-  return compileRule({ name: schedule.name, cron: d.cron, timeZone: d.timeZone, everyMs: d.everyMs, anchorMs: d.anchorMs, startAtMs: d.startAtMs, endAtMs: d.endAtMs, jitterMs: d.jitterMs });
+export function ruleOf(name: string, d: ScheduleDefinition): ScheduleRule {
+  return compileRule({ name, cron: d.cron, timeZone: d.timeZone, everyMs: d.everyMs, anchorMs: d.anchorMs, startAtMs: d.startAtMs, endAtMs: d.endAtMs, jitterMs: d.jitterMs });
 }
 
 /** One schedule's part of a batch: its new mark and when it next wakes. */
 interface Planned {
-  readonly schedule: Schedule;
+  readonly slot: number;
+  /** The slot's generation when planned: a put or delete since makes the plan stale. */
+  readonly generation: number;
   readonly markMs: number;
   readonly wakeAtMs: number;
 }
@@ -127,16 +129,16 @@ export class Materializer {
   /** Creates the occurrences of every schedule due by `nowMs`, a batch at a time. */
   async #createDue(nowMs: number): Promise<void> {
     const book = this.#s.schedules;
-    while (!this.#stopped && book.peekDue(nowMs) !== undefined) {
+    while (!this.#stopped && book.peekDue(nowMs) >= 0) {
       const specs: TimerSpec[] = [];
       const planned: Planned[] = [];
       const passedOver: ScheduleMark[] = [];
       let caughtUp = 0;
-      for (let schedule = book.peekDue(nowMs); schedule !== undefined && specs.length < scheduleLimits.batchRowsMax; schedule = book.peekDue(nowMs)) {
-        book.take(schedule);
+      for (let slot = book.peekDue(nowMs); slot >= 0 && specs.length < scheduleLimits.batchRowsMax; slot = book.peekDue(nowMs)) {
+        book.take(slot);
         // A change in flight wakes it again once it is done.
-        if (this.changing.has(schedule.name)) continue;
-        caughtUp += plan(schedule, nowMs, specs, planned, passedOver);
+        if (this.changing.has(book.nameOf(slot))) continue;
+        caughtUp += plan(book, slot, nowMs, specs, planned, passedOver);
       }
       if (passedOver.length > 0) {
         await this.#s.log.append(recordType.scheduleMark, encodeScheduleMarks(passedOver));
@@ -147,16 +149,17 @@ export class Materializer {
         try {
           await admitOccurrences(this.#s, batchFromSpecs(specs));
         } catch (err) {
-          for (const { schedule } of planned) if (!this.changing.has(schedule.name)) book.wake(schedule, this.#s.clock.now() + scheduleLimits.retryAfterMs);
+          for (const { slot, generation } of planned) if (book.generationOf(slot) === generation && !this.changing.has(book.nameOf(slot))) book.wake(slot, this.#s.clock.now() + scheduleLimits.retryAfterMs);
           throw err;
         }
         book.occurrencesCreated += specs.length;
         book.catchUpCreated += caughtUp;
       }
-      for (const { schedule, markMs, wakeAtMs } of planned) {
+      for (const { slot, generation, markMs, wakeAtMs } of planned) {
         // The ADD raised the mark already (insertBatch); a schedule changed meanwhile is woken by its change.
-        book.raiseMark(schedule.name, markMs);
-        if (!this.changing.has(schedule.name) && book.get(schedule.name) === schedule) book.wake(schedule, wakeAtMs);
+        if (book.generationOf(slot) !== generation || this.changing.has(book.nameOf(slot))) continue;
+        book.raiseMark(book.nameOf(slot), markMs);
+        book.wake(slot, wakeAtMs);
       }
     }
   }
@@ -171,16 +174,16 @@ export class Materializer {
     const s = this.#s;
     const book = s.schedules;
     if (book.size === 0) return;
-    const overdue = new Map<Schedule, { ids: string[]; occurrences: number[] }>();
+    const overdue = new Map<number, { ids: string[]; occurrences: number[] }>();
     const filter = { keyPrefix: encoder.encode(occurrenceKeyPrefix), state: 'pending' as const, dueBeforeMs: nowMs };
     for (let after = queryStart; ; ) {
       const page = await listTimers(s, filter, scheduleLimits.pageRows, after);
       for (const timer of page.timers) {
         const parsed = timer.key === null ? undefined : parseOccurrenceKey(timer.key);
-        const schedule = parsed === undefined ? undefined : book.get(parsed.name);
-        if (parsed === undefined || schedule === undefined || timer.revision !== 1 || timer.attempts !== 0 || this.changing.has(schedule.name)) continue;
-        let entry = overdue.get(schedule);
-        if (entry === undefined) overdue.set(schedule, (entry = { ids: [], occurrences: [] }));
+        const slot = parsed === undefined ? -1 : book.slotOf(parsed.name);
+        if (parsed === undefined || slot < 0 || timer.revision !== 1 || timer.attempts !== 0 || this.changing.has(parsed.name)) continue;
+        let entry = overdue.get(slot);
+        if (entry === undefined) overdue.set(slot, (entry = { ids: [], occurrences: [] }));
         entry.ids.push(timer.id);
         entry.occurrences.push(parsed.occurrenceMs);
       }
@@ -189,11 +192,11 @@ export class Materializer {
       after = cursor;
     }
     const cancel: string[] = [];
-    for (const [schedule, { ids, occurrences }] of overdue) {
-      const catchUp = schedule.definition.catchUp;
+    for (const [slot, { ids, occurrences }] of overdue) {
+      const catchUp = book.catchUpOf(slot);
       if (catchUp === 'all') continue;
       let keep = -1;
-      if (catchUp === 'latest' && ruleOf(schedule).latestIn(schedule.markMs, nowMs - 1) === undefined) {
+      if (catchUp === 'latest' && ruleOf(book.nameOf(slot), book.definitionOf(slot)).latestIn(book.markOf(slot), nowMs - 1) === undefined) {
         keep = occurrences.indexOf(Math.max(...occurrences));
       }
       for (let i = 0; i < ids.length; i++) if (i !== keep) cancel.push(ids[i] as string);
@@ -211,13 +214,16 @@ export class Materializer {
  * mark and wake to `planned`, a passed-over mark to `passedOver`; returns how many of its
  * timers catch up on missed occurrences.
  */
-function plan(schedule: Schedule, nowMs: number, specs: TimerSpec[], planned: Planned[], passedOver: ScheduleMark[]): number {
-  const rule = ruleOf(schedule);
-  const d = schedule.definition;
+function plan(book: ScheduleBook, slot: number, nowMs: number, specs: TimerSpec[], planned: Planned[], passedOver: ScheduleMark[]): number {
+  const name = book.nameOf(slot);
+  const generation = book.generationOf(slot);
+  const d = book.definitionOf(slot);
+  const rule = ruleOf(name, d);
+  const headers = d.headers === '' ? undefined : (JSON.parse(d.headers) as Record<string, string>);
   const add = (occurrenceMs: number): void => {
-    specs.push({ fireAtMs: rule.fireAt(occurrenceMs), target: d.target, queue: d.queue, payload: d.payload, key: occurrenceKey(schedule.name, occurrenceMs), ...(d.headers === '' ? {} : { headers: JSON.parse(d.headers) as Record<string, string> }) });
+    specs.push({ fireAtMs: rule.fireAt(occurrenceMs), target: d.target, queue: d.queue, payload: d.payload, key: occurrenceKey(name, occurrenceMs), ...(headers === undefined ? {} : { headers }) });
   };
-  let markMs = schedule.markMs;
+  let markMs = book.markOf(slot);
   let caughtUp = 0;
   const first = rule.after(markMs, 1)[0];
   if (first !== undefined && first < nowMs) {
@@ -230,7 +236,7 @@ function plan(schedule: Schedule, nowMs: number, specs: TimerSpec[], planned: Pl
       }
       if (caughtUp === scheduleLimits.occurrencesPerWakeMax) {
         // More missed than one wake creates: the rest at the next, at once.
-        planned.push({ schedule, markMs, wakeAtMs: nowMs });
+        planned.push({ slot, generation, markMs, wakeAtMs: nowMs });
         return caughtUp;
       }
     } else {
@@ -238,7 +244,7 @@ function plan(schedule: Schedule, nowMs: number, specs: TimerSpec[], planned: Pl
       if (d.catchUp === 'latest') {
         add(latestMs);
         caughtUp = 1;
-      } else passedOver.push({ name: schedule.name, markMs: latestMs });
+      } else passedOver.push({ name, markMs: latestMs });
       markMs = latestMs;
     }
   }
@@ -263,6 +269,6 @@ function plan(schedule: Schedule, nowMs: number, specs: TimerSpec[], planned: Pl
   // when the next one comes within the window, whichever is first; never, past the rule's end.
   const nextMs = rule.after(markMs, 1)[0];
   const wakeAtMs = nextMs === undefined ? Infinity : Math.max(nowMs, Math.min(markMs, nextMs - scheduleLimits.createAheadMs));
-  planned.push({ schedule, markMs, wakeAtMs });
+  planned.push({ slot, generation, markMs, wakeAtMs });
   return caughtUp;
 }

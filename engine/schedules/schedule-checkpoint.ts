@@ -18,8 +18,9 @@ export interface ManifestSchedule {
 /** Every schedule as the manifest keeps it. */
 export function schedulesInForce(s: EngineState): ManifestSchedule[] {
   const out: ManifestSchedule[] = [];
-  for (const schedule of s.schedules.values()) {
-    out.push({ name: schedule.name, created_at_ms: schedule.createdAtMs, updated_at_ms: schedule.updatedAtMs, paused: schedule.paused, mark_ms: schedule.markMs, definition: definitionJson(schedule.definition) });
+  const book = s.schedules;
+  for (const slot of book.slots()) {
+    out.push({ name: book.nameOf(slot), created_at_ms: book.createdAtOf(slot), updated_at_ms: book.updatedAtOf(slot), paused: book.isPaused(slot), mark_ms: book.markOf(slot), definition: definitionJson(book.definitionOf(slot)) });
   }
   return out;
 }

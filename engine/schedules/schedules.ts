@@ -20,7 +20,6 @@ import { decodeCursor, listTimers, queryStart } from '../timer-query.ts';
 import { Materializer, ruleOf } from './materializer.ts';
 import { occurrenceKey } from './occurrence-key.ts';
 import { type CatchUp, compileRule } from './rule.ts';
-import type { Schedule } from './schedule-book.ts';
 import { decodeScheduleChange, decodeScheduleMarks, encodeScheduleChange, type ScheduleChange, type ScheduleDefinition } from './schedule-records.ts';
 
 /** A schedule name: letters, digits, `.`, `_` and `-`, 1 to 128 of them (no `:`, which ends the name in an occurrence key). */
@@ -97,16 +96,16 @@ export class Schedules {
     // Throws SCHEDULE_INVALID naming the field before anything is logged.
     compileRule({ name, ...definition });
     return this.#change(name, async () => {
-      const replaced = this.#s.schedules.get(name) !== undefined;
-      const schedule = await this.#log({ op: 'put', name, atMs: this.#s.clock.now(), definition });
+      const replaced = this.#s.schedules.slotOf(name) >= 0;
+      const slot = await this.#log({ op: 'put', name, atMs: this.#s.clock.now(), definition });
       if (replaced) await this.#cancelPending(name);
-      return this.#view(schedule as Schedule);
+      return this.#view(slot);
     });
   }
 
   get(name: string): ScheduleView | undefined {
-    const schedule = this.#s.schedules.get(name);
-    return schedule === undefined ? undefined : this.#view(schedule);
+    const slot = this.#s.schedules.slotOf(name);
+    return slot < 0 ? undefined : this.#view(slot);
   }
 
   /** Schedules by name, after `cursor` (a name), at most `limit`. */
@@ -118,26 +117,26 @@ export class Schedules {
       if (from < 0) from = names.length;
     }
     const page = names.slice(from, from + limit);
-    const schedules = page.map((name) => this.#view(this.#s.schedules.get(name) as Schedule));
+    const schedules = page.map((name) => this.#view(this.#s.schedules.slotOf(name)));
     return { schedules, nextCursor: from + limit < names.length ? (page[page.length - 1] as string) : null };
   }
 
   /** Pauses (true) or resumes (false) a schedule; undefined: no such schedule. A pause cancels its pending occurrences. */
   setPaused(name: string, paused: boolean): Promise<ScheduleView | undefined> {
     return this.#change(name, async () => {
-      const schedule = this.#s.schedules.get(name);
-      if (schedule === undefined) return undefined;
-      if (schedule.paused === paused) return this.#view(schedule);
+      const slot = this.#s.schedules.slotOf(name);
+      if (slot < 0) return undefined;
+      if (this.#s.schedules.isPaused(slot) === paused) return this.#view(slot);
       await this.#log({ op: paused ? 'pause' : 'resume', name, atMs: this.#s.clock.now() });
       if (paused) await this.#cancelPending(name);
-      return this.#view(schedule);
+      return this.#view(slot);
     });
   }
 
   /** Deletes a schedule and cancels its pending occurrences; false: no such schedule. */
   delete(name: string): Promise<boolean> {
     return this.#change(name, async () => {
-      if (this.#s.schedules.get(name) === undefined) return false;
+      if (this.#s.schedules.slotOf(name) < 0) return false;
       await this.#log({ op: 'delete', name, atMs: this.#s.clock.now() });
       await this.#cancelPending(name);
       return true;
@@ -156,8 +155,8 @@ export class Schedules {
         return await work();
       } finally {
         materializer.changing.delete(name);
-        const schedule = this.#s.schedules.get(name);
-        if (schedule !== undefined && !schedule.paused) this.#s.schedules.wake(schedule, this.#s.clock.now());
+        const slot = this.#s.schedules.slotOf(name);
+        if (slot >= 0 && !this.#s.schedules.isPaused(slot)) this.#s.schedules.wake(slot, this.#s.clock.now());
         materializer.kick();
       }
     });
@@ -169,7 +168,7 @@ export class Schedules {
     return run;
   }
 
-  async #log(change: ScheduleChange): Promise<Schedule | undefined> {
+  async #log(change: ScheduleChange): Promise<number> {
     await this.#s.log.append(recordType.schedule, encodeScheduleChange(change));
     return this.#s.schedules.apply(change);
   }
@@ -189,11 +188,15 @@ export class Schedules {
     return ids.length === 0 ? undefined : bulkCancel(s, { ids, releaseAtOnce: true });
   }
 
-  #view(schedule: Schedule): ScheduleView {
+  #view(slot: number): ScheduleView {
+    const book = this.#s.schedules;
     const nowMs = this.#s.clock.now();
-    const rule = ruleOf(schedule);
-    const next = schedule.paused ? [] : rule.after(nowMs - 1, scheduleLimits.nextShown).map((occurrenceMs) => ({ occurrenceMs, fireAtMs: rule.fireAt(occurrenceMs) }));
-    return { name: schedule.name, definition: schedule.definition, paused: schedule.paused, createdAtMs: schedule.createdAtMs, updatedAtMs: schedule.updatedAtMs, next };
+    const name = book.nameOf(slot);
+    const definition = book.definitionOf(slot);
+    const paused = book.isPaused(slot);
+    const rule = ruleOf(name, definition);
+    const next = paused ? [] : rule.after(nowMs - 1, scheduleLimits.nextShown).map((occurrenceMs) => ({ occurrenceMs, fireAtMs: rule.fireAt(occurrenceMs) }));
+    return { name, definition, paused, createdAtMs: book.createdAtOf(slot), updatedAtMs: book.updatedAtOf(slot), next };
   }
 }
 
