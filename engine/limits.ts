@@ -98,7 +98,9 @@ export const schedulerLimits = {
   sleepMsMax: 1000,
 } as const;
 
-/** A schedule's rule (engine/schedules/rule.ts): what compileRule accepts. */
+export type SchedulerLimits = { -readonly [K in keyof typeof schedulerLimits]: number };
+
+/** A schedule's rule (engine/schedules/): what compileRule accepts, and what its caches keep. */
 export const scheduleRuleLimits = {
   /** The shortest every_ms: a schedule is not a busy loop. */
   everyMsMin: 1000,
@@ -110,13 +112,13 @@ export const scheduleRuleLimits = {
   cronCharsMax: 256,
   /** Occurrences one after() call answers at most: its cost is bounded by the caller's ask. */
   occurrencesPerCallMax: 1000,
-  /** Compiled cron patterns kept (engine/schedules/cron-cache.ts): about 80 KB each, shared by the schedules with the same expression and zone. */
+  /** Compiled cron patterns kept (engine/schedules/cron-cache.ts): each holds a table of 10,000 years; schedules of one expression and zone share one. */
   compiledCronsCachedMax: 256,
-  /** (zone, year) tables of offset changes kept (about 1 ms of Intl each to build; a few hundred bytes each). */
+  /** Time zone names checked with Intl and remembered (the checks build a DateTimeFormat, most of a compile's cost). */
+  zoneNamesCachedMax: 2048,
+  /** (zone, year) tables of offset changes kept (about a hundred Intl reads each to build; a few changes each). */
   zoneYearsCachedMax: 4096,
 } as const;
-
-export type SchedulerLimits = { -readonly [K in keyof typeof schedulerLimits]: number };
 
 export const httpLimits = {
   /** SIGTERM waits this long for requests in flight before closing their connections. */

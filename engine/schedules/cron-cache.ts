@@ -1,6 +1,6 @@
 // The cron library's compiled patterns, shared and bounded. A croner pattern holds a table of
-// 10,000 years (about 80 KB), so a compiled pattern per schedule would cost a schedule far more
-// than its occurrences do. A rule keeps its pattern text and zone and asks here for the compiled
+// 10,000 years (what a compiled rule cost: docs/decisions/0017-cron-library.md), so a compiled
+// pattern per schedule would cost a schedule far more than its occurrences do. A rule keeps its pattern text and zone and asks here for the compiled
 // pattern each time it computes; schedules with the same expression and zone share one, and at
 // most compiledCronsCachedMax are kept (least recently used goes first; a miss recompiles, which
 // is deterministic, so it changes only the time taken). Main thread.
@@ -8,6 +8,8 @@ import { Cron } from 'croner';
 import { scheduleRuleLimits } from '../limits.ts';
 
 const compiled = new Map<string, Cron>();
+/** Patterns known to match some date, by the same key: whether one does depends on the pattern and zone alone. */
+const matching = new Set<string>();
 
 /**
  * The compiled `pattern` (already through cron-grammar.ts) in `zone`: fixed-time rules by the
@@ -30,4 +32,21 @@ export function compiledCron(pattern: string, zone: string): Cron {
   }
   compiled.set(key, cron);
   return cron;
+}
+
+/**
+ * Whether the pattern matches any date at all (`0 0 30 2 *` matches none). A cron pattern without
+ * a year field repeats with the 400-year Gregorian cycle, so one that matches once matches for
+ * ever, after any instant: the answer is asked of the library once (its search is bounded) and
+ * remembered, and a compile of a known pattern costs no search.
+ */
+export function cronMatchesSomeDate(pattern: string, zone: string): boolean {
+  const key = `${zone} ${pattern}`;
+  if (matching.has(key)) return true;
+  const found = compiledCron(pattern, zone).nextRun(new Date(Date.UTC(2000, 0, 1))) !== null;
+  if (found) {
+    if (matching.size >= scheduleRuleLimits.compiledCronsCachedMax * 16) matching.clear();
+    matching.add(key);
+  }
+  return found;
 }

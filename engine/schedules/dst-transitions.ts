@@ -1,8 +1,9 @@
 // A time zone's offset changes, read from the platform's time zone data (Intl) and never from a
 // table of our own: the offset at an instant is what Intl.DateTimeFormat shows there, and a
 // year's changes are found by sampling the offset once a week and bisecting each change to the
-// millisecond. Two changes less than a week apart that cancel each other would be missed; no
-// zone has had such a pair since 1970. Main thread; the tables are cached per (zone, year).
+// millisecond. That assumes a zone does not change its offset and change it back within one
+// week (such a pair would be missed); daylight-saving periods last months. Main thread; the
+// tables are cached per (zone, year).
 //
 //   offset ──────┐            ┌──────────  a gap:     offsetAfter > offsetBefore (local times skipped)
 //                └────────────┘            an overlap: offsetAfter < offsetBefore (local times repeated)

@@ -13,8 +13,7 @@
 // Occurrences are epoch ms, whole seconds for cron, anchor-aligned for every_ms.
 import { errorCodes, FermataError } from '../errors.ts';
 import { scheduleRuleLimits } from '../limits.ts';
-import type { Cron } from 'croner';
-import { compiledCron } from './cron-cache.ts';
+import { compiledCron, cronMatchesSomeDate } from './cron-cache.ts';
 import { checkCronGrammar } from './cron-grammar.ts';
 import { gapOccurrences, type LocalMatch, mergeOccurrences } from './dst-corrections.ts';
 
@@ -100,7 +99,8 @@ function checkTimeZone(zone: string): string {
   } catch {
     throw invalid('time_zone', `${JSON.stringify(zone)} is not a time zone this platform knows (IANA names such as Europe/Berlin or UTC)`);
   }
-  // Only names Intl accepts get here, and there are a few hundred of them.
+  // Only names Intl accepts get here: a few hundred, but in any mix of upper and lower case.
+  if (knownZones.size >= scheduleRuleLimits.zoneNamesCachedMax) knownZones.clear();
   knownZones.set(zone, resolved);
   return resolved;
 }
@@ -109,16 +109,14 @@ function compileCron(spec: RuleSpec, expression: string): ScheduleRule {
   const zone = checkTimeZone(spec.timeZone ?? 'UTC');
   const verdict = checkCronGrammar(expression, scheduleRuleLimits.cronCharsMax);
   if (!verdict.ok) throw invalid('cron', `${JSON.stringify(expression)} ${verdict.problem}`);
-  let cron: Cron;
+  let matches: boolean;
   try {
-    cron = compiledCron(verdict.pattern, zone);
+    matches = cronMatchesSomeDate(verdict.pattern, zone);
   } catch (err) {
     throw invalid('cron', `${JSON.stringify(expression)} is not valid: ${(err as Error).message.replace(/^CronPattern: /, '')}`);
   }
-  // An expression no date matches (`0 0 30 2 *`) would leave a schedule that never fires: refused
-  // here, where the library's search for a match is bounded, rather than at each call.
-  const from = Math.max(spec.anchorMs, (spec.startAtMs ?? Number.MIN_SAFE_INTEGER) - 1);
-  if (cron.nextRun(new Date(from)) === null) throw invalid('cron', `${JSON.stringify(expression)} matches no date`);
+  // An expression no date matches would leave a schedule that never fires: refused here.
+  if (!matches) throw invalid('cron', `${JSON.stringify(expression)} matches no date`);
   return new CronRule(spec, verdict.pattern, zone, verdict.fixedTime ? undefined : naiveLocalMatch(verdict.pattern));
 }
 
@@ -147,12 +145,12 @@ function checkLimit(limit: number): void {
 class EveryRule implements ScheduleRule {
   readonly spec: RuleSpec;
   readonly #every: number;
-  readonly #jitter: Jitter;
+  readonly #nameHash: number;
 
   constructor(spec: RuleSpec, every: number) {
     this.spec = spec;
     this.#every = every;
-    this.#jitter = new Jitter(spec.name, spec.jitterMs);
+    this.#nameHash = nameHashOf(spec.name);
   }
 
   after(afterMs: number, limit: number): number[] {
@@ -175,7 +173,7 @@ class EveryRule implements ScheduleRule {
   }
 
   fireAt(occurrenceMs: number): number {
-    return occurrenceMs + this.#jitter.of(occurrenceMs);
+    return occurrenceMs + jitterOf(this.#nameHash, this.spec.jitterMs, occurrenceMs);
   }
 }
 
@@ -191,14 +189,14 @@ class CronRule implements ScheduleRule {
   readonly #zone: string;
   /** Set for an elapsed-time rule only: its times in a gap are added (dst-corrections.ts). */
   readonly #gapMatch: LocalMatch | undefined;
-  readonly #jitter: Jitter;
+  readonly #nameHash: number;
 
   constructor(spec: RuleSpec, pattern: string, zone: string, gapMatch: LocalMatch | undefined) {
     this.spec = spec;
     this.#pattern = pattern;
     this.#zone = zone;
     this.#gapMatch = gapMatch;
-    this.#jitter = new Jitter(spec.name, spec.jitterMs);
+    this.#nameHash = nameHashOf(spec.name);
   }
 
   after(afterMs: number, limit: number): number[] {
@@ -262,36 +260,31 @@ class CronRule implements ScheduleRule {
   }
 
   fireAt(occurrenceMs: number): number {
-    return occurrenceMs + this.#jitter.of(occurrenceMs);
+    return occurrenceMs + jitterOf(this.#nameHash, this.spec.jitterMs, occurrenceMs);
   }
 }
 
 /**
  * The jitter of an occurrence: 0..jitterMs, from a hash of the schedule's name and the
  * occurrence's instant only, so every computation (a restart, another node) gives the same.
- * FNV-1a over the name's UTF-8 bytes (once) and the instant's 8 bytes (little-endian), finished with murmur3's
- * fmix32 so that neighbouring instants spread over the whole range the modulo reads.
+ * FNV-1a over the name's UTF-8 bytes (once, nameHashOf) and the instant's 8 bytes
+ * (little-endian), finished with murmur3's fmix32 so that neighbouring instants spread over the
+ * whole range the modulo reads. Two numbers a rule, no object.
  */
-class Jitter {
-  readonly #nameHash: number;
-  readonly #spanMs: number;
+function nameHashOf(name: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(name)) h = fnvStep(h, byte);
+  return h;
+}
 
-  constructor(name: string, jitterMs: number) {
-    this.#spanMs = jitterMs + 1;
-    let h = 0x811c9dc5;
-    for (const byte of new TextEncoder().encode(name)) h = fnvStep(h, byte);
-    this.#nameHash = h;
-  }
-
-  of(occurrenceMs: number): number {
-    if (this.#spanMs === 1) return 0;
-    const low = occurrenceMs >>> 0;
-    const high = Math.floor(occurrenceMs / 0x1_0000_0000) >>> 0;
-    let h = this.#nameHash;
-    for (let shift = 0; shift < 32; shift += 8) h = fnvStep(h, (low >>> shift) & 0xff);
-    for (let shift = 0; shift < 32; shift += 8) h = fnvStep(h, (high >>> shift) & 0xff);
-    return fmix32(h) % this.#spanMs;
-  }
+function jitterOf(nameHash: number, jitterMs: number, occurrenceMs: number): number {
+  if (jitterMs === 0) return 0;
+  const low = occurrenceMs >>> 0;
+  const high = Math.floor(occurrenceMs / 0x1_0000_0000) >>> 0;
+  let h = nameHash;
+  for (let shift = 0; shift < 32; shift += 8) h = fnvStep(h, (low >>> shift) & 0xff);
+  for (let shift = 0; shift < 32; shift += 8) h = fnvStep(h, (high >>> shift) & 0xff);
+  return fmix32(h) % (jitterMs + 1);
 }
 
 function fnvStep(hash: number, byte: number): number {

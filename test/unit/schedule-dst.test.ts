@@ -13,9 +13,12 @@
 // local time that does not exist fires at the first instant after the gap, and several such
 // times in one gap fire once; a rule with `*` or a step in those fields (`*/15 * * * *`) fires at
 // every instant whose local time matches, so through both changes it keeps real elapsed time.
-// Also: 2025 of `0 9 * * MON-FRI` in Berlin, against instants found with Intl alone.
+// Also: 2025 of `0 9 * * MON-FRI` in Berlin, against instants found with Intl alone; and, for
+// random rules near the changes, after() resumed from any of its answers gives the rest (what a
+// schedule's high-water mark relies on) and latestIn agrees with it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import { transitionsIn } from '../../engine/schedules/dst-transitions.ts';
 import { compileRule } from '../../engine/schedules/rule.ts';
 
@@ -159,4 +162,100 @@ test('the offset changes read from Intl: two in Berlin and New York, two of 30 m
     { atMs: at('2025-10-04T15:30Z'), offsetBeforeMs: 10.5 * hour, offsetAfterMs: 11 * hour },
   ]);
   assert.deepEqual(transitionsIn('Asia/Tokyo', ...year), []);
+});
+
+test('near the changes, after() resumes from any of its answers with the rest, and latestIn agrees with it', () => {
+  const changes = ['2025-03-09T07:00Z', '2025-03-30T01:00Z', '2025-04-05T15:00Z', '2025-10-04T15:30Z', '2025-10-26T01:00Z', '2025-11-02T06:00Z'].map(at);
+  const rules = ['30 2 * * *', '0,30 2 * * *', '*/15 * * * *', '0 */2 * * *', '*/10 2 * * *', '45 1 * * *', '0 * * * *', '15 2 * * 0', '*/20 1-3 * * *', '0 30 1,2 * * *', '*/7 * * * *'];
+  const zones = ['Europe/Berlin', 'America/New_York', 'Australia/Lord_Howe', 'Asia/Tokyo', 'UTC'];
+  fc.assert(
+    fc.property(
+      fc.constantFrom(...rules),
+      fc.constantFrom(...zones),
+      fc.constantFrom(...changes),
+      fc.integer({ min: -2 * 86_400_000, max: 2 * 86_400_000 }),
+      fc.integer({ min: 1, max: 12 }),
+      fc.nat(),
+      (cron, timeZone, change, shiftMs, count, pick) => {
+        const rule = compileRule({ name: 'prop', cron, timeZone, anchorMs: 0, jitterMs: 0 });
+        const from = change + shiftMs;
+        const list = rule.after(from, count);
+        assert.equal(list.length, count);
+        for (let i = 0; i < list.length; i++) {
+          const t = list[i] as number;
+          assert.ok(t > (i === 0 ? from : (list[i - 1] as number)), `${cron} ${timeZone}: ascending, strictly after`);
+          assert.deepEqual(rule.after(t, count - 1 - i), list.slice(i + 1), `${cron} ${timeZone}: resumed after ${new Date(t).toISOString()}`);
+          assert.equal(rule.after(t - 1, 1)[0], t);
+        }
+        const k = pick % list.length;
+        const upTo = list[k] as number;
+        assert.equal(rule.latestIn(from, upTo), upTo, `${cron} ${timeZone}: latestIn up to an occurrence is that occurrence`);
+        assert.equal(rule.latestIn(from, (list[k + 1] ?? upTo + 1) - 1), upTo, `${cron} ${timeZone}: and up to just before the next`);
+        assert.equal(rule.latestIn(from, (list[0] as number) - 1), undefined);
+      },
+    ),
+    { numRuns: 150, seed: 43 },
+  );
+});
+
+/**
+ * A brute-force oracle for the daylight-saving rules, independent of the cron library: every
+ * minute of a span, its local time read with Intl, and the rule given as a predicate on local
+ * hour and minute. A matching minute fires (for a fixed-time rule only if its local time has not
+ * been seen yet in the span); where the local clock jumps forward, the skipped minutes are
+ * checked, and if one matches, the first instant after the jump fires (once).
+ */
+function oracle(zone: string, matches: (hour: number, minute: number) => boolean, fixedTime: boolean, fromMs: number, toMs: number): number[] {
+  const reads = new Intl.DateTimeFormat('en-US', { timeZone: zone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric' });
+  const localMinute = (ms: number): number => {
+    const p = Object.fromEntries(reads.formatToParts(ms).map((part) => [part.type, part.value]));
+    return Date.UTC(Number(p.year), Number(p.month) - 1, Number(p.day), Number(p.hour), Number(p.minute)) / 60_000;
+  };
+  const wallMatches = (local: number): boolean => matches(Math.floor(local / 60) % 24, local % 60);
+  const fired: number[] = [];
+  const seen = new Set<number>();
+  let previousLocal: number | undefined;
+  for (let t = fromMs; t < toMs; t += 60_000) {
+    const local = localMinute(t);
+    let fires = wallMatches(local) && !(fixedTime && seen.has(local));
+    if (previousLocal !== undefined && local > previousLocal + 1) {
+      for (let skipped = previousLocal + 1; skipped < local; skipped++) if (wallMatches(skipped)) fires = true;
+    }
+    if (fires) fired.push(t);
+    seen.add(local);
+    previousLocal = local;
+  }
+  return fired;
+}
+
+test('twelve hours either side of each 2025 change, the rule fires exactly where a minute-by-minute Intl oracle says', () => {
+  const cases: ReadonlyArray<readonly [string, (h: number, m: number) => boolean, boolean]> = [
+    ['30 2 * * *', (h, m) => h === 2 && m === 30, true],
+    ['0,30 2 * * *', (h, m) => h === 2 && (m === 0 || m === 30), true],
+    ['15,45 1,2 * * *', (h, m) => (h === 1 || h === 2) && (m === 15 || m === 45), true],
+    ['45 1 * * *', (h, m) => h === 1 && m === 45, true],
+    ['*/15 * * * *', (_h, m) => m % 15 === 0, false],
+    ['0 */2 * * *', (h, m) => m === 0 && h % 2 === 0, false],
+    ['*/10 2 * * *', (h, m) => h === 2 && m % 10 === 0, false],
+    ['0 * * * *', (_h, m) => m === 0, false],
+    ['*/20 1-3 * * *', (h, m) => h >= 1 && h <= 3 && m % 20 === 0, false],
+  ];
+  const changes: ReadonlyArray<readonly [string, string]> = [
+    ['Europe/Berlin', '2025-03-30T01:00Z'],
+    ['Europe/Berlin', '2025-10-26T01:00Z'],
+    ['America/New_York', '2025-03-09T07:00Z'],
+    ['America/New_York', '2025-11-02T06:00Z'],
+    ['Australia/Lord_Howe', '2025-04-05T15:00Z'],
+    ['Australia/Lord_Howe', '2025-10-04T15:30Z'],
+    ['Asia/Tokyo', '2025-10-26T01:00Z'],
+  ];
+  for (const [zone, changeIso] of changes) {
+    const from = at(changeIso) - 43_200_000;
+    const to = at(changeIso) + 43_200_000;
+    for (const [cron, matches, fixedTime] of cases) {
+      const rule = compileRule({ name: 'oracle', cron, timeZone: zone, anchorMs: 0, jitterMs: 0 });
+      const got = rule.after(from - 1, 1000).filter((t) => t < to);
+      assert.deepEqual(isos(got), isos(oracle(zone, matches, fixedTime, from, to)), `${cron} in ${zone} around ${changeIso}`);
+    }
+  }
 });
