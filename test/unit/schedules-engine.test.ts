@@ -9,6 +9,7 @@ import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { ManualClock } from '../../engine/clock.ts';
 import { Engine, type ScheduleInput, type TimerView } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
+import { batchToArrow } from '../helpers/arrow.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const dataDir = '/data';
@@ -136,13 +137,17 @@ test('a replace cancels pending occurrences and creates the new rule\'s, leaving
   await engine.close();
 });
 
-test('user keys beginning with schedule: are refused, naming the key', async () => {
+test('user keys beginning with schedule: are refused, naming the key, in columns and as Arrow alike', async () => {
   const fs = new SimFileSystem({ seed: 43 });
   const engine = await opened(fs, new ManualClock(t0));
-  await assert.rejects(
-    engine.admit(batchFromSpecs([{ fireAtMs: t0, target: timer.target, key: 'schedule:x:1' }])),
-    (err) => isFermataError(err, errorCodes.batchInvalid) && err.details.column === 'key' && /reserved for the occurrences of schedules/.test(err.message),
-  );
+  const batch = batchFromSpecs([
+    { fireAtMs: t0, target: timer.target, key: 'mine' },
+    { fireAtMs: t0, target: timer.target, key: 'schedule:x:1' },
+  ]);
+  const refused = (err: unknown): boolean => isFermataError(err, errorCodes.batchInvalid) && err.details.column === 'key' && err.details.row === 1 && /reserved for the occurrences of schedules/.test(err.message);
+  await assert.rejects(engine.admit(batch), refused);
+  await assert.rejects(engine.admitArrow(batchToArrow(batch)), refused);
+  assert.equal(engine.stats().pending, 0, 'nothing of either batch was admitted');
   await engine.close();
 });
 
