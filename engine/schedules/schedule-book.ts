@@ -29,6 +29,8 @@ export class ScheduleBook {
   #names: (string | undefined)[] = [];
   readonly #free: number[] = [];
   #capacity = 0;
+  /** Every name, sorted, while no schedule was added or deleted since (namesAfter). */
+  #sorted: string[] | undefined;
   // Number columns, by slot.
   #mark = new Float64Array(0);
   #wake = new Float64Array(0);
@@ -126,9 +128,25 @@ export class ScheduleBook {
     return this.#slotOf.values();
   }
 
-  /** Every schedule's name, sorted. */
-  sortedNames(): string[] {
-    return [...this.#slotOf.keys()].sort();
+  /**
+   * The names of up to `limit` schedules after `cursor` (a name; undefined: from the first), in
+   * name order, and whether more follow. The sorted names are kept until a schedule is added or
+   * deleted, so paging through a million sorts them once, not once a page.
+   */
+  namesAfter(cursor: string | undefined, limit: number): { readonly names: string[]; readonly more: boolean } {
+    this.#sorted ??= [...this.#slotOf.keys()].sort();
+    const sorted = this.#sorted;
+    let from = 0;
+    if (cursor !== undefined) {
+      // The first name after the cursor, by bisection.
+      let to = sorted.length;
+      while (from < to) {
+        const middle = (from + to) >> 1;
+        if ((sorted[middle] as string) <= cursor) from = middle + 1;
+        else to = middle;
+      }
+    }
+    return { names: sorted.slice(from, from + limit), more: from + limit < sorted.length };
   }
 
   /** A durable SCHEDULE record's change (live, replayed or restored); the slot it leaves, or -1. A put and a resume set the mark to their time: the rule starts again from there. */
@@ -259,6 +277,7 @@ export class ScheduleBook {
     }
     this.#names[slot] = name;
     this.#slotOf.set(name, slot);
+    this.#sorted = undefined;
     this.#flags[slot] = 0;
     this.#heapAt[slot] = -1;
     return slot;
@@ -269,6 +288,7 @@ export class ScheduleBook {
     this.#setPaused(slot, false);
     this.#generation[slot] = (this.#generation[slot] as number) + 1;
     this.#slotOf.delete(this.#names[slot] as string);
+    this.#sorted = undefined;
     this.#names[slot] = undefined;
     this.#target[slot] = this.#queue[slot] = this.#payload[slot] = this.#headers[slot] = '';
     this.#cron[slot] = this.#timeZone[slot] = undefined;

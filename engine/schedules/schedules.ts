@@ -110,15 +110,9 @@ export class Schedules {
 
   /** Schedules by name, after `cursor` (a name), at most `limit`. */
   list(limit: number, cursor?: string): SchedulePage {
-    const names = this.#s.schedules.sortedNames();
-    let from = 0;
-    if (cursor !== undefined) {
-      from = names.findIndex((name) => name > cursor);
-      if (from < 0) from = names.length;
-    }
-    const page = names.slice(from, from + limit);
-    const schedules = page.map((name) => this.#view(this.#s.schedules.slotOf(name)));
-    return { schedules, nextCursor: from + limit < names.length ? (page[page.length - 1] as string) : null };
+    const { names, more } = this.#s.schedules.namesAfter(cursor, limit);
+    const schedules = names.map((name) => this.#view(this.#s.schedules.slotOf(name)));
+    return { schedules, nextCursor: more ? (names[names.length - 1] as string) : null };
   }
 
   /** Pauses (true) or resumes (false) a schedule; undefined: no such schedule. A pause cancels its pending occurrences. */

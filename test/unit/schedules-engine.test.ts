@@ -160,3 +160,22 @@ test('bad schedules are refused before anything is logged: the name, and the rul
   assert.equal(engine.log.lastSeq, seq);
   await engine.close();
 });
+
+test('schedules page by name after a cursor, which need not be a name still there', async () => {
+  const fs = new SimFileSystem({ seed: 43 });
+  const engine = await opened(fs, new ManualClock(t0));
+  for (const name of ['c', 'a', 'e', 'b', 'd']) await engine.putSchedule(name, everyMinute({ everyMs: hour }));
+  const page = (limit: number, cursor?: string): [string[], string | null] => {
+    const listed = engine.listSchedules(limit, cursor);
+    return [listed.schedules.map((view) => view.name), listed.nextCursor];
+  };
+  assert.deepEqual(page(2), [['a', 'b'], 'b']);
+  assert.deepEqual(page(2, 'b'), [['c', 'd'], 'd']);
+  assert.equal(await engine.deleteSchedule('c'), true);
+  assert.deepEqual(page(2, 'b'), [['d', 'e'], null]);
+  assert.deepEqual(page(2, 'bb'), [['d', 'e'], null], 'after a cursor that names no schedule');
+  await engine.putSchedule('ca', everyMinute({ everyMs: hour }));
+  assert.deepEqual(page(10, 'b'), [['ca', 'd', 'e'], null], 'an add is listed');
+  assert.deepEqual(page(10, 'e'), [[], null]);
+  await engine.close();
+});
