@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { tuneHeapGrowth } from '../bin/heap-growth.js';
+import { batchFromSpecs } from '../engine/batch/timer-batch.ts';
 import { Engine } from '../engine/engine.ts';
 import { runGcChild } from './gc-child.ts';
 import { type Figure, metaLine, newHistogram, percentileMs, recordMs, roundTo, type SuiteOptions } from './report.ts';
@@ -33,6 +34,7 @@ const payload = new Uint8Array(64).fill(0x61);
 const assumedPutsPerS = 2_000;
 const firstAfterPutsMs = 5_000;
 const gcSettleMs = 200;
+const plainBatchRows = 10_000;
 
 interface Timing {
   readonly schedules: number;
@@ -49,7 +51,17 @@ interface ChildResult {
   readonly scheduleBytes: number;
   readonly occurrenceBytes: number;
   readonly pendingOccurrences: number;
-  readonly lateness: { readonly p50: number; readonly p99: number; readonly max: number; readonly count: number; readonly eventLoopDelayP99Ms: number };
+  readonly lateness: Lateness;
+  /** The same window's lateness for as many plain timers due at the same instants, in an engine without schedules: the control. */
+  readonly plainLateness: Lateness;
+}
+
+interface Lateness {
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+  readonly count: number;
+  readonly eventLoopDelayP99Ms: number;
 }
 
 export async function schedulesSuite(options: SuiteOptions): Promise<Figure[]> {
@@ -61,7 +73,7 @@ export async function schedulesSuite(options: SuiteOptions): Promise<Figure[]> {
     const result = await runGcChild<ChildResult>(import.meta.filename, suite, ['measure', dir, String(timing.schedules), String(timing.latenessWindowMs)]);
     const n = timing.schedules;
     return [
-      metaLine(suite, { schedules: n, every_ms: hourMs, target_bytes: target.length, payload_bytes: payload.length, puts_in_flight: putsInFlight, lateness_window_ms: timing.latenessWindowMs, occurrences_timed: result.lateness.count, pending_occurrences: result.pendingOccurrences, event_loop_delay_ms_p99: roundTo(result.lateness.eventLoopDelayP99Ms, 3) }),
+      metaLine(suite, { schedules: n, every_ms: hourMs, target_bytes: target.length, payload_bytes: payload.length, puts_in_flight: putsInFlight, lateness_window_ms: timing.latenessWindowMs, occurrences_timed: result.lateness.count, pending_occurrences: result.pendingOccurrences, event_loop_delay_ms_p99: roundTo(result.lateness.eventLoopDelayP99Ms, 3), plain_timers_lateness_ms_p99: result.plainLateness.p99, plain_timers_event_loop_delay_ms_p99: roundTo(result.plainLateness.eventLoopDelayP99Ms, 3) }),
       { suite, name: 'schedules.put.per_s', value: Math.round(n / result.putSeconds), unit: '1/s' },
       { suite, name: 'schedules.bytes_per_schedule', value: Math.round(result.scheduleBytes / n), unit: 'B' },
       { suite, name: 'schedules.occurrence_bytes', value: Math.round(result.occurrenceBytes / Math.max(1, result.pendingOccurrences)), unit: 'B' },
@@ -88,7 +100,8 @@ async function measureChild(dir: string, n: number, windowMs: number): Promise<C
   const gc = globalThis.gc;
   assert.ok(gc !== undefined, 'the measuring child needs --expose-gc');
   tuneHeapGrowth();
-  const engine = await Engine.open({ dataDir: dir });
+  const engine = await Engine.open({ dataDir: join(dir, 'schedules') });
+  let measured: Omit<ChildResult, 'plainLateness'>;
   try {
     const before = await settledMemory(gc);
     const firstMs = Date.now() + (n / assumedPutsPerS) * 1000 + firstAfterPutsMs;
@@ -110,14 +123,30 @@ async function measureChild(dir: string, n: number, windowMs: number): Promise<C
     const occurrenceBytes = engine.residentBytes();
     const pendingOccurrences = engine.stats().pending;
     const lateness = await latenessOver(engine, Math.max(firstMs, Date.now()), windowMs);
-    return { putSeconds, scheduleBytes: after - before - occurrenceBytes, occurrenceBytes, pendingOccurrences, lateness };
+    measured = { putSeconds, scheduleBytes: after - before - occurrenceBytes, occurrenceBytes, pendingOccurrences, lateness };
+  } finally {
+    await engine.close();
+  }
+  return { ...measured, plainLateness: await plainLateness(join(dir, 'plain'), n, windowMs) };
+}
+
+/** The control: `n` plain timers spread over the hour as the occurrences are (admitted in 10,000-row batches), their lateness over the window. */
+async function plainLateness(dir: string, n: number, windowMs: number): Promise<Lateness> {
+  const engine = await Engine.open({ dataDir: dir });
+  try {
+    const firstMs = Date.now() + firstAfterPutsMs;
+    for (let from = 0; from < n; from += plainBatchRows) {
+      const specs = Array.from({ length: Math.min(plainBatchRows, n - from) }, (_, k) => ({ fireAtMs: Math.round(firstMs + ((from + k) * hourMs) / n), target, payload, key: `plain:${from + k}` }));
+      await engine.admit(batchFromSpecs(specs));
+    }
+    return await latenessOver(engine, Math.max(firstMs, Date.now()), windowMs);
   } finally {
     await engine.close();
   }
 }
 
 /** Takes due occurrences as the scheduler would (sleeping until the next is due), from `fromMs` for `windowMs`; lateness = taken − fire time. */
-async function latenessOver(engine: Engine, fromMs: number, windowMs: number): Promise<ChildResult['lateness']> {
+async function latenessOver(engine: Engine, fromMs: number, windowMs: number): Promise<Lateness> {
   const histogram = newHistogram();
   await sleep(Math.max(0, fromMs - Date.now()));
   // The main thread's delay over the window: lateness beyond it is the engine's, within it the machine's.
