@@ -7,7 +7,9 @@
 // catch_up latest delivers the most recent missed occurrence once, all each one, none none;
 // then the rule goes on; no occurrence is delivered twice. A year of `0 9 * * MON-FRI`
 // Europe/Berlin (2027, the expectation computed from the EU's daylight-saving rule, not a time
-// zone library) is delivered at exactly the expected instants. Every wait is bounded.
+// zone library) is delivered at exactly the expected instants, and so are a daily 02:30 across
+// both of Berlin's 2027 changes (the gap, the repeated hour). 2027, not a past year: the test
+// clock starts at the real time and never goes back. Every wait is bounded.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
@@ -188,6 +190,29 @@ describe('schedules over HTTP', { skip: hasCurl ? false : `needs curl with HTTP/
       await stop(service);
     });
   }
+
+  test('daylight saving in Berlin, 2027: 02:30 in the spring gap fires at 03:00, 02:30 twice in the autumn fires once (the first)', { timeout: 120_000 }, async () => {
+    const service = await start(scratch.tempDir('dst'));
+    const spring = ['2027-03-27T01:30:00Z', '2027-03-28T01:00:00Z', '2027-03-29T00:30:00Z'].map(Date.parse);
+    const autumn = ['2027-10-30T00:30:00Z', '2027-10-31T00:30:00Z', '2027-11-01T01:30:00Z'].map(Date.parse);
+    const put = async (name: string, startAt: string, endAt: string): Promise<void> => {
+      const answer = await curlJson('PUT', `${service.url}/v1/schedules/${name}`, { cron: '30 2 * * *', time_zone: 'Europe/Berlin', start_at: startAt, end_at: endAt, target: `${sink.url}/${name}` });
+      assert.equal(answer.status, 200, JSON.stringify(answer.json));
+    };
+    await put('dst-spring', '2027-03-27T00:00:00Z', '2027-03-29T12:00:00Z');
+    await put('dst-autumn', '2027-10-30T00:00:00Z', '2027-11-01T12:00:00Z');
+    for (const [path, instants] of [['/dst-spring', spring], ['/dst-autumn', autumn]] as const) {
+      for (let i = 0; i < instants.length; i++) {
+        await curlJson('POST', `${service.url}/v1/clock`, { set: instants[i] });
+        await arrivals(path, i + 1);
+      }
+    }
+    await curlJson('POST', `${service.url}/v1/clock`, { set: '2027-11-03T00:00:00Z' });
+    await sleep(quietMs);
+    assert.deepEqual(firedAt('/dst-spring'), spring);
+    assert.deepEqual(firedAt('/dst-autumn'), autumn);
+    await stop(service);
+  });
 
   test('a year of 0 9 * * MON-FRI in Europe/Berlin is delivered at exactly its instants, the test clock stepping from one to the next', { timeout: 300_000 }, async (t) => {
     const service = await start(scratch.tempDir('year'));
