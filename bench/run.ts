@@ -44,6 +44,7 @@ const suites: Readonly<Record<string, Suite>> = {
   recovery: async (options) => (await import('./recovery.ts')).recoverySuite(options),
   'h2-clients': async (options) => (await import('./h2-clients.ts')).h2ClientsSuite(options),
   lifecycle: async (options) => (await import('./lifecycle.ts')).lifecycleSuite(options),
+  schedules: async (options) => (await import('./schedules.ts')).schedulesSuite(options),
 };
 
 /**
@@ -51,7 +52,7 @@ const suites: Readonly<Record<string, Suite>> = {
  * (protocol and client comparisons, hostile-input checks; http3 also needs caddy and chromium). Names not
  * registered yet are skipped, so a suite being built elsewhere joins `all` by being registered.
  */
-const allOrder: readonly string[] = ['wal', 'store', 'ingest', 'dispatch', 'memory', 'recovery', 'lifecycle', 'compare'];
+const allOrder: readonly string[] = ['wal', 'store', 'ingest', 'dispatch', 'memory', 'recovery', 'lifecycle', 'schedules', 'compare'];
 const runsMax = 99;
 
 const usage = `usage: npm run bench -- <suite>... [--quick] [--json] [--runs N] [--dir D] [--baseline [--machine M]]

@@ -110,6 +110,14 @@ export function validate(s: EngineState, batch: TimerBatch): void {
   checkTargets(s, batch);
 }
 
+/** Admits a schedule's occurrences (engine/schedules/materializer.ts): as admit(), their reserved keys allowed. */
+export async function admitOccurrences(s: EngineState, batch: TimerBatch): Promise<Admitted> {
+  const acceptedAtMs = s.clock.now();
+  validateBatch(batch, s.limits, acceptedAtMs, true);
+  checkTargets(s, batch);
+  return admitLogged(s, batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs);
+}
+
 /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
 export async function admitArrow(s: EngineState, ipc: Uint8Array): Promise<Admitted> {
   const acceptedAtMs = s.clock.now();
@@ -230,6 +238,8 @@ export function insertBatch(s: EngineState, batch: TimerBatch, seq: number, plan
       keyedHashes[keyed++] = plan.hashes[row] as number;
     }
     s.keys.insertMany(keyedSlots, keyedHashes, keyed);
+    // An occurrence's ADD carries its schedule's high-water mark in its key, live and in replay.
+    if (s.schedules.size > 0) s.schedules.raiseMarksOf(batch);
   }
   s.onDueChanged();
 }

@@ -25,7 +25,7 @@ export interface BulkCancelOutcome {
 }
 
 /** What a bulk cancel names: the timers matching a filter (its state aside), or these ids. */
-export type BulkCancelTarget = { readonly filter: Omit<TimerFilter, 'state'> } | { readonly ids: readonly string[] };
+export type BulkCancelTarget = { readonly filter: Omit<TimerFilter, 'state'> } | { readonly ids: readonly string[]; readonly releaseAtOnce?: boolean };
 
 /**
  * The spilled timers a bulk cancel takes, copied out of their buckets (so that holding them keeps
@@ -76,7 +76,9 @@ export async function bulkCancel(s: EngineState, what: BulkCancelTarget): Promis
   // The spilled ones come into memory as cancelled: their room is held while the record is synced, as an admit's is.
   const room = spilled.take.length;
   if (!s.store.canAllocate(s.reservedRows + room)) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${s.store.count} timers): the ${room} cancelled timers on disk do not fit`, { rows: room });
-  const expiresAtMs = s.clock.now() + s.retention.finishedMs;
+  // A schedule's occurrences cancelled by a change of it are released at once: the rule may
+  // create an occurrence at the same instant again, under the same key (engine/schedules/).
+  const expiresAtMs = s.clock.now() + ('ids' in what && what.releaseAtOnce === true ? 0 : s.retention.finishedMs);
   const body = encodeCancelBulk(bodyOf(s, unique, spilled, expiresAtMs));
   // Out of the heap and tombstoned now: nothing of it can fire while the record is synced.
   const { seq, row, fireAtMs } = spilled.rows;

@@ -33,6 +33,8 @@ async function moveNow(s: EngineState, move: ClockMove): Promise<number> {
   }
   if (toMs > manualClockMsMax) throw new FermataError(errorCodes.clockInvalid, `the clock cannot go past ${new Date(manualClockMsMax).toISOString()} (${manualClockMsMax} ms)`, { now_ms: positionMs });
   if (toMs === positionMs) return positionMs;
+  // The schedules catch up first, as after downtime: nothing overdue fires before they decide.
+  await s.beforeClockMove?.(toMs);
   await s.log.append(recordType.clock, encodeClock(toMs));
   s.clockPositionMs = toMs;
   clock.moveTo(toMs);

@@ -45,6 +45,7 @@ import { restoreCheckpoint } from './spill/restore.ts';
 import { residentBytes, shrinkResident, spillableBytesByBucket, spillStats } from './spill/spill-planning.ts';
 import { SpilledTimers } from './spill/spilled-timers.ts';
 import { EngineState } from './state.ts';
+import { type ScheduleInput, type SchedulePage, Schedules, type ScheduleView } from './schedules/schedules.ts';
 import { ResidentStore, timerState } from './store/resident-store.ts';
 import {
   type Admitted,
@@ -74,8 +75,11 @@ export type { RescheduleOutcome, RevisionCondition, TimerPatch } from './resched
 export type { BulkCancelOutcome, BulkCancelTarget } from './bulk-cancel.ts';
 export { decodeCursor, type QueryPosition, queryStart, type TimerFilter, type TimerPage } from './timer-query.ts';
 
+export type { ScheduleInput, SchedulePage, ScheduleView } from './schedules/schedules.ts';
+
 export class Engine {
   readonly #s: EngineState;
+  readonly #schedules: Schedules;
 
   private constructor(options: EngineOptions) {
     const retention = { ...retentionDefaults, ...options.retention };
@@ -95,6 +99,7 @@ export class Engine {
       checkTarget: options.checkTarget,
       admitGate: options.admitGate,
     });
+    this.#schedules = new Schedules(this.#s);
   }
 
   // ---- life ----
@@ -113,11 +118,14 @@ export class Engine {
     s.log = await openLog({ coveredSeq: s.checkpointSeq, replay: beginReplay(s), onPoisoned: options.onLogPoisoned });
     endReplay(s);
     await resumeClock(s);
+    // Occurrences overdue after the downtime follow their catch_up before anything is handed out.
+    await engine.#schedules.materializer.start();
     return engine;
   }
 
   /** Waits for a checkpoint or promotion under way, closes the log (appends made so far are waited for), frees the store. */
   async close(): Promise<void> {
+    await this.#schedules.materializer.stop();
     await this.#s.spillWork;
     await this.#s.log.close();
     this.#s.store.close();
@@ -254,6 +262,33 @@ export class Engine {
     return bulkCancel(this.#s, what);
   }
 
+  // ---- for ingest: schedules (schedules/schedules.ts; their occurrences: schedules/materializer.ts) ----
+
+  /** Creates or replaces a schedule once its SCHEDULE record is durable (SCHEDULE_INVALID names a bad field). */
+  putSchedule(name: string, input: ScheduleInput): Promise<ScheduleView> {
+    return this.#schedules.put(name, input);
+  }
+
+  /** A schedule with its next occurrences; undefined: no such schedule. */
+  schedule(name: string): ScheduleView | undefined {
+    return this.#schedules.get(name);
+  }
+
+  /** Schedules by name after `cursor` (the last name of the page before), at most `limit`. */
+  listSchedules(limit: number, cursor?: string): SchedulePage {
+    return this.#schedules.list(limit, cursor);
+  }
+
+  /** Pauses (true) or resumes (false) a schedule durably; undefined: no such schedule. */
+  setSchedulePaused(name: string, paused: boolean): Promise<ScheduleView | undefined> {
+    return this.#schedules.setPaused(name, paused);
+  }
+
+  /** Deletes a schedule durably, cancelling its pending occurrences; false: no such schedule. */
+  deleteSchedule(name: string): Promise<boolean> {
+    return this.#schedules.delete(name);
+  }
+
   // ---- for dispatch: due timers out, outcomes back (hand-out.ts, outcomes.ts) ----
 
   /** Takes up to `max` timers due at `nowMs` (and ahead, for queues that allow it) and marks them delivering. */
@@ -382,6 +417,15 @@ export class Engine {
       spill: spillStats(s),
       reschedules: { applied: s.rescheduled.applied, redirects: s.rescheduled.size, redirectBytes: s.rescheduled.bytesUsed },
       addTimes: { entries: s.addTimes.size, bytes: s.addTimes.bytesUsed },
+      schedules: {
+        count: s.schedules.size,
+        paused: s.schedules.pausedCount,
+        occurrencesCreated: s.schedules.occurrencesCreated,
+        catchUpCreated: s.schedules.catchUpCreated,
+        skipped: s.schedules.occurrencesSkipped,
+        catchUpCancelled: s.schedules.catchUpCancelled,
+        occurrencesFired: s.schedules.occurrencesFired,
+      },
     };
   }
 

@@ -507,3 +507,32 @@ assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveShare && memoryLi
 assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveSlotShare && memoryLimits.demoteAboveSlotShare < 1, 'spilling by slots starts below the limit and leaves room under it');
 assert.ok(memoryLimits.farHorizonMs >= memoryLimits.promoteLeadMs, 'the far horizon lies past what the loader promotes, or they would flap');
 assert.ok(memoryLimits.promoteLeadMs > memoryLimits.loaderIntervalMs, 'the loader looks often enough to promote before the lead runs out');
+
+/** Schedules (engine/schedules/): what the materializer creates ahead, and in what steps. */
+export const scheduleLimits = {
+  /**
+   * Occurrences due within this much of now are created ahead (besides each schedule's next
+   * one, always): two minutes covers a restart or a stalled minute, and keeps a schedule of one
+   * a second at 120 pending timers.
+   */
+  createAheadMs: 120_000,
+  /** Occurrences of all schedules in one ADD record, roughly (one schedule's wake may take it past). */
+  batchRowsMax: 4096,
+  /** Occurrences one schedule creates in one wake (catch_up all after a long downtime goes on at the next). */
+  occurrencesPerWakeMax: 1000,
+  /** Occurrences asked of a rule at a time while filling the window. */
+  aheadChunk: 16,
+  /** The longest the materializer sleeps: the real clock may step, so it looks at least this often. */
+  sleepMsMax: 1000,
+  /** After a batch was refused (a full store, a failed log), its schedules are looked at again this much later. */
+  retryAfterMs: 1000,
+  /** Overdue occurrences read a page at a time when catching up. */
+  pageRows: 1000,
+  /** A schedule's name: this many bytes at most. */
+  nameBytesMax: 128,
+  /** GET /v1/schedules: the most a page lists, and the default. */
+  listLimitMax: 1000,
+  listLimitDefault: 100,
+  /** How many occurrences a schedule's view shows ahead. */
+  nextShown: 5,
+} as const;

@@ -34,6 +34,7 @@ import { type EngineState, settlingWork } from './state.ts';
 import { timerState } from './store/resident-store.ts';
 import { residentContent } from './timer-content.ts';
 import type { DeadPage, DeadReasonName, DiscardOutcome, RedriveOutcome } from './types.ts';
+import { isOccurrenceKey, occurrenceKeyPrefix } from './schedules/occurrence-key.ts';
 
 const deadReasonNames: Record<number, DeadReasonName> = {
   [deadReason.attemptsExhausted]: 'attempts_exhausted',
@@ -183,6 +184,7 @@ export function applyOutcomes(s: EngineState, outcomes: Outcomes, slots?: Int32A
     const error = errors[i] as number;
     if (error > 0) failures.set(slot, errorTexts[error - 1] as string, outcomes.attemptedAtMs[i] as number);
     else if (kind === outcomeKind.delivered && failures.size > 0) failures.clear(slot);
+    if (kind === outcomeKind.delivered && s.schedules.size > 0) countOccurrenceDelivered(s, slot);
     const state = kind === outcomeKind.delivered ? timerState.delivered : kind === outcomeKind.dead ? timerState.dead : attempts > 0 ? timerState.retrying : timerState.pending;
     s.setState(slot, state);
     // A retry's time, or a finished timer's expiry: either way, when its heap hands it back.
@@ -190,6 +192,14 @@ export function applyOutcomes(s: EngineState, outcomes: Outcomes, slots?: Int32A
     (kind === outcomeKind.retry ? s.heap : s.expiring).push(slot);
   }
   s.onDueChanged();
+}
+
+/** A delivered timer that is a schedule's occurrence counts as one fired (its key says so). */
+function countOccurrenceDelivered(s: EngineState, slot: number): void {
+  const length = s.store.keyLengthOf(slot);
+  if (length < occurrenceKeyPrefix.length) return;
+  const key = s.store.keyOf(slot);
+  if (isOccurrenceKey(key, 0, length)) s.schedules.occurrencesFired++;
 }
 
 /** (seq, row) of a, compared with b's: log order. */

@@ -40,6 +40,8 @@ export const recordType = {
   outcomeFollowed: 11,
   reschedule: 8,
   cancelBulk: 9,
+  schedule: 12,
+  scheduleMark: 13,
 } as const;
 
 /** What one delivery attempt came to. */

@@ -1,6 +1,7 @@
 // Replay, on the main thread while open() runs: the log's records after the checkpoint, in
 // order, applied as the live engine applied them (ADD through key planning and insertBatch,
-// OUTCOME through applyOutcomes, CANCEL, CANCEL_SPILLED, PROMOTE, QUEUE, CLOCK, RESCHEDULE), so that reopening
+// OUTCOME through applyOutcomes, CANCEL, CANCEL_SPILLED, PROMOTE, QUEUE, CLOCK, RESCHEDULE,
+// SCHEDULE, SCHEDULE_MARK), so that reopening
 // arrives at the same state. Each ADD first releases what had expired by the time its keys were
 // decided, so keys deduplicate exactly as they did live. The store is sized ahead from the
 // log's bytes-to-replay hint instead of doubling its way up.
@@ -20,6 +21,7 @@ import { applyQueueChange } from './queue-registry.ts';
 import { decodeQueueRecord } from './queues.ts';
 import { addEncodingArrowStream, addEncodingColumns, addEncodingColumnsWithCallbacks, decodeAddBody, decodeCancelBulk, decodeCancelSpilled, decodeClock, decodeOutcomeFollowed, decodeOutcomes, decodeOutcomesDetailed, decodePromote, forEachCancelled, recordType } from './records.ts';
 import { replayReschedule } from './reschedule.ts';
+import { replayScheduleRecord } from './schedules/schedules.ts';
 import { promote } from './spill/promotion.ts';
 import { insertRunRow } from './spill/restore.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -205,6 +207,11 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     const queue = decodeQueueRecord(body);
     if (queue === undefined) throw badRecord(seq, 'malformed QUEUE record');
     applyQueueChange(s, queue);
+    return;
+  }
+  if (type === recordType.schedule || type === recordType.scheduleMark) {
+    const problem = replayScheduleRecord(s, type, body);
+    if (problem !== undefined) throw badRecord(seq, problem);
     return;
   }
   if (type === recordType.clock) {

@@ -27,6 +27,7 @@ import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
 import { TimerFailures } from './timer-failures.ts';
 import { AddTimes } from './add-times.ts';
+import { ScheduleBook } from './schedules/schedule-book.ts';
 import type { CancelOutcome, Clock, ShrinkLimits, Withdraw } from './types.ts';
 
 /** Outcome, cancel and redrive records settle accepted work: the log's back-pressure on new work does not refuse them. */
@@ -179,6 +180,10 @@ export class EngineState {
   readonly rescheduled = new RescheduledTimers();
   /** When each ADD record holding a timer was accepted, by sequence: views' created_at (add-times.ts). */
   readonly addTimes = new AddTimes();
+  /** Schedules and their high-water marks (engine/schedules/schedule-book.ts). */
+  readonly schedules = new ScheduleBook();
+  /** Before a manual clock moves to a position (clock-moves.ts): the schedules catch up to it (engine/schedules/schedules.ts). */
+  beforeClockMove: ((toMs: number) => Promise<void>) | undefined;
   /** PATCHes whose RESCHEDULE record is not yet durable, by "seq:row" (resident or spilled). */
   readonly rescheduling = new Map<string, Promise<unknown>>();
   /** Of those, the spilled timers' (tombstoned before their record is durable), by "seq:row". */

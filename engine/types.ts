@@ -143,6 +143,8 @@ export interface EngineStats {
   readonly reschedules: { readonly applied: number; readonly redirects: number; readonly redirectBytes: number };
   /** ADD records whose accept time is held (engine/add-times.ts), and the memory that table takes. */
   readonly addTimes: { readonly entries: number; readonly bytes: number };
+  /** Schedules (engine/schedules/) and their occurrences since open: created, of them catching up on missed ones, passed over by catch_up, overdue ones cancelled by it, delivered. */
+  readonly schedules: { readonly count: number; readonly paused: number; readonly occurrencesCreated: number; readonly catchUpCreated: number; readonly skipped: number; readonly catchUpCancelled: number; readonly occurrencesFired: number };
 }
 
 export interface TimerView {

@@ -7,6 +7,7 @@ import { ingestLimits, timerLimits, type TimerLimits } from '../limits.ts';
 import { callbackBytesMax } from '../store/callback-bytes.ts';
 import { residentHeadersBytesMax, residentKeyBytesMax } from '../store/resident-store.ts';
 import { byteLengthAt, bytesAt, type TimerBatch } from './timer-batch.ts';
+import { isOccurrenceKey, occurrenceKeyPrefix } from '../schedules/occurrence-key.ts';
 
 const queueNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const headerNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -167,7 +168,8 @@ function checkHeaders(batch: TimerBatch, row: number, limits: TimerLimits): void
   }
 }
 
-export function validateBatch(batch: TimerBatch, limits: TimerLimits, nowMs: number): void {
+/** `occurrenceKeysAllowed`: the batch is a schedule's occurrences (engine/schedules/materializer.ts), whose keys alone may begin with `schedule:`. */
+export function validateBatch(batch: TimerBatch, limits: TimerLimits, nowMs: number, occurrenceKeysAllowed = false): void {
   if (batch.rows === 0) throw refuse('a batch needs at least one timer', 'fire_at');
   if (batch.rows > limits.rowsPerBatchMax) throw refuse(`a batch holds at most ${limits.rowsPerBatchMax} timers, this one ${batch.rows}`, 'fire_at');
   checkTargets(batch, limits);
@@ -186,6 +188,9 @@ export function validateBatch(batch: TimerBatch, limits: TimerLimits, nowMs: num
     if (!(queue >= 0 && queue < batch.queues.length)) throw refuse(`queue index out of range in row ${row}`, 'queue', row);
     if (byteLengthAt(batch.payload, row) > limits.payloadBytesMax) throw refuse(`payload longer than ${limits.payloadBytesMax} bytes in row ${row}`, 'payload', row);
     if (byteLengthAt(batch.keys, row) > keyBytesMax) throw refuse(`key longer than ${keyBytesMax} bytes in row ${row}`, 'key', row);
+    if (!occurrenceKeysAllowed && isOccurrenceKey(batch.keys.values, batch.keys.offsets[row] as number, batch.keys.offsets[row + 1] as number)) {
+      throw refuse(`keys beginning with "${occurrenceKeyPrefix}" are reserved for the occurrences of schedules, in row ${row}`, 'key', row);
+    }
     checkHeaders(batch, row, limits);
   }
 }

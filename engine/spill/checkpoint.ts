@@ -10,6 +10,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { failpoint } from '../failpoints.ts';
 import { memoryLimits, spillLimits } from '../limits.ts';
 import { queueRecordsInForce } from '../queue-registry.ts';
+import { schedulesInForce } from '../schedules/schedule-checkpoint.ts';
 import { deadReason } from '../records.ts';
 import type { EngineState } from '../state.ts';
 import { keyHash } from '../store/key-index.ts';
@@ -113,6 +114,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     const tombstones = s.cancellingSpilled.size === 0 && s.reschedulingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
     // Configured and paused queues, in the QUEUE record's JSON form (read back the way replay reads it).
     const queues = queueRecordsInForce(s);
+    const schedules = schedulesInForce(s);
     const releasedExpiryMaxMs = s.releasedExpiryMax;
     // From here the store keeps changing; the snapshot does not. Its timers are copied into
     // run rows a slice at a time and written as they are, over several turns, reading their
@@ -179,6 +181,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
       ...(s.clockPositionMs === undefined ? {} : { clockPositionMs: s.clockPositionMs }),
       rescheduled,
       addTimes: addTimes.kept,
+      schedules,
     };
     await writeManifest(fs, dir, manifest);
     failpoint('checkpoint.manifest-installed');

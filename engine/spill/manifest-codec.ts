@@ -12,6 +12,7 @@ import { type RunMeta, runMetaProblem } from './run-meta.ts';
 import type { TombstoneColumns } from './tombstones.ts';
 import { noRescheduled, type RescheduledColumns } from '../rescheduled-timers.ts';
 import type { AddTimeColumns } from '../add-times.ts';
+import type { ManifestSchedule } from '../schedules/schedule-checkpoint.ts';
 
 /** A spilled run and the start of its part that still counts (promotion raises it). */
 export interface SpilledRunMeta extends RunMeta {
@@ -45,6 +46,8 @@ export interface Manifest {
   readonly rescheduled?: RescheduledColumns;
   /** When the ADD records it covers that still hold a timer were accepted, seqs ascending (engine/add-times.ts); absent: none known (and in manifests from before). */
   readonly addTimes?: AddTimeColumns;
+  /** Every schedule, whole, with its pause and high-water mark (engine/schedules/schedule-checkpoint.ts); absent: none (and in manifests from before). */
+  readonly schedules?: readonly ManifestSchedule[];
 }
 
 /** Fields that may be ±Infinity: JSON has no such number, so they are written as strings. */
@@ -76,6 +79,7 @@ export function encodeManifest(manifest: Manifest): Uint8Array {
     // Only when there are any: a manifest without patched timers is byte for byte as before.
     ...(manifest.rescheduled !== undefined && manifest.rescheduled.seqs.length > 0 ? { rescheduled: rescheduledRows(manifest.rescheduled) } : {}),
     ...(manifest.addTimes !== undefined && manifest.addTimes.seqs.length > 0 ? { addTimes: addTimeRows(manifest.addTimes) } : {}),
+    ...(manifest.schedules !== undefined && manifest.schedules.length > 0 ? { schedules: manifest.schedules } : {}),
   };
   const json = new TextEncoder().encode(JSON.stringify(document, jsonValue));
   const count = seqs.length;
@@ -156,6 +160,7 @@ export function decodeManifest(bytes: Uint8Array): Manifest {
     ...(doc.clockPositionMs === undefined ? {} : { clockPositionMs: doc.clockPositionMs as number }),
     rescheduled: doc.rescheduled === undefined ? noRescheduled : rescheduledColumns(doc.rescheduled as number[][]),
     ...(doc.addTimes === undefined ? {} : { addTimes: addTimeColumns(doc.addTimes as number[][]) }),
+    ...(doc.schedules === undefined ? {} : { schedules: doc.schedules as ManifestSchedule[] }),
   };
 }
 
@@ -252,6 +257,7 @@ function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Arra
   for (const queue of doc.queues as unknown[]) {
     if (typeof queue !== 'object' || queue === null || typeof (queue as Record<string, unknown>).name !== 'string' || !('config' in queue || 'paused' in queue)) return 'a queue lacks its name, or a config or pause';
   }
+  if (doc.schedules !== undefined && (!Array.isArray(doc.schedules) || (doc.schedules as unknown[]).some((entry) => typeof entry !== 'object' || entry === null || typeof (entry as Record<string, unknown>).name !== 'string'))) return 'schedules is not a list of named schedules';
   const rescheduled = rescheduledProblem(doc.rescheduled);
   if (rescheduled !== undefined) return rescheduled;
   const addTimes = addTimesProblem(doc.addTimes);

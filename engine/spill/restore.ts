@@ -7,6 +7,7 @@
 import { errorCodes, FermataError } from '../errors.ts';
 import { applyQueueChange } from '../queue-registry.ts';
 import { decodeQueueRecord } from '../queues.ts';
+import { restoreSchedules } from '../schedules/schedule-checkpoint.ts';
 import { type EngineState, isFinished } from '../state.ts';
 import { keyHash } from '../store/key-index.ts';
 import { timerState, type TimerStateCode } from '../store/resident-store.ts';
@@ -27,6 +28,7 @@ export async function restoreCheckpoint(s: EngineState, manifest: Manifest): Pro
     if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config or pause this version cannot read`, { queue: queue.name });
     applyQueueChange(s, decoded);
   }
+  if (manifest.schedules !== undefined) restoreSchedules(s, manifest.schedules);
   const run = manifest.residentRun;
   // The run says how many timers and keys it holds: room for them at once, not by doubling.
   s.store.reserve(run.rows);

@@ -46,6 +46,7 @@ import { healthRoutes } from './routes/health.ts';
 import { metricsRoutes } from './routes/metrics.ts';
 import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
+import { schedulesRoutes } from './routes/schedules.ts';
 import { statsRoutes } from './routes/stats.ts';
 import { timerListRoutes } from './routes/timer-list.ts';
 import { timerPatchRoutes } from './routes/timer-patch.ts';
@@ -136,6 +137,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(timerListRoutes, { engine });
   void app.register(statsRoutes, { engine });
   void app.register(clockRoutes, { engine });
+  void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });
   void app.register(openapiRoutes);
   return app;

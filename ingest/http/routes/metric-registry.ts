@@ -3,7 +3,7 @@
 // so the request path pays nothing per request and the numbers cannot drift from what
 // /v1/stats says. Loaded at the first scrape (prom-client is not needed to serve). Main thread.
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { Engine, TimerStateName } from '../../../engine/engine.ts';
+import type { Engine, EngineStats, TimerStateName } from '../../../engine/engine.ts';
 import type { PeerGuard } from '../listen/peer-guard.ts';
 
 const states: readonly TimerStateName[] = ['pending', 'delivering', 'retrying', 'delivered', 'dead', 'cancelled'];
@@ -52,6 +52,7 @@ export function engineMetrics(engine: Engine): Registry {
   });
   countedAtScrape(registry, 'fermata_bulk_cancels_total', 'Bulk cancels and queue purges that cancelled timers since start (one CANCEL_BULK record each).', () => engine.stats().bulkCancels);
   countedAtScrape(registry, 'fermata_bulk_cancelled_timers_total', 'Timers cancelled by bulk cancels and queue purges since start.', () => engine.stats().timersCancelledInBulk);
+  scheduleMetrics(registry, engine);
   walCounter('fermata_wal_slow_fdatasyncs_total', 'Group commit syncs (the fdatasync, or the write-through writev) slower than walLimits.slowSyncMs since start.', () => engine.log.counters.slowSyncs);
   queueHoldMetrics(registry, engine);
   return registry;
@@ -105,4 +106,24 @@ export function peerGuardMetrics(registry: Registry, guard: PeerGuard): void {
       this.set(guard.table.size);
     },
   });
+}
+
+/** Schedules and their occurrences (engine/schedules/), read at scrape time as /v1/stats reads them. */
+function scheduleMetrics(registry: Registry, engine: Engine): void {
+  for (const [name, help, read] of [
+    ['fermata_schedules', 'Schedules (PUT /v1/schedules/{name}).', (stats: EngineStats) => stats.schedules.count],
+    ['fermata_schedules_paused', 'Schedules paused now.', (stats: EngineStats) => stats.schedules.paused],
+  ] as const) {
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read(engine.stats()));
+      },
+    });
+  }
+  countedAtScrape(registry, 'fermata_schedule_occurrences_created_total', 'Occurrences of schedules created as timers since start.', () => engine.stats().schedules.occurrencesCreated);
+  countedAtScrape(registry, 'fermata_schedule_catch_up_occurrences_total', 'Missed occurrences created late by catch_up latest or all since start (after downtime or a clock step).', () => engine.stats().schedules.catchUpCreated);
+  countedAtScrape(registry, 'fermata_schedule_occurrences_fired_total', 'Occurrences of schedules delivered since start.', () => engine.stats().schedules.occurrencesFired);
 }

@@ -249,8 +249,22 @@ export const openApiComponents = {
           required: ['applied', 'redirects', 'redirect_bytes'],
           additionalProperties: false,
         },
+        schedules: {
+          type: 'object',
+          properties: {
+            count: { type: 'integer', minimum: 0, description: 'Schedules (PUT /v1/schedules/{name}).' },
+            paused: { type: 'integer', minimum: 0, description: 'Of them, paused now.' },
+            occurrences_created: { type: 'integer', minimum: 0, description: 'Occurrences created as timers since start.' },
+            catch_up_created: { type: 'integer', minimum: 0, description: 'Of them, missed occurrences created late by catch_up latest or all (after downtime or a clock step).' },
+            skipped: { type: 'integer', minimum: 0, description: 'Passes over missed occurrences that catch_up did not create (one per schedule and pass).' },
+            catch_up_cancelled: { type: 'integer', minimum: 0, description: 'Occurrences created ahead, found overdue after downtime or a clock step, and cancelled by their catch_up.' },
+            occurrences_fired: { type: 'integer', minimum: 0, description: 'Occurrences delivered since start (outcomes replayed at start count too).' },
+          },
+          required: ['count', 'paused', 'occurrences_created', 'catch_up_created', 'skipped', 'catch_up_cancelled', 'occurrences_fired'],
+          additionalProperties: false,
+        },
       },
-      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'bulk_cancels', 'cancelled_in_bulk', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules'],
+      required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'bulk_cancels', 'cancelled_in_bulk', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules', 'schedules'],
       additionalProperties: false,
     },
     Health: {

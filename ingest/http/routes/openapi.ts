@@ -16,6 +16,7 @@ import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
+import { schedulePaths } from './openapi-schedules.ts';
 import { listTimersOperation, timerListPaths } from './openapi-timer-list.ts';
 
 export const openApiDocument = {
@@ -307,6 +308,7 @@ export const openApiDocument = {
       },
     },
     ...queuePausePaths,
+    ...schedulePaths,
     '/v1/dead': {
       get: {
         operationId: 'listDead',

@@ -43,8 +43,15 @@ const statsSchema = {
       required: ['applied', 'redirects', 'redirect_bytes'],
       additionalProperties: false,
     },
+    // Schedules, and their occurrences since start (engine/schedules/).
+    schedules: {
+      type: 'object',
+      properties: { count, paused: count, occurrences_created: count, catch_up_created: count, skipped: count, catch_up_cancelled: count, occurrences_fired: count },
+      required: ['count', 'paused', 'occurrences_created', 'catch_up_created', 'skipped', 'catch_up_cancelled', 'occurrences_fired'],
+      additionalProperties: false,
+    },
   },
-  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'bulk_cancels', 'cancelled_in_bulk', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules'],
+  required: ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled', 'bulk_cancels', 'cancelled_in_bulk', 'horizon', 'memory', 'wal', 'paused_queues', 'held', 'held_released', 'reschedules', 'schedules'],
   additionalProperties: false,
 } as const;
 
@@ -72,6 +79,15 @@ export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): P
       held: holds.held,
       held_released: holds.heldReleased,
       reschedules: { applied: stats.reschedules.applied, redirects: stats.reschedules.redirects, redirect_bytes: stats.reschedules.redirectBytes },
+      schedules: {
+        count: stats.schedules.count,
+        paused: stats.schedules.paused,
+        occurrences_created: stats.schedules.occurrencesCreated,
+        catch_up_created: stats.schedules.catchUpCreated,
+        skipped: stats.schedules.skipped,
+        catch_up_cancelled: stats.schedules.catchUpCancelled,
+        occurrences_fired: stats.schedules.occurrencesFired,
+      },
     };
   });
 }
