@@ -46,6 +46,18 @@ function bodyOf(seqHint: number, bytes: number): Uint8Array {
   return body;
 }
 
+/** An append, tried again while it is refused with LOG_UNAVAILABLE (the pool finds its connections dead one by one). */
+async function appendOnceBack(log: PgLog): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await log.append(2, new Uint8Array(1));
+    } catch (err) {
+      if (!isFermataError(err, errorCodes.logUnavailable) || attempt === 10) throw err;
+      await sleep(100);
+    }
+  }
+}
+
 describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
   let server: PostgresServer;
   let url: string;
@@ -148,6 +160,9 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
           nextPartition = 0;
           return takePartition();
         });
+        // A partition used before (more rounds than partitions) starts empty again.
+        await sql`DELETE FROM fermata_log WHERE partition = ${partition}`;
+        await sql`UPDATE fermata_partitions SET log_start_seq = 1 WHERE partition = ${partition}`;
         const stops: FermataError[] = [];
         const { log: deposed } = await open({ sql: pool, partition, epoch }, 0, (poison) => stops.push(poison));
         const acknowledged: number[] = [];
@@ -256,6 +271,67 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
     } finally {
       await pool.end({ timeout: 5 });
       await cutter.close();
+    }
+  });
+
+  test('connections cut under load (porsager/postgres#1208, patched): the process lives, every append settles, and the log goes on gapless', async () => {
+    const { partition, epoch } = await takePartition();
+    const cutter = await startTcpCutter(server.port);
+    const pool = openClusterPool(`postgres://fermata@127.0.0.1:${cutter.port}/pglog`, { max: 6, connectTimeoutSeconds: 5 });
+    try {
+      const acknowledged = new Set<number>();
+      for (let round = 0; round < 6; round++) {
+        const { log } = await open({ sql: pool, partition, epoch });
+        const appends = Promise.allSettled(Array.from({ length: 60 }, (_, i) => log.append(1, bodyOf(i, 64 + i))));
+        await sleep(2 + (round % 4) * 3);
+        cutter.cutAll();
+        const settled = await Promise.race([appends, sleep(30_000).then(() => undefined)]);
+        assert.ok(settled !== undefined, `round ${round}: every append settles`);
+        for (const result of settled) {
+          if (result.status === 'fulfilled') acknowledged.add(result.value);
+          else assert.ok(isFermataError(result.reason, errorCodes.logUnavailable) || isFermataError(result.reason, errorCodes.walPoisoned), String(result.reason));
+        }
+        if (log.poisoned !== undefined) await log.cutToSynced();
+        else assert.ok((await appendOnceBack(log)) > 0, `round ${round}: the log goes on after the cut`);
+        await log.close();
+      }
+      const rows = await sql<{ seq: string }[]>`SELECT seq FROM fermata_log WHERE partition = ${partition} ORDER BY seq`;
+      const seqs = rows.map((row) => Number(row.seq));
+      assert.deepEqual(seqs, seqs.map((_, i) => i + 1), 'gapless');
+      for (const seq of acknowledged) assert.ok(seq <= seqs.length, `acknowledged record ${seq} is in the log`);
+    } finally {
+      await pool.end({ timeout: 5 });
+      await cutter.close();
+    }
+  });
+
+  test('the database stopped under load: every append settles, acknowledged ones are in the log, and it goes on gapless', async () => {
+    const { partition, epoch } = await takePartition();
+    const pool = openClusterPool(url, { max: 6, connectTimeoutSeconds: 2 });
+    try {
+      const acknowledged = new Set<number>();
+      for (let round = 0; round < 3; round++) {
+        const { log } = await open({ sql: pool, partition, epoch });
+        const appends = Promise.allSettled(Array.from({ length: 60 }, (_, i) => log.append(1, bodyOf(i, 64 + i))));
+        await sleep(2 + (round % 4) * 3);
+        await server.halt();
+        const settled = await Promise.race([appends, sleep(30_000).then(() => undefined)]);
+        await server.start();
+        assert.ok(settled !== undefined, `round ${round}: every append settles`);
+        for (const result of settled) {
+          if (result.status === 'fulfilled') acknowledged.add(result.value);
+          else assert.ok(isFermataError(result.reason, errorCodes.logUnavailable) || isFermataError(result.reason, errorCodes.walPoisoned), String(result.reason));
+        }
+        if (log.poisoned !== undefined) await log.cutToSynced();
+        else assert.ok((await appendOnceBack(log)) > 0, `round ${round}: the log goes on after the database is back`);
+        await log.close();
+      }
+      const rows = await sql<{ seq: string }[]>`SELECT seq FROM fermata_log WHERE partition = ${partition} ORDER BY seq`;
+      const seqs = rows.map((row) => Number(row.seq));
+      assert.deepEqual(seqs, seqs.map((_, i) => i + 1), 'gapless');
+      for (const seq of acknowledged) assert.ok(seq <= seqs.length, `acknowledged record ${seq} is in the log`);
+    } finally {
+      await pool.end({ timeout: 5 });
     }
   });
 
