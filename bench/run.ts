@@ -45,6 +45,7 @@ const suites: Readonly<Record<string, Suite>> = {
   'h2-clients': async (options) => (await import('./h2-clients.ts')).h2ClientsSuite(options),
   lifecycle: async (options) => (await import('./lifecycle.ts')).lifecycleSuite(options),
   schedules: async (options) => (await import('./schedules.ts')).schedulesSuite(options),
+  'pg-log': async (options) => (await import('./pg-log.ts')).pgLogSuite(options),
 };
 
 /**
