@@ -11,6 +11,7 @@ import { checkCaddyInstalled, CaddyMissingError } from '../../ingest/http3/caddy
 import type { TlsCredentials } from '../../ingest/http/listen/tls-listener.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from '../dispatch-config.ts';
 import { parseDurationMs } from '../duration.ts';
+import { type ClusterSettings, clusterSettings } from './cluster-settings.ts';
 import { checkTokens, readConfig } from './config-file.ts';
 import { UsageError } from './errors.ts';
 import { http3SelfSigned, readTlsCredentials, type SettingFile } from './tls-files.ts';
@@ -57,6 +58,8 @@ export interface ServeSettings {
   readonly http3: { readonly port: number; readonly certFile: string; readonly keyFile: string } | undefined;
   /** --clock: the real time, or a manual test clock (engine/clock.ts) that moves only when told. */
   readonly clock: ClockMode;
+  /** Cluster mode (--cluster): the node's database, id, address and lease timings; undefined: a single node. */
+  readonly cluster: ClusterSettings | undefined;
 }
 
 /** The command line's options as given (cli/serve/command.ts parses them). */
@@ -73,6 +76,7 @@ export interface ServeFlags {
   readonly flight?: string | undefined;
   readonly http3?: string | undefined;
   readonly clock?: string | undefined;
+  readonly cluster?: string | undefined;
 }
 
 /** A setting as chosen: its text, where it came from (for messages), and the directory a relative path in it is taken from. */
@@ -149,6 +153,7 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
         ? undefined
         : { port: http3Port, certFile: resolve(certSetting.base, certSetting.value), keyFile: resolve(keySetting.base, keySetting.value) },
     clock: clock.mode,
+    cluster: clusterSettings(values.cluster, env, config.cluster, configFile, clock.mode),
   };
 }
 
