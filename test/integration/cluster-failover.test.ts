@@ -174,6 +174,12 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
     assert.ok(sink.requests.length > requestsBefore, 'deliveries went on across the handover');
     const view = await clusterView(last);
     assert.ok(view !== undefined && view.owners.every((owner) => owner === view.owners[0]), 'one node owns every partition');
+    const metrics = await (await fetch(`${last.service?.url}/metrics`)).text();
+    assert.match(metrics, /^fermata_cluster_sends_refused_total \d+$/m);
+    assert.match(metrics, new RegExp(`^fermata_cluster_partitions_owned ${partitions}$`, 'm'));
+    const stats = (await (await fetch(`${last.service?.url}/v1/stats`)).json()) as { cluster: { sends_refused_total: number; partitions_owned: number } };
+    assert.equal(stats.cluster.partitions_owned, partitions);
+    assert.equal(typeof stats.cluster.sends_refused_total, 'number');
     process.stdout.write(`# takeover after kill -9: ${takeovers.map((ms) => Math.round(ms)).join(', ')} ms; after SIGTERM: ${Math.round(handoverMs)} ms; ${ledger.adds.size} timers acknowledged, ${sink.requests.length} deliveries\n`);
   });
 });
