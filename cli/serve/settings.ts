@@ -138,6 +138,8 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   if (flightAddress !== undefined) refuseManualClockOff(clock, flightAddress, flight?.source ?? '--flight');
   const flightRefusal = flightAddress === undefined ? undefined : listenRefusal(flightAddress.host, tokens, insecure);
   if (flight !== undefined && flightRefusal !== undefined) throw new UsageError(`${flight.source}: ${flightRefusal}`);
+  const cluster = clusterSettings(values.cluster, env, config.cluster, configFile, clock.mode);
+  refuseInClusterMode(cluster, { 'a TLS port': tls, 'an Arrow Flight port': flightAddress, 'HTTP/3': http3Port });
   return {
     dataDir: resolve(data.base, data.value),
     listen: listenAddress,
@@ -153,8 +155,16 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
         ? undefined
         : { port: http3Port, certFile: resolve(certSetting.base, certSetting.value), keyFile: resolve(keySetting.base, keySetting.value) },
     clock: clock.mode,
-    cluster: clusterSettings(values.cluster, env, config.cluster, configFile, clock.mode),
+    cluster,
   };
+}
+
+/** A cluster node serves HTTP/1.1 on its cleartext port only, for now: any other listener asked for is refused, not ignored. */
+function refuseInClusterMode(cluster: ClusterSettings | undefined, listeners: Record<string, unknown>): void {
+  if (cluster === undefined) return;
+  for (const [what, setting] of Object.entries(listeners)) {
+    if (setting !== undefined) throw new UsageError(`cluster mode serves its cleartext port only, for now: ${what} is not available with --cluster (docs/cluster.md, "Running a node")`);
+  }
 }
 
 /**

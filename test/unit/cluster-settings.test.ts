@@ -40,3 +40,9 @@ test('the config file\'s "cluster": unknown keys, wrong types and bad node ids a
   assert.throws(() => readClusterConfig([], 'c.json'), /"cluster" must be a JSON object/);
   assert.throws(() => clusterSettings('postgres://fermata@db/f', noEnv, readClusterConfig({ node_id: 'a b' }, 'c.json'), 'c.json', 'real'), /not a node id/);
 });
+
+test('fermata serve --cluster refuses the listeners a cluster node does not serve yet, rather than ignoring them', async () => {
+  const { serveSettings } = await import('../../cli/serve/settings.ts');
+  assert.throws(() => serveSettings({ cluster: 'postgres://fermata@db/f', flight: '127.0.0.1:0' }, noEnv), (err: unknown) => err instanceof UsageError && /an Arrow Flight port is not available with --cluster/.test(err.message));
+  assert.equal(serveSettings({ cluster: 'postgres://fermata@db/f' }, noEnv).cluster?.url, 'postgres://fermata@db/f');
+});
