@@ -180,6 +180,8 @@ export class ClusterNode implements PartitionDirectory {
     // A cache that may hold an earlier tenure's files: the log in PostgreSQL is the truth.
     const partitionDir = join(dataDir, 'partitions', String(partition));
     await rm(partitionDir, { recursive: true, force: true });
+    // Told to the poison handler, which may be called only once the engine is open.
+    const opened: { engine?: Engine } = {};
     const engine = await Engine.open({
       dataDir: partitionDir,
       clock,
@@ -188,8 +190,9 @@ export class ClusterNode implements PartitionDirectory {
       ...(this.#options.store === undefined ? {} : { store: this.#options.store }),
       ...(this.#options.checkTarget === undefined ? {} : { checkTarget: this.#options.checkTarget }),
       ...(this.#options.admitGate === undefined ? {} : { admitGate: this.#options.admitGate }),
-      onLogPoisoned: (poison) => this.#poisoned(partition, engine, poison),
+      onLogPoisoned: (poison) => this.#poisoned(partition, opened.engine, poison),
     });
+    opened.engine = engine;
     const dispatcher = this.#shared === undefined ? undefined : this.#startDispatcher(partition, engine, this.#shared);
     this.#owned.set(partition, { epoch, engine, dispatcher });
     logger.info({ partition, epoch: Number(epoch), lastSeq: engine.log.lastSeq, pending: engine.stats().pending }, 'partition open');
@@ -240,10 +243,10 @@ export class ClusterNode implements PartitionDirectory {
    * Poisoned (a COMMIT whose answer was lost): this node still owns it, and the log is cut back
    * to its acknowledged records and opened again at the same epoch, as a restart would.
    */
-  #poisoned(partition: number, engine: Engine, poison: FermataError): void {
+  #poisoned(partition: number, engine: Engine | undefined, poison: FermataError): void {
     this.#logger.error({ partition, code: poison.code, poison: poison.message }, 'a partition\'s log stopped');
     const owned = this.#owned.get(partition);
-    if (owned === undefined || owned.engine !== engine || poison.code === errorCodes.logFenced) return;
+    if (engine === undefined || owned === undefined || owned.engine !== engine || poison.code === errorCodes.logFenced) return;
     void (async () => {
       await this.#drop(partition);
       await engine.log.cutToSynced();
