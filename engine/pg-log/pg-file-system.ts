@@ -17,10 +17,13 @@
 //   target's rows gone and the source's renamed: the manifest's rename over MANIFEST is the
 //   commit point of a checkpoint), unlink. datasync uploads the chunks written since the last
 //   one and drops those past the end. syncDir has nothing left to do; mkdirp is local.
-// - Every transaction that writes is fenced by the partition's epoch as PgLog's appends are
-//   (SELECT epoch … FOR SHARE first, in the same transaction): another epoch → LOG_FENCED, and
-//   the file system refuses every later write with it, so a deposed owner can never overwrite
-//   the new owner's manifest. lockDir is that check, not a file lock.
+// - Every transaction that writes is fenced by the partition's epoch as PgLog's appends are:
+//   SELECT epoch … FOR SHARE after its writes, before COMMIT (a takeover's UPDATE waits for
+//   it; one committed before it is seen, and the transaction rolls back). Last, so the row is
+//   held for the COMMIT only, not while megabytes upload: a lease renewal, which updates the
+//   row, is not held up behind an upload. Another epoch → LOG_FENCED, and the file system
+//   refuses every later write with it, so a deposed owner can never overwrite the new owner's
+//   manifest. lockDir is that check, not a file lock.
 // - The database failing or out of reach: EIO (the cause attached), nothing of the
 //   transaction landed; a datasync can be tried again.
 // Transactions (and fetches) run one at a time, so an upload, a rename and a fetch of the same
@@ -357,9 +360,10 @@ class PgFileSystem implements FileSystem {
     this.refuseIfFenced();
     try {
       return (await this.#sql.begin(async (tx) => {
+        const result = await work(tx);
         const [row] = await tx<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition} FOR SHARE`;
         if (row === undefined || Number(row.epoch) !== this.#epoch) throw new Fenced(row === undefined ? 'no such partition' : `epoch ${row.epoch}`);
-        return work(tx);
+        return result;
       })) as T;
     } catch (err) {
       if (err instanceof Fenced) {

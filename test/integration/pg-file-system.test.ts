@@ -193,6 +193,40 @@ describe('PostgreSQL partition file system', { skip: noPostgres, timeout: 300_00
     assert.equal(await storedImage(partition), image);
   });
 
+  test("a lease renewal is not held up behind an upload: the partition's row is locked only for the commit", async () => {
+    const { partition, epoch } = await newPartition();
+    const cacheDir = newCacheDir();
+    const fs = await openPartitionFileSystem({ sql, partition, epoch, cacheDir });
+    const handle = await fs.open(join(cacheDir, 'run-1.arrow'), 'create');
+    await handle.writev([pattern(3 * chunkBytes, 1)], 0);
+    // Each chunk this partition stores takes a second, as a slow upload would.
+    await sql.unsafe(`
+      CREATE FUNCTION slow_chunk() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.partition = ${partition} THEN PERFORM pg_sleep(1); END IF; RETURN NEW; END $$;
+      CREATE TRIGGER slow_chunk BEFORE INSERT OR UPDATE ON fermata_checkpoint_files FOR EACH ROW EXECUTE FUNCTION slow_chunk()`);
+    try {
+      const upload = handle.datasync();
+      let sleeping = false;
+      for (let i = 0; i < 250 && !sleeping; i++) {
+        const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()`;
+        sleeping = (row?.n ?? 0) > 0;
+        if (!sleeping) await sleep(20);
+      }
+      assert.ok(sleeping, 'the upload is under way');
+      const renewed = await sql.begin(async (tx) => {
+        await tx`SET LOCAL lock_timeout = '300ms'`;
+        return tx`UPDATE fermata_partitions SET lease_until = now() + interval '10 seconds' WHERE partition = ${partition} AND epoch = ${epoch} RETURNING partition`;
+      });
+      assert.equal(renewed.length, 1);
+      await upload;
+    } finally {
+      await sql.unsafe('DROP TRIGGER slow_chunk ON fermata_checkpoint_files; DROP FUNCTION slow_chunk()');
+    }
+    await handle.close();
+    const [stored] = await sql<{ bytes: number }[]>`SELECT sum(octet_length(body))::int AS bytes FROM fermata_checkpoint_files WHERE partition = ${partition}`;
+    assert.equal(stored?.bytes, 3 * chunkBytes);
+  });
+
   test('the cache directory: a foreign non-empty one is refused and left alone; a stale cache is emptied, its copies never served', async () => {
     const { partition, epoch } = await newPartition();
     const foreign = newCacheDir();
