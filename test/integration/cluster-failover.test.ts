@@ -26,7 +26,7 @@ import { skipUnlessTool } from '../helpers/tools.ts';
 
 const partitions = 12;
 const takeoverBoundMs = 10_000;
-const killCycles = soak ? 20 : 1;
+const killCycles = soak ? 10 : 1;
 
 interface Node {
   readonly name: string;
@@ -34,7 +34,7 @@ interface Node {
   service: Service | undefined;
 }
 
-describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('initdb'), timeout: 300_000 }, () => {
+describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('initdb'), timeout: soak ? 900_000 : 300_000 }, () => {
   const children = new Set<ChildProcess>();
   const dirs: string[] = [];
   let server: PostgresServer | undefined;
@@ -99,12 +99,21 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
     }
   }
 
-  async function allDelivered(ledger: Kill9Ledger, timeoutMs: number): Promise<void> {
+  /** The nodes' warnings and errors (log lines of level 40 and up), for a failure's message. */
+  function complaints(nodes: readonly Node[]): string {
+    return nodes.map((node) => `${node.name}:\n${(node.service?.output() ?? '').split('\n').filter((line) => /"level":[4-6]0/.test(line)).slice(-8).join('\n')}`).join('\n');
+  }
+
+  async function allDelivered(ledger: Kill9Ledger, nodes: readonly Node[], timeoutMs: number): Promise<void> {
     const started = performance.now();
     for (;;) {
       const missing = ledger.undelivered(deliveriesByUid(sink?.requests ?? []));
       if (missing.length === 0) return;
-      assert.ok(performance.now() - started < timeoutMs, `${missing.length} acknowledged timers not delivered after ${timeoutMs} ms (such as ${missing.slice(0, 3).join(', ')})`);
+      if (performance.now() - started > timeoutMs) {
+        const statsOf = async (node: Node): Promise<unknown> => (await fetch(`${node.service?.url}/v1/stats`).catch(() => undefined))?.json();
+        const where = await Promise.all(nodes.map(async (node) => `${node.name}: ${JSON.stringify(await clusterView(node).then((view) => view?.owned))} ${JSON.stringify(await statsOf(node).catch(() => undefined))}`));
+        assert.fail(`${missing.length} acknowledged timers not delivered after ${timeoutMs} ms (such as ${missing.slice(0, 3).join(', ')})\n${where.join('\n')}\n${complaints(nodes)}`);
+      }
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
@@ -144,7 +153,7 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       loadStop.resolve();
       await loading;
-      await allDelivered(ledger, 30_000);
+      await allDelivered(ledger, nodes, 30_000);
       if (cycle + 1 < killCycles) {
         await startNode(victim, url);
         live = [...nodes];
@@ -165,7 +174,7 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     loadStop.resolve();
     await loading;
-    await allDelivered(ledger, 30_000);
+    await allDelivered(ledger, nodes, 30_000);
     await new Promise((resolve) => setTimeout(resolve, 500)); // room for a late duplicate to show
 
     ledger.checkDeliveries(deliveriesByUid(sink.requests));
