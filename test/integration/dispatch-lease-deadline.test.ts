@@ -3,7 +3,8 @@
 // the workers ask before each send. A partition whose deadline has passed sends nothing (each
 // refusal counted), its timers come back as retries with no attempt counted, and go out once
 // the deadline is ahead again; the dispatcher of a partition whose lease lapsed takes no timer;
-// closing one dispatcher leaves the shared workers to the other.
+// closing one dispatcher leaves the shared workers to the other; an "arrow" batch is refused
+// whole, its rows back as retries with no attempt counted.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -89,6 +90,37 @@ test('two partitions share one delivery pool; a partition past its lease deadlin
     await shared.workers.destroy();
     for (const engine of engines) await engine.close();
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await sink.close();
+  }
+});
+
+test('an "arrow" batch of a partition past its lease deadline is not POSTed: its rows come back as retries and go out once the deadline is ahead', { timeout: 60_000 }, async () => {
+  const sink = await startH2Sink();
+  const deadlines = new LeaseDeadlines(1);
+  const buffers = newBufferPool(dispatchLimits);
+  const shared: SharedDelivery = {
+    workers: new DeliveryPool({ threads: 1, allow: [], allowLoopback: true, signingSecrets: [], ca: undefined, limits: dispatchLimits, spareBuffers: buffers, leaseDeadlines: deadlines.shared }),
+    buffers,
+  };
+  const dataDir = mkdtempSync(join(tmpdir(), 'fermata-lease-arrow-'));
+  const engine = await Engine.open({ dataDir });
+  const dispatcher = new Dispatcher({ engine, clock: systemClock, logger: pino({ level: 'silent' }), shared, partition: 0, leaseHeld: () => true });
+  try {
+    await engine.setQueue('pipe', { delivery: 'arrow', sink: `${sink.url}/ingest`, batch_rows_max: 10, linger_ms: 1, min_backoff_ms: 300 });
+    const admitted = await engine.admit(batchFromSpecs(Array.from({ length: 10 }, (_, i) => ({ fireAtMs: Date.now(), target: `${sink.url}/row/${i}`, queue: 'pipe' }))));
+    dispatcher.start();
+    await until('the batch to be refused', 10_000, () => deadlines.refusedSends() >= 1);
+    await until('its rows to be back as retries', 5_000, () => engine.stats().counts.delivering === 0);
+    assert.equal(sink.requests.length, 0, 'no POST past the deadline');
+    assert.equal(engine.get(admitted.idOf(0))?.attempts, 0, 'no attempt counted');
+    deadlines.extend(0, monotonicNs() + hourNs);
+    await until('the rows to be delivered once the deadline is ahead', 10_000, () => engine.stats().counts.delivered === 10);
+    assert.ok(sink.requests.every((request) => request.path === '/ingest'));
+  } finally {
+    await dispatcher.close();
+    await shared.workers.destroy();
+    await engine.close();
+    rmSync(dataDir, { recursive: true, force: true });
     await sink.close();
   }
 });
