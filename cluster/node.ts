@@ -103,8 +103,9 @@ export class ClusterNode implements PartitionDirectory {
   }
 
   /**
-   * Checks the schema, joins the cluster and takes this node's share of partitions (their
-   * engines replayed) before it resolves; rounds go on until stop().
+   * Checks the schema, joins the cluster and runs the first ownership round before it resolves;
+   * the partitions taken open as their logs replay (owned() grows meanwhile), and rounds go on
+   * until stop().
    */
   static async start(options: ClusterNodeOptions): Promise<ClusterNode> {
     await requireCurrentSchema(options.sql);
@@ -133,7 +134,9 @@ export class ClusterNode implements PartitionDirectory {
       workers: new DeliveryPool({ ...dispatch, limits: dispatchLimits, spareBuffers: buffers, leaseDeadlines: ownership.deadlines.shared }),
       buffers,
     };
-    for (const [partition, owned] of node.#owned) node.#owned.set(partition, { ...owned, dispatcher: node.#startDispatcher(partition, owned.engine, node.#shared) });
+    for (const [partition, owned] of node.#owned) {
+      if (owned.dispatcher === undefined) node.#owned.set(partition, { ...owned, dispatcher: node.#startDispatcher(partition, owned.engine, node.#shared) });
+    }
     await node.#refreshAddresses().catch((err: unknown) => options.logger.warn({ err }, 'reading the partitions\' owners failed'));
     node.#armAddressRefresh(settings.renewIntervalMs);
     return node;
