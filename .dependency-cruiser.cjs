@@ -32,6 +32,20 @@ module.exports = {
       from: { path: '^engine/' },
       to: { path: '^(ingest|dispatch|cli|runtime|loadgen)/' },
     },
+    {
+      name: 'engine-knows-no-cluster',
+      severity: 'error',
+      comment: 'Cluster mode is built on the engine: the engine (its PostgreSQL log included) reaches no cluster/ module; what both need lives in engine/.',
+      from: { path: '^engine/' },
+      to: { path: '^cluster/' },
+    },
+    {
+      name: 'cluster-knows-no-command',
+      severity: 'error',
+      comment: 'cluster/ is a library the command uses: it does not import the command.',
+      from: { path: '^cluster/' },
+      to: { path: '^cli/' },
+    },
   ],
   options: {
     parser: 'swc',

@@ -10,6 +10,7 @@ Commands:
   serve      run the timer service (fermata serve --help for its options)
   wal-dump   read a WAL directory without changing it: segments, records, where they stop
   bench      load a running fermata and report rates and latencies (fermata bench --help)
+  cluster    create, migrate and inspect a cluster database (fermata cluster --help)
 
   -h, --help       this text
   -v, --version    the version of fermata (package.json's)
@@ -32,6 +33,8 @@ export async function main(argv: string[]): Promise<number> {
       return (await import('./wal-dump.ts')).walDump(rest);
     case 'bench':
       return (await import('./bench.ts')).bench(rest);
+    case 'cluster':
+      return (await import('./cluster.ts')).cluster(rest);
     case '-h':
     case '--help':
     case 'help':

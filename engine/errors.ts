@@ -28,6 +28,10 @@ export const errorCodes = {
   clockInvalid: 'CLOCK_INVALID',
   /** A schedule's rule that cannot be compiled (cron, time_zone, every_ms, start_at/end_at, jitter_ms): details.field names which. */
   scheduleInvalid: 'SCHEDULE_INVALID',
+  /** The cluster database is unreachable (cluster mode): nothing was appended; try again. */
+  logUnavailable: 'LOG_UNAVAILABLE',
+  /** The cluster database's schema is not the version this build runs on (older: migrate it; newer: upgrade fermata). */
+  clusterSchemaMismatch: 'CLUSTER_SCHEMA_MISMATCH',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

@@ -37,6 +37,9 @@ const statusOf: Record<ErrorCode, status> = {
   [errorCodes.walCorrupt]: status.INTERNAL,
   [errorCodes.dataDirLocked]: status.INTERNAL,
   [errorCodes.spillCorrupt]: status.INTERNAL,
+  // Cluster mode: the database is out of reach (nothing appended), or its schema is not this build's.
+  [errorCodes.logUnavailable]: status.UNAVAILABLE,
+  [errorCodes.clusterSchemaMismatch]: status.INTERNAL,
 };
 
 const pullStatusOf: Record<PullRefusalCode, status> = {

@@ -80,6 +80,10 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [httpErrorCodes.internal]: 500,
   [httpErrorCodes.revisionMismatch]: 412,
   [httpErrorCodes.timerNotPending]: 409,
+  // The cluster database cannot be reached: nothing was appended, a retry may land.
+  [errorCodes.logUnavailable]: 503,
+  // A start-up condition of cluster mode; met by a request it is a bug.
+  [errorCodes.clusterSchemaMismatch]: 500,
 };
 
 /** Seconds a client should wait before trying again, for the conditions that pass by themselves. */
@@ -91,6 +95,8 @@ const retryAfterSecondsOf: Partial<Record<ErrorCode, number>> = {
   [errorCodes.walPoisoned]: 1,
   // Free space is read again each second; an operator (or a compaction) may free some.
   [errorCodes.diskFull]: 5,
+  // The client reconnects at once; a PostgreSQL failover takes seconds.
+  [errorCodes.logUnavailable]: 2,
 };
 
 export interface ErrorBody {
