@@ -507,3 +507,31 @@ assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveShare && memoryLi
 assert.ok(memoryLimits.demoteToShare < memoryLimits.demoteAboveSlotShare && memoryLimits.demoteAboveSlotShare < 1, 'spilling by slots starts below the limit and leaves room under it');
 assert.ok(memoryLimits.farHorizonMs >= memoryLimits.promoteLeadMs, 'the far horizon lies past what the loader promotes, or they would flap');
 assert.ok(memoryLimits.promoteLeadMs > memoryLimits.loaderIntervalMs, 'the loader looks often enough to promote before the lead runs out');
+
+/** The PostgreSQL log of cluster mode (engine/pg-log/). */
+export const pgLogLimits = {
+  /** Largest record body the log accepts: the local WAL's, so an engine's batches fit either log. */
+  recordBodyBytesMax: walLimits.recordBodyBytesMax,
+  /** One transaction carries at most this many body bytes (at least one record). */
+  groupBytesMax: 8 * MiB,
+  /** Transactions under way at once, each on its own connection; they commit in order. */
+  transactionsInFlightMax: 3,
+  /** Bytes queued behind the transactions; past this, append rejects with WAL_QUEUE_FULL. */
+  queueBytesMax: 256 * MiB,
+  /** Rows fetched per round trip when records are read back (replay, records()). */
+  readRowsPerFetch: 64,
+  /** A transaction slower than this (start to commit) is logged and counted as slow. */
+  slowCommitMs: 1000,
+} as const;
+
+export type PgLogLimits = { -readonly [K in keyof typeof pgLogLimits]: number };
+
+export function assertPgLogLimits(limits: PgLogLimits): void {
+  assert.ok(limits.recordBodyBytesMax >= 1 && limits.recordBodyBytesMax < 2 ** 30, 'recordBodyBytesMax must be positive and below bytea\'s 1 GiB');
+  assert.ok(limits.groupBytesMax >= 1, 'groupBytesMax must be positive');
+  assert.ok(limits.queueBytesMax >= limits.recordBodyBytesMax, 'queueBytesMax must hold the largest record');
+  assert.ok(Number.isInteger(limits.transactionsInFlightMax) && limits.transactionsInFlightMax >= 1, 'transactionsInFlightMax must be a positive integer');
+  assert.ok(Number.isInteger(limits.readRowsPerFetch) && limits.readRowsPerFetch >= 1, 'readRowsPerFetch must be a positive integer');
+}
+
+assertPgLogLimits(pgLogLimits);

@@ -17,7 +17,8 @@ CREATE TABLE fermata_partitions (
   epoch bigint NOT NULL DEFAULT 0,
   owner text,
   owner_address text,
-  lease_until timestamptz
+  lease_until timestamptz,
+  log_start_seq bigint NOT NULL DEFAULT 1 CHECK (log_start_seq >= 1)
 );
 
 CREATE TABLE fermata_log (

@@ -41,6 +41,10 @@ export interface PostgresServer {
   createDatabase(name: string): Promise<string>;
   /** Immediate shutdown (as a crash would), then the folder is removed. Idempotent. */
   stop(): Promise<void>;
+  /** Immediate shutdown, keeping the data: the database is unreachable until start(). */
+  halt(): Promise<void>;
+  /** Starts a halted server again (crash recovery), on the same port. */
+  start(): Promise<void>;
 }
 
 export interface PostgresStandby extends PostgresServer {
@@ -206,6 +210,12 @@ function serverHandle(folder: ServerFolder, port: number, runAs: RunAs | undefin
       return urlOf(name);
     },
     stop,
+    async halt() {
+      await run('pg_ctl', ['-D', folder.dataDir, '-m', 'immediate', '-w', 'stop'], runAs);
+    },
+    async start() {
+      await startServer(folder, runAs);
+    },
   };
 }
 
