@@ -28,7 +28,10 @@ test('keys spread evenly over the partitions', () => {
   for (const partitions of [3, 32, 100]) {
     const counts = new Array<number>(partitions).fill(0);
     const keys = 1000 * partitions;
-    for (let i = 0; i < keys; i++) { const p = partitionOfKey(`key-${i}`, partitions); counts[p] = (counts[p] as number) + 1; }
+    for (let i = 0; i < keys; i++) {
+      const partition = partitionOfKey(`key-${i}`, partitions);
+      counts[partition] = (counts[partition] as number) + 1;
+    }
     // 1000 expected per partition; the standard deviation is about 32, so ±15% is over 4 sigma.
     for (const count of counts) assert.ok(count > 850 && count < 1150, `P=${partitions}: a partition got ${count} of ${keys} keys`);
   }

@@ -1,0 +1,187 @@
+// The cluster front over two in-process nodes (each a real HTTP server with real engines, P = 4:
+// node A owns partitions 0 and 1, node B 2 and 3): adds land on their partition from either node,
+// any id is found from any node, forwarding needs the cluster secret and takes one hop, and a
+// batch with a part that cannot land answers 503 listing what did, which a resend completes.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
+import pino from 'pino';
+import { clusterIdParts, partitionOfKey } from '../../cluster/partitioning.ts';
+import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
+import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { FixtureDirectory } from '../helpers/partition-fixture.ts';
+import { toolPath } from '../helpers/tools.ts';
+
+const partitions = 4;
+const secret = 'the-cluster-secret';
+const nodes: { directory: FixtureDirectory; app: HttpServer; url: string; address: string }[] = [];
+const later = new Date(Date.now() + 3_600_000).toISOString();
+
+/** A key whose partition is `partition`, the n-th such. */
+function keyIn(partition: number, n: number, prefix = 'k'): string {
+  for (let i = 0, found = 0; ; i++) {
+    const key = `${prefix}-${i}`;
+    if (partitionOfKey(key, partitions) === partition && found++ === n) return key;
+  }
+}
+
+before(async () => {
+  for (const [name, owned] of [['a', [0, 1]], ['b', [2, 3]]] as const) {
+    const directory = new FixtureDirectory(name, partitions);
+    for (const partition of owned) await directory.take(partition, partition + 1);
+    const engine = directory.engineOf(owned[0]);
+    assert.ok(engine);
+    const app = createHttpServer({ logger: pino({ level: 'silent' }), engine, cluster: { directory, secret, forwardTimeoutMs: 2000 } });
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    nodes.push({ directory, app, url, address: new URL(url).host });
+  }
+  for (const node of nodes) for (let p = 0; p < partitions; p++) node.directory.setAddress(p, (nodes[p < 2 ? 0 : 1] as (typeof nodes)[number]).address);
+});
+
+after(async () => {
+  for (const node of nodes) {
+    await node.app.close();
+    await node.directory.close();
+  }
+});
+
+const [a, b] = [() => nodes[0] as (typeof nodes)[number], () => nodes[1] as (typeof nodes)[number]];
+
+async function call(url: string, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; json: Record<string, unknown> }> {
+  const response = await fetch(url + path, { method, headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers }, ...(body === undefined ? {} : { body }) });
+  return { status: response.status, headers: response.headers, json: (await response.json()) as Record<string, unknown> };
+}
+
+test('a keyed add through either node lands on the partition of its key, and either node finds it', async () => {
+  for (const partition of [0, 1, 2, 3]) {
+    for (const node of [a(), b()]) {
+      const key = keyIn(partition, node === a() ? 0 : 1);
+      const added = await call(node.url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }));
+      assert.equal(added.status, 201, JSON.stringify(added.json));
+      const id = added.json.id as string;
+      const parts = clusterIdParts(id, partitions);
+      assert.equal(parts?.partition, partition, `key ${key} through node ${node.directory.nodeId}`);
+      const owner = partition < 2 ? a() : b();
+      assert.equal(owner.directory.engineOf(partition)?.get(parts.engineId)?.state, 'pending', "in the partition's own engine");
+      for (const reader of [a(), b()]) {
+        const got = await call(reader.url, 'GET', `/v1/timers/${id}`);
+        assert.equal(got.status, 200);
+        assert.equal(got.json.id, id);
+        assert.equal(got.json.key, key);
+        assert.equal(got.headers.get('etag'), '"1"');
+      }
+      const again = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }));
+      assert.equal(again.status, 200);
+      assert.equal(again.json.duplicate, true);
+      assert.equal(again.json.id, id);
+    }
+  }
+});
+
+test('an unkeyed add goes to a partition of the node asked, spread over them', async () => {
+  for (const [node, owned] of [[a(), [0, 1]], [b(), [2, 3]]] as const) {
+    const seen = new Set<number>();
+    for (let i = 0; i < 4; i++) {
+      const added = await call(node.url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook' }));
+      assert.equal(added.status, 201);
+      seen.add(clusterIdParts(added.json.id as string, partitions)?.partition ?? -1);
+    }
+    assert.deepEqual([...seen].sort(), [...owned]);
+  }
+});
+
+test('DELETE of another node\'s timer is forwarded to its owner; an unknown or malformed id is 404', async () => {
+  const added = await call(a().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(3, 5) }));
+  const id = added.json.id as string;
+  const cancelled = await call(a().url, 'DELETE', `/v1/timers/${id}`);
+  assert.equal(cancelled.status, 200);
+  assert.deepEqual(cancelled.json, { id, state: 'cancelled', revision: 1 });
+  assert.equal((await call(b().url, 'GET', `/v1/timers/${id}`)).json.state, 'cancelled');
+  assert.equal((await call(a().url, 'GET', `/v1/timers/03${'0'.repeat(25)}`)).status, 404, 'a partition past P');
+  assert.equal((await call(a().url, 'GET', `/v1/timers/${id.slice(0, 26)}`)).status, 404, 'a malformed id');
+});
+
+test('a forwarded request without the cluster secret is 401; with it, one hop only: 503 where the node does not own the partition', async (t) => {
+  const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(2, 7) }));
+  const id = added.json.id as string;
+  for (const headers of [{ 'fermata-forwarded': '1' }, { 'fermata-forwarded': '1', 'fermata-cluster-secret': 'wrong' }]) {
+    const refused = await call(b().url, 'GET', `/v1/timers/${id}`, undefined, headers);
+    assert.equal(refused.status, 401);
+    assert.equal((refused.json.error as { code: string }).code, 'UNAUTHORIZED');
+  }
+  const oneHop = await call(a().url, 'GET', `/v1/timers/${id}`, undefined, { 'fermata-forwarded': '1', 'fermata-cluster-secret': secret });
+  assert.equal(oneHop.status, 503);
+  assert.equal((oneHop.json.error as { code: string }).code, 'PARTITION_MOVING');
+  assert.equal(oneHop.headers.get('retry-after'), '1');
+  const owner = await call(b().url, 'GET', `/v1/timers/${id}`, undefined, { 'fermata-forwarded': '1', 'fermata-cluster-secret': secret });
+  assert.equal(owner.status, 200, 'the owner serves a forwarded request with the secret');
+
+  // The same refusal through curl, over HTTP/2 and HTTP/1.1.
+  if (!curl.present || !curl.http2) return t.skip(curlWithoutHttp2);
+  for (const protocol of ['--http2-prior-knowledge', '--http1.1']) {
+    const { stdout } = await promisify(execFile)(toolPath('curl') as string, ['-s', '-m', '10', protocol, '-o', '/dev/null', '-w', '%{http_code}', '-H', 'fermata-forwarded: 1', `${b().url}/v1/timers/${id}`]);
+    assert.equal(stdout, '401', protocol);
+  }
+});
+
+test('a partition with no owner address answers 503 PARTITION_MOVING with Retry-After', async () => {
+  const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(3, 9) }));
+  a().directory.setAddress(3, undefined);
+  try {
+    const got = await call(a().url, 'GET', `/v1/timers/${added.json.id as string}`);
+    assert.equal(got.status, 503);
+    assert.equal(got.headers.get('retry-after'), '1');
+    assert.equal((got.json.error as { code: string }).code, 'PARTITION_MOVING');
+  } finally {
+    a().directory.setAddress(3, b().address);
+  }
+});
+
+test('a batch spanning partitions with one owner gone: 503 listing the accepted rows; the resend completes it with duplicates', async () => {
+  // Rows 0-3 keyed one per partition, rows 4-5 unkeyed (they get derived keys).
+  const lines = [0, 1, 2, 3].map((p) => ({ fire_at: later, target: 'https://example.com/hook', key: keyIn(p, 20, 'batch') }));
+  lines.push({ fire_at: later, target: 'https://example.com/hook' } as (typeof lines)[number], { fire_at: later, target: 'https://example.com/other' } as (typeof lines)[number]);
+  const body = lines.map((line) => JSON.stringify(line)).join('\n');
+  const post = (): Promise<{ status: number; headers: Headers; json: Record<string, unknown> }> => call(a().url, 'POST', '/v1/timers', body, { 'content-type': 'application/x-ndjson' });
+
+  // Node B out of reach for partition 2 (an address where nothing listens): its part fails.
+  const closed = createHttpServer({ logger: pino({ level: 'silent' }), engine: a().directory.engineOf(0) as NonNullable<ReturnType<FixtureDirectory['engineOf']>> });
+  const dead = new URL(await closed.listen({ host: '127.0.0.1', port: 0 })).host;
+  await closed.close();
+  a().directory.setAddress(2, dead);
+  let first;
+  try {
+    first = await post();
+  } finally {
+    a().directory.setAddress(2, b().address);
+  }
+  assert.equal(first.status, 503, JSON.stringify(first.json));
+  assert.equal(first.headers.get('retry-after'), '1');
+  const error = first.json.error as { code: string; accepted: number; accepted_rows: number[]; ids: (string | null)[] };
+  assert.equal(error.code, 'PARTITION_MOVING');
+  assert.ok(!error.accepted_rows.includes(2), 'the row of partition 2 was not accepted');
+  assert.equal(error.accepted, error.accepted_rows.length);
+  assert.ok(error.accepted >= 3, 'the other partitions took their rows');
+  for (let row = 0; row < lines.length; row++) assert.equal(error.ids[row] === null, !error.accepted_rows.includes(row), `row ${row}`);
+
+  const resent = await post();
+  assert.equal(resent.status, 201, JSON.stringify(resent.json));
+  assert.equal(resent.json.accepted, lines.length);
+  assert.equal(resent.json.duplicates, error.accepted, 'every row accepted before is a duplicate now');
+  const ids = resent.json.ids as string[];
+  for (const row of error.accepted_rows) assert.equal(ids[row], error.ids[row], `row ${row} keeps its id`);
+  for (let row = 0; row < 4; row++) assert.equal(clusterIdParts(ids[row] as string, partitions)?.partition, row);
+  const derived = await call(b().url, 'GET', `/v1/timers/${ids[4] as string}`);
+  assert.match(derived.json.key as string, /^fermata-batch:[0-9a-f]{32}:4$/);
+});
+
+test('a bad row refuses the whole batch before any part is appended', async () => {
+  const key = keyIn(2, 30, 'bad');
+  const body = [JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }), JSON.stringify({ fire_at: later, target: 'not a url', key: keyIn(0, 30, 'bad') })].join('\n');
+  const refused = await call(a().url, 'POST', '/v1/timers', body, { 'content-type': 'application/x-ndjson' });
+  assert.equal(refused.status, 400);
+  assert.equal((refused.json.error as { code: string; line: number }).line, 2);
+  const retried = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }));
+  assert.equal(retried.status, 201, 'the good row was not appended');
+});
