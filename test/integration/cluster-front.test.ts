@@ -102,6 +102,19 @@ test('DELETE of another node\'s timer is forwarded to its owner; an unknown or m
   assert.equal((await call(a().url, 'GET', `/v1/timers/${id.slice(0, 26)}`)).status, 404, 'a malformed id');
 });
 
+test('PATCH through a node that does not own the timer changes it at its owner, If-Match and all', async () => {
+  const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(0, 11) }));
+  const id = added.json.id as string;
+  const patched = await call(b().url, 'PATCH', `/v1/timers/${id}`, JSON.stringify({ payload: 'changed' }), { 'if-match': '"1"' });
+  assert.equal(patched.status, 200, JSON.stringify(patched.json));
+  assert.equal(patched.json.id, id);
+  assert.equal(patched.json.revision, 2);
+  assert.equal(patched.headers.get('etag'), '"2"');
+  const stale = await call(b().url, 'PATCH', `/v1/timers/${id}`, JSON.stringify({ payload: 'again' }), { 'if-match': '"1"' });
+  assert.equal(stale.status, 412);
+  assert.equal((await call(a().url, 'GET', `/v1/timers/${id}`)).json.payload, 'changed');
+});
+
 test('a forwarded request without the cluster secret is 401; with it, one hop only: 503 where the node does not own the partition', async (t) => {
   const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(2, 7) }));
   const id = added.json.id as string;
