@@ -8,8 +8,10 @@ import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import { clusterIdParts, partitionOfKey } from '../../cluster/partitioning.ts';
+import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { batchToArrow } from '../helpers/arrow.ts';
 import { FixtureDirectory } from '../helpers/partition-fixture.ts';
 import { toolPath } from '../helpers/tools.ts';
 
@@ -197,4 +199,19 @@ test('a bad row refuses the whole batch before any part is appended', async () =
   assert.equal((refused.json.error as { code: string; line: number }).line, 2);
   const retried = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }));
   assert.equal(retried.status, 201, 'the good row was not appended');
+});
+
+test('an Arrow batch spanning partitions lands each keyed row on its partition, payloads and headers intact', async () => {
+  const fireAtMs = Date.parse(later);
+  const specs = [0, 1, 2, 3].map((p) => ({ fireAtMs, target: 'https://example.com/hook', key: keyIn(p, 40, 'arrow'), payload: new Uint8Array([0xff, p]), headers: { 'x-row': String(p) } }));
+  const response = await fetch(`${b().url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/vnd.apache.arrow.stream' }, body: batchToArrow(batchFromSpecs(specs)) });
+  const json = (await response.json()) as { accepted: number; ids: string[] };
+  assert.equal(response.status, 201, JSON.stringify(json));
+  assert.equal(json.accepted, 4);
+  for (let p = 0; p < 4; p++) {
+    assert.equal(clusterIdParts(json.ids[p] as string, partitions)?.partition, p);
+    const got = await call(a().url, 'GET', `/v1/timers/${json.ids[p] as string}`);
+    assert.equal(got.json.payload_base64, Buffer.from([0xff, p]).toString('base64'));
+    assert.deepEqual(got.json.headers, { 'x-row': String(p) });
+  }
 });
