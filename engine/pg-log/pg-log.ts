@@ -413,7 +413,9 @@ async function* readRecords(sql: Sql, partition: number, fromSeq: number, toSeq:
       const seq = Number(row.seq);
       if (seq !== expected) throw gap(partition, expected, seq);
       expected++;
-      yield { seq, type: row.type, body: row.body };
+      // A plain Uint8Array over the client's Buffer: the engine's readers rely on Uint8Array's
+      // slice() (a copy), which a Buffer's slice() is not.
+      yield { seq, type: row.type, body: new Uint8Array(row.body.buffer, row.body.byteOffset, row.body.byteLength) };
     }
   }
   if (expected !== toSeq + 1) throw gap(partition, expected, undefined);

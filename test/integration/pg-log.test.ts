@@ -5,9 +5,11 @@
 // lost (the log poisons, cutToSynced removes what it may have written); truncation.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres, { type Sql } from 'postgres';
 import { initCluster } from '../../cluster/cluster-init.ts';
+import { openClusterPool } from '../../cluster/connection.ts';
 import { errorCodes, type FermataError, isFermataError } from '../../engine/errors.ts';
 import type { LogReplay } from '../../engine/log.ts';
 import { openPgLog, type PgLog, type PgLogOptions } from '../../engine/pg-log/pg-log.ts';
@@ -52,7 +54,7 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
   before(async () => {
     server = await startPostgres();
     url = await server.createDatabase('pglog');
-    sql = postgres(url, { max: 12, onnotice: () => {} });
+    sql = openClusterPool(url, { max: 12 });
     await initCluster(sql, partitions);
   });
   after(async () => {
@@ -115,6 +117,21 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
     await reopened.log.close();
   });
 
+  test("through the node's pool an append waits for its commit, not for TCP's delayed ACK", async () => {
+    // Without TCP_NODELAY a COPY's end waits for the server's delayed ACK: 40 ms at least, on every append.
+    const { partition, epoch } = await takePartition();
+    const { log } = await open({ sql, partition, epoch });
+    const latencies: number[] = [];
+    for (let i = 0; i < 21; i++) {
+      const start = performance.now();
+      await log.append(1, bodyOf(i, 128));
+      latencies.push(performance.now() - start);
+    }
+    await log.close();
+    const median = latencies.toSorted((a, b) => a - b)[10] ?? Number.NaN;
+    assert.ok(median < 40, `median append ${median.toFixed(1)} ms`);
+  });
+
   test('an open at an epoch the partition has left is refused with LOG_FENCED', async () => {
     const { partition, epoch } = await takePartition();
     await assert.rejects(open({ sql, partition, epoch: epoch - 1 }), (err) => isFermataError(err, errorCodes.logFenced));
@@ -123,7 +140,7 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
 
   test("a deposed owner's appends racing the takeover never land after it", async () => {
     const rounds = soak ? 200 : 20;
-    const pool = postgres(url, { max: 8, onnotice: () => {} });
+    const pool = openClusterPool(url, { max: 8 });
     try {
       for (let round = 0; round < rounds; round++) {
         const { partition, epoch } = await takePartition().catch(async () => {
@@ -179,7 +196,7 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
 
   test('the database unreachable: appends are refused with LOG_UNAVAILABLE, no poison, and the log goes on gapless once it is back', async () => {
     const { partition, epoch } = await takePartition();
-    const pool = postgres(url, { max: 4, connect_timeout: 2, onnotice: () => {} });
+    const pool = openClusterPool(url, { max: 4, connectTimeoutSeconds: 2 });
     try {
       const { log } = await open({ sql: pool, partition, epoch });
       const stops: FermataError[] = [];
