@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { DispatchLimits } from '../engine/limits.ts';
-import { type BatchAnswer, type DeliveryResults, type DeliveryTask, isSpareBuffersMessage, isWarmedUpMessage, type WarmUpRequest, workerLoadedMessage } from './delivery-task.ts';
+import { type BatchAnswer, type DeliveryResults, type DeliveryTask, isSpareBuffersMessage, type RefusedTask, isWarmedUpMessage, type WarmUpRequest, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { WebhookSigner } from './signing.ts';
 import { TargetGuard } from './target-guard.ts';
@@ -32,6 +32,8 @@ export interface DeliveryPoolOptions {
   readonly limits: DispatchLimits;
   /** Keeps the buffers workers hand back (the dispatcher's BufferPool). */
   readonly spareBuffers: Pick<TaskBuffers, 'give'>;
+  /** Cluster mode: the partitions' local lease deadlines (cluster/lease-deadline.ts), which the workers ask before each send. */
+  readonly leaseDeadlines?: SharedArrayBuffer | undefined;
 }
 
 /** What a warm-up came to, over all workers. */
@@ -71,6 +73,7 @@ export class DeliveryPool {
       socketsPerOriginMax: limits.socketsPerOriginMax,
       ...(options.ca === undefined ? {} : { ca: options.ca }),
       ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.leaseDeadlines === undefined ? {} : { leaseDeadlines: options.leaseDeadlines }),
       warmUpChannel: this.#warmUpChannel,
     };
     this.#limits = limits;
@@ -163,10 +166,10 @@ export class DeliveryPool {
   }
 
   /** Sends `task` to a worker, `transfer` (its buffers) moved with it; resolves with the worker's answer. */
-  run(task: DeliveryTask, transfer: ArrayBuffer[]): Promise<DeliveryResults | BatchAnswer> {
+  run(task: DeliveryTask, transfer: ArrayBuffer[]): Promise<DeliveryResults | BatchAnswer | RefusedTask> {
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
     const transferList = transfer as unknown as NonNullable<Parameters<Piscina['run']>[1]>['transferList'];
-    return this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer>;
+    return this.#pool.run(task, { transferList }) as Promise<DeliveryResults | BatchAnswer | RefusedTask>;
   }
 
   /**

@@ -23,7 +23,9 @@
 // (taskId, taskIdColumn): the main thread, the dispatch path's busiest, does not spell it out.
 // A timer's claim decides, once, between the worker sending it
 // (held → sent, when its time has come) and a cancel withdrawing it (held → withdrawn, on the
-// main thread, dispatch/dispatcher.ts): whichever compareExchange comes first wins.
+// main thread, dispatch/dispatcher.ts): whichever compareExchange comes first wins. In cluster
+// mode a worker that finds the partition's lease deadline passed moves it held → refused: not
+// sent, retried without counting an attempt (by the next owner, once the partition moved).
 //
 //   DeliveryResults  kinds, reasons   Uint8Array    outcome kind and dead reason (engine/records.ts)
 //                    statuses         Uint16Array   the HTTP status; 0 when none came back
@@ -43,7 +45,7 @@ export const metaFields = 11;
 /** What a delivery worker posts on its parent port once its code has loaded (the pool's 'message' event). */
 export const workerLoadedMessage = 'fermata.delivery-worker.loaded';
 /** A timer's claim (DeliveryTask.claims). */
-export const claimState = { held: 0, sent: 1, withdrawn: 2 } as const;
+export const claimState = { held: 0, sent: 1, withdrawn: 2, refused: 3 } as const;
 /** meta[at · metaFields + notBeforeField]: the worker's wall clock (Date.now) must reach it before timer `at` is sent. */
 export const notBeforeField = 7;
 /** meta[at · metaFields + seqField] and the next: the timer's ADD sequence and row (its id, with its fire time). */
@@ -69,6 +71,17 @@ export interface DeliveryTask {
   /** The latest notBeforeMs and the longest timeoutMs of its timers (an Arrow batch waits for the one and allows the other). */
   readonly notBeforeMsMax: number;
   readonly timeoutMsMax: number;
+  /**
+   * Cluster mode: the partition whose engine the timers are from. The worker asks the
+   * partition's local lease deadline before each send and sends none once it has passed
+   * (claimState.refused; an Arrow batch answers RefusedTask).
+   */
+  readonly partition?: number;
+}
+
+/** An "arrow" task not sent: its partition's local lease deadline had passed (cluster mode). */
+export interface RefusedTask {
+  readonly refused: true;
 }
 
 export interface DeliveryResults {

@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BroadcastChannel, parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { SharedClockView } from '../engine/clock.ts';
+import { LeaseDeadlineView } from '../cluster/lease-deadline.ts';
 import { TargetGuard } from './target-guard.ts';
 import {
   claimState,
@@ -21,6 +22,7 @@ import {
   type DeliveryResults,
   type DeliveryTask,
   emptyResults,
+  type RefusedTask,
   metaFields,
   notBeforeField,
   responseBytesField,
@@ -63,6 +65,8 @@ export interface DeliveryWorkerData {
   readonly clock?: SharedArrayBuffer;
   /** The BroadcastChannel the pool asks its workers to warm up on (WarmUpRequest). */
   readonly warmUpChannel: string;
+  /** Cluster mode: the partitions' local lease deadlines (cluster/lease-deadline.ts), asked before each send of a task that names its partition. */
+  readonly leaseDeadlines?: SharedArrayBuffer;
 }
 
 const config = workerData as DeliveryWorkerData;
@@ -77,6 +81,7 @@ const clientLimits = {
 };
 const clients = new OriginClients({ ...clientLimits, guard, ca: config.ca });
 const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);
+const leases = config.leaseDeadlines === undefined ? undefined : new LeaseDeadlineView(config.leaseDeadlines);
 const utf8 = new TextDecoder();
 // A fresh thread's first Arrow batch would compile apache-arrow's code on its way out: done now.
 warmUpArrowEncoder();
@@ -107,9 +112,10 @@ function urlOf(target: string): URL {
   return url;
 }
 
-export default async function deliver(task: DeliveryTask): Promise<DeliveryResults | BatchAnswer> {
+export default async function deliver(task: DeliveryTask): Promise<DeliveryResults | BatchAnswer | RefusedTask> {
   if (task.sink !== undefined) {
     if (task.notBeforeMsMax > Date.now()) await untilWallClock(task.notBeforeMsMax);
+    if (!maySend(task)) return { refused: true };
     return deliverArrowBatch(task, task.sink);
   }
   return deliverThrough(task, clients);
@@ -140,12 +146,21 @@ async function deliverThrough(task: DeliveryTask, using: OriginClients): Promise
   for (let at = 0; at < task.count; at++) {
     const notBeforeMs = task.meta[at * metaFields + notBeforeField] as number;
     if (notBeforeMs > Date.now()) await untilWallClock(notBeforeMs);
-    if (claims !== undefined && Atomics.compareExchange(claims, at, claimState.held, claimState.sent) !== claimState.held) continue;
+    if (claims !== undefined) {
+      // A cancel may have withdrawn it meanwhile; past the lease deadline it is refused, not sent.
+      const claim = maySend(task) ? claimState.sent : claimState.refused;
+      if (Atomics.compareExchange(claims, at, claimState.held, claim) !== claimState.held || claim === claimState.refused) continue;
+    }
     sends.push(deliverOne(task, at, results, texts, using));
   }
   await Promise.all(sends);
   // piscina moves the result columns to the main thread (transferred, not copied).
   return move({ [transferableSymbol]: resultsTransfer(results), [valueSymbol]: results }) as unknown as DeliveryResults;
+}
+
+/** Cluster mode: false (a refused send, counted) once the task's partition's local lease deadline has passed; true outside cluster mode. */
+function maySend(task: DeliveryTask): boolean {
+  return leases === undefined || task.partition === undefined || leases.maySend(task.partition);
 }
 
 /**

@@ -57,6 +57,23 @@ export interface DispatcherOptions {
   readonly ca?: string;
   readonly limits?: Partial<DispatchLimits>;
   readonly pullLimits?: Partial<PullLimits>;
+  /**
+   * Cluster mode: the node's delivery workers and their buffers, shared by the dispatchers of
+   * every partition it owns (worker threads are per process, not per partition). The owner
+   * made them and destroys them; threads, allow, allowLoopback, signingSecrets and ca are
+   * theirs then. Absent: this dispatcher makes its own and destroys them on close.
+   */
+  readonly shared?: SharedDelivery;
+  /** Cluster mode: the engine's partition, named on every task for the workers' lease check. */
+  readonly partition?: number;
+  /** Cluster mode: false while the partition's local lease deadline has passed; no timer is taken then. */
+  readonly leaseHeld?: () => boolean;
+}
+
+/** A delivery pool and the buffer pool its workers hand "arrow" buffers back to, for several dispatchers. */
+export interface SharedDelivery {
+  readonly workers: DeliveryPool;
+  readonly buffers: BufferPool;
 }
 
 /** A new task's payload column is this much larger than its timers of the average size would take: most tasks then never grow it. */
@@ -64,6 +81,13 @@ const taskBytesSlack = 1.25;
 /** The payload column of the first task, before any timer's size is known: it grows by doubling. */
 const firstTaskPayloadBytesInitial = 64 * 1024;
 const noBytes = new Uint8Array(0);
+const leaseAlwaysHeld = (): boolean => true;
+
+/** The buffers "arrow" tasks are built in, kept between tasks (for one dispatcher, or a node's shared delivery). */
+export function newBufferPool(limits: DispatchLimits): BufferPool {
+  // Memory, not timers: kept by the real, monotonic clock whatever the injected one does.
+  return new BufferPool({ bytesMax: limits.taskBuffersPooledBytesMax, idleMs: limits.taskBuffersIdleMs, clock: { now: () => performance.now() } });
+}
 
 export class Dispatcher {
   readonly #engine: Engine;
@@ -101,6 +125,9 @@ export class Dispatcher {
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
   readonly #stats: DeliveryStats;
   readonly #recorder: OutcomeRecorder;
+  readonly #ownsWorkers: boolean;
+  readonly #partition: number | undefined;
+  readonly #leaseHeld: () => boolean;
   #stopped = false;
   #warm = false;
   /** "request" queues' timers are taken up to takeAheadMs before they are due: a worker holds each until its time. */
@@ -114,9 +141,11 @@ export class Dispatcher {
     this.#stats = new DeliveryStats(this.#engine);
     this.#deadLog = new DeadLetterLog(this.#logger, deliveryLimits.deadLogLinesPerSecondMax);
     this.#recorder = new OutcomeRecorder(this.#engine, this.#clock, this.#stats, this.#deadLog);
-    // Memory, not timers: kept by the real, monotonic clock whatever the injected one does.
-    this.#buffers = new BufferPool({ bytesMax: this.#limits.taskBuffersPooledBytesMax, idleMs: this.#limits.taskBuffersIdleMs, clock: { now: () => performance.now() } });
-    this.#workers = new DeliveryPool({
+    this.#ownsWorkers = options.shared === undefined;
+    this.#partition = options.partition;
+    this.#leaseHeld = options.leaseHeld ?? leaseAlwaysHeld;
+    this.#buffers = options.shared?.buffers ?? newBufferPool(this.#limits);
+    this.#workers = options.shared?.workers ?? new DeliveryPool({
       threads: options.threads ?? Math.max(1, availableParallelism() - 1),
       allow: options.allow ?? [],
       allowLoopback: options.allowLoopback ?? false,
@@ -249,7 +278,8 @@ export class Dispatcher {
 
   room(): number {
     // A poisoned log records no outcome: delivering now would only re-send after the restart.
-    if (this.#stopped || this.#engine.log.poisoned !== undefined) return 0;
+    // A lapsed lease: another node may own the partition (the workers would refuse the sends).
+    if (this.#stopped || this.#engine.log.poisoned !== undefined || !this.#leaseHeld()) return 0;
     return this.#flow.room();
   }
 
@@ -329,6 +359,7 @@ export class Dispatcher {
     const drained = Promise.allSettled([...this.#tasks]);
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.#limits.drainTimeoutMs).unref());
     await Promise.race([drained, timeout]);
+    if (!this.#ownsWorkers) return;
     await this.#workers.destroy();
     this.#buffers.clear();
   }
@@ -400,6 +431,7 @@ export class Dispatcher {
       taskBytes += pending.claims.byteLength;
       this.#held.add(pending);
     }
+    if (this.#partition !== undefined) task = { ...task, partition: this.#partition };
     // Counted until the answer, though an "arrow" task's buffers come back once its body is
     // encoded: the body, a copy as large, is held by the worker until then.
     this.#flow.taskSent(taskBytes, pending.count, usedBytes, payloadBytes);
@@ -408,7 +440,8 @@ export class Dispatcher {
       .then(
         (results) => {
           this.#held.delete(pending);
-          return this.#recorder.recordTask(pending, results);
+          // An "arrow" batch refused for its partition's lease: not sent, retried as a failed task is.
+          return this.#recorder.recordTask(pending, 'refused' in results ? undefined : results);
         },
         (err: unknown) => {
           this.#held.delete(pending);

@@ -102,10 +102,12 @@ export class OutcomeRecorder {
       outcomes.seqs[i] = pending.seqs[row] as number;
       outcomes.rows[i] = pending.rows[row] as number;
       outcomes.attempts[i] = attempt;
-      if (results === undefined) {
+      if (results === undefined || claims?.[row] === claimState.refused) {
         // The task failed as a whole (a worker error): some of its requests may have been sent
         // and answered. Retry them after the queue's minimum backoff, without counting the
-        // attempt, so none is dead-lettered for it.
+        // attempt, so none is dead-lettered for it. A timer refused for its partition's lease
+        // deadline (cluster mode) was not sent: the same, and on a fenced log this outcome is
+        // not appended, so the next owner delivers it.
         const config = this.#engine.queueConfig(this.#engine.queueNameAt(queue));
         outcomes.attempts[i] = attempt - 1;
         outcomes.kinds[i] = outcomeKind.retry;

@@ -1,0 +1,278 @@
+// The node runner: one `fermata serve --cluster` process's partitions. It registers the node
+// and runs the ownership loop (ownership.ts); for each partition the loop gives it, it opens an
+// Engine over that partition's PostgreSQL log at the epoch it was acquired at, and a Dispatcher
+// that delivers its timers through the node's one pool of delivery workers; for each partition
+// taken away (a lapse) or handed over (the balance, a stop) it stops that dispatcher and closes
+// that engine. It is the PartitionDirectory the HTTP side (the router) reads.
+//
+//   Ownership ─onAcquire(p, epoch)─► Engine(PgLog p@epoch, <data>/partitions/<p>) + Dispatcher(p)
+//             ─onLose(p)──────────► dispatcher stops taking timers, engine closes (appends fenced)
+//             ─beforeRelease(p)───► the same, awaited: the row is freed once the engine is closed
+//
+// Delivery workers are per process: every partition's dispatcher shares them (SharedDelivery),
+// and they ask the partition's local lease deadline (lease-deadline.ts) before each send.
+//
+// The local data directory is a cache: each acquisition starts its partition's directory
+// empty and replays the PostgreSQL log from its start. No checkpoint is taken in cluster mode
+// (no memory loader runs), so the PostgreSQL log is never truncated behind a checkpoint that
+// only one node's disk holds; checkpoints in PostgreSQL (engine/pg-log's file system) lift that.
+//
+// One partition's transitions run one after another (the ownership loop chains them, and a
+// closing engine is awaited before the same partition opens again). Main thread.
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { Sql } from 'postgres';
+import { type Clock, Engine } from '../engine/engine.ts';
+import { errorCodes, type FermataError } from '../engine/errors.ts';
+import { dispatchLimits } from '../engine/limits.ts';
+import { pgLog } from '../engine/pg-log/pg-log.ts';
+import type { ResidentStoreOptions } from '../engine/store/resident-store.ts';
+import { DeliveryPool } from '../dispatch/delivery-pool.ts';
+import { Dispatcher, newBufferPool, type SharedDelivery } from '../dispatch/dispatcher.ts';
+import { monotonicNs } from './lease-deadline.ts';
+import { type LeaseSettings, defaultLeaseSettings } from './leases.ts';
+import { Ownership } from './ownership.ts';
+import type { PartitionDirectory } from './partition-directory.ts';
+import { requireCurrentSchema } from './schema/migrate.ts';
+
+export interface ClusterNodeDispatchOptions {
+  /** Delivery worker threads, shared by every partition's dispatcher. */
+  readonly threads: number;
+  readonly allow: readonly string[];
+  readonly allowLoopback: boolean;
+  readonly signingSecrets: readonly string[];
+  readonly ca: string | undefined;
+}
+
+export interface ClusterNodeOptions {
+  /** The node's pool on the cluster database (its owner ends it after stop()). */
+  readonly sql: Sql;
+  readonly nodeId: string;
+  /** Where this node serves (host:port), written into the lease rows of the partitions it owns. */
+  readonly advertise: string;
+  /** The local cache: partition p's engine runs in <dataDir>/partitions/<p>. */
+  readonly dataDir: string;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly leaseSettings?: LeaseSettings;
+  readonly store?: ResidentStoreOptions;
+  readonly checkTarget?: (target: string) => string | undefined;
+  readonly admitGate?: () => FermataError | undefined;
+  readonly dispatch: ClusterNodeDispatchOptions;
+}
+
+/** A partition this node owns: its engine and its dispatcher (none before the workers exist, in start()'s first round). */
+interface OwnedPartition {
+  readonly epoch: bigint;
+  readonly engine: Engine;
+  readonly dispatcher: Dispatcher | undefined;
+}
+
+export class ClusterNode implements PartitionDirectory {
+  readonly nodeId: string;
+  readonly partitions: number;
+  readonly #options: ClusterNodeOptions;
+  readonly #logger: Logger;
+  readonly #owned = new Map<number, OwnedPartition>();
+  /** Engines being closed (lost or handed over): the same partition opens again only after. */
+  readonly #closing = new Map<number, Promise<void>>();
+  readonly #listeners = new Set<() => void>();
+  /** partition → its owner's advertise address, from the lease rows (refreshed every renewal interval). */
+  #addresses: (string | undefined)[];
+  #addressTimer: NodeJS.Timeout | undefined;
+  #shared: SharedDelivery | undefined;
+  #ownership: Ownership | undefined;
+  #stopped = false;
+
+  private constructor(options: ClusterNodeOptions, partitions: number) {
+    this.#options = options;
+    this.#logger = options.logger;
+    this.nodeId = options.nodeId;
+    this.partitions = partitions;
+    this.#addresses = new Array<string | undefined>(partitions).fill(undefined);
+  }
+
+  /**
+   * Checks the schema, joins the cluster and takes this node's share of partitions (their
+   * engines replayed) before it resolves; rounds go on until stop().
+   */
+  static async start(options: ClusterNodeOptions): Promise<ClusterNode> {
+    await requireCurrentSchema(options.sql);
+    const [cluster] = await options.sql<{ partitions: number }[]>`SELECT partitions FROM fermata_cluster`;
+    if (cluster === undefined) throw new Error('the database holds no fermata cluster: run `fermata cluster init` first');
+    const node = new ClusterNode(options, cluster.partitions);
+    const settings = options.leaseSettings ?? defaultLeaseSettings;
+    const ownership = await Ownership.start({
+      sql: options.sql,
+      nodeId: options.nodeId,
+      advertise: options.advertise,
+      settings,
+      callbacks: {
+        onAcquire: (partition, epoch) => node.#open(partition, epoch),
+        onLose: (partition) => node.#lose(partition),
+        beforeRelease: (partition) => node.#drop(partition),
+        onError: (error) => options.logger.error({ err: error }, 'cluster ownership'),
+      },
+    });
+    node.#ownership = ownership;
+    // The workers need the deadlines' memory, which the loop makes: engines opened in its first
+    // round start delivering now.
+    const buffers = newBufferPool(dispatchLimits);
+    const { dispatch } = options;
+    node.#shared = {
+      workers: new DeliveryPool({ ...dispatch, limits: dispatchLimits, spareBuffers: buffers, leaseDeadlines: ownership.deadlines.shared }),
+      buffers,
+    };
+    for (const [partition, owned] of node.#owned) node.#owned.set(partition, { ...owned, dispatcher: node.#startDispatcher(partition, owned.engine, node.#shared) });
+    await node.#refreshAddresses().catch((err: unknown) => options.logger.warn({ err }, 'reading the partitions\' owners failed'));
+    node.#armAddressRefresh(settings.renewIntervalMs);
+    return node;
+  }
+
+  engineOf(partition: number): Engine | undefined {
+    return this.#owned.get(partition)?.engine;
+  }
+
+  owned(): readonly number[] {
+    return [...this.#owned.keys()].sort((a, b) => a - b);
+  }
+
+  ownerAddress(partition: number): string | undefined {
+    if (this.#owned.has(partition)) return this.#options.advertise;
+    return this.#addresses[partition];
+  }
+
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** The partitions' epochs as this node holds them (for /v1/stats). */
+  epochOf(partition: number): bigint | undefined {
+    return this.#owned.get(partition)?.epoch;
+  }
+
+  /** Sends the delivery workers refused past a lease deadline since the node started (cluster_sends_refused_total). */
+  get sendsRefused(): number {
+    return this.#ownership?.deadlines.refusedSends() ?? 0;
+  }
+
+  /** Delivery worker threads (shared by every partition). */
+  get threads(): number {
+    return this.#shared?.workers.threads ?? 0;
+  }
+
+  /** Leaves the cluster: every partition handed over cleanly (dispatcher stopped, engine closed, lease released), then the workers stop. */
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    clearTimeout(this.#addressTimer);
+    await this.#ownership?.stop();
+    await Promise.all(this.#closing.values());
+    await this.#shared?.workers.destroy();
+    this.#shared?.buffers.clear();
+  }
+
+  async #open(partition: number, epoch: bigint): Promise<void> {
+    await this.#closing.get(partition);
+    const { dataDir, logger, clock } = this.#options;
+    // A cache that may hold an earlier tenure's files: the log in PostgreSQL is the truth.
+    const partitionDir = join(dataDir, 'partitions', String(partition));
+    await rm(partitionDir, { recursive: true, force: true });
+    const engine = await Engine.open({
+      dataDir: partitionDir,
+      clock,
+      openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), logger: logger.child({ component: 'pg-log', partition }) }),
+      logger: logger.child({ component: 'engine', partition }),
+      ...(this.#options.store === undefined ? {} : { store: this.#options.store }),
+      ...(this.#options.checkTarget === undefined ? {} : { checkTarget: this.#options.checkTarget }),
+      ...(this.#options.admitGate === undefined ? {} : { admitGate: this.#options.admitGate }),
+      onLogPoisoned: (poison) => this.#poisoned(partition, engine, poison),
+    });
+    const dispatcher = this.#shared === undefined ? undefined : this.#startDispatcher(partition, engine, this.#shared);
+    this.#owned.set(partition, { epoch, engine, dispatcher });
+    logger.info({ partition, epoch: Number(epoch), lastSeq: engine.log.lastSeq, pending: engine.stats().pending }, 'partition open');
+    this.#changed();
+  }
+
+  /** The partition's dispatcher over the shared workers, started; it takes no timer while the local lease deadline has passed. */
+  #startDispatcher(partition: number, engine: Engine, shared: SharedDelivery): Dispatcher {
+    const deadlines = this.#ownership?.deadlines;
+    const dispatcher = new Dispatcher({
+      engine,
+      clock: this.#options.clock,
+      logger: this.#logger.child({ component: 'dispatch', partition }),
+      shared,
+      partition,
+      leaseHeld: () => deadlines !== undefined && monotonicNs() < deadlines.deadlineNs(partition),
+    });
+    dispatcher.start();
+    return dispatcher;
+  }
+
+  #lose(partition: number): void {
+    this.#logger.warn({ partition }, 'partition lost: its lease lapsed and another node may own it');
+    void this.#drop(partition);
+  }
+
+  /** Stops the partition's deliveries (the deadline is revoked already), closes its engine and forgets it. */
+  #drop(partition: number): Promise<void> {
+    const owned = this.#owned.get(partition);
+    if (owned === undefined) return this.#closing.get(partition) ?? Promise.resolve();
+    this.#owned.delete(partition);
+    this.#changed();
+    const closing = (async () => {
+      await owned.dispatcher?.close();
+      // Appends after a takeover fail fenced; the engine closes all the same.
+      await owned.engine.close().catch((err: unknown) => this.#logger.warn({ err, partition }, 'closing a partition\'s engine failed'));
+      this.#logger.info({ partition, epoch: Number(owned.epoch) }, 'partition closed');
+    })();
+    this.#closing.set(partition, closing);
+    void closing.finally(() => {
+      if (this.#closing.get(partition) === closing) this.#closing.delete(partition);
+    });
+    return closing;
+  }
+
+  /**
+   * The partition's log stopped. Fenced: another node took it; the next renewal reports it lost.
+   * Poisoned (a COMMIT whose answer was lost): this node still owns it, and the log is cut back
+   * to its acknowledged records and opened again at the same epoch, as a restart would.
+   */
+  #poisoned(partition: number, engine: Engine, poison: FermataError): void {
+    this.#logger.error({ partition, code: poison.code, poison: poison.message }, 'a partition\'s log stopped');
+    const owned = this.#owned.get(partition);
+    if (owned === undefined || owned.engine !== engine || poison.code === errorCodes.logFenced) return;
+    void (async () => {
+      await this.#drop(partition);
+      await engine.log.cutToSynced();
+      if (this.#stopped || this.#ownership?.owned().get(partition) !== owned.epoch) return;
+      await this.#open(partition, owned.epoch);
+    })().catch((err: unknown) => this.#logger.error({ err, partition }, 'reopening a poisoned partition failed; it is retried when the partition is next acquired'));
+  }
+
+  async #refreshAddresses(): Promise<void> {
+    const rows = await this.#options.sql<{ partition: number; address: string | null }[]>`
+      SELECT partition, CASE WHEN lease_until > now() THEN owner_address END AS address FROM fermata_partitions ORDER BY partition`;
+    const next = new Array<string | undefined>(this.partitions).fill(undefined);
+    for (const row of rows) if (row.partition < this.partitions) next[row.partition] = row.address ?? undefined;
+    const moved = next.some((address, partition) => address !== this.#addresses[partition]);
+    this.#addresses = next;
+    if (moved) this.#changed();
+  }
+
+  #armAddressRefresh(everyMs: number): void {
+    this.#addressTimer = setTimeout(() => {
+      void this.#refreshAddresses()
+        .catch((err: unknown) => this.#logger.warn({ err }, 'reading the partitions\' owners failed'))
+        .finally(() => {
+          if (!this.#stopped) this.#armAddressRefresh(everyMs);
+        });
+    }, everyMs);
+  }
+
+  #changed(): void {
+    for (const listener of this.#listeners) listener();
+  }
+}
