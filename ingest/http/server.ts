@@ -137,7 +137,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   }
   void app.register(queuesRoutes, { engine });
   void app.register(deadRoutes, { engine });
-  void app.register(timerListRoutes, { engine });
+  if (options.cluster === undefined) void app.register(timerListRoutes, { engine });
   void app.register(statsRoutes, { engine });
   void app.register(clockRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });

@@ -215,3 +215,52 @@ test('an Arrow batch spanning partitions lands each keyed row on its partition, 
     assert.deepEqual(got.json.headers, { 'x-row': String(p) });
   }
 });
+
+test('GET /v1/timers from any node lists every partition merged by fire time, a page at a time, and bulk cancels sum over partitions', async () => {
+  const base = Date.now() + 7_200_000;
+  const keys: string[] = [];
+  // Ten timers over the four partitions, fire times interleaved across them.
+  for (let i = 0; i < 10; i++) {
+    const key = keyIn(i % 4, Math.floor(i / 4), 'list');
+    keys.push(key);
+    const added = await call(i % 2 === 0 ? a().url : b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: new Date(base + (9 - i) * 1000).toISOString(), target: 'https://example.com/hook', key }));
+    assert.equal(added.status, 201);
+  }
+  for (const node of [a(), b()]) {
+    const listed: Record<string, unknown>[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const page = await call(node.url, 'GET', `/v1/timers?key_prefix=list-&limit=3${cursor === null ? '' : `&cursor=${cursor}`}`);
+      assert.equal(page.status, 200, JSON.stringify(page.json));
+      listed.push(...(page.json.timers as Record<string, unknown>[]));
+      cursor = page.json.next_cursor as string | null;
+      pages++;
+    } while (cursor !== null && pages < 10);
+    assert.equal(listed.length, 10, `node ${node.directory.nodeId}`);
+    assert.deepEqual(
+      listed.map((timer) => timer.key),
+      [...keys].reverse(),
+      'in fire-time order across partitions, each once',
+    );
+    for (const timer of listed) assert.equal(clusterIdParts(timer.id as string, partitions)?.partition, partitionOfKey(timer.key as string, partitions));
+  }
+  const bogus = await call(a().url, 'GET', '/v1/timers?cursor=bm90LWEtY3Vyc29y');
+  assert.equal(bogus.status, 400);
+
+  const ids = (await call(a().url, 'GET', '/v1/timers?key_prefix=list-&limit=4')).json.timers as { id: string }[];
+  const byIds = await call(b().url, 'POST', '/v1/timers/cancel', JSON.stringify({ ids: ids.map((timer) => timer.id) }));
+  assert.deepEqual(byIds.json, { cancelled: 4, in_flight: 0 });
+  const byFilter = await call(a().url, 'POST', '/v1/timers/cancel', JSON.stringify({ key_prefix: 'list-' }));
+  assert.deepEqual(byFilter.json, { cancelled: 6, in_flight: 0 });
+
+  // A partition with no owner: the fan-out answers 503, not a page with a partition missing.
+  a().directory.setAddress(2, undefined);
+  try {
+    const page = await call(a().url, 'GET', '/v1/timers?limit=3');
+    assert.equal(page.status, 503);
+    assert.equal((page.json.error as { code: string }).code, 'PARTITION_MOVING');
+  } finally {
+    a().directory.setAddress(2, b().address);
+  }
+});

@@ -36,6 +36,7 @@ import type { CleartextListener } from '../listen/cleartext-listener.ts';
 import type { HttpServer } from '../types.ts';
 import { parseIfMatch, patchFromBody, revisionMismatchMessage } from '../routes/timer-patch.ts';
 import { type ForwardAnswer, Forwarder, forwardedHeader, type ForwardRequest, secretHeader } from './forwarder.ts';
+import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts';
 import { admitParts, arrowRowsAsNdjson, ndjsonRows, type PartAdmitter, type PartAnswer } from './partial-batch.ts';
 
 export interface ClusterFrontOptions {
@@ -68,6 +69,15 @@ function relay(reply: Reply<RouteGenericInterface>, answer: ForwardAnswer): Repl
   return reply.code(answer.status).send(answer.body);
 }
 
+/** An owner's answer other than 200 to one partition's part of a fan-out. */
+class OwnerRefused extends Error {
+  readonly answer: ForwardAnswer;
+  constructor(answer: ForwardAnswer) {
+    super(`the partition's owner answered ${answer.status}`);
+    this.answer = answer;
+  }
+}
+
 const moving = (partition: number): FermataError =>
   new FermataError(errorCodes.partitionMoving, `partition ${partition} is moving between nodes (or its owner is out of reach): try again`);
 
@@ -92,7 +102,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
   app.addContentTypeParser(mediaTypes.ndjson, { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   app.addContentTypeParser(mediaTypes.arrowStream, { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax }, readBody);
 
-  const isForwarded = (request: { headers: Record<string, unknown> }): boolean => request.headers[forwardedHeader] !== undefined;
+  const isForwarded = (request: { headers: Readonly<Record<string, unknown>> }): boolean => request.headers[forwardedHeader] !== undefined;
   const forwardOf = (request: { method: string; url: string; headers: ForwardRequest['headers'] }, body: Uint8Array | undefined): ForwardRequest =>
     body === undefined ? { method: request.method, path: request.url, headers: request.headers } : { method: request.method, path: request.url, headers: request.headers, body };
 
@@ -212,6 +222,29 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
       throw new HttpProblem(httpErrorCodes.tooLate, `timer ${id} is ${engine.get(engineId)?.state ?? 'finished'}: too late to cancel`);
     }),
   );
+
+  // A partition asked for one by one (fan-out.ts): here, or at its owner, whose 200 answer is the result.
+  const call: PartitionCall = async <T,>(partition: number, local: (engine: Engine) => Promise<T>, request: ForwardRequest): Promise<T> => {
+    const route = routeFor(partition, isForwarded(request));
+    if (route.kind === 'moving') throw moving(partition);
+    if (route.kind === 'local') return local(route.engine);
+    const answer = await forwarder.send(route.address, request);
+    if (answer.status !== 200) throw new OwnerRefused(answer);
+    return JSON.parse(answer.body.toString('utf8')) as T;
+  };
+  const onlyPartition = (headers: Readonly<Record<string, string | string[] | undefined>>): number | undefined => {
+    const named = headers[partitionHeader];
+    if (headers[forwardedHeader] === undefined || typeof named !== 'string') return undefined;
+    const partition = Number(named);
+    if (!(Number.isInteger(partition) && partition >= 0 && partition < router.partitions)) throw new HttpProblem(httpErrorCodes.requestInvalid, `${partitionHeader} names no partition of this cluster`);
+    return partition;
+  };
+  fanOutRoutes(app, { partitions: router.partitions, call, onlyPartition });
+  // An owner's refusal of its part of a fan-out is the answer, as the owner gave it.
+  app.setErrorHandler((err, _request, reply) => {
+    if (err instanceof OwnerRefused) return relay(reply, err.answer);
+    throw err;
+  });
 
   app.patch<OnTimer>(
     '/v1/timers/:id',
