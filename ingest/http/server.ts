@@ -136,7 +136,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     void app.register(clusterFront, { ...options.cluster, clock: engine.clock });
   }
   void app.register(queuesRoutes, { engine });
-  void app.register(deadRoutes, { engine });
+  if (options.cluster === undefined) void app.register(deadRoutes, { engine });
   if (options.cluster === undefined) void app.register(timerListRoutes, { engine });
   void app.register(statsRoutes, { engine });
   void app.register(clockRoutes, { engine });

@@ -13,7 +13,9 @@ import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
 import { FixtureDirectory } from '../helpers/partition-fixture.ts';
+import { outcomesFor } from '../helpers/outcomes.ts';
 import { toolPath } from '../helpers/tools.ts';
+import { outcomeKind } from '../../engine/records.ts';
 
 const partitions = 4;
 const secret = 'the-cluster-secret';
@@ -263,4 +265,44 @@ test('GET /v1/timers from any node lists every partition merged by fire time, a 
   } finally {
     a().directory.setAddress(2, b().address);
   }
+});
+
+test('GET /v1/dead from any node merges every partition oldest first, a page at a time; redrive and discard reach the owner', async () => {
+  // Two dead timers in each partition, made dead as a delivery round would (a 503, no retry left).
+  for (const [node, owned] of [[a(), [0, 1]], [b(), [2, 3]]] as const) {
+    for (const partition of owned) {
+      const engine = node.directory.engineOf(partition);
+      assert.ok(engine !== undefined);
+      const now = Date.now();
+      await engine.admit(batchFromSpecs([0, 1].map(() => ({ fireAtMs: now, target: 'https://example.com/down', queue: 'dying' }))));
+      const slice = engine.takeDue(now, 10);
+      const outcomes = outcomesFor(slice, outcomeKind.dead, 0, 503);
+      outcomes.reasons.fill(1);
+      outcomes.errorTexts.push('HTTP 503');
+      outcomes.errors.fill(1);
+      outcomes.attemptedAtMs.fill(now + 1);
+      await engine.settle(outcomes);
+    }
+  }
+  const listed: { id: string; created_at: string }[] = [];
+  let cursor: string | null = null;
+  for (let pages = 0; pages < 10; pages++) {
+    const page = await call(b().url, 'GET', `/v1/dead?queue=dying&limit=3${cursor === null ? '' : `&cursor=${cursor}`}`);
+    assert.equal(page.status, 200, JSON.stringify(page.json));
+    listed.push(...(page.json.dead as { id: string; created_at: string }[]));
+    cursor = page.json.next_cursor as string | null;
+    if (cursor === null) break;
+  }
+  assert.equal(listed.length, 8);
+  assert.equal(new Set(listed.map((timer) => timer.id)).size, 8, 'each once');
+  assert.deepEqual(new Set(listed.map((timer) => clusterIdParts(timer.id, partitions)?.partition)), new Set([0, 1, 2, 3]));
+  for (let i = 1; i < listed.length; i++) assert.ok((listed[i - 1] as { created_at: string }).created_at <= (listed[i] as { created_at: string }).created_at, 'oldest first');
+
+  const inB = listed.find((timer) => clusterIdParts(timer.id, partitions)?.partition === 3) as { id: string };
+  const redriven = await call(a().url, 'POST', `/v1/dead/${inB.id}/retry`);
+  assert.deepEqual(redriven.json, { id: inB.id, state: 'pending' });
+  const inA = listed.find((timer) => clusterIdParts(timer.id, partitions)?.partition === 0) as { id: string };
+  const discarded = await call(b().url, 'DELETE', `/v1/dead/${inA.id}`);
+  assert.deepEqual(discarded.json, { id: inA.id, state: 'discarded' });
+  assert.equal((await call(b().url, 'GET', `/v1/timers/${inA.id}`)).status, 404);
 });

@@ -7,19 +7,24 @@
 //                                  partition's own cursor (null once it is exhausted)
 //   POST /v1/timers/cancel         counts summed; ids go to their partitions only
 //   DELETE /v1/queues/{name}/timers   the same, for the queue's filter
+//   GET /v1/dead                   pages merged oldest first (created_at, id); the cursor holds
+//                                  the last id each partition gave
 //
 // A partition that cannot answer fails the whole request (503 PARTITION_MOVING, or what its
 // owner answered): a list page is whole or not given, and a bulk cancel sent again cancels what
 // is left.
 import type { BulkCancelOutcome, BulkCancelTarget, Engine, TimerFilter } from '../../../engine/engine.ts';
 import { decodeCursor, queryStart } from '../../../engine/engine.ts';
-import { clusterIdOf, clusterIdParts } from '../../../cluster/partitioning.ts';
+import { clusterIdOf, clusterIdParts, partitionPrefixLength } from '../../../cluster/partitioning.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { deadListLimits } from '../route-limits.ts';
+import { deadTimerView } from '../timer-views.ts';
 import { bulkCancelTargetOf, checkListQuery, limitOf, listQuerySchema } from '../routes/timer-list.ts';
 import { type FilterFields, timerFilterOf } from '../timer-filter.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer } from '../types.ts';
 import type { ForwardRequest } from './forwarder.ts';
+import { byFieldThenId, mergePages } from './merge-pages.ts';
 
 export const partitionHeader = 'fermata-partition';
 
@@ -38,6 +43,21 @@ interface ListQuery extends FilterFields {
   readonly cursor?: string;
 }
 
+interface DeadPage {
+  readonly dead: Record<string, unknown>[];
+  readonly next_cursor: string | null;
+}
+
+const deadQuerySchema = {
+  type: 'object',
+  properties: {
+    queue: { type: 'string', minLength: 1 },
+    limit: { type: 'integer', minimum: 1, maximum: deadListLimits.max, default: deadListLimits.default },
+    cursor: { type: 'string', minLength: 1 },
+  },
+  additionalProperties: false,
+} as const;
+
 interface Page {
   readonly timers: Record<string, unknown>[];
   readonly next_cursor: string | null;
@@ -48,7 +68,8 @@ function encodeClusterCursor(cursors: readonly (string | null)[]): string {
   return Buffer.from(JSON.stringify(cursors)).toString('base64url');
 }
 
-function decodeClusterCursor(cursor: string | undefined, partitions: number): (string | null)[] {
+/** A cluster cursor's entries, each checked by `isCursor` (a partition's own cursor); a 400 naming the cursor when it is not one. */
+function decodeClusterCursor(cursor: string | undefined, partitions: number, isCursor: (entry: string) => boolean): (string | null)[] {
   if (cursor === undefined) return new Array<string | null>(partitions).fill('');
   let value: unknown;
   try {
@@ -56,19 +77,9 @@ function decodeClusterCursor(cursor: string | undefined, partitions: number): (s
   } catch {
     value = undefined;
   }
-  const valid = Array.isArray(value) && value.length === partitions && value.every((entry) => entry === null || entry === '' || (typeof entry === 'string' && decodeCursor(entry) !== undefined));
+  const valid = Array.isArray(value) && value.length === partitions && value.every((entry) => entry === null || entry === '' || (typeof entry === 'string' && isCursor(entry)));
   if (!valid) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(cursor)} is not one: pass a page's next_cursor as it came`, 'cursor');
   return value as (string | null)[];
-}
-
-const fireAtOf = (timer: Record<string, unknown>): string => String(timer.fire_at);
-
-/** Whether timer `a` comes before `b` in a merged page: by fire time, then by id. */
-function before(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
-  const fa = fireAtOf(a);
-  const fb = fireAtOf(b);
-  if (fa !== fb) return fa < fb;
-  return String(a.id) < String(b.id);
 }
 
 export function fanOutRoutes(app: HttpServer, { partitions, call, onlyPartition }: FanOutOptions): void {
@@ -102,25 +113,11 @@ export function fanOutRoutes(app: HttpServer, { partitions, call, onlyPartition 
       if (query.cursor !== undefined && decodeCursor(query.cursor) === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, 'cursor is not one', 'cursor');
       return pageOf(only, query.cursor ?? '', limit);
     }
-    const cursors = decodeClusterCursor(query.cursor, partitions);
+    const cursors = decodeClusterCursor(query.cursor, partitions, (entry) => decodeCursor(entry) !== undefined);
     const open = every.filter((partition) => cursors[partition] !== null);
     const pages = new Map<number, Page>();
     await Promise.all(open.map(async (partition) => pages.set(partition, await pageOf(partition, cursors[partition] as string, limit))));
-    // k-way merge of the partitions' pages, each already in its partition's order.
-    const taken = new Map<number, number>(open.map((partition) => [partition, 0]));
-    const timers: Record<string, unknown>[] = [];
-    while (timers.length < limit) {
-      let best: number | undefined;
-      for (const partition of open) {
-        const next = pages.get(partition)?.timers[taken.get(partition) as number];
-        if (next === undefined) continue;
-        const current = best === undefined ? undefined : pages.get(best)?.timers[taken.get(best) as number];
-        if (current === undefined || before(next, current)) best = partition;
-      }
-      if (best === undefined) break;
-      timers.push(pages.get(best)?.timers[taken.get(best) as number] as Record<string, unknown>);
-      taken.set(best, (taken.get(best) as number) + 1);
-    }
+    const { items: timers, taken } = mergePages(new Map([...pages].map(([partition, page]) => [partition, page.timers])), limit, byFieldThenId('fire_at'));
     // Each partition's next cursor: its page's when all of it was taken; after the last one taken
     // otherwise (asked again for just that many, since only the engine can write its cursor).
     const next = [...cursors];
@@ -133,6 +130,40 @@ export function fanOutRoutes(app: HttpServer, { partitions, call, onlyPartition 
       }),
     );
     return { timers, next_cursor: next.every((cursor) => cursor === null) ? null : encodeClusterCursor(next) };
+  });
+
+  app.get<{ Querystring: { queue?: string; limit: number; cursor?: string } }>('/v1/dead', { schema: { querystring: deadQuerySchema } }, async (request) => {
+    const { queue, limit, cursor } = request.query;
+    const pageOf = (partition: number, after: string): Promise<DeadPage> => {
+      const params = new URLSearchParams({ limit: String(limit) });
+      if (queue !== undefined) params.set('queue', queue);
+      if (after !== '') params.set('cursor', after);
+      return call<DeadPage>(
+        partition,
+        async (engine) => {
+          const page = engine.deadPage(limit, queue, after === '' ? undefined : after);
+          if (page === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(after)} is not one: pass a page's next_cursor as it came`, 'cursor');
+          return { dead: page.dead.map((timer) => ({ ...deadTimerView.json(timer), id: clusterIdOf(partition, timer.id) })), next_cursor: page.nextCursor };
+        },
+        { method: 'GET', path: `/v1/dead?${params.toString()}`, headers: { ...request.headers, accept: 'application/json', [partitionHeader]: String(partition) } },
+      );
+    };
+    const only = onlyPartition(request.headers);
+    if (only !== undefined) return pageOf(only, cursor ?? '');
+    // A partition's dead-letter cursor is the engine id of the last one given.
+    const cursors = decodeClusterCursor(cursor, partitions, (entry) => entry.length === 24);
+    const open = every.filter((partition) => cursors[partition] !== null);
+    const pages = new Map<number, DeadPage>();
+    await Promise.all(open.map(async (partition) => pages.set(partition, await pageOf(partition, cursors[partition] as string))));
+    const { items: dead, taken } = mergePages(new Map([...pages].map(([partition, page]) => [partition, page.dead])), limit, byFieldThenId('created_at'));
+    const next = [...cursors];
+    for (const partition of open) {
+      const page = pages.get(partition) as DeadPage;
+      const count = taken.get(partition) as number;
+      if (count === page.dead.length) next[partition] = page.next_cursor;
+      else if (count > 0) next[partition] = String((page.dead[count - 1] as Record<string, unknown>).id).slice(partitionPrefixLength);
+    }
+    return { dead, next_cursor: next.every((entry) => entry === null) ? null : encodeClusterCursor(next) };
   });
 
   const cancelEverywhere = async (target: BulkCancelTarget, headers: Readonly<Record<string, string | string[] | undefined>>, path: string, method: string, body: unknown): Promise<{ cancelled: number; in_flight: number }> => {

@@ -8,7 +8,10 @@
 //                                      appended by its owner; a part that fails → the part's
 //                                      error (503 + Retry-After when it is an owner gone) with
 //                                      the rows that were accepted (partial-batch.ts)
-//   GET, PATCH, DELETE /v1/timers/{id} → the id's partition
+//   GET, PATCH, DELETE /v1/timers/{id}, POST /v1/dead/{id}/retry, DELETE /v1/dead/{id}
+//                    → the id's partition
+//   GET /v1/timers, /v1/dead, POST /v1/timers/cancel, DELETE /v1/queues/{name}/timers
+//                    → every partition, merged (fan-out.ts)
 //   GET /v1/cluster  this node's view of the partitions and their owners
 //
 // A request another node forwarded (`fermata-forwarded`, with the cluster secret: anything else
@@ -268,6 +271,26 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
         case 'not-pending':
           throw new HttpProblem(httpErrorCodes.timerNotPending, `timer ${id} is ${outcome.state}: only pending and retrying timers can be changed`);
       }
+    }),
+  );
+
+  app.post<OnTimer>(
+    '/v1/dead/:id/retry',
+    onTimer(async (engine, id, engineId) => {
+      const outcome = await engine.redrive(engineId);
+      if (outcome === 'redriven') return { id, state: 'pending' };
+      if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
+      throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(engineId)?.state ?? 'not dead'}: only dead timers are redriven`);
+    }),
+  );
+
+  app.delete<OnTimer>(
+    '/v1/dead/:id',
+    onTimer(async (engine, id, engineId) => {
+      const outcome = await engine.discardDead(engineId);
+      if (outcome === 'discarded') return { id, state: 'discarded' };
+      if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
+      throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(engineId)?.state ?? 'not dead'}: only dead timers are discarded (DELETE /v1/timers/{id} cancels a pending one)`);
     }),
   );
 
