@@ -133,12 +133,15 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     void app.register(timersRoutes, { engine, coalescer });
     void app.register(timerPatchRoutes, { engine });
   } else {
+    // Cluster mode: timers, lists, dead letters and stats act on the partitions' engines (ingest/http/cluster/).
     void app.register(clusterFront, { ...options.cluster, clock: engine.clock });
   }
   void app.register(queuesRoutes, { engine });
-  if (options.cluster === undefined) void app.register(deadRoutes, { engine });
-  if (options.cluster === undefined) void app.register(timerListRoutes, { engine });
-  void app.register(statsRoutes, { engine });
+  if (options.cluster === undefined) {
+    void app.register(deadRoutes, { engine });
+    void app.register(timerListRoutes, { engine });
+    void app.register(statsRoutes, { engine });
+  }
   void app.register(clockRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });
   void app.register(openapiRoutes);

@@ -306,3 +306,30 @@ test('GET /v1/dead from any node merges every partition oldest first, a page at 
   assert.deepEqual(discarded.json, { id: inA.id, state: 'discarded' });
   assert.equal((await call(b().url, 'GET', `/v1/timers/${inA.id}`)).status, 404);
 });
+
+test('/v1/stats counts this node\'s partitions and the cluster\'s; /v1/cluster shows every partition\'s owner', async () => {
+  const stats = await call(a().url, 'GET', '/v1/stats');
+  assert.equal(stats.status, 200, JSON.stringify(stats.json));
+  const node = stats.json.node as { node_id: string; partitions: { partition: number; pending: number }[]; totals: { pending: number } };
+  const cluster = stats.json.cluster as { nodes: number; totals: { pending: number }; unreachable: string[]; moving: number[] };
+  assert.equal(node.node_id, 'a');
+  assert.deepEqual(node.partitions.map((partition) => partition.partition), [0, 1]);
+  const pendingIn = (partition: number): number => {
+    const owner = partition < 2 ? a() : b();
+    return owner.directory.engineOf(partition)?.stats().pending ?? -1;
+  };
+  assert.equal(node.totals.pending, pendingIn(0) + pendingIn(1));
+  assert.equal(cluster.nodes, 2);
+  assert.deepEqual(cluster.unreachable, []);
+  assert.equal(cluster.totals.pending, pendingIn(0) + pendingIn(1) + pendingIn(2) + pendingIn(3));
+  const view = await call(b().url, 'GET', '/v1/cluster');
+  assert.equal(view.json.node_id, 'b');
+  assert.deepEqual(view.json.owned, [
+    { partition: 2, epoch: null },
+    { partition: 3, epoch: null },
+  ]);
+  assert.deepEqual(
+    (view.json.owners as { partition: number; here: boolean; address: string }[]).map((owner) => [owner.partition, owner.here, owner.address]),
+    [0, 1, 2, 3].map((partition) => [partition, partition >= 2, (partition < 2 ? a() : b()).address]),
+  );
+});

@@ -110,6 +110,13 @@ describe('cluster front over real nodes', { skip: skipUnlessTool('initdb'), time
         }
       }
 
+      // Each node shows its partitions with their epochs, and the cluster's counts add both nodes'.
+      const view = await call(a.url, 'GET', '/v1/cluster');
+      for (const owned of view.json.owned as { partition: number; epoch: number }[]) assert.ok(owned.epoch >= 1, `partition ${owned.partition} has an epoch`);
+      const stats = await call(b.url, 'GET', '/v1/stats');
+      assert.equal((stats.json.cluster as { nodes: number }).nodes, 2);
+      assert.equal((stats.json.cluster as { totals: { pending: number } }).totals.pending, partitions);
+
       // A forwarded request without the secret is refused.
       const refused = await call(a.url, 'GET', `/v1/timers/${'0'.repeat(27)}`, undefined, { 'fermata-forwarded': '1' });
       assert.equal(refused.status, 401);

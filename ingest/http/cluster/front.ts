@@ -12,7 +12,7 @@
 //                    → the id's partition
 //   GET /v1/timers, /v1/dead, POST /v1/timers/cancel, DELETE /v1/queues/{name}/timers
 //                    → every partition, merged (fan-out.ts)
-//   GET /v1/cluster  this node's view of the partitions and their owners
+//   GET /v1/stats, /v1/cluster  this node's partitions and the cluster's (cluster-stats.ts)
 //
 // A request another node forwarded (`fermata-forwarded`, with the cluster secret: anything else
 // carrying that header is 401) is never forwarded again: what this node does not own now is
@@ -39,6 +39,7 @@ import type { CleartextListener } from '../listen/cleartext-listener.ts';
 import type { HttpServer } from '../types.ts';
 import { parseIfMatch, patchFromBody, revisionMismatchMessage } from '../routes/timer-patch.ts';
 import { type ForwardAnswer, Forwarder, forwardedHeader, type ForwardRequest, secretHeader } from './forwarder.ts';
+import { clusterStatsRoutes } from './cluster-stats.ts';
 import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts';
 import { admitParts, arrowRowsAsNdjson, ndjsonRows, type PartAdmitter, type PartAnswer } from './partial-batch.ts';
 
@@ -294,16 +295,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     }),
   );
 
-  app.get('/v1/cluster', async () => ({
-    node_id: router.nodeId,
-    partitions: router.partitions,
-    owned: router.owned(),
-    owners: router.routes().map((route) => ({
-      partition: route.partition,
-      here: route.kind === 'local',
-      address: route.kind === 'remote' ? route.address : route.kind === 'local' ? (directory.ownerAddress(route.partition) ?? null) : null,
-    })),
-  }));
+  clusterStatsRoutes(app, { directory, router, send: (address, request) => forwarder.send(address, request) });
 }
 
 /** Appends an NDJSON part in a partition owned here; the answer's ids are cluster ids. */
