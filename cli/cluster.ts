@@ -152,6 +152,7 @@ function statusTable(status: ClusterStatus): string {
   const rows = status.partitions.map((p) => [
     String(p.partition), String(p.epoch), p.owner ?? '-', p.ownerAddress ?? '-', p.leaseUntil ?? '-',
     String(p.logRows), String(p.logBytes), p.firstSeq === null ? '-' : `${p.firstSeq}..${p.lastSeq}`,
+    String(p.checkpointBytes),
   ]);
-  return text + table(['partition', 'epoch', 'owner', 'address', 'lease_until', 'log_rows', 'log_bytes', 'log_seqs'], rows, new Set([0, 1, 5, 6]));
+  return text + table(['partition', 'epoch', 'owner', 'address', 'lease_until', 'log_rows', 'log_bytes', 'log_seqs', 'checkpoint_bytes'], rows, new Set([0, 1, 5, 6, 8]));
 }

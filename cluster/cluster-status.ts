@@ -1,6 +1,6 @@
 // What `fermata cluster status` shows: the cluster row, the schema version, the nodes (when a
 // migration has made their table), and per partition its owner, epoch, lease and log size (rows
-// and body bytes still in fermata_log). Read in one REPEATABLE READ transaction, so the figures
+// and body bytes still in fermata_log) and checkpoint size (bytes of its stored files). Read in one REPEATABLE READ transaction, so the figures
 // are of one moment. Runs in the command's process.
 import type { Sql } from 'postgres';
 import { readSchemaVersion } from './schema/migrate.ts';
@@ -18,6 +18,8 @@ export interface PartitionStatus {
   /** The oldest and newest sequences in fermata_log (null: no row). */
   readonly firstSeq: number | null;
   readonly lastSeq: number | null;
+  /** Bytes of the partition's stored files (fermata_checkpoint_files): its checkpoint, and leftovers of one under way. */
+  readonly checkpointBytes: number;
 }
 
 export interface ClusterStatus {
@@ -41,6 +43,7 @@ interface PartitionRow {
   log_bytes: string;
   first_seq: string | null;
   last_seq: string | null;
+  checkpoint_bytes: string;
 }
 
 function plain(row: Readonly<Record<string, unknown>>): Record<string, unknown> {
@@ -58,12 +61,16 @@ export async function readClusterStatus(sql: Sql): Promise<ClusterStatus | undef
     const nodes = nodesTable?.present === true ? (await tx<Record<string, unknown>[]>`SELECT * FROM fermata_nodes ORDER BY 1`).map(plain) : null;
     const rows = await tx<PartitionRow[]>`
       SELECT p.partition, p.epoch, p.owner, p.owner_address, p.lease_until,
-             coalesce(l.log_rows, 0) AS log_rows, coalesce(l.log_bytes, 0) AS log_bytes, l.first_seq, l.last_seq
+             coalesce(l.log_rows, 0) AS log_rows, coalesce(l.log_bytes, 0) AS log_bytes, l.first_seq, l.last_seq,
+             coalesce(c.checkpoint_bytes, 0) AS checkpoint_bytes
       FROM fermata_partitions p
       LEFT JOIN (
         SELECT partition, count(*) AS log_rows, sum(octet_length(body)) AS log_bytes, min(seq) AS first_seq, max(seq) AS last_seq
         FROM fermata_log GROUP BY partition
       ) l USING (partition)
+      LEFT JOIN (
+        SELECT partition, sum(octet_length(body)) AS checkpoint_bytes FROM fermata_checkpoint_files GROUP BY partition
+      ) c USING (partition)
       ORDER BY p.partition`;
     const status: ClusterStatus = {
       schemaVersion: version,
@@ -81,6 +88,7 @@ export async function readClusterStatus(sql: Sql): Promise<ClusterStatus | undef
         logBytes: Number(row.log_bytes),
         firstSeq: row.first_seq === null ? null : Number(row.first_seq),
         lastSeq: row.last_seq === null ? null : Number(row.last_seq),
+        checkpointBytes: Number(row.checkpoint_bytes),
       })),
     };
     return status;

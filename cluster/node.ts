@@ -5,27 +5,27 @@
 // taken away (a lapse) or handed over (the balance, a stop) it stops that dispatcher and closes
 // that engine. It is the PartitionDirectory the HTTP side (the router) reads.
 //
-//   Ownership ─onAcquire(p, epoch)─► Engine(PgLog p@epoch, <data>/partitions/<p>) + Dispatcher(p)
+//   Ownership ─onAcquire(p, epoch)─► Engine(PgLog p@epoch, files in PostgreSQL p@epoch) + Dispatcher(p)
 //             ─onLose(p)──────────► dispatcher stops taking timers, engine closes (appends fenced)
 //             ─beforeRelease(p)───► the same, awaited: the row is freed once the engine is closed
 //
 // Delivery workers are per process: every partition's dispatcher shares them (SharedDelivery),
 // and they ask the partition's local lease deadline (lease-deadline.ts) before each send.
 //
-// The local data directory is a cache: each acquisition starts its partition's directory
-// empty and replays the PostgreSQL log from its start. No checkpoint is taken in cluster mode
-// (no memory loader runs), so the PostgreSQL log is never truncated behind a checkpoint that
-// only one node's disk holds; checkpoints in PostgreSQL (engine/pg-log's file system) lift that.
+// The engine's files (its spill directory: checkpoints) are the partition's in PostgreSQL
+// (engine/pg-log/pg-file-system.ts), fenced by the same epoch as its log; the local
+// <data>/partitions/<p> is their cache, emptied at each acquisition. A taker needs no other
+// node's disk: it reads the last owner's checkpoint, if any, and replays the log after it.
 //
 // One partition's transitions run one after another (the ownership loop chains them, and a
 // closing engine is awaited before the same partition opens again). Main thread.
-import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Sql } from 'postgres';
 import { type Clock, Engine } from '../engine/engine.ts';
 import { errorCodes, type FermataError } from '../engine/errors.ts';
 import { dispatchLimits } from '../engine/limits.ts';
+import { openPartitionFileSystem } from '../engine/pg-log/pg-file-system.ts';
 import { pgLog } from '../engine/pg-log/pg-log.ts';
 import type { ResidentStoreOptions } from '../engine/store/resident-store.ts';
 import { DeliveryPool } from '../dispatch/delivery-pool.ts';
@@ -177,19 +177,22 @@ export class ClusterNode implements PartitionDirectory {
   async #open(partition: number, epoch: bigint): Promise<void> {
     await this.#closing.get(partition);
     const { dataDir, logger, clock } = this.#options;
-    // A cache that may hold an earlier tenure's files: the log in PostgreSQL is the truth.
     const partitionDir = join(dataDir, 'partitions', String(partition));
-    await rm(partitionDir, { recursive: true, force: true });
+    const fs = await openPartitionFileSystem({ sql: this.#options.sql, partition, epoch: Number(epoch), cacheDir: partitionDir });
+    // Told to the poison handler, which may be called only once the engine is open.
+    const opened: { engine?: Engine } = {};
     const engine = await Engine.open({
       dataDir: partitionDir,
+      fs,
       clock,
       openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), logger: logger.child({ component: 'pg-log', partition }) }),
       logger: logger.child({ component: 'engine', partition }),
       ...(this.#options.store === undefined ? {} : { store: this.#options.store }),
       ...(this.#options.checkTarget === undefined ? {} : { checkTarget: this.#options.checkTarget }),
       ...(this.#options.admitGate === undefined ? {} : { admitGate: this.#options.admitGate }),
-      onLogPoisoned: (poison) => this.#poisoned(partition, engine, poison),
+      onLogPoisoned: (poison) => this.#poisoned(partition, opened.engine, poison),
     });
+    opened.engine = engine;
     const dispatcher = this.#shared === undefined ? undefined : this.#startDispatcher(partition, engine, this.#shared);
     this.#owned.set(partition, { epoch, engine, dispatcher });
     logger.info({ partition, epoch: Number(epoch), lastSeq: engine.log.lastSeq, pending: engine.stats().pending }, 'partition open');
@@ -240,10 +243,10 @@ export class ClusterNode implements PartitionDirectory {
    * Poisoned (a COMMIT whose answer was lost): this node still owns it, and the log is cut back
    * to its acknowledged records and opened again at the same epoch, as a restart would.
    */
-  #poisoned(partition: number, engine: Engine, poison: FermataError): void {
+  #poisoned(partition: number, engine: Engine | undefined, poison: FermataError): void {
     this.#logger.error({ partition, code: poison.code, poison: poison.message }, 'a partition\'s log stopped');
     const owned = this.#owned.get(partition);
-    if (owned === undefined || owned.engine !== engine || poison.code === errorCodes.logFenced) return;
+    if (engine === undefined || owned === undefined || owned.engine !== engine || poison.code === errorCodes.logFenced) return;
     void (async () => {
       await this.#drop(partition);
       await engine.log.cutToSynced();

@@ -15,7 +15,7 @@ import { defaults, farHorizonDefaultText, farHorizonMinText, memoryBudgetMinText
 
 const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
                     [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]] [--flight HOST:PORT]
-                    [--http3 PORT] [--clock real|manual]
+                    [--http3 PORT] [--clock real|manual] [--cluster URL]
 
 Runs the timer service: HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port, and with
 a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
@@ -49,6 +49,12 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
                           "manual", a test clock that stands still until POST /v1/clock moves
                           it forward (GET /v1/clock reads it); every listener must be on
                           loopback. It starts at the real time, after a restart where it stood
+  --cluster URL           run as a node of the cluster in that PostgreSQL database
+                          (postgres://user@host/db, made by \`fermata cluster init\`; env
+                          FERMATA_CLUSTER_URL; the password from PGPASSWORD, the environment's
+                          URL or ~/.pgpass, never this flag). The data directory is then a cache;
+                          config "cluster": {"url", "node_id", "advertise", "lease_ttl_ms",
+                          "renew_ms"}. docs/cluster.md, "Running a node"
   -h, --help              this text
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
@@ -102,6 +108,11 @@ export async function serve(argv: readonly string[]): Promise<number> {
   const logger = pino(pino.destination({ dest: 1, sync: true }));
   // The service (the engine, the HTTP adapter, the dispatcher) is loaded only to run it: --help
   // and a bad setting answer without it.
+  const { cluster } = command.settings;
+  if (cluster !== undefined) {
+    const { runClusterService } = await import('./cluster-service.ts');
+    return runClusterService(command.settings, cluster, logger);
+  }
   const { runService } = await import('./service-life.ts');
   return runService(command.settings, logger);
 }
@@ -129,6 +140,7 @@ function parseServeArgs(argv: readonly string[]) {
         flight: { type: 'string' },
         http3: { type: 'string' },
         clock: { type: 'string' },
+        cluster: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,

@@ -4,9 +4,10 @@
 // whole with its environment overrides (cli/dispatch-config.ts).
 import { readFileSync } from 'node:fs';
 import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
+import { type ClusterConfig, readClusterConfig } from './cluster-settings.ts';
 import { messageOf, UsageError } from './errors.ts';
 
-const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight', 'http3', 'clock'] as const;
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight', 'http3', 'clock', 'cluster'] as const;
 const flightConfigKeys = ['listen'] as const;
 const http3ConfigKeys = ['port'] as const;
 const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
@@ -26,6 +27,8 @@ export interface ServeConfig {
   flight?: { listen?: string };
   /** The port as given: cli/serve/settings.ts checks it with --http3's rules. */
   http3?: { port?: number };
+  /** Cluster mode (cli/serve/cluster-settings.ts). */
+  cluster?: ClusterConfig;
 }
 
 export function readConfig(file: string): ServeConfig {
@@ -84,6 +87,9 @@ export function readConfig(file: string): ServeConfig {
         break;
       case 'clock':
         config.clock = configString(entry, file, key);
+        break;
+      case 'cluster':
+        config.cluster = readClusterConfig(entry, file);
         break;
       case 'readiness':
         config.readiness = {};

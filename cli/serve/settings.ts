@@ -11,6 +11,7 @@ import { checkCaddyInstalled, CaddyMissingError } from '../../ingest/http3/caddy
 import type { TlsCredentials } from '../../ingest/http/listen/tls-listener.ts';
 import { DispatchConfigError, type DispatchSettings, parseDispatchSettings } from '../dispatch-config.ts';
 import { parseDurationMs } from '../duration.ts';
+import { type ClusterSettings, clusterSettings } from './cluster-settings.ts';
 import { checkTokens, readConfig } from './config-file.ts';
 import { UsageError } from './errors.ts';
 import { http3SelfSigned, readTlsCredentials, type SettingFile } from './tls-files.ts';
@@ -57,6 +58,8 @@ export interface ServeSettings {
   readonly http3: { readonly port: number; readonly certFile: string; readonly keyFile: string } | undefined;
   /** --clock: the real time, or a manual test clock (engine/clock.ts) that moves only when told. */
   readonly clock: ClockMode;
+  /** Cluster mode (--cluster): the node's database, id, address and lease timings; undefined: a single node. */
+  readonly cluster: ClusterSettings | undefined;
 }
 
 /** The command line's options as given (cli/serve/command.ts parses them). */
@@ -73,6 +76,7 @@ export interface ServeFlags {
   readonly flight?: string | undefined;
   readonly http3?: string | undefined;
   readonly clock?: string | undefined;
+  readonly cluster?: string | undefined;
 }
 
 /** A setting as chosen: its text, where it came from (for messages), and the directory a relative path in it is taken from. */
@@ -134,6 +138,8 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   if (flightAddress !== undefined) refuseManualClockOff(clock, flightAddress, flight?.source ?? '--flight');
   const flightRefusal = flightAddress === undefined ? undefined : listenRefusal(flightAddress.host, tokens, insecure);
   if (flight !== undefined && flightRefusal !== undefined) throw new UsageError(`${flight.source}: ${flightRefusal}`);
+  const cluster = clusterSettings(values.cluster, env, config.cluster, configFile, clock.mode);
+  refuseInClusterMode(cluster, { 'a TLS port': tls, 'an Arrow Flight port': flightAddress, 'HTTP/3': http3Port });
   return {
     dataDir: resolve(data.base, data.value),
     listen: listenAddress,
@@ -149,7 +155,16 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
         ? undefined
         : { port: http3Port, certFile: resolve(certSetting.base, certSetting.value), keyFile: resolve(keySetting.base, keySetting.value) },
     clock: clock.mode,
+    cluster,
   };
+}
+
+/** A cluster node serves HTTP/1.1 on its cleartext port only, for now: any other listener asked for is refused, not ignored. */
+function refuseInClusterMode(cluster: ClusterSettings | undefined, listeners: Record<string, unknown>): void {
+  if (cluster === undefined) return;
+  for (const [what, setting] of Object.entries(listeners)) {
+    if (setting !== undefined) throw new UsageError(`cluster mode serves its cleartext port only, for now: ${what} is not available with --cluster (docs/cluster.md, "Running a node")`);
+  }
 }
 
 /**

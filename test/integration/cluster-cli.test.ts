@@ -91,6 +91,7 @@ describe('fermata cluster', { skip: noPostgres, timeout: 180_000 }, () => {
     try {
       await sql`UPDATE fermata_partitions SET epoch = 3, owner = 'node-a', owner_address = '127.0.0.1:7000' WHERE partition = 2`;
       await sql`INSERT INTO fermata_log (partition, seq, type, epoch, body) VALUES (2, 1, 1, 3, ${new Uint8Array(100)}), (2, 2, 2, 3, ${new Uint8Array(28)})`;
+      await sql`INSERT INTO fermata_checkpoint_files (partition, name, chunk, body) VALUES (2, 'spill/MANIFEST', 0, ${new Uint8Array(24)}), (2, 'spill/run-0000000001.arrow', 0, ${new Uint8Array(1000)})`;
     } finally {
       await sql.end();
     }
@@ -100,19 +101,19 @@ describe('fermata cluster', { skip: noPostgres, timeout: 180_000 }, () => {
     assert.match(human.stdout, /^cluster: 4 partitions, created \S+, schema version 2\n/);
     const lines = human.stdout.split('\n').filter((line) => /^\s*\d+\s/.test(line));
     assert.equal(lines.length, 4, human.stdout);
-    assert.match(lines[2] ?? '', /^\s*2\s+3\s+node-a\s+127\.0\.0\.1:7000\s+-\s+2\s+128\s+1\.\.2$/);
+    assert.match(lines[2] ?? '', /^\s*2\s+3\s+node-a\s+127\.0\.0\.1:7000\s+-\s+2\s+128\s+1\.\.2\s+1024$/);
 
     const json = await fermataCluster(['status', '--json', '--cluster', url], { PGPASSFILE: pgpassFile });
     assert.equal(json.code, 0, json.stderr);
-    const status = JSON.parse(json.stdout) as { partitionCount: number; schemaVersion: number; nodes: unknown; partitions: { partition: number; epoch: number; owner: string | null; logRows: number; logBytes: number; lastSeq: number | null }[] };
+    const status = JSON.parse(json.stdout) as { partitionCount: number; schemaVersion: number; nodes: unknown; partitions: { partition: number; epoch: number; owner: string | null; logRows: number; logBytes: number; lastSeq: number | null; checkpointBytes: number }[] };
     assert.equal(status.partitionCount, 4);
     assert.equal(status.schemaVersion, 2);
     assert.deepEqual(status.nodes, []);
-    assert.deepEqual(status.partitions.map((p) => [p.partition, p.epoch, p.owner, p.logRows, p.logBytes, p.lastSeq]), [
-      [0, 0, null, 0, 0, null],
-      [1, 0, null, 0, 0, null],
-      [2, 3, 'node-a', 2, 128, 2],
-      [3, 0, null, 0, 0, null],
+    assert.deepEqual(status.partitions.map((p) => [p.partition, p.epoch, p.owner, p.logRows, p.logBytes, p.lastSeq, p.checkpointBytes]), [
+      [0, 0, null, 0, 0, null, 0],
+      [1, 0, null, 0, 0, null, 0],
+      [2, 3, 'node-a', 2, 128, 2, 1024],
+      [3, 0, null, 0, 0, null, 0],
     ]);
   });
 });

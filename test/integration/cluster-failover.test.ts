@@ -1,0 +1,185 @@
+// Three `fermata serve --cluster` processes on loopback over one real PostgreSQL 15, under load
+// (NDJSON adds to every node, landing in the partitions each owns; a sink counting deliveries),
+// with short leases (TTL 1 s, renewal every 200 ms). Checked against the client's ledger of
+// what was acknowledged (test/helpers/kill9-ledger.ts):
+//
+//   - kill -9 of a node: the survivors own every partition within the takeover bound (10 s), and
+//     every acknowledged timer is delivered; a timer delivered twice was in flight at the kill
+//   - SIGTERM of a node: it exits 0 after handing its partitions over, the last node owns them
+//     all at once, and no timer is delivered twice across the handover
+//
+// FERMATA_SOAK=1 runs more kill cycles (a node killed, started again, killed …).
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import postgres from 'postgres';
+import { initCluster } from '../../cluster/cluster-init.ts';
+import { deliveriesByUid, Kill9Ledger } from '../helpers/kill9-ledger.ts';
+import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
+import { type Service, startService } from '../helpers/service.ts';
+import { startH2Sink, type Sink } from '../helpers/sinks.ts';
+import { soak } from '../helpers/soak.ts';
+import { skipUnlessTool } from '../helpers/tools.ts';
+
+const partitions = 12;
+const takeoverBoundMs = 10_000;
+const killCycles = soak ? 20 : 1;
+
+interface Node {
+  readonly name: string;
+  readonly dataDir: string;
+  service: Service | undefined;
+}
+
+describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('initdb'), timeout: 300_000 }, () => {
+  const children = new Set<ChildProcess>();
+  const dirs: string[] = [];
+  let server: PostgresServer | undefined;
+  let sink: Sink | undefined;
+  after(async () => {
+    for (const child of children) child.kill('SIGKILL');
+    await sink?.close();
+    await server?.stop();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function startNode(node: Node, url: string): Promise<void> {
+    const config = join(node.dataDir, 'config.json');
+    writeFileSync(config, JSON.stringify({ cluster: { node_id: node.name, lease_ttl_ms: 1_000, renew_ms: 200 }, dispatch: { threads: 1 } }));
+    node.service = await startService(node.dataDir, (child) => children.add(child), { args: ['--cluster', url, '--config', config] });
+  }
+
+  async function clusterView(node: Node): Promise<{ owned: { partition: number }[]; owners: (string | null)[] } | undefined> {
+    try {
+      const response = await fetch(`${node.service?.url}/v1/cluster`, { signal: AbortSignal.timeout(2_000) });
+      return response.ok ? ((await response.json()) as { owned: { partition: number }[]; owners: (string | null)[] }) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Resolves with the ms it took once the live nodes own every partition between them. */
+  async function ownedByAll(live: readonly Node[], timeoutMs: number): Promise<number> {
+    const started = performance.now();
+    for (;;) {
+      const views = await Promise.all(live.map(clusterView));
+      const owned = views.flatMap((view) => view?.owned.map((entry) => entry.partition) ?? []);
+      if (owned.length === partitions && new Set(owned).size === partitions) return performance.now() - started;
+      assert.ok(performance.now() - started < timeoutMs, `the live nodes own ${owned.length} of ${partitions} partitions after ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  /** Adds batches to the live nodes round robin until `stop` resolves, each timer due within two seconds; the ledger records what was acknowledged. */
+  async function load(ledger: Kill9Ledger, live: () => readonly Node[], stop: Promise<void>, prefix: string): Promise<void> {
+    let stopped = false;
+    void stop.then(() => (stopped = true));
+    for (let round = 0; !stopped; round++) {
+      const nodes = live();
+      const node = nodes[round % nodes.length] as Node;
+      const now = Date.now();
+      const rows = Array.from({ length: 10 }, (_, i) => ({ uid: `${prefix}-${round}-${i}`, fireAtMs: now + 200 + ((round * 37 + i * 101) % 1_800) }));
+      const body = rows.map((row) => JSON.stringify({ fire_at: row.fireAtMs, target: `${sink?.url}/t`, payload: row.uid })).join('\n');
+      for (const row of rows) ledger.sent.add(row.uid);
+      try {
+        const response = await fetch(`${node.service?.url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body, signal: AbortSignal.timeout(5_000) });
+        const answer = (await response.json()) as { ids?: string[] };
+        if (response.status === 201 && answer.ids !== undefined) {
+          for (const [i, row] of rows.entries()) ledger.adds.set(row.uid, { uid: row.uid, id: answer.ids[i] as string, fireAtMs: row.fireAtMs, key: undefined, far: false });
+        } else if (response.status >= 400 && response.status < 500) {
+          for (const row of rows) ledger.refused.add(row.uid);
+        }
+      } catch {
+        // The node died or is stopping: not acknowledged, so the ledger asks nothing of these.
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  async function allDelivered(ledger: Kill9Ledger, timeoutMs: number): Promise<void> {
+    const started = performance.now();
+    for (;;) {
+      const missing = ledger.undelivered(deliveriesByUid(sink?.requests ?? []));
+      if (missing.length === 0) return;
+      assert.ok(performance.now() - started < timeoutMs, `${missing.length} acknowledged timers not delivered after ${timeoutMs} ms (such as ${missing.slice(0, 3).join(', ')})`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  test('kill -9 of a node: the others take its partitions within the bound and lose no acknowledged timer; SIGTERM of a node: a clean handover with no duplicate', async () => {
+    server = await startPostgres();
+    const url = await server.createDatabase('failover');
+    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    await initCluster(admin, partitions);
+    await admin.end();
+    sink = await startH2Sink();
+    const nodes: Node[] = ['node-1', 'node-2', 'node-3'].map((name) => {
+      const dataDir = mkdtempSync(join(tmpdir(), `fermata-cluster-${name}-`));
+      dirs.push(dataDir);
+      return { name, dataDir, service: undefined };
+    });
+    await Promise.all(nodes.map((node) => startNode(node, url)));
+    await ownedByAll(nodes, 20_000);
+
+    const ledger = new Kill9Ledger();
+    const [victim, leaver, last] = nodes as [Node, Node, Node];
+    let live: Node[] = [...nodes];
+    const takeovers: number[] = [];
+    for (let cycle = 0; cycle < killCycles; cycle++) {
+      const loadStop = Promise.withResolvers<void>();
+      const loading = load(ledger, () => live, loadStop.promise, `k${cycle}`);
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      live = live.filter((node) => node !== victim);
+      const killedAt = Date.now();
+      ledger.killed(killedAt);
+      victim.service?.child.kill('SIGKILL');
+      await victim.service?.exited;
+      takeovers.push(await ownedByAll(live, takeoverBoundMs));
+      // Deliveries the victim had sent are told apart from duplicates up to here; the taker's
+      // first deliveries start after its engine replayed, which is inside this span.
+      ledger.restarted(Date.now() + 2_000);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      loadStop.resolve();
+      await loading;
+      await allDelivered(ledger, 30_000);
+      if (cycle + 1 < killCycles) {
+        await startNode(victim, url);
+        live = [...nodes];
+        await ownedByAll(live, 20_000);
+      }
+    }
+
+    // SIGTERM: a clean handover, deliveries under way on both sides of it.
+    const loadStop = Promise.withResolvers<void>();
+    const loading = load(ledger, () => live, loadStop.promise, 'term');
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const requestsBefore = sink.requests.length;
+    live = live.filter((node) => node !== leaver);
+    leaver.service?.child.kill('SIGTERM');
+    const exitCode = await new Promise<number | null>((resolve) => leaver.service?.child.once('exit', (code) => resolve(code)));
+    assert.equal(exitCode, 0, `the node stopped by SIGTERM exits 0:\n${leaver.service?.output().slice(-2_000)}`);
+    const handoverMs = await ownedByAll(live, 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    loadStop.resolve();
+    await loading;
+    await allDelivered(ledger, 30_000);
+    await new Promise((resolve) => setTimeout(resolve, 500)); // room for a late duplicate to show
+
+    ledger.checkDeliveries(deliveriesByUid(sink.requests));
+    assert.deepEqual(ledger.problems, [], 'every delivery accounted for');
+    assert.ok(ledger.adds.size > 100, `the load was acknowledged (${ledger.adds.size} timers)`);
+    assert.ok(sink.requests.length > requestsBefore, 'deliveries went on across the handover');
+    const view = await clusterView(last);
+    assert.ok(view !== undefined && view.owners.every((owner) => owner === view.owners[0]), 'one node owns every partition');
+    const metrics = await (await fetch(`${last.service?.url}/metrics`)).text();
+    assert.match(metrics, /^fermata_cluster_sends_refused_total \d+$/m);
+    assert.match(metrics, new RegExp(`^fermata_cluster_partitions_owned ${partitions}$`, 'm'));
+    const stats = (await (await fetch(`${last.service?.url}/v1/stats`)).json()) as { cluster: { sends_refused_total: number; partitions_owned: number } };
+    assert.equal(stats.cluster.partitions_owned, partitions);
+    assert.equal(typeof stats.cluster.sends_refused_total, 'number');
+    process.stdout.write(`# takeover after kill -9: ${takeovers.map((ms) => Math.round(ms)).join(', ')} ms; after SIGTERM: ${Math.round(handoverMs)} ms; ${ledger.adds.size} timers acknowledged, ${sink.requests.length} deliveries\n`);
+  });
+});
