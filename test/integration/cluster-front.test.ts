@@ -333,3 +333,22 @@ test('/v1/stats counts this node\'s partitions and the cluster\'s; /v1/cluster s
     [0, 1, 2, 3].map((partition) => [partition, partition >= 2, (partition < 2 ? a() : b()).address]),
   );
 });
+
+test('a batch wholly in one partition owned here is appended whole: an unkeyed Arrow batch, and a keyed one sent twice', async () => {
+  const fireAtMs = Date.parse(later);
+  const arrow = (specs: Parameters<typeof batchFromSpecs>[0]): Promise<Response> =>
+    fetch(`${a().url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/vnd.apache.arrow.stream' }, body: batchToArrow(batchFromSpecs(specs)) });
+  const unkeyed = await arrow(Array.from({ length: 5 }, () => ({ fireAtMs, target: 'https://example.com/whole' })));
+  const json = (await unkeyed.json()) as { accepted: number; ids: string[] };
+  assert.equal(unkeyed.status, 201);
+  const inPartitions = new Set(json.ids.map((id) => clusterIdParts(id, partitions)?.partition));
+  assert.equal(inPartitions.size, 1, 'one append, one partition');
+  assert.ok([0, 1].includes([...inPartitions][0] as number), "a partition of the node asked");
+  const keyed = [0, 1, 2].map((n) => ({ fireAtMs, target: 'https://example.com/whole', key: keyIn(1, n, 'whole') }));
+  const once = (await (await arrow(keyed)).json()) as { ids: string[]; duplicates: number };
+  const twice = (await (await arrow(keyed)).json()) as { ids: string[]; duplicates: number; duplicate_rows: { row: number }[] };
+  assert.equal(once.duplicates, 0);
+  assert.equal(twice.duplicates, 3);
+  assert.deepEqual(twice.ids, once.ids);
+  assert.deepEqual(twice.duplicate_rows.map((row) => row.row), [0, 1, 2]);
+});

@@ -20,7 +20,7 @@
 import type { FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
 import type http2 from 'node:http2';
 import { hash, timingSafeEqual } from 'node:crypto';
-import type { Clock, Engine } from '../../../engine/engine.ts';
+import type { Admitted, Clock, Engine } from '../../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { ingestLimits, timerLimits } from '../../../engine/limits.ts';
 import { batchFromArrow } from '../../../engine/batch/arrow-codec.ts';
@@ -30,7 +30,7 @@ import { clusterIdOf, clusterIdParts } from '../../../cluster/partitioning.ts';
 import type { PartitionDirectory } from '../../../cluster/partition-directory.ts';
 import { ClusterRouter, type PartitionRoute, splitBatch } from '../../../cluster/router.ts';
 import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
-import { duplicateRowsJson } from '../../duplicate-answers.ts';
+import { arrowGaveDelay, type DelayRows, duplicateRowsJson } from '../../duplicate-answers.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
 import { singleAddAnswer } from '../single-add.ts';
@@ -156,11 +156,11 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     }
     const now = clock.now();
     // Validated whole before any row is sent anywhere: a bad row refuses the batch, as on one node.
-    let rows: readonly string[];
+    let rowsOf: () => string[];
     let keys: (string | undefined)[];
     if (mediaType === mediaTypes.ndjson) {
       const parsed = ndjsonRows(body, now);
-      rows = parsed.rows;
+      rowsOf = () => parsed.rows;
       keys = parsed.keys;
     } else {
       if (body.length === 0) throw new FermataError(errorCodes.batchInvalid, 'the body is empty: send an Arrow IPC stream (schema, then record batches)', { column: '' });
@@ -168,7 +168,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
       validateBatch(batch, timerLimits, now);
       keys = [];
       for (let row = 0; row < batch.rows; row++) keys.push(utf8.decode(bytesAt(batch.keys, row)) || undefined);
-      rows = arrowRowsAsNdjson(batch);
+      rowsOf = () => arrowRowsAsNdjson(batch);
     }
     const allUnkeyed = keys.every((key) => key === undefined);
     const unkeyedPartition = allUnkeyed ? router.partitionForAdd(undefined) : undefined;
@@ -178,7 +178,15 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
       return relay(reply, await forwarder.send(address, forwardOf(request, body)));
     }
     const split = splitBatch(keys, router.partitions, unkeyedPartition, body);
-    const answer = await admitParts(rows, split, (partition, part) => admitPart(partition, part, forwarded, request.headers));
+    // A batch wholly in one partition owned here (every unkeyed one) is appended as it came, not
+    // cut: an Arrow body is logged as it arrived, as on one node.
+    const only = onePartitionOf(split.partitionOfRow);
+    const route = only === undefined || split.derivedKeys !== undefined ? undefined : routeFor(only, forwarded);
+    if (route?.kind === 'local') {
+      const part = mediaType === mediaTypes.ndjson ? await admitNdjsonHere(route.engine, route.partition, body, now) : await admitArrowHere(route.engine, route.partition, body);
+      return reply.code(201).send({ accepted: part.ids.length, duplicates: part.duplicateRows.length, ids: part.ids, revisions: part.revisions, duplicate_rows: part.duplicateRows });
+    }
+    const answer = await admitParts(rowsOf(), split, (partition, part) => admitPart(partition, part, forwarded, request.headers));
     return reply.code(answer.status).headers(answer.headers).send(answer.body);
   });
 
@@ -307,6 +315,16 @@ async function admitNdjsonHere(engine: Engine, partition: number, body: Uint8Arr
   } catch (err) {
     throw inJsonTerms(err, lineOfRow);
   }
+  return partAnswerOf(admitted, partition, delayRows);
+}
+
+/** Appends a whole Arrow body in a partition owned here, as it came. */
+async function admitArrowHere(engine: Engine, partition: number, body: Buffer): Promise<PartAnswer> {
+  const admitted = await engine.admitArrow(body);
+  return partAnswerOf(admitted, partition, admitted.duplicates > 0 && arrowGaveDelay(body));
+}
+
+function partAnswerOf(admitted: Admitted, partition: number, delayRows: DelayRows): PartAnswer {
   const ids: string[] = [];
   const revisions: number[] = [];
   for (let row = 0; row < admitted.rows; row++) {
@@ -314,4 +332,10 @@ async function admitNdjsonHere(engine: Engine, partition: number, body: Uint8Arr
     revisions.push(admitted.duplicates > 0 ? admitted.revisionOf(row) : 1);
   }
   return { ids, revisions, duplicateRows: duplicateRowsJson(admitted, delayRows) };
+}
+
+/** The partition every row is in, or undefined when they span several. */
+function onePartitionOf(partitionOfRow: Int32Array): number | undefined {
+  const first = partitionOfRow[0];
+  return first !== undefined && partitionOfRow.every((partition) => partition === first) ? first : undefined;
 }
