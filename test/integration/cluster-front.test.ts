@@ -4,6 +4,7 @@
 // batch with a part that cannot land answers 503 listing what did, which a resend completes.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import http2 from 'node:http2';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
@@ -351,4 +352,24 @@ test('a batch wholly in one partition owned here is appended whole: an unkeyed A
   assert.equal(twice.duplicates, 3);
   assert.deepEqual(twice.ids, once.ids);
   assert.deepEqual(twice.duplicate_rows.map((row) => row.row), [0, 1, 2]);
+});
+
+test('an owner that takes the request and never answers: 503 PARTITION_MOVING once the forwarding timeout has passed', async () => {
+  const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(2, 50) }));
+  // An HTTP/2 server that reads requests and answers none.
+  const silent = http2.createServer();
+  silent.on('stream', () => undefined);
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  a().directory.setAddress(2, `127.0.0.1:${(silent.address() as { port: number }).port}`);
+  try {
+    const started = performance.now();
+    const got = await call(a().url, 'GET', `/v1/timers/${added.json.id as string}`);
+    const tookMs = performance.now() - started;
+    assert.equal(got.status, 503);
+    assert.equal((got.json.error as { code: string }).code, 'PARTITION_MOVING');
+    assert.ok(tookMs >= 1900 && tookMs < 5000, `answered after ${Math.round(tookMs)} ms, the timeout being 2000`);
+  } finally {
+    a().directory.setAddress(2, b().address);
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
+  }
 });

@@ -77,10 +77,12 @@ export class Forwarder {
       const chunks: Buffer[] = [];
       let status = 0;
       let answerHeaders: http2.IncomingHttpHeaders = {};
-      stream.setTimeout(this.#timeoutMs, () => {
+      // A bound on the whole exchange, not on each pause in it (what stream.setTimeout measures).
+      const deadline = setTimeout(() => {
         stream.close(http2.constants.NGHTTP2_CANCEL);
         unreachable(`no answer within ${this.#timeoutMs} ms`);
-      });
+      }, this.#timeoutMs);
+      stream.on('close', () => clearTimeout(deadline));
       stream.on('response', (received) => {
         status = Number(received[':status']);
         answerHeaders = received;
