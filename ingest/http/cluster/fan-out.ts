@@ -110,7 +110,7 @@ export function fanOutRoutes(app: HttpServer, { partitions, call, onlyPartition 
     const only = onlyPartition(request.headers);
     if (only !== undefined) {
       // A forwarded request for one partition: its page, with the engine's own cursor.
-      if (query.cursor !== undefined && decodeCursor(query.cursor) === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, 'cursor is not one', 'cursor');
+      if (query.cursor !== undefined && decodeCursor(query.cursor) === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(query.cursor)} is not one of this partition's`, 'cursor');
       return pageOf(only, query.cursor ?? '', limit);
     }
     const cursors = decodeClusterCursor(query.cursor, partitions, (entry) => decodeCursor(entry) !== undefined);
