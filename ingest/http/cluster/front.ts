@@ -138,12 +138,16 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
         if (address === undefined) throw new FermataError(errorCodes.partitionMoving, 'no partition has an owner that can take this timer now: try again');
         return relay(reply, await forwarder.send(address, forwardOf(request, Buffer.from(JSON.stringify(request.body)))));
       }
-      const route = routeFor(partition, forwarded);
-      if (route.kind === 'moving') throw moving(partition);
-      if (route.kind === 'remote') return relay(reply, await forwarder.send(route.address, forwardOf(request, Buffer.from(JSON.stringify(request.body)))));
+      // The engine asked first: a partition owned here (most unkeyed adds) makes no route object.
+      const engine = directory.engineOf(partition);
+      if (engine === undefined) {
+        const route = routeFor(partition, forwarded);
+        if (route.kind !== 'remote') throw moving(partition);
+        return relay(reply, await forwarder.send(route.address, forwardOf(request, Buffer.from(JSON.stringify(request.body)))));
+      }
       let admitted;
       try {
-        admitted = await router.coalescerOf(partition, route.engine).admitOne(spec);
+        admitted = await router.coalescerOf(partition, engine).admitOne(spec);
       } catch (err) {
         throw inJsonTerms(err, undefined);
       }
