@@ -32,6 +32,8 @@ export const errorCodes = {
   logUnavailable: 'LOG_UNAVAILABLE',
   /** The cluster database's schema is not the version this build runs on (older: migrate it; newer: upgrade fermata). */
   clusterSchemaMismatch: 'CLUSTER_SCHEMA_MISMATCH',
+  /** Cluster mode: the partition a request names has no owner that can take it now (moving, or its owner out of reach); try again. */
+  partitionMoving: 'PARTITION_MOVING',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

@@ -39,6 +39,7 @@ const statusOf: Record<ErrorCode, status> = {
   [errorCodes.spillCorrupt]: status.INTERNAL,
   // Cluster mode: the database is out of reach (nothing appended), or its schema is not this build's.
   [errorCodes.logUnavailable]: status.UNAVAILABLE,
+  [errorCodes.partitionMoving]: status.UNAVAILABLE,
   [errorCodes.clusterSchemaMismatch]: status.INTERNAL,
 };
 

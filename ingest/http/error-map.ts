@@ -84,6 +84,8 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.logUnavailable]: 503,
   // A start-up condition of cluster mode; met by a request it is a bug.
   [errorCodes.clusterSchemaMismatch]: 500,
+  // A partition between owners, or its owner out of reach from the node asked: nothing was done there.
+  [errorCodes.partitionMoving]: 503,
 };
 
 /** Seconds a client should wait before trying again, for the conditions that pass by themselves. */
@@ -97,6 +99,8 @@ const retryAfterSecondsOf: Partial<Record<ErrorCode, number>> = {
   [errorCodes.diskFull]: 5,
   // The client reconnects at once; a PostgreSQL failover takes seconds.
   [errorCodes.logUnavailable]: 2,
+  // A lapsed lease is taken over within seconds; a clean handover within one.
+  [errorCodes.partitionMoving]: 1,
 };
 
 export interface ErrorBody {

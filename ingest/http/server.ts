@@ -33,6 +33,7 @@ import { jsonBodyProblem } from './body/json-hints.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { H2SingleAdd } from './h2-single-add.ts';
+import { clusterFront, type ClusterFrontOptions } from './cluster/front.ts';
 import { bearerCheck } from './listen/bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
 import type { DiskSpaceCheck } from './listen/disk-space.ts';
@@ -74,6 +75,8 @@ export interface HttpServerOptions {
   readonly peerGuard?: PeerGuard;
   /** Compiles the routes' schemas at first use and after listening (lazy-schemas.ts); made here when not given (a test gives one to see them all compiled). */
   readonly schemas?: LazySchemas;
+  /** Cluster mode: the timer routes act on the partitions' engines through the cluster front (cluster/front.ts) instead of `engine`. */
+  readonly cluster?: Omit<ClusterFrontOptions, 'clock'>;
 }
 
 type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
@@ -128,14 +131,22 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { engine, disk, warm } = options;
   // One coalescer for every kind of single add, so that those read in one turn share a record.
   const coalescer = new AdmitCoalescer(engine);
-  app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
+  // In cluster mode the one check is here, at setup: the HTTP/2 fast path adds to `engine` alone.
+  if (options.cluster === undefined) app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
   void app.register(healthRoutes, { engine, disk, warm });
-  void app.register(timersRoutes, { engine, coalescer });
-  void app.register(timerPatchRoutes, { engine });
+  if (options.cluster === undefined) {
+    void app.register(timersRoutes, { engine, coalescer });
+    void app.register(timerPatchRoutes, { engine });
+  } else {
+    // Cluster mode: timers, lists, dead letters and stats act on the partitions' engines (ingest/http/cluster/).
+    void app.register(clusterFront, { ...options.cluster, clock: engine.clock });
+  }
   void app.register(queuesRoutes, { engine });
-  void app.register(deadRoutes, { engine });
-  void app.register(timerListRoutes, { engine });
-  void app.register(statsRoutes, { engine });
+  if (options.cluster === undefined) {
+    void app.register(deadRoutes, { engine });
+    void app.register(timerListRoutes, { engine });
+    void app.register(statsRoutes, { engine });
+  }
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });

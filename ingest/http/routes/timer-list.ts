@@ -24,7 +24,7 @@ interface ListQuery extends FilterFields {
   readonly cursor?: string;
 }
 
-const listQuerySchema = {
+export const listQuerySchema = {
   type: 'object',
   properties: {
     queue: { type: 'string' },
@@ -44,7 +44,7 @@ const listQuerySchema = {
  * a 400 naming it (the schema would drop the one silently, listing more than asked for, and
  * answer the other in its own words).
  */
-function checkListQuery(query: unknown): void {
+export function checkListQuery(query: unknown): void {
   for (const [name, value] of Object.entries(query as Record<string, unknown>)) {
     if (!(name in listQuerySchema.properties)) {
       throw new HttpProblem(httpErrorCodes.requestInvalid, `${name} is not a parameter of GET /v1/timers: it takes ${Object.keys(listQuerySchema.properties).join(', ')}`, name);
@@ -62,7 +62,7 @@ const pageSchema = {
 
 const wantsArrow = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(mediaTypes.arrowStream);
 
-function limitOf(value: string | undefined): number {
+export function limitOf(value: string | undefined): number {
   if (value === undefined) return timerListLimits.default;
   const limit = /^\d{1,7}$/.test(value) ? Number(value) : NaN;
   if (!(limit >= 1 && limit <= timerListLimits.max)) {
@@ -82,7 +82,7 @@ const cancelledSchema = {
 const bulkCancelFields = ['queue', 'key_prefix', 'due_after', 'due_before', 'ids'];
 
 /** What a bulk cancel's JSON body names; a bad body is a 400 naming the field. */
-function bulkCancelTargetOf(body: unknown): BulkCancelTarget {
+export function bulkCancelTargetOf(body: unknown): BulkCancelTarget {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new HttpProblem(httpErrorCodes.requestInvalid, 'the body must be a JSON object: a filter (queue, key_prefix, due_after, due_before) or ids');
   }

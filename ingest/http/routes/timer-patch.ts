@@ -76,27 +76,33 @@ function patchBody(body: unknown): Record<string, unknown> {
   return fields;
 }
 
+/** A PATCH body → the change it asks for, checked (fields as patchBody says, values as an add's); `nowMs` anchors delay_ms. The cluster front uses it too. */
+export function patchFromBody(body: unknown, nowMs: number): TimerPatch {
+  const fields = patchBody(body);
+  // Read by the add path's JSON reader (types, RFC 3339, base64, one of each pair); the fields
+  // an add requires and the PATCH leaves out get placeholders that are not kept. The engine
+  // checks the timer as changed by admit()'s rules.
+  const fireGiven = given(fields, 'fire_at') || given(fields, 'delay_ms');
+  // A null callback (removal) is not a URL for the reader to check.
+  const { callback, failure_callback: failureCallback, ...rest } = fields;
+  const urls = { ...(callback === null ? {} : { callback }), ...(failureCallback === null ? {} : { failure_callback: failureCallback }) };
+  const spec = specFromJsonTimer({ ...rest, ...urls, target: fields.target ?? '', ...(fireGiven ? {} : { delay_ms: 0 }) }, nowMs);
+  const patch: { -readonly [K in keyof TimerPatch]: TimerPatch[K] } = {};
+  if (fireGiven) patch.fireAtMs = spec.fireAtMs;
+  if (given(fields, 'target')) patch.target = spec.target;
+  if (given(fields, 'queue')) patch.queue = spec.queue ?? '';
+  if (given(fields, 'payload') || given(fields, 'payload_base64')) patch.payload = spec.payload ?? '';
+  if (given(fields, 'headers')) patch.headers = spec.headers ?? {};
+  if (given(fields, 'callback')) patch.callback = callback === null ? null : (spec.callback ?? null);
+  if (given(fields, 'failure_callback')) patch.failureCallback = failureCallback === null ? null : (spec.failureCallback ?? null);
+  return patch;
+}
+
 export async function timerPatchRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
   app.patch<{ Params: IdParams; Body: unknown }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerView.schema } } }, async (request, reply) => {
     const { id } = request.params;
     const condition = parseIfMatch(request.headers['if-match']);
-    const fields = patchBody(request.body);
-    // Read by the add path's JSON reader (types, RFC 3339, base64, one of each pair); the fields
-    // an add requires and the PATCH leaves out get placeholders that are not kept. The engine
-    // checks the timer as changed by admit()'s rules.
-    const fireGiven = given(fields, 'fire_at') || given(fields, 'delay_ms');
-    // A null callback (removal) is not a URL for the reader to check.
-    const { callback, failure_callback: failureCallback, ...rest } = fields;
-    const urls = { ...(callback === null ? {} : { callback }), ...(failureCallback === null ? {} : { failure_callback: failureCallback }) };
-    const spec = specFromJsonTimer({ ...rest, ...urls, target: fields.target ?? '', ...(fireGiven ? {} : { delay_ms: 0 }) }, engine.clock.now());
-    const patch: { -readonly [K in keyof TimerPatch]: TimerPatch[K] } = {};
-    if (fireGiven) patch.fireAtMs = spec.fireAtMs;
-    if (given(fields, 'target')) patch.target = spec.target;
-    if (given(fields, 'queue')) patch.queue = spec.queue ?? '';
-    if (given(fields, 'payload') || given(fields, 'payload_base64')) patch.payload = spec.payload ?? '';
-    if (given(fields, 'headers')) patch.headers = spec.headers ?? {};
-    if (given(fields, 'callback')) patch.callback = callback === null ? null : (spec.callback ?? null);
-    if (given(fields, 'failure_callback')) patch.failureCallback = failureCallback === null ? null : (spec.failureCallback ?? null);
+    const patch = patchFromBody(request.body, engine.clock.now());
     let outcome;
     try {
       outcome = await engine.reschedule(id, patch, condition);

@@ -1,0 +1,102 @@
+// /v1/stats and /v1/cluster in cluster mode: this node's partitions (each with its epoch and
+// counts, from its engine's memory) and the cluster's totals, which add every other node's own
+// totals (asked once a node, forwarded, so the node answers for itself alone). Registered by
+// the cluster front (front.ts); main thread.
+//
+//   GET /v1/stats    {"node": {"node_id", "partitions": [{partition, epoch, pending, …}], "totals": {…}},
+//                     "cluster": {"nodes", "totals": {…}, "unreachable": [address…], "moving": [partition…]}}
+//                    (a forwarded request gets "node" alone)
+//   GET /v1/cluster  {"node_id", "partitions", "owned": [{partition, epoch}], "owners": [{partition, here, address}]}
+import type { Engine } from '../../../engine/engine.ts';
+import type { PartitionDirectory } from '../../../cluster/partition-directory.ts';
+import type { ClusterRouter } from '../../../cluster/router.ts';
+import type { HttpServer } from '../types.ts';
+import { type ForwardAnswer, forwardedHeader, type ForwardRequest } from './forwarder.ts';
+
+const countNames = ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled'] as const;
+type Counts = Record<(typeof countNames)[number], number>;
+
+/** A directory that also knows its partitions' epochs (the node runner does); the router's interface does not require it. */
+type WithEpochs = PartitionDirectory & { epochOf?(partition: number): bigint | undefined };
+
+function countsOf(engine: Engine): Counts {
+  const stats = engine.stats();
+  return {
+    pending: stats.pending,
+    resident: stats.resident,
+    spilled: stats.spill.spilled,
+    in_flight: stats.counts.delivering,
+    delivered: stats.counts.delivered,
+    dead: stats.counts.dead,
+    cancelled: stats.counts.cancelled,
+  };
+}
+
+function zero(): Counts {
+  return { pending: 0, resident: 0, spilled: 0, in_flight: 0, delivered: 0, dead: 0, cancelled: 0 };
+}
+
+function add(into: Counts, counts: Readonly<Record<string, unknown>>): void {
+  for (const name of countNames) into[name] += typeof counts[name] === 'number' ? counts[name] : 0;
+}
+
+export interface ClusterStatsOptions {
+  readonly directory: WithEpochs;
+  readonly router: ClusterRouter;
+  readonly send: (address: string, request: ForwardRequest) => Promise<ForwardAnswer>;
+}
+
+export function clusterStatsRoutes(app: HttpServer, { directory, router, send }: ClusterStatsOptions): void {
+  const epochOf = (partition: number): number | null => {
+    const epoch = directory.epochOf?.(partition);
+    return epoch === undefined ? null : Number(epoch);
+  };
+
+  const nodeStats = (): { node_id: string; partitions: (Counts & { partition: number; epoch: number | null })[]; totals: Counts } => {
+    const totals = zero();
+    const partitions: (Counts & { partition: number; epoch: number | null })[] = [];
+    for (const partition of directory.owned()) {
+      const engine = directory.engineOf(partition);
+      if (engine === undefined) continue;
+      const counts = countsOf(engine);
+      add(totals, counts);
+      partitions.push({ partition, epoch: epochOf(partition), ...counts });
+    }
+    return { node_id: directory.nodeId, partitions, totals };
+  };
+
+  app.get('/v1/stats', async (request) => {
+    const node = nodeStats();
+    if (request.headers[forwardedHeader] !== undefined) return { node };
+    const totals = zero();
+    add(totals, node.totals);
+    const addresses = new Set<string>();
+    const moving: number[] = [];
+    for (const route of router.routes()) {
+      if (route.kind === 'remote') addresses.add(route.address);
+      else if (route.kind === 'moving') moving.push(route.partition);
+    }
+    const unreachable: string[] = [];
+    let nodes = 1;
+    await Promise.all(
+      [...addresses].map(async (address) => {
+        try {
+          const answer = await send(address, { method: 'GET', path: '/v1/stats', headers: { ...request.headers, accept: 'application/json' } });
+          if (answer.status !== 200) throw new Error(`answered ${answer.status}`);
+          add(totals, (JSON.parse(answer.body.toString('utf8')) as { node: { totals: Record<string, unknown> } }).node.totals);
+          nodes++;
+        } catch {
+          unreachable.push(address);
+        }
+      }),
+    );
+    return { node, cluster: { nodes, totals, unreachable: unreachable.sort(), moving } };
+  });
+
+  app.get('/v1/cluster', async () => ({
+    node_id: directory.nodeId,
+    partitions: directory.partitions,
+    owned: directory.owned().map((partition) => ({ partition, epoch: epochOf(partition) })),
+    owners: router.routes().map((route) => ({ partition: route.partition, here: route.kind === 'local', address: directory.ownerAddress(route.partition) ?? null })),
+  }));
+}

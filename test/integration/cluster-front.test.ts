@@ -1,0 +1,375 @@
+// The cluster front over two in-process nodes (each a real HTTP server with real engines, P = 4:
+// node A owns partitions 0 and 1, node B 2 and 3): adds land on their partition from either node,
+// any id is found from any node, forwarding needs the cluster secret and takes one hop, and a
+// batch with a part that cannot land answers 503 listing what did, which a resend completes.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import http2 from 'node:http2';
+import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
+import pino from 'pino';
+import { clusterIdParts, partitionOfKey } from '../../cluster/partitioning.ts';
+import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
+import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
+import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { batchToArrow } from '../helpers/arrow.ts';
+import { FixtureDirectory } from '../helpers/partition-fixture.ts';
+import { outcomesFor } from '../helpers/outcomes.ts';
+import { toolPath } from '../helpers/tools.ts';
+import { outcomeKind } from '../../engine/records.ts';
+
+const partitions = 4;
+const secret = 'the-cluster-secret';
+const nodes: { directory: FixtureDirectory; app: HttpServer; url: string; address: string }[] = [];
+const later = new Date(Date.now() + 3_600_000).toISOString();
+
+/** A key whose partition is `partition`, the n-th such. */
+function keyIn(partition: number, n: number, prefix = 'k'): string {
+  for (let i = 0, found = 0; ; i++) {
+    const key = `${prefix}-${i}`;
+    if (partitionOfKey(key, partitions) === partition && found++ === n) return key;
+  }
+}
+
+before(async () => {
+  for (const [name, owned] of [['a', [0, 1]], ['b', [2, 3]]] as const) {
+    const directory = new FixtureDirectory(name, partitions);
+    for (const partition of owned) await directory.take(partition, partition + 1);
+    const engine = directory.engineOf(owned[0]);
+    assert.ok(engine);
+    const app = createHttpServer({ logger: pino({ level: 'silent' }), engine, cluster: { directory, secret, forwardTimeoutMs: 2000 } });
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    nodes.push({ directory, app, url, address: new URL(url).host });
+  }
+  for (const node of nodes) for (let p = 0; p < partitions; p++) node.directory.setAddress(p, (nodes[p < 2 ? 0 : 1] as (typeof nodes)[number]).address);
+});
+
+after(async () => {
+  for (const node of nodes) {
+    await node.app.close();
+    await node.directory.close();
+  }
+});
+
+const [a, b] = [() => nodes[0] as (typeof nodes)[number], () => nodes[1] as (typeof nodes)[number]];
+
+async function call(url: string, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; json: Record<string, unknown> }> {
+  const response = await fetch(url + path, { method, headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers }, ...(body === undefined ? {} : { body }) });
+  return { status: response.status, headers: response.headers, json: (await response.json()) as Record<string, unknown> };
+}
+
+test('a keyed add through either node lands on the partition of its key, and either node finds it', async () => {
+  for (const partition of [0, 1, 2, 3]) {
+    for (const node of [a(), b()]) {
+      const key = keyIn(partition, node === a() ? 0 : 1);
+      const added = await call(node.url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }));
+      assert.equal(added.status, 201, JSON.stringify(added.json));
+      const id = added.json.id as string;
+      const parts = clusterIdParts(id, partitions);
+      assert.equal(parts?.partition, partition, `key ${key} through node ${node.directory.nodeId}`);
+      const owner = partition < 2 ? a() : b();
+      assert.equal(owner.directory.engineOf(partition)?.get(parts.engineId)?.state, 'pending', "in the partition's own engine");
+      for (const reader of [a(), b()]) {
+        const got = await call(reader.url, 'GET', `/v1/timers/${id}`);
+        assert.equal(got.status, 200);
+        assert.equal(got.json.id, id);
+        assert.equal(got.json.key, key);
+        assert.equal(got.headers.get('etag'), '"1"');
+      }
+      const again = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }));
+      assert.equal(again.status, 200);
+      assert.equal(again.json.duplicate, true);
+      assert.equal(again.json.id, id);
+    }
+  }
+});
+
+test('an unkeyed add goes to a partition of the node asked, spread over them', async () => {
+  for (const [node, owned] of [[a(), [0, 1]], [b(), [2, 3]]] as const) {
+    const seen = new Set<number>();
+    for (let i = 0; i < 4; i++) {
+      const added = await call(node.url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook' }));
+      assert.equal(added.status, 201);
+      seen.add(clusterIdParts(added.json.id as string, partitions)?.partition ?? -1);
+    }
+    assert.deepEqual([...seen].sort(), [...owned]);
+  }
+});
+
+test('DELETE of another node\'s timer is forwarded to its owner; an unknown or malformed id is 404', async () => {
+  const added = await call(a().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(3, 5) }));
+  const id = added.json.id as string;
+  const cancelled = await call(a().url, 'DELETE', `/v1/timers/${id}`);
+  assert.equal(cancelled.status, 200);
+  assert.deepEqual(cancelled.json, { id, state: 'cancelled', revision: 1 });
+  assert.equal((await call(b().url, 'GET', `/v1/timers/${id}`)).json.state, 'cancelled');
+  assert.equal((await call(a().url, 'GET', `/v1/timers/03${'0'.repeat(25)}`)).status, 404, 'a partition past P');
+  assert.equal((await call(a().url, 'GET', `/v1/timers/${id.slice(0, 26)}`)).status, 404, 'a malformed id');
+});
+
+test('PATCH through a node that does not own the timer changes it at its owner, If-Match and all', async () => {
+  const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(0, 11) }));
+  const id = added.json.id as string;
+  const patched = await call(b().url, 'PATCH', `/v1/timers/${id}`, JSON.stringify({ payload: 'changed' }), { 'if-match': '"1"' });
+  assert.equal(patched.status, 200, JSON.stringify(patched.json));
+  assert.equal(patched.json.id, id);
+  assert.equal(patched.json.revision, 2);
+  assert.equal(patched.headers.get('etag'), '"2"');
+  const stale = await call(b().url, 'PATCH', `/v1/timers/${id}`, JSON.stringify({ payload: 'again' }), { 'if-match': '"1"' });
+  assert.equal(stale.status, 412);
+  assert.equal((await call(a().url, 'GET', `/v1/timers/${id}`)).json.payload, 'changed');
+});
+
+test('a forwarded request without the cluster secret is 401; with it, one hop only: 503 where the node does not own the partition', async (t) => {
+  const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(2, 7) }));
+  const id = added.json.id as string;
+  for (const headers of [{ 'fermata-forwarded': '1' }, { 'fermata-forwarded': '1', 'fermata-cluster-secret': 'wrong' }]) {
+    const refused = await call(b().url, 'GET', `/v1/timers/${id}`, undefined, headers);
+    assert.equal(refused.status, 401);
+    assert.equal((refused.json.error as { code: string }).code, 'UNAUTHORIZED');
+  }
+  const oneHop = await call(a().url, 'GET', `/v1/timers/${id}`, undefined, { 'fermata-forwarded': '1', 'fermata-cluster-secret': secret });
+  assert.equal(oneHop.status, 503);
+  assert.equal((oneHop.json.error as { code: string }).code, 'PARTITION_MOVING');
+  assert.equal(oneHop.headers.get('retry-after'), '1');
+  const owner = await call(b().url, 'GET', `/v1/timers/${id}`, undefined, { 'fermata-forwarded': '1', 'fermata-cluster-secret': secret });
+  assert.equal(owner.status, 200, 'the owner serves a forwarded request with the secret');
+
+  // The same refusal through curl, over HTTP/2 and HTTP/1.1.
+  if (!curl.present || !curl.http2) return t.skip(curlWithoutHttp2);
+  for (const protocol of ['--http2-prior-knowledge', '--http1.1']) {
+    const { stdout } = await promisify(execFile)(toolPath('curl') as string, ['-s', '-m', '10', protocol, '-o', '/dev/null', '-w', '%{http_code}', '-H', 'fermata-forwarded: 1', `${b().url}/v1/timers/${id}`]);
+    assert.equal(stdout, '401', protocol);
+  }
+});
+
+test('a partition with no owner address answers 503 PARTITION_MOVING with Retry-After', async () => {
+  const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(3, 9) }));
+  a().directory.setAddress(3, undefined);
+  try {
+    const got = await call(a().url, 'GET', `/v1/timers/${added.json.id as string}`);
+    assert.equal(got.status, 503);
+    assert.equal(got.headers.get('retry-after'), '1');
+    assert.equal((got.json.error as { code: string }).code, 'PARTITION_MOVING');
+  } finally {
+    a().directory.setAddress(3, b().address);
+  }
+});
+
+test('a batch spanning partitions with one owner gone: 503 listing the accepted rows; the resend completes it with duplicates', async () => {
+  // Rows 0-3 keyed one per partition, rows 4-5 unkeyed (they get derived keys).
+  const lines = [0, 1, 2, 3].map((p) => ({ fire_at: later, target: 'https://example.com/hook', key: keyIn(p, 20, 'batch') }));
+  lines.push({ fire_at: later, target: 'https://example.com/hook' } as (typeof lines)[number], { fire_at: later, target: 'https://example.com/other' } as (typeof lines)[number]);
+  const body = lines.map((line) => JSON.stringify(line)).join('\n');
+  const post = (): Promise<{ status: number; headers: Headers; json: Record<string, unknown> }> => call(a().url, 'POST', '/v1/timers', body, { 'content-type': 'application/x-ndjson' });
+
+  // Node B out of reach for partition 2 (an address where nothing listens): its part fails.
+  const closed = createHttpServer({ logger: pino({ level: 'silent' }), engine: a().directory.engineOf(0) as NonNullable<ReturnType<FixtureDirectory['engineOf']>> });
+  const dead = new URL(await closed.listen({ host: '127.0.0.1', port: 0 })).host;
+  await closed.close();
+  a().directory.setAddress(2, dead);
+  let first;
+  try {
+    first = await post();
+  } finally {
+    a().directory.setAddress(2, b().address);
+  }
+  assert.equal(first.status, 503, JSON.stringify(first.json));
+  assert.equal(first.headers.get('retry-after'), '1');
+  const error = first.json.error as { code: string; accepted: number; accepted_rows: number[]; ids: (string | null)[] };
+  assert.equal(error.code, 'PARTITION_MOVING');
+  assert.ok(!error.accepted_rows.includes(2), 'the row of partition 2 was not accepted');
+  assert.equal(error.accepted, error.accepted_rows.length);
+  assert.ok(error.accepted >= 3, 'the other partitions took their rows');
+  for (let row = 0; row < lines.length; row++) assert.equal(error.ids[row] === null, !error.accepted_rows.includes(row), `row ${row}`);
+
+  const resent = await post();
+  assert.equal(resent.status, 201, JSON.stringify(resent.json));
+  assert.equal(resent.json.accepted, lines.length);
+  assert.equal(resent.json.duplicates, error.accepted, 'every row accepted before is a duplicate now');
+  const ids = resent.json.ids as string[];
+  for (const row of error.accepted_rows) assert.equal(ids[row], error.ids[row], `row ${row} keeps its id`);
+  for (let row = 0; row < 4; row++) assert.equal(clusterIdParts(ids[row] as string, partitions)?.partition, row);
+  const derived = await call(b().url, 'GET', `/v1/timers/${ids[4] as string}`);
+  assert.match(derived.json.key as string, /^fermata-batch:[0-9a-f]{32}:4$/);
+});
+
+test('a bad row refuses the whole batch before any part is appended', async () => {
+  const key = keyIn(2, 30, 'bad');
+  const body = [JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }), JSON.stringify({ fire_at: later, target: 'not a url', key: keyIn(0, 30, 'bad') })].join('\n');
+  const refused = await call(a().url, 'POST', '/v1/timers', body, { 'content-type': 'application/x-ndjson' });
+  assert.equal(refused.status, 400);
+  assert.equal((refused.json.error as { code: string; line: number }).line, 2);
+  const retried = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key }));
+  assert.equal(retried.status, 201, 'the good row was not appended');
+});
+
+test('an Arrow batch spanning partitions lands each keyed row on its partition, payloads and headers intact', async () => {
+  const fireAtMs = Date.parse(later);
+  const specs = [0, 1, 2, 3].map((p) => ({ fireAtMs, target: 'https://example.com/hook', key: keyIn(p, 40, 'arrow'), payload: new Uint8Array([0xff, p]), headers: { 'x-row': String(p) } }));
+  const response = await fetch(`${b().url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/vnd.apache.arrow.stream' }, body: batchToArrow(batchFromSpecs(specs)) });
+  const json = (await response.json()) as { accepted: number; ids: string[] };
+  assert.equal(response.status, 201, JSON.stringify(json));
+  assert.equal(json.accepted, 4);
+  for (let p = 0; p < 4; p++) {
+    assert.equal(clusterIdParts(json.ids[p] as string, partitions)?.partition, p);
+    const got = await call(a().url, 'GET', `/v1/timers/${json.ids[p] as string}`);
+    assert.equal(got.json.payload_base64, Buffer.from([0xff, p]).toString('base64'));
+    assert.deepEqual(got.json.headers, { 'x-row': String(p) });
+  }
+});
+
+test('GET /v1/timers from any node lists every partition merged by fire time, a page at a time, and bulk cancels sum over partitions', async () => {
+  const base = Date.now() + 7_200_000;
+  const keys: string[] = [];
+  // Ten timers over the four partitions, fire times interleaved across them.
+  for (let i = 0; i < 10; i++) {
+    const key = keyIn(i % 4, Math.floor(i / 4), 'list');
+    keys.push(key);
+    const added = await call(i % 2 === 0 ? a().url : b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: new Date(base + (9 - i) * 1000).toISOString(), target: 'https://example.com/hook', key }));
+    assert.equal(added.status, 201);
+  }
+  for (const node of [a(), b()]) {
+    const listed: Record<string, unknown>[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const page = await call(node.url, 'GET', `/v1/timers?key_prefix=list-&limit=3${cursor === null ? '' : `&cursor=${cursor}`}`);
+      assert.equal(page.status, 200, JSON.stringify(page.json));
+      listed.push(...(page.json.timers as Record<string, unknown>[]));
+      cursor = page.json.next_cursor as string | null;
+      pages++;
+    } while (cursor !== null && pages < 10);
+    assert.equal(listed.length, 10, `node ${node.directory.nodeId}`);
+    assert.deepEqual(
+      listed.map((timer) => timer.key),
+      [...keys].reverse(),
+      'in fire-time order across partitions, each once',
+    );
+    for (const timer of listed) assert.equal(clusterIdParts(timer.id as string, partitions)?.partition, partitionOfKey(timer.key as string, partitions));
+  }
+  const bogus = await call(a().url, 'GET', '/v1/timers?cursor=bm90LWEtY3Vyc29y');
+  assert.equal(bogus.status, 400);
+
+  const ids = (await call(a().url, 'GET', '/v1/timers?key_prefix=list-&limit=4')).json.timers as { id: string }[];
+  const byIds = await call(b().url, 'POST', '/v1/timers/cancel', JSON.stringify({ ids: ids.map((timer) => timer.id) }));
+  assert.deepEqual(byIds.json, { cancelled: 4, in_flight: 0 });
+  const byFilter = await call(a().url, 'POST', '/v1/timers/cancel', JSON.stringify({ key_prefix: 'list-' }));
+  assert.deepEqual(byFilter.json, { cancelled: 6, in_flight: 0 });
+
+  // A partition with no owner: the fan-out answers 503, not a page with a partition missing.
+  a().directory.setAddress(2, undefined);
+  try {
+    const page = await call(a().url, 'GET', '/v1/timers?limit=3');
+    assert.equal(page.status, 503);
+    assert.equal((page.json.error as { code: string }).code, 'PARTITION_MOVING');
+  } finally {
+    a().directory.setAddress(2, b().address);
+  }
+});
+
+test('GET /v1/dead from any node merges every partition oldest first, a page at a time; redrive and discard reach the owner', async () => {
+  // Two dead timers in each partition, made dead as a delivery round would (a 503, no retry left).
+  for (const [node, owned] of [[a(), [0, 1]], [b(), [2, 3]]] as const) {
+    for (const partition of owned) {
+      const engine = node.directory.engineOf(partition);
+      assert.ok(engine !== undefined);
+      const now = Date.now();
+      await engine.admit(batchFromSpecs([0, 1].map(() => ({ fireAtMs: now, target: 'https://example.com/down', queue: 'dying' }))));
+      const slice = engine.takeDue(now, 10);
+      const outcomes = outcomesFor(slice, outcomeKind.dead, 0, 503);
+      outcomes.reasons.fill(1);
+      outcomes.errorTexts.push('HTTP 503');
+      outcomes.errors.fill(1);
+      outcomes.attemptedAtMs.fill(now + 1);
+      await engine.settle(outcomes);
+    }
+  }
+  const listed: { id: string; created_at: string }[] = [];
+  let cursor: string | null = null;
+  for (let pages = 0; pages < 10; pages++) {
+    const page = await call(b().url, 'GET', `/v1/dead?queue=dying&limit=3${cursor === null ? '' : `&cursor=${cursor}`}`);
+    assert.equal(page.status, 200, JSON.stringify(page.json));
+    listed.push(...(page.json.dead as { id: string; created_at: string }[]));
+    cursor = page.json.next_cursor as string | null;
+    if (cursor === null) break;
+  }
+  assert.equal(listed.length, 8);
+  assert.equal(new Set(listed.map((timer) => timer.id)).size, 8, 'each once');
+  assert.deepEqual(new Set(listed.map((timer) => clusterIdParts(timer.id, partitions)?.partition)), new Set([0, 1, 2, 3]));
+  for (let i = 1; i < listed.length; i++) assert.ok((listed[i - 1] as { created_at: string }).created_at <= (listed[i] as { created_at: string }).created_at, 'oldest first');
+
+  const inB = listed.find((timer) => clusterIdParts(timer.id, partitions)?.partition === 3) as { id: string };
+  const redriven = await call(a().url, 'POST', `/v1/dead/${inB.id}/retry`);
+  assert.deepEqual(redriven.json, { id: inB.id, state: 'pending' });
+  const inA = listed.find((timer) => clusterIdParts(timer.id, partitions)?.partition === 0) as { id: string };
+  const discarded = await call(b().url, 'DELETE', `/v1/dead/${inA.id}`);
+  assert.deepEqual(discarded.json, { id: inA.id, state: 'discarded' });
+  assert.equal((await call(b().url, 'GET', `/v1/timers/${inA.id}`)).status, 404);
+});
+
+test('/v1/stats counts this node\'s partitions and the cluster\'s; /v1/cluster shows every partition\'s owner', async () => {
+  const stats = await call(a().url, 'GET', '/v1/stats');
+  assert.equal(stats.status, 200, JSON.stringify(stats.json));
+  const node = stats.json.node as { node_id: string; partitions: { partition: number; pending: number }[]; totals: { pending: number } };
+  const cluster = stats.json.cluster as { nodes: number; totals: { pending: number }; unreachable: string[]; moving: number[] };
+  assert.equal(node.node_id, 'a');
+  assert.deepEqual(node.partitions.map((partition) => partition.partition), [0, 1]);
+  const pendingIn = (partition: number): number => {
+    const owner = partition < 2 ? a() : b();
+    return owner.directory.engineOf(partition)?.stats().pending ?? -1;
+  };
+  assert.equal(node.totals.pending, pendingIn(0) + pendingIn(1));
+  assert.equal(cluster.nodes, 2);
+  assert.deepEqual(cluster.unreachable, []);
+  assert.equal(cluster.totals.pending, pendingIn(0) + pendingIn(1) + pendingIn(2) + pendingIn(3));
+  const view = await call(b().url, 'GET', '/v1/cluster');
+  assert.equal(view.json.node_id, 'b');
+  assert.deepEqual(view.json.owned, [
+    { partition: 2, epoch: null },
+    { partition: 3, epoch: null },
+  ]);
+  assert.deepEqual(
+    (view.json.owners as { partition: number; here: boolean; address: string }[]).map((owner) => [owner.partition, owner.here, owner.address]),
+    [0, 1, 2, 3].map((partition) => [partition, partition >= 2, (partition < 2 ? a() : b()).address]),
+  );
+});
+
+test('a batch wholly in one partition owned here is appended whole: an unkeyed Arrow batch, and a keyed one sent twice', async () => {
+  const fireAtMs = Date.parse(later);
+  const arrow = (specs: Parameters<typeof batchFromSpecs>[0]): Promise<Response> =>
+    fetch(`${a().url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/vnd.apache.arrow.stream' }, body: batchToArrow(batchFromSpecs(specs)) });
+  const unkeyed = await arrow(Array.from({ length: 5 }, () => ({ fireAtMs, target: 'https://example.com/whole' })));
+  const json = (await unkeyed.json()) as { accepted: number; ids: string[] };
+  assert.equal(unkeyed.status, 201);
+  const inPartitions = new Set(json.ids.map((id) => clusterIdParts(id, partitions)?.partition));
+  assert.equal(inPartitions.size, 1, 'one append, one partition');
+  assert.ok([0, 1].includes([...inPartitions][0] as number), "a partition of the node asked");
+  const keyed = [0, 1, 2].map((n) => ({ fireAtMs, target: 'https://example.com/whole', key: keyIn(1, n, 'whole') }));
+  const once = (await (await arrow(keyed)).json()) as { ids: string[]; duplicates: number };
+  const twice = (await (await arrow(keyed)).json()) as { ids: string[]; duplicates: number; duplicate_rows: { row: number }[] };
+  assert.equal(once.duplicates, 0);
+  assert.equal(twice.duplicates, 3);
+  assert.deepEqual(twice.ids, once.ids);
+  assert.deepEqual(twice.duplicate_rows.map((row) => row.row), [0, 1, 2]);
+});
+
+test('an owner that takes the request and never answers: 503 PARTITION_MOVING once the forwarding timeout has passed', async () => {
+  const added = await call(b().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(2, 50) }));
+  // An HTTP/2 server that reads requests and answers none.
+  const silent = http2.createServer();
+  silent.on('stream', () => undefined);
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  a().directory.setAddress(2, `127.0.0.1:${(silent.address() as { port: number }).port}`);
+  try {
+    const started = performance.now();
+    const got = await call(a().url, 'GET', `/v1/timers/${added.json.id as string}`);
+    const tookMs = performance.now() - started;
+    assert.equal(got.status, 503);
+    assert.equal((got.json.error as { code: string }).code, 'PARTITION_MOVING');
+    assert.ok(tookMs >= 1900 && tookMs < 5000, `answered after ${Math.round(tookMs)} ms, the timeout being 2000`);
+  } finally {
+    a().directory.setAddress(2, b().address);
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
+  }
+});
