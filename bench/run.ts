@@ -44,6 +44,7 @@ const suites: Readonly<Record<string, Suite>> = {
   recovery: async (options) => (await import('./recovery.ts')).recoverySuite(options),
   'h2-clients': async (options) => (await import('./h2-clients.ts')).h2ClientsSuite(options),
   lifecycle: async (options) => (await import('./lifecycle.ts')).lifecycleSuite(options),
+  'pg-log': async (options) => (await import('./pg-log.ts')).pgLogSuite(options),
 };
 
 /**

@@ -7,6 +7,7 @@
 // environment's URL, or from the .pgpass file (PGPASSFILE or ~/.pgpass, read by the pgpass
 // package as libpq reads it, matched against the first host). TLS is the URL's `sslmode`, which
 // the postgres client honours. One pool per process: its owner ends it.
+import net from 'node:net';
 import postgres, { type Sql } from 'postgres';
 import pgpass from 'pgpass';
 
@@ -58,15 +59,41 @@ function passwordFromPgpass(options: Sql['options']): Promise<string> {
   });
 }
 
+/**
+ * The client's sockets, opened with TCP_NODELAY. The client opens its own without it, and a
+ * COPY's data and end, written one after the other, then wait for the server's delayed ACK: 40
+ * ms and more a transaction on Linux (a PgLog append measured 86 ms against 7 ms with this).
+ * The client calls this factory at each connection with its parsed options and takes the socket
+ * as connected; a socket still connecting holds what is written until it is, and its failure
+ * reaches the client as its own would (error, close, connect again). The factory takes the
+ * URL's hosts in turn, as the client does, so a host that refuses, or that is read-only under
+ * target_session_attrs=read-write, is followed by the next. The client's connect_timeout
+ * covers the whole start-up, the TCP connect included.
+ */
+function noDelaySockets(): (options: Sql['options']) => net.Socket {
+  let next = 0;
+  return (options) => {
+    if (options.path) return net.connect({ path: options.path });
+    const index = next++ % Math.max(1, options.host.length);
+    const host = options.host[index] ?? 'localhost';
+    const port = options.port[index] ?? options.port[0] ?? 5432;
+    // The client reads host and port off its socket (the TLS server name, error messages).
+    return Object.assign(net.connect({ host, port, noDelay: true }), { host, port });
+  };
+}
+
 /** A pool on the cluster database. The password: the URL's, else PGPASSWORD, else .pgpass. */
 export function openClusterPool(url: string, options: ClusterPoolOptions = {}): Sql {
   const explicit = urlHasPassword(url) || process.env.PGPASSWORD !== undefined;
+  // `socket` is an option the client reads but its types do not list.
+  const socketOption: object = { socket: noDelaySockets() };
   const sql: Sql = postgres(url, {
     max: options.max ?? 10,
     connect_timeout: options.connectTimeoutSeconds ?? 10,
     onnotice: () => {},
     connection: { application_name: 'fermata' },
     ...(explicit ? {} : { pass: () => passwordFromPgpass(sql.options) }),
+    ...socketOption,
   });
   return sql;
 }

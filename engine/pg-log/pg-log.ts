@@ -251,6 +251,12 @@ export class PgLog implements DurableLog {
 
   /** Starts transactions for what is queued while fewer than transactionsInFlightMax are under way. */
   #pump(): void {
+    // After a failure, once every transaction under way has ended (committed or not), the next
+    // sequence is the one after the last committed record.
+    if (this.#rewinding && this.#inFlight.length === 0) {
+      this.#rewinding = false;
+      this.#nextSeq = this.#lastSeq + 1;
+    }
     while (this.#queue.length > 0 && this.#inFlight.length < this.#limits.transactionsInFlightMax && this.#poison === undefined && !this.#rewinding) {
       let count = 0;
       let bytes = 0;
@@ -361,10 +367,6 @@ export class PgLog implements DurableLog {
       for (const pending of transaction.group) pending.reject(failure);
     }
     transaction.committed.resolve(false);
-    if (this.#inFlight.length === 0 && this.#rewinding) {
-      this.#rewinding = false;
-      this.#nextSeq = this.#lastSeq + 1;
-    }
     this.#pump();
   }
 

@@ -137,6 +137,14 @@ function newFolder(label: string, runAs: RunAs | undefined): ServerFolder {
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', stopAllNow);
+    // A test runner or `timeout` ends a test process with SIGTERM (or SIGINT), which skips 'exit':
+    // the servers are stopped, then the signal is raised again to end the process as it would have.
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(signal, () => {
+        stopAllNow();
+        process.kill(process.pid, signal);
+      });
+    }
   }
   return folder;
 }
@@ -145,17 +153,30 @@ function newFolder(label: string, runAs: RunAs | undefined): ServerFolder {
 function stopAllNow(): void {
   for (const folder of running) {
     quitPostmaster(folder);
-    rmSync(folder.root, { recursive: true, force: true });
+    rmSync(folder.root, { recursive: true, force: true, maxRetries: 5 });
   }
   running.clear();
 }
 
+/** SIGQUIT (immediate shutdown) to the postmaster, then waits (synchronously: exit handlers cannot await) up to 5 s for it to be gone. */
 function quitPostmaster(folder: ServerFolder): void {
+  let pid: number;
   try {
-    const pid = Number(readFileSync(join(folder.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    if (pid > 0) process.kill(pid, 'SIGQUIT');
+    pid = Number(readFileSync(join(folder.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    if (!(pid > 0)) return;
+    process.kill(pid, 'SIGQUIT');
   } catch {
-    // No pid file: the server is not running.
+    // No pid file, or no such process: the server is not running.
+    return;
+  }
+  const nap = new Int32Array(new SharedArrayBuffer(4));
+  for (let waited = 0; waited < 5000; waited += 20) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    Atomics.wait(nap, 0, 0, 20);
   }
 }
 
@@ -190,7 +211,8 @@ function serverHandle(folder: ServerFolder, port: number, runAs: RunAs | undefin
         folder.stopped = true;
         await run('pg_ctl', ['-D', folder.dataDir, '-m', 'immediate', '-w', 'stop'], runAs).catch(() => quitPostmaster(folder));
       }
-      rmSync(folder.root, { recursive: true, force: true });
+      // Retried: a backend of the server just stopped may still be letting go of its files.
+      rmSync(folder.root, { recursive: true, force: true, maxRetries: 5 });
       running.delete(folder);
     })();
     return stopping;

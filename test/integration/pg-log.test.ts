@@ -5,9 +5,11 @@
 // lost (the log poisons, cutToSynced removes what it may have written); truncation.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres, { type Sql } from 'postgres';
 import { initCluster } from '../../cluster/cluster-init.ts';
+import { openClusterPool } from '../../cluster/connection.ts';
 import { errorCodes, type FermataError, isFermataError } from '../../engine/errors.ts';
 import type { LogReplay } from '../../engine/log.ts';
 import { openPgLog, type PgLog, type PgLogOptions } from '../../engine/pg-log/pg-log.ts';
@@ -44,6 +46,18 @@ function bodyOf(seqHint: number, bytes: number): Uint8Array {
   return body;
 }
 
+/** An append, tried again while it is refused with LOG_UNAVAILABLE (the pool finds its connections dead one by one). */
+async function appendOnceBack(log: PgLog): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await log.append(2, new Uint8Array(1));
+    } catch (err) {
+      if (!isFermataError(err, errorCodes.logUnavailable) || attempt === 10) throw err;
+      await sleep(100);
+    }
+  }
+}
+
 describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
   let server: PostgresServer;
   let url: string;
@@ -52,7 +66,7 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
   before(async () => {
     server = await startPostgres();
     url = await server.createDatabase('pglog');
-    sql = postgres(url, { max: 12, onnotice: () => {} });
+    sql = openClusterPool(url, { max: 12 });
     await initCluster(sql, partitions);
   });
   after(async () => {
@@ -115,6 +129,21 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
     await reopened.log.close();
   });
 
+  test("through the node's pool an append waits for its commit, not for TCP's delayed ACK", async () => {
+    // Without TCP_NODELAY a COPY's end waits for the server's delayed ACK: 40 ms at least, on every append.
+    const { partition, epoch } = await takePartition();
+    const { log } = await open({ sql, partition, epoch });
+    const latencies: number[] = [];
+    for (let i = 0; i < 21; i++) {
+      const start = performance.now();
+      await log.append(1, bodyOf(i, 128));
+      latencies.push(performance.now() - start);
+    }
+    await log.close();
+    const median = latencies.toSorted((a, b) => a - b)[10] ?? Number.NaN;
+    assert.ok(median < 40, `median append ${median.toFixed(1)} ms`);
+  });
+
   test('an open at an epoch the partition has left is refused with LOG_FENCED', async () => {
     const { partition, epoch } = await takePartition();
     await assert.rejects(open({ sql, partition, epoch: epoch - 1 }), (err) => isFermataError(err, errorCodes.logFenced));
@@ -123,7 +152,7 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
 
   test("a deposed owner's appends racing the takeover never land after it", async () => {
     const rounds = soak ? 200 : 20;
-    const pool = postgres(url, { max: 8, onnotice: () => {} });
+    const pool = openClusterPool(url, { max: 8 });
     try {
       for (let round = 0; round < rounds; round++) {
         const { partition, epoch } = await takePartition().catch(async () => {
@@ -131,6 +160,9 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
           nextPartition = 0;
           return takePartition();
         });
+        // A partition used before (more rounds than partitions) starts empty again.
+        await sql`DELETE FROM fermata_log WHERE partition = ${partition}`;
+        await sql`UPDATE fermata_partitions SET log_start_seq = 1 WHERE partition = ${partition}`;
         const stops: FermataError[] = [];
         const { log: deposed } = await open({ sql: pool, partition, epoch }, 0, (poison) => stops.push(poison));
         const acknowledged: number[] = [];
@@ -179,7 +211,7 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
 
   test('the database unreachable: appends are refused with LOG_UNAVAILABLE, no poison, and the log goes on gapless once it is back', async () => {
     const { partition, epoch } = await takePartition();
-    const pool = postgres(url, { max: 4, connect_timeout: 2, onnotice: () => {} });
+    const pool = openClusterPool(url, { max: 4, connectTimeoutSeconds: 2 });
     try {
       const { log } = await open({ sql: pool, partition, epoch });
       const stops: FermataError[] = [];
@@ -239,6 +271,67 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
     } finally {
       await pool.end({ timeout: 5 });
       await cutter.close();
+    }
+  });
+
+  test('connections cut under load (porsager/postgres#1208, patched): the process lives, every append settles, and the log goes on gapless', async () => {
+    const { partition, epoch } = await takePartition();
+    const cutter = await startTcpCutter(server.port);
+    const pool = openClusterPool(`postgres://fermata@127.0.0.1:${cutter.port}/pglog`, { max: 6, connectTimeoutSeconds: 5 });
+    try {
+      const acknowledged = new Set<number>();
+      for (let round = 0; round < 6; round++) {
+        const { log } = await open({ sql: pool, partition, epoch });
+        const appends = Promise.allSettled(Array.from({ length: 60 }, (_, i) => log.append(1, bodyOf(i, 64 + i))));
+        await sleep(2 + (round % 4) * 3);
+        cutter.cutAll();
+        const settled = await Promise.race([appends, sleep(30_000).then(() => undefined)]);
+        assert.ok(settled !== undefined, `round ${round}: every append settles`);
+        for (const result of settled) {
+          if (result.status === 'fulfilled') acknowledged.add(result.value);
+          else assert.ok(isFermataError(result.reason, errorCodes.logUnavailable) || isFermataError(result.reason, errorCodes.walPoisoned), String(result.reason));
+        }
+        if (log.poisoned !== undefined) await log.cutToSynced();
+        else assert.ok((await appendOnceBack(log)) > 0, `round ${round}: the log goes on after the cut`);
+        await log.close();
+      }
+      const rows = await sql<{ seq: string }[]>`SELECT seq FROM fermata_log WHERE partition = ${partition} ORDER BY seq`;
+      const seqs = rows.map((row) => Number(row.seq));
+      assert.deepEqual(seqs, seqs.map((_, i) => i + 1), 'gapless');
+      for (const seq of acknowledged) assert.ok(seq <= seqs.length, `acknowledged record ${seq} is in the log`);
+    } finally {
+      await pool.end({ timeout: 5 });
+      await cutter.close();
+    }
+  });
+
+  test('the database stopped under load: every append settles, acknowledged ones are in the log, and it goes on gapless', async () => {
+    const { partition, epoch } = await takePartition();
+    const pool = openClusterPool(url, { max: 6, connectTimeoutSeconds: 2 });
+    try {
+      const acknowledged = new Set<number>();
+      for (let round = 0; round < 3; round++) {
+        const { log } = await open({ sql: pool, partition, epoch });
+        const appends = Promise.allSettled(Array.from({ length: 60 }, (_, i) => log.append(1, bodyOf(i, 64 + i))));
+        await sleep(2 + (round % 4) * 3);
+        await server.halt();
+        const settled = await Promise.race([appends, sleep(30_000).then(() => undefined)]);
+        await server.start();
+        assert.ok(settled !== undefined, `round ${round}: every append settles`);
+        for (const result of settled) {
+          if (result.status === 'fulfilled') acknowledged.add(result.value);
+          else assert.ok(isFermataError(result.reason, errorCodes.logUnavailable) || isFermataError(result.reason, errorCodes.walPoisoned), String(result.reason));
+        }
+        if (log.poisoned !== undefined) await log.cutToSynced();
+        else assert.ok((await appendOnceBack(log)) > 0, `round ${round}: the log goes on after the database is back`);
+        await log.close();
+      }
+      const rows = await sql<{ seq: string }[]>`SELECT seq FROM fermata_log WHERE partition = ${partition} ORDER BY seq`;
+      const seqs = rows.map((row) => Number(row.seq));
+      assert.deepEqual(seqs, seqs.map((_, i) => i + 1), 'gapless');
+      for (const seq of acknowledged) assert.ok(seq <= seqs.length, `acknowledged record ${seq} is in the log`);
+    } finally {
+      await pool.end({ timeout: 5 });
     }
   });
 

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import postgres from 'postgres';
+import { openClusterPool } from '../../cluster/connection.ts';
 import { multiHostUrl, startPostgres, startStandby } from '../helpers/postgres.ts';
 import { skipUnlessTool } from '../helpers/tools.ts';
 
@@ -38,8 +39,9 @@ describe('PostgreSQL test harness', { skip: noPostgres, timeout: 120_000 }, () =
     await primary.stop();
 
     await standby.promote();
-    // The multi-host URL finds the promoted standby as the one that takes writes.
-    const onStandby = postgres(multiHostUrl([primary, standby]), { max: 1, connect_timeout: 5 });
+    // The multi-host URL finds the promoted standby as the one that takes writes (through the
+    // node's pool, which opens its sockets itself).
+    const onStandby = openClusterPool(multiHostUrl([primary, standby]), { max: 1, connectTimeoutSeconds: 5 });
     try {
       const [count] = await onStandby`SELECT count(*)::int AS n FROM acknowledged`;
       assert.equal(count?.n, 1000);
