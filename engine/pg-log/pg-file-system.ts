@@ -16,7 +16,8 @@
 // - Durable at once, each in one transaction: create (the empty file's row), rename (the
 //   target's rows gone and the source's renamed: the manifest's rename over MANIFEST is the
 //   commit point of a checkpoint), unlink. datasync stores again the chunks from the first one
-//   written since the last datasync to the file's end (by binary COPY), and drops those past it. syncDir has nothing left to do; mkdirp is local.
+//   written since the last datasync to the file's end (by binary COPY), and drops those past
+//   it. syncDir has nothing left to do; mkdirp is local.
 // - Every transaction that writes is fenced by the partition's epoch as PgLog's appends are:
 //   SELECT epoch … FOR SHARE after its writes, before COMMIT (a takeover's UPDATE waits for
 //   it; one committed before it is seen, and the transaction rolls back). Last, so the row is
@@ -71,9 +72,8 @@ function reasonOf(err: unknown): string {
 /** One file as this instance knows it, shared by its handles (an inode): its current name and what was written since its last upload. */
 class CachedFile {
   name: string;
-  /** Written and not yet uploaded: bytes [dirtyFrom, dirtyTo); dirtyFrom Infinity when nothing is. */
+  /** The first byte written and not yet uploaded; Infinity when nothing is. */
   dirtyFrom = Number.POSITIVE_INFINITY;
-  dirtyTo = 0;
   /** Its name was unlinked or renamed over: its handles still work, and nothing of it is uploaded. */
   unlinked = false;
 
@@ -82,9 +82,7 @@ class CachedFile {
   }
 
   markDirty(from: number, to: number): void {
-    if (to <= from) return;
-    this.dirtyFrom = Math.min(this.dirtyFrom, from);
-    this.dirtyTo = Math.max(this.dirtyTo, to);
+    if (to > from) this.dirtyFrom = Math.min(this.dirtyFrom, from);
   }
 }
 
@@ -265,9 +263,8 @@ class PgFileSystem implements FileSystem {
     this.refuseIfFenced();
     return this.#serially(async () => {
       if (file.unlinked || file.dirtyFrom === Number.POSITIVE_INFINITY) return;
-      const { dirtyFrom, dirtyTo, name } = file;
+      const { dirtyFrom, name } = file;
       file.dirtyFrom = Number.POSITIVE_INFINITY;
-      file.dirtyTo = 0;
       try {
         const size = await local.size();
         // Chunks from the first one written to the file's end are stored again (the engine
@@ -279,7 +276,7 @@ class PgFileSystem implements FileSystem {
           await this.#copyChunks(tx, name, local, first, end, size);
         });
       } catch (err) {
-        file.markDirty(dirtyFrom, dirtyTo);
+        file.dirtyFrom = Math.min(file.dirtyFrom, dirtyFrom);
         throw err;
       }
     });
