@@ -15,8 +15,9 @@
 //   A name missing locally is fetched from the database at its first open or readFile.
 // - Durable at once, each in one transaction: create (the empty file's row), rename (the
 //   target's rows gone and the source's renamed: the manifest's rename over MANIFEST is the
-//   commit point of a checkpoint), unlink. datasync uploads the chunks written since the last
-//   one and drops those past the end. syncDir has nothing left to do; mkdirp is local.
+//   commit point of a checkpoint), unlink. datasync stores again the chunks from the first one
+//   written since the last datasync to the file's end (by binary COPY), and drops those past
+//   it. syncDir has nothing left to do; mkdirp is local.
 // - Every transaction that writes is fenced by the partition's epoch as PgLog's appends are:
 //   SELECT epoch … FOR SHARE after its writes, before COMMIT (a takeover's UPDATE waits for
 //   it; one committed before it is seen, and the transaction rolls back). Last, so the row is
@@ -34,6 +35,7 @@ import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
 import type { DirLock, FileHandle, FileSystem, OpenMode } from '../fs/file-system.ts';
 import { nodeFileSystem } from '../fs/node-file-system.ts';
+import { chunkRowHead, copyHead, copyTrailer } from './pg-file-copy.ts';
 
 export interface PartitionFileSystemOptions {
   /** The node's pool on the cluster database. */
@@ -70,9 +72,8 @@ function reasonOf(err: unknown): string {
 /** One file as this instance knows it, shared by its handles (an inode): its current name and what was written since its last upload. */
 class CachedFile {
   name: string;
-  /** Written and not yet uploaded: bytes [dirtyFrom, dirtyTo); dirtyFrom Infinity when nothing is. */
+  /** The first byte written and not yet uploaded; Infinity when nothing is. */
   dirtyFrom = Number.POSITIVE_INFINITY;
-  dirtyTo = 0;
   /** Its name was unlinked or renamed over: its handles still work, and nothing of it is uploaded. */
   unlinked = false;
 
@@ -81,9 +82,7 @@ class CachedFile {
   }
 
   markDirty(from: number, to: number): void {
-    if (to <= from) return;
-    this.dirtyFrom = Math.min(this.dirtyFrom, from);
-    this.dirtyTo = Math.max(this.dirtyTo, to);
+    if (to > from) this.dirtyFrom = Math.min(this.dirtyFrom, from);
   }
 }
 
@@ -264,26 +263,59 @@ class PgFileSystem implements FileSystem {
     this.refuseIfFenced();
     return this.#serially(async () => {
       if (file.unlinked || file.dirtyFrom === Number.POSITIVE_INFINITY) return;
-      const { dirtyFrom, dirtyTo, name } = file;
+      const { dirtyFrom, name } = file;
       file.dirtyFrom = Number.POSITIVE_INFINITY;
-      file.dirtyTo = 0;
       try {
         const size = await local.size();
-        const end = Math.max(1, Math.ceil(Math.min(dirtyTo, size) / chunkBytes));
+        // Chunks from the first one written to the file's end are stored again (the engine
+        // appends, so that is what was written); those past the end go. Chunk 0 always stays.
+        const end = Math.max(1, Math.ceil(size / chunkBytes));
+        const first = Math.min(Math.floor(dirtyFrom / chunkBytes), end - 1);
         await this.#fencedTransaction('fdatasync', name, async (tx) => {
-          for (let chunk = Math.floor(dirtyFrom / chunkBytes); chunk < end; chunk++) {
-            const body = await readChunk(local, chunk, size);
-            await tx`
-              INSERT INTO fermata_checkpoint_files (partition, name, chunk, body) VALUES (${this.#partition}, ${name}, ${chunk}, ${body})
-              ON CONFLICT (partition, name, chunk) DO UPDATE SET body = excluded.body`;
-          }
-          await tx`DELETE FROM fermata_checkpoint_files WHERE partition = ${this.#partition} AND name = ${name} AND chunk >= ${Math.max(1, Math.ceil(size / chunkBytes))}`;
+          await tx`DELETE FROM fermata_checkpoint_files WHERE partition = ${this.#partition} AND name = ${name} AND chunk >= ${first}`;
+          await this.#copyChunks(tx, name, local, first, end, size);
         });
       } catch (err) {
-        file.markDirty(dirtyFrom, dirtyTo);
+        file.dirtyFrom = Math.min(file.dirtyFrom, dirtyFrom);
         throw err;
       }
     });
+  }
+
+  /**
+   * Chunks first … end − 1 of the local file, by binary COPY (pg-file-copy.ts), read one at a
+   * time as the stream drains. Whether the server took them, the statement after the COPY in
+   * the same transaction tells (the fence): it answers nothing to a refused COPY's stream.
+   */
+  async #copyChunks(tx: TransactionSql, name: string, local: FileHandle, first: number, end: number, size: number): Promise<void> {
+    const copy = await tx`COPY fermata_checkpoint_files (partition, name, chunk, body) FROM STDIN WITH (FORMAT binary)`.writable();
+    // A stream error is the connection's, and the next statement meets it.
+    copy.on('error', () => undefined);
+    const nameBytes = Buffer.from(name);
+    // Waits while the stream holds more than its high-water mark; a lost connection ends the wait too (its close).
+    const write = (bytes: Uint8Array): Promise<void> | undefined => {
+      if (copy.destroyed) throw new Error('the COPY stream was closed');
+      if (copy.write(bytes)) return undefined;
+      return new Promise((resolve) => {
+        const done = (): void => {
+          copy.off('drain', done);
+          copy.off('close', done);
+          resolve();
+        };
+        copy.on('drain', done);
+        copy.on('close', done);
+      });
+    };
+    await write(copyHead);
+    for (let chunk = first; chunk < end; chunk++) {
+      const body = await readChunk(local, chunk, size);
+      await write(chunkRowHead(this.#partition, nameBytes, chunk, body.length));
+      await write(body);
+    }
+    await write(copyTrailer);
+    // The client takes the next statement once the stream's end is handed to it, a tick after end().
+    copy.end();
+    await new Promise((resolve) => setImmediate(resolve));
   }
 
   async #create(name: string, path: string): Promise<FileHandle> {

@@ -20,6 +20,7 @@ import { cacheMarkerName, chunkBytes, openPartitionFileSystem } from '../../engi
 import { pgLog } from '../../engine/pg-log/pg-log.ts';
 import { fileSystemContract } from '../helpers/file-system-contract.ts';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
+import { startTcpCutter } from '../helpers/tcp-cutter.ts';
 import { skipUnlessTool } from '../helpers/tools.ts';
 
 const noPostgres = skipUnlessTool('initdb');
@@ -178,7 +179,8 @@ describe('PostgreSQL partition file system', { skip: noPostgres, timeout: 300_00
       await takeover.promise;
     });
     await holding.promise;
-    const rename = old.rename(join(cacheDir, 'MANIFEST.tmp'), join(cacheDir, 'MANIFEST'));
+    // Its refusal is awaited from the start: it comes while the test awaits the takeover's commit.
+    const refused = assert.rejects(old.rename(join(cacheDir, 'MANIFEST.tmp'), join(cacheDir, 'MANIFEST')), fenced);
     // The rename's transaction waits on the partition's row until the takeover commits.
     let waited = false;
     for (let i = 0; i < 250 && !waited; i++) {
@@ -189,7 +191,7 @@ describe('PostgreSQL partition file system', { skip: noPostgres, timeout: 300_00
     assert.ok(waited, 'the rename waited for the takeover');
     takeover.resolve();
     await takeoverDone;
-    await assert.rejects(rename, fenced);
+    await refused;
     assert.equal(await storedImage(partition), image);
   });
 
@@ -274,6 +276,32 @@ describe('PostgreSQL partition file system', { skip: noPostgres, timeout: 300_00
     const takerDir = newCacheDir();
     const taker = await openPartitionFileSystem({ sql, partition, epoch: await takeOver(partition), cacheDir: takerDir });
     assert.deepEqual(await taker.readFile(join(takerDir, 'run-1.arrow')), pattern(100, 1));
+  });
+
+  test('a connection lost in the middle of an upload: EIO, and the next datasync stores the whole of it', async () => {
+    const { partition, epoch } = await newPartition();
+    const cutter = await startTcpCutter(server.port);
+    const url = new URL(server.urlOf('pgfs'));
+    url.port = String(cutter.port);
+    const through = postgres(url.toString(), { max: 2, onnotice: () => {} });
+    try {
+      const cacheDir = newCacheDir();
+      const fs = await openPartitionFileSystem({ sql: through, partition, epoch, cacheDir });
+      const handle = await fs.open(join(cacheDir, 'run-1.arrow'), 'create');
+      const bytes = pattern(3 * chunkBytes + 5, 4);
+      await handle.writev([bytes], 0);
+      const cut = cutter.cutAfterClientSends('PGCOPY');
+      await assert.rejects(handle.datasync(), { code: 'EIO' });
+      await cut;
+      await handle.datasync();
+      await handle.close();
+      const takerDir = newCacheDir();
+      const taker = await openPartitionFileSystem({ sql, partition, epoch: await takeOver(partition), cacheDir: takerDir });
+      assert.deepEqual(await taker.readFile(join(takerDir, 'run-1.arrow')), bytes);
+    } finally {
+      await through.end({ timeout: 1 });
+      await cutter.close();
+    }
   });
 
   test('an engine over PgLog and this file system checkpoints into PostgreSQL; a new owner with an empty cache has every timer', async () => {
