@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import postgres from 'postgres';
 import { initCluster } from '../../cluster/cluster-init.ts';
+import { clusterIdParts } from '../../cluster/partitioning.ts';
 import { deliveriesByUid, Kill9Ledger } from '../helpers/kill9-ledger.ts';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
 import { type Service, startService } from '../helpers/service.ts';
@@ -27,6 +28,16 @@ import { skipUnlessTool } from '../helpers/tools.ts';
 const partitions = 12;
 const takeoverBoundMs = 10_000;
 const killCycles = soak ? 10 : 1;
+
+/**
+ * The id a delivery of this timer carries in fermata-timer-id: its partition engine's id, the
+ * cluster id without its partition (docs/api.md, "Cluster mode"), so the ledger matches on that.
+ */
+function deliveredIdOf(clusterId: string): string {
+  const parts = clusterIdParts(clusterId, partitions);
+  assert.ok(parts !== undefined, `${clusterId} is a cluster id`);
+  return parts.engineId;
+}
 
 interface ClusterView {
   readonly owned: { partition: number }[];
@@ -93,7 +104,7 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
         const response = await fetch(`${node.service?.url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body, signal: AbortSignal.timeout(5_000) });
         const answer = (await response.json()) as { ids?: string[] };
         if (response.status === 201 && answer.ids !== undefined) {
-          for (const [i, row] of rows.entries()) ledger.adds.set(row.uid, { uid: row.uid, id: answer.ids[i] as string, fireAtMs: row.fireAtMs, key: undefined, far: false });
+          for (const [i, row] of rows.entries()) ledger.adds.set(row.uid, { uid: row.uid, id: deliveredIdOf(answer.ids[i] as string), fireAtMs: row.fireAtMs, key: undefined, far: false });
         } else if (response.status >= 400 && response.status < 500) {
           for (const row of rows) ledger.refused.add(row.uid);
         }
