@@ -6,7 +6,8 @@
 //     node that did not own it would answer PARTITION_MOVING), and a GET of the id from node C
 //     (over HTTP/2) answers the timer
 //   - a request carrying `fermata-forwarded` without the cluster secret is 401, with a wrong one too
-//   - each node's /readyz is waited for: 503 until the node has joined, then 200
+//   - each node's /readyz is waited for: 503 until the node has joined, then 200; with the
+//     database stopped it is 503 again, naming the database
 //
 // Short leases (TTL 1 s, renewal 200 ms) keep the settling, and the whole test, to seconds.
 import assert from 'node:assert/strict';
@@ -67,7 +68,7 @@ describe('fermata serve --cluster: any node answers through the router', { skip:
     }
   }
 
-  test('a keyed add to node A lands in node B, which owns its partition, and node C answers a GET of its id; a forwarded request without the secret is 401', async () => {
+  test('a keyed add to node A lands in node B, which owns its partition, and node C answers a GET of its id; a forwarded request without the secret is 401; /readyz follows the join and the database', async () => {
     server = await startPostgres();
     const url = await server.createDatabase('serve');
     const admin = postgres(url, { max: 1, onnotice: () => {} });
@@ -112,6 +113,20 @@ describe('fermata serve --cluster: any node answers through the router', { skip:
       const refused = await curlRequest({ url: `${c.url}/v1/timers/${id}`, headers });
       assert.equal(refused.status, 401);
       assert.equal(json<{ error: { code: string } }>(refused).error.code, 'UNAUTHORIZED');
+    }
+
+    // The database gone, /readyz goes red and says why.
+    await server.stop();
+    server = undefined;
+    const started = performance.now();
+    for (;;) {
+      const readyz = await curlRequest({ url: `${a.url}/readyz`, timeoutMs: 5_000 });
+      if (readyz.status === 503) {
+        assert.match(json<{ reason: string }>(readyz).reason, /cluster database/);
+        break;
+      }
+      assert.ok(performance.now() - started < 10_000, '/readyz still green 10 s after the database stopped');
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
   });
 });
