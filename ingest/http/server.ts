@@ -9,7 +9,10 @@
 // answered on the raw stream before fastify sees it (h2-single-add.ts, decision 0013), with
 // this server's JSON parser, bearer check and admit coalescer and the route's own answer.
 // Routes import their types from types.ts, never this file: nothing imports back into the
-// server. Built and served on the main thread.
+// server. In cluster mode (`cluster` instead of `engine`) there is no single engine: the timer
+// routes are the cluster front's (cluster/front.ts) and health, /metrics, queues and schedules
+// the node's (cluster/node-routes.ts); /v1/clock is not served and the HTTP/2 fast path is off.
+// Built and served on the main thread.
 //
 // Why `http2: true` together with `serverFactory`: at run time fastify reads `http2` only to
 // pick the server it creates itself (lib/server.js, getServerInstance), which `serverFactory`
@@ -62,10 +65,6 @@ interface HttpServerCommonOptions {
   readonly logger: FastifyBaseLogger;
   /** Bearer tokens every route but the health checks requires; none = no authentication. */
   readonly tokens?: readonly string[];
-  /** When given, /readyz is also red while the data directory's file system is nearly full. */
-  readonly disk?: DiskSpaceCheck;
-  /** When given, /readyz is also red until it returns true (the dispatcher's warm-up after a start). */
-  readonly warm?: () => boolean;
   /** When given, `app.server.tls` is a TLS port (ALPN h2 and http/1.1) on the same handler; the caller makes it listen. */
   readonly tls?: TlsCredentials;
   /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's; called at the first scrape. */
@@ -88,7 +87,16 @@ export interface ClusterServerOptions extends ClusterFrontOptions {
  * acknowledging), or in cluster mode none: the timer routes act on the partitions' engines through
  * the cluster front, and health, stats and /metrics come from the node's directory.
  */
-export type HttpServerOptions = HttpServerCommonOptions & ({ readonly engine: Engine; readonly cluster?: undefined } | { readonly engine?: undefined; readonly cluster: ClusterServerOptions });
+export type HttpServerOptions = HttpServerCommonOptions & (SingleNodeOptions | { readonly engine?: undefined; readonly cluster: ClusterServerOptions });
+
+interface SingleNodeOptions {
+  readonly engine: Engine;
+  readonly cluster?: undefined;
+  /** When given, /readyz is also red while the data directory's file system is nearly full. */
+  readonly disk?: DiskSpaceCheck;
+  /** When given, /readyz is also red until it returns true (the dispatcher's warm-up after a start). */
+  readonly warm?: () => boolean;
+}
 
 type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
 type HttpReply = FastifyReply<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest, http2.Http2ServerResponse>;
