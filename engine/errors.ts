@@ -34,6 +34,8 @@ export const errorCodes = {
   clusterSchemaMismatch: 'CLUSTER_SCHEMA_MISMATCH',
   /** Cluster mode: the partition a request names has no owner that can take it now (moving, or its owner out of reach); try again. */
   partitionMoving: 'PARTITION_MOVING',
+  /** Cluster mode: a route whose state is per engine (queues, schedules) and has no cluster-wide form yet. */
+  clusterUnsupported: 'CLUSTER_UNSUPPORTED',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

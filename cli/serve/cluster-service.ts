@@ -1,7 +1,11 @@
-// `fermata serve --cluster`: a cluster node's life. The HTTP front listens first (its bound port
-// is the address other nodes forward to, unless "cluster.advertise" names one), then the node
-// joins (cluster/node.ts: membership, the ownership loop, an engine and a dispatcher per
-// partition it owns, one pool of delivery workers). On SIGTERM or SIGINT every partition is
+// `fermata serve --cluster`: a cluster node's life. The schema is checked and the partition count
+// read, then the HTTP server listens in cluster mode (ingest/http/server.ts: the router's front,
+// HTTP/1.1 and h2c on the cleartext port; its bound port is the address other nodes forward to,
+// unless "cluster.advertise" names one) with /readyz red and requests on timers answering
+// PARTITION_MOVING, then the node joins (cluster/node.ts: membership, the ownership loop, an
+// engine and a dispatcher per partition it owns, one pool of delivery workers) and the server
+// serves through it (cluster-joining.ts). /readyz is red again while the cluster database does
+// not answer within 2 s. On SIGTERM or SIGINT every partition is
 // handed over cleanly first (its dispatcher stops, its engine closes, its lease is released, so
 // the next owner takes it at once with nothing delivered twice), then the front drains and the
 // process exits 0. A node keeps no state of its own beyond its id: the data directory is a cache
@@ -16,7 +20,9 @@ import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { memoryBudget, residentSlotsFor } from '../../engine/memory-budget.ts';
 import { TargetGuard } from '../../dispatch/target-guard.ts';
 import { isLoopbackHost } from '../../ingest/http/listen/bearer-auth.ts';
-import { createClusterFront } from './cluster-front.ts';
+import { requireCurrentSchema } from '../../cluster/schema/migrate.ts';
+import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
+import { JoiningDirectory } from './cluster-joining.ts';
 import type { ClusterSettings } from './cluster-settings.ts';
 import { logStartFailure } from './errors.ts';
 import type { ServeSettings } from './settings.ts';
@@ -27,23 +33,40 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   const allowLoopback = isLoopbackHost(settings.listen.host);
   const guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
   const budget = memoryBudget(settings.memoryBudgetBytes);
-  const front = createClusterFront(settings.tokens, logger);
+  const sql = openClusterPool(cluster.url);
+  let directory: JoiningDirectory;
+  try {
+    await requireCurrentSchema(sql);
+    const [row] = await sql<{ partitions: number }[]>`SELECT partitions FROM fermata_cluster`;
+    if (row === undefined) throw new Error('the database holds no fermata cluster: run `fermata cluster init` first');
+    directory = new JoiningDirectory(row.partitions, await resolveNodeId(nodeFileSystem, settings.dataDir, cluster.nodeId));
+  } catch (err) {
+    logStartFailure(logger, err, 'cannot join the cluster');
+    await sql.end({ timeout: 1 });
+    return 1;
+  }
+  const front = createHttpServer({
+    logger: logger.child({ component: 'http' }),
+    tokens: settings.tokens,
+    cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql) },
+  });
   let port: number;
   try {
-    port = await front.listen(settings.listen.host, settings.listen.port);
+    await front.listen({ host: settings.listen.host, port: settings.listen.port });
+    port = boundPort(front);
   } catch (err) {
     logStartFailure(logger, err, `cannot listen on ${settings.listen.host}:${settings.listen.port}`);
+    await front.close().catch(() => undefined);
+    await sql.end({ timeout: 1 });
     return (err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? 2 : 1;
   }
   const host = settings.listen.host.includes(':') ? `[${settings.listen.host}]` : settings.listen.host;
   logger.info({ url: `http://${host}:${port}` }, 'listening');
-  const sql = openClusterPool(cluster.url);
   let node: ClusterNode;
   try {
-    const nodeId = await resolveNodeId(nodeFileSystem, settings.dataDir, cluster.nodeId);
     node = await ClusterNode.start({
       sql,
-      nodeId,
+      nodeId: directory.nodeId,
       advertise: cluster.advertise ?? `${host}:${port}`,
       dataDir: settings.dataDir,
       logger,
@@ -66,7 +89,7 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     await sql.end({ timeout: 1 });
     return 1;
   }
-  front.attach(node);
+  directory.attach(node);
   logger.info({ nodeId: node.nodeId, partitions: node.partitions, owned: node.owned(), threads: node.threads }, 'cluster node joined');
 
   const signal = await stopSignal;
@@ -82,4 +105,38 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   await sql.end({ timeout: 5 });
   logger.info({ exitCode }, 'stopped');
   return exitCode;
+}
+
+/** How long the cluster database has to answer /readyz's probe. */
+const databaseProbeMs = 2000;
+
+/** /readyz's reason: not joined yet, or the cluster database not answering (one probe at a time, shared by the requests that arrive meanwhile). */
+function readiness(directory: JoiningDirectory, sql: ReturnType<typeof openClusterPool>): () => Promise<string | undefined> {
+  let probe: Promise<string | undefined> | undefined;
+  const ask = async (): Promise<string | undefined> => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve(`the cluster database did not answer within ${databaseProbeMs} ms`), databaseProbeMs);
+    });
+    try {
+      return await Promise.race([sql`SELECT 1`.then(() => undefined), late]);
+    } catch (err) {
+      return `the cluster database cannot be reached: ${(err as Error).message}`;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return async () => {
+    if (!directory.joined) return 'this node has not joined the cluster yet';
+    probe ??= ask().finally(() => {
+      probe = undefined;
+    });
+    return probe;
+  };
+}
+
+function boundPort(app: HttpServer): number {
+  const address = app.server.address();
+  if (address === null || typeof address !== 'object') throw new Error('the HTTP server is not listening');
+  return address.port;
 }

@@ -5,6 +5,9 @@
 // The config file's "cluster" also takes "node_id", "advertise" (host:port other nodes forward
 // to; default: the address this node listens on) and the lease timings "lease_ttl_ms" and
 // "renew_ms". A manual clock is refused: the nodes' timers must fire on one time, the real one.
+// The cluster secret (FERMATA_CLUSTER_SECRET, else the config file's "cluster": {"secret"}) is
+// what nodes present to each other on a forwarded request; cluster mode refuses to start without
+// it rather than make one up, since every node must be given the same one.
 import { chooseClusterUrl, clusterUrlEnv } from '../../cluster/connection.ts';
 import { checkLeaseSettings, defaultLeaseSettings, type LeaseSettings } from '../../cluster/leases.ts';
 import { isNodeId } from '../../cluster/membership.ts';
@@ -17,9 +20,13 @@ export interface ClusterSettings {
   /** Configured, or undefined: the cleartext address this node listens on, once bound. */
   readonly advertise: string | undefined;
   readonly lease: LeaseSettings;
+  /** The secret forwarded requests carry (ingest/http/cluster/forwarder.ts), the same on every node. */
+  readonly secret: string;
 }
 
-const clusterConfigKeys = ['url', 'node_id', 'advertise', 'lease_ttl_ms', 'renew_ms'] as const;
+export const clusterSecretEnv = 'FERMATA_CLUSTER_SECRET';
+
+const clusterConfigKeys = ['url', 'node_id', 'advertise', 'lease_ttl_ms', 'renew_ms', 'secret'] as const;
 
 /** The config file's "cluster" object, keys and types checked. */
 export interface ClusterConfig {
@@ -28,6 +35,7 @@ export interface ClusterConfig {
   readonly advertise?: string;
   readonly lease_ttl_ms?: number;
   readonly renew_ms?: number;
+  readonly secret?: string;
 }
 
 export function readClusterConfig(entry: unknown, file: string): ClusterConfig {
@@ -62,7 +70,13 @@ export function clusterSettings(flag: string | undefined, env: NodeJS.ProcessEnv
   if (config?.node_id !== undefined && !isNodeId(config.node_id)) {
     throw new UsageError(`config file ${configFile}: "cluster.node_id" ${JSON.stringify(config.node_id)} is not a node id (1–128 of A-Z a-z 0-9 . _ -)`);
   }
-  return { url: choice.url, nodeId: config?.node_id, advertise: config?.advertise, lease: leaseSettings(config, configFile) };
+  const secret = env[clusterSecretEnv] || config?.secret;
+  if (secret === undefined || secret === '') {
+    throw new UsageError(
+      `${source}: cluster mode needs the cluster secret, the same on every node (nodes present it to each other when they forward a request): set ${clusterSecretEnv} or the config file's "cluster": {"secret"}`,
+    );
+  }
+  return { url: choice.url, nodeId: config?.node_id, advertise: config?.advertise, lease: leaseSettings(config, configFile), secret };
 }
 
 /**

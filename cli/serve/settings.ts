@@ -159,7 +159,7 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   };
 }
 
-/** A cluster node serves HTTP/1.1 on its cleartext port only, for now: any other listener asked for is refused, not ignored. */
+/** A cluster node serves its cleartext port only, for now: any other listener asked for is refused, not ignored. */
 function refuseInClusterMode(cluster: ClusterSettings | undefined, listeners: Record<string, unknown>): void {
   if (cluster === undefined) return;
   for (const [what, setting] of Object.entries(listeners)) {

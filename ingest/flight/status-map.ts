@@ -41,6 +41,7 @@ const statusOf: Record<ErrorCode, status> = {
   [errorCodes.logUnavailable]: status.UNAVAILABLE,
   [errorCodes.partitionMoving]: status.UNAVAILABLE,
   [errorCodes.clusterSchemaMismatch]: status.INTERNAL,
+  [errorCodes.clusterUnsupported]: status.UNIMPLEMENTED,
 };
 
 const pullStatusOf: Record<PullRefusalCode, status> = {

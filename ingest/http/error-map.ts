@@ -86,6 +86,8 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.clusterSchemaMismatch]: 500,
   // A partition between owners, or its owner out of reach from the node asked: nothing was done there.
   [errorCodes.partitionMoving]: 503,
+  // Cluster mode: queues and schedules are per engine; their cluster-wide form is not built.
+  [errorCodes.clusterUnsupported]: 501,
 };
 
 /** Seconds a client should wait before trying again, for the conditions that pass by themselves. */

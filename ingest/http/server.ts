@@ -9,7 +9,10 @@
 // answered on the raw stream before fastify sees it (h2-single-add.ts, decision 0013), with
 // this server's JSON parser, bearer check and admit coalescer and the route's own answer.
 // Routes import their types from types.ts, never this file: nothing imports back into the
-// server. Built and served on the main thread.
+// server. In cluster mode (`cluster` instead of `engine`) there is no single engine: the timer
+// routes are the cluster front's (cluster/front.ts) and health, /metrics, queues and schedules
+// the node's (cluster/node-routes.ts); /v1/clock is not served and the HTTP/2 fast path is off.
+// Built and served on the main thread.
 //
 // Why `http2: true` together with `serverFactory`: at run time fastify reads `http2` only to
 // pick the server it creates itself (lib/server.js, getServerInstance), which `serverFactory`
@@ -34,6 +37,7 @@ import { LazySchemas } from './lazy-schemas.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { H2SingleAdd } from './h2-single-add.ts';
 import { clusterFront, type ClusterFrontOptions } from './cluster/front.ts';
+import { clusterNodeRoutes, type NodeDirectory } from './cluster/node-routes.ts';
 import { bearerCheck } from './listen/bearer-auth.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
 import type { DiskSpaceCheck } from './listen/disk-space.ts';
@@ -56,17 +60,11 @@ import type { HttpServer } from './types.ts';
 
 export type { HttpServer } from './types.ts';
 
-export interface HttpServerOptions {
+interface HttpServerCommonOptions {
   /** fastify's own lines (5xx errors, broken responses) go here; see the level note below. */
   readonly logger: FastifyBaseLogger;
-  /** The routes' engine; /readyz looks at its log's poison (a failed write or fsync stops acknowledging). */
-  readonly engine: Engine;
   /** Bearer tokens every route but the health checks requires; none = no authentication. */
   readonly tokens?: readonly string[];
-  /** When given, /readyz is also red while the data directory's file system is nearly full. */
-  readonly disk?: DiskSpaceCheck;
-  /** When given, /readyz is also red until it returns true (the dispatcher's warm-up after a start). */
-  readonly warm?: () => boolean;
   /** When given, `app.server.tls` is a TLS port (ALPN h2 and http/1.1) on the same handler; the caller makes it listen. */
   readonly tls?: TlsCredentials;
   /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's; called at the first scrape. */
@@ -75,8 +73,29 @@ export interface HttpServerOptions {
   readonly peerGuard?: PeerGuard;
   /** Compiles the routes' schemas at first use and after listening (lazy-schemas.ts); made here when not given (a test gives one to see them all compiled). */
   readonly schemas?: LazySchemas;
-  /** Cluster mode: the timer routes act on the partitions' engines through the cluster front (cluster/front.ts) instead of `engine`. */
-  readonly cluster?: Omit<ClusterFrontOptions, 'clock'>;
+}
+
+/** Cluster mode: the node's partitions instead of one engine (cluster/front.ts, cluster/node-routes.ts). */
+export interface ClusterServerOptions extends ClusterFrontOptions {
+  readonly directory: NodeDirectory;
+  /** Why /readyz is red (not joined yet, the cluster database out of reach), or undefined when it is green. */
+  readonly notReady?: () => Promise<string | undefined>;
+}
+
+/**
+ * One engine (a single node: /readyz looks at its log's poison, a failed write or fsync stops
+ * acknowledging), or in cluster mode none: the timer routes act on the partitions' engines through
+ * the cluster front, and health, stats and /metrics come from the node's directory.
+ */
+export type HttpServerOptions = HttpServerCommonOptions & (SingleNodeOptions | { readonly engine?: undefined; readonly cluster: ClusterServerOptions });
+
+interface SingleNodeOptions {
+  readonly engine: Engine;
+  readonly cluster?: undefined;
+  /** When given, /readyz is also red while the data directory's file system is nearly full. */
+  readonly disk?: DiskSpaceCheck;
+  /** When given, /readyz is also red until it returns true (the dispatcher's warm-up after a start). */
+  readonly warm?: () => boolean;
 }
 
 type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
@@ -128,25 +147,25 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     });
   }
 
+  if (options.cluster !== undefined) {
+    // Cluster mode: timers, lists, dead letters and stats act on the partitions' engines, the rest on the node (ingest/http/cluster/).
+    const { notReady, ...front } = options.cluster;
+    void app.register(clusterFront, front);
+    void app.register(clusterNodeRoutes, { directory: front.directory, notReady, guard, metrics: options.metrics });
+    void app.register(openapiRoutes);
+    return app;
+  }
   const { engine, disk, warm } = options;
   // One coalescer for every kind of single add, so that those read in one turn share a record.
   const coalescer = new AdmitCoalescer(engine);
-  // In cluster mode the one check is here, at setup: the HTTP/2 fast path adds to `engine` alone.
-  if (options.cluster === undefined) app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
+  app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
   void app.register(healthRoutes, { engine, disk, warm });
-  if (options.cluster === undefined) {
-    void app.register(timersRoutes, { engine, coalescer });
-    void app.register(timerPatchRoutes, { engine });
-  } else {
-    // Cluster mode: timers, lists, dead letters and stats act on the partitions' engines (ingest/http/cluster/).
-    void app.register(clusterFront, { ...options.cluster, clock: engine.clock });
-  }
+  void app.register(timersRoutes, { engine, coalescer });
+  void app.register(timerPatchRoutes, { engine });
   void app.register(queuesRoutes, { engine });
-  if (options.cluster === undefined) {
-    void app.register(deadRoutes, { engine });
-    void app.register(timerListRoutes, { engine });
-    void app.register(statsRoutes, { engine });
-  }
+  void app.register(deadRoutes, { engine });
+  void app.register(timerListRoutes, { engine });
+  void app.register(statsRoutes, { engine });
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });

@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import pino from 'pino';
 import { clusterIdParts, partitionOfKey } from '../../cluster/partitioning.ts';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
+import { systemClock } from '../../engine/engine.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
@@ -37,7 +38,7 @@ before(async () => {
     for (const partition of owned) await directory.take(partition, partition + 1);
     const engine = directory.engineOf(owned[0]);
     assert.ok(engine);
-    const app = createHttpServer({ logger: pino({ level: 'silent' }), engine, cluster: { directory, secret, forwardTimeoutMs: 2000 } });
+    const app = createHttpServer({ logger: pino({ level: 'silent' }), cluster: { directory, secret, forwardTimeoutMs: 2000, clock: engine.clock } });
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
     nodes.push({ directory, app, url, address: new URL(url).host });
   }
@@ -371,5 +372,36 @@ test('an owner that takes the request and never answers: 503 PARTITION_MOVING on
   } finally {
     a().directory.setAddress(2, b().address);
     await new Promise<void>((resolve) => silent.close(() => resolve()));
+  }
+});
+
+test('a cluster node serves health, /metrics, refuses queues and schedules 501 and has no /v1/clock: no single engine is needed', async () => {
+  const readyz = await call(a().url, 'GET', '/readyz');
+  assert.equal(readyz.status, 200);
+  assert.deepEqual(readyz.json, { status: 'ready' });
+  for (const [method, path] of [['GET', '/v1/queues'], ['PUT', '/v1/queues/q'], ['POST', '/v1/queues/q/pause'], ['GET', '/v1/schedules'], ['PUT', '/v1/schedules/s']] as const) {
+    const answer = await call(a().url, method, path, method === 'PUT' ? '{}' : undefined);
+    assert.equal(answer.status, 501, `${method} ${path}`);
+    assert.equal((answer.json.error as { code: string }).code, 'CLUSTER_UNSUPPORTED');
+    assert.match((answer.json.error as { message: string }).message, /cluster-wide/);
+  }
+  const clock = await call(a().url, 'GET', '/v1/clock');
+  assert.equal(clock.status, 404);
+  const metrics = await (await fetch(`${a().url}/metrics`)).text();
+  assert.match(metrics, /^fermata_cluster_partitions_owned 2$/m);
+  assert.match(metrics, /^fermata_cluster_sends_refused_total 0$/m);
+  assert.match(metrics, /^fermata_timers\{partition="0",state="pending"\} \d+$/m);
+});
+
+test('/readyz is red with the reason the node gives (not joined, its database out of reach)', async () => {
+  const directory = a().directory;
+  const app = createHttpServer({ logger: pino({ level: 'silent' }), cluster: { directory, secret, clock: systemClock, notReady: async () => 'the cluster database cannot be reached' } });
+  try {
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    const readyz = await call(url, 'GET', '/readyz');
+    assert.equal(readyz.status, 503);
+    assert.deepEqual(readyz.json, { status: 'not-ready', reason: 'the cluster database cannot be reached' });
+  } finally {
+    await app.close();
   }
 });

@@ -60,7 +60,7 @@ describe('cluster front over real nodes', { skip: skipUnlessTool('initdb'), time
   async function serve(node: ClusterNode, port: number): Promise<HttpServer> {
     const engine = node.engineOf(node.owned()[0] as number);
     assert.ok(engine !== undefined);
-    const app = createHttpServer({ logger: pino({ level: 'silent' }), engine, cluster: { directory: node, secret, forwardTimeoutMs: 2000 } });
+    const app = createHttpServer({ logger: pino({ level: 'silent' }), cluster: { directory: node, secret, forwardTimeoutMs: 2000, clock: engine.clock } });
     await app.listen({ host: '127.0.0.1', port });
     return app;
   }

@@ -8,20 +8,31 @@ import { clusterSettings, readClusterConfig } from '../../cli/serve/cluster-sett
 import { UsageError } from '../../cli/serve/errors.ts';
 
 const noEnv: NodeJS.ProcessEnv = {};
+const secretEnv: NodeJS.ProcessEnv = { FERMATA_CLUSTER_SECRET: 'the-cluster-secret' };
 
 test('no --cluster, no FERMATA_CLUSTER_URL and no "cluster" in the config: a single node', () => {
   assert.equal(clusterSettings(undefined, noEnv, undefined, undefined, 'real'), undefined);
 });
 
 test('the URL from the flag, else the environment, else the config file; default lease timings', () => {
-  assert.equal(clusterSettings('postgres://fermata@db/f', noEnv, undefined, undefined, 'real')?.url, 'postgres://fermata@db/f');
-  assert.equal(clusterSettings(undefined, { FERMATA_CLUSTER_URL: 'postgres://env@db/f' }, { url: 'postgres://config@db/f' }, 'c.json', 'real')?.url, 'postgres://env@db/f');
-  const fromConfig = clusterSettings(undefined, noEnv, { url: 'postgres://config:secret@db/f', node_id: 'n1', advertise: '10.0.0.1:7070' }, 'c.json', 'real');
-  assert.deepEqual(fromConfig, { url: 'postgres://config:secret@db/f', nodeId: 'n1', advertise: '10.0.0.1:7070', lease: defaultLeaseSettings });
+  assert.equal(clusterSettings('postgres://fermata@db/f', secretEnv, undefined, undefined, 'real')?.url, 'postgres://fermata@db/f');
+  assert.equal(clusterSettings(undefined, { ...secretEnv, FERMATA_CLUSTER_URL: 'postgres://env@db/f' }, { url: 'postgres://config@db/f' }, 'c.json', 'real')?.url, 'postgres://env@db/f');
+  const fromConfig = clusterSettings(undefined, noEnv, { url: 'postgres://config:secret@db/f', node_id: 'n1', advertise: '10.0.0.1:7070', secret: 'from-config' }, 'c.json', 'real');
+  assert.deepEqual(fromConfig, { url: 'postgres://config:secret@db/f', nodeId: 'n1', advertise: '10.0.0.1:7070', lease: defaultLeaseSettings, secret: 'from-config' });
 });
 
 test('a --cluster URL with a password is refused, naming where the password goes', () => {
   assert.throws(() => clusterSettings('postgres://fermata:secret@db/f', noEnv, undefined, undefined, 'real'), (err: unknown) => err instanceof UsageError && /--cluster: .*password.*PGPASSWORD/.test(err.message));
+});
+
+test('cluster mode refuses to start without the cluster secret, naming where it goes; the environment wins over the config file', () => {
+  assert.throws(
+    () => clusterSettings('postgres://fermata@db/f', noEnv, undefined, undefined, 'real'),
+    (err: unknown) => err instanceof UsageError && /cluster secret.*FERMATA_CLUSTER_SECRET.*"cluster": \{"secret"\}/.test(err.message),
+  );
+  assert.throws(() => clusterSettings('postgres://fermata@db/f', { FERMATA_CLUSTER_SECRET: '' }, undefined, undefined, 'real'), /cluster secret/);
+  assert.equal(clusterSettings('postgres://fermata@db/f', secretEnv, { secret: 'from-config' }, 'c.json', 'real')?.secret, 'the-cluster-secret');
+  assert.throws(() => readClusterConfig({ secret: 7 }, 'c.json'), /"cluster.secret" must be a string/);
 });
 
 test('a manual clock is refused in cluster mode', () => {
@@ -29,9 +40,9 @@ test('a manual clock is refused in cluster mode', () => {
 });
 
 test('lease_ttl_ms and renew_ms set the timings: margin a fifth of the TTL, grace two renewals; ones that break the deadline are refused', () => {
-  const settings = clusterSettings('postgres://fermata@db/f', noEnv, { lease_ttl_ms: 1_000, renew_ms: 200 }, 'c.json', 'real');
+  const settings = clusterSettings('postgres://fermata@db/f', secretEnv, { lease_ttl_ms: 1_000, renew_ms: 200 }, 'c.json', 'real');
   assert.deepEqual(settings?.lease, { leaseTtlMs: 1_000, renewIntervalMs: 200, safetyMarginMs: 200, graceMs: 400 });
-  assert.throws(() => clusterSettings('postgres://fermata@db/f', noEnv, { lease_ttl_ms: 1_000, renew_ms: 900 }, 'c.json', 'real'), (err: unknown) => err instanceof UsageError && /cluster.renew_ms/.test(err.message));
+  assert.throws(() => clusterSettings('postgres://fermata@db/f', secretEnv, { lease_ttl_ms: 1_000, renew_ms: 900 }, 'c.json', 'real'), (err: unknown) => err instanceof UsageError && /cluster.renew_ms/.test(err.message));
 });
 
 test('the config file\'s "cluster": unknown keys, wrong types and bad node ids are refused', () => {
@@ -43,6 +54,6 @@ test('the config file\'s "cluster": unknown keys, wrong types and bad node ids a
 
 test('fermata serve --cluster refuses the listeners a cluster node does not serve yet, rather than ignoring them', async () => {
   const { serveSettings } = await import('../../cli/serve/settings.ts');
-  assert.throws(() => serveSettings({ cluster: 'postgres://fermata@db/f', flight: '127.0.0.1:0' }, noEnv), (err: unknown) => err instanceof UsageError && /an Arrow Flight port is not available with --cluster/.test(err.message));
-  assert.equal(serveSettings({ cluster: 'postgres://fermata@db/f' }, noEnv).cluster?.url, 'postgres://fermata@db/f');
+  assert.throws(() => serveSettings({ cluster: 'postgres://fermata@db/f', flight: '127.0.0.1:0' }, secretEnv), (err: unknown) => err instanceof UsageError && /an Arrow Flight port is not available with --cluster/.test(err.message));
+  assert.equal(serveSettings({ cluster: 'postgres://fermata@db/f' }, secretEnv).cluster?.url, 'postgres://fermata@db/f');
 });

@@ -3,8 +3,8 @@
 // totals (asked once a node, forwarded, so the node answers for itself alone). Registered by
 // the cluster front (front.ts); main thread.
 //
-//   GET /v1/stats    {"node": {"node_id", "partitions": [{partition, epoch, pending, …}], "totals": {…}},
-//                     "cluster": {"nodes", "totals": {…}, "unreachable": [address…], "moving": [partition…]}}
+//   GET /v1/stats    {"node": {"node_id", "partitions": [{partition, epoch, pending, …}], "totals": {…}, "sends_refused_total"},
+//                     "cluster": {"nodes", "totals": {…}, "sends_refused_total", "unreachable": [address…], "moving": [partition…]}}
 //                    (a forwarded request gets "node" alone)
 //   GET /v1/cluster  {"node_id", "partitions", "owned": [{partition, epoch}], "owners": [{partition, here, address}]}
 import type { Engine } from '../../../engine/engine.ts';
@@ -16,8 +16,8 @@ import { type ForwardAnswer, forwardedHeader, type ForwardRequest } from './forw
 const countNames = ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled'] as const;
 type Counts = Record<(typeof countNames)[number], number>;
 
-/** A directory that also knows its partitions' epochs (the node runner does); the router's interface does not require it. */
-type WithEpochs = PartitionDirectory & { epochOf?(partition: number): bigint | undefined };
+/** A directory that also knows its partitions' epochs and its refused sends (the node runner does); the router's interface does not require them. */
+type WithEpochs = PartitionDirectory & { epochOf?(partition: number): bigint | undefined; readonly sendsRefused?: number };
 
 function countsOf(engine: Engine): Counts {
   const stats = engine.stats();
@@ -52,7 +52,7 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
     return epoch === undefined ? null : Number(epoch);
   };
 
-  const nodeStats = (): { node_id: string; partitions: (Counts & { partition: number; epoch: number | null })[]; totals: Counts } => {
+  const nodeStats = (): { node_id: string; partitions: (Counts & { partition: number; epoch: number | null })[]; totals: Counts; sends_refused_total: number } => {
     const totals = zero();
     const partitions: (Counts & { partition: number; epoch: number | null })[] = [];
     for (const partition of directory.owned()) {
@@ -62,7 +62,7 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
       add(totals, counts);
       partitions.push({ partition, epoch: epochOf(partition), ...counts });
     }
-    return { node_id: directory.nodeId, partitions, totals };
+    return { node_id: directory.nodeId, partitions, totals, sends_refused_total: directory.sendsRefused ?? 0 };
   };
 
   app.get('/v1/stats', async (request) => {
@@ -78,19 +78,22 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
     }
     const unreachable: string[] = [];
     let nodes = 1;
+    let sendsRefused = node.sends_refused_total;
     await Promise.all(
       [...addresses].map(async (address) => {
         try {
           const answer = await send(address, { method: 'GET', path: '/v1/stats', headers: { ...request.headers, accept: 'application/json' } });
           if (answer.status !== 200) throw new Error(`answered ${answer.status}`);
-          add(totals, (JSON.parse(answer.body.toString('utf8')) as { node: { totals: Record<string, unknown> } }).node.totals);
+          const other = (JSON.parse(answer.body.toString('utf8')) as { node: { totals: Record<string, unknown>; sends_refused_total?: unknown } }).node;
+          add(totals, other.totals);
+          if (typeof other.sends_refused_total === 'number') sendsRefused += other.sends_refused_total;
           nodes++;
         } catch {
           unreachable.push(address);
         }
       }),
     );
-    return { node, cluster: { nodes, totals, unreachable: unreachable.sort(), moving } };
+    return { node, cluster: { nodes, totals, sends_refused_total: sendsRefused, unreachable: unreachable.sort(), moving } };
   });
 
   app.get('/v1/cluster', async () => ({
