@@ -526,7 +526,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         const answer = await client.request('GET', '/v1/stats');
         assert.equal(answer.status, 200);
         const stats = jsonOf(answer) as Record<string, unknown> & { wal: Record<string, unknown>; memory: Record<string, number> };
-        assert.deepEqual(Object.keys(stats).sort(), ['bulk_cancels', 'cancelled', 'cancelled_in_bulk', 'dead', 'delivered', 'held', 'held_released', 'horizon', 'in_flight', 'memory', 'paused_queues', 'pending', 'reschedules', 'resident', 'spilled', 'wal']);
+        assert.deepEqual(Object.keys(stats).sort(), ['bulk_cancels', 'cancelled', 'cancelled_in_bulk', 'dead', 'delivered', 'held', 'held_released', 'horizon', 'in_flight', 'memory', 'paused_queues', 'pending', 'reschedules', 'resident', 'schedules', 'spilled', 'wal']);
         // The service runs the memory loader: a budget from the machine, and these few timers well under it.
         assert.ok(Number.isSafeInteger(stats.memory.budget_bytes) && (stats.memory.budget_bytes as number) > 0);
         assert.ok((stats.memory.resident_bytes as number) > 0 && (stats.memory.resident_bytes as number) < (stats.memory.budget_bytes as number));
