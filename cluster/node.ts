@@ -62,15 +62,6 @@ export interface ClusterNodeOptions {
   readonly dispatch: ClusterNodeDispatchOptions;
 }
 
-/**
- * One PgLog transaction in flight a partition. With several, one that has taken the partition
- * row's share lock waits (in the client) for the one ahead of it to commit, while a lease
- * renewal's UPDATE queued on that row makes the one ahead wait for its own share lock behind the
- * renewal: a deadlock PostgreSQL cannot see, which stopped renewals and appends for good under
- * load (test/integration/cluster-failover.test.ts with FERMATA_SOAK=1 caught it).
- */
-const pgLogLimitsInCluster = { transactionsInFlightMax: 1 } as const;
-
 /** A partition this node owns: its engine and its dispatcher (none before the workers exist, in start()'s first round). */
 interface OwnedPartition {
   readonly epoch: bigint;
@@ -197,7 +188,7 @@ export class ClusterNode implements PartitionDirectory {
       dataDir: partitionDir,
       fs,
       clock,
-      openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), limits: pgLogLimitsInCluster, logger: logger.child({ component: 'pg-log', partition }) }),
+      openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), logger: logger.child({ component: 'pg-log', partition }) }),
       logger: logger.child({ component: 'engine', partition }),
       ...(this.#options.store === undefined ? {} : { store: this.#options.store }),
       ...(this.#options.checkTarget === undefined ? {} : { checkTarget: this.#options.checkTarget }),

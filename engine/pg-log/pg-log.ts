@@ -10,15 +10,19 @@
 // (the client's sql.begin, which sends COMMIT once the callback is done, and ROLLBACK if it throws)
 //
 // Appends made while transactions are under way ride the next group. Up to
-// transactionsInFlightMax transactions run at once, their sequences given when they start; each
-// sends COMMIT only once the one ahead of it has committed, so commits (and acknowledgements)
-// land in sequence order and no transaction commits past one that did not.
+// transactionsInFlightMax transactions run at once, their sequences given when they start; their
+// COPYs overlap, but each reads the fence only once the one ahead of it has committed, so commits
+// (and acknowledgements) land in sequence order and no transaction commits past one that did not.
 //
 // Fencing: the SELECT … FOR SHARE of the partition's row is in every transaction. Another owner's
 // takeover (UPDATE … SET epoch = epoch + 1) waits for it to end, and a transaction after the
 // takeover reads the new epoch: then it rolls back, and the log stops for good (LOG_FENCED).
 // The row is read after the COPY because it also tells whether the COPY went through (postgres
 // answers nothing to a failed COPY's stream; the next statement of its transaction fails).
+// A transaction holding the row's lock waits for nothing in the client: it sends COMMIT next.
+// Were it to wait there for the one ahead, an UPDATE of the row (a lease renewal) would wait for
+// it, the client may have queued the one ahead behind that UPDATE on a pooled connection, and
+// nothing would move again (test/integration/pg-log-renewal-deadlock.test.ts; decision 0016).
 //
 // Failures:
 //   - anything before COMMIT was sent (the database unreachable, a connection lost, the
@@ -291,9 +295,9 @@ export class PgLog implements DurableLog {
     try {
       await this.#sql.begin(async (tx) => {
         await this.#write(tx, transaction);
+        if (!(await transaction.ahead)) throw new Error('a transaction ahead did not commit');
         const [row] = await tx<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition} FOR SHARE`;
         if (row === undefined || Number(row.epoch) !== this.#epoch) throw new Fenced(row === undefined ? 'no such partition' : `epoch ${row.epoch}`);
-        if (!(await transaction.ahead)) throw new Error('a transaction ahead did not commit');
         commitSent = true;
       });
     } catch (err) {
