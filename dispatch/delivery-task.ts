@@ -37,6 +37,7 @@
 //                    errorTexts       string[]      each failure's words once a task (failures only)
 //                    responses        Uint8Array[]  by timer: the answer's first responseBytesMax bytes,
 //                                   (sparse, absent)   only for timers whose meta asked (a callback's)
+import { clusterIdLength, clusterIdOf } from '../cluster/partitioning.ts';
 import { encodeTimerId, encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import type { AttemptResult } from './retry-policy.ts';
@@ -74,7 +75,8 @@ export interface DeliveryTask {
   /**
    * Cluster mode: the partition whose engine the timers are from. The worker asks the
    * partition's local lease deadline before each send and sends none once it has passed
-   * (claimState.refused; an Arrow batch answers RefusedTask).
+   * (claimState.refused; an Arrow batch answers RefusedTask). Its timers are delivered under
+   * their cluster ids, this partition's prefix before the engine's id (taskId, taskIdColumn).
    */
   readonly partition?: number;
 }
@@ -165,22 +167,28 @@ export function taskColumn(task: DeliveryTask, field: number): { offsets: Int32A
   return { offsets: task.offsets.subarray(start, start + task.count + 1), values: task.values[field] as Uint8Array };
 }
 
-/** Timer `at`'s id. */
+/** Timer `at`'s id: the engine's, or in cluster mode the cluster id the API answered for it. */
 export function taskId(task: DeliveryTask, at: number): string {
   const base = at * metaFields;
-  return encodeTimerId(task.meta[base + seqField] as number, task.meta[base + rowField] as number, task.meta[base] as number);
+  const id = encodeTimerId(task.meta[base + seqField] as number, task.meta[base + rowField] as number, task.meta[base] as number);
+  return task.partition === undefined ? id : clusterIdOf(task.partition, id);
 }
 
-/** The task's ids as an Arrow Utf8 column's buffers: idLength bytes each, in order. */
+/** The task's ids (taskId's) as an Arrow Utf8 column's buffers: all of one length, in order. */
 export function taskIdColumn(task: DeliveryTask): { offsets: Int32Array; values: Uint8Array } {
   const count = task.count;
   const meta = task.meta;
-  const values = new Uint8Array(count * idLength);
+  // The partition's characters, ASCII, before each engine id in cluster mode (none on a single node).
+  const prefix = task.partition === undefined ? '' : clusterIdOf(task.partition, '');
+  const width = task.partition === undefined ? idLength : clusterIdLength;
+  const values = new Uint8Array(count * width);
   const offsets = new Int32Array(count + 1);
   for (let at = 0; at < count; at++) {
     const base = at * metaFields;
-    encodeTimerIdInto(values, at * idLength, meta[base + seqField] as number, meta[base + rowField] as number, meta[base] as number);
-    offsets[at + 1] = (at + 1) * idLength;
+    const start = at * width;
+    for (let i = 0; i < prefix.length; i++) values[start + i] = prefix.charCodeAt(i);
+    encodeTimerIdInto(values, start + prefix.length, meta[base + seqField] as number, meta[base + rowField] as number, meta[base] as number);
+    offsets[at + 1] = start + width;
   }
   return { offsets, values };
 }

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import postgres from 'postgres';
 import { initCluster } from '../../cluster/cluster-init.ts';
-import { clusterIdParts } from '../../cluster/partitioning.ts';
+import { clusterIdLength, clusterIdParts } from '../../cluster/partitioning.ts';
 import { deliveriesByUid, Kill9Ledger } from '../helpers/kill9-ledger.ts';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
 import { type Service, startService } from '../helpers/service.ts';
@@ -30,13 +30,12 @@ const takeoverBoundMs = 10_000;
 const killCycles = soak ? 10 : 1;
 
 /**
- * The id a delivery of this timer carries in fermata-timer-id: its partition engine's id, the
- * cluster id without its partition (docs/api.md, "Cluster mode"), so the ledger matches on that.
+ * The id a delivery of this timer carries in fermata-timer-id: the 27-character cluster id the
+ * API answered (docs/api.md, "Cluster mode"), so the ledger matches on that.
  */
 function deliveredIdOf(clusterId: string): string {
-  const parts = clusterIdParts(clusterId, partitions);
-  assert.ok(parts !== undefined, `${clusterId} is a cluster id`);
-  return parts.engineId;
+  assert.ok(clusterId.length === clusterIdLength && clusterIdParts(clusterId, partitions) !== undefined, `${clusterId} is a cluster id`);
+  return clusterId;
 }
 
 interface ClusterView {
