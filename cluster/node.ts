@@ -34,6 +34,7 @@ import { monotonicNs } from './lease-deadline.ts';
 import { type LeaseSettings, defaultLeaseSettings } from './leases.ts';
 import { Ownership } from './ownership.ts';
 import type { PartitionDirectory } from './partition-directory.ts';
+import { clusterIdOf } from './partitioning.ts';
 import { requireCurrentSchema } from './schema/migrate.ts';
 
 export interface ClusterNodeDispatchOptions {
@@ -188,6 +189,7 @@ export class ClusterNode implements PartitionDirectory {
       dataDir: partitionDir,
       fs,
       clock,
+      idPrefix: clusterIdOf(partition, ''),
       openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), logger: logger.child({ component: 'pg-log', partition }) }),
       logger: logger.child({ component: 'engine', partition }),
       ...(this.#options.store === undefined ? {} : { store: this.#options.store }),

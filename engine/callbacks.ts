@@ -11,9 +11,10 @@
 // A follow-up is an ordinary timer of the same queue: due at once, POSTing the outcome summary
 // (JSON) to the URL with a `fermata-callback-for` header naming the original, under the queue's
 // signing, address guard and retry policy. It has no callback of its own (no loop) and the key
-// `callback:{id}`; while an earlier follow-up of the same timer holds that key (a dead timer
-// redriven and dead again within its retention) no second one is made, nor one for a timer
-// whose queue was set to "arrow" or "pull" delivery after it was added.
+// `callback:{id}`, `{id}` naming the timer as the API outside does (EngineOptions.idPrefix
+// first); while an earlier follow-up of the same timer holds that key (a dead timer redriven
+// and dead again within its retention) no second one is made, nor one for a timer whose queue
+// was set to "arrow" or "pull" delivery after it was added.
 import { batchFromSpecs, bytesAt, type TimerBatch, type TimerSpec } from './batch/timer-batch.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import { encodeTimerId } from './ids.ts';
@@ -95,7 +96,8 @@ export function followUpsOf(s: EngineState, outcomes: Outcomes, slots: Int32Arra
     const queue = s.queueNames[store.queueIndex[slot] as number] as string;
     // Its queue was set to "arrow" or "pull" since the timer was added: a follow-up there would go to a sink or a lease, not its URL.
     if (queueConfig(s, queue).delivery !== 'request') continue;
-    const id = encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
+    // The id the API outside names the timer by (a cluster partition's prefix first): the record keeps these bytes, so replay needs no prefix.
+    const id = s.idPrefix + encodeTimerId(store.logSeq[slot] as number, store.row[slot] as number, store.fireAt[slot] as number);
     const key = `callback:${id}`;
     const keyBytes = utf8Encoder.encode(key);
     const hash = keyHash(keyBytes);

@@ -98,6 +98,7 @@ export class Engine {
       spill: new SpilledTimers(fs, spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs),
       checkTarget: options.checkTarget,
       admitGate: options.admitGate,
+      idPrefix: options.idPrefix ?? '',
     });
     this.#schedules = new Schedules(this.#s);
   }

@@ -71,6 +71,7 @@ export interface EngineStateOptions {
   readonly spill: SpilledTimers;
   readonly checkTarget: ((target: string) => string | undefined) | undefined;
   readonly admitGate: (() => FermataError | undefined) | undefined;
+  readonly idPrefix: string;
 }
 
 export class EngineState {
@@ -141,6 +142,8 @@ export class EngineState {
   readonly failures = new TimerFailures();
   readonly checkTarget: ((target: string) => string | undefined) | undefined;
   readonly admitGate: (() => FermataError | undefined) | undefined;
+  /** EngineOptions.idPrefix ('' for none): before the id a callback's follow-up names its timer by. */
+  readonly idPrefix: string;
 
   readonly fs: FileSystem;
   readonly spillDir: string;
@@ -200,6 +203,7 @@ export class EngineState {
     this.spill = options.spill;
     this.checkTarget = options.checkTarget;
     this.admitGate = options.admitGate;
+    this.idPrefix = options.idPrefix;
     this.heap = new TimerHeap(this.store);
     this.expiring = new TimerHeap(this.store);
     this.index = new SlotIndex(this.store);

@@ -52,6 +52,14 @@ export interface EngineOptions {
   readonly onLogPoisoned?: (poison: FermataError) => void;
   /** When the store shrinks after a checkpoint (memoryLimits' residentShrink* by default; tests lower them). */
   readonly shrinkLimits?: Partial<ShrinkLimits>;
+  /**
+   * Put before the timer's id in what a callback's follow-up writes (engine/callbacks.ts: its
+   * body `id`, `fermata-callback-for` header and `callback:{id}` key), so that it names the
+   * timer as the API outside does: a cluster partition's engine gets its three-character
+   * partition prefix (cluster/node.ts), whose timers' 24-character ids other partitions share.
+   * Default: none. The ids the engine answers with are unprefixed; the front prefixes its views.
+   */
+  readonly idPrefix?: string;
 }
 
 /** memoryLimits' settings of the shrink after a checkpoint (shrinkResident, spill/spill-planning.ts). */
