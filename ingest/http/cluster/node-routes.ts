@@ -77,7 +77,10 @@ export async function clusterNodeRoutes(app: HttpServer, options: ClusterNodeRou
 
 /** The node's registry, read at scrape time (prom-client loaded at the first scrape, as routes/metrics.ts does). */
 async function nodeMetrics({ directory, guard, metrics }: ClusterNodeRoutesOptions): Promise<Registry> {
-  const [{ Counter, Gauge, Registry }, { peerGuardMetrics }] = await Promise.all([import('prom-client'), import('../routes/metric-registry.ts')]);
+  // prom-client is CommonJS: its classes are on the module object, the default export of a
+  // dynamic import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
+  const [{ default: promClient }, { peerGuardMetrics }] = await Promise.all([import('prom-client'), import('../routes/metric-registry.ts')]);
+  const { Counter, Gauge, Registry } = promClient;
   const registry = new Registry();
   new Gauge({
     name: 'fermata_cluster_partitions',
