@@ -17,6 +17,13 @@
 // <data>/partitions/<p> is their cache, emptied at each acquisition. A taker needs no other
 // node's disk: it reads the last owner's checkpoint, if any, and replays the log after it.
 //
+// Each owned partition's engine runs a memory loader (engine/spill/memory-loader.ts), as a
+// single node's does: it spills past its budget, spills the far future and checkpoints, and each
+// checkpoint truncates the partition's log in PostgreSQL behind it, so a taker replays only the
+// tail after the last checkpoint. The node's budget is shared equally among the partitions it
+// owns, read again at each loader step: a partition taken or handed over changes every share at
+// the next step. A partition's loader stops before its engine closes.
+//
 // One partition's transitions run one after another (the ownership loop chains them, and a
 // closing engine is awaited before the same partition opens again). Main thread.
 import { join } from 'node:path';
@@ -24,9 +31,11 @@ import type { Logger } from 'pino';
 import type { Sql } from 'postgres';
 import { type Clock, Engine } from '../engine/engine.ts';
 import { errorCodes, type FermataError } from '../engine/errors.ts';
-import { dispatchLimits } from '../engine/limits.ts';
+import { dispatchLimits, type MemoryLimits } from '../engine/limits.ts';
+import { type MemoryBudget, memoryBudget } from '../engine/memory-budget.ts';
 import { openPartitionFileSystem } from '../engine/pg-log/pg-file-system.ts';
 import { pgLog } from '../engine/pg-log/pg-log.ts';
+import { MemoryLoader } from '../engine/spill/memory-loader.ts';
 import type { ResidentStoreOptions } from '../engine/store/resident-store.ts';
 import { DeliveryPool } from '../dispatch/delivery-pool.ts';
 import { Dispatcher, newBufferPool, type SharedDelivery } from '../dispatch/dispatcher.ts';
@@ -46,6 +55,13 @@ export interface ClusterNodeDispatchOptions {
   readonly ca: string | undefined;
 }
 
+export interface ClusterNodeMemoryOptions {
+  /** The node's budget (every partition's together), read at each loader step; the machine's and cgroup's limits when absent. */
+  readonly budget?: () => MemoryBudget;
+  /** The loaders' limits (the far horizon, the checkpoint threshold), memoryLimits' where absent. */
+  readonly limits?: Partial<MemoryLimits>;
+}
+
 export interface ClusterNodeOptions {
   /** The node's pool on the cluster database (its owner ends it after stop()). */
   readonly sql: Sql;
@@ -61,12 +77,14 @@ export interface ClusterNodeOptions {
   readonly checkTarget?: (target: string) => string | undefined;
   readonly admitGate?: () => FermataError | undefined;
   readonly dispatch: ClusterNodeDispatchOptions;
+  readonly memory?: ClusterNodeMemoryOptions;
 }
 
 /** A partition this node owns: its engine and its dispatcher (none before the workers exist, in start()'s first round). */
 interface OwnedPartition {
   readonly epoch: bigint;
   readonly engine: Engine;
+  readonly loader: MemoryLoader;
   readonly dispatcher: Dispatcher | undefined;
 }
 
@@ -198,10 +216,28 @@ export class ClusterNode implements PartitionDirectory {
       onLogPoisoned: (poison) => this.#poisoned(partition, opened.engine, poison),
     });
     opened.engine = engine;
+    const loader = this.#startLoader(partition, engine);
     const dispatcher = this.#shared === undefined ? undefined : this.#startDispatcher(partition, engine, this.#shared);
-    this.#owned.set(partition, { epoch, engine, dispatcher });
+    this.#owned.set(partition, { epoch, engine, loader, dispatcher });
     logger.info({ partition, epoch: Number(epoch), lastSeq: engine.log.lastSeq, pending: engine.stats().pending }, 'partition open');
     this.#changed();
+  }
+
+  /** The partition's memory loader, started, on its equal share of the node's budget among the partitions owned at each step. */
+  #startLoader(partition: number, engine: Engine): MemoryLoader {
+    const memory = this.#options.memory;
+    const readBudget = memory?.budget ?? (() => memoryBudget());
+    const loader = new MemoryLoader(engine, {
+      budget: () => {
+        const node = readBudget();
+        return { ...node, bytes: Math.floor(node.bytes / Math.max(1, this.#owned.size)) };
+      },
+      clock: this.#options.clock,
+      ...(memory?.limits === undefined ? {} : { limits: memory.limits }),
+      logger: this.#logger.child({ component: 'loader', partition }),
+    });
+    loader.start();
+    return loader;
   }
 
   /** The partition's dispatcher over the shared workers, started; it takes no timer while the local lease deadline has passed. */
@@ -231,6 +267,8 @@ export class ClusterNode implements PartitionDirectory {
     this.#owned.delete(partition);
     this.#changed();
     const closing = (async () => {
+      // A checkpoint under way finishes (or fails fenced) before the engine closes under it.
+      await owned.loader.stop();
       await owned.dispatcher?.close();
       // Appends after a takeover fail fenced; the engine closes all the same.
       await owned.engine.close().catch((err: unknown) => this.#logger.warn({ err, partition }, 'closing a partition\'s engine failed'));

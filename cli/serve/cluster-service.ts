@@ -75,6 +75,8 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
       // The budget's slots are the node's, shared by its partitions' stores as they fill.
       store: { capacityMax: residentSlotsFor(budget.bytes) },
       checkTarget: (target) => guard.checkTargetAtAdmit(target),
+      // Read again at each loader step, as a single node's: a cgroup limit lowered at run time spills at once.
+      memory: { budget: () => memoryBudget(settings.memoryBudgetBytes), limits: { farHorizonMs: settings.farHorizonMs } },
       dispatch: {
         threads: settings.dispatch.threads ?? Math.max(1, availableParallelism() - 1),
         allow: settings.dispatch.allow,
