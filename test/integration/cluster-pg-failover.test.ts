@@ -6,7 +6,8 @@
 // (test/helpers/kill9-ledger.ts):
 //
 //   - while no primary answers, an add is refused with 503 and Retry-After (LOG_UNAVAILABLE,
-//     PARTITION_MOVING, or WAL_POISONED for a COMMIT the kill cut), never another 5xx
+//     PARTITION_MOVING, LOG_FENCED, or WAL_POISONED for a COMMIT the kill cut), never another
+//     5xx; the rows such an answer lists as accepted are acknowledged
 //   - after the promotion the nodes reconnect through the multi-host URL, own every partition
 //     again and acknowledge adds again
 //   - every acknowledged timer is delivered: 0 acknowledged lost
@@ -29,10 +30,11 @@ const partitions = 4;
 const secret = 'pg-failover-secret';
 /**
  * What an add may be refused with while no primary answers: the log cannot reach the database,
- * the partition's lease lapsed or is being taken again, or a COMMIT was cut by the kill (the log
- * is poisoned until the node reopens it at the same epoch).
+ * the partition's lease lapsed or is being taken again, the other node took it over meanwhile
+ * (the append is fenced), or a COMMIT was cut by the kill (the log is poisoned until the node
+ * reopens it at the same epoch).
  */
-const unavailableCodes = new Set(['LOG_UNAVAILABLE', 'PARTITION_MOVING', 'WAL_POISONED']);
+const unavailableCodes = new Set(['LOG_UNAVAILABLE', 'PARTITION_MOVING', 'WAL_POISONED', 'LOG_FENCED']);
 
 interface ClusterView {
   readonly owned: { partition: number }[];
@@ -123,7 +125,13 @@ describe('cluster over a failing-over PostgreSQL: kill -9 of the primary, promot
           if (promotedBefore) answers.acknowledgedAfterPromotion++;
         } else if (response.status === 503) {
           answers.unavailable++;
-          const code = (JSON.parse(text) as { error?: { code?: string } }).error?.code;
+          const { error } = JSON.parse(text) as { error?: { code?: string; ids?: (string | null)[] } };
+          const code = error?.code;
+          // The rows of the batch's other partitions that landed are acknowledged (docs/api.md, "Cluster mode").
+          for (const [i, row] of rows.entries()) {
+            const id = error?.ids?.[i];
+            if (typeof id === 'string') ledger.adds.set(row.uid, { uid: row.uid, id, fireAtMs: row.fireAtMs, key: row.uid, far: false });
+          }
           const retryAfter = Number(response.headers.get('retry-after'));
           if (!(retryAfter > 0) || !unavailableCodes.has(code ?? '')) answers.badUnavailable.push(`${code} retry-after ${response.headers.get('retry-after')}: ${text.slice(0, 200)}`);
         } else if (response.status >= 500) {
