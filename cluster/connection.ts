@@ -82,6 +82,19 @@ function noDelaySockets(): (options: Sql['options']) => net.Socket {
   };
 }
 
+/**
+ * The target_session_attrs to hand the client for the URL's (or PGTARGETSESSIONATTRS's). The
+ * client (postgres 3.4.9) judges `read-write` by default_transaction_read_only alone, which a
+ * hot standby of PostgreSQL 14 and later reports `off`: it would take a standby still in recovery
+ * during a failover, and every write there fails read-only. `primary` refuses a server in
+ * recovery (in_hot_standby), which is what read-write asks of a failover pair.
+ */
+function sessionAttrsFor(url: string): { target_session_attrs?: 'primary' } {
+  const query = url.indexOf('?');
+  const asked = (query >= 0 ? new URLSearchParams(url.slice(query + 1)).get('target_session_attrs') : null) ?? process.env.PGTARGETSESSIONATTRS;
+  return asked === 'read-write' ? { target_session_attrs: 'primary' } : {};
+}
+
 /** A pool on the cluster database. The password: the URL's, else PGPASSWORD, else .pgpass. */
 export function openClusterPool(url: string, options: ClusterPoolOptions = {}): Sql {
   const explicit = urlHasPassword(url) || process.env.PGPASSWORD !== undefined;
@@ -92,6 +105,7 @@ export function openClusterPool(url: string, options: ClusterPoolOptions = {}): 
     connect_timeout: options.connectTimeoutSeconds ?? 10,
     onnotice: () => {},
     connection: { application_name: 'fermata' },
+    ...sessionAttrsFor(url),
     ...(explicit ? {} : { pass: () => passwordFromPgpass(sql.options) }),
     ...socketOption,
   });

@@ -290,12 +290,23 @@ export class ClusterNode implements PartitionDirectory {
     this.#logger.error({ partition, code: poison.code, poison: poison.message }, 'a partition\'s log stopped');
     const owned = this.#owned.get(partition);
     if (engine === undefined || owned === undefined || owned.engine !== engine || poison.code === errorCodes.logFenced) return;
+    // The database that cut the COMMIT is often still failing over: the cut and the open are
+    // tried again every renewal interval for as long as this node owns the partition at this
+    // epoch (a lapse or a takeover ends it, and the next acquisition opens the partition).
+    const retryMs = (this.#options.leaseSettings ?? defaultLeaseSettings).renewIntervalMs;
     void (async () => {
       await this.#drop(partition);
-      await engine.log.cutToSynced();
-      if (this.#stopped || this.#ownership?.owned().get(partition) !== owned.epoch) return;
-      await this.#open(partition, owned.epoch);
-    })().catch((err: unknown) => this.#logger.error({ err, partition }, 'reopening a poisoned partition failed; it is retried when the partition is next acquired'));
+      for (let attempt = 1; !this.#stopped && !this.#owned.has(partition) && this.#ownership?.owned().get(partition) === owned.epoch; attempt++) {
+        try {
+          await engine.log.cutToSynced();
+          await this.#open(partition, owned.epoch);
+          return;
+        } catch (err) {
+          this.#logger.warn({ err, partition, attempt }, 'reopening a poisoned partition failed; it is tried again while this node owns it');
+          await new Promise((resolve) => setTimeout(resolve, retryMs));
+        }
+      }
+    })();
   }
 
   async #refreshAddresses(): Promise<void> {

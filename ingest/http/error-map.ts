@@ -103,6 +103,8 @@ const retryAfterSecondsOf: Partial<Record<ErrorCode, number>> = {
   [errorCodes.logUnavailable]: 2,
   // A lapsed lease is taken over within seconds; a clean handover within one.
   [errorCodes.partitionMoving]: 1,
+  // The partition's new owner has it already (the router forwards the retry there).
+  [errorCodes.logFenced]: 1,
 };
 
 export interface ErrorBody {

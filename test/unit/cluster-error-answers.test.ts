@@ -16,3 +16,10 @@ test('LOG_UNAVAILABLE is a 503 with Retry-After; CLUSTER_SCHEMA_MISMATCH a 500',
   assert.equal(mismatch.status, 500);
   assert.equal(mismatch.retryAfterSeconds, undefined);
 });
+
+test('LOG_FENCED (a partition taken over while the database failed over) is a 503 with Retry-After', () => {
+  const fenced = errorAnswer(new FermataError(errorCodes.logFenced, 'partition 1 was taken over: its epoch is no longer 2'), undefined);
+  assert.equal(fenced.status, 503);
+  assert.equal(fenced.retryAfterSeconds, 1);
+  assert.equal(fenced.body.error.code, 'LOG_FENCED');
+});
