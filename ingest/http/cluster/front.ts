@@ -37,7 +37,7 @@ import { singleAddAnswer } from '../single-add.ts';
 import { timerView } from '../timer-views.ts';
 import type { CleartextListener } from '../listen/cleartext-listener.ts';
 import type { HttpServer } from '../types.ts';
-import { parseIfMatch, patchFromBody, revisionMismatchMessage } from '../routes/timer-patch.ts';
+import { parseIfMatch, patchTimer, revisionMismatchMessage } from '../routes/timer-patch.ts';
 import { type ForwardAnswer, Forwarder, forwardedHeader, type ForwardRequest, secretHeader } from './forwarder.ts';
 import { clusterStatsRoutes } from './cluster-stats.ts';
 import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts';
@@ -264,27 +264,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
 
   app.patch<OnTimer>(
     '/v1/timers/:id',
-    onTimer(async (engine, id, engineId, request, reply) => {
-      const condition = parseIfMatch(request.headers['if-match']);
-      const patch = patchFromBody(request.body, clock.now());
-      let outcome;
-      try {
-        outcome = await engine.reschedule(engineId, patch, condition);
-      } catch (err) {
-        throw inJsonTerms(err, undefined);
-      }
-      switch (outcome.outcome) {
-        case 'rescheduled':
-          reply.header('etag', `"${outcome.view.revision}"`);
-          return { ...timerView.json(outcome.view), id };
-        case 'not-found':
-          throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
-        case 'revision-mismatch':
-          throw new HttpProblem(httpErrorCodes.revisionMismatch, revisionMismatchMessage(id, outcome.revision, request.headers['if-match']));
-        case 'not-pending':
-          throw new HttpProblem(httpErrorCodes.timerNotPending, `timer ${id} is ${outcome.state}: only pending and retrying timers can be changed`);
-      }
-    }),
+    onTimer(async (engine, id, engineId, request, reply) => ({ ...timerView.json(await patchTimer(engine, engineId, id, request, reply)), id })),
   );
 
   app.post<OnTimer>(

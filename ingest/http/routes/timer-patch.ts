@@ -9,7 +9,9 @@
 //   → 200 the timer view (revision + 1), ETag "<revision>"
 //   | 400 BATCH_INVALID naming the field (unknown, `key`, none, both forms of one) | 400 REQUEST_INVALID (If-Match)
 //   | 404 NOT_FOUND | 409 TIMER_NOT_PENDING | 412 REVISION_MISMATCH
-import type { TimerPatch } from '../../../engine/engine.ts';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Engine, TimerPatch } from '../../../engine/engine.ts';
+import type { TimerView } from '../../../engine/types.ts';
 import { type RevisionCondition } from '../../../engine/reschedule.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
@@ -77,7 +79,7 @@ function patchBody(body: unknown): Record<string, unknown> {
 }
 
 /** A PATCH body → the change it asks for, checked (fields as patchBody says, values as an add's); `nowMs` anchors delay_ms. The cluster front uses it too. */
-export function patchFromBody(body: unknown, nowMs: number): TimerPatch {
+function patchFromBody(body: unknown, nowMs: number): TimerPatch {
   const fields = patchBody(body);
   // Read by the add path's JSON reader (types, RFC 3339, base64, one of each pair); the fields
   // an add requires and the PATCH leaves out get placeholders that are not kept. The engine
@@ -98,27 +100,41 @@ export function patchFromBody(body: unknown, nowMs: number): TimerPatch {
   return patch;
 }
 
+/**
+ * A PATCH of timer `engineId` on `engine`, decided as the route answers it: the new view (its
+ * ETag set on `reply`), or the HttpProblem that says why not. `id` is the id the client named
+ * (in cluster mode its cluster id, shown in the messages).
+ */
+export async function patchTimer(
+  engine: Engine,
+  engineId: string,
+  id: string,
+  request: { readonly headers: IncomingHttpHeaders; readonly body: unknown },
+  reply: { header(name: string, value: string): unknown },
+): Promise<TimerView> {
+  const condition = parseIfMatch(request.headers['if-match']);
+  const patch = patchFromBody(request.body, engine.clock.now());
+  let outcome;
+  try {
+    outcome = await engine.reschedule(engineId, patch, condition);
+  } catch (err) {
+    throw inJsonTerms(err, undefined);
+  }
+  switch (outcome.outcome) {
+    case 'rescheduled':
+      reply.header('etag', `"${outcome.view.revision}"`);
+      return outcome.view;
+    case 'not-found':
+      throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
+    case 'revision-mismatch':
+      throw new HttpProblem(httpErrorCodes.revisionMismatch, revisionMismatchMessage(id, outcome.revision, request.headers['if-match']));
+    case 'not-pending':
+      throw new HttpProblem(httpErrorCodes.timerNotPending, `timer ${id} is ${outcome.state}: only pending and retrying timers can be changed`);
+  }
+}
+
 export async function timerPatchRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.patch<{ Params: IdParams; Body: unknown }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerView.schema } } }, async (request, reply) => {
-    const { id } = request.params;
-    const condition = parseIfMatch(request.headers['if-match']);
-    const patch = patchFromBody(request.body, engine.clock.now());
-    let outcome;
-    try {
-      outcome = await engine.reschedule(id, patch, condition);
-    } catch (err) {
-      throw inJsonTerms(err, undefined);
-    }
-    switch (outcome.outcome) {
-      case 'rescheduled':
-        reply.header('etag', `"${outcome.view.revision}"`);
-        return timerView.json(outcome.view);
-      case 'not-found':
-        throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
-      case 'revision-mismatch':
-        throw new HttpProblem(httpErrorCodes.revisionMismatch, revisionMismatchMessage(id, outcome.revision, request.headers['if-match']));
-      case 'not-pending':
-        throw new HttpProblem(httpErrorCodes.timerNotPending, `timer ${id} is ${outcome.state}: only pending and retrying timers can be changed`);
-    }
-  });
+  app.patch<{ Params: IdParams; Body: unknown }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: timerView.schema } } }, async (request, reply) =>
+    timerView.json(await patchTimer(engine, request.params.id, request.params.id, request, reply)),
+  );
 }
