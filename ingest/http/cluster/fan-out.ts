@@ -17,8 +17,8 @@ import type { BulkCancelOutcome, BulkCancelTarget, Engine, TimerFilter } from '.
 import { decodeCursor, queryStart } from '../../../engine/engine.ts';
 import { clusterIdOf, clusterIdParts, partitionPrefixLength } from '../../../cluster/partitioning.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
-import { deadListLimits } from '../route-limits.ts';
 import { deadTimerView } from '../timer-views.ts';
+import { deadQuerySchema } from '../routes/dead.ts';
 import { bulkCancelTargetOf, checkListQuery, limitOf, listQuerySchema } from '../routes/timer-list.ts';
 import { type FilterFields, timerFilterOf } from '../timer-filter.ts';
 import { timerView } from '../timer-views.ts';
@@ -47,16 +47,6 @@ interface DeadPage {
   readonly dead: Record<string, unknown>[];
   readonly next_cursor: string | null;
 }
-
-const deadQuerySchema = {
-  type: 'object',
-  properties: {
-    queue: { type: 'string', minLength: 1 },
-    limit: { type: 'integer', minimum: 1, maximum: deadListLimits.max, default: deadListLimits.default },
-    cursor: { type: 'string', minLength: 1 },
-  },
-  additionalProperties: false,
-} as const;
 
 interface Page {
   readonly timers: Record<string, unknown>[];

@@ -16,7 +16,8 @@ const deadListSchema = {
   additionalProperties: false,
 } as const;
 
-const listQuerySchema = {
+/** GET /v1/dead's query (the cluster front's fan-out takes the same). */
+export const deadQuerySchema = {
   type: 'object',
   properties: {
     queue: { type: 'string', minLength: 1 },
@@ -42,7 +43,7 @@ const discardedSchema = {
 } as const;
 
 export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.get<{ Querystring: { queue?: string; limit: number; cursor?: string } }>('/v1/dead', { schema: { querystring: listQuerySchema, response: { 200: deadListSchema } } }, async (request) => {
+  app.get<{ Querystring: { queue?: string; limit: number; cursor?: string } }>('/v1/dead', { schema: { querystring: deadQuerySchema, response: { 200: deadListSchema } } }, async (request) => {
     const { queue, limit, cursor } = request.query;
     const page = engine.deadPage(limit, queue, cursor);
     if (page === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(cursor)} is not one: pass a page's next_cursor as it came`);
