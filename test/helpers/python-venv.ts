@@ -10,7 +10,16 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { withTimeout } from './timeout.ts';
 
-export const defaultVenvDir = fileURLToPath(new URL('../../node_modules/.cache/fermata-pyvenv', import.meta.url));
+const venvCache = fileURLToPath(new URL('../../node_modules/.cache/', import.meta.url));
+
+/**
+ * The cache folder of the venv for one set of packages. Each set has its own, so tests that want
+ * different packages never rebuild each other's venv (a probe that fails removes the venv).
+ */
+export function venvDirFor(packages: readonly string[]): string {
+  const name = [...packages].sort().map((spec) => spec.replace(/[^A-Za-z0-9._-]+/g, '_')).join('+');
+  return join(venvCache, `fermata-pyvenv-${name}`);
+}
 
 export interface RunResult {
   readonly code: number | null;
@@ -68,7 +77,7 @@ export interface VenvOptions {
  * `python3 -m venv` and `pip install` when it does not already.
  */
 export async function ensureVenv(packages: readonly string[], options: VenvOptions = {}): Promise<VenvResult> {
-  const dir = options.dir ?? defaultVenvDir;
+  const dir = options.dir ?? venvDirFor(packages);
   const basePython = options.basePython ?? 'python3';
   const installTimeoutMs = options.installTimeoutMs ?? 10 * 60_000;
   const imports = `import ${packages.join(', ')}`;
