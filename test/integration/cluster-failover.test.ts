@@ -5,6 +5,10 @@
 //
 //   - kill -9 of a node: the survivors own every partition within the takeover bound (10 s), and
 //     every acknowledged timer is delivered; a timer delivered twice was in flight at the kill
+//   - SIGSTOP of a node past its lease, then SIGCONT: the survivor owns its partitions within the
+//     bound; the woken node appends no record after the takeover (none of an older epoch above
+//     the log's end at the takeover) and starts no delivery (no duplicate later than the sends
+//     that had passed their lease check before the stop); it then takes its share back
 //   - SIGTERM of a node: it exits 0 after handing its partitions over, the last node owns them
 //     all at once, and no timer is delivered twice across the handover
 //
@@ -174,6 +178,47 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
         live = [...nodes];
         await ownedByAll(live, 20_000);
       }
+    }
+
+    // SIGSTOP of an owner past its lease, then SIGCONT: the other node takes its partitions;
+    // the stopped one, woken, appends nothing after the takeover and starts no delivery. Only
+    // sends that had passed their lease check before the stop may still arrive (the half
+    // second after SIGCONT); a duplicate after that fails the ledger.
+    {
+      const loadStop = Promise.withResolvers<void>();
+      const loading = load(ledger, () => live, loadStop.promise, 'stop');
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      live = live.filter((node) => node !== leaver);
+      ledger.killed(Date.now());
+      leaver.service?.child.kill('SIGSTOP');
+      await ownedByAll(live, takeoverBoundMs);
+      const sql = postgres(url, { max: 1, onnotice: () => {} });
+      try {
+        const takeover = await sql<{ partition: number; epoch: string; last_seq: string | null }[]>`
+          SELECT p.partition, p.epoch, (SELECT max(seq) FROM fermata_log l WHERE l.partition = p.partition) AS last_seq FROM fermata_partitions p`;
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        const continuedAt = Date.now();
+        leaver.service?.child.kill('SIGCONT');
+        ledger.restarted(continuedAt + 500);
+        await new Promise((resolve) => setTimeout(resolve, 2_000)); // it wakes, renews, finds its partitions lost
+        for (const { partition, epoch, last_seq: lastSeq } of takeover) {
+          const [late] = await sql<{ rows: string }[]>`SELECT count(*) AS rows FROM fermata_log WHERE partition = ${partition} AND epoch < ${epoch} AND seq > ${lastSeq ?? 0}`;
+          assert.equal(Number(late?.rows), 0, `partition ${partition}: a deposed owner's record landed after the takeover at epoch ${epoch}`);
+        }
+      } finally {
+        await sql.end({ timeout: 1 });
+      }
+      live = [leaver, last];
+      // It takes its share back by handover (the balance holds each share within one of P/N).
+      const shareTakenBy = performance.now() + 20_000;
+      while (((await clusterView(leaver))?.owned.length ?? 0) < partitions / live.length - 1) {
+        assert.ok(performance.now() < shareTakenBy, `${leaver.name} took its share back after SIGCONT`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      await ownedByAll(live, 20_000);
+      loadStop.resolve();
+      await loading;
+      await allDelivered(ledger, nodes, 30_000);
     }
 
     // SIGTERM: a clean handover, deliveries under way on both sides of it.
