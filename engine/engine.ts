@@ -119,7 +119,9 @@ export class Engine {
     s.log = await openLog({ coveredSeq: s.checkpointSeq, replay: beginReplay(s), onPoisoned: options.onLogPoisoned });
     endReplay(s);
     await resumeClock(s);
-    // Occurrences overdue after the downtime follow their catch_up before anything is handed out.
+    // A schedule change the power cut off before its cancel is finished, then occurrences
+    // overdue after the downtime follow their catch_up, before anything is handed out.
+    await engine.#schedules.settleReplayedChanges();
     await engine.#schedules.materializer.start();
     return engine;
   }

@@ -210,7 +210,7 @@ function replayRecord(s: EngineState, seq: number, type: number, body: Uint8Arra
     return;
   }
   if (type === recordType.schedule || type === recordType.scheduleMark) {
-    const problem = replayScheduleRecord(s, type, body);
+    const problem = replayScheduleRecord(s, type, body, seq);
     if (problem !== undefined) throw badRecord(seq, problem);
     return;
   }

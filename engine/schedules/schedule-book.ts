@@ -67,6 +67,12 @@ export class ScheduleBook {
   occurrencesFired = 0;
   /** Schedules paused now. */
   pausedCount = 0;
+  /**
+   * Replay's note of the replaces, pauses and deletes it applied: name → the record's sequence
+   * (the latest). Each cancelled its schedule's pending occurrences by a record of its own right
+   * after; Schedules.settleReplayedChanges does that again at open for any the power cut off.
+   */
+  readonly replayedCancels = new Map<string, number>();
 
   get size(): number {
     return this.#slotOf.size;

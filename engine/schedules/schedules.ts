@@ -6,19 +6,22 @@
 //
 // A replace, a pause and a delete cancel the schedule's pending occurrences (one CANCEL_BULK,
 // released at once so the rule may create the same instants again): not one already being
-// delivered or retried, nor one a user patched (its revision moved) or cancelled by hand. A put
+// delivered or retried, nor one a user patched (its revision moved) or cancelled by hand. If the
+// power goes between the change's record and the cancel's, the next open cancels them
+// (settleReplayedChanges) before the materializer runs. A put
 // and a resume start the rule again from their own time: occurrences before it are not created.
 //
 //   put(name, input) ─► compile the rule ─► after the materializer's run ─► log SCHEDULE ─► book
 //                    ─► cancel the old occurrences (a replace) ─► the materializer wakes
 import { errorCodes, FermataError } from '../errors.ts';
+import { decodeTimerId } from '../ids.ts';
 import { type BulkCancelOutcome, bulkCancel } from '../bulk-cancel.ts';
 import { scheduleLimits } from '../limits.ts';
 import { recordType } from '../records.ts';
 import type { EngineState } from '../state.ts';
 import { decodeCursor, listTimers, queryStart } from '../timer-query.ts';
 import { Materializer, ruleOf } from './materializer.ts';
-import { occurrenceKey } from './occurrence-key.ts';
+import { occurrenceKey, occurrenceKeyPrefix, parseOccurrenceKey } from './occurrence-key.ts';
 import { type CatchUp, compileRule } from './rule.ts';
 import { decodeScheduleChange, decodeScheduleMarks, encodeScheduleChange, type ScheduleChange, type ScheduleDefinition } from './schedule-records.ts';
 
@@ -169,17 +172,44 @@ export class Schedules {
 
   /** Cancels the schedule's pending occurrences that no user changed, released at once. */
   async #cancelPending(name: string): Promise<BulkCancelOutcome | undefined> {
-    const s = this.#s;
+    const ids = await this.#untouchedOccurrences(occurrenceKey(name, 0).slice(0, -1), () => Number.POSITIVE_INFINITY);
+    return ids.length === 0 ? undefined : bulkCancel(this.#s, { ids, releaseAtOnce: true });
+  }
+
+  /**
+   * At open, before the materializer runs: a replace, pause or delete in the replayed log is a
+   * SCHEDULE record and then a CANCEL_BULK of the occurrences made before it; the power may have
+   * gone between the two. So the occurrences of those schedules that are older than the change
+   * (their ADD's sequence, in the id, below the change's) and that no user touched are cancelled
+   * now, in one record; when the cancel had landed there are none. One pass over the pending
+   * occurrences, whatever the number of changes.
+   */
+  async settleReplayedChanges(): Promise<void> {
+    const changes = this.#s.schedules.replayedCancels;
+    if (changes.size === 0) return;
+    const ids = await this.#untouchedOccurrences(occurrenceKeyPrefix, (key) => {
+      const name = parseOccurrenceKey(key)?.name;
+      return name === undefined ? 0 : (changes.get(name) ?? 0);
+    });
+    changes.clear();
+    if (ids.length > 0) await bulkCancel(this.#s, { ids, releaseAtOnce: true });
+  }
+
+  /** Ids of the pending occurrences under `prefix` that no user changed and whose ADD's sequence is below `beforeSeq(key)`. */
+  async #untouchedOccurrences(prefix: string, beforeSeq: (key: string) => number): Promise<string[]> {
     const ids: string[] = [];
-    const filter = { keyPrefix: new TextEncoder().encode(occurrenceKey(name, 0).slice(0, -1)), state: 'pending' as const };
+    const filter = { keyPrefix: new TextEncoder().encode(prefix), state: 'pending' as const };
     for (let after = queryStart; ; ) {
-      const page = await listTimers(s, filter, scheduleLimits.pageRows, after);
-      for (const timer of page.timers) if (timer.revision === 1 && timer.attempts === 0) ids.push(timer.id);
+      const page = await listTimers(this.#s, filter, scheduleLimits.pageRows, after);
+      for (const timer of page.timers) {
+        if (timer.revision !== 1 || timer.attempts !== 0 || timer.key === null) continue;
+        if ((decodeTimerId(timer.id)?.seq ?? Number.POSITIVE_INFINITY) < beforeSeq(timer.key)) ids.push(timer.id);
+      }
       const cursor = page.nextCursor === null ? undefined : decodeCursor(page.nextCursor);
       if (cursor === undefined) break;
       after = cursor;
     }
-    return ids.length === 0 ? undefined : bulkCancel(s, { ids, releaseAtOnce: true });
+    return ids;
   }
 
   #view(slot: number): ScheduleView {
@@ -194,8 +224,8 @@ export class Schedules {
   }
 }
 
-/** Applies a replayed SCHEDULE or SCHEDULE_MARK record; a problem that makes it malformed, or undefined. */
-export function replayScheduleRecord(s: EngineState, type: number, body: Uint8Array): string | undefined {
+/** Applies a replayed SCHEDULE or SCHEDULE_MARK record (log sequence `seq`); a problem that makes it malformed, or undefined. */
+export function replayScheduleRecord(s: EngineState, type: number, body: Uint8Array, seq: number): string | undefined {
   if (type === recordType.scheduleMark) {
     const marks = decodeScheduleMarks(body);
     if (marks === undefined) return 'malformed SCHEDULE_MARK record';
@@ -211,6 +241,8 @@ export function replayScheduleRecord(s: EngineState, type: number, body: Uint8Ar
       return `SCHEDULE record with a rule this version refuses: ${err instanceof Error ? err.message : String(err)}`;
     }
   }
+  // A replace, a pause and a delete cancelled the occurrences made before them (settleReplayedChanges).
+  if (change.op === 'pause' || change.op === 'delete' || (change.op === 'put' && s.schedules.slotOf(change.name) >= 0)) s.schedules.replayedCancels.set(change.name, seq);
   s.schedules.apply(change);
   return undefined;
 }

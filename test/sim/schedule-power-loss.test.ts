@@ -1,9 +1,12 @@
 // A seeded simulation of schedules over the simulated file system, with the power cut at a random
-// file-system call: PUTs of schedules (every minute, catch_up all), pauses and resumes, steps of
-// the manual clock (which create occurrences) and checkpoints, one at a time. After each
-// recovery:
+// file-system call: PUTs of schedules (every minute, catch_up all), replacements (a new payload),
+// pauses and resumes, steps of the manual clock (which create occurrences) and checkpoints, one
+// at a time. After each recovery:
 //   - every schedule exists and is paused exactly as its last acknowledged change left it, or as
 //     the change the power cut interrupted would have (a change is durable or absent, never half);
+//   - a paused schedule has no pending occurrence, and a running one's pending occurrences carry
+//     its payload: the occurrences a replace or a pause cancels go with it, even when the power
+//     went between the change's record and the cancel's;
 //   - once the clock has moved on, a schedule never paused holds each of its occurrences since
 //     its PUT exactly once, none missing: the mark and the occurrences it covers were durable
 //     together (a mark without its timers would leave a gap).
@@ -29,15 +32,17 @@ const operationsPerTrial = 10;
 interface ScheduleFacts {
   /** Acknowledged: paused or not (absent from the map: not acknowledged as created). */
   paused: boolean;
+  /** How many times it was replaced: its payload is `v{replaced}`. */
+  replaced: number;
   /** The PUT's time: occurrences come after it. */
   readonly putAtMs: number;
 }
 
 interface Ledger {
   readonly acked: Map<string, ScheduleFacts>;
-  /** The change under way when the power went: a put (paused false) or a pause/resume. */
-  underWay: { readonly name: string; readonly paused: boolean; readonly putAtMs: number } | undefined;
-  /** Names ever paused (or asked to be): their occurrences have gaps by design. */
+  /** The change under way when the power went: a put (paused false), a replace or a pause/resume. */
+  underWay: { readonly name: string; readonly paused: boolean; readonly putAtMs: number; readonly replaced: number } | undefined;
+  /** Names ever paused or replaced (or asked to be): their occurrences have gaps by design. */
   readonly everPaused: Set<string>;
 }
 
@@ -45,7 +50,8 @@ const newLedger = (): Ledger => ({ acked: new Map(), underWay: undefined, everPa
 
 const open = (fs: FileSystem): Promise<Engine> => Engine.open({ dataDir, fs, clock: new ManualClock(t0), walLimits: { segmentBytes: 4096 } });
 
-const target = { target: 'https://a.example/hook', queue: 'default', payload: new Uint8Array(0), headers: '' };
+const target = { target: 'https://a.example/hook', queue: 'default', headers: '' };
+const payloadOf = (replaced: number): Uint8Array => new TextEncoder().encode(`v${replaced}`);
 
 async function operation(engine: Engine, prng: Prng, ledger: Ledger): Promise<void> {
   const pick = prng.below(100);
@@ -53,17 +59,28 @@ async function operation(engine: Engine, prng: Prng, ledger: Ledger): Promise<vo
   if (pick < 30 || names.length === 0) {
     const name = `s${ledger.acked.size}`;
     const putAtMs = engine.clock.now();
-    ledger.underWay = { name, paused: false, putAtMs };
-    await engine.putSchedule(name, { everyMs: minute, startAtMs: t0, catchUp: 'all', ...target });
-    ledger.acked.set(name, { paused: false, putAtMs });
+    ledger.underWay = { name, paused: false, putAtMs, replaced: 0 };
+    await engine.putSchedule(name, { everyMs: minute, startAtMs: t0, catchUp: 'all', payload: payloadOf(0), ...target });
+    ledger.acked.set(name, { paused: false, putAtMs, replaced: 0 });
     ledger.underWay = undefined;
     return;
   }
-  if (pick < 45) {
+  if (pick < 40) {
     const name = names[prng.below(names.length)] as string;
     const facts = ledger.acked.get(name) as ScheduleFacts;
     ledger.everPaused.add(name);
-    ledger.underWay = { name, paused: !facts.paused, putAtMs: facts.putAtMs };
+    const putAtMs = engine.clock.now();
+    ledger.underWay = { name, paused: false, putAtMs, replaced: facts.replaced + 1 };
+    await engine.putSchedule(name, { everyMs: minute, startAtMs: t0, catchUp: 'all', payload: payloadOf(facts.replaced + 1), ...target });
+    ledger.acked.set(name, { paused: false, putAtMs, replaced: facts.replaced + 1 });
+    ledger.underWay = undefined;
+    return;
+  }
+  if (pick < 50) {
+    const name = names[prng.below(names.length)] as string;
+    const facts = ledger.acked.get(name) as ScheduleFacts;
+    ledger.everPaused.add(name);
+    ledger.underWay = { name, paused: !facts.paused, putAtMs: facts.putAtMs, replaced: facts.replaced };
     await engine.setSchedulePaused(name, !facts.paused);
     facts.paused = !facts.paused;
     ledger.underWay = undefined;
@@ -107,6 +124,11 @@ async function checkRecovered(fs: SimFileSystem, ledger: Ledger, context: string
         continue;
       }
       assert.ok(allowed.includes(view.paused), `${context}: ${name} is ${view.paused ? 'paused' : 'running'}; acknowledged ${acked?.paused}, under way ${underWay?.paused}: lost`);
+      const payload = new TextDecoder().decode(view.definition.payload);
+      assert.ok([acked?.replaced, underWay?.replaced].some((replaced) => replaced !== undefined && payload === `v${replaced}`), `${context}: ${name} has payload ${payload}; acknowledged v${acked?.replaced}, under way v${underWay?.replaced}`);
+      const pending = (await engine.listTimers({ keyPrefix: new TextEncoder().encode(`schedule:${name}:`), state: 'pending' }, 1000)).timers;
+      if (view.paused) assert.deepEqual(pending.map((timer) => timer.key), [], `${context}: ${name} is paused and still has pending occurrences`);
+      for (const timer of pending) assert.equal(new TextDecoder().decode(timer.payload), payload, `${context}: ${name}'s occurrence ${timer.key} carries another payload than the schedule's`);
       if (!ledger.everPaused.has(name)) live.push({ name, putAtMs: (acked ?? underWay)?.putAtMs as number });
     }
     await engine.moveClock({ advanceMs: 5 * minute });
