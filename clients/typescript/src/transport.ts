@@ -9,6 +9,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
+import net from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import tls from 'node:tls';
 import { clientErrorCodes, FermataError } from './errors.ts';
@@ -37,6 +38,9 @@ export interface TransportOptions {
 export type Headers = Record<string, string>;
 
 type RequestBody = Uint8Array | null | 'open';
+
+/** HTTP/1.1 connections open at once, at most: more requests wait for one (a connection each would cost a handshake each). */
+const http1SocketsMax = 32;
 
 export interface Answer {
   readonly status: number;
@@ -117,7 +121,7 @@ export class Transport {
   #alpn(): Promise<Protocol> {
     const { hostname, port } = this.#options.url;
     return new Promise((resolve, reject) => {
-      const socket = tls.connect({ ...this.#options.tls, host: hostname, port: Number(port || 443), ALPNProtocols: ['h2', 'http/1.1'], servername: this.#options.tls.servername ?? hostname });
+      const socket = tls.connect({ ...this.#options.tls, host: hostname, port: Number(port || 443), ALPNProtocols: ['h2', 'http/1.1'], ...serverName(this.#options.tls.servername, hostname) });
       socket.setTimeout(this.#options.connectTimeoutMs, () => socket.destroy(new Error(`no TLS handshake within ${this.#options.connectTimeoutMs} ms`)));
       socket.once('secureConnect', () => {
         resolve(socket.alpnProtocol === 'h2' ? 'h2' : 'http/1.1');
@@ -190,7 +194,7 @@ export class Transport {
 
   #h1(method: string, path: string, headers: Headers, body: RequestBody): Exchange {
     const secure = this.#options.url.protocol === 'https:';
-    this.#agent ??= secure ? new https.Agent({ keepAlive: true, ...this.#options.tls }) : new http.Agent({ keepAlive: true });
+    this.#agent ??= secure ? new https.Agent({ keepAlive: true, maxSockets: http1SocketsMax, ...this.#options.tls }) : new http.Agent({ keepAlive: true, maxSockets: http1SocketsMax });
     const request = (secure ? https : http).request(this.#options.url, { method, path, headers, agent: this.#agent });
     if (body !== 'open') request.setTimeout(this.#options.requestTimeoutMs, () => request.destroy(new Error(`no answer within ${this.#options.requestTimeoutMs} ms`)));
     const answer = new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Readable }>((resolve, reject) => {
@@ -215,6 +219,12 @@ export class Transport {
     this.#active.set(session, active);
     if (active === 0 && !session.destroyed) session.unref();
   }
+}
+
+/** SNI takes a host name, never an address. */
+function serverName(given: string | undefined, hostname: string): { servername?: string } {
+  const name = given ?? hostname;
+  return net.isIP(name) === 0 ? { servername: name } : {};
 }
 
 function connectionError(message: string, cause?: Error): FermataError {
