@@ -110,6 +110,8 @@ class Lane {
       ({ cause, stopped }) => {
         this.ending = true;
         clearTimeout(this.#idle);
+        // The answer ended first (the server stopped, or refused the request): drop our half too.
+        void this.#exchange.then((exchange) => (exchange.body.writableEnded ? undefined : exchange.abort()), () => undefined);
         const left = [...this.#pending.values()];
         this.#pending.clear();
         onDone(this, left, cause, stopped);

@@ -109,8 +109,8 @@ export class FermataClient {
       try {
         return await this.#adds.add(timer);
       } catch (err) {
-        // A server that does not serve the stream (cluster mode) refuses the request, not a line.
-        if (!(err instanceof FermataError && err.line === undefined && (err.status === 404 || err.status === 501))) throw err;
+        // A server that does not serve the stream (cluster mode) refuses the request, not a line: add one request each from now on.
+        if (!(err instanceof FermataError && err.line === undefined && [404, 405, 501].includes(err.status))) throw err;
         this.#streamRefused = true;
       }
     }
@@ -128,13 +128,16 @@ export class FermataClient {
     if (rows.length === 0) return result;
     const pieces = arrowPieces(rows, await this.limits());
     const duplicates: DuplicateRow[] = [];
+    // Once a batch is refused no further one is sent: the caller learns where it stopped.
+    let refused = false;
     const worker = async (): Promise<void> => {
-      for (let next = pieces.next(); next.done !== true; next = pieces.next()) {
+      for (let next = pieces.next(); next.done !== true && !refused; next = pieces.next()) {
         const piece = next.value;
         let answer: BatchAdded;
         try {
           answer = await this.#json<BatchAdded>('POST', '/v1/timers', piece.body, 'application/vnd.apache.arrow.stream');
         } catch (err) {
+          refused = true;
           throw err instanceof FermataError ? err.shiftedBy(piece.start) : err;
         }
         result.accepted += answer.accepted;
