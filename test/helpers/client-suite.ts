@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { FermataClient, FermataError, type ClientOptions, type TimerInput } from '@fermata/client';
+import { arrowPieces, FermataClient, FermataError, type ClientOptions, type TimerInput } from '@fermata/client';
 import { testScratch } from './scratch.ts';
 import { type Service, startService } from './service.ts';
 import { withTimeout } from './timeout.ts';
@@ -129,6 +129,10 @@ export function clientSuite(transport: ClientTransport): void {
       const again = await client.addMany([{ fire_at: Date.now() + 60_000, target, key: 'fresh-' + transport }, ...rows.slice(0, 4)]);
       assert.deepEqual(again.ids.slice(1), first.ids.slice(0, 4));
       assert.deepEqual(again.duplicate_rows.map((row) => row.row), [1, 2, 3, 4]);
+
+      const [piece] = arrowPieces(rows.slice(0, 3).map((row) => ({ ...row, key: `${row.key as string}-arrow` })), await client.limits());
+      const arrow = await client.addArrow((piece as { body: Uint8Array }).body);
+      assert.deepEqual([arrow.accepted, (await client.get(arrow.ids[2] as string)).key], [3, `${transport}-bulk-2-arrow`]);
 
       const bad = [...rows.slice(0, 4).map((row, i) => ({ ...row, key: `${transport}-bad-${i}` })), { delay_ms: 1, target: 'ftp://nowhere' }];
       await assert.rejects(client.addMany(bad), (err: unknown) => err instanceof FermataError && err.code === 'BATCH_INVALID' && err.row === 4);

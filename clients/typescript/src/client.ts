@@ -68,6 +68,7 @@ export interface ListOptions {
 }
 
 const json = 'application/json';
+const arrowStream = 'application/vnd.apache.arrow.stream';
 
 export class FermataClient {
   readonly #transport: Transport;
@@ -135,7 +136,7 @@ export class FermataClient {
         const piece = next.value;
         let answer: BatchAdded;
         try {
-          answer = await this.#json<BatchAdded>('POST', '/v1/timers', piece.body, 'application/vnd.apache.arrow.stream');
+          answer = await this.addArrow(piece.body);
         } catch (err) {
           refused = true;
           throw err instanceof FermataError ? err.shiftedBy(piece.start) : err;
@@ -152,6 +153,15 @@ export class FermataClient {
     await Promise.all(Array.from({ length: this.#batchConcurrency }, worker));
     result.duplicate_rows = duplicates.sort((a, b) => a.row - b.row);
     return result;
+  }
+
+  /**
+   * Adds the timers of one Arrow IPC stream as it is (columns as `POST /v1/timers` takes them:
+   * docs/api.md), accepted or refused whole; resolves with every row's id in order. The caller
+   * keeps it within `limits()` (`arrowPieces` cuts rows that way); `addMany` does both.
+   */
+  addArrow(ipc: Uint8Array): Promise<BatchAdded> {
+    return this.#json<BatchAdded>('POST', '/v1/timers', ipc, arrowStream);
   }
 
   /**
