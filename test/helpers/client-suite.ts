@@ -138,6 +138,16 @@ export function clientSuite(transport: ClientTransport): void {
       await assert.rejects(client.addMany(bad), (err: unknown) => err instanceof FermataError && err.code === 'BATCH_INVALID' && err.row === 4);
     });
 
+    test('addMany past the server\'s rows a batch: cut at GET /v1/limits, ids in order', { skip: transport !== 'h2c' && 'once is enough: h2c runs it' }, async () => {
+      const { batch_rows_max: rowsMax } = await client.limits();
+      const fireAt = Date.now() + 3_600_000;
+      const rows = Array.from({ length: rowsMax + 2 }, (_, i): TimerInput => ({ fire_at: fireAt, target, key: `limits-${i}` }));
+      const added = await client.addMany(rows);
+      assert.deepEqual([added.accepted, added.ids.length, new Set(added.ids).size], [rowsMax + 2, rowsMax + 2, rowsMax + 2]);
+      for (const i of [0, rowsMax - 1, rowsMax, rowsMax + 1]) assert.equal((await client.get(added.ids[i] as string)).key, `limits-${i}`, `row ${i}`);
+      assert.equal((await client.cancelMany({ key_prefix: 'limits-' })).cancelled, rowsMax + 2);
+    });
+
     test('reschedule and cancel with the revision: compare-and-set', async () => {
       const { id } = await client.add({ delay_ms: 3_600_000, target });
       const moved = await client.reschedule(id, { delay_ms: 7_200_000, payload: 'moved' }, { revision: 1 });
