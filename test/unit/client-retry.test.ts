@@ -4,7 +4,8 @@
 // its retry_after_s; a 503 with Retry-After is retried; retries stop at the policy's bound, and
 // a wait longer than its longest is not made; a server without HTTP/2 gets HTTP/1.1, one
 // request per add; lines a stopping server did not read go again; a server without the add
-// stream (cluster mode) gets one POST per add.
+// stream (cluster mode) gets one POST per add; a broken connection fails an unanswered add with
+// STREAM_ENDED (it may have been added) and the next add reconnects.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import http2 from 'node:http2';
@@ -177,6 +178,31 @@ test('a server that does not serve the add stream (cluster mode) gets one POST /
     assert.equal(seen.requests.get('/v1/timers'), 3);
     await client.add({ delay_ms: 1, target: 'http://127.0.0.1:9/x' });
     assert.equal(seen.streams, 1, 'the stream is not asked again');
+  } finally {
+    await client.close();
+  }
+});
+
+test('a connection that breaks under an unanswered line fails that add with STREAM_ENDED; the next add reconnects', async () => {
+  const { url, seen } = await fakeStreams((stream, index, count) => {
+    stream.respond({ ':status': 200, 'content-type': 'application/x-ndjson' });
+    let line = 0;
+    const reader = createInterface({ input: stream });
+    reader.on('line', (text) => {
+      const { payload } = JSON.parse(text) as { payload: string };
+      count(payload);
+      if (index === 1) return stream.session?.destroy(); // read, maybe added, never answered
+      stream.write(`${JSON.stringify({ line: ++line, status: 201, id: `id-${payload}`, fire_at: '2030-01-01T00:00:00.000Z', revision: 1, duplicate: false })}\n`);
+    });
+    reader.on('close', () => {
+      if (!stream.destroyed && !stream.writableEnded) stream.end();
+    });
+  });
+  const client = new FermataClient({ url });
+  try {
+    await assert.rejects(client.add({ delay_ms: 1, target: 'http://127.0.0.1:9/x', payload: 'lost' }), (err: unknown) => err instanceof FermataError && err.code === 'STREAM_ENDED');
+    assert.equal((await client.add({ delay_ms: 1, target: 'http://127.0.0.1:9/x', payload: 'next' })).id, 'id-next');
+    assert.equal(seen.streams, 2);
   } finally {
     await client.close();
   }

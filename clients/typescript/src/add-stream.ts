@@ -143,9 +143,12 @@ class Lane {
 
   /** Reads answer lines until the answer ends; says why it ended and whether the server stopped reading. */
   async #read(onRefused: (refusal: Refusal) => void): Promise<{ cause: FermataError; stopped: boolean }> {
-    let cause = new FermataError(0, { code: clientErrorCodes.streamEnded, message: 'the add stream ended before this line was answered: the timer may or may not have been added' });
+    const ended = (cause?: Error): FermataError =>
+      new FermataError(0, { code: clientErrorCodes.streamEnded, message: 'the add stream ended before this line was answered: the timer may or may not have been added' }, undefined, cause === undefined ? undefined : { cause });
+    let opened = false;
     try {
       const exchange = await this.#exchange;
+      opened = true;
       const answer = await exchange.answer;
       if (answer.status !== 200) {
         const chunks: Buffer[] = [];
@@ -168,9 +171,11 @@ class Lane {
         this.#idleCheck();
       }
     } catch (err) {
-      if (err instanceof FermataError) cause = err;
+      // Before the request was opened nothing was sent (CONNECTION_FAILED says so); after it, lines were.
+      if (!opened && err instanceof FermataError) return { cause: err, stopped: false };
+      return { cause: ended(err instanceof Error ? err : undefined), stopped: false };
     }
-    return { cause, stopped: false };
+    return { cause: ended(), stopped: false };
   }
 
   #idleCheck(): void {

@@ -52,7 +52,7 @@ export interface Answer {
 export interface Exchange {
   /** The request body: write lines, end it to finish. */
   readonly body: Writable;
-  /** The answer's status and headers once they come, and its body as it arrives. */
+  /** The answer's status and headers once they come, and its body as it arrives. Errors after it are the body's (an 'error' listener stays on the request, so a late one never goes unhandled). */
   readonly answer: Promise<{ status: number; headers: Readonly<Record<string, string | string[] | undefined>>; body: Readable }>;
   /** Drops the exchange at once (both directions). */
   abort(): void;
@@ -190,7 +190,7 @@ export class Transport {
     if (body !== 'open') stream.setTimeout(this.#options.requestTimeoutMs, () => stream.destroy(new Error(`no answer within ${this.#options.requestTimeoutMs} ms`)));
     const answer = new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Readable }>((resolve, reject) => {
       stream.once('response', (responseHeaders) => resolve({ status: Number(responseHeaders[':status']), headers: responseHeaders, body: stream }));
-      stream.once('error', (err) => reject(connectionError(`${method} ${path}: ${err.message}`, err)));
+      stream.on('error', (err) => reject(connectionError(`${method} ${path}: ${err.message}`, err)));
       stream.once('close', () => reject(connectionError(`${method} ${path}: the stream closed before an answer (code ${stream.rstCode})`)));
     });
     if (body instanceof Uint8Array) stream.end(body);
@@ -204,7 +204,7 @@ export class Transport {
     if (body !== 'open') request.setTimeout(this.#options.requestTimeoutMs, () => request.destroy(new Error(`no answer within ${this.#options.requestTimeoutMs} ms`)));
     const answer = new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Readable }>((resolve, reject) => {
       request.once('response', (response) => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: response }));
-      request.once('error', (err) => reject(connectionError(`${method} ${path}: ${err.message}`, err)));
+      request.on('error', (err) => reject(connectionError(`${method} ${path}: ${err.message}`, err)));
     });
     if (body === 'open') request.flushHeaders();
     else if (body === null) request.end();
@@ -232,7 +232,7 @@ function readAll(body: Readable): Promise<Buffer> {
     const chunks: Buffer[] = [];
     body.on('data', (chunk: Buffer) => chunks.push(chunk));
     body.once('end', () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)));
-    body.once('error', reject);
+    body.on('error', reject);
     body.once('close', () => reject(connectionError('the answer was cut before its end')));
   });
 }
