@@ -13,7 +13,7 @@
 // next add. Runs on the caller's event loop.
 import { createInterface } from 'node:readline';
 import { clientErrorCodes, errorFromAnswer, FermataError } from './errors.ts';
-import { isRetryable, retryDelayMs, type RetryPolicy } from './retry.ts';
+import { isRetryable, retryAfterOf, retryDelayMs, type RetryPolicy } from './retry.ts';
 import type { Exchange, Headers, Transport } from './transport.ts';
 import type { StreamAnswer, TimerAdded, TimerInput } from './types.ts';
 
@@ -153,8 +153,7 @@ class Lane {
       if (answer.status !== 200) {
         const chunks: Buffer[] = [];
         for await (const chunk of answer.body) chunks.push(chunk as Buffer);
-        const retryAfter = answer.headers['retry-after'];
-        return { cause: errorFromAnswer(answer.status, Buffer.concat(chunks), typeof retryAfter === 'string' ? Number(retryAfter) : undefined), stopped: false };
+        return { cause: errorFromAnswer(answer.status, Buffer.concat(chunks), retryAfterOf(answer.headers['retry-after'])), stopped: false };
       }
       for await (const text of createInterface({ input: answer.body, crlfDelay: Infinity })) {
         if (text === '') continue;
