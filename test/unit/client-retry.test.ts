@@ -2,10 +2,11 @@
 // in the cases a real service gives only under load: many concurrent add() calls share one
 // `POST /v1/timers/stream` request under HTTP/2; a line answered 429 is sent again alone, after
 // its retry_after_s; a 503 with Retry-After is retried; retries stop at the policy's bound, and
-// a wait longer than its longest is not made; a server without HTTP/2 gets HTTP/1.1, one
-// request per add; lines a stopping server did not read go again; a server without the add
-// stream (cluster mode) gets one POST per add; a broken connection fails an unanswered add with
-// STREAM_ENDED (it may have been added) and the next add reconnects.
+// a wait longer than its longest is not made; every request rides one session; a server
+// without HTTP/2 gets HTTP/1.1, one request per add; lines a stopping server did not read go
+// again; a server without the add stream (cluster mode) gets one POST per add; a broken
+// connection fails an unanswered add with STREAM_ENDED (it may have been added) and the next
+// add reconnects.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import http2 from 'node:http2';
@@ -31,7 +32,7 @@ function json(stream: http2.ServerHttp2Stream, status: number, body: unknown, he
 }
 
 /** An h2c server answering the add stream, /v1/stats (503 once), /v1/queues (429 always), /v1/dead (Retry-After past any bound). */
-async function fakeH2(): Promise<{ url: string; seen: Seen }> {
+async function fakeH2(): Promise<{ url: string; seen: Seen; sessions: () => number }> {
   const seen: Seen = { streams: 0, lines: new Map(), requests: new Map() };
   const server = http2.createServer();
   const sessions = new Set<http2.ServerHttp2Session>();
@@ -66,7 +67,7 @@ async function fakeH2(): Promise<{ url: string; seen: Seen }> {
     for (const session of sessions) session.destroy();
     return new Promise((resolve) => server.close(() => resolve()));
   });
-  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, seen };
+  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, seen, sessions: () => sessions.size };
 }
 
 test('many concurrent adds share one add stream; a line refused with 429 is sent again alone', async () => {
@@ -85,7 +86,7 @@ test('many concurrent adds share one add stream; a line refused with 429 is sent
 });
 
 test('503 with Retry-After is retried; retries stop at the bound; a wait past the longest is not made', async () => {
-  const { url, seen } = await fakeH2();
+  const { url, seen, sessions } = await fakeH2();
   const client = new FermataClient({ url, retry: { retries: 2, maxDelayMs: 5_000 } });
   try {
     assert.deepEqual(await client.stats(), { pending: 7 });
@@ -94,6 +95,7 @@ test('503 with Retry-After is retried; retries stop at the bound; a wait past th
     assert.equal(seen.requests.get('/v1/queues'), 3, 'the first try and two retries');
     await assert.rejects(client.dead().next(), (err: unknown) => err instanceof FermataError && err.code === 'CAPACITY_FULL' && err.retryAfterS === 3600);
     assert.equal(seen.requests.get('/v1/dead'), 1, 'an hour is past the longest wait: not retried');
+    assert.equal(sessions(), 1, 'every request on one HTTP/2 session');
   } finally {
     await client.close();
   }
