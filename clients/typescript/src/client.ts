@@ -14,6 +14,7 @@ import type {
   BulkCancelFilter,
   BulkCancelled,
   Cancelled,
+  ClockMove,
   DeadFilter,
   DeadTimer,
   DuplicateRow,
@@ -25,6 +26,7 @@ import type {
   ScheduleDeleted,
   ScheduleInput,
   Stats,
+  TestClock,
   TimeInput,
   Timer,
   TimerAdded,
@@ -278,6 +280,16 @@ export class FermataClient {
 
   stats(): Promise<Stats> {
     return this.#json<Stats>('GET', '/v1/stats');
+  }
+
+  /** Where the test clock stands: a service started with `--clock manual` only (404 `ROUTE_NOT_FOUND` otherwise). */
+  clock(): Promise<TestClock> {
+    return this.#json<TestClock>('GET', '/v1/clock');
+  }
+
+  /** Moves the test clock forward, once durable; timers it makes due go out at once. */
+  moveClock(move: ClockMove): Promise<TestClock> {
+    return this.#json<TestClock>('POST', '/v1/clock', move);
   }
 
   /** The server's limits (`GET /v1/limits`), asked once and remembered. */
