@@ -9,7 +9,7 @@
 //
 // Clients take turns round by round (A B C, B C A, …); each figure is its median round: the rate
 // and this process's CPU time per request (the service is another process).
-// Run: node clients/typescript/bench/transport.ts [--rounds N] (prints one JSON line a figure).
+// Run: node bench/client-transport.ts [--rounds N] (prints one JSON line a figure).
 import http2 from 'node:http2';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { H2CClient } from 'undici';
 import { FermataClient } from '@fermata/client';
-import { startService } from '../../../test/helpers/service.ts';
+import { startService } from '../test/helpers/service.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' } } });
 const rounds = Number(values.rounds);
