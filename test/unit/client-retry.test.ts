@@ -6,11 +6,12 @@
 // without HTTP/2 gets HTTP/1.1, one request per add; lines a stopping server did not read go
 // again; a server without the add stream (cluster mode) gets one POST per add; a broken
 // connection fails an unanswered add with STREAM_ENDED (it may have been added) and the next
-// add reconnects.
+// add reconnects; a server not reached yet decides no protocol.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import http2 from 'node:http2';
 import type net from 'node:net';
+import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { FermataClient, FermataError } from '@fermata/client';
@@ -205,6 +206,28 @@ test('a connection that breaks under an unanswered line fails that add with STRE
     await assert.rejects(client.add({ delay_ms: 1, target: 'http://127.0.0.1:9/x', payload: 'lost' }), (err: unknown) => err instanceof FermataError && err.code === 'STREAM_ENDED');
     assert.equal((await client.add({ delay_ms: 1, target: 'http://127.0.0.1:9/x', payload: 'next' })).id, 'id-next');
     assert.equal(seen.streams, 2);
+  } finally {
+    await client.close();
+  }
+});
+
+test('a server not reached yet decides no protocol: the call fails with CONNECTION_FAILED, a later one speaks HTTP/2', async () => {
+  const server = http2.createServer((_request, response) => {
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end('{"pending":1}');
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  const client = new FermataClient({ url: `http://127.0.0.1:${port}`, connectTimeoutMs: 2_000 });
+  try {
+    await assert.rejects(client.stats(), (err: unknown) => err instanceof FermataError && err.code === 'CONNECTION_FAILED' && err.status === 0);
+    server.listen(port, '127.0.0.1');
+    await once(server, 'listening');
+    closers.push(() => new Promise((resolve) => server.close(() => resolve())));
+    assert.deepEqual(await client.stats(), { pending: 1 });
+    assert.equal(await client.protocol(), 'h2');
   } finally {
     await client.close();
   }

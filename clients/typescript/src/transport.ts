@@ -75,7 +75,11 @@ export class Transport {
 
   /** The protocol the server is spoken to in (decided at the first call). */
   protocol(): Promise<Protocol> {
-    this.#protocol ??= this.#decide();
+    // A server that could not be reached decided nothing: the next call asks again.
+    this.#protocol ??= this.#decide().catch((err: unknown) => {
+      this.#protocol = undefined;
+      throw err;
+    });
     return this.#protocol;
   }
 
@@ -113,7 +117,9 @@ export class Transport {
     try {
       this.#adopt(await this.#connect());
       return 'h2';
-    } catch {
+    } catch (err) {
+      // Reached, but not answered with HTTP/2 SETTINGS: the server speaks HTTP/1.1 only.
+      if (unreached(err)) throw err;
       return 'http/1.1';
     }
   }
@@ -235,6 +241,14 @@ function readAll(body: Readable): Promise<Buffer> {
     body.on('error', reject);
     body.once('close', () => reject(connectionError('the answer was cut before its end')));
   });
+}
+
+/** Socket errors that mean the server was not reached at all (so its protocol is still unknown). */
+const unreachedCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EADDRNOTAVAIL']);
+
+function unreached(err: unknown): boolean {
+  const cause = err instanceof Error ? err.cause : undefined;
+  return cause instanceof Error && unreachedCodes.has((cause as NodeJS.ErrnoException).code ?? '');
 }
 
 /** SNI takes a host name, never an address. */
