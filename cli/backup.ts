@@ -17,6 +17,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { create as createTar } from 'tar';
 import { formatTooNew, formatVersions } from '../engine/format-version.ts';
 import { systemErrorCode } from '../engine/errors.ts';
 import { decodeManifest, type Manifest } from '../engine/spill/manifest-codec.ts';
@@ -288,9 +289,8 @@ export async function takeBackup(dataDir: string, to: string, fermata: string, o
     await Promise.all([...snapshot.runs, ...snapshot.segments].map(({ handle }) => handle.close()));
   }
   if (asTar) {
-    const tar = await import('tar');
     const partial = `${to}.partial.tar`;
-    await tar.create({ file: partial, cwd: folder, portable: true }, [backupIndexName, ...index.files.map((file) => file.path)]);
+    await createTar({ file: partial, cwd: folder, portable: true }, [backupIndexName, ...index.files.map((file) => file.path)]);
     const handle = await open(partial, 'r+');
     try {
       await handle.datasync();

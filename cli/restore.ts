@@ -9,6 +9,7 @@ import { createReadStream } from 'node:fs';
 import { copyFile, mkdir, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { extract as extractTar } from 'tar';
 import { formatTooNew } from '../engine/format-version.ts';
 import { systemErrorCode } from '../engine/errors.ts';
 import { decodeManifest } from '../engine/spill/manifest-codec.ts';
@@ -125,9 +126,8 @@ export async function restoreBackup(from: string, dataDir: string): Promise<Back
         await copyFile(join(from, path), join(staging, path));
       }
     } else {
-      const tar = await import('tar');
       // Only plain files of the names a backup holds are taken out: no links, nothing outside staging.
-      await tar.extract({ file: from, cwd: staging, strict: true, preserveOwner: false, filter: (path, entry) => isBackupPath(path) && 'type' in entry && entry.type === 'File' });
+      await extractTar({ file: from, cwd: staging, strict: true, preserveOwner: false, filter: (path, entry) => isBackupPath(path) && 'type' in entry && entry.type === 'File' });
     }
     const index = await verifyFolder(staging, (path) => (fromStat.isDirectory() ? join(from, path) : `${from}:${path}`));
     await rm(join(staging, backupIndexName));
