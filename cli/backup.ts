@@ -35,6 +35,9 @@ before the backup began is in it. The service is neither asked nor slowed, beyon
 Restore it with \`fermata restore --from FILE.tar|DIR --data NEWDIR\`.
 `;
 
+/** Runs are copied in reads of this size, through one buffer: fewer trips through the threadpool than a stream's 64 KiB, and no garbage. */
+const copyChunkBytes = 4 * 1024 * 1024;
+
 /** Times the manifest may change under the backup (a checkpoint finishing) before it gives up. */
 const snapshotAttemptsMax = 100;
 
@@ -195,16 +198,20 @@ async function writeNew(path: string, bytes: Uint8Array): Promise<void> {
   }
 }
 
-/** Copies a held file from its start to a new file, durably, hashing it on the way. */
+/** Copies a held file from its start to a new file, durably, hashing it on the way (one buffer, reused). */
 async function copyHeld(from: FileHandle, path: string): Promise<{ bytes: number; sha256: string }> {
   const hash = createHash('sha256');
+  const buffer = Buffer.allocUnsafe(copyChunkBytes);
   const out = await open(path, 'wx');
   let bytes = 0;
   try {
-    for await (const chunk of from.createReadStream({ start: 0, autoClose: false }) as AsyncIterable<Buffer>) {
+    for (;;) {
+      const { bytesRead } = await from.read(buffer, 0, buffer.length, bytes);
+      if (bytesRead === 0) break;
+      const chunk = buffer.subarray(0, bytesRead);
       hash.update(chunk);
-      await out.write(chunk);
-      bytes += chunk.length;
+      await out.write(chunk, 0, bytesRead, bytes);
+      bytes += bytesRead;
     }
     await out.datasync();
   } finally {
