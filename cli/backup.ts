@@ -15,7 +15,7 @@
 // be cut off; it was not acknowledged before the backup began. The command's main thread.
 import { createHash } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
 import { create as createTar } from 'tar';
 import { formatTooNew, formatVersions } from '../engine/format-version.ts';
@@ -275,6 +275,8 @@ async function writeBackupFolder(dataDir: string, snapshot: Snapshot, out: strin
 
 /** The backup of `dataDir` into `to`: a folder, or a tar file when `to` ends in .tar. `fermata` is this build's version, for BACKUP.json. */
 export async function takeBackup(dataDir: string, to: string, fermata: string, options: BackupOptions = {}): Promise<BackupReport> {
+  // Inside the data directory the backup would be a stranger in it, and copied by the next backup.
+  if (`${resolve(to)}${sep}`.startsWith(`${resolve(dataDir)}${sep}`)) throw new BackupError(to, `is inside the data directory ${dataDir}: back up to another place`);
   const asTar = to.endsWith('.tar');
   const folder = asTar ? `${to}.partial` : to;
   if (asTar) {

@@ -4,7 +4,8 @@
 // files makes it open them again; under adds and checkpoints running together the restored
 // directory holds every timer acknowledged before the backup began, once, and no other timer
 // than acknowledged ones. A restore refuses a non-empty directory, a damaged, missing or extra
-// file (naming it) and a backup of a later format, and leaves the target as it was.
+// file (naming it) and a backup of a later format, and leaves the target as it was; a backup
+// refuses a target that is not empty or lies inside the data directory.
 import assert from 'node:assert/strict';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -171,4 +172,6 @@ test('restore refuses a non-empty directory, a damaged, missing or extra file na
     (err) => isFermataError(err, errorCodes.formatTooNew) && /backup format version 2 is newer than this build reads \(version 1\)/.test(err.message),
   );
   await assert.rejects(takeBackup(source, occupied, 'test'), (err) => err instanceof BackupError && /not empty/.test(err.message));
+  await assert.rejects(takeBackup(source, join(source, 'backup'), 'test'), (err) => err instanceof BackupError && /inside the data directory/.test(err.message));
+  assert.ok(!existsSync(join(source, 'backup')));
 });

@@ -16,6 +16,7 @@ import { decodeManifest } from '../../engine/spill/manifest-codec.ts';
 import { decodeSegmentHeader } from '../../engine/wal/decoder.ts';
 import { encodeSegmentHeader } from '../../engine/wal/encoder.ts';
 import { withFirstRecordType, withManifestVersion, withWalVersion } from '../helpers/format-patch.ts';
+import { startService } from '../helpers/service.ts';
 
 interface Expected {
   readonly t0: number;
@@ -86,6 +87,11 @@ test('the newer-version fixture is refused naming its manifest, the version foun
   assert.equal(err.details.file, join(dataDir, 'spill', 'MANIFEST'));
   assert.equal(err.details.found, 5);
   assert.match(err.message, /spill\/MANIFEST: spill manifest format version 5 is newer than this build reads \(versions 1–4\)/);
+});
+
+test('fermata serve on the newer-version fixture exits before listening, its last log line coded FORMAT_TOO_NEW', async () => {
+  const dataDir = copyOf('data-newer/data');
+  await assert.rejects(startService(dataDir), (err: Error) => /exited before listening/.test(err.message) && /"code":"FORMAT_TOO_NEW"/.test(err.message) && err.message.includes(`${dataDir}/spill/MANIFEST: spill manifest format version 5`));
 });
 
 test('a WAL segment of a later format version is refused and left where it is, even a last one that holds no record', async () => {
