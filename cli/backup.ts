@@ -126,65 +126,69 @@ async function trySnapshot(dataDir: string, options: BackupOptions): Promise<Sna
   }
 }
 
-/** What to copy of one segment: its bytes up to the end of its last whole record, and that record's sequence. */
-interface SegmentCopy {
+/** A held segment the backup copies: its id, file and first sequence. */
+interface HeldSegment {
   readonly id: number;
+  readonly handle: FileHandle;
   readonly baseSeq: number;
-  readonly bytes: Uint8Array;
-  readonly lastSeq: number;
+}
+
+/** A held segment's first sequence, from its header; undefined for a last segment whose header was still being written. */
+async function baseSeqOf(path: string, handle: FileHandle, isLast: boolean): Promise<number | undefined> {
+  const bytes = new Uint8Array(segmentHeaderBytes);
+  const { bytesRead } = await handle.read(bytes, 0, segmentHeaderBytes, 0);
+  const header = decodeSegmentHeader(bytes.subarray(0, bytesRead));
+  if (header.verdict === 'too-new') throw formatTooNew(path, 'WAL segment format version', header.version, `version ${walFormatVersion}`);
+  if (header.verdict === 'ok') return header.header.baseSeq;
+  if (isLast) return undefined;
+  throw new BackupError(path, `${header.reason}: the log is damaged; the service would refuse it too`);
+}
+
+/** The segments a restore needs: from the one holding the record after the checkpoint to the last, ids consecutive. */
+async function logAfter(dataDir: string, snapshot: Snapshot): Promise<HeldSegment[]> {
+  const walDir = join(dataDir, 'wal');
+  const held: HeldSegment[] = [];
+  for (const [i, { id, handle }] of snapshot.segments.entries()) {
+    const baseSeq = await baseSeqOf(join(walDir, segmentFileName(id)), handle, i === snapshot.segments.length - 1);
+    if (baseSeq !== undefined) held.push({ id, handle, baseSeq });
+  }
+  // Segments wholly before the checkpoint are not needed (a checkpoint would delete them).
+  let first = 0;
+  for (let i = 0; i < held.length; i++) if ((held[i] as HeldSegment).baseSeq <= snapshot.checkpointSeq + 1) first = i;
+  const needed = held.slice(first);
+  const head = needed[0];
+  if (head === undefined) {
+    if (snapshot.checkpointSeq > 0) throw new BackupError(walDir, `holds no segment, but the checkpoint covers up to sequence ${snapshot.checkpointSeq}`);
+    return needed;
+  }
+  if (head.baseSeq > snapshot.checkpointSeq + 1) throw new BackupError(join(walDir, segmentFileName(head.id)), `starts at sequence ${head.baseSeq}, after the checkpoint's ${snapshot.checkpointSeq} + 1: records are missing`);
+  for (let i = 1; i < needed.length; i++) {
+    if ((needed[i] as HeldSegment).id !== (needed[i - 1] as HeldSegment).id + 1) throw new BackupError(join(walDir, segmentFileName((needed[i - 1] as HeldSegment).id + 1)), 'is missing from the sequence of segments');
+  }
+  return needed;
 }
 
 /**
- * Reads a held segment and keeps its whole records. A sealed one must read to its end, as
- * recovery would demand; the last one was being written, so its copy stops at the first frame
- * that is not a whole record (undefined when even its header was still being written).
+ * A held segment's bytes up to the end of its last whole record, and that record's sequence. A
+ * sealed one must read to its end, as recovery would demand; the last one was being written, so
+ * its copy stops at the first frame that is not a whole record. `expectedBaseSeq` (the segment
+ * before it's last sequence + 1) is checked.
  */
-async function segmentCopy(dataDir: string, id: number, handle: FileHandle, isLast: boolean): Promise<SegmentCopy | undefined> {
-  const path = join(dataDir, 'wal', segmentFileName(id));
-  const bytes = new Uint8Array(await handle.readFile());
-  const header = decodeSegmentHeader(bytes);
-  if (header.verdict === 'too-new') throw formatTooNew(path, 'WAL segment format version', header.version, `version ${walFormatVersion}`);
-  if (header.verdict !== 'ok') {
-    if (isLast) return undefined;
-    throw new BackupError(path, `${header.reason}: the log is damaged; the service would refuse it too`);
-  }
+async function segmentCopy(path: string, segment: HeldSegment, isLast: boolean, expectedBaseSeq: number | undefined): Promise<{ bytes: Uint8Array; lastSeq: number }> {
+  if (expectedBaseSeq !== undefined && segment.baseSeq !== expectedBaseSeq) throw new BackupError(path, `starts at sequence ${segment.baseSeq}, the segment before ended at ${expectedBaseSeq - 1}`);
+  const bytes = new Uint8Array(await segment.handle.readFile());
   let offset = segmentHeaderBytes;
-  let seq = header.header.baseSeq;
+  let seq = segment.baseSeq;
   for (;;) {
-    const frame = decodeFrame(bytes, offset, id, seq);
+    const frame = decodeFrame(bytes, offset, segment.id, seq);
     if (frame.verdict === 'record') {
       offset = frame.next;
       seq++;
       continue;
     }
     if (frame.verdict !== 'end' && !isLast) throw new BackupError(path, `${frame.reason} at offset ${offset}: the log is damaged; the service would refuse it too`);
-    return { id, baseSeq: header.header.baseSeq, bytes: bytes.subarray(0, offset), lastSeq: seq - 1 };
+    return { bytes: bytes.subarray(0, offset), lastSeq: seq - 1 };
   }
-}
-
-/** The segments a restore needs: from the one holding the record after the checkpoint to the last, consecutive. */
-async function logAfter(dataDir: string, snapshot: Snapshot): Promise<SegmentCopy[]> {
-  const copies: SegmentCopy[] = [];
-  for (const [i, { id, handle }] of snapshot.segments.entries()) {
-    const copy = await segmentCopy(dataDir, id, handle, i === snapshot.segments.length - 1);
-    if (copy !== undefined) copies.push(copy);
-  }
-  // Segments wholly before the checkpoint are not needed (a checkpoint would delete them).
-  let first = 0;
-  for (let i = 0; i < copies.length; i++) if ((copies[i] as SegmentCopy).baseSeq <= snapshot.checkpointSeq + 1) first = i;
-  const needed = copies.slice(first);
-  const walDir = join(dataDir, 'wal');
-  if (needed.length === 0) {
-    if (snapshot.checkpointSeq > 0) throw new BackupError(walDir, `holds no segment, but the checkpoint covers up to sequence ${snapshot.checkpointSeq}`);
-    return needed;
-  }
-  const head = needed[0] as SegmentCopy;
-  if (head.baseSeq > snapshot.checkpointSeq + 1) throw new BackupError(join(walDir, segmentFileName(head.id)), `starts at sequence ${head.baseSeq}, after the checkpoint's ${snapshot.checkpointSeq} + 1: records are missing`);
-  for (let i = 1; i < needed.length; i++) {
-    const [before, after] = [needed[i - 1] as SegmentCopy, needed[i] as SegmentCopy];
-    if (after.id !== before.id + 1 || after.baseSeq !== before.lastSeq + 1) throw new BackupError(join(walDir, segmentFileName(after.id)), `does not follow ${segmentFileName(before.id)} (segment or sequence gap)`);
-  }
-  return needed;
 }
 
 /** Writes `bytes` to a new file and makes it durable. */
@@ -251,10 +255,14 @@ async function writeBackupFolder(dataDir: string, snapshot: Snapshot, out: strin
     files.push({ path: `spill/${manifestFileName}`, bytes: snapshot.manifest.length, sha256: sha256(snapshot.manifest) });
   }
   for (const run of snapshot.runs) files.push({ path: run.path, ...(await copyHeld(run.handle, join(out, run.path))) });
-  for (const segment of segments) {
+  // One segment in memory at a time: the log may hold as many bytes as the resident timers.
+  let lastSeq = snapshot.checkpointSeq;
+  for (const [i, segment] of segments.entries()) {
     const path = `wal/${segmentFileName(segment.id)}`;
-    await writeNew(join(out, path), segment.bytes);
-    files.push({ path, bytes: segment.bytes.length, sha256: sha256(segment.bytes) });
+    const copy = await segmentCopy(join(dataDir, path), segment, i === segments.length - 1, i === 0 ? undefined : lastSeq + 1);
+    await writeNew(join(out, path), copy.bytes);
+    files.push({ path, bytes: copy.bytes.length, sha256: sha256(copy.bytes) });
+    lastSeq = copy.lastSeq;
   }
   for (const folder of ['spill', 'wal']) await syncDir(join(out, folder));
   const index: BackupIndex = {
@@ -263,7 +271,7 @@ async function writeBackupFolder(dataDir: string, snapshot: Snapshot, out: strin
     fermata,
     createdAt: new Date().toISOString(),
     checkpointSeq: snapshot.checkpointSeq,
-    lastSeq: segments.at(-1)?.lastSeq ?? snapshot.checkpointSeq,
+    lastSeq,
     formats: formatVersions,
     files,
   };
@@ -275,7 +283,7 @@ async function writeBackupFolder(dataDir: string, snapshot: Snapshot, out: strin
 
 /** The backup of `dataDir` into `to`: a folder, or a tar file when `to` ends in .tar. `fermata` is this build's version, for BACKUP.json. */
 export async function takeBackup(dataDir: string, to: string, fermata: string, options: BackupOptions = {}): Promise<BackupReport> {
-  // Inside the data directory the backup would be a stranger in it, and copied by the next backup.
+  // Inside the data directory the backup would lie among the files it copies, on the disk it guards against.
   if (`${resolve(to)}${sep}`.startsWith(`${resolve(dataDir)}${sep}`)) throw new BackupError(to, `is inside the data directory ${dataDir}: back up to another place`);
   const asTar = to.endsWith('.tar');
   const folder = asTar ? `${to}.partial` : to;
@@ -285,32 +293,43 @@ export async function takeBackup(dataDir: string, to: string, fermata: string, o
   } else {
     await emptyFolder(folder);
   }
+  try {
+    const { index, attempts } = await copyInto(dataDir, folder, fermata, options);
+    if (asTar) {
+      const partial = `${to}.partial.tar`;
+      await createTar({ file: partial, cwd: folder, portable: true }, [backupIndexName, ...index.files.map((file) => file.path)]);
+      const handle = await open(partial, 'r+');
+      try {
+        await handle.datasync();
+      } finally {
+        await handle.close();
+      }
+      await rename(partial, to);
+      await syncDir(dirname(to));
+      await rm(folder, { recursive: true });
+    }
+    return { index, attempts };
+  } catch (err) {
+    // A backup that stopped leaves nothing that could be taken for one.
+    if (asTar) await Promise.all([rm(folder, { recursive: true, force: true }), rm(`${to}.partial.tar`, { force: true })]);
+    else await Promise.all(['spill', 'wal', `${backupIndexName}.tmp`].map((name) => rm(join(folder, name), { recursive: true, force: true })));
+    throw err;
+  }
+}
+
+/** The snapshot taken (again while checkpoints move the manifest on) and copied into `folder`. */
+async function copyInto(dataDir: string, folder: string, fermata: string, options: BackupOptions): Promise<BackupReport> {
   let snapshot: Snapshot | undefined;
   let attempts = 0;
   while (snapshot === undefined) {
     if (++attempts > snapshotAttemptsMax) throw new BackupError(join(dataDir, 'spill', manifestFileName), `changed ${snapshotAttemptsMax} times while the backup opened its files`);
     snapshot = await trySnapshot(dataDir, options);
   }
-  let index: BackupIndex;
   try {
-    index = await writeBackupFolder(dataDir, snapshot, folder, fermata);
+    return { index: await writeBackupFolder(dataDir, snapshot, folder, fermata), attempts };
   } finally {
     await Promise.all([...snapshot.runs, ...snapshot.segments].map(({ handle }) => handle.close()));
   }
-  if (asTar) {
-    const partial = `${to}.partial.tar`;
-    await createTar({ file: partial, cwd: folder, portable: true }, [backupIndexName, ...index.files.map((file) => file.path)]);
-    const handle = await open(partial, 'r+');
-    try {
-      await handle.datasync();
-    } finally {
-      await handle.close();
-    }
-    await rename(partial, to);
-    await syncDir(dirname(to));
-    await rm(folder, { recursive: true });
-  }
-  return { index, attempts };
 }
 
 export async function backup(argv: string[], fermata: string): Promise<number> {

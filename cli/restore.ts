@@ -86,17 +86,17 @@ async function syncPath(path: string): Promise<void> {
   }
 }
 
-/** NEWDIR absent, or an empty directory (removed, for the rename to take its name). */
-async function clearTarget(dataDir: string): Promise<void> {
+/** Refuses a `dataDir` that holds anything; true when it is there (and empty), false when absent. */
+async function emptyOrAbsent(dataDir: string): Promise<boolean> {
   let entries: string[];
   try {
     entries = await readdir(dataDir);
   } catch (err) {
-    if (systemErrorCode(err) === 'ENOENT') return;
+    if (systemErrorCode(err) === 'ENOENT') return false;
     throw err;
   }
   if (entries.length > 0) throw new BackupError(dataDir, 'is not empty: a restore goes into a new or empty directory');
-  await rmdir(dataDir);
+  return true;
 }
 
 /** Restores the backup at `from` (a folder, or a tar file) into `dataDir`. */
@@ -104,15 +104,8 @@ export async function restoreBackup(from: string, dataDir: string): Promise<Back
   const fromStat = await stat(from).catch((err: unknown) => {
     throw new BackupError(from, `cannot be read: ${(err as Error).message}`);
   });
-  // Checked before anything is written, and again before the rename.
-  await readdir(dataDir).then(
-    (entries) => {
-      if (entries.length > 0) throw new BackupError(dataDir, 'is not empty: a restore goes into a new or empty directory');
-    },
-    (err: unknown) => {
-      if (systemErrorCode(err) !== 'ENOENT') throw err;
-    },
-  );
+  // Checked before anything is written, and again before the rename takes its name.
+  await emptyOrAbsent(dataDir);
   const staging = `${dataDir}.restoring`;
   if ((await stat(staging).catch(() => undefined)) !== undefined) throw new BackupError(staging, 'exists: left by a restore that stopped; remove it');
   await mkdir(staging, { recursive: true });
@@ -141,7 +134,7 @@ export async function restoreBackup(from: string, dataDir: string): Promise<Back
       }
     }
     for (const folder of ['spill', 'wal', '.']) await syncPath(join(staging, folder));
-    await clearTarget(dataDir);
+    if (await emptyOrAbsent(dataDir)) await rmdir(dataDir);
     await rename(staging, dataDir);
     await syncPath(dirname(dataDir));
     return index;

@@ -10,6 +10,8 @@
 //   bad header of the last segment, nothing valid after  → segment creation was torn:
 //                                                          rename it to .broken
 //   missing segment id, base sequence not continuing     → refuse
+//   a whole header of a later version, or a whole record  → refuse, FORMAT_TOO_NEW (a newer
+//     of a type the caller does not know                     build wrote it; never set aside)
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
