@@ -11,6 +11,8 @@ Commands:
   wal-dump   read a WAL directory without changing it: segments, records, where they stop
   bench      load a running fermata and report rates and latencies (fermata bench --help)
   cluster    create, migrate and inspect a cluster database (fermata cluster --help)
+  backup     copy a data directory, while the service runs, into a folder or a .tar file
+  restore    make a backup into a new data directory (fermata restore --help)
 
   -h, --help       this text
   -v, --version    the version of fermata (package.json's)
@@ -35,6 +37,10 @@ export async function main(argv: string[]): Promise<number> {
       return (await import('./bench.ts')).bench(rest);
     case 'cluster':
       return (await import('./cluster.ts')).cluster(rest);
+    case 'backup':
+      return (await import('./backup.ts')).backup(rest, fermataVersion());
+    case 'restore':
+      return (await import('./restore.ts')).restore(rest);
     case '-h':
     case '--help':
     case 'help':

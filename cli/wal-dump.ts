@@ -19,7 +19,7 @@ function dumpSegment(path: string, id: number, printRecords: boolean, out: (line
   const bytes = new Uint8Array(readFileSync(path));
   const header = decodeSegmentHeader(bytes);
   if (header.verdict !== 'ok') {
-    out(`${path}: offset 0: ${header.verdict}: ${header.reason}`);
+    out(`${path}: offset 0: ${header.verdict}: ${header.verdict === 'too-new' ? `WAL format version ${header.version}, newer than this build reads` : header.reason}`);
     return false;
   }
   out(`${path}: segment ${header.header.segmentId}, base sequence ${header.header.baseSeq}, ${bytes.length} bytes`);

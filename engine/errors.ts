@@ -36,6 +36,8 @@ export const errorCodes = {
   partitionMoving: 'PARTITION_MOVING',
   /** Cluster mode: a route whose state is per engine (queues, schedules) and has no cluster-wide form yet. */
   clusterUnsupported: 'CLUSTER_UNSUPPORTED',
+  /** A data file (or a record in one) written in a format version newer than this build reads: details name the file, the version found and the one known (engine/format-version.ts). */
+  formatTooNew: 'FORMAT_TOO_NEW',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

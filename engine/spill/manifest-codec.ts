@@ -6,6 +6,7 @@
 //   header (24 B) | JSON (J B) | zero pad to 8 | seqs f64 × T | fireAtMs f64 × T | rows u32 × T
 import assert from 'node:assert/strict';
 import { crc32 } from '../checksum.ts';
+import { formatTooNew } from '../format-version.ts';
 import { crcCoveredFrom, headerCrcOffset, isReadableVersion, isRunId, manifestFileName, manifestHeaderBytes, manifestMagic, padTo8, runIdMax, spillCorrupt, spillFormatVersion, tombstoneBytes } from './format.ts';
 import { hex } from './keys-file.ts';
 import { type RunMeta, runMetaProblem } from './run-meta.ts';
@@ -117,7 +118,8 @@ function sortedTombstones(columns: TombstoneColumns): TombstoneColumns {
   return out;
 }
 
-export function decodeManifest(bytes: Uint8Array): Manifest {
+/** `path` names the file in a FORMAT_TOO_NEW refusal (SPILL_CORRUPT names it MANIFEST). */
+export function decodeManifest(bytes: Uint8Array, path: string = manifestFileName): Manifest {
   const bad = (offset: number, what: string): Error => spillCorrupt(manifestFileName, offset, what);
   if (bytes.length < manifestHeaderBytes) throw bad(0, `${bytes.length} bytes, shorter than the header (${manifestHeaderBytes})`);
   for (let i = 0; i < manifestMagic.length; i++) if (bytes[i] !== manifestMagic[i]) throw bad(0, 'bad magic: not a spill manifest');
@@ -126,6 +128,8 @@ export function decodeManifest(bytes: Uint8Array): Manifest {
   const actual = crc32(bytes.subarray(crcCoveredFrom));
   if (stored !== actual) throw bad(headerCrcOffset, `checksum mismatch: stored ${hex(stored)}, computed ${hex(actual)}`);
   const version = view.getUint16(12, true);
+  // A newer build's manifest names runs of its version too: refused whole, before its document.
+  if (version > spillFormatVersion) throw formatTooNew(path, 'spill manifest format version', version, `versions 1–${spillFormatVersion}`, { offset: 12 });
   if (!isReadableVersion(version)) throw bad(12, `version ${version} is not one this release reads (${spillFormatVersion} and before)`);
   if (view.getUint16(14, true) !== manifestHeaderBytes) throw bad(14, `header size ${view.getUint16(14, true)} is not ${manifestHeaderBytes}`);
   const jsonBytes = view.getUint32(16, true);

@@ -46,7 +46,7 @@ export async function readManifest(fs: FileSystem, dir: string, bytesMax: number
   } finally {
     await handle.close();
   }
-  return decodeManifest(bytes);
+  return decodeManifest(bytes, posix.join(dir, manifestFileName));
 }
 
 /**

@@ -46,6 +46,8 @@ export interface SegmentHeader {
 
 export type SegmentHeaderVerdict =
   | { readonly verdict: 'ok'; readonly header: SegmentHeader }
+  /** A whole header of a later WAL format version: written by a newer build, not damaged. */
+  | { readonly verdict: 'too-new'; readonly version: number }
   | { readonly verdict: 'torn' | 'corrupt'; readonly reason: string };
 
 function readU64(view: DataView, offset: number): number | undefined {
@@ -67,6 +69,8 @@ export function decodeSegmentHeader(bytes: Uint8Array): SegmentHeaderVerdict {
     if (bytes[i] !== segmentMagic[i]) return { verdict: 'corrupt', reason: 'not a fermata WAL segment (bad magic)' };
   }
   const version = view.getUint16(8, true);
+  // Checked before the fields a later version may have changed (the header's size among them).
+  if (version > formatVersion) return { verdict: 'too-new', version };
   if (version !== formatVersion) return { verdict: 'corrupt', reason: `unsupported WAL format version ${version}` };
   if (view.getUint16(10, true) !== segmentHeaderBytes || view.getUint32(24, true) !== 0) {
     return { verdict: 'corrupt', reason: 'segment header has unknown fields' };

@@ -1,5 +1,6 @@
 // The local WAL as the engine's DurableLog: opens the segmented log in one directory, sized and
 // replayed in the one pass recovery makes over the segments. The default log of every engine.
+import { isKnownRecordType, recordSetVersion, recordTypeKnownMax } from '../format-version.ts';
 import type { FileSystem } from '../fs/file-system.ts';
 import { nodeFileSystem } from '../fs/node-file-system.ts';
 import type { WalLimits } from '../limits.ts';
@@ -28,6 +29,7 @@ async function openLocalLog(options: LocalLogOptions, { coveredSeq, replay, onPo
     dir: options.dir,
     coveredSeq,
     replay: (seq, type, body) => replay.record(seq, type, body, recordHeaderBytes + body.length),
+    recordTypes: { known: isKnownRecordType, describe: `record types 1–${recordTypeKnownMax}, record-type set ${recordSetVersion}` },
     fs,
     ...(options.limits === undefined ? {} : { limits: options.limits }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),

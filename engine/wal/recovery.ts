@@ -10,12 +10,15 @@
 //   bad header of the last segment, nothing valid after  → segment creation was torn:
 //                                                          rename it to .broken
 //   missing segment id, base sequence not continuing     → refuse
+//   a whole header of a later version, or a whole record  → refuse, FORMAT_TOO_NEW (a newer
+//     of a type the caller does not know                     build wrote it; never set aside)
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
+import { formatTooNew } from '../format-version.ts';
 import type { FileHandle, FileSystem } from '../fs/file-system.ts';
 import { decodeFrame, decodeSegmentHeader, searchLaterGroups } from './decoder.ts';
-import { brokenSuffix, parseSegmentFileName, segmentFileName, segmentHeaderBytes } from './format.ts';
+import { brokenSuffix, formatVersion, parseSegmentFileName, segmentFileName, segmentHeaderBytes } from './format.ts';
 
 export interface SegmentInfo {
   readonly id: number;
@@ -254,13 +257,20 @@ class SegmentReader {
  */
 export type RecordVisitor = (seq: number, type: number, body: Uint8Array) => void | Promise<void>;
 
+/** Whether a record type is one the reader knows; a complete record of another type is FORMAT_TOO_NEW. */
+export interface RecordTypes {
+  readonly known: (type: number) => boolean;
+  /** What the reader knows, for the refusal: e.g. "record types 1–13, WAL format version 1". */
+  readonly describe: string;
+}
+
 /**
  * Reads the log's segments in order, checking every frame and handing each valid record to
  * `visit` (awaited when it returns a promise). `coveredSeq` is the sequence a checkpoint
  * covers (0: none): segments holding only records up to it may have been deleted, so the log
  * may start later than segment 1, but never after coveredSeq + 1.
  */
-export async function recoverSegments(fs: FileSystem, dir: string, visit?: RecordVisitor, coveredSeq = 0): Promise<RecoveryReport> {
+export async function recoverSegments(fs: FileSystem, dir: string, visit?: RecordVisitor, coveredSeq = 0, recordTypes?: RecordTypes): Promise<RecoveryReport> {
   const ids = await listSegmentIds(fs, dir);
   const segments: SegmentInfo[] = [];
   let repair: TailRepair | undefined;
@@ -289,6 +299,9 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
       await current.more();
       let bytes = current.arrived;
       const header = decodeSegmentHeader(bytes);
+      // A newer build's segment is refused before anything else, the last one too: it is whole,
+      // never a torn creation to set aside.
+      if (header.verdict === 'too-new') throw formatTooNew(path, 'WAL segment format version', header.version, `version ${formatVersion}`, { offset: 8 });
       if (header.verdict !== 'ok') {
         bytes = await current.whole();
         // A segment header is durable before any record goes in: no overlap excuses a valid
@@ -320,6 +333,10 @@ export async function recoverSegments(fs: FileSystem, dir: string, visit?: Recor
         if (frame.verdict === 'end') break;
         if (frame.verdict === 'record') {
           if (frame.groupBaseSeq < segment.baseSeq) throw corrupt(path, segment.bytes, 'record claims a commit group that began in another segment');
+          // Complete and checksummed: only a newer build writes a type this one does not know.
+          if (recordTypes !== undefined && !recordTypes.known(frame.type)) {
+            throw formatTooNew(path, `record type (sequence ${frame.seq}, offset ${segment.bytes})`, frame.type, recordTypes.describe, { offset: segment.bytes, seq: frame.seq });
+          }
           const visited = visit?.(frame.seq, frame.type, frame.body);
           if (visited !== undefined) await visited;
           segment.lastSeq = frame.seq;

@@ -46,7 +46,7 @@ import type { AppendOptions, DurableLog, LogRecord } from '../log.ts';
 import { decodeFrame } from './decoder.ts';
 import { encodeRecordHeader, encodeSegmentHeader } from './encoder.ts';
 import { recordHeaderBytes, recordTypeMax, recordTypeReserved, segmentFileName, segmentHeaderBytes } from './format.ts';
-import { type RecordVisitor, recoverSegments, type RecoveryReport, type SegmentInfo } from './recovery.ts';
+import { type RecordTypes, type RecordVisitor, recoverSegments, type RecoveryReport, type SegmentInfo } from './recovery.ts';
 
 /** Bodies below this size are copied into the group's write buffer; larger ones are written in place. */
 const copyBodyBytesMax = 64 * 1024;
@@ -78,6 +78,8 @@ export interface WalOptions {
    * recovery: replaying state this way reads the log once. If it throws, open() fails with that.
    */
   readonly replay?: RecordVisitor;
+  /** The record types the replay knows: a complete record of any other refuses the open (FORMAT_TOO_NEW). Absent: any type. */
+  readonly recordTypes?: RecordTypes;
   /**
    * The sequence a durable checkpoint covers (0 or absent: none). Segments holding only records
    * up to it may have been deleted (deleteCoveredSegments), so the log may start later.
@@ -169,7 +171,7 @@ export class Wal implements DurableLog {
     const lock = await fs.lockDir(options.dir);
     try {
       const coveredSeq = options.coveredSeq ?? 0;
-      const recovery = await recoverSegments(fs, options.dir, options.replay, coveredSeq);
+      const recovery = await recoverSegments(fs, options.dir, options.replay, coveredSeq, options.recordTypes);
       const last = recovery.segments.at(-1);
       let active: FileHandle;
       // The segment being written is never deleted, so a checkpointed log always has one.

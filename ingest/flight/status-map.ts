@@ -37,6 +37,7 @@ const statusOf: Record<ErrorCode, status> = {
   [errorCodes.walCorrupt]: status.INTERNAL,
   [errorCodes.dataDirLocked]: status.INTERNAL,
   [errorCodes.spillCorrupt]: status.INTERNAL,
+  [errorCodes.formatTooNew]: status.INTERNAL,
   // Cluster mode: the database is out of reach (nothing appended), or its schema is not this build's.
   [errorCodes.logUnavailable]: status.UNAVAILABLE,
   [errorCodes.partitionMoving]: status.UNAVAILABLE,

@@ -66,6 +66,7 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.dataDirLocked]: 500,
   // A spill file that fails its checks: at start-up it refuses to start; met by a lookup, the disk is damaged.
   [errorCodes.spillCorrupt]: 500,
+  [errorCodes.formatTooNew]: 500,
   [httpErrorCodes.notFound]: 404,
   [httpErrorCodes.routeNotFound]: 404,
   [httpErrorCodes.methodNotAllowed]: 405,

@@ -48,7 +48,7 @@ export async function buildLog(groups: readonly (readonly number[])[], segmentBy
 /** End offsets of the valid records of one segment's bytes, in order. */
 export function recordEndsOf(bytes: Uint8Array): number[] {
   const header = decodeSegmentHeader(bytes);
-  if (header.verdict !== 'ok') throw new Error(header.reason);
+  if (header.verdict !== 'ok') throw new Error(header.verdict === 'too-new' ? `WAL format version ${header.version}` : header.reason);
   const ends: number[] = [];
   let offset = segmentHeaderBytes;
   for (let seq = header.header.baseSeq; ; seq++) {
