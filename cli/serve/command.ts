@@ -37,9 +37,13 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
                           ${farHorizonMinText}) are moved to disk once adds and deliveries go quiet,
                           whatever the budget; "off" keeps them in memory while the budget
                           allows (default ${farHorizonDefaultText}; env FERMATA_FAR_HORIZON)
-  --flight HOST:PORT      also serve Arrow Flight (gRPC, cleartext) there: DoPut of record batches
-                          to ["timers"] or ["timers", QUEUE]; DoGet of a "pull" queue's due timers,
-                          settled by DoAction ack/nack (env FERMATA_FLIGHT_LISTEN)
+  --grpc HOST:PORT        also serve gRPC there (env FERMATA_GRPC_LISTEN): fermata.v1.Timers
+                          (proto/fermata/v1/timers.proto), with server reflection and health, and
+                          Arrow Flight: DoPut of record batches to ["timers"] or ["timers", QUEUE];
+                          DoGet of a "pull" queue's due timers, settled by DoAction ack/nack.
+                          Cleartext, or TLS with the TLS port's certificate when the config file
+                          says "grpc": {"tls": true}
+  --flight HOST:PORT      the same as --grpc (env FERMATA_FLIGHT_LISTEN)
   --http3 PORT            also serve HTTP/3 (QUIC, UDP) on PORT of the TLS port's host through a
                           supervised Caddy (Debian package caddy) that forwards to the cleartext
                           port over h2c; the TLS port advertises it (alt-svc). Without
@@ -58,7 +62,7 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
   -h, --help              this text
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
-  "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT}, "flight": {"listen": HOST:PORT},
+  "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT}, "grpc": {"listen": HOST:PORT, "tls": BOOL},
   "http3": {"port": PORT}, "readiness": {"disk_free_bytes_min": BYTES},
   "memory_budget": "512MiB" (or a number of bytes), "far_horizon": D, "clock": "real" | "manual",
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
@@ -138,6 +142,7 @@ function parseServeArgs(argv: readonly string[]) {
         'memory-budget': { type: 'string' },
         'far-horizon': { type: 'string' },
         flight: { type: 'string' },
+        grpc: { type: 'string' },
         http3: { type: 'string' },
         clock: { type: 'string' },
         cluster: { type: 'string' },
