@@ -19,6 +19,7 @@ import { httpLimits } from '../../engine/limits.ts';
 import type { Dispatcher } from '../../dispatch/dispatcher.ts';
 import type { PullQueues } from '../../dispatch/pull-queues.ts';
 import type { DiskSpaceCheck } from '../../ingest/http/listen/disk-space.ts';
+import type { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
 import { bearerCheck } from '../../ingest/http/listen/bearer-auth.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { alpnProtocols } from '../../ingest/http/listen/tls-listener.ts';
@@ -58,8 +59,9 @@ export interface Ports {
  * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
  * closing what was opened) when a port cannot be bound.
  */
-export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, logger: Logger): Promise<HttpServer | undefined> {
+export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, logger: Logger, guard: PeerGuard): Promise<HttpServer | undefined> {
   const app = createHttpServer({
+    peerGuard: guard,
     logger: logger.child({ component: 'http' }),
     engine,
     tokens: settings.tokens,
@@ -94,10 +96,10 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
 /**
  * The gRPC server when --grpc (or --flight) is set: Arrow Flight and fermata.v1.Timers (with
  * reflection and health) on one port, TLS with the TLS port's certificate when "grpc.tls" says
- * so. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
+ * so, its connections seen by `guard`, the HTTP listener's peer guard. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
  * (logged) when it cannot bind, a PortInUseError when its port is taken.
  */
-export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
+export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger, guard: PeerGuard): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
   // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
   // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
@@ -115,6 +117,7 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
       register: (server) => timers.addTo(server),
       closing: () => timers.stopping(),
       options: grpcServerOptions,
+      guard,
       ...(credentials === undefined ? {} : { credentials }),
     });
     logger.info({ services: ['arrow.flight.protocol.FlightService', 'fermata.v1.Timers'], url: listener.url }, 'flight listening');

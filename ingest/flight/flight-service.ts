@@ -38,7 +38,9 @@ import type { Logger } from 'pino';
 import { PullRefusal, type PullQueues, type PullSettlement } from '../../dispatch/pull-queues.ts';
 import type { Admitted, Engine } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import { listenGuarded } from '../grpc/guarded-listener.ts';
 import { bearerCheck, type BearerCheck } from '../http/listen/bearer-auth.ts';
+import type { PeerGuard } from '../http/listen/peer-guard.ts';
 import {
   checkMessage,
   decodeAction,
@@ -93,6 +95,8 @@ export interface SharedServer {
   readonly options?: ChannelOptions;
   /** TLS; cleartext when absent. */
   readonly credentials?: ServerCredentials;
+  /** The HTTP listener's peer guard: with it the port is fermata's own TCP listener, which the guard sees (grpc/guarded-listener.ts). */
+  readonly guard?: PeerGuard;
 }
 
 export interface FlightListener {
@@ -183,15 +187,19 @@ export class FlightService {
     share.register?.(server);
     const hostText = host.includes(':') ? `[${host}]` : host;
     const credentials = share.credentials ?? ServerCredentials.createInsecure();
-    const bound = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(`${hostText}:${port}`, credentials, (err, boundPort) => (err === null ? resolve(boundPort) : reject(err)));
-    });
+    const guarded = share.guard === undefined ? undefined : await listenGuarded(server, credentials, host, port, share.guard);
+    const bound =
+      guarded?.port ??
+      (await new Promise<number>((resolve, reject) => {
+        server.bindAsync(`${hostText}:${port}`, credentials, (err, boundPort) => (err === null ? resolve(boundPort) : reject(err)));
+      }));
     return {
       url: `${credentials._isSecure() ? 'grpc+tls' : 'grpc+tcp'}://${hostText}:${bound}`,
       port: bound,
       close: () => {
         this.#closing.abort();
         share.closing?.();
+        guarded?.close();
         return closeServer(server);
       },
     };
