@@ -19,9 +19,9 @@ import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';
-import { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
+import { AdmitCoalescer, type AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
-import { type Admitted, decodeCursor, type Engine, queryStart } from '../../engine/engine.ts';
+import { type Admitted, decodeCursor, type DuplicateAnswer, type Engine, queryStart } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { httpLimits } from '../../engine/limits.ts';
 import type { QueueView } from '../../engine/queue-registry.ts';
@@ -312,15 +312,43 @@ export class TimersService {
   }
 }
 
-/** One StreamAddTimers call: each request admitted as a single add, answered in order once durable. */
+/** One request of a StreamAddTimers call: hears its admit's end from the coalescer, and tells its call. */
+class StreamAdd implements AdmitWaiter {
+  answer: { readonly added: AddTimerResponse } | { readonly error: RpcStatus } | undefined = undefined;
+  readonly #call: AddStream;
+  readonly #fireAtMs: number;
+  readonly #gaveDelay: boolean;
+
+  constructor(call: AddStream, fireAtMs: number, gaveDelay: boolean) {
+    this.#call = call;
+    this.#fireAtMs = fireAtMs;
+    this.#gaveDelay = gaveDelay;
+  }
+
+  admitted(id: string, _duplicate: boolean, original: DuplicateAnswer | undefined): void {
+    this.answer = { added: addAnswer(id, original, this.#fireAtMs, this.#gaveDelay) };
+    this.#call.answered();
+  }
+
+  refused(err: unknown): void {
+    this.answer = { error: this.#call.refusal(inJsonTerms(err, undefined)) };
+    this.#call.answered();
+  }
+}
+
+/**
+ * One StreamAddTimers call: each request a single add through the coalescer, answered in
+ * request order once durable (an answer waits for those before it). At most
+ * streamLimits.linesInFlightMax requests wait for their answer; past that the call stops reading.
+ */
 class AddStream {
   readonly #call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>;
   readonly #coalescer: AdmitCoalescer;
   readonly #engine: Engine;
   readonly #logger: Logger;
-  /** The answers in request order: each link waits for its add, then writes. */
-  #answered: Promise<void> = Promise.resolve();
-  #inFlight = 0;
+  /** Requests read and not yet answered, oldest first. */
+  readonly #waiting: StreamAdd[] = [];
+  #ended = false;
   #gone = false;
 
   constructor(call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>, coalescer: AdmitCoalescer, engine: Engine, logger: Logger) {
@@ -332,35 +360,50 @@ class AddStream {
 
   start(): void {
     this.#call.on('data', (request: { timer: NewTimer | null }) => this.#add(request.timer));
-    this.#call.on('end', () => void this.#answered.then(() => this.#gone || this.#call.end()));
+    this.#call.on('end', () => {
+      this.#ended = true;
+      this.answered();
+    });
     // The client went away (or its deadline passed): adds already started complete, unanswered.
     this.#call.on('cancelled', () => (this.#gone = true));
   }
 
-  #add(timer: NewTimer | null): void {
-    if (this.#gone) return;
-    let added: Promise<AddTimerResponse | RpcStatus>;
-    try {
-      const spec = specOf(timer, this.#engine.clock.now());
-      added = this.#coalescer.admitOne(spec).then(
-        ({ id, original }) => addAnswer(id, original, spec.fireAtMs, timer?.when === 'delay'),
-        (err: unknown) => this.#refusal(inJsonTerms(err, undefined)),
-      );
-    } catch (err) {
-      added = Promise.resolve(this.#refusal(err));
+  /** Writes the answers now due, in order; ends the call once the client ended and all are written. */
+  answered(): void {
+    let head = this.#waiting[0];
+    while (head?.answer !== undefined) {
+      this.#waiting.shift();
+      if (!this.#gone) this.#call.write(head.answer);
+      head = this.#waiting[0];
     }
-    if (++this.#inFlight >= streamLimits.linesInFlightMax) this.#call.pause();
-    this.#answered = this.#answered.then(async () => {
-      const answer = await added;
-      if (--this.#inFlight < streamLimits.linesInFlightMax) this.#call.resume();
-      if (this.#gone) return;
-      this.#call.write('id' in answer ? { added: answer } : { error: answer });
-    });
+    if (this.#waiting.length < streamLimits.linesInFlightMax) this.#call.resume();
+    if (this.#ended && this.#waiting.length === 0 && !this.#gone) {
+      this.#gone = true;
+      this.#call.end();
+    }
   }
 
-  #refusal(err: unknown): RpcStatus {
+  refusal(err: unknown): RpcStatus {
     const { unexpected, ...status } = rpcStatusOf(err);
     if (unexpected) this.#logger.error({ err }, 'unexpected error answering a StreamAddTimers request');
     return status;
+  }
+
+  #add(timer: NewTimer | null): void {
+    if (this.#gone) return;
+    let spec: TimerSpec;
+    try {
+      spec = specOf(timer, this.#engine.clock.now());
+    } catch (err) {
+      const refused = new StreamAdd(this, 0, false);
+      this.#waiting.push(refused);
+      refused.answer = { error: this.refusal(err) };
+      this.answered();
+      return;
+    }
+    const add = new StreamAdd(this, spec.fireAtMs, timer?.when === 'delay');
+    this.#waiting.push(add);
+    if (this.#waiting.length >= streamLimits.linesInFlightMax) this.#call.pause();
+    this.#coalescer.admitOneTo(spec, add);
   }
 }
