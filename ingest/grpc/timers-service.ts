@@ -43,12 +43,14 @@ import { deadTimerMessage, filterFields, type NewTimer, patchOf, type Reschedule
 export const timersServiceName = 'fermata.v1.Timers';
 
 /**
- * The gRPC server's limits beyond Flight's message size (which is the HTTP API's bulk body
+ * The gRPC server's options beyond Flight's message size (which is the HTTP API's bulk body
  * limit): an HTTP/2 connection's streams and buffered memory, as the HTTP listener caps them.
  */
 export const grpcServerOptions = {
   'grpc.max_concurrent_streams': httpLimits.http2ConcurrentStreamsMax,
   'grpc-node.max_session_memory': httpLimits.http2SessionMemoryMbMax,
+  // Channelz (gRPC's live introspection service) is not served: its per-call bookkeeping is not kept.
+  'grpc.enable_channelz': 0,
 } as const;
 
 export interface TimersServiceOptions {
