@@ -185,7 +185,7 @@ export class TimersService {
         const specs = specsOf(timers, now());
         const delayRows = Uint8Array.from(timers, (timer) => (timer.when === 'delay' ? 1 : 0));
         return addTimersAnswer(await engine.admit(batchFromSpecs(specs)), delayRows);
-      }, true, 'timers'),
+      }, true, (request) => (request.batch === 'arrow' ? 'arrow' : 'timers')),
       StreamAddTimers: ((call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>) => {
         if (!callAllowed(this.#auth, call.metadata, call.getPath())) return this.#fail(call, unauthenticated());
         new AddStream(call, this.#coalescer, engine, this.#logger).start();
@@ -269,11 +269,13 @@ export class TimersService {
 
   /**
    * A unary method: authenticated, then `answer`ed; a `write` is refused unstarted once its
-   * deadline passed. `rowPath` names a batch's rows in errors (AddTimers: "timers").
+   * deadline passed. `rowsOf` names a batch's rows in errors (AddTimers: "timers", or "arrow" for
+   * an Arrow stream's rows: arrow[ROW].COLUMN).
    */
-  #unary<Request, Response>(answer: (request: Request) => Promise<Response>, write = false, rowPath?: string): handleUnaryCall<Request, Response> {
+  #unary<Request, Response>(answer: (request: Request) => Promise<Response>, write = false, rowsOf?: (request: Request) => string): handleUnaryCall<Request, Response> {
     return (call: ServerUnaryCall<Request, Response>, callback) => {
       if (!callAllowed(this.#auth, call.metadata, call.getPath())) return callback(unauthenticated());
+      const rowPath = rowsOf?.(call.request);
       let answered: Promise<Response>;
       try {
         if (write) checkDeadline(call);

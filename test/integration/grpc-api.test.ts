@@ -73,12 +73,14 @@ test('fermata.v1.Timers answers grpcio over TLS as the HTTP API answers, with go
     const arrowFile = join(dir, 'timers.arrow');
     const fireAtMs = Date.now() + 30 * 86_400_000;
     writeFileSync(arrowFile, batchToArrow(batchFromSpecs([{ fireAtMs, target: 'https://hooks.example/a', key: 'arrow-1' }, { fireAtMs, target: 'https://hooks.example/b', key: 'arrow-2' }])));
+    const badArrowFile = join(dir, 'bad.arrow');
+    writeFileSync(badArrowFile, batchToArrow(batchFromSpecs([{ fireAtMs, target: 'https://hooks.example/a' }, { fireAtMs, target: 'ftp://hooks.example/b' }])));
     const { certFile, keyFile } = selfSignedPair(join(dir, 'tls'));
     const configFile = join(dir, 'config.json');
     writeFileSync(configFile, JSON.stringify({ grpc: { tls: true } }));
     service = await startService(join(dir, 'data'), undefined, { args: ['--grpc', '127.0.0.1:0', '--tls-cert', certFile, '--tls-key', keyFile, '--config', configFile], env: { FERMATA_TOKENS: token }, tls: true });
     const address = await grpcAddress(service);
-    const client = await run(venv.python, [clientScript, join(dir, 'stubs'), address, token, arrowFile, certFile], scriptTimeoutMs, 'grpc_client.py');
+    const client = await run(venv.python, [clientScript, join(dir, 'stubs'), address, token, arrowFile, certFile, badArrowFile], scriptTimeoutMs, 'grpc_client.py');
     assert.equal(client.code, 0, `grpc_client.py failed:\n${client.stderr}\n${client.stdout}`);
     const summary = JSON.parse(client.stdout.trim().split('\n').at(-1) ?? '') as Summary;
     assert.deepEqual(summary.methods.length, 19, 'reflection lists every method of the service');
