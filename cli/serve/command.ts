@@ -1,7 +1,7 @@
 // `fermata serve`: the service process's command line. Parses the arguments, settles the
 // settings (cli/serve/settings.ts), and runs the service (cli/serve/service-life.ts): HTTP/1.1
-// and h2c on one port, h2 or HTTP/1.1 by ALPN on a TLS port when given a certificate, Arrow
-// Flight and HTTP/3 when asked, due timers delivered by the dispatcher's worker threads, and a
+// and h2c on one port, h2 or HTTP/1.1 by ALPN on a TLS port when given a certificate, gRPC
+// (fermata.v1.Timers and Arrow Flight) and HTTP/3 when asked, due timers delivered by the dispatcher's worker threads, and a
 // drain on SIGTERM or SIGINT. Main thread only.
 //
 // Exit codes: 0 stopped cleanly, 1 could not start or stop cleanly (the log says why),
@@ -14,7 +14,7 @@ import { messageOf, UsageError } from './errors.ts';
 import { defaults, farHorizonDefaultText, farHorizonMinText, memoryBudgetMinText, type ServeSettings, serveSettings, tlsPortDefault } from './settings.ts';
 
 const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
-                    [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]] [--flight HOST:PORT]
+                    [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]] [--grpc HOST:PORT]
                     [--http3 PORT] [--clock real|manual] [--cluster URL]
 
 Runs the timer service: HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port, and with
