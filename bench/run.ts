@@ -38,6 +38,7 @@ const suites: Readonly<Record<string, Suite>> = {
   dispatch: async (options) => (await import('./dispatch.ts')).dispatchSuite(options),
   compare: async (options) => (await import('./compare.ts')).compareSuite(options),
   flight: async (options) => (await import('./flight.ts')).flightSuite(options),
+  grpc: async (options) => (await import('./grpc.ts')).grpcSuite(options),
   http3: async (options) => (await import('./http3.ts')).http3Suite(options),
   abuse: async (options) => (await import('./abuse.ts')).abuseSuite(options),
   memory: async (options) => (await import('./memory.ts')).memorySuite(options),

@@ -40,8 +40,9 @@ const result = await esbuild.build({
   target: 'node26',
   outdir: out,
   outExtension: { '.js': '.mjs' },
-  // piscina starts its workers from a file of its own beside it; @node-rs/crc32 is a native addon.
-  external: ['piscina', '@node-rs/crc32'],
+  // piscina starts its workers from a file of its own beside it; @node-rs/crc32 is a native addon;
+  // the gRPC reflection and health services (and the loader they share) read .proto files beside their own.
+  external: ['piscina', '@node-rs/crc32', '@grpc/proto-loader', '@grpc/reflection', 'grpc-health-check'],
   // Stack traces and logs keep the functions' and classes' names.
   keepNames: true,
   metafile: true,

@@ -1,7 +1,7 @@
 // `fermata serve`: the service process's command line. Parses the arguments, settles the
 // settings (cli/serve/settings.ts), and runs the service (cli/serve/service-life.ts): HTTP/1.1
-// and h2c on one port, h2 or HTTP/1.1 by ALPN on a TLS port when given a certificate, Arrow
-// Flight and HTTP/3 when asked, due timers delivered by the dispatcher's worker threads, and a
+// and h2c on one port, h2 or HTTP/1.1 by ALPN on a TLS port when given a certificate, gRPC
+// (fermata.v1.Timers and Arrow Flight) and HTTP/3 when asked, due timers delivered by the dispatcher's worker threads, and a
 // drain on SIGTERM or SIGINT. Main thread only.
 //
 // Exit codes: 0 stopped cleanly, 1 could not start or stop cleanly (the log says why),
@@ -14,7 +14,7 @@ import { messageOf, UsageError } from './errors.ts';
 import { defaults, farHorizonDefaultText, farHorizonMinText, memoryBudgetMinText, type ServeSettings, serveSettings, tlsPortDefault } from './settings.ts';
 
 const serveUsage = `Usage: fermata serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--insecure]
-                    [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]] [--flight HOST:PORT]
+                    [--tls-cert FILE --tls-key FILE [--tls-listen HOST:PORT]] [--grpc HOST:PORT]
                     [--http3 PORT] [--clock real|manual] [--cluster URL]
 
 Runs the timer service: HTTP/1.1 and HTTP/2 (prior knowledge) on one cleartext port, and with
@@ -37,9 +37,13 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
                           ${farHorizonMinText}) are moved to disk once adds and deliveries go quiet,
                           whatever the budget; "off" keeps them in memory while the budget
                           allows (default ${farHorizonDefaultText}; env FERMATA_FAR_HORIZON)
-  --flight HOST:PORT      also serve Arrow Flight (gRPC, cleartext) there: DoPut of record batches
-                          to ["timers"] or ["timers", QUEUE]; DoGet of a "pull" queue's due timers,
-                          settled by DoAction ack/nack (env FERMATA_FLIGHT_LISTEN)
+  --grpc HOST:PORT        also serve gRPC there (env FERMATA_GRPC_LISTEN): fermata.v1.Timers
+                          (proto/fermata/v1/timers.proto), with server reflection and health, and
+                          Arrow Flight: DoPut of record batches to ["timers"] or ["timers", QUEUE];
+                          DoGet of a "pull" queue's due timers, settled by DoAction ack/nack.
+                          Cleartext, or TLS with the TLS port's certificate when the config file
+                          says "grpc": {"tls": true}
+  --flight HOST:PORT      the same as --grpc (env FERMATA_FLIGHT_LISTEN)
   --http3 PORT            also serve HTTP/3 (QUIC, UDP) on PORT of the TLS port's host through a
                           supervised Caddy (Debian package caddy) that forwards to the cleartext
                           port over h2c; the TLS port advertises it (alt-svc). Without
@@ -58,7 +62,7 @@ a certificate also a TLS port where ALPN picks HTTP/2 or HTTP/1.1.
   -h, --help              this text
 
 Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
-  "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT}, "flight": {"listen": HOST:PORT},
+  "tls": {"cert": FILE, "key": FILE, "listen": HOST:PORT}, "grpc": {"listen": HOST:PORT, "tls": BOOL},
   "http3": {"port": PORT}, "readiness": {"disk_free_bytes_min": BYTES},
   "memory_budget": "512MiB" (or a number of bytes), "far_horizon": D, "clock": "real" | "manual",
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
@@ -138,6 +142,7 @@ function parseServeArgs(argv: readonly string[]) {
         'memory-budget': { type: 'string' },
         'far-horizon': { type: 'string' },
         flight: { type: 'string' },
+        grpc: { type: 'string' },
         http3: { type: 'string' },
         clock: { type: 'string' },
         cluster: { type: 'string' },

@@ -7,8 +7,9 @@ import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
 import { type ClusterConfig, readClusterConfig } from './cluster-settings.ts';
 import { messageOf, UsageError } from './errors.ts';
 
-const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight', 'http3', 'clock', 'cluster'] as const;
+const configKeys = ['data', 'listen', 'tokens', 'tls', 'readiness', 'dispatch', 'memory_budget', 'far_horizon', 'flight', 'grpc', 'http3', 'clock', 'cluster'] as const;
 const flightConfigKeys = ['listen'] as const;
+const grpcConfigKeys = ['listen', 'tls'] as const;
 const http3ConfigKeys = ['port'] as const;
 const tlsConfigKeys = ['cert', 'key', 'listen'] as const;
 const readinessConfigKeys = ['disk_free_bytes_min'] as const;
@@ -25,6 +26,8 @@ export interface ServeConfig {
   /** "real" or "manual", as given: cli/serve/settings.ts checks it with --clock's rules. */
   clock?: string;
   flight?: { listen?: string };
+  /** The gRPC port ("flight" is its older name); tls: serve it with the TLS port's certificate. */
+  grpc?: { listen?: string; tls?: boolean };
   /** The port as given: cli/serve/settings.ts checks it with --http3's rules. */
   http3?: { port?: number };
   /** Cluster mode (cli/serve/cluster-settings.ts). */
@@ -63,6 +66,14 @@ export function readConfig(file: string): ServeConfig {
       case 'flight':
         config.flight = {};
         for (const [flightKey, flightEntry] of objectEntries(entry, file, 'flight.', flightConfigKeys)) config.flight[flightKey] = configString(flightEntry, file, `flight.${flightKey}`);
+        break;
+      case 'grpc':
+        config.grpc = {};
+        for (const [grpcKey, grpcEntry] of objectEntries(entry, file, 'grpc.', grpcConfigKeys)) {
+          if (grpcKey === 'listen') config.grpc.listen = configString(grpcEntry, file, 'grpc.listen');
+          else if (typeof grpcEntry === 'boolean') config.grpc.tls = grpcEntry;
+          else throw new UsageError(`config file ${file}: "grpc.tls" must be true or false, not ${JSON.stringify(grpcEntry)}`);
+        }
         break;
       case 'http3':
         config.http3 = {};

@@ -19,6 +19,8 @@ import { httpLimits } from '../../engine/limits.ts';
 import type { Dispatcher } from '../../dispatch/dispatcher.ts';
 import type { PullQueues } from '../../dispatch/pull-queues.ts';
 import type { DiskSpaceCheck } from '../../ingest/http/listen/disk-space.ts';
+import type { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
+import { bearerCheck } from '../../ingest/http/listen/bearer-auth.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { alpnProtocols } from '../../ingest/http/listen/tls-listener.ts';
 import type { FlightListener } from '../../ingest/flight/flight-service.ts';
@@ -57,8 +59,9 @@ export interface Ports {
  * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
  * closing what was opened) when a port cannot be bound.
  */
-export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, logger: Logger): Promise<HttpServer | undefined> {
+export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, logger: Logger, guard: PeerGuard): Promise<HttpServer | undefined> {
   const app = createHttpServer({
+    peerGuard: guard,
     logger: logger.child({ component: 'http' }),
     engine,
     tokens: settings.tokens,
@@ -91,26 +94,37 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
 }
 
 /**
- * The Arrow Flight service when --flight is set: logs a "flight listening" line with its
- * grpc+tcp:// "url"; 'failed' (logged) when it cannot bind, a PortInUseError when its port is taken.
+ * The gRPC server when --grpc (or --flight) is set: Arrow Flight and fermata.v1.Timers (with
+ * reflection and health) on one port, TLS with the TLS port's certificate when "grpc.tls" says
+ * so, its connections seen by `guard`, the HTTP listener's peer guard. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
+ * (logged) when it cannot bind, a PortInUseError when its port is taken.
  */
-export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger): Promise<FlightListener | undefined | 'failed'> {
+export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger, guard: PeerGuard): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
   // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
   // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
-  const [{ default: grpc }, { FlightService }] = await Promise.all([import('@grpc/grpc-js'), import('../../ingest/flight/flight-service.ts')]);
+  const [{ default: grpc }, { FlightService }, { TimersService, grpcServerOptions }] = await Promise.all([import('@grpc/grpc-js'), import('../../ingest/flight/flight-service.ts'), import('../../ingest/grpc/timers-service.ts')]);
   const setGrpcLogger = grpc.setLogger;
   const flightLogger = logger.child({ component: 'flight' });
   // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
   setGrpcLogger(grpcLogger(flightLogger));
   const service = new FlightService({ engine, logger: flightLogger, tokens: settings.tokens, pull });
+  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), auth: settings.tokens.length === 0 ? undefined : bearerCheck(settings.tokens) });
+  const tls = settings.grpcTls ? settings.tls?.credentials : undefined;
+  const credentials = tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false);
   try {
-    const listener = await service.listen(address.host, address.port);
-    logger.info({ url: listener.url }, 'flight listening');
+    const listener = await service.listen(address.host, address.port, {
+      register: (server) => timers.addTo(server),
+      closing: () => timers.stopping(),
+      options: grpcServerOptions,
+      guard,
+      ...(credentials === undefined ? {} : { credentials }),
+    });
+    logger.info({ services: ['arrow.flight.protocol.FlightService', 'fermata.v1.Timers'], url: listener.url }, 'flight listening');
     return listener;
   } catch (err) {
     if (addressInUse(err)) throw new PortInUseError(address);
-    logStartFailure(logger, err, `cannot listen on ${address.host}:${address.port} (Flight)`);
+    logStartFailure(logger, err, `cannot listen on ${address.host}:${address.port} (gRPC)`);
     return 'failed';
   }
 }

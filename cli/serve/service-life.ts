@@ -24,6 +24,7 @@ import { isLoopbackHost } from '../../ingest/http/listen/bearer-auth.ts';
 import { DiskSpaceCheck } from '../../ingest/http/listen/disk-space.ts';
 import type { HttpServer } from '../../ingest/http/server.ts';
 import type { FlightListener } from '../../ingest/flight/flight-service.ts';
+import { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
 import { memoryReturn } from '../../runtime/garbage-collector.ts';
 import { mallocTrim } from '../../runtime/malloc-trim.ts';
 import { logStartFailure } from './errors.ts';
@@ -199,8 +200,10 @@ async function startLife(settings: ServeSettings, engine: Engine, clock: Clock, 
   let app: HttpServer | undefined;
   let flight: FlightListener | undefined | 'failed';
   try {
-    app = await startHttp(settings, ports, engine, dispatcher, disk, logger);
-    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, logger);
+    // One peer guard for every port: a peer penalised on one is refused on all.
+    const guard = new PeerGuard({ logger: logger.child({ component: 'http' }) });
+    app = await startHttp(settings, ports, engine, dispatcher, disk, logger, guard);
+    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, logger, guard);
   } catch (err) {
     // A port in use (PortInUseError): closed like any failed start, and told by the caller.
     if (app !== undefined) await drainHttp(app, logger);

@@ -52,8 +52,10 @@ export interface ServeSettings {
   readonly memoryBudgetBytes: number | undefined;
   /** --far-horizon in ms (Infinity: off). */
   readonly farHorizonMs: number;
-  /** Where the Arrow Flight service listens, when it is on. */
+  /** Where the gRPC server (fermata.v1.Timers and Arrow Flight) listens, when it is on (--grpc, or its alias --flight). */
   readonly flight: ListenAddress | undefined;
+  /** The gRPC port speaks TLS with the TLS port's certificate ("grpc": {"tls": true}); cleartext otherwise. */
+  readonly grpcTls: boolean;
   /** The HTTP/3 port and the certificate files Caddy loads, when --http3 is on. */
   readonly http3: { readonly port: number; readonly certFile: string; readonly keyFile: string } | undefined;
   /** --clock: the real time, or a manual test clock (engine/clock.ts) that moves only when told. */
@@ -74,6 +76,7 @@ export interface ServeFlags {
   readonly 'memory-budget'?: string | undefined;
   readonly 'far-horizon'?: string | undefined;
   readonly flight?: string | undefined;
+  readonly grpc?: string | undefined;
   readonly http3?: string | undefined;
   readonly clock?: string | undefined;
   readonly cluster?: string | undefined;
@@ -91,7 +94,7 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   const configFile = values.config;
   const config = configFile === undefined ? {} : readConfig(configFile);
   /** The winning setting for option `--name`: flag, else environment variable, else config file entry, else none. */
-  const pick = (name: 'data' | 'listen' | 'tls-cert' | 'tls-key' | 'tls-listen' | 'flight', envName: string, configName: string, fromConfig: string | undefined): Setting | undefined => {
+  const pick = (name: 'data' | 'listen' | 'tls-cert' | 'tls-key' | 'tls-listen' | 'flight' | 'grpc', envName: string, configName: string, fromConfig: string | undefined): Setting | undefined => {
     const flag = values[name];
     if (flag !== undefined) return { value: flag, source: `--${name}`, base: process.cwd() };
     const fromEnv = env[envName];
@@ -133,7 +136,11 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
     const tlsRefusal = listenRefusal(tls.listen.host, tokens, insecure);
     if (tlsRefusal !== undefined) throw new UsageError(`the TLS port: ${tlsRefusal}`);
   }
-  const flight = pick('flight', 'FERMATA_FLIGHT_LISTEN', 'flight.listen', config.flight?.listen);
+  // --grpc, or its older name --flight: flags first, then the environment, then the config file.
+  const flight =
+    values.grpc !== undefined || values.flight !== undefined
+      ? pick(values.grpc !== undefined ? 'grpc' : 'flight', '', '', undefined)
+      : (pick('grpc', 'FERMATA_GRPC_LISTEN', 'grpc.listen', config.grpc?.listen) ?? pick('flight', 'FERMATA_FLIGHT_LISTEN', 'flight.listen', config.flight?.listen));
   const flightAddress = flight === undefined ? undefined : parseListenAddress(flight.value, flight.source);
   if (flightAddress !== undefined) refuseManualClockOff(clock, flightAddress, flight?.source ?? '--flight');
   const flightRefusal = flightAddress === undefined ? undefined : listenRefusal(flightAddress.host, tokens, insecure);
@@ -150,6 +157,7 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
     memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env, config.memory_budget, configFile),
     farHorizonMs: farHorizonSetting(values['far-horizon'], env.FERMATA_FAR_HORIZON, config.far_horizon, configFile),
     flight: flightAddress,
+    grpcTls: grpcTlsSetting(config.grpc?.tls, tls, configFile),
     http3:
       http3Port === undefined || certSetting === undefined || keySetting === undefined
         ? undefined
@@ -296,4 +304,11 @@ function parseListenAddress(text: string, source: string): ListenAddress {
     throw new UsageError(`${source}: "${text}" is not HOST:PORT (for example 127.0.0.1:7070, [::1]:7070, 0.0.0.0:0)`);
   }
   return { host: (match[1] ?? match[2]) as string, port };
+}
+
+/** "grpc": {"tls": true} takes the TLS port's certificate; asked for without one, the service would serve cleartext where TLS was meant. */
+function grpcTlsSetting(asked: boolean | undefined, tls: TlsSettings | undefined, configFile: string | undefined): boolean {
+  if (asked !== true) return false;
+  if (tls === undefined) throw new UsageError(`config file ${configFile ?? ''}, "grpc.tls": TLS on the gRPC port needs the TLS port's certificate (--tls-cert and --tls-key, or "tls" in the config file)`);
+  return true;
 }

@@ -32,13 +32,15 @@
 // (the HTTP API's check, http/listen/bearer-auth.ts). Errors leave through status-map.ts. Messages are
 // decoded in the handlers, not by gRPC's deserializer, so a malformed message is answered
 // INVALID_ARGUMENT naming what is wrong. Owned by the main thread's event loop.
-import { Server, ServerCredentials, status, type MethodDefinition, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { type ChannelOptions, Server, ServerCredentials, status, type MethodDefinition, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { Field, Schema, Table, tableToIPC, TimeUnit, Timestamp, Binary, Utf8 } from 'apache-arrow';
 import type { Logger } from 'pino';
 import { PullRefusal, type PullQueues, type PullSettlement } from '../../dispatch/pull-queues.ts';
 import type { Admitted, Engine } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import { listenGuarded } from '../grpc/guarded-listener.ts';
 import { bearerCheck, type BearerCheck } from '../http/listen/bearer-auth.ts';
+import type { PeerGuard } from '../http/listen/peer-guard.ts';
 import {
   checkMessage,
   decodeAction,
@@ -81,6 +83,20 @@ export interface FlightServiceOptions {
   readonly tokens: readonly string[];
   /** "pull" queues' due timers (the dispatcher's), for DoGet and DoAction. */
   readonly pull: PullQueues;
+}
+
+/** What else the Flight service's gRPC server carries (cli/serve/listeners.ts: fermata.v1.Timers). */
+export interface SharedServer {
+  /** Adds services to the server before it binds. */
+  readonly register?: (server: Server) => void;
+  /** Told when close() begins, before the server drains. */
+  readonly closing?: () => void;
+  /** grpc-js channel options over the Flight defaults (limits). */
+  readonly options?: ChannelOptions;
+  /** TLS; cleartext when absent. */
+  readonly credentials?: ServerCredentials;
+  /** The HTTP listener's peer guard: with it the port is fermata's own TCP listener, which the guard sees (grpc/guarded-listener.ts). */
+  readonly guard?: PeerGuard;
 }
 
 export interface FlightListener {
@@ -157,22 +173,33 @@ export class FlightService {
     this.#auth = options.tokens.length === 0 ? undefined : bearerCheck(options.tokens);
   }
 
-  /** Binds `host:port` (port 0 picks one) and serves until close(). */
-  async listen(host: string, port: number): Promise<FlightListener> {
+  /**
+   * Binds `host:port` (port 0 picks one) and serves until close(). `share` puts other services
+   * on the same server (fermata.v1.Timers), with its channel options and credentials (TLS).
+   */
+  async listen(host: string, port: number, share: SharedServer = {}): Promise<FlightListener> {
     const server = new Server({
       'grpc.max_receive_message_length': flightLimits.messageBytesMax,
       'grpc.max_send_message_length': flightLimits.messageBytesMax,
+      ...share.options,
     });
     server.addService(flightServiceDefinition, this.#handlers());
+    share.register?.(server);
     const hostText = host.includes(':') ? `[${host}]` : host;
-    const bound = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(`${hostText}:${port}`, ServerCredentials.createInsecure(), (err, boundPort) => (err === null ? resolve(boundPort) : reject(err)));
-    });
+    const credentials = share.credentials ?? ServerCredentials.createInsecure();
+    const guarded = share.guard === undefined ? undefined : await listenGuarded(server, credentials, host, port, share.guard);
+    const bound =
+      guarded?.port ??
+      (await new Promise<number>((resolve, reject) => {
+        server.bindAsync(`${hostText}:${port}`, credentials, (err, boundPort) => (err === null ? resolve(boundPort) : reject(err)));
+      }));
     return {
-      url: `grpc+tcp://${hostText}:${bound}`,
+      url: `${credentials._isSecure() ? 'grpc+tls' : 'grpc+tcp'}://${hostText}:${bound}`,
       port: bound,
       close: () => {
         this.#closing.abort();
+        share.closing?.();
+        guarded?.close();
         return closeServer(server);
       },
     };

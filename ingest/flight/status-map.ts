@@ -10,8 +10,8 @@ import { Metadata, status } from '@grpc/grpc-js';
 import { type PullRefusal, type PullRefusalCode, pullRefusalCodes } from '../../dispatch/pull-queues.ts';
 import { type ErrorCode, errorCodes, isFermataError } from '../../engine/errors.ts';
 
-/** Keyed by every code: a code added to errors.ts fails the typecheck here until it has a status. */
-const statusOf: Record<ErrorCode, status> = {
+/** Keyed by every code: a code added to errors.ts fails the typecheck here until it has a status. fermata.v1.Timers (ingest/grpc/status-map.ts) answers by it too. */
+export const statusOf: Record<ErrorCode, status> = {
   [errorCodes.batchInvalid]: status.INVALID_ARGUMENT,
   [errorCodes.queueInvalid]: status.INVALID_ARGUMENT,
   // Queue deletes are HTTP only; gRPC's own word for a state that refuses the call, should Flight meet them.

@@ -70,6 +70,8 @@ export interface VenvOptions {
   readonly dir?: string;
   readonly basePython?: string;
   readonly installTimeoutMs?: number;
+  /** The modules that must import (default: the package names, for packages whose module has their name). */
+  readonly imports?: readonly string[];
 }
 
 /**
@@ -80,7 +82,7 @@ export async function ensureVenv(packages: readonly string[], options: VenvOptio
   const dir = options.dir ?? venvDirFor(packages);
   const basePython = options.basePython ?? 'python3';
   const installTimeoutMs = options.installTimeoutMs ?? 10 * 60_000;
-  const imports = `import ${packages.join(', ')}`;
+  const imports = `import ${(options.imports ?? packages).join(', ')}`;
   const python = join(dir, 'bin', 'python');
   const env: NodeJS.ProcessEnv = { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: '1', PYTHONDONTWRITEBYTECODE: '1' };
   delete env.PYTHONPATH;

@@ -3,6 +3,7 @@
 // `next_cursor`); POST /v1/dead/{id}/retry sends one round again with its attempts reset;
 // DELETE /v1/dead/{id} discards one (released at once: GET /v1/timers/{id} answers 404). Both
 // answer once their record is durable.
+import type { Engine } from '../../../engine/engine.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { deadListLimits } from '../route-limits.ts';
 import { deadTimerView } from '../timer-views.ts';
@@ -42,6 +43,22 @@ const discardedSchema = {
   additionalProperties: false,
 } as const;
 
+/** Sends dead timer `id` one round again once durable (this route, the gRPC API's RetryDeadTimer); the HttpProblem that says why not. */
+export async function redriveDead(engine: Engine, id: string): Promise<void> {
+  const outcome = await engine.redrive(id);
+  if (outcome === 'redriven') return;
+  if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
+  throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(id)?.state ?? 'not dead'}: only dead timers are redriven`);
+}
+
+/** Discards dead timer `id` once durable (this route, the gRPC API's DiscardDeadTimer); the HttpProblem that says why not. */
+export async function discardDead(engine: Engine, id: string): Promise<void> {
+  const outcome = await engine.discardDead(id);
+  if (outcome === 'discarded') return;
+  if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
+  throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(id)?.state ?? 'not dead'}: only dead timers are discarded (DELETE /v1/timers/{id} cancels a pending one)`);
+}
+
 export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
   app.get<{ Querystring: { queue?: string; limit: number; cursor?: string } }>('/v1/dead', { schema: { querystring: deadQuerySchema, response: { 200: deadListSchema } } }, async (request) => {
     const { queue, limit, cursor } = request.query;
@@ -51,18 +68,12 @@ export async function deadRoutes(app: HttpServer, { engine }: RoutesOptions): Pr
   });
 
   app.post<{ Params: IdParams }>('/v1/dead/:id/retry', { schema: { params: idParamsSchema, response: { 200: redrivenSchema } } }, async (request) => {
-    const { id } = request.params;
-    const outcome = await engine.redrive(id);
-    if (outcome === 'redriven') return { id, state: 'pending' };
-    if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
-    throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(id)?.state ?? 'not dead'}: only dead timers are redriven`);
+    await redriveDead(engine, request.params.id);
+    return { id: request.params.id, state: 'pending' };
   });
 
   app.delete<{ Params: IdParams }>('/v1/dead/:id', { schema: { params: idParamsSchema, response: { 200: discardedSchema } } }, async (request) => {
-    const { id } = request.params;
-    const outcome = await engine.discardDead(id);
-    if (outcome === 'discarded') return { id, state: 'discarded' };
-    if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
-    throw new HttpProblem(httpErrorCodes.notDead, `timer ${id} is ${engine.get(id)?.state ?? 'not dead'}: only dead timers are discarded (DELETE /v1/timers/{id} cancels a pending one)`);
+    await discardDead(engine, request.params.id);
+    return { id: request.params.id, state: 'discarded' };
   });
 }

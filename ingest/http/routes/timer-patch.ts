@@ -112,8 +112,18 @@ export async function patchTimer(
   request: { readonly headers: IncomingHttpHeaders; readonly body: unknown },
   reply: { header(name: string, value: string): unknown },
 ): Promise<TimerView> {
-  const condition = parseIfMatch(request.headers['if-match']);
-  const patch = patchFromBody(request.body, engine.clock.now());
+  const header = request.headers['if-match'];
+  const view = await rescheduleTimer(engine, engineId, id, patchFromBody(request.body, engine.clock.now()), parseIfMatch(header), (revision) => revisionMismatchMessage(id, revision, header));
+  reply.header('etag', `"${view.revision}"`);
+  return view;
+}
+
+/**
+ * `patch` applied to timer `engineId` if `condition` holds, whatever carried it (this route, the
+ * gRPC API's RescheduleTimer): the new view, or the HttpProblem that says why not; `mismatch`
+ * words a lost compare-and-set in the caller's terms, given the revision the timer is at.
+ */
+export async function rescheduleTimer(engine: Engine, engineId: string, id: string, patch: TimerPatch, condition: RevisionCondition, mismatch: (revision: number) => string): Promise<TimerView> {
   let outcome;
   try {
     outcome = await engine.reschedule(engineId, patch, condition);
@@ -122,12 +132,11 @@ export async function patchTimer(
   }
   switch (outcome.outcome) {
     case 'rescheduled':
-      reply.header('etag', `"${outcome.view.revision}"`);
       return outcome.view;
     case 'not-found':
       throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
     case 'revision-mismatch':
-      throw new HttpProblem(httpErrorCodes.revisionMismatch, revisionMismatchMessage(id, outcome.revision, request.headers['if-match']));
+      throw new HttpProblem(httpErrorCodes.revisionMismatch, mismatch(outcome.revision));
     case 'not-pending':
       throw new HttpProblem(httpErrorCodes.timerNotPending, `timer ${id} is ${outcome.state}: only pending and retrying timers can be changed`);
   }

@@ -32,6 +32,7 @@ import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from '../body/json-ba
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
 import { singleAddAnswer } from '../single-add.ts';
+import { cancelTimer } from '../timer-cancel.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 import { type IdParams, idParamsSchema } from './id-params.ts';
@@ -144,14 +145,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
   app.delete<{ Params: IdParams }>('/v1/timers/:id', { schema: { params: idParamsSchema, response: { 200: cancelledSchema } } }, async (request) => {
     const { id } = request.params;
     // If-Match makes the cancel conditional on the revision, as it makes a PATCH (timer-patch.ts).
-    const outcome = await engine.cancel(id, parseIfMatch(request.headers['if-match']));
-    // A cancel keeps the revision: it counts PATCHes, the changes of what and when a timer delivers.
-    if (outcome === 'cancelled') return { id, state: 'cancelled', revision: engine.get(id)?.revision ?? 1 };
-    if (outcome === 'not-found') throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`);
-    if (outcome === 'revision-mismatch') {
-      throw new HttpProblem(httpErrorCodes.revisionMismatch, revisionMismatchMessage(id, (await engine.lookup(id))?.revision, request.headers['if-match']));
-    }
-    const state = engine.get(id)?.state ?? 'finished';
-    throw new HttpProblem(httpErrorCodes.tooLate, `timer ${id} is ${state}: too late to cancel`);
+    const header = request.headers['if-match'];
+    return cancelTimer(engine, id, parseIfMatch(header), (revision) => revisionMismatchMessage(id, revision, header));
   });
 }

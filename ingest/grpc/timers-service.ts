@@ -1,0 +1,413 @@
+// fermata.v1.Timers (proto/fermata/v1/timers.proto) on a grpc-js server, with gRPC server
+// reflection and the standard health service beside it. A thin adapter, like the HTTP routes:
+// each method calls the engine through the same helpers its HTTP route does (the admit
+// coalescer, timer-filter.ts, timer-patch.ts's rescheduleTimer, timer-cancel.ts, dead.ts's
+// redrive and discard, bulk cancel's body reader), so the two APIs cannot differ in what they do;
+// errors leave through status-map.ts. Every write is answered once durable.
+//
+// Deadlines: a call whose deadline has passed when its handler runs is answered
+// DEADLINE_EXCEEDED without touching the engine; once a write is handed to the engine it
+// completes, and if the deadline passes meanwhile grpc-js answers DEADLINE_EXCEEDED and the
+// write stays durable (a retry with the key is then a duplicate). Streaming calls stop at their
+// deadline or when the client cancels.
+//
+// Authentication: every Timers call asks call-auth.ts; reflection and health are open, as
+// /healthz is (they say nothing a client without a token could misuse). Main thread.
+import { once } from 'node:events';
+import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, type Server, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { PackageDefinition } from '@grpc/proto-loader';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
+import type { Logger } from 'pino';
+import { AdmitCoalescer, type AdmitWaiter } from '../../engine/admit-coalescer.ts';
+import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
+import { type Admitted, decodeCursor, type DuplicateAnswer, type Engine, queryStart } from '../../engine/engine.ts';
+import { errorCodes, FermataError } from '../../engine/errors.ts';
+import { httpLimits } from '../../engine/limits.ts';
+import type { QueueView } from '../../engine/queue-registry.ts';
+import { arrowGaveDelay, differsAsAsked, duplicateRowsJson } from '../duplicate-answers.ts';
+import { inJsonTerms } from '../http/body/json-batch.ts';
+import { httpErrorCodes, HttpProblem } from '../http/error-map.ts';
+import type { BearerCheck } from '../http/listen/bearer-auth.ts';
+import { deadListLimits, streamLimits, timerListLimits } from '../http/route-limits.ts';
+import { discardDead, redriveDead } from '../http/routes/dead.ts';
+import { bulkCancelTargetOf, limitOf } from '../http/routes/timer-list.ts';
+import { rescheduleTimer } from '../http/routes/timer-patch.ts';
+import { cancelTimer } from '../http/timer-cancel.ts';
+import { timerFilterOf } from '../http/timer-filter.ts';
+import { callAllowed } from './call-auth.ts';
+import { reflectedPackage, timersPackage } from './proto-files.ts';
+import { type GrpcFailure, grpcFailure, rpcStatusOf, unauthenticated, type RpcStatus } from './status-map.ts';
+import { deadTimerMessage, filterFields, type NewTimer, patchOf, type RescheduleRequest, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, timerMessage, type TimerStateEnum } from './timer-messages.ts';
+
+export const timersServiceName = 'fermata.v1.Timers';
+
+/**
+ * The gRPC server's options beyond Flight's message size (which is the HTTP API's bulk body
+ * limit): an HTTP/2 connection's streams and buffered memory, as the HTTP listener caps them.
+ */
+export const grpcServerOptions = {
+  'grpc.max_concurrent_streams': httpLimits.http2ConcurrentStreamsMax,
+  'grpc-node.max_session_memory': httpLimits.http2SessionMemoryMbMax,
+  // Channelz (gRPC's live introspection service) is not served: its per-call bookkeeping is not kept.
+  'grpc.enable_channelz': 0,
+} as const;
+
+export interface TimersServiceOptions {
+  readonly engine: Engine;
+  readonly logger: Logger;
+  /** The bearer check every Timers call passes; undefined: no tokens configured. */
+  readonly auth: BearerCheck | undefined;
+}
+
+interface AddTimerResponse {
+  readonly id: string;
+  readonly fire_at: { readonly seconds: number; readonly nanos: number };
+  readonly revision: number;
+  readonly duplicate: boolean;
+  readonly state: TimerStateEnum;
+  readonly differs: readonly string[];
+}
+
+type Call = { readonly metadata: Metadata; getDeadline(): Date | number; getPath(): string };
+
+const noDiffers: readonly string[] = [];
+
+/** The answer to an admitted single add: a new timer, or the original its key named. */
+function addAnswer(id: string, original: Parameters<typeof differsAsAsked>[0] | undefined, fireAtMs: number, gaveDelay: boolean): AddTimerResponse {
+  if (original === undefined) return { id, fire_at: secondsOf(fireAtMs), revision: 1, duplicate: false, state: 'TIMER_STATE_UNSPECIFIED', differs: noDiffers };
+  return { id, fire_at: secondsOf(original.fireAtMs), revision: original.revision, duplicate: true, state: stateEnumOf(original.state), differs: differsAsAsked(original, gaveDelay) };
+}
+
+/** A write handed to the engine after its call's deadline would be answered to no one: refused before it starts. */
+function checkDeadline(call: Call): void {
+  const deadline = call.getDeadline();
+  const ms = deadline instanceof Date ? deadline.getTime() : deadline;
+  if (Number.isFinite(ms) && Date.now() >= ms) throw new HttpProblem(httpErrorCodes.requestTimeout, 'the call\'s deadline passed before it was handled: nothing was done');
+}
+
+function queueMessage({ name, config, paused }: QueueView): Record<string, unknown> {
+  return { name, config, paused };
+}
+
+const queueConfigFields = ['max_attempts', 'min_backoff_ms', 'max_backoff_ms', 'max_doublings', 'rate_per_s', 'max_concurrent', 'timeout_ms', 'delivery', 'sink', 'batch_rows_max', 'linger_ms'] as const;
+
+/** A QueueConfig message → PUT /v1/queues/{name}'s body: the fields given; the engine checks them. */
+function queueInput(config: Record<string, unknown> | null): Record<string, unknown> {
+  const input: Record<string, unknown> = {};
+  if (config === null) return input;
+  for (const field of queueConfigFields) if (config[field] !== undefined && config[field] !== null) input[field] = config[field];
+  return input;
+}
+
+const noSuchQueue = (name: string): HttpProblem => new HttpProblem(httpErrorCodes.notFound, `no queue ${name}`);
+
+function cursorOf(cursor: string): ReturnType<typeof decodeCursor> {
+  if (cursor === '') return queryStart;
+  const after = decodeCursor(cursor);
+  if (after === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(cursor)} is not one: pass a page's next_cursor as it came`, 'cursor');
+  return after;
+}
+
+/** A batch's specs, each refused as its row (timers[ROW].FIELD). */
+function specsOf(timers: readonly NewTimer[], nowMs: number): TimerSpec[] {
+  if (timers.length === 0) throw new FermataError(errorCodes.batchInvalid, 'timers must hold at least one timer', { field: 'timers' });
+  return timers.map((timer, row) => {
+    try {
+      return specOf(timer, nowMs);
+    } catch (err) {
+      if (!(err instanceof FermataError)) throw err;
+      throw new FermataError(err.code, `${err.message} (row ${row})`, { ...err.details, row }, err);
+    }
+  });
+}
+
+function addTimersAnswer(admitted: Admitted, delayRows: boolean | Uint8Array): Record<string, unknown> {
+  const ids = new Array<string>(admitted.rows);
+  const revisions = new Array<number>(admitted.rows);
+  for (let row = 0; row < admitted.rows; row++) {
+    ids[row] = admitted.idOf(row);
+    revisions[row] = admitted.revisionOf(row);
+  }
+  const duplicateRows = duplicateRowsJson(admitted, delayRows).map(({ row, state, differs }) => ({ row, state: stateEnumOf(state), differs }));
+  return { accepted: admitted.rows, duplicates: admitted.duplicates, ids, revisions, duplicate_rows: duplicateRows };
+}
+
+export class TimersService {
+  readonly #engine: Engine;
+  readonly #logger: Logger;
+  readonly #auth: BearerCheck | undefined;
+  readonly #coalescer: AdmitCoalescer;
+  readonly #package: PackageDefinition = timersPackage();
+  readonly #health = new HealthImplementation({ '': 'SERVING', [timersServiceName]: 'SERVING' });
+
+  constructor(options: TimersServiceOptions) {
+    this.#engine = options.engine;
+    this.#logger = options.logger;
+    this.#auth = options.auth;
+    // Single adds of one turn (AddTimer, and every StreamAddTimers) share a record.
+    this.#coalescer = new AdmitCoalescer(options.engine);
+  }
+
+  /** Adds fermata.v1.Timers, reflection (v1 and v1alpha) and health to `server`. */
+  addTo(server: Server): void {
+    server.addService(this.#package[timersServiceName] as ServiceDefinition, this.#handlers());
+    new ReflectionService(reflectedPackage()).addToServer(server);
+    this.#health.addToServer(server);
+  }
+
+  /** Health says NOT_SERVING from now on: the server is stopping. */
+  stopping(): void {
+    this.#health.setStatus('', 'NOT_SERVING');
+    this.#health.setStatus(timersServiceName, 'NOT_SERVING');
+  }
+
+  #handlers(): UntypedServiceImplementation {
+    const engine = this.#engine;
+    const now = (): number => engine.clock.now();
+    return {
+      AddTimer: this.#unary<{ timer: NewTimer | null }, AddTimerResponse>(async (request) => {
+        const spec = specOf(request.timer, now());
+        try {
+          const { id, original } = await this.#coalescer.admitOne(spec);
+          return addAnswer(id, original, spec.fireAtMs, request.timer?.when === 'delay');
+        } catch (err) {
+          throw inJsonTerms(err, undefined);
+        }
+      }, true),
+      AddTimers: this.#unary<{ batch?: 'timers' | 'arrow'; timers?: { timers: NewTimer[] } | null; arrow?: Buffer }, Record<string, unknown>>(async (request) => {
+        if (request.batch === 'arrow' && request.arrow !== undefined) {
+          if (request.arrow.length === 0) throw new FermataError(errorCodes.batchInvalid, 'arrow is empty: send an Arrow IPC stream (schema, then record batches)', { field: 'arrow' });
+          const admitted = await engine.admitArrow(request.arrow);
+          return addTimersAnswer(admitted, admitted.duplicates > 0 && arrowGaveDelay(request.arrow));
+        }
+        const timers = request.timers?.timers ?? [];
+        const specs = specsOf(timers, now());
+        const delayRows = Uint8Array.from(timers, (timer) => (timer.when === 'delay' ? 1 : 0));
+        return addTimersAnswer(await engine.admit(batchFromSpecs(specs)), delayRows);
+      }, true, (request) => (request.batch === 'arrow' ? 'arrow' : 'timers')),
+      StreamAddTimers: ((call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>) => {
+        if (!callAllowed(this.#auth, call.metadata, call.getPath())) return this.#fail(call, unauthenticated());
+        new AddStream(call, this.#coalescer, engine, this.#logger).start();
+      }) satisfies handleBidiStreamingCall<{ timer: NewTimer | null }, unknown>,
+      GetTimer: this.#unary<{ id: string }, unknown>(async ({ id }) => {
+        const view = await engine.lookup(id);
+        if (view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`, 'id');
+        return { timer: timerMessage(view) };
+      }),
+      CancelTimer: this.#unary<{ id: string; revision?: number }, unknown>(async ({ id, revision }) => {
+        const cancelled = await cancelTimer(engine, id, revision === undefined ? undefined : [revision], (now) => `timer ${id} is at revision ${now}, not ${revision}: read it again (GetTimer) and decide`);
+        return { id, state: stateEnumOf(cancelled.state), revision: cancelled.revision };
+      }, true),
+      RescheduleTimer: this.#unary<RescheduleRequest, unknown>(async (request) => {
+        const { id, revision } = request;
+        const condition = revision === undefined ? undefined : [revision];
+        const view = await rescheduleTimer(engine, id, id, patchOf(request, now()), condition, (at) => `timer ${id} is at revision ${at}, not ${revision}: read it again (GetTimer) and decide`);
+        return { timer: timerMessage(view) };
+      }, true),
+      ListTimers: this.#unary<{ filter: TimerFilterMessage | null; limit: number; cursor: string }, unknown>(async (request) => {
+        const filter = timerFilterOf(filterFields(request.filter));
+        const page = await engine.listTimers(filter, limitOf(request.limit === 0 ? undefined : String(request.limit)), cursorOf(request.cursor));
+        return { timers: page.timers.map(timerMessage), next_cursor: page.nextCursor ?? '' };
+      }),
+      ExportTimers: ((call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>) => {
+        if (!callAllowed(this.#auth, call.metadata, call.getPath())) return this.#fail(call, unauthenticated());
+        this.#export(call).catch((err: unknown) => this.#fail(call, this.#failureOf(err)));
+      }) satisfies handleServerStreamingCall<{ filter: TimerFilterMessage | null }, unknown>,
+      CancelTimers: this.#unary<{ target?: 'filter' | 'ids'; filter?: TimerFilterMessage | null; ids?: { ids: string[] } | null }, unknown>(async (request) => {
+        const body = request.target === 'ids' ? { ids: request.ids?.ids ?? [] } : filterFields(request.filter ?? null);
+        const outcome = await engine.bulkCancel(bulkCancelTargetOf(body));
+        return { cancelled: outcome.cancelled, in_flight: outcome.inFlight };
+      }, true),
+      ListQueues: this.#unary<unknown, unknown>(async () => ({ queues: engine.queues().map(queueMessage) })),
+      GetQueue: this.#unary<{ name: string }, unknown>(async ({ name }) => {
+        const view = engine.findQueueView(name);
+        if (view === undefined) throw noSuchQueue(name);
+        return { queue: queueMessage(view) };
+      }),
+      SetQueue: this.#unary<{ name: string; config: Record<string, unknown> | null }, unknown>(async ({ name, config }) => {
+        await engine.setQueue(name, queueInput(config));
+        const view = engine.findQueueView(name);
+        if (view === undefined) throw noSuchQueue(name);
+        return { queue: queueMessage(view) };
+      }, true),
+      DeleteQueue: this.#unary<{ name: string }, unknown>(async ({ name }) => {
+        if (!(await engine.deleteQueue(name))) throw noSuchQueue(name);
+        return { name };
+      }, true),
+      PauseQueue: this.#pauseQueue(true),
+      ResumeQueue: this.#pauseQueue(false),
+      PurgeQueue: this.#unary<{ name: string }, unknown>(async ({ name }) => {
+        if (engine.findQueue(name) === undefined) throw noSuchQueue(name);
+        const outcome = await engine.bulkCancel({ filter: { queue: name } });
+        return { cancelled: outcome.cancelled, in_flight: outcome.inFlight };
+      }, true),
+      ListDeadTimers: this.#unary<{ queue: string; limit: number; cursor: string }, unknown>(async ({ queue, limit, cursor }) => {
+        if (limit > deadListLimits.max) throw new HttpProblem(httpErrorCodes.requestInvalid, `limit must be from 1 to ${deadListLimits.max} (0: ${deadListLimits.default})`, 'limit');
+        const page = engine.deadPage(limit === 0 ? deadListLimits.default : limit, queue === '' ? undefined : queue, cursor === '' ? undefined : cursor);
+        if (page === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(cursor)} is not one: pass a page's next_cursor as it came`, 'cursor');
+        return { dead: page.dead.map(deadTimerMessage), next_cursor: page.nextCursor ?? '' };
+      }),
+      RetryDeadTimer: this.#unary<{ id: string }, unknown>(async ({ id }) => {
+        await redriveDead(engine, id);
+        return { id, state: stateEnumOf('pending') };
+      }, true),
+      DiscardDeadTimer: this.#unary<{ id: string }, unknown>(async ({ id }) => {
+        await discardDead(engine, id);
+        return { id };
+      }, true),
+    };
+  }
+
+  #pauseQueue(paused: boolean): handleUnaryCall<{ name: string }, unknown> {
+    return this.#unary<{ name: string }, unknown>(async ({ name }) => {
+      const view = await this.#engine.setQueuePaused(name, paused);
+      if (view === undefined) throw noSuchQueue(name);
+      return { queue: queueMessage(view) };
+    }, true);
+  }
+
+  /**
+   * A unary method: authenticated, then `answer`ed; a `write` is refused unstarted once its
+   * deadline passed. `rowsOf` names a batch's rows in errors (AddTimers: "timers", or "arrow" for
+   * an Arrow stream's rows: arrow[ROW].COLUMN).
+   */
+  #unary<Request, Response>(answer: (request: Request) => Promise<Response>, write = false, rowsOf?: (request: Request) => string): handleUnaryCall<Request, Response> {
+    return (call: ServerUnaryCall<Request, Response>, callback) => {
+      if (!callAllowed(this.#auth, call.metadata, call.getPath())) return callback(unauthenticated());
+      const rowPath = rowsOf?.(call.request);
+      let answered: Promise<Response>;
+      try {
+        if (write) checkDeadline(call);
+        answered = answer(call.request);
+      } catch (err) {
+        return callback(this.#failureOf(err, rowPath));
+      }
+      answered.then(
+        (response) => callback(null, response),
+        (err: unknown) => callback(this.#failureOf(err, rowPath)),
+      );
+    };
+  }
+
+  /** Every match, a page of timerListLimits.max a message, each read once the one before it was taken. */
+  async #export(call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>): Promise<void> {
+    const filter = timerFilterOf(filterFields(call.request.filter));
+    let after = queryStart;
+    for (;;) {
+      if (call.cancelled) return;
+      const page = await this.#engine.listTimers(filter, timerListLimits.max, after);
+      if (page.timers.length > 0 && !call.write({ timers: page.timers.map(timerMessage) })) await Promise.race([once(call, 'drain'), once(call, 'cancelled')]);
+      const next = page.nextCursor === null ? undefined : decodeCursor(page.nextCursor);
+      if (next === undefined) break;
+      after = next;
+    }
+    if (!call.cancelled) call.end();
+  }
+
+  #failureOf(err: unknown, rowPath?: string): GrpcFailure {
+    const failure = grpcFailure(err, rowPath);
+    if (failure.unexpected) this.#logger.error({ err }, 'unexpected error answering a gRPC call');
+    return failure;
+  }
+
+  #fail(call: { emit(event: 'error', value: unknown): boolean }, failure: GrpcFailure): void {
+    call.emit('error', { code: failure.code, details: failure.details, metadata: failure.metadata });
+  }
+}
+
+/** One request of a StreamAddTimers call: hears its admit's end from the coalescer, and tells its call. */
+class StreamAdd implements AdmitWaiter {
+  answer: { readonly added: AddTimerResponse } | { readonly error: RpcStatus } | undefined = undefined;
+  readonly #call: AddStream;
+  readonly #fireAtMs: number;
+  readonly #gaveDelay: boolean;
+
+  constructor(call: AddStream, fireAtMs: number, gaveDelay: boolean) {
+    this.#call = call;
+    this.#fireAtMs = fireAtMs;
+    this.#gaveDelay = gaveDelay;
+  }
+
+  admitted(id: string, _duplicate: boolean, original: DuplicateAnswer | undefined): void {
+    this.answer = { added: addAnswer(id, original, this.#fireAtMs, this.#gaveDelay) };
+    this.#call.answered();
+  }
+
+  refused(err: unknown): void {
+    this.answer = { error: this.#call.refusal(inJsonTerms(err, undefined)) };
+    this.#call.answered();
+  }
+}
+
+/**
+ * One StreamAddTimers call: each request a single add through the coalescer, answered in
+ * request order once durable (an answer waits for those before it). At most
+ * streamLimits.linesInFlightMax requests wait for their answer; past that the call stops reading.
+ */
+class AddStream {
+  readonly #call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>;
+  readonly #coalescer: AdmitCoalescer;
+  readonly #engine: Engine;
+  readonly #logger: Logger;
+  /** Requests read and not yet answered, oldest first. */
+  readonly #waiting: StreamAdd[] = [];
+  #ended = false;
+  #gone = false;
+
+  constructor(call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>, coalescer: AdmitCoalescer, engine: Engine, logger: Logger) {
+    this.#call = call;
+    this.#coalescer = coalescer;
+    this.#engine = engine;
+    this.#logger = logger;
+  }
+
+  start(): void {
+    this.#call.on('data', (request: { timer: NewTimer | null }) => this.#add(request.timer));
+    this.#call.on('end', () => {
+      this.#ended = true;
+      this.answered();
+    });
+    // The client went away (or its deadline passed): adds already started complete, unanswered.
+    this.#call.on('cancelled', () => (this.#gone = true));
+  }
+
+  /** Writes the answers now due, in order; ends the call once the client ended and all are written. */
+  answered(): void {
+    let head = this.#waiting[0];
+    while (head?.answer !== undefined) {
+      this.#waiting.shift();
+      if (!this.#gone) this.#call.write(head.answer);
+      head = this.#waiting[0];
+    }
+    if (this.#waiting.length < streamLimits.linesInFlightMax) this.#call.resume();
+    if (this.#ended && this.#waiting.length === 0 && !this.#gone) {
+      this.#gone = true;
+      this.#call.end();
+    }
+  }
+
+  refusal(err: unknown): RpcStatus {
+    const { unexpected, ...status } = rpcStatusOf(err);
+    if (unexpected) this.#logger.error({ err }, 'unexpected error answering a StreamAddTimers request');
+    return status;
+  }
+
+  #add(timer: NewTimer | null): void {
+    if (this.#gone) return;
+    let spec: TimerSpec;
+    try {
+      spec = specOf(timer, this.#engine.clock.now());
+    } catch (err) {
+      const refused = new StreamAdd(this, 0, false);
+      this.#waiting.push(refused);
+      refused.answer = { error: this.refusal(err) };
+      this.answered();
+      return;
+    }
+    const add = new StreamAdd(this, spec.fireAtMs, timer?.when === 'delay');
+    this.#waiting.push(add);
+    if (this.#waiting.length >= streamLimits.linesInFlightMax) this.#call.pause();
+    this.#coalescer.admitOneTo(spec, add);
+  }
+}
