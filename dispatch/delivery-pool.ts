@@ -13,7 +13,7 @@ import { Piscina } from 'piscina';
 import type { DispatchLimits } from '../engine/limits.ts';
 import { type BatchAnswer, type DeliveryResults, type DeliveryTask, isSpareBuffersMessage, type RefusedTask, isWarmedUpMessage, type WarmUpRequest, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
-import { WebhookSigner } from './signing.ts';
+import { type DeliveryAccess, isReconfiguredMessage, type ReconfigureRequest, signersOf } from './signing-config.ts';
 import { TargetGuard } from './target-guard.ts';
 import type { TaskBuffers } from './task-builder.ts';
 
@@ -26,6 +26,8 @@ export interface DeliveryPoolOptions {
   readonly allow: readonly string[];
   readonly allowLoopback: boolean;
   readonly signingSecrets: readonly string[];
+  /** Queues with their own signing secrets (dispatch/signing-config.ts). */
+  readonly queueSigningSecrets?: Readonly<Record<string, readonly string[]>> | undefined;
   readonly ca: string | undefined;
   /** A manual clock's shared position (engine/clock.ts), for the workers' retry times; undefined: the real clock. */
   readonly clock?: SharedArrayBuffer | undefined;
@@ -48,6 +50,12 @@ export interface WarmUpReport {
 export class DeliveryPool {
   readonly #pool: Piscina;
   readonly #warmUpChannel = `fermata.delivery-warm-up.${randomUUID()}`;
+  readonly #reconfigureChannel = `fermata.delivery-reconfigure.${randomUUID()}`;
+  /** The reconfiguration under way: its answers so far, and what settles it once every worker has answered. */
+  #reconfiguring: { id: number; answers: number; failures: string[]; done: () => void } | undefined;
+  #reconfigures = 0;
+  /** Reconfigurations one after another. */
+  #reconfigured: Promise<unknown> = Promise.resolve();
   readonly #limits: DispatchLimits;
   /** The warm-up under way: its answers so far, and what resolves it once every worker has answered. */
   #warming: { answers: number; sessionsOpened: number; failures: string[]; asked: boolean; done: () => void } | undefined;
@@ -60,13 +68,14 @@ export class DeliveryPool {
 
   constructor(options: DeliveryPoolOptions) {
     const { threads, allow, allowLoopback, signingSecrets, limits } = options;
+    const access: DeliveryAccess = { allow, signingSecrets, queueSigningSecrets: options.queueSigningSecrets ?? {} };
     // Configuration errors surface here, at start-up, not in a worker thread later.
     new TargetGuard({ allow, allowLoopback });
-    if (signingSecrets.length > 0) new WebhookSigner(signingSecrets);
+    signersOf(access);
     const workerData: DeliveryWorkerData = {
-      allow,
+      access,
       allowLoopback,
-      signingSecrets,
+      reconfigureChannel: this.#reconfigureChannel,
       sessionIdleMsMax: limits.sessionIdleMsMax,
       connectTimeoutMs: limits.connectTimeoutMs,
       requestsPerOriginMax: limits.requestsPerOriginMax,
@@ -99,6 +108,10 @@ export class DeliveryPool {
         warming.sessionsOpened += message.sessionsOpened;
         warming.failures.push(...message.failures);
         if (++warming.answers === threads) warming.done();
+      } else if (isReconfiguredMessage(message) && this.#reconfiguring?.id === message.id) {
+        const reconfiguring = this.#reconfiguring;
+        if (message.failure !== undefined) reconfiguring.failures.push(message.failure);
+        if (++reconfiguring.answers === threads) reconfiguring.done();
       }
     });
   }
@@ -163,6 +176,38 @@ export class DeliveryPool {
       this.#warming = undefined;
     }
     return { workers: warming.answers, sessionsOpened: warming.sessionsOpened, failures: warming.failures };
+  }
+
+  /**
+   * Puts new delivery settings (allow-list, signing secrets) in force in every worker; resolves
+   * once all have them. Rejects when a worker refused them (it keeps its old ones) or did not
+   * answer within warmUpAnswerWaitMs.
+   */
+  reconfigure(access: DeliveryAccess): Promise<void> {
+    const next = this.#reconfigured.then(() => this.#reconfigureNow(access));
+    this.#reconfigured = next.catch(() => undefined);
+    return next;
+  }
+
+  async #reconfigureNow(access: DeliveryAccess): Promise<void> {
+    await this.ready();
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const reconfiguring = { id: ++this.#reconfigures, answers: 0, failures: [] as string[], done: resolve };
+    this.#reconfiguring = reconfiguring;
+    const timer = setTimeout(resolve, this.#limits.warmUpAnswerWaitMs);
+    const channel = new BroadcastChannel(this.#reconfigureChannel);
+    channel.unref();
+    try {
+      const request: ReconfigureRequest = { id: reconfiguring.id, access };
+      channel.postMessage(request);
+      await promise;
+    } finally {
+      clearTimeout(timer);
+      channel.close();
+      this.#reconfiguring = undefined;
+    }
+    if (reconfiguring.failures.length > 0) throw new Error(`a delivery worker refused the settings: ${reconfiguring.failures[0]}`);
+    if (reconfiguring.answers < this.#pool.threads.length) throw new Error(`${this.#pool.threads.length - reconfiguring.answers} delivery workers did not answer within ${this.#limits.warmUpAnswerWaitMs} ms`);
   }
 
   /** Sends `task` to a worker, `transfer` (its buffers) moved with it; resolves with the worker's answer. */

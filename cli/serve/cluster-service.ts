@@ -22,6 +22,7 @@ import { TargetGuard } from '../../dispatch/target-guard.ts';
 import { isLoopbackHost } from '../../ingest/http/listen/bearer-auth.ts';
 import { requireCurrentSchema } from '../../cluster/schema/migrate.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
+import { Access } from '../../ingest/auth/access.ts';
 import { JoiningDirectory } from './cluster-joining.ts';
 import type { ClusterSettings } from './cluster-settings.ts';
 import { logStartFailure } from './errors.ts';
@@ -47,7 +48,7 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   }
   const front = createHttpServer({
     logger: logger.child({ component: 'http' }),
-    tokens: settings.tokens,
+    access: new Access(settings.tokens),
     cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql) },
   });
   let port: number;

@@ -89,7 +89,7 @@ Exit status: 0 stopped cleanly; 1 could not start or stop cleanly (the log says 
 setting, or a port another process holds ("port 7070 on 127.0.0.1 is in use"): stderr says which.
 `;
 
-type ServeCommand = { readonly kind: 'help' } | { readonly kind: 'run'; readonly settings: ServeSettings };
+type ServeCommand = { readonly kind: 'help' } | { readonly kind: 'run'; readonly settings: ServeSettings; readonly reread: () => ServeSettings };
 
 export async function serve(argv: readonly string[]): Promise<number> {
   let command: ServeCommand;
@@ -114,13 +114,14 @@ export async function serve(argv: readonly string[]): Promise<number> {
     return runClusterService(command.settings, cluster, logger);
   }
   const { runService } = await import('./service-life.ts');
-  return runService(command.settings, logger);
+  return runService(command.settings, logger, command.reread);
 }
 
 function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): ServeCommand {
   const { values } = parseServeArgs(argv);
   if (values.help === true) return { kind: 'help' };
-  return { kind: 'run', settings: serveSettings(values, env) };
+  // A reload (SIGHUP, POST /v1/admin/reload) reads the same flags, config file and environment again.
+  return { kind: 'run', settings: serveSettings(values, env), reread: () => serveSettings(values, process.env) };
 }
 
 function parseServeArgs(argv: readonly string[]) {

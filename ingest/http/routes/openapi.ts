@@ -14,6 +14,7 @@ import { deadListLimits, streamLimits } from '../route-limits.ts';
 import { sizeText, ref, jsonOf, queueNameSchema, lastErrorSchema, lastAttemptAtSchema, timerContentSchemas, timerContentFields, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
 import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
+import { adminPaths, withScopes } from './openapi-access.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
 import { schedulePaths } from './openapi-schedules.ts';
@@ -34,7 +35,7 @@ export const openApiDocument = {
     license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
   },
   security: bearer,
-  paths: {
+  paths: withScopes({
     '/v1/timers': {
       get: listTimersOperation,
       post: {
@@ -491,7 +492,8 @@ export const openApiDocument = {
         },
       },
     },
-  },
+    ...adminPaths,
+  }),
   webhooks: callbackWebhooks,
   components: openApiComponents,
 } as const;
