@@ -101,7 +101,7 @@ function fieldOf(value: unknown, name: string): unknown {
 /** A queue-limited token must name its queue where the route filters by one. */
 function requiredQueue(value: unknown, where: string, caller: Caller): string {
   if (typeof value === 'string' && value !== '') return value;
-  throw new FermataError(errorCodes.forbidden, `token "${caller.name}" is limited to queues (${[...(caller.queues ?? [])].map((name) => JSON.stringify(name)).join(', ')}): ${where} must name one of them`, { queue: '' });
+  throw new FermataError(errorCodes.forbidden, `token "${caller.name}" is limited to queues (${[...(caller.queues ?? [])].map((name) => JSON.stringify(name)).join(', ')}): ${where} must name one of them`);
 }
 
 function checkEarlyQueue(caller: Caller, route: RouteAccess, request: RequestParts): void {
@@ -111,14 +111,14 @@ function checkEarlyQueue(caller: Caller, route: RouteAccess, request: RequestPar
     case 'query':
       return checkQueue(caller, requiredQueue(fieldOf(request.query, 'queue'), 'the "queue" query parameter', caller));
     case 'service':
-      throw new FermataError(errorCodes.forbidden, `token "${caller.name}" is limited to queues; ${request.method} ${request.routeOptions.url ?? ''} acts on the whole service`, { queue: '' });
+      throw new FermataError(errorCodes.forbidden, `token "${caller.name}" is limited to queues; ${request.method} ${request.routeOptions.url ?? ''} acts on the whole service`);
     default:
       return;
   }
 }
 
 async function checkTimerQueue(caller: Caller, request: RequestParts, queueOfTimer: AuthHooksOptions['queueOfTimer']): Promise<void> {
-  if (queueOfTimer === undefined) throw new FermataError(errorCodes.forbidden, `token "${caller.name}" is limited to queues, which a cluster node does not check on a single timer's routes`, { queue: '' });
+  if (queueOfTimer === undefined) throw new FermataError(errorCodes.forbidden, `token "${caller.name}" is limited to queues, which a cluster node does not check on a single timer's routes`);
   const queue = await queueOfTimer(String(fieldOf(request.params, 'id')));
   // No such timer: the route answers 404 (a limited token learns no more than that).
   if (queue !== undefined) checkQueue(caller, queue);

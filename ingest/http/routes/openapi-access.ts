@@ -7,7 +7,7 @@ import { accessOf } from '../route-scopes.ts';
 import { errorResponse, jsonOf, ref } from './openapi-parts.ts';
 
 export const forbiddenResponse = errorResponse(
-  'FORBIDDEN: the token is known but lacks the scope this operation needs (`scope` names it), or is limited to queues and this request names or touches another (`queue` names it; empty when the request must name one of its queues and does not).',
+  'FORBIDDEN: the token is known but lacks the scope this operation needs (`scope` names it), or is limited to queues and this request names or touches another (`queue` names it), or must name one of its queues (a list\'s `queue` filter) and does not.',
   [errorCodes.forbidden],
 );
 
