@@ -62,18 +62,26 @@ Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
   "http3": {"port": PORT}, "readiness": {"disk_free_bytes_min": BYTES},
   "memory_budget": "512MiB" (or a number of bytes), "far_horizon": D, "clock": "real" | "manual",
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
-               "signing_secrets": ["whsec_…"], "ca_file": FILE}}; every key is optional.
+               "signing_secrets": ["whsec_…"], "queue_signing_secrets": {QUEUE: ["whsec_…"]},
+               "ca_file": FILE}}; every key is optional.
 
 Delivery: due timers are POSTed to their targets by N worker threads (default: cores − 1).
 Targets at private, loopback, link-local or metadata addresses are refused unless "allow"
 lists them (origins or CIDRs; env FERMATA_DISPATCH_ALLOW=a,b); loopback is allowed when the
 service itself listens on loopback. With "signing_secrets" (env FERMATA_SIGNING_SECRETS=a,b)
-every delivery carries Standard Webhooks signatures, one per secret.
+every delivery carries Standard Webhooks signatures, one per secret; a queue listed in
+"queue_signing_secrets" is signed with its own secrets instead.
 
 Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=…,…): when set, every route but
-/healthz and /readyz needs "authorization: Bearer <token>". A non-loopback --listen or
+/healthz and /readyz needs "authorization: Bearer <token>". A plain token has every scope; an
+object {"name", "token", "scopes": ["read", "write", "admin"], "queues": [...]} has those it
+lists, on the queues it lists (403 FORBIDDEN names what it lacks). A non-loopback --listen or
 --tls-listen refuses to start without them unless --insecure. Tokens are at least
 ${tokenLengthMin} characters.
+
+SIGHUP (or POST /v1/admin/reload, admin scope) rereads the tokens, the signing secrets and the
+allow-list from the config file and the environment; a reload that fails changes nothing and
+logs why.
 
 /readyz answers 503 while the log is poisoned, and while the data directory's file system has
 fewer bytes free than "readiness"."disk_free_bytes_min" (default ${readinessLimits.diskFreeBytesMin});
