@@ -1,8 +1,9 @@
 // Reload without restart: SIGHUP and POST /v1/admin/reload reread the config file and the
 // environment (the same settings code as a start: cli/serve/settings.ts) and put in force what a
 // running service can change in place: the bearer tokens (ingest/auth/access.ts), the signing
-// secrets, the queues' own signing secrets and the dispatch allow-list (the admit check's guard
-// here, the delivery workers' through Dispatcher.reconfigure). Everything is read and checked
+// secrets, the queues' own signing secrets, the dispatch allow-list (the admit check's guard
+// here, the delivery workers' through Dispatcher.reconfigure) and the free-space minimum
+// (readiness.disk_free_bytes_min, the one limit the config file sets). Everything is read and checked
 // before anything changes: a reload that fails keeps every old setting, logs why and answers
 // RELOAD_FAILED with the same words. Settings that need a restart (ports, the data directory,
 // TLS files, threads, …) are not applied; a reload that finds them changed says so in its log
@@ -30,16 +31,24 @@ export interface ReloaderOptions {
   readonly guardFor: (allow: readonly string[]) => TargetGuard;
   /** Puts a guard in force for adds. */
   readonly setGuard: (guard: TargetGuard) => void;
+  /** Puts a free-space minimum in force (/readyz and the adds' gate). */
+  readonly setDiskFreeBytesMin: (bytes: number) => void;
   /** Puts the delivery settings in force in the current life's workers; resolves once they have them. */
   readonly reconfigureDelivery: (access: DeliveryAccess) => Promise<void>;
 }
 
 /** The settings a reload changes, by the names its answer uses. */
-const reloadable = ['tokens', 'signing_secrets', 'queue_signing_secrets', 'allow'] as const;
+const reloadable = ['tokens', 'signing_secrets', 'queue_signing_secrets', 'allow', 'readiness.disk_free_bytes_min'] as const;
 
 /** What of `settings` a reload puts in force, by reloadable name. */
 function reloadableOf(settings: ServeSettings): Record<(typeof reloadable)[number], unknown> {
-  return { tokens: settings.tokens, signing_secrets: settings.dispatch.signingSecrets, queue_signing_secrets: settings.dispatch.queueSigningSecrets, allow: settings.dispatch.allow };
+  return {
+    tokens: settings.tokens,
+    signing_secrets: settings.dispatch.signingSecrets,
+    queue_signing_secrets: settings.dispatch.queueSigningSecrets,
+    allow: settings.dispatch.allow,
+    'readiness.disk_free_bytes_min': settings.diskFreeBytesMin,
+  };
 }
 
 /** Settings a reload cannot apply: told when they changed, so nobody believes they are in force. */
@@ -53,7 +62,6 @@ function needRestart(before: ServeSettings, after: ServeSettings): string[] {
     clock: settings.clock,
     memory_budget: settings.memoryBudgetBytes,
     far_horizon: settings.farHorizonMs,
-    'readiness.disk_free_bytes_min': settings.diskFreeBytesMin,
     'dispatch.threads': settings.dispatch.threads,
     'dispatch.ca_file': settings.dispatch.ca,
   });
@@ -109,9 +117,10 @@ export class Reloader {
       throw new FermataError(errorCodes.reloadFailed, `reload failed, the old settings stay in force: ${reason}`);
     }
     this.#options.setGuard(guard);
+    this.#options.setDiskFreeBytesMin(settings.diskFreeBytesMin);
     this.#options.access.replace(settings.tokens);
     const ignored = needRestart(this.#current, settings);
-    this.#current = { ...this.#current, tokens: settings.tokens, dispatch: { ...this.#current.dispatch, allow: settings.dispatch.allow, signingSecrets: settings.dispatch.signingSecrets, queueSigningSecrets: settings.dispatch.queueSigningSecrets } };
+    this.#current = { ...this.#current, tokens: settings.tokens, diskFreeBytesMin: settings.diskFreeBytesMin, dispatch: { ...this.#current.dispatch, allow: settings.dispatch.allow, signingSecrets: settings.dispatch.signingSecrets, queueSigningSecrets: settings.dispatch.queueSigningSecrets } };
     if (ignored.length > 0) logger.warn({ settings: ignored }, 'reload: these settings changed but take effect only after a restart');
     this.#options.audit.record({ action: 'reload', who, what: { changed, tokens: settings.tokens.length } });
     return { reloaded: true, changed };

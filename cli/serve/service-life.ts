@@ -74,6 +74,7 @@ export async function runService(settings: ServeSettings, logger: Logger, reread
     logger,
     guardFor: (allow) => new TargetGuard({ allow, allowLoopback }),
     setGuard: (next) => (guard = next),
+    setDiskFreeBytesMin: (bytes) => disk.setFreeBytesMin(bytes),
     reconfigureDelivery: async (delivery) => dispatcher?.reconfigure(delivery),
   });
   reloadOnHangup(reloader);

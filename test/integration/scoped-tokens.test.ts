@@ -3,7 +3,8 @@
 // lists and single timers), a queue's own signing secrets checked by a receiver beside the
 // service's, the audit trail's lines and counter, and reload (POST /v1/admin/reload and SIGHUP:
 // the old token refused, the new one taken, a new signing secret signing the next delivery, a
-// broken config file changing nothing and saying why).
+// new free-space minimum turning /readyz red, a broken config file changing nothing and saying
+// why).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -25,7 +26,7 @@ let service: Service;
 let sink: Sink;
 let configFile: string;
 
-function writeConfig(reader: string, signing: string): void {
+function writeConfig(reader: string, signing: string, diskFreeBytesMin = 0): void {
   writeFileSync(
     configFile,
     JSON.stringify({
@@ -36,6 +37,7 @@ function writeConfig(reader: string, signing: string): void {
         { name: 'payments', token: tokens.payments, scopes: ['read', 'write'], queues: ['payments'] },
       ],
       dispatch: { threads: 1, signing_secrets: [signing], queue_signing_secrets: { payments: [paymentsSecret] } },
+      readiness: { disk_free_bytes_min: diskFreeBytesMin },
     }),
   );
 }
@@ -195,4 +197,15 @@ test('reload: the endpoint swaps the tokens, a broken config file changes nothin
   assert.equal(verdict(rotated, rotatedSecret), 'valid');
   assert.equal(verdict(rotated, serviceSecret), 'no_match');
   assert.match(text(await call('GET', '/metrics', tokens.reader2)), /^fermata_audit_actions_total\{action="reload"\} 2$/m);
+
+  // The free-space minimum, the one limit the config file sets: /readyz and adds follow it at once.
+  writeConfig(tokens.reader2, rotatedSecret, Number.MAX_SAFE_INTEGER);
+  assert.deepEqual(json(await call('POST', '/v1/admin/reload', tokens.admin)), { reloaded: true, changed: ['readiness.disk_free_bytes_min'] });
+  const readyz = await call('GET', '/readyz', undefined);
+  assert.equal(readyz.status, 503);
+  assert.match(text(readyz), /disk nearly full/);
+  assert.equal((await call('POST', '/v1/timers', tokens.writer, timer('default', '/refused'))).status, 507);
+  writeConfig(tokens.reader2, rotatedSecret);
+  assert.equal((await call('POST', '/v1/admin/reload', tokens.admin)).status, 200);
+  assert.equal((await call('GET', '/readyz', undefined)).status, 200);
 });

@@ -8,7 +8,7 @@ import type { HttpServer } from '../types.ts';
 
 export interface ReloadAnswer {
   readonly reloaded: true;
-  /** The settings whose values changed ("tokens", "signing_secrets", "queue_signing_secrets", "allow"). */
+  /** The settings whose values changed ("tokens", "signing_secrets", "queue_signing_secrets", "allow", "readiness.disk_free_bytes_min"). */
   readonly changed: readonly string[];
 }
 

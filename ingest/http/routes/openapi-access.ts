@@ -17,13 +17,13 @@ export const adminPaths = {
       operationId: 'reload',
       summary: 'Reload tokens, signing secrets and the allow-list',
       description:
-        'Reads the config file and the environment again, as SIGHUP does, and puts in force the bearer tokens, the signing secrets (the service\'s and each queue\'s) and the dispatch allow-list; the settings are checked whole first, and a reload that fails changes nothing. Other settings changed in the file take effect after a restart (the log says which). Recorded in the audit trail.',
+        'Reads the config file and the environment again, as SIGHUP does, and puts in force the bearer tokens, the signing secrets (the service\'s and each queue\'s), the dispatch allow-list and the free-space minimum (`readiness.disk_free_bytes_min`); the settings are checked whole first, and a reload that fails changes nothing. Other settings changed in the file take effect after a restart (the log says which). Recorded in the audit trail.',
       responses: {
         '200': {
           description: 'The new settings are in force (the delivery workers have them); `changed` names those whose values changed.',
           content: jsonOf({
             type: 'object',
-            properties: { reloaded: { const: true }, changed: { type: 'array', items: { enum: ['tokens', 'signing_secrets', 'queue_signing_secrets', 'allow'] } } },
+            properties: { reloaded: { const: true }, changed: { type: 'array', items: { enum: ['tokens', 'signing_secrets', 'queue_signing_secrets', 'allow', 'readiness.disk_free_bytes_min'] } } },
             required: ['reloaded', 'changed'],
             additionalProperties: false,
           }),
