@@ -62,35 +62,42 @@ export function installAuthHooks(app: HttpServer, options: AuthHooksOptions): vo
       if (accessOf(method, route.url) === undefined) throw new Error(`route ${method} ${route.url} has no scope: add it to ingest/http/route-scopes.ts`);
     }
   });
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback hooks, not async ones: every request passes here, and a promise each is not free.
+  app.addHook('onRequest', (request, reply, done) => {
     const url = request.routeOptions.url;
     const route = url === undefined ? undefined : accessOf(request.method, url);
     const authorization = request.headers.authorization;
     if (route === undefined) {
       // No route serves it: a known token learns so, anyone else gets 401.
-      if (access.table.caller(authorization) !== undefined) return;
+      if (access.table.caller(authorization) !== undefined) return done();
       // A 401 tells the client how to authenticate (RFC 6750).
       reply.header('www-authenticate', 'Bearer');
-      throw new FermataError(errorCodes.unauthorized, 'this request needs authorization: Bearer <token>');
+      return done(new FermataError(errorCodes.unauthorized, 'this request needs authorization: Bearer <token>'));
     }
     const scope = route.scope;
-    if (scope === undefined) return;
-    let caller: Caller;
+    if (scope === undefined) return done();
     try {
-      caller = access.authorize(authorization, scope);
+      const caller = access.authorize(authorization, scope);
+      // Without tokens every caller is anonymous, which callerOf answers by itself.
+      if (caller !== anonymous) callers.set(request.raw, caller);
+      if (caller.queues !== undefined) checkEarlyQueue(caller, route, request);
     } catch (err) {
       if (err instanceof FermataError && err.code === errorCodes.unauthorized) reply.header('www-authenticate', 'Bearer');
-      throw err;
+      return done(err as Error);
     }
-    callers.set(request.raw, caller);
-    if (caller.queues !== undefined) checkEarlyQueue(caller, route, request);
+    done();
   });
-  app.addHook('preHandler', async (request) => {
+  app.addHook('preHandler', (request, _reply, done) => {
     const caller = callers.get(request.raw);
-    if (caller?.queues === undefined) return;
+    if (caller?.queues === undefined) return done();
     const route = accessOf(request.method, request.routeOptions.url ?? '');
-    if (route?.queue === 'body') checkQueue(caller, requiredQueue(fieldOf(request.body, 'queue'), 'the body\'s "queue"', caller));
-    if (route?.queue === 'timer') await checkTimerQueue(caller, request, options.queueOfTimer);
+    try {
+      if (route?.queue === 'body') checkQueue(caller, requiredQueue(fieldOf(request.body, 'queue'), 'the body\'s "queue"', caller));
+    } catch (err) {
+      return done(err as Error);
+    }
+    if (route?.queue !== 'timer') return done();
+    checkTimerQueue(caller, request, options.queueOfTimer).then(() => done(), done);
   });
 }
 
