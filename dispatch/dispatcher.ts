@@ -178,17 +178,12 @@ export class Dispatcher {
   }
 
   /**
-   * A reload's delivery settings: every worker has them before the timers taken next are told
-   * their queue's signer (signing-config.ts). A cluster node's shared workers are reconfigured by
-   * their owner; each partition's dispatcher then takes the new indexes with `useSigning`.
+   * A reload's delivery settings (cli/serve/reload.ts): every worker has them before the timers
+   * taken next are told their queue's signer index (signing-config.ts). Single node only: a
+   * cluster node's shared workers are not reconfigured (it reloads nothing).
    */
   async reconfigure(access: DeliveryAccess): Promise<void> {
-    if (this.#ownsWorkers) await this.#workers.reconfigure(access);
-    this.useSigning(access);
-  }
-
-  /** Signs the timers taken from now on by `access`'s queue secrets (the workers must have them already). */
-  useSigning(access: DeliveryAccess): void {
+    await this.#workers.reconfigure(access);
     this.#signerIndexes = signerIndexes(access);
     this.#signerOfQueue = [];
   }
