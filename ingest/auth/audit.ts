@@ -4,8 +4,6 @@
 // (fermata_audit_actions_total{action}: registerAuditMetric). Transport-free: the HTTP hook
 // (ingest/http/audit-hook.ts) and a SIGHUP reload (cli/serve/reload.ts) record into the same
 // trail. Main thread.
-import type { Registry } from 'prom-client';
-
 export interface AuditLogger {
   info(fields: object, message: string): void;
 }
@@ -38,19 +36,4 @@ export class AuditTrail {
   counts(): ReadonlyMap<string, number> {
     return this.#counts;
   }
-}
-
-/** fermata_audit_actions_total{action}, read from `trail` at scrape time. */
-export async function registerAuditMetric(registry: Registry, trail: AuditTrail): Promise<void> {
-  const { Counter } = await import('prom-client');
-  new Counter({
-    name: 'fermata_audit_actions_total',
-    help: 'Administrative actions recorded in the audit trail, by action.',
-    labelNames: ['action'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [action, count] of trail.counts()) this.inc({ action }, count);
-    },
-  });
 }

@@ -39,7 +39,7 @@ import { H2SingleAdd } from './h2-single-add.ts';
 import { clusterFront, type ClusterFrontOptions } from './cluster/front.ts';
 import { clusterNodeRoutes, type NodeDirectory } from './cluster/node-routes.ts';
 import { Access, fullGrant } from '../auth/access.ts';
-import { AuditTrail, registerAuditMetric } from '../auth/audit.ts';
+import { AuditTrail } from '../auth/audit.ts';
 import { installAuditHook } from './audit-hook.ts';
 import { bearerCheck, installAuthHooks } from './listen/bearer-auth.ts';
 import { adminReloadRoutes, type ReloadAnswer } from './routes/admin-reload.ts';
@@ -154,7 +154,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(adminReloadRoutes, { reload: options.reload ?? noReload });
   const moreMetrics = options.metrics;
   const metrics = async (registry: Registry): Promise<void> => {
-    await registerAuditMetric(registry, audit);
+    (await import('../auth/audit-metric.ts')).registerAuditMetric(registry, audit);
     await moreMetrics?.(registry);
   };
 
