@@ -1,6 +1,8 @@
 // Every HTTP route's scope and the queue it acts on, in one table: the server's onRoute hook
 // refuses to register a route missing from it (a new route cannot ship unguarded), and the auth
-// hook (listen/bearer-auth.ts) reads it per request. HEAD is answered as its GET.
+// hook (listen/bearer-auth.ts) reads it per request, and the OpenAPI document states each
+// operation's scope from it (routes/openapi-access.ts). HEAD is answered as its GET. Constant
+// data, read on the main thread.
 //
 //   queue rule   where the queue is, for a token limited to queues
 //   param        the `:name` path parameter
