@@ -7,6 +7,8 @@
 //     "allow": ["https://hooks.internal:443",    origins and CIDRs let through the target guard
 //               "10.20.0.0/16"],
 //     "signing_secrets": ["whsec_…"],            Standard Webhooks secrets; several sign at once
+//     "queue_signing_secrets": {                 a queue's own secrets, signing its deliveries
+//       "payments": ["whsec_…"]},                instead of the service's (dispatch/signing-config.ts)
 //     "ca_file": "/etc/fermata/targets-ca.pem"   extra CA certificates for https targets
 //   }
 //
@@ -22,10 +24,12 @@ export interface DispatchSettings {
   readonly threads?: number;
   readonly allow: readonly string[];
   readonly signingSecrets: readonly string[];
+  /** Queues with their own signing secrets, by name (each list non-empty). */
+  readonly queueSigningSecrets: Readonly<Record<string, readonly string[]>>;
   readonly ca?: string;
 }
 
-export const dispatchConfigKeys = ['threads', 'allow', 'signing_secrets', 'ca_file'] as const;
+export const dispatchConfigKeys = ['threads', 'allow', 'signing_secrets', 'queue_signing_secrets', 'ca_file'] as const;
 
 /** A dispatch setting that cannot be used; the message names it. */
 export class DispatchConfigError extends Error {
@@ -79,6 +83,7 @@ export function parseDispatchSettings(entry: unknown, file: string | undefined, 
     if (err instanceof SigningSecretError) throw new DispatchConfigError(`${secretsSource}: ${err.message}`);
     throw err;
   }
+  const queueSigningSecrets = queueSecrets(given.queue_signing_secrets, where('queue_signing_secrets'));
   let ca: string | undefined;
   if (given.ca_file !== undefined) {
     if (typeof given.ca_file !== 'string') throw new DispatchConfigError(`${where('ca_file')} must be a file name`);
@@ -88,5 +93,25 @@ export function parseDispatchSettings(entry: unknown, file: string | undefined, 
       throw new DispatchConfigError(`${where('ca_file')}: cannot read ${given.ca_file}: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
-  return { allow, signingSecrets, ...(threads === undefined ? {} : { threads }), ...(ca === undefined ? {} : { ca }) };
+  return { allow, signingSecrets, queueSigningSecrets, ...(threads === undefined ? {} : { threads }), ...(ca === undefined ? {} : { ca }) };
+}
+
+/** "queue_signing_secrets": {QUEUE: ["whsec_…", …]}, each list non-empty and each secret well-formed. */
+function queueSecrets(value: unknown, where: string): Record<string, readonly string[]> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new DispatchConfigError(`${where} must be a JSON object of queue name → array of secrets`);
+  const secrets: Record<string, readonly string[]> = {};
+  for (const [queue, list] of Object.entries(value)) {
+    const named = `${where}, queue ${JSON.stringify(queue)}`;
+    const given = stringList(list, named);
+    if (given.length === 0) throw new DispatchConfigError(`${named} must list at least one secret (a queue without its own uses the service's)`);
+    try {
+      new WebhookSigner(given);
+    } catch (err) {
+      if (err instanceof SigningSecretError) throw new DispatchConfigError(`${named}: ${err.message}`);
+      throw err;
+    }
+    secrets[queue] = given;
+  }
+  return secrets;
 }

@@ -5,7 +5,9 @@
 // hands an "arrow" task's buffers back once the task's body is encoded, for later tasks.
 // warmUp() asks every worker at once, on a BroadcastChannel of this pool's, to run its delivery
 // path and open sessions to the origins named (dispatch/delivery-warm-up.ts), and waits for each
-// to say it is done.
+// to say it is done. reconfigure() sends a reload's allow-list and signing secrets the same way,
+// on a channel of its own, and waits for every worker to have them; a worker started later in
+// place of one that died is sent the latest again when it has loaded.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BroadcastChannel } from 'node:worker_threads';
@@ -13,7 +15,7 @@ import { Piscina } from 'piscina';
 import type { DispatchLimits } from '../engine/limits.ts';
 import { type BatchAnswer, type DeliveryResults, type DeliveryTask, isSpareBuffersMessage, type RefusedTask, isWarmedUpMessage, type WarmUpRequest, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
-import { WebhookSigner } from './signing.ts';
+import { type DeliveryAccess, isReconfiguredMessage, type ReconfigureRequest, signersOf } from './signing-config.ts';
 import { TargetGuard } from './target-guard.ts';
 import type { TaskBuffers } from './task-builder.ts';
 
@@ -26,6 +28,8 @@ export interface DeliveryPoolOptions {
   readonly allow: readonly string[];
   readonly allowLoopback: boolean;
   readonly signingSecrets: readonly string[];
+  /** Queues with their own signing secrets (dispatch/signing-config.ts). */
+  readonly queueSigningSecrets?: Readonly<Record<string, readonly string[]>> | undefined;
   readonly ca: string | undefined;
   /** A manual clock's shared position (engine/clock.ts), for the workers' retry times; undefined: the real clock. */
   readonly clock?: SharedArrayBuffer | undefined;
@@ -48,6 +52,16 @@ export interface WarmUpReport {
 export class DeliveryPool {
   readonly #pool: Piscina;
   readonly #warmUpChannel = `fermata.delivery-warm-up.${randomUUID()}`;
+  readonly #reconfigureChannel = `fermata.delivery-reconfigure.${randomUUID()}`;
+  /** Where reloads' settings go to the workers: open for the pool's life (unreferenced), closed by destroy(). */
+  readonly #reconfigures: BroadcastChannel;
+  /** The reconfiguration under way: its answers so far, and what settles it once every worker has answered. */
+  #reconfiguring: { id: number; answers: number; failures: string[]; done: () => void } | undefined;
+  #reconfigureIds = 0;
+  /** Reconfigurations one after another. */
+  #reconfigured: Promise<unknown> = Promise.resolve();
+  /** The latest reload's settings, for workers started after it. */
+  #reloaded: DeliveryAccess | undefined;
   readonly #limits: DispatchLimits;
   /** The warm-up under way: its answers so far, and what resolves it once every worker has answered. */
   #warming: { answers: number; sessionsOpened: number; failures: string[]; asked: boolean; done: () => void } | undefined;
@@ -60,13 +74,14 @@ export class DeliveryPool {
 
   constructor(options: DeliveryPoolOptions) {
     const { threads, allow, allowLoopback, signingSecrets, limits } = options;
+    const access: DeliveryAccess = { allow, signingSecrets, queueSigningSecrets: options.queueSigningSecrets ?? {} };
     // Configuration errors surface here, at start-up, not in a worker thread later.
     new TargetGuard({ allow, allowLoopback });
-    if (signingSecrets.length > 0) new WebhookSigner(signingSecrets);
+    signersOf(access);
     const workerData: DeliveryWorkerData = {
-      allow,
+      access,
       allowLoopback,
-      signingSecrets,
+      reconfigureChannel: this.#reconfigureChannel,
       sessionIdleMsMax: limits.sessionIdleMsMax,
       connectTimeoutMs: limits.connectTimeoutMs,
       requestsPerOriginMax: limits.requestsPerOriginMax,
@@ -77,6 +92,8 @@ export class DeliveryPool {
       warmUpChannel: this.#warmUpChannel,
     };
     this.#limits = limits;
+    this.#reconfigures = new BroadcastChannel(this.#reconfigureChannel);
+    this.#reconfigures.unref();
     this.#pool = new Piscina({
       filename: deliveryWorkerUrl,
       minThreads: threads,
@@ -92,13 +109,21 @@ export class DeliveryPool {
     });
     const spareBuffers = options.spareBuffers;
     this.#pool.on('message', (message: unknown) => {
-      if (message === workerLoadedMessage && ++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
+      if (message === workerLoadedMessage) {
+        if (++this.#workersLoaded === threads) this.#loaded.resolve(performance.now() - this.#createdAtMs);
+        // A worker piscina started in place of one that died has the settings of the start: a reload's are sent again.
+        else if (this.#workersLoaded > threads && this.#reloaded !== undefined) this.#broadcast(this.#reloaded);
+      }
       else if (isSpareBuffersMessage(message)) for (const buffer of message.buffers) spareBuffers.give(buffer);
       else if (isWarmedUpMessage(message) && this.#warming !== undefined) {
         const warming = this.#warming;
         warming.sessionsOpened += message.sessionsOpened;
         warming.failures.push(...message.failures);
         if (++warming.answers === threads) warming.done();
+      } else if (isReconfiguredMessage(message) && this.#reconfiguring?.id === message.id) {
+        const reconfiguring = this.#reconfiguring;
+        if (message.failure !== undefined) reconfiguring.failures.push(message.failure);
+        if (++reconfiguring.answers === threads) reconfiguring.done();
       }
     });
   }
@@ -165,6 +190,41 @@ export class DeliveryPool {
     return { workers: warming.answers, sessionsOpened: warming.sessionsOpened, failures: warming.failures };
   }
 
+  /**
+   * Puts new delivery settings (allow-list, signing secrets) in force in every worker; resolves
+   * once all have them. Rejects when a worker refused them (it keeps its old ones) or did not
+   * answer within warmUpAnswerWaitMs.
+   */
+  reconfigure(access: DeliveryAccess): Promise<void> {
+    const next = this.#reconfigured.then(() => this.#reconfigureNow(access));
+    this.#reconfigured = next.catch(() => undefined);
+    return next;
+  }
+
+  async #reconfigureNow(access: DeliveryAccess): Promise<void> {
+    await this.ready();
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const reconfiguring = { id: ++this.#reconfigureIds, answers: 0, failures: [] as string[], done: resolve };
+    this.#reconfiguring = reconfiguring;
+    const timer = setTimeout(resolve, this.#limits.warmUpAnswerWaitMs);
+    try {
+      this.#broadcast(access, reconfiguring.id);
+      await promise;
+    } finally {
+      clearTimeout(timer);
+      this.#reconfiguring = undefined;
+    }
+    if (reconfiguring.failures.length > 0) throw new Error(`a delivery worker refused the settings: ${reconfiguring.failures[0]}`);
+    this.#reloaded = access;
+    if (reconfiguring.answers < this.#pool.threads.length) throw new Error(`${this.#pool.threads.length - reconfiguring.answers} delivery workers did not answer within ${this.#limits.warmUpAnswerWaitMs} ms`);
+  }
+
+  /** Sends new settings to every worker; their answers count toward the reconfiguration `id` names (none: nobody waits). */
+  #broadcast(access: DeliveryAccess, id = 0): void {
+    const request: ReconfigureRequest = { id, access };
+    this.#reconfigures.postMessage(request);
+  }
+
   /** Sends `task` to a worker, `transfer` (its buffers) moved with it; resolves with the worker's answer. */
   run(task: DeliveryTask, transfer: ArrayBuffer[]): Promise<DeliveryResults | BatchAnswer | RefusedTask> {
     // piscina takes an array (it refuses anything else); its typings infer postMessage's options object.
@@ -185,6 +245,7 @@ export class DeliveryPool {
     if (warming !== undefined && !warming.asked) warming.done();
     await this.#warmUps;
     await this.#loadedOrGaveUp();
+    this.#reconfigures.close();
     await this.#pool.destroy();
   }
 

@@ -7,7 +7,8 @@
 //   DeliveryTask  count
 //                 meta     Float64Array   [fireAtMs, attempt, timeoutMs, max_attempts,
 //                                         min_backoff_ms, max_backoff_ms, max_doublings,
-//                                         notBeforeMs, seq, row, responseBytesMax] × count
+//                                         notBeforeMs, seq, row, responseBytesMax,
+//                                         signer] × count
 //                 offsets  Int32Array     byteFields columns of count + 1 offsets each, every
 //                                         column from 0: [target …][payload …][headers …][key …]
 //                 values   Uint8Array × byteFields
@@ -42,7 +43,7 @@ import { encodeTimerId, encodeTimerIdInto, idLength } from '../engine/ids.ts';
 import type { QueueConfig } from '../engine/queues.ts';
 import type { AttemptResult } from './retry-policy.ts';
 
-export const metaFields = 11;
+export const metaFields = 12;
 /** What a delivery worker posts on its parent port once its code has loaded (the pool's 'message' event). */
 export const workerLoadedMessage = 'fermata.delivery-worker.loaded';
 /** A timer's claim (DeliveryTask.claims). */
@@ -54,6 +55,8 @@ export const seqField = 8;
 export const rowField = 9;
 /** meta[at · metaFields + responseBytesField]: bytes of the answer's body to bring back (0: none; a timer with a callback: engine/callbacks.ts). */
 export const responseBytesField = 10;
+/** meta[at · metaFields + signerField]: which signing secrets sign timer `at` (dispatch/signing-config.ts: 0 the service's, k ≥ 1 a queue's own). */
+export const signerField = 11;
 export const byteFields = 4;
 /** Which of a timer's byte columns (taskColumn, taskBytes). */
 export const taskField = { target: 0, payload: 1, headers: 2, key: 3 } as const;

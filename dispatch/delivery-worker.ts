@@ -27,6 +27,7 @@ import {
   notBeforeField,
   responseBytesField,
   resultsTransfer,
+  signerField,
   setResultError,
   type SpareBuffersMessage,
   spareBuffersKind,
@@ -45,13 +46,17 @@ import { arrowBatchKey, arrowBatchMediaType, encodeArrowBatch, warmUpArrowEncode
 import { type DeliveryRequest, OriginClients } from './origin-clients.ts';
 import { describeFailure, type FailureDescription, failureKind } from './failure-description.ts';
 import { attemptFailure, attemptFailureOf, type AttemptResult, decideOutcome, delivered, isSuccess } from './retry-policy.ts';
-import { WebhookSigner } from './signing.ts';
+import type { AddressGuard } from './origin-clients.ts';
+import { type DeliveryAccess, type ReconfiguredMessage, reconfiguredKind, type ReconfigureRequest, signersOf } from './signing-config.ts';
+import type { WebhookSigner } from './signing.ts';
 
 /** What the dispatcher gives every worker when it starts. */
 export interface DeliveryWorkerData {
-  readonly allow: readonly string[];
+  /** The allow-list and signing secrets at start; a reload sends new ones on reconfigureChannel. */
+  readonly access: DeliveryAccess;
   readonly allowLoopback: boolean;
-  readonly signingSecrets: readonly string[];
+  /** The BroadcastChannel the pool sends new delivery settings on (ReconfigureRequest). */
+  readonly reconfigureChannel: string;
   readonly sessionIdleMsMax: number;
   readonly connectTimeoutMs: number;
   readonly requestsPerOriginMax: number;
@@ -72,7 +77,12 @@ export interface DeliveryWorkerData {
 const config = workerData as DeliveryWorkerData;
 /** Timer time, as the main thread reads it: retry times and attempt times are on it. */
 const clock = new SharedClockView(config.clock);
-const guard = new TargetGuard({ allow: config.allow, allowLoopback: config.allowLoopback });
+// Replaced whole by a reload (the allow-list); the origin clients ask whichever is in force.
+let targetGuard = new TargetGuard({ allow: config.access.allow, allowLoopback: config.allowLoopback });
+const guard: AddressGuard = {
+  resolveTarget: (url) => targetGuard.resolveTarget(url),
+  checkConnectedAddress: (address, origin) => targetGuard.checkConnectedAddress(address, origin),
+};
 const clientLimits = {
   sessionIdleMsMax: config.sessionIdleMsMax,
   connectTimeoutMs: config.connectTimeoutMs,
@@ -80,7 +90,8 @@ const clientLimits = {
   socketsPerOriginMax: config.socketsPerOriginMax,
 };
 const clients = new OriginClients({ ...clientLimits, guard, ca: config.ca });
-const signer = config.signingSecrets.length === 0 ? undefined : new WebhookSigner(config.signingSecrets);
+/** By signer index (dispatch/signing-config.ts); replaced whole by a reload. */
+let signers: Array<WebhookSigner | undefined> = signersOf(config.access);
 const leases = config.leaseDeadlines === undefined ? undefined : new LeaseDeadlineView(config.leaseDeadlines);
 const utf8 = new TextDecoder();
 // A fresh thread's first Arrow batch would compile apache-arrow's code on its way out: done now.
@@ -89,6 +100,9 @@ warmUpArrowEncoder();
 const warmUps = new BroadcastChannel(config.warmUpChannel);
 warmUps.unref();
 warmUps.addEventListener('message', (event) => void warmUp(event.data as WarmUpRequest));
+const reconfigures = new BroadcastChannel(config.reconfigureChannel);
+reconfigures.unref();
+reconfigures.addEventListener('message', (event) => reconfigure(event.data as ReconfigureRequest));
 let exercised = false;
 // Loading this module and what it imports (type stripping, apache-arrow) takes a fresh thread a
 // few hundred milliseconds: the dispatcher's ready() waits for this word from every worker. It
@@ -132,6 +146,21 @@ async function warmUp(request: WarmUpRequest): Promise<void> {
   const sessions = await openSessions(clients, request.origins, request.connectWaitMs);
   const done: WarmedUpMessage = { kind: warmedUpKind, sessionsOpened: sessions.opened, failures: [...failures, ...sessions.failures] };
   parentPort?.postMessage(done);
+}
+
+/** A reload's new allow-list and secrets: built first, so a bad one leaves the old in force. */
+function reconfigure(request: ReconfigureRequest): void {
+  let failure: string | undefined;
+  try {
+    const nextGuard = new TargetGuard({ allow: request.access.allow, allowLoopback: config.allowLoopback });
+    const nextSigners = signersOf(request.access);
+    targetGuard = nextGuard;
+    signers = nextSigners;
+  } catch (err) {
+    failure = err instanceof Error ? err.message : String(err);
+  }
+  const answer: ReconfiguredMessage = { kind: reconfiguredKind, id: request.id, failure };
+  parentPort?.postMessage(answer);
 }
 
 /** A task of single deliveries, each timer POSTed through `using`. */
@@ -214,6 +243,7 @@ function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number, ti
   headers['fermata-attempt'] = String(attempt);
   headers['fermata-fire-at'] = String(fireAtMs);
   headers['idempotency-key'] = key.length === 0 ? id : idempotencyKeyHeader(utf8.decode(key));
+  const signer = signers[task.meta[at * metaFields + signerField] as number];
   if (signer !== undefined) Object.assign(headers, signer.sign(id, Math.floor(startedAtMs / 1000), body));
   const responseBytesMax = task.meta[at * metaFields + responseBytesField] as number;
   return { url: urlOf(utf8.decode(taskBytes(task, at, taskField.target))), headers, body, timeoutMs, timing, responseBytesMax };
@@ -237,6 +267,8 @@ async function deliverArrowBatch(task: DeliveryTask, sink: string): Promise<Batc
   const batchKey = arrowBatchKey(task);
   const timeoutMs = task.timeoutMsMax;
   const rows = task.count;
+  // An Arrow batch is one queue's: its first row's signer is every row's (read before the buffers go back).
+  const signer = signers[task.meta[signerField] as number];
   // The body is a copy, and nothing after this reads the task: all its buffers go back to the
   // dispatcher now, for the next tasks, not after the sink has answered (tens of milliseconds for
   // a few MiB).

@@ -40,6 +40,7 @@ import { PendingTask } from './pending-task.ts';
 import { type PullLimits, PullQueues } from './pull-queues.ts';
 import { Scheduler } from './scheduler.ts';
 import { freshBuffers, type TaskTimer } from './task-builder.ts';
+import { type DeliveryAccess, signerIndexes } from './signing-config.ts';
 
 export interface DispatcherOptions {
   readonly engine: Engine;
@@ -51,8 +52,10 @@ export interface DispatcherOptions {
   readonly allow?: readonly string[];
   /** Loopback targets allowed (the server sets this when it listens on loopback itself). */
   readonly allowLoopback?: boolean;
-  /** Standard Webhooks secrets (`whsec_…`); each signs every delivery. */
+  /** Standard Webhooks secrets (`whsec_…`); each signs every delivery of a queue without its own. */
   readonly signingSecrets?: readonly string[];
+  /** Queues with their own signing secrets, by name (dispatch/signing-config.ts). */
+  readonly queueSigningSecrets?: Readonly<Record<string, readonly string[]>>;
   /** Extra CA certificates (PEM text) trusted for https targets. */
   readonly ca?: string;
   readonly limits?: Partial<DispatchLimits>;
@@ -120,7 +123,11 @@ export class Dispatcher {
     attempt: 0,
     timeoutMs: 0,
     policy: defaultQueueConfig,
+    signer: 0,
   };
+  /** Queue name → signer index (dispatch/signing-config.ts), and its lookups by queue index, made at first use. */
+  #signerIndexes: ReadonlyMap<string, number>;
+  #signerOfQueue: number[] = [];
   /** "arrow" queues' batches still filling, by queue index. */
   readonly #lingering = new Map<number, { task: PendingTask; timer: NodeJS.Timeout }>();
   readonly #stats: DeliveryStats;
@@ -150,11 +157,13 @@ export class Dispatcher {
       allow: options.allow ?? [],
       allowLoopback: options.allowLoopback ?? false,
       signingSecrets: options.signingSecrets ?? [],
+      queueSigningSecrets: options.queueSigningSecrets,
       ca: options.ca,
       clock: sharedClockOf(this.#clock),
       limits: this.#limits,
       spareBuffers: this.#buffers,
     });
+    this.#signerIndexes = signerIndexes({ allow: [], signingSecrets: [], queueSigningSecrets: options.queueSigningSecrets ?? {} });
     this.takeAhead = { ms: this.#limits.takeAheadMs, queue: (queue) => this.#engine.queueConfig(this.#engine.queueNameAt(queue)).delivery === 'request' };
     this.#scheduler = new Scheduler(this.#engine, this, this.#clock);
     this.#pull = new PullQueues({
@@ -166,6 +175,27 @@ export class Dispatcher {
       ...(options.pullLimits === undefined ? {} : { limits: options.pullLimits }),
     });
     this.#flow = new FlowControl(this.#engine, monotonicClock, this.#limits, this.#pull); // rate buckets count real time, whatever the clock
+  }
+
+  /**
+   * A reload's delivery settings (cli/serve/reload.ts): every worker has them before the timers
+   * taken next are told their queue's signer index (signing-config.ts). Single node only: a
+   * cluster node's shared workers are not reconfigured (it reloads nothing).
+   */
+  async reconfigure(access: DeliveryAccess): Promise<void> {
+    await this.#workers.reconfigure(access);
+    this.#signerIndexes = signerIndexes(access);
+    this.#signerOfQueue = [];
+  }
+
+  /** The signer index of queue `queue` (an index), looked up by name once per queue. */
+  #signerOf(queue: number): number {
+    let signer = this.#signerOfQueue[queue];
+    if (signer === undefined) {
+      signer = this.#signerIndexes.get(this.#engine.queueNameAt(queue)) ?? 0;
+      this.#signerOfQueue[queue] = signer;
+    }
+    return signer;
   }
 
   /** "pull" queues' due timers, for the Flight service's DoGet and DoAction. */
@@ -379,6 +409,7 @@ export class Dispatcher {
     timer.attempt = slice.attempts[i] as number;
     timer.timeoutMs = config.timeout_ms;
     timer.policy = config;
+    timer.signer = this.#signerOf(slice.queues[i] as number);
     task.add(slice, i, timer);
   }
 

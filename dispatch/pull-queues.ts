@@ -247,6 +247,11 @@ export class PullQueues {
     return this.#settle(lease, how === 'ack');
   }
 
+  /** The queue of an open lease, undefined when it is unknown (a queue-limited token's check before settling it). */
+  queueOfLease(leaseId: string): string | undefined {
+    return this.#leases.get(leaseId)?.queue.name;
+  }
+
   /** Stops: open leases and waiting timers are dropped unrecorded (pending in the log, delivered again after the restart). */
   close(): void {
     this.#stopped = true;

@@ -7,7 +7,7 @@
 // this is the busiest loop of the dispatch path.
 import assert from 'node:assert/strict';
 import type { QueueConfig } from '../engine/queues.ts';
-import { byteFields, type DeliveryTask, metaFields, notBeforeField, responseBytesField, rowField, seqField, taskBuffers, taskField } from './delivery-task.ts';
+import { byteFields, type DeliveryTask, metaFields, notBeforeField, responseBytesField, rowField, seqField, signerField, taskBuffers, taskField } from './delivery-task.ts';
 
 /**
  * One timer as the dispatcher adds it to a task. Its bytes may be the store's own: the builder
@@ -33,6 +33,8 @@ export interface TaskTimer {
   readonly attempt: number;
   readonly timeoutMs: number;
   readonly policy: QueueConfig;
+  /** Which signing secrets sign it (dispatch/signing-config.ts); absent: the service's. */
+  readonly signer?: number;
 }
 
 const utf8 = new TextEncoder();
@@ -120,6 +122,7 @@ export class DeliveryTaskBuilder {
     meta[base + seqField] = timer.seq;
     meta[base + rowField] = timer.row;
     meta[base + responseBytesField] = timer.responseBytesMax ?? 0;
+    meta[base + signerField] = timer.signer ?? 0;
     this.#putTarget(at, timer.target);
     const bytes = timer.bytes;
     const payloadStart = timer.bytesStart;

@@ -21,6 +21,10 @@ export const errorCodes = {
   /** A delete of the default queue, which always exists. */
   queueProtected: 'QUEUE_PROTECTED',
   unauthorized: 'UNAUTHORIZED',
+  /** A known token without the scope (details.scope) or the queue (details.queue) the request needs. */
+  forbidden: 'FORBIDDEN',
+  /** A reload whose config file or environment cannot be applied: nothing changed; the message says why. */
+  reloadFailed: 'RELOAD_FAILED',
   targetRefused: 'TARGET_REFUSED',
   /** A manual clock asked to move to a time before its position: it never moves backwards. */
   clockBackwards: 'CLOCK_BACKWARDS',

@@ -22,14 +22,25 @@ import { TargetGuard } from '../../dispatch/target-guard.ts';
 import { isLoopbackHost } from '../../ingest/http/listen/bearer-auth.ts';
 import { requireCurrentSchema } from '../../cluster/schema/migrate.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
+import { errorCodes, FermataError } from '../../engine/errors.ts';
+import { Access } from '../../ingest/auth/access.ts';
 import { JoiningDirectory } from './cluster-joining.ts';
 import type { ClusterSettings } from './cluster-settings.ts';
 import { logStartFailure } from './errors.ts';
 import type { ServeSettings } from './settings.ts';
 import { stopRequested } from './stop-signals.ts';
 
+/** Cluster mode reloads nothing yet (docs/configuration.md, "Reload"): said, not half done. */
+const clusterReloadRefusal = 'a cluster node reloads nothing: restart it to change its tokens, secrets or allow-list';
+
+async function refuseReload(): Promise<never> {
+  throw new FermataError(errorCodes.reloadFailed, clusterReloadRefusal);
+}
+
 export async function runClusterService(settings: ServeSettings, cluster: ClusterSettings, logger: Logger): Promise<number> {
   const stopSignal = stopRequested(logger);
+  // SIGHUP would end the process by default; a node that cannot reload says so and serves on.
+  process.on('SIGHUP', () => logger.warn(clusterReloadRefusal));
   const allowLoopback = isLoopbackHost(settings.listen.host);
   const guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
   const budget = memoryBudget(settings.memoryBudgetBytes);
@@ -47,7 +58,8 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   }
   const front = createHttpServer({
     logger: logger.child({ component: 'http' }),
-    tokens: settings.tokens,
+    access: new Access(settings.tokens),
+    reload: refuseReload,
     cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql) },
   });
   let port: number;

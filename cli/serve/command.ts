@@ -66,18 +66,26 @@ Config file: {"data": DIR, "listen": HOST:PORT, "tokens": ["…"],
   "http3": {"port": PORT}, "readiness": {"disk_free_bytes_min": BYTES},
   "memory_budget": "512MiB" (or a number of bytes), "far_horizon": D, "clock": "real" | "manual",
   "dispatch": {"threads": N, "allow": ["https://hooks.internal", "10.1.0.0/16"],
-               "signing_secrets": ["whsec_…"], "ca_file": FILE}}; every key is optional.
+               "signing_secrets": ["whsec_…"], "queue_signing_secrets": {QUEUE: ["whsec_…"]},
+               "ca_file": FILE}}; every key is optional.
 
 Delivery: due timers are POSTed to their targets by N worker threads (default: cores − 1).
 Targets at private, loopback, link-local or metadata addresses are refused unless "allow"
 lists them (origins or CIDRs; env FERMATA_DISPATCH_ALLOW=a,b); loopback is allowed when the
 service itself listens on loopback. With "signing_secrets" (env FERMATA_SIGNING_SECRETS=a,b)
-every delivery carries Standard Webhooks signatures, one per secret.
+every delivery carries Standard Webhooks signatures, one per secret; a queue listed in
+"queue_signing_secrets" is signed with its own secrets instead.
 
 Bearer tokens ("tokens" in the config file, or FERMATA_TOKENS=…,…): when set, every route but
-/healthz and /readyz needs "authorization: Bearer <token>". A non-loopback --listen or
+/healthz and /readyz needs "authorization: Bearer <token>". A plain token has every scope; an
+object {"name", "token", "scopes": ["read", "write", "admin"], "queues": [...]} has those it
+lists, on the queues it lists (403 FORBIDDEN names what it lacks). A non-loopback --listen or
 --tls-listen refuses to start without them unless --insecure. Tokens are at least
 ${tokenLengthMin} characters.
+
+SIGHUP (or POST /v1/admin/reload, admin scope) rereads the tokens, the signing secrets and the
+allow-list from the config file and the environment; a reload that fails changes nothing and
+logs why.
 
 /readyz answers 503 while the log is poisoned, and while the data directory's file system has
 fewer bytes free than "readiness"."disk_free_bytes_min" (default ${readinessLimits.diskFreeBytesMin});
@@ -93,7 +101,7 @@ Exit status: 0 stopped cleanly; 1 could not start or stop cleanly (the log says 
 setting, or a port another process holds ("port 7070 on 127.0.0.1 is in use"): stderr says which.
 `;
 
-type ServeCommand = { readonly kind: 'help' } | { readonly kind: 'run'; readonly settings: ServeSettings };
+type ServeCommand = { readonly kind: 'help' } | { readonly kind: 'run'; readonly settings: ServeSettings; readonly reread: () => ServeSettings };
 
 export async function serve(argv: readonly string[]): Promise<number> {
   let command: ServeCommand;
@@ -118,13 +126,14 @@ export async function serve(argv: readonly string[]): Promise<number> {
     return runClusterService(command.settings, cluster, logger);
   }
   const { runService } = await import('./service-life.ts');
-  return runService(command.settings, logger);
+  return runService(command.settings, logger, command.reread);
 }
 
 function parseServeCommand(argv: readonly string[], env: NodeJS.ProcessEnv): ServeCommand {
   const { values } = parseServeArgs(argv);
   if (values.help === true) return { kind: 'help' };
-  return { kind: 'run', settings: serveSettings(values, env) };
+  // A reload (SIGHUP, POST /v1/admin/reload) reads the same flags, config file and environment again.
+  return { kind: 'run', settings: serveSettings(values, env), reread: () => serveSettings(values, process.env) };
 }
 
 function parseServeArgs(argv: readonly string[]) {

@@ -3,6 +3,7 @@
 // the file and the key); cli/serve/settings.ts decides what wins over it. "dispatch" is checked
 // whole with its environment overrides (cli/dispatch-config.ts).
 import { readFileSync } from 'node:fs';
+import { fullGrant, scopes, type Scope, type TokenGrant } from '../../ingest/auth/access.ts';
 import { tokenLengthMin } from '../../ingest/http/listen/bearer-auth.ts';
 import { type ClusterConfig, readClusterConfig } from './cluster-settings.ts';
 import { messageOf, UsageError } from './errors.ts';
@@ -17,7 +18,7 @@ const readinessConfigKeys = ['disk_free_bytes_min'] as const;
 export interface ServeConfig {
   data?: string;
   listen?: string;
-  tokens?: string[];
+  tokens?: TokenGrant[];
   tls?: { cert?: string; key?: string; listen?: string };
   readiness?: { disk_free_bytes_min?: number };
   dispatch?: unknown;
@@ -56,7 +57,7 @@ export function readConfig(file: string): ServeConfig {
         config[key] = configString(entry, file, key);
         break;
       case 'tokens':
-        if (!Array.isArray(entry)) throw new UsageError(`config file ${file}: "tokens" must be an array of strings`);
+        if (!Array.isArray(entry)) throw new UsageError(`config file ${file}: "tokens" must be an array of tokens (strings, or objects {"name", "token", "scopes", "queues"})`);
         config.tokens = checkTokens(entry, `config file ${file}, "tokens"`);
         break;
       case 'tls':
@@ -116,23 +117,46 @@ export function readConfig(file: string): ServeConfig {
   return config;
 }
 
+const tokenKeys = ['name', 'token', 'scopes', 'queues'] as const;
+
 /**
- * Bearer tokens from the config file or FERMATA_TOKENS, trimmed; each long enough and without
- * spaces. A refusal says which token (by its place: the token itself is a secret) and why.
+ * Bearer tokens from the config file or FERMATA_TOKENS: each a string (every scope, every
+ * queue, named token-N by its place) or an object {"name"?, "token", "scopes", "queues"?};
+ * trimmed, each long enough and without spaces, names unique. A refusal says which token (by
+ * its place or name: the token itself is a secret) and why.
  */
-export function checkTokens(tokens: readonly unknown[], source: string): string[] {
-  const checked: string[] = [];
-  for (const [index, token] of tokens.entries()) {
+export function checkTokens(tokens: readonly unknown[], source: string): TokenGrant[] {
+  const checked: TokenGrant[] = [];
+  for (const [index, entry] of tokens.entries()) {
     const which = tokens.length === 1 ? 'the token' : `token ${index + 1} of ${tokens.length}`;
-    if (typeof token !== 'string') throw new UsageError(`${source}: ${which} is not a string`);
-    const trimmed = token.trim();
+    const grant = typeof entry === 'string' ? fullGrant(entry, index) : tokenObject(entry, index, source, which);
+    const trimmed = grant.token.trim();
     if (trimmed.length < tokenLengthMin) {
       throw new UsageError(`${source}: ${which} is ${trimmed.length} characters long: a token must be at least ${tokenLengthMin} characters`);
     }
     if (/\s/.test(trimmed)) throw new UsageError(`${source}: ${which} holds a space; a token is at least ${tokenLengthMin} characters without spaces`);
-    checked.push(trimmed);
+    if (checked.some((earlier) => earlier.name === grant.name)) throw new UsageError(`${source}: ${which} is named "${grant.name}", as an earlier one is: names must be unique (audit lines use them)`);
+    checked.push({ ...grant, token: trimmed });
   }
   return checked;
+}
+
+function tokenObject(entry: unknown, index: number, source: string, which: string): TokenGrant {
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw new UsageError(`${source}: ${which} is neither a string nor an object {"name", "token", "scopes", "queues"}`);
+  const fields = entry as Record<string, unknown>;
+  for (const key of Object.keys(fields)) {
+    if (!(tokenKeys as readonly string[]).includes(key)) throw new UsageError(`${source}: ${which} has an unknown key "${key}" (known keys: ${tokenKeys.join(', ')})`);
+  }
+  const { name, token, scopes: given, queues } = fields;
+  if (typeof token !== 'string') throw new UsageError(`${source}: ${which} needs "token", a string`);
+  if (name !== undefined && (typeof name !== 'string' || name === '')) throw new UsageError(`${source}: ${which}'s "name" must be a non-empty string`);
+  if (!Array.isArray(given) || given.length === 0 || given.some((scope) => !(scopes as readonly unknown[]).includes(scope))) {
+    throw new UsageError(`${source}: ${which}'s "scopes" must be a non-empty array of ${scopes.map((scope) => `"${scope}"`).join(', ')}`);
+  }
+  if (queues !== undefined && (!Array.isArray(queues) || queues.length === 0 || queues.some((queue) => typeof queue !== 'string' || queue === ''))) {
+    throw new UsageError(`${source}: ${which}'s "queues" must be a non-empty array of queue names`);
+  }
+  return { name: (name as string | undefined) ?? `token-${index + 1}`, token, scopes: given as Scope[], queues: queues as string[] | undefined };
 }
 
 /** The entries of a config object (the file itself, or the object at `prefix`), each key one of `known`. */

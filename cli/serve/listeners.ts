@@ -20,12 +20,14 @@ import type { Dispatcher } from '../../dispatch/dispatcher.ts';
 import type { PullQueues } from '../../dispatch/pull-queues.ts';
 import type { DiskSpaceCheck } from '../../ingest/http/listen/disk-space.ts';
 import type { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
-import { bearerCheck } from '../../ingest/http/listen/bearer-auth.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { alpnProtocols } from '../../ingest/http/listen/tls-listener.ts';
 import type { FlightListener } from '../../ingest/flight/flight-service.ts';
 import { advertiseHttp3 } from '../../ingest/http3/alt-svc.ts';
 import { CaddySupervisor } from '../../ingest/http3/caddy-supervisor.ts';
+import type { Access } from '../../ingest/auth/access.ts';
+import type { AuditTrail } from '../../ingest/auth/audit.ts';
+import type { ReloadAnswer } from '../../ingest/http/routes/admin-reload.ts';
 import { logStartFailure } from './errors.ts';
 import type { ListenAddress, ServeSettings } from './settings.ts';
 
@@ -47,6 +49,13 @@ function addressInUse(err: unknown): boolean {
   return err instanceof Error && ((err as NodeJS.ErrnoException).code === 'EADDRINUSE' || err.message.includes('EADDRINUSE'));
 }
 
+/** What every life's listeners share: the tokens in force, the audit trail, the reload (cli/serve/reload.ts). */
+export interface ServiceControls {
+  readonly access: Access;
+  readonly audit: AuditTrail;
+  readonly reload: (who: string) => Promise<ReloadAnswer>;
+}
+
 /** Where a life listens: the settings' addresses, or after the first life the ports it was given (port 0 picks once). */
 export interface Ports {
   readonly listen: ListenAddress;
@@ -59,12 +68,14 @@ export interface Ports {
  * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
  * closing what was opened) when a port cannot be bound.
  */
-export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, logger: Logger, guard: PeerGuard): Promise<HttpServer | undefined> {
+export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, controls: ServiceControls, logger: Logger, guard: PeerGuard): Promise<HttpServer | undefined> {
   const app = createHttpServer({
     peerGuard: guard,
     logger: logger.child({ component: 'http' }),
     engine,
-    tokens: settings.tokens,
+    access: controls.access,
+    audit: controls.audit,
+    reload: controls.reload,
     disk,
     warm: () => dispatcher.warm,
     // Imported at the first scrape of /metrics, with prom-client (ingest/http/routes/metrics.ts).
@@ -99,7 +110,7 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
  * so, its connections seen by `guard`, the HTTP listener's peer guard. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
  * (logged) when it cannot bind, a PortInUseError when its port is taken.
  */
-export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, logger: Logger, guard: PeerGuard): Promise<FlightListener | undefined | 'failed'> {
+export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, access: Access, logger: Logger, guard: PeerGuard): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
   // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
   // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
@@ -108,8 +119,8 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
   const flightLogger = logger.child({ component: 'flight' });
   // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
   setGrpcLogger(grpcLogger(flightLogger));
-  const service = new FlightService({ engine, logger: flightLogger, tokens: settings.tokens, pull });
-  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), auth: settings.tokens.length === 0 ? undefined : bearerCheck(settings.tokens) });
+  const service = new FlightService({ engine, logger: flightLogger, access, pull });
+  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), access });
   const tls = settings.grpcTls ? settings.tls?.credentials : undefined;
   const credentials = tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false);
   try {

@@ -28,7 +28,10 @@ import { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
 import { memoryReturn } from '../../runtime/garbage-collector.ts';
 import { mallocTrim } from '../../runtime/malloc-trim.ts';
 import { logStartFailure } from './errors.ts';
-import { drainHttp, PortInUseError, type Ports, startFlight, startHttp, startHttp3 } from './listeners.ts';
+import { Access } from '../../ingest/auth/access.ts';
+import { AuditTrail } from '../../ingest/auth/audit.ts';
+import { drainHttp, PortInUseError, type Ports, type ServiceControls, startFlight, startHttp, startHttp3 } from './listeners.ts';
+import { Reloader, reloadOnHangup } from './reload.ts';
 import type { ServeSettings } from './settings.ts';
 import { stopRequested } from './stop-signals.ts';
 
@@ -45,7 +48,12 @@ interface Life {
   readonly flight: FlightListener | undefined;
 }
 
-export async function runService(settings: ServeSettings, logger: Logger): Promise<number> {
+/**
+ * Runs the service until a stop signal; `reread` reads the settings again from the same flags,
+ * config file and environment, for a reload (SIGHUP, POST /v1/admin/reload; without it a reload
+ * applies the settings as they were at start).
+ */
+export async function runService(settings: ServeSettings, logger: Logger, reread: () => ServeSettings = () => settings): Promise<number> {
   // Signals are caught from the start, so that one arriving while the WAL recovers still
   // leads to an orderly stop once it is open.
   const stopSignal = stopRequested(logger);
@@ -53,7 +61,25 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
   // Loopback targets are fine for a service that only listens on loopback (a local setup); a
   // port anyone else can reach must not let them ask it to POST to this machine's own services.
   const allowLoopback = isLoopbackHost(settings.listen.host) && (settings.tls === undefined || isLoopbackHost(settings.tls.listen.host));
-  const guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
+  // Replaced by a reload; adds ask whichever is in force.
+  let guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
+  // The dispatcher of the life serving now (a reload reconfigures its workers), if any yet.
+  let dispatcher: Dispatcher | undefined;
+  const access = new Access(settings.tokens);
+  const audit = new AuditTrail(logger);
+  const reloader = new Reloader({
+    settings,
+    reread,
+    access,
+    audit,
+    logger,
+    guardFor: (allow) => new TargetGuard({ allow, allowLoopback }),
+    setGuard: (next) => (guard = next),
+    setDiskFreeBytesMin: (bytes) => disk.setFreeBytesMin(bytes),
+    reconfigureDelivery: async (delivery) => dispatcher?.reconfigure(delivery),
+  });
+  reloadOnHangup(reloader);
+  const controls: ServiceControls = { access, audit, reload: (who) => reloader.reload(who) };
   // One reading of the free space for every life: /readyz and the adds' gate.
   const disk = new DiskSpaceCheck({ dir: settings.dataDir, freeBytesMin: settings.diskFreeBytesMin, checkIntervalMs: readinessLimits.diskCheckIntervalMs });
   // Read before the engine opens: it sizes the store's slot limit.
@@ -103,9 +129,10 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
   if (settings.clock === 'manual') logger.info({ clock: 'manual', nowMs: clock.now(), now: new Date(clock.now()).toISOString() }, 'a manual clock: timers fire when POST /v1/clock moves it');
   else if (loggedClockMs !== undefined) logger.warn({ loggedClockMs }, 'the log holds a manual clock\'s position; this service runs on the real clock, and a later --clock manual start resumes there');
   const firstPorts: Ports = { listen: settings.listen, tls: settings.tls?.listen, flight: settings.flight };
-  let life = await startLife(settings, engine, clock, firstPorts, disk, allowLoopback, logger).catch(portInUse);
+  let life = await startLife(reloader.settings, engine, clock, firstPorts, disk, allowLoopback, controls, logger).catch(portInUse);
   if (typeof life === 'number') return life;
   if (life === undefined) return 1;
+  dispatcher = life.dispatcher;
   const ports = portsOf(life, firstPorts);
   const caddy = await startHttp3(settings, life.app, logger);
   if (caddy === 'failed') {
@@ -129,6 +156,8 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
     // The old life's ports stay open meanwhile: its adds are answered 503/507 from the poison
     // (Retry-After), its reads from memory, until the next life can take over.
     logger.error({ poison: ended.message }, 'the log is poisoned: opening the data directory again (recovery re-reads the disk)');
+    // A reload meanwhile reaches the next life through its settings (reloader.settings).
+    dispatcher = undefined;
     await stopDelivering(life);
     // A full disk: the same writes would fail again at once, so the directory is opened again
     // only once there is room (the old life answers 507 meanwhile, its ports open).
@@ -150,19 +179,20 @@ export async function runService(settings: ServeSettings, logger: Logger): Promi
     const old = life;
     const draining = stopServing(old, logger);
     await portsReleased(old);
-    const started = await startLife(settings, next, clock, ports, disk, allowLoopback, logger).catch(portInUse);
+    const started = await startLife(reloader.settings, next, clock, ports, disk, allowLoopback, controls, logger).catch(portInUse);
     await draining;
     if (started === undefined || typeof started === 'number') {
       await caddy?.stop();
       return started ?? 1;
     }
     life = started;
+    dispatcher = life.dispatcher;
     logger.info({ lastSeq: next.log.lastSeq, pending: next.stats().pending }, 'serving again after the poisoned log');
   }
 }
 
 /** Opens the engine, loader, dispatcher, HTTP and Flight on `ports`; undefined (all closed, the reason logged) when a port cannot be bound. */
-async function startLife(settings: ServeSettings, engine: Engine, clock: Clock, ports: Ports, disk: DiskSpaceCheck, allowLoopback: boolean, logger: Logger): Promise<Life | undefined> {
+async function startLife(settings: ServeSettings, engine: Engine, clock: Clock, ports: Ports, disk: DiskSpaceCheck, allowLoopback: boolean, controls: ServiceControls, logger: Logger): Promise<Life | undefined> {
   const wal = engine.log;
   logger.info({ ...wal.describe(), lastSeq: wal.lastSeq, resident: engine.stats().resident, pending: engine.stats().pending }, 'engine open');
   // Read again at each step: a container whose limit is lowered at run time spills at once.
@@ -184,6 +214,7 @@ async function startLife(settings: ServeSettings, engine: Engine, clock: Clock, 
     allow: settings.dispatch.allow,
     allowLoopback,
     signingSecrets: settings.dispatch.signingSecrets,
+    queueSigningSecrets: settings.dispatch.queueSigningSecrets,
     ...(settings.dispatch.threads === undefined ? {} : { threads: settings.dispatch.threads }),
     ...(settings.dispatch.ca === undefined ? {} : { ca: settings.dispatch.ca }),
   });
@@ -202,8 +233,8 @@ async function startLife(settings: ServeSettings, engine: Engine, clock: Clock, 
   try {
     // One peer guard for every port: a peer penalised on one is refused on all.
     const guard = new PeerGuard({ logger: logger.child({ component: 'http' }) });
-    app = await startHttp(settings, ports, engine, dispatcher, disk, logger, guard);
-    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, logger, guard);
+    app = await startHttp(settings, ports, engine, dispatcher, disk, controls, logger, guard);
+    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, controls.access, logger, guard);
   } catch (err) {
     // A port in use (PortInUseError): closed like any failed start, and told by the caller.
     if (app !== undefined) await drainHttp(app, logger);

@@ -6,6 +6,7 @@
 import { dirname, resolve } from 'node:path';
 import type { ClockMode } from '../../engine/clock.ts';
 import { memoryLimits, readinessLimits } from '../../engine/limits.ts';
+import type { TokenGrant } from '../../ingest/auth/access.ts';
 import { isLoopbackHost, listenRefusal } from '../../ingest/http/listen/bearer-auth.ts';
 import { checkCaddyInstalled, CaddyMissingError } from '../../ingest/http3/caddy-supervisor.ts';
 import type { TlsCredentials } from '../../ingest/http/listen/tls-listener.ts';
@@ -44,7 +45,8 @@ export interface TlsSettings {
 export interface ServeSettings {
   readonly dataDir: string;
   readonly listen: ListenAddress;
-  readonly tokens: readonly string[];
+  /** The bearer tokens with their scopes and queues; none = no authentication. */
+  readonly tokens: readonly TokenGrant[];
   readonly tls: TlsSettings | undefined;
   readonly diskFreeBytesMin: number;
   readonly dispatch: DispatchSettings;
@@ -146,14 +148,20 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   const flightRefusal = flightAddress === undefined ? undefined : listenRefusal(flightAddress.host, tokens, insecure);
   if (flight !== undefined && flightRefusal !== undefined) throw new UsageError(`${flight.source}: ${flightRefusal}`);
   const cluster = clusterSettings(values.cluster, env, config.cluster, configFile, clock.mode);
-  refuseInClusterMode(cluster, { 'a TLS port': tls, 'an Arrow Flight port': flightAddress, 'HTTP/3': http3Port });
+  const dispatch = dispatchSettings(config.dispatch, configFile, env);
+  refuseInClusterMode(cluster, {
+    'a TLS port': tls,
+    'an Arrow Flight port': flightAddress,
+    'HTTP/3': http3Port,
+    'a queue\'s own signing secrets (dispatch.queue_signing_secrets)': Object.keys(dispatch.queueSigningSecrets).length > 0 ? dispatch.queueSigningSecrets : undefined,
+  });
   return {
     dataDir: resolve(data.base, data.value),
     listen: listenAddress,
     tokens,
     tls,
     diskFreeBytesMin: config.readiness?.disk_free_bytes_min ?? readinessLimits.diskFreeBytesMin,
-    dispatch: dispatchSettings(config.dispatch, configFile, env),
+    dispatch,
     memoryBudgetBytes: memoryBudgetSetting(values['memory-budget'], env, config.memory_budget, configFile),
     farHorizonMs: farHorizonSetting(values['far-horizon'], env.FERMATA_FAR_HORIZON, config.far_horizon, configFile),
     flight: flightAddress,

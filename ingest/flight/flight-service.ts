@@ -29,7 +29,11 @@
 //   DoExchange, PollFlightInfo, Handshake: UNIMPLEMENTED with a message saying why (auth is per call).
 //
 // Authentication: with tokens configured, every call needs metadata `authorization: Bearer <token>`
-// (the HTTP API's check, http/listen/bearer-auth.ts). Errors leave through status-map.ts. Messages are
+// with the call's scope (the HTTP API's check, ingest/auth/access.ts): DoPut, DoGet and DoAction
+// (adding timers, taking and settling pull leases) need "write", the descriptions (ListFlights,
+// GetFlightInfo, GetSchema, ListActions) "read"; a queue-limited token may put to, pull from and
+// settle leases of its queues only. UNAUTHENTICATED without a known token, PERMISSION_DENIED
+// naming the scope or queue it lacks. Errors leave through status-map.ts. Messages are
 // decoded in the handlers, not by gRPC's deserializer, so a malformed message is answered
 // INVALID_ARGUMENT naming what is wrong. Owned by the main thread's event loop.
 import { type ChannelOptions, Server, ServerCredentials, status, type MethodDefinition, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';
@@ -38,8 +42,9 @@ import type { Logger } from 'pino';
 import { PullRefusal, type PullQueues, type PullSettlement } from '../../dispatch/pull-queues.ts';
 import type { Admitted, Engine } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import { type Access, type Caller, checkQueue, type Scope } from '../auth/access.ts';
+import { checkArrowAddQueues } from '../auth/batch-queues.ts';
 import { listenGuarded } from '../grpc/guarded-listener.ts';
-import { bearerCheck, type BearerCheck } from '../http/listen/bearer-auth.ts';
 import type { PeerGuard } from '../http/listen/peer-guard.ts';
 import {
   checkMessage,
@@ -79,8 +84,8 @@ const timersPath = 'timers';
 export interface FlightServiceOptions {
   readonly engine: Engine;
   readonly logger: Logger;
-  /** Bearer tokens every call must present; none = no authentication. */
-  readonly tokens: readonly string[];
+  /** The tokens in force, with their scopes and queues (ingest/auth/access.ts); no tokens = no authentication. */
+  readonly access: Access;
   /** "pull" queues' due timers (the dispatcher's), for DoGet and DoAction. */
   readonly pull: PullQueues;
 }
@@ -160,7 +165,7 @@ type Call = { readonly metadata: { get(key: string): Array<string | Buffer> } };
 export class FlightService {
   readonly #engine: Engine;
   readonly #logger: Logger;
-  readonly #auth: BearerCheck | undefined;
+  readonly #access: Access;
   readonly #pull: PullQueues;
   /** Aborted when the listener closes: DoGets waiting for timers answer at once, so the drain is not held up by them. */
   readonly #closing = new AbortController();
@@ -170,7 +175,7 @@ export class FlightService {
     this.#engine = options.engine;
     this.#pull = options.pull;
     this.#logger = options.logger;
-    this.#auth = options.tokens.length === 0 ? undefined : bearerCheck(options.tokens);
+    this.#access = options.access;
   }
 
   /**
@@ -218,40 +223,50 @@ export class FlightService {
         return encodeSchemaResult(this.#schema);
       }),
       DoGet: (call: ServerWritableStream<Buffer, Buffer>) => {
-        if (!this.#authorized(call)) return fail(call, this.#logger, unauthenticated());
-        this.#doGet(call).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
+        const caller = this.#authorized(call, 'write');
+        if (caller instanceof FlightFailure) return fail(call, this.#logger, caller);
+        this.#doGet(call, caller).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
       },
       DoPut: (call: ServerDuplexStream<Buffer, Buffer>) => {
-        if (this.#authorized(call)) new PutCall(call, this.#engine, this.#logger).start();
-        else fail(call, this.#logger, unauthenticated());
+        const caller = this.#authorized(call, 'write');
+        if (caller instanceof FlightFailure) fail(call, this.#logger, caller);
+        else new PutCall(call, this.#engine, this.#logger, caller).start();
       },
       DoExchange: (call: ServerDuplexStream<Buffer, Buffer>) => this.#refuse(call, status.UNIMPLEMENTED, notImplemented.exchange),
       DoAction: (call: ServerWritableStream<Buffer, Buffer>) => {
-        if (!this.#authorized(call)) return fail(call, this.#logger, unauthenticated());
-        this.#doAction(call).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
+        const caller = this.#authorized(call, 'write');
+        if (caller instanceof FlightFailure) return fail(call, this.#logger, caller);
+        this.#doAction(call, caller).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
       },
       ListActions: (call: ServerWritableStream<Buffer, Buffer>) => {
-        if (!this.#authorized(call)) return fail(call, this.#logger, unauthenticated());
+        const caller = this.#authorized(call, 'read');
+        if (caller instanceof FlightFailure) return fail(call, this.#logger, caller);
         for (const [type, description] of actions) call.write(encodeActionType(type, description));
         call.end();
       },
     };
   }
 
-  #authorized(call: Call): boolean {
-    if (this.#auth === undefined) return true;
+  /** The caller, when its token has `scope`; else the status to end the call with (UNAUTHENTICATED, PERMISSION_DENIED naming the scope). */
+  #authorized(call: Call, scope: Scope): Caller | FlightFailure {
     const header = call.metadata.get('authorization')[0];
-    return this.#auth.allows('', typeof header === 'string' ? header : undefined);
+    try {
+      return this.#access.authorize(typeof header === 'string' ? header : undefined, scope);
+    } catch (err) {
+      return asFailure(err);
+    }
   }
 
   /** Answers an authenticated caller `code`; an unauthenticated one UNAUTHENTICATED first, so nothing is told without a token. */
   #refuse(call: ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>, code: status, details: string): void {
-    fail(call, this.#logger, this.#authorized(call) ? new FlightFailure(code, details) : unauthenticated());
+    const caller = this.#authorized(call, 'read');
+    fail(call, this.#logger, caller instanceof FlightFailure ? caller : new FlightFailure(code, details));
   }
 
   /** Acks the ticket's previous lease (durably), leases what is due, streams it: schema, then the batch. */
-  async #doGet(call: ServerWritableStream<Buffer, Buffer>): Promise<void> {
+  async #doGet(call: ServerWritableStream<Buffer, Buffer>, caller: Caller): Promise<void> {
     const ticket = parsePullTicket(decodeTicket(call.request));
+    checkQueue(caller, ticket.queue);
     if (ticket.ack !== undefined) await this.#pull.settle(ticket.ack, 'ack', ticket.queue);
     const gone = new AbortController();
     call.on('cancelled', () => gone.abort());
@@ -269,17 +284,22 @@ export class FlightService {
   }
 
   /** "ack" / "nack" of a lease: one Result once the outcome is durable. */
-  async #doAction(call: ServerWritableStream<Buffer, Buffer>): Promise<void> {
+  async #doAction(call: ServerWritableStream<Buffer, Buffer>, caller: Caller): Promise<void> {
     const action = decodeAction(call.request);
     const known = actions.find(([type]) => type === action.type);
     if (known === undefined) throw new FlightFailure(status.INVALID_ARGUMENT, `unknown action type ${JSON.stringify(action.type)} (known: ${actions.map(([type]) => type).join(', ')})`);
-    const settled = await this.#pull.settle(parseLeaseBody(action.body), known[0]);
+    const lease = parseLeaseBody(action.body);
+    // An unknown lease is the settle's to refuse (NOT_FOUND); a known one must be in the caller's queues.
+    const leaseQueue = this.#pull.queueOfLease(lease);
+    if (leaseQueue !== undefined) checkQueue(caller, leaseQueue);
+    const settled = await this.#pull.settle(lease, known[0], leaseQueue);
     call.write(encodeActionResult(Buffer.from(JSON.stringify(settled))));
     call.end();
   }
 
   #unary(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>, answer: () => Buffer): void {
-    if (!this.#authorized(call)) return callback(unauthenticated());
+    const caller = this.#authorized(call, 'read');
+    if (caller instanceof FlightFailure) return callback(caller);
     try {
       callback(null, answer());
     } catch (err) {
@@ -288,7 +308,8 @@ export class FlightService {
   }
 
   #listFlights(call: ServerWritableStream<Buffer, Buffer>): void {
-    if (!this.#authorized(call)) return fail(call, this.#logger, unauthenticated());
+    const caller = this.#authorized(call, 'read');
+    if (caller instanceof FlightFailure) return fail(call, this.#logger, caller);
     try {
       checkMessage(call.request);
       for (const { name } of this.#engine.queues()) call.write(encodeFlightInfo(this.#queueInfo(name)));
@@ -328,10 +349,6 @@ export class FlightService {
     if (failure.unexpected) this.#logger.error({ err }, 'unexpected error answering a Flight call');
     return failure;
   }
-}
-
-function unauthenticated(): FlightFailure {
-  return new FlightFailure(status.UNAUTHENTICATED, 'UNAUTHORIZED: this call needs metadata "authorization: Bearer <token>"');
 }
 
 /** A thrown Flight status as is, a malformed message as INVALID_ARGUMENT, anything else by its error code. */
@@ -374,9 +391,11 @@ class PutCall {
   /** A message was refused: nothing more is read, and the error follows the PutResults already due. */
   #refusing = false;
   readonly #form: PutResultForm;
+  readonly #caller: Caller;
 
-  constructor(call: ServerDuplexStream<Buffer, Buffer>, engine: Engine, logger: Logger) {
+  constructor(call: ServerDuplexStream<Buffer, Buffer>, engine: Engine, logger: Logger, caller: Caller) {
     this.#call = call;
+    this.#caller = caller;
     this.#form = call.metadata.get(idsHeader.name)[0] === idsHeader.value ? 'ids' : 'counts';
     this.#engine = engine;
     this.#logger = logger;
@@ -398,6 +417,7 @@ class PutCall {
       const data = decodeFlightData(message);
       if (!this.#described) {
         this.#queue = timersQueueOf(data.descriptor);
+        if (this.#queue !== undefined) checkQueue(this.#caller, this.#queue);
         this.#described = true;
       }
       const hadSchema = this.#assembler.schemaStream !== undefined;
@@ -406,6 +426,7 @@ class PutCall {
       if (this.#queue !== undefined && !hadSchema && schemaStream !== undefined) this.#hasQueueColumn = schemaHasQueue(schemaStream);
       if (ipc === undefined) return;
       if (this.#queue !== undefined) ipc = applyQueue(ipc, this.#queue, this.#hasQueueColumn);
+      else checkArrowAddQueues(this.#caller, ipc);
     } catch (err) {
       // The batches before this message are being admitted: their PutResults go out first.
       this.#refusing = true;

@@ -33,6 +33,9 @@ export const statusOf: Record<ErrorCode, status> = {
   [errorCodes.logFenced]: status.UNAVAILABLE,
   [errorCodes.walClosed]: status.UNAVAILABLE,
   [errorCodes.unauthorized]: status.UNAUTHENTICATED,
+  [errorCodes.forbidden]: status.PERMISSION_DENIED,
+  // Reload is HTTP only (POST /v1/admin/reload); gRPC's word for it, should Flight meet it.
+  [errorCodes.reloadFailed]: status.FAILED_PRECONDITION,
   // Start-up conditions or a damaged disk: met by a call, they are a bug or need an operator.
   [errorCodes.walCorrupt]: status.INTERNAL,
   [errorCodes.dataDirLocked]: status.INTERNAL,

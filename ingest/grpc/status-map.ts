@@ -14,7 +14,7 @@
 //
 // Main thread (the gRPC server's event loop).
 import { Metadata, status } from '@grpc/grpc-js';
-import { type ErrorCode, errorCodes, FermataError } from '../../engine/errors.ts';
+import type { ErrorCode } from '../../engine/errors.ts';
 import { statusOf as engineStatusOf } from '../flight/status-map.ts';
 import { errorAnswer, type HttpErrorCode, httpErrorCodes } from '../http/error-map.ts';
 import { errorDetailsRoot } from './proto-files.ts';
@@ -103,9 +103,4 @@ export function grpcFailure(err: unknown, rowPath?: string): GrpcFailure {
   const metadata = new Metadata();
   metadata.set('grpc-status-details-bin', Buffer.from(statusType.encode(statusType.fromObject(rpc)).finish()));
   return { code: rpc.code, details: rpc.message, metadata, unexpected: rpc.unexpected };
-}
-
-/** An unauthenticated call's status: nothing is told without a token. */
-export function unauthenticated(): GrpcFailure {
-  return grpcFailure(new FermataError(errorCodes.unauthorized, 'this call needs metadata "authorization: Bearer <token>"'));
 }

@@ -28,16 +28,16 @@ import type { QueueView } from '../../engine/queue-registry.ts';
 import { arrowGaveDelay, differsAsAsked, duplicateRowsJson } from '../duplicate-answers.ts';
 import { inJsonTerms } from '../http/body/json-batch.ts';
 import { httpErrorCodes, HttpProblem } from '../http/error-map.ts';
-import type { BearerCheck } from '../http/listen/bearer-auth.ts';
+import type { Access } from '../auth/access.ts';
 import { deadListLimits, streamLimits, timerListLimits } from '../http/route-limits.ts';
 import { discardDead, redriveDead } from '../http/routes/dead.ts';
 import { bulkCancelTargetOf, limitOf } from '../http/routes/timer-list.ts';
 import { rescheduleTimer } from '../http/routes/timer-patch.ts';
 import { cancelTimer } from '../http/timer-cancel.ts';
 import { timerFilterOf } from '../http/timer-filter.ts';
-import { callAllowed } from './call-auth.ts';
+import { callRefusal } from './call-auth.ts';
 import { reflectedPackage, timersPackage } from './proto-files.ts';
-import { type GrpcFailure, grpcFailure, rpcStatusOf, unauthenticated, type RpcStatus } from './status-map.ts';
+import { type GrpcFailure, grpcFailure, rpcStatusOf, type RpcStatus } from './status-map.ts';
 import { deadTimerMessage, filterFields, type NewTimer, patchOf, type RescheduleRequest, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, timerMessage, type TimerStateEnum } from './timer-messages.ts';
 
 export const timersServiceName = 'fermata.v1.Timers';
@@ -56,8 +56,8 @@ export const grpcServerOptions = {
 export interface TimersServiceOptions {
   readonly engine: Engine;
   readonly logger: Logger;
-  /** The bearer check every Timers call passes; undefined: no tokens configured. */
-  readonly auth: BearerCheck | undefined;
+  /** The tokens and their scopes every Timers call is checked against (call-auth.ts). */
+  readonly access: Access;
 }
 
 interface AddTimerResponse {
@@ -136,7 +136,7 @@ function addTimersAnswer(admitted: Admitted, delayRows: boolean | Uint8Array): R
 export class TimersService {
   readonly #engine: Engine;
   readonly #logger: Logger;
-  readonly #auth: BearerCheck | undefined;
+  readonly #access: Access;
   readonly #coalescer: AdmitCoalescer;
   readonly #package: PackageDefinition = timersPackage();
   readonly #health = new HealthImplementation({ '': 'SERVING', [timersServiceName]: 'SERVING' });
@@ -144,7 +144,7 @@ export class TimersService {
   constructor(options: TimersServiceOptions) {
     this.#engine = options.engine;
     this.#logger = options.logger;
-    this.#auth = options.auth;
+    this.#access = options.access;
     // Single adds of one turn (AddTimer, and every StreamAddTimers) share a record.
     this.#coalescer = new AdmitCoalescer(options.engine);
   }
@@ -187,7 +187,8 @@ export class TimersService {
         return addTimersAnswer(await engine.admit(batchFromSpecs(specs)), delayRows);
       }, true, (request) => (request.batch === 'arrow' ? 'arrow' : 'timers')),
       StreamAddTimers: ((call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>) => {
-        if (!callAllowed(this.#auth, call.metadata, call.getPath())) return this.#fail(call, unauthenticated());
+        const refusal = callRefusal(this.#access, call.metadata, call.getPath());
+        if (refusal !== undefined) return this.#fail(call, grpcFailure(refusal));
         new AddStream(call, this.#coalescer, engine, this.#logger).start();
       }) satisfies handleBidiStreamingCall<{ timer: NewTimer | null }, unknown>,
       GetTimer: this.#unary<{ id: string }, unknown>(async ({ id }) => {
@@ -211,7 +212,8 @@ export class TimersService {
         return { timers: page.timers.map(timerMessage), next_cursor: page.nextCursor ?? '' };
       }),
       ExportTimers: ((call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>) => {
-        if (!callAllowed(this.#auth, call.metadata, call.getPath())) return this.#fail(call, unauthenticated());
+        const refusal = callRefusal(this.#access, call.metadata, call.getPath());
+        if (refusal !== undefined) return this.#fail(call, grpcFailure(refusal));
         this.#export(call).catch((err: unknown) => this.#fail(call, this.#failureOf(err)));
       }) satisfies handleServerStreamingCall<{ filter: TimerFilterMessage | null }, unknown>,
       CancelTimers: this.#unary<{ target?: 'filter' | 'ids'; filter?: TimerFilterMessage | null; ids?: { ids: string[] } | null }, unknown>(async (request) => {
@@ -274,7 +276,8 @@ export class TimersService {
    */
   #unary<Request, Response>(answer: (request: Request) => Promise<Response>, write = false, rowsOf?: (request: Request) => string): handleUnaryCall<Request, Response> {
     return (call: ServerUnaryCall<Request, Response>, callback) => {
-      if (!callAllowed(this.#auth, call.metadata, call.getPath())) return callback(unauthenticated());
+      const refusal = callRefusal(this.#access, call.metadata, call.getPath());
+      if (refusal !== undefined) return callback(grpcFailure(refusal));
       const rowPath = rowsOf?.(call.request);
       let answered: Promise<Response>;
       try {

@@ -61,6 +61,9 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.walClosed]: 503,
   [errorCodes.diskFull]: 507,
   [errorCodes.unauthorized]: 401,
+  [errorCodes.forbidden]: 403,
+  // The request was fine; the settings it asked to apply are not: the old ones stay.
+  [errorCodes.reloadFailed]: 422,
   // Start-up conditions; met by a request they are a bug.
   [errorCodes.walCorrupt]: 500,
   [errorCodes.dataDirLocked]: 500,
@@ -117,6 +120,8 @@ export interface ErrorBody {
     readonly row?: number;
     readonly line?: number;
     readonly pending?: number;
+    readonly scope?: string;
+    readonly queue?: string;
   };
 }
 
@@ -206,6 +211,9 @@ export function errorAnswer(err: unknown, contentType: string | undefined): Erro
           ...(wholeNumber(details.line) ? { line: details.line } : {}),
           // A queue delete refused while timers wait in it: how many.
           ...(wholeNumber(details.pending) ? { pending: details.pending } : {}),
+          // A FORBIDDEN answer: the scope or the queue the token lacks.
+          ...(err.code === errorCodes.forbidden && nonEmptyString(details.scope) ? { scope: details.scope } : {}),
+          ...(err.code === errorCodes.forbidden && nonEmptyString(details.queue) ? { queue: details.queue } : {}),
         },
       },
       unexpected: status === 500,

@@ -38,7 +38,11 @@ import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './e
 import { H2SingleAdd } from './h2-single-add.ts';
 import { clusterFront, type ClusterFrontOptions } from './cluster/front.ts';
 import { clusterNodeRoutes, type NodeDirectory } from './cluster/node-routes.ts';
-import { bearerCheck } from './listen/bearer-auth.ts';
+import { Access, fullGrant } from '../auth/access.ts';
+import { AuditTrail } from '../auth/audit.ts';
+import { installAuditHook } from './audit-hook.ts';
+import { bearerCheck, installAuthHooks } from './listen/bearer-auth.ts';
+import { adminReloadRoutes, type ReloadAnswer } from './routes/admin-reload.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
 import type { DiskSpaceCheck } from './listen/disk-space.ts';
 import { PeerGuard } from './listen/peer-guard.ts';
@@ -64,8 +68,14 @@ export type { HttpServer } from './types.ts';
 interface HttpServerCommonOptions {
   /** fastify's own lines (5xx errors, broken responses) go here; see the level note below. */
   readonly logger: FastifyBaseLogger;
-  /** Bearer tokens every route but the health checks requires; none = no authentication. */
+  /** Bearer tokens every route but the health checks requires, each with every scope; none = no authentication. */
   readonly tokens?: readonly string[];
+  /** The tokens in force with their scopes and queues (reloadable: ingest/auth/access.ts); wins over `tokens`. */
+  readonly access?: Access;
+  /** POST /v1/admin/reload: rereads the settings a running service may change (cli/serve/reload.ts); absent, it answers RELOAD_FAILED (nothing to reread). */
+  readonly reload?: (who: string) => Promise<ReloadAnswer>;
+  /** Where administrative actions are logged and counted (ingest/auth/audit.ts); made here, logging to `logger`, when not given. */
+  readonly audit?: AuditTrail;
   /** When given, `app.server.tls` is a TLS port (ALPN h2 and http/1.1) on the same handler; the caller makes it listen. */
   readonly tls?: TlsCredentials;
   /** Registers more metrics for GET /metrics (the dispatcher's), read at scrape time like the engine's; called at the first scrape. */
@@ -138,21 +148,22 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   app.setNotFoundHandler((request, reply) => answerNoRoute(routes, request, reply));
 
-  const tokens = options.tokens ?? [];
-  const check = tokens.length > 0 ? bearerCheck(tokens) : undefined;
-  if (check !== undefined) {
-    app.addHook('onRequest', (request, reply, done) => {
-      if (check.allows(request.url.split('?')[0] ?? '', request.headers.authorization)) return done();
-      reply.header('www-authenticate', 'Bearer');
-      done(new FermataError(errorCodes.unauthorized, 'this request needs authorization: Bearer <token>'));
-    });
-  }
+  const access = options.access ?? new Access((options.tokens ?? []).map(fullGrant));
+  installAuthHooks(app, { access, queueOfTimer: options.engine === undefined ? undefined : async (id) => (await options.engine.lookup(id))?.queue });
+  const audit = options.audit ?? new AuditTrail(options.logger);
+  installAuditHook(app, audit);
+  void app.register(adminReloadRoutes, { reload: options.reload ?? noReload });
+  const moreMetrics = options.metrics;
+  const metrics = async (registry: Registry): Promise<void> => {
+    (await import('../auth/audit-metric.ts')).registerAuditMetric(registry, audit);
+    await moreMetrics?.(registry);
+  };
 
   if (options.cluster !== undefined) {
     // Cluster mode: timers, lists, dead letters and stats act on the partitions' engines, the rest on the node (ingest/http/cluster/).
     const { notReady, ...front } = options.cluster;
     void app.register(clusterFront, front);
-    void app.register(clusterNodeRoutes, { directory: front.directory, notReady, guard, metrics: options.metrics });
+    void app.register(clusterNodeRoutes, { directory: front.directory, notReady, guard, metrics });
     void app.register(limitsRoutes);
     void app.register(openapiRoutes);
     return app;
@@ -160,7 +171,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { engine, disk, warm } = options;
   // One coalescer for every kind of single add, so that those read in one turn share a record.
   const coalescer = new AdmitCoalescer(engine);
-  app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: check, logger: app.log }));
+  app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log }));
   void app.register(healthRoutes, { engine, disk, warm });
   void app.register(timersRoutes, { engine, coalescer });
   void app.register(timerPatchRoutes, { engine });
@@ -170,10 +181,15 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(statsRoutes, { engine });
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });
-  void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });
+  void app.register(metricsRoutes, { engine, guard, metrics });
   void app.register(limitsRoutes);
   void app.register(openapiRoutes);
   return app;
+}
+
+/** The reload of a server built without settings to reread (a test's, an embedding's). */
+async function noReload(): Promise<never> {
+  throw new FermataError(errorCodes.reloadFailed, 'this server was started without settings it can read again: nothing to reload');
 }
 
 type DefaultJsonParser = ReturnType<FastifyInstance['getDefaultJsonParser']>;

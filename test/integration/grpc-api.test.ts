@@ -24,6 +24,8 @@ const repo = fileURLToPath(new URL('../../', import.meta.url));
 const clientScript = join(repo, 'test/fixtures/grpc_client.py');
 const venvDir = join(repo, 'node_modules/.cache/fermata-pyvenv-grpc');
 const token = 'grpc-test-token-0123456789';
+const readerToken = 'grpc-reader-token-0123456789';
+const queueToken = 'grpc-billing-token-0123456789';
 const scriptTimeoutMs = 120_000;
 
 /** Python stubs in `dir`: fermata.v1 and google.rpc from proto/, health and reflection from the npm packages' .proto files. */
@@ -77,10 +79,16 @@ test('fermata.v1.Timers answers grpcio over TLS as the HTTP API answers, with go
     writeFileSync(badArrowFile, batchToArrow(batchFromSpecs([{ fireAtMs, target: 'https://hooks.example/a' }, { fireAtMs, target: 'ftp://hooks.example/b' }])));
     const { certFile, keyFile } = selfSignedPair(join(dir, 'tls'));
     const configFile = join(dir, 'config.json');
-    writeFileSync(configFile, JSON.stringify({ grpc: { tls: true } }));
-    service = await startService(join(dir, 'data'), undefined, { args: ['--grpc', '127.0.0.1:0', '--tls-cert', certFile, '--tls-key', keyFile, '--config', configFile], env: { FERMATA_TOKENS: token }, tls: true });
+    // Three tokens: every scope; read only; write limited to one queue (refused by every Timers method).
+    const tokens = [
+      { name: 'all', token, scopes: ['read', 'write', 'admin'] },
+      { name: 'reader', token: readerToken, scopes: ['read'] },
+      { name: 'billing-writer', token: queueToken, scopes: ['read', 'write'], queues: ['billing'] },
+    ];
+    writeFileSync(configFile, JSON.stringify({ grpc: { tls: true }, tokens }));
+    service = await startService(join(dir, 'data'), undefined, { args: ['--grpc', '127.0.0.1:0', '--tls-cert', certFile, '--tls-key', keyFile, '--config', configFile], tls: true });
     const address = await grpcAddress(service);
-    const client = await run(venv.python, [clientScript, join(dir, 'stubs'), address, token, arrowFile, certFile, badArrowFile], scriptTimeoutMs, 'grpc_client.py');
+    const client = await run(venv.python, [clientScript, join(dir, 'stubs'), address, token, arrowFile, certFile, badArrowFile, readerToken, queueToken], scriptTimeoutMs, 'grpc_client.py');
     assert.equal(client.code, 0, `grpc_client.py failed:\n${client.stderr}\n${client.stdout}`);
     const summary = JSON.parse(client.stdout.trim().split('\n').at(-1) ?? '') as Summary;
     assert.deepEqual(summary.methods.length, 19, 'reflection lists every method of the service');

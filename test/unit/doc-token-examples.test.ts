@@ -14,9 +14,24 @@ const placeholder = /^(?:…|<token>|\$\{?\w+\}?)$/;
 function tokenExamples(text: string): string[] {
   const found: string[] = [];
   for (const match of text.matchAll(/FERMATA_TOKENS=([^\s`)'"]+)/g)) found.push(...(match[1] as string).split(','));
-  for (const match of text.matchAll(/"tokens":\s*\[([^\]]*)\]/g)) for (const token of (match[1] as string).matchAll(/"([^"]*)"/g)) found.push(token[1] as string);
+  for (const match of text.matchAll(/"tokens":\s*\[/g)) {
+    const list = bracketed(text, (match.index as number) + match[0].length);
+    // A token is a plain string of the list, or an object's "token" (its name, scopes and queues are not tokens).
+    for (const token of list.matchAll(/"token":\s*"([^"]*)"/g)) found.push(token[1] as string);
+    for (const token of list.replace(/\{[^}]*\}/g, '').matchAll(/"([^"]*)"/g)) found.push(token[1] as string);
+  }
   for (const match of text.matchAll(/authorization: Bearer ([^\s`'"]+)/gi)) found.push(match[1] as string);
   return found.filter((token) => !placeholder.test(token));
+}
+
+/** The text from `start` to the `]` that closes the list opened just before it. */
+function bracketed(text: string, start: number): string {
+  let depth = 1;
+  for (let at = start; at < text.length; at++) {
+    if (text[at] === '[') depth++;
+    else if (text[at] === ']' && --depth === 0) return text.slice(start, at);
+  }
+  return text.slice(start);
 }
 
 test('every bearer token shown in the README, docs/ and serve --help is long enough to be taken', () => {

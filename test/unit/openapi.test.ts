@@ -281,7 +281,7 @@ test('every documented error code answers with the status it is documented under
     }
     assert.ok(checked >= 30, `only ${checked} codes checked`);
     const post = obj(operationOf(doc, 'POST', '/v1/timers').responses, 'responses');
-    assert.deepEqual(Object.keys(post).sort(), ['200', '201', '400', '401', '413', '415', '429', '503', '507']);
+    assert.deepEqual(Object.keys(post).sort(), ['200', '201', '400', '401', '403', '413', '415', '429', '503', '507']);
   });
 });
 
@@ -463,7 +463,7 @@ test('the documented security is what a server with tokens enforces', async () =
       assert.notEqual(authorized.statusCode, 401, `${method} ${path} with the token`);
       assertDocumented(doc, method, path, authorized);
     }
-    assert.equal(open, 2, '/healthz and /readyz are the open routes');
+    assert.equal(open, 3, '/healthz, /readyz and /v1/limits are the open routes');
   });
 });
 

@@ -24,12 +24,14 @@ import type { Admitted, Clock, Engine } from '../../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { ingestLimits, timerLimits } from '../../../engine/limits.ts';
 import { batchFromArrow } from '../../../engine/batch/arrow-codec.ts';
-import { bytesAt } from '../../../engine/batch/timer-batch.ts';
+import { checkAddQueues, checkArrowAddQueues } from '../../auth/batch-queues.ts';
+import { bytesAt, defaultQueue } from '../../../engine/batch/timer-batch.ts';
 import { validateBatch } from '../../../engine/batch/validate.ts';
 import { clusterIdOf, clusterIdParts } from '../../../cluster/partitioning.ts';
 import type { PartitionDirectory } from '../../../cluster/partition-directory.ts';
 import { ClusterRouter, type PartitionRoute, splitBatch } from '../../../cluster/router.ts';
 import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
+import { callerOf } from '../listen/bearer-auth.ts';
 import { arrowGaveDelay, type DelayRows, duplicateRowsJson } from '../../duplicate-answers.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
@@ -131,6 +133,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     const mediaType = mediaTypeOf(request.headers['content-type']);
     if (mediaType === mediaTypes.json) {
       const spec = specFromJsonTimer(request.body, clock.now());
+      checkAddQueues(callerOf(request), [spec.queue ?? defaultQueue]);
       const partition = router.partitionForAdd(spec.key);
       if (partition === undefined) {
         // This node owns no partition: an unkeyed timer goes to one that does.
@@ -159,6 +162,12 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
       throw new HttpProblem(httpErrorCodes.unsupportedMediaType, `POST /v1/timers needs a Content-Type: ${mediaTypes.json}, ${mediaTypes.ndjson} or ${mediaTypes.arrowStream}`);
     }
     const now = clock.now();
+    // A queue-limited token's rows are read for their queues first (ingest/auth/batch-queues.ts); others pay nothing.
+    const caller = callerOf(request);
+    if (caller.queues !== undefined) {
+      if (mediaType === mediaTypes.ndjson) checkAddQueues(caller, batchFromNdjson(body, now).batch.queues);
+      else checkArrowAddQueues(caller, body);
+    }
     // Validated whole before any row is sent anywhere: a bad row refuses the batch, as on one node.
     let rowsOf: () => string[];
     let keys: (string | undefined)[];

@@ -34,7 +34,7 @@ export interface DiskSpaceOptions {
 
 export class DiskSpaceCheck {
   readonly dir: string;
-  readonly freeBytesMin: number;
+  #freeBytesMin: number;
   readonly #checkIntervalMs: number;
   readonly #statfs: StatFs;
   readonly #now: () => number;
@@ -43,10 +43,20 @@ export class DiskSpaceCheck {
 
   constructor(options: DiskSpaceOptions) {
     this.dir = options.dir;
-    this.freeBytesMin = options.freeBytesMin;
+    this.#freeBytesMin = options.freeBytesMin;
     this.#checkIntervalMs = options.checkIntervalMs;
     this.#statfs = options.statfs ?? platformStatfs;
     this.#now = options.now ?? (() => performance.now());
+  }
+
+  get freeBytesMin(): number {
+    return this.#freeBytesMin;
+  }
+
+  /** A reload's new minimum (cli/serve/reload.ts): the last reading is dropped, so the next verdict reads the disk under it. */
+  setFreeBytesMin(bytes: number): void {
+    this.#freeBytesMin = bytes;
+    this.#last = undefined;
   }
 
   /** The latest verdict, read afresh when the last reading is `checkIntervalMs` old or older. */

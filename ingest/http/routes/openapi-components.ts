@@ -12,7 +12,7 @@ export const openApiComponents = {
       type: 'http',
       scheme: 'bearer',
       description:
-        'Enforced only when the service is configured with tokens (`"tokens"` in the config file, or FERMATA_TOKENS): then every route but /healthz and /readyz needs `Authorization: Bearer <token>`, else 401 UNAUTHORIZED with `WWW-Authenticate: Bearer`. Without tokens no route asks for one, and the service refuses to listen on a non-loopback address unless started with --insecure.',
+        'Enforced only when the service is configured with tokens (`"tokens"` in the config file, or FERMATA_TOKENS): then every route but /healthz, /readyz and /v1/limits needs `Authorization: Bearer <token>`, else 401 UNAUTHORIZED with `WWW-Authenticate: Bearer`. Each token has scopes (`read`, `write`, `admin`; each operation says which it needs) and may be limited to queues: a token without what a request needs is answered 403 FORBIDDEN naming the `scope` or `queue`. Without tokens no route asks for one, and the service refuses to listen on a non-loopback address unless started with --insecure.',
     },
   },
   parameters: {

@@ -121,6 +121,7 @@ export const metricNames = [
   'fermata_http_peer_penalties_total',
   'fermata_http_refused_connections_total',
   'fermata_http_penalty_table_peers',
+  'fermata_audit_actions_total{action}',
 ];
 
 /** A duplicate's original state and differing fields (DuplicateRow, TimerAdded, StreamAnswer). */

@@ -15,6 +15,7 @@ import { sizeText, ref, jsonOf, queueNameSchema, lastErrorSchema, lastAttemptAtS
 import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { limitsSchema } from './limits.ts';
+import { adminPaths, withScopes } from './openapi-access.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
 import { schedulePaths } from './openapi-schedules.ts';
@@ -35,7 +36,7 @@ export const openApiDocument = {
     license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
   },
   security: bearer,
-  paths: {
+  paths: withScopes({
     '/v1/timers': {
       get: listTimersOperation,
       post: {
@@ -411,8 +412,9 @@ export const openApiDocument = {
       get: {
         operationId: 'getLimits',
         summary: 'The limits a client sizes its requests by',
-        description: 'Body sizes, timers a batch, lines a stream holds unanswered, a page\'s most: a client that splits its batches at these is not refused for size (413 `BODY_TOO_LARGE`, `WAL_RECORD_TOO_LARGE`, 400 `BATCH_INVALID` for too many rows).',
-        responses: { '200': { description: 'The limits.', content: jsonOf(limitsSchema) }, '401': ref('responses', 'Unauthorized') },
+        description: 'Body sizes, timers a batch, lines a stream holds unanswered, a page\'s most: a client that splits its batches at these is not refused for size (413 `BODY_TOO_LARGE`, `WAL_RECORD_TOO_LARGE`, 400 `BATCH_INVALID` for too many rows). No token needed, so a client holding only a write token can size its batches.',
+        security: open,
+        responses: { '200': { description: 'The limits.', content: jsonOf(limitsSchema) } },
       },
     },
     '/v1/clock': {
@@ -500,7 +502,8 @@ export const openApiDocument = {
         },
       },
     },
-  },
+    ...adminPaths,
+  }),
   webhooks: callbackWebhooks,
   components: openApiComponents,
 } as const;

@@ -21,7 +21,9 @@
 // `differs` (List<Utf8>), the last two null for a new row, and `revision` (Uint32). `revisions`
 // is every row's timer's revision (1 for a new row, the original's now for a duplicate).
 // GET answers the timer view with an ETag of its revision; DELETE the revision it kept.
+import { checkAddQueues, checkArrowAddQueues } from '../../auth/batch-queues.ts';
 import type { AdmitCoalescer, AdmittedOne } from '../../../engine/admit-coalescer.ts';
+import { defaultQueue } from '../../../engine/batch/timer-batch.ts';
 import type { Admitted } from '../../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { ingestLimits } from '../../../engine/limits.ts';
@@ -35,6 +37,7 @@ import { singleAddAnswer } from '../single-add.ts';
 import { cancelTimer } from '../timer-cancel.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
+import { callerOf } from '../listen/bearer-auth.ts';
 import { type IdParams, idParamsSchema } from './id-params.ts';
 import { parseIfMatch, revisionMismatchMessage } from './timer-patch.ts';
 import { timerStreamRoutes } from './timer-stream.ts';
@@ -86,6 +89,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
     const mediaType = mediaTypeOf(request.headers['content-type']);
     if (mediaType === mediaTypes.json) {
       const spec = specFromJsonTimer(request.body, engine.clock.now());
+      checkAddQueues(callerOf(request), [spec.queue ?? defaultQueue]);
       let admitted: AdmittedOne;
       try {
         admitted = await coalescer.admitOne(spec);
@@ -103,6 +107,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
       if (mediaType === mediaTypes.ndjson) {
         const { batch, lineOfRow, delayRows: delays } = batchFromNdjson(body, engine.clock.now());
         delayRows = delays;
+        checkAddQueues(callerOf(request), batch.queues);
         try {
           admitted = await engine.admit(batch);
         } catch (err) {
@@ -110,6 +115,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
         }
       } else if (mediaType === mediaTypes.arrowStream) {
         if (body.length === 0) throw new FermataError(errorCodes.batchInvalid, 'the body is empty: send an Arrow IPC stream (schema, then record batches)', { column: '' });
+        checkArrowAddQueues(callerOf(request), body);
         admitted = await engine.admitArrow(body);
         delayRows = admitted.duplicates > 0 && arrowGaveDelay(body);
       } else {
