@@ -12,8 +12,8 @@
 //
 // mapBatch turns a SourceBatch (the file's columns) into a TimerRows (the timer's columns, each
 // value checked and made the type the API takes); a bad value throws an ImportError naming the
-// file, row, column and value. Runs on the import's one thread, once a column a batch: nothing
-// here allocates a row object.
+// file, row, column and value. Runs on the import's one thread, a column at a time;
+// timer-inputs.ts then makes the rows the client's addMany takes.
 import { ImportError } from './import-error.ts';
 import type { SourceBatch, SourceColumn } from './source.ts';
 
@@ -40,8 +40,8 @@ export interface TimerRows {
   readonly target: readonly string[];
   /** Text, or bytes (payload_base64, a binary column); undefined when no field gives one. */
   readonly payload: readonly (string | Uint8Array)[] | undefined;
-  /** JSON object text a row, null for none. */
-  readonly headers: readonly (string | null)[] | undefined;
+  /** An object of header names to values a row, null for none. */
+  readonly headers: readonly (Readonly<Record<string, string>> | null)[] | undefined;
   readonly key: readonly string[];
   readonly queue: readonly (string | null)[] | undefined;
   readonly callback: readonly (string | null)[] | undefined;
@@ -158,7 +158,7 @@ function payloadOf(value: unknown, file: string, row: number, column: string): s
   throw new ImportError('payload must be text or bytes', { file, row, column, value });
 }
 
-function headersOf(value: unknown, file: string, row: number, column: string): string | null {
+function headersOf(value: unknown, file: string, row: number, column: string): Record<string, string> | null {
   if (value === null) return null;
   let object: unknown = value;
   if (typeof value === 'string') {
@@ -171,7 +171,7 @@ function headersOf(value: unknown, file: string, row: number, column: string): s
   if (typeof object !== 'object' || object === null || Array.isArray(object) || Object.values(object).some((v) => typeof v !== 'string')) {
     throw new ImportError('headers must be a JSON object of string values ({"x-trace":"t1"})', { file, row, column, value });
   }
-  return typeof value === 'string' ? value : JSON.stringify(object);
+  return object as Record<string, string>;
 }
 
 function optionalText(reader: FieldReader | undefined, field: string, batch: SourceBatch, file: string): (string | null)[] | undefined {
@@ -236,10 +236,10 @@ export function mapBatch(mapping: Mapping, batch: SourceBatch, file: string, fil
     }
   }
 
-  let headers: (string | null)[] | undefined;
+  let headers: (Record<string, string> | null)[] | undefined;
   const headersReader = readerOf(mapping, batch, 'headers');
   if (headersReader !== undefined) {
-    headers = new Array<string | null>(rows);
+    headers = new Array<Record<string, string> | null>(rows);
     for (let i = 0; i < rows; i++) headers[i] = headersOf(valueAt(headersReader, i), file, batch.firstRow + i, headersReader.name);
   }
 

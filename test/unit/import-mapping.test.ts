@@ -58,7 +58,7 @@ test('values are typed as the API takes them: times in ms, RFC 3339 text, --set 
   assert.deepEqual([...(rows.fireAtMs ?? [])], [1_900_000_000_000, 1_900_000_000_001, 1_900_000_000_002]);
   assert.equal(rows.delayMs, undefined);
   assert.deepEqual(rows.payload, ['{"n":1}', '', 'text']);
-  assert.deepEqual(rows.headers, ['{"x-a":"1"}', '{"x-b":"2"}', null]);
+  assert.deepEqual(rows.headers, [{ 'x-a': '1' }, { 'x-b': '2' }, null]);
   assert.deepEqual(rows.key, ['k0', `import:${hash}:11`, 'k2']);
   assert.deepEqual(rows.queue, ['billing', 'billing', 'billing']);
 });
@@ -122,7 +122,8 @@ test('the pipeline keeps at most `concurrency` batches in flight and every row i
   let most = 0;
   const sent: number[] = [];
   const sender: TimerBatchSender = {
-    async send(_batch, rows): Promise<BatchAnswer> {
+    async send(timers, rows): Promise<BatchAnswer> {
+      assert.equal(timers.length, rows.rows);
       most = Math.max(most, ++inFlight);
       await new Promise((resolve) => setTimeout(resolve, rows.firstRow % 3));
       inFlight--;
