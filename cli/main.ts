@@ -12,6 +12,17 @@ Commands:
   bench      load a running fermata and report rates and latencies (fermata bench --help)
   cluster    create, migrate and inspect a cluster database (fermata cluster --help)
 
+Against a running fermata (--url or FERMATA_URL, --token or FERMATA_TOKEN; each has --help
+with an example):
+  add        add a timer: fermata add --target URL --in 30m --payload TEXT
+  get        show a timer            cancel      cancel a timer
+  reschedule change a pending timer  ls          list timers by filter, as a table or --json
+  dead       dead letters: ls, retry
+  queues     ls, set, pause, resume
+  schedules  ls, get, set, rm, pause, resume
+  stats      counts by state (--watch to follow them)
+  import     add the timers of an .arrow/.arrows, .parquet, .csv or .ndjson file, resumably
+
   -h, --help       this text
   -v, --version    the version of fermata (package.json's)
 `;
@@ -47,6 +58,17 @@ export async function main(argv: string[]): Promise<number> {
     case undefined:
       process.stderr.write(usage);
       return 2;
+    case 'add':
+    case 'get':
+    case 'cancel':
+    case 'reschedule':
+    case 'ls':
+    case 'dead':
+    case 'queues':
+    case 'schedules':
+    case 'stats':
+    case 'import':
+      return (await import('./commands/program.ts')).runHumanCommand(argv);
     default:
       process.stderr.write(`fermata: unknown command "${command}"\n\n${usage}`);
       return 2;
