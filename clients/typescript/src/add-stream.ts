@@ -56,7 +56,7 @@ export class AddStream {
   }
 
   #send(waiting: Waiting): void {
-    if (this.#lane === undefined || this.#lane.ending) this.#lane = new Lane(this.#options, (lane, left, cause, stopped) => this.#laneDone(lane, left, cause, stopped), (line) => this.#refused(line));
+    if (this.#lane === undefined || this.#lane.ending) this.#lane = new Lane(this.#options, (lane, left, cause, stopped) => this.#laneDone(lane, left, cause, stopped), (line) => this.#refused(line), () => this.#delayed > 0);
     this.#lane.write(waiting);
   }
 
@@ -99,8 +99,12 @@ class Lane {
   #idle: NodeJS.Timeout | undefined;
   ending = false;
 
-  constructor(options: AddStreamOptions, onDone: (lane: Lane, left: Waiting[], cause: FermataError, stopped: boolean) => void, onRefused: (refusal: Refusal) => void) {
+  /** Whether lines wait out a Retry-After to be sent again: the lane is not idle then. */
+  readonly #retriesWaiting: () => boolean;
+
+  constructor(options: AddStreamOptions, onDone: (lane: Lane, left: Waiting[], cause: FermataError, stopped: boolean) => void, onRefused: (refusal: Refusal) => void, retriesWaiting: () => boolean) {
     this.#options = options;
+    this.#retriesWaiting = retriesWaiting;
     this.#exchange = options.transport.exchange('POST', '/v1/timers/stream', { ...options.headers, 'content-type': 'application/x-ndjson' });
     this.#done = this.#read(onRefused).then(
       ({ cause, stopped }) => {
@@ -169,8 +173,10 @@ class Lane {
 
   #idleCheck(): void {
     if (this.#pending.size > 0 || this.ending || !Number.isFinite(this.#options.idleMs)) return;
+    clearTimeout(this.#idle);
     this.#idle = setTimeout(() => {
-      if (this.#pending.size === 0) void this.end();
+      if (this.#pending.size === 0 && !this.#retriesWaiting()) void this.end();
+      else this.#idleCheck();
     }, this.#options.idleMs);
     this.#idle.unref();
   }

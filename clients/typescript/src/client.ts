@@ -300,7 +300,7 @@ export class FermataClient {
     let cursor: string | null = null;
     do {
       const params = new URLSearchParams(cursor === null ? query : { ...query, cursor });
-      const page: Record<string, unknown> = await this.#json<Record<string, unknown>>('GET', `${path}?${params}`);
+      const page: Record<string, unknown> = await this.#json<Record<string, unknown>>('GET', params.size === 0 ? path : `${path}?${params}`);
       yield* page[field] as T[];
       cursor = page.next_cursor as string | null;
     } while (cursor !== null);

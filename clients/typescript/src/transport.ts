@@ -97,7 +97,10 @@ export class Transport {
     const session = this.#session;
     this.#session = undefined;
     this.#agent?.destroy();
-    if (session !== undefined && !session.closed) await new Promise<void>((resolve) => session.close(() => resolve()));
+    if (session === undefined || session.closed) return;
+    // An unref'd session would let the process exit before its close completes.
+    session.ref();
+    await new Promise<void>((resolve) => session.close(() => resolve()));
   }
 
   /** `body`: the whole body, null for none, or 'open' for one the caller writes (then no timeout: it may stay open long). */
@@ -110,7 +113,7 @@ export class Transport {
     if (this.#options.protocol !== 'auto') return this.#options.protocol;
     if (this.#options.url.protocol === 'https:') return this.#alpn();
     try {
-      this.#session = await this.#connect();
+      this.#adopt(await this.#connect());
       return 'h2';
     } catch {
       return 'http/1.1';
@@ -161,14 +164,18 @@ export class Transport {
       fresh.destroy();
       throw connectionError('the client is closed');
     }
-    this.#session = fresh;
-    fresh.once('close', () => {
-      if (this.#session === fresh) this.#session = undefined;
-    });
-    fresh.once('goaway', () => {
-      if (this.#session === fresh) this.#session = undefined;
-    });
+    this.#adopt(fresh);
     return fresh;
+  }
+
+  /** Makes `session` the one requests go on, until it closes or the server sends GOAWAY. */
+  #adopt(session: http2.ClientHttp2Session): void {
+    this.#session = session;
+    const forget = (): void => {
+      if (this.#session === session) this.#session = undefined;
+    };
+    session.once('close', forget);
+    session.once('goaway', forget);
   }
 
   async #h2(method: string, path: string, headers: Headers, body: RequestBody): Promise<Exchange> {
@@ -217,7 +224,7 @@ export class Transport {
   #let(session: http2.ClientHttp2Session): void {
     const active = (this.#active.get(session) ?? 1) - 1;
     this.#active.set(session, active);
-    if (active === 0 && !session.destroyed) session.unref();
+    if (active === 0 && !session.destroyed && !this.#closed) session.unref();
   }
 }
 

@@ -1,0 +1,120 @@
+// @fermata/client's request discipline, against small local servers that answer as fermata does
+// in the cases a real service gives only under load: many concurrent add() calls share one
+// `POST /v1/timers/stream` request under HTTP/2; a line answered 429 is sent again alone, after
+// its retry_after_s; a 503 with Retry-After is retried; retries stop at the policy's bound, and
+// a wait longer than its longest is not made; a server without HTTP/2 gets HTTP/1.1, one
+// request per add.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import http2 from 'node:http2';
+import type net from 'node:net';
+import { createInterface } from 'node:readline';
+import { after, test } from 'node:test';
+import { FermataClient, FermataError } from '@fermata/client';
+
+const closers: Array<() => Promise<void>> = [];
+after(async () => {
+  for (const close of closers) await close();
+});
+
+interface Seen {
+  streams: number;
+  lines: Map<string, number>;
+  requests: Map<string, number>;
+}
+
+function json(stream: http2.ServerHttp2Stream, status: number, body: unknown, headers: http2.OutgoingHttpHeaders = {}): void {
+  stream.respond({ ':status': status, 'content-type': 'application/json', ...headers });
+  stream.end(JSON.stringify(body));
+}
+
+/** An h2c server answering the add stream, /v1/stats (503 once), /v1/queues (429 always), /v1/dead (Retry-After past any bound). */
+async function fakeH2(): Promise<{ url: string; seen: Seen }> {
+  const seen: Seen = { streams: 0, lines: new Map(), requests: new Map() };
+  const server = http2.createServer();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on('session', (session) => sessions.add(session));
+  server.on('stream', (stream: http2.ServerHttp2Stream, headers) => {
+    const path = String(headers[':path']);
+    const count = (seen.requests.get(path) ?? 0) + 1;
+    seen.requests.set(path, count);
+    if (path === '/v1/timers/stream') {
+      seen.streams++;
+      stream.respond({ ':status': 200, 'content-type': 'application/x-ndjson' });
+      let line = 0;
+      createInterface({ input: stream }).on('line', (text) => {
+        line++;
+        const { payload } = JSON.parse(text) as { payload: string };
+        const times = (seen.lines.get(payload) ?? 0) + 1;
+        seen.lines.set(payload, times);
+        const answer = payload === 'busy' && times === 1
+          ? { line, status: 429, error: { code: 'WAL_QUEUE_FULL', message: 'the log queue is full' }, retry_after_s: 1 }
+          : { line, status: 201, id: `id-${payload}`, fire_at: '2030-01-01T00:00:00.000Z', revision: 1, duplicate: false };
+        stream.write(`${JSON.stringify(answer)}\n`);
+      }).on('close', () => stream.end());
+      return;
+    }
+    if (path === '/v1/stats') return count === 1 ? json(stream, 503, { error: { code: 'CAPACITY_FULL', message: 'full' } }, { 'retry-after': '1' }) : json(stream, 200, { pending: 7 });
+    if (path === '/v1/queues') return json(stream, 429, { error: { code: 'WAL_QUEUE_FULL', message: 'full' } }, { 'retry-after': '0' });
+    if (path.startsWith('/v1/dead')) return json(stream, 503, { error: { code: 'CAPACITY_FULL', message: 'full' } }, { 'retry-after': '3600' });
+    json(stream, 404, { error: { code: 'ROUTE_NOT_FOUND', message: path } });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closers.push(() => {
+    for (const session of sessions) session.destroy();
+    return new Promise((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, seen };
+}
+
+test('many concurrent adds share one add stream; a line refused with 429 is sent again alone', async () => {
+  const { url, seen } = await fakeH2();
+  const client = new FermataClient({ url });
+  try {
+    const payloads = ['busy', ...Array.from({ length: 99 }, (_, i) => `p${i}`)];
+    const added = await Promise.all(payloads.map((payload) => client.add({ delay_ms: 1000, target: 'http://127.0.0.1:9/x', payload })));
+    assert.deepEqual(added.map((one) => one.id), payloads.map((payload) => `id-${payload}`));
+    assert.equal(seen.streams, 1, 'one request for every add');
+    assert.equal(seen.lines.get('busy'), 2, 'the refused line went again');
+    for (const payload of payloads.slice(1)) assert.equal(seen.lines.get(payload), 1, `${payload} went once`);
+  } finally {
+    await client.close();
+  }
+});
+
+test('503 with Retry-After is retried; retries stop at the bound; a wait past the longest is not made', async () => {
+  const { url, seen } = await fakeH2();
+  const client = new FermataClient({ url, retry: { retries: 2, maxDelayMs: 5_000 } });
+  try {
+    assert.deepEqual(await client.stats(), { pending: 7 });
+    assert.equal(seen.requests.get('/v1/stats'), 2);
+    await assert.rejects(client.queues(), (err: unknown) => err instanceof FermataError && err.status === 429 && err.code === 'WAL_QUEUE_FULL' && err.retryAfterS === 0);
+    assert.equal(seen.requests.get('/v1/queues'), 3, 'the first try and two retries');
+    await assert.rejects(client.dead().next(), (err: unknown) => err instanceof FermataError && err.code === 'CAPACITY_FULL' && err.retryAfterS === 3600);
+    assert.equal(seen.requests.get('/v1/dead'), 1, 'an hour is past the longest wait: not retried');
+  } finally {
+    await client.close();
+  }
+});
+
+test('a server that speaks only HTTP/1.1 gets HTTP/1.1, one request per add', async () => {
+  let posts = 0;
+  const server = http.createServer((request, response) => {
+    posts += request.method === 'POST' && request.url === '/v1/timers' ? 1 : 0;
+    request.resume().on('end', () => {
+      response.writeHead(201, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ id: `h1-${posts}`, fire_at: '2030-01-01T00:00:00.000Z', revision: 1, duplicate: false }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closers.push(() => new Promise((resolve) => server.close(() => resolve())));
+  const client = new FermataClient({ url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}` });
+  try {
+    assert.equal(await client.protocol(), 'http/1.1');
+    await Promise.all(Array.from({ length: 3 }, () => client.add({ delay_ms: 1, target: 'http://127.0.0.1:9/x' })));
+    assert.equal(posts, 3);
+  } finally {
+    await client.close();
+    server.closeAllConnections();
+  }
+});
