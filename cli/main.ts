@@ -12,11 +12,13 @@ Commands:
   bench      load a running fermata and report rates and latencies (fermata bench --help)
   cluster    create, migrate and inspect a cluster database (fermata cluster --help)
 
-Against a running fermata (--url or FERMATA_URL, --token or FERMATA_TOKEN; each has --help
-with an example):
+Against a running fermata (--url or FERMATA_URL, --token or FERMATA_TOKEN; docs/cli.md; each
+command's --help has an example):
   add        add a timer: fermata add --target URL --in 30m --payload TEXT
-  get        show a timer            cancel      cancel a timer
-  reschedule change a pending timer  ls          list timers by filter, as a table or --json
+  get        show a timer
+  cancel     cancel a timer
+  reschedule change a pending timer's time, target, payload, headers or queue
+  ls         list timers by filter, as a table or --json
   dead       dead letters: ls, retry
   queues     ls, set, pause, resume
   schedules  ls, get, set, rm, pause, resume
