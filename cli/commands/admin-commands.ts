@@ -1,7 +1,7 @@
 // The operator's commands: dead letters (ls, retry), queues (ls, set, pause, resume),
 // schedules (ls, get, set, rm, pause, resume) and stats (once, or --watch). Each is a call of
 // @fermata/client; output is a table or a few lines, or the API's JSON with --json.
-import type { Queue, QueueConfig, Schedule, ScheduleInput, Stats } from '@fermata/client';
+import type { Queue, QueueConfig, Schedule, ScheduleInput, Stats } from '../../clients/typescript/src/index.ts';
 import { type Command, Option } from 'commander';
 import { collect, UsageError, type ConnectionOptions, connected, durationArg, examples, headersOf, positiveArg, printJson, timeArg, wholeArg, withClient } from './common.ts';
 import { table } from './table.ts';

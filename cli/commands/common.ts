@@ -2,7 +2,7 @@
 // FERMATA_URL, --token or FERMATA_TOKEN), a client made from them and closed after the command,
 // the parsing of times, durations, numbers and headers given on the command line, and the
 // error a bad flag value raises (exit status 2, as for every usage error of `fermata`).
-import { FermataClient } from '@fermata/client';
+import { FermataClient } from '../../clients/typescript/src/index.ts';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { parseDurationMs } from '../duration.ts';
 

@@ -3,7 +3,7 @@
 // cli/main.ts hands it the arguments when the first one names one of these commands; serve,
 // bench, cluster and wal-dump keep their own parsing. Exit status: 0 done, 1 the service or the
 // file said no (the message names the code, field, row or value), 2 a usage mistake.
-import { FermataError } from '@fermata/client';
+import { FermataError } from '../../clients/typescript/src/index.ts';
 import { Command, CommanderError } from 'commander';
 import { ImportError } from '../import/import-error.ts';
 import { adminCommands } from './admin-commands.ts';

@@ -1,7 +1,7 @@
 // The timer commands: add, get, cancel, reschedule and ls, each a call of @fermata/client.
 // Output is for people (a line, or a table) unless --json asks for the API's own JSON.
 import { readFileSync } from 'node:fs';
-import type { Timer, TimerChanges, TimerFilter, TimerInput, TimerState } from '@fermata/client';
+import type { Timer, TimerChanges, TimerFilter, TimerInput, TimerState } from '../../clients/typescript/src/index.ts';
 import { type Command, Option } from 'commander';
 import { collect, UsageError, type ConnectionOptions, connected, durationArg, examples, headersOf, positiveArg, printJson, timeArg, wholeArg, withClient } from './common.ts';
 import { table } from './table.ts';

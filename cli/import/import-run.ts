@@ -8,7 +8,7 @@
 // The sender is the transport (the TypeScript client's addMany, in import-command.ts): it
 // resolves once the batch is durable, retries what passes by itself (429/503), and rejects
 // with the service's error, whose `row` is the batch's row.
-import type { TimerInput } from '@fermata/client';
+import type { TimerInput } from '../../clients/typescript/src/index.ts';
 import type { Checkpoint } from './checkpoint.ts';
 import { ImportError } from './import-error.ts';
 import { type Mapping, mapBatch, type TimerField, type TimerRows } from './mapping.ts';

@@ -1,7 +1,7 @@
 // TimerRows (a batch's timer columns) → the rows @fermata/client's addMany takes, which it
 // encodes as Arrow record batches cut at the server's limits. A payload given as bytes (a
 // binary column, payload_base64) goes as payload_base64.
-import type { TimerInput } from '@fermata/client';
+import type { TimerInput } from '../../clients/typescript/src/index.ts';
 import type { TimerRows } from './mapping.ts';
 
 export function timerInputs(rows: TimerRows): TimerInput[] {
