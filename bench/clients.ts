@@ -8,7 +8,7 @@
 //                  in flight on one HTTP/2 session, with keys as long as the import's derived
 //                  ones (the server's key index costs the same): the rate the service takes
 //   import         `fermata import FILE --json` as a child process (its defaults: 10,000-row
-//                  batches through @fermata/client, 4 in flight), timed from spawn to exit
+//                  batches through @fermata/client, 2 in flight), timed from spawn to exit
 //
 //   clients.import.rows_per_s   N ÷ the import's wall time (start-up and file hash included)
 //   clients.import.ratio        that ÷ the Arrow ingest's rows per second (target ≥ 0.7)

@@ -100,7 +100,7 @@ export function importCommand(program: Command): void {
     .option('--resume', 'skip the rows the checkpoint says were acknowledged')
     .option('--checkpoint <path>', 'where the checkpoint is kept (default: FILE.fermata-import.json)')
     .option('--batch-rows <n>', 'rows a batch sent', positiveArg, 10_000)
-    .option('--concurrency <n>', 'batches in flight at most', positiveArg, 4)
+    .option('--concurrency <n>', 'batches in flight at most', positiveArg, 2)
     .addOption(new Option('--progress <mode>', 'a bar on a terminal, lines otherwise (auto), or as named').choices(['auto', 'bar', 'lines', 'none']).default('auto'))
     .option('--json', 'print the summary as one JSON object')
     .action((file: string, options: ImportOptions) => importFile(file, options));
