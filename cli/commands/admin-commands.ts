@@ -33,6 +33,7 @@ function statsText(stats: Stats): string {
 
 export function adminCommands(program: Command): void {
   const dead = program.command('dead').description('dead letters: timers that ran out of attempts');
+  examples(dead, ['fermata dead ls --queue billing', 'fermata dead retry 01jf3k8q2m7xv4c9n6t5r0w8yz']);
   const deadLs = connected(dead.command('ls'))
     .description('list dead timers, oldest first')
     .option('--queue <name>', 'in this queue')
@@ -63,6 +64,7 @@ export function adminCommands(program: Command): void {
   examples(deadRetry, ['fermata dead retry 01jf3k8q2m7xv4c9n6t5r0w8yz']);
 
   const queues = program.command('queues').description('queues: retry policy, rate and concurrency limits, pause');
+  examples(queues, ['fermata queues ls', 'fermata queues set billing --max-attempts 10 --rate 50', 'fermata queues pause billing']);
   const queuesLs = connected(queues.command('ls'))
     .description('list the queues with their config')
     .option('--json', "the API's JSON")
@@ -148,6 +150,7 @@ interface ScheduleSetOptions extends JsonOption {
 
 function schedulesCommands(program: Command): void {
   const schedules = program.command('schedules').description('recurring timers: cron rules or fixed intervals');
+  examples(schedules, ['fermata schedules set heartbeat --every 5m --target https://api.example/ping', 'fermata schedules ls']);
   const ls = connected(schedules.command('ls'))
     .description('list the schedules')
     .option('--json', 'one JSON schedule a line')

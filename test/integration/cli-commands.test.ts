@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { FermataClient } from '@fermata/client';
-import { type CliResult, runCli } from '../helpers/cli-run.ts';
+import { type CliResult, runCli, startCli } from '../helpers/cli-run.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { type Service, startService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -110,8 +110,25 @@ test('stats as a table and as JSON; --url overrides FERMATA_URL', async () => {
   assert.ok(stats.cancelled >= 1);
 });
 
+test('stats --watch prints the counts again until stopped', async () => {
+  const watch = startCli(['stats', '--watch', '1'], { FERMATA_URL: service.url }, scratch.children);
+  let stdout = '';
+  watch.child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  await withTimeout(
+    (async () => {
+      while ((stdout.match(/^PENDING/gm) ?? []).length < 2) await new Promise((resolve) => setTimeout(resolve, 50));
+    })(),
+    30_000,
+    'two printings of the stats',
+  );
+  watch.child.kill('SIGTERM');
+  await watch.done;
+  assert.match(stdout, /^\d{4}-\d{2}-\d{2}T\S+Z\nPENDING +RESIDENT/m);
+});
+
 test('help shows an example; usage mistakes exit 2 naming the flag', async () => {
   assert.match(ok(await fermata('add', '--help')), /Examples:\n {2}\$ fermata add --target https:\/\/api\.example\/trial-end --in 30d/);
+  assert.match(ok(await fermata('schedules', '--help')), /Examples:\n {2}\$ fermata schedules set heartbeat --every 5m/);
   assert.match(ok(await fermata('queues', 'set', '--help')), /Example:\n {2}\$ fermata queues set billing/);
   const noWhen = await fermata('add', '--target', 'https://hooks.example/x');
   assert.equal(noWhen.code, 2);
