@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { FermataClient, FermataError, type ClientOptions, type TimerInput } from '@fermata/client';
+import { arrowPieces, FermataClient, FermataError, type ClientOptions, type TimerInput } from '@fermata/client';
 import { testScratch } from './scratch.ts';
 import { type Service, startService } from './service.ts';
 import { withTimeout } from './timeout.ts';
@@ -130,8 +130,22 @@ export function clientSuite(transport: ClientTransport): void {
       assert.deepEqual(again.ids.slice(1), first.ids.slice(0, 4));
       assert.deepEqual(again.duplicate_rows.map((row) => row.row), [1, 2, 3, 4]);
 
+      const [piece] = arrowPieces(rows.slice(0, 3).map((row) => ({ ...row, key: `${row.key as string}-arrow` })), await client.limits());
+      const arrow = await client.addArrow((piece as { body: Uint8Array }).body);
+      assert.deepEqual([arrow.accepted, (await client.get(arrow.ids[2] as string)).key], [3, `${transport}-bulk-2-arrow`]);
+
       const bad = [...rows.slice(0, 4).map((row, i) => ({ ...row, key: `${transport}-bad-${i}` })), { delay_ms: 1, target: 'ftp://nowhere' }];
       await assert.rejects(client.addMany(bad), (err: unknown) => err instanceof FermataError && err.code === 'BATCH_INVALID' && err.row === 4);
+    });
+
+    test('addMany past the server\'s rows a batch: cut at GET /v1/limits, ids in order', { skip: transport !== 'h2c' && 'once is enough: h2c runs it' }, async () => {
+      const { batch_rows_max: rowsMax } = await client.limits();
+      const fireAt = Date.now() + 3_600_000;
+      const rows = Array.from({ length: rowsMax + 2 }, (_, i): TimerInput => ({ fire_at: fireAt, target, key: `limits-${i}` }));
+      const added = await client.addMany(rows);
+      assert.deepEqual([added.accepted, added.ids.length, new Set(added.ids).size], [rowsMax + 2, rowsMax + 2, rowsMax + 2]);
+      for (const i of [0, rowsMax - 1, rowsMax, rowsMax + 1]) assert.equal((await client.get(added.ids[i] as string)).key, `limits-${i}`, `row ${i}`);
+      assert.equal((await client.cancelMany({ key_prefix: 'limits-' })).cancelled, rowsMax + 2);
     });
 
     test('reschedule and cancel with the revision: compare-and-set', async () => {

@@ -25,6 +25,7 @@ import type {
   TimerAdded,
   TimerChanges,
   TimerFilter,
+  TestClock,
   TimerInput,
 } from '@fermata/client';
 
@@ -141,4 +142,10 @@ test('the client\'s types have the OpenAPI document\'s fields, required where it
     list_limit_max: true, bulk_cancel_ids_max: true,
   } as const satisfies Requiredness<Limits>;
   sameFields('Limits', limits, ok('/v1/limits', 'get'));
+
+  const clock = { now: true, now_ms: true, mode: true } as const satisfies Requiredness<TestClock>;
+  sameFields('TestClock', clock, ok('/v1/clock', 'get'));
+  sameFields('TestClock (POST)', clock, ok('/v1/clock', 'post'));
+  const moves = (at(doc, 'paths', '/v1/clock', 'post', 'requestBody', ...json).oneOf as Json[]).map((move) => Object.keys(move.properties as Json));
+  assert.deepEqual(moves, [['advance_ms'], ['set']], 'ClockMove: advance_ms or set');
 });

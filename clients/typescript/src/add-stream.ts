@@ -13,7 +13,7 @@
 // next add. Runs on the caller's event loop.
 import { createInterface } from 'node:readline';
 import { clientErrorCodes, errorFromAnswer, FermataError } from './errors.ts';
-import { isRetryable, retryDelayMs, type RetryPolicy } from './retry.ts';
+import { isRetryable, retryAfterOf, retryDelayMs, type RetryPolicy } from './retry.ts';
 import type { Exchange, Headers, Transport } from './transport.ts';
 import type { StreamAnswer, TimerAdded, TimerInput } from './types.ts';
 
@@ -110,6 +110,8 @@ class Lane {
       ({ cause, stopped }) => {
         this.ending = true;
         clearTimeout(this.#idle);
+        // The answer ended first (the server stopped, or refused the request): drop our half too.
+        void this.#exchange.then((exchange) => (exchange.body.writableEnded ? undefined : exchange.abort()), () => undefined);
         const left = [...this.#pending.values()];
         this.#pending.clear();
         onDone(this, left, cause, stopped);
@@ -141,15 +143,17 @@ class Lane {
 
   /** Reads answer lines until the answer ends; says why it ended and whether the server stopped reading. */
   async #read(onRefused: (refusal: Refusal) => void): Promise<{ cause: FermataError; stopped: boolean }> {
-    let cause = new FermataError(0, { code: clientErrorCodes.streamEnded, message: 'the add stream ended before this line was answered: the timer may or may not have been added' });
+    const ended = (cause?: Error): FermataError =>
+      new FermataError(0, { code: clientErrorCodes.streamEnded, message: 'the add stream ended before this line was answered: the timer may or may not have been added' }, undefined, cause === undefined ? undefined : { cause });
+    let opened = false;
     try {
       const exchange = await this.#exchange;
+      opened = true;
       const answer = await exchange.answer;
       if (answer.status !== 200) {
         const chunks: Buffer[] = [];
         for await (const chunk of answer.body) chunks.push(chunk as Buffer);
-        const retryAfter = answer.headers['retry-after'];
-        return { cause: errorFromAnswer(answer.status, Buffer.concat(chunks), typeof retryAfter === 'string' ? Number(retryAfter) : undefined), stopped: false };
+        return { cause: errorFromAnswer(answer.status, Buffer.concat(chunks), retryAfterOf(answer.headers['retry-after'])), stopped: false };
       }
       for await (const text of createInterface({ input: answer.body, crlfDelay: Infinity })) {
         if (text === '') continue;
@@ -166,9 +170,11 @@ class Lane {
         this.#idleCheck();
       }
     } catch (err) {
-      if (err instanceof FermataError) cause = err;
+      // Before the request was opened nothing was sent (CONNECTION_FAILED says so); after it, lines were.
+      if (!opened && err instanceof FermataError) return { cause: err, stopped: false };
+      return { cause: ended(err instanceof Error ? err : undefined), stopped: false };
     }
-    return { cause, stopped: false };
+    return { cause: ended(), stopped: false };
   }
 
   #idleCheck(): void {

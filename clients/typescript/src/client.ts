@@ -14,6 +14,7 @@ import type {
   BulkCancelFilter,
   BulkCancelled,
   Cancelled,
+  ClockMove,
   DeadFilter,
   DeadTimer,
   DuplicateRow,
@@ -25,6 +26,7 @@ import type {
   ScheduleDeleted,
   ScheduleInput,
   Stats,
+  TestClock,
   TimeInput,
   Timer,
   TimerAdded,
@@ -68,6 +70,7 @@ export interface ListOptions {
 }
 
 const json = 'application/json';
+const arrowStream = 'application/vnd.apache.arrow.stream';
 
 export class FermataClient {
   readonly #transport: Transport;
@@ -109,8 +112,8 @@ export class FermataClient {
       try {
         return await this.#adds.add(timer);
       } catch (err) {
-        // A server that does not serve the stream (cluster mode) refuses the request, not a line.
-        if (!(err instanceof FermataError && err.line === undefined && (err.status === 404 || err.status === 501))) throw err;
+        // A server that does not serve the stream (cluster mode) refuses the request, not a line: add one request each from now on.
+        if (!(err instanceof FermataError && err.line === undefined && [404, 405, 501].includes(err.status))) throw err;
         this.#streamRefused = true;
       }
     }
@@ -128,13 +131,16 @@ export class FermataClient {
     if (rows.length === 0) return result;
     const pieces = arrowPieces(rows, await this.limits());
     const duplicates: DuplicateRow[] = [];
+    // Once a batch is refused no further one is sent: the caller learns where it stopped.
+    let refused = false;
     const worker = async (): Promise<void> => {
-      for (let next = pieces.next(); next.done !== true; next = pieces.next()) {
+      for (let next = pieces.next(); next.done !== true && !refused; next = pieces.next()) {
         const piece = next.value;
         let answer: BatchAdded;
         try {
-          answer = await this.#json<BatchAdded>('POST', '/v1/timers', piece.body, 'application/vnd.apache.arrow.stream');
+          answer = await this.addArrow(piece.body);
         } catch (err) {
+          refused = true;
           throw err instanceof FermataError ? err.shiftedBy(piece.start) : err;
         }
         result.accepted += answer.accepted;
@@ -149,6 +155,15 @@ export class FermataClient {
     await Promise.all(Array.from({ length: this.#batchConcurrency }, worker));
     result.duplicate_rows = duplicates.sort((a, b) => a.row - b.row);
     return result;
+  }
+
+  /**
+   * Adds the timers of one Arrow IPC stream as it is (columns as `POST /v1/timers` takes them:
+   * docs/api.md), accepted or refused whole; resolves with every row's id in order. The caller
+   * keeps it within `limits()` (`arrowPieces` cuts rows that way); `addMany` does both.
+   */
+  addArrow(ipc: Uint8Array): Promise<BatchAdded> {
+    return this.#json<BatchAdded>('POST', '/v1/timers', ipc, arrowStream);
   }
 
   /**
@@ -265,6 +280,16 @@ export class FermataClient {
 
   stats(): Promise<Stats> {
     return this.#json<Stats>('GET', '/v1/stats');
+  }
+
+  /** Where the test clock stands: a service started with `--clock manual` only (404 `ROUTE_NOT_FOUND` otherwise). */
+  clock(): Promise<TestClock> {
+    return this.#json<TestClock>('GET', '/v1/clock');
+  }
+
+  /** Moves the test clock forward, once durable; timers it makes due go out at once. */
+  moveClock(move: ClockMove): Promise<TestClock> {
+    return this.#json<TestClock>('POST', '/v1/clock', move);
   }
 
   /** The server's limits (`GET /v1/limits`), asked once and remembered. */

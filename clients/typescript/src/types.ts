@@ -256,3 +256,13 @@ export interface StreamAnswer {
   retry_after_s?: number;
   error?: { code: string; message: string; [field: string]: unknown };
 }
+
+/** The test clock of a service started with `--clock manual` (`GET /v1/clock`). */
+export interface TestClock {
+  now: string;
+  now_ms: number;
+  mode: 'manual';
+}
+
+/** A move of the test clock: `advance_ms` forward, or to `set` (never backwards). */
+export type ClockMove = { advance_ms: number } | { set: TimeInput };
