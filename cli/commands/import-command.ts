@@ -1,5 +1,6 @@
-// `fermata import FILE`: timers from an Arrow, Parquet, CSV or NDJSON file, sent as batches
-// through @fermata/client's addMany with a bounded number in flight (cli/import/import-run.ts),
+// `fermata import FILE`: timers from an Arrow, Parquet, CSV or NDJSON file, sent as Arrow
+// batches (cli/import/timer-arrow.ts) through @fermata/client's addArrow, within the server's
+// GET /v1/limits, with a bounded number in flight (cli/import/import-run.ts),
 // resumable from a checkpoint, with a progress bar on a terminal and plain lines otherwise, and
 // a summary at the end (with --json, one JSON object, the bench's figures among it).
 import { existsSync } from 'node:fs';
@@ -7,7 +8,9 @@ import { basename } from 'node:path';
 import { type Command, Option } from 'commander';
 import { Checkpoint, defaultCheckpointPath, fileHash, readCheckpoint, resumeRow } from '../import/checkpoint.ts';
 import { type ImportSummary, runImport, type TimerBatchSender } from '../import/import-run.ts';
-import { mappingText, parseMapping, timerFields } from '../import/mapping.ts';
+import { mappingText, parseMapping, sliceTimerRows, timerFields, type TimerRows } from '../import/mapping.ts';
+import { timerArrowStream } from '../import/timer-arrow.ts';
+import { type FermataClient, FermataError, type Limits } from '../../clients/typescript/src/index.ts';
 import { formatOf, openSource } from '../import/open-file.ts';
 import { barProgress, lineProgress, type ProgressView } from '../import/progress.ts';
 import { collect, type ConnectionOptions, connected, examples, positiveArg, printJson, withClient } from './common.ts';
@@ -57,12 +60,8 @@ async function importFile(file: string, options: ImportOptions): Promise<void> {
   }
   const checkpoint = new Checkpoint(checkpointPath, { file: basename(file), sizeBytes: source.sizeBytes, hash, mapping: mappingLine }, startRow);
   const summary = await withClient(options, async (client) => {
-    const sender: TimerBatchSender = {
-      async send(timers) {
-        const answer = await client.addMany(timers);
-        return { duplicates: answer.duplicates };
-      },
-    };
+    const limits = await client.limits();
+    const sender: TimerBatchSender = { send: async (rows) => ({ duplicates: await sendRows(client, limits, rows) }) };
     return runImport({
       file,
       source,
@@ -70,13 +69,31 @@ async function importFile(file: string, options: ImportOptions): Promise<void> {
       fileHash: hash,
       sender,
       concurrency: options.concurrency,
-      batchRows: options.batchRows,
+      batchRows: Math.min(options.batchRows, limits.batch_rows_max),
       checkpoint,
       progress: progressView(options.progress, source.sizeBytes),
       checkpointEveryMs,
     });
   });
   report(summary, checkpointPath, options.json === true);
+}
+
+/**
+ * Sends a batch as one Arrow stream, or, when its bytes pass the server's limits, as halves one
+ * after the other; resolves with the rows whose key was known. A refusal's `row` is the batch's.
+ */
+async function sendRows(client: FermataClient, limits: Limits, rows: TimerRows): Promise<number> {
+  const body = timerArrowStream(rows);
+  if (body.byteLength > Math.min(limits.batch_body_bytes_max, limits.batch_logged_bytes_max) && rows.rows > 1) {
+    const half = rows.rows >> 1;
+    const first = await sendRows(client, limits, sliceTimerRows(rows, 0, half));
+    try {
+      return first + (await sendRows(client, limits, sliceTimerRows(rows, half, rows.rows)));
+    } catch (err) {
+      throw err instanceof FermataError ? err.shiftedBy(half) : err;
+    }
+  }
+  return (await client.addArrow(body)).duplicates;
 }
 
 function report(summary: ImportSummary, checkpointPath: string, json: boolean): void {

@@ -5,16 +5,14 @@
 // flight finish, saves the checkpoint and is thrown, naming the file's row where the service
 // or the mapping said which.
 //
-// The sender is the transport (the TypeScript client's addMany, in import-command.ts): it
-// resolves once the batch is durable, retries what passes by itself (429/503), and rejects
-// with the service's error, whose `row` is the batch's row.
-import type { TimerInput } from '../../clients/typescript/src/index.ts';
+// The sender is the transport (import-command.ts: timer-arrow.ts's Arrow stream through the
+// TypeScript client's addArrow): it resolves once the batch is durable, retries what passes by
+// itself (429/503), and rejects with the service's error, whose `row` is the batch's row.
 import type { Checkpoint } from './checkpoint.ts';
 import { ImportError } from './import-error.ts';
 import { type Mapping, mapBatch, type TimerField, type TimerRows } from './mapping.ts';
 import type { ProgressView } from './progress.ts';
 import type { Source, SourceFormat } from './source.ts';
-import { timerInputs } from './timer-inputs.ts';
 
 export interface BatchAnswer {
   /** Rows whose key fermata held already (a resume's resent rows, a re-run). */
@@ -22,8 +20,8 @@ export interface BatchAnswer {
 }
 
 export interface TimerBatchSender {
-  /** Sends the batch's timers (row-aligned with `rows`); resolves once they are durable. */
-  send(timers: readonly TimerInput[], rows: TimerRows): Promise<BatchAnswer>;
+  /** Sends the batch's timers; resolves once they are durable. */
+  send(rows: TimerRows): Promise<BatchAnswer>;
 }
 
 export interface ImportOptions {
@@ -123,7 +121,7 @@ export async function runImport(options: ImportOptions): Promise<ImportSummary> 
     for await (const batch of source.batches(resumedAt, options.batchRows)) {
       if (failure !== undefined) break;
       const rows = mapBatch(mapping, batch, file, options.fileHash);
-      const sent = sender.send(timerInputs(rows), rows).then(
+      const sent = sender.send(rows).then(
         (answer) => answered(rows, answer),
         (err: unknown) => {
           failure ??= refusal(err, file, mapping, rows);

@@ -117,6 +117,11 @@ function readerOf(mapping: Mapping, batch: SourceBatch, field: TimerField): Fiel
   return { name: source.column, column, constant: undefined };
 }
 
+/** The reader when the batch has values for it (a column it holds, or a --set). */
+function present(reader: FieldReader | undefined): FieldReader | undefined {
+  return reader !== undefined && (reader.column !== undefined || reader.constant !== undefined) ? reader : undefined;
+}
+
 function valueAt(reader: FieldReader, i: number): unknown {
   return reader.column === undefined ? (reader.constant ?? null) : (reader.column[i] ?? null);
 }
@@ -222,17 +227,20 @@ export function mapBatch(mapping: Mapping, batch: SourceBatch, file: string, fil
   }
 
   let payload: (string | Uint8Array)[] | undefined;
-  const payloadReader = readerOf(mapping, batch, 'payload');
-  const base64Reader = readerOf(mapping, batch, 'payload_base64');
-  if (payloadReader !== undefined) {
-    payload = new Array<string | Uint8Array>(rows);
-    for (let i = 0; i < rows; i++) payload[i] = payloadOf(valueAt(payloadReader, i), file, batch.firstRow + i, payloadReader.name);
-  } else if (base64Reader !== undefined) {
+  // Either field may be read a row at a time (an NDJSON file may give payload in some rows and
+  // payload_base64 in others): a row's payload is the first of the two it has.
+  const payloadReader = present(readerOf(mapping, batch, 'payload'));
+  const base64Reader = present(readerOf(mapping, batch, 'payload_base64'));
+  if (payloadReader !== undefined || base64Reader !== undefined) {
     payload = new Array<string | Uint8Array>(rows);
     for (let i = 0; i < rows; i++) {
-      const value = valueAt(base64Reader, i);
-      if (value !== null && (typeof value !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(value))) throw new ImportError('payload_base64 must be standard base64 text', { file, row: batch.firstRow + i, column: base64Reader.name, value });
-      payload[i] = value === null ? '' : Buffer.from(value, 'base64');
+      const text = payloadReader === undefined ? null : valueAt(payloadReader, i);
+      const base64 = text !== null || base64Reader === undefined ? null : valueAt(base64Reader, i);
+      if (base64 === null) payload[i] = payloadOf(text, file, batch.firstRow + i, payloadReader?.name ?? 'payload');
+      else {
+        if (typeof base64 !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(base64)) throw new ImportError('payload_base64 must be standard base64 text', { file, row: batch.firstRow + i, column: (base64Reader as FieldReader).name, value: base64 });
+        payload[i] = Buffer.from(base64, 'base64');
+      }
     }
   }
 
@@ -272,4 +280,23 @@ export function mappingText(mapping: Mapping): string {
       return [`${field}=${'column' in source ? `column:${source.column}` : `set:${source.constant}`}`];
     })
     .join(',');
+}
+
+/** Rows [from, to) of a batch, as a batch of their own (a batch too large for one request is cut so). */
+export function sliceTimerRows(rows: TimerRows, from: number, to: number): TimerRows {
+  const cut = <T>(values: readonly T[] | undefined): T[] | undefined => values?.slice(from, to);
+  return {
+    firstRow: rows.firstRow + from,
+    rows: to - from,
+    endByte: rows.endByte,
+    fireAtMs: rows.fireAtMs?.subarray(from, to),
+    delayMs: rows.delayMs?.subarray(from, to),
+    target: rows.target.slice(from, to),
+    payload: cut(rows.payload),
+    headers: cut(rows.headers),
+    key: rows.key.slice(from, to),
+    queue: cut(rows.queue),
+    callback: cut(rows.callback),
+    failureCallback: cut(rows.failureCallback),
+  };
 }

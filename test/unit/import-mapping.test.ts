@@ -10,7 +10,10 @@ import { test } from 'node:test';
 import { Checkpoint, readCheckpoint, resumeRow } from '../../cli/import/checkpoint.ts';
 import { ImportError } from '../../cli/import/import-error.ts';
 import { type BatchAnswer, runImport, type TimerBatchSender } from '../../cli/import/import-run.ts';
-import { mapBatch, mappingText, parseMapping, type TimerRows } from '../../cli/import/mapping.ts';
+import { mapBatch, mappingText, parseMapping, sliceTimerRows, type TimerRows } from '../../cli/import/mapping.ts';
+import { timerArrowStream } from '../../cli/import/timer-arrow.ts';
+import { batchFromArrow } from '../../engine/batch/arrow-codec.ts';
+import { bytesAt } from '../../engine/batch/timer-batch.ts';
 import type { ProgressView } from '../../cli/import/progress.ts';
 import type { Source, SourceBatch, SourceColumn } from '../../cli/import/source.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -122,8 +125,7 @@ test('the pipeline keeps at most `concurrency` batches in flight and every row i
   let most = 0;
   const sent: number[] = [];
   const sender: TimerBatchSender = {
-    async send(timers, rows): Promise<BatchAnswer> {
-      assert.equal(timers.length, rows.rows);
+    async send(rows): Promise<BatchAnswer> {
       most = Math.max(most, ++inFlight);
       await new Promise((resolve) => setTimeout(resolve, rows.firstRow % 3));
       inFlight--;
@@ -143,7 +145,7 @@ test('the pipeline keeps at most `concurrency` batches in flight and every row i
 
 test("a refusal of the service is said of the file's row, column and value, and the checkpoint stops before it", async () => {
   const sender: TimerBatchSender = {
-    async send(_batch, rows: TimerRows): Promise<BatchAnswer> {
+    async send(rows: TimerRows): Promise<BatchAnswer> {
       if (rows.firstRow === 30) throw Object.assign(new Error('target must be an absolute http or https URL'), { code: 'BATCH_INVALID', row: 4, field: 'target' });
       return { duplicates: 0 };
     },
@@ -155,4 +157,31 @@ test("a refusal of the service is said of the file's row, column and value, and 
     /^ImportError: m\.ndjson row 34, column "target", value "https:\/\/a\.example\/": fermata refused it: target must be/,
   );
   assert.equal((await readCheckpoint(path))?.acknowledged, 30);
+});
+
+test('the Arrow stream carries delay_ms, bytes, headers, queues with nulls and callbacks as the engine reads them; a slice keeps its rows', () => {
+  const mapping = parseMapping('f.ndjson', [], [], undefined);
+  const rows = mapBatch(
+    mapping,
+    batchOf(5, {
+      delay_ms: [0, '1500', 3n],
+      target: ['https://a.example/', 'https://b.example/', 'https://a.example/'],
+      payload_base64: ['AAEC', null, '/w=='],
+      headers: [null, { 'x-a': '1' }, null],
+      queue: ['q1', null, 'q1'],
+      callback: [null, 'https://cb.example/', null],
+    }),
+    'f.ndjson',
+    hash,
+  );
+  const decoded = batchFromArrow(timerArrowStream(rows), 1_000_000_000_000, 100_000, 'client');
+  assert.deepEqual([...decoded.fireAtMs], [1_000_000_000_000, 1_000_000_001_500, 1_000_000_000_003]);
+  assert.deepEqual([0, 1, 2].map((i) => [...bytesAt(decoded.payload, i)]), [[0, 1, 2], [], [255]]);
+  assert.deepEqual([0, 1, 2].map((i) => Buffer.from(bytesAt(decoded.headers, i)).toString()), ['', '{"x-a":"1"}', '']);
+  assert.deepEqual([0, 1, 2].map((i) => decoded.queues[decoded.queueIndex[i] as number]), ['q1', 'default', 'q1']);
+  assert.deepEqual([0, 1, 2].map((i) => Buffer.from(bytesAt(decoded.callback!, i)).toString()), ['', 'https://cb.example/', '']);
+  const tail = sliceTimerRows(rows, 1, 3);
+  assert.equal(tail.firstRow, 6);
+  assert.deepEqual([...(tail.delayMs ?? [])], [1500, 3]);
+  assert.deepEqual(tail.key, [`import:${hash}:6`, `import:${hash}:7`]);
 });

@@ -7,7 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { type Mapping, mapBatch, parseMapping } from '../../cli/import/mapping.ts';
 import { formatOf, openSource } from '../../cli/import/open-file.ts';
 import type { SourceBatch } from '../../cli/import/source.ts';
-import { timerInputs } from '../../cli/import/timer-inputs.ts';
+import { timerArrowStream } from '../../cli/import/timer-arrow.ts';
+import { batchFromArrow } from '../../engine/batch/arrow-codec.ts';
+import { bytesAt } from '../../engine/batch/timer-batch.ts';
 import { arrowIpcTestData } from '../helpers/fixtures.ts';
 import { baseMs, writeImportFiles } from '../helpers/import-files.ts';
 import { testScratch } from '../helpers/scratch.ts';
@@ -29,7 +31,7 @@ async function readAll(path: string, skipRows: number, batchRows: number): Promi
 }
 
 for (const [name, path] of Object.entries(files)) {
-  test(`${name}: every row once, in order, mapped and derived-keyed, as the client's addMany takes them`, async () => {
+  test(`${name}: every row once, in order, mapped and derived-keyed, through the Arrow fermata decodes`, async () => {
     const { batches, mapping } = await readAll(path, 0, 40);
     assert.equal(batches.reduce((sum, batch) => sum + batch.rows, 0), rowCount);
     let next = 0;
@@ -37,10 +39,14 @@ for (const [name, path] of Object.entries(files)) {
       assert.equal(batch.firstRow, next);
       assert.ok(batch.rows <= 40);
       next += batch.rows;
-      const timers = timerInputs(mapBatch(mapping, batch, path, hash));
-      for (const [i, timer] of timers.entries()) {
+      // The batch as the service reads it: the engine's own Arrow decoder.
+      const decoded = batchFromArrow(timerArrowStream(mapBatch(mapping, batch, path, hash)), 0, 100_000, 'client');
+      for (let i = 0; i < batch.rows; i++) {
         const row = batch.firstRow + i;
-        assert.deepEqual(timer, { target, key: `import:${hash}:${row}`, fire_at: baseMs + row, payload: `p${row}` });
+        assert.equal(decoded.fireAtMs[i], baseMs + row);
+        assert.equal(decoded.targets[decoded.targetIndex[i] as number], target);
+        assert.equal(Buffer.from(bytesAt(decoded.payload, i)).toString(), `p${row}`);
+        assert.equal(Buffer.from(bytesAt(decoded.keys, i)).toString(), `import:${hash}:${row}`);
       }
     }
     assert.ok(batches.at(-1)!.endByte > 0);
