@@ -13,7 +13,7 @@
 // mapBatch turns a SourceBatch (the file's columns) into a TimerRows (the timer's columns, each
 // value checked and made the type the API takes); a bad value throws an ImportError naming the
 // file, row, column and value. Runs on the import's one thread, a column at a time;
-// timer-inputs.ts then makes the rows the client's addMany takes.
+// timer-arrow.ts then encodes them as the Arrow stream the import sends.
 import { ImportError } from './import-error.ts';
 import type { SourceBatch, SourceColumn } from './source.ts';
 
