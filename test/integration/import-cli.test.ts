@@ -1,6 +1,7 @@
 // `fermata import` against the real `fermata serve` (one service for the file): each format is
 // imported whole, every row once with the fields it was written with and a derived key; an
 // importer killed (-9) mid-way and run again with --resume leaves every row there exactly once;
+// fermata's own Arrow export imports with its columns as they are;
 // a bad value and a row the service refuses are reported by file, row, column and value.
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -101,6 +102,24 @@ test('an importer killed mid-way and resumed adds every row exactly once', async
   const timers = await timersIn('resume');
   assert.equal(timers.length, total);
   assert.equal(new Set(timers.map((timer) => timer.key)).size, total);
+});
+
+test("fermata's own Arrow export imports with its columns as they are (keyed by the exported ids here, so they are new)", async () => {
+  const exported = join(scratch.tempDir('export'), 'export.arrows');
+  const answer = await fetch(`${service.url}/v1/timers?queue=import-csv`, { headers: { accept: 'application/vnd.apache.arrow.stream' } });
+  assert.equal(answer.status, 200);
+  writeFileSync(exported, Buffer.from(await answer.arrayBuffer()));
+  const result = await runCli(['import', exported, '--map', 'key=id', '--set', 'queue=copied', '--json'], env, scratch.children);
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal((JSON.parse(result.stdout) as { rows: number }).rows, rows);
+  const copies = await timersIn('copied');
+  const originals = new Map((await timersIn('import-csv')).map((timer) => [timer.id, timer]));
+  assert.equal(copies.length, rows);
+  for (const copy of copies) {
+    const original = originals.get(copy.key ?? '');
+    assert.ok(original !== undefined, `no original with id ${copy.key}`);
+    assert.deepEqual([copy.fire_at, copy.target, copy.payload, copy.headers], [original.fire_at, original.target, original.payload, original.headers]);
+  }
 });
 
 test('a bad value stops the import naming the file, row, column and value', async () => {
