@@ -48,6 +48,7 @@ const suites: Readonly<Record<string, Suite>> = {
   schedules: async (options) => (await import('./schedules.ts')).schedulesSuite(options),
   'pg-log': async (options) => (await import('./pg-log.ts')).pgLogSuite(options),
   cluster: async (options) => (await import('./cluster.ts')).clusterSuite(options),
+  clients: async (options) => (await import('./clients.ts')).clientsSuite(options),
 };
 
 /**

@@ -14,6 +14,19 @@ Commands:
   backup     copy a data directory, while the service runs, into a folder or a .tar file
   restore    make a backup into a new data directory (fermata restore --help)
 
+Against a running fermata (--url or FERMATA_URL, --token or FERMATA_TOKEN; docs/cli.md; each
+command's --help has an example):
+  add        add a timer: fermata add --target URL --in 30m --payload TEXT
+  get        show a timer
+  cancel     cancel a timer
+  reschedule change a pending timer's time, target, payload, headers or queue
+  ls         list timers by filter, as a table or --json
+  dead       dead letters: ls, retry
+  queues     ls, set, pause, resume
+  schedules  ls, get, set, rm, pause, resume
+  stats      counts by state (--watch to follow them)
+  import     add the timers of an .arrow/.arrows, .parquet, .csv or .ndjson file, resumably
+
   -h, --help       this text
   -v, --version    the version of fermata (package.json's)
 `;
@@ -53,6 +66,17 @@ export async function main(argv: string[]): Promise<number> {
     case undefined:
       process.stderr.write(usage);
       return 2;
+    case 'add':
+    case 'get':
+    case 'cancel':
+    case 'reschedule':
+    case 'ls':
+    case 'dead':
+    case 'queues':
+    case 'schedules':
+    case 'stats':
+    case 'import':
+      return (await import('./commands/program.ts')).runHumanCommand(argv);
     default:
       process.stderr.write(`fermata: unknown command "${command}"\n\n${usage}`);
       return 2;
