@@ -44,6 +44,8 @@ async function stopped(child: ChildProcess, exited: Promise<unknown>): Promise<v
 describe('the Python recipes in examples/python, against a real fermata serve', { timeout: installTimeoutMs + 5 * 60_000 }, () => {
   let python: string | undefined;
   let skipReason = '';
+  /** Why add_flight.py cannot run here (a pyarrow build without Flight), or undefined. */
+  let flightSkip: string | undefined;
   let service: Service;
   let flight: string;
   let receiver: ChildProcess;
@@ -57,6 +59,8 @@ describe('the Python recipes in examples/python, against a real fermata serve', 
       return;
     }
     python = venv.python;
+    const probe = await run(python, ['-c', 'import pyarrow.flight'], scriptTimeoutMs, 'import pyarrow.flight');
+    if (probe.code !== 0) flightSkip = `add_flight.py not run: this pyarrow build has no Flight module: ${probe.stderr.trim().split('\n').at(-1) ?? ''}`;
     service = await startService(tempDir('data'), (child) => children.add(child), {
       args: ['--flight', '127.0.0.1:0'],
       env: { FERMATA_SIGNING_SECRETS: `${retiringSecret},${currentSecret}` },
@@ -101,6 +105,7 @@ describe('the Python recipes in examples/python, against a real fermata serve', 
 
   test('add_flight.py adds the table by DoPut and reads back every row\'s id', async (t) => {
     if (python === undefined) return skipOrFail(t, skipReason);
+    if (flightSkip !== undefined) return skipOrFail(t, flightSkip);
     const ids = (await recipe('add_flight.py', ['--flight', flight, '--target', `${receiverUrl}/flight`, '--count', '3', '--in-seconds', '0'])).trim().split('\n');
     assert.equal(ids.length, 3);
     await assertDelivered(ids, ['{"invoice": 0}', '{"invoice": 1}', '{"invoice": 2}']);
