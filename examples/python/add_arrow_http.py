@@ -2,57 +2,69 @@
 """Add timers from a pyarrow table: POST /v1/timers with the table as an Arrow IPC stream.
 
     python add_arrow_http.py --target http://127.0.0.1:9000/hook --count 1000
+    python add_arrow_http.py --parquet timers.parquet
 
 `post_timers(session, url, table)` is the part to keep: it sends any pyarrow table whose columns
 are named like a timer's fields (fire_at, target, payload, key, queue, headers, ...) in slices of
 at most ROWS_PER_REQUEST rows, waits out a 429 or 503 as the service's Retry-After says, and
 returns every row's id in the table's order. Each slice is accepted whole (once durable) or
 refused whole, and rows with a `key` make a resend harmless: a known key adds nothing and
-answers the original timer's id. The demo table here is `--count` timers due `--in-seconds`
-from now, keyed `demo-{i}`.
+answers the original timer's id. `post_batches` does the same for record batches as they come,
+such as a Parquet file's read a batch at a time (`--parquet`), so a file larger than memory
+streams through. The demo table is `--count` timers due `--in-seconds` from now, keyed `demo-{i}`.
 """
 import argparse
 import os
 import sys
 import time
 
+from collections.abc import Iterable
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 import requests
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 # A request takes 1 to 100,000 timers and at most 64 MiB (docs/api.md, "Adding timers"); half the
 # row limit leaves room for payloads of a few hundred bytes a row.
 ROWS_PER_REQUEST = 50_000
-# How often one slice is sent again after a 429 or 503 before giving up.
-ATTEMPTS_PER_SLICE = 5
+# How often one request is sent in all while the service answers 429 or 503.
+ATTEMPTS_PER_REQUEST = 5
 
 
 class FermataError(Exception):
     """A refusal from the service: its error code and message, as its JSON error body says."""
 
 
-def arrow_stream(table: pa.Table) -> bytes:
+def arrow_stream(rows: pa.Table | pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write(rows)
     return sink.getvalue().to_pybytes()
 
 
 def post_timers(session: requests.Session, url: str, table: pa.Table) -> list[str]:
     """Adds every row of `table` as a timer; returns the ids, row-aligned (a duplicate's is its original's)."""
+    return post_batches(session, url, (table.slice(offset, ROWS_PER_REQUEST) for offset in range(0, table.num_rows, ROWS_PER_REQUEST)))
+
+
+def post_batches(session: requests.Session, url: str, pieces: Iterable[pa.Table | pa.RecordBatch]) -> list[str]:
+    """Adds the rows of each piece (at most 100,000 rows each) as one request, in order; returns every row's id."""
     ids: list[str] = []
-    for offset in range(0, table.num_rows, ROWS_PER_REQUEST):
-        body = arrow_stream(table.slice(offset, ROWS_PER_REQUEST))
-        for attempt in range(1, ATTEMPTS_PER_SLICE + 1):
+    offset = 0
+    for piece in pieces:
+        body = arrow_stream(piece)
+        for attempt in range(1, ATTEMPTS_PER_REQUEST + 1):
             answer = session.post(f"{url}/v1/timers", data=body, headers={"content-type": ARROW_STREAM, "accept": "application/json"})
-            if answer.status_code in (429, 503) and attempt < ATTEMPTS_PER_SLICE:
+            if answer.status_code in (429, 503) and attempt < ATTEMPTS_PER_REQUEST:
                 time.sleep(float(answer.headers.get("retry-after", "1")))
                 continue
             break
         if answer.status_code != 201:
             error = answer.json().get("error", {}) if answer.headers.get("content-type", "").startswith("application/json") else {}
-            raise FermataError(f"rows {offset}+: {answer.status_code} {error.get('code')}: {error.get('message', answer.text)}")
+            raise FermataError(f"rows {offset} to {offset + piece.num_rows - 1}: {answer.status_code} {error.get('code')}: {error.get('message', answer.text)}")
         ids.extend(answer.json()["ids"])
+        offset += piece.num_rows
     return ids
 
 
@@ -76,13 +88,19 @@ def demo_table(target: str, count: int, in_seconds: float) -> pa.Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=os.environ.get("FERMATA_URL", "http://127.0.0.1:7070"), help="the service (default $FERMATA_URL or http://127.0.0.1:7070)")
-    parser.add_argument("--target", required=True, help="where the timers are delivered")
-    parser.add_argument("--count", type=int, default=3)
-    parser.add_argument("--in-seconds", type=float, default=5.0, help="when they are due, from now")
+    parser.add_argument("--parquet", help="a Parquet file of timers to send, a batch at a time, instead of the demo table")
+    parser.add_argument("--target", help="where the demo timers are delivered")
+    parser.add_argument("--count", type=int, default=3, help="how many demo timers")
+    parser.add_argument("--in-seconds", type=float, default=5.0, help="when the demo timers are due, from now")
     args = parser.parse_args()
-    table = demo_table(args.target, args.count, args.in_seconds)
+    if (args.parquet is None) == (args.target is None):
+        parser.error("give --parquet FILE, or --target URL for the demo table")
+    session = session_for(os.environ.get("FERMATA_TOKEN"))
     try:
-        ids = post_timers(session_for(os.environ.get("FERMATA_TOKEN")), args.url, table)
+        if args.parquet is not None:
+            ids = post_batches(session, args.url, pq.ParquetFile(args.parquet).iter_batches(batch_size=ROWS_PER_REQUEST))
+        else:
+            ids = post_timers(session, args.url, demo_table(args.target, args.count, args.in_seconds))
     except FermataError as err:
         sys.exit(f"refused: {err}")
     for row_id in ids:

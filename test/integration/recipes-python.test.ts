@@ -103,6 +103,34 @@ describe('the Python recipes in examples/python, against a real fermata serve', 
     assert.deepEqual((await recipe('add_arrow_http.py', args)).trim().split('\n'), ids, 'the keys made the resend harmless');
   });
 
+  test('add_arrow_http.py --parquet streams a Parquet file a batch at a time, and names the rows a refused batch held', async (t) => {
+    if (python === undefined) return skipOrFail(t, skipReason);
+    const dir = tempDir('parquet');
+    const write = `
+import sys, time
+import pyarrow as pa, pyarrow.parquet as pq
+now_ms = int(time.time() * 1000)
+def timers(target, n):
+    return pa.table({
+        "fire_at": pa.array([now_ms] * n, type=pa.timestamp("ms", tz="UTC")),
+        "target": [target] * n,
+        "payload": [f"row {i}" for i in range(n)],
+        "key": [f"parquet-{target}-{i}" for i in range(n)],
+    })
+pq.write_table(timers(sys.argv[1], 4), sys.argv[3] + "/good.parquet", row_group_size=2)
+pq.write_table(timers(sys.argv[2], 2), sys.argv[3] + "/bad.parquet")
+`;
+    const written = await run(python, ['-c', write, `${receiverUrl}/parquet`, 'ftp://127.0.0.1/nowhere', dir], scriptTimeoutMs, 'writing the Parquet files');
+    assert.equal(written.code, 0, written.stderr);
+    const ids = (await recipe('add_arrow_http.py', ['--url', service.url, '--parquet', join(dir, 'good.parquet')])).trim().split('\n');
+    assert.equal(ids.length, 4);
+    await assertDelivered(ids, ['row 0', 'row 1', 'row 2', 'row 3']);
+
+    const refused = await run(python, [join(recipesDir, 'add_arrow_http.py'), '--url', service.url, '--parquet', join(dir, 'bad.parquet')], scriptTimeoutMs, 'add_arrow_http.py --parquet bad.parquet');
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^refused: rows 0 to 1: 400 BATCH_INVALID: .*target/m);
+  });
+
   test('add_flight.py adds the table by DoPut and reads back every row\'s id', async (t) => {
     if (python === undefined) return skipOrFail(t, skipReason);
     if (flightSkip !== undefined) return skipOrFail(t, flightSkip);
