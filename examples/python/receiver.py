@@ -10,8 +10,9 @@ space-separated list of `v1,<base64 HMAC-SHA256>` entries, one per secret it sig
 `{webhook-id}.{webhook-timestamp}.{body}`. `verify()` is the part to keep: it accepts a delivery
 when the timestamp is within five minutes of this machine's clock and any v1 entry matches any
 of the receiver's secrets (so either side can rotate: sign or accept old and new for a while).
-The server answers 204 to a verified delivery and 401 to anything else (fermata retries a
-refused attempt), and treats a webhook-id it has seen as done: delivery is at least once.
+This receiver answers 204 to a verified delivery and 401 to anything else (fermata retries a
+refused attempt), and treats a webhook-id it has seen as done, since delivery is at least once
+(it remembers them in memory; a real one would keep them with the work they caused).
 """
 import argparse
 import base64
