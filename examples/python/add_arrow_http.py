@@ -88,8 +88,8 @@ def demo_table(target: str, count: int, in_seconds: float) -> pa.Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=os.environ.get("FERMATA_URL", "http://127.0.0.1:7070"), help="the service (default $FERMATA_URL or http://127.0.0.1:7070)")
-    parser.add_argument("--parquet", help="a Parquet file of timers to send, a batch at a time, instead of the demo table")
-    parser.add_argument("--target", help="where the demo timers are delivered")
+    parser.add_argument("--parquet", metavar="FILE", help="a Parquet file of timers to send, a batch at a time, instead of the demo table")
+    parser.add_argument("--target", metavar="URL", help="where the demo timers are delivered")
     parser.add_argument("--count", type=int, default=3, help="how many demo timers")
     parser.add_argument("--in-seconds", type=float, default=5.0, help="when the demo timers are due, from now")
     args = parser.parse_args()

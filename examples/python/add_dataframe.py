@@ -46,7 +46,7 @@ def demo_frame(target: str, in_seconds: float) -> pd.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=os.environ.get("FERMATA_URL", "http://127.0.0.1:7070"), help="the service (default $FERMATA_URL or http://127.0.0.1:7070)")
-    parser.add_argument("--target", required=True, help="where the timers are delivered")
+    parser.add_argument("--target", required=True, metavar="URL", help="where the timers are delivered")
     parser.add_argument("--in-seconds", type=float, default=5.0, help="when they are due, from now")
     args = parser.parse_args()
     frame = demo_frame(args.target, args.in_seconds)

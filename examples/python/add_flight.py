@@ -54,7 +54,7 @@ def demo_table(target: str, count: int, in_seconds: float) -> pa.Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--flight", default=os.environ.get("FERMATA_FLIGHT_URL", "grpc+tcp://127.0.0.1:7071"), help="the service's Flight port (default $FERMATA_FLIGHT_URL or grpc+tcp://127.0.0.1:7071)")
-    parser.add_argument("--target", required=True, help="where the timers are delivered")
+    parser.add_argument("--target", required=True, metavar="URL", help="where the timers are delivered")
     parser.add_argument("--queue", help="the queue they join (default: default)")
     parser.add_argument("--count", type=int, default=3)
     parser.add_argument("--in-seconds", type=float, default=5.0, help="when they are due, from now")
