@@ -48,6 +48,7 @@ import type { TlsCredentials } from './listen/tls-listener.ts';
 import { clockRoutes } from './routes/clock.ts';
 import { deadRoutes } from './routes/dead.ts';
 import { healthRoutes } from './routes/health.ts';
+import { limitsRoutes } from './routes/limits.ts';
 import { metricsRoutes } from './routes/metrics.ts';
 import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
@@ -152,6 +153,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const { notReady, ...front } = options.cluster;
     void app.register(clusterFront, front);
     void app.register(clusterNodeRoutes, { directory: front.directory, notReady, guard, metrics: options.metrics });
+    void app.register(limitsRoutes);
     void app.register(openapiRoutes);
     return app;
   }
@@ -169,6 +171,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });
+  void app.register(limitsRoutes);
   void app.register(openapiRoutes);
   return app;
 }

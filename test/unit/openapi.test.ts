@@ -394,6 +394,7 @@ test('live answers have a documented status, media type and body', async () => {
     assert.deepEqual((await call('DELETE', '/v1/queues/{name}', '/v1/queues/q1')).json(), { name: 'q1', deleted: true });
 
     assert.equal((await call('GET', '/v1/stats', '/v1/stats')).json().cancelled, 1);
+    assert.equal((await call('GET', '/v1/limits', '/v1/limits')).json().batch_rows_max, 100_000);
     const metrics = await call('GET', '/metrics', '/metrics');
     assert.equal(metrics.statusCode, 200);
     const described = String(operationOf(doc, 'GET', '/metrics').description);

@@ -14,6 +14,7 @@ import { deadListLimits, streamLimits } from '../route-limits.ts';
 import { sizeText, ref, jsonOf, queueNameSchema, lastErrorSchema, lastAttemptAtSchema, timerContentSchemas, timerContentFields, errorResponse, arrowColumns, metricNames, queueNameParameter, namedQueueSchema, retryAfter, bearer, open, logResponses } from './openapi-parts.ts';
 import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
+import { limitsSchema } from './limits.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
 import { schedulePaths } from './openapi-schedules.ts';
@@ -404,6 +405,14 @@ export const openApiDocument = {
         operationId: 'getStats',
         summary: 'Counts, from memory',
         responses: { '200': { description: 'The counts.', content: jsonOf(ref('schemas', 'Stats')) }, '401': ref('responses', 'Unauthorized') },
+      },
+    },
+    '/v1/limits': {
+      get: {
+        operationId: 'getLimits',
+        summary: 'The limits a client sizes its requests by',
+        description: 'Body sizes, timers a batch, lines a stream holds unanswered, a page\'s most: a client that splits its batches at these is not refused for size (413 `BODY_TOO_LARGE`, `WAL_RECORD_TOO_LARGE`, 400 `BATCH_INVALID` for too many rows).',
+        responses: { '200': { description: 'The limits.', content: jsonOf(limitsSchema) }, '401': ref('responses', 'Unauthorized') },
       },
     },
     '/v1/clock': {
