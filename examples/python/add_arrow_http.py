@@ -5,19 +5,19 @@
     python add_arrow_http.py --parquet timers.parquet
 
 `post_timers(session, url, table)` is the part to keep: it sends any pyarrow table whose columns
-are named like a timer's fields (fire_at, target, payload, key, queue, headers, ...) in slices of
-at most ROWS_PER_REQUEST rows, waits out a 429 or 503 as the service's Retry-After says, and
-returns every row's id in the table's order. Each slice is accepted whole (once durable) or
-refused whole, and rows with a `key` make a resend harmless: a known key adds nothing and
-answers the original timer's id. `post_batches` does the same for record batches as they come,
-such as a Parquet file's read a batch at a time (`--parquet`), so a file larger than memory
-streams through. The demo table is `--count` timers due `--in-seconds` from now, keyed `demo-{i}`.
+are named like a timer's fields (fire_at, target, payload, key, queue, headers, ...) in slices
+that fit the limits the service reports (GET /v1/limits: rows a batch, bytes a batch), waits out
+a 429 or 503 as the service's Retry-After says, and returns every row's id in the table's order.
+Each slice is accepted whole (once durable) or refused whole, and rows with a `key` make a
+resend harmless: a known key adds nothing and answers the original timer's id. `post_batches`
+does the same for record batches as they come, such as a Parquet file's read a batch at a time
+(`--parquet`), so a file larger than memory streams through. The demo table is `--count` timers
+due `--in-seconds` from now, keyed `demo-{i}`.
 """
 import argparse
 import os
 import sys
 import time
-
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -25,9 +25,8 @@ import pyarrow.parquet as pq
 import requests
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
-# A request takes 1 to 100,000 timers and at most 64 MiB (docs/api.md, "Adding timers"); half the
-# row limit leaves room for payloads of a few hundred bytes a row.
-ROWS_PER_REQUEST = 50_000
+# Rows read from a Parquet file at a time (each read batch is then cut to the service's limits).
+READ_BATCH_ROWS = 50_000
 # How often one request is sent in all while the service answers 429 or 503.
 ATTEMPTS_PER_REQUEST = 5
 
@@ -45,27 +44,37 @@ def arrow_stream(rows: pa.Table | pa.RecordBatch) -> bytes:
 
 def post_timers(session: requests.Session, url: str, table: pa.Table) -> list[str]:
     """Adds every row of `table` as a timer; returns the ids, row-aligned (a duplicate's is its original's)."""
-    return post_batches(session, url, (table.slice(offset, ROWS_PER_REQUEST) for offset in range(0, table.num_rows, ROWS_PER_REQUEST)))
+    return post_batches(session, url, [table])
 
 
 def post_batches(session: requests.Session, url: str, pieces: Iterable[pa.Table | pa.RecordBatch]) -> list[str]:
-    """Adds the rows of each piece (at most 100,000 rows each) as one request, in order; returns every row's id."""
+    """Adds the rows of each piece in order, cut into requests the service takes; returns every row's id."""
+    limits = session.get(f"{url}/v1/limits")
+    limits.raise_for_status()
+    rows_max = limits.json()["batch_rows_max"]
+    # A batch as logged holds more than its columns' bytes (ids, times, framing): aim at half.
+    bytes_max = limits.json()["batch_logged_bytes_max"] // 2
     ids: list[str] = []
-    offset = 0
     for piece in pieces:
-        body = arrow_stream(piece)
-        for attempt in range(1, ATTEMPTS_PER_REQUEST + 1):
-            answer = session.post(f"{url}/v1/timers", data=body, headers={"content-type": ARROW_STREAM, "accept": "application/json"})
-            if answer.status_code in (429, 503) and attempt < ATTEMPTS_PER_REQUEST:
-                time.sleep(float(answer.headers.get("retry-after", "1")))
-                continue
-            break
-        if answer.status_code != 201:
-            error = answer.json().get("error", {}) if answer.headers.get("content-type", "").startswith("application/json") else {}
-            raise FermataError(f"rows {offset} to {offset + piece.num_rows - 1}: {answer.status_code} {error.get('code')}: {error.get('message', answer.text)}")
-        ids.extend(answer.json()["ids"])
-        offset += piece.num_rows
+        rows = max(1, min(rows_max, piece.num_rows * bytes_max // max(1, piece.nbytes)))
+        for start in range(0, piece.num_rows, rows):
+            ids.extend(post_request(session, url, piece.slice(start, rows), len(ids)))
     return ids
+
+
+def post_request(session: requests.Session, url: str, rows: pa.Table | pa.RecordBatch, offset: int) -> list[str]:
+    """One POST /v1/timers of `rows` (the rows from `offset` on, for error messages); their ids."""
+    body = arrow_stream(rows)
+    for attempt in range(1, ATTEMPTS_PER_REQUEST + 1):
+        answer = session.post(f"{url}/v1/timers", data=body, headers={"content-type": ARROW_STREAM, "accept": "application/json"})
+        if answer.status_code in (429, 503) and attempt < ATTEMPTS_PER_REQUEST:
+            time.sleep(float(answer.headers.get("retry-after", "1")))
+            continue
+        break
+    if answer.status_code != 201:
+        error = answer.json().get("error", {}) if answer.headers.get("content-type", "").startswith("application/json") else {}
+        raise FermataError(f"rows {offset} to {offset + rows.num_rows - 1}: {answer.status_code} {error.get('code')}: {error.get('message', answer.text)}")
+    return answer.json()["ids"]
 
 
 def session_for(token: str | None) -> requests.Session:
@@ -98,7 +107,7 @@ def main() -> None:
     session = session_for(os.environ.get("FERMATA_TOKEN"))
     try:
         if args.parquet is not None:
-            ids = post_batches(session, args.url, pq.ParquetFile(args.parquet).iter_batches(batch_size=ROWS_PER_REQUEST))
+            ids = post_batches(session, args.url, pq.ParquetFile(args.parquet).iter_batches(batch_size=READ_BATCH_ROWS))
         else:
             ids = post_timers(session, args.url, demo_table(args.target, args.count, args.in_seconds))
     except FermataError as err:

@@ -103,6 +103,16 @@ describe('the Python recipes in examples/python, against a real fermata serve', 
     assert.deepEqual((await recipe('add_arrow_http.py', args)).trim().split('\n'), ids, 'the keys made the resend harmless');
   });
 
+  test('add_arrow_http.py cuts a table larger than a batch at the limits GET /v1/limits reports, every id in its row\'s place', async (t) => {
+    if (python === undefined) return skipOrFail(t, skipReason);
+    const limits = (await (await fetch(`${service.url}/v1/limits`)).json()) as { batch_rows_max: number };
+    const count = limits.batch_rows_max + 20_000;
+    const ids = (await recipe('add_arrow_http.py', ['--url', service.url, '--target', `${receiverUrl}/large`, '--count', String(count), '--in-seconds', '86400'])).trim().split('\n');
+    assert.equal(new Set(ids).size, count, 'one id a row, none repeated');
+    const last = (await (await fetch(`${service.url}/v1/timers/${ids.at(-1)}`)).json()) as { key: string };
+    assert.equal(last.key, `demo-${count - 1}`, 'the last row\'s id names the last row\'s timer');
+  });
+
   test('add_arrow_http.py --parquet streams a Parquet file a batch at a time, and names the rows a refused batch held', async (t) => {
     if (python === undefined) return skipOrFail(t, skipReason);
     const dir = tempDir('parquet');
