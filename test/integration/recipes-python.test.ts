@@ -1,12 +1,14 @@
 // The Python recipes in examples/python, run as a user runs them against one real `fermata serve`
-// (with --flight, and two signing secrets): receiver.py listens, and add_arrow_http.py,
-// add_flight.py and add_dataframe.py each add timers due now targeting it; every delivery must
-// reach the receiver verified, with its row's payload. The receiver knows only the second of the
-// service's secrets (plus one the service never had), as during a rotation. A delivery tampered
-// with on its way (a proxy here alters the body) is refused with 401, which fermata records,
-// while the same delivery untampered passes; receiver.verify() is then held to the timestamp
-// tolerance, the v1 prefix and the secret forms on that real delivery's headers. The venv (pyarrow,
-// pandas, requests) is its own, cached; a missing package skips (fails under CI).
+// (with --flight, and two signing secrets): receiver.py listens, and add_arrow_http.py (a demo
+// table, and a Parquet file), add_flight.py and add_dataframe.py each add timers due now
+// targeting it; every delivery must reach the receiver verified, with its row's payload. A table
+// larger than a batch is cut at GET /v1/limits; a refused batch is reported by its rows. The
+// receiver knows only the second of the service's secrets (plus one the service never had), as
+// during a rotation. A delivery tampered with on its way (a proxy here alters the body) is
+// refused with 401, which fermata records, while the same delivery untampered passes;
+// receiver.verify() is then held to the timestamp tolerance, the v1 prefix and the secret forms
+// on that real delivery's headers. The venv (pyarrow, pandas, requests) is its own, cached; a
+// missing package skips (fails under CI).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
