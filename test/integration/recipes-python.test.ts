@@ -25,7 +25,7 @@ import { skipOrFail } from '../helpers/tools.ts';
 
 const { children, tempDir } = testScratch('fermata-recipes');
 const recipesDir = fileURLToPath(new URL('../../examples/python/', import.meta.url));
-/** Its own venv (git-ignored): asking the shared pyarrow one for pandas and requests would rebuild it under the other tests. */
+/** A venv of its own (git-ignored, kept between runs): the pyarrow tests' lacks pandas and requests. */
 const venvDir = fileURLToPath(new URL('../../node_modules/.cache/fermata-pyvenv-recipes', import.meta.url));
 const installTimeoutMs = 10 * 60_000;
 const scriptTimeoutMs = 60_000;
