@@ -56,6 +56,7 @@ import { statsRoutes } from './routes/stats.ts';
 import { timerListRoutes } from './routes/timer-list.ts';
 import { timerPatchRoutes } from './routes/timer-patch.ts';
 import { timersRoutes } from './routes/timers.ts';
+import { uiRoutes } from './routes/ui.ts';
 import type { HttpServer } from './types.ts';
 
 export type { HttpServer } from './types.ts';
@@ -153,6 +154,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     void app.register(clusterFront, front);
     void app.register(clusterNodeRoutes, { directory: front.directory, notReady, guard, metrics: options.metrics });
     void app.register(openapiRoutes);
+    void app.register(uiRoutes);
     return app;
   }
   const { engine, disk, warm } = options;
@@ -170,6 +172,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });
   void app.register(openapiRoutes);
+  void app.register(uiRoutes);
   return app;
 }
 

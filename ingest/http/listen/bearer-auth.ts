@@ -1,5 +1,6 @@
 // Bearer-token authentication for the HTTP API and Flight. When tokens are configured, every
-// route but the health checks needs `authorization: Bearer <token>`; the comparison is
+// route but the health checks and the dashboard's static files (routes/ui.ts: they hold no data)
+// needs `authorization: Bearer <token>`; the comparison is
 // constant-time (both sides hashed to SHA-256, compared with timingSafeEqual, against every
 // configured token without stopping early), so timing says nothing about a token.
 //
@@ -11,7 +12,8 @@ import { BlockList, isIP } from 'node:net';
 /** Tokens shorter than this are refused at start-up: they could be guessed. */
 export const tokenLengthMin = 16;
 
-const openPaths = new Set(['/healthz', '/readyz']);
+const openPaths = new Set(['/healthz', '/readyz', '/ui']);
+const openPrefix = '/ui/assets/';
 
 const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
 
@@ -24,7 +26,7 @@ export function bearerCheck(tokens: readonly string[]): BearerCheck {
   const digests = tokens.map(digest);
   return {
     allows(path, authorization) {
-      if (openPaths.has(path)) return true;
+      if (openPaths.has(path) || path.startsWith(openPrefix)) return true;
       if (authorization === undefined || !authorization.startsWith('Bearer ')) return false;
       const presented = digest(authorization.slice('Bearer '.length).trim());
       let match = false;

@@ -18,6 +18,7 @@ import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
 import { schedulePaths } from './openapi-schedules.ts';
 import { listTimersOperation, timerListPaths } from './openapi-timer-list.ts';
+import { uiPaths } from './openapi-ui.ts';
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -309,6 +310,7 @@ export const openApiDocument = {
     },
     ...queuePausePaths,
     ...schedulePaths,
+    ...uiPaths,
     '/v1/dead': {
       get: {
         operationId: 'listDead',
