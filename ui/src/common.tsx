@@ -105,3 +105,12 @@ export function Section({ title, children, id }: { title: string; id: string; ch
     </section>
   );
 }
+
+/** A table that may be wider than the screen: a region the keyboard can focus, to scroll it. */
+export function Scroll({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    <div class="scroll" tabIndex={0} role="region" aria-label={label}>
+      {children}
+    </div>
+  );
+}

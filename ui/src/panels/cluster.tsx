@@ -2,7 +2,7 @@
 // the partitions it owns with their epochs, every partition's owner, and the nodes that did not
 // answer or partitions without an owner (from GET /v1/stats's cluster part).
 import { api } from '../api.ts';
-import { ErrorNote, Figure, Section, useLoad } from '../common.tsx';
+import { ErrorNote, Figure, Scroll, Section, useLoad } from '../common.tsx';
 import { count } from '../format.ts';
 import type { ClusterStats, ClusterView } from '../types.ts';
 
@@ -24,7 +24,7 @@ export function Cluster({ stats }: { stats: ClusterStats | undefined }) {
             {stats !== undefined ? <Figure name="unreachable" label="Unreachable" value={stats.cluster.unreachable.length === 0 ? 'none' : stats.cluster.unreachable.join(', ')} /> : null}
             {stats !== undefined ? <Figure name="moving" label="Without an owner" value={stats.cluster.moving.length === 0 ? 'none' : stats.cluster.moving.join(', ')} /> : null}
           </dl>
-          <div class="scroll">
+          <Scroll label="Partitions table">
             <table>
               <thead>
                 <tr>
@@ -43,7 +43,7 @@ export function Cluster({ stats }: { stats: ClusterStats | undefined }) {
                 ))}
               </tbody>
             </table>
-          </div>
+          </Scroll>
         </>
       ) : null}
     </Section>

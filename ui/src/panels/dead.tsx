@@ -3,7 +3,7 @@
 // (POST /v1/dead/retry).
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { ActionButton, ErrorNote, Section, Time, useLoad } from '../common.tsx';
+import { ActionButton, ErrorNote, Scroll, Section, Time, useLoad } from '../common.tsx';
 import { count } from '../format.ts';
 import type { DeadTimer } from '../types.ts';
 
@@ -61,7 +61,7 @@ export function DeadLetters() {
       </form>
       {status !== undefined ? <p role="status">{status}</p> : null}
       <ErrorNote error={first.error} />
-      <div class="scroll">
+      <Scroll label="Dead timers table">
         <table>
           <thead>
             <tr>
@@ -104,7 +104,7 @@ export function DeadLetters() {
             ))}
           </tbody>
         </table>
-      </div>
+      </Scroll>
       {rows.length === 0 && first.data !== undefined ? <p>No dead timers{applied === '' ? '' : ` in ${applied}`}.</p> : null}
       {cursor !== null ? (
         <ActionButton

@@ -2,7 +2,7 @@
 // purge after a confirmation that names how many timers it cancels.
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { ActionButton, ErrorNote, Section, useLoad } from '../common.tsx';
+import { ActionButton, ErrorNote, Scroll, Section, useLoad } from '../common.tsx';
 import { count, ms, perSecond } from '../format.ts';
 import type { Queue } from '../types.ts';
 
@@ -50,7 +50,7 @@ export function Queues() {
   return (
     <Section id="queues" title="Queues">
       <ErrorNote error={queues.error} />
-      <div class="scroll">
+      <Scroll label="Queues table">
         <table>
           <thead>
             <tr>
@@ -90,7 +90,7 @@ export function Queues() {
             ))}
           </tbody>
         </table>
-      </div>
+      </Scroll>
     </Section>
   );
 }

@@ -1,6 +1,6 @@
 // Schedules (GET /v1/schedules): each one's rule, next occurrence and state; pause and resume.
 import { api } from '../api.ts';
-import { ActionButton, ErrorNote, Section, Time, useLoad } from '../common.tsx';
+import { ActionButton, ErrorNote, Scroll, Section, Time, useLoad } from '../common.tsx';
 import { ms } from '../format.ts';
 import type { Schedule } from '../types.ts';
 
@@ -17,7 +17,7 @@ export function Schedules() {
   return (
     <Section id="schedules" title="Schedules">
       <ErrorNote error={schedules.error} />
-      <div class="scroll">
+      <Scroll label="Schedules table">
         <table>
           <thead>
             <tr>
@@ -52,7 +52,7 @@ export function Schedules() {
             ))}
           </tbody>
         </table>
-      </div>
+      </Scroll>
       {rows.length === 0 && schedules.data !== undefined ? <p>No schedules.</p> : null}
     </Section>
   );

@@ -1,5 +1,5 @@
-// Timer lookup by id (GET /v1/timers/{id}) or, when no timer has that id, by key
-// (GET /v1/timers?key=): its fields, state, revision and attempts; cancel it (DELETE) or
+// Timer lookup by key (GET /v1/timers?key=) or, when no timer has that key, by id
+// (GET /v1/timers/{id}): its fields, state, revision and attempts; cancel it (DELETE) or
 // reschedule it (PATCH fire_at), both at the revision shown (If-Match), so a change made
 // meanwhile elsewhere is refused rather than overwritten.
 import { useState } from 'preact/hooks';
@@ -8,14 +8,16 @@ import { ActionButton, ErrorNote, Section, Time } from '../common.tsx';
 import { count } from '../format.ts';
 import type { Timer } from '../types.ts';
 
+/** The timer with this key, else the one with this id, else null. */
 async function lookUp(text: string): Promise<Timer | null> {
+  const page = await api<{ timers: readonly Timer[] }>('GET', `/v1/timers?${new URLSearchParams({ key: text, limit: '1' }).toString()}`);
+  if (page.timers[0] !== undefined) return page.timers[0];
   try {
     return await api<Timer>('GET', `/v1/timers/${encodeURIComponent(text)}`);
   } catch (err) {
-    if (!(err instanceof ApiError) || (err.status !== 404 && err.status !== 400)) throw err;
+    if (err instanceof ApiError && (err.status === 404 || err.status === 400)) return null;
+    throw err;
   }
-  const page = await api<{ timers: readonly Timer[] }>('GET', `/v1/timers?${new URLSearchParams({ key: text, limit: '1' }).toString()}`);
-  return page.timers[0] ?? null;
 }
 
 /** The value a datetime-local input shows for an instant: the browser's zone, to the second. */
