@@ -27,3 +27,8 @@ export const timerListLimits = {
 export const bulkCancelLimits = {
   idsMax: 10_000,
 } as const;
+
+/** `GET /v1/events`: streams open at once (past it: 429 `EVENT_STREAMS_FULL`). */
+export const eventStreamLimits = {
+  streamsMax: 64,
+} as const;

@@ -53,6 +53,8 @@ import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
 import { schedulesRoutes } from './routes/schedules.ts';
 import { statsRoutes } from './routes/stats.ts';
+import { engineSeriesSources, statsSeriesRoutes } from './routes/stats-series.ts';
+import { type SeriesSources, StatsSeries } from '../../engine/stats-series.ts';
 import { timerListRoutes } from './routes/timer-list.ts';
 import { timerPatchRoutes } from './routes/timer-patch.ts';
 import { timersRoutes } from './routes/timers.ts';
@@ -97,6 +99,8 @@ interface SingleNodeOptions {
   readonly disk?: DiskSpaceCheck;
   /** When given, /readyz is also red until it returns true (the dispatcher's warm-up after a start). */
   readonly warm?: () => boolean;
+  /** The counters GET /v1/stats/series samples (the dispatcher's deliveries too); the engine's adds alone when not given. */
+  readonly seriesSources?: SeriesSources;
 }
 
 type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
@@ -168,6 +172,14 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(deadRoutes, { engine });
   void app.register(timerListRoutes, { engine });
   void app.register(statsRoutes, { engine });
+  // One ring of samples a life of the server, taken from its start and stopped with it.
+  const series = new StatsSeries(options.seriesSources ?? engineSeriesSources(engine));
+  series.start();
+  app.addHook('onClose', (_app, done) => {
+    series.stop();
+    done();
+  });
+  void app.register(statsSeriesRoutes, { engine, series });
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });

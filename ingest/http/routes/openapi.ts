@@ -16,6 +16,7 @@ import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
+import { dashboardPaths } from './openapi-dashboard.ts';
 import { schedulePaths } from './openapi-schedules.ts';
 import { listTimersOperation, timerListPaths } from './openapi-timer-list.ts';
 import { uiPaths } from './openapi-ui.ts';
@@ -311,6 +312,7 @@ export const openApiDocument = {
     ...queuePausePaths,
     ...schedulePaths,
     ...uiPaths,
+    ...dashboardPaths,
     '/v1/dead': {
       get: {
         operationId: 'listDead',
