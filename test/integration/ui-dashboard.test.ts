@@ -86,13 +86,21 @@ after(async () => {
   await sink?.close();
 });
 
-test('the overview shows the numbers GET /v1/stats answers, live', { skip: noChromium }, async () => {
+test('the overview shows the numbers GET /v1/stats and /v1/stats/series answer, live', { skip: noChromium }, async () => {
   await page.waitForSelector('[data-connection=streaming], [data-connection=polling]');
   const stats = await apiCall<Record<string, number>>('GET', '/v1/stats');
   for (const name of ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead']) {
     const shown = await page.textContent(`[data-figure=${name}] dd`);
     assert.equal(shown, numbers.format(stats[name] as number), `${name} on the page`);
   }
+  // The last 15 minutes' totals are the sums of GET /v1/stats/series's samples (the service is quiet: they stay).
+  const series = await apiCall<Record<'adds' | 'deliveries' | 'failures', number[]>>('GET', '/v1/stats/series');
+  const total = (column: number[]): string => numbers.format(column.reduce((sum, value) => sum + value, 0));
+  assert.equal(total(series.failures), '2', 'the dead timer\'s attempt and the retrying one\'s first');
+  await shown('[data-figure=added_15m] dd', total(series.adds));
+  await shown('[data-figure=delivered_15m] dd', total(series.deliveries));
+  await shown('[data-figure=failed_15m] dd', total(series.failures));
+  assert.equal(await page.locator('.chart canvas').count(), 2, 'the rates and lateness charts are drawn');
   // A change in the service reaches the page without a reload.
   await addTimer({ delay_ms: 3_600_000, target: `${sink.url}/ok`, payload: 'one more' });
   await shown('[data-figure=pending] dd', numbers.format((stats.pending as number) + 1));

@@ -1,8 +1,10 @@
-// Overview: the counts (from the live stream or the polling, main.tsx), memory budget and log
-// health; in cluster mode the cluster's totals and this node's.
+// Overview: the counts (from the live stream or the polling, main.tsx), the last 15 minutes'
+// rates and lateness (rates.tsx), memory budget and log health; in cluster mode the cluster's
+// totals and this node's.
 import { Figure, Section } from '../common.tsx';
 import { bytes, count, percent } from '../format.ts';
 import { type Counts, isClusterStats, type NodeStats, type Stats } from '../types.ts';
+import { Rates } from './rates.tsx';
 
 const countLabels: readonly (readonly [keyof Counts, string])[] = [
   ['pending', 'Pending'],
@@ -74,6 +76,7 @@ export function Overview({ stats }: { stats: Stats | undefined }) {
       <Section id="counts" title="Timers">
         <CountFigures counts={stats} extra={stats} />
       </Section>
+      <Rates />
       <div class="pair">
         <Budget stats={stats} />
         <Wal stats={stats} />
