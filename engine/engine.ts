@@ -45,6 +45,8 @@ import { restoreCheckpoint } from './spill/restore.ts';
 import { residentBytes, shrinkResident, spillableBytesByBucket, spillStats } from './spill/spill-planning.ts';
 import { SpilledTimers } from './spill/spilled-timers.ts';
 import { EngineState } from './state.ts';
+import { type DueHistogram, dueHistogram } from './due-histogram.ts';
+import { DueSlotCounts } from './store/due-slot-counts.ts';
 import { type ScheduleInput, type SchedulePage, Schedules, type ScheduleView } from './schedules/schedules.ts';
 import { ResidentStore, timerState } from './store/resident-store.ts';
 import {
@@ -73,6 +75,7 @@ import { localLog } from './wal/local-log.ts';
 export * from './types.ts';
 export type { RescheduleOutcome, RevisionCondition, TimerPatch } from './reschedule.ts';
 export type { BulkCancelOutcome, BulkCancelTarget } from './bulk-cancel.ts';
+export type { DueHistogram } from './due-histogram.ts';
 export { decodeCursor, type QueryPosition, queryStart, type TimerFilter, type TimerPage } from './timer-query.ts';
 
 export type { ScheduleInput, SchedulePage, ScheduleView } from './schedules/schedules.ts';
@@ -92,7 +95,7 @@ export class Engine {
       limits: { ...timerLimits, ...options.limits },
       retention,
       shrinkLimits: { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs, ...options.shrinkLimits },
-      store: new ResidentStore(options.store),
+      store: dueCountingStore(options.store, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs),
       fs,
       spillDir,
       spill: new SpilledTimers(fs, spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs),
@@ -358,6 +361,7 @@ export class Engine {
       } finally {
         this.#s.spilling = undefined;
         this.#s.notYetEvicted = 0;
+        this.#s.evictingDueAtMs = undefined;
       }
       return { ...report, residentShrunkTo: shrinkResident(this.#s) };
     });
@@ -430,6 +434,11 @@ export class Engine {
     };
   }
 
+  /** Pending, retrying and held timers, resident and spilled, by when they are next due (due-histogram.ts): no timer is read. */
+  dueHistogram(nowMs: number = this.#s.clock.now()): DueHistogram {
+    return dueHistogram(this.#s, nowMs);
+  }
+
   /** Paused queues and the timers they hold (queue-pause.ts): one pass over the held timers. */
   queueHoldStats(): QueueHoldStats {
     return queueHoldStats(this.#s);
@@ -444,4 +453,11 @@ export class Engine {
     );
     return result;
   }
+}
+
+/** The engine's store, counting its pending and retrying timers by due time in slots that tile the spill buckets. */
+function dueCountingStore(options: EngineOptions['store'], bucketWidthMs: number): ResidentStore {
+  const store = new ResidentStore(options);
+  store.countDueIn(new DueSlotCounts(bucketWidthMs));
+  return store;
 }

@@ -48,7 +48,7 @@ describe('the dashboard\'s API over curl', { skip: skipUnlessTool('curl'), timeo
   before(async () => {
     sink = await startH2Sink((path) => (path === '/fail' ? { status: 500 } : { status: 200 }));
     service = await startService(scratch.tempDir('data'), (child) => scratch.children.add(child));
-    await call('PUT', '/v1/queues/slow', { body: JSON.stringify({ max_attempts: 2, min_backoff_ms: 60_000 }) });
+    await call('PUT', '/v1/queues/slow', { body: JSON.stringify({ max_attempts: 2, min_backoff_ms: 600_000 }) });
   });
 
   after(async () => {
@@ -77,5 +77,40 @@ describe('the dashboard\'s API over curl', { skip: skipUnlessTool('curl'), timeo
     const bad = await call('GET', '/v1/stats/series?after_ms=soon');
     assert.equal(bad.status, 400);
     assert.equal(json<{ error: { code: string } }>(bad).error.code, 'REQUEST_INVALID');
+  });
+
+  test('GET /v1/stats/due-histogram: waiting timers by when they are next due, held ones too, over both protocols', async () => {
+    await call('PUT', '/v1/queues/held', { body: '{}' });
+    assert.equal((await call('POST', '/v1/queues/held/pause')).status, 200);
+    const minute = 60_000;
+    const lines = [
+      { delay_ms: 0, target: `${sink.url}/ok`, queue: 'held' }, // due now, held by the pause: the next minute
+      { delay_ms: 30 * minute, target: `${sink.url}/ok` },
+      { delay_ms: 5 * 60 * minute, target: `${sink.url}/ok` },
+      { delay_ms: 10 * 24 * 60 * minute, target: `${sink.url}/ok` },
+      { delay_ms: 60 * 24 * 60 * minute, target: `${sink.url}/ok` },
+    ];
+    const before = json<{ buckets: Array<{ count: number }> }>(await call('GET', '/v1/stats/due-histogram'));
+    assert.equal((await call('POST', '/v1/timers', { body: lines.map((line) => JSON.stringify(line)).join('\n'), headers: { 'content-type': 'application/x-ndjson' } })).status, 201);
+    for (const protocol of ['http1.1', 'http2'] as const) {
+      const answer = await call('GET', '/v1/stats/due-histogram', { protocol });
+      assert.equal(answer.status, 200);
+      const histogram = json<{ now_ms: number; buckets: Array<{ name: string; until: string | null; until_ms: number | null; count: number }>; total: number; resident: number; spilled: number }>(answer);
+      assert.deepEqual(histogram.buckets.map((bucket) => bucket.name), ['minute', 'hour', 'day', 'month', 'beyond']);
+      assert.deepEqual(
+        histogram.buckets.map((bucket, k) => bucket.count - (before.buckets[k]?.count ?? 0)),
+        [1, 1, 1, 1, 1],
+      );
+      const spans = [minute, 60 * minute, 24 * 60 * minute, 30 * 24 * 60 * minute];
+      histogram.buckets.slice(0, 4).forEach((bucket, k) => {
+        const span = (bucket.until_ms as number) - histogram.now_ms;
+        assert.ok(span >= (spans[k] as number) && span <= (spans[k] as number) + minute, `${bucket.name} ends a slot at most after now + its span`);
+        assert.equal(new Date(bucket.until as string).getTime(), bucket.until_ms);
+      });
+      assert.equal(histogram.buckets[4]?.until, null);
+      const stats = json<{ pending: number }>(await call('GET', '/v1/stats', { protocol }));
+      assert.equal(histogram.total, stats.pending, 'the histogram holds every pending timer');
+      assert.equal(histogram.resident + histogram.spilled, histogram.total);
+    }
   });
 });

@@ -6,6 +6,7 @@ import { statsSeriesLimits } from '../../../engine/limits.ts';
 import { httpErrorCodes } from '../error-map.ts';
 import { errorResponse, jsonOf, ref } from './openapi-parts.ts';
 import { seriesSchema } from './stats-series.ts';
+import { dueHistogramSchema } from './due-histogram.ts';
 
 const minutes = (statsSeriesLimits.sampleIntervalMs * statsSeriesLimits.samplesMax) / 60_000;
 
@@ -22,6 +23,20 @@ export const dashboardPaths = {
       responses: {
         '200': { description: 'The samples.', content: jsonOf(seriesSchema) },
         '400': errorResponse('REQUEST_INVALID: a bad `after_ms`, or an unknown query parameter.', [httpErrorCodes.requestInvalid]),
+        '401': ref('responses', 'Unauthorized'),
+      },
+    },
+  },
+  '/v1/stats/due-histogram': {
+    get: {
+      operationId: 'getDueHistogram',
+      summary: 'Waiting timers by when they are next due',
+      description: [
+        'Pending timers (retrying and held ones too), in memory and spilled to disk alike, in five disjoint buckets by when each is next due: `minute` (before now + 1 minute, overdue ones included), `hour`, `day`, `month` (30 days) and `beyond`. Each bucket but the last names its end (`until`, `until_ms`): now + its span, rounded up to the next minute, or, where it lies past the memory horizon (the spill watermark), to the next spill bucket (an hour). Counts are exact for those edges.',
+        '`total` equals `/v1/stats` `pending`; `resident` counts the waiting timers in memory, `spilled` those on disk. From counts kept in memory: no timer is read, however many there are.',
+      ].join('\n\n'),
+      responses: {
+        '200': { description: 'The histogram.', content: jsonOf(dueHistogramSchema) },
         '401': ref('responses', 'Unauthorized'),
       },
     },
