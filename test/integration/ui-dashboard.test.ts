@@ -86,7 +86,7 @@ after(async () => {
   await sink?.close();
 });
 
-test('the overview shows the numbers GET /v1/stats and /v1/stats/series answer, live', { skip: noChromium }, async () => {
+test('the overview shows the numbers GET /v1/stats, /v1/stats/due-histogram and /v1/stats/series answer, live', { skip: noChromium }, async () => {
   await page.waitForSelector('[data-connection=streaming], [data-connection=polling]');
   const stats = await apiCall<Record<string, number>>('GET', '/v1/stats');
   for (const name of ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead']) {
@@ -100,7 +100,10 @@ test('the overview shows the numbers GET /v1/stats and /v1/stats/series answer, 
   await shown('[data-figure=added_15m] dd', total(series.adds));
   await shown('[data-figure=delivered_15m] dd', total(series.deliveries));
   await shown('[data-figure=failed_15m] dd', total(series.failures));
-  assert.equal(await page.locator('.chart canvas').count(), 2, 'the rates and lateness charts are drawn');
+  const due = await apiCall<{ buckets: { name: string; count: number }[] }>('GET', '/v1/stats/due-histogram');
+  assert.deepEqual(due.buckets.map((bucket) => bucket.name), ['minute', 'hour', 'day', 'month', 'beyond']);
+  for (const bucket of due.buckets) await shown(`[data-figure=due_${bucket.name}] dd`, numbers.format(bucket.count));
+  assert.equal(await page.locator('.chart canvas').count(), 3, 'the due histogram, rates and lateness charts are drawn');
   // A change in the service reaches the page without a reload.
   await addTimer({ delay_ms: 3_600_000, target: `${sink.url}/ok`, payload: 'one more' });
   await shown('[data-figure=pending] dd', numbers.format((stats.pending as number) + 1));

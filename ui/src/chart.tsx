@@ -1,12 +1,15 @@
 // A uPlot chart of a few series over time (or over buckets, as bars), sized to its box and
-// redrawn when its data changes. The canvas is an image to assistive technology: `label` names
+// redrawn when its data changes, with a legend of its series' colours below it. The canvas is an image to assistive technology: `label` names
 // it, and the panel that shows a chart writes its figures as text beside it.
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 
+/** The series' colours, the same in the canvas and in the legend's swatches (style.css: .swatch.NAME). */
+const tones = { blue: '#0b5cad', green: '#17623a', red: '#a61b1b', amber: '#b45309' } as const;
+
 export interface ChartSeries {
   readonly label: string;
-  readonly color: string;
+  readonly tone: keyof typeof tones;
 }
 
 export interface ChartProps {
@@ -40,7 +43,7 @@ export function Chart({ label, series, data, unit, categories }: ChartProps) {
         categories === undefined ? {} : { values: (_self, ticks) => ticks.map((tick) => categories[tick] ?? '') },
         { values: (_self, ticks) => ticks.map(unit), size: 70 },
       ],
-      series: [{}, ...series.map((one) => ({ label: one.label, stroke: one.color, width: 2, ...(bars === undefined ? {} : { paths: bars, fill: one.color }) }))],
+      series: [{}, ...series.map((one) => ({ label: one.label, stroke: tones[one.tone], width: 2, ...(bars === undefined ? {} : { paths: bars, fill: tones[one.tone] }) }))],
     };
     const chart = new uPlot(options, data as uPlot.AlignedData, element);
     plot.current = chart;
@@ -57,5 +60,19 @@ export function Chart({ label, series, data, unit, categories }: ChartProps) {
     plot.current?.setData(data as uPlot.AlignedData);
   }, [data]);
 
-  return <div class="chart" ref={box} role="img" aria-label={label} />;
+  return (
+    <>
+      <div class="chart" ref={box} role="img" aria-label={label} />
+      {series.length > 1 ? (
+        <ul class="legend">
+          {series.map((one) => (
+            <li key={one.label}>
+              <span class={`swatch ${one.tone}`} aria-hidden="true" />
+              {one.label}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </>
+  );
 }

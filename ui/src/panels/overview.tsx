@@ -1,9 +1,10 @@
-// Overview: the counts (from the live stream or the polling, main.tsx), the last 15 minutes'
-// rates and lateness (rates.tsx), memory budget and log health; in cluster mode the cluster's
+// Overview: the counts (from the live stream or the polling, main.tsx), waiting timers by when
+// they are due (due.tsx), the last 15 minutes' rates and lateness (rates.tsx), memory budget and log health; in cluster mode the cluster's
 // totals and this node's.
 import { Figure, Section } from '../common.tsx';
 import { bytes, count, percent } from '../format.ts';
 import { type Counts, isClusterStats, type NodeStats, type Stats } from '../types.ts';
+import { DueTimes } from './due.tsx';
 import { Rates } from './rates.tsx';
 
 const countLabels: readonly (readonly [keyof Counts, string])[] = [
@@ -76,6 +77,7 @@ export function Overview({ stats }: { stats: Stats | undefined }) {
       <Section id="counts" title="Timers">
         <CountFigures counts={stats} extra={stats} />
       </Section>
+      <DueTimes />
       <Rates />
       <div class="pair">
         <Budget stats={stats} />

@@ -75,9 +75,9 @@ export function Rates() {
         <Chart
           label="Adds, deliveries and failed attempts a second over the last 15 minutes"
           series={[
-            { label: 'Adds/s', color: '#0b5cad' },
-            { label: 'Deliveries/s', color: '#17623a' },
-            { label: 'Failures/s', color: '#a61b1b' },
+            { label: 'Adds/s', tone: 'blue' },
+            { label: 'Deliveries/s', tone: 'green' },
+            { label: 'Failures/s', tone: 'red' },
           ]}
           data={[seconds, series.adds, series.deliveries, series.failures]}
           unit={perSecond}
@@ -93,9 +93,9 @@ export function Rates() {
         <Chart
           label="Fire lateness p50, p99 and max over the last 15 minutes"
           series={[
-            { label: 'p50', color: '#0b5cad' },
-            { label: 'p99', color: '#b45309' },
-            { label: 'max', color: '#a61b1b' },
+            { label: 'p50', tone: 'blue' },
+            { label: 'p99', tone: 'amber' },
+            { label: 'max', tone: 'red' },
           ]}
           data={[seconds, series.lateness_ms.p50, series.lateness_ms.p99, series.lateness_ms.max]}
           unit={ms}
