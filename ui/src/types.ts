@@ -16,8 +16,7 @@ export interface NodeStats extends Counts {
   readonly paused_queues: number;
   readonly horizon: number | null;
   readonly memory: { readonly budget_bytes: number | null; readonly resident_bytes: number; readonly spill_metadata_bytes: number; readonly add_times_bytes: number };
-  readonly wal: { readonly last_seq: number; readonly syncs: number; readonly appends: number; readonly poisoned: boolean; readonly last_sync_at?: string | null };
-  readonly disk?: { readonly free_bytes: number; readonly total_bytes: number; readonly used_bytes?: number } | null;
+  readonly wal: { readonly last_seq: number; readonly syncs: number; readonly appends: number; readonly poisoned: boolean };
   readonly schedules: { readonly count: number };
 }
 

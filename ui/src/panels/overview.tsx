@@ -30,14 +30,12 @@ function CountFigures({ counts, extra }: { counts: Counts; extra?: NodeStats }) 
 function Budget({ stats }: { stats: NodeStats }) {
   const memory = stats.memory;
   const used = memory.resident_bytes + memory.spill_metadata_bytes + memory.add_times_bytes;
-  const disk = stats.disk ?? undefined;
   return (
-    <Section id="budget" title="Memory and disk">
+    <Section id="budget" title="Memory budget">
       <dl class="figures">
         <Figure name="memory_used" label="Memory used" value={bytes(used)} />
         <Figure name="memory_budget" label="Memory budget" value={memory.budget_bytes === null ? 'none' : bytes(memory.budget_bytes)} />
         <Figure name="memory_share" label="Of the budget" value={memory.budget_bytes === null ? '–' : percent(used, memory.budget_bytes)} />
-        {disk !== undefined ? <Figure name="disk_free" label="Disk free" value={`${bytes(disk.free_bytes)} of ${bytes(disk.total_bytes)}`} /> : null}
       </dl>
       {memory.budget_bytes !== null ? <meter min={0} max={memory.budget_bytes} value={used} aria-label="Memory used of the budget" /> : null}
     </Section>
