@@ -56,7 +56,7 @@ test('a cluster node\'s dashboard shows the cluster panel and no queue or schedu
   const browser = await launchChromium(toolPath('chromium') as string);
   try {
     const page = await browser.newPage({ viewport: viewports.desktop, locale: 'en-US' });
-    const problems = watchProblems(page, [/404 .*\/v1\/events$/]);
+    const problems = watchProblems(page, [/404 .*\/v1\/events(\?|$)/]);
     await page.goto(`${node.url}/ui`);
     await page.waitForSelector('[data-figure=pending] dd:text-is("1")');
     const tabs = await page.$$eval('nav button', (buttons) => buttons.map((button) => button.getAttribute('data-tab')));

@@ -77,7 +77,7 @@ before(async () => {
   });
   browser = await launchChromium(toolPath('chromium') as string);
   page = await browser.newPage({ viewport: viewports.desktop, locale: 'en-US', timezoneId: 'Europe/Paris' });
-  problems = watchProblems(page, [/404 .*\/v1\/events$/]);
+  problems = watchProblems(page, [/404 .*\/v1\/events(\?|$)/]);
   await page.goto(`${service.url}/ui`);
 });
 

@@ -1,7 +1,7 @@
 // The page's live counters: GET /v1/events read with fetch() (so that it carries the
-// Authorization header, which EventSource cannot), each `stats` event handed to `onStats`; where
-// the stream is not served or breaks, GET /v1/stats once a second instead, trying the stream
-// again every `streamRetryMs`. `onState` hears which of the two is running (or that neither
+// Authorization header, which EventSource cannot), each `counters` event's stats handed to
+// `onStats`; where the stream is not served or breaks, GET /v1/stats once a second instead,
+// trying the stream again every `streamRetryMs`. `onState` hears which of the two is running (or that neither
 // answers) so the page can show it. One Live per page; browser main thread.
 import { api, authHeaders, failIfError } from './api.ts';
 import type { Stats } from './types.ts';
@@ -60,32 +60,43 @@ export class Live {
     }
   }
 
-  /** Reads the event stream until it ends; true when it delivered events (then it is tried again at once). */
+  /** Reads the event stream until it ends; true when it delivered counters (then it is tried again at once). */
   async #stream(): Promise<boolean> {
     let delivered = false;
-    try {
-      const response = await failIfError(await fetch('/v1/events', { headers: { ...authHeaders(), accept: 'text/event-stream' }, signal: this.#abort.signal, cache: 'no-store' }));
-      if (response.body === null || !(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return false;
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = '';
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return delivered;
-        buffer += value;
-        let end: number;
-        while ((end = buffer.indexOf('\n\n')) !== -1) {
-          const event = parseEvent(buffer.slice(0, end));
-          buffer = buffer.slice(end + 2);
-          if (event.name === 'stats' && event.data !== '') {
-            delivered = true;
-            this.#onStats(JSON.parse(event.data) as Stats);
-            this.#onState('streaming');
-          }
-        }
+    await readEvents('/v1/events', this.#abort.signal, (name, data) => {
+      if (name !== 'counters') return;
+      delivered = true;
+      this.#onStats((JSON.parse(data) as { stats: Stats }).stats);
+      this.#onState('streaming');
+    });
+    return delivered;
+  }
+}
+
+/**
+ * Reads a server-sent event stream at `path` with fetch() (the Authorization header goes with
+ * it), handing each event's name and data to `onEvent`, until it ends, breaks or `signal` aborts;
+ * false when it could not be opened (not served, refused, not an event stream).
+ */
+export async function readEvents(path: string, signal: AbortSignal, onEvent: (name: string, data: string) => void): Promise<boolean> {
+  try {
+    const response = await failIfError(await fetch(path, { headers: { ...authHeaders(), accept: 'text/event-stream' }, signal, cache: 'no-store' }));
+    if (response.body === null || !(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return false;
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return true;
+      buffer += value;
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) !== -1) {
+        const event = parseEvent(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+        if (event.data !== '') onEvent(event.name, event.data);
       }
-    } catch {
-      return delivered;
     }
+  } catch {
+    return false;
   }
 }
 

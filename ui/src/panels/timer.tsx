@@ -1,11 +1,13 @@
 // Timer lookup by key (GET /v1/timers?key=) or, when no timer has that key, by id
 // (GET /v1/timers/{id}): its fields, state, revision and attempts; cancel it (DELETE) or
 // reschedule it (PATCH fire_at), both at the revision shown (If-Match), so a change made
-// meanwhile elsewhere is refused rather than overwritten.
-import { useState } from 'preact/hooks';
+// meanwhile elsewhere is refused rather than overwritten. The timer shown is watched on the event
+// stream, so its state, revision and attempts change on the page as they change in the service.
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api } from '../api.ts';
 import { ActionButton, ErrorNote, Section, Time } from '../common.tsx';
 import { count } from '../format.ts';
+import { readEvents } from '../live.ts';
 import type { Timer } from '../types.ts';
 
 /** The timer with this key, else the one with this id, else null. */
@@ -111,6 +113,16 @@ export function TimerLookup() {
       setError(err);
     }
   };
+  // While a timer is shown, its changes come in on the event stream (GET /v1/events?watch=), so its state is live.
+  const watched = timer?.id;
+  useEffect(() => {
+    if (watched === undefined) return undefined;
+    const abort = new AbortController();
+    void readEvents(`/v1/events?${new URLSearchParams({ watch: watched }).toString()}`, abort.signal, (name, data) => {
+      if (name === 'timer') setTimer(JSON.parse(data) as Timer);
+    });
+    return () => abort.abort();
+  }, [watched]);
   return (
     <Section id="timer" title="Timer lookup">
       <form
@@ -121,7 +133,7 @@ export function TimerLookup() {
         }}
       >
         <label>
-          Id or key <input type="text" name="lookup" value={text} required onInput={(event) => setText(event.currentTarget.value)} />
+          Key or id <input type="text" name="lookup" value={text} required onInput={(event) => setText(event.currentTarget.value)} />
         </label>
         <button type="submit">Look up</button>
       </form>
