@@ -68,6 +68,10 @@ before(async () => {
   ids.retrying = await addTimer({ delay_ms: 1_000, target: `${sink.url}/fail`, payload: 'retries' });
   ids.pending = await addTimer({ delay_ms: 3_600_000, target: `${sink.url}/ok`, key: 'order-42', payload: 'waits' });
   for (let i = 0; i < 3; i++) await addTimer({ delay_ms: 7_200_000, target: `${sink.url}/ok`, queue: 'reports', payload: 'later' });
+  // Enough waiting timers that the counts need a thousands separator.
+  const bulk = Array.from({ length: 1_200 }, () => JSON.stringify({ delay_ms: 10 * 86_400_000, target: `${sink.url}/ok`, queue: 'bulk', payload: 'b' })).join('\n');
+  const batch = await fetch(`${service.url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body: bulk });
+  assert.equal(batch.status, 201);
   await apiCall('PUT', '/v1/schedules/nightly', { cron: '0 3 * * *', time_zone: 'Europe/Paris', target: `${sink.url}/ok` });
   await apiCall('POST', '/v1/clock', { advance_ms: 2_000 });
   // The clock stands still from here: the retrying timer's next attempt is a second away in its time.
@@ -89,6 +93,7 @@ after(async () => {
 test('the overview shows the numbers GET /v1/stats, /v1/stats/due-histogram and /v1/stats/series answer, live', { skip: noChromium }, async () => {
   await page.waitForSelector('[data-connection=streaming], [data-connection=polling]');
   const stats = await apiCall<Record<string, number>>('GET', '/v1/stats');
+  assert.ok((stats.pending as number) > 1_200, 'the bulk timers are pending');
   for (const name of ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead']) {
     const shown = await page.textContent(`[data-figure=${name}] dd`);
     assert.equal(shown, numbers.format(stats[name] as number), `${name} on the page`);
@@ -103,6 +108,7 @@ test('the overview shows the numbers GET /v1/stats, /v1/stats/due-histogram and 
   const due = await apiCall<{ buckets: { name: string; count: number }[] }>('GET', '/v1/stats/due-histogram');
   assert.deepEqual(due.buckets.map((bucket) => bucket.name), ['minute', 'hour', 'day', 'month', 'beyond']);
   for (const bucket of due.buckets) await shown(`[data-figure=due_${bucket.name}] dd`, numbers.format(bucket.count));
+  assert.equal(await page.textContent('[data-figure=due_month] dd'), '1,200', 'the bulk timers, with a thousands separator');
   assert.equal(await page.locator('.chart canvas').count(), 3, 'the due histogram, rates and lateness charts are drawn');
   // A change in the service reaches the page without a reload.
   await addTimer({ delay_ms: 3_600_000, target: `${sink.url}/ok`, payload: 'one more' });
