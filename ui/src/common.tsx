@@ -79,7 +79,7 @@ export interface Loaded<T> {
 export function useLoad<T>(load: () => Promise<T>, deps: readonly unknown[], refreshMs?: number): Loaded<T> {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<unknown>(undefined);
-  // eslint-style dependency lists: `load` is a fresh closure each render, `deps` say when it differs.
+  // `load` is a new closure at each render: `deps` say when it loads something else.
   const reload = useCallback(async () => {
     try {
       setData(await load());
