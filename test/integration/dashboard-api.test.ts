@@ -215,6 +215,34 @@ describe('the dashboard\'s API over curl', { skip: skipUnlessTool('curl'), timeo
     );
   });
 
+  test('POST /v1/dead/retry: redrives the dead timers the list\'s filter names, answering how many', async () => {
+    await call('PUT', '/v1/queues/once', { body: JSON.stringify({ max_attempts: 1 }) });
+    await call('PUT', '/v1/queues/once-other', { body: JSON.stringify({ max_attempts: 1 }) });
+    const lines = [...Array.from({ length: 3 }, () => ({ delay_ms: 0, target: `${sink.url}/fail`, queue: 'once' })), { delay_ms: 0, target: `${sink.url}/fail`, queue: 'once-other' }];
+    await call('POST', '/v1/timers', { body: lines.map((line) => JSON.stringify(line)).join('\n'), headers: { 'content-type': 'application/x-ndjson' } });
+    interface DeadList { dead: Array<{ id: string; attempts: number }> }
+    await until<DeadList>('/v1/dead?queue=once', (body) => body.dead.length === 3, 'three dead in queue once');
+    await until<DeadList>('/v1/dead?queue=once-other', (body) => body.dead.length === 1, 'one dead in queue once-other');
+    const failuresBefore = sink.to('/fail').length;
+    const answer = await call('POST', '/v1/dead/retry', { body: JSON.stringify({ queue: 'once' }), protocol: 'http2' });
+    assert.equal(answer.status, 200);
+    assert.deepEqual(json(answer), { redriven: 3, more: false });
+    // Sent round again (and dead again: one attempt each), the other queue's left alone.
+    await withTimeout(
+      (async () => {
+        while (sink.to('/fail').length < failuresBefore + 3) await new Promise((resolve) => setTimeout(resolve, 100));
+      })(),
+      15_000,
+      'the three redriven timers sent again',
+    );
+    assert.equal(json<DeadList>(await call('GET', '/v1/dead?queue=once-other')).dead.length, 1);
+    for (const [body, field] of [['{"queue": "once", "limit": 5}', 'limit'], ['{"queue": 7}', 'queue']] as const) {
+      const refused = await call('POST', '/v1/dead/retry', { body });
+      assert.deepEqual([refused.status, json<{ error: { code: string; field: string } }>(refused).error.field], [400, field]);
+    }
+    assert.equal((await call('POST', '/v1/dead/retry', { body: '[]' })).status, 400);
+  });
+
   test('a stop ends every event stream cleanly, HTTP/1.1 and HTTP/2 alike, without waiting for the drain timeout', async () => {
     const readers = (['--http1.1', '--http2-prior-knowledge'] as const).map((flag) => {
       const child = spawn('curl', ['-sSN', flag, '-H', `authorization: Bearer ${token}`, '--max-time', '60', `${service.url}/v1/events`], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -4,10 +4,11 @@
 // loads; any thread.
 import { statsSeriesLimits } from '../../../engine/limits.ts';
 import { httpErrorCodes } from '../error-map.ts';
-import { errorResponse, jsonOf, ref } from './openapi-parts.ts';
+import { errorResponse, jsonOf, logResponses, queueNameSchema, ref } from './openapi-parts.ts';
 import { seriesSchema } from './stats-series.ts';
 import { dueHistogramSchema } from './due-histogram.ts';
-import { eventStreamLimits } from '../route-limits.ts';
+import { deadRetryLimits, eventStreamLimits } from '../route-limits.ts';
+import { deadRetriedSchema } from './dead.ts';
 
 const minutes = (statsSeriesLimits.sampleIntervalMs * statsSeriesLimits.samplesMax) / 60_000;
 
@@ -64,6 +65,23 @@ export const dashboardPaths = {
         '401': ref('responses', 'Unauthorized'),
         '404': errorResponse('NOT_FOUND: no timer has the `watch` id.', [httpErrorCodes.notFound]),
         '429': errorResponse('EVENT_STREAMS_FULL: as many streams are open as the service keeps.', [httpErrorCodes.eventStreamsFull]),
+      },
+    },
+  },
+  '/v1/dead/retry': {
+    post: {
+      operationId: 'redriveDeadByFilter',
+      summary: 'Redrive every dead timer a filter names',
+      description: `Redrives the dead timers \`GET /v1/dead\` lists with the same filter (\`{}\`: all of them; \`{"queue"}\`: that queue's), each as \`POST /v1/dead/{id}/retry\` would (due now, attempts reset), at most ${deadRetryLimits.redrivenMax} a request, oldest first; answers once every redrive is durable. \`redriven\` counts them (one redriven or discarded meanwhile is not); \`more\` says dead timers past the most may be left: send it again.`,
+      requestBody: {
+        required: true,
+        content: jsonOf({ type: 'object', properties: { queue: queueNameSchema }, additionalProperties: false }),
+      },
+      responses: {
+        '200': { description: 'Redriven and durable.', content: jsonOf(deadRetriedSchema) },
+        '400': errorResponse('REQUEST_INVALID: a body that is not a JSON object, a field other than `queue`, or a `queue` that is not a name.', [httpErrorCodes.requestInvalid]),
+        '401': ref('responses', 'Unauthorized'),
+        ...logResponses,
       },
     },
   },
