@@ -32,3 +32,9 @@ export const bulkCancelLimits = {
 export const eventStreamLimits = {
   streamsMax: 64,
 } as const;
+
+/** `POST /v1/dead/retry`: the most dead timers one request redrives, and how many of their redrives are logged at once. */
+export const deadRetryLimits = {
+  redrivenMax: 100_000,
+  redrivesAtOnce: 1000,
+} as const;

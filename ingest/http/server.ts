@@ -55,6 +55,7 @@ import { schedulesRoutes } from './routes/schedules.ts';
 import { statsRoutes } from './routes/stats.ts';
 import { engineSeriesSources, statsSeriesRoutes } from './routes/stats-series.ts';
 import { dueHistogramRoutes } from './routes/due-histogram.ts';
+import { eventsRoutes } from './routes/events.ts';
 import { type SeriesSources, StatsSeries } from '../../engine/stats-series.ts';
 import { timerListRoutes } from './routes/timer-list.ts';
 import { timerPatchRoutes } from './routes/timer-patch.ts';
@@ -182,6 +183,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   void app.register(statsSeriesRoutes, { engine, series });
   void app.register(dueHistogramRoutes, { engine });
+  void app.register(eventsRoutes, { engine, series });
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics: options.metrics });

@@ -6,6 +6,7 @@
 import { dueHistogramBucketNames } from '../../../engine/due-histogram.ts';
 import { isoOf } from '../iso-time.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
+import { onlyQueryParameters } from './query-parameters.ts';
 
 const count = { type: 'integer', minimum: 0 } as const;
 
@@ -39,7 +40,7 @@ export const dueHistogramSchema = {
 } as const;
 
 export async function dueHistogramRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.get('/v1/stats/due-histogram', { schema: { response: { 200: dueHistogramSchema } } }, async () => {
+  app.get('/v1/stats/due-histogram', { schema: { response: { 200: dueHistogramSchema } }, preValidation: onlyQueryParameters('GET /v1/stats/due-histogram', []) }, async () => {
     const histogram = engine.dueHistogram();
     const { edgesMs, counts } = histogram;
     return {

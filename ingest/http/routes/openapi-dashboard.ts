@@ -4,9 +4,11 @@
 // loads; any thread.
 import { statsSeriesLimits } from '../../../engine/limits.ts';
 import { httpErrorCodes } from '../error-map.ts';
-import { errorResponse, jsonOf, ref } from './openapi-parts.ts';
+import { errorResponse, jsonOf, logResponses, queueNameSchema, ref } from './openapi-parts.ts';
 import { seriesSchema } from './stats-series.ts';
 import { dueHistogramSchema } from './due-histogram.ts';
+import { deadRetryLimits, eventStreamLimits } from '../route-limits.ts';
+import { deadRetriedSchema } from './dead.ts';
 
 const minutes = (statsSeriesLimits.sampleIntervalMs * statsSeriesLimits.samplesMax) / 60_000;
 
@@ -22,7 +24,7 @@ export const dashboardPaths = {
       parameters: [{ name: 'after_ms', in: 'query', required: false, description: 'Only samples taken after this (epoch ms): a poller passes the last `at_ms` it has.', schema: { type: 'integer', minimum: 0 } }],
       responses: {
         '200': { description: 'The samples.', content: jsonOf(seriesSchema) },
-        '400': errorResponse('REQUEST_INVALID: a bad `after_ms`, or an unknown query parameter.', [httpErrorCodes.requestInvalid]),
+        '400': errorResponse('REQUEST_INVALID: a bad `after_ms`, an unknown query parameter, or one given twice.', [httpErrorCodes.requestInvalid]),
         '401': ref('responses', 'Unauthorized'),
       },
     },
@@ -37,7 +39,49 @@ export const dashboardPaths = {
       ].join('\n\n'),
       responses: {
         '200': { description: 'The histogram.', content: jsonOf(dueHistogramSchema) },
+        '400': errorResponse('REQUEST_INVALID: a query parameter (it takes none).', [httpErrorCodes.requestInvalid]),
         '401': ref('responses', 'Unauthorized'),
+      },
+    },
+  },
+  '/v1/events': {
+    get: {
+      operationId: 'streamEvents',
+      summary: 'Live figures, and a watched timer\'s changes, as server-sent events',
+      description: [
+        'A `text/event-stream` that stays open. Read it with `fetch()` (its body as a stream) so that the `Authorization` header goes with it: a browser\'s EventSource cannot send one. Events:',
+        '- `counters`, at once and then once a second: `{"sample", "stats"}`, `sample` the second just sampled (`at_ms`, `adds`, `deliveries`, `failures`, `lateness_ms` {`p50`, `p99`, `max`}: one entry of `/v1/stats/series`; null before the first), `stats` the body of `GET /v1/stats`.',
+        '- `timer`, with `watch`: the watched timer as `GET /v1/timers/{id}` shows it, at once, then whenever its `state`, `revision`, `attempts`, `last_status` or next due time changed (it is looked at once a second).',
+        '- `timer-gone`, with `watch`: `{"id"}`, the watched timer is no longer kept (its retention ended, or it was discarded); counters go on.',
+        `At most ${eventStreamLimits.streamsMax} streams are open at once; past that 429 \`EVENT_STREAMS_FULL\` (poll \`/v1/stats\` and \`/v1/stats/series?after_ms=\` instead). When the service stops, every stream ends (the body ends cleanly).`,
+      ].join('\n\n'),
+      parameters: [{ name: 'watch', in: 'query', required: false, description: 'A timer id: its changes are sent as `timer` events.', schema: { type: 'string', minLength: 1 } }],
+      responses: {
+        '200': {
+          description: 'The stream: `event: NAME` and `data: JSON` lines, a blank line after each event (the first is `retry: 1000`).',
+          content: { 'text/event-stream': { schema: { type: 'string' } } },
+        },
+        '400': errorResponse('REQUEST_INVALID: an empty `watch`, an unknown query parameter, or one given twice.', [httpErrorCodes.requestInvalid]),
+        '401': ref('responses', 'Unauthorized'),
+        '404': errorResponse('NOT_FOUND: no timer has the `watch` id.', [httpErrorCodes.notFound]),
+        '429': errorResponse('EVENT_STREAMS_FULL: as many streams are open as the service keeps.', [httpErrorCodes.eventStreamsFull]),
+      },
+    },
+  },
+  '/v1/dead/retry': {
+    post: {
+      operationId: 'redriveDeadByFilter',
+      summary: 'Redrive every dead timer a filter names',
+      description: `Redrives the dead timers \`GET /v1/dead\` lists with the same filter (\`{}\`: all of them; \`{"queue"}\`: that queue's), each as \`POST /v1/dead/{id}/retry\` would (due now, attempts reset), at most ${deadRetryLimits.redrivenMax} a request, oldest first; answers once every redrive is durable. \`redriven\` counts them (one redriven or discarded meanwhile is not); \`more\` says dead timers past the most may be left: send it again.`,
+      requestBody: {
+        required: true,
+        content: jsonOf({ type: 'object', properties: { queue: queueNameSchema }, additionalProperties: false }),
+      },
+      responses: {
+        '200': { description: 'Redriven and durable.', content: jsonOf(deadRetriedSchema) },
+        '400': errorResponse('REQUEST_INVALID: a body that is not a JSON object, a field other than `queue`, or a `queue` that is not a name.', [httpErrorCodes.requestInvalid]),
+        '401': ref('responses', 'Unauthorized'),
+        ...logResponses,
       },
     },
   },

@@ -6,6 +6,7 @@
 import type { SeriesColumns, SeriesSources, StatsSeries } from '../../../engine/stats-series.ts';
 import { statsSeriesLimits } from '../../../engine/limits.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
+import { onlyQueryParameters } from './query-parameters.ts';
 
 export interface StatsSeriesRoutesOptions extends RoutesOptions {
   readonly series: StatsSeries;
@@ -57,7 +58,7 @@ export function seriesBody(columns: SeriesColumns): Record<string, unknown> {
 }
 
 export async function statsSeriesRoutes(app: HttpServer, { series }: StatsSeriesRoutesOptions): Promise<void> {
-  app.get<{ Querystring: { after_ms?: number } }>('/v1/stats/series', { schema: { querystring: seriesQuerySchema, response: { 200: seriesSchema } } }, async (request) =>
+  app.get<{ Querystring: { after_ms?: number } }>('/v1/stats/series', { schema: { querystring: seriesQuerySchema, response: { 200: seriesSchema } }, preValidation: onlyQueryParameters('GET /v1/stats/series', ['after_ms']) }, async (request) =>
     seriesBody(series.columns(request.query.after_ms)),
   );
 }
