@@ -103,7 +103,7 @@ function App() {
           <main data-panel={shown}>
             {shown === 'overview' ? <Overview stats={stats} /> : null}
             {shown === 'queues' ? <Queues /> : null}
-            {shown === 'dead' ? <DeadLetters /> : null}
+            {shown === 'dead' ? <DeadLetters cluster={cluster} /> : null}
             {shown === 'timer' ? <TimerLookup /> : null}
             {shown === 'schedules' ? <Schedules /> : null}
             {shown === 'cluster' ? <Cluster stats={cluster ? stats : undefined} /> : null}

@@ -1,6 +1,6 @@
 // Dead letters: GET /v1/dead filtered by queue, a page at a time; each timer's last status,
 // error and attempts; redrive one (POST /v1/dead/{id}/retry) or every one the filter matches
-// (POST /v1/dead/retry).
+// (POST /v1/dead/retry, not in cluster mode).
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { ActionButton, ErrorNote, Scroll, Section, Time, useLoad } from '../common.tsx';
@@ -14,7 +14,8 @@ interface DeadPage {
   readonly next_cursor: string | null;
 }
 
-export function DeadLetters() {
+/** `cluster`: the service runs as a cluster node, which does not serve POST /v1/dead/retry. */
+export function DeadLetters({ cluster }: { cluster: boolean }) {
   const [queue, setQueue] = useState('');
   const [applied, setApplied] = useState('');
   const [more, setMore] = useState<readonly DeadTimer[]>([]);
@@ -50,14 +51,16 @@ export function DeadLetters() {
           Queue <input type="text" name="queue" value={queue} onInput={(event) => setQueue(event.currentTarget.value)} placeholder="any" />
         </label>
         <button type="submit">Filter</button>
-        <ActionButton
-          label={`Redrive ${matching}`}
-          action={async () => {
-            const answer = await api<{ redriven?: number; retried?: number; count?: number }>('POST', '/v1/dead/retry', applied === '' ? {} : { queue: applied });
-            setStatus(`${count(answer.redriven ?? answer.retried ?? answer.count ?? 0)} redriven`);
-            await first.reload();
-          }}
-        />
+        {cluster ? null : (
+          <ActionButton
+            label={`Redrive ${matching}`}
+            action={async () => {
+              const answer = await api<{ redriven: number; more: boolean }>('POST', '/v1/dead/retry', applied === '' ? {} : { queue: applied });
+              setStatus(`${count(answer.redriven)} redriven${answer.more ? '; more are left: redrive again' : ''}`);
+              await first.reload();
+            }}
+          />
+        )}
       </form>
       {status !== undefined ? <p role="status">{status}</p> : null}
       <ErrorNote error={first.error} />
