@@ -47,6 +47,7 @@ import { SpilledTimers } from './spill/spilled-timers.ts';
 import { EngineState } from './state.ts';
 import { type DueHistogram, dueHistogram } from './due-histogram.ts';
 import { DueSlotCounts } from './store/due-slot-counts.ts';
+import { QueueStateCounts } from './store/queue-state-counts.ts';
 import { type ScheduleInput, type SchedulePage, Schedules, type ScheduleView } from './schedules/schedules.ts';
 import { ResidentStore, timerState } from './store/resident-store.ts';
 import {
@@ -439,6 +440,15 @@ export class Engine {
     return dueHistogram(this.#s, nowMs);
   }
 
+  /** A queue's timers in memory waiting (pending, retrying, held) and being delivered, from counts kept (none read). */
+  queueCounts(name: string): { readonly waiting: number; readonly inFlight: number } {
+    const s = this.#s;
+    const index = s.queueIndexOf.get(name);
+    const counts = s.store.queueCounts;
+    if (index === undefined || counts === undefined) return { waiting: 0, inFlight: 0 };
+    return { waiting: counts.waiting(index), inFlight: counts.of(index, timerState.delivering) };
+  }
+
   /** Paused queues and the timers they hold (queue-pause.ts): one pass over the held timers. */
   queueHoldStats(): QueueHoldStats {
     return queueHoldStats(this.#s);
@@ -455,9 +465,9 @@ export class Engine {
   }
 }
 
-/** The engine's store, counting its pending and retrying timers by due time in slots that tile the spill buckets. */
+/** The engine's store, counting its pending and retrying timers by due time in slots that tile the spill buckets, and its timers by queue and state. */
 function dueCountingStore(options: EngineOptions['store'], bucketWidthMs: number): ResidentStore {
   const store = new ResidentStore(options);
-  store.countDueIn(new DueSlotCounts(bucketWidthMs));
+  store.countIn(new DueSlotCounts(bucketWidthMs), new QueueStateCounts());
   return store;
 }

@@ -26,6 +26,8 @@ export interface SeriesSources {
   failed(): number;
   /** Delivery start − fire time of first attempts, ms, cumulative; undefined when nothing delivers. */
   lateness(): hdr.Histogram | undefined;
+  /** Attempts that delivered, by queue name. */
+  deliveredByQueue(): Iterable<readonly [string, number]>;
 }
 
 /** One second, as the ring holds it; lateness is NaN for a second in which no first attempt started. */
@@ -50,6 +52,9 @@ export interface SeriesColumns {
   readonly latenessMaxMs: Float64Array;
 }
 
+/** A queue's rate is over the last minute: 61 samples make 60 seconds. */
+const rateWindow = 61;
+
 const histogram = (): hdr.Histogram => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
 
 export class StatsSeries {
@@ -67,6 +72,10 @@ export class StatsSeries {
   readonly #latenessSecond = histogram();
   #timer: NodeJS.Timeout | undefined;
   readonly #listeners = new Set<(sample: Readonly<SeriesSample>) => void>();
+  /** Each queue's delivered count at the last `rateWindow` samples (a ring; `#rateHead` the next written), for its rate. */
+  readonly #queueDelivered = new Map<string, Float64Array>();
+  #rateHead = 0;
+  #rateFilled = 0;
   readonly #last: SeriesSample = { atMs: 0, adds: 0, deliveries: 0, failures: 0, latenessP50Ms: NaN, latenessP99Ms: NaN, latenessMaxMs: NaN };
 
   constructor(sources: SeriesSources, options: { readonly now?: () => number; readonly capacity?: number } = {}) {
@@ -122,6 +131,7 @@ export class StatsSeries {
     this.#delivered = delivered;
     this.#failed = failed;
     this.#sampleLateness(last);
+    this.#sampleQueues();
     const c = this.#columns;
     const at = this.#head;
     c.atMs[at] = last.atMs;
@@ -160,12 +170,40 @@ export class StatsSeries {
     };
   }
 
+  /** A queue's deliveries a second over the last minute of samples (0 before two samples, or for a queue that delivered none). */
+  deliveredPerSecond(queue: string): number {
+    const ring = this.#queueDelivered.get(queue);
+    if (ring === undefined || this.#rateFilled < 2) return 0;
+    const newest = (this.#rateHead - 1 + rateWindow) % rateWindow;
+    const oldest = (this.#rateHead - this.#rateFilled + rateWindow) % rateWindow;
+    const seconds = ((this.#rateFilled - 1) * statsSeriesLimits.sampleIntervalMs) / 1000;
+    return ((ring[newest] as number) - (ring[oldest] as number)) / seconds;
+  }
+
+  #sampleQueues(): void {
+    const at = this.#rateHead;
+    for (const [queue, delivered] of this.#sources.deliveredByQueue()) {
+      let ring = this.#queueDelivered.get(queue);
+      if (ring === undefined) {
+        // A queue's figures appear with its first delivery: one not there at the start delivered all of it since.
+        ring = new Float64Array(rateWindow);
+        this.#queueDelivered.set(queue, ring);
+      }
+      ring[at] = delivered;
+    }
+    this.#rateHead = (at + 1) % rateWindow;
+    this.#rateFilled = Math.min(this.#rateFilled + 1, rateWindow);
+  }
+
   /** The counters as they are now, so that the first sample counts only what comes after. */
   #baseline(): void {
     const sources = this.#sources;
     this.#added = sources.added();
     this.#delivered = sources.delivered();
     this.#failed = sources.failed();
+    // What a queue delivered before the start is before the window.
+    this.#queueDelivered.clear();
+    for (const [queue, delivered] of sources.deliveredByQueue()) this.#queueDelivered.set(queue, new Float64Array(rateWindow).fill(delivered));
     this.#latenessBefore.reset();
     const lateness = sources.lateness();
     if (lateness !== undefined) this.#latenessBefore.add(lateness);

@@ -103,6 +103,7 @@ function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
     },
     failed: () => dispatcher.failuresByKind().reduce((sum, [, count]) => sum + count, 0),
     lateness: () => dispatcher.lateness,
+    deliveredByQueue: () => Array.from(dispatcher.stats(), ([queue, stats]) => [queue, stats.delivered] as const),
   };
 }
 

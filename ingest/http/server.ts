@@ -170,10 +170,6 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(healthRoutes, { engine, disk, warm });
   void app.register(timersRoutes, { engine, coalescer });
   void app.register(timerPatchRoutes, { engine });
-  void app.register(queuesRoutes, { engine });
-  void app.register(deadRoutes, { engine });
-  void app.register(timerListRoutes, { engine });
-  void app.register(statsRoutes, { engine });
   // One ring of samples a life of the server, taken from its start and stopped with it.
   const series = new StatsSeries(options.seriesSources ?? engineSeriesSources(engine));
   series.start();
@@ -181,6 +177,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     series.stop();
     done();
   });
+  void app.register(queuesRoutes, { engine, series });
+  void app.register(deadRoutes, { engine });
+  void app.register(timerListRoutes, { engine });
+  void app.register(statsRoutes, { engine });
   void app.register(statsSeriesRoutes, { engine, series });
   void app.register(dueHistogramRoutes, { engine });
   void app.register(eventsRoutes, { engine, series });

@@ -243,6 +243,22 @@ describe('the dashboard\'s API over curl', { skip: skipUnlessTool('curl'), timeo
     assert.equal((await call('POST', '/v1/dead/retry', { body: '[]' })).status, 400);
   });
 
+  test('GET /v1/queues: each queue\'s waiting and in-flight timers and its delivery rate', async () => {
+    await call('PUT', '/v1/queues/counted', { body: '{}' });
+    assert.equal((await call('POST', '/v1/queues/counted/pause')).status, 200);
+    const lines = [...Array.from({ length: 4 }, () => ({ delay_ms: 0, target: `${sink.url}/ok`, queue: 'counted' })), { delay_ms: 3_600_000, target: `${sink.url}/ok`, queue: 'counted' }];
+    await call('POST', '/v1/timers', { body: lines.map((line) => JSON.stringify(line)).join('\n'), headers: { 'content-type': 'application/x-ndjson' } });
+    interface Listed { name: string; paused: boolean; pending: number; in_flight: number; delivered_per_s: number }
+    const listed = (await until<{ queues: Listed[] }>('/v1/queues', () => true, 'the queues')).queues.find((queue) => queue.name === 'counted');
+    assert.deepEqual([listed?.paused, listed?.pending, listed?.in_flight, listed?.delivered_per_s], [true, 5, 0, 0]);
+    // Resumed: the four due ones go out; the queue's rate shows them.
+    assert.equal((await call('POST', '/v1/queues/counted/resume')).status, 200);
+    const after = await until<{ queues: Listed[] }>('/v1/queues', (body) => (body.queues.find((queue) => queue.name === 'counted')?.delivered_per_s ?? 0) > 0, 'the deliveries in the rate');
+    const counted = after.queues.find((queue) => queue.name === 'counted');
+    assert.deepEqual([counted?.pending, counted?.in_flight], [1, 0]);
+    assert.ok((counted?.delivered_per_s ?? 0) <= 4, 'four deliveries over the last minute');
+  });
+
   test('a stop ends every event stream cleanly, HTTP/1.1 and HTTP/2 alike, without waiting for the drain timeout', async () => {
     const readers = (['--http1.1', '--http2-prior-knowledge'] as const).map((flag) => {
       const child = spawn('curl', ['-sSN', flag, '-H', `authorization: Bearer ${token}`, '--max-time', '60', `${service.url}/v1/events`], { stdio: ['ignore', 'pipe', 'pipe'] });

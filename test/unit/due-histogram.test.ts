@@ -2,7 +2,8 @@
 // of adds, cancels, deliveries (delivered, retried, dead), redrives, reschedules, clock moves,
 // checkpoints that spill the far future, promotions and restarts, every bucket holds exactly the
 // pending and retrying timers (resident or spilled) whose next due time falls between its edges,
-// as looking each timer up says. Plus the edges' rounding, and the slot counts alone.
+// as looking each timer up says; the queue's counts of waiting and in-flight timers agree. Plus
+// the edges' rounding, and the slot counts alone.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -117,6 +118,9 @@ test('the due histogram equals a count of every timer looked up, through adds, c
           }
           assert.deepEqual(histogram.counts, expected, `edges ${histogram.edgesMs.map((edge) => edge - now)} after ${step.kind}`);
           assert.equal(histogram.resident + histogram.spilled, engine.stats().pending, 'the histogram holds every pending timer /v1/stats counts');
+          // Every timer is in the default queue: its counts are the engine's (resident) states.
+          const stats = engine.stats();
+          assert.deepEqual(engine.queueCounts('default'), { waiting: histogram.resident, inFlight: stats.counts.delivering }, 'the queue\'s counts');
         }
       } finally {
         await engine.close();

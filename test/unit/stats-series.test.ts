@@ -7,13 +7,17 @@ import { test } from 'node:test';
 import * as hdr from 'hdr-histogram-js';
 import { type SeriesSources, StatsSeries } from '../../engine/stats-series.ts';
 
-function fakeSources(): SeriesSources & { added_: number; delivered_: number; failed_: number; histogram: hdr.Histogram } {
+function fakeSources(): SeriesSources & { added_: number; delivered_: number; failed_: number; histogram: hdr.Histogram; byQueue: Map<string, number> } {
   const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
   return {
     added_: 0,
     delivered_: 0,
     failed_: 0,
     histogram,
+    byQueue: new Map(),
+    deliveredByQueue() {
+      return this.byQueue;
+    },
     added() {
       return this.added_;
     },
@@ -90,4 +94,20 @@ test('listeners hear each sample until they unsubscribe or the ring stops', () =
   sources.added_ = 5;
   series.sample();
   assert.deepEqual(heard, [3]);
+});
+
+test('a queue\'s rate is its deliveries a second over the last minute of samples, from the start or its first delivery', () => {
+  const sources = fakeSources();
+  sources.byQueue.set('billing', 500); // before the start: not a rate
+  const series = new StatsSeries(sources, { capacity: 10 });
+  series.sample();
+  assert.equal(series.deliveredPerSecond('billing'), 0);
+  for (let second = 1; second <= 70; second++) {
+    sources.byQueue.set('billing', 500 + second * 3);
+    if (second > 40) sources.byQueue.set('late', (second - 40) * 2); // its figures appear with its first deliveries
+    series.sample();
+  }
+  assert.equal(series.deliveredPerSecond('billing'), 3, 'the last 60 seconds');
+  assert.equal(series.deliveredPerSecond('late'), 1, '60 deliveries since it first delivered, over the minute');
+  assert.equal(series.deliveredPerSecond('never'), 0);
 });

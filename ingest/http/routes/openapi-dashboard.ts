@@ -4,11 +4,23 @@
 // loads; any thread.
 import { statsSeriesLimits } from '../../../engine/limits.ts';
 import { httpErrorCodes } from '../error-map.ts';
-import { errorResponse, jsonOf, logResponses, queueNameSchema, ref } from './openapi-parts.ts';
+import { errorResponse, jsonOf, logResponses, namedQueueSchema, queueNameSchema, ref } from './openapi-parts.ts';
 import { seriesSchema } from './stats-series.ts';
 import { dueHistogramSchema } from './due-histogram.ts';
 import { deadRetryLimits, eventStreamLimits } from '../route-limits.ts';
 import { deadRetriedSchema } from './dead.ts';
+
+/** A queue as GET /v1/queues lists it: the queue and its timers now. */
+export const listedQueueSchema = {
+  ...namedQueueSchema,
+  properties: {
+    ...namedQueueSchema.properties,
+    pending: { type: 'integer', minimum: 0, description: 'Timers of the queue waiting in memory: pending, retrying, held by a pause (not those spilled to disk).' },
+    in_flight: { type: 'integer', minimum: 0, description: 'Timers of the queue being delivered.' },
+    delivered_per_s: { type: 'number', minimum: 0, description: 'Deliveries a second over the last minute.' },
+  },
+  required: [...namedQueueSchema.required, 'pending', 'in_flight', 'delivered_per_s'],
+};
 
 const minutes = (statsSeriesLimits.sampleIntervalMs * statsSeriesLimits.samplesMax) / 60_000;
 

@@ -16,7 +16,7 @@ import { callbackWebhooks } from './openapi-callbacks.ts';
 import { clockAdvanceMsMax, clockSchema } from './clock.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
-import { dashboardPaths } from './openapi-dashboard.ts';
+import { dashboardPaths, listedQueueSchema } from './openapi-dashboard.ts';
 import { schedulePaths } from './openapi-schedules.ts';
 import { listTimersOperation, timerListPaths } from './openapi-timer-list.ts';
 import { uiPaths } from './openapi-ui.ts';
@@ -289,7 +289,7 @@ export const openApiDocument = {
       get: {
         operationId: 'listQueues',
         summary: 'List queues',
-        description: 'Every queue that was configured or has held a timer, by name, with the config it runs with and whether it is paused.',
+        description: 'Every queue that was configured or has held a timer, by name, with the config it runs with, whether it is paused, and its timers now: `pending` (waiting in memory: pending, retrying, held), `in_flight` (being delivered) and `delivered_per_s` (deliveries a second over the last minute). From counts kept, no timer read; timers spilled to disk (due past the memory horizon) are not in a queue\'s `pending` (`/v1/stats` counts them as `spilled`).',
         responses: {
           '200': {
             description: 'The queues.',
@@ -298,7 +298,7 @@ export const openApiDocument = {
               properties: {
                 queues: {
                   type: 'array',
-                  items: namedQueueSchema,
+                  items: listedQueueSchema,
                 },
               },
               required: ['queues'],

@@ -65,5 +65,5 @@ export async function statsSeriesRoutes(app: HttpServer, { series }: StatsSeries
 
 /** A service without a dispatcher (tests, tools): its adds, and no deliveries. */
 export function engineSeriesSources(engine: RoutesOptions['engine']): SeriesSources {
-  return { added: () => engine.stats().rowsInserted, delivered: () => 0, failed: () => 0, lateness: () => undefined };
+  return { added: () => engine.stats().rowsInserted, delivered: () => 0, failed: () => 0, lateness: () => undefined, deliveredByQueue: () => [] };
 }
