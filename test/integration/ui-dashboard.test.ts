@@ -123,6 +123,13 @@ test('queues: the page shows each queue, and pause, resume and purge from it cha
   const row = 'tr[data-queue=billing]';
   await page.waitForSelector(row);
   assert.equal(await page.textContent(`${row} [data-field=paused]`), 'running');
+  const queues = await apiCall<{ queues: { name: string; pending: number; in_flight: number; delivered_per_s: number }[] }>('GET', '/v1/queues');
+  for (const queue of queues.queues) {
+    const cells = `tr[data-queue=${queue.name}]`;
+    assert.equal(await page.textContent(`${cells} [data-field=pending]`), numbers.format(queue.pending), `${queue.name}'s pending`);
+    assert.equal(await page.textContent(`${cells} [data-field=in_flight]`), numbers.format(queue.in_flight), `${queue.name}'s in flight`);
+  }
+  assert.equal(await page.textContent('tr[data-queue=bulk] [data-field=pending]'), '1,200');
   await screenshots('queues');
 
   await page.click(`${row} button:text("Pause billing")`);
@@ -137,8 +144,8 @@ test('queues: the page shows each queue, and pause, resume and purge from it cha
   await page.click(`${reports} button:text("Purge reports…")`);
   const confirm = await page.waitForSelector(`${reports} .confirm`);
   const question = await confirm.textContent();
-  assert.match(question ?? '', /Cancel .* of reports\?/);
-  await page.click(`${reports} .confirm button.danger`);
+  assert.match(question ?? '', /Cancel the 3 timers waiting in reports/);
+  await page.click(`${reports} .confirm button:text("Purge 3 timers")`);
   await page.waitForSelector(`${reports} [role=status]`);
   assert.equal(await page.textContent(`${reports} [role=status]`), '3 cancelled');
   const left = await apiCall<{ timers: unknown[] }>('GET', '/v1/timers?queue=reports&state=pending');

@@ -40,9 +40,10 @@ export interface Queue {
   readonly max_concurrent: number | null;
   readonly timeout_ms: number;
   readonly paused: boolean;
-  readonly pending?: number;
-  readonly in_flight?: number;
-  readonly rate?: number;
+  /** Waiting in memory (pending, retrying, held); timers spilled to disk are not counted here. */
+  readonly pending: number;
+  readonly in_flight: number;
+  readonly delivered_per_s: number;
 }
 
 export interface Timer {

@@ -11,7 +11,6 @@ const refreshMs = 2_000;
 function Purge({ queue, done }: { queue: Queue; done: () => Promise<void> }) {
   const [asking, setAsking] = useState(false);
   const [result, setResult] = useState<string | undefined>(undefined);
-  const waiting = queue.pending;
   if (!asking) {
     return (
       <>
@@ -22,11 +21,11 @@ function Purge({ queue, done }: { queue: Queue; done: () => Promise<void> }) {
       </>
     );
   }
-  const what = waiting === undefined ? 'every pending and retrying timer' : `${count(waiting)} ${waiting === 1 ? 'timer' : 'timers'}`;
+  const what = `${count(queue.pending)} ${queue.pending === 1 ? 'timer' : 'timers'}`;
   return (
     <span class="confirm" role="group" aria-label={`Confirm the purge of ${queue.name}`}>
       <span>
-        Cancel {what} of {queue.name}?
+        Cancel the {what} waiting in {queue.name}, and any of its timers on disk?
       </span>
       <ActionButton
         danger
@@ -58,7 +57,7 @@ export function Queues() {
               <th scope="col">State</th>
               <th scope="col">Pending</th>
               <th scope="col">In flight</th>
-              <th scope="col">Rate</th>
+              <th scope="col">Delivered</th>
               <th scope="col">Config</th>
               <th scope="col">Actions</th>
             </tr>
@@ -68,9 +67,9 @@ export function Queues() {
               <tr key={queue.name} data-queue={queue.name}>
                 <th scope="row">{queue.name}</th>
                 <td data-field="paused">{queue.paused ? 'paused' : 'running'}</td>
-                <td data-field="pending">{queue.pending === undefined ? '–' : count(queue.pending)}</td>
-                <td data-field="in_flight">{queue.in_flight === undefined ? '–' : count(queue.in_flight)}</td>
-                <td data-field="rate">{queue.rate === undefined ? '–' : perSecond(queue.rate)}</td>
+                <td data-field="pending">{count(queue.pending)}</td>
+                <td data-field="in_flight">{count(queue.in_flight)}</td>
+                <td data-field="delivered_per_s">{perSecond(queue.delivered_per_s)}</td>
                 <td class="config">
                   {queue.delivery}, {count(queue.max_attempts)} attempts, timeout {ms(queue.timeout_ms)}
                   {queue.rate_per_s !== null ? `, at most ${perSecond(queue.rate_per_s)}` : ''}
