@@ -46,6 +46,7 @@ const suites: Readonly<Record<string, Suite>> = {
   lifecycle: async (options) => (await import('./lifecycle.ts')).lifecycleSuite(options),
   schedules: async (options) => (await import('./schedules.ts')).schedulesSuite(options),
   'pg-log': async (options) => (await import('./pg-log.ts')).pgLogSuite(options),
+  ui: async (options) => (await import('./ui.ts')).uiSuite(options),
 };
 
 /**

@@ -7,8 +7,8 @@
 //
 //   groups: Map<floor(dueAt / group width), Int32Array>   [slot 0 │ slot 1 │ … │ slot n−1 │ total]
 //
-// An add is an increment in a typed array (the map is asked only when a row's group is not the
-// last row's). Main thread, with the store.
+// An add is an increment in a typed array (the map is asked only when a row's group is not one of
+// the last touched, cached by index). Main thread, with the store.
 import assert from 'node:assert/strict';
 import { timerState } from './timer-state.ts';
 
@@ -18,6 +18,9 @@ const slotWidthMsMax = 60_000;
 /** Whether a timer in this state counts: waiting for its next attempt (pending, retrying; held ones are pending). */
 export const countsAsDue = (state: number): boolean => state === timerState.pending || state === timerState.retrying;
 
+/** Groups whose counts are found by index: 4,096 hours is over five months. */
+const cacheSize = 4096;
+
 const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
 
 /** Resident timers counted by when they are due, in absolute slots grouped by the spill bucket width. */
@@ -26,9 +29,12 @@ export class DueSlotCounts {
   readonly groupWidthMs: number;
   readonly slotsPerGroup: number;
   readonly #groups = new Map<number, Int32Array>();
-  /** The group the last add touched, and its counts: a batch's rows mostly fall in one. */
-  #lastGroup = NaN;
-  #lastCounts: Int32Array | undefined;
+  /**
+   * The groups last touched, direct-mapped by group modulo cacheSize (a group's id and counts),
+   * so that rows due across many hours find theirs by an index rather than a map lookup.
+   */
+  readonly #cachedGroup = new Float64Array(cacheSize).fill(NaN);
+  readonly #cachedCounts = new Array<Int32Array | undefined>(cacheSize).fill(undefined);
   #total = 0;
 
   constructor(groupWidthMs: number) {
@@ -47,7 +53,8 @@ export class DueSlotCounts {
   /** Counts `delta` (1 or −1) timers due at `dueAtMs`. */
   add(dueAtMs: number, delta: number): void {
     const group = Math.floor(dueAtMs / this.groupWidthMs);
-    let counts = group === this.#lastGroup ? this.#lastCounts : this.#groups.get(group);
+    const at = ((group % cacheSize) + cacheSize) % cacheSize;
+    let counts = this.#cachedGroup[at] === group ? this.#cachedCounts[at] : this.#groups.get(group);
     if (counts === undefined) {
       counts = new Int32Array(this.slotsPerGroup + 1);
       this.#groups.set(group, counts);
@@ -60,12 +67,12 @@ export class DueSlotCounts {
     if (total === 0) {
       // An empty group goes, so the map holds only groups with timers due in them.
       this.#groups.delete(group);
-      this.#lastGroup = NaN;
-      this.#lastCounts = undefined;
+      this.#cachedGroup[at] = NaN;
+      this.#cachedCounts[at] = undefined;
       return;
     }
-    this.#lastGroup = group;
-    this.#lastCounts = counts;
+    this.#cachedGroup[at] = group;
+    this.#cachedCounts[at] = counts;
   }
 
   /** Adds the counts to `into[k]`, k the bucket each slot falls in by `edgesMs` (sorted, on slot boundaries). */
