@@ -6,6 +6,8 @@
 //                      (1 in 50 within the hour), most of them spilled to disk by checkpoints
 //                      (the watermark a day ahead) as a memory-bound service holds them. p50, p99,
 //                      max of the request's round trip; `engine_ms.p99` the engine's part alone.
+//   first_data_ms      the page itself: navigation to GET /ui to its first numbers in headless
+//                      Chromium, against a `fermata serve` of its own (bench/ui-first-data.ts)
 //
 // N is 10,000,000; 1,000,000 with --quick. The timers are admitted in batches of 10,000 with a
 // 16-byte payload and no key, a checkpoint every 1,000,000. In this process (the engine and the
@@ -19,6 +21,7 @@ import type { TimerBatch } from '../engine/batch/timer-batch.ts';
 import { Engine } from '../engine/engine.ts';
 import { createHttpServer } from '../ingest/http/server.ts';
 import { type Fact, type Figure, metaLine, newHistogram, percentileMs, recordMs, type SuiteOptions } from './report.ts';
+import { firstDataFigures } from './ui-first-data.ts';
 
 const suite = 'ui';
 const batchRows = 10_000;
@@ -42,7 +45,7 @@ const timings: Record<'quick' | 'full', Timing> = {
 /** A part of the suite: its figures and the facts of its run (for the meta line), measured in its own temporary directory under `dir`. */
 type Part = (options: SuiteOptions, timing: Timing, dir: string) => Promise<{ readonly figures: Figure[]; readonly facts: Record<string, Fact> }>;
 
-const parts: readonly Part[] = [dueHistogramPart];
+const parts: readonly Part[] = [dueHistogramPart, (options) => firstDataFigures(suite, options)];
 
 export async function uiSuite(options: SuiteOptions): Promise<Figure[]> {
   const timing = options.quick ? timings.quick : timings.full;
