@@ -1,6 +1,6 @@
 // Builds the dashboard (decision 0024): ui/src/main.tsx and what it imports (Preact, uPlot and
 // their CSS) into dist/ui/, with esbuild. Every asset's file name carries a hash of its content
-// (dist/ui/assets/main-HASH.js, main-HASH.css), so the service can let browsers keep them for a
+// (dist/ui/assets/main-HASH.js, main-HASH.css, and chunk-HASH.js, uPlot, imported lazily), so the service can let browsers keep them for a
 // year; dist/ui/index.html, the one file without a hash, names them and is never cached.
 //
 // bin/bundle.js runs it after the service's bundle (`npm ci`, `npm install`), and the browser
@@ -29,16 +29,19 @@ export async function buildUi(esbuild) {
     jsxImportSource: 'preact',
     minify: true,
     sourcemap: false,
+    // What the page imports lazily (the chart library) is a chunk of its own, loaded after the first numbers are shown.
+    splitting: true,
     outdir: join(out, 'assets'),
     entryNames: '[name]-[hash]',
+    chunkNames: 'chunk-[hash]',
     assetNames: '[name]-[hash]',
     metafile: true,
     logLevel: 'warning',
   });
-  const outputs = Object.keys(result.metafile.outputs).map((file) => basename(file));
-  const script = outputs.find((file) => file.endsWith('.js'));
-  const style = outputs.find((file) => file.endsWith('.css'));
-  if (script === undefined || style === undefined) throw new Error(`ui/build.js: esbuild wrote no script or no style sheet: ${outputs.join(', ')}`);
+  const entry = Object.entries(result.metafile.outputs).find(([, output]) => output.entryPoint === 'ui/src/main.tsx');
+  const script = entry === undefined ? undefined : basename(entry[0]);
+  const style = entry?.[1].cssBundle === undefined ? undefined : basename(entry[1].cssBundle);
+  if (script === undefined || style === undefined) throw new Error(`ui/build.js: esbuild wrote no entry script or no style sheet: ${Object.keys(result.metafile.outputs).join(', ')}`);
   const page = readFileSync(join(root, 'ui', 'index.html'), 'utf8').replace('{{script}}', `/ui/assets/${script}`).replace('{{style}}', `/ui/assets/${style}`);
   writeFileSync(join(out, 'index.html'), page);
   return { script, style };
