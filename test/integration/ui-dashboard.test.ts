@@ -46,7 +46,7 @@ async function showPanel(name: string): Promise<void> {
 /** Waits until the element `selector` shows `text`. */
 async function shown(selector: string, text: string): Promise<void> {
   // A selector, not a function polled in the page: playwright would evaluate that with eval, which the page's CSP refuses.
-  await page.waitForSelector(`${selector}:text-is(${JSON.stringify(text)})`, { timeout: 5_000 });
+  await page.waitForSelector(`${selector}:text-is(${JSON.stringify(text)})`, { timeout: 15_000 });
 }
 
 async function screenshots(name: string): Promise<void> {
