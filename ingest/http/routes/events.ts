@@ -11,10 +11,11 @@
 //                     was discarded); the stream goes on with counters
 //
 // The counters are made once a sample for every stream. Streams open at once are bounded
-// (route-limits.ts: past it 429 EVENT_STREAMS_FULL, the page polls instead); the server's close
+// (route-limits.ts: past it 429 EVENT_STREAMS_FULL, the page polls instead), and so is what a
+// stream holds unread (past it the stream ends: its reader stopped reading); the server's close
 // ends every stream first, so a stop is not held up by them until the drain timeout. Main thread.
 import { PassThrough } from 'node:stream';
-import type { Engine, TimerView } from '../../../engine/engine.ts';
+import type { TimerView } from '../../../engine/engine.ts';
 import type { SeriesSample, StatsSeries } from '../../../engine/stats-series.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { eventStreamLimits } from '../route-limits.ts';
@@ -53,17 +54,20 @@ function sampleBody(sample: Readonly<SeriesSample> | undefined): unknown {
 /** What of a watched timer, when it changes, is told. */
 const fingerprint = (view: TimerView): string => `${view.state}/${view.revision}/${view.attempts}/${view.lastStatus}/${view.dueAtMs}`;
 
+/** How a stream finds its watched timer, in memory or on disk (Engine.lookup). */
+export type TimerLookup = (id: string) => Promise<TimerView | undefined>;
+
 /** One open stream: where its frames go, and the timer it watches. */
-class EventStream {
+export class EventStream {
   readonly out = new PassThrough();
-  readonly #engine: Engine;
+  readonly #lookup: TimerLookup;
   /** The watched timer's id; undefined once it is gone (or when none is watched). */
   #watch: string | undefined;
   #seen: string | undefined;
   #looking = false;
 
-  constructor(engine: Engine, watch: string | undefined, view: TimerView | undefined) {
-    this.#engine = engine;
+  constructor(lookup: TimerLookup, watch: string | undefined, view: TimerView | undefined) {
+    this.#lookup = lookup;
     this.#watch = watch;
     if (view !== undefined) {
       this.#seen = fingerprint(view);
@@ -72,6 +76,9 @@ class EventStream {
   }
 
   counters(text: string): void {
+    if (this.out.writableEnded) return;
+    // A reader that stopped reading is let go rather than buffered for without end.
+    if (this.out.writableLength + this.out.readableLength > eventStreamLimits.unreadBytesMax) return this.end();
     this.out.write(text);
     if (this.#watch !== undefined && !this.#looking) void this.#look(this.#watch);
   }
@@ -83,23 +90,25 @@ class EventStream {
   /** Looks the watched timer up (on disk too) and tells what changed; one look at a time. */
   async #look(id: string): Promise<void> {
     this.#looking = true;
+    let view: TimerView | undefined;
     try {
-      const view = await this.#engine.lookup(id);
-      if (this.out.writableEnded || this.#watch === undefined) return;
-      if (view === undefined) {
-        this.out.write(frame('timer-gone', { id }));
-        this.#watch = undefined;
-        return;
-      }
-      const now = fingerprint(view);
-      if (now === this.#seen) return;
-      this.#seen = now;
-      this.out.write(frame('timer', timerView.json(view)));
+      view = await this.#lookup(id);
     } catch {
-      // A lookup the disk failed: the next second looks again.
+      // The disk failed the lookup (a spilled timer's run): the next second looks again.
+      return;
     } finally {
       this.#looking = false;
     }
+    if (this.out.writableEnded || this.#watch === undefined) return;
+    if (view === undefined) {
+      this.out.write(frame('timer-gone', { id }));
+      this.#watch = undefined;
+      return;
+    }
+    const now = fingerprint(view);
+    if (now === this.#seen) return;
+    this.#seen = now;
+    this.out.write(frame('timer', timerView.json(view)));
   }
 }
 
@@ -125,7 +134,7 @@ export async function eventsRoutes(app: HttpServer, { engine, series }: EventsRo
     const { watch } = request.query;
     const view = watch === undefined ? undefined : await engine.lookup(watch);
     if (watch !== undefined && view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${watch}`, 'watch');
-    const stream = new EventStream(engine, watch, view);
+    const stream = new EventStream((id) => engine.lookup(id), watch, view);
     open.add(stream);
     reply.raw.once('close', () => {
       open.delete(stream);
