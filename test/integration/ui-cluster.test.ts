@@ -1,5 +1,6 @@
 // The dashboard on a cluster node: one real `fermata serve --cluster` over PostgreSQL (P = 2,
-// short leases) in headless Chromium. The page shows the Cluster panel (this node, the
+// short leases) in headless Chromium. With no event stream there, the page polls and says so; it
+// shows the Cluster panel (this node, the
 // partitions it owns, every partition's owner, as GET /v1/cluster answers) and the cluster's
 // totals, and no Queues or Schedules tab (those routes are 501 in cluster mode); axe-core finds no
 // WCAG A/AA violation; screenshots at both sizes. Skips (fails under CI) without PostgreSQL or
@@ -59,6 +60,8 @@ test('a cluster node\'s dashboard shows the cluster panel and no queue or schedu
     const problems = watchProblems(page, [/404 .*\/v1\/events(\?|$)/]);
     await page.goto(`${node.url}/ui`);
     await page.waitForSelector('[data-figure=pending] dd:text-is("1")');
+    // A cluster node serves no event stream: the page polls GET /v1/stats once a second instead, and says so.
+    await page.waitForSelector('[data-connection=polling]');
     const tabs = await page.$$eval('nav button', (buttons) => buttons.map((button) => button.getAttribute('data-tab')));
     assert.deepEqual(tabs, ['overview', 'dead', 'timer', 'cluster']);
 
