@@ -71,7 +71,7 @@ export function Queues() {
                 <td data-field="in_flight">{count(queue.in_flight)}</td>
                 <td data-field="delivered_per_s">{perSecond(queue.delivered_per_s)}</td>
                 <td class="config">
-                  {queue.delivery}, {count(queue.max_attempts)} attempts, timeout {ms(queue.timeout_ms)}
+                  {queue.delivery}, {count(queue.max_attempts)} {queue.max_attempts === 1 ? 'attempt' : 'attempts'}, timeout {ms(queue.timeout_ms)}
                   {queue.rate_per_s !== null ? `, at most ${perSecond(queue.rate_per_s)}` : ''}
                   {queue.max_concurrent !== null ? `, ${count(queue.max_concurrent)} at once` : ''}
                 </td>
