@@ -49,6 +49,7 @@ const suites: Readonly<Record<string, Suite>> = {
   'pg-log': async (options) => (await import('./pg-log.ts')).pgLogSuite(options),
   cluster: async (options) => (await import('./cluster.ts')).clusterSuite(options),
   clients: async (options) => (await import('./clients.ts')).clientsSuite(options),
+  ui: async (options) => (await import('./ui.ts')).uiSuite(options),
 };
 
 /**

@@ -3,6 +3,7 @@
 // ES module files under dist/ (esbuild), so that a start loads and compiles those instead of
 // resolving, reading and stripping the types of ~900 files one by one (decision 0019). `npm ci`
 // and `npm install` run it (package.json's "prepare"); `node bin/bundle.js` runs it by hand.
+// It builds the dashboard too (ui/build.js, dist/ui/).
 //
 // Beside the bundle it writes dist/inputs.json: every project file the bundle was made of, with
 // its size and modification time, and package-lock.json's. bin/bundle-entry.js starts from the
@@ -15,6 +16,7 @@
 import { mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildUi } from '../ui/build.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'dist');
@@ -60,3 +62,7 @@ const inputs = watched.map((file) => {
 });
 writeFileSync(join(out, 'inputs.json'), JSON.stringify(inputs));
 console.log(`bin/bundle.js: dist/ built from ${Object.keys(result.metafile.inputs).length} files`);
+
+// The dashboard's page and assets, dist/ui/ (decision 0024); the service serves them at GET /ui.
+const ui = await buildUi(esbuild);
+console.log(`bin/bundle.js: dist/ui/ built (${ui.script}, ${ui.style})`);

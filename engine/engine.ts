@@ -45,6 +45,9 @@ import { restoreCheckpoint } from './spill/restore.ts';
 import { residentBytes, shrinkResident, spillableBytesByBucket, spillStats } from './spill/spill-planning.ts';
 import { SpilledTimers } from './spill/spilled-timers.ts';
 import { EngineState } from './state.ts';
+import { type DueHistogram, dueHistogram } from './due-histogram.ts';
+import { DueSlotCounts } from './store/due-slot-counts.ts';
+import { QueueStateCounts } from './store/queue-state-counts.ts';
 import { type ScheduleInput, type SchedulePage, Schedules, type ScheduleView } from './schedules/schedules.ts';
 import { ResidentStore, timerState } from './store/resident-store.ts';
 import {
@@ -73,6 +76,7 @@ import { localLog } from './wal/local-log.ts';
 export * from './types.ts';
 export type { RescheduleOutcome, RevisionCondition, TimerPatch } from './reschedule.ts';
 export type { BulkCancelOutcome, BulkCancelTarget } from './bulk-cancel.ts';
+export type { DueHistogram } from './due-histogram.ts';
 export { decodeCursor, type QueryPosition, queryStart, type TimerFilter, type TimerPage } from './timer-query.ts';
 
 export type { ScheduleInput, SchedulePage, ScheduleView } from './schedules/schedules.ts';
@@ -92,7 +96,7 @@ export class Engine {
       limits: { ...timerLimits, ...options.limits },
       retention,
       shrinkLimits: { residentShrinkShare, residentShrinkBusySlots, residentShrinkDueClearMs, ...options.shrinkLimits },
-      store: new ResidentStore(options.store),
+      store: dueCountingStore(options.store, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs),
       fs,
       spillDir,
       spill: new SpilledTimers(fs, spillDir, options.spillBucketWidthMs ?? spillLimits.bucketWidthMs),
@@ -360,6 +364,7 @@ export class Engine {
       } finally {
         this.#s.spilling = undefined;
         this.#s.notYetEvicted = 0;
+        this.#s.evictingDueAtMs = undefined;
       }
       return { ...report, residentShrunkTo: shrinkResident(this.#s) };
     });
@@ -432,6 +437,20 @@ export class Engine {
     };
   }
 
+  /** Pending, retrying and held timers, resident and spilled, by when they are next due (due-histogram.ts): no timer is read. */
+  dueHistogram(nowMs: number = this.#s.clock.now()): DueHistogram {
+    return dueHistogram(this.#s, nowMs);
+  }
+
+  /** A queue's timers in memory waiting (pending, retrying, held) and being delivered, from counts kept (none read). */
+  queueCounts(name: string): { readonly waiting: number; readonly inFlight: number } {
+    const s = this.#s;
+    const index = s.queueIndexOf.get(name);
+    const counts = s.store.queueCounts;
+    if (index === undefined || counts === undefined) return { waiting: 0, inFlight: 0 };
+    return { waiting: counts.waiting(index), inFlight: counts.of(index, timerState.delivering) };
+  }
+
   /** Paused queues and the timers they hold (queue-pause.ts): one pass over the held timers. */
   queueHoldStats(): QueueHoldStats {
     return queueHoldStats(this.#s);
@@ -446,4 +465,11 @@ export class Engine {
     );
     return result;
   }
+}
+
+/** The engine's store, counting its pending and retrying timers by due time in slots that tile the spill buckets, and its timers by queue and state. */
+function dueCountingStore(options: EngineOptions['store'], bucketWidthMs: number): ResidentStore {
+  const store = new ResidentStore(options);
+  store.countIn(new DueSlotCounts(bucketWidthMs), new QueueStateCounts());
+  return store;
 }

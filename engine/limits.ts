@@ -563,3 +563,13 @@ export function assertPgLogLimits(limits: PgLogLimits): void {
 }
 
 assertPgLogLimits(pgLogLimits);
+
+/** The ring of one-second samples behind GET /v1/stats/series and /v1/events (engine/stats-series.ts). */
+export const statsSeriesLimits = {
+  /** One sample every this many ms. */
+  sampleIntervalMs: 1000,
+  /** Samples kept: 15 minutes of them. */
+  samplesMax: 900,
+} as const;
+
+assert.ok(statsSeriesLimits.sampleIntervalMs * statsSeriesLimits.samplesMax === 15 * 60 * 1000, 'the series holds 15 minutes');

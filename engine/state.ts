@@ -167,6 +167,8 @@ export class EngineState {
    * spill tier counts them already, and memory still does (or they are no longer pending).
    */
   notYetEvicted = 0;
+  /** The due times of that run's rows in eviction order (its last notYetEvicted are not evicted yet), for the due histogram. */
+  evictingDueAtMs: Float64Array | undefined;
   /** Rows put in the store since open, replayed or admitted, and outcomes applied: how busy the engine is, for the loader. */
   rowsInserted = 0;
   outcomesApplied = 0;

@@ -16,6 +16,7 @@ import { resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
+import type { SeriesSources } from '../../engine/stats-series.ts';
 import type { Dispatcher } from '../../dispatch/dispatcher.ts';
 import type { PullQueues } from '../../dispatch/pull-queues.ts';
 import type { DiskSpaceCheck } from '../../ingest/http/listen/disk-space.ts';
@@ -80,6 +81,7 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
     warm: () => dispatcher.warm,
     // Imported at the first scrape of /metrics, with prom-client (ingest/http/routes/metrics.ts).
     metrics: async (registry) => (await import('../../dispatch/dispatch-metrics.ts')).registerDispatchMetrics(registry, dispatcher),
+    seriesSources: seriesSources(engine, dispatcher),
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
   if (settings.http3 !== undefined && settings.tls !== undefined) advertiseHttp3(app, settings.http3.port);
@@ -102,6 +104,21 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
   logger.info({ url: urlOf('http', app.server.address()), data: settings.dataDir }, 'listening');
   if (app.server.tls !== undefined) logger.info({ url: urlOf('https', app.server.tls.address()), alpn: alpnProtocols }, 'listening');
   return app;
+}
+
+/** What GET /v1/stats/series samples once a second: the engine's adds, the dispatcher's outcomes, failures and fire lateness. */
+function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
+  return {
+    added: () => engine.stats().rowsInserted,
+    delivered: () => {
+      let delivered = 0;
+      for (const stats of dispatcher.stats().values()) delivered += stats.delivered;
+      return delivered;
+    },
+    failed: () => dispatcher.failuresByKind().reduce((sum, [, count]) => sum + count, 0),
+    lateness: () => dispatcher.lateness,
+    deliveredByQueue: () => Array.from(dispatcher.stats(), ([queue, stats]) => [queue, stats.delivered] as const),
+  };
 }
 
 /**

@@ -190,6 +190,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     const tombstonesNow = s.spill.tombstoneColumns();
     s.spill.reset(spilledRuns, watermarkMs, tombstonesKept === tombstones ? tombstonesNow : withoutTombstones(tombstonesNow, tombstones));
     s.notYetEvicted = spilledHandles.length;
+    s.evictingDueAtMs = spilledIds.fireAtMs;
     await evictSpilled(s, spilledHandles, spilledIds, addTimes.spilling);
     // The evicted timers' bytes leave holes in the arena's slabs: a few timers left in a slab
     // would keep all of it (4 MiB), so slabs mostly emptied are compacted now.

@@ -23,6 +23,9 @@
 //   target-table.ts      the interned targets the targetIndex column points into
 //   timer-state.ts       the codes of the state column
 //   byte-arena.ts        the payload, headers and key bytes
+//   due-slot-counts.ts   pending and retrying timers counted by due time, and
+//   queue-state-counts.ts  every timer by queue and state, both kept by the setters (and
+//                      allocation, release) once the engine gives them (countIn)
 //   ../memory/columns-ahead.ts   tuning: the next growth's columns made ahead, their pages
 //                      mapped off the main thread, once the engine says rows are coming
 //                      (prefaultColumnsFor); the growth then takes them and is a copy only
@@ -53,6 +56,8 @@ import { storeLimits } from '../limits.ts';
 import type { ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { callbacksRunBytesAt, callbacksRunHeaderBytes, keysWithCallbacks } from './callback-bytes.ts';
 import { ByteArena, type ByteArenaOptions } from './byte-arena.ts';
+import { countsAsDue, type DueSlotCounts } from './due-slot-counts.ts';
+import type { QueueStateCounts } from './queue-state-counts.ts';
 import { capacityTowards, columnsBytes, doubledCapacity } from './column-growth.ts';
 import { FreeSlots } from './free-slots.ts';
 import { ResidentColumns } from './resident-columns.ts';
@@ -109,6 +114,10 @@ export class ResidentStore extends ResidentColumns {
   readonly #targets = new TargetTable();
   /** The table's names, the same array for its life: read by targetOf() once per timer delivered. */
   readonly #targetNames = this.#targets.names;
+  /** Pending and retrying timers by due time (due-slot-counts.ts), kept by the setters once countIn() gives it. */
+  #dueCounts: DueSlotCounts | undefined;
+  /** Live timers by queue and state (queue-state-counts.ts), kept the same way. */
+  #queueCounts: QueueStateCounts | undefined;
 
   constructor(options: ResidentStoreOptions = {}) {
     const capacityMax = options.capacityMax ?? storeLimits.residentTimersMax;
@@ -121,6 +130,23 @@ export class ResidentStore extends ResidentColumns {
     this.#capacityMax = capacityMax;
     this.generationMax = generationMax;
     this.arena = new ByteArena(options.arena);
+  }
+
+  /** From now on, pending and retrying timers are counted in `due` by when they are due, and every timer in `byQueue` by queue and state (given before any timer is). */
+  countIn(due: DueSlotCounts, byQueue: QueueStateCounts): void {
+    assert.ok(this.#count === 0 && this.#dueCounts === undefined, 'counts start with an empty store');
+    this.#dueCounts = due;
+    this.#queueCounts = byQueue;
+  }
+
+  /** The due counts countIn() gave, if any. */
+  get dueCounts(): DueSlotCounts | undefined {
+    return this.#dueCounts;
+  }
+
+  /** The counts by queue and state countIn() gave, if any. */
+  get queueCounts(): QueueStateCounts | undefined {
+    return this.#queueCounts;
   }
 
   /** Live timers. */
@@ -255,6 +281,8 @@ export class ResidentStore extends ResidentColumns {
     this.keyLengthColumn[slot] = callbacks.length === 0 ? key.length : key.length | keyHasCallbacksBit;
     this.#targets.addRef(targetIndex);
     this.#count++;
+    this.#dueCounts?.add(fireAt, 1);
+    this.#queueCounts?.add(queueIndex, timerState.pending, 1);
     return slot;
   }
 
@@ -334,6 +362,10 @@ export class ResidentStore extends ResidentColumns {
       slotsOut[i] = slot;
     }
     slots.highWater = fresh;
+    const dueCounts = this.#dueCounts;
+    if (dueCounts !== undefined) for (let i = 0; i < count; i++) dueCounts.add(fireAtMs[rows === undefined ? i : (rows[i] as number)] as number, 1);
+    const queueCounts = this.#queueCounts;
+    if (queueCounts !== undefined) for (let i = 0; i < count; i++) queueCounts.add(queueIndex[slotsOut[i] as number] as number, timerState.pending, 1);
     this.arena.addRows(payload, headers, thirdColumn, rows, count, slotsOut, this.bytesSlabColumn, this.bytesOffsetColumn);
     this.#count += count;
   }
@@ -443,6 +475,8 @@ export class ResidentStore extends ResidentColumns {
     this.#assertLive(slot);
     this.arena.free(this.bytesRefOf(slot), this.#bytesLength(slot));
     this.#targets.unref(this.targetIndexColumn[slot] as number);
+    if (this.#dueCounts !== undefined && countsAsDue(this.stateColumn[slot] as number)) this.#dueCounts.add(this.dueAtColumn[slot] as number, -1);
+    this.#queueCounts?.add(this.queueIndexColumn[slot] as number, this.stateColumn[slot] as number, -1);
     this.stateColumn[slot] = timerState.free;
     this.#count--;
     const generation = (this.generationColumn[slot] as number) + 1;
@@ -581,12 +615,23 @@ export class ResidentStore extends ResidentColumns {
     this.#assertLive(slot);
     // Plain conditions, assert only on failure, in these setters: each runs once per timer settled.
     if (!Number.isFinite(dueAt)) assert.fail('dueAt must be a finite number of ms');
+    if (this.#dueCounts !== undefined && countsAsDue(this.stateColumn[slot] as number)) {
+      this.#dueCounts.add(this.dueAtColumn[slot] as number, -1);
+      this.#dueCounts.add(dueAt, 1);
+    }
     this.dueAtColumn[slot] = dueAt;
   }
 
   setState(slot: number, state: TimerStateCode): void {
     this.#assertLive(slot);
     if (!(state >= timerState.pending && state <= timerState.cancelled)) assert.fail('setState needs a live state; release() frees a slot');
+    const counted = countsAsDue(state);
+    if (this.#dueCounts !== undefined && countsAsDue(this.stateColumn[slot] as number) !== counted) this.#dueCounts.add(this.dueAtColumn[slot] as number, counted ? 1 : -1);
+    if (this.#queueCounts !== undefined) {
+      const queueIndex = this.queueIndexColumn[slot] as number;
+      this.#queueCounts.add(queueIndex, this.stateColumn[slot] as number, -1);
+      this.#queueCounts.add(queueIndex, state, 1);
+    }
     this.stateColumn[slot] = state;
   }
 

@@ -37,6 +37,8 @@ export const grpcStatusOf: Record<ErrorCode | HttpErrorCode, status> = {
   // gRPC's own answer to a message over its size limit.
   [httpErrorCodes.bodyTooLarge]: status.RESOURCE_EXHAUSTED,
   [httpErrorCodes.headersTooLarge]: status.RESOURCE_EXHAUSTED,
+  // The dashboard's event streams are HTTP's; listed so that every code has a status.
+  [httpErrorCodes.eventStreamsFull]: status.RESOURCE_EXHAUSTED,
   [httpErrorCodes.requestTimeout]: status.DEADLINE_EXCEEDED,
   [httpErrorCodes.internal]: status.INTERNAL,
 };

@@ -35,6 +35,8 @@ export const httpErrorCodes = {
   revisionMismatch: 'REVISION_MISMATCH',
   /** A PATCH of a timer that is no longer pending or retrying (delivering, delivered, dead, cancelled). */
   timerNotPending: 'TIMER_NOT_PENDING',
+  /** GET /v1/events with as many streams open as the service keeps (route-limits.ts). */
+  eventStreamsFull: 'EVENT_STREAMS_FULL',
 } as const;
 
 export type HttpErrorCode = (typeof httpErrorCodes)[keyof typeof httpErrorCodes];
@@ -84,6 +86,7 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [httpErrorCodes.internal]: 500,
   [httpErrorCodes.revisionMismatch]: 412,
   [httpErrorCodes.timerNotPending]: 409,
+  [httpErrorCodes.eventStreamsFull]: 429,
   // The cluster database cannot be reached: nothing was appended, a retry may land.
   [errorCodes.logUnavailable]: 503,
   // A start-up condition of cluster mode; met by a request it is a bug.

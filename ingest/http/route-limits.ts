@@ -27,3 +27,15 @@ export const timerListLimits = {
 export const bulkCancelLimits = {
   idsMax: 10_000,
 } as const;
+
+/** `GET /v1/events`: streams open at once (past it: 429 `EVENT_STREAMS_FULL`), and the bytes one holds unread before it is ended. */
+export const eventStreamLimits = {
+  streamsMax: 64,
+  unreadBytesMax: 1024 * 1024,
+} as const;
+
+/** `POST /v1/dead/retry`: the most dead timers one request redrives, and how many of their redrives are logged at once. */
+export const deadRetryLimits = {
+  redrivenMax: 100_000,
+  redrivesAtOnce: 1000,
+} as const;

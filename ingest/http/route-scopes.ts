@@ -35,10 +35,17 @@ const admin = (queue: QueueRule, audit?: string): RouteAccess => ({ scope: 'admi
 /** "METHOD /url" as fastify registers it → its access. */
 export const routeAccess: ReadonlyMap<string, RouteAccess> = new Map([
   ['GET /healthz', open],
+  // The dashboard's page and its hashed files: no data in them (routes/ui.ts); the page asks for a token.
+  ['GET /ui', open],
+  ['GET /ui/assets/:file', open],
   ['GET /readyz', open],
   ['GET /openapi.json', read('any')],
   ['GET /metrics', read('any')],
   ['GET /v1/stats', read('any')],
+  ['GET /v1/stats/series', read('any')],
+  ['GET /v1/stats/due-histogram', read('any')],
+  // The counters, and a watched timer's changes whatever its queue: not for a queue-limited token.
+  ['GET /v1/events', read('service')],
   // Open: a client holding only a write token splits its batches at these; they are no one's data.
   ['GET /v1/limits', open],
   ['GET /v1/cluster', read('any')],
@@ -60,6 +67,7 @@ export const routeAccess: ReadonlyMap<string, RouteAccess> = new Map([
   ['POST /v1/queues/:name/resume', admin('param', 'resume')],
   ['DELETE /v1/queues/:name/timers', admin('param', 'purge')],
   ['POST /v1/timers/cancel', admin('body', 'bulk_cancel')],
+  ['POST /v1/dead/retry', admin('body', 'redrive_all')],
   ['POST /v1/dead/:id/retry', admin('timer', 'redrive')],
   ['DELETE /v1/dead/:id', admin('timer', 'dead_discard')],
   ['PUT /v1/schedules/:name', admin('service', 'schedule_put')],

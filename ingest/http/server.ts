@@ -58,9 +58,14 @@ import { openapiRoutes } from './routes/openapi-route.ts';
 import { queuesRoutes } from './routes/queues.ts';
 import { schedulesRoutes } from './routes/schedules.ts';
 import { statsRoutes } from './routes/stats.ts';
+import { engineSeriesSources, statsSeriesRoutes } from './routes/stats-series.ts';
+import { dueHistogramRoutes } from './routes/due-histogram.ts';
+import { eventsRoutes } from './routes/events.ts';
+import { type SeriesSources, StatsSeries } from '../../engine/stats-series.ts';
 import { timerListRoutes } from './routes/timer-list.ts';
 import { timerPatchRoutes } from './routes/timer-patch.ts';
 import { timersRoutes } from './routes/timers.ts';
+import { uiRoutes } from './routes/ui.ts';
 import type { HttpServer } from './types.ts';
 
 export type { HttpServer } from './types.ts';
@@ -107,6 +112,8 @@ interface SingleNodeOptions {
   readonly disk?: DiskSpaceCheck;
   /** When given, /readyz is also red until it returns true (the dispatcher's warm-up after a start). */
   readonly warm?: () => boolean;
+  /** The counters GET /v1/stats/series samples (the dispatcher's deliveries too); the engine's adds alone when not given. */
+  readonly seriesSources?: SeriesSources;
 }
 
 type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
@@ -166,6 +173,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     void app.register(clusterNodeRoutes, { directory: front.directory, notReady, guard, metrics });
     void app.register(limitsRoutes);
     void app.register(openapiRoutes);
+    void app.register(uiRoutes);
     return app;
   }
   const { engine, disk, warm } = options;
@@ -175,15 +183,26 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(healthRoutes, { engine, disk, warm });
   void app.register(timersRoutes, { engine, coalescer });
   void app.register(timerPatchRoutes, { engine });
-  void app.register(queuesRoutes, { engine });
+  // One ring of samples a life of the server, taken from its start and stopped with it.
+  const series = new StatsSeries(options.seriesSources ?? engineSeriesSources(engine));
+  series.start();
+  app.addHook('onClose', (_app, done) => {
+    series.stop();
+    done();
+  });
+  void app.register(queuesRoutes, { engine, series });
   void app.register(deadRoutes, { engine });
   void app.register(timerListRoutes, { engine });
   void app.register(statsRoutes, { engine });
+  void app.register(statsSeriesRoutes, { engine, series });
+  void app.register(dueHistogramRoutes, { engine });
+  void app.register(eventsRoutes, { engine, series });
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics });
   void app.register(limitsRoutes);
   void app.register(openapiRoutes);
+  void app.register(uiRoutes);
   return app;
 }
 

@@ -18,8 +18,10 @@ import { limitsSchema } from './limits.ts';
 import { adminPaths, withScopes } from './openapi-access.ts';
 import { openApiComponents } from './openapi-components.ts';
 import { queuePausePaths } from './openapi-queue-pause.ts';
+import { dashboardPaths, listedQueueSchema } from './openapi-dashboard.ts';
 import { schedulePaths } from './openapi-schedules.ts';
 import { listTimersOperation, timerListPaths } from './openapi-timer-list.ts';
+import { uiPaths } from './openapi-ui.ts';
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -289,7 +291,7 @@ export const openApiDocument = {
       get: {
         operationId: 'listQueues',
         summary: 'List queues',
-        description: 'Every queue that was configured or has held a timer, by name, with the config it runs with and whether it is paused.',
+        description: 'Every queue that was configured or has held a timer, by name, with the config it runs with, whether it is paused, and its timers now: `pending` (waiting in memory: pending, retrying, held), `in_flight` (being delivered) and `delivered_per_s` (deliveries a second over the last minute). From counts kept, no timer read; timers spilled to disk (due past the memory horizon) are not in a queue\'s `pending` (`/v1/stats` counts them as `spilled`).',
         responses: {
           '200': {
             description: 'The queues.',
@@ -298,7 +300,7 @@ export const openApiDocument = {
               properties: {
                 queues: {
                   type: 'array',
-                  items: namedQueueSchema,
+                  items: listedQueueSchema,
                 },
               },
               required: ['queues'],
@@ -311,6 +313,8 @@ export const openApiDocument = {
     },
     ...queuePausePaths,
     ...schedulePaths,
+    ...uiPaths,
+    ...dashboardPaths,
     '/v1/dead': {
       get: {
         operationId: 'listDead',

@@ -7,6 +7,7 @@
 // durable and answer its view (404 unknown). Validation is the engine's (engine/queues.ts): a
 // bad name or field is QUEUE_INVALID naming it, a 400.
 import type { QueueView } from '../../../engine/queue-registry.ts';
+import type { StatsSeries } from '../../../engine/stats-series.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 
@@ -36,9 +37,22 @@ const queueViewSchema = {
   additionalProperties: false,
 } as const;
 
+/** A queue as GET /v1/queues lists it: its view and its timers now (queueFigures). */
+export const listedQueueSchema = {
+  type: 'object',
+  properties: {
+    ...queueViewSchema.properties,
+    pending: { type: 'integer' },
+    in_flight: { type: 'integer' },
+    delivered_per_s: { type: 'number' },
+  },
+  required: [...queueViewSchema.required, 'pending', 'in_flight', 'delivered_per_s'],
+  additionalProperties: false,
+} as const;
+
 const queueListSchema = {
   type: 'object',
-  properties: { queues: { type: 'array', items: queueViewSchema } },
+  properties: { queues: { type: 'array', items: listedQueueSchema } },
   required: ['queues'],
   additionalProperties: false,
 } as const;
@@ -58,7 +72,22 @@ interface NameParams {
 
 const viewBody = ({ name, config, paused }: QueueView): Record<string, unknown> => ({ name, ...config, paused });
 
-export async function queuesRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
+export interface QueuesRoutesOptions extends RoutesOptions {
+  /** The samples a queue's delivery rate is read from; without it the rate is 0. */
+  readonly series?: StatsSeries;
+}
+
+export async function queuesRoutes(app: HttpServer, { engine, series }: QueuesRoutesOptions): Promise<void> {
+  /**
+   * A queue's timers in memory now, waiting (pending, retrying, held) and being delivered, and its
+   * deliveries a second over the last minute: from counts kept, no timer read (timers spilled to
+   * disk are /v1/stats's `spilled`, whatever their queue).
+   */
+  const queueFigures = (view: QueueView): Record<string, unknown> => {
+    const counts = engine.queueCounts(view.name);
+    return { ...viewBody(view), pending: counts.waiting, in_flight: counts.inFlight, delivered_per_s: series?.deliveredPerSecond(view.name) ?? 0 };
+  };
+
   app.put<{ Params: NameParams; Body: unknown }>('/v1/queues/:name', { schema: { response: { 200: queueViewSchema } } }, async (request) => {
     const { name } = request.params;
     await engine.setQueue(name, request.body);
@@ -69,7 +98,7 @@ export async function queuesRoutes(app: HttpServer, { engine }: RoutesOptions): 
   });
 
   app.get('/v1/queues', { schema: { response: { 200: queueListSchema } } }, async () => ({
-    queues: engine.queues().map(viewBody),
+    queues: engine.queues().map(queueFigures),
   }));
 
   app.get<{ Params: NameParams }>('/v1/queues/:name', { schema: { response: { 200: queueViewSchema } } }, async (request) => {

@@ -5,7 +5,7 @@ import type { HttpServer, RoutesOptions } from '../types.ts';
 
 const count = { type: 'integer' } as const;
 
-const statsSchema = {
+export const statsSchema = {
   type: 'object',
   properties: {
     pending: count,
@@ -56,38 +56,41 @@ const statsSchema = {
 } as const;
 
 export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.get('/v1/stats', { schema: { response: { 200: statsSchema } } }, async () => {
-    const stats = engine.stats();
-    const counts = stats.counts;
-    const wal = engine.log;
-    const spill = stats.spill;
-    const holds = engine.queueHoldStats();
-    return {
-      pending: stats.pending,
-      resident: stats.resident,
-      spilled: spill.spilled,
-      in_flight: counts.delivering,
-      delivered: counts.delivered,
-      dead: counts.dead,
-      cancelled: counts.cancelled,
-      bulk_cancels: stats.bulkCancels,
-      cancelled_in_bulk: stats.timersCancelledInBulk,
-      horizon: Number.isFinite(spill.watermarkMs) ? spill.watermarkMs : null,
-      memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes, add_times_bytes: stats.addTimes.bytes },
-      wal: { last_seq: wal.lastSeq, syncs: wal.counters.syncs, appends: wal.counters.appends, poisoned: wal.poisoned !== undefined },
-      paused_queues: holds.pausedQueues,
-      held: holds.held,
-      held_released: holds.heldReleased,
-      reschedules: { applied: stats.reschedules.applied, redirects: stats.reschedules.redirects, redirect_bytes: stats.reschedules.redirectBytes },
-      schedules: {
-        count: stats.schedules.count,
-        paused: stats.schedules.paused,
-        occurrences_created: stats.schedules.occurrencesCreated,
-        catch_up_created: stats.schedules.catchUpCreated,
-        skipped: stats.schedules.skipped,
-        catch_up_cancelled: stats.schedules.catchUpCancelled,
-        occurrences_fired: stats.schedules.occurrencesFired,
-      },
-    };
-  });
+  app.get('/v1/stats', { schema: { response: { 200: statsSchema } } }, async () => statsBody(engine));
+}
+
+/** The body of GET /v1/stats (also what each `counters` event of GET /v1/events carries). */
+export function statsBody(engine: RoutesOptions['engine']): Record<string, unknown> {
+  const stats = engine.stats();
+  const counts = stats.counts;
+  const wal = engine.log;
+  const spill = stats.spill;
+  const holds = engine.queueHoldStats();
+  return {
+    pending: stats.pending,
+    resident: stats.resident,
+    spilled: spill.spilled,
+    in_flight: counts.delivering,
+    delivered: counts.delivered,
+    dead: counts.dead,
+    cancelled: counts.cancelled,
+    bulk_cancels: stats.bulkCancels,
+    cancelled_in_bulk: stats.timersCancelledInBulk,
+    horizon: Number.isFinite(spill.watermarkMs) ? spill.watermarkMs : null,
+    memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes, add_times_bytes: stats.addTimes.bytes },
+    wal: { last_seq: wal.lastSeq, syncs: wal.counters.syncs, appends: wal.counters.appends, poisoned: wal.poisoned !== undefined },
+    paused_queues: holds.pausedQueues,
+    held: holds.held,
+    held_released: holds.heldReleased,
+    reschedules: { applied: stats.reschedules.applied, redirects: stats.reschedules.redirects, redirect_bytes: stats.reschedules.redirectBytes },
+    schedules: {
+      count: stats.schedules.count,
+      paused: stats.schedules.paused,
+      occurrences_created: stats.schedules.occurrencesCreated,
+      catch_up_created: stats.schedules.catchUpCreated,
+      skipped: stats.schedules.skipped,
+      catch_up_cancelled: stats.schedules.catchUpCancelled,
+      occurrences_fired: stats.schedules.occurrencesFired,
+    },
+  };
 }

@@ -1,0 +1,147 @@
+// GET /v1/events: a `text/event-stream` of the service's figures, for a page that reads it with
+// fetch() (so the Authorization header goes with it, which EventSource cannot send):
+//
+//   event: counters   once a second (and at once on connect): {"sample": the second just
+//                     sampled (as a column entry of /v1/stats/series) or null, "stats": the body
+//                     of GET /v1/stats}
+//   event: timer      with ?watch={id}: the timer's view (as GET /v1/timers/{id}) at connect,
+//                     then each time its state, revision, attempts, last status or due time
+//                     changed, looked at once a second
+//   event: timer-gone {"id"}: the watched timer is no longer kept (its retention ended, or it
+//                     was discarded); the stream goes on with counters
+//
+// The counters are made once a sample for every stream. Streams open at once are bounded
+// (route-limits.ts: past it 429 EVENT_STREAMS_FULL, the page polls instead), and so is what a
+// stream holds unread (past it the stream ends: its reader stopped reading); the server's close
+// ends every stream first, so a stop is not held up by them until the drain timeout. Main thread.
+import { PassThrough } from 'node:stream';
+import type { TimerView } from '../../../engine/engine.ts';
+import type { SeriesSample, StatsSeries } from '../../../engine/stats-series.ts';
+import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { eventStreamLimits } from '../route-limits.ts';
+import { timerView } from '../timer-views.ts';
+import type { HttpServer, RoutesOptions } from '../types.ts';
+import { onlyQueryParameters } from './query-parameters.ts';
+import { statsBody } from './stats.ts';
+
+export interface EventsRoutesOptions extends RoutesOptions {
+  readonly series: StatsSeries;
+}
+
+export const eventsQuerySchema = {
+  type: 'object',
+  properties: { watch: { type: 'string', minLength: 1 } },
+  additionalProperties: false,
+} as const;
+
+export const eventStreamType = 'text/event-stream';
+
+const frame = (event: string, data: unknown): string => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+
+const nullable = (ms: number): number | null => (Number.isNaN(ms) ? null : ms);
+
+function sampleBody(sample: Readonly<SeriesSample> | undefined): unknown {
+  if (sample === undefined) return null;
+  return {
+    at_ms: sample.atMs,
+    adds: sample.adds,
+    deliveries: sample.deliveries,
+    failures: sample.failures,
+    lateness_ms: { p50: nullable(sample.latenessP50Ms), p99: nullable(sample.latenessP99Ms), max: nullable(sample.latenessMaxMs) },
+  };
+}
+
+/** What of a watched timer, when it changes, is told. */
+const fingerprint = (view: TimerView): string => `${view.state}/${view.revision}/${view.attempts}/${view.lastStatus}/${view.dueAtMs}`;
+
+/** How a stream finds its watched timer, in memory or on disk (Engine.lookup). */
+export type TimerLookup = (id: string) => Promise<TimerView | undefined>;
+
+/** One open stream: where its frames go, and the timer it watches. */
+export class EventStream {
+  readonly out = new PassThrough();
+  readonly #lookup: TimerLookup;
+  /** The watched timer's id; undefined once it is gone (or when none is watched). */
+  #watch: string | undefined;
+  #seen: string | undefined;
+  #looking = false;
+
+  constructor(lookup: TimerLookup, watch: string | undefined, view: TimerView | undefined) {
+    this.#lookup = lookup;
+    this.#watch = watch;
+    if (view !== undefined) {
+      this.#seen = fingerprint(view);
+      this.out.write(frame('timer', timerView.json(view)));
+    }
+  }
+
+  counters(text: string): void {
+    if (this.out.writableEnded) return;
+    // A reader that stopped reading is let go rather than buffered for without end.
+    if (this.out.writableLength + this.out.readableLength > eventStreamLimits.unreadBytesMax) return this.end();
+    this.out.write(text);
+    if (this.#watch !== undefined && !this.#looking) void this.#look(this.#watch);
+  }
+
+  end(): void {
+    this.out.end();
+  }
+
+  /** Looks the watched timer up (on disk too) and tells what changed; one look at a time. */
+  async #look(id: string): Promise<void> {
+    this.#looking = true;
+    let view: TimerView | undefined;
+    try {
+      view = await this.#lookup(id);
+    } catch {
+      // The disk failed the lookup (a spilled timer's run): the next second looks again.
+      return;
+    } finally {
+      this.#looking = false;
+    }
+    if (this.out.writableEnded || this.#watch === undefined) return;
+    if (view === undefined) {
+      this.out.write(frame('timer-gone', { id }));
+      this.#watch = undefined;
+      return;
+    }
+    const now = fingerprint(view);
+    if (now === this.#seen) return;
+    this.#seen = now;
+    this.out.write(frame('timer', timerView.json(view)));
+  }
+}
+
+export async function eventsRoutes(app: HttpServer, { engine, series }: EventsRoutesOptions): Promise<void> {
+  const open = new Set<EventStream>();
+  // One counters frame a sample, written to every stream.
+  const unsubscribe = series.onSample((sample) => {
+    if (open.size === 0) return;
+    const text = frame('counters', { sample: sampleBody(sample), stats: statsBody(engine) });
+    for (const stream of open) stream.counters(text);
+  });
+  app.addHook('preClose', (done) => {
+    unsubscribe();
+    for (const stream of open) stream.end();
+    open.clear();
+    done();
+  });
+
+  app.get<{ Querystring: { watch?: string } }>('/v1/events', { schema: { querystring: eventsQuerySchema }, preValidation: onlyQueryParameters('GET /v1/events', ['watch']) }, async (request, reply) => {
+    if (open.size >= eventStreamLimits.streamsMax) {
+      throw new HttpProblem(httpErrorCodes.eventStreamsFull, `${eventStreamLimits.streamsMax} event streams are open, the most this service keeps: poll GET /v1/stats and /v1/stats/series instead, or try again later`);
+    }
+    const { watch } = request.query;
+    const view = watch === undefined ? undefined : await engine.lookup(watch);
+    if (watch !== undefined && view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${watch}`, 'watch');
+    const stream = new EventStream((id) => engine.lookup(id), watch, view);
+    open.add(stream);
+    reply.raw.once('close', () => {
+      open.delete(stream);
+      stream.end();
+    });
+    // A reconnecting reader waits a second; the first figures go out at once.
+    stream.out.write(`retry: 1000\n\n${frame('counters', { sample: sampleBody(series.last), stats: statsBody(engine) })}`);
+    return reply.code(200).header('cache-control', 'no-store').header('x-accel-buffering', 'no').type(eventStreamType).send(stream.out);
+  });
+}

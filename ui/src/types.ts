@@ -1,0 +1,92 @@
+// The shapes of the API answers the page reads (docs/api.md), as far as it reads them.
+
+export interface Counts {
+  readonly pending: number;
+  readonly resident: number;
+  readonly spilled: number;
+  readonly in_flight: number;
+  readonly delivered: number;
+  readonly dead: number;
+  readonly cancelled: number;
+}
+
+/** GET /v1/stats of a single node. */
+export interface NodeStats extends Counts {
+  readonly held: number;
+  readonly paused_queues: number;
+  readonly horizon: number | null;
+  readonly memory: { readonly budget_bytes: number | null; readonly resident_bytes: number; readonly spill_metadata_bytes: number; readonly add_times_bytes: number };
+  readonly wal: { readonly last_seq: number; readonly syncs: number; readonly appends: number; readonly poisoned: boolean };
+  readonly schedules: { readonly count: number };
+}
+
+/** GET /v1/stats in cluster mode. */
+export interface ClusterStats {
+  readonly node: { readonly node_id: string; readonly totals: Counts };
+  readonly cluster: { readonly nodes: number; readonly totals: Counts; readonly unreachable: readonly string[]; readonly moving: readonly number[] };
+}
+
+export type Stats = NodeStats | ClusterStats;
+
+export function isClusterStats(stats: Stats): stats is ClusterStats {
+  return 'cluster' in stats;
+}
+
+export interface Queue {
+  readonly name: string;
+  readonly delivery: string;
+  readonly max_attempts: number;
+  readonly rate_per_s: number | null;
+  readonly max_concurrent: number | null;
+  readonly timeout_ms: number;
+  readonly paused: boolean;
+  /** Waiting in memory (pending, retrying, held); timers spilled to disk are not counted here. */
+  readonly pending: number;
+  readonly in_flight: number;
+  readonly delivered_per_s: number;
+}
+
+export interface Timer {
+  readonly id: string;
+  readonly state: string;
+  readonly revision: number;
+  readonly fire_at: string;
+  readonly attempts: number;
+  readonly queue: string;
+  readonly key: string | null;
+  readonly last_status: number | null;
+  readonly last_error: string | null;
+  readonly last_attempt_at: string | null;
+  readonly next_attempt_at: string | null;
+  readonly target: string;
+  readonly created_at: string | null;
+}
+
+export interface DeadTimer {
+  readonly id: string;
+  readonly queue: string;
+  readonly target: string;
+  readonly attempts: number;
+  readonly last_status: number | null;
+  readonly reason: string;
+  readonly last_error: string | null;
+  readonly last_attempt_at: string | null;
+}
+
+export interface Schedule {
+  readonly name: string;
+  readonly cron?: string;
+  readonly time_zone?: string;
+  readonly every_ms?: number;
+  readonly target: string;
+  readonly queue: string;
+  readonly paused: boolean;
+  readonly next: readonly { readonly fire_at: string }[];
+}
+
+export interface ClusterView {
+  readonly node_id: string;
+  readonly partitions: number;
+  readonly owned: readonly { readonly partition: number; readonly epoch: string | number | null }[];
+  readonly owners: readonly { readonly partition: number; readonly here: boolean; readonly address: string | null }[];
+}
