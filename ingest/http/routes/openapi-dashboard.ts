@@ -8,7 +8,7 @@ import { errorResponse, jsonOf, logResponses, namedQueueSchema, queueNameSchema,
 import { seriesSchema } from './stats-series.ts';
 import { dueHistogramSchema } from './due-histogram.ts';
 import { deadRetryLimits, eventStreamLimits } from '../route-limits.ts';
-import { deadRetriedSchema } from './dead.ts';
+import { deadRetriedSchema } from './dead-retry.ts';
 
 /** A queue as GET /v1/queues lists it: the queue and its timers now. */
 export const listedQueueSchema = {
