@@ -45,11 +45,11 @@ const suites: Readonly<Record<string, Suite>> = {
   recovery: async (options) => (await import('./recovery.ts')).recoverySuite(options),
   'h2-clients': async (options) => (await import('./h2-clients.ts')).h2ClientsSuite(options),
   lifecycle: async (options) => (await import('./lifecycle.ts')).lifecycleSuite(options),
+  ui: async (options) => (await import('./ui.ts')).uiSuite(options),
   schedules: async (options) => (await import('./schedules.ts')).schedulesSuite(options),
   'pg-log': async (options) => (await import('./pg-log.ts')).pgLogSuite(options),
   cluster: async (options) => (await import('./cluster.ts')).clusterSuite(options),
   clients: async (options) => (await import('./clients.ts')).clientsSuite(options),
-  ui: async (options) => (await import('./ui.ts')).uiSuite(options),
 };
 
 /**

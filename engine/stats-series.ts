@@ -1,6 +1,7 @@
 // The last 15 minutes of the service, a sample a second: timers added, deliveries and failed
 // attempts in that second, and the fire lateness (p50, p99, max) of the first attempts that
-// started in it. GET /v1/stats/series serves the ring whole, so a dashboard opened late draws
+// started in it; beside the ring, each queue's deliveries over the last minute and when the log
+// last synced (to the second). GET /v1/stats/series serves the ring whole, so a dashboard opened late draws
 // the last 15 minutes at once, and GET /v1/events sends each sample as it is taken.
 //
 // A sample is a difference of counters the engine and the dispatcher keep anyway (rows
@@ -28,6 +29,8 @@ export interface SeriesSources {
   lateness(): hdr.Histogram | undefined;
   /** Attempts that delivered, by queue name. */
   deliveredByQueue(): Iterable<readonly [string, number]>;
+  /** The log's durable writes (group commits). */
+  syncs(): number;
 }
 
 /** One second, as the ring holds it; lateness is NaN for a second in which no first attempt started. */
@@ -67,6 +70,9 @@ export class StatsSeries {
   #added = 0;
   #delivered = 0;
   #failed = 0;
+  #syncs = 0;
+  /** When a sample first saw the log's syncs grow, the last time they did (NaN: not since the start). */
+  #lastSyncAtMs = NaN;
   /** The lateness histogram as it was at the last sample, and a scratch one for the difference. */
   readonly #latenessBefore = histogram();
   readonly #latenessSecond = histogram();
@@ -130,6 +136,9 @@ export class StatsSeries {
     this.#added = added;
     this.#delivered = delivered;
     this.#failed = failed;
+    const syncs = sources.syncs();
+    if (syncs > this.#syncs) this.#lastSyncAtMs = last.atMs;
+    this.#syncs = syncs;
     this.#sampleLateness(last);
     this.#sampleQueues();
     const c = this.#columns;
@@ -170,6 +179,11 @@ export class StatsSeries {
     };
   }
 
+  /** The time of the sample that last saw the log sync (to the second); NaN when none did since the start. */
+  get lastSyncAtMs(): number {
+    return this.#lastSyncAtMs;
+  }
+
   /** A queue's deliveries a second over the last minute of samples (0 before two samples, or for a queue that delivered none). */
   deliveredPerSecond(queue: string): number {
     const ring = this.#queueDelivered.get(queue);
@@ -201,6 +215,7 @@ export class StatsSeries {
     this.#added = sources.added();
     this.#delivered = sources.delivered();
     this.#failed = sources.failed();
+    this.#syncs = sources.syncs();
     // What a queue delivered before the start is before the window.
     this.#queueDelivered.clear();
     for (const [queue, delivered] of sources.deliveredByQueue()) this.#queueDelivered.set(queue, new Float64Array(rateWindow).fill(delivered));

@@ -106,7 +106,7 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
   return app;
 }
 
-/** What GET /v1/stats/series samples once a second: the engine's adds, the dispatcher's outcomes, failures and fire lateness. */
+/** What GET /v1/stats/series samples once a second: the engine's adds and log syncs, the dispatcher's outcomes, failures and fire lateness. */
 function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
   return {
     added: () => engine.stats().rowsInserted,
@@ -118,6 +118,7 @@ function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
     failed: () => dispatcher.failuresByKind().reduce((sum, [, count]) => sum + count, 0),
     lateness: () => dispatcher.lateness,
     deliveredByQueue: () => Array.from(dispatcher.stats(), ([queue, stats]) => [queue, stats.delivered] as const),
+    syncs: () => engine.log.counters.syncs,
   };
 }
 

@@ -51,6 +51,7 @@ import { RouteMethods } from './route-methods.ts';
 import type { TlsCredentials } from './listen/tls-listener.ts';
 import { clockRoutes } from './routes/clock.ts';
 import { deadRoutes } from './routes/dead.ts';
+import { deadRetryRoutes } from './routes/dead-retry.ts';
 import { healthRoutes } from './routes/health.ts';
 import { limitsRoutes } from './routes/limits.ts';
 import { metricsRoutes } from './routes/metrics.ts';
@@ -197,6 +198,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(statsSeriesRoutes, { engine, series });
   void app.register(dueHistogramRoutes, { engine });
   void app.register(eventsRoutes, { engine, series });
+  void app.register(deadRetryRoutes, { engine });
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });
   void app.register(metricsRoutes, { engine, guard, metrics });

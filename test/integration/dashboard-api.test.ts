@@ -61,6 +61,7 @@ class EventReader {
 interface Series {
   interval_ms: number;
   samples_max: number;
+  wal_last_sync_at_ms: number | null;
   at_ms: number[];
   adds: number[];
   deliveries: number[];
@@ -109,6 +110,8 @@ describe('the dashboard\'s API over curl', { skip: skipUnlessTool('curl'), timeo
     const series = await until<Series>('/v1/stats/series', (body) => sum(body.deliveries) >= 5 && sum(body.failures) >= 1, 'the deliveries and the failure in the series');
     assert.equal(series.interval_ms, 1000);
     assert.equal(series.samples_max, 900);
+    const lastSync = series.wal_last_sync_at_ms as number;
+    assert.ok(series.at_ms.includes(lastSync), 'the adds were synced: the last sync is a sample\'s time');
     assert.ok(sum(series.adds) >= 6, `adds ${series.adds}`);
     const n = series.at_ms.length;
     for (const column of [series.adds, series.deliveries, series.failures, series.lateness_ms.p50, series.lateness_ms.p99, series.lateness_ms.max]) assert.equal(column.length, n);

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import * as hdr from 'hdr-histogram-js';
 import { type SeriesSources, StatsSeries } from '../../engine/stats-series.ts';
 
-function fakeSources(): SeriesSources & { added_: number; delivered_: number; failed_: number; histogram: hdr.Histogram; byQueue: Map<string, number> } {
+function fakeSources(): SeriesSources & { added_: number; delivered_: number; failed_: number; syncs_: number; histogram: hdr.Histogram; byQueue: Map<string, number> } {
   const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
   return {
     added_: 0,
@@ -15,6 +15,10 @@ function fakeSources(): SeriesSources & { added_: number; delivered_: number; fa
     failed_: 0,
     histogram,
     byQueue: new Map(),
+    syncs_: 0,
+    syncs() {
+      return this.syncs_;
+    },
     deliveredByQueue() {
       return this.byQueue;
     },
@@ -110,4 +114,19 @@ test('a queue\'s rate is its deliveries a second over the last minute of samples
   assert.equal(series.deliveredPerSecond('billing'), 3, 'the last 60 seconds');
   assert.equal(series.deliveredPerSecond('late'), 1, '60 deliveries since it first delivered, over the minute');
   assert.equal(series.deliveredPerSecond('never'), 0);
+});
+
+test('the log\'s last sync is the time of the sample that saw its syncs grow', () => {
+  const sources = fakeSources();
+  sources.syncs_ = 40; // before the start
+  let now = 1000;
+  const series = new StatsSeries(sources, { now: () => now, capacity: 10 });
+  series.sample();
+  assert.ok(Number.isNaN(series.lastSyncAtMs), 'none since the start');
+  now = 2000;
+  sources.syncs_ = 41;
+  series.sample();
+  now = 3000;
+  series.sample();
+  assert.equal(series.lastSyncAtMs, 2000);
 });

@@ -2,8 +2,8 @@
 // fetch() (so the Authorization header goes with it, which EventSource cannot send):
 //
 //   event: counters   once a second (and at once on connect): {"sample": the second just
-//                     sampled (as a column entry of /v1/stats/series) or null, "stats": the body
-//                     of GET /v1/stats}
+//                     sampled (as a column entry of /v1/stats/series, with wal_last_sync_at_ms)
+//                     or null, "stats": the body of GET /v1/stats}
 //   event: timer      with ?watch={id}: the timer's view (as GET /v1/timers/{id}) at connect,
 //                     then each time its state, revision, attempts, last status or due time
 //                     changed, looked at once a second
@@ -40,10 +40,11 @@ const frame = (event: string, data: unknown): string => `event: ${event}\ndata: 
 
 const nullable = (ms: number): number | null => (Number.isNaN(ms) ? null : ms);
 
-function sampleBody(sample: Readonly<SeriesSample> | undefined): unknown {
+function sampleBody(sample: Readonly<SeriesSample> | undefined, lastSyncAtMs: number): unknown {
   if (sample === undefined) return null;
   return {
     at_ms: sample.atMs,
+    wal_last_sync_at_ms: nullable(lastSyncAtMs),
     adds: sample.adds,
     deliveries: sample.deliveries,
     failures: sample.failures,
@@ -117,7 +118,7 @@ export async function eventsRoutes(app: HttpServer, { engine, series }: EventsRo
   // One counters frame a sample, written to every stream.
   const unsubscribe = series.onSample((sample) => {
     if (open.size === 0) return;
-    const text = frame('counters', { sample: sampleBody(sample), stats: statsBody(engine) });
+    const text = frame('counters', { sample: sampleBody(sample, series.lastSyncAtMs), stats: statsBody(engine) });
     for (const stream of open) stream.counters(text);
   });
   app.addHook('preClose', (done) => {
@@ -141,7 +142,7 @@ export async function eventsRoutes(app: HttpServer, { engine, series }: EventsRo
       stream.end();
     });
     // A reconnecting reader waits a second; the first figures go out at once.
-    stream.out.write(`retry: 1000\n\n${frame('counters', { sample: sampleBody(series.last), stats: statsBody(engine) })}`);
+    stream.out.write(`retry: 1000\n\n${frame('counters', { sample: sampleBody(series.last, series.lastSyncAtMs), stats: statsBody(engine) })}`);
     return reply.code(200).header('cache-control', 'no-store').header('x-accel-buffering', 'no').type(eventStreamType).send(stream.out);
   });
 }

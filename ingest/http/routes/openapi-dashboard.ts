@@ -8,7 +8,7 @@ import { errorResponse, jsonOf, logResponses, namedQueueSchema, queueNameSchema,
 import { seriesSchema } from './stats-series.ts';
 import { dueHistogramSchema } from './due-histogram.ts';
 import { deadRetryLimits, eventStreamLimits } from '../route-limits.ts';
-import { deadRetriedSchema } from './dead.ts';
+import { deadRetriedSchema } from './dead-retry.ts';
 
 /** A queue as GET /v1/queues lists it: the queue and its timers now. */
 export const listedQueueSchema = {
@@ -31,7 +31,7 @@ export const dashboardPaths = {
       summary: `The last ${minutes} minutes, a sample a second`,
       description: [
         `The service keeps a sample a second (the last ${statsSeriesLimits.samplesMax}, from its start), answered as columns, oldest first, one entry a sample: \`at_ms\` (epoch ms, when it was taken), \`adds\` (timers added in that second), \`deliveries\` (attempts delivered), \`failures\` (attempts failed) and \`lateness_ms\` (\`p50\`, \`p99\`, \`max\` of delivery start − fire time of the first attempts started in that second; null for a second with none).`,
-        'From memory; restarts with the service. `after_ms` gives only the samples taken after it.',
+        '`wal_last_sync_at_ms`: the time of the last sample that saw the log make a durable write (a group commit), to the second; null when none since the start. From memory; restarts with the service. `after_ms` gives only the samples taken after it.',
       ].join('\n\n'),
       parameters: [{ name: 'after_ms', in: 'query', required: false, description: 'Only samples taken after this (epoch ms): a poller passes the last `at_ms` it has.', schema: { type: 'integer', minimum: 0 } }],
       responses: {
@@ -62,7 +62,7 @@ export const dashboardPaths = {
       summary: 'Live figures, and a watched timer\'s changes, as server-sent events',
       description: [
         'A `text/event-stream` that stays open. Read it with `fetch()` (its body as a stream) so that the `Authorization` header goes with it: a browser\'s EventSource cannot send one. Events:',
-        '- `counters`, at once and then once a second: `{"sample", "stats"}`, `sample` the second just sampled (`at_ms`, `adds`, `deliveries`, `failures`, `lateness_ms` {`p50`, `p99`, `max`}: one entry of `/v1/stats/series`; null before the first), `stats` the body of `GET /v1/stats`.',
+        '- `counters`, at once and then once a second: `{"sample", "stats"}`, `sample` the second just sampled (`at_ms`, `adds`, `deliveries`, `failures`, `lateness_ms` {`p50`, `p99`, `max`}: one entry of `/v1/stats/series`, with its `wal_last_sync_at_ms`; null before the first), `stats` the body of `GET /v1/stats`.',
         '- `timer`, with `watch`: the watched timer as `GET /v1/timers/{id}` shows it, at once, then whenever its `state`, `revision`, `attempts`, `last_status` or next due time changed (it is looked at once a second).',
         '- `timer-gone`, with `watch`: `{"id"}`, the watched timer is no longer kept (its retention ended, or it was discarded); counters go on.',
         `At most ${eventStreamLimits.streamsMax} streams are open at once; past that 429 \`EVENT_STREAMS_FULL\` (poll \`/v1/stats\` and \`/v1/stats/series?after_ms=\` instead). When the service stops, every stream ends (the body ends cleanly).`,

@@ -1,8 +1,9 @@
 // GET /v1/stats/series: the ring of one-second samples (engine/stats-series.ts) as columns, oldest
 // first, so a chart takes them as they come: timers added, deliveries and failed attempts in each
 // second, and the fire lateness (p50, p99, max, ms) of the first attempts started in it (null
-// for a second in which none started). `after_ms` gives only the samples taken after it (a page
-// polling instead of reading /v1/events). All from memory. Main thread.
+// for a second in which none started), and when the log last synced (to the second).
+// `after_ms` gives only the samples taken after it (a page polling instead of reading
+// /v1/events). All from memory. Main thread.
 import type { SeriesColumns, SeriesSources, StatsSeries } from '../../../engine/stats-series.ts';
 import { statsSeriesLimits } from '../../../engine/limits.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
@@ -20,6 +21,7 @@ export const seriesSchema = {
   properties: {
     interval_ms: { type: 'integer' },
     samples_max: { type: 'integer' },
+    wal_last_sync_at_ms: { type: ['integer', 'null'] },
     at_ms: counts,
     adds: counts,
     deliveries: counts,
@@ -31,7 +33,7 @@ export const seriesSchema = {
       additionalProperties: false,
     },
   },
-  required: ['interval_ms', 'samples_max', 'at_ms', 'adds', 'deliveries', 'failures', 'lateness_ms'],
+  required: ['interval_ms', 'samples_max', 'wal_last_sync_at_ms', 'at_ms', 'adds', 'deliveries', 'failures', 'lateness_ms'],
   additionalProperties: false,
 } as const;
 
@@ -44,11 +46,12 @@ export const seriesQuerySchema = {
 const plain = (column: Float64Array): number[] => Array.from(column);
 const orNull = (column: Float64Array): Array<number | null> => Array.from(column, (ms) => (Number.isNaN(ms) ? null : ms));
 
-/** The JSON body of a series (also what GET /v1/events sends first). */
-export function seriesBody(columns: SeriesColumns): Record<string, unknown> {
+/** The JSON body of a series. */
+function seriesBody(columns: SeriesColumns, lastSyncAtMs: number): Record<string, unknown> {
   return {
     interval_ms: statsSeriesLimits.sampleIntervalMs,
     samples_max: statsSeriesLimits.samplesMax,
+    wal_last_sync_at_ms: Number.isNaN(lastSyncAtMs) ? null : lastSyncAtMs,
     at_ms: plain(columns.atMs),
     adds: plain(columns.adds),
     deliveries: plain(columns.deliveries),
@@ -59,11 +62,11 @@ export function seriesBody(columns: SeriesColumns): Record<string, unknown> {
 
 export async function statsSeriesRoutes(app: HttpServer, { series }: StatsSeriesRoutesOptions): Promise<void> {
   app.get<{ Querystring: { after_ms?: number } }>('/v1/stats/series', { schema: { querystring: seriesQuerySchema, response: { 200: seriesSchema } }, preValidation: onlyQueryParameters('GET /v1/stats/series', ['after_ms']) }, async (request) =>
-    seriesBody(series.columns(request.query.after_ms)),
+    seriesBody(series.columns(request.query.after_ms), series.lastSyncAtMs),
   );
 }
 
 /** A service without a dispatcher (tests, tools): its adds, and no deliveries. */
 export function engineSeriesSources(engine: RoutesOptions['engine']): SeriesSources {
-  return { added: () => engine.stats().rowsInserted, delivered: () => 0, failed: () => 0, lateness: () => undefined, deliveredByQueue: () => [] };
+  return { added: () => engine.stats().rowsInserted, delivered: () => 0, failed: () => 0, lateness: () => undefined, deliveredByQueue: () => [], syncs: () => engine.log.counters.syncs };
 }
