@@ -16,6 +16,7 @@ import type {
   DuplicateRow,
   Limits,
   Queue,
+  QueueWithCounts,
   QueueConfig,
   Schedule,
   ScheduleInput,
@@ -110,7 +111,8 @@ test('the client\'s types have the OpenAPI document\'s fields, required where it
   const queue = { ...queueConfig, name: true, paused: true } as const;
   const queueRequired = Object.fromEntries(Object.keys(queue).map((field) => [field, true])) as { [K in keyof typeof queue]: true } satisfies Requiredness<Queue>;
   sameFields('Queue', queueRequired, ok('/v1/queues/{name}', 'get'));
-  sameFields('Queue (GET /v1/queues)', queueRequired, at(ok('/v1/queues', 'get'), 'properties', 'queues', 'items'));
+  const listedQueue = { ...queueRequired, pending: true, in_flight: true, delivered_per_s: true } as const satisfies Requiredness<QueueWithCounts>;
+  sameFields('QueueWithCounts (GET /v1/queues)', listedQueue, at(ok('/v1/queues', 'get'), 'properties', 'queues', 'items'));
 
   const dead = {
     id: true, revision: true, queue: true, fire_at: true, attempts: true, last_status: true, reason: true, last_error: true, last_attempt_at: true,

@@ -20,6 +20,7 @@ import type {
   DuplicateRow,
   Limits,
   Queue,
+  QueueWithCounts,
   QueueConfig,
   QueueDeleted,
   Schedule,
@@ -205,8 +206,8 @@ export class FermataClient {
     return this.#json<BulkCancelled>('POST', '/v1/timers/cancel', filter);
   }
 
-  async queues(): Promise<Queue[]> {
-    return (await this.#json<{ queues: Queue[] }>('GET', '/v1/queues')).queues;
+  async queues(): Promise<QueueWithCounts[]> {
+    return (await this.#json<{ queues: QueueWithCounts[] }>('GET', '/v1/queues')).queues;
   }
 
   queue(name: string): Promise<Queue> {

@@ -134,6 +134,16 @@ export interface Queue extends Required<QueueConfig> {
   paused: boolean;
 }
 
+/** A queue as `GET /v1/queues` lists it: as `Queue`, with its counts now. */
+export interface QueueWithCounts extends Queue {
+  /** Timers waiting in it (pending, retrying, held) that are in memory; spilled ones are not counted. */
+  pending: number;
+  /** Its deliveries under way. */
+  in_flight: number;
+  /** Deliveries a second over the last minute. */
+  delivered_per_s: number;
+}
+
 export interface QueueDeleted {
   name: string;
   deleted: true;
