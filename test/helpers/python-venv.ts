@@ -110,7 +110,11 @@ export async function ensureVenv(packages: readonly string[], options: VenvOptio
   try {
     const venv = await run(basePython, ['-m', 'venv', building], 120_000, `${basePython} -m venv`, env);
     if (venv.code !== 0) throw new Error(`${basePython} -m venv ${building} exited ${venv.code}:\n${tail(venv.stderr || venv.stdout)}`);
-    const pip = await run(join(building, 'bin', 'python'), ['-m', 'pip', 'install', '--quiet', ...packages], installTimeoutMs, `pip install ${packages.join(' ')}`, env);
+    // One retry an index, not pip's five with backoff: where an index is configured but out of
+    // reach (a machine with a local package index beside an unreachable default one), pip's
+    // retries with backoff cost seconds for every package before it goes on to the index that
+    // answers, and a venv build took minutes of the test run.
+    const pip = await run(join(building, 'bin', 'python'), ['-m', 'pip', 'install', '--quiet', '--retries', '1', ...packages], installTimeoutMs, `pip install ${packages.join(' ')}`, env);
     if (pip.code !== 0) {
       const output = `${pip.stderr}\n${pip.stdout}`;
       if (unobtainable.some((pattern) => pattern.test(output))) {
