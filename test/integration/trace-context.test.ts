@@ -4,8 +4,11 @@
 // same trace id and flags under a new parent id, with its tracestate; an add without one, or
 // with one that does not parse, delivers none; each retry attempt is another span of the same
 // trace; a callback continues the trace; an NDJSON add's header goes to each row without its
-// own, and a row's own `headers.traceparent` counts as the add's. One service for the file.
+// own, and a row's own `headers.traceparent` counts as the add's. Over gRPC (grpc-js, metadata
+// `traceparent`): AddTimer and AddTimers' `timers` keep the call's trace. One service for the file.
 import assert from 'node:assert/strict';
+import { credentials, loadPackageDefinition, Metadata, type ServiceClientConstructor } from '@grpc/grpc-js';
+import { timersPackage } from '../../ingest/grpc/proto-files.ts';
 import { after, before, describe, test } from 'node:test';
 import { curl, type CurlProtocol, curlRequest, curlWithoutHttp2, json } from '../helpers/curl.ts';
 import { startService, type Service } from '../helpers/service.ts';
@@ -41,14 +44,14 @@ function spanOf(request: SinkRequest): string {
   return span;
 }
 
-describe('trace context over curl', { timeout: 120_000 }, () => {
+describe('trace context over curl and gRPC', { timeout: 120_000 }, () => {
   let service: Service;
   let target: Sink;
 
   before(async () => {
     // /retry fails its first attempt; everything else is answered 200 at once.
     target = await startH2Sink((path, nth) => (path === '/retry' && nth === 0 ? { status: 503 } : { status: 200 }));
-    service = await startService(scratch.tempDir('data'), (child) => scratch.children.add(child));
+    service = await startService(scratch.tempDir('data'), (child) => scratch.children.add(child), { args: ['--grpc', '127.0.0.1:0'] });
     const queue = await fetch(`${service.url}/v1/queues/short`, {
       method: 'PUT',
       body: JSON.stringify({ max_attempts: 3, min_backoff_ms: 10, max_backoff_ms: 10 }),
@@ -116,6 +119,27 @@ describe('trace context over curl', { timeout: 120_000 }, () => {
     assert.equal(callback.headers.tracestate, tracestate);
   });
 
+  test("gRPC: AddTimer and AddTimers keep the call's metadata traceparent", async () => {
+    const fermata = loadPackageDefinition(timersPackage()).fermata as { v1: { Timers: ServiceClientConstructor } };
+    const client = new fermata.v1.Timers(await grpcAddress(service), credentials.createInsecure());
+    type Call = (request: unknown, metadata: Metadata, done: (err: Error | null) => void) => void;
+    const call = (method: string, request: unknown): Promise<void> => {
+      const metadata = new Metadata();
+      metadata.set('traceparent', traceparent);
+      return new Promise((resolve, reject) => (client[method] as Call).call(client, request, metadata, (err) => (err === null ? resolve() : reject(err))));
+    };
+    try {
+      const timer = (path: string): unknown => ({ delay: { seconds: 0 }, target: `${target.url}${path}` });
+      await call('AddTimer', { timer: timer('/grpc-one') });
+      await call('AddTimers', { timers: { timers: [timer('/grpc-batch'), timer('/grpc-batch')] } });
+      spanOf(await until('the AddTimer delivery', () => target.to('/grpc-one')[0]));
+      const batch = await until('the AddTimers deliveries', () => (target.to('/grpc-batch').length === 2 ? target.to('/grpc-batch') : undefined));
+      for (const delivery of batch) spanOf(delivery);
+    } finally {
+      client.close();
+    }
+  });
+
   test("an NDJSON add's traceparent goes to each row without its own; a row's own counts as the add's", async (t) => {
     if (skipped(t, 'http1.1')) return;
     const ownTrace = 'a'.repeat(32);
@@ -135,3 +159,8 @@ describe('trace context over curl', { timeout: 120_000 }, () => {
     assert.match(String(own.headers.traceparent), new RegExp(`^00-${ownTrace}-(?!b{16})[0-9a-f]{16}-00$`));
   });
 });
+
+/** The gRPC port's host:port, from its "flight listening" line. */
+async function grpcAddress(service: Service): Promise<string> {
+  return until('the "flight listening" line', () => /"url":"grpc\+tcp:\/\/([^"]+)","msg":"flight listening"/.exec(service.output())?.[1]);
+}
