@@ -5,9 +5,10 @@
 // with one that does not parse, delivers none; each retry attempt is another span of the same
 // trace; a callback continues the trace; an NDJSON add's header goes to each row without its
 // own, and a row's own `headers.traceparent` counts as the add's. Over gRPC (grpc-js, metadata
-// `traceparent`): AddTimer and AddTimers' `timers` keep the call's trace. One service for the file.
+// `traceparent`): AddTimer, AddTimers' `timers` and StreamAddTimers keep the call's trace; so do
+// the lines of POST /v1/timers/stream. One service for the file.
 import assert from 'node:assert/strict';
-import { credentials, loadPackageDefinition, Metadata, type ServiceClientConstructor } from '@grpc/grpc-js';
+import { type ClientDuplexStream, credentials, loadPackageDefinition, Metadata, type ServiceClientConstructor } from '@grpc/grpc-js';
 import { timersPackage } from '../../ingest/grpc/proto-files.ts';
 import { after, before, describe, test } from 'node:test';
 import { curl, type CurlProtocol, curlRequest, curlWithoutHttp2, json } from '../helpers/curl.ts';
@@ -119,7 +120,7 @@ describe('trace context over curl and gRPC', { timeout: 120_000 }, () => {
     assert.equal(callback.headers.tracestate, tracestate);
   });
 
-  test("gRPC: AddTimer and AddTimers keep the call's metadata traceparent", async () => {
+  test("gRPC: AddTimer, AddTimers and StreamAddTimers keep the call's metadata traceparent", async () => {
     const fermata = loadPackageDefinition(timersPackage()).fermata as { v1: { Timers: ServiceClientConstructor } };
     const client = new fermata.v1.Timers(await grpcAddress(service), credentials.createInsecure());
     type Call = (request: unknown, metadata: Metadata, done: (err: Error | null) => void) => void;
@@ -132,12 +133,34 @@ describe('trace context over curl and gRPC', { timeout: 120_000 }, () => {
       const timer = (path: string): unknown => ({ delay: { seconds: 0 }, target: `${target.url}${path}` });
       await call('AddTimer', { timer: timer('/grpc-one') });
       await call('AddTimers', { timers: { timers: [timer('/grpc-batch'), timer('/grpc-batch')] } });
+      const metadata = new Metadata();
+      metadata.set('traceparent', traceparent);
+      const stream = (client.StreamAddTimers as (metadata: Metadata) => ClientDuplexStream<unknown, { added?: unknown }>).call(client, metadata);
+      const answered = new Promise<unknown>((resolve, reject) => stream.once('data', resolve).once('error', reject));
+      stream.write({ timer: timer('/grpc-stream') });
+      assert.ok(((await answered) as { added?: unknown }).added !== undefined);
+      stream.end();
+      spanOf(await until('the StreamAddTimers delivery', () => target.to('/grpc-stream')[0]));
       spanOf(await until('the AddTimer delivery', () => target.to('/grpc-one')[0]));
       const batch = await until('the AddTimers deliveries', () => (target.to('/grpc-batch').length === 2 ? target.to('/grpc-batch') : undefined));
       for (const delivery of batch) spanOf(delivery);
     } finally {
       client.close();
     }
+  });
+
+  test("POST /v1/timers/stream: the request's traceparent goes to every line without its own", async (t) => {
+    if (skipped(t, 'http2')) return;
+    const lines = [`${target.url}/stream-a`, `${target.url}/stream-b`].map((url) => JSON.stringify({ delay_ms: 0, target: url }));
+    const answer = await curlRequest({
+      protocol: 'http2',
+      method: 'POST',
+      url: `${service.url}/v1/timers/stream`,
+      body: `${lines.join('\n')}\n`,
+      headers: { 'content-type': 'application/x-ndjson', traceparent },
+    });
+    assert.equal(answer.status, 200);
+    for (const path of ['/stream-a', '/stream-b']) spanOf(await until(`the delivery to ${path}`, () => target.to(path)[0]));
   });
 
   test("an NDJSON add's traceparent goes to each row without its own; a row's own counts as the add's", async (t) => {
