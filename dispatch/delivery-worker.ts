@@ -9,11 +9,12 @@
 // Delivery request (docs/api.md, "Delivery"): body = payload bytes; the timer's headers;
 // fermata-timer-id, fermata-attempt (1-based), fermata-fire-at (epoch ms), idempotency-key (the
 // timer's key, else its id: the same on every attempt); Standard Webhooks headers when signing
-// secrets are set.
+// secrets are set; a stored traceparent becomes a new child span each attempt (trace-context.ts).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BroadcastChannel, parentPort, workerData } from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { SharedClockView } from '../engine/clock.ts';
+import { traceAttempt } from '../engine/trace-context.ts';
 import { LeaseDeadlineView } from '../cluster/lease-deadline.ts';
 import { TargetGuard } from './target-guard.ts';
 import {
@@ -239,6 +240,7 @@ function deliveryRequest(task: DeliveryTask, at: number, startedAtMs: number, ti
   const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
   // Header names are case-insensitive: merged lower-case, so a timer's Content-Type replaces the default instead of doubling it.
   for (const [name, value] of Object.entries(parseHeaders(taskBytes(task, at, taskField.headers)))) headers[name.toLowerCase()] = value;
+  traceAttempt(headers);
   headers['fermata-timer-id'] = id;
   headers['fermata-attempt'] = String(attempt);
   headers['fermata-fire-at'] = String(fireAtMs);

@@ -10,8 +10,9 @@
 //
 // A follow-up is an ordinary timer of the same queue: due at once, POSTing the outcome summary
 // (JSON) to the URL with a `fermata-callback-for` header naming the original, under the queue's
-// signing, address guard and retry policy. It has no callback of its own (no loop) and the key
-// `callback:{id}`, `{id}` naming the timer as the API outside does (EngineOptions.idPrefix
+// signing, address guard and retry policy, in the original's trace (its stored traceparent
+// and tracestate: trace-context.ts; each attempt a new span). It has no callback of its own
+// (no loop) and the key `callback:{id}`, `{id}` naming the timer as the API outside does (EngineOptions.idPrefix
 // first); while an earlier follow-up of the same timer holds that key (a dead timer redriven
 // and dead again within its retention) no second one is made, nor one for a timer whose queue
 // was set to "arrow" or "pull" delivery after it was added.
@@ -24,6 +25,7 @@ import { outcomeKind, type Outcomes } from './records.ts';
 import type { EngineState } from './state.ts';
 import { callbackBytesOf, failureCallbackBytesOf, urlOrNull } from './store/callback-bytes.ts';
 import { keyHash } from './store/key-index.ts';
+import { storedTraceOf, type TraceHeaders } from './trace-context.ts';
 
 const callbackColumns = [
   ['callback', 'callback'],
@@ -121,7 +123,7 @@ export function followUpsOf(s: EngineState, outcomes: Outcomes, slots: Int32Arra
       fireAtMs: nowMs,
       target: url,
       payload: JSON.stringify(summary),
-      headers: { 'content-type': 'application/json', [callbackForHeader]: id },
+      headers: { 'content-type': 'application/json', [callbackForHeader]: id, ...traceOf(store.headersOf(slot)) },
       key,
       queue,
     });
@@ -129,6 +131,11 @@ export function followUpsOf(s: EngineState, outcomes: Outcomes, slots: Int32Arra
   }
   if (specs === undefined || keyHashes === undefined) return undefined;
   return { batch: batchFromSpecs(specs), keyHashes };
+}
+
+/** The trace a timer's stored headers (JSON; empty: none) carry, for its follow-up to continue. */
+function traceOf(headers: Uint8Array): TraceHeaders | undefined {
+  return headers.length === 0 ? undefined : storedTraceOf(JSON.parse(utf8.decode(headers)) as Record<string, string>);
 }
 
 /**

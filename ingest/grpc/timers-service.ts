@@ -36,6 +36,8 @@ import { rescheduleTimer } from '../http/routes/timer-patch.ts';
 import { cancelTimer } from '../http/timer-cancel.ts';
 import { timerFilterOf } from '../http/timer-filter.ts';
 import { callRefusal } from './call-auth.ts';
+import { traceOfMetadata } from './trace-metadata.ts';
+import { type TraceHeaders, withTrace } from '../../engine/trace-context.ts';
 import { reflectedPackage, timersPackage } from './proto-files.ts';
 import { type GrpcFailure, grpcFailure, rpcStatusOf, type RpcStatus } from './status-map.ts';
 import { deadTimerMessage, filterFields, type NewTimer, patchOf, type RescheduleRequest, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, timerMessage, type TimerStateEnum } from './timer-messages.ts';
@@ -166,8 +168,8 @@ export class TimersService {
     const engine = this.#engine;
     const now = (): number => engine.clock.now();
     return {
-      AddTimer: this.#unary<{ timer: NewTimer | null }, AddTimerResponse>(async (request) => {
-        const spec = specOf(request.timer, now());
+      AddTimer: this.#unary<{ timer: NewTimer | null }, AddTimerResponse>(async (request, metadata) => {
+        const spec = withTrace(specOf(request.timer, now()), traceOfMetadata(metadata));
         try {
           const { id, original } = await this.#coalescer.admitOne(spec);
           return addAnswer(id, original, spec.fireAtMs, request.timer?.when === 'delay');
@@ -175,14 +177,15 @@ export class TimersService {
           throw inJsonTerms(err, undefined);
         }
       }, true),
-      AddTimers: this.#unary<{ batch?: 'timers' | 'arrow'; timers?: { timers: NewTimer[] } | null; arrow?: Buffer }, Record<string, unknown>>(async (request) => {
+      AddTimers: this.#unary<{ batch?: 'timers' | 'arrow'; timers?: { timers: NewTimer[] } | null; arrow?: Buffer }, Record<string, unknown>>(async (request, metadata) => {
         if (request.batch === 'arrow' && request.arrow !== undefined) {
           if (request.arrow.length === 0) throw new FermataError(errorCodes.batchInvalid, 'arrow is empty: send an Arrow IPC stream (schema, then record batches)', { field: 'arrow' });
           const admitted = await engine.admitArrow(request.arrow);
           return addTimersAnswer(admitted, admitted.duplicates > 0 && arrowGaveDelay(request.arrow));
         }
         const timers = request.timers?.timers ?? [];
-        const specs = specsOf(timers, now());
+        const trace = traceOfMetadata(metadata);
+        const specs = specsOf(timers, now()).map((spec) => withTrace(spec, trace));
         const delayRows = Uint8Array.from(timers, (timer) => (timer.when === 'delay' ? 1 : 0));
         return addTimersAnswer(await engine.admit(batchFromSpecs(specs)), delayRows);
       }, true, (request) => (request.batch === 'arrow' ? 'arrow' : 'timers')),
@@ -274,7 +277,7 @@ export class TimersService {
    * deadline passed. `rowsOf` names a batch's rows in errors (AddTimers: "timers", or "arrow" for
    * an Arrow stream's rows: arrow[ROW].COLUMN).
    */
-  #unary<Request, Response>(answer: (request: Request) => Promise<Response>, write = false, rowsOf?: (request: Request) => string): handleUnaryCall<Request, Response> {
+  #unary<Request, Response>(answer: (request: Request, metadata: Metadata) => Promise<Response>, write = false, rowsOf?: (request: Request) => string): handleUnaryCall<Request, Response> {
     return (call: ServerUnaryCall<Request, Response>, callback) => {
       const refusal = callRefusal(this.#access, call.metadata, call.getPath());
       if (refusal !== undefined) return callback(grpcFailure(refusal));
@@ -282,7 +285,7 @@ export class TimersService {
       let answered: Promise<Response>;
       try {
         if (write) checkDeadline(call);
-        answered = answer(call.request);
+        answered = answer(call.request, call.metadata);
       } catch (err) {
         return callback(this.#failureOf(err, rowPath));
       }
@@ -357,9 +360,12 @@ class AddStream {
   readonly #waiting: StreamAdd[] = [];
   #ended = false;
   #gone = false;
+  /** The call's trace headers, given to each request's timer that names no traceparent of its own. */
+  readonly #trace: TraceHeaders | undefined;
 
   constructor(call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>, coalescer: AdmitCoalescer, engine: Engine, logger: Logger) {
     this.#call = call;
+    this.#trace = traceOfMetadata(call.metadata);
     this.#coalescer = coalescer;
     this.#engine = engine;
     this.#logger = logger;
@@ -400,7 +406,7 @@ class AddStream {
     if (this.#gone) return;
     let spec: TimerSpec;
     try {
-      spec = specOf(timer, this.#engine.clock.now());
+      spec = withTrace(specOf(timer, this.#engine.clock.now()), this.#trace);
     } catch (err) {
       const refused = new StreamAdd(this, 0, false);
       this.#waiting.push(refused);

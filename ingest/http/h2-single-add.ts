@@ -80,7 +80,8 @@ export class H2SingleAdd implements H2StreamTaker {
     // Answers on the TLS port may carry more than the route's own headers (Alt-Svc, added by a fastify hook: http3/alt-svc.ts).
     if (stream.session?.encrypted === true) return false;
     const contentType = headers['content-type'];
-    if (contentType === undefined || !takenContentTypes.has(contentType) || headers.expect !== undefined) return false;
+    // A traced add goes the route's way, which puts its trace into the timer's headers.
+    if (contentType === undefined || !takenContentTypes.has(contentType) || headers.expect !== undefined || headers.traceparent !== undefined) return false;
     const declared = headers['content-length'];
     let length = -1;
     if (declared !== undefined) {

@@ -31,6 +31,7 @@ import { ingestLimits } from '../../engine/limits.ts';
 import type { Clock } from '../../engine/types.ts';
 import { differsAsAsked, gaveDelayMs } from '../duplicate-answers.ts';
 import { inJsonTerms, specFromJsonTimer } from './body/json-batch.ts';
+import { type TraceHeaders, withTrace } from '../../engine/trace-context.ts';
 import { ndjsonLineProblem } from './body/json-hints.ts';
 import { errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { isoOf } from './iso-time.ts';
@@ -115,8 +116,12 @@ export class TimerStream {
   /** A flush of the answers known so far is queued (a microtask). */
   #flushQueued = false;
 
+  /** The request's trace headers, given to each line's timer that names no traceparent of its own. */
+  readonly #trace: TraceHeaders | undefined;
+
   /** `onEnd` runs once the stream is done (answered in full, or the client went away); `logUnexpected` hears errors answered as INTERNAL (bugs). */
-  constructor(body: Readable, out: PassThrough, coalescer: LineAdmitter, clock: Clock, onEnd: () => void, logUnexpected: (err: unknown) => void) {
+  constructor(body: Readable, out: PassThrough, coalescer: LineAdmitter, clock: Clock, onEnd: () => void, logUnexpected: (err: unknown) => void, trace?: TraceHeaders) {
+    this.#trace = trace;
     this.#body = body;
     this.#out = out;
     this.#coalescer = coalescer;
@@ -220,7 +225,7 @@ export class TimerStream {
       } catch (err) {
         throw new FermataError(errorCodes.batchInvalid, `line ${line} is ${ndjsonLineProblem(text, err)}`, { field: '' });
       }
-      spec = specFromJsonTimer(value, this.#clock.now());
+      spec = withTrace(specFromJsonTimer(value, this.#clock.now()), this.#trace);
     } catch (err) {
       this.#push({ text: this.errorLine(line, err), bytes: 0 });
       return;

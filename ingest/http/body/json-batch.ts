@@ -10,6 +10,7 @@
 import { batchFromSpecs, type TimerBatch, type TimerSpec } from '../../../engine/batch/timer-batch.ts';
 import { secondsLikeFireAt } from '../../../engine/batch/validate.ts';
 import { errorCodes, FermataError, isFermataError } from '../../../engine/errors.ts';
+import { type TraceHeaders, withTrace } from '../../../engine/trace-context.ts';
 import { ndjsonLineProblem } from './json-hints.ts';
 import { gaveDelayMs } from '../../duplicate-answers.ts';
 
@@ -168,8 +169,8 @@ export interface NdjsonBatch {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** An application/x-ndjson body (one timer object a line, blank lines skipped) → one batch. */
-export function batchFromNdjson(body: Uint8Array, nowMs: number): NdjsonBatch {
+/** An application/x-ndjson body (one timer object a line, blank lines skipped) → one batch; `trace` goes to each row without a traceparent of its own. */
+export function batchFromNdjson(body: Uint8Array, nowMs: number, trace?: TraceHeaders): NdjsonBatch {
   let text: string;
   try {
     text = utf8.decode(body);
@@ -194,7 +195,7 @@ export function batchFromNdjson(body: Uint8Array, nowMs: number): NdjsonBatch {
     } catch (err) {
       throw refuse(ndjsonLineProblem(content, err), '', place);
     }
-    specs.push(specOf(value, nowMs, place));
+    specs.push(withTrace(specOf(value, nowMs, place), trace));
     lines.push(line);
     delays.push(gaveDelayMs(value) ? 1 : 0);
   }

@@ -43,6 +43,7 @@ import { parseIfMatch, patchTimer, revisionMismatchMessage } from '../routes/tim
 import { type ForwardAnswer, Forwarder, forwardedHeader, type ForwardRequest, secretHeader } from './forwarder.ts';
 import { clusterStatsRoutes } from './cluster-stats.ts';
 import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts';
+import { type TraceHeaders, traceHeadersOf, traceparentHeader, tracestateHeader, withTrace } from '../../../engine/trace-context.ts';
 import { admitParts, arrowRowsAsNdjson, ndjsonRows, type PartAdmitter, type PartAnswer } from './partial-batch.ts';
 
 export interface ClusterFrontOptions {
@@ -125,14 +126,14 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     if (route.kind === 'remote') {
       return { remote: await forwarder.send(route.address, { method: 'POST', path: '/v1/timers', headers: { ...headers, 'content-type': mediaTypes.ndjson, accept: 'application/json' }, body }) };
     }
-    return { local: await admitNdjsonHere(route.engine, partition, body, clock.now()) };
+    return { local: await admitNdjsonHere(route.engine, partition, body, clock.now(), traceHeadersOf(headers.traceparent, headers.tracestate)) };
   };
 
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
     const forwarded = isForwarded(request);
     const mediaType = mediaTypeOf(request.headers['content-type']);
     if (mediaType === mediaTypes.json) {
-      const spec = specFromJsonTimer(request.body, clock.now());
+      const spec = withTrace(specFromJsonTimer(request.body, clock.now()), traceHeadersOf(request.headers.traceparent, request.headers.tracestate));
       checkAddQueues(callerOf(request), [spec.queue ?? defaultQueue]);
       const partition = router.partitionForAdd(spec.key);
       if (partition === undefined) {
@@ -196,10 +197,15 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     const only = onePartitionOf(split.partitionOfRow);
     const route = only === undefined || split.derivedKeys !== undefined ? undefined : routeFor(only, forwarded);
     if (route?.kind === 'local') {
-      const part = mediaType === mediaTypes.ndjson ? await admitNdjsonHere(route.engine, route.partition, body, now) : await admitArrowHere(route.engine, route.partition, body);
+      const part =
+        mediaType === mediaTypes.ndjson
+          ? await admitNdjsonHere(route.engine, route.partition, body, now, traceHeadersOf(request.headers.traceparent, request.headers.tracestate))
+          : await admitArrowHere(route.engine, route.partition, body);
       return reply.code(201).send({ accepted: part.ids.length, duplicates: part.duplicateRows.length, ids: part.ids, revisions: part.revisions, duplicate_rows: part.duplicateRows });
     }
-    const answer = await admitParts(rowsOf(), split, (partition, part) => admitPart(partition, part, forwarded, request.headers));
+    // An Arrow body's rows carry their trace in `headers`, as on one node: its NDJSON parts go without the request's.
+    const partHeaders = mediaType === mediaTypes.ndjson ? request.headers : withoutTraceHeaders(request.headers);
+    const answer = await admitParts(rowsOf(), split, (partition, part) => admitPart(partition, part, forwarded, partHeaders));
     return reply.code(answer.status).headers(answer.headers).send(answer.body);
   });
 
@@ -300,8 +306,8 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
 }
 
 /** Appends an NDJSON part in a partition owned here; the answer's ids are cluster ids. */
-async function admitNdjsonHere(engine: Engine, partition: number, body: Uint8Array, nowMs: number): Promise<PartAnswer> {
-  const { batch, lineOfRow, delayRows } = batchFromNdjson(body, nowMs);
+async function admitNdjsonHere(engine: Engine, partition: number, body: Uint8Array, nowMs: number, trace: TraceHeaders | undefined): Promise<PartAnswer> {
+  const { batch, lineOfRow, delayRows } = batchFromNdjson(body, nowMs, trace);
   let admitted;
   try {
     admitted = await engine.admit(batch);
@@ -309,6 +315,12 @@ async function admitNdjsonHere(engine: Engine, partition: number, body: Uint8Arr
     throw inJsonTerms(err, lineOfRow);
   }
   return partAnswerOf(admitted, partition, delayRows);
+}
+
+/** A request's headers without its trace context. */
+function withoutTraceHeaders(headers: Readonly<Record<string, string | string[] | undefined>>): Record<string, string | string[] | undefined> {
+  const { [traceparentHeader]: _traceparent, [tracestateHeader]: _tracestate, ...rest } = headers;
+  return rest;
 }
 
 /** Appends a whole Arrow body in a partition owned here, as it came. */

@@ -28,7 +28,7 @@ export const callbackWebhooks = {
       operationId: 'timerOutcomeCallback',
       summary: 'A timer\'s outcome, POSTed to its callback or failure_callback',
       description:
-        'Delivered as a timer of its own (the follow-up: same queue, signing, SSRF guard and retry policy; key `callback:{id}`; no callback of its own), with the headers of every delivery, `fermata-timer-id` being the follow-up\'s id.',
+        'Delivered as a timer of its own (the follow-up: same queue, signing, SSRF guard and retry policy; key `callback:{id}`; no callback of its own), with the headers of every delivery, `fermata-timer-id` being the follow-up\'s id, and in the timer\'s trace: its `traceparent` (a new span id each attempt) and `tracestate`, when it was added with them.',
       parameters: [{ name: callbackForHeader, in: 'header', required: true, schema: { type: 'string' }, description: 'The id of the timer whose outcome this is.' }],
       requestBody: { required: true, content: { 'application/json': { schema: callbackSummary } } },
       responses: { '2XX': { description: 'Received: the follow-up is delivered. Any other answer is retried under the queue\'s policy.' } },

@@ -22,6 +22,7 @@ import { dashboardPaths, listedQueueSchema } from './openapi-dashboard.ts';
 import { schedulePaths } from './openapi-schedules.ts';
 import { listTimersOperation, timerListPaths } from './openapi-timer-list.ts';
 import { uiPaths } from './openapi-ui.ts';
+import { traceParameters } from './openapi-trace.ts';
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -45,6 +46,7 @@ export const openApiDocument = {
         operationId: 'addTimers',
         summary: 'Add one timer (JSON) or a batch (NDJSON, Arrow)',
         description: `A batch is accepted whole or refused whole; the answer comes once it is durable. A batch holds 1 to ${timerLimits.rowsPerBatchMax} timers. A timer whose \`key\` is already known is not added again: the answer names the original.`,
+        parameters: traceParameters,
         requestBody: {
           required: true,
           content: {
@@ -105,6 +107,7 @@ export const openApiDocument = {
     '/v1/timers/stream': {
       post: {
         operationId: 'streamTimers',
+        parameters: traceParameters,
         summary: 'Add timers one by one on one long request, each answered as soon as it is durable',
         description: [
           'For clients that add timers one at a time at high rates. The body is NDJSON, one `TimerInput` a line, read as it arrives; the answer (200, NDJSON) has one line per timer line, in input order, each written once that timer is durable, while the request is still open. A client keeps the request open and has many adds in flight on it: what a request costs (headers, a stream, routing) is paid once per stream instead of once per timer.',

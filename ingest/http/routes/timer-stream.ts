@@ -6,6 +6,7 @@ import http2 from 'node:http2';
 import type { Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
 import type { AdmitCoalescer } from '../../../engine/admit-coalescer.ts';
+import { traceHeadersOf } from '../../../engine/trace-context.ts';
 import type { Clock } from '../../../engine/types.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
@@ -42,6 +43,7 @@ export async function timerStreamRoutes(app: HttpServer, { coalescer, clock }: T
       clock,
       () => open.delete(stream),
       (err) => request.log.error({ err }, 'unexpected error answering a line of an add stream'),
+      traceHeadersOf(request.headers.traceparent, request.headers.tracestate),
     );
     open.add(stream);
     // Answered in full while the client still sends (the service stopped reading): tell it to

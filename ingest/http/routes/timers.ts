@@ -21,6 +21,9 @@
 // `differs` (List<Utf8>), the last two null for a new row, and `revision` (Uint32). `revisions`
 // is every row's timer's revision (1 for a new row, the original's now for a duplicate).
 // GET answers the timer view with an ETag of its revision; DELETE the revision it kept.
+// A JSON or NDJSON add's `traceparent` (and `tracestate`) header goes into the headers of each
+// timer it adds that names none of its own (engine/trace-context.ts); an Arrow body is logged
+// as it arrived, so its rows carry theirs in their `headers` column.
 import { checkAddQueues, checkArrowAddQueues } from '../../auth/batch-queues.ts';
 import type { AdmitCoalescer, AdmittedOne } from '../../../engine/admit-coalescer.ts';
 import { defaultQueue } from '../../../engine/batch/timer-batch.ts';
@@ -39,6 +42,7 @@ import { timerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 import { callerOf } from '../listen/bearer-auth.ts';
 import { type IdParams, idParamsSchema } from './id-params.ts';
+import { traceHeadersOf, withTrace } from '../../../engine/trace-context.ts';
 import { parseIfMatch, revisionMismatchMessage } from './timer-patch.ts';
 import { timerStreamRoutes } from './timer-stream.ts';
 
@@ -88,7 +92,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
     const mediaType = mediaTypeOf(request.headers['content-type']);
     if (mediaType === mediaTypes.json) {
-      const spec = specFromJsonTimer(request.body, engine.clock.now());
+      const spec = withTrace(specFromJsonTimer(request.body, engine.clock.now()), traceHeadersOf(request.headers.traceparent, request.headers.tracestate));
       checkAddQueues(callerOf(request), [spec.queue ?? defaultQueue]);
       let admitted: AdmittedOne;
       try {
@@ -105,7 +109,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
       let admitted: Admitted;
       let delayRows: DelayRows;
       if (mediaType === mediaTypes.ndjson) {
-        const { batch, lineOfRow, delayRows: delays } = batchFromNdjson(body, engine.clock.now());
+        const { batch, lineOfRow, delayRows: delays } = batchFromNdjson(body, engine.clock.now(), traceHeadersOf(request.headers.traceparent, request.headers.tracestate));
         delayRows = delays;
         checkAddQueues(callerOf(request), batch.queues);
         try {
