@@ -19,6 +19,7 @@ import { encodeTimerId } from './ids.ts';
 import type { RescheduledTimers } from './rescheduled-timers.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import { queueNamed } from './queue-registry.ts';
+import { releaseRoom, takeRoom } from './queue-limits.ts';
 import type { AppendOptions } from './log.ts';
 import { type AddEncoding, addEncodingArrowStream, addEncodingColumns, addEncodingColumnsWithCallbacks, encodeAddHeader, recordType } from './records.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -167,6 +168,7 @@ async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncod
   s.store.arena.prefaultFor(s.reservedBytes + bytes);
   s.store.prefaultColumnsFor(s.reservedRows + newRows);
   // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
+  const room = takeRoom(s, batch, plan);
   const introduced = plan?.introduced ?? [];
   const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
   const claim = settled === undefined ? -1 : s.keysInFlight.claim(introduced, settled.promise);
@@ -180,6 +182,7 @@ async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncod
   } finally {
     s.reservedRows -= newRows;
     s.reservedBytes -= bytes;
+    if (room !== undefined) releaseRoom(s, room);
     if (settled !== undefined) s.keysInFlight.release(claim, introduced);
     settled?.resolve();
   }
