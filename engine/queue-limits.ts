@@ -1,7 +1,8 @@
 // A queue's retention and its cap on pending timers (PUT /v1/queues/{name}: retention_ms,
 // dead_retention_ms, max_pending), on the main thread. They are kept by queue index, so the
 // paths that finish timers (outcomes, cancels) read one number per timer, no map and no object;
-// applyQueueChange keeps them in step with the configs, live, replayed and restored.
+// applyQueueChange keeps them in step with the configs, live, replayed and restored
+// (queue-limit-table.ts).
 //
 // What the cap counts: the queue's timers in memory that are not finished (pending, retrying,
 // held by a pause, being delivered: the store's counts by queue and state) plus the new rows of
@@ -10,30 +11,9 @@
 // redriven dead timers are not refused by it: they are not adds.
 import { errorCodes, FermataError } from './errors.ts';
 import type { KeyPlan } from './key-plan.ts';
-import type { QueueConfig } from './queues.ts';
 import type { EngineState } from './state.ts';
 import type { TimerBatch } from './batch/timer-batch.ts';
 import { timerState } from './store/resident-store.ts';
-
-export class QueueLimits {
-  /** By queue index: a delivered or cancelled timer's retention (undefined: the service's). */
-  readonly finishedMs: Array<number | undefined> = [];
-  /** By queue index: a dead timer's retention (undefined: the service's). */
-  readonly deadMs: Array<number | undefined> = [];
-  /** Capped queues' max_pending, by queue index. */
-  readonly maxPending = new Map<number, number>();
-  /** New rows of admits being logged, by capped queue index. */
-  readonly reserved = new Map<number, number>();
-
-  /** Takes a queue's config (a delete: the defaults) as it is applied. */
-  apply(index: number, config: QueueConfig | undefined): void {
-    this.finishedMs[index] = config?.retention_ms ?? undefined;
-    this.deadMs[index] = config?.dead_retention_ms ?? undefined;
-    const max = config?.max_pending ?? null;
-    if (max === null) this.maxPending.delete(index);
-    else this.maxPending.set(index, max);
-  }
-}
 
 /** When a delivered or cancelled timer of the queue, finished at `nowMs`, is released. */
 export function finishedExpiry(s: EngineState, queueIndex: number, nowMs: number): number {

@@ -25,7 +25,7 @@ import { type ResidentStore, timerState, type TimerStateCode } from './store/res
 import { SlotClaims } from './store/slot-claims.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
-import { QueueLimits } from './queue-limits.ts';
+import { QueueLimits } from './queue-limit-table.ts';
 import { TimerFailures } from './timer-failures.ts';
 import { AddTimes } from './add-times.ts';
 import { ScheduleBook } from './schedules/schedule-book.ts';
