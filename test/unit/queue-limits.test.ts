@@ -2,9 +2,10 @@
 // counts admits in flight, frees a place on a cancel or a delivery; retention_ms and
 // dead_retention_ms release a queue's finished timers when their queue says; both replay the
 // same from the log and from a checkpoint; a queue without them keeps today's defaults and its
-// QUEUE record does not name them.
+// QUEUE record does not name them; coalesced one-timer admits are refused for their own queue only.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError, isFermataError } from '../../engine/errors.ts';
@@ -134,5 +135,16 @@ test('the new fields are validated naming the field', async () => {
   for (const [input, field] of [[{ max_pending: 0 }, 'max_pending'], [{ retention_ms: 0 }, 'retention_ms'], [{ dead_retention_ms: 1.5 }, 'dead_retention_ms'], [{ max_pending: '3' }, 'max_pending']] as const) {
     await assert.rejects(engine.setQueue('q', input), (err) => isFermataError(err, errorCodes.queueInvalid) && err.details.field === field);
   }
+  await engine.close();
+});
+
+test('one-timer admits coalesced into one record: a queue at its cap refuses only its own timers, in call order', async () => {
+  const clock = movingClock();
+  const engine = await Engine.open({ dataDir: '/data', fs: new SimFileSystem({ seed: 51 }), clock });
+  await engine.setQueue('capped', { max_pending: 1 });
+  const coalescer = new AdmitCoalescer(engine);
+  const settled = await Promise.allSettled(timers(clock, 'capped', 'capped', 'default').map((spec) => coalescer.admitOne(spec)));
+  assert.deepEqual(settled.map((result) => result.status), ['fulfilled', 'rejected', 'fulfilled'], 'the first of the turn takes the place; another queue\'s timer is added');
+  assertQueueFull((settled[1] as PromiseRejectedResult).reason, 'capped', 1);
   await engine.close();
 });
