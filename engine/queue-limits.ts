@@ -7,8 +7,9 @@
 // What the cap counts: the queue's timers in memory that are not finished (pending, retrying,
 // held by a pause, being delivered: the store's counts by queue and state) plus the new rows of
 // its admits being logged. Timers spilled to disk are not counted: counting them reads every
-// spilled bucket, too much for an admit. Callback timers made by a delivery's outcome and
-// redriven dead timers are not refused by it: they are not adds.
+// spilled bucket, too much for an admit. Callback timers made by a delivery's outcome, redriven
+// dead timers and a schedule's occurrences are not refused by it (admission.ts says why for the
+// last), though they count once they are in.
 import { errorCodes, FermataError } from './errors.ts';
 import type { KeyPlan } from './key-plan.ts';
 import type { EngineState } from './state.ts';

@@ -2,11 +2,13 @@
 // counts admits in flight, frees a place on a cancel or a delivery; retention_ms and
 // dead_retention_ms release a queue's finished timers when their queue says; both replay the
 // same from the log and from a checkpoint; a queue without them keeps today's defaults and its
-// QUEUE record does not name them; coalesced one-timer admits are refused for their own queue only.
+// QUEUE record does not name them; coalesced one-timer admits are refused for their own queue
+// only; a schedule's occurrences are not refused.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
+import { ManualClock } from '../../engine/clock.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError, isFermataError } from '../../engine/errors.ts';
 import { retentionDefaults } from '../../engine/limits.ts';
@@ -148,3 +150,23 @@ test('one-timer admits coalesced into one record: a queue at its cap refuses onl
   assertQueueFull((settled[1] as PromiseRejectedResult).reason, 'capped', 1);
   await engine.close();
 });
+
+test('a schedule\'s occurrences are not refused by a full queue, and count once in', async () => {
+  const t0 = 1_800_000_000_000;
+  const engine = await Engine.open({ dataDir: '/data', fs: new SimFileSystem({ seed: 52 }), clock: new ManualClock(t0 + 10_000) });
+  await engine.setQueue('capped', { max_pending: 1 });
+  await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 3_600_000, target, queue: 'capped' }]));
+  await engine.putSchedule('minutely', { everyMs: 60_000, startAtMs: t0, target, queue: 'capped', payload: new Uint8Array(0), headers: '' });
+  await waitFor(async () => (await engine.listTimers({ keyPrefix: new TextEncoder().encode('schedule:minutely:') }, 10)).timers.length === 2);
+  await assert.rejects(engine.admit(batchFromSpecs([{ fireAtMs: t0 + 3_600_000, target, queue: 'capped' }])), (err) => assertQueueFull(err, 'capped', 3));
+  await engine.close();
+});
+
+/** Polls `done` between event-loop turns (the materializer runs on timers of 0 ms), up to a second. */
+async function waitFor(done: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (await done()) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  assert.fail('not done within a second');
+}
