@@ -3,7 +3,8 @@
 // dead_retention_ms release a queue's finished timers when their queue says; both replay the
 // same from the log and from a checkpoint; a queue without them keeps today's defaults and its
 // QUEUE record does not name them; coalesced one-timer admits are refused for their own queue
-// only; a schedule's occurrences are not refused.
+// only; a schedule's occurrences are not refused; a bulk cancel keeps the longest retention of
+// its timers' queues.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
@@ -170,3 +171,23 @@ async function waitFor(done: () => Promise<boolean>): Promise<void> {
   }
   assert.fail('not done within a second');
 }
+
+test('a bulk cancel keeps what it took for its queue\'s retention, the longest of them when it took several queues', async () => {
+  const clock = movingClock();
+  const engine = await Engine.open({ dataDir: '/data', fs: new SimFileSystem({ seed: 53 }), clock });
+  await engine.setQueue('short', { retention_ms: 1_000 });
+  await engine.setQueue('longer', { retention_ms: 5_000 });
+  const purged = await engine.admit(batchFromSpecs(timers(clock, 'short', 'short')));
+  assert.equal((await engine.bulkCancel({ filter: { queue: 'short' } })).cancelled, 2);
+  const mixed = await engine.admit(batchFromSpecs(timers(clock, 'short', 'longer')));
+  assert.equal((await engine.bulkCancel({ ids: [mixed.idOf(0), mixed.idOf(1)] })).cancelled, 2);
+  clock.advance(1_000);
+  engine.takeDue(clock.now(), 10);
+  assert.equal(engine.get(purged.idOf(0)), undefined, 'a purge of one queue: its retention');
+  assert.equal(engine.get(mixed.idOf(0))?.state, 'cancelled', 'taken with a timer of a queue that keeps them longer');
+  clock.advance(4_000);
+  engine.takeDue(clock.now(), 10);
+  assert.equal(engine.get(mixed.idOf(0)), undefined);
+  assert.equal(engine.get(mixed.idOf(1)), undefined);
+  await engine.close();
+});
