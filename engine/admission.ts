@@ -19,6 +19,7 @@ import { encodeTimerId } from './ids.ts';
 import type { RescheduledTimers } from './rescheduled-timers.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import { queueNamed } from './queue-registry.ts';
+import { releaseRoom, takeRoom } from './queue-limits.ts';
 import type { AppendOptions } from './log.ts';
 import { type AddEncoding, addEncodingArrowStream, addEncodingColumns, addEncodingColumnsWithCallbacks, encodeAddHeader, recordType } from './records.ts';
 import type { SpilledKeyHolder } from './spill/spilled-timers.ts';
@@ -110,12 +111,16 @@ export function validate(s: EngineState, batch: TimerBatch): void {
   checkTargets(s, batch);
 }
 
-/** Admits a schedule's occurrences (engine/schedules/materializer.ts): as admit(), their reserved keys allowed. */
+/**
+ * Admits a schedule's occurrences (engine/schedules/materializer.ts): as admit(), their reserved
+ * keys allowed, and not held to a queue's max_pending: one batch holds every schedule's
+ * occurrences, and a full queue refusing it would hold back the schedules of other queues.
+ */
 export async function admitOccurrences(s: EngineState, batch: TimerBatch): Promise<Admitted> {
   const acceptedAtMs = s.clock.now();
   validateBatch(batch, s.limits, acceptedAtMs, true);
   checkTargets(s, batch);
-  return admitLogged(s, batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs);
+  return admitLogged(s, batch, addEncodingColumns, encodeBatch(batch), acceptedAtMs, undefined, false);
 }
 
 /** Admits an Arrow IPC stream as it arrived; the bytes are logged whole. */
@@ -132,7 +137,7 @@ export async function admitArrow(s: EngineState, ipc: Uint8Array): Promise<Admit
  * the keys known so far; if an admit still in flight holds one of them, this one waits for it
  * and plans again, so the log's order decides which row is the original, live and on replay.
  */
-async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number, appendOptions?: AppendOptions): Promise<Admitted> {
+async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncoding, encoded: readonly Uint8Array[], acceptedAtMs: number, appendOptions?: AppendOptions, capped = true): Promise<Admitted> {
   // A batch that would grow the store's columns while the columns for that growth are still
   // being made ahead waits for them, rather than have the growth fault their pages on the main
   // thread (ResidentStore.columnsAheadPending); the gate is asked once it goes on.
@@ -167,6 +172,7 @@ async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncod
   s.store.arena.prefaultFor(s.reservedBytes + bytes);
   s.store.prefaultColumnsFor(s.reservedRows + newRows);
   // From here to the append call nothing awaits: the keys are claimed and the record queued in one step.
+  const room = capped ? takeRoom(s, batch, plan) : undefined;
   const introduced = plan?.introduced ?? [];
   const settled = introduced.length === 0 ? undefined : Promise.withResolvers<void>();
   const claim = settled === undefined ? -1 : s.keysInFlight.claim(introduced, settled.promise);
@@ -180,6 +186,7 @@ async function admitLogged(s: EngineState, batch: TimerBatch, encoding: AddEncod
   } finally {
     s.reservedRows -= newRows;
     s.reservedBytes -= bytes;
+    if (room !== undefined) releaseRoom(s, room);
     if (settled !== undefined) s.keysInFlight.release(claim, introduced);
     settled?.resolve();
   }

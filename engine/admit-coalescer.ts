@@ -16,7 +16,8 @@
 // Semantics equal separate admits in call order: rows keep that order in the batch, so of two
 // timers with one idempotency key the later is the duplicate (the engine deduplicates within a
 // batch); every caller resolves only once the record is durable; an engine error for the
-// record (poisoned log, full store, full log queue) rejects every caller with it. A timer is
+// record (poisoned log, full store, full log queue) rejects every caller with it; a queue at its
+// max_pending (QUEUE_FULL) has each timer admitted alone instead, so only its own are refused. A timer is
 // checked when its turn's batch is, and a refusal names it as a one-timer admit would (row 0).
 // Should the good timers' batch be refused once more (the clock moved between the checks),
 // each is admitted alone instead.
@@ -163,6 +164,8 @@ export class AdmitCoalescer {
       (admitted) => answerAll(admitted, waiters),
       (err: unknown) => {
         if (refusedAsBatch(err)) onRefused();
+        // A queue at its max_pending refuses what its own timers would pass it, not the others' timers: each alone, in order.
+        else if (isFermataError(err, errorCodes.queueFull) && waiters.length > 1) for (let i = 0; i < specs.length; i++) this.#admitAlone(specs[i] as TimerSpec, waiters[i] as Waiter);
         else for (const waiter of waiters) waiter.refused(err);
       },
     );

@@ -9,6 +9,7 @@
 //   spilled matches read (bucket by bucket) ─► resident pass, same turn ─► out of the heap,
 //   tombstoned, claimed (cancelling) ─► log CANCEL_BULK ─► cancelled (expiring) / put back
 import { errorCodes, FermataError } from './errors.ts';
+import { finishedRetentionOf } from './queue-limits.ts';
 import { decodeTimerId } from './ids.ts';
 import { type BulkCancel, encodeCancelBulk, recordType } from './records.ts';
 import { insertRunRow } from './spill/restore.ts';
@@ -78,7 +79,7 @@ export async function bulkCancel(s: EngineState, what: BulkCancelTarget): Promis
   if (!s.store.canAllocate(s.reservedRows + room)) throw new FermataError(errorCodes.capacityFull, `the resident store is full (${s.store.count} timers): the ${room} cancelled timers on disk do not fit`, { rows: room });
   // A schedule's occurrences cancelled by a change of it are released at once: the rule may
   // create an occurrence at the same instant again, under the same key (engine/schedules/).
-  const expiresAtMs = s.clock.now() + ('ids' in what && what.releaseAtOnce === true ? 0 : s.retention.finishedMs);
+  const expiresAtMs = s.clock.now() + ('ids' in what && what.releaseAtOnce === true ? 0 : retentionOfTaken(s, unique, spilled));
   const body = encodeCancelBulk(bodyOf(s, unique, spilled, expiresAtMs));
   // Out of the heap and tombstoned now: nothing of it can fire while the record is synced.
   const { seq, row, fireAtMs } = spilled.rows;
@@ -107,6 +108,23 @@ export async function bulkCancel(s: EngineState, what: BulkCancelTarget): Promis
   s.bulkCancels++;
   s.timersCancelledInBulk += taking;
   return { cancelled: taking, inFlight };
+}
+
+/**
+ * The retention of a bulk cancel's one record (it holds one expiry): the longest of the queues
+ * its timers are in, so none is released before its queue's retention (a purge, or a filter on
+ * one queue, has exactly its queue's).
+ */
+function retentionOfTaken(s: EngineState, slots: readonly number[], spilled: SpilledTaken): number {
+  const queues = new Set<number>();
+  for (const slot of slots) queues.add(s.store.queueIndex[slot] as number);
+  let longest = 0;
+  for (const index of queues) longest = Math.max(longest, s.queueLimits.finishedMs[index] ?? s.retention.finishedMs);
+  const { rows, take } = spilled;
+  const names = new Set<string>();
+  for (const i of take) names.add(rows.queues[rows.queueIndex[i] as number] as string);
+  for (const name of names) longest = Math.max(longest, finishedRetentionOf(s, name));
+  return longest;
 }
 
 const tooMany = (s: EngineState): FermataError =>

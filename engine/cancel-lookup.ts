@@ -9,6 +9,7 @@
 //              └► past the watermark? ─► find in runs ─► tombstone ─► log CANCEL_SPILLED ─► cancelled
 import { decodeTimerId } from './ids.ts';
 import { encodeCancel, encodeCancelSpilled, recordType } from './records.ts';
+import { finishedExpiry, finishedRetentionOf } from './queue-limits.ts';
 import { matches, type RevisionCondition } from './revision-condition.ts';
 import { insertRunRow } from './spill/restore.ts';
 import { bytesOf, createdAtOf, type RunRows } from './spill/run-rows.ts';
@@ -49,7 +50,7 @@ export function cancel(s: EngineState, id: string, condition: RevisionCondition 
   if (state !== timerState.pending && state !== timerState.retrying && !withdrawn) return Promise.resolve('too-late');
   // Out of the heap now, so the timer cannot fire while its CANCEL record is being synced.
   s.heap.remove(slot);
-  const expiresAtMs = s.clock.now() + s.retention.finishedMs;
+  const expiresAtMs = finishedExpiry(s, s.store.queueIndex[slot] as number, s.clock.now());
   // A timer a checkpoint in progress has copied into its spilled run: after a restart it is on
   // disk, not in memory, so its cancel names its fire time (replay finds it either way).
   const spilling = s.spilling?.[slot] === 1;
@@ -181,7 +182,7 @@ async function cancelSpilledNow(s: EngineState, id: string, seq: number, row: nu
   if (!matches(condition, s.rescheduled.revisionOf(seq, row))) return 'revision-mismatch';
   // Tombstoned before its record is written, so a promotion meanwhile skips it: it cannot fire.
   s.spill.tombstone(seq, row, fireAtMs);
-  const expiresAtMs = s.clock.now() + s.retention.finishedMs;
+  const expiresAtMs = s.clock.now() + finishedRetentionOf(s, found.rows.queues[found.rows.queueIndex[found.index] as number] as string);
   try {
     await s.log.append(recordType.cancelSpilled, encodeCancelSpilled(expiresAtMs, seq, row, fireAtMs), settlingWork);
   } catch (err) {

@@ -42,6 +42,8 @@ export const errorCodes = {
   clusterUnsupported: 'CLUSTER_UNSUPPORTED',
   /** A data file (or a record in one) written in a format version newer than this build reads: details name the file, the version found and the one known (engine/format-version.ts). */
   formatTooNew: 'FORMAT_TOO_NEW',
+  /** An add that would take a queue past its max_pending: nothing of the batch was added; details name the queue, its pending count and cap. */
+  queueFull: 'QUEUE_FULL',
 } as const;
 
 export type ErrorCode = (typeof errorCodes)[keyof typeof errorCodes];

@@ -30,6 +30,7 @@ import {
   type Outcomes,
   recordType,
 } from './records.ts';
+import { deadExpiry, finishedExpiry } from './queue-limits.ts';
 import { type EngineState, settlingWork } from './state.ts';
 import { timerState } from './store/resident-store.ts';
 import { residentContent } from './timer-content.ts';
@@ -76,10 +77,11 @@ export async function settle(s: EngineState, outcomes: Outcomes, responses?: Rea
   try {
     // Finished timers carry their expiry in the record, so replay releases them when the live engine did.
     const now = s.clock.now();
+    const queueIndex = store.queueIndex;
     for (let i = 0; i < count; i++) {
       const kind = outcomes.kinds[i];
-      if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = now + s.retention.finishedMs;
-      else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = now + s.retention.deadMs;
+      if (kind === outcomeKind.delivered) outcomes.retryAtMs[i] = finishedExpiry(s, queueIndex[slots[i] as number] as number, now);
+      else if (kind === outcomeKind.dead) outcomes.retryAtMs[i] = deadExpiry(s, queueIndex[slots[i] as number] as number, now);
     }
     failpoint('delivery.outcome-before-append');
     try {

@@ -8,7 +8,7 @@
 import { defaultQueue } from './batch/timer-batch.ts';
 import { validateQueueName } from './batch/validate.ts';
 import { errorCodes, FermataError } from './errors.ts';
-import { defaultQueueConfig, encodeQueueDeleted, encodeQueuePaused, encodeQueueRecord, parseQueueConfig, type QueueChange, type QueueConfig } from './queues.ts';
+import { defaultQueueConfig, encodeQueueDeleted, encodeQueuePaused, encodeQueueRecord, parseQueueConfig, type QueueChange, type QueueConfig, storedConfig } from './queues.ts';
 import { recordType } from './records.ts';
 import type { EngineState } from './state.ts';
 import { timerState } from './store/resident-store.ts';
@@ -34,9 +34,11 @@ export function applyQueueChange(s: EngineState, change: QueueChange): void {
   const index = s.queueIndex(name);
   if (change.kind === 'config') {
     s.queueConfigs.set(name, change.config);
+    s.queueLimits.apply(index, change.config);
     s.deletedQueues.delete(name);
   } else if (change.kind === 'deleted') {
     s.queueConfigs.delete(name);
+    s.queueLimits.apply(index, undefined);
     s.deletedQueues.add(name);
     s.pausedQueues.delete(index);
   } else if (!s.deletedQueues.has(name)) {
@@ -136,8 +138,8 @@ export async function setQueuePaused(s: EngineState, name: string, paused: boole
  * The queue changes a checkpoint's manifest keeps, in the QUEUE record's JSON form (read back
  * the way replay reads them): every config in force, then a pause for every paused queue.
  */
-export function queueRecordsInForce(s: EngineState): Array<{ name: string; config?: QueueConfig; paused?: true }> {
-  const configs = [...s.queueConfigs].map(([name, config]) => ({ name, config }));
+export function queueRecordsInForce(s: EngineState): Array<{ name: string; config?: Partial<QueueConfig>; paused?: true }> {
+  const configs = [...s.queueConfigs].map(([name, config]) => ({ name, config: storedConfig(config) }));
   const pauses = [...s.pausedQueues].map((index) => ({ name: s.queueNames[index] as string, paused: true as const }));
   return [...configs, ...pauses];
 }

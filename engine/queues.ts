@@ -2,6 +2,7 @@
 // (docs/api.md, PUT /v1/queues/{name}). A config is data, validated here, logged as a QUEUE
 // record and replayed like every other change. A queue never configured uses the defaults.
 import { errorCodes, FermataError } from './errors.ts';
+import { timerLimits } from './limits.ts';
 
 export interface QueueConfig {
   /** Attempts before a timer is dead (the first delivery counts). */
@@ -27,6 +28,12 @@ export interface QueueConfig {
   readonly batch_rows_max: number;
   /** How long due timers wait for more to fill an Arrow batch ("arrow" delivery). */
   readonly linger_ms: number;
+  /** How long a delivered or cancelled timer (and its key) is kept; null = the service's retention (24 h unless configured). */
+  readonly retention_ms: number | null;
+  /** How long a dead timer (and its key) is kept; null = the service's dead retention (7 days unless configured). */
+  readonly dead_retention_ms: number | null;
+  /** Timers waiting or being delivered at most (queue-limits.ts says which are counted); an add past it is QUEUE_FULL. null = no cap. */
+  readonly max_pending: number | null;
 }
 
 export const deliveryModes = ['request', 'arrow', 'pull'] as const;
@@ -44,6 +51,9 @@ export const defaultQueueConfig: QueueConfig = {
   sink: null,
   batch_rows_max: 10_000,
   linger_ms: 50,
+  retention_ms: null,
+  dead_retention_ms: null,
+  max_pending: null,
 };
 
 const fieldLimits = {
@@ -56,6 +66,9 @@ const fieldLimits = {
   timeout_ms: { min: 1, max: 600_000 },
   batch_rows_max: { min: 1, max: 100_000 },
   linger_ms: { min: 0, max: 60_000 },
+  retention_ms: { min: 1, max: timerLimits.horizonMsMax },
+  dead_retention_ms: { min: 1, max: timerLimits.horizonMsMax },
+  max_pending: { min: 1, max: 1_000_000_000 },
 } as const;
 
 /** Fields that are not whole numbers, checked on their own. */
@@ -66,7 +79,13 @@ const sinkBytesMax = 2048;
 type Field = keyof typeof fieldLimits;
 const fields = Object.keys(fieldLimits) as Field[];
 const knownFields: readonly string[] = [...fields, ...otherFields];
-const nullable = new Set<Field>(['rate_per_s', 'max_concurrent']);
+const nullable = new Set<Field>(['rate_per_s', 'max_concurrent', 'retention_ms', 'dead_retention_ms', 'max_pending']);
+/**
+ * Fields a QUEUE record leaves out while they are null (their default): a build from before them
+ * refuses a config naming a field it does not know, so a queue that does not use them stays
+ * readable by it (docs/format/engine-records.md, "QUEUE (4)").
+ */
+const omittedWhileNull = ['retention_ms', 'dead_retention_ms', 'max_pending'] as const;
 
 function invalid(message: string, field: string): FermataError {
   return new FermataError(errorCodes.queueInvalid, message, { field });
@@ -139,7 +158,14 @@ export type QueueChange =
  * (rare, so JSON is fine).
  */
 export function encodeQueueRecord(name: string, config: QueueConfig): Uint8Array {
-  return encoder.encode(JSON.stringify({ name, config }));
+  return encoder.encode(JSON.stringify({ name, config: storedConfig(config) }));
+}
+
+/** A config as a QUEUE record or a manifest keeps it: the fields of omittedWhileNull left out while null. */
+export function storedConfig(config: QueueConfig): Partial<QueueConfig> {
+  const stored: Record<string, unknown> = { ...config };
+  for (const field of omittedWhileNull) if (stored[field] === null) delete stored[field];
+  return stored as Partial<QueueConfig>;
 }
 
 export function encodeQueueDeleted(name: string): Uint8Array {

@@ -25,6 +25,7 @@ import { type ResidentStore, timerState, type TimerStateCode } from './store/res
 import { SlotClaims } from './store/slot-claims.ts';
 import { SlotIndex } from './store/slot-index.ts';
 import { TimerHeap } from './store/timer-heap.ts';
+import { QueueLimits } from './queue-limit-table.ts';
 import { TimerFailures } from './timer-failures.ts';
 import { AddTimes } from './add-times.ts';
 import { ScheduleBook } from './schedules/schedule-book.ts';
@@ -111,6 +112,8 @@ export class EngineState {
   readonly deletedQueues = new Set<string>();
   /** Indexes of paused queues (queue-registry.ts): takeDue hands out none of their timers (queue-pause.ts). */
   readonly pausedQueues = new Set<number>();
+  /** Queues' retention and pending caps by index (queue-limits.ts), kept by applyQueueChange. */
+  readonly queueLimits = new QueueLimits();
   /** By queue index, when a live resume last released it (replay sets none): timers due by then that go out were held. */
   readonly queueResumedAtMs: number[] = [];
   /** The latest of queueResumedAtMs (-Infinity: no resume yet), so hand-out checks one number for most timers. */

@@ -86,8 +86,11 @@ export function adminCommands(program: Command): void {
     .option('--rate <n>', 'deliveries a second at most', positiveArg)
     .option('--max-concurrent <n>', 'deliveries in flight at most', positiveArg)
     .option('--timeout <duration>', 'how long a delivery may take', durationArg)
+    .option('--retention <duration>', 'how long a delivered or cancelled timer and its key are kept', durationArg)
+    .option('--dead-retention <duration>', 'how long a dead timer and its key are kept', durationArg)
+    .option('--max-pending <n>', 'timers waiting at most; adds past it are refused (QUEUE_FULL)', positiveArg)
     .option('--json', "the API's JSON")
-    .action((name: string, options: JsonOption & { maxAttempts?: number; minBackoff?: number; maxBackoff?: number; maxDoublings?: number; rate?: number; maxConcurrent?: number; timeout?: number }) =>
+    .action((name: string, options: JsonOption & { maxAttempts?: number; minBackoff?: number; maxBackoff?: number; maxDoublings?: number; rate?: number; maxConcurrent?: number; timeout?: number; retention?: number; deadRetention?: number; maxPending?: number }) =>
       withClient(options, async (client) => {
         const config: QueueConfig = {};
         if (options.maxAttempts !== undefined) config.max_attempts = options.maxAttempts;
@@ -97,6 +100,9 @@ export function adminCommands(program: Command): void {
         if (options.rate !== undefined) config.rate_per_s = options.rate;
         if (options.maxConcurrent !== undefined) config.max_concurrent = options.maxConcurrent;
         if (options.timeout !== undefined) config.timeout_ms = options.timeout;
+        if (options.retention !== undefined) config.retention_ms = options.retention;
+        if (options.deadRetention !== undefined) config.dead_retention_ms = options.deadRetention;
+        if (options.maxPending !== undefined) config.max_pending = options.maxPending;
         printQueue(await client.setQueue(name, config), options.json);
       }),
     );

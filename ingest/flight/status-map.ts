@@ -27,6 +27,8 @@ export const statusOf: Record<ErrorCode, status> = {
   // Overload that passes by itself: retry after a second.
   [errorCodes.capacityFull]: status.RESOURCE_EXHAUSTED,
   [errorCodes.walQueueFull]: status.RESOURCE_EXHAUSTED,
+  // A queue at its max_pending (PUT /v1/queues/{name}): a delivery or a cancel frees a place.
+  [errorCodes.queueFull]: status.RESOURCE_EXHAUSTED,
   [errorCodes.diskFull]: status.RESOURCE_EXHAUSTED,
   // The log stopped acknowledging (a failed write or fsync; another node owns it now), or the service is stopping.
   [errorCodes.walPoisoned]: status.UNAVAILABLE,
@@ -60,6 +62,7 @@ const pullStatusOf: Record<PullRefusalCode, status> = {
 const retryHint: Partial<Record<ErrorCode, string>> = {
   [errorCodes.capacityFull]: ' (retry in 1 s)',
   [errorCodes.walQueueFull]: ' (retry in 1 s)',
+  [errorCodes.queueFull]: ' (retry in 1 s)',
   [errorCodes.walClosed]: ' (the service is stopping; retry against it once restarted)',
 };
 

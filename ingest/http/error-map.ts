@@ -54,6 +54,8 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
   [errorCodes.targetRefused]: 400,
   [errorCodes.capacityFull]: 503,
   [errorCodes.walQueueFull]: 429,
+  // A queue at its max_pending: a delivery or a cancel frees a place.
+  [errorCodes.queueFull]: 429,
   // 507 instead when the poison's cause is ENOSPC (below).
   [errorCodes.walPoisoned]: 503,
   // Another node owns the partition's log now: this one no longer answers for it.
@@ -101,6 +103,7 @@ const statusOf: Record<ErrorCode | HttpErrorCode, number> = {
 const retryAfterSecondsOf: Partial<Record<ErrorCode, number>> = {
   [errorCodes.capacityFull]: 1,
   [errorCodes.walQueueFull]: 1,
+  [errorCodes.queueFull]: 1,
   [errorCodes.walClosed]: 1,
   // `fermata serve` opens the data directory again at once (recovery re-reads the disk).
   [errorCodes.walPoisoned]: 1,
@@ -212,11 +215,13 @@ export function errorAnswer(err: unknown, contentType: string | undefined): Erro
           ...(nonEmptyString(details.column) ? { column: details.column } : {}),
           ...(wholeNumber(details.row) ? { row: details.row } : {}),
           ...(wholeNumber(details.line) ? { line: details.line } : {}),
-          // A queue delete refused while timers wait in it: how many.
+          // A queue delete refused while timers wait in it, or an add past a queue's cap: how many.
           ...(wholeNumber(details.pending) ? { pending: details.pending } : {}),
           // A FORBIDDEN answer: the scope or the queue the token lacks.
           ...(err.code === errorCodes.forbidden && nonEmptyString(details.scope) ? { scope: details.scope } : {}),
           ...(err.code === errorCodes.forbidden && nonEmptyString(details.queue) ? { queue: details.queue } : {}),
+          // A QUEUE_FULL answer: the queue at its cap (its count is `pending`).
+          ...(err.code === errorCodes.queueFull && nonEmptyString(details.queue) ? { queue: details.queue } : {}),
         },
       },
       unexpected: status === 500,

@@ -76,6 +76,9 @@ test('queues set, pause, resume and ls', async () => {
   assert.match(ok(await fermata('queues', 'resume', 'billing')), /billing +running/);
   const all = JSON.parse(ok(await fermata('queues', 'ls', '--json'))) as { name: string; max_attempts: number }[];
   assert.equal(all.find((queue) => queue.name === 'billing')?.max_attempts, 7);
+  ok(await fermata('queues', 'set', 'imports', '--max-pending', '100', '--retention', '1h', '--dead-retention', '3d'));
+  const imports = await client.queue('imports');
+  assert.deepEqual([imports.max_pending, imports.retention_ms, imports.dead_retention_ms], [100, 3_600_000, 3 * 86_400_000]);
 });
 
 test('a timer that dies is listed by dead ls and redriven by dead retry', async () => {

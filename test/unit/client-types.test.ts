@@ -105,7 +105,7 @@ test('the client\'s types have the OpenAPI document\'s fields, required where it
 
   const queueConfig = {
     max_attempts: false, min_backoff_ms: false, max_backoff_ms: false, max_doublings: false, rate_per_s: false, max_concurrent: false, timeout_ms: false,
-    batch_rows_max: false, linger_ms: false, delivery: false, sink: false,
+    batch_rows_max: false, linger_ms: false, delivery: false, sink: false, retention_ms: false, dead_retention_ms: false, max_pending: false,
   } as const satisfies Requiredness<QueueConfig>;
   sameFields('QueueConfig', queueConfig, at(doc, 'components', 'schemas', 'QueueConfig'));
   const queue = { ...queueConfig, name: true, paused: true } as const;

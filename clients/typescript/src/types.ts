@@ -126,6 +126,9 @@ export interface QueueConfig {
   linger_ms?: number;
   delivery?: 'request' | 'arrow' | 'pull';
   sink?: string | null;
+  retention_ms?: number | null;
+  dead_retention_ms?: number | null;
+  max_pending?: number | null;
 }
 
 /** A queue as `GET /v1/queues/{name}` shows it: its whole config, and whether it is paused. */

@@ -19,7 +19,7 @@ export const openApiComponents = {
     TimerId: { name: 'id', in: 'path', required: true, description: 'A timer id. Anything that is not one is answered 404, like an unknown id.', schema: ref('schemas', 'TimerId') },
   },
   headers: {
-    RetryAfter: { description: 'Seconds to wait before trying again; sent only for the codes that pass by themselves (CAPACITY_FULL, WAL_QUEUE_FULL, WAL_CLOSED).', schema: { type: 'integer', minimum: 1 } },
+    RetryAfter: { description: 'Seconds to wait before trying again; sent only for the codes that pass by themselves (CAPACITY_FULL, WAL_QUEUE_FULL, QUEUE_FULL, WAL_CLOSED).', schema: { type: 'integer', minimum: 1 } },
     WwwAuthenticate: { description: 'Always `Bearer`.', schema: { const: 'Bearer' } },
     Allow: { description: 'The methods the routes at this path take, comma-separated (HEAD wherever GET).', schema: { type: 'string' }, example: 'DELETE, GET, HEAD' },
   },
@@ -31,7 +31,7 @@ export const openApiComponents = {
     RouteNotFound: errorResponse('ROUTE_NOT_FOUND: no route serves this path (any path not in this document).', [httpErrorCodes.routeNotFound]),
     MethodNotAllowed: errorResponse('METHOD_NOT_ALLOWED: a route serves this path, but none with this method.', [httpErrorCodes.methodNotAllowed], { Allow: ref('headers', 'Allow') }),
     UnsupportedMediaType: errorResponse('UNSUPPORTED_MEDIA_TYPE: a body with a Content-Type this route does not take, or none.', [httpErrorCodes.unsupportedMediaType]),
-    LogQueueFull: errorResponse('WAL_QUEUE_FULL: too many bytes are waiting to be written to the log.', [errorCodes.walQueueFull], retryAfter),
+    LogQueueFull: errorResponse('WAL_QUEUE_FULL: too many bytes are waiting to be written to the log. QUEUE_FULL (an add): a queue of the batch is at its max_pending; nothing was added (`queue` names it, `pending` its count).', [errorCodes.walQueueFull, errorCodes.queueFull], retryAfter),
     LogUnavailable: errorResponse(
       'WAL_CLOSED: the service is stopping. WAL_POISONED: a failed write or fsync stopped the log from acknowledging; the service opens its data directory again by itself (recovery re-reads the disk), so try again after Retry-After.',
       [errorCodes.walClosed, errorCodes.walPoisoned],

@@ -2,7 +2,7 @@
 // openapi-components.ts the schemas, responses and headers they refer to): references, the
 // error response, and the fragments both use, each read from the module that enforces it.
 // Built once when the module loads; any thread.
-import { deliveryLimits, ingestLimits, timerLimits } from '../../../engine/limits.ts';
+import { deliveryLimits, ingestLimits, retentionDefaults, timerLimits } from '../../../engine/limits.ts';
 import { differingFields } from '../../../engine/duplicate-answers.ts';
 import { defaultQueueConfig, deliveryModes } from '../../../engine/queues.ts';
 import { mediaTypes } from '../media-types.ts';
@@ -29,6 +29,24 @@ export const queueFields = {
   timeout_ms: { min: 1, max: 600_000, nullable: false, text: 'How long one delivery attempt waits for the answer before it counts as failed ("pull" delivery: how long a lease lasts before its timers count a failed attempt).' },
   batch_rows_max: { min: 1, max: 100_000, nullable: false, text: 'Rows in one Arrow batch at most ("arrow" delivery; "pull": rows one DoGet leases at most).' },
   linger_ms: { min: 0, max: 60_000, nullable: false, text: 'How long due timers wait for more to fill an Arrow batch ("arrow" delivery).' },
+  retention_ms: {
+    min: 1,
+    max: timerLimits.horizonMsMax,
+    nullable: true,
+    text: `How long a delivered or cancelled timer is kept after it finished (GET answers, its idempotency key deduplicates); then its id answers 404 and its key is free. null = the service's (${retentionDefaults.finishedMs / 3_600_000} h).`,
+  },
+  dead_retention_ms: {
+    min: 1,
+    max: timerLimits.horizonMsMax,
+    nullable: true,
+    text: `How long a dead timer is kept (listed in /v1/dead, redrivable, its key deduplicates). null = the service's (${retentionDefaults.deadMs / 86_400_000} days).`,
+  },
+  max_pending: {
+    min: 1,
+    max: 1_000_000_000,
+    nullable: true,
+    text: 'Timers of the queue not finished (pending, retrying, held, being delivered) that are in memory, at most: an add that would pass it is refused whole, 429 QUEUE_FULL with Retry-After. Timers spilled to disk (far in the future) are not counted. null = no cap.',
+  },
 } as const;
 /** The queue config's fields that are not whole numbers (for "arrow" and "pull" delivery). */
 export const queueOtherFields = {

@@ -25,6 +25,9 @@ const configProperties = {
   sink: { type: ['string', 'null'] },
   batch_rows_max: { type: 'integer' },
   linger_ms: { type: 'integer' },
+  retention_ms: nullableInteger,
+  dead_retention_ms: nullableInteger,
+  max_pending: nullableInteger,
 } as const;
 
 const configFields = Object.keys(configProperties);
