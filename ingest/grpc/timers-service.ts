@@ -14,6 +14,7 @@
 // Authentication: every Timers call asks call-auth.ts; reflection and health are open, as
 // /healthz is (they say nothing a client without a token could misuse). Main thread.
 import { once } from 'node:events';
+import type http2 from 'node:http2';
 import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, type Server, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
@@ -44,11 +45,24 @@ export const timersServiceName = 'fermata.v1.Timers';
 
 /**
  * The gRPC server's options beyond Flight's message size (which is the HTTP API's bulk body
- * limit): an HTTP/2 connection's streams and buffered memory, as the HTTP listener caps them.
+ * limit): an HTTP/2 connection's streams, buffered memory, header list, invalid frames, refused
+ * streams and resets, as the HTTP listener (cleartext-listener.ts) caps them. Node's session
+ * limits reach grpc-js's HTTP/2 server through `grpc-node.http2_server_options`, which
+ * patches/@grpc+grpc-js+1.14.7.patch adds (decision 0028). A session without a call for the
+ * HTTP listener's idle time is closed (GOAWAY); one with a call open, however quiet, is not.
  */
 export const grpcServerOptions = {
   'grpc.max_concurrent_streams': httpLimits.http2ConcurrentStreamsMax,
   'grpc-node.max_session_memory': httpLimits.http2SessionMemoryMbMax,
+  'grpc.max_connection_idle_ms': httpLimits.http2SessionIdleTimeoutMs,
+  'grpc-node.http2_server_options': {
+    settings: { maxHeaderListSize: httpLimits.headerListBytesMax },
+    maxHeaderListPairs: httpLimits.headerFieldsMax,
+    maxSessionInvalidFrames: httpLimits.http2SessionInvalidFramesMax,
+    maxSessionRejectedStreams: httpLimits.http2SessionRejectedStreamsMax,
+    streamResetBurst: httpLimits.http2StreamResetBurst,
+    streamResetRate: httpLimits.http2StreamResetsPerSecond,
+  } satisfies http2.ServerOptions,
   // Channelz (gRPC's live introspection service) is not served: its per-call bookkeeping is not kept.
   'grpc.enable_channelz': 0,
 } as const;
