@@ -29,6 +29,7 @@ import { CaddySupervisor } from '../../ingest/http3/caddy-supervisor.ts';
 import type { Access } from '../../ingest/auth/access.ts';
 import type { AuditTrail } from '../../ingest/auth/audit.ts';
 import type { ReloadAnswer } from '../../ingest/http/routes/admin-reload.ts';
+import type { ReadinessSources } from '../../ingest/readiness.ts';
 import { logStartFailure } from './errors.ts';
 import type { ListenAddress, ServeSettings } from './settings.ts';
 
@@ -125,10 +126,10 @@ function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
 /**
  * The gRPC server when --grpc (or --flight) is set: Arrow Flight and fermata.v1.Timers (with
  * reflection and health) on one port, TLS with the TLS port's certificate when "grpc.tls" says
- * so, its connections seen by `guard`, the HTTP listener's peer guard. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
+ * so, its connections seen by `guard`, the HTTP listener's peer guard, its health following `readiness` as /readyz does. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
  * (logged) when it cannot bind, a PortInUseError when its port is taken.
  */
-export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, access: Access, logger: Logger, guard: PeerGuard): Promise<FlightListener | undefined | 'failed'> {
+export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, access: Access, logger: Logger, guard: PeerGuard, readiness: ReadinessSources): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
   // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
   // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
@@ -138,7 +139,7 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
   // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
   setGrpcLogger(grpcLogger(flightLogger));
   const service = new FlightService({ engine, logger: flightLogger, access, pull });
-  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), access });
+  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), access, readiness });
   const tls = settings.grpcTls ? settings.tls?.credentials : undefined;
   const credentials = tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false);
   try {

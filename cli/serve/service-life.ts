@@ -234,7 +234,7 @@ async function startLife(settings: ServeSettings, engine: Engine, clock: Clock, 
     // One peer guard for every port: a peer penalised on one is refused on all.
     const guard = new PeerGuard({ logger: logger.child({ component: 'http' }) });
     app = await startHttp(settings, ports, engine, dispatcher, disk, controls, logger, guard);
-    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, controls.access, logger, guard);
+    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, controls.access, logger, guard, { engine, disk, warm: () => dispatcher.warm });
   } catch (err) {
     // A port in use (PortInUseError): closed like any failed start, and told by the caller.
     if (app !== undefined) await drainHttp(app, logger);

@@ -18,7 +18,6 @@ import type http2 from 'node:http2';
 import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, type Server, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
-import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';
 import { AdmitCoalescer, type AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
@@ -30,6 +29,7 @@ import { arrowGaveDelay, differsAsAsked, duplicateRowsJson } from '../duplicate-
 import { inJsonTerms } from '../http/body/json-batch.ts';
 import { httpErrorCodes, HttpProblem } from '../http/error-map.ts';
 import type { Access } from '../auth/access.ts';
+import type { ReadinessSources } from '../readiness.ts';
 import { deadListLimits, streamLimits, timerListLimits } from '../http/route-limits.ts';
 import { discardDead, redriveDead } from '../http/routes/dead.ts';
 import { bulkCancelTargetOf, limitOf } from '../http/routes/timer-list.ts';
@@ -38,6 +38,7 @@ import { cancelTimer } from '../http/timer-cancel.ts';
 import { timerFilterOf } from '../http/timer-filter.ts';
 import { callRefusal } from './call-auth.ts';
 import { reflectedPackage, timersPackage } from './proto-files.ts';
+import { ReadinessHealth } from './readiness-health.ts';
 import { type GrpcFailure, grpcFailure, rpcStatusOf, type RpcStatus } from './status-map.ts';
 import { deadTimerMessage, filterFields, type NewTimer, patchOf, type RescheduleRequest, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, timerMessage, type TimerStateEnum } from './timer-messages.ts';
 
@@ -72,6 +73,8 @@ export interface TimersServiceOptions {
   readonly logger: Logger;
   /** The tokens and their scopes every Timers call is checked against (call-auth.ts). */
   readonly access: Access;
+  /** What health follows, as /readyz (the engine's log, and the disk and warm-up when given); the engine's log alone when not given. */
+  readonly readiness?: ReadinessSources;
 }
 
 interface AddTimerResponse {
@@ -153,12 +156,13 @@ export class TimersService {
   readonly #access: Access;
   readonly #coalescer: AdmitCoalescer;
   readonly #package: PackageDefinition = timersPackage();
-  readonly #health = new HealthImplementation({ '': 'SERVING', [timersServiceName]: 'SERVING' });
+  readonly #health: ReadinessHealth;
 
   constructor(options: TimersServiceOptions) {
     this.#engine = options.engine;
     this.#logger = options.logger;
     this.#access = options.access;
+    this.#health = new ReadinessHealth(['', timersServiceName], options.readiness ?? { engine: options.engine });
     // Single adds of one turn (AddTimer, and every StreamAddTimers) share a record.
     this.#coalescer = new AdmitCoalescer(options.engine);
   }
@@ -167,13 +171,12 @@ export class TimersService {
   addTo(server: Server): void {
     server.addService(this.#package[timersServiceName] as ServiceDefinition, this.#handlers());
     new ReflectionService(reflectedPackage()).addToServer(server);
-    this.#health.addToServer(server);
+    this.#health.addTo(server);
   }
 
   /** Health says NOT_SERVING from now on: the server is stopping. */
   stopping(): void {
-    this.#health.setStatus('', 'NOT_SERVING');
-    this.#health.setStatus(timersServiceName, 'NOT_SERVING');
+    this.#health.stopping();
   }
 
   #handlers(): UntypedServiceImplementation {
