@@ -14,6 +14,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
+import type { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
 import type { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
 import type { SeriesSources } from '../../engine/stats-series.ts';
@@ -70,7 +71,7 @@ export interface Ports {
  * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
  * closing what was opened) when a port cannot be bound.
  */
-export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, controls: ServiceControls, logger: Logger, guard: PeerGuard): Promise<HttpServer | undefined> {
+export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, controls: ServiceControls, logger: Logger, guard: PeerGuard, coalescer: AdmitCoalescer): Promise<HttpServer | undefined> {
   const app = createHttpServer({
     peerGuard: guard,
     logger: logger.child({ component: 'http' }),
@@ -80,6 +81,7 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
     reload: controls.reload,
     disk,
     warm: () => dispatcher.warm,
+    coalescer,
     // Imported at the first scrape of /metrics, with prom-client (ingest/http/routes/metrics.ts).
     metrics: async (registry) => (await import('../../dispatch/dispatch-metrics.ts')).registerDispatchMetrics(registry, dispatcher),
     seriesSources: seriesSources(engine, dispatcher),
@@ -129,7 +131,7 @@ function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
  * so, its connections seen by `guard`, the HTTP listener's peer guard, its health following `readiness` as /readyz does. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
  * (logged) when it cannot bind, a PortInUseError when its port is taken.
  */
-export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, access: Access, logger: Logger, guard: PeerGuard, readiness: ReadinessSources): Promise<FlightListener | undefined | 'failed'> {
+export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, access: Access, logger: Logger, guard: PeerGuard, readiness: ReadinessSources, coalescer: AdmitCoalescer): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
   // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
   // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
@@ -139,7 +141,7 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
   // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
   setGrpcLogger(grpcLogger(flightLogger));
   const service = new FlightService({ engine, logger: flightLogger, access, pull });
-  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), access, readiness });
+  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), access, readiness, coalescer });
   const tls = settings.grpcTls ? settings.tls?.credentials : undefined;
   const credentials = tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false);
   try {

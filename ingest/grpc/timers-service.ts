@@ -75,6 +75,8 @@ export interface TimersServiceOptions {
   readonly access: Access;
   /** What health follows, as /readyz (the engine's log, and the disk and warm-up when given); the engine's log alone when not given. */
   readonly readiness?: ReadinessSources;
+  /** The single adds' coalescer, shared with the HTTP listener's so that adds of one turn over both share a record; made here when not given. */
+  readonly coalescer?: AdmitCoalescer;
 }
 
 interface AddTimerResponse {
@@ -163,8 +165,8 @@ export class TimersService {
     this.#logger = options.logger;
     this.#access = options.access;
     this.#health = new ReadinessHealth(['', timersServiceName], options.readiness ?? { engine: options.engine });
-    // Single adds of one turn (AddTimer, and every StreamAddTimers) share a record.
-    this.#coalescer = new AdmitCoalescer(options.engine);
+    // Single adds of one turn (AddTimer, every StreamAddTimers and, when shared, HTTP's) share a record.
+    this.#coalescer = options.coalescer ?? new AdmitCoalescer(options.engine);
   }
 
   /** Adds fermata.v1.Timers, reflection (v1 and v1alpha) and health to `server`. */
