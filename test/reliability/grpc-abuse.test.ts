@@ -5,7 +5,8 @@
 // served on both. The port's own limits: the stream and header list caps the HTTP listener
 // advertises, the message size limit (the HTTP bulk body's), met before the message is read, and
 // node's session limits as the HTTP listener sets them (reset burst, invalid frames), each shown
-// with a count between the HTTP listener's cap and node's default. Each peer is a loopback address of its own (127.0.0.1 is never penalised: a
+// with a count between the HTTP listener's cap and node's default; a CONTINUATION flood has each
+// of its connections closed. Each peer is a loopback address of its own (127.0.0.1 is never penalised: a
 // proxy on the host connects from it). The flood runs in rounds until the penalty shows, bounded.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -15,7 +16,7 @@ import { after, before, test } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { httpLimits } from '../../engine/limits.ts';
 import { flightLimits } from '../../ingest/flight/flight-service.ts';
-import { rapidReset } from '../helpers/http-attacks.ts';
+import { continuationFlood, rapidReset } from '../helpers/http-attacks.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { flightUrl, type Service, startService } from '../helpers/service.ts';
 import { withTimeout } from '../helpers/timeout.ts';
@@ -190,4 +191,11 @@ test('the gRPC port ends a session past the HTTP listener\'s invalid frame cap, 
   const invalid = (count: number): Buffer[] => Array.from({ length: count }, (_, i) => frame(frameType.headers, endHeaders, 2 * i + 1, requestHeaders('X-Upper', 'a')));
   assert.equal(await sessionAfter(invalid(httpLimits.http2SessionInvalidFramesMax - 10), '127.0.0.13'), 'served', 'a few invalid frames are tolerated');
   assert.equal(await sessionAfter(invalid(overTheCaps), '127.0.0.14'), 'ended', `${overTheCaps} invalid frames end the session`);
+});
+
+test('the gRPC port ends every connection of a CONTINUATION flood (a header block without end)', { timeout: 30_000 }, async () => {
+  const { facts } = await continuationFlood(Number(new URL(grpcUrl).port), floodRoundMs, '127.0.0.15');
+  assert.ok((facts.connections ?? 0) > 0, `the flood connected: ${JSON.stringify(facts)}`);
+  // The last connection may still be flooding when the round ends.
+  assert.ok((facts.connections_closed_by_server ?? 0) >= (facts.connections ?? 0) - 1, `the server closed the flooding connections: ${JSON.stringify(facts)}`);
 });
