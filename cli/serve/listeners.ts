@@ -14,6 +14,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
+import type { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
 import type { Engine } from '../../engine/engine.ts';
 import { httpLimits } from '../../engine/limits.ts';
 import type { SeriesSources } from '../../engine/stats-series.ts';
@@ -29,6 +30,7 @@ import { CaddySupervisor } from '../../ingest/http3/caddy-supervisor.ts';
 import type { Access } from '../../ingest/auth/access.ts';
 import type { AuditTrail } from '../../ingest/auth/audit.ts';
 import type { ReloadAnswer } from '../../ingest/http/routes/admin-reload.ts';
+import type { ReadinessSources } from '../../ingest/readiness.ts';
 import { logStartFailure } from './errors.ts';
 import type { ListenAddress, ServeSettings } from './settings.ts';
 
@@ -69,7 +71,7 @@ export interface Ports {
  * port; logs one "listening" line for each, cleartext first. Undefined (after logging why and
  * closing what was opened) when a port cannot be bound.
  */
-export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, controls: ServiceControls, logger: Logger, guard: PeerGuard): Promise<HttpServer | undefined> {
+export async function startHttp(settings: ServeSettings, ports: Ports, engine: Engine, dispatcher: Dispatcher, disk: DiskSpaceCheck, controls: ServiceControls, logger: Logger, guard: PeerGuard, coalescer: AdmitCoalescer): Promise<HttpServer | undefined> {
   const app = createHttpServer({
     peerGuard: guard,
     logger: logger.child({ component: 'http' }),
@@ -79,6 +81,7 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
     reload: controls.reload,
     disk,
     warm: () => dispatcher.warm,
+    coalescer,
     // Imported at the first scrape of /metrics, with prom-client (ingest/http/routes/metrics.ts).
     metrics: async (registry) => (await import('../../dispatch/dispatch-metrics.ts')).registerDispatchMetrics(registry, dispatcher),
     seriesSources: seriesSources(engine, dispatcher),
@@ -125,10 +128,10 @@ function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
 /**
  * The gRPC server when --grpc (or --flight) is set: Arrow Flight and fermata.v1.Timers (with
  * reflection and health) on one port, TLS with the TLS port's certificate when "grpc.tls" says
- * so, its connections seen by `guard`, the HTTP listener's peer guard. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
+ * so, its connections seen by `guard`, the HTTP listener's peer guard, its health following `readiness` as /readyz does. Logs a "flight listening" line with its grpc+tcp:// (or grpc+tls://) "url"; 'failed'
  * (logged) when it cannot bind, a PortInUseError when its port is taken.
  */
-export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, access: Access, logger: Logger, guard: PeerGuard): Promise<FlightListener | undefined | 'failed'> {
+export async function startFlight(settings: ServeSettings, address: ListenAddress | undefined, engine: Engine, pull: PullQueues, access: Access, logger: Logger, guard: PeerGuard, readiness: ReadinessSources, coalescer: AdmitCoalescer): Promise<FlightListener | undefined | 'failed'> {
   if (address === undefined) return undefined;
   // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
   // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
@@ -138,7 +141,7 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
   // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
   setGrpcLogger(grpcLogger(flightLogger));
   const service = new FlightService({ engine, logger: flightLogger, access, pull });
-  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), access });
+  const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), access, readiness, coalescer });
   const tls = settings.grpcTls ? settings.tls?.credentials : undefined;
   const credentials = tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false);
   try {

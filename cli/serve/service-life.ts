@@ -12,6 +12,7 @@ import { flushCompileCache } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
 import type { FermataError } from '../../engine/errors.ts';
 import { ManualClock } from '../../engine/clock.ts';
 import { type Clock, Engine, systemClock } from '../../engine/engine.ts';
@@ -233,8 +234,10 @@ async function startLife(settings: ServeSettings, engine: Engine, clock: Clock, 
   try {
     // One peer guard for every port: a peer penalised on one is refused on all.
     const guard = new PeerGuard({ logger: logger.child({ component: 'http' }) });
-    app = await startHttp(settings, ports, engine, dispatcher, disk, controls, logger, guard);
-    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, controls.access, logger, guard);
+    // One coalescer for the single adds of every port: those of one turn share a record.
+    const coalescer = new AdmitCoalescer(engine);
+    app = await startHttp(settings, ports, engine, dispatcher, disk, controls, logger, guard, coalescer);
+    flight = app === undefined ? 'failed' : await startFlight(settings, ports.flight, engine, dispatcher.pull, controls.access, logger, guard, { engine, disk, warm: () => dispatcher.warm }, coalescer);
   } catch (err) {
     // A port in use (PortInUseError): closed like any failed start, and told by the caller.
     if (app !== undefined) await drainHttp(app, logger);

@@ -14,10 +14,10 @@
 // Authentication: every Timers call asks call-auth.ts; reflection and health are open, as
 // /healthz is (they say nothing a client without a token could misuse). Main thread.
 import { once } from 'node:events';
+import type http2 from 'node:http2';
 import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, type Server, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
-import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';
 import { AdmitCoalescer, type AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
@@ -29,6 +29,7 @@ import { arrowGaveDelay, differsAsAsked, duplicateRowsJson } from '../duplicate-
 import { inJsonTerms } from '../http/body/json-batch.ts';
 import { httpErrorCodes, HttpProblem } from '../http/error-map.ts';
 import type { Access } from '../auth/access.ts';
+import type { ReadinessSources } from '../readiness.ts';
 import { deadListLimits, streamLimits, timerListLimits } from '../http/route-limits.ts';
 import { discardDead, redriveDead } from '../http/routes/dead.ts';
 import { bulkCancelTargetOf, limitOf } from '../http/routes/timer-list.ts';
@@ -39,6 +40,7 @@ import { callRefusal } from './call-auth.ts';
 import { traceOfMetadata } from './trace-metadata.ts';
 import { type TraceHeaders, withTrace } from '../../engine/trace-context.ts';
 import { reflectedPackage, timersPackage } from './proto-files.ts';
+import { ReadinessHealth } from './readiness-health.ts';
 import { type GrpcFailure, grpcFailure, rpcStatusOf, type RpcStatus } from './status-map.ts';
 import { deadTimerMessage, filterFields, type NewTimer, patchOf, type RescheduleRequest, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, timerMessage, type TimerStateEnum } from './timer-messages.ts';
 
@@ -46,11 +48,24 @@ export const timersServiceName = 'fermata.v1.Timers';
 
 /**
  * The gRPC server's options beyond Flight's message size (which is the HTTP API's bulk body
- * limit): an HTTP/2 connection's streams and buffered memory, as the HTTP listener caps them.
+ * limit): an HTTP/2 connection's streams, buffered memory, header list, invalid frames, refused
+ * streams and resets, as the HTTP listener (cleartext-listener.ts) caps them. Node's session
+ * limits reach grpc-js's HTTP/2 server through `grpc-node.http2_server_options`, which
+ * patches/@grpc+grpc-js+1.14.7.patch adds (decision 0028). A session without a call for the
+ * HTTP listener's idle time is closed (GOAWAY); one with a call open, however quiet, is not.
  */
 export const grpcServerOptions = {
   'grpc.max_concurrent_streams': httpLimits.http2ConcurrentStreamsMax,
   'grpc-node.max_session_memory': httpLimits.http2SessionMemoryMbMax,
+  'grpc.max_connection_idle_ms': httpLimits.http2SessionIdleTimeoutMs,
+  'grpc-node.http2_server_options': {
+    settings: { maxHeaderListSize: httpLimits.headerListBytesMax },
+    maxHeaderListPairs: httpLimits.headerFieldsMax,
+    maxSessionInvalidFrames: httpLimits.http2SessionInvalidFramesMax,
+    maxSessionRejectedStreams: httpLimits.http2SessionRejectedStreamsMax,
+    streamResetBurst: httpLimits.http2StreamResetBurst,
+    streamResetRate: httpLimits.http2StreamResetsPerSecond,
+  } satisfies http2.ServerOptions,
   // Channelz (gRPC's live introspection service) is not served: its per-call bookkeeping is not kept.
   'grpc.enable_channelz': 0,
 } as const;
@@ -60,6 +75,10 @@ export interface TimersServiceOptions {
   readonly logger: Logger;
   /** The tokens and their scopes every Timers call is checked against (call-auth.ts). */
   readonly access: Access;
+  /** What health follows, as /readyz (the engine's log, and the disk and warm-up when given); the engine's log alone when not given. */
+  readonly readiness?: ReadinessSources;
+  /** The single adds' coalescer, shared with the HTTP listener's so that adds of one turn over both share a record; made here when not given. */
+  readonly coalescer?: AdmitCoalescer;
 }
 
 interface AddTimerResponse {
@@ -141,27 +160,27 @@ export class TimersService {
   readonly #access: Access;
   readonly #coalescer: AdmitCoalescer;
   readonly #package: PackageDefinition = timersPackage();
-  readonly #health = new HealthImplementation({ '': 'SERVING', [timersServiceName]: 'SERVING' });
+  readonly #health: ReadinessHealth;
 
   constructor(options: TimersServiceOptions) {
     this.#engine = options.engine;
     this.#logger = options.logger;
     this.#access = options.access;
-    // Single adds of one turn (AddTimer, and every StreamAddTimers) share a record.
-    this.#coalescer = new AdmitCoalescer(options.engine);
+    this.#health = new ReadinessHealth(['', timersServiceName], options.readiness ?? { engine: options.engine });
+    // Single adds of one turn (AddTimer, every StreamAddTimers and, when shared, HTTP's) share a record.
+    this.#coalescer = options.coalescer ?? new AdmitCoalescer(options.engine);
   }
 
   /** Adds fermata.v1.Timers, reflection (v1 and v1alpha) and health to `server`. */
   addTo(server: Server): void {
     server.addService(this.#package[timersServiceName] as ServiceDefinition, this.#handlers());
     new ReflectionService(reflectedPackage()).addToServer(server);
-    this.#health.addToServer(server);
+    this.#health.addTo(server);
   }
 
   /** Health says NOT_SERVING from now on: the server is stopping. */
   stopping(): void {
-    this.#health.setStatus('', 'NOT_SERVING');
-    this.#health.setStatus(timersServiceName, 'NOT_SERVING');
+    this.#health.stopping();
   }
 
   #handlers(): UntypedServiceImplementation {

@@ -115,6 +115,8 @@ interface SingleNodeOptions {
   readonly warm?: () => boolean;
   /** The counters GET /v1/stats/series samples (the dispatcher's deliveries too); the engine's adds alone when not given. */
   readonly seriesSources?: SeriesSources;
+  /** The single adds' coalescer, shared with the gRPC port's (one record for both in a turn); made here when not given. */
+  readonly coalescer?: AdmitCoalescer;
 }
 
 type HttpRequest = FastifyRequest<RouteGenericInterface, CleartextListener, http2.Http2ServerRequest>;
@@ -179,7 +181,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   }
   const { engine, disk, warm } = options;
   // One coalescer for every kind of single add, so that those read in one turn share a record.
-  const coalescer = new AdmitCoalescer(engine);
+  const coalescer = options.coalescer ?? new AdmitCoalescer(engine);
   app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log }));
   void app.register(healthRoutes, { engine, disk, warm });
   void app.register(timersRoutes, { engine, coalescer });

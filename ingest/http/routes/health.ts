@@ -3,6 +3,7 @@
 // acknowledges writes (a failed write or fsync poisons it), when a disk check is given the data
 // directory's file system has room, and when a warm flag is given the delivery workers are warm
 // (after a start). Main thread.
+import { notReady } from '../../readiness.ts';
 import type { DiskSpaceCheck } from '../listen/disk-space.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 
@@ -24,14 +25,9 @@ export async function healthRoutes(app: HttpServer, { engine, disk, warm }: Heal
   app.get('/healthz', { schema: { response: { 200: statusSchema } } }, healthz);
 
   app.get('/readyz', { schema: { response: { 200: statusSchema, 503: statusSchema } } }, async (_request, reply) => {
-    const space = disk === undefined ? undefined : await disk.verdict();
-    const poison = engine.log.poisoned;
-    if (poison !== undefined) return reply.code(503).send({ status: 'not-ready', reason: poison.message });
-    if (space !== undefined && !space.ok) {
-      return reply.code(503).send({ status: 'not-ready', reason: space.reason, ...(space.freeBytes === undefined ? {} : { free_bytes: space.freeBytes }) });
-    }
-    if (warm !== undefined && !warm()) return reply.code(503).send({ status: 'not-ready', reason: 'the delivery workers are warming up' });
-    return reply.send({ status: 'ready' });
+    const why = await notReady({ engine, disk, warm });
+    if (why === undefined) return reply.send({ status: 'ready' });
+    return reply.code(503).send({ status: 'not-ready', reason: why.reason, ...(why.freeBytes === undefined ? {} : { free_bytes: why.freeBytes }) });
   });
 }
 
