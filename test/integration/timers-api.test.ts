@@ -453,7 +453,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         const name = `mail-${tag}`;
         const put = await postJson(client, `/v1/queues/${name}`, { max_attempts: 5, rate_per_s: 100 }, 'PUT');
         assert.equal(put.status, 200, put.body.toString('utf8'));
-        const config = { max_attempts: 5, min_backoff_ms: 1_000, max_backoff_ms: 3_600_000, max_doublings: 16, rate_per_s: 100, max_concurrent: null, timeout_ms: 30_000, delivery: 'request', sink: null, batch_rows_max: 10_000, linger_ms: 50 };
+        const config = { max_attempts: 5, min_backoff_ms: 1_000, max_backoff_ms: 3_600_000, max_doublings: 16, rate_per_s: 100, max_concurrent: null, timeout_ms: 30_000, delivery: 'request', sink: null, batch_rows_max: 10_000, linger_ms: 50, retention_ms: null, dead_retention_ms: null, max_pending: null };
         assert.deepEqual(jsonOf(put), { name, ...config, paused: false });
         const list = await client.request('GET', '/v1/queues');
         assert.equal(list.status, 200);
