@@ -1,7 +1,7 @@
 // `fermata serve` (or another Node server) as a child process for the benchmarks: a fresh data directory under the
 // suite's --dir, 127.0.0.1 port 0, the service's own FERMATA_* variables kept out of its
-// environment. Resolved once its "listening" line names the URL; stopped with SIGTERM (SIGKILL
-// if it lingers) and its directory removed. Its resident set is read from /proc (Linux).
+// environment. Resolved once its "listening" line names the URL; its error lines then go to
+// stderr. Stopped with SIGTERM (SIGKILL if it lingers) and its directory removed. Its resident set is read from /proc (Linux).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -66,8 +66,11 @@ async function listeningUrl(child: ChildProcess): Promise<string> {
     for await (const text of lines) {
       const url = listeningLineUrl(text);
       if (url !== undefined) {
-        // Keep reading (and dropping) its log, so a full pipe never blocks the server.
-        child.stdout?.resume();
+        // Keep reading its log, so a full pipe never blocks the server; its errors go to our
+        // stderr (a suite's stdout holds figures only), so a 500 a suite meets names its cause.
+        createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+          if (/"level":[56]0/.test(line)) process.stderr.write(`fermata (pid ${child.pid}) logged: ${line}\n`);
+        });
         return url;
       }
     }
