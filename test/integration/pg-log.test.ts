@@ -15,6 +15,7 @@ import type { LogReplay } from '../../engine/log.ts';
 import { openPgLog, type PgLog, type PgLogOptions } from '../../engine/pg-log/pg-log.ts';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
 import { startTcpCutter } from '../helpers/tcp-cutter.ts';
+import { withTimeout } from '../helpers/timeout.ts';
 import { skipUnlessTool } from '../helpers/tools.ts';
 
 const noPostgres = skipUnlessTool('initdb');
@@ -281,7 +282,8 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
     try {
       const acknowledged = new Set<number>();
       for (let round = 0; round < 6; round++) {
-        const { log } = await open({ sql: pool, partition, epoch });
+        // Each step bounded: a step that hangs fails naming itself, not the file's timeout.
+        const { log } = await withTimeout(open({ sql: pool, partition, epoch }), 30_000, `round ${round}: the log to open`);
         const appends = Promise.allSettled(Array.from({ length: 60 }, (_, i) => log.append(1, bodyOf(i, 64 + i))));
         await sleep(2 + (round % 4) * 3);
         cutter.cutAll();
@@ -291,9 +293,9 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
           if (result.status === 'fulfilled') acknowledged.add(result.value);
           else assert.ok(isFermataError(result.reason, errorCodes.logUnavailable) || isFermataError(result.reason, errorCodes.walPoisoned), String(result.reason));
         }
-        if (log.poisoned !== undefined) await log.cutToSynced();
-        else assert.ok((await appendOnceBack(log)) > 0, `round ${round}: the log goes on after the cut`);
-        await log.close();
+        if (log.poisoned !== undefined) await withTimeout(log.cutToSynced(), 30_000, `round ${round}: cutToSynced after the cut`);
+        else assert.ok((await withTimeout(appendOnceBack(log), 30_000, `round ${round}: an append after the cut`)) > 0, `round ${round}: the log goes on after the cut`);
+        await withTimeout(log.close(), 30_000, `round ${round}: the log to close`);
       }
       const rows = await sql<{ seq: string }[]>`SELECT seq FROM fermata_log WHERE partition = ${partition} ORDER BY seq`;
       const seqs = rows.map((row) => Number(row.seq));
