@@ -278,7 +278,41 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
   // Quarantined as a todo (it runs and reports, but does not fail the run): in two of the last
   // clean-clone runs a step after a cut ended with the client's raw CONNECTION_DESTROYED, or
   // hung, instead of LOG_UNAVAILABLE; the cause is open (the session's closing note).
-  test('connections cut under load (porsager/postgres#1208, patched): the process lives, every append settles, and the log goes on gapless', { todo: 'flaky: a step after a cut can end with CONNECTION_DESTROYED; cause under investigation' }, async () => {
+  test("a transaction whose connection died is over (porsager/postgres#1186/#1216, patched): its later statements and COMMIT fail, none runs on the session the pool opens next", async () => {
+    // One connection: the query queued behind the transaction makes the pool open it again at
+    // once, which is where the unpatched client ran the dead transaction's statements (outside
+    // any transaction, or inside another one) or left them waiting for ever.
+    const pool = openClusterPool(url, { max: 1 });
+    try {
+      const inside = Promise.withResolvers<number>();
+      const resume = Promise.withResolvers<void>();
+      const statementAfter = Promise.withResolvers<unknown>();
+      const transaction = pool.begin(async (tx) => {
+        const [row] = await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+        inside.resolve(row?.pid ?? -1);
+        await resume.promise;
+        const after = tx`SELECT pg_backend_pid() AS pid`;
+        after.then(statementAfter.resolve, statementAfter.reject);
+        await after;
+      });
+      transaction.catch(() => undefined);
+      const pid = await withTimeout(inside.promise, 10_000, 'the transaction to start');
+      const queued = pool<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+      await sql`SELECT pg_terminate_backend(${pid})`;
+      await assert.rejects(withTimeout(transaction, 10_000, 'the transaction to end'), Error, 'the transaction fails with its connection');
+      const [next] = await withTimeout(queued, 10_000, 'the query queued behind the transaction');
+      assert.notEqual(next?.pid, pid, 'the queued query ran on a new session');
+      resume.resolve();
+      await assert.rejects(withTimeout(statementAfter.promise, 10_000, "the dead transaction's next statement"), (err: Error & { code?: string }) => err.code === 'CONNECTION_CLOSED', "the dead transaction's next statement fails");
+      assert.equal((await pool<{ one: number }[]>`SELECT 1 AS one`)[0]?.one, 1, 'the pool goes on');
+      const [open] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND datname = 'pglog'`;
+      assert.equal(open?.n, 0, 'no session was left inside a transaction');
+    } finally {
+      await pool.end({ timeout: 5 });
+    }
+  });
+
+  test('connections cut under load (porsager/postgres#1208, #1216, patched): the process lives, every append settles, and the log goes on gapless', async () => {
     const { partition, epoch } = await takePartition();
     const cutter = await startTcpCutter(server.port);
     const pool = openClusterPool(`postgres://fermata@127.0.0.1:${cutter.port}/pglog`, { max: 6, connectTimeoutSeconds: 5 });
