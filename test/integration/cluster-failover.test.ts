@@ -11,6 +11,8 @@
 //     that had passed their lease check before the stop); it then takes its share back
 //   - SIGTERM of a node: it exits 0 after handing its partitions over, the last node owns them
 //     all at once, and no timer is delivered twice across the handover
+//   - a schedule in a partition of the killed node: found, and its occurrences going on, after
+//     each takeover and the handover
 //
 // FERMATA_SOAK=1 runs more kill cycles (a node killed, started again, killed …).
 import assert from 'node:assert/strict';
@@ -21,11 +23,11 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import postgres from 'postgres';
 import { initCluster } from '../../cluster/cluster-init.ts';
-import { clusterIdLength, clusterIdParts } from '../../cluster/partitioning.ts';
+import { clusterIdLength, clusterIdParts, partitionOfKey } from '../../cluster/partitioning.ts';
 import { deliveriesByUid, Kill9Ledger } from '../helpers/kill9-ledger.ts';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
 import { type Service, startService } from '../helpers/service.ts';
-import { startH2Sink, type Sink } from '../helpers/sinks.ts';
+import { type SinkRequest, startH2Sink, type Sink } from '../helpers/sinks.ts';
 import { soak } from '../helpers/soak.ts';
 import { skipUnlessTool } from '../helpers/tools.ts';
 
@@ -118,6 +120,16 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
     }
   }
 
+  /** What the sink got for the load's timers (a schedule's occurrences go to /sched). */
+  function timerDeliveries(): SinkRequest[] {
+    return (sink?.requests ?? []).filter((request) => request.path !== '/sched');
+  }
+
+  /** The schedule's occurrences the sink got after `atMs`. */
+  function occurrencesAfter(atMs: number): number {
+    return (sink?.requests ?? []).filter((request) => request.path === '/sched' && request.atMs > atMs).length;
+  }
+
   /** The nodes' warnings and errors (log lines of level 40 and up), for a failure's message. */
   function complaints(nodes: readonly Node[]): string {
     return nodes.map((node) => `${node.name}:\n${(node.service?.output() ?? '').split('\n').filter((line) => /"level":[4-6]0/.test(line)).slice(-8).join('\n')}`).join('\n');
@@ -126,7 +138,7 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
   async function allDelivered(ledger: Kill9Ledger, nodes: readonly Node[], timeoutMs: number): Promise<void> {
     const started = performance.now();
     for (;;) {
-      const missing = ledger.undelivered(deliveriesByUid(sink?.requests ?? []));
+      const missing = ledger.undelivered(deliveriesByUid(timerDeliveries()));
       if (missing.length === 0) return;
       if (performance.now() - started > timeoutMs) {
         const statsOf = async (node: Node): Promise<unknown> => (await fetch(`${node.service?.url}/v1/stats`).catch(() => undefined))?.json();
@@ -154,6 +166,13 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
 
     const ledger = new Kill9Ledger();
     const [victim, leaver, last] = nodes as [Node, Node, Node];
+    // A schedule in a partition the victim owns, put through another node: its occurrences go
+    // on from whichever node owns the partition after each takeover and handover.
+    const victimOwns = new Set((await clusterView(victim))?.owned.map((entry) => entry.partition));
+    let schedule = '';
+    for (let i = 0; schedule === ''; i++) if (victimOwns.has(partitionOfKey(`every-second-${i}`, partitions))) schedule = `every-second-${i}`;
+    const put = await fetch(`${last.service?.url}/v1/schedules/${schedule}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ every_ms: 1_000, target: `${sink.url}/sched`, payload: 'tick' }) });
+    assert.equal(put.status, 200, await put.text());
     let live: Node[] = [...nodes];
     const takeovers: number[] = [];
     for (let cycle = 0; cycle < killCycles; cycle++) {
@@ -166,6 +185,7 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
       victim.service?.child.kill('SIGKILL');
       await victim.service?.exited;
       takeovers.push(await ownedByAll(live, takeoverBoundMs));
+      const takenAt = Date.now();
       // Deliveries the victim had sent are told apart from duplicates up to here; the taker's
       // first deliveries start after its engine replayed, which is inside this span.
       ledger.restarted(Date.now() + 2_000);
@@ -173,6 +193,9 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
       loadStop.resolve();
       await loading;
       await allDelivered(ledger, nodes, 30_000);
+      const held = await fetch(`${live[0]?.service?.url}/v1/schedules/${schedule}`);
+      assert.equal(held.status, 200, `the schedule is found after the takeover: ${await held.text()}`);
+      assert.ok(occurrencesAfter(takenAt) > 0, "the schedule's occurrences go on from its partition's new owner");
       if (cycle + 1 < killCycles) {
         await startNode(victim, url);
         live = [...nodes];
@@ -231,16 +254,20 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
     const exitCode = await new Promise<number | null>((resolve) => leaver.service?.child.once('exit', (code) => resolve(code)));
     assert.equal(exitCode, 0, `the node stopped by SIGTERM exits 0:\n${leaver.service?.output().slice(-2_000)}`);
     const handoverMs = await ownedByAll(live, 5_000);
+    const handedAt = Date.now();
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     loadStop.resolve();
     await loading;
     await allDelivered(ledger, nodes, 30_000);
     await new Promise((resolve) => setTimeout(resolve, 500)); // room for a late duplicate to show
 
-    ledger.checkDeliveries(deliveriesByUid(sink.requests));
+    ledger.checkDeliveries(deliveriesByUid(timerDeliveries()));
     assert.deepEqual(ledger.problems, [], 'every delivery accounted for');
     assert.ok(ledger.adds.size > 100, `the load was acknowledged (${ledger.adds.size} timers)`);
     assert.ok(sink.requests.length > requestsBefore, 'deliveries went on across the handover');
+    assert.ok(occurrencesAfter(handedAt) > 0, "the schedule's occurrences go on after the handover");
+    const listed = (await (await fetch(`${last.service?.url}/v1/schedules`)).json()) as { schedules: { name: string }[] };
+    assert.deepEqual(listed.schedules.map((entry) => entry.name), [schedule]);
     const view = await clusterView(last);
     assert.ok(view !== undefined && view.owners.every((owner) => owner.here), 'one node owns every partition');
     const metrics = await (await fetch(`${last.service?.url}/metrics`)).text();

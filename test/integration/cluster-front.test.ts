@@ -375,11 +375,50 @@ test('an owner that takes the request and never answers: 503 PARTITION_MOVING on
   }
 });
 
-test('a cluster node serves health, /metrics, refuses queues and schedules 501 and has no /v1/clock: no single engine is needed', async () => {
+test('a schedule lives in the partition of its name from whichever node is asked: PUT, GET, pause, DELETE forwarded to its owner; the list merges every partition by name, a page at a time', async () => {
+  const inB = keyIn(2, 0, 'sched');
+  const inA = keyIn(0, 0, 'sched');
+  const rule = JSON.stringify({ every_ms: 3_600_000, target: 'https://example.com/hook', payload: 'tick' });
+  const put = await call(a().url, 'PUT', `/v1/schedules/${inB}`, rule);
+  assert.equal(put.status, 200, JSON.stringify(put.json));
+  assert.equal(put.json.name, inB);
+  assert.ok(b().directory.engineOf(2)?.schedule(inB) !== undefined, 'held by the engine of its partition, on its owner');
+  for (const partition of a().directory.owned()) assert.equal(a().directory.engineOf(partition)?.schedule(inB), undefined, 'not on the node asked');
+  assert.equal((await call(b().url, 'PUT', `/v1/schedules/${inA}`, rule)).status, 200);
+  for (const node of [a(), b()]) {
+    const got = await call(node.url, 'GET', `/v1/schedules/${inB}`);
+    assert.equal(got.status, 200);
+    assert.deepEqual(got.json, put.json, 'the same schedule from either node');
+  }
+  const bad = await call(a().url, 'PUT', `/v1/schedules/${inB}`, JSON.stringify({ every_ms: 10, target: 'https://example.com/hook' }));
+  assert.equal(bad.status, 400, 'the owner\'s refusal, relayed');
+  assert.equal((bad.json.error as { code: string; field: string }).code, 'SCHEDULE_INVALID');
+
+  const names = [inA, inB].sort();
+  const first = await call(b().url, 'GET', '/v1/schedules?limit=1');
+  assert.deepEqual((first.json.schedules as { name: string }[]).map((s) => s.name), [names[0]]);
+  assert.equal(typeof first.json.next_cursor, 'string');
+  const second = await call(a().url, 'GET', `/v1/schedules?limit=1&cursor=${encodeURIComponent(String(first.json.next_cursor))}`);
+  assert.deepEqual((second.json.schedules as { name: string }[]).map((s) => s.name), [names[1]]);
+  assert.equal(second.json.next_cursor, null, 'the last page says so');
+  const whole = await call(a().url, 'GET', '/v1/schedules');
+  assert.deepEqual((whole.json.schedules as { name: string }[]).map((s) => s.name), names);
+  assert.equal(whole.json.next_cursor, null);
+
+  const paused = await call(a().url, 'POST', `/v1/schedules/${inB}/pause`);
+  assert.equal(paused.json.paused, true);
+  assert.equal(b().directory.engineOf(2)?.schedule(inB)?.paused, true);
+  assert.equal((await call(a().url, 'POST', `/v1/schedules/${inB}/resume`)).json.paused, false);
+  for (const name of names) assert.deepEqual((await call(a().url, 'DELETE', `/v1/schedules/${name}`)).json, { name, deleted: true });
+  assert.equal((await call(b().url, 'GET', `/v1/schedules/${inB}`)).status, 404);
+  assert.equal((await call(a().url, 'POST', `/v1/schedules/${inB}/pause`)).status, 404);
+});
+
+test('a cluster node serves health, /metrics, refuses queues 501 and has no /v1/clock: no single engine is needed', async () => {
   const readyz = await call(a().url, 'GET', '/readyz');
   assert.equal(readyz.status, 200);
   assert.deepEqual(readyz.json, { status: 'ready' });
-  for (const [method, path] of [['GET', '/v1/queues'], ['PUT', '/v1/queues/q'], ['POST', '/v1/queues/q/pause'], ['GET', '/v1/schedules'], ['PUT', '/v1/schedules/s']] as const) {
+  for (const [method, path] of [['GET', '/v1/queues'], ['PUT', '/v1/queues/q'], ['POST', '/v1/queues/q/pause']] as const) {
     const answer = await call(a().url, method, path, method === 'PUT' ? '{}' : undefined);
     assert.equal(answer.status, 501, `${method} ${path}`);
     assert.equal((answer.json.error as { code: string }).code, 'CLUSTER_UNSUPPORTED');

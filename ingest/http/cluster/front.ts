@@ -13,6 +13,7 @@
 //   GET /v1/timers, /v1/dead, POST /v1/timers/cancel, DELETE /v1/queues/{name}/timers
 //                    → every partition, merged (fan-out.ts)
 //   GET /v1/stats, /v1/cluster  this node's partitions and the cluster's (cluster-stats.ts)
+//   /v1/schedules…   → the partition of the schedule's name (schedule-routes.ts)
 //
 // A request another node forwarded (`fermata-forwarded`, with the cluster secret: anything else
 // carrying that header is 401) is never forwarded again: what this node does not own now is
@@ -44,6 +45,7 @@ import { type ForwardAnswer, Forwarder, forwardedHeader, type ForwardRequest, se
 import { clusterStatsRoutes } from './cluster-stats.ts';
 import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts';
 import { type TraceHeaders, traceHeadersOf, traceparentHeader, tracestateHeader, withTrace } from '../../../engine/trace-context.ts';
+import { clusterScheduleRoutes, type OnPartition } from './schedule-routes.ts';
 import { admitParts, arrowRowsAsNdjson, ndjsonRows, type PartAdmitter, type PartAnswer } from './partial-batch.ts';
 
 export interface ClusterFrontOptions {
@@ -271,6 +273,14 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     return partition;
   };
   fanOutRoutes(app, { partitions: router.partitions, call, onlyPartition });
+  const onPartition: OnPartition = async (partition, request, reply, local) => {
+    const route = routeFor(partition, isForwarded(request));
+    if (route.kind === 'moving') throw moving(partition);
+    if (route.kind === 'local') return local(route.engine);
+    const body = request.body === undefined ? undefined : Buffer.from(JSON.stringify(request.body));
+    return relay(reply, await forwarder.send(route.address, forwardOf(request, body)));
+  };
+  clusterScheduleRoutes(app, { partitions: router.partitions, onPartition, call, onlyPartition });
   // An owner's refusal of its part of a fan-out is the answer, as the owner gave it.
   app.setErrorHandler((err, _request, reply) => {
     if (err instanceof OwnerRefused) return relay(reply, err.answer);

@@ -1,5 +1,5 @@
 // The routes of a cluster node that are not about timers: what the single-node server answers
-// from its one engine (health, /metrics, queues, schedules) answered from the node's partition
+// from its one engine (health, /metrics, queues) answered from the node's partition
 // directory instead, since a node has no single stable engine (server.ts installs them in
 // cluster mode beside the cluster front, front.ts). Main thread, fastify's.
 //
@@ -8,9 +8,9 @@
 //                    reachable), else 503 {"status": "not-ready", "reason"}
 //   GET /metrics     this node's partitions: owned, their timers by state, sends refused past a
 //                    lease deadline (cluster_sends_refused_total), and the caller's metrics
-//   /v1/queues…, /v1/schedules…   501 CLUSTER_UNSUPPORTED: their configs live in each partition's
-//                    engine and have no cluster-wide form yet (DELETE /v1/queues/{name}/timers
-//                    is the front's fan-out and works)
+//   /v1/queues…      501 CLUSTER_UNSUPPORTED: their configs live in each partition's engine and
+//                    have no cluster-wide form yet (DELETE /v1/queues/{name}/timers is the
+//                    front's fan-out and works)
 //
 // /v1/clock is not served: a cluster runs on the real clock, so it is 404 as on a real-clock node.
 import type { Registry } from 'prom-client';
@@ -66,13 +66,6 @@ export async function clusterNodeRoutes(app: HttpServer, options: ClusterNodeRou
   app.delete('/v1/queues/:name', queues);
   app.post('/v1/queues/:name/pause', queues);
   app.post('/v1/queues/:name/resume', queues);
-  const schedules = unsupported('schedules');
-  app.get('/v1/schedules', schedules);
-  app.get('/v1/schedules/:name', schedules);
-  app.put('/v1/schedules/:name', schedules);
-  app.delete('/v1/schedules/:name', schedules);
-  app.post('/v1/schedules/:name/pause', schedules);
-  app.post('/v1/schedules/:name/resume', schedules);
 }
 
 /** The node's registry, read at scrape time (prom-client loaded at the first scrape, as routes/metrics.ts does). */

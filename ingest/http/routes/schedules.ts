@@ -8,7 +8,7 @@
 import { isUtf8 as isUtf8Buffer } from 'node:buffer';
 import { batchFromSpecs } from '../../../engine/batch/timer-batch.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
-import type { ScheduleInput, ScheduleView } from '../../../engine/engine.ts';
+import type { Engine, ScheduleInput, ScheduleView } from '../../../engine/engine.ts';
 import { scheduleLimits } from '../../../engine/limits.ts';
 import type { CatchUp } from '../../../engine/schedules/rule.ts';
 import { inJsonTerms, parseRfc3339, specFromJsonTimer } from '../body/json-batch.ts';
@@ -59,7 +59,7 @@ export const scheduleListSchema = {
   additionalProperties: false,
 } as const;
 
-const deletedSchema = {
+export const scheduleDeletedSchema = {
   type: 'object',
   properties: { name: { type: 'string' }, deleted: { type: 'boolean' } },
   required: ['name', 'deleted'],
@@ -151,52 +151,75 @@ export function scheduleBody(view: ScheduleView): Record<string, unknown> {
   };
 }
 
-interface NameParams {
+export interface NameParams {
   readonly name: string;
 }
 
-interface ListQuery {
+export interface ScheduleListQuery {
   readonly limit?: number;
   readonly cursor?: string;
 }
 
-const listQuerySchema = {
+export const scheduleListQuerySchema = {
   type: 'object',
   properties: { limit: { type: 'integer', minimum: 1, maximum: scheduleLimits.listLimitMax }, cursor: { type: 'string', minLength: 1 } },
   additionalProperties: false,
 } as const;
 
-export async function schedulesRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.put<{ Params: NameParams; Body: unknown }>('/v1/schedules/:name', { schema: { response: { 200: scheduleSchema } } }, async (request) => {
-    const input = scheduleInputOf(request.body, (spec) => engine.validate(batchFromSpecs([spec])));
-    return scheduleBody(await engine.putSchedule(request.params.name, input));
-  });
+/** A page of schedules as the API answers it. */
+export interface ScheduleListBody {
+  readonly schedules: Record<string, unknown>[];
+  readonly next_cursor: string | null;
+}
 
-  app.get<{ Querystring: ListQuery }>('/v1/schedules', { schema: { querystring: listQuerySchema, response: { 200: scheduleListSchema } } }, async (request) => {
-    const page = engine.listSchedules(request.query.limit ?? scheduleLimits.listLimitDefault, request.query.cursor);
-    return { schedules: page.schedules.map(scheduleBody), next_cursor: page.nextCursor };
-  });
-
-  app.get<{ Params: NameParams }>('/v1/schedules/:name', { schema: { response: { 200: scheduleSchema } } }, async (request) => {
-    const view = engine.schedule(request.params.name);
-    if (view === undefined) throw noSuchSchedule(request.params.name);
+/**
+ * What each route does on the engine that holds the schedule: the single node's routes below call
+ * these on its engine, cluster mode's (cluster/schedule-routes.ts) on the engine of the name's
+ * partition, here or at its owner.
+ */
+export const scheduleActions = {
+  async put(engine: Engine, name: string, body: unknown): Promise<Record<string, unknown>> {
+    const input = scheduleInputOf(body, (spec) => engine.validate(batchFromSpecs([spec])));
+    return scheduleBody(await engine.putSchedule(name, input));
+  },
+  get(engine: Engine, name: string): Record<string, unknown> {
+    const view = engine.schedule(name);
+    if (view === undefined) throw noSuchSchedule(name);
     return scheduleBody(view);
-  });
-
-  app.delete<{ Params: NameParams }>('/v1/schedules/:name', { schema: { response: { 200: deletedSchema } } }, async (request) => {
-    const { name } = request.params;
+  },
+  async delete(engine: Engine, name: string): Promise<{ name: string; deleted: boolean }> {
     if (!(await engine.deleteSchedule(name))) throw noSuchSchedule(name);
     return { name, deleted: true };
-  });
+  },
+  async setPaused(engine: Engine, name: string, paused: boolean): Promise<Record<string, unknown>> {
+    const view = await engine.setSchedulePaused(name, paused);
+    if (view === undefined) throw noSuchSchedule(name);
+    return scheduleBody(view);
+  },
+  list(engine: Engine, limit: number, cursor: string | undefined): ScheduleListBody {
+    const page = engine.listSchedules(limit, cursor);
+    return { schedules: page.schedules.map(scheduleBody), next_cursor: page.nextCursor };
+  },
+};
 
-  for (const [action, paused] of [
-    ['pause', true],
-    ['resume', false],
-  ] as const) {
-    app.post<{ Params: NameParams }>(`/v1/schedules/:name/${action}`, { schema: { response: { 200: scheduleSchema } } }, async (request) => {
-      const view = await engine.setSchedulePaused(request.params.name, paused);
-      if (view === undefined) throw noSuchSchedule(request.params.name);
-      return scheduleBody(view);
-    });
+/** POST /v1/schedules/{name}/pause and /resume: whether each pauses. */
+export const pauseActions = [
+  ['pause', true],
+  ['resume', false],
+] as const;
+
+export async function schedulesRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
+  app.put<{ Params: NameParams; Body: unknown }>('/v1/schedules/:name', { schema: { response: { 200: scheduleSchema } } }, async (request) => scheduleActions.put(engine, request.params.name, request.body));
+
+  app.get<{ Querystring: ScheduleListQuery }>('/v1/schedules', { schema: { querystring: scheduleListQuerySchema, response: { 200: scheduleListSchema } } }, async (request) =>
+    scheduleActions.list(engine, request.query.limit ?? scheduleLimits.listLimitDefault, request.query.cursor),
+  );
+
+  app.get<{ Params: NameParams }>('/v1/schedules/:name', { schema: { response: { 200: scheduleSchema } } }, async (request) => scheduleActions.get(engine, request.params.name));
+
+  app.delete<{ Params: NameParams }>('/v1/schedules/:name', { schema: { response: { 200: scheduleDeletedSchema } } }, async (request) => scheduleActions.delete(engine, request.params.name));
+
+  for (const [action, paused] of pauseActions) {
+    app.post<{ Params: NameParams }>(`/v1/schedules/:name/${action}`, { schema: { response: { 200: scheduleSchema } } }, async (request) => scheduleActions.setPaused(engine, request.params.name, paused));
   }
 }
