@@ -38,6 +38,7 @@ import { pgLog } from '../engine/pg-log/pg-log.ts';
 import { MemoryLoader } from '../engine/spill/memory-loader.ts';
 import type { ResidentStoreOptions } from '../engine/store/resident-store.ts';
 import { DeliveryPool } from '../dispatch/delivery-pool.ts';
+import type { DeliveryAccess } from '../dispatch/signing-config.ts';
 import { Dispatcher, newBufferPool, type SharedDelivery } from '../dispatch/dispatcher.ts';
 import { monotonicNs } from './lease-deadline.ts';
 import { type LeaseSettings, defaultLeaseSettings } from './leases.ts';
@@ -52,6 +53,8 @@ export interface ClusterNodeDispatchOptions {
   readonly allow: readonly string[];
   readonly allowLoopback: boolean;
   readonly signingSecrets: readonly string[];
+  /** A queue's own signing secrets, which sign its deliveries instead of signingSecrets. */
+  readonly queueSigningSecrets?: Readonly<Record<string, readonly string[]>> | undefined;
   readonly ca: string | undefined;
 }
 
@@ -101,6 +104,8 @@ export class ClusterNode implements PartitionDirectory {
   #addresses: (string | undefined)[];
   #addressTimer: NodeJS.Timeout | undefined;
   #shared: SharedDelivery | undefined;
+  /** The queues' own signing secrets the workers have (a reload replaces them): a dispatcher tells its timers' signer by them. */
+  #queueSigningSecrets: Readonly<Record<string, readonly string[]>>;
   #ownership: Ownership | undefined;
   #stopped = false;
 
@@ -110,6 +115,7 @@ export class ClusterNode implements PartitionDirectory {
     this.nodeId = options.nodeId;
     this.partitions = partitions;
     this.#addresses = new Array<string | undefined>(partitions).fill(undefined);
+    this.#queueSigningSecrets = options.dispatch.queueSigningSecrets ?? {};
   }
 
   /**
@@ -168,6 +174,13 @@ export class ClusterNode implements PartitionDirectory {
   onChange(listener: () => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /** Puts a reload's allow-list and signing secrets in force in the node's delivery workers, then in each partition's dispatcher; resolves once they all have them. */
+  async reconfigureDelivery(access: DeliveryAccess): Promise<void> {
+    await this.#shared?.workers.reconfigure(access);
+    this.#queueSigningSecrets = access.queueSigningSecrets;
+    for (const owned of this.#owned.values()) owned.dispatcher?.useSigners(access);
   }
 
   /** The partitions' epochs as this node holds them (for /v1/stats). */
@@ -248,6 +261,7 @@ export class ClusterNode implements PartitionDirectory {
       clock: this.#options.clock,
       logger: this.#logger.child({ component: 'dispatch', partition }),
       shared,
+      queueSigningSecrets: this.#queueSigningSecrets,
       partition,
       leaseHeld: () => deadlines !== undefined && monotonicNs() < deadlines.deadlineNs(partition),
     });

@@ -179,11 +179,17 @@ export class Dispatcher {
 
   /**
    * A reload's delivery settings (cli/serve/reload.ts): every worker has them before the timers
-   * taken next are told their queue's signer index (signing-config.ts). Single node only: a
-   * cluster node's shared workers are not reconfigured (it reloads nothing).
+   * taken next are told their queue's signer index (signing-config.ts). A cluster node, whose
+   * dispatchers share the workers, reconfigures them once and then tells each dispatcher
+   * (useSigners).
    */
   async reconfigure(access: DeliveryAccess): Promise<void> {
     await this.#workers.reconfigure(access);
+    this.useSigners(access);
+  }
+
+  /** The signer index each queue's timers are told from now on, for workers that already have `access`. */
+  useSigners(access: DeliveryAccess): void {
     this.#signerIndexes = signerIndexes(access);
     this.#signerOfQueue = [];
   }

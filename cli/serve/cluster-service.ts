@@ -8,8 +8,10 @@
 // not answer within 2 s. On SIGTERM or SIGINT every partition is
 // handed over cleanly first (its dispatcher stops, its engine closes, its lease is released, so
 // the next owner takes it at once with nothing delivered twice), then the front drains and the
-// process exits 0. A node keeps no state of its own beyond its id: the data directory is a cache
-// (<data>/partitions/<p>) and the cluster database the truth. Main thread only.
+// process exits 0. SIGHUP and POST /v1/admin/reload put new tokens, signing secrets and
+// allow-list in force as on one node (cli/serve/reload.ts). A node keeps no state of its own
+// beyond its id: the data directory is a cache (<data>/partitions/<p>) and the cluster database
+// the truth. Main thread only.
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import { openClusterPool } from '../../cluster/connection.ts';
@@ -22,27 +24,41 @@ import { TargetGuard } from '../../dispatch/target-guard.ts';
 import { isLoopbackHost } from '../../ingest/http/listen/bearer-auth.ts';
 import { requireCurrentSchema } from '../../cluster/schema/migrate.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
-import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { Access } from '../../ingest/auth/access.ts';
+import { AuditTrail } from '../../ingest/auth/audit.ts';
 import { JoiningDirectory } from './cluster-joining.ts';
 import type { ClusterSettings } from './cluster-settings.ts';
 import { logStartFailure } from './errors.ts';
+import { Reloader, reloadOnHangup } from './reload.ts';
 import type { ServeSettings } from './settings.ts';
 import { stopRequested } from './stop-signals.ts';
 
-/** Cluster mode reloads nothing yet (docs/configuration.md, "Reload"): said, not half done. */
-const clusterReloadRefusal = 'a cluster node reloads nothing: restart it to change its tokens, secrets or allow-list';
-
-async function refuseReload(): Promise<never> {
-  throw new FermataError(errorCodes.reloadFailed, clusterReloadRefusal);
-}
-
-export async function runClusterService(settings: ServeSettings, cluster: ClusterSettings, logger: Logger): Promise<number> {
+/**
+ * Runs a cluster node until a stop signal; `reread` reads the settings again from the same flags,
+ * config file and environment, for a reload (SIGHUP, POST /v1/admin/reload: cli/serve/reload.ts).
+ */
+export async function runClusterService(settings: ServeSettings, cluster: ClusterSettings, logger: Logger, reread: () => ServeSettings = () => settings): Promise<number> {
   const stopSignal = stopRequested(logger);
-  // SIGHUP would end the process by default; a node that cannot reload says so and serves on.
-  process.on('SIGHUP', () => logger.warn(clusterReloadRefusal));
   const allowLoopback = isLoopbackHost(settings.listen.host);
-  const guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
+  // Replaced by a reload; adds ask whichever is in force.
+  let guard = new TargetGuard({ allow: settings.dispatch.allow, allowLoopback });
+  // The node, once it has joined: a reload reconfigures its delivery workers.
+  let node: ClusterNode | undefined;
+  const access = new Access(settings.tokens);
+  const audit = new AuditTrail(logger);
+  const reloader = new Reloader({
+    settings,
+    reread,
+    access,
+    audit,
+    logger,
+    guardFor: (allow) => new TargetGuard({ allow, allowLoopback }),
+    setGuard: (next) => (guard = next),
+    // A node's log is in the cluster database and its data directory a cache: it has no free-space gate to move.
+    setDiskFreeBytesMin: () => undefined,
+    reconfigureDelivery: async (delivery) => node?.reconfigureDelivery(delivery),
+  });
+  reloadOnHangup(reloader);
   const budget = memoryBudget(settings.memoryBudgetBytes);
   const sql = openClusterPool(cluster.url);
   let directory: JoiningDirectory;
@@ -58,8 +74,9 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   }
   const front = createHttpServer({
     logger: logger.child({ component: 'http' }),
-    access: new Access(settings.tokens),
-    reload: refuseReload,
+    access,
+    audit,
+    reload: (who) => reloader.reload(who),
     cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql) },
   });
   let port: number;
@@ -74,7 +91,8 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   }
   const host = settings.listen.host.includes(':') ? `[${settings.listen.host}]` : settings.listen.host;
   logger.info({ url: `http://${host}:${port}` }, 'listening');
-  let node: ClusterNode;
+  // The settings a reload may have changed since the start, as the workers start with them.
+  const delivery = reloader.settings.dispatch;
   try {
     node = await ClusterNode.start({
       sql,
@@ -91,9 +109,10 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
       memory: { budget: () => memoryBudget(settings.memoryBudgetBytes), limits: { farHorizonMs: settings.farHorizonMs } },
       dispatch: {
         threads: settings.dispatch.threads ?? Math.max(1, availableParallelism() - 1),
-        allow: settings.dispatch.allow,
+        allow: delivery.allow,
         allowLoopback,
-        signingSecrets: settings.dispatch.signingSecrets,
+        signingSecrets: delivery.signingSecrets,
+        queueSigningSecrets: delivery.queueSigningSecrets,
         ca: settings.dispatch.ca,
       },
     });
@@ -103,6 +122,9 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     await sql.end({ timeout: 1 });
     return 1;
   }
+  // A reload while the node was joining reached no workers: they get what is in force now.
+  const current = reloader.settings.dispatch;
+  if (current !== delivery) await node.reconfigureDelivery({ allow: current.allow, signingSecrets: current.signingSecrets, queueSigningSecrets: current.queueSigningSecrets });
   directory.attach(node);
   logger.info({ nodeId: node.nodeId, partitions: node.partitions, owned: node.owned(), threads: node.threads }, 'cluster node joined');
 

@@ -123,7 +123,7 @@ export async function serve(argv: readonly string[]): Promise<number> {
   const { cluster } = command.settings;
   if (cluster !== undefined) {
     const { runClusterService } = await import('./cluster-service.ts');
-    return runClusterService(command.settings, cluster, logger);
+    return runClusterService(command.settings, cluster, logger, command.reread);
   }
   const { runService } = await import('./service-life.ts');
   return runService(command.settings, logger, command.reread);

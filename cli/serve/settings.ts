@@ -153,7 +153,6 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
     'a TLS port': tls,
     'an Arrow Flight port': flightAddress,
     'HTTP/3': http3Port,
-    'a queue\'s own signing secrets (dispatch.queue_signing_secrets)': Object.keys(dispatch.queueSigningSecrets).length > 0 ? dispatch.queueSigningSecrets : undefined,
   });
   return {
     dataDir: resolve(data.base, data.value),
