@@ -21,6 +21,7 @@ import { readRunKeys } from './keys-file.ts';
 import type { RunBucket, RunMeta } from './run-meta.ts';
 import { readRunBucket } from './run-reader.ts';
 import { type TombstoneColumns, Tombstones } from './tombstones.ts';
+import { SpilledQueueCounts } from './spilled-queue-counts.ts';
 import { bytesOf, type RunRows } from './run-rows.ts';
 
 /** A row of a decoded spilled bucket. */
@@ -66,6 +67,8 @@ export class SpilledTimers {
   /** Cancelled spilled timers (seq, row, fire time): never promoted. */
   #tombstones = new Tombstones();
   #count = 0;
+  /** Spilled timers by queue, kept by the engine (spilled-queue-counts.ts says where). */
+  readonly queueCounts = new SpilledQueueCounts();
   /** Decoded buckets, by "run:bucket", least recently used first. */
   readonly #cache = new Map<string, RunRows>();
   readonly #reading = new Map<string, Promise<RunRows>>();
