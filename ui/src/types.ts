@@ -40,7 +40,7 @@ export interface Queue {
   readonly max_concurrent: number | null;
   readonly timeout_ms: number;
   readonly paused: boolean;
-  /** Waiting in memory (pending, retrying, held); timers spilled to disk are not counted here. */
+  /** Waiting (pending, retrying, held), in memory and spilled to disk alike. */
   readonly pending: number;
   readonly in_flight: number;
   readonly delivered_per_s: number;
