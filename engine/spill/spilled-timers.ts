@@ -247,26 +247,6 @@ export class SpilledTimers {
     return this.#reader(this.#bucket(run, bucket));
   }
 
-  /** Spilled timers of queue `queue`, for a queue's delete: each spilled bucket read in turn (none is held by this). */
-  pendingIn(queue: string): Promise<number> {
-    return this.#reader(this.#pendingIn(queue));
-  }
-
-  async #pendingIn(queue: string): Promise<number> {
-    let count = 0;
-    for (const run of [...this.#runs]) {
-      for (let b = 0; b < run.meta.buckets.length; b++) {
-        const startMs = (run.meta.buckets[b] as RunBucket).startMs;
-        if (startMs < run.validFromMs || startMs < this.#watermarkMs) continue;
-        const rows = await this.#bucket(run.meta, b);
-        const index = rows.queues.indexOf(queue);
-        if (index < 0) continue;
-        for (let i = 0; i < rows.rows; i++) if (rows.queueIndex[i] === index && !this.isTombstoned(rows.seq[i] as number, rows.row[i] as number)) count++;
-      }
-    }
-    return count;
-  }
-
   /** The decoded buckets of every run that are spilled and start before `toMs`, for promotion. */
   bucketsBefore(toMs: number): Promise<RunRows[]> {
     return this.#reader(this.#bucketsBefore(toMs));

@@ -3,7 +3,8 @@
 // deliveries, clock moves, checkpoints that spill the far future, promotions, restarts and
 // restarts from a manifest without the counts (as an earlier release wrote it), each queue's
 // waiting count equals its pending and retrying timers found by looking every timer up, and the
-// queues' spilled counts add up to the spill tier's. Plus the manifest field: written with the
+// queues' spilled counts add up to the spill tier's. A queue delete counts the spilled timers
+// too. Plus the manifest field: written with the
 // counts as of the checkpoint, refused when malformed, and a field this build does not know is
 // ignored (how an earlier build reads a manifest that has the counts).
 import assert from 'node:assert/strict';
@@ -161,6 +162,8 @@ test('a checkpoint writes each queue\'s spilled timers into the manifest; withou
   assert.ok(await dropCounts(fs));
   engine = await Engine.open(options);
   assert.deepEqual([engine.queueCounts('a'), engine.queueCounts('b')], [{ waiting: 5, inFlight: 0, spilled: 5 }, { waiting: 3, inFlight: 0, spilled: 2 }], 'counted from the runs, the tombstoned one left out');
+  // A queue whose timers are all on disk is not empty: a delete is refused, counting them.
+  await assert.rejects(engine.deleteQueue('a'), (err: Error & { code?: string; details?: { pending?: number } }) => err.code === 'QUEUE_NOT_EMPTY' && err.details?.pending === 5);
   // Every queue's timers promoted: nothing spilled, and the manifest says none.
   now = t0 + 4 * day;
   await engine.promote((Math.floor(now / hour) + 1) * hour);
