@@ -12,7 +12,7 @@
 // at once) but still counted here until its record is durable: its queue's pending falls when the
 // cancel is acknowledged. The checkpoint writes the counts as of its sequence into the manifest
 // (`spilledQueues`); a manifest without them (older) has them counted from its runs at open
-// (countSpilledQueues, restore.ts).
+// (restore.ts).
 //
 //   counts: Float64Array [queue 0][queue 1]…   by the engine's queue index
 import assert from 'node:assert/strict';
@@ -28,7 +28,8 @@ export class SpilledQueueCounts {
       this.#counts = grown;
     }
     const count = (this.#counts[queueIndex] as number) + delta;
-    assert.ok(count >= 0, `queue ${queueIndex} would count ${count} spilled timers`);
+    // The message is built only when it fails: this runs once per timer evicted or promoted.
+    if (count < 0) assert.fail(`queue ${queueIndex} would count ${count} spilled timers`);
     this.#counts[queueIndex] = count;
   }
 
@@ -37,22 +38,8 @@ export class SpilledQueueCounts {
     return this.#counts[queueIndex] ?? 0;
   }
 
-  /** Every spilled timer counted. */
-  get total(): number {
-    let total = 0;
-    for (const count of this.#counts) total += count;
-    return total;
-  }
-
   /** Forgets every count (before a checkpoint's are restored at open). */
   clear(): void {
     this.#counts.fill(0);
-  }
-
-  /** The queues with spilled timers and their counts, by queue index ascending (for the manifest). */
-  nonZero(): Array<[queueIndex: number, count: number]> {
-    const out: Array<[number, number]> = [];
-    for (let i = 0; i < this.#counts.length; i++) if (this.#counts[i] !== 0) out.push([i, this.#counts[i] as number]);
-    return out;
   }
 }
