@@ -442,13 +442,17 @@ export class Engine {
     return dueHistogram(this.#s, nowMs);
   }
 
-  /** A queue's timers in memory waiting (pending, retrying, held) and being delivered, from counts kept (none read). */
-  queueCounts(name: string): { readonly waiting: number; readonly inFlight: number } {
+  /**
+   * A queue's timers waiting (pending, retrying, held; in memory and spilled to disk, of which
+   * `spilled`) and being delivered, from counts kept (none read).
+   */
+  queueCounts(name: string): { readonly waiting: number; readonly inFlight: number; readonly spilled: number } {
     const s = this.#s;
     const index = s.queueIndexOf.get(name);
     const counts = s.store.queueCounts;
-    if (index === undefined || counts === undefined) return { waiting: 0, inFlight: 0 };
-    return { waiting: counts.waiting(index), inFlight: counts.of(index, timerState.delivering) };
+    if (index === undefined || counts === undefined) return { waiting: 0, inFlight: 0, spilled: 0 };
+    const spilled = s.spill.queueCounts.of(index);
+    return { waiting: counts.waiting(index) + spilled, inFlight: counts.of(index, timerState.delivering), spilled };
   }
 
   /** Paused queues and the timers they hold (queue-pause.ts): one pass over the held timers. */

@@ -4,10 +4,10 @@
 // applyQueueChange keeps them in step with the configs, live, replayed and restored
 // (queue-limit-table.ts).
 //
-// What the cap counts: the queue's timers in memory that are not finished (pending, retrying,
-// held by a pause, being delivered: the store's counts by queue and state) plus the new rows of
-// its admits being logged. Timers spilled to disk are not counted: counting them reads every
-// spilled bucket, too much for an admit. Callback timers made by a delivery's outcome, redriven
+// What the cap counts: the queue's timers that are not finished, in memory (pending, retrying,
+// held by a pause, being delivered: the store's counts by queue and state) and spilled to disk
+// (the spill tier's counts by queue, spill/spilled-queue-counts.ts), plus the new rows of its
+// admits being logged: numbers kept, no timer read. Callback timers made by a delivery's outcome, redriven
 // dead timers and a schedule's occurrences are not refused by it (admission.ts says why for the
 // last), though they count once they are in.
 import { errorCodes, FermataError } from './errors.ts';
@@ -80,8 +80,9 @@ export function releaseRoom(s: EngineState, room: QueueReservation): void {
   }
 }
 
-/** The queue's resident timers that are not finished, from the counts the store keeps. */
+/** The queue's timers that are not finished, resident and spilled, from the counts the store and the spill tier keep. */
 function pendingOf(s: EngineState, index: number): number {
   const counts = s.store.queueCounts;
-  return counts === undefined ? 0 : counts.waiting(index) + counts.of(index, timerState.delivering);
+  const resident = counts === undefined ? 0 : counts.waiting(index) + counts.of(index, timerState.delivering);
+  return resident + s.spill.queueCounts.of(index);
 }

@@ -153,8 +153,9 @@ export function queueRecordsInForce(s: EngineState): Array<{ name: string; confi
 export async function deleteQueue(s: EngineState, name: string): Promise<boolean> {
   if (name === defaultQueue) throw new FermataError(errorCodes.queueProtected, `the ${defaultQueue} queue cannot be deleted (PUT sets its config)`, { queue: name });
   if (!isKnown(s, name)) return false;
-  const resident = waitingResident(s, name);
-  const pending = resident + (s.spilledPending() > 0 ? await s.spill.pendingIn(name) : 0);
+  const index = s.queueIndexOf.get(name);
+  // Its spilled timers from the counts kept (spill/spilled-queue-counts.ts), no run read.
+  const pending = waitingResident(s, name) + (index === undefined ? 0 : s.spill.queueCounts.of(index));
   if (pending > 0) {
     throw new FermataError(errorCodes.queueNotEmpty, `queue ${name} has ${pending} timer(s) waiting: cancel them or let them finish first`, { queue: name, pending });
   }

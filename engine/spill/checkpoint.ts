@@ -21,6 +21,7 @@ import { compactRuns } from './compaction.ts';
 import { readRunKeys } from './keys-file.ts';
 import { type AddTimeColumns, acceptedAtIn } from '../add-times.ts';
 import { type Manifest, removeUnreferenced, writeManifest } from './manifest.ts';
+import type { SpilledQueueCount } from './manifest-codec.ts';
 import type { RunMeta } from './run-meta.ts';
 import { runOrder } from './run-order.ts';
 import { indexInAscending, type RunRowFields, type RunRows, RunRowsBuilder } from './run-rows.ts';
@@ -105,6 +106,8 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
   s.spill.lowerWatermark(watermarkMs);
   const taken = snapshot(s, watermarkMs, memory);
   s.spilling = taken.spilling;
+  // The manifest's counts by queue, as of S: those on disk now and this checkpoint's run.
+  const spilledQueues = s.spill.runs.length > 0 || taken.spilled.store.count > 0 ? spilledQueuesAt(s, taken.spilledByQueue) : undefined;
   const rescheduled = s.rescheduled.columns();
   // The entries of timers staying resident, for the manifest; a spilled timer's goes into its run.
   const addTimes = s.addTimes.checkpoint(s.store, taken.spilling, coveredSeq);
@@ -182,6 +185,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
       rescheduled,
       addTimes: addTimes.kept,
       schedules,
+      ...(spilledQueues === undefined ? {} : { spilledQueues }),
     };
     await writeManifest(fs, dir, manifest);
     failpoint('checkpoint.manifest-installed');
@@ -218,7 +222,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
  * them once the checkpoint is durable), the rest into `resident`, as the log has them
  * (a delivering timer was not logged as such: it is pending or retrying).
  */
-function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory): { resident: TakenRows; spilled: TakenRows; spilledHandles: Float64Array; spilling: Uint8Array } {
+function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory): { resident: TakenRows; spilled: TakenRows; spilledHandles: Float64Array; spilling: Uint8Array; spilledByQueue: Float64Array } {
   const store = s.store;
   const { state, attempts, dueAt, fireAt } = store;
   // The memory faulted in beforehand, unless the store outgrew it meanwhile.
@@ -237,8 +241,9 @@ function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory)
   // would hide the new copy too. It stays resident until promotion or compaction drops that.
   const rescheduled = s.rescheduled.size > 0 ? s.rescheduled : undefined;
   const oldCopies = rescheduled !== undefined && s.spill.tombstoneCount > 0;
-  const { logSeq, row } = store;
+  const { logSeq, row, queueIndex } = store;
   const spilling = memory.spilling.subarray(0, store.capacity);
+  const spilledByQueue = new Float64Array(s.queueNames.length);
   for (let slot = 0; slot < store.capacity; slot++) {
     const slotState = state[slot] as number;
     if (slotState === timerState.free) continue;
@@ -257,6 +262,8 @@ function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory)
     if (spills) {
       slots[--spillFrom] = slot;
       spilling[slot] = 1;
+      const q = queueIndex[slot] as number;
+      spilledByQueue[q] = (spilledByQueue[q] as number) + 1;
     } else slots[residentCount++] = slot;
   }
   assert.equal(residentCount, spillFrom, 'every live slot is taken once');
@@ -264,7 +271,23 @@ function snapshot(s: EngineState, watermarkMs: number, prepared: SnapshotMemory)
   const spilledHandles = memory.handles.subarray(spillFrom, count);
   for (let i = 0; i < spillSlots.length; i++) spilledHandles[i] = store.handleOf(spillSlots[i] as number);
   const resident = take(s, memory, 0, residentCount, takeFailures(s, slots.subarray(0, residentCount)));
-  return { resident, spilled: take(s, memory, spillFrom, count, noTakenFailures), spilledHandles, spilling };
+  return { resident, spilled: take(s, memory, spillFrom, count, noTakenFailures), spilledHandles, spilling, spilledByQueue };
+}
+
+/**
+ * The spilled timers by queue as of the checkpoint's sequence, for its manifest: the spill tier's
+ * counts (a spilled cancel still being logged is still counted, as its record is after the
+ * sequence) plus the timers `spilledByQueue` the checkpoint is spilling, by queue index. Called
+ * in the snapshot's turn.
+ */
+function spilledQueuesAt(s: EngineState, spilledByQueue: Float64Array): SpilledQueueCount[] {
+  const counts = s.spill.queueCounts;
+  const out: SpilledQueueCount[] = [];
+  for (let q = 0; q < s.queueNames.length; q++) {
+    const count = counts.of(q) + (spilledByQueue[q] ?? 0);
+    if (count > 0) out.push([s.queueNames[q] as string, count]);
+  }
+  return out.sort(([a], [b]) => (a < b ? -1 : 1));
 }
 
 /**
@@ -497,8 +520,10 @@ function evictSlice(s: EngineState, handles: Float64Array, rows: SpilledRowIds, 
   }
   // Out of the heap at once: one O(n) rebuild when that is cheaper than a removal each.
   s.heap.removeMany(evicted.subarray(0, count));
+  const spilledByQueue = s.spill.queueCounts;
   for (let i = 0; i < count; i++) {
     const slot = evicted[i] as number;
+    spilledByQueue.add(store.queueIndex[slot] as number, 1);
     s.index.delete(store.logSeq[slot] as number, store.row[slot] as number);
     if (store.keyLengthOf(slot) > 0) s.keys.delete(slot, keyHash(store.keyOf(slot)));
     if (s.spilling !== undefined) s.spilling[slot] = 0;

@@ -49,7 +49,16 @@ export interface Manifest {
   readonly addTimes?: AddTimeColumns;
   /** Every schedule, whole, with its pause and high-water mark (engine/schedules/schedule-checkpoint.ts); absent: none (and in manifests from before). */
   readonly schedules?: readonly ManifestSchedule[];
+  /**
+   * The pending timers its spilled runs hold by queue, [name, count] with names ascending and
+   * counts above 0 (spilled-queue-counts.ts): written whenever it names spilled runs; absent in
+   * a manifest from before, whose counts are read from its runs at open.
+   */
+  readonly spilledQueues?: readonly SpilledQueueCount[];
 }
+
+/** A queue and how many of its pending timers the spilled runs hold. */
+export type SpilledQueueCount = readonly [queue: string, count: number];
 
 /** Fields that may be ±Infinity: JSON has no such number, so they are written as strings. */
 const unboundedFields = new Set(['watermarkMs', 'releasedExpiryMaxMs', 'validFromMs']);
@@ -81,6 +90,7 @@ export function encodeManifest(manifest: Manifest): Uint8Array {
     ...(manifest.rescheduled !== undefined && manifest.rescheduled.seqs.length > 0 ? { rescheduled: rescheduledRows(manifest.rescheduled) } : {}),
     ...(manifest.addTimes !== undefined && manifest.addTimes.seqs.length > 0 ? { addTimes: addTimeRows(manifest.addTimes) } : {}),
     ...(manifest.schedules !== undefined && manifest.schedules.length > 0 ? { schedules: manifest.schedules } : {}),
+    ...(manifest.spilledQueues === undefined ? {} : { spilledQueues: manifest.spilledQueues }),
   };
   const json = new TextEncoder().encode(JSON.stringify(document, jsonValue));
   const count = seqs.length;
@@ -165,6 +175,7 @@ export function decodeManifest(bytes: Uint8Array, path: string = manifestFileNam
     rescheduled: doc.rescheduled === undefined ? noRescheduled : rescheduledColumns(doc.rescheduled as number[][]),
     ...(doc.addTimes === undefined ? {} : { addTimes: addTimeColumns(doc.addTimes as number[][]) }),
     ...(doc.schedules === undefined ? {} : { schedules: doc.schedules as ManifestSchedule[] }),
+    ...(doc.spilledQueues === undefined ? {} : { spilledQueues: doc.spilledQueues as SpilledQueueCount[] }),
   };
 }
 
@@ -185,6 +196,18 @@ function addTimesProblem(entries: unknown): string | undefined {
     const ok = Array.isArray(entry) && entry.length === 2 && Number.isSafeInteger(entry[0]) && (entry[0] as number) > previous && Number.isFinite(entry[1]);
     if (!ok) return `addTimes entry ${i} is not [seq, accepted-at ms] with seqs ascending`;
     previous = entry[0] as number;
+  }
+  return undefined;
+}
+
+function spilledQueuesProblem(entries: unknown): string | undefined {
+  if (entries === undefined) return undefined;
+  if (!Array.isArray(entries)) return 'spilledQueues is not a list';
+  let previous: string | undefined;
+  for (const [i, entry] of entries.entries()) {
+    const ok = Array.isArray(entry) && entry.length === 2 && typeof entry[0] === 'string' && (previous === undefined || entry[0] > previous) && Number.isSafeInteger(entry[1]) && (entry[1] as number) > 0;
+    if (!ok) return `spilledQueues entry ${i} is not [queue, count > 0] with queues ascending`;
+    previous = entry[0] as string;
   }
   return undefined;
 }
@@ -266,6 +289,8 @@ function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Arra
   if (rescheduled !== undefined) return rescheduled;
   const addTimes = addTimesProblem(doc.addTimes);
   if (addTimes !== undefined) return addTimes;
+  const spilledQueues = spilledQueuesProblem(doc.spilledQueues);
+  if (spilledQueues !== undefined) return spilledQueues;
   for (let i = 0; i < seqs.length; i++) {
     if (!Number.isSafeInteger(seqs[i]) || (seqs[i] as number) < 1) return `tombstone ${i} has a bad sequence`;
     if (i > 0 && ((seqs[i] as number) - (seqs[i - 1] as number) || (rows[i] as number) - (rows[i - 1] as number)) <= 0) return `tombstone ${i} is out of order or repeated`;

@@ -21,6 +21,7 @@ import { readRunKeys } from './keys-file.ts';
 import type { RunBucket, RunMeta } from './run-meta.ts';
 import { readRunBucket } from './run-reader.ts';
 import { type TombstoneColumns, Tombstones } from './tombstones.ts';
+import { SpilledQueueCounts } from './spilled-queue-counts.ts';
 import { bytesOf, type RunRows } from './run-rows.ts';
 
 /** A row of a decoded spilled bucket. */
@@ -66,6 +67,8 @@ export class SpilledTimers {
   /** Cancelled spilled timers (seq, row, fire time): never promoted. */
   #tombstones = new Tombstones();
   #count = 0;
+  /** Spilled timers by queue, kept by the engine (spilled-queue-counts.ts says where). */
+  readonly queueCounts = new SpilledQueueCounts();
   /** Decoded buckets, by "run:bucket", least recently used first. */
   readonly #cache = new Map<string, RunRows>();
   readonly #reading = new Map<string, Promise<RunRows>>();
@@ -242,26 +245,6 @@ export class SpilledTimers {
   /** One batch of a run, decoded (through the bucket cache), for a scan in due order (engine/timer-query.ts). */
   readBucket(run: RunMeta, bucket: number): Promise<RunRows> {
     return this.#reader(this.#bucket(run, bucket));
-  }
-
-  /** Spilled timers of queue `queue`, for a queue's delete: each spilled bucket read in turn (none is held by this). */
-  pendingIn(queue: string): Promise<number> {
-    return this.#reader(this.#pendingIn(queue));
-  }
-
-  async #pendingIn(queue: string): Promise<number> {
-    let count = 0;
-    for (const run of [...this.#runs]) {
-      for (let b = 0; b < run.meta.buckets.length; b++) {
-        const startMs = (run.meta.buckets[b] as RunBucket).startMs;
-        if (startMs < run.validFromMs || startMs < this.#watermarkMs) continue;
-        const rows = await this.#bucket(run.meta, b);
-        const index = rows.queues.indexOf(queue);
-        if (index < 0) continue;
-        for (let i = 0; i < rows.rows; i++) if (rows.queueIndex[i] === index && !this.isTombstoned(rows.seq[i] as number, rows.row[i] as number)) count++;
-      }
-    }
-    return count;
   }
 
   /** The decoded buckets of every run that are spilled and start before `toMs`, for promotion. */

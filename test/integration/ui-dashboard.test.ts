@@ -1,8 +1,9 @@
 // The dashboard (GET /ui) in Debian's headless Chromium, driven by playwright-core, against one
 // real `fermata serve --clock manual` whose timers stand still in several states (pending,
 // retrying, delivered, dead, in a paused queue) because its clock moves only when the test
-// moves it: the page's numbers equal the API's; pause, resume, purge, redrive, reschedule and
-// cancel done on the page change the service; every action is reached by the keyboard; axe-core
+// moves it: the page's numbers equal the API's (a queue's limits too); pause, resume, purge,
+// redrive, reschedule and cancel done on the page change the service; every action is reached
+// by the keyboard; axe-core
 // finds no WCAG A/AA violation; the page raises no error and breaks no rule of its
 // Content-Security-Policy. Screenshots of each panel at 1280×800 and 390×844 are written to
 // test/output/ui/. Skips (fails under CI) without chromium.
@@ -62,7 +63,7 @@ before(async () => {
   await buildDashboard();
   sink = await startH1Sink((path) => ({ status: path === '/fail' ? 500 : 200 }));
   service = await startService(tempDir('data'), (child) => children.add(child), { args: ['--clock', 'manual'] });
-  await apiCall('PUT', '/v1/queues/billing', { max_attempts: 1 });
+  await apiCall('PUT', '/v1/queues/billing', { max_attempts: 1, retention_ms: 3_600_000, dead_retention_ms: 2 * 86_400_000, max_pending: 10_000 });
   ids.dead = await addTimer({ delay_ms: 1_000, target: `${sink.url}/fail`, queue: 'billing', payload: 'dies' });
   ids.dead2 = await addTimer({ delay_ms: 1_000, target: `${sink.url}/fail`, queue: 'billing', payload: 'dies too' });
   ids.delivered = await addTimer({ delay_ms: 1_000, target: `${sink.url}/ok`, payload: 'arrives' });
@@ -130,6 +131,10 @@ test('queues: the page shows each queue, and pause, resume and purge from it cha
     assert.equal(await page.textContent(`${cells} [data-field=in_flight]`), numbers.format(queue.in_flight), `${queue.name}'s in flight`);
   }
   assert.equal(await page.textContent('tr[data-queue=bulk] [data-field=pending]'), '1,200');
+  // Each queue's limits: its own, or the service's where it sets none.
+  const limits = async (queue: string): Promise<Array<string | null>> => Promise.all(['max_pending', 'retention_ms', 'dead_retention_ms'].map((field) => page.textContent(`tr[data-queue=${queue}] [data-field=${field}]`)));
+  assert.deepEqual(await limits('billing'), ['at most 10,000 pending', 'done kept 1 h', 'dead kept 2 d']);
+  assert.deepEqual(await limits('bulk'), ['no pending cap', 'done kept as the service', 'dead kept as the service']);
   await screenshots('queues');
 
   await page.click(`${row} button:text("Pause billing")`);

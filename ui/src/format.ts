@@ -19,6 +19,18 @@ export function ms(value: number): string {
   return `${decimal.format(value / 1000)} s`;
 }
 
+const durationUnits = [
+  [86_400_000, 'd'],
+  [3_600_000, 'h'],
+  [60_000, 'min'],
+] as const;
+
+/** A span such as a retention: in days, hours or minutes from a minute up, else as ms(). */
+export function duration(value: number): string {
+  for (const [unitMs, unit] of durationUnits) if (value >= unitMs) return `${decimal.format(value / unitMs)} ${unit}`;
+  return ms(value);
+}
+
 const byteUnits = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
 
 export function bytes(value: number): string {

@@ -40,7 +40,13 @@ export interface Queue {
   readonly max_concurrent: number | null;
   readonly timeout_ms: number;
   readonly paused: boolean;
-  /** Waiting in memory (pending, retrying, held); timers spilled to disk are not counted here. */
+  /** How long a delivered or cancelled timer is kept, in ms (null: the service's). */
+  readonly retention_ms: number | null;
+  /** How long a dead timer is kept, in ms (null: the service's). */
+  readonly dead_retention_ms: number | null;
+  /** Its timers not finished, at most (null: no cap). */
+  readonly max_pending: number | null;
+  /** Waiting (pending, retrying, held), in memory and spilled to disk alike. */
   readonly pending: number;
   readonly in_flight: number;
   readonly delivered_per_s: number;

@@ -15,7 +15,7 @@ export const listedQueueSchema = {
   ...namedQueueSchema,
   properties: {
     ...namedQueueSchema.properties,
-    pending: { type: 'integer', minimum: 0, description: 'Timers of the queue waiting in memory: pending, retrying, held by a pause (not those spilled to disk).' },
+    pending: { type: 'integer', minimum: 0, description: 'Timers of the queue waiting: pending, retrying, held by a pause, in memory and spilled to disk alike (what its max_pending counts, with in_flight).' },
     in_flight: { type: 'integer', minimum: 0, description: 'Timers of the queue being delivered.' },
     delivered_per_s: { type: 'number', minimum: 0, description: 'Deliveries a second over the last minute.' },
   },

@@ -82,9 +82,9 @@ export interface QueuesRoutesOptions extends RoutesOptions {
 
 export async function queuesRoutes(app: HttpServer, { engine, series }: QueuesRoutesOptions): Promise<void> {
   /**
-   * A queue's timers in memory now, waiting (pending, retrying, held) and being delivered, and its
-   * deliveries a second over the last minute: from counts kept, no timer read (timers spilled to
-   * disk are /v1/stats's `spilled`, whatever their queue).
+   * A queue's timers now, waiting (pending, retrying, held; in memory and spilled to disk) and
+   * being delivered, and its deliveries a second over the last minute: from counts kept, no
+   * timer read.
    */
   const queueFigures = (view: QueueView): Record<string, unknown> => {
     const counts = engine.queueCounts(view.name);

@@ -1,9 +1,10 @@
-// Queues: each queue's config, paused state and counts (GET /v1/queues); pause, resume, and
-// purge after a confirmation that names how many timers it cancels.
+// Queues: each queue's config, its limits (pending cap, retention), paused state and counts
+// (GET /v1/queues); pause, resume, and purge after a confirmation that names how many timers it
+// cancels.
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { ActionButton, ErrorNote, Scroll, Section, useLoad } from '../common.tsx';
-import { count, ms, perSecond } from '../format.ts';
+import { count, duration, ms, perSecond } from '../format.ts';
 import type { Queue } from '../types.ts';
 
 const refreshMs = 2_000;
@@ -25,7 +26,7 @@ function Purge({ queue, done }: { queue: Queue; done: () => Promise<void> }) {
   return (
     <span class="confirm" role="group" aria-label={`Confirm the purge of ${queue.name}`}>
       <span>
-        Cancel the {what} waiting in {queue.name}, and any of its timers on disk?
+        Cancel the {what} waiting in {queue.name}?
       </span>
       <ActionButton
         danger
@@ -44,6 +45,11 @@ function Purge({ queue, done }: { queue: Queue; done: () => Promise<void> }) {
   );
 }
 
+/** A queue's retention: its own, or the service's when it sets none. */
+function retention(value: number | null): string {
+  return value === null ? 'as the service' : duration(value);
+}
+
 export function Queues() {
   const queues = useLoad(() => api<{ queues: readonly Queue[] }>('GET', '/v1/queues'), [], refreshMs);
   return (
@@ -59,6 +65,7 @@ export function Queues() {
               <th scope="col">In flight</th>
               <th scope="col">Delivered</th>
               <th scope="col">Config</th>
+              <th scope="col">Limits</th>
               <th scope="col">Actions</th>
             </tr>
           </thead>
@@ -74,6 +81,11 @@ export function Queues() {
                   {queue.delivery}, {count(queue.max_attempts)} {queue.max_attempts === 1 ? 'attempt' : 'attempts'}, timeout {ms(queue.timeout_ms)}
                   {queue.rate_per_s !== null ? `, at most ${perSecond(queue.rate_per_s)}` : ''}
                   {queue.max_concurrent !== null ? `, ${count(queue.max_concurrent)} at once` : ''}
+                </td>
+                <td class="config">
+                  <span data-field="max_pending">{queue.max_pending === null ? 'no pending cap' : `at most ${count(queue.max_pending)} pending`}</span>,{' '}
+                  <span data-field="retention_ms">done kept {retention(queue.retention_ms)}</span>,{' '}
+                  <span data-field="dead_retention_ms">dead kept {retention(queue.dead_retention_ms)}</span>
                 </td>
                 <td class="actions">
                   <ActionButton
