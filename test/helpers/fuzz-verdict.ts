@@ -6,7 +6,10 @@
 // Verdict: a 2xx, or a 4xx whose JSON body is {"error": {"code", "message"}}; anything else (a
 // 5xx, 503 and 507 included: nothing in a fuzz run overloads or fills a disk) is a problem, and
 // so is a stream closed without an answer. An answer slower than answerMsMax is sent once more
-// alone; only a case slow twice is a problem (a hang repeats, a pause of the shared machine does not).
+// alone; only a case slow twice, the second time also slowRatioMin times slower than its
+// baseline, is a problem: a trivial request sent right after it plus JSON.parse of its body in
+// this process (a hang repeats and is the handler's doing; a loaded machine slows the baseline as
+// much, and a big body costs its parse however it is handled).
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
@@ -16,8 +19,9 @@ import { SimFileSystem } from '../sim/sim-file-system.ts';
 import type { H2Client } from './h2-client.ts';
 
 export const fuzzVerdictLimits = {
-  /** An answer slower than this, twice, is a hang. */
+  /** An answer slower than this, twice, is a hang, if it is also slowRatioMin times its baseline (a trivial request's answer and the body's JSON.parse). */
   answerMsMax: 1_000,
+  slowRatioMin: 20,
   /** Streams in flight at once over sockets. */
   streamsInFlight: 16,
   /** A socket run stops after this many problems: past the first few they only repeat. */
@@ -67,6 +71,8 @@ export class Tally {
   cases = 0;
   slowestMs = 0;
   slowOnce = 0;
+  /** Cases slow twice while a trivial request was slow too: the machine's doing. */
+  slowWithMachine = 0;
 
   count(answer: FuzzAnswer): void {
     this.cases++;
@@ -82,8 +88,22 @@ export class Tally {
   summary(label: string): string {
     const statuses = [...this.statuses].sort(([a], [b]) => a - b).map(([status, n]) => `${status}×${n}`).join(' ');
     const codes = [...this.codes].sort(([, a], [, b]) => b - a).map(([code, n]) => `${code}×${n}`).join(' ');
-    return `${label}: ${this.cases} cases; ${statuses}; slowest ${this.slowestMs.toFixed(1)} ms; slow once then fast ${this.slowOnce}; codes ${codes}`;
+    return `${label}: ${this.cases} cases; ${statuses}; slowest ${this.slowestMs.toFixed(1)} ms; slow once then fast ${this.slowOnce}; slow with the machine ${this.slowWithMachine}; codes ${codes}`;
   }
+}
+
+/** A body refused at once (BATCH_INVALID): how long the service takes to answer anything just now. */
+const trivialRequest: FuzzRequest = { headers: { 'content-type': 'application/json' }, body: Buffer.from('{}') };
+
+/** How long JSON.parse takes to read (or refuse) `body` here now. */
+function parseMs(body: Buffer): number {
+  const started = performance.now();
+  try {
+    JSON.parse(body.toString('utf8'));
+  } catch {
+    // Refused: the time it took is the figure.
+  }
+  return performance.now() - started;
 }
 
 /** Sends a case; a slow answer is sent once more alone, and the verdict comes from the second. */
@@ -93,7 +113,11 @@ export async function judged(send: Send, request: FuzzRequest, tally: Tally): Pr
     tally.slowOnce++;
     answer = await send(request);
     if (answer.elapsedMs > fuzzVerdictLimits.answerMsMax) {
-      return `answered in ${answer.elapsedMs.toFixed(0)} ms twice (the bound is ${fuzzVerdictLimits.answerMsMax} ms)`;
+      const baselineMs = (await send(trivialRequest)).elapsedMs + parseMs(request.body);
+      if (answer.elapsedMs > fuzzVerdictLimits.slowRatioMin * baselineMs) {
+        return `answered in ${answer.elapsedMs.toFixed(0)} ms twice (the bound is ${fuzzVerdictLimits.answerMsMax} ms), ${(answer.elapsedMs / baselineMs).toFixed(0)} times its baseline's ${baselineMs.toFixed(1)} ms`;
+      }
+      tally.slowWithMachine++;
     }
   }
   tally.count(answer);
