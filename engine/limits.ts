@@ -269,6 +269,8 @@ export const readinessLimits = {
   diskFreeBytesMin: walLimits.queueBytesMax,
   /** Free space is read at most this often; /readyz answers from the last reading in between. */
   diskCheckIntervalMs: 1000,
+  /** The bytes the data directory's files take (GET /v1/stats) are measured at most this often: a walk of its files. */
+  dataDirMeasureIntervalMs: 10_000,
 } as const;
 
 assert.ok(readinessLimits.diskCheckIntervalMs > 0, 'diskCheckIntervalMs must be positive');

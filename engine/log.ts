@@ -60,6 +60,8 @@ export interface LogCounters {
   readonly bytesWritten: number;
   /** Durable writes slower than the log's slow threshold. */
   readonly slowSyncs: number;
+  /** When the last durable write ended (wall-clock epoch ms); absent before the first. */
+  readonly lastSyncAtMs?: number;
 }
 
 export interface DurableLog {

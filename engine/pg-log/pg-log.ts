@@ -112,7 +112,7 @@ export class PgLog implements DurableLog {
   readonly #limits: PgLogLimits;
   readonly #logger: PgLogLogger | undefined;
   readonly #onPoisoned: ((poison: FermataError) => void) | undefined;
-  readonly #counters = { appends: 0, syncs: 0, bytesWritten: 0, slowSyncs: 0 };
+  readonly #counters: { appends: number; syncs: number; bytesWritten: number; slowSyncs: number; lastSyncAtMs?: number } = { appends: 0, syncs: 0, bytesWritten: 0, slowSyncs: 0 };
   #queue: PendingAppend[] = [];
   #queuedBytes = 0;
   #inFlight: Transaction[] = [];
@@ -349,6 +349,7 @@ export class PgLog implements DurableLog {
     this.#lastSeq = baseSeq + group.length - 1;
     this.#bytesToReplay += bytes;
     this.#counters.syncs++;
+    this.#counters.lastSyncAtMs = Date.now();
     this.#counters.bytesWritten += bytes;
     if (elapsedMs > this.#limits.slowCommitMs) {
       this.#counters.slowSyncs++;

@@ -93,6 +93,7 @@ export interface WalCounters {
   syncs: number;
   bytesWritten: number;
   slowSyncs: number;
+  lastSyncAtMs?: number;
   segmentsCreated: number;
   /** Groups whose write started while the group ahead of them was still being written. */
   overlappedGroups: number;
@@ -518,6 +519,7 @@ export class Wal implements DurableLog {
     segment.lastSeq = baseSeq + group.length - 1;
     this.counters.groups++;
     this.counters.syncs++;
+    this.counters.lastSyncAtMs = Date.now();
     this.counters.bytesWritten += groupBytes;
     const slow = syncMs > this.#limits.slowSyncMs;
     if (slow) this.counters.slowSyncs++;

@@ -31,7 +31,7 @@ import type { Registry } from 'prom-client';
 import { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
-import { ingestLimits } from '../../engine/limits.ts';
+import { ingestLimits, readinessLimits } from '../../engine/limits.ts';
 import { jsonBodyProblem } from './body/json-hints.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
@@ -44,6 +44,7 @@ import { installAuditHook } from './audit-hook.ts';
 import { bearerCheck, installAuthHooks } from './listen/bearer-auth.ts';
 import { adminReloadRoutes, type ReloadAnswer } from './routes/admin-reload.ts';
 import { CleartextListener, type DualProtocolRequestHandler } from './listen/cleartext-listener.ts';
+import { DataDirSize } from './listen/data-dir-size.ts';
 import type { DiskSpaceCheck } from './listen/disk-space.ts';
 import { PeerGuard } from './listen/peer-guard.ts';
 import { mediaTypes } from './media-types.ts';
@@ -184,6 +185,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const coalescer = options.coalescer ?? new AdmitCoalescer(engine);
   app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log }));
   void app.register(healthRoutes, { engine, disk, warm });
+  // What /v1/stats shows of the data directory's disk: its files' bytes and the free space read for /readyz.
+  const statsDisk = disk === undefined ? undefined : { check: disk, size: new DataDirSize({ dir: disk.dir, measureIntervalMs: readinessLimits.dataDirMeasureIntervalMs }) };
   void app.register(timersRoutes, { engine, coalescer });
   void app.register(timerPatchRoutes, { engine });
   // One ring of samples a life of the server, taken from its start and stopped with it.
@@ -196,10 +199,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   void app.register(queuesRoutes, { engine, series });
   void app.register(deadRoutes, { engine });
   void app.register(timerListRoutes, { engine });
-  void app.register(statsRoutes, { engine });
+  void app.register(statsRoutes, { engine, disk: statsDisk });
   void app.register(statsSeriesRoutes, { engine, series });
   void app.register(dueHistogramRoutes, { engine });
-  void app.register(eventsRoutes, { engine, series });
+  void app.register(eventsRoutes, { engine, series, disk: statsDisk });
   void app.register(deadRetryRoutes, { engine });
   void app.register(clockRoutes, { engine });
   void app.register(schedulesRoutes, { engine });

@@ -209,3 +209,19 @@ test('reload: the endpoint swaps the tokens, a broken config file changes nothin
   assert.equal((await call('POST', '/v1/admin/reload', tokens.admin)).status, 200);
   assert.equal((await call('GET', '/readyz', undefined)).status, 200);
 });
+
+test("GET /v1/stats shows the data directory's bytes, the free space and its minimum, and when the log last wrote durably", async () => {
+  const before = Date.now();
+  assert.equal((await call('POST', '/v1/timers', tokens.writer, { ...timer('default', '/stats'), delay_ms: 3_600_000 })).status, 201);
+  let stats: { wal: { last_sync_at: string | null }; disk?: { data_bytes: number | null; free_bytes: number | null; free_bytes_min: number } } | undefined;
+  // The directory's size is measured in the background: the first answer may come before it is.
+  for (const deadline = Date.now() + 10_000; stats?.disk?.data_bytes === null || stats === undefined; await sleep(50)) {
+    assert.ok(Date.now() < deadline, 'the data directory was measured');
+    stats = json(await call('GET', '/v1/stats', tokens.reader2));
+  }
+  const { disk, wal } = stats;
+  assert.ok(disk !== undefined && disk.data_bytes !== null && disk.data_bytes > 0, JSON.stringify(disk));
+  assert.ok(disk.free_bytes !== null && disk.free_bytes > 0, JSON.stringify(disk));
+  assert.equal(disk.free_bytes_min, 0, 'the configured minimum');
+  assert.ok(wal.last_sync_at !== null && Date.parse(wal.last_sync_at) >= before - 1, `the add's group commit: ${wal.last_sync_at}`);
+});

@@ -113,6 +113,11 @@ test('the overview shows the numbers GET /v1/stats, /v1/stats/due-histogram and 
   for (const bucket of due.buckets) await shown(`[data-figure=due_${bucket.name}] dd`, numbers.format(bucket.count));
   assert.equal(await page.textContent('[data-figure=due_month] dd'), '1,200', 'the bulk timers, with a thousands separator');
   assert.equal(await page.locator('.chart canvas').count(), 3, 'the due histogram, rates and lateness charts are drawn');
+  // The log's last durable write and the data directory's disk, as GET /v1/stats gives them.
+  assert.notEqual(await page.textContent('[data-figure=wal_last_sync] dd'), 'none since the start', 'timers were added: the log wrote');
+  await page.waitForSelector('[data-figure=disk_data] dd:text-matches("^[0-9.,]+ (B|KiB|MiB|GiB)$")');
+  assert.match((await page.textContent('[data-figure=disk_free] dd')) ?? '', /^[0-9.,]+ (B|KiB|MiB|GiB|TiB)$/);
+  assert.ok((await page.textContent('[data-figure=disk_free_min] dd')) !== null, 'the free-space minimum is shown');
   // A change in the service reaches the page without a reload.
   await addTimer({ delay_ms: 3_600_000, target: `${sink.url}/ok`, payload: 'one more' });
   await shown('[data-figure=pending] dd', numbers.format((stats.pending as number) + 1));

@@ -134,7 +134,7 @@ test('the client\'s types have the OpenAPI document\'s fields, required where it
 
   const stats = {
     pending: true, resident: true, spilled: true, in_flight: true, delivered: true, dead: true, cancelled: true, bulk_cancels: true, cancelled_in_bulk: true,
-    horizon: true, memory: true, wal: true, paused_queues: true, held: true, held_released: true, reschedules: true, schedules: true,
+    horizon: true, memory: true, wal: true, disk: false, paused_queues: true, held: true, held_released: true, reschedules: true, schedules: true,
   } as const satisfies Requiredness<Stats>;
   sameFields('Stats', stats, at(doc, 'components', 'schemas', 'Stats'));
 

@@ -16,7 +16,9 @@ export interface NodeStats extends Counts {
   readonly paused_queues: number;
   readonly horizon: number | null;
   readonly memory: { readonly budget_bytes: number | null; readonly resident_bytes: number; readonly spill_metadata_bytes: number; readonly add_times_bytes: number };
-  readonly wal: { readonly last_seq: number; readonly syncs: number; readonly appends: number; readonly poisoned: boolean };
+  readonly wal: { readonly last_seq: number; readonly syncs: number; readonly appends: number; readonly poisoned: boolean; readonly last_sync_at: string | null };
+  /** Absent where the service runs without a disk check. */
+  readonly disk?: { readonly data_bytes: number | null; readonly free_bytes: number | null; readonly free_bytes_min: number };
   readonly schedules: { readonly count: number };
 }
 

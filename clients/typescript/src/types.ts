@@ -231,7 +231,10 @@ export interface Stats {
   cancelled_in_bulk: number;
   horizon: number | null;
   memory: { budget_bytes: number | null; resident_bytes: number; spill_metadata_bytes: number; add_times_bytes: number };
-  wal: { last_seq: number; syncs: number; appends: number; poisoned: boolean };
+  /** `last_sync_at`: when the last durable write ended (RFC 3339), null before the first since start. */
+  wal: { last_seq: number; syncs: number; appends: number; poisoned: boolean; last_sync_at: string | null };
+  /** The data directory's disk; absent where the service runs without a disk check. */
+  disk?: { data_bytes: number | null; free_bytes: number | null; free_bytes_min: number };
   paused_queues: number;
   held: number;
   held_released: number;

@@ -53,6 +53,11 @@ export class DiskSpaceCheck {
     return this.#freeBytesMin;
   }
 
+  /** Bytes free at the last reading; undefined before the first, or when it failed. */
+  get lastFreeBytes(): number | undefined {
+    return this.#last?.verdict.freeBytes;
+  }
+
   /** A reload's new minimum (cli/serve/reload.ts): the last reading is dropped, so the next verdict reads the disk under it. */
   setFreeBytesMin(bytes: number): void {
     this.#freeBytesMin = bytes;

@@ -22,10 +22,11 @@ import { eventStreamLimits } from '../route-limits.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 import { onlyQueryParameters } from './query-parameters.ts';
-import { statsBody } from './stats.ts';
+import { type StatsDisk, statsBody } from './stats.ts';
 
 export interface EventsRoutesOptions extends RoutesOptions {
   readonly series: StatsSeries;
+  readonly disk?: StatsDisk | undefined;
 }
 
 export const eventsQuerySchema = {
@@ -113,12 +114,12 @@ export class EventStream {
   }
 }
 
-export async function eventsRoutes(app: HttpServer, { engine, series }: EventsRoutesOptions): Promise<void> {
+export async function eventsRoutes(app: HttpServer, { engine, series, disk }: EventsRoutesOptions): Promise<void> {
   const open = new Set<EventStream>();
   // One counters frame a sample, written to every stream.
   const unsubscribe = series.onSample((sample) => {
     if (open.size === 0) return;
-    const text = frame('counters', { sample: sampleBody(sample, series.lastSyncAtMs), stats: statsBody(engine) });
+    const text = frame('counters', { sample: sampleBody(sample, series.lastSyncAtMs), stats: statsBody(engine, disk) });
     for (const stream of open) stream.counters(text);
   });
   app.addHook('preClose', (done) => {
@@ -142,7 +143,7 @@ export async function eventsRoutes(app: HttpServer, { engine, series }: EventsRo
       stream.end();
     });
     // A reconnecting reader waits a second; the first figures go out at once.
-    stream.out.write(`retry: 1000\n\n${frame('counters', { sample: sampleBody(series.last, series.lastSyncAtMs), stats: statsBody(engine) })}`);
+    stream.out.write(`retry: 1000\n\n${frame('counters', { sample: sampleBody(series.last, series.lastSyncAtMs), stats: statsBody(engine, disk) })}`);
     return reply.code(200).header('cache-control', 'no-store').header('x-accel-buffering', 'no').type(eventStreamType).send(stream.out);
   });
 }

@@ -1,6 +1,8 @@
 // /v1/stats: counts an operator (or a load balancer's dashboard) reads, all from memory: no
 // request here touches the disk. Finished timers are counted until their retention ends;
 // spilled timers (on disk, due at or past the horizon) are counted in pending too.
+import type { DataDirSize } from '../listen/data-dir-size.ts';
+import type { DiskSpaceCheck } from '../listen/disk-space.ts';
 import type { HttpServer, RoutesOptions } from '../types.ts';
 
 const count = { type: 'integer' } as const;
@@ -28,8 +30,16 @@ export const statsSchema = {
     },
     wal: {
       type: 'object',
-      properties: { last_seq: count, syncs: count, appends: count, poisoned: { type: 'boolean' } },
-      required: ['last_seq', 'syncs', 'appends', 'poisoned'],
+      properties: { last_seq: count, syncs: count, appends: count, poisoned: { type: 'boolean' }, last_sync_at: { type: ['string', 'null'], format: 'date-time' } },
+      required: ['last_seq', 'syncs', 'appends', 'poisoned', 'last_sync_at'],
+      additionalProperties: false,
+    },
+    // The data directory's file system: bytes its files take (null until first measured), bytes free
+    // (null until first read) and the free-space minimum. Absent where the service has no disk check.
+    disk: {
+      type: 'object',
+      properties: { data_bytes: { type: ['integer', 'null'] }, free_bytes: { type: ['integer', 'null'] }, free_bytes_min: count },
+      required: ['data_bytes', 'free_bytes', 'free_bytes_min'],
       additionalProperties: false,
     },
     // Paused queues, their due timers held now, and timers that went out after being held (engine/queue-pause.ts).
@@ -55,12 +65,22 @@ export const statsSchema = {
   additionalProperties: false,
 } as const;
 
-export async function statsRoutes(app: HttpServer, { engine }: RoutesOptions): Promise<void> {
-  app.get('/v1/stats', { schema: { response: { 200: statsSchema } } }, async () => statsBody(engine));
+/** The data directory's disk, as GET /v1/stats shows it. */
+export interface StatsDisk {
+  readonly check: DiskSpaceCheck;
+  readonly size: DataDirSize;
+}
+
+export interface StatsRoutesOptions extends RoutesOptions {
+  readonly disk?: StatsDisk | undefined;
+}
+
+export async function statsRoutes(app: HttpServer, { engine, disk }: StatsRoutesOptions): Promise<void> {
+  app.get('/v1/stats', { schema: { response: { 200: statsSchema } } }, async () => statsBody(engine, disk));
 }
 
 /** The body of GET /v1/stats (also what each `counters` event of GET /v1/events carries). */
-export function statsBody(engine: RoutesOptions['engine']): Record<string, unknown> {
+export function statsBody(engine: RoutesOptions['engine'], disk?: StatsDisk): Record<string, unknown> {
   const stats = engine.stats();
   const counts = stats.counts;
   const wal = engine.log;
@@ -78,7 +98,14 @@ export function statsBody(engine: RoutesOptions['engine']): Record<string, unkno
     cancelled_in_bulk: stats.timersCancelledInBulk,
     horizon: Number.isFinite(spill.watermarkMs) ? spill.watermarkMs : null,
     memory: { budget_bytes: spill.budgetBytes ?? null, resident_bytes: spill.residentBytes, spill_metadata_bytes: spill.metadataBytes, add_times_bytes: stats.addTimes.bytes },
-    wal: { last_seq: wal.lastSeq, syncs: wal.counters.syncs, appends: wal.counters.appends, poisoned: wal.poisoned !== undefined },
+    wal: {
+      last_seq: wal.lastSeq,
+      syncs: wal.counters.syncs,
+      appends: wal.counters.appends,
+      poisoned: wal.poisoned !== undefined,
+      last_sync_at: wal.counters.lastSyncAtMs === undefined ? null : new Date(wal.counters.lastSyncAtMs).toISOString(),
+    },
+    ...(disk === undefined ? {} : { disk: { data_bytes: disk.size.bytes() ?? null, free_bytes: disk.check.lastFreeBytes ?? null, free_bytes_min: disk.check.freeBytesMin } }),
     paused_queues: holds.pausedQueues,
     held: holds.held,
     held_released: holds.heldReleased,

@@ -1,8 +1,8 @@
 // Overview: the counts (from the live stream or the polling, main.tsx), waiting timers by when
-// they are due (due.tsx), the last 15 minutes' rates and lateness (rates.tsx), memory budget and log health; in cluster mode the cluster's
-// totals and this node's.
+// they are due (due.tsx), the last 15 minutes' rates and lateness (rates.tsx), memory budget, log
+// health and the data directory's disk; in cluster mode the cluster's totals and this node's.
 import { Figure, Section } from '../common.tsx';
-import { bytes, count, percent } from '../format.ts';
+import { bytes, count, localTime, percent } from '../format.ts';
 import { type Counts, isClusterStats, type NodeStats, type Stats } from '../types.ts';
 import { DueTimes } from './due.tsx';
 import { Rates } from './rates.tsx';
@@ -51,6 +51,19 @@ function Wal({ stats }: { stats: NodeStats }) {
         <Figure name="wal_last_seq" label="Last record" value={count(wal.last_seq)} />
         <Figure name="wal_appends" label="Appends" value={count(wal.appends)} />
         <Figure name="wal_syncs" label="Syncs" value={count(wal.syncs)} />
+        <Figure name="wal_last_sync" label="Last durable write" value={wal.last_sync_at === null ? 'none since the start' : localTime(wal.last_sync_at).text} />
+      </dl>
+    </Section>
+  );
+}
+
+function Disk({ disk }: { disk: NonNullable<NodeStats['disk']> }) {
+  return (
+    <Section id="disk" title="Disk">
+      <dl class="figures">
+        <Figure name="disk_data" label="Data directory" value={disk.data_bytes === null ? 'measuring…' : bytes(disk.data_bytes)} />
+        <Figure name="disk_free" label="Free" value={disk.free_bytes === null ? 'unknown' : bytes(disk.free_bytes)} />
+        <Figure name="disk_free_min" label="Free minimum (adds refused below)" value={bytes(disk.free_bytes_min)} />
       </dl>
     </Section>
   );
@@ -81,6 +94,7 @@ export function Overview({ stats }: { stats: Stats | undefined }) {
         <Budget stats={stats} />
         <Wal stats={stats} />
       </div>
+      {stats.disk !== undefined ? <Disk disk={stats.disk} /> : null}
     </>
   );
 }
