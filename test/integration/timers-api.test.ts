@@ -528,7 +528,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         const answer = await client.request('GET', '/v1/stats');
         assert.equal(answer.status, 200);
         const stats = jsonOf(answer) as Record<string, unknown> & { wal: Record<string, unknown>; memory: Record<string, number> };
-        assert.deepEqual(Object.keys(stats).sort(), ['bulk_cancels', 'cancelled', 'cancelled_in_bulk', 'dead', 'delivered', 'held', 'held_released', 'horizon', 'in_flight', 'memory', 'paused_queues', 'pending', 'reschedules', 'resident', 'schedules', 'spilled', 'wal']);
+        assert.deepEqual(Object.keys(stats).sort(), ['bulk_cancels', 'cancelled', 'cancelled_in_bulk', 'dead', 'delivered', 'disk', 'held', 'held_released', 'horizon', 'in_flight', 'memory', 'paused_queues', 'pending', 'reschedules', 'resident', 'schedules', 'spilled', 'wal']);
         // The service runs the memory loader: a budget from the machine, and these few timers well under it.
         assert.ok(Number.isSafeInteger(stats.memory.budget_bytes) && (stats.memory.budget_bytes as number) > 0);
         assert.ok((stats.memory.resident_bytes as number) > 0 && (stats.memory.resident_bytes as number) < (stats.memory.budget_bytes as number));
@@ -540,6 +540,7 @@ describe('the v1 timer API over a real service', { timeout: 180_000 }, () => {
         assert.equal(stats.resident, (stats.pending as number) + (stats.cancelled as number) + (stats.in_flight as number) + (stats.delivered as number) + (stats.dead as number));
         assert.equal(stats.wal.poisoned, false);
         assert.ok((stats.wal.last_seq as number) >= 5 && (stats.wal.syncs as number) >= 1 && (stats.wal.appends as number) >= 5);
+        assert.equal(typeof stats.wal.last_sync_at, 'string', 'the adds were written durably');
       });
     });
   }
