@@ -125,7 +125,7 @@ export class Engine {
     await resumeClock(s);
     // A schedule change the power cut off before its cancel is finished, then occurrences
     // overdue after the downtime follow their catch_up, before anything is handed out.
-    await engine.#schedules.settleReplayedChanges();
+    await engine.#schedules.settleOwedCancels();
     await engine.#schedules.materializer.start();
     return engine;
   }

@@ -68,11 +68,13 @@ export class ScheduleBook {
   /** Schedules paused now. */
   pausedCount = 0;
   /**
-   * Replay's note of the replaces, pauses and deletes it applied: name → the record's sequence
-   * (the latest). Each cancelled its schedule's pending occurrences by a record of its own right
-   * after; Schedules.settleReplayedChanges does that again at open for any the power cut off.
+   * Replaces, pauses and deletes whose cancel of the schedule's older pending occurrences (a
+   * record of its own, after the change's) may not have landed: name → the change record's
+   * sequence (the latest). Set when such a change is applied (live or replayed), dropped once its
+   * cancel is durable; a checkpoint keeps what is left (docs/format/spill.md), and
+   * Schedules.settleOwedCancels makes those cancels at open.
    */
-  readonly replayedCancels = new Map<string, number>();
+  readonly cancelsOwed = new Map<string, number>();
 
   get size(): number {
     return this.#slotOf.size;

@@ -7,8 +7,9 @@
 // A replace, a pause and a delete cancel the schedule's pending occurrences (one CANCEL_BULK,
 // released at once so the rule may create the same instants again): not one already being
 // delivered or retried, nor one a user patched (its revision moved) or cancelled by hand. If the
-// power goes between the change's record and the cancel's, the next open cancels them
-// (settleReplayedChanges) before the materializer runs. A put
+// power goes between the change's record and the cancel's (or a checkpoint is taken between the
+// two, or the cancel fails), the next open cancels them (settleOwedCancels) before the
+// materializer runs. A put
 // and a resume start the rule again from their own time: occurrences before it are not created.
 //
 //   put(name, input) ─► compile the rule ─► after the materializer's run ─► log SCHEDULE ─► book
@@ -99,9 +100,8 @@ export class Schedules {
     // Throws SCHEDULE_INVALID naming the field before anything is logged.
     compileRule({ name, ...definition });
     return this.#change(name, async () => {
-      const replaced = this.#s.schedules.slotOf(name) >= 0;
       const slot = await this.#log({ op: 'put', name, atMs: this.#s.clock.now(), definition });
-      if (replaced) await this.#cancelPending(name);
+      await this.#cancelOwed(name);
       return this.#view(slot);
     });
   }
@@ -125,7 +125,7 @@ export class Schedules {
       if (slot < 0) return undefined;
       if (this.#s.schedules.isPaused(slot) === paused) return this.#view(slot);
       await this.#log({ op: paused ? 'pause' : 'resume', name, atMs: this.#s.clock.now() });
-      if (paused) await this.#cancelPending(name);
+      await this.#cancelOwed(name);
       return this.#view(slot);
     });
   }
@@ -135,7 +135,7 @@ export class Schedules {
     return this.#change(name, async () => {
       if (this.#s.schedules.slotOf(name) < 0) return false;
       await this.#log({ op: 'delete', name, atMs: this.#s.clock.now() });
-      await this.#cancelPending(name);
+      await this.#cancelOwed(name);
       return true;
     });
   }
@@ -165,34 +165,42 @@ export class Schedules {
     return run;
   }
 
+  /** Logs a change and applies it; a replace, pause or delete now owes the cancel of the schedule's older occurrences. Returns the schedule's slot. */
   async #log(change: ScheduleChange): Promise<number> {
-    await this.#s.log.append(recordType.schedule, encodeScheduleChange(change));
+    const seq = await this.#s.log.append(recordType.schedule, encodeScheduleChange(change));
+    noteCancelOwed(this.#s, change, seq);
     return this.#s.schedules.apply(change);
   }
 
-  /** Cancels the schedule's pending occurrences that no user changed, released at once. */
-  async #cancelPending(name: string): Promise<BulkCancelOutcome | undefined> {
+  /** Makes the cancel a change of `name` owes, if it owes one: the schedule's pending occurrences that no user changed, released at once. */
+  async #cancelOwed(name: string): Promise<BulkCancelOutcome | undefined> {
+    const owed = this.#s.schedules.cancelsOwed.get(name);
+    if (owed === undefined) return undefined;
     const ids = await this.#untouchedOccurrences(occurrenceKey(name, 0).slice(0, -1), () => Number.POSITIVE_INFINITY);
-    return ids.length === 0 ? undefined : bulkCancel(this.#s, { ids, releaseAtOnce: true });
+    const outcome = ids.length === 0 ? undefined : await bulkCancel(this.#s, { ids, releaseAtOnce: true });
+    if (this.#s.schedules.cancelsOwed.get(name) === owed) this.#s.schedules.cancelsOwed.delete(name);
+    return outcome;
   }
 
   /**
-   * At open, before the materializer runs: a replace, pause or delete in the replayed log is a
-   * SCHEDULE record and then a CANCEL_BULK of the occurrences made before it; the power may have
-   * gone between the two. So the occurrences of those schedules that are older than the change
-   * (their ADD's sequence, in the id, below the change's) and that no user touched are cancelled
-   * now, in one record; when the cancel had landed there are none. One pass over the pending
-   * occurrences, whatever the number of changes.
+   * At open, before the materializer runs: a replace, pause or delete is a SCHEDULE record and
+   * then a CANCEL_BULK of the occurrences made before it; the power may have gone between the two,
+   * a checkpoint may have been taken between them, or the cancel may have failed. The changes
+   * still owing their cancel (replayed, or kept by the checkpoint) are settled now: the
+   * occurrences of those schedules that are older than the change (their ADD's sequence, in the
+   * id, below the change's) and that no user touched are cancelled, in one record; when the
+   * cancel had landed there are none. One pass over the pending occurrences, whatever the number
+   * of changes; what is owed stays owed if this cancel fails.
    */
-  async settleReplayedChanges(): Promise<void> {
-    const changes = this.#s.schedules.replayedCancels;
-    if (changes.size === 0) return;
+  async settleOwedCancels(): Promise<void> {
+    const owed = new Map(this.#s.schedules.cancelsOwed);
+    if (owed.size === 0) return;
     const ids = await this.#untouchedOccurrences(occurrenceKeyPrefix, (key) => {
       const name = parseOccurrenceKey(key)?.name;
-      return name === undefined ? 0 : (changes.get(name) ?? 0);
+      return name === undefined ? 0 : (owed.get(name) ?? 0);
     });
-    changes.clear();
     if (ids.length > 0) await bulkCancel(this.#s, { ids, releaseAtOnce: true });
+    for (const [name, seq] of owed) if (this.#s.schedules.cancelsOwed.get(name) === seq) this.#s.schedules.cancelsOwed.delete(name);
   }
 
   /** Ids of the pending occurrences under `prefix` that no user changed and whose ADD's sequence is below `beforeSeq(key)`. */
@@ -241,8 +249,12 @@ export function replayScheduleRecord(s: EngineState, type: number, body: Uint8Ar
       return `SCHEDULE record with a rule this version refuses: ${err instanceof Error ? err.message : String(err)}`;
     }
   }
-  // A replace, a pause and a delete cancelled the occurrences made before them (settleReplayedChanges).
-  if (change.op === 'pause' || change.op === 'delete' || (change.op === 'put' && s.schedules.slotOf(change.name) >= 0)) s.schedules.replayedCancels.set(change.name, seq);
+  noteCancelOwed(s, change, seq);
   s.schedules.apply(change);
   return undefined;
+}
+
+/** A replace, a pause and a delete owe the cancel of the occurrences made before them (a record of its own after theirs), until it is durable. Called before the change is applied. */
+function noteCancelOwed(s: EngineState, change: ScheduleChange, seq: number): void {
+  if (change.op === 'pause' || change.op === 'delete' || (change.op === 'put' && s.schedules.slotOf(change.name) >= 0)) s.schedules.cancelsOwed.set(change.name, seq);
 }

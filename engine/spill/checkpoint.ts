@@ -118,6 +118,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     // Configured and paused queues, in the QUEUE record's JSON form (read back the way replay reads it).
     const queues = queueRecordsInForce(s);
     const schedules = schedulesInForce(s);
+    const scheduleCancelsOwed = [...s.schedules.cancelsOwed];
     const releasedExpiryMaxMs = s.releasedExpiryMax;
     // From here the store keeps changing; the snapshot does not. Its timers are copied into
     // run rows a slice at a time and written as they are, over several turns, reading their
@@ -186,6 +187,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
       addTimes: addTimes.kept,
       schedules,
       ...(spilledQueues === undefined ? {} : { spilledQueues }),
+      scheduleCancelsOwed,
     };
     await writeManifest(fs, dir, manifest);
     failpoint('checkpoint.manifest-installed');

@@ -55,6 +55,8 @@ export interface Manifest {
    * a manifest from before, whose counts are read from its runs at open.
    */
   readonly spilledQueues?: readonly SpilledQueueCount[];
+  /** Schedule changes whose cancel of the older occurrences had not landed as of the checkpoint: [name, the change record's sequence] (engine/schedules/schedule-book.ts); absent: none (and in manifests from before). */
+  readonly scheduleCancelsOwed?: readonly (readonly [string, number])[];
 }
 
 /** A queue and how many of its pending timers the spilled runs hold. */
@@ -91,6 +93,7 @@ export function encodeManifest(manifest: Manifest): Uint8Array {
     ...(manifest.addTimes !== undefined && manifest.addTimes.seqs.length > 0 ? { addTimes: addTimeRows(manifest.addTimes) } : {}),
     ...(manifest.schedules !== undefined && manifest.schedules.length > 0 ? { schedules: manifest.schedules } : {}),
     ...(manifest.spilledQueues === undefined ? {} : { spilledQueues: manifest.spilledQueues }),
+    ...(manifest.scheduleCancelsOwed !== undefined && manifest.scheduleCancelsOwed.length > 0 ? { scheduleCancelsOwed: manifest.scheduleCancelsOwed } : {}),
   };
   const json = new TextEncoder().encode(JSON.stringify(document, jsonValue));
   const count = seqs.length;
@@ -176,6 +179,7 @@ export function decodeManifest(bytes: Uint8Array, path: string = manifestFileNam
     ...(doc.addTimes === undefined ? {} : { addTimes: addTimeColumns(doc.addTimes as number[][]) }),
     ...(doc.schedules === undefined ? {} : { schedules: doc.schedules as ManifestSchedule[] }),
     ...(doc.spilledQueues === undefined ? {} : { spilledQueues: doc.spilledQueues as SpilledQueueCount[] }),
+    ...(doc.scheduleCancelsOwed === undefined ? {} : { scheduleCancelsOwed: doc.scheduleCancelsOwed as [string, number][] }),
   };
 }
 
@@ -291,6 +295,10 @@ function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Arra
   if (addTimes !== undefined) return addTimes;
   const spilledQueues = spilledQueuesProblem(doc.spilledQueues);
   if (spilledQueues !== undefined) return spilledQueues;
+  const cancelsOwed = doc.scheduleCancelsOwed;
+  if (cancelsOwed !== undefined && (!Array.isArray(cancelsOwed) || cancelsOwed.some((entry) => !Array.isArray(entry) || entry.length !== 2 || typeof entry[0] !== 'string' || !Number.isSafeInteger(entry[1]) || (entry[1] as number) < 1))) {
+    return 'scheduleCancelsOwed is not a list of [schedule, sequence ≥ 1]';
+  }
   for (let i = 0; i < seqs.length; i++) {
     if (!Number.isSafeInteger(seqs[i]) || (seqs[i] as number) < 1) return `tombstone ${i} has a bad sequence`;
     if (i > 0 && ((seqs[i] as number) - (seqs[i - 1] as number) || (rows[i] as number) - (rows[i - 1] as number)) <= 0) return `tombstone ${i} is out of order or repeated`;

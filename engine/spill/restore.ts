@@ -32,6 +32,8 @@ export async function restoreCheckpoint(s: EngineState, manifest: Manifest): Pro
     applyQueueChange(s, decoded);
   }
   if (manifest.schedules !== undefined) restoreSchedules(s, manifest.schedules);
+  // Changes whose cancel had not landed at the checkpoint: open settles them (Schedules.settleOwedCancels).
+  for (const [name, seq] of manifest.scheduleCancelsOwed ?? []) s.schedules.cancelsOwed.set(name, seq);
   const run = manifest.residentRun;
   // The run says how many timers and keys it holds: room for them at once, not by doubling.
   s.store.reserve(run.rows);

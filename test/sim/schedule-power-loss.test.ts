@@ -1,7 +1,8 @@
 // A seeded simulation of schedules over the simulated file system, with the power cut at a random
-// file-system call: PUTs of schedules (every minute, catch_up all), replacements (a new payload),
-// pauses and resumes, steps of the manual clock (which create occurrences) and checkpoints, one
-// at a time. After each recovery:
+// file-system call: PUTs of schedules (every minute, catch_up all), replacements (a new payload;
+// half of them with a checkpoint taken between the replace's record and the cancel of the old
+// occurrences), pauses and resumes, steps of the manual clock (which create occurrences) and
+// checkpoints. After each recovery:
 //   - every schedule exists and is paused exactly as its last acknowledged change left it, or as
 //     the change the power cut interrupted would have (a change is durable or absent, never half);
 //   - a paused schedule has no pending occurrence, and a running one's pending occurrences carry
@@ -71,7 +72,19 @@ async function operation(engine: Engine, prng: Prng, ledger: Ledger): Promise<vo
     ledger.everPaused.add(name);
     const putAtMs = engine.clock.now();
     ledger.underWay = { name, paused: false, putAtMs, replaced: facts.replaced + 1 };
-    await engine.putSchedule(name, { everyMs: minute, startAtMs: t0, catchUp: 'all', payload: payloadOf(facts.replaced + 1), ...target });
+    const replacing = engine.putSchedule(name, { everyMs: minute, startAtMs: t0, catchUp: 'all', payload: payloadOf(facts.replaced + 1), ...target });
+    if (prng.below(2) === 0) {
+      // A checkpoint taken once the replace's record is applied, while the cancel of the old
+      // occurrences (a record of its own) is still under way: the manifest holds the new
+      // schedule and the old occurrences, and the cancel may never land.
+      const wanted = new TextDecoder().decode(payloadOf(facts.replaced + 1));
+      while (new TextDecoder().decode(engine.schedule(name)?.definition.payload ?? new Uint8Array(0)) !== wanted) {
+        if (await Promise.race([replacing.then(() => true, () => true), new Promise<false>((resolve) => setImmediate(() => resolve(false)))])) break;
+      }
+      await Promise.all([replacing, engine.checkpoint()]);
+    } else {
+      await replacing;
+    }
     ledger.acked.set(name, { paused: false, putAtMs, replaced: facts.replaced + 1 });
     ledger.underWay = undefined;
     return;
@@ -167,5 +180,35 @@ test(`power loss at ${trials} random points of schedules at work: acknowledged c
     const fs = new SimFileSystem({ seed });
     const image = await withPowerLossAt(fs, 1 + prng.below(calls + 16), () => workload(fs, prng, ledger));
     await checkRecovered(image, ledger, context);
+  }
+});
+
+test("a checkpoint taken between a replace's record and its cancel's keeps the cancel owed: the next open cancels the old occurrences", async () => {
+  const fs = new SimFileSystem({ seed: 7 });
+  const engine = await open(fs);
+  await engine.putSchedule('s', { everyMs: minute, startAtMs: t0, catchUp: 'all', payload: payloadOf(0), ...target });
+  for (let step = 0; step < 3; step++) {
+    await engine.moveClock({ advanceMs: minute });
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  const old = await engine.listTimers({ keyPrefix: new TextEncoder().encode('schedule:s:'), state: 'pending' }, 1000);
+  assert.ok(old.timers.length > 0, 'the schedule has pending occurrences');
+  // The replace's record lands (the first log sync from here); the cancel's (the second) fails,
+  // which stops the log: the cancel is owed. The checkpoint then covers the replace alone.
+  let logSyncs = 0;
+  fs.setFault((op, path) => (op === 'datasync' && path.includes('/wal/') && ++logSyncs === 2 ? 'EIO' : undefined));
+  await assert.rejects(engine.putSchedule('s', { everyMs: minute, startAtMs: t0, catchUp: 'all', payload: payloadOf(1), ...target }), 'the cancel of the old occurrences did not land');
+  assert.equal(new TextDecoder().decode(engine.schedule('s')?.definition.payload), 'v1', 'the replace itself is durable');
+  fs.setFault(undefined);
+  await engine.checkpoint();
+  await engine.close().catch(() => undefined);
+
+  const reopened = await open(fs.powerLoss());
+  try {
+    assert.equal(new TextDecoder().decode(reopened.schedule('s')?.definition.payload), 'v1');
+    const pending = await reopened.listTimers({ keyPrefix: new TextEncoder().encode('schedule:s:'), state: 'pending' }, 1000);
+    for (const timer of pending.timers) assert.equal(new TextDecoder().decode(timer.payload), 'v1', `occurrence ${timer.key} of the replaced rule is still pending`);
+  } finally {
+    await reopened.close();
   }
 });
