@@ -5,10 +5,12 @@
 // from memory.
 //
 //   keyed timer     → partitionOfKey(key, P), wherever its owner is
-//   unkeyed timer   → a partition this node owns: the same one for every unkeyed add (and
-//                     unkeyed batch) read in one event-loop turn, the next owned one the next
-//                     turn (sticky, as Kafka's producer partitioner); a node that owns none sends
-//                     it to a node that does
+//   unkeyed timer   → a partition this node owns: the same one for every unkeyed single add
+//                     read in one event-loop turn, the next owned one the next turn (sticky, as
+//                     Kafka's producer partitioner); a node that owns none sends it to a node
+//                     that does
+//   unkeyed batch   → the next partition this node owns, a batch at a time: a batch is a record
+//                     of its own, so sticking gains it nothing, and spread they commit in parallel
 //   an id           → the partition its first three characters name (partitioning.ts)
 //
 // A batch whose rows span partitions gives each unkeyed row a derived key, so that sending the
@@ -38,6 +40,7 @@ export class ClusterRouter {
   /** One admit coalescer per owned engine, so single adds read in one turn share a record there too; dropped on any change of ownership. */
   readonly #coalescers = new Map<number, { readonly engine: Engine; readonly coalescer: AdmitCoalescer }>();
   #nextOwned = 0;
+  #nextBatch = 0;
   #nextRemote = 0;
   /** The partition this turn's unkeyed adds go to; undefined until the turn's first one, and again after the turn (#unstick). */
   #sticky: number | undefined;
@@ -85,6 +88,14 @@ export class ClusterRouter {
     this.#sticky = owned[this.#nextOwned];
     setImmediate(this.#unstick);
     return this.#sticky;
+  }
+
+  /** The partition of a batch whose rows are all unkeyed: the next one this node owns, a batch at a time (undefined when it owns none). */
+  partitionForBatch(): number | undefined {
+    const owned = this.#directory.owned();
+    if (owned.length === 0) return undefined;
+    this.#nextBatch = (this.#nextBatch + 1) % owned.length;
+    return owned[this.#nextBatch];
   }
 
   /** Some other node's address that owns a partition (round-robin), for an unkeyed add on a node that owns none; undefined when no partition has an owner. */

@@ -72,6 +72,8 @@ test('unkeyed adds stick to one owned partition for a turn and move on to the ne
       assert.equal(router.partitionForAdd(undefined), inTurn[0]);
       await nextTurn();
     }
+    const batches = Array.from({ length: 3 }, () => router.partitionForBatch());
+    assert.deepEqual([...new Set(batches)].sort(), [1, 4, 6], 'unkeyed batches within one turn spread, a batch a partition');
     assert.deepEqual([...new Set(turns.slice(0, 3))].sort(), [1, 4, 6], 'three turns in a row take the three owned partitions');
     assert.deepEqual(turns.slice(3), turns.slice(0, 3), 'and again in the same order');
     for (let i = 1; i < turns.length; i++) assert.notEqual(turns[i], turns[i - 1], 'a turn never takes the partition of the one before');
@@ -119,6 +121,7 @@ test('a change of ownership within a turn drops its partition: the next unkeyed 
     assert.equal(router.partitionForAdd(undefined), 2, "the turn's partition lost: the one owned now");
     directory.set([]);
     assert.equal(router.partitionForAdd(undefined), undefined, 'all lost: none');
+    assert.equal(router.partitionForBatch(), undefined, 'nor for a batch');
   } finally {
     router.close();
   }
