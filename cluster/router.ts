@@ -22,7 +22,8 @@
 // transaction (at most a few in flight a partition). Adds spread one by one over the partitions
 // made a record of one or two timers in each, and as many transactions a turn as partitions
 // owned, queued for the node's pool; the turn's adds in one partition make one record and one
-// transaction. Turns move on over the owned partitions, so their logs still commit in parallel.
+// transaction. Turns move on over the owned partitions, so their logs still commit in parallel
+// (decision 0031).
 import { hash } from 'node:crypto';
 import { AdmitCoalescer } from '../engine/admit-coalescer.ts';
 import type { Engine } from '../engine/engine.ts';
