@@ -302,6 +302,9 @@ export async function clusterSuite(options: SuiteOptions): Promise<Figure[]> {
       const { url, sql } = await newCluster(`adds_${count}`);
       const group = await startNodes(count, url, `adds${count}`, { ttlMs: 5_000, renewMs: 1_000 });
       await ownedBy(sql, group.map((node) => node.name), 60_000);
+      // Balanced first: the first node up takes every partition and hands the others theirs
+      // over the next rounds; measured meanwhile, a node still owning none forwards every add.
+      for (const node of group) await owns(sql, node.name, Math.floor(partitions / group.length), 60_000);
       const figuresOf = await measure(group.map((node) => node.url), sql);
       const prefix = count === 1 ? 'cluster.one_node' : 'cluster';
       figures.push(
