@@ -4,7 +4,9 @@
 //
 //   arrow        Arrow batches of 1,000 timers (64-byte payloads, due in one to two hours),
 //                8 in flight a node, through 1 and 3 nodes, and through one `fermata serve --data`
-//   single add   one-timer JSON adds, 256 in flight over all nodes, the same three ways
+//   single add   one-timer JSON adds, 256 in flight over all nodes, the same three ways; and
+//                in the cluster, the timers a PostgreSQL transaction of the log carried (the
+//                log rows' xmin)
 //   deliveries   timers all due at one instant through 3 nodes: timers a second from that
 //                instant to the last arrival at an HTTP/2 sink
 //   kill -9      3 nodes with the default leases (TTL 5 s, renewal every second) under keyed single
@@ -137,15 +139,38 @@ async function takesAdds(url: string, timeoutMs: number): Promise<void> {
 }
 
 /** Runs one load per URL at once (concurrency split between them); their sums. */
-async function loadAll(urls: readonly string[], make: (url: string) => Promise<LoadResult>): Promise<{ timersPerS: number; errors: number; firstError: string | undefined }> {
+async function loadAll(urls: readonly string[], make: (url: string) => Promise<LoadResult>): Promise<{ timersPerS: number; okTimers: number; errors: number; firstError: string | undefined }> {
   const results = await Promise.all(urls.map(make));
   let timersPerS = 0;
+  let okTimers = 0;
   let errors = 0;
   for (const result of results) {
     timersPerS += result.spanOkTimers / result.spanSeconds;
+    okTimers += result.okTimers;
     for (const count of result.errors.values()) errors += count;
   }
-  return { timersPerS, errors, firstError: results.find((result) => result.firstError !== undefined)?.firstError };
+  return { timersPerS, okTimers, errors, firstError: results.find((result) => result.firstError !== undefined)?.firstError };
+}
+
+/** Each partition's last log sequence now (the log may be empty behind a checkpoint). */
+async function logMarks(sql: Sql): Promise<{ partitions: number[]; lastSeqs: string[] }> {
+  const rows = await sql<{ partition: number; last: string }[]>`
+    SELECT p.partition, greatest(coalesce(max(l.seq), 0), p.log_start_seq - 1)::text AS last
+    FROM fermata_partitions p LEFT JOIN fermata_log l USING (partition) GROUP BY p.partition, p.log_start_seq`;
+  return { partitions: rows.map((row) => row.partition), lastSeqs: rows.map((row) => row.last) };
+}
+
+/**
+ * The log records written since `marks` and the PostgreSQL transactions that wrote them (the
+ * rows' xmin): how many timers a commit carried. Rows a checkpoint truncated meanwhile are not
+ * counted.
+ */
+async function logWritesSince(sql: Sql, marks: { partitions: number[]; lastSeqs: string[] }): Promise<{ records: number; transactions: number }> {
+  const [row] = await sql<{ records: string; transactions: string }[]>`
+    SELECT count(*) AS records, count(DISTINCT (l.partition, l.xmin::text)) AS transactions
+    FROM fermata_log l JOIN unnest(${marks.partitions}::int[], ${marks.lastSeqs}::bigint[]) AS m(partition, last)
+      ON l.partition = m.partition AND l.seq > m.last`;
+  return { records: Number(row?.records ?? 0), transactions: Number(row?.transactions ?? 0) };
 }
 
 /** A sink that counts deliveries by idempotency key (the add's key), for the kill -9 ledger. */
@@ -247,16 +272,21 @@ export async function clusterSuite(options: SuiteOptions): Promise<Figure[]> {
   };
   const arrowBodies = buildBodies({ mode: 'arrow', rows: 1_000, payloadBytes: 64, target: `${sink.url}/arrow`, fire: { kind: 'delay', minMs: hourMs, maxMs: 2 * hourMs } });
   const jsonBodies = buildBodies({ mode: 'json', rows: 1, payloadBytes: 64, target: `${sink.url}/single`, fire: { kind: 'delay', minMs: hourMs, maxMs: 2 * hourMs } });
-  const measure = async (urls: readonly string[]): Promise<{ arrow: number; single: number; refused: number }> => {
+  /** `sql`: the cluster's database, whose log tells how many timers a transaction carried (none for the embedded WAL). */
+  const measure = async (urls: readonly string[], sql?: Sql): Promise<{ arrow: number; single: number; refused: number; singleTimersPerTransaction: number }> => {
     const common = { token: undefined, ratePerS: undefined, warmupMs: timing.warmupMs, durationMs: timing.measureMs, drainTimeoutMs: 30_000 };
     for (const url of urls) await takesAdds(url, 60_000);
     const arrow = await loadAll(urls, (url) => runLoad({ ...common, url, bodies: arrowBodies, concurrency: 8, connections: 1 }));
     const perNode = Math.ceil(256 / urls.length);
+    const marks = sql === undefined ? undefined : await logMarks(sql);
     const single = await loadAll(urls, (url) => runLoad({ ...common, url, bodies: jsonBodies, concurrency: perNode, connections: Math.max(1, Math.round(8 / urls.length)) }));
+    const writes = sql === undefined || marks === undefined ? undefined : await logWritesSince(sql, marks);
     for (const [what, result] of [['Arrow', arrow], ['single', single]] as const) {
       if (result.errors > 0) options.progress(`${what} adds: ${result.errors} refused, the first: ${result.firstError}`);
     }
-    return { arrow: arrow.timersPerS, single: single.timersPerS, refused: arrow.errors + single.errors };
+    if (writes !== undefined) options.progress(`single adds: ${single.okTimers} timers in ${writes.records} log records, ${writes.transactions} transactions`);
+    const singleTimersPerTransaction = writes === undefined || writes.transactions === 0 ? 0 : single.okTimers / writes.transactions;
+    return { arrow: arrow.timersPerS, single: single.timersPerS, refused: arrow.errors + single.errors, singleTimersPerTransaction };
   };
   try {
     options.progress('embedded WAL baseline');
@@ -272,7 +302,10 @@ export async function clusterSuite(options: SuiteOptions): Promise<Figure[]> {
       const { url, sql } = await newCluster(`adds_${count}`);
       const group = await startNodes(count, url, `adds${count}`, { ttlMs: 5_000, renewMs: 1_000 });
       await ownedBy(sql, group.map((node) => node.name), 60_000);
-      const figuresOf = await measure(group.map((node) => node.url));
+      // Balanced first: the first node up takes every partition and hands the others theirs
+      // over the next rounds; measured meanwhile, a node still owning none forwards every add.
+      for (const node of group) await owns(sql, node.name, Math.floor(partitions / group.length), 60_000);
+      const figuresOf = await measure(group.map((node) => node.url), sql);
       const prefix = count === 1 ? 'cluster.one_node' : 'cluster';
       figures.push(
         figure(`${prefix}.adds_refused`, figuresOf.refused, 'requests'),
@@ -280,6 +313,7 @@ export async function clusterSuite(options: SuiteOptions): Promise<Figure[]> {
         figure(`${prefix}.arrow.ratio`, roundTo(figuresOf.arrow / wal.arrow, 3), 'ratio'),
         figure(`${prefix}.single_add.per_s`, Math.round(figuresOf.single), '1/s'),
         figure(`${prefix}.single_add.ratio`, roundTo(figuresOf.single / wal.single, 3), 'ratio'),
+        figure(`${prefix}.single_add.timers_per_transaction`, roundTo(figuresOf.singleTimersPerTransaction, 1), 'timers'),
       );
       if (count === 3) {
         options.progress('3 nodes: deliveries');

@@ -5,13 +5,25 @@
 // from memory.
 //
 //   keyed timer     → partitionOfKey(key, P), wherever its owner is
-//   unkeyed timer   → a partition this node owns, round-robin; a node that owns none sends it
-//                     to a node that does
+//   unkeyed timer   → a partition this node owns: the same one for every unkeyed single add
+//                     read in one event-loop turn, the next owned one the next turn (sticky, as
+//                     Kafka's producer partitioner); a node that owns none sends it to a node
+//                     that does
+//   unkeyed batch   → the next partition this node owns, a batch at a time: a batch is a record
+//                     of its own, so sticking gains it nothing, and spread they commit in parallel
 //   an id           → the partition its first three characters name (partitioning.ts)
 //
 // A batch whose rows span partitions gives each unkeyed row a derived key, so that sending the
 // same body again after a partial failure finds the rows that landed (docs/api.md, "Cluster
 // mode"): `fermata-batch:<first 32 hex digits of the SHA-256 of the body>:<row>`, row 0-based.
+//
+// Why sticky: each owned partition has an admit coalescer and a log of its own, and the
+// coalescer makes one record of the adds it gets in a turn, each record one PostgreSQL
+// transaction (at most a few in flight a partition). Adds spread one by one over the partitions
+// made a record of one or two timers in each, and as many transactions a turn as partitions
+// owned, queued for the node's pool; the turn's adds in one partition make one record and one
+// transaction. Turns move on over the owned partitions, so their logs still commit in parallel
+// (decision 0031).
 import { hash } from 'node:crypto';
 import { AdmitCoalescer } from '../engine/admit-coalescer.ts';
 import type { Engine } from '../engine/engine.ts';
@@ -29,12 +41,21 @@ export class ClusterRouter {
   /** One admit coalescer per owned engine, so single adds read in one turn share a record there too; dropped on any change of ownership. */
   readonly #coalescers = new Map<number, { readonly engine: Engine; readonly coalescer: AdmitCoalescer }>();
   #nextOwned = 0;
+  #nextBatch = 0;
   #nextRemote = 0;
+  /** The partition this turn's unkeyed adds go to; undefined until the turn's first one, and again after the turn (#unstick). */
+  #sticky: number | undefined;
+  readonly #unstick = (): void => {
+    this.#sticky = undefined;
+  };
   readonly #unsubscribe: () => void;
 
   constructor(directory: PartitionDirectory) {
     this.#directory = directory;
-    this.#unsubscribe = directory.onChange(() => this.#coalescers.clear());
+    this.#unsubscribe = directory.onChange(() => {
+      this.#coalescers.clear();
+      this.#sticky = undefined;
+    });
   }
 
   get partitions(): number {
@@ -53,13 +74,29 @@ export class ClusterRouter {
     return address === undefined ? { kind: 'moving', partition } : { kind: 'remote', partition, address };
   }
 
-  /** The partition of a timer with this key, or for an unkeyed one a partition this node owns (undefined when it owns none). */
+  /**
+   * The partition of a timer with this key, or for an unkeyed one this turn's partition among
+   * those this node owns (undefined when it owns none). The turn ends with the check phase
+   * (setImmediate), where the admit coalescers flush the turn's adds, so a turn's unkeyed adds
+   * make one record; the next turn takes the next owned partition.
+   */
   partitionForAdd(key: string | Uint8Array | undefined): number | undefined {
     if (key !== undefined && key.length > 0) return partitionOfKey(key, this.#directory.partitions);
+    if (this.#sticky !== undefined) return this.#sticky;
     const owned = this.#directory.owned();
     if (owned.length === 0) return undefined;
     this.#nextOwned = (this.#nextOwned + 1) % owned.length;
-    return owned[this.#nextOwned];
+    this.#sticky = owned[this.#nextOwned];
+    setImmediate(this.#unstick);
+    return this.#sticky;
+  }
+
+  /** The partition of a batch whose rows are all unkeyed: the next one this node owns, a batch at a time (undefined when it owns none). */
+  partitionForBatch(): number | undefined {
+    const owned = this.#directory.owned();
+    if (owned.length === 0) return undefined;
+    this.#nextBatch = (this.#nextBatch + 1) % owned.length;
+    return owned[this.#nextBatch];
   }
 
   /** Some other node's address that owns a partition (round-robin), for an unkeyed add on a node that owns none; undefined when no partition has an owner. */

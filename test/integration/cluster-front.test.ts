@@ -97,6 +97,18 @@ test('an unkeyed add goes to a partition of the node asked, spread over them', a
   }
 });
 
+test('unkeyed adds sent at once: each id names the partition, of the node asked, that holds its timer', async () => {
+  const added = await Promise.all(Array.from({ length: 32 }, () => call(a().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/burst' }))));
+  for (const one of added) {
+    assert.equal(one.status, 201, JSON.stringify(one.json));
+    const parts = clusterIdParts(one.json.id as string, partitions);
+    assert.ok(parts !== undefined && [0, 1].includes(parts.partition), `${String(one.json.id)} names a partition of the node asked`);
+    assert.equal(a().directory.engineOf(parts.partition)?.get(parts.engineId)?.state, 'pending', 'the timer is in the partition its id names');
+  }
+  const got = await call(b().url, 'GET', `/v1/timers/${String(added[0]?.json.id)}`);
+  assert.equal(got.status, 200, 'found from the other node by its id');
+});
+
 test('DELETE of another node\'s timer is forwarded to its owner; an unknown or malformed id is 404', async () => {
   const added = await call(a().url, 'POST', '/v1/timers', JSON.stringify({ fire_at: later, target: 'https://example.com/hook', key: keyIn(3, 5) }));
   const id = added.json.id as string;

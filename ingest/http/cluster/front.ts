@@ -3,7 +3,8 @@
 // forwarded once, on its owner's (cluster/router.ts decides where; forwarder.ts sends). Ids in
 // answers are cluster ids (cluster/partitioning.ts). Main thread, fastify's.
 //
-//   POST /v1/timers  one JSON timer → its partition (keyed) or one this node owns (unkeyed)
+//   POST /v1/timers  one JSON timer → its partition (keyed) or one this node owns (unkeyed:
+//                                     the turn's, router.ts)
 //                    NDJSON / Arrow  → validated whole, rows split by partition, each part
 //                                      appended by its owner; a part that fails → the part's
 //                                      error (503 + Retry-After when it is an owner gone) with
@@ -187,7 +188,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
       rowsOf = () => arrowRowsAsNdjson(batch);
     }
     const allUnkeyed = keys.every((key) => key === undefined);
-    const unkeyedPartition = allUnkeyed ? router.partitionForAdd(undefined) : undefined;
+    const unkeyedPartition = allUnkeyed ? router.partitionForBatch() : undefined;
     if (allUnkeyed && unkeyedPartition === undefined) {
       const address = forwarded ? undefined : router.anyOwnerAddress();
       if (address === undefined) throw new FermataError(errorCodes.partitionMoving, 'no partition has an owner that can take this batch now: try again');
