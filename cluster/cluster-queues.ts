@@ -72,6 +72,8 @@ export function partitionConfig(config: QueueConfig, partitions: number, partiti
   };
 }
 
+const highestRevision = (rows: readonly QueueRow[]): bigint => rows.reduce((top, row) => (row.revision > top ? row.revision : top), 0n);
+
 const sameConfig = (a: QueueConfig, b: QueueConfig): boolean => JSON.stringify(storedConfig(a)) === JSON.stringify(storedConfig(b));
 
 interface RowRecord {
@@ -200,21 +202,33 @@ export class ClusterQueues {
     });
   }
 
+  /** Brings every lagging engine to the table; one that fails (its log down, its partition being lost) is logged and left to the next poll. */
   async #applyAll(): Promise<void> {
     const rows = await this.rows();
-    const revision = rows.reduce((top, row) => (row.revision > top ? row.revision : top), 0n);
-    for (const partition of this.#lagging(revision)) {
+    for (const partition of this.#lagging(highestRevision(rows))) {
       const engine = this.#local?.engineOf(partition);
-      if (engine !== undefined) await this.#bring(partition, engine, rows);
+      if (engine === undefined) continue;
+      try {
+        await this.#bring(partition, engine, rows);
+      } catch (err) {
+        this.#logger.warn({ err, partition }, 'bringing a partition to the cluster\'s queue configs failed; the next poll tries again');
+      }
     }
   }
 
   async #bring(partition: number, engine: Engine, rows: readonly QueueRow[]): Promise<void> {
     for (const row of rows) {
-      if (row.deleted) await this.#bringDeleted(engine, row.name);
-      else await this.#bringLive(engine, row, partitionConfig(row.config ?? defaultQueueConfig, this.partitions, partition));
+      try {
+        if (row.deleted) await this.#bringDeleted(engine, row.name);
+        else await this.#bringLive(engine, row, partitionConfig(row.config ?? defaultQueueConfig, this.partitions, partition));
+      } catch (err) {
+        // A config this node's engine refuses (a sink outside this node's allow-list) leaves that
+        // queue as the partition had it; it must not keep the partition from opening here.
+        if (!(err instanceof FermataError && (err.code === errorCodes.targetRefused || err.code === errorCodes.queueInvalid))) throw err;
+        this.#logger.error({ err, partition, queue: row.name }, 'this node refuses a queue config of the cluster\'s; the partition keeps the one it had');
+      }
     }
-    this.#appliedAt.set(engine, rows.reduce((top, row) => (row.revision > top ? row.revision : top), 0n));
+    this.#appliedAt.set(engine, highestRevision(rows));
   }
 
   async #bringLive(engine: Engine, row: QueueRow, config: QueueConfig): Promise<void> {
