@@ -24,7 +24,7 @@ import { defaultQueue } from '../../../engine/batch/timer-batch.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { defaultQueueConfig, type QueueConfig } from '../../../engine/queues.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
-import { queueDeletedSchema, queueListSchema, queueViewSchema } from '../routes/queues.ts';
+import { deletedSchema as queueDeletedSchema, queueListSchema, queueViewSchema } from '../routes/queues.ts';
 import type { HttpServer } from '../types.ts';
 import { type ForwardAnswer, forwardedHeader, type ForwardRequest } from './forwarder.ts';
 

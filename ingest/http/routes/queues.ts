@@ -60,7 +60,7 @@ export const queueListSchema = {
   additionalProperties: false,
 } as const;
 
-export const queueDeletedSchema = {
+export const deletedSchema = {
   type: 'object',
   properties: { name: { type: 'string' }, deleted: { type: 'boolean' } },
   required: ['name', 'deleted'],
@@ -120,7 +120,7 @@ export async function queuesRoutes(app: HttpServer, { engine, series }: QueuesRo
     });
   }
 
-  app.delete<{ Params: NameParams }>('/v1/queues/:name', { schema: { response: { 200: queueDeletedSchema } } }, async (request) => {
+  app.delete<{ Params: NameParams }>('/v1/queues/:name', { schema: { response: { 200: deletedSchema } } }, async (request) => {
     const { name } = request.params;
     if (!(await engine.deleteQueue(name))) throw noSuchQueue(name);
     return { name, deleted: true };
