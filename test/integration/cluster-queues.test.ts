@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import pino from 'pino';
-import { ClusterQueues, partitionConfig, shareOf } from '../../cluster/cluster-queues.ts';
+import { ClusterQueues, shareOf } from '../../cluster/cluster-queues.ts';
 import { ClusterNode } from '../../cluster/node.ts';
 import { partitionOfKey } from '../../cluster/partitioning.ts';
 import { JoiningDirectory } from '../../cli/serve/cluster-joining.ts';
@@ -105,13 +105,6 @@ describe('cluster queue configs', { skip: skipUnlessTool('initdb'), timeout: 120
 
   const engines = (...running: RunningNode[]) =>
     running.flatMap(({ node }) => node.owned().map((partition) => ({ partition, engine: node.engineOf(partition) }))).filter((one) => one.engine !== undefined);
-
-  test('a partition enforces its share of a limit: the shares add up to the limit, at least 1 each', () => {
-    assert.deepEqual([0, 1, 2, 3].map((p) => shareOf(10, 4, p)), [3, 3, 2, 2]);
-    assert.deepEqual([0, 1, 2, 3].map((p) => shareOf(8, 4, p)), [2, 2, 2, 2]);
-    assert.deepEqual([0, 1, 2, 3].map((p) => shareOf(2, 4, p)), [1, 1, 1, 1]);
-    assert.equal(partitionConfig({ ...defaultQueueConfig, rate_per_s: null, max_concurrent: 5 }, 4, 0).rate_per_s, null);
-  });
 
   test('PUT, pause, GET and DELETE through either node: committed, applied here at once and there within a poll, counted over the cluster', async () => {
     const url = await newCluster(partitions);
