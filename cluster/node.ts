@@ -40,6 +40,7 @@ import type { ResidentStoreOptions } from '../engine/store/resident-store.ts';
 import { DeliveryPool } from '../dispatch/delivery-pool.ts';
 import type { DeliveryAccess } from '../dispatch/signing-config.ts';
 import { Dispatcher, newBufferPool, type SharedDelivery } from '../dispatch/dispatcher.ts';
+import type { ClusterQueues } from './cluster-queues.ts';
 import { monotonicNs } from './lease-deadline.ts';
 import { type LeaseSettings, defaultLeaseSettings } from './leases.ts';
 import { Ownership } from './ownership.ts';
@@ -81,6 +82,8 @@ export interface ClusterNodeOptions {
   readonly admitGate?: () => FermataError | undefined;
   readonly dispatch: ClusterNodeDispatchOptions;
   readonly memory?: ClusterNodeMemoryOptions;
+  /** The cluster's queue configs: each partition's engine is brought to them before it serves, and follows them (cluster-queues.ts). */
+  readonly queues?: ClusterQueues;
 }
 
 /** A partition this node owns: its engine and its dispatcher (none before the workers exist, in start()'s first round). */
@@ -155,6 +158,7 @@ export class ClusterNode implements PartitionDirectory {
     }
     await node.#refreshAddresses().catch((err: unknown) => options.logger.warn({ err }, 'reading the partitions\' owners failed'));
     node.#armAddressRefresh(settings.renewIntervalMs);
+    options.queues?.follow(node, settings.renewIntervalMs);
     return node;
   }
 
@@ -203,6 +207,7 @@ export class ClusterNode implements PartitionDirectory {
     if (this.#stopped) return;
     this.#stopped = true;
     clearTimeout(this.#addressTimer);
+    await this.#options.queues?.stop();
     await this.#ownership?.stop();
     await Promise.all(this.#closing.values());
     await this.#shared?.workers.destroy();
@@ -229,6 +234,12 @@ export class ClusterNode implements PartitionDirectory {
       onLogPoisoned: (poison) => this.#poisoned(partition, opened.engine, poison),
     });
     opened.engine = engine;
+    try {
+      await this.#options.queues?.reconcile(partition, engine);
+    } catch (err) {
+      await engine.close().catch(() => undefined);
+      throw err;
+    }
     const loader = this.#startLoader(partition, engine);
     const dispatcher = this.#shared === undefined ? undefined : this.#startDispatcher(partition, engine, this.#shared);
     this.#owned.set(partition, { epoch, engine, loader, dispatcher });

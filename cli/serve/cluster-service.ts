@@ -15,6 +15,7 @@
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import { openClusterPool } from '../../cluster/connection.ts';
+import { ClusterQueues } from '../../cluster/cluster-queues.ts';
 import { resolveNodeId } from '../../cluster/membership.ts';
 import { ClusterNode } from '../../cluster/node.ts';
 import { systemClock } from '../../engine/engine.ts';
@@ -62,11 +63,13 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   const budget = memoryBudget(settings.memoryBudgetBytes);
   const sql = openClusterPool(cluster.url);
   let directory: JoiningDirectory;
+  let queues: ClusterQueues;
   try {
     await requireCurrentSchema(sql);
     const [row] = await sql<{ partitions: number }[]>`SELECT partitions FROM fermata_cluster`;
     if (row === undefined) throw new Error('the database holds no fermata cluster: run `fermata cluster init` first');
     directory = new JoiningDirectory(row.partitions, await resolveNodeId(nodeFileSystem, settings.dataDir, cluster.nodeId));
+    queues = new ClusterQueues({ sql, partitions: row.partitions, logger: logger.child({ component: 'queues' }), checkTarget: (target) => guard.checkTargetAtAdmit(target) });
   } catch (err) {
     logStartFailure(logger, err, 'cannot join the cluster');
     await sql.end({ timeout: 1 });
@@ -77,7 +80,7 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     access,
     audit,
     reload: (who) => reloader.reload(who),
-    cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql) },
+    cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql), queues },
   });
   let port: number;
   try {
@@ -105,6 +108,7 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
       // The budget's slots are the node's, shared by its partitions' stores as they fill.
       store: { capacityMax: residentSlotsFor(budget.bytes) },
       checkTarget: (target) => guard.checkTargetAtAdmit(target),
+      queues,
       // Read again at each loader step, as a single node's: a cgroup limit lowered at run time spills at once.
       memory: { budget: () => memoryBudget(settings.memoryBudgetBytes), limits: { farHorizonMs: settings.farHorizonMs } },
       dispatch: {

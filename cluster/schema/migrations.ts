@@ -4,9 +4,10 @@
 import assert from 'node:assert/strict';
 import { migration0001 } from './0001-log.ts';
 import { migration0002 } from './0002-nodes.ts';
+import { migration0003 } from './0003-queues.ts';
 import type { Migration } from './migration.ts';
 
-export const migrations: readonly Migration[] = [migration0001, migration0002];
+export const migrations: readonly Migration[] = [migration0001, migration0002, migration0003];
 
 /** The version this build's nodes run on. */
 export const schemaVersion = migrations.length;

@@ -76,7 +76,7 @@ describe('fermata cluster', { skip: noPostgres, timeout: 180_000 }, () => {
   test('init fixes P once; status shows each partition with its epoch and log size', async () => {
     const created = await fermataCluster(['init', '--partitions', '4', '--cluster', url], { PGPASSFILE: pgpassFile });
     assert.equal(created.code, 0, created.stderr);
-    assert.match(created.stdout, /created a cluster of 4 partitions \(schema version 2\)/);
+    assert.match(created.stdout, /created a cluster of 4 partitions \(schema version 3\)/);
     const again = await fermataCluster(['init', '--partitions', '4'], { FERMATA_CLUSTER_URL: url, PGPASSWORD: password });
     assert.equal(again.code, 0, again.stderr);
     assert.match(again.stdout, /the cluster exists with 4 partitions/);
@@ -98,7 +98,7 @@ describe('fermata cluster', { skip: noPostgres, timeout: 180_000 }, () => {
 
     const human = await fermataCluster(['status', '--cluster', url], { PGPASSFILE: pgpassFile });
     assert.equal(human.code, 0, human.stderr);
-    assert.match(human.stdout, /^cluster: 4 partitions, created \S+, schema version 2\n/);
+    assert.match(human.stdout, /^cluster: 4 partitions, created \S+, schema version 3\n/);
     const lines = human.stdout.split('\n').filter((line) => /^\s*\d+\s/.test(line));
     assert.equal(lines.length, 4, human.stdout);
     assert.match(lines[2] ?? '', /^\s*2\s+3\s+node-a\s+127\.0\.0\.1:7000\s+-\s+2\s+128\s+1\.\.2\s+1024$/);
@@ -107,7 +107,7 @@ describe('fermata cluster', { skip: noPostgres, timeout: 180_000 }, () => {
     assert.equal(json.code, 0, json.stderr);
     const status = JSON.parse(json.stdout) as { partitionCount: number; schemaVersion: number; nodes: unknown; partitions: { partition: number; epoch: number; owner: string | null; logRows: number; logBytes: number; lastSeq: number | null; checkpointBytes: number }[] };
     assert.equal(status.partitionCount, 4);
-    assert.equal(status.schemaVersion, 2);
+    assert.equal(status.schemaVersion, 3);
     assert.deepEqual(status.nodes, []);
     assert.deepEqual(status.partitions.map((p) => [p.partition, p.epoch, p.owner, p.logRows, p.logBytes, p.lastSeq, p.checkpointBytes]), [
       [0, 0, null, 0, 0, null, 0],

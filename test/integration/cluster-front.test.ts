@@ -426,7 +426,7 @@ test('a schedule lives in the partition of its name from whichever node is asked
   assert.equal((await call(a().url, 'POST', `/v1/schedules/${inB}/pause`)).status, 404);
 });
 
-test('a cluster node serves health, /metrics, refuses queues 501 and has no /v1/clock: no single engine is needed', async () => {
+test('a cluster node serves health, /metrics, has no /v1/clock (no single engine is needed), and without the cluster database refuses queues 501', async () => {
   const readyz = await call(a().url, 'GET', '/readyz');
   assert.equal(readyz.status, 200);
   assert.deepEqual(readyz.json, { status: 'ready' });
@@ -434,7 +434,7 @@ test('a cluster node serves health, /metrics, refuses queues 501 and has no /v1/
     const answer = await call(a().url, method, path, method === 'PUT' ? '{}' : undefined);
     assert.equal(answer.status, 501, `${method} ${path}`);
     assert.equal((answer.json.error as { code: string }).code, 'CLUSTER_UNSUPPORTED');
-    assert.match((answer.json.error as { message: string }).message, /cluster-wide/);
+    assert.match((answer.json.error as { message: string }).message, /cluster-wide and this node has no cluster database/);
   }
   const clock = await call(a().url, 'GET', '/v1/clock');
   assert.equal(clock.status, 404);

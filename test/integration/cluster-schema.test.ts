@@ -40,7 +40,7 @@ describe('cluster schema', { skip: noPostgres, timeout: 120_000 }, () => {
     const rows = await sql<{ version: number; name: string }[]>`SELECT version, name FROM fermata_schema_version ORDER BY version`;
     assert.deepEqual(rows.map((row) => [row.version, row.name]), migrations.map((m) => [m.version, m.name]));
     const tables = await sql<{ name: string }[]>`SELECT tablename AS name FROM pg_tables WHERE tablename LIKE 'fermata_%' ORDER BY 1`;
-    assert.deepEqual(tables.map((row) => row.name), ['fermata_checkpoint_files', 'fermata_checkpoints', 'fermata_cluster', 'fermata_log', 'fermata_nodes', 'fermata_partitions', 'fermata_schema_version']);
+    assert.deepEqual(tables.map((row) => row.name), ['fermata_checkpoint_files', 'fermata_checkpoints', 'fermata_cluster', 'fermata_log', 'fermata_nodes', 'fermata_partitions', 'fermata_queues', 'fermata_schema_version']);
     await requireCurrentSchema(sql);
   });
 

@@ -6,6 +6,8 @@
 //     node that did not own it would answer PARTITION_MOVING), and a GET of the id from node C
 //     (over HTTP/2) answers the timer
 //   - a request carrying `fermata-forwarded` without the cluster secret is 401, with a wrong one too
+//   - a queue's config PUT through one node and its pause through another are what a third
+//     answers, with the counts of every node's partitions
 //   - each node's /readyz is waited for: 503 until the node has joined, then 200; with the
 //     database stopped it is 503 again, naming the database
 //
@@ -114,6 +116,16 @@ describe('fermata serve --cluster: any node answers through the router', { skip:
       assert.equal(refused.status, 401);
       assert.equal(json<{ error: { code: string } }>(refused).error.code, 'UNAUTHORIZED');
     }
+
+    // Queue configs are the cluster's: set through A, paused through C, read through B with the
+    // counts of every node's partitions (the timer above waits in B's partition).
+    const put = await curlRequest({ url: `${a.url}/v1/queues/mail`, method: 'PUT', body: JSON.stringify({ rate_per_s: 60, max_attempts: 4 }) });
+    assert.equal(put.status, 200, put.body.toString());
+    assert.equal((await curlRequest({ url: `${c.url}/v1/queues/mail/pause`, method: 'POST' })).status, 200);
+    const mail = json<{ rate_per_s: number; max_attempts: number; paused: boolean }>(await curlRequest({ url: `${b.url}/v1/queues/mail` }));
+    assert.deepEqual([mail.rate_per_s, mail.max_attempts, mail.paused], [60, 4, true]);
+    const listed = json<{ queues: { name: string; pending: number; paused: boolean }[] }>(await curlRequest({ url: `${b.url}/v1/queues` })).queues;
+    assert.deepEqual(listed.map((queue) => [queue.name, queue.pending, queue.paused]), [['default', 1, false], ['mail', 0, true]]);
 
     // The database gone, /readyz goes red and says why.
     await server.stop();

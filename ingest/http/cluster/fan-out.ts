@@ -163,8 +163,10 @@ export function fanOutRoutes(app: HttpServer, { partitions, call, onlyPartition 
         call(partition, (engine) => engine.bulkCancel(local), {
           method,
           path,
-          headers: { ...headers, 'content-type': 'application/json', [partitionHeader]: String(partition) },
-          ...(sent === undefined ? {} : { body: Buffer.from(JSON.stringify(sent)) }),
+          // A DELETE goes without a body, so without a content-type (a JSON one with no body is a 400).
+          ...(sent === undefined
+            ? { headers: { ...headers, [partitionHeader]: String(partition) } }
+            : { headers: { ...headers, 'content-type': 'application/json', [partitionHeader]: String(partition) }, body: Buffer.from(JSON.stringify(sent)) }),
         }),
       );
     };

@@ -15,6 +15,7 @@
 //                    → every partition, merged (fan-out.ts)
 //   GET /v1/stats, /v1/cluster  this node's partitions and the cluster's (cluster-stats.ts)
 //   /v1/schedules…   → the partition of the schedule's name (schedule-routes.ts)
+//   /v1/queues…      the cluster's queue table, counts from every node (queue-routes.ts)
 //
 // A request another node forwarded (`fermata-forwarded`, with the cluster secret: anything else
 // carrying that header is 401) is never forwarded again: what this node does not own now is
@@ -47,6 +48,8 @@ import { clusterStatsRoutes } from './cluster-stats.ts';
 import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts';
 import { type TraceHeaders, traceHeadersOf, traceparentHeader, tracestateHeader, withTrace } from '../../../engine/trace-context.ts';
 import { clusterScheduleRoutes, type OnPartition } from './schedule-routes.ts';
+import type { ClusterQueues } from '../../../cluster/cluster-queues.ts';
+import { clusterQueueRoutes } from './queue-routes.ts';
 import { admitParts, arrowRowsAsNdjson, ndjsonRows, type PartAdmitter, type PartAnswer } from './partial-batch.ts';
 
 export interface ClusterFrontOptions {
@@ -57,6 +60,8 @@ export interface ClusterFrontOptions {
   readonly forwardTimeoutMs?: number;
   /** The clock delay_ms counts from. */
   readonly clock: Clock;
+  /** The cluster's queue configs (queue-routes.ts); absent without a cluster database. */
+  readonly queues?: ClusterQueues | undefined;
 }
 
 const defaultForwardTimeoutMs = 5000;
@@ -314,6 +319,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
   );
 
   clusterStatsRoutes(app, { directory, router, send: (address, request) => forwarder.send(address, request) });
+  clusterQueueRoutes(app, { directory, router, send: (address, request) => forwarder.send(address, request), queues: options.queues });
 }
 
 /** Appends an NDJSON part in a partition owned here; the answer's ids are cluster ids. */

@@ -1,5 +1,5 @@
 // The routes of a cluster node that are not about timers: what the single-node server answers
-// from its one engine (health, /metrics, queues) answered from the node's partition
+// from its one engine (health, /metrics) answered from the node's partition
 // directory instead, since a node has no single stable engine (server.ts installs them in
 // cluster mode beside the cluster front, front.ts). Main thread, fastify's.
 //
@@ -8,15 +8,11 @@
 //                    reachable), else 503 {"status": "not-ready", "reason"}
 //   GET /metrics     this node's partitions: owned, their timers by state, sends refused past a
 //                    lease deadline (cluster_sends_refused_total), and the caller's metrics
-//   /v1/queues…      501 CLUSTER_UNSUPPORTED: their configs live in each partition's engine and
-//                    have no cluster-wide form yet (DELETE /v1/queues/{name}/timers is the
-//                    front's fan-out and works)
 //
 // /v1/clock is not served: a cluster runs on the real clock, so it is 404 as on a real-clock node.
 import type { Registry } from 'prom-client';
 import type { PartitionDirectory } from '../../../cluster/partition-directory.ts';
 import type { TimerStateName } from '../../../engine/engine.ts';
-import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import type { PeerGuard } from '../listen/peer-guard.ts';
 import type { HttpServer } from '../types.ts';
 
@@ -55,17 +51,6 @@ export async function clusterNodeRoutes(app: HttpServer, options: ClusterNodeRou
     reply.header('content-type', built.contentType);
     return built.metrics();
   });
-
-  const unsupported = (what: string) => async (): Promise<never> => {
-    throw new FermataError(errorCodes.clusterUnsupported, `${what} are per partition and have no cluster-wide form yet: cluster mode does not serve this route (docs/api.md, Cluster mode)`);
-  };
-  const queues = unsupported('queue configs and pauses');
-  app.get('/v1/queues', queues);
-  app.get('/v1/queues/:name', queues);
-  app.put('/v1/queues/:name', queues);
-  app.delete('/v1/queues/:name', queues);
-  app.post('/v1/queues/:name/pause', queues);
-  app.post('/v1/queues/:name/resume', queues);
 }
 
 /** The node's registry, read at scrape time (prom-client loaded at the first scrape, as routes/metrics.ts does). */

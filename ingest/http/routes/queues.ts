@@ -33,7 +33,7 @@ const configProperties = {
 const configFields = Object.keys(configProperties);
 
 /** A queue as GET, PUT and pause/resume show it: its name, its config and whether it is paused. */
-const queueViewSchema = {
+export const queueViewSchema = {
   type: 'object',
   properties: { name: { type: 'string' }, ...configProperties, paused: { type: 'boolean' } },
   required: ['name', ...configFields, 'paused'],
@@ -53,14 +53,14 @@ export const listedQueueSchema = {
   additionalProperties: false,
 } as const;
 
-const queueListSchema = {
+export const queueListSchema = {
   type: 'object',
   properties: { queues: { type: 'array', items: listedQueueSchema } },
   required: ['queues'],
   additionalProperties: false,
 } as const;
 
-const deletedSchema = {
+export const deletedSchema = {
   type: 'object',
   properties: { name: { type: 'string' }, deleted: { type: 'boolean' } },
   required: ['name', 'deleted'],
