@@ -2,8 +2,7 @@
 // short leases) in headless Chromium. With no event stream there, the page polls and says so; it
 // shows the Cluster panel (this node, the
 // partitions it owns, every partition's owner, as GET /v1/cluster answers) and the cluster's
-// totals, the Schedules panel over the cluster's schedules, and no Queues tab (those routes are 501
-// in cluster mode); axe-core finds no
+// totals, and the Queues and Schedules panels over the cluster's queues and schedules; axe-core finds no
 // WCAG A/AA violation; screenshots at both sizes. Skips (fails under CI) without PostgreSQL or
 // chromium.
 import assert from 'node:assert/strict';
@@ -35,7 +34,7 @@ after(async () => {
   await server?.stop();
 });
 
-test('a cluster node\'s dashboard shows the cluster panel, the schedules, and no queue tab', { skip: missing, timeout: 120_000 }, async () => {
+test('a cluster node\'s dashboard shows the cluster panel, the queues and the schedules', { skip: missing, timeout: 120_000 }, async () => {
   await buildDashboard();
   server = await startPostgres();
   const url = await server.createDatabase('ui');
@@ -64,7 +63,11 @@ test('a cluster node\'s dashboard shows the cluster panel, the schedules, and no
     // A cluster node serves no event stream: the page polls GET /v1/stats once a second instead, and says so.
     await page.waitForSelector('[data-connection=polling]');
     const tabs = await page.$$eval('nav button', (buttons) => buttons.map((button) => button.getAttribute('data-tab')));
-    assert.deepEqual(tabs, ['overview', 'dead', 'timer', 'schedules', 'cluster']);
+    assert.deepEqual(tabs, ['overview', 'queues', 'dead', 'timer', 'schedules', 'cluster']);
+    const configured = await fetch(`${node.url}/v1/queues/billing`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ max_attempts: 3 }) });
+    assert.equal(configured.status, 200, await configured.text());
+    await page.click('nav [data-tab=queues]');
+    await page.waitForSelector('tr[data-queue=billing]');
     const scheduled = await fetch(`${node.url}/v1/schedules/hourly`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ every_ms: 3_600_000, target: 'http://127.0.0.1:9/x' }) });
     assert.equal(scheduled.status, 200);
     await page.click('nav [data-tab=schedules]');

@@ -1,8 +1,8 @@
 // The dashboard's shell (served at GET /ui, decision 0024): the connection state, the token
 // prompt when the service wants a bearer token, and the panels as tabs. The live counters come
 // from one Live (live.ts); each other panel loads its own data while it is shown. A panel for
-// something this service does not run is not shown at all: queues in cluster mode (the service
-// answers 501 there), the cluster outside it. Browser main thread.
+// something this service does not run is not shown at all: the cluster outside cluster mode.
+// Browser main thread.
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { render } from 'preact';
@@ -68,7 +68,7 @@ function App() {
   }, [generation]);
 
   const cluster = stats !== undefined && isClusterStats(stats);
-  const tabs: readonly Tab[] = cluster ? ['overview', 'dead', 'timer', 'schedules', 'cluster'] : ['overview', 'queues', 'dead', 'timer', 'schedules'];
+  const tabs: readonly Tab[] = cluster ? ['overview', 'queues', 'dead', 'timer', 'schedules', 'cluster'] : ['overview', 'queues', 'dead', 'timer', 'schedules'];
   const shown = tabs.includes(tab) ? tab : 'overview';
   const choose = (next: Tab) => {
     setTab(next);
