@@ -95,6 +95,6 @@ export interface Schedule {
 export interface ClusterView {
   readonly node_id: string;
   readonly partitions: number;
-  readonly owned: readonly { readonly partition: number; readonly epoch: string | number | null }[];
+  readonly owned: readonly { readonly partition: number; readonly epoch: string | number | null; readonly replay_records: number | null }[];
   readonly owners: readonly { readonly partition: number; readonly here: boolean; readonly address: string | null }[];
 }

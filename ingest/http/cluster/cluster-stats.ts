@@ -6,7 +6,10 @@
 //   GET /v1/stats    {"node": {"node_id", "partitions": [{partition, epoch, pending, …}], "totals": {…}, "sends_refused_total"},
 //                     "cluster": {"nodes", "totals": {…}, "sends_refused_total", "unreachable": [address…], "moving": [partition…]}}
 //                    (a forwarded request gets "node" alone)
-//   GET /v1/cluster  {"node_id", "partitions", "owned": [{partition, epoch}], "owners": [{partition, here, address}]}
+//   GET /v1/cluster  {"node_id", "partitions", "owned": [{partition, epoch, last_seq, checkpoint_seq, replay_records}],
+//                     "owners": [{partition, here, address}]}
+//                    An owner applies each record as it commits it: its lag is what a takeover of the
+//                    partition would replay, the records past its last checkpoint (replay_records).
 import type { Engine } from '../../../engine/engine.ts';
 import type { PartitionDirectory } from '../../../cluster/partition-directory.ts';
 import type { ClusterRouter } from '../../../cluster/router.ts';
@@ -99,7 +102,12 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
   app.get('/v1/cluster', async () => ({
     node_id: directory.nodeId,
     partitions: directory.partitions,
-    owned: directory.owned().map((partition) => ({ partition, epoch: epochOf(partition) })),
+    owned: directory.owned().map((partition) => {
+      const engine = directory.engineOf(partition);
+      const lastSeq = engine?.log.lastSeq ?? null;
+      const checkpointSeq = engine?.stats().spill.checkpointSeq ?? null;
+      return { partition, epoch: epochOf(partition), last_seq: lastSeq, checkpoint_seq: checkpointSeq, replay_records: lastSeq === null || checkpointSeq === null ? null : lastSeq - checkpointSeq };
+    }),
     owners: router.routes().map((route) => ({ partition: route.partition, here: route.kind === 'local', address: directory.ownerAddress(route.partition) ?? null })),
   }));
 }

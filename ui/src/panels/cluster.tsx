@@ -31,6 +31,7 @@ export function Cluster({ stats }: { stats: ClusterStats | undefined }) {
                   <th scope="col">Partition</th>
                   <th scope="col">Owner</th>
                   <th scope="col">Epoch (owned here)</th>
+                  <th scope="col">Records a takeover replays (owned here)</th>
                 </tr>
               </thead>
               <tbody>
@@ -39,6 +40,7 @@ export function Cluster({ stats }: { stats: ClusterStats | undefined }) {
                     <th scope="row">{owner.partition}</th>
                     <td>{owner.here ? `this node (${owner.address ?? data.node_id})` : (owner.address ?? 'none')}</td>
                     <td>{String(data.owned.find((owned) => owned.partition === owner.partition)?.epoch ?? '–')}</td>
+                    <td data-field="replay_records">{String(data.owned.find((owned) => owned.partition === owner.partition)?.replay_records ?? '–')}</td>
                   </tr>
                 ))}
               </tbody>
