@@ -367,7 +367,11 @@ class StreamAdd implements AdmitWaiter {
 
 /**
  * One StreamAddTimers call: each request a single add through the coalescer, answered in
- * request order once durable (an answer waits for those before it). At most
+ * request order once durable (an answer waits for those before it). The answers known by the
+ * end of a callback (a record's admits end together) are written together: the call is corked
+ * while they are written, so grpc-js hands them to the HTTP/2 stream in one write (its
+ * `_writev`, which patches/@grpc+grpc-js+1.14.7.patch adds: decision 0030) rather than one
+ * write each, every one waiting for the socket write of the one before it. At most
  * streamLimits.linesInFlightMax requests wait for their answer; past that the call stops reading.
  */
 class AddStream {
@@ -375,10 +379,14 @@ class AddStream {
   readonly #coalescer: AdmitCoalescer;
   readonly #engine: Engine;
   readonly #logger: Logger;
-  /** Requests read and not yet answered, oldest first. */
-  readonly #waiting: StreamAdd[] = [];
+  /** Requests read, oldest first from #head; those from #head on are not answered yet. */
+  #waiting: StreamAdd[] = [];
+  #head = 0;
   #ended = false;
   #gone = false;
+  /** A write of the answers known so far is queued (a microtask). */
+  #flushQueued = false;
+  readonly #flush = (): void => this.#writeAnswers();
   /** The call's trace headers, given to each request's timer that names no traceparent of its own. */
   readonly #trace: TraceHeaders | undefined;
 
@@ -400,25 +408,45 @@ class AddStream {
     this.#call.on('cancelled', () => (this.#gone = true));
   }
 
-  /** Writes the answers now due, in order; ends the call once the client ended and all are written. */
+  /** A request's answer became known: the answers due are written once this callback's microtasks ran. */
   answered(): void {
-    let head = this.#waiting[0];
-    while (head?.answer !== undefined) {
-      this.#waiting.shift();
-      if (!this.#gone) this.#call.write(head.answer);
-      head = this.#waiting[0];
-    }
-    if (this.#waiting.length < streamLimits.linesInFlightMax) this.#call.resume();
-    if (this.#ended && this.#waiting.length === 0 && !this.#gone) {
-      this.#gone = true;
-      this.#call.end();
-    }
+    if (this.#flushQueued) return;
+    this.#flushQueued = true;
+    queueMicrotask(this.#flush);
   }
 
   refusal(err: unknown): RpcStatus {
     const { unexpected, ...status } = rpcStatusOf(err);
     if (unexpected) this.#logger.error({ err }, 'unexpected error answering a StreamAddTimers request');
     return status;
+  }
+
+  /** Writes the answers now due, in order, in one write; ends the call once the client ended and all are written. */
+  #writeAnswers(): void {
+    this.#flushQueued = false;
+    const waiting = this.#waiting;
+    let head = this.#head;
+    const writing = !this.#gone;
+    if (writing) this.#call.cork();
+    for (let add = waiting[head]; add?.answer !== undefined; add = waiting[++head]) {
+      if (writing) this.#call.write(add.answer);
+    }
+    if (writing) this.#call.uncork();
+    if (head === waiting.length) {
+      this.#waiting = [];
+      this.#head = 0;
+    } else if (head > 1024 && head * 2 > waiting.length) {
+      this.#waiting = waiting.slice(head);
+      this.#head = 0;
+    } else {
+      this.#head = head;
+    }
+    const unanswered = this.#waiting.length - this.#head;
+    if (unanswered < streamLimits.linesInFlightMax) this.#call.resume();
+    if (this.#ended && unanswered === 0 && !this.#gone) {
+      this.#gone = true;
+      this.#call.end();
+    }
   }
 
   #add(timer: NewTimer | null): void {
@@ -435,7 +463,7 @@ class AddStream {
     }
     const add = new StreamAdd(this, spec.fireAtMs, timer?.when === 'delay');
     this.#waiting.push(add);
-    if (this.#waiting.length >= streamLimits.linesInFlightMax) this.#call.pause();
+    if (this.#waiting.length - this.#head >= streamLimits.linesInFlightMax) this.#call.pause();
     this.#coalescer.admitOneTo(spec, add);
   }
 }
