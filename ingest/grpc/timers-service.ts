@@ -15,7 +15,7 @@
 // /healthz is (they say nothing a client without a token could misuse). Main thread.
 import { once } from 'node:events';
 import type http2 from 'node:http2';
-import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, type Server, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, type MethodDefinition, type Server, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import type { Logger } from 'pino';
@@ -41,6 +41,7 @@ import { traceOfMetadata } from './trace-metadata.ts';
 import { type TraceHeaders, withTrace } from '../../engine/trace-context.ts';
 import { reflectedPackage, timersPackage } from './proto-files.ts';
 import { ReadinessHealth } from './readiness-health.ts';
+import { StreamAddCodec, type StreamAddAnswer } from './stream-add-codec.ts';
 import { type GrpcFailure, grpcFailure, rpcStatusOf, type RpcStatus } from './status-map.ts';
 import { deadTimerMessage, filterFields, type NewTimer, patchOf, type RescheduleRequest, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, timerMessage, type TimerStateEnum } from './timer-messages.ts';
 
@@ -81,12 +82,12 @@ export interface TimersServiceOptions {
   readonly coalescer?: AdmitCoalescer;
 }
 
-interface AddTimerResponse {
+interface AddTimerResponse<State = TimerStateEnum> {
   readonly id: string;
   readonly fire_at: { readonly seconds: number; readonly nanos: number };
   readonly revision: number;
   readonly duplicate: boolean;
-  readonly state: TimerStateEnum;
+  readonly state: State;
   readonly differs: readonly string[];
 }
 
@@ -94,11 +95,16 @@ type Call = { readonly metadata: Metadata; getDeadline(): Date | number; getPath
 
 const noDiffers: readonly string[] = [];
 
-/** The answer to an admitted single add: a new timer, or the original its key named. */
-function addAnswer(id: string, original: Parameters<typeof differsAsAsked>[0] | undefined, fireAtMs: number, gaveDelay: boolean): AddTimerResponse {
-  if (original === undefined) return { id, fire_at: secondsOf(fireAtMs), revision: 1, duplicate: false, state: 'TIMER_STATE_UNSPECIFIED', differs: noDiffers };
-  return { id, fire_at: secondsOf(original.fireAtMs), revision: original.revision, duplicate: true, state: stateEnumOf(original.state), differs: differsAsAsked(original, gaveDelay) };
+/**
+ * The answer to an admitted single add: a new timer, or the original its key named; its state
+ * as `stateOf` writes it (proto-loader takes the enum's name, StreamAddCodec its number).
+ */
+function addAnswer<State>(id: string, original: DuplicateAnswer | undefined, fireAtMs: number, gaveDelay: boolean, stateOf: (state: TimerStateEnum) => State): AddTimerResponse<State> {
+  if (original === undefined) return { id, fire_at: secondsOf(fireAtMs), revision: 1, duplicate: false, state: stateOf('TIMER_STATE_UNSPECIFIED'), differs: noDiffers };
+  return { id, fire_at: secondsOf(original.fireAtMs), revision: original.revision, duplicate: true, state: stateOf(stateEnumOf(original.state)), differs: differsAsAsked(original, gaveDelay) };
 }
+
+const enumName = (state: TimerStateEnum): TimerStateEnum => state;
 
 /** A write handed to the engine after its call's deadline would be answered to no one: refused before it starts. */
 function checkDeadline(call: Call): void {
@@ -161,6 +167,7 @@ export class TimersService {
   readonly #coalescer: AdmitCoalescer;
   readonly #package: PackageDefinition = timersPackage();
   readonly #health: ReadinessHealth;
+  readonly #streamCodec = new StreamAddCodec();
 
   constructor(options: TimersServiceOptions) {
     this.#engine = options.engine;
@@ -173,7 +180,9 @@ export class TimersService {
 
   /** Adds fermata.v1.Timers, reflection (v1 and v1alpha) and health to `server`. */
   addTo(server: Server): void {
-    server.addService(this.#package[timersServiceName] as ServiceDefinition, this.#handlers());
+    const service = this.#package[timersServiceName] as ServiceDefinition;
+    const streamAdd = this.#streamCodec.method(service.StreamAddTimers as MethodDefinition<unknown, unknown>);
+    server.addService({ ...service, StreamAddTimers: streamAdd }, this.#handlers());
     new ReflectionService(reflectedPackage()).addToServer(server);
     this.#health.addTo(server);
   }
@@ -191,7 +200,7 @@ export class TimersService {
         const spec = withTrace(specOf(request.timer, now()), traceOfMetadata(metadata));
         try {
           const { id, original } = await this.#coalescer.admitOne(spec);
-          return addAnswer(id, original, spec.fireAtMs, request.timer?.when === 'delay');
+          return addAnswer(id, original, spec.fireAtMs, request.timer?.when === 'delay', enumName);
         } catch (err) {
           throw inJsonTerms(err, undefined);
         }
@@ -208,11 +217,11 @@ export class TimersService {
         const delayRows = Uint8Array.from(timers, (timer) => (timer.when === 'delay' ? 1 : 0));
         return addTimersAnswer(await engine.admit(batchFromSpecs(specs)), delayRows);
       }, true, (request) => (request.batch === 'arrow' ? 'arrow' : 'timers')),
-      StreamAddTimers: ((call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>) => {
+      StreamAddTimers: ((call: ServerDuplexStream<NewTimer | null, StreamAddAnswer>) => {
         const refusal = callRefusal(this.#access, call.metadata, call.getPath());
         if (refusal !== undefined) return this.#fail(call, grpcFailure(refusal));
-        new AddStream(call, this.#coalescer, engine, this.#logger).start();
-      }) satisfies handleBidiStreamingCall<{ timer: NewTimer | null }, unknown>,
+        new AddStream(call, this.#coalescer, this.#streamCodec, engine, this.#logger).start();
+      }) satisfies handleBidiStreamingCall<NewTimer | null, StreamAddAnswer>,
       GetTimer: this.#unary<{ id: string }, unknown>(async ({ id }) => {
         const view = await engine.lookup(id);
         if (view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`, 'id');
@@ -343,7 +352,7 @@ export class TimersService {
 
 /** One request of a StreamAddTimers call: hears its admit's end from the coalescer, and tells its call. */
 class StreamAdd implements AdmitWaiter {
-  answer: { readonly added: AddTimerResponse } | { readonly error: RpcStatus } | undefined = undefined;
+  answer: StreamAddAnswer | undefined = undefined;
   readonly #call: AddStream;
   readonly #fireAtMs: number;
   readonly #gaveDelay: boolean;
@@ -355,7 +364,7 @@ class StreamAdd implements AdmitWaiter {
   }
 
   admitted(id: string, _duplicate: boolean, original: DuplicateAnswer | undefined): void {
-    this.answer = { added: addAnswer(id, original, this.#fireAtMs, this.#gaveDelay) };
+    this.answer = { added: addAnswer(id, original, this.#fireAtMs, this.#gaveDelay, this.#call.stateNumberOf) };
     this.#call.answered();
   }
 
@@ -367,23 +376,34 @@ class StreamAdd implements AdmitWaiter {
 
 /**
  * One StreamAddTimers call: each request a single add through the coalescer, answered in
- * request order once durable (an answer waits for those before it). At most
+ * request order once durable (an answer waits for those before it). The answers known by the
+ * end of a callback (a record's admits end together) are written together: the call is corked
+ * while they are written, so grpc-js hands them to the HTTP/2 stream in one write (its
+ * `_writev`, which patches/@grpc+grpc-js+1.14.7.patch adds: decision 0030) rather than one
+ * write each, every one waiting for the socket write of the one before it. At most
  * streamLimits.linesInFlightMax requests wait for their answer; past that the call stops reading.
  */
 class AddStream {
-  readonly #call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>;
+  readonly #call: ServerDuplexStream<NewTimer | null, StreamAddAnswer>;
   readonly #coalescer: AdmitCoalescer;
+  /** A TimerState's number, as the call's answers are encoded (stream-add-codec.ts). */
+  readonly stateNumberOf: (state: TimerStateEnum) => number;
   readonly #engine: Engine;
   readonly #logger: Logger;
-  /** Requests read and not yet answered, oldest first. */
-  readonly #waiting: StreamAdd[] = [];
+  /** Requests read, oldest first from #head; those from #head on are not answered yet. */
+  #waiting: StreamAdd[] = [];
+  #head = 0;
   #ended = false;
   #gone = false;
+  /** A write of the answers known so far is queued (a microtask). */
+  #flushQueued = false;
+  readonly #flush = (): void => this.#writeAnswers();
   /** The call's trace headers, given to each request's timer that names no traceparent of its own. */
   readonly #trace: TraceHeaders | undefined;
 
-  constructor(call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>, coalescer: AdmitCoalescer, engine: Engine, logger: Logger) {
+  constructor(call: ServerDuplexStream<NewTimer | null, StreamAddAnswer>, coalescer: AdmitCoalescer, codec: StreamAddCodec, engine: Engine, logger: Logger) {
     this.#call = call;
+    this.stateNumberOf = (state) => codec.stateNumberOf(state);
     this.#trace = traceOfMetadata(call.metadata);
     this.#coalescer = coalescer;
     this.#engine = engine;
@@ -391,7 +411,7 @@ class AddStream {
   }
 
   start(): void {
-    this.#call.on('data', (request: { timer: NewTimer | null }) => this.#add(request.timer));
+    this.#call.on('data', (timer: NewTimer | null) => this.#add(timer));
     this.#call.on('end', () => {
       this.#ended = true;
       this.answered();
@@ -400,25 +420,45 @@ class AddStream {
     this.#call.on('cancelled', () => (this.#gone = true));
   }
 
-  /** Writes the answers now due, in order; ends the call once the client ended and all are written. */
+  /** A request's answer became known: the answers due are written once this callback's microtasks ran. */
   answered(): void {
-    let head = this.#waiting[0];
-    while (head?.answer !== undefined) {
-      this.#waiting.shift();
-      if (!this.#gone) this.#call.write(head.answer);
-      head = this.#waiting[0];
-    }
-    if (this.#waiting.length < streamLimits.linesInFlightMax) this.#call.resume();
-    if (this.#ended && this.#waiting.length === 0 && !this.#gone) {
-      this.#gone = true;
-      this.#call.end();
-    }
+    if (this.#flushQueued) return;
+    this.#flushQueued = true;
+    queueMicrotask(this.#flush);
   }
 
   refusal(err: unknown): RpcStatus {
     const { unexpected, ...status } = rpcStatusOf(err);
     if (unexpected) this.#logger.error({ err }, 'unexpected error answering a StreamAddTimers request');
     return status;
+  }
+
+  /** Writes the answers now due, in order, in one write; ends the call once the client ended and all are written. */
+  #writeAnswers(): void {
+    this.#flushQueued = false;
+    const waiting = this.#waiting;
+    let head = this.#head;
+    const writing = !this.#gone;
+    if (writing) this.#call.cork();
+    for (let add = waiting[head]; add?.answer !== undefined; add = waiting[++head]) {
+      if (writing) this.#call.write(add.answer);
+    }
+    if (writing) this.#call.uncork();
+    if (head === waiting.length) {
+      this.#waiting = [];
+      this.#head = 0;
+    } else if (head > 1024 && head * 2 > waiting.length) {
+      this.#waiting = waiting.slice(head);
+      this.#head = 0;
+    } else {
+      this.#head = head;
+    }
+    const unanswered = this.#waiting.length - this.#head;
+    if (unanswered < streamLimits.linesInFlightMax) this.#call.resume();
+    if (this.#ended && unanswered === 0 && !this.#gone) {
+      this.#gone = true;
+      this.#call.end();
+    }
   }
 
   #add(timer: NewTimer | null): void {
@@ -435,7 +475,7 @@ class AddStream {
     }
     const add = new StreamAdd(this, spec.fireAtMs, timer?.when === 'delay');
     this.#waiting.push(add);
-    if (this.#waiting.length >= streamLimits.linesInFlightMax) this.#call.pause();
+    if (this.#waiting.length - this.#head >= streamLimits.linesInFlightMax) this.#call.pause();
     this.#coalescer.admitOneTo(spec, add);
   }
 }
