@@ -172,8 +172,13 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
     const victimOwns = new Set((await clusterView(victim))?.owned.map((entry) => entry.partition));
     let schedule = '';
     for (let i = 0; schedule === ''; i++) if (victimOwns.has(partitionOfKey(`every-second-${i}`, partitions))) schedule = `every-second-${i}`;
-    const put = await fetch(`${last.service?.url}/v1/schedules/${schedule}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ every_ms: 1_000, target: `${sink.url}/sched`, payload: 'tick' }) });
-    assert.equal(put.status, 200, await put.text());
+    // Through another node, which forwards it once it knows the owner's address (503 PARTITION_MOVING until then).
+    for (const deadline = performance.now() + 10_000; ; await new Promise((resolve) => setTimeout(resolve, 100))) {
+      const put = await fetch(`${last.service?.url}/v1/schedules/${schedule}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ every_ms: 1_000, target: `${sink.url}/sched`, payload: 'tick' }) });
+      if (put.status === 200) break;
+      const answer = await put.text();
+      assert.ok(put.status === 503 && performance.now() < deadline, `the schedule's PUT: ${put.status} ${answer}`);
+    }
     let live: Node[] = [...nodes];
     const takeovers: number[] = [];
     for (let cycle = 0; cycle < killCycles; cycle++) {
