@@ -12,7 +12,9 @@
 //
 //   clients.import.rows_per_s   N ÷ the import's wall time (start-up and file hash included)
 //   clients.import.ratio        that ÷ the Arrow ingest's rows per second (target ≥ 0.7)
-//   clients.import.rss_mb       the importing process's peak resident set (target ≤ 300)
+//   clients.import.rss_mb       the importing process's peak resident set (target ≤ 300): the
+//                               `fermata import` child's own maxRSS (getrusage), from its --json
+//                               summary; neither the service's nor this process's
 //   clients.arrow.rows_per_s    the Arrow ingest's rate, for the ratio's reader
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { basename } from 'node:path';
 import { type Command, Option } from 'commander';
 import { Checkpoint, defaultCheckpointPath, fileHash, readCheckpoint, resumeRow } from '../import/checkpoint.ts';
+import { keepImportHeapSmall } from '../import/import-heap.ts';
 import { type ImportSummary, runImport, type TimerBatchSender } from '../import/import-run.ts';
 import { mappingText, parseMapping, sliceTimerRows, timerFields, type TimerRows } from '../import/mapping.ts';
 import { timerArrowStream } from '../import/timer-arrow.ts';
@@ -44,6 +45,7 @@ function progressView(mode: ImportOptions['progress'], sizeBytes: number): Progr
 
 async function importFile(file: string, options: ImportOptions): Promise<void> {
   if (!existsSync(file)) throw new Error(`${file}: no such file`);
+  keepImportHeapSmall();
   const format = formatOf(file, options.format);
   const checkpointPath = options.checkpoint ?? defaultCheckpointPath(file);
   const source = await openSource(file, format);

@@ -31,12 +31,7 @@
 // when it is requested. The price: a group's memory is freed only when none of its buffers is
 // used any more, and its unrequested buffers, never touched, hold address space but no pages.
 import { openSync, read } from 'node:fs';
-
-/**
- * A buffer is read this much at a time, so that one dropped while it is being made stops
- * after the read under way (a store's next columns can be hundreds of MiB).
- */
-const readBytesMax = 16 * 1024 * 1024;
+import { readLength } from './read-length.ts';
 
 /** Buffers one allocation makes at most (request()'s `coming`): 32 MiB of 4 MiB slabs. */
 export const groupBuffersMax = 8;
@@ -160,7 +155,7 @@ export class PrefaultedBuffers {
 
   #readFrom(fd: number, buffer: Buffer, at: number, generation: number): void {
     const started = performance.now();
-    read(fd, buffer, at, Math.min(readBytesMax, buffer.length - at), null, (err, bytesRead) => {
+    read(fd, buffer, at, readLength(buffer, at), null, (err, bytesRead) => {
       // A failed or empty read leaves the buffer unmade: the caller allocates its own instead;
       // so does dropAll(), which frees it.
       if (err !== null || bytesRead === 0 || generation !== this.#generation) {
@@ -168,7 +163,7 @@ export class PrefaultedBuffers {
         return;
       }
       msPerByte += paceWeight * ((performance.now() - started) / bytesRead - msPerByte);
-      if (at + bytesRead < buffer.length) {
+      if (at + bytesRead < buffer.byteLength) {
         this.#readFrom(fd, buffer, at + bytesRead, generation);
         return;
       }
