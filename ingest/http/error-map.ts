@@ -198,8 +198,23 @@ export function clientErrorAnswer(errno: string | undefined): ErrorAnswer {
 const nonEmptyString = (value: unknown): value is string => typeof value === 'string' && value !== '';
 const wholeNumber = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value);
 
+/** A refusal another node gave (cluster mode: a partition's owner answering a forwarded request), answered as it came. */
+export class RelayedRefusal extends Error {
+  readonly status: number;
+  readonly retryAfterSeconds: number | undefined;
+  readonly body: ErrorBody;
+
+  constructor(status: number, retryAfterSeconds: number | undefined, body: ErrorBody) {
+    super(body.error.message);
+    this.status = status;
+    this.retryAfterSeconds = retryAfterSeconds;
+    this.body = body;
+  }
+}
+
 /** The answer to any error a route threw; `contentType` is the request's (for 413/415 wording). */
 export function errorAnswer(err: unknown, contentType: string | undefined): ErrorAnswer {
+  if (err instanceof RelayedRefusal) return { status: err.status, retryAfterSeconds: err.retryAfterSeconds, body: err.body, unexpected: false };
   if (isFermataError(err)) {
     const { details } = err;
     const poisonedByFullDisk = err.code === errorCodes.walPoisoned && details.cause === 'ENOSPC';

@@ -462,3 +462,25 @@ test('/readyz is red with the reason the node gives (not joined, its database ou
     await app.close();
   }
 });
+
+test('POST /v1/timers/stream through either node: each line lands where its one-timer add would, answered in order; a line for another node is forwarded with its answer', async () => {
+  const inA = keyIn(0, 3, 'stream');
+  const inB = keyIn(2, 3, 'stream');
+  const line = (fields: Record<string, unknown>): string => JSON.stringify({ fire_at: later, target: 'https://example.com/hook', ...fields });
+  const body = [line({ key: inA, payload: 'a' }), line({ key: inB, payload: 'b' }), line({ payload: 'unkeyed' }), '{"target": 7}', line({ key: inB, payload: 'b again' }), line({ key: inB, payload: 'b', queue: 'other' })].join('\n');
+  const response = await fetch(`${a().url}/v1/timers/stream`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body });
+  assert.equal(response.status, 200);
+  const answers = (await response.text()).trim().split('\n').map((text) => JSON.parse(text) as { line: number; status: number; id?: string; duplicate?: boolean; differs?: string[]; error?: { code: string } });
+  assert.deepEqual(answers.map((answer) => [answer.line, answer.status]), [[1, 201], [2, 201], [3, 201], [4, 400], [5, 200], [6, 200]], JSON.stringify(answers));
+  const partitionOf = (id: string | undefined): number | undefined => clusterIdParts(id ?? '', partitions)?.partition;
+  assert.equal(partitionOf(answers[0]?.id), 0, "a line keyed for a partition of the node asked lands there");
+  assert.equal(partitionOf(answers[1]?.id), 2, "a line keyed for the other node's partition lands at its owner");
+  assert.ok([0, 1].includes(partitionOf(answers[2]?.id) as number), 'an unkeyed line goes to a partition of the node asked');
+  assert.equal(answers[3]?.error?.code, 'BATCH_INVALID');
+  assert.equal(answers[4]?.id, answers[1]?.id, "the owner's duplicate answer names the original");
+  assert.deepEqual([answers[4]?.duplicate, answers[4]?.differs], [true, ['payload']]);
+  assert.deepEqual(answers[5]?.differs, ['queue']);
+  assert.ok(b().directory.engineOf(2)?.get(clusterIdParts(answers[1]?.id ?? '', partitions)?.engineId ?? '') !== undefined, "in the owner's engine");
+  const got = await call(b().url, 'GET', `/v1/timers/${answers[0]?.id}`);
+  assert.equal(got.status, 200);
+});

@@ -15,6 +15,7 @@
 //                    → every partition, merged (fan-out.ts)
 //   GET /v1/stats, /v1/cluster  this node's partitions and the cluster's (cluster-stats.ts)
 //   /v1/schedules…   → the partition of the schedule's name (schedule-routes.ts)
+//   POST /v1/timers/stream  each line where its one-timer add would go (stream-admitter.ts)
 //   /v1/queues…      the cluster's queue table, counts from every node (queue-routes.ts)
 //
 // A request another node forwarded (`fermata-forwarded`, with the cluster secret: anything else
@@ -48,6 +49,8 @@ import { clusterStatsRoutes } from './cluster-stats.ts';
 import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts';
 import { type TraceHeaders, traceHeadersOf, traceparentHeader, tracestateHeader, withTrace } from '../../../engine/trace-context.ts';
 import { clusterScheduleRoutes, type OnPartition } from './schedule-routes.ts';
+import { ClusterStreamAdmitter } from './stream-admitter.ts';
+import { timerStreamRoutes } from '../routes/timer-stream.ts';
 import type { ClusterQueues } from '../../../cluster/cluster-queues.ts';
 import { clusterQueueRoutes } from './queue-routes.ts';
 import { admitParts, arrowRowsAsNdjson, ndjsonRows, type PartAdmitter, type PartAnswer } from './partial-batch.ts';
@@ -287,6 +290,10 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     return relay(reply, await forwarder.send(route.address, forwardOf(request, body)));
   };
   clusterScheduleRoutes(app, { partitions: router.partitions, onPartition, call, onlyPartition });
+  await app.register(timerStreamRoutes, {
+    admitterFor: (headers) => new ClusterStreamAdmitter({ router, send: (address, request) => forwarder.send(address, request), headers, forwarded: headers[forwardedHeader] !== undefined }),
+    clock,
+  });
   // An owner's refusal of its part of a fan-out is the answer, as the owner gave it.
   app.setErrorHandler((err, _request, reply) => {
     if (err instanceof OwnerRefused) return relay(reply, err.answer);

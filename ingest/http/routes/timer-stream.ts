@@ -1,26 +1,29 @@
 // POST /v1/timers/stream: the route that opens a TimerStream (timer-stream.ts says what a
 // stream reads and answers) on a request's body, ends it on HTTP/2 with a reset once the
 // service stopped reading it, and stops every open stream when the server closes. Registered
-// inside /v1/timers's scope to share its AdmitCoalescer. Main thread.
+// inside /v1/timers's scope to share its AdmitCoalescer (or by the cluster front). Main thread.
 import http2 from 'node:http2';
 import type { Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
-import type { AdmitCoalescer } from '../../../engine/admit-coalescer.ts';
 import { traceHeadersOf } from '../../../engine/trace-context.ts';
 import type { Clock } from '../../../engine/types.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
-import { TimerStream } from '../timer-stream.ts';
+import { type LineAdmitter, TimerStream } from '../timer-stream.ts';
 import type { HttpServer } from '../types.ts';
 
 export interface TimerStreamRoutesOptions {
-  /** The one-timer JSON route's, so that both kinds of single add share records. */
-  readonly coalescer: AdmitCoalescer;
+  /**
+   * Who admits a stream's lines, given its request's headers: on one node the one-timer JSON
+   * route's coalescer, so that both kinds of single add share records; in cluster mode each
+   * line's partition, here or at its owner (cluster/stream-admitter.ts).
+   */
+  readonly admitterFor: (headers: Readonly<Record<string, string | string[] | undefined>>) => LineAdmitter;
   /** The clock a line's `delay_ms` counts from (the engine's). */
   readonly clock: Clock;
 }
 
-export async function timerStreamRoutes(app: HttpServer, { coalescer, clock }: TimerStreamRoutesOptions): Promise<void> {
+export async function timerStreamRoutes(app: HttpServer, { admitterFor, clock }: TimerStreamRoutesOptions): Promise<void> {
   // The body is read line by line as it arrives, by the route: in this scope the NDJSON parser hands it over unread.
   app.removeContentTypeParser(mediaTypes.ndjson);
   app.addContentTypeParser(mediaTypes.ndjson, (_request, payload, done) => done(null, payload));
@@ -39,7 +42,7 @@ export async function timerStreamRoutes(app: HttpServer, { coalescer, clock }: T
     const stream = new TimerStream(
       body,
       out,
-      coalescer,
+      admitterFor(request.headers),
       clock,
       () => open.delete(stream),
       (err) => request.log.error({ err }, 'unexpected error answering a line of an add stream'),

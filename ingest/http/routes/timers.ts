@@ -87,7 +87,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
   app.addContentTypeParser(mediaTypes.ndjson, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   app.addContentTypeParser(mediaTypes.arrowStream, { bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   // POST /v1/timers/stream: its own scope, where NDJSON is read line by line instead of whole.
-  await app.register(timerStreamRoutes, { coalescer, clock: engine.clock });
+  await app.register(timerStreamRoutes, { admitterFor: () => coalescer, clock: engine.clock });
 
   app.post<{ Body: unknown }>('/v1/timers', async (request, reply) => {
     const mediaType = mediaTypeOf(request.headers['content-type']);
