@@ -1,4 +1,4 @@
-// `fermata cluster init|migrate|status`: the operator's commands for a cluster database.
+// `fermata cluster init|migrate|status|import`: the operator's commands for a cluster database.
 //   init --partitions P   create the schema and the cluster with P partitions (default 32);
 //                         on an existing cluster with the same P nothing changes, another P is refused
 //   migrate               bring an existing cluster's schema to this build's version
