@@ -24,7 +24,7 @@
 import { existsSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import type { Sql, TransactionSql } from 'postgres';
-import { Engine } from '../engine/engine.ts';
+import { type CheckpointReport, Engine } from '../engine/engine.ts';
 import { errorCodes, FermataError } from '../engine/errors.ts';
 import { nodeFileSystem } from '../engine/fs/node-file-system.ts';
 import { chunkBytes } from '../engine/pg-log/pg-file-system.ts';
@@ -82,18 +82,7 @@ export async function importDataDirectory(sql: Sql, dataDir: string): Promise<Im
   await refuseLiveNodes(sql);
   const snapshot = await checkpointDirectory(dataDir);
   const { partitions } = cluster;
-  const moved = new Map<number, ManifestSchedule[]>();
-  const kept: ManifestSchedule[] = [];
-  for (const schedule of snapshot.manifest.schedules ?? []) {
-    const partition = partitionOfKey(schedule.name, partitions);
-    if (partition === 0) kept.push(schedule);
-    else moved.set(partition, [...(moved.get(partition) ?? []), schedule]);
-  }
-  const movedNames = new Set([...moved.values()].flat().map((schedule) => schedule.name));
-  const { schedules: _all, scheduleCancelsOwed, ...rest } = snapshot.manifest;
-  // A moved schedule's owed cancel goes with it: partition 0 no longer knows the schedule.
-  const owed = (scheduleCancelsOwed ?? []).filter(([name]) => !movedNames.has(name));
-  const manifest: Manifest = { ...rest, ...(kept.length > 0 ? { schedules: kept } : {}), ...(owed.length > 0 ? { scheduleCancelsOwed: owed } : {}) };
+  const { manifest, moved } = splitSchedules(snapshot.manifest, partitions);
   const files = new Map(snapshot.files);
   files.set(manifestName, encodeManifest(manifest));
 
@@ -144,8 +133,28 @@ export async function importDataDirectory(sql: Sql, dataDir: string): Promise<Im
     bytes,
     queues: snapshot.queues.length,
     schedulesMoved: Object.fromEntries([...moved].flatMap(([partition, schedules]) => schedules.map((s) => [s.name, partition]))),
-    schedulesKept: kept.length,
+    schedulesKept: manifest.schedules?.length ?? 0,
   };
+}
+
+/**
+ * Partition 0's manifest without the schedules whose name hashes elsewhere, and those schedules
+ * by the partition they move to. Owed cancels stay: the occurrences they cancel are partition
+ * 0's (and the open before the checkpoint settled them already).
+ */
+function splitSchedules(all: Manifest, partitions: number): { manifest: Manifest; moved: Map<number, ManifestSchedule[]> } {
+  const moved = new Map<number, ManifestSchedule[]>();
+  const kept: ManifestSchedule[] = [];
+  for (const schedule of all.schedules ?? []) {
+    const partition = partitionOfKey(schedule.name, partitions);
+    if (partition === 0) kept.push(schedule);
+    else moved.set(partition, [...(moved.get(partition) ?? []), schedule]);
+  }
+  const manifest: { -readonly [K in keyof Manifest]: Manifest[K] } = { ...all };
+  // Left out when there are none, as a checkpoint leaves them out.
+  delete manifest.schedules;
+  if (kept.length > 0) manifest.schedules = kept;
+  return { manifest, moved };
 }
 
 async function refuseLiveNodes(sql: Sql | TransactionSql): Promise<void> {
@@ -169,14 +178,17 @@ async function checkpointDirectory(dataDir: string): Promise<DirectorySnapshot> 
       if (err instanceof FermataError && err.code === errorCodes.dataDirLocked) throw new ImportRefused(`${dataDir} is locked by a running fermata: stop it first (${err.message})`);
       throw err;
     }
-    let report;
+    let report: CheckpointReport;
     let queues: ImportQueue[];
     let pending: number;
     try {
       report = await engine.checkpoint();
-      queues = engine.queues()
-        .filter((view) => view.paused || JSON.stringify(storedConfig(view.config)) !== JSON.stringify(storedConfig(defaultQueueConfig)))
-        .map((view) => ({ name: view.name, config: storedConfig(view.config), paused: view.paused }));
+      const defaults = JSON.stringify(storedConfig(defaultQueueConfig));
+      queues = engine.queues().flatMap((view) => {
+        const config = storedConfig(view.config);
+        const configured = JSON.stringify(config) !== defaults;
+        return configured || view.paused ? [{ name: view.name, config: configured ? config : null, paused: view.paused }] : [];
+      });
       pending = engine.stats().pending;
     } finally {
       await engine.close();
