@@ -1,8 +1,9 @@
-// `fermata cluster init|migrate|status`: the operator's commands for a cluster database.
+// `fermata cluster init|migrate|status|import`: the operator's commands for a cluster database.
 //   init --partitions P   create the schema and the cluster with P partitions (default 32);
 //                         on an existing cluster with the same P nothing changes, another P is refused
 //   migrate               bring an existing cluster's schema to this build's version
 //   status [--json]       partitions, owners, epochs, leases, log sizes (and nodes, once there)
+//   import --data DIR     a stopped single node's data directory into the cluster as partition 0
 // The database is --cluster URL or FERMATA_CLUSTER_URL; a password is never taken from the
 // command line (cluster/connection.ts). Exit 0 success, 1 failure, 2 usage or a refused request.
 import { parseArgs } from 'node:util';
@@ -11,6 +12,7 @@ import { defaultPartitions, initCluster, maxPartitions } from '../cluster/cluste
 import { type ClusterStatus, readClusterStatus } from '../cluster/cluster-status.ts';
 import { chooseClusterUrl, clusterUrlEnv, openClusterPool } from '../cluster/connection.ts';
 import { migrate } from '../cluster/schema/migrate.ts';
+import { runImport } from './cluster-import.ts';
 
 export const clusterUsage = `Usage: fermata cluster <command> [--cluster URL] [options]
 
@@ -19,6 +21,8 @@ Commands:
                           (default ${defaultPartitions}, at most ${maxPartitions}; fixed for the cluster's life)
   migrate                 bring the cluster's schema to this fermata's version
   status [--json]         partitions, owners, epochs, leases and log sizes
+  import --data DIR       move a single node's data directory (the service stopped) into the
+                          cluster as partition 0: its timers keep their ids; every node stopped
 
 The database: --cluster postgres://user@host[:port][,host2[:port]]/db[?sslmode=…], or ${clusterUrlEnv}.
 The password is never accepted on the command line: PGPASSWORD, ${clusterUrlEnv}, or ~/.pgpass.
@@ -43,6 +47,7 @@ function parse(argv: readonly string[]) {
       cluster: { type: 'string' },
       partitions: { type: 'string' },
       json: { type: 'boolean' },
+      data: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -64,7 +69,7 @@ export async function cluster(argv: readonly string[], io: ClusterCommandIo = pr
     io.out(clusterUsage);
     return 0;
   }
-  if (command === undefined || !['init', 'migrate', 'status'].includes(command) || extra.length > 0) {
+  if (command === undefined || !['init', 'migrate', 'status', 'import'].includes(command) || extra.length > 0) {
     io.err(`fermata cluster: ${command === undefined ? 'which command?' : `unknown command "${[command, ...extra].join(' ')}"`}\n\n${clusterUsage}`);
     return 2;
   }
@@ -76,6 +81,7 @@ export async function cluster(argv: readonly string[], io: ClusterCommandIo = pr
       return usageError(io, `--partitions must be an integer from 1 to ${maxPartitions}, not "${values.partitions}"`);
     }
   }
+  if ((values.data !== undefined) !== (command === 'import')) return usageError(io, command === 'import' ? 'import needs --data DIR' : '--data is an option of import');
   const choice = chooseClusterUrl(values.cluster, io.env);
   if (choice.kind === 'refused') return usageError(io, choice.message);
 
@@ -86,6 +92,8 @@ export async function cluster(argv: readonly string[], io: ClusterCommandIo = pr
         return await runInit(sql, partitions, io);
       case 'migrate':
         return await runMigrate(sql, io);
+      case 'import':
+        return await runImport(sql, values.data as string, io);
       default:
         return await runStatus(sql, values.json === true, io);
     }

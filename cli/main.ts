@@ -10,7 +10,7 @@ Commands:
   serve      run the timer service (fermata serve --help for its options)
   wal-dump   read a WAL directory without changing it: segments, records, where they stop
   bench      load a running fermata and report rates and latencies (fermata bench --help)
-  cluster    create, migrate and inspect a cluster database (fermata cluster --help)
+  cluster    create, migrate, inspect and import into a cluster database (fermata cluster --help)
   backup     copy a data directory, while the service runs, into a folder or a .tar file
   restore    make a backup into a new data directory (fermata restore --help)
 
