@@ -19,11 +19,14 @@
 //
 // One object per request (SingleAddStream: the body read so far, then the coalescer's waiter)
 // and named handlers that find it on the stream; the answer's write callback is the one
-// closure an add makes. Owned by the
-// main thread's event loop, like the listener that calls it.
+// closure an add makes. In cluster mode the timer goes where the cluster front's would
+// (cluster/stream-admitter.ts: a partition owned here, or forwarded to its owner), through an
+// admitter made for the request; a request another node forwarded is left to the front, which
+// checks the cluster's secret. Owned by the main thread's event loop, like the listener that
+// calls it.
 import type http2 from 'node:http2';
 import { errorCodes as fastifyErrorCodes } from 'fastify';
-import type { AdmitCoalescer, AdmitWaiter } from '../../engine/admit-coalescer.ts';
+import type { AdmitWaiter } from '../../engine/admit-coalescer.ts';
 import type { DuplicateAnswer } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
 import type { Clock } from '../../engine/types.ts';
@@ -32,6 +35,7 @@ import { errorAnswer } from './error-map.ts';
 import type { BearerCheck } from './listen/bearer-auth.ts';
 import type { H2StreamTaker } from './listen/cleartext-listener.ts';
 import { singleAddAnswer } from './single-add.ts';
+import type { LineAdmitter } from './timer-stream.ts';
 
 const path = '/v1/timers';
 const jsonContentType = 'application/json; charset=utf-8';
@@ -43,7 +47,11 @@ export interface SingleAddLogger {
 }
 
 export interface H2SingleAddOptions {
-  readonly coalescer: AdmitCoalescer;
+  /**
+   * Who admits the timer: the server's AdmitCoalescer on one node; in cluster mode one made for
+   * the request from its headers, or undefined to leave the request to fastify.
+   */
+  readonly admitter: LineAdmitter | ((headers: http2.IncomingHttpHeaders) => LineAdmitter | undefined);
   /** The clock a timer's `delay_ms` counts from (the engine's). */
   readonly clock: Clock;
   /** The server's JSON body parser: the parsed value, or throws what fastify's route answers for the text. */
@@ -61,14 +69,14 @@ const decimal = /^[0-9]{1,16}$/;
 type TakenStream = http2.ServerHttp2Stream & { [pending]?: SingleAddStream | undefined };
 
 export class H2SingleAdd implements H2StreamTaker {
-  readonly coalescer: AdmitCoalescer;
+  readonly #admitter: H2SingleAddOptions['admitter'];
   readonly clock: Clock;
   readonly parseJson: (text: string) => unknown;
   readonly logger: SingleAddLogger;
   readonly #bearer: BearerCheck | undefined;
 
   constructor(options: H2SingleAddOptions) {
-    this.coalescer = options.coalescer;
+    this.#admitter = options.admitter;
     this.clock = options.clock;
     this.parseJson = options.parseJson;
     this.logger = options.logger;
@@ -90,8 +98,10 @@ export class H2SingleAdd implements H2StreamTaker {
       if (length > ingestLimits.jsonBodyBytesMax) return false;
     }
     if (this.#bearer !== undefined && !this.#bearer.allows(path, headers.authorization)) return false;
+    const admitter = typeof this.#admitter === 'function' ? this.#admitter(headers) : this.#admitter;
+    if (admitter === undefined) return false;
     const taken = stream as TakenStream;
-    taken[pending] = new SingleAddStream(this, taken, contentType, length);
+    taken[pending] = new SingleAddStream(this, admitter, taken, contentType, length);
     taken.on('data', onData);
     taken.once('end', onEnd);
     // As node's compatibility layer does: a stream's failure is its client's to see; there is nobody to answer.
@@ -115,6 +125,7 @@ function ignoreStreamError(): void {}
 /** One taken request: its body as it arrives, then the admit's waiter, then the answer. */
 class SingleAddStream implements AdmitWaiter {
   readonly #adds: H2SingleAdd;
+  readonly #admitter: LineAdmitter;
   readonly #stream: http2.ServerHttp2Stream;
   readonly #contentType: string;
   /** The declared Content-Length, or -1 for none. */
@@ -128,8 +139,9 @@ class SingleAddStream implements AdmitWaiter {
   #value: unknown = undefined;
   #fireAtMs = 0;
 
-  constructor(adds: H2SingleAdd, stream: http2.ServerHttp2Stream, contentType: string, length: number) {
+  constructor(adds: H2SingleAdd, admitter: LineAdmitter, stream: http2.ServerHttp2Stream, contentType: string, length: number) {
     this.#adds = adds;
+    this.#admitter = admitter;
     this.#stream = stream;
     this.#contentType = contentType;
     this.#length = length;
@@ -160,7 +172,7 @@ class SingleAddStream implements AdmitWaiter {
       this.#value = this.#adds.parseJson(text);
       const spec = specFromJsonTimer(this.#value, this.#adds.clock.now());
       this.#fireAtMs = spec.fireAtMs;
-      this.#adds.coalescer.admitOneTo(spec, this);
+      this.#admitter.admitOneTo(spec, this);
     } catch (err) {
       this.#answerError(err);
     }

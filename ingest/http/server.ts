@@ -36,6 +36,7 @@ import { jsonBodyProblem } from './body/json-hints.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { H2SingleAdd } from './h2-single-add.ts';
+import type { LineAdmitter } from './timer-stream.ts';
 import { clusterFront, type ClusterFrontOptions } from './cluster/front.ts';
 import { clusterNodeRoutes, type NodeDirectory } from './cluster/node-routes.ts';
 import { Access, fullGrant } from '../auth/access.ts';
@@ -173,7 +174,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   if (options.cluster !== undefined) {
     // Cluster mode: timers, lists, dead letters and stats act on the partitions' engines, the rest on the node (ingest/http/cluster/).
     const { notReady, ...front } = options.cluster;
-    void app.register(clusterFront, front);
+    // The single add's raw HTTP/2 path, its timer routed as the front routes it.
+    const fastSingleAdd = (admitterFor: (headers: http2.IncomingHttpHeaders) => LineAdmitter | undefined): void =>
+      app.server.takeStreams(new H2SingleAdd({ admitter: admitterFor, clock: front.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log }));
+    void app.register(clusterFront, { ...front, fastSingleAdd });
     void app.register(clusterNodeRoutes, { directory: front.directory, notReady, guard, metrics });
     void app.register(limitsRoutes);
     void app.register(openapiRoutes);
@@ -183,7 +187,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { engine, disk, warm } = options;
   // One coalescer for every kind of single add, so that those read in one turn share a record.
   const coalescer = options.coalescer ?? new AdmitCoalescer(engine);
-  app.server.takeStreams(new H2SingleAdd({ coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log }));
+  app.server.takeStreams(new H2SingleAdd({ admitter: coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log }));
   void app.register(healthRoutes, { engine, disk, warm });
   // What /v1/stats shows of the data directory's disk: its files' bytes and the free space read for /readyz.
   const statsDisk = disk === undefined ? undefined : { check: disk, size: new DataDirSize({ dir: disk.dir, measureIntervalMs: readinessLimits.dataDirMeasureIntervalMs }) };

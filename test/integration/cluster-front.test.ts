@@ -13,6 +13,7 @@ import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { systemClock } from '../../engine/engine.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
+import { type H2Answer, H2Client } from '../helpers/h2-client.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
 import { FixtureDirectory } from '../helpers/partition-fixture.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
@@ -21,7 +22,7 @@ import { outcomeKind } from '../../engine/records.ts';
 
 const partitions = 4;
 const secret = 'the-cluster-secret';
-const nodes: { directory: FixtureDirectory; app: HttpServer; url: string; address: string }[] = [];
+const nodes: { directory: FixtureDirectory; app: HttpServer; url: string; address: string; fastify: number }[] = [];
 const later = new Date(Date.now() + 3_600_000).toISOString();
 
 /** A key whose partition is `partition`, the n-th such. */
@@ -39,8 +40,15 @@ before(async () => {
     const engine = directory.engineOf(owned[0]);
     assert.ok(engine);
     const app = createHttpServer({ logger: pino({ level: 'silent' }), cluster: { directory, secret, forwardTimeoutMs: 2000, clock: engine.clock } });
-    const url = await app.listen({ host: '127.0.0.1', port: 0 });
-    nodes.push({ directory, app, url, address: new URL(url).host });
+    // Answers fastify sends: what the raw HTTP/2 single-add path takes never passes here.
+    const node = { directory, app, url: '', address: '', fastify: 0 };
+    app.addHook('onSend', (_request, _reply, payload, done) => {
+      node.fastify++;
+      done(null, payload);
+    });
+    node.url = await app.listen({ host: '127.0.0.1', port: 0 });
+    node.address = new URL(node.url).host;
+    nodes.push(node);
   }
   for (const node of nodes) for (let p = 0; p < partitions; p++) node.directory.setAddress(p, (nodes[p < 2 ? 0 : 1] as (typeof nodes)[number]).address);
 });
@@ -483,4 +491,49 @@ test('POST /v1/timers/stream through either node: each line lands where its one-
   assert.ok(b().directory.engineOf(2)?.get(clusterIdParts(answers[1]?.id ?? '', partitions)?.engineId ?? '') !== undefined, "in the owner's engine");
   const got = await call(b().url, 'GET', `/v1/timers/${answers[0]?.id}`);
   assert.equal(got.status, 200);
+});
+
+test("one-timer JSON adds over HTTP/2 take the raw stream path on a cluster node, routed as the front routes them, answered byte for byte as the front's route answers", async () => {
+  const client = await H2Client.connect(a().url, 10_000);
+  try {
+    const post = (body: Record<string, unknown>, path = '/v1/timers', headers: Record<string, string> = {}): Promise<H2Answer> =>
+      client.request({ method: 'POST', path, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ fire_at: later, target: 'https://example.com/hook', ...body }) });
+    const withoutDate = (answer: H2Answer): Record<string, string> => {
+      const { date: _date, ...rest } = answer.headers;
+      return rest;
+    };
+    const [aBefore, bBefore] = [a().fastify, b().fastify];
+    const here = await post({ key: keyIn(1, 7, 'fast'), payload: 'here' });
+    const there = await post({ key: keyIn(3, 7, 'fast'), payload: 'there' });
+    const unkeyed = await post({ payload: 'unkeyed' });
+    assert.deepEqual([here.status, there.status, unkeyed.status], [201, 201, 201], there.body.toString());
+    assert.equal(a().fastify, aBefore, "node A's fastify answered none of them: the raw path took them");
+    assert.equal(b().fastify, bBefore + 1, "the one for node B's partition reached B's route, forwarded once");
+    const idOf = (answer: H2Answer): string => (JSON.parse(answer.body.toString()) as { id: string }).id;
+    assert.deepEqual([clusterIdParts(idOf(here), partitions)?.partition, clusterIdParts(idOf(there), partitions)?.partition], [1, 3]);
+    assert.ok([0, 1].includes(clusterIdParts(idOf(unkeyed), partitions)?.partition as number));
+    // The same requests through the front's route (a query string keeps them from the raw path): the same answers.
+    for (const [body, what] of [
+      [{ key: keyIn(3, 7, 'fast'), payload: 'changed' }, "a known key at another node's partition"],
+      [{ key: keyIn(1, 7, 'fast'), payload: 'changed', delay_ms: 5_000, fire_at: undefined }, 'a known key here, given by delay_ms'],
+      [{ target: 7 }, 'a refused body'],
+      [{ key: 'x'.repeat(5_000) }, 'a key over the limit'],
+    ] as const) {
+      const before = a().fastify;
+      const fast = await post(body);
+      assert.equal(a().fastify, before, `${what}: taken by the raw path`);
+      const viaFront = await post(body, '/v1/timers?via=fastify');
+      assert.equal(a().fastify, before + 1, `${what}: the query string goes to the route`);
+      assert.equal(fast.status, viaFront.status, `${what}: ${fast.body.toString()} / ${viaFront.body.toString()}`);
+      assert.deepEqual(withoutDate(fast), withoutDate(viaFront), what);
+      assert.equal(fast.body.toString(), viaFront.body.toString(), what);
+    }
+    // A request another node forwarded is the route's: it checks the cluster's secret.
+    const before = a().fastify;
+    const forwarded = await post({ key: keyIn(0, 8, 'fast') }, '/v1/timers', { 'fermata-forwarded': '1' });
+    assert.equal(forwarded.status, 401);
+    assert.equal(a().fastify, before + 1, 'left to the route');
+  } finally {
+    client.close();
+  }
 });

@@ -50,6 +50,7 @@ import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts'
 import { type TraceHeaders, traceHeadersOf, traceparentHeader, tracestateHeader, withTrace } from '../../../engine/trace-context.ts';
 import { clusterScheduleRoutes, type OnPartition } from './schedule-routes.ts';
 import { ClusterStreamAdmitter } from './stream-admitter.ts';
+import type { LineAdmitter } from '../timer-stream.ts';
 import { timerStreamRoutes } from '../routes/timer-stream.ts';
 import type { ClusterQueues } from '../../../cluster/cluster-queues.ts';
 import { clusterQueueRoutes } from './queue-routes.ts';
@@ -65,6 +66,8 @@ export interface ClusterFrontOptions {
   readonly clock: Clock;
   /** The cluster's queue configs (queue-routes.ts); absent without a cluster database. */
   readonly queues?: ClusterQueues | undefined;
+  /** Installs the server's raw HTTP/2 single-add path with the front's routing (server.ts does; absent, fastify serves every add). */
+  readonly fastSingleAdd?: ((admitterFor: (headers: http2.IncomingHttpHeaders) => LineAdmitter | undefined) => void) | undefined;
 }
 
 const defaultForwardTimeoutMs = 5000;
@@ -290,6 +293,11 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     return relay(reply, await forwarder.send(route.address, forwardOf(request, body)));
   };
   clusterScheduleRoutes(app, { partitions: router.partitions, onPartition, call, onlyPartition });
+  // A one-timer JSON add on the raw HTTP/2 stream goes where this route's would; one another node
+  // forwarded is the route's, which checks the cluster's secret and never forwards it again.
+  options.fastSingleAdd?.((headers) =>
+    headers[forwardedHeader] !== undefined ? undefined : new ClusterStreamAdmitter({ router, send: (address, request) => forwarder.send(address, request), headers, forwarded: false }),
+  );
   await app.register(timerStreamRoutes, {
     admitterFor: (headers) => new ClusterStreamAdmitter({ router, send: (address, request) => forwarder.send(address, request), headers, forwarded: headers[forwardedHeader] !== undefined }),
     clock,
