@@ -169,7 +169,12 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
     const [victim, leaver, last] = nodes as [Node, Node, Node];
     // A schedule in a partition the victim owns, put through another node: its occurrences go
     // on from whichever node owns the partition after each takeover and handover.
-    const victimOwns = new Set((await clusterView(victim))?.owned.map((entry) => entry.partition));
+    // The victim's share may come by handover a moment after the others own every partition.
+    let victimOwns = new Set<number>();
+    for (const deadline = performance.now() + 20_000; victimOwns.size === 0; await new Promise((resolve) => setTimeout(resolve, 100))) {
+      assert.ok(performance.now() < deadline, `${victim.name} owns no partition 20 s after the cluster settled`);
+      victimOwns = new Set((await clusterView(victim))?.owned.map((entry) => entry.partition));
+    }
     let schedule = '';
     for (let i = 0; schedule === ''; i++) if (victimOwns.has(partitionOfKey(`every-second-${i}`, partitions))) schedule = `every-second-${i}`;
     // Through another node, which forwards it once it knows the owner's address (503 PARTITION_MOVING until then).
