@@ -38,6 +38,7 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { errorCodes, FermataError } from '../errors.ts';
+import { formatTooNew, isKnownRecordType, recordSetVersion, recordTypeKnownMax } from '../format-version.ts';
 import { assertPgLogLimits, pgLogLimits, type PgLogLimits } from '../limits.ts';
 import type { AppendOptions, DurableLog, LogCounters, LogOpener, LogOpenRequest, LogRecord } from '../log.ts';
 import { encodeCopyRows } from './copy-rows.ts';
@@ -443,7 +444,8 @@ export function pgLog(options: PgLogOptions): LogOpener {
 
 /**
  * Checks the partition is at this epoch (LOG_FENCED otherwise) and that the log holds every
- * record past the checkpoint (WAL_CORRUPT otherwise), replays them in order, and returns the log.
+ * record past the checkpoint (WAL_CORRUPT otherwise), replays them in order (a record type a
+ * newer build wrote: FORMAT_TOO_NEW), and returns the log.
  */
 export async function openPgLog(options: PgLogOptions, { coveredSeq, replay, onPoisoned }: LogOpenRequest): Promise<PgLog> {
   const { sql, partition, epoch } = options;
@@ -468,6 +470,10 @@ export async function openPgLog(options: PgLogOptions, { coveredSeq, replay, onP
   replay.expectBytes(Number(size?.replay ?? 0));
   const limits = { ...pgLogLimits, ...options.limits };
   for await (const record of readRecords(sql, partition, coveredSeq + 1, lastSeq, limits.readRowsPerFetch)) {
+    // A record a newer build wrote is refused as the local WAL refuses one, not replayed as corrupt.
+    if (!isKnownRecordType(record.type)) {
+      throw formatTooNew(`the PostgreSQL log of partition ${partition}`, `record type (sequence ${record.seq})`, record.type, `record types 1–${recordTypeKnownMax}, record-type set ${recordSetVersion}`, { partition, seq: record.seq });
+    }
     await replay.record(record.seq, record.type, record.body, record.body.length);
   }
   return new PgLog(options, { lastSeq, firstSeq, bytes: Number(size?.bytes ?? 0) }, onPoisoned);

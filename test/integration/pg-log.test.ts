@@ -374,6 +374,15 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
     }
   });
 
+  test('a record type a newer build wrote refuses the open with FORMAT_TOO_NEW, naming the partition, the sequence and the type', async () => {
+    const { partition, epoch } = await takePartition();
+    const { log } = await open({ sql, partition, epoch });
+    await log.append(1, bodyOf(1, 10));
+    await log.close();
+    await sql`INSERT INTO fermata_log (partition, seq, type, epoch, body) VALUES (${partition}, 2, 250, ${epoch}, ${Buffer.alloc(4)})`;
+    await assert.rejects(open({ sql, partition, epoch }), (err) => isFermataError(err, errorCodes.formatTooNew) && new RegExp(`partition ${partition}: record type \\(sequence 2\\) 250 is newer than this build reads`).test(err.message));
+  });
+
   test('truncation behind a checkpoint drops the covered records; a reopen from an older checkpoint is refused', async () => {
     const { partition, epoch } = await takePartition();
     const { log } = await open({ sql, partition, epoch });
