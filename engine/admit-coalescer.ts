@@ -57,7 +57,7 @@ const utf8BytesPerUnitMax = 3;
  * their JSON): strings counted at their longest UTF-8, without encoding them, and without
  * trusting an in-process caller's values to be strings.
  */
-function specBytes(spec: TimerSpec): number {
+export function specBytes(spec: TimerSpec): number {
   const { payload, key, headers } = spec;
   let units = typeof payload === 'string' ? payload.length : 0;
   if (typeof key === 'string') units += key.length;

@@ -19,7 +19,7 @@ import { type handleBidiStreamingCall, type handleServerStreamingCall, type hand
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import type { Logger } from 'pino';
-import { AdmitCoalescer, type AdmitWaiter } from '../../engine/admit-coalescer.ts';
+import { AdmitCoalescer, type AdmitWaiter, specBytes } from '../../engine/admit-coalescer.ts';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { type Admitted, decodeCursor, type DuplicateAnswer, type Engine, queryStart } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
@@ -353,14 +353,17 @@ export class TimersService {
 /** One request of a StreamAddTimers call: hears its admit's end from the coalescer, and tells its call. */
 class StreamAdd implements AdmitWaiter {
   answer: StreamAddAnswer | undefined = undefined;
+  /** The request's timer's bytes (payload, key, headers), counted in flight until its answer is written. */
+  readonly bytes: number;
   readonly #call: AddStream;
   readonly #fireAtMs: number;
   readonly #gaveDelay: boolean;
 
-  constructor(call: AddStream, fireAtMs: number, gaveDelay: boolean) {
+  constructor(call: AddStream, fireAtMs: number, gaveDelay: boolean, bytes: number) {
     this.#call = call;
     this.#fireAtMs = fireAtMs;
     this.#gaveDelay = gaveDelay;
+    this.bytes = bytes;
   }
 
   admitted(id: string, _duplicate: boolean, original: DuplicateAnswer | undefined): void {
@@ -380,8 +383,11 @@ class StreamAdd implements AdmitWaiter {
  * end of a callback (a record's admits end together) are written together: the call is corked
  * while they are written, so grpc-js hands them to the HTTP/2 stream in one write (its
  * `_writev`, which patches/@grpc+grpc-js+1.14.7.patch adds: decision 0030) rather than one
- * write each, every one waiting for the socket write of the one before it. At most
- * streamLimits.linesInFlightMax requests wait for their answer; past that the call stops reading.
+ * write each, every one waiting for the socket write of the one before it. As the HTTP add
+ * stream, the call stops reading while streamLimits.linesInFlightMax requests (or
+ * linesBytesInFlightMax of their timers' bytes) wait for their answer, or while answers written
+ * wait for the client to read them (the call's write buffer is full: HTTP/2 flow control then
+ * holds the client back), and reads again once there is room.
  */
 class AddStream {
   readonly #call: ServerDuplexStream<NewTimer | null, StreamAddAnswer>;
@@ -393,6 +399,10 @@ class AddStream {
   /** Requests read, oldest first from #head; those from #head on are not answered yet. */
   #waiting: StreamAdd[] = [];
   #head = 0;
+  /** Bytes of the requests read and not yet answered (StreamAdd.bytes). */
+  #bytesInFlight = 0;
+  /** Waiting for the call's 'drain' to read again. */
+  #drainAwaited = false;
   #ended = false;
   #gone = false;
   /** A write of the answers known so far is queued (a microtask). */
@@ -442,6 +452,7 @@ class AddStream {
     if (writing) this.#call.cork();
     for (let add = waiting[head]; add?.answer !== undefined; add = waiting[++head]) {
       if (writing) this.#call.write(add.answer);
+      this.#bytesInFlight -= add.bytes;
     }
     if (writing) this.#call.uncork();
     if (head === waiting.length) {
@@ -454,7 +465,7 @@ class AddStream {
       this.#head = head;
     }
     const unanswered = this.#waiting.length - this.#head;
-    if (unanswered < streamLimits.linesInFlightMax) this.#call.resume();
+    this.#resumeIfRoom();
     if (this.#ended && unanswered === 0 && !this.#gone) {
       this.#gone = true;
       this.#call.end();
@@ -467,15 +478,37 @@ class AddStream {
     try {
       spec = withTrace(specOf(timer, this.#engine.clock.now()), this.#trace);
     } catch (err) {
-      const refused = new StreamAdd(this, 0, false);
+      const refused = new StreamAdd(this, 0, false, 0);
       this.#waiting.push(refused);
       refused.answer = { error: this.refusal(err) };
       this.answered();
       return;
     }
-    const add = new StreamAdd(this, spec.fireAtMs, timer?.when === 'delay');
+    const add = new StreamAdd(this, spec.fireAtMs, timer?.when === 'delay', specBytes(spec));
     this.#waiting.push(add);
-    if (this.#waiting.length - this.#head >= streamLimits.linesInFlightMax) this.#call.pause();
+    this.#bytesInFlight += add.bytes;
+    if (this.#full()) this.#call.pause();
     this.#coalescer.admitOneTo(spec, add);
+  }
+
+  /** Too much waits: requests for their answer, or answers for the client to read them. */
+  #full(): boolean {
+    return this.#waiting.length - this.#head >= streamLimits.linesInFlightMax || this.#bytesInFlight >= streamLimits.linesBytesInFlightMax || this.#call.writableNeedDrain;
+  }
+
+  /** Reads again once there is room; while the answers wait for the client, once they are taken ('drain'). */
+  #resumeIfRoom(): void {
+    if (this.#gone || this.#ended) return;
+    if (!this.#full()) {
+      this.#call.resume();
+      return;
+    }
+    if (this.#call.writableNeedDrain && !this.#drainAwaited) {
+      this.#drainAwaited = true;
+      this.#call.once('drain', () => {
+        this.#drainAwaited = false;
+        this.#resumeIfRoom();
+      });
+    }
   }
 }

@@ -136,3 +136,37 @@ test('StreamAddTimers answers each request once, in order, only after its record
     session.destroy();
   }
 });
+
+test('a client that does not read its answers: the call stops reading its requests, and goes on once they are read', { timeout: 60_000 }, async () => {
+  const total = 30_000;
+  const session = http2.connect(url);
+  session.on('error', () => undefined);
+  try {
+    await withTimeout(once(session, 'connect'), waitMs, 'an HTTP/2 session');
+    const pendingBefore = engine.stats().pending;
+    const call = session.request({ ':method': 'POST', ':path': `/${timersServiceName}/StreamAddTimers`, 'content-type': 'application/grpc', te: 'trailers' });
+    call.pause();
+    const timer = (row: number): Buffer => framed(requestSerialize({ timer: { fire_at: { seconds: fireAtSeconds + row, nanos: 0 }, target: 'https://example.test/hook', key: `unread-${row}` } }));
+    for (let row = 0; row < total; row += 1_000) call.write(Buffer.concat(Array.from({ length: 1_000 }, (_, i) => timer(row + i))));
+    call.end();
+    // The answers fill the client's window, then the call's buffer: the server reads no more. Wait until its count stops moving.
+    let added = -1;
+    for (const giveUp = Date.now() + 20_000; ; ) {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const now = engine.stats().pending - pendingBefore;
+      if (now === added) break;
+      added = now;
+      assert.ok(Date.now() < giveUp, 'the server kept reading');
+    }
+    assert.ok(added > 0 && added < total, `the server read ${added} of ${total} requests while their answers were not read`);
+    // Read now: every request is taken and answered.
+    let bytes = 0;
+    call.on('data', (chunk: Buffer) => (bytes += chunk.length));
+    call.resume();
+    await withTimeout(once(call, 'end'), 30_000, 'every answer');
+    assert.equal(engine.stats().pending - pendingBefore, total, 'every request was added once its answers were read');
+    assert.ok(bytes > total * 10, `the answers came (${bytes} bytes)`);
+  } finally {
+    session.destroy();
+  }
+});
