@@ -1,7 +1,7 @@
 // How a cluster node adds up the dashboard's figures (ingest/http/cluster/node-series.ts,
 // dashboard-routes.ts): the node's series counters stay monotone while partitions come and go
-// (a dispatcher counts from 0, an engine from its first reading, one that left keeps what it
-// counted), lateness is every dispatcher's histogram added up; the cluster's series sums the
+// (a dispatcher counts from 0, an engine from its first reading, taken as the partition comes,
+// one that left keeps what it counted), lateness is every dispatcher's histogram added up; the cluster's series sums the
 // nodes' samples by the second they were taken in, finished seconds only, with the highest
 // lateness of each second; the cluster's histogram sums the counts and names the latest edge.
 import assert from 'node:assert/strict';
@@ -28,7 +28,7 @@ class FakePartition {
   };
 }
 
-function directoryOf(owned: Map<number, FakePartition>): SeriesDirectory {
+function directoryOf(owned: Map<number, FakePartition>, listeners = new Set<() => void>()): SeriesDirectory {
   return {
     partitions: 4,
     nodeId: 'n',
@@ -36,7 +36,10 @@ function directoryOf(owned: Map<number, FakePartition>): SeriesDirectory {
     engineOf: (partition) => owned.get(partition)?.engine as unknown as Engine | undefined,
     dispatcherOf: (partition) => owned.get(partition)?.dispatcher,
     ownerAddress: () => undefined,
-    onChange: () => () => undefined,
+    onChange: (listener) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
   };
 }
 
@@ -71,6 +74,21 @@ test("a node's counters grow by what its partitions did, through a takeover and 
   assert.equal(sources.lateness()?.totalCount, 2, 'a lost partition\'s lateness stays in the node\'s');
   // Read once a second in the service: here p0's last 3 came after the queue's last reading, before it left.
   assert.deepEqual([...sources.deliveredByQueue()], [['q', 3]]);
+});
+
+test('a partition taken between two samples counts its adds from when it was taken, not from the next sample', () => {
+  const owned = new Map<number, FakePartition>();
+  const listeners = new Set<() => void>();
+  const sources = nodeSeriesSources(directoryOf(owned, listeners));
+  assert.equal(sources.added(), 0);
+  const taken = new FakePartition();
+  taken.rows = 100; // its replay
+  owned.set(2, taken);
+  for (const listener of listeners) listener();
+  taken.rows += 5;
+  assert.equal(sources.added(), 5);
+  sources.close();
+  assert.equal(listeners.size, 0);
 });
 
 const body = (atMs: number[], adds: number[], p99: (number | null)[], lastSync: number | null): SeriesBody => ({

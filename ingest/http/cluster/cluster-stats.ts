@@ -110,10 +110,12 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
   app.get('/v1/stats', async (request) => statsBody(request.headers));
 
   // One ring of samples a life of the server, as on one node (server.ts), over this node's partitions.
-  const series = new StatsSeries(nodeSeriesSources(directory));
+  const sources = nodeSeriesSources(directory);
+  const series = new StatsSeries(sources);
   series.start();
   app.addHook('onClose', (_app, done) => {
     series.stop();
+    sources.close();
     done();
   });
   clusterDashboardRoutes(app, { directory, router, send, series, stats: statsBody });

@@ -6,7 +6,7 @@
 // partition's replayed adds are not this node's adds; a dispatcher, made when its partition was
 // taken, counts from 0), and a partition that left keeps what it counted until its last reading. Lateness is the node's cumulative histogram: every dispatcher's
 // histogram added up, the ones that left included at their last state. Read once a second by
-// the series' interval timer; main thread.
+// the series' interval timer, and at each change of the partitions owned; main thread.
 import * as hdr from 'hdr-histogram-js';
 import type { Engine } from '../../../engine/engine.ts';
 import type { SeriesSources } from '../../../engine/stats-series.ts';
@@ -49,7 +49,8 @@ class GrowthSum {
 
 const histogram = (): hdr.Histogram => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
 
-export function nodeSeriesSources(directory: SeriesDirectory): SeriesSources {
+/** The node's sources; close() stops the readings taken at each change of the partitions owned. */
+export function nodeSeriesSources(directory: SeriesDirectory): SeriesSources & { close(): void } {
   const engines = function* (): Generator<Engine> {
     for (const partition of directory.owned()) {
       const engine = directory.engineOf(partition);
@@ -73,7 +74,7 @@ export function nodeSeriesSources(directory: SeriesDirectory): SeriesSources {
   let held = new Set<DeliveryFigures>();
   let summedCount = -1;
 
-  return {
+  const sources: SeriesSources = {
     added: () => added.read(Array.from(engines(), (engine) => [engine, engine.stats().rowsInserted] as const)),
     syncs: () => syncs.read(Array.from(engines(), (engine) => [engine, engine.log.counters.syncs] as const)),
     delivered: () =>
@@ -120,4 +121,15 @@ export function nodeSeriesSources(directory: SeriesDirectory): SeriesSources {
       return summed;
     },
   };
+  // Read at once when a partition comes (its engine just replayed: its adds count from here) or
+  // goes (what it counted up to the last reading stays), not only at the next sample.
+  const stop = directory.onChange(() => {
+    sources.added();
+    sources.syncs();
+    sources.delivered();
+    sources.failed();
+    sources.deliveredByQueue();
+    sources.lateness();
+  });
+  return { ...sources, close: stop };
 }
