@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as hdr from 'hdr-histogram-js';
 import type { Engine } from '../../engine/engine.ts';
-import { type SeriesBody, sumHistograms, sumSeries } from '../../ingest/http/cluster/dashboard-routes.ts';
+import { sumHistograms, sumSeries } from '../../ingest/http/cluster/dashboard-routes.ts';
+import type { SeriesBody } from '../../ingest/http/routes/stats-series.ts';
 import { type DeliveryFigures, nodeSeriesSources, type SeriesDirectory } from '../../ingest/http/cluster/node-series.ts';
 
 const histogram = (): hdr.Histogram => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });

@@ -24,20 +24,19 @@
 // A partition without an owner, or an owner that does not answer, fails the cluster's histogram
 // and series (503 PARTITION_MOVING, Retry-After): a sum is never given with a part missing. The
 // event stream's stats say which nodes did not answer, as GET /v1/stats does.
-import { PassThrough } from 'node:stream';
 import { dueHistogramBucketNames, dueHistogramEdges } from '../../../engine/due-histogram.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { statsSeriesLimits } from '../../../engine/limits.ts';
-import type { SeriesSample, StatsSeries } from '../../../engine/stats-series.ts';
+import type { StatsSeries } from '../../../engine/stats-series.ts';
 import { clusterIdParts } from '../../../cluster/partitioning.ts';
 import type { ClusterRouter } from '../../../cluster/router.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { isoOf } from '../iso-time.ts';
 import { eventStreamLimits } from '../route-limits.ts';
 import { dueHistogramSchema } from '../routes/due-histogram.ts';
-import { eventStreamType } from '../routes/events.ts';
+import { EventStream, eventsQuerySchema, eventStreamType, frame, sampleBody, type TimerJson, type TimerLookup } from '../routes/events.ts';
 import { onlyQueryParameters } from '../routes/query-parameters.ts';
-import { seriesSchema } from '../routes/stats-series.ts';
+import { type SeriesBody, seriesBody, seriesSchema } from '../routes/stats-series.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer } from '../types.ts';
 import { type ForwardAnswer, forwardedHeader, type ForwardRequest } from './forwarder.ts';
@@ -55,7 +54,7 @@ export interface ClusterDashboardOptions {
   readonly stats: (headers: Headers) => Promise<unknown>;
 }
 
-export const scopes = ['cluster', 'node'] as const;
+const scopes = ['cluster', 'node'] as const;
 type Scope = (typeof scopes)[number];
 
 const scopeParameter = { type: 'string', enum: [...scopes] } as const;
@@ -70,19 +69,6 @@ interface HistogramBody {
   spilled: number;
 }
 
-/** The series' body (routes/stats-series.ts's shape). */
-export interface SeriesBody {
-  interval_ms: number;
-  samples_max: number;
-  wal_last_sync_at_ms: number | null;
-  at_ms: number[];
-  adds: number[];
-  deliveries: number[];
-  failures: number[];
-  lateness_ms: { p50: (number | null)[]; p99: (number | null)[]; max: (number | null)[] };
-}
-
-const nullable = (ms: number): number | null => (Number.isNaN(ms) ? null : ms);
 const higher = (a: number | null, b: number | null | undefined): number | null => (b === null || b === undefined ? a : a === null ? b : Math.max(a, b));
 
 /** The histogram of `bodies` (a node's or the nodes'), counts summed, each edge the latest. */
@@ -136,95 +122,6 @@ export function sumSeries(bodies: readonly SeriesBody[], untilMs: number): Serie
     failures: ordered.map(([, s]) => s.failures),
     lateness_ms: { p50: ordered.map(([, s]) => s.p50), p99: ordered.map(([, s]) => s.p99), max: ordered.map(([, s]) => s.max) },
   };
-}
-
-function nodeSeriesBody(series: StatsSeries, afterMs: number | undefined): SeriesBody {
-  const columns = series.columns(afterMs);
-  return {
-    interval_ms: statsSeriesLimits.sampleIntervalMs,
-    samples_max: statsSeriesLimits.samplesMax,
-    wal_last_sync_at_ms: nullable(series.lastSyncAtMs),
-    at_ms: Array.from(columns.atMs),
-    adds: Array.from(columns.adds),
-    deliveries: Array.from(columns.deliveries),
-    failures: Array.from(columns.failures),
-    lateness_ms: { p50: Array.from(columns.latenessP50Ms, nullable), p99: Array.from(columns.latenessP99Ms, nullable), max: Array.from(columns.latenessMaxMs, nullable) },
-  };
-}
-
-function sampleBody(sample: Readonly<SeriesSample> | undefined, lastSyncAtMs: number): unknown {
-  if (sample === undefined) return null;
-  return {
-    at_ms: sample.atMs,
-    wal_last_sync_at_ms: nullable(lastSyncAtMs),
-    adds: sample.adds,
-    deliveries: sample.deliveries,
-    failures: sample.failures,
-    lateness_ms: { p50: nullable(sample.latenessP50Ms), p99: nullable(sample.latenessP99Ms), max: nullable(sample.latenessMaxMs) },
-  };
-}
-
-const frame = (event: string, data: unknown): string => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-
-/** What of a watched timer, when it changes, is told (as events.ts: state, revision, attempts, last status, due time). */
-const fingerprint = (view: Record<string, unknown>): string => JSON.stringify([view.state, view.revision, view.attempts, view.last_status, view.next_attempt_at ?? view.fire_at]);
-
-/** A watched timer's view as GET /v1/timers/{id} answers it; undefined when it is not kept; 'unknown' when its partition cannot say now. */
-type WatchLookup = (id: string) => Promise<Record<string, unknown> | undefined | 'unknown'>;
-
-/** One open stream: where its frames go, and the timer it watches. */
-class ClusterEventStream {
-  readonly out = new PassThrough();
-  /** The caller's token, which the stream's requests to other nodes carry. */
-  readonly headers: Headers;
-  readonly #lookup: WatchLookup;
-  #watch: string | undefined;
-  #seen: string | undefined;
-  #looking = false;
-
-  constructor(headers: Headers, lookup: WatchLookup, watch: string | undefined, view: Record<string, unknown> | undefined) {
-    this.headers = headers;
-    this.#lookup = lookup;
-    this.#watch = watch;
-    if (view !== undefined) {
-      this.#seen = fingerprint(view);
-      this.out.write(frame('timer', view));
-    }
-  }
-
-  counters(text: string): void {
-    if (this.out.writableEnded) return;
-    if (this.out.writableLength + this.out.readableLength > eventStreamLimits.unreadBytesMax) return this.end();
-    this.out.write(text);
-    if (this.#watch !== undefined && !this.#looking) void this.#look(this.#watch);
-  }
-
-  end(): void {
-    this.out.end();
-  }
-
-  async #look(id: string): Promise<void> {
-    this.#looking = true;
-    let view: Awaited<ReturnType<WatchLookup>>;
-    try {
-      view = await this.#lookup(id);
-    } catch {
-      // Its partition moves or its owner did not answer: the next second looks again.
-      return;
-    } finally {
-      this.#looking = false;
-    }
-    if (view === 'unknown' || this.out.writableEnded || this.#watch === undefined) return;
-    if (view === undefined) {
-      this.out.write(frame('timer-gone', { id }));
-      this.#watch = undefined;
-      return;
-    }
-    const now = fingerprint(view);
-    if (now === this.#seen) return;
-    this.#seen = now;
-    this.out.write(frame('timer', view));
-  }
 }
 
 export function clusterDashboardRoutes(app: HttpServer, { directory, router, send, series, stats }: ClusterDashboardOptions): void {
@@ -286,7 +183,7 @@ export function clusterDashboardRoutes(app: HttpServer, { directory, router, sen
       const { after_ms: afterMs } = request.query;
       // Taken before any node is asked: every sample of a second that ended by then is in the answers.
       const untilMs = Math.floor(Date.now() / 1000) * 1000;
-      const here = nodeSeriesBody(series, afterMs);
+      const here = seriesBody(series.columns(afterMs), series.lastSyncAtMs);
       if (scopeOf(request.headers, request.query.scope) === 'node') return here;
       const others = await askOwners<SeriesBody>(`/v1/stats/series?scope=node${afterMs === undefined ? '' : `&after_ms=${afterMs}`}`, request.headers);
       return sumSeries([here, ...others], untilMs);
@@ -294,7 +191,8 @@ export function clusterDashboardRoutes(app: HttpServer, { directory, router, sen
   );
 
   // The event streams, and one counters frame a sample for all of them (GET /v1/stats's fan-out at most once at a time).
-  const open = new Set<ClusterEventStream>();
+  // Each open stream, with its caller's token, which its requests to other nodes carry.
+  const open = new Map<EventStream, Headers>();
   let counting = false;
   const unsubscribe = series.onSample((sample) => {
     const oldest = open.values().next();
@@ -302,24 +200,24 @@ export function clusterDashboardRoutes(app: HttpServer, { directory, router, sen
     counting = true;
     const atSample = sampleBody(sample, series.lastSyncAtMs);
     // The other nodes are asked with the token of the oldest stream open (each stream's was checked as it opened).
-    void stats(oldest.value.headers)
+    void stats(oldest.value)
       .then((body) => {
         const text = frame('counters', { sample: atSample, stats: body });
-        for (const stream of open) stream.counters(text);
+        for (const stream of open.keys()) stream.counters(text);
       })
       .catch(() => undefined)
       .finally(() => (counting = false));
   });
   app.addHook('preClose', (done) => {
     unsubscribe();
-    for (const stream of open) stream.end();
+    for (const stream of open.keys()) stream.end();
     open.clear();
     done();
   });
 
   /** A watched timer's view, in its partition here or at its owner. */
   const lookup =
-    (headers: Headers): WatchLookup =>
+    (headers: Headers): TimerLookup =>
     async (id) => {
       const parts = clusterIdParts(id, router.partitions);
       if (parts === undefined) return undefined;
@@ -332,12 +230,12 @@ export function clusterDashboardRoutes(app: HttpServer, { directory, router, sen
       const answer = await send(route.address, { method: 'GET', path: `/v1/timers/${encodeURIComponent(id)}`, headers: { ...headers, accept: 'application/json' } });
       if (answer.status === 404) return undefined;
       if (answer.status !== 200) return 'unknown';
-      return JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
+      return JSON.parse(answer.body.toString('utf8')) as TimerJson;
     };
 
   app.get<{ Querystring: { watch?: string } }>(
     '/v1/events',
-    { schema: { querystring: { type: 'object', properties: { watch: { type: 'string', minLength: 1 } }, additionalProperties: false } }, preValidation: onlyQueryParameters('GET /v1/events', ['watch']) },
+    { schema: { querystring: eventsQuerySchema }, preValidation: onlyQueryParameters('GET /v1/events', ['watch']) },
     async (request, reply) => {
       if (open.size >= eventStreamLimits.streamsMax) {
         throw new HttpProblem(httpErrorCodes.eventStreamsFull, `${eventStreamLimits.streamsMax} event streams are open, the most this node keeps: poll GET /v1/stats and /v1/stats/series instead, or try again later`);
@@ -350,8 +248,8 @@ export function clusterDashboardRoutes(app: HttpServer, { directory, router, sen
       if (view === 'unknown') throw new FermataError(errorCodes.partitionMoving, `the partition of timer ${watch} is moving between nodes: try again`);
       if (watch !== undefined && view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${watch}`, 'watch');
       const first = await stats(request.headers);
-      const stream = new ClusterEventStream(headers, find, watch, view);
-      open.add(stream);
+      const stream = new EventStream(find, watch, view);
+      open.set(stream, headers);
       reply.raw.once('close', () => {
         open.delete(stream);
         stream.end();
