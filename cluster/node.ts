@@ -187,6 +187,11 @@ export class ClusterNode implements PartitionDirectory {
     for (const owned of this.#owned.values()) owned.dispatcher?.useSigners(access);
   }
 
+  /** The dispatcher of a partition this node owns now (its delivery figures, for the dashboard's series), or undefined. */
+  dispatcherOf(partition: number): Dispatcher | undefined {
+    return this.#owned.get(partition)?.dispatcher;
+  }
+
   /** The partitions' epochs as this node holds them (for /v1/stats). */
   epochOf(partition: number): bigint | undefined {
     return this.#owned.get(partition)?.epoch;

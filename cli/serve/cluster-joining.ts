@@ -5,6 +5,7 @@
 // listened for changes are told. Main thread.
 import type { ClusterNode } from '../../cluster/node.ts';
 import type { PartitionDirectory } from '../../cluster/partition-directory.ts';
+import type { Dispatcher } from '../../dispatch/dispatcher.ts';
 import type { Engine } from '../../engine/engine.ts';
 
 export class JoiningDirectory implements PartitionDirectory {
@@ -39,6 +40,10 @@ export class JoiningDirectory implements PartitionDirectory {
 
   ownerAddress(partition: number): string | undefined {
     return this.#node?.ownerAddress(partition);
+  }
+
+  dispatcherOf(partition: number): Dispatcher | undefined {
+    return this.#node?.dispatcherOf(partition);
   }
 
   epochOf(partition: number): bigint | undefined {

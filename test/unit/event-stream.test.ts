@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import type { TimerView } from '../../engine/engine.ts';
 import { eventStreamLimits } from '../../ingest/http/route-limits.ts';
 import { EventStream } from '../../ingest/http/routes/events.ts';
+import { timerView } from '../../ingest/http/timer-views.ts';
 
 const frame = `event: counters\ndata: ${JSON.stringify({ padding: 'x'.repeat(4000) })}\n\n`;
 
@@ -47,7 +48,7 @@ test('a watched timer: told when it changes, not when it does not, and once when
   const stream = new EventStream(
     async () => {
       looked++;
-      return current;
+      return current === undefined ? undefined : timerView.json(current);
     },
     added.id,
     undefined,

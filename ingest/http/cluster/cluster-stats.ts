@@ -1,7 +1,8 @@
 // /v1/stats and /v1/cluster in cluster mode: this node's partitions (each with its epoch and
 // counts, from its engine's memory) and the cluster's totals, which add every other node's own
-// totals (asked once a node, forwarded, so the node answers for itself alone). Registered by
-// the cluster front (front.ts); main thread.
+// totals (asked once a node, forwarded, so the node answers for itself alone); and the node's
+// ring of one-second samples, with the dashboard's routes over it (dashboard-routes.ts).
+// Registered by the cluster front (front.ts); main thread.
 //
 //   GET /v1/stats    {"node": {"node_id", "partitions": [{partition, epoch, pending, …}], "totals": {…}, "sends_refused_total"},
 //                     "cluster": {"nodes", "totals": {…}, "sends_refused_total", "unreachable": [address…], "moving": [partition…]}}
@@ -11,16 +12,18 @@
 //                    An owner applies each record as it commits it: its lag is what a takeover of the
 //                    partition would replay, the records past its last checkpoint (replay_records).
 import type { Engine } from '../../../engine/engine.ts';
-import type { PartitionDirectory } from '../../../cluster/partition-directory.ts';
+import { StatsSeries } from '../../../engine/stats-series.ts';
 import type { ClusterRouter } from '../../../cluster/router.ts';
 import type { HttpServer } from '../types.ts';
+import { clusterDashboardRoutes } from './dashboard-routes.ts';
 import { type ForwardAnswer, forwardedHeader, type ForwardRequest } from './forwarder.ts';
+import { nodeSeriesSources, type SeriesDirectory } from './node-series.ts';
 
 const countNames = ['pending', 'resident', 'spilled', 'in_flight', 'delivered', 'dead', 'cancelled'] as const;
 type Counts = Record<(typeof countNames)[number], number>;
 
-/** A directory that also knows its partitions' epochs and its refused sends (the node runner does); the router's interface does not require them. */
-type WithEpochs = PartitionDirectory & { epochOf?(partition: number): bigint | undefined; readonly sendsRefused?: number };
+/** A directory that also knows its partitions' epochs, dispatchers and refused sends (the node runner does); the router's interface does not require them. */
+type WithEpochs = SeriesDirectory & { epochOf?(partition: number): bigint | undefined; readonly sendsRefused?: number };
 
 function countsOf(engine: Engine): Counts {
   const stats = engine.stats();
@@ -49,7 +52,12 @@ export interface ClusterStatsOptions {
   readonly send: (address: string, request: ForwardRequest) => Promise<ForwardAnswer>;
 }
 
-export function clusterStatsRoutes(app: HttpServer, { directory, router, send }: ClusterStatsOptions): void {
+/**
+ * Registers GET /v1/stats and /v1/cluster, and the dashboard's routes (dashboard-routes.ts) over
+ * this node's ring of one-second samples, which lives as long as the server; answers that ring
+ * (GET /v1/queues reads each queue's deliveries a second from it).
+ */
+export function clusterStatsRoutes(app: HttpServer, { directory, router, send }: ClusterStatsOptions): StatsSeries {
   const epochOf = (partition: number): number | null => {
     const epoch = directory.epochOf?.(partition);
     return epoch === undefined ? null : Number(epoch);
@@ -68,9 +76,10 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
     return { node_id: directory.nodeId, partitions, totals, sends_refused_total: directory.sendsRefused ?? 0 };
   };
 
-  app.get('/v1/stats', async (request) => {
+  /** GET /v1/stats's body for a request with `headers` (a forwarded one gets this node's alone). */
+  const statsBody = async (headers: Readonly<Record<string, string | string[] | undefined>>): Promise<unknown> => {
     const node = nodeStats();
-    if (request.headers[forwardedHeader] !== undefined) return { node };
+    if (headers[forwardedHeader] !== undefined) return { node };
     const totals = zero();
     add(totals, node.totals);
     const addresses = new Set<string>();
@@ -85,7 +94,7 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
     await Promise.all(
       [...addresses].map(async (address) => {
         try {
-          const answer = await send(address, { method: 'GET', path: '/v1/stats', headers: { ...request.headers, accept: 'application/json' } });
+          const answer = await send(address, { method: 'GET', path: '/v1/stats', headers: { ...headers, accept: 'application/json' } });
           if (answer.status !== 200) throw new Error(`answered ${answer.status}`);
           const other = (JSON.parse(answer.body.toString('utf8')) as { node: { totals: Record<string, unknown>; sends_refused_total?: unknown } }).node;
           add(totals, other.totals);
@@ -97,7 +106,19 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
       }),
     );
     return { node, cluster: { nodes, totals, sends_refused_total: sendsRefused, unreachable: unreachable.sort(), moving } };
+  };
+  app.get('/v1/stats', async (request) => statsBody(request.headers));
+
+  // One ring of samples a life of the server, as on one node (server.ts), over this node's partitions.
+  const sources = nodeSeriesSources(directory);
+  const series = new StatsSeries(sources);
+  series.start();
+  app.addHook('onClose', (_app, done) => {
+    series.stop();
+    sources.close();
+    done();
   });
+  clusterDashboardRoutes(app, { directory, router, send, series, stats: statsBody });
 
   app.get('/v1/cluster', async () => ({
     node_id: directory.nodeId,
@@ -110,4 +131,5 @@ export function clusterStatsRoutes(app: HttpServer, { directory, router, send }:
     }),
     owners: router.routes().map((route) => ({ partition: route.partition, here: route.kind === 'local', address: directory.ownerAddress(route.partition) ?? null })),
   }));
+  return series;
 }

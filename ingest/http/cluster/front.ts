@@ -333,8 +333,8 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     }),
   );
 
-  clusterStatsRoutes(app, { directory, router, send: (address, request) => forwarder.send(address, request) });
-  clusterQueueRoutes(app, { directory, router, send: (address, request) => forwarder.send(address, request), queues: options.queues });
+  const series = clusterStatsRoutes(app, { directory, router, send: (address, request) => forwarder.send(address, request) });
+  clusterQueueRoutes(app, { directory, router, send: (address, request) => forwarder.send(address, request), queues: options.queues, series });
 }
 
 /** Appends an NDJSON part in a partition owned here; the answer's ids are cluster ids. */

@@ -6,9 +6,11 @@
 //   POST …/pause, …/resume           this node's partitions before the answer; every other node
 //   DELETE /v1/queues/{name}         applies it within a poll (docs/cluster.md, "Queues")
 //   GET /v1/queues                   every queue the table holds or a partition's engine names,
-//                                    config and pause from the table, pending and in_flight
-//                                    summed over the nodes (each asked once, forwarded, answers
-//                                    for its own partitions alone, as GET /v1/stats does)
+//                                    config and pause from the table, pending, in_flight and
+//                                    delivered_per_s (each node's from its ring of samples,
+//                                    node-series.ts) summed over the nodes (each asked once,
+//                                    forwarded, answers for its own partitions alone, as GET
+//                                    /v1/stats does)
 //   GET /v1/queues/{name}            the table's row, or the defaults for a queue known only by
 //                                    its timers; 404 when neither
 //
@@ -25,6 +27,7 @@ import { errorCodes, FermataError } from '../../../engine/errors.ts';
 import { defaultQueueConfig, type QueueConfig } from '../../../engine/queues.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { deletedSchema as queueDeletedSchema, queueListSchema, queueViewSchema } from '../routes/queues.ts';
+import type { StatsSeries } from '../../../engine/stats-series.ts';
 import type { HttpServer } from '../types.ts';
 import { type ForwardAnswer, forwardedHeader, type ForwardRequest } from './forwarder.ts';
 
@@ -34,6 +37,8 @@ export interface ClusterQueueRoutesOptions {
   readonly send: (address: string, request: ForwardRequest) => Promise<ForwardAnswer>;
   /** The cluster's queue table; undefined: no cluster database, the routes are 501. */
   readonly queues: ClusterQueues | undefined;
+  /** This node's ring of one-second samples: its partitions' deliveries a second, by queue. */
+  readonly series: StatsSeries;
 }
 
 interface NameParams {
@@ -43,7 +48,10 @@ interface NameParams {
 interface Counts {
   pending: number;
   in_flight: number;
+  delivered_per_s: number;
 }
+
+const noCounts = (): Counts => ({ pending: 0, in_flight: 0, delivered_per_s: 0 });
 
 type Headers = Readonly<Record<string, string | string[] | undefined>>;
 
@@ -65,7 +73,7 @@ export function clusterQueueRoutes(app: HttpServer, options: ClusterQueueRoutesO
     app.post('/v1/queues/:name/resume', unsupported);
     return;
   }
-  const { directory, router, send } = options;
+  const { directory, router, send, series } = options;
 
   /** The queues this node's engines name, with their timers waiting and in flight here. */
   const countsHere = (): Map<string, Counts> => {
@@ -75,12 +83,13 @@ export function clusterQueueRoutes(app: HttpServer, options: ClusterQueueRoutesO
       if (engine === undefined) continue;
       for (const { name } of engine.queues()) {
         const here = engine.queueCounts(name);
-        const sum = counts.get(name) ?? { pending: 0, in_flight: 0 };
+        const sum = counts.get(name) ?? noCounts();
         sum.pending += here.waiting;
         sum.in_flight += here.inFlight;
         counts.set(name, sum);
       }
     }
+    for (const [name, sum] of counts) sum.delivered_per_s = series.deliveredPerSecond(name);
     return counts;
   };
 
@@ -96,11 +105,12 @@ export function clusterQueueRoutes(app: HttpServer, options: ClusterQueueRoutesO
       [...addresses].map(async (address) => {
         const answer = await send(address, { method: 'GET', path: '/v1/queues', headers: { ...headers, accept: 'application/json' } });
         if (answer.status !== 200) throw new FermataError(errorCodes.partitionMoving, `the node at ${address} answered ${answer.status} for its queues: try again`);
-        const listed = (JSON.parse(answer.body.toString('utf8')) as { queues: { name: string; pending: number; in_flight: number }[] }).queues;
-        for (const { name, pending, in_flight } of listed) {
-          const sum = counts.get(name) ?? { pending: 0, in_flight: 0 };
+        const listed = (JSON.parse(answer.body.toString('utf8')) as { queues: (Counts & { name: string })[] }).queues;
+        for (const { name, pending, in_flight, delivered_per_s } of listed) {
+          const sum = counts.get(name) ?? noCounts();
           sum.pending += pending;
           sum.in_flight += in_flight;
+          sum.delivered_per_s += delivered_per_s;
           counts.set(name, sum);
         }
       }),
@@ -116,9 +126,8 @@ export function clusterQueueRoutes(app: HttpServer, options: ClusterQueueRoutesO
     for (const [name, count] of counts) if (byName.get(name)?.deleted !== true || count.pending + count.in_flight > 0) names.add(name);
     return [...names].sort().map((name) => {
       const row = byName.get(name);
-      const count = counts.get(name) ?? { pending: 0, in_flight: 0 };
-      // No per-queue delivery series is kept in cluster mode.
-      return { ...viewBody(name, row?.deleted === false ? row.config : null, row?.deleted === false && row.paused), ...count, delivered_per_s: 0 };
+      const count = counts.get(name) ?? noCounts();
+      return { ...viewBody(name, row?.deleted === false ? row.config : null, row?.deleted === false && row.paused), ...count };
     });
   };
 

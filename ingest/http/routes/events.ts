@@ -15,7 +15,6 @@
 // stream holds unread (past it the stream ends: its reader stopped reading); the server's close
 // ends every stream first, so a stop is not held up by them until the drain timeout. Main thread.
 import { PassThrough } from 'node:stream';
-import type { TimerView } from '../../../engine/engine.ts';
 import type { SeriesSample, StatsSeries } from '../../../engine/stats-series.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { eventStreamLimits } from '../route-limits.ts';
@@ -37,11 +36,12 @@ export const eventsQuerySchema = {
 
 export const eventStreamType = 'text/event-stream';
 
-const frame = (event: string, data: unknown): string => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+export const frame = (event: string, data: unknown): string => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 
 const nullable = (ms: number): number | null => (Number.isNaN(ms) ? null : ms);
 
-function sampleBody(sample: Readonly<SeriesSample> | undefined, lastSyncAtMs: number): unknown {
+/** A sample as a counters event carries it (a column entry of /v1/stats/series, with wal_last_sync_at_ms), null before the first. */
+export function sampleBody(sample: Readonly<SeriesSample> | undefined, lastSyncAtMs: number): unknown {
   if (sample === undefined) return null;
   return {
     at_ms: sample.atMs,
@@ -53,11 +53,18 @@ function sampleBody(sample: Readonly<SeriesSample> | undefined, lastSyncAtMs: nu
   };
 }
 
-/** What of a watched timer, when it changes, is told. */
-const fingerprint = (view: TimerView): string => `${view.state}/${view.revision}/${view.attempts}/${view.lastStatus}/${view.dueAtMs}`;
+/** A timer as GET /v1/timers/{id} shows it. */
+export type TimerJson = Record<string, unknown>;
 
-/** How a stream finds its watched timer, in memory or on disk (Engine.lookup). */
-export type TimerLookup = (id: string) => Promise<TimerView | undefined>;
+/** What of a watched timer, when it changes, is told: its state, revision, attempts, last status and when it is next due. */
+const fingerprint = (view: TimerJson): string => JSON.stringify([view.state, view.revision, view.attempts, view.last_status, view.next_attempt_at ?? view.fire_at]);
+
+/**
+ * How a stream finds its watched timer (in memory or on disk: Engine.lookup; in cluster mode in
+ * its partition, wherever that is owned): undefined once it is not kept, 'unknown' when it cannot
+ * be looked at now (the next second looks again).
+ */
+export type TimerLookup = (id: string) => Promise<TimerJson | undefined | 'unknown'>;
 
 /** One open stream: where its frames go, and the timer it watches. */
 export class EventStream {
@@ -68,12 +75,12 @@ export class EventStream {
   #seen: string | undefined;
   #looking = false;
 
-  constructor(lookup: TimerLookup, watch: string | undefined, view: TimerView | undefined) {
+  constructor(lookup: TimerLookup, watch: string | undefined, view: TimerJson | undefined) {
     this.#lookup = lookup;
     this.#watch = watch;
     if (view !== undefined) {
       this.#seen = fingerprint(view);
-      this.out.write(frame('timer', timerView.json(view)));
+      this.out.write(frame('timer', view));
     }
   }
 
@@ -92,16 +99,16 @@ export class EventStream {
   /** Looks the watched timer up (on disk too) and tells what changed; one look at a time. */
   async #look(id: string): Promise<void> {
     this.#looking = true;
-    let view: TimerView | undefined;
+    let view: Awaited<ReturnType<TimerLookup>>;
     try {
       view = await this.#lookup(id);
     } catch {
-      // The disk failed the lookup (a spilled timer's run): the next second looks again.
+      // The disk failed the lookup (a spilled timer's run), or its owner did not answer: the next second looks again.
       return;
     } finally {
       this.#looking = false;
     }
-    if (this.out.writableEnded || this.#watch === undefined) return;
+    if (view === 'unknown' || this.out.writableEnded || this.#watch === undefined) return;
     if (view === undefined) {
       this.out.write(frame('timer-gone', { id }));
       this.#watch = undefined;
@@ -110,7 +117,7 @@ export class EventStream {
     const now = fingerprint(view);
     if (now === this.#seen) return;
     this.#seen = now;
-    this.out.write(frame('timer', timerView.json(view)));
+    this.out.write(frame('timer', view));
   }
 }
 
@@ -134,9 +141,13 @@ export async function eventsRoutes(app: HttpServer, { engine, series, disk }: Ev
       throw new HttpProblem(httpErrorCodes.eventStreamsFull, `${eventStreamLimits.streamsMax} event streams are open, the most this service keeps: poll GET /v1/stats and /v1/stats/series instead, or try again later`);
     }
     const { watch } = request.query;
-    const view = watch === undefined ? undefined : await engine.lookup(watch);
+    const lookup = async (id: string): Promise<TimerJson | undefined> => {
+      const view = await engine.lookup(id);
+      return view === undefined ? undefined : timerView.json(view);
+    };
+    const view = watch === undefined ? undefined : await lookup(watch);
     if (watch !== undefined && view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${watch}`, 'watch');
-    const stream = new EventStream((id) => engine.lookup(id), watch, view);
+    const stream = new EventStream(lookup, watch, view);
     open.add(stream);
     reply.raw.once('close', () => {
       open.delete(stream);

@@ -46,8 +46,20 @@ export const seriesQuerySchema = {
 const plain = (column: Float64Array): number[] => Array.from(column);
 const orNull = (column: Float64Array): Array<number | null> => Array.from(column, (ms) => (Number.isNaN(ms) ? null : ms));
 
+/** The JSON body of a series (seriesSchema's). */
+export interface SeriesBody {
+  readonly interval_ms: number;
+  readonly samples_max: number;
+  readonly wal_last_sync_at_ms: number | null;
+  readonly at_ms: number[];
+  readonly adds: number[];
+  readonly deliveries: number[];
+  readonly failures: number[];
+  readonly lateness_ms: { readonly p50: (number | null)[]; readonly p99: (number | null)[]; readonly max: (number | null)[] };
+}
+
 /** The JSON body of a series. */
-function seriesBody(columns: SeriesColumns, lastSyncAtMs: number): Record<string, unknown> {
+export function seriesBody(columns: SeriesColumns, lastSyncAtMs: number): SeriesBody {
   return {
     interval_ms: statsSeriesLimits.sampleIntervalMs,
     samples_max: statsSeriesLimits.samplesMax,

@@ -1,6 +1,7 @@
 // Overview: the counts (from the live stream or the polling, main.tsx), waiting timers by when
 // they are due (due.tsx), the last 15 minutes' rates and lateness (rates.tsx), memory budget, log
-// health and the data directory's disk; in cluster mode the cluster's totals and this node's.
+// health and the data directory's disk; in cluster mode the cluster's totals and this node's,
+// and the cluster's histogram and rates (the node sums them over the cluster's owners).
 import { Figure, Section } from '../common.tsx';
 import { bytes, count, localTime, percent } from '../format.ts';
 import { type Counts, isClusterStats, type NodeStats, type Stats } from '../types.ts';
@@ -80,6 +81,8 @@ export function Overview({ stats }: { stats: Stats | undefined }) {
         <Section id="node-totals" title={`This node (${stats.node.node_id})`}>
           <CountFigures counts={stats.node.totals} />
         </Section>
+        <DueTimes />
+        <Rates />
       </>
     );
   }
