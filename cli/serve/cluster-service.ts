@@ -27,9 +27,11 @@ import { requireCurrentSchema } from '../../cluster/schema/migrate.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { Access } from '../../ingest/auth/access.ts';
 import { AuditTrail } from '../../ingest/auth/audit.ts';
+import { advertiseHttp3 } from '../../ingest/http3/alt-svc.ts';
 import { JoiningDirectory } from './cluster-joining.ts';
 import type { ClusterSettings } from './cluster-settings.ts';
 import { logStartFailure } from './errors.ts';
+import { PortInUseError, startClusterSecurePorts } from './listeners.ts';
 import { Reloader, reloadOnHangup } from './reload.ts';
 import type { ServeSettings } from './settings.ts';
 import { stopRequested } from './stop-signals.ts';
@@ -81,7 +83,9 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     audit,
     reload: (who) => reloader.reload(who),
     cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql), queues },
+    ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
+  if (settings.http3 !== undefined) advertiseHttp3(front, settings.http3.port);
   let port: number;
   try {
     await front.listen({ host: settings.listen.host, port: settings.listen.port });
@@ -94,6 +98,16 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   }
   const host = settings.listen.host.includes(':') ? `[${settings.listen.host}]` : settings.listen.host;
   logger.info({ url: `http://${host}:${port}` }, 'listening');
+  // The TLS port and HTTP/3 serve the same routes; nodes forward to each other on the cleartext port.
+  const secure = await startClusterSecurePorts(settings, front, logger).catch((err: unknown) => {
+    logStartFailure(logger, err, 'cannot listen on the TLS port');
+    return err instanceof PortInUseError ? ('in use' as const) : ('failed' as const);
+  });
+  if (typeof secure === 'string') {
+    await front.close().catch(() => undefined);
+    await sql.end({ timeout: 1 });
+    return secure === 'in use' ? 2 : 1;
+  }
   // The settings a reload may have changed since the start, as the workers start with them.
   const delivery = reloader.settings.dispatch;
   try {
@@ -122,6 +136,7 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     });
   } catch (err) {
     logStartFailure(logger, err, 'cannot join the cluster');
+    await secure.stop();
     await front.close();
     await sql.end({ timeout: 1 });
     return 1;
@@ -141,6 +156,7 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     logger.error({ err }, 'handing the partitions over failed');
     exitCode = 1;
   }
+  await secure.stop();
   await front.close();
   await sql.end({ timeout: 5 });
   logger.info({ exitCode }, 'stopped');

@@ -109,6 +109,31 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
   return app;
 }
 
+/**
+ * A cluster node's TLS port and HTTP/3 (cli/serve/cluster-service.ts), beside its cleartext port
+ * (listening already): the TLS port is the same server's, so it serves the same routes, the
+ * cluster front's; HTTP/3 is the supervised Caddy forwarding to the cleartext port, as on one
+ * node. Logs the TLS port's "listening" line. Resolves with what stops Caddy (the server's close
+ * closes the TLS port), or 'failed' after logging why; a port someone holds is a PortInUseError.
+ */
+export async function startClusterSecurePorts(settings: ServeSettings, app: HttpServer, logger: Logger): Promise<{ stop(): Promise<void> } | 'failed'> {
+  const secure = app.server.tls;
+  if (settings.tls !== undefined && secure !== undefined) {
+    try {
+      secure.listen({ host: settings.tls.listen.host, port: settings.tls.listen.port });
+      await once(secure, 'listening');
+    } catch (err) {
+      if (addressInUse(err)) throw new PortInUseError(settings.tls.listen);
+      logStartFailure(logger, err, `cannot listen on ${settings.tls.listen.host}:${settings.tls.listen.port} (TLS)`);
+      return 'failed';
+    }
+    logger.info({ url: urlOf('https', secure.address()), alpn: alpnProtocols }, 'listening');
+  }
+  const caddy = await startHttp3(settings, app, logger);
+  if (caddy === 'failed') return 'failed';
+  return { stop: async () => caddy?.stop() };
+}
+
 /** What GET /v1/stats/series samples once a second: the engine's adds and log syncs, the dispatcher's outcomes, failures and fire lateness. */
 function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
   return {

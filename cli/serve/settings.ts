@@ -150,9 +150,7 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   const cluster = clusterSettings(values.cluster, env, config.cluster, configFile, clock.mode);
   const dispatch = dispatchSettings(config.dispatch, configFile, env);
   refuseInClusterMode(cluster, {
-    'a TLS port': tls,
     'an Arrow Flight port': flightAddress,
-    'HTTP/3': http3Port,
   });
   return {
     dataDir: resolve(data.base, data.value),
@@ -174,11 +172,11 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   };
 }
 
-/** A cluster node serves its cleartext port only, for now: any other listener asked for is refused, not ignored. */
+/** A cluster node serves HTTP (cleartext, TLS, HTTP/3) only, for now: any other listener asked for is refused, not ignored. */
 function refuseInClusterMode(cluster: ClusterSettings | undefined, listeners: Record<string, unknown>): void {
   if (cluster === undefined) return;
   for (const [what, setting] of Object.entries(listeners)) {
-    if (setting !== undefined) throw new UsageError(`cluster mode serves its cleartext port only, for now: ${what} is not available with --cluster (docs/cluster.md, "Running a node")`);
+    if (setting !== undefined) throw new UsageError(`cluster mode serves HTTP only (its cleartext port, a TLS port, HTTP/3), for now: ${what} is not available with --cluster (docs/cluster.md, "Running a node")`);
   }
 }
 
