@@ -32,7 +32,8 @@ import { advertiseHttp3 } from '../../ingest/http3/alt-svc.ts';
 import { JoiningDirectory } from './cluster-joining.ts';
 import type { ClusterSettings } from './cluster-settings.ts';
 import { logStartFailure } from './errors.ts';
-import { PortInUseError, startClusterSecurePorts } from './listeners.ts';
+import { PortInUseError, startClusterPorts } from './listeners.ts';
+import { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
 import { Reloader, reloadOnHangup } from './reload.ts';
 import type { ServeSettings } from './settings.ts';
 import { stopRequested } from './stop-signals.ts';
@@ -78,12 +79,15 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     await sql.end({ timeout: 1 });
     return 1;
   }
+  const peerGuard = new PeerGuard({ logger: logger.child({ component: 'http' }) });
+  const notReady = readiness(directory, sql);
   const front = createHttpServer({
+    peerGuard,
     logger: logger.child({ component: 'http' }),
     access,
     audit,
     reload: (who) => reloader.reload(who),
-    cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql), queues },
+    cluster: { directory, secret: cluster.secret, clock: systemClock, notReady, queues },
     ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
   if (settings.http3 !== undefined) advertiseHttp3(front, settings.http3.port);
@@ -99,9 +103,9 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   }
   const host = settings.listen.host.includes(':') ? `[${settings.listen.host}]` : settings.listen.host;
   logger.info({ url: `http://${host}:${port}` }, 'listening');
-  // The TLS port and HTTP/3 serve the same routes; nodes forward to each other on the cleartext port.
-  const secure = await startClusterSecurePorts(settings, front, logger).catch((err: unknown) => {
-    logStartFailure(logger, err, 'cannot listen on the TLS port');
+  // The TLS port, HTTP/3 and gRPC serve through the same front; nodes forward to each other on the cleartext port.
+  const secure = await startClusterPorts(settings, front, { access, guard: peerGuard, notReady }, logger).catch((err: unknown) => {
+    logStartFailure(logger, err, 'cannot listen on the TLS or gRPC port');
     return err instanceof PortInUseError ? ('in use' as const) : ('failed' as const);
   });
   if (typeof secure === 'string') {

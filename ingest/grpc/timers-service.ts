@@ -117,7 +117,8 @@ function queueMessage({ name, config, paused }: QueueView): Record<string, unkno
   return { name, config, paused };
 }
 
-const queueConfigFields = ['max_attempts', 'min_backoff_ms', 'max_backoff_ms', 'max_doublings', 'rate_per_s', 'max_concurrent', 'timeout_ms', 'delivery', 'sink', 'batch_rows_max', 'linger_ms', 'retention_ms', 'dead_retention_ms', 'max_pending'] as const;
+/** The QueueConfig message's fields, as PUT /v1/queues/{name}'s body names them. */
+export const queueConfigFields = ['max_attempts', 'min_backoff_ms', 'max_backoff_ms', 'max_doublings', 'rate_per_s', 'max_concurrent', 'timeout_ms', 'delivery', 'sink', 'batch_rows_max', 'linger_ms', 'retention_ms', 'dead_retention_ms', 'max_pending'] as const;
 
 /** A QueueConfig message → PUT /v1/queues/{name}'s body: the fields given; the engine checks them. */
 function queueInput(config: Record<string, unknown> | null): Record<string, unknown> {
