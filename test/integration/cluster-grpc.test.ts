@@ -12,6 +12,10 @@
 //   - AddTimers splits its rows by partition, and a bad row refuses the batch naming the row
 //   - StreamAddTimers answers each add in order, in either node's partition
 //   - a call without the token is UNAUTHENTICATED; gRPC health is SERVING
+//
+// and, on the same two nodes, the Arrow export of GET /v1/timers through node A over curl: one
+// Arrow stream of every partition's timers, partition after partition, with cluster ids (node B's
+// partition asked of node B), the same timers the JSON list gives.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,6 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { type Client, type ClientDuplexStream, type ClientReadableStream, credentials, makeClientConstructor, Metadata, type ServiceDefinition, type ServiceError, status } from '@grpc/grpc-js';
+import { tableFromIPC } from 'apache-arrow';
 import { service as healthService } from 'grpc-health-check';
 import postgres from 'postgres';
 import { initCluster } from '../../cluster/cluster-init.ts';
@@ -74,6 +79,9 @@ describe('fermata.v1.Timers on a cluster node, routed by the cluster front', { s
   let server: PostgresServer | undefined;
   let client: TimersClient | undefined;
   let health: HealthClient | undefined;
+  /** Node A (with the gRPC port) and the keys the streamed adds took, for the export's test. */
+  let nodeA: Service | undefined;
+  const streamedIds: string[] = [];
   after(async () => {
     client?.close();
     health?.close();
@@ -119,6 +127,7 @@ describe('fermata.v1.Timers on a cluster node, routed by the cluster front', { s
     await admin.end();
 
     const a = await startNode('node-a', url, ['--grpc', '127.0.0.1:0']);
+    nodeA = a;
     const b = await startNode('node-b', url);
     let ownedByB = new Set<number>();
     await waitFor('each node owning one partition, every owner\'s address known', async () => {
@@ -175,6 +184,7 @@ describe('fermata.v1.Timers on a cluster node, routed by the cluster front', { s
       stream.end();
     });
     assert.equal(streamed.length, 4);
+    streamedIds.push(...streamed.map((one) => one.id));
     for (let i = 0; i < 4; i++) assert.equal(clusterIdParts(streamed[i]?.id ?? '', partitions)?.partition, partitionOfKey(`stream-${i}`, partitions), `stream answer ${i} in request order`);
 
     const batch = await call(timers.AddTimers, { timers: { timers: [newTimer('batch-0', hourMs), newTimer('batch-1', hourMs), newTimer('batch-2', hourMs)] } });
@@ -190,5 +200,20 @@ describe('fermata.v1.Timers on a cluster node, routed by the cluster front', { s
     health = new Health(address, credentials.createInsecure());
     const checked = await new Promise<{ status: string }>((resolve, reject) => health?.check({ service: timersServiceName }, (err, response) => (err === null ? resolve(response as { status: string }) : reject(err))));
     assert.equal(checked.status, 'SERVING');
+  });
+
+  test('the Arrow export of GET /v1/timers through one node holds every partition\'s timers, partition after partition, with cluster ids', async () => {
+    assert.ok(nodeA !== undefined && streamedIds.length === 4, 'the test before added the timers');
+    const headers = { authorization: `Bearer ${token}` };
+    const exported = await curlRequest({ url: `${nodeA.url}/v1/timers?key_prefix=stream-`, headers: { ...headers, accept: 'application/vnd.apache.arrow.stream' } });
+    assert.equal(exported.status, 200, exported.body.toString());
+    assert.equal(exported.headers['content-type'], 'application/vnd.apache.arrow.stream');
+    const ids = [...(tableFromIPC(exported.body).getChild('id')?.toArray() as string[])];
+    assert.deepEqual([...ids].sort(), [...streamedIds].sort(), 'every streamed timer, from both nodes');
+    const partitionsInOrder = ids.map((id) => clusterIdParts(id, partitions)?.partition ?? -1);
+    assert.deepEqual(partitionsInOrder, [...partitionsInOrder].sort(), 'partition after partition');
+    assert.equal(new Set(partitionsInOrder).size, 2, 'both partitions, one of them node B\'s');
+    const listed = json<{ timers: { id: string }[] }>(await curlRequest({ url: `${nodeA.url}/v1/timers?key_prefix=stream-`, headers }));
+    assert.deepEqual(listed.timers.map((timer) => timer.id).sort(), [...ids].sort(), 'the JSON list gives the same timers');
   });
 });
