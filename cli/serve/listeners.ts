@@ -1,5 +1,6 @@
 // The ports of one life of `fermata serve`: the HTTP adapter on the cleartext port and, with a
-// certificate, the TLS port; the Arrow Flight service; the supervised Caddy that serves HTTP/3.
+// certificate, the TLS port; the Arrow Flight service; the supervised Caddy that serves HTTP/3;
+// and a cluster node's TLS port, HTTP/3 and gRPC port beside its cleartext one (startClusterPorts).
 // Each start logs its "listening" line (what tests and operators read the URL from), or logs why
 // it could not bind and closes what it opened; a port someone else holds is a `PortInUseError`
 // instead (the caller says so in one plain line and exits 2: there is nothing to debug, only a

@@ -14,6 +14,7 @@
 // as on one node, and the caller's token goes on to the HTTP request, whose check it passes
 // again. Health follows the node's /readyz. Main thread.
 import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, Server, ServerCredentials, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { isUtf8 } from 'node:buffer';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
 import { ReflectionService } from '@grpc/reflection';
@@ -29,7 +30,7 @@ import { reflectedPackage, timersPackage } from './proto-files.ts';
 import { ReadinessHealth } from './readiness-health.ts';
 import { type GrpcFailure, grpcFailure, rpcStatusOf, type RpcStatus } from './status-map.ts';
 import { type DeadTimerMessage, filterFields, msOf, type NewTimer, type RescheduleRequest, type Seconds, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, type TimerMessage } from './timer-messages.ts';
-import { grpcServerOptions, queueConfigFields, timersServiceName } from './timers-service.ts';
+import { checkDeadline, grpcServerOptions, queueConfigFields, timersServiceName } from './timers-service.ts';
 import type { TimerStateName } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 
@@ -50,7 +51,7 @@ export interface HttpAnswer {
 export type HttpCall = (request: HttpRequest) => Promise<HttpAnswer>;
 
 export interface ClusterTimersServiceOptions {
-  /** The node's HTTP server, asked in process (cli/serve/cluster-service.ts). */
+  /** The node's HTTP server, asked in process (cli/serve/listeners.ts gives fastify's inject). */
   readonly http: HttpCall;
   readonly logger: Logger;
   readonly access: Access;
@@ -149,8 +150,7 @@ function queueOf(json: Record<string, unknown>): Record<string, unknown> {
 /** A payload as an add's JSON takes it: text when it is UTF-8, else base64. */
 function payloadFields(payload: Buffer): Record<string, string> {
   if (payload.length === 0) return {};
-  const text = payload.toString('utf8');
-  return Buffer.from(text, 'utf8').equals(payload) ? { payload: text } : { payload_base64: payload.toString('base64') };
+  return isUtf8(payload) ? { payload: payload.toString('utf8') } : { payload_base64: payload.toString('base64') };
 }
 
 /**
@@ -354,7 +354,10 @@ export class ClusterTimersService {
     };
   }
 
-  /** A unary method: authenticated, then `answer`ed; `rowsOf` names a batch's rows in errors (timers[ROW].FIELD). */
+  /**
+   * A unary method: authenticated, refused unstarted once its deadline passed (as one node
+   * refuses a write), then `answer`ed; `rowsOf` names a batch's rows in errors (timers[ROW].FIELD).
+   */
   #unary<Request>(answer: (request: Request, metadata: Metadata) => Promise<unknown>, rowsOf?: (request: Request) => string): handleUnaryCall<Request, unknown> {
     return (call: ServerUnaryCall<Request, unknown>, callback) => {
       const refusal = callRefusal(this.#access, call.metadata, call.getPath());
@@ -362,6 +365,7 @@ export class ClusterTimersService {
       const rowPath = rowsOf?.(call.request);
       let answered: Promise<unknown>;
       try {
+        checkDeadline(call);
         answered = answer(call.request, call.metadata);
       } catch (err) {
         return callback(this.#failureOf(err, rowPath));

@@ -107,7 +107,7 @@ function addAnswer<State>(id: string, original: DuplicateAnswer | undefined, fir
 const enumName = (state: TimerStateEnum): TimerStateEnum => state;
 
 /** A write handed to the engine after its call's deadline would be answered to no one: refused before it starts. */
-function checkDeadline(call: Call): void {
+export function checkDeadline(call: Call): void {
   const deadline = call.getDeadline();
   const ms = deadline instanceof Date ? deadline.getTime() : deadline;
   if (Number.isFinite(ms) && Date.now() >= ms) throw new HttpProblem(httpErrorCodes.requestTimeout, 'the call\'s deadline passed before it was handled: nothing was done');
