@@ -163,25 +163,39 @@ function noDelaySockets(tls: ClusterTls): (options: Sql['options']) => net.Socke
     const index = next++ % Math.max(1, options.host.length);
     const host = options.host[index] ?? 'localhost';
     const port = options.port[index] ?? options.port[0] ?? 5432;
+    const socket = tls.mode === 'disable' || tls.mode === 'prefer' ? new net.Socket() : new TlsRequiredSocket(`${host}:${port}`, tls.mode);
     // The client reads host and port off its socket (the TLS server name, error messages).
-    const socket = Object.assign(net.connect({ host, port, noDelay: true }), { host, port });
-    if (tls.mode !== 'disable' && tls.mode !== 'prefer') refuseCleartext(socket, `${host}:${port}`, tls.mode);
-    return socket;
+    return Object.assign(socket.setNoDelay(true).connect({ host, port }), { host, port });
   };
 }
 
 /**
- * The first byte a server sends is its answer to the client's SSLRequest: `S`, or `N` from a
- * server without TLS. The client would then start TLS anyway and fail with a reset that names
- * nothing; the socket is ended here first with an error that says what is wrong, and the client
- * passes it to the query that asked for the connection (or tries the URL's next host).
+ * A connection on which the URL asks for TLS. The first byte a server sends is its answer to the
+ * client's SSLRequest: `S`, or `N` from a server without TLS. On `N` the client would start TLS
+ * anyway and fail with a reset that names nothing, or, with several hosts, wait for no one; so
+ * that answer is not passed on, and the socket ends with an error that says what is wrong, which
+ * the client gives the query that asked for the connection, as any failure to connect (or it
+ * tries the URL's next host).
  */
-function refuseCleartext(socket: net.Socket, address: string, mode: ClusterTls['mode']): void {
-  socket.once('data', (chunk: Buffer) => {
-    if (chunk[0] === 0x53) return;
-    const refused = new ClusterTlsError(`the PostgreSQL server at ${address} does not accept TLS connections, and the cluster URL asks for TLS (sslmode=${mode}): turn ssl on in the server, or name one that has it`);
-    socket.destroy(Object.assign(refused, { code: 'TLS_REFUSED' }));
-  });
+class TlsRequiredSocket extends net.Socket {
+  readonly #address: string;
+  readonly #mode: ClusterTls['mode'];
+  #answered = false;
+
+  constructor(address: string, mode: ClusterTls['mode']) {
+    super();
+    this.#address = address;
+    this.#mode = mode;
+  }
+
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
+    if (event !== 'data' || this.#answered) return super.emit(event, ...args);
+    this.#answered = true;
+    if ((args[0] as Buffer)[0] === 0x53) return super.emit(event, ...args);
+    const refused = new ClusterTlsError(`the PostgreSQL server at ${this.#address} does not accept TLS connections, and the cluster URL asks for TLS (sslmode=${this.#mode}): turn ssl on in the server, or name one that has it`);
+    this.destroy(Object.assign(refused, { code: 'TLS_REFUSED' }));
+    return true;
+  }
 }
 
 /**

@@ -7,6 +7,8 @@
 //     the test's directory, put in force by a reload), `fermata cluster init` and a node started
 //     with `sslmode=verify-full&sslrootcert=CA` work: the node joins, takes a timer over curl and
 //     answers it, and every connection of fermata's is encrypted (pg_stat_ssl)
+//   - with several hosts in the URL, one that does not accept TLS is passed over, as one that is
+//     down is, and the next one serves
 //   - `verify-full` with a CA that did not sign the server's certificate is refused, and so is a
 //     certificate that names localhost and not the address the URL names (the client alone would check
 //     an address as "localhost"), which `verify-ca` (the CA alone) accepts
@@ -14,6 +16,7 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, copyFileSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -128,6 +131,21 @@ describe('TLS to the cluster database (sslmode, sslrootcert)', { skip: skipUnles
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     await addAndRead(node);
+    // With several hosts, one without TLS is passed over as one that is down: the next answers.
+    const cleartextOnly = createServer((socket) => {
+      socket.once('data', () => socket.write('N'));
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => cleartextOnly.listen(0, '127.0.0.1', resolve));
+    const twoHosts = `postgres://${postgresTestUser}@127.0.0.1:${(cleartextOnly.address() as AddressInfo).port},127.0.0.1:${server.port}/tls?sslmode=verify-full&sslrootcert=${join(dir, 'ca.crt')}`;
+    const throughSecond = openClusterPool(twoHosts, { max: 1, connectTimeoutSeconds: 5 });
+    try {
+      const [row] = await throughSecond<{ ssl: boolean }[]>`SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`;
+      assert.equal(row?.ssl, true);
+    } finally {
+      await throughSecond.end({ timeout: 1 });
+      cleartextOnly.close();
+    }
     const sessions = await admin<{ ssl: boolean }[]>`SELECT s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.application_name = 'fermata'`;
     assert.ok(sessions.length > 0, 'the node holds connections');
     assert.ok(sessions.every((session) => session.ssl), 'every connection of the node is encrypted');
