@@ -11,6 +11,7 @@
 //     FAILED_PRECONDITION, an unknown id NOT_FOUND
 //   - AddTimers splits its rows by partition, and a bad row refuses the batch naming the row
 //   - StreamAddTimers answers each add in order, in either node's partition
+//   - SetQueue, PauseQueue and GetQueue act on the cluster's queue table; ListDeadTimers fans out
 //   - a call without the token is UNAUTHENTICATED; gRPC health is SERVING
 //
 // and, on the same two nodes, the Arrow export of GET /v1/timers through node A over curl: one
@@ -64,8 +65,17 @@ type TimersClient = Client & {
   ListTimers(request: object, metadata: Metadata, callback: Callback<{ timers: TimerMessage[]; next_cursor: string }>): void;
   ExportTimers(request: object, metadata: Metadata): ClientReadableStream<{ timers: TimerMessage[] }>;
   AddTimers(request: object, metadata: Metadata, callback: Callback<{ accepted: number; ids: string[] }>): void;
+  SetQueue(request: object, metadata: Metadata, callback: Callback<{ queue: QueueMessage }>): void;
+  PauseQueue(request: object, metadata: Metadata, callback: Callback<{ queue: QueueMessage }>): void;
+  GetQueue(request: object, metadata: Metadata, callback: Callback<{ queue: QueueMessage }>): void;
+  ListDeadTimers(request: object, metadata: Metadata, callback: Callback<{ dead: unknown[]; next_cursor: string }>): void;
   StreamAddTimers(metadata: Metadata): ClientDuplexStream<object, { result: 'added' | 'error'; added?: Added; error?: { code: number; message: string } }>;
 };
+interface QueueMessage {
+  readonly name: string;
+  readonly config: { readonly rate_per_s?: number; readonly max_attempts?: number };
+  readonly paused: boolean;
+}
 type HealthClient = Client & { check(request: { service: string }, callback: Callback<{ status: string }>): void };
 
 interface ClusterView {
@@ -193,6 +203,13 @@ describe('fermata.v1.Timers on a cluster node, routed by the cluster front', { s
     const badRow = await refusal(call(timers.AddTimers, { timers: { timers: [newTimer('batch-3', hourMs), { target: 'http://127.0.0.1:9/hook' }] } }));
     assert.equal(badRow.code, status.INVALID_ARGUMENT, badRow.details);
     assert.match(badRow.details, /^BATCH_INVALID: one of fire_at and delay is required \(row 1\)/);
+
+    const set = await call(timers.SetQueue, { name: 'mail', config: { rate_per_s: 40, max_attempts: 3 } });
+    assert.deepEqual([set.queue.name, set.queue.config.rate_per_s, set.queue.config.max_attempts, set.queue.paused], ['mail', 40, 3, false]);
+    await call(timers.PauseQueue, { name: 'mail' });
+    const mail = await call(timers.GetQueue, { name: 'mail' });
+    assert.deepEqual([mail.queue.config.rate_per_s, mail.queue.paused], [40, true], 'the cluster\'s queue config, as the HTTP API gives it');
+    assert.deepEqual(await call(timers.ListDeadTimers, {}), { dead: [], next_cursor: '' });
 
     const anonymous = await refusal(call(timers.GetTimer, { id: added.id }, new Metadata()));
     assert.equal(anonymous.code, status.UNAUTHENTICATED, anonymous.details);
