@@ -18,7 +18,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, copyFileSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import postgres, { type Sql } from 'postgres';
 import { openClusterPool } from '../../cluster/connection.ts';
@@ -55,7 +55,8 @@ describe('TLS to the cluster database (sslmode, sslrootcert)', { skip: skipUnles
   async function serveTls(pair: { cert: string; key: string }): Promise<void> {
     assert.ok(server !== undefined && admin !== undefined);
     const { uid, gid } = statSync(server.dir);
-    const names = { cert: join(server.dir, 'server.crt'), key: join(server.dir, 'server.key') };
+    // Files of their own: a new connection that shows their name is served with them.
+    const names = { cert: join(server.dir, basename(pair.cert)), key: join(server.dir, basename(pair.key)) };
     copyFileSync(pair.cert, names.cert);
     copyFileSync(pair.key, names.key);
     for (const file of [names.cert, names.key]) {
@@ -66,20 +67,19 @@ describe('TLS to the cluster database (sslmode, sslrootcert)', { skip: skipUnles
     await admin.unsafe(`ALTER SYSTEM SET ssl_key_file = '${names.key}'`);
     await admin.unsafe('ALTER SYSTEM SET ssl = on');
     await admin`SELECT pg_reload_conf()`;
-    // The postmaster loads the files at its SIGHUP; a new connection sees them once it has.
-    const probe = openClusterPool(`${server.url}?sslmode=require`, { max: 1, connectTimeoutSeconds: 2 });
-    try {
-      for (let tries = 0; ; tries++) {
-        try {
-          await probe`SELECT 1`;
-          break;
-        } catch (err) {
-          if (tries > 100) throw err;
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
+    // The postmaster loads the files at its SIGHUP; a connection made after it shows their name.
+    for (let tries = 0; ; tries++) {
+      const probe = openClusterPool(`${server.url}?sslmode=require`, { max: 1, connectTimeoutSeconds: 2 });
+      try {
+        const [row] = await probe<{ ssl_cert_file: string }[]>`SHOW ssl_cert_file`;
+        if (row?.ssl_cert_file === names.cert) break;
+      } catch (err) {
+        if (tries > 100) throw err;
+      } finally {
+        await probe.end({ timeout: 1 });
       }
-    } finally {
-      await probe.end({ timeout: 1 });
+      assert.ok(tries < 100, `the server does not serve ${names.cert} after its reload`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }
 
