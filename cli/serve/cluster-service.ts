@@ -1,6 +1,6 @@
 // `fermata serve --cluster`: a cluster node's life. The schema is checked and the partition count
 // read, then the HTTP server listens in cluster mode (ingest/http/server.ts: the router's front,
-// HTTP/1.1 and h2c on the cleartext port, and the TLS port and HTTP/3 when configured, with the
+// HTTP/1.1 and h2c on the cleartext port, and the TLS port, HTTP/3 and gRPC when configured, with the
 // same routes; the cleartext port's bound port is the address other nodes forward to,
 // unless "cluster.advertise" names one) with /readyz red and requests on timers answering
 // PARTITION_MOVING, then the node joins (cluster/node.ts: membership, the ownership loop, an
