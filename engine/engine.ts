@@ -260,8 +260,8 @@ export class Engine {
   }
 
   /** Every timer matching `filter` as the bytes of one Arrow IPC stream, made a batch at a time as it is read (timer-export.ts). */
-  exportTimers(filter: TimerFilter, batchRows: number, after: QueryPosition = queryStart): AsyncGenerator<Uint8Array> {
-    return exportTimers(this.#s, filter, batchRows, after);
+  exportTimers(filter: TimerFilter, batchRows: number, after: QueryPosition = queryStart, idPrefix = ''): AsyncGenerator<Uint8Array> {
+    return exportTimers(this.#s, filter, batchRows, after, idPrefix);
   }
 
   /** Cancels every pending or retrying timer a filter or list of ids names, as one record; resolves once durable (bulk-cancel.ts). */

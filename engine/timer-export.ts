@@ -62,12 +62,13 @@ const schemaMessage = ((): Uint8Array => {
  * Every timer matching `filter` after `from`, as the bytes of one Arrow IPC stream, `batchRows`
  * timers a record batch. The timers are found a window of a few batches at a time (one pass over
  * the store per window, not per batch); a resident timer of the window is looked up again when
- * its batch is made, and left out if it is gone by then.
+ * its batch is made, and left out if it is gone by then. `idPrefix` (ASCII) is written before
+ * every id: a cluster partition's engine exports the cluster ids the API answers with.
  */
-export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRows: number, from: QueryPosition = queryStart): AsyncGenerator<Uint8Array> {
+export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRows: number, from: QueryPosition = queryStart, idPrefix = ''): AsyncGenerator<Uint8Array> {
   yield schemaMessage;
   const windowRows = batchRows * exportWindowBatches;
-  const encoder = new BatchEncoder(batchRows);
+  const encoder = new BatchEncoder(batchRows, Buffer.from(idPrefix, 'latin1'));
   // Each resident timer is looked up again when its batch is made.
   const query = new HitQuery(windowRows, { liveSlots: false });
   let after = from;
@@ -94,6 +95,9 @@ export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRo
 class BatchEncoder {
   readonly #ids: Uint8Array;
   readonly #idOffsets: Int32Array;
+  /** Each id's bytes: the prefix's, then the engine id's 24. */
+  readonly #idLength: number;
+  readonly #idPrefix: Uint8Array;
   readonly #fireAt: MsColumn;
   readonly #nextAttempt: MsColumn;
   readonly #attempts: Uint32Array;
@@ -115,8 +119,13 @@ class BatchEncoder {
   /** The entries of the found list that a batch holds, in order. */
   readonly #entries: Int32Array;
 
-  constructor(rows: number) {
+  constructor(rows: number, idPrefix: Uint8Array) {
+    const idLength = idPrefix.length + engineIdLength;
+    this.#idLength = idLength;
+    this.#idPrefix = idPrefix;
     this.#ids = new Uint8Array(rows * idLength);
+    // The prefix is the same on every row: written once, and each engine id after it.
+    for (let i = 0; i < rows; i++) this.#ids.set(idPrefix, i * idLength);
     this.#idOffsets = Int32Array.from({ length: rows + 1 }, (_, i) => i * idLength);
     this.#fireAt = new MsColumn(rows);
     this.#nextAttempt = new MsColumn(rows);
@@ -162,7 +171,7 @@ class BatchEncoder {
       const fireAtMs = found.fireAtMs[h] as number;
       const rows = found.rowsOf(h);
       const index = found.index[h] as number;
-      encodeTimerIdInto(this.#ids, i * idLength, seq, row, fireAtMs);
+      encodeTimerIdInto(this.#ids, i * this.#idLength + this.#idPrefix.length, seq, row, fireAtMs);
       this.#fireAt.set(i, fireAtMs);
       this.#revisions[i] = s.rescheduled.revisionOf(seq, row);
       // A spilled timer's is in its run row (add-times.ts).
@@ -197,7 +206,7 @@ class BatchEncoder {
     }
     this.#addKeysHeadersPayloads(s, found, count);
     return recordBatchMessage(count, [
-      notNull(bytesOf(this.#idOffsets, count + 1), this.#ids.subarray(0, count * idLength)),
+      notNull(bytesOf(this.#idOffsets, count + 1), this.#ids.subarray(0, count * this.#idLength)),
       this.#states.buffers(count),
       this.#fireAt.buffers(count),
       this.#nextAttempt.buffers(count),
@@ -262,7 +271,7 @@ function callbacksRunOf(column: BytesColumnOf, row: number): Uint8Array {
   return start === end ? noBytes : column.values.subarray(start, end);
 }
 
-const idLength = 24;
+const engineIdLength = 24;
 
 /** A validity bitmap: a set bit is a value, a clear one a null. */
 class Validity {

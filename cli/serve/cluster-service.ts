@@ -1,6 +1,7 @@
 // `fermata serve --cluster`: a cluster node's life. The schema is checked and the partition count
 // read, then the HTTP server listens in cluster mode (ingest/http/server.ts: the router's front,
-// HTTP/1.1 and h2c on the cleartext port; its bound port is the address other nodes forward to,
+// HTTP/1.1 and h2c on the cleartext port, and the TLS port, HTTP/3 and gRPC when configured, with the
+// same routes; the cleartext port's bound port is the address other nodes forward to,
 // unless "cluster.advertise" names one) with /readyz red and requests on timers answering
 // PARTITION_MOVING, then the node joins (cluster/node.ts: membership, the ownership loop, an
 // engine and a dispatcher per partition it owns, one pool of delivery workers) and the server
@@ -27,9 +28,12 @@ import { requireCurrentSchema } from '../../cluster/schema/migrate.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { Access } from '../../ingest/auth/access.ts';
 import { AuditTrail } from '../../ingest/auth/audit.ts';
+import { advertiseHttp3 } from '../../ingest/http3/alt-svc.ts';
 import { JoiningDirectory } from './cluster-joining.ts';
 import type { ClusterSettings } from './cluster-settings.ts';
 import { logStartFailure } from './errors.ts';
+import { PortInUseError, startClusterPorts } from './listeners.ts';
+import { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
 import { Reloader, reloadOnHangup } from './reload.ts';
 import type { ServeSettings } from './settings.ts';
 import { stopRequested } from './stop-signals.ts';
@@ -75,13 +79,18 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     await sql.end({ timeout: 1 });
     return 1;
   }
+  const peerGuard = new PeerGuard({ logger: logger.child({ component: 'http' }) });
+  const notReady = readiness(directory, sql);
   const front = createHttpServer({
+    peerGuard,
     logger: logger.child({ component: 'http' }),
     access,
     audit,
     reload: (who) => reloader.reload(who),
-    cluster: { directory, secret: cluster.secret, clock: systemClock, notReady: readiness(directory, sql), queues },
+    cluster: { directory, secret: cluster.secret, clock: systemClock, notReady, queues },
+    ...(settings.tls === undefined ? {} : { tls: settings.tls.credentials }),
   });
+  if (settings.http3 !== undefined) advertiseHttp3(front, settings.http3.port);
   let port: number;
   try {
     await front.listen({ host: settings.listen.host, port: settings.listen.port });
@@ -94,6 +103,16 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
   }
   const host = settings.listen.host.includes(':') ? `[${settings.listen.host}]` : settings.listen.host;
   logger.info({ url: `http://${host}:${port}` }, 'listening');
+  // The TLS port, HTTP/3 and gRPC serve through the same front; nodes forward to each other on the cleartext port.
+  const secure = await startClusterPorts(settings, front, { access, guard: peerGuard, notReady }, logger).catch((err: unknown) => {
+    logStartFailure(logger, err, 'cannot listen on the TLS or gRPC port');
+    return err instanceof PortInUseError ? ('in use' as const) : ('failed' as const);
+  });
+  if (typeof secure === 'string') {
+    await front.close().catch(() => undefined);
+    await sql.end({ timeout: 1 });
+    return secure === 'in use' ? 2 : 1;
+  }
   // The settings a reload may have changed since the start, as the workers start with them.
   const delivery = reloader.settings.dispatch;
   try {
@@ -122,6 +141,7 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     });
   } catch (err) {
     logStartFailure(logger, err, 'cannot join the cluster');
+    await secure.stop();
     await front.close();
     await sql.end({ timeout: 1 });
     return 1;
@@ -141,6 +161,7 @@ export async function runClusterService(settings: ServeSettings, cluster: Cluste
     logger.error({ err }, 'handing the partitions over failed');
     exitCode = 1;
   }
+  await secure.stop();
   await front.close();
   await sql.end({ timeout: 5 });
   logger.info({ exitCode }, 'stopped');

@@ -1,5 +1,6 @@
 // The ports of one life of `fermata serve`: the HTTP adapter on the cleartext port and, with a
-// certificate, the TLS port; the Arrow Flight service; the supervised Caddy that serves HTTP/3.
+// certificate, the TLS port; the Arrow Flight service; the supervised Caddy that serves HTTP/3;
+// and a cluster node's TLS port, HTTP/3 and gRPC port beside its cleartext one (startClusterPorts).
 // Each start logs its "listening" line (what tests and operators read the URL from), or logs why
 // it could not bind and closes what it opened; a port someone else holds is a `PortInUseError`
 // instead (the caller says so in one plain line and exits 2: there is nothing to debug, only a
@@ -25,6 +26,7 @@ import type { PeerGuard } from '../../ingest/http/listen/peer-guard.ts';
 import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { alpnProtocols } from '../../ingest/http/listen/tls-listener.ts';
 import type { FlightListener } from '../../ingest/flight/flight-service.ts';
+import type { ClusterGrpcListener, HttpRequest } from '../../ingest/grpc/cluster-timers-service.ts';
 import { advertiseHttp3 } from '../../ingest/http3/alt-svc.ts';
 import { CaddySupervisor } from '../../ingest/http3/caddy-supervisor.ts';
 import type { Access } from '../../ingest/auth/access.ts';
@@ -109,6 +111,54 @@ export async function startHttp(settings: ServeSettings, ports: Ports, engine: E
   return app;
 }
 
+/** What a cluster node's gRPC port needs from its life (cli/serve/cluster-service.ts). */
+export interface ClusterGrpcSources {
+  readonly access: Access;
+  /** The HTTP server's peer guard, which sees the gRPC port's connections too. */
+  readonly guard: PeerGuard;
+  /** Why the node is not ready (/readyz's reason), or undefined: what gRPC health follows. */
+  readonly notReady: () => Promise<string | undefined>;
+}
+
+/**
+ * A cluster node's other ports (cli/serve/cluster-service.ts), beside its cleartext port
+ * (listening already): the TLS port is the same server's, so it serves the same routes, the
+ * cluster front's; HTTP/3 is the supervised Caddy forwarding to the cleartext port, as on one
+ * node; the gRPC port is startClusterGrpc's. Logs each one's "listening" line. Resolves with what
+ * stops the gRPC port and Caddy (the server's close closes the TLS port), or 'failed' after
+ * logging why and stopping what it started; a port someone holds is a PortInUseError.
+ */
+export async function startClusterPorts(settings: ServeSettings, app: HttpServer, grpc: ClusterGrpcSources, logger: Logger): Promise<{ stop(): Promise<void> } | 'failed'> {
+  const secure = app.server.tls;
+  if (settings.tls !== undefined && secure !== undefined) {
+    try {
+      secure.listen({ host: settings.tls.listen.host, port: settings.tls.listen.port });
+      await once(secure, 'listening');
+    } catch (err) {
+      if (addressInUse(err)) throw new PortInUseError(settings.tls.listen);
+      logStartFailure(logger, err, `cannot listen on ${settings.tls.listen.host}:${settings.tls.listen.port} (TLS)`);
+      return 'failed';
+    }
+    logger.info({ url: urlOf('https', secure.address()), alpn: alpnProtocols }, 'listening');
+  }
+  const caddy = await startHttp3(settings, app, logger);
+  if (caddy === 'failed') return 'failed';
+  let timers: ClusterGrpcListener | undefined | 'failed' = 'failed';
+  try {
+    timers = await startClusterGrpc(settings, app, grpc, logger);
+  } finally {
+    // A gRPC port that did not come up (or threw) leaves nothing running.
+    if (timers === 'failed') await caddy?.stop();
+  }
+  if (timers === 'failed') return 'failed';
+  return {
+    stop: async () => {
+      await timers?.close();
+      await caddy?.stop();
+    },
+  };
+}
+
 /** What GET /v1/stats/series samples once a second: the engine's adds and log syncs, the dispatcher's outcomes, failures and fire lateness. */
 function seriesSources(engine: Engine, dispatcher: Dispatcher): SeriesSources {
   return {
@@ -153,6 +203,37 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
       ...(credentials === undefined ? {} : { credentials }),
     });
     logger.info({ services: ['arrow.flight.protocol.FlightService', 'fermata.v1.Timers'], url: listener.url }, 'flight listening');
+    return listener;
+  } catch (err) {
+    if (addressInUse(err)) throw new PortInUseError(address);
+    logStartFailure(logger, err, `cannot listen on ${address.host}:${address.port} (gRPC)`);
+    return 'failed';
+  }
+}
+
+/**
+ * A cluster node's gRPC port when --grpc (or --flight) is set: fermata.v1.Timers (with
+ * reflection and health) made of requests to the node's own HTTP server, so the cluster front
+ * routes every call (ingest/grpc/cluster-timers-service.ts); Arrow Flight is not served there.
+ * TLS as on one node ("grpc.tls"), its connections seen by `guard`, health following `notReady`
+ * (/readyz's). Logs the "flight listening" line one node logs; 'failed' (logged) when it cannot
+ * bind, a PortInUseError when its port is taken.
+ */
+export async function startClusterGrpc(settings: ServeSettings, app: HttpServer, { access, guard, notReady }: ClusterGrpcSources, logger: Logger): Promise<ClusterGrpcListener | undefined | 'failed'> {
+  const address = settings.flight;
+  if (address === undefined) return undefined;
+  const [{ default: grpc }, { ClusterTimersService }] = await Promise.all([import('@grpc/grpc-js'), import('../../ingest/grpc/cluster-timers-service.ts')]);
+  const grpcLog = logger.child({ component: 'grpc' });
+  grpc.setLogger(grpcLogger(grpcLog));
+  const http = async (request: HttpRequest): Promise<{ status: number; headers: Record<string, string | string[] | number | undefined>; body: Buffer }> => {
+    const answer = await app.inject({ method: request.method, url: request.url, headers: request.headers, ...(request.body === undefined ? {} : { payload: request.body }) });
+    return { status: answer.statusCode, headers: answer.headers, body: answer.rawPayload };
+  };
+  const service = new ClusterTimersService({ http, logger: grpcLog, access, notReady });
+  const tls = settings.grpcTls ? settings.tls?.credentials : undefined;
+  try {
+    const listener = await service.listen(address.host, address.port, guard, tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false));
+    logger.info({ services: ['fermata.v1.Timers'], url: listener.url }, 'flight listening');
     return listener;
   } catch (err) {
     if (addressInUse(err)) throw new PortInUseError(address);

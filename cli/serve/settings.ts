@@ -149,11 +149,6 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
   if (flight !== undefined && flightRefusal !== undefined) throw new UsageError(`${flight.source}: ${flightRefusal}`);
   const cluster = clusterSettings(values.cluster, env, config.cluster, configFile, clock.mode);
   const dispatch = dispatchSettings(config.dispatch, configFile, env);
-  refuseInClusterMode(cluster, {
-    'a TLS port': tls,
-    'an Arrow Flight port': flightAddress,
-    'HTTP/3': http3Port,
-  });
   return {
     dataDir: resolve(data.base, data.value),
     listen: listenAddress,
@@ -172,14 +167,6 @@ export function serveSettings(values: ServeFlags, env: NodeJS.ProcessEnv): Serve
     clock: clock.mode,
     cluster,
   };
-}
-
-/** A cluster node serves its cleartext port only, for now: any other listener asked for is refused, not ignored. */
-function refuseInClusterMode(cluster: ClusterSettings | undefined, listeners: Record<string, unknown>): void {
-  if (cluster === undefined) return;
-  for (const [what, setting] of Object.entries(listeners)) {
-    if (setting !== undefined) throw new UsageError(`cluster mode serves its cleartext port only, for now: ${what} is not available with --cluster (docs/cluster.md, "Running a node")`);
-  }
 }
 
 /**

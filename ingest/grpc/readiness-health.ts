@@ -19,14 +19,18 @@ type CheckHandler = (call: unknown, callback: unknown) => void;
 
 export class ReadinessHealth {
   readonly #services: readonly string[];
-  readonly #readiness: ReadinessSources | undefined;
+  readonly #readiness: ReadinessSources | (() => Promise<string | undefined>) | undefined;
   readonly #health: HealthImplementation;
   #status: ServingStatus = 'SERVING';
   #stopped = false;
   #timer: NodeJS.Timeout | undefined;
 
-  /** `services` are the names health answers for (`""`, the whole server, among them); readiness undefined: SERVING until stopped. */
-  constructor(services: readonly string[], readiness: ReadinessSources | undefined) {
+  /**
+   * `services` are the names health answers for (`""`, the whole server, among them); readiness
+   * is a single node's sources, or a function giving why the service is not ready (a cluster
+   * node's /readyz reason); undefined: SERVING until stopped.
+   */
+  constructor(services: readonly string[], readiness: ReadinessSources | (() => Promise<string | undefined>) | undefined) {
     this.#services = services;
     this.#readiness = readiness;
     this.#health = new HealthImplementation(Object.fromEntries(services.map((name) => [name, this.#status])));
@@ -52,7 +56,7 @@ export class ReadinessHealth {
   /** Reads readiness and sets every service's status to it (Watch streams hear a change). */
   async refresh(): Promise<void> {
     if (this.#readiness === undefined || this.#stopped) return;
-    const why = await notReady(this.#readiness);
+    const why = typeof this.#readiness === 'function' ? await this.#readiness() : await notReady(this.#readiness);
     if (!this.#stopped) this.#set(why === undefined ? 'SERVING' : 'NOT_SERVING');
   }
 

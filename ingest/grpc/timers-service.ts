@@ -107,7 +107,7 @@ function addAnswer<State>(id: string, original: DuplicateAnswer | undefined, fir
 const enumName = (state: TimerStateEnum): TimerStateEnum => state;
 
 /** A write handed to the engine after its call's deadline would be answered to no one: refused before it starts. */
-function checkDeadline(call: Call): void {
+export function checkDeadline(call: Call): void {
   const deadline = call.getDeadline();
   const ms = deadline instanceof Date ? deadline.getTime() : deadline;
   if (Number.isFinite(ms) && Date.now() >= ms) throw new HttpProblem(httpErrorCodes.requestTimeout, 'the call\'s deadline passed before it was handled: nothing was done');
@@ -117,7 +117,8 @@ function queueMessage({ name, config, paused }: QueueView): Record<string, unkno
   return { name, config, paused };
 }
 
-const queueConfigFields = ['max_attempts', 'min_backoff_ms', 'max_backoff_ms', 'max_doublings', 'rate_per_s', 'max_concurrent', 'timeout_ms', 'delivery', 'sink', 'batch_rows_max', 'linger_ms', 'retention_ms', 'dead_retention_ms', 'max_pending'] as const;
+/** The QueueConfig message's fields, as PUT /v1/queues/{name}'s body names them. */
+export const queueConfigFields = ['max_attempts', 'min_backoff_ms', 'max_backoff_ms', 'max_doublings', 'rate_per_s', 'max_concurrent', 'timeout_ms', 'delivery', 'sink', 'batch_rows_max', 'linger_ms', 'retention_ms', 'dead_retention_ms', 'max_pending'] as const;
 
 /** A QueueConfig message → PUT /v1/queues/{name}'s body: the fields given; the engine checks them. */
 function queueInput(config: Record<string, unknown> | null): Record<string, unknown> {

@@ -52,8 +52,9 @@ test('the config file\'s "cluster": unknown keys, wrong types and bad node ids a
   assert.throws(() => clusterSettings('postgres://fermata@db/f', noEnv, readClusterConfig({ node_id: 'a b' }, 'c.json'), 'c.json', 'real'), /not a node id/);
 });
 
-test('fermata serve --cluster refuses the listeners a cluster node does not serve yet, rather than ignoring them', async () => {
+test('fermata serve --cluster takes a gRPC port as one node does (its TLS port and HTTP/3: test/integration/cluster-tls-port.test.ts)', async () => {
   const { serveSettings } = await import('../../cli/serve/settings.ts');
-  assert.throws(() => serveSettings({ cluster: 'postgres://fermata@db/f', flight: '127.0.0.1:0' }, secretEnv), (err: unknown) => err instanceof UsageError && /an Arrow Flight port is not available with --cluster/.test(err.message));
-  assert.equal(serveSettings({ cluster: 'postgres://fermata@db/f' }, secretEnv).cluster?.url, 'postgres://fermata@db/f');
+  const settings = serveSettings({ cluster: 'postgres://fermata@db/f', grpc: '127.0.0.1:0' }, secretEnv);
+  assert.equal(settings.cluster?.url, 'postgres://fermata@db/f');
+  assert.deepEqual(settings.flight, { host: '127.0.0.1', port: 0 });
 });

@@ -4,7 +4,8 @@
 // (front.ts); main thread.
 //
 //   GET /v1/timers                 pages merged in (fire_at, id) order; the cursor holds each
-//                                  partition's own cursor (null once it is exhausted)
+//                                  partition's own cursor (null once it is exhausted); with
+//                                  Accept: Arrow, the export (arrow-export.ts)
 //   POST /v1/timers/cancel         counts summed; ids go to their partitions only
 //   DELETE /v1/queues/{name}/timers   the same, for the queue's filter
 //   GET /v1/dead                   pages merged oldest first (created_at, id); the cursor holds
@@ -23,6 +24,8 @@ import { bulkCancelTargetOf, checkListQuery, limitOf, listQuerySchema } from '..
 import { type FilterFields, timerFilterOf } from '../timer-filter.ts';
 import { timerView } from '../timer-views.ts';
 import type { HttpServer } from '../types.ts';
+import { mediaTypes } from '../media-types.ts';
+import type { ClusterArrowExport } from './arrow-export.ts';
 import type { ForwardRequest } from './forwarder.ts';
 import { byFieldThenId, mergePages } from './merge-pages.ts';
 
@@ -36,6 +39,8 @@ export interface FanOutOptions {
   readonly call: PartitionCall;
   /** The one partition a forwarded request is to answer for, else undefined (every partition). */
   readonly onlyPartition: (headers: Readonly<Record<string, string | string[] | undefined>>) => number | undefined;
+  /** The Arrow export of GET /v1/timers (arrow-export.ts). */
+  readonly exportArrow: ClusterArrowExport;
 }
 
 interface ListQuery extends FilterFields {
@@ -72,16 +77,22 @@ function decodeClusterCursor(cursor: string | undefined, partitions: number, isC
   return value as (string | null)[];
 }
 
-export function fanOutRoutes(app: HttpServer, { partitions, call, onlyPartition }: FanOutOptions): void {
+export function fanOutRoutes(app: HttpServer, { partitions, call, onlyPartition, exportArrow }: FanOutOptions): void {
   const every = Array.from({ length: partitions }, (_, partition) => partition);
   const partitionsOf = (headers: Readonly<Record<string, string | string[] | undefined>>): number[] => {
     const only = onlyPartition(headers);
     return only === undefined ? every : [only];
   };
 
-  app.get<{ Querystring: ListQuery }>('/v1/timers', { schema: { querystring: listQuerySchema }, preValidation: async (request) => checkListQuery(request.query) }, async (request) => {
+  app.get<{ Querystring: ListQuery }>('/v1/timers', { schema: { querystring: listQuerySchema }, preValidation: async (request) => checkListQuery(request.query) }, async (request, reply) => {
     const { query } = request;
     const filter: TimerFilter = timerFilterOf(query);
+    if (request.headers.accept?.toLowerCase().includes(mediaTypes.arrowStream) === true) {
+      const one = onlyPartition(request.headers);
+      const from = one === undefined ? decodeClusterCursor(query.cursor, partitions, (entry) => decodeCursor(entry) !== undefined) : undefined;
+      const parts = from === undefined ? [{ partition: one as number, cursor: query.cursor ?? '' }] : from.flatMap((cursor, partition) => (cursor === null ? [] : [{ partition, cursor }]));
+      return reply.code(200).type(mediaTypes.arrowStream).send(exportArrow(filter, parts, query, request.headers));
+    }
     const limit = limitOf(query.limit);
     const pageOf = (partition: number, cursor: string, rows: number): Promise<Page> => {
       const params = new URLSearchParams();

@@ -45,6 +45,7 @@ import type { CleartextListener } from '../listen/cleartext-listener.ts';
 import type { HttpServer } from '../types.ts';
 import { parseIfMatch, patchTimer, revisionMismatchMessage } from '../routes/timer-patch.ts';
 import { type ForwardAnswer, Forwarder, forwardedHeader, type ForwardRequest, secretHeader } from './forwarder.ts';
+import { clusterArrowExport } from './arrow-export.ts';
 import { clusterStatsRoutes } from './cluster-stats.ts';
 import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts';
 import { type TraceHeaders, traceHeadersOf, traceparentHeader, tracestateHeader, withTrace } from '../../../engine/trace-context.ts';
@@ -284,7 +285,8 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     if (!(Number.isInteger(partition) && partition >= 0 && partition < router.partitions)) throw new HttpProblem(httpErrorCodes.requestInvalid, `${partitionHeader} names no partition of this cluster`);
     return partition;
   };
-  fanOutRoutes(app, { partitions: router.partitions, call, onlyPartition });
+  const exportArrow = clusterArrowExport({ routeFor: (partition, headers) => routeFor(partition, headers[forwardedHeader] !== undefined), send: (address, request) => forwarder.send(address, request), partitionHeader });
+  fanOutRoutes(app, { partitions: router.partitions, call, onlyPartition, exportArrow });
   const onPartition: OnPartition = async (partition, request, reply, local) => {
     const route = routeFor(partition, isForwarded(request));
     if (route.kind === 'moving') throw moving(partition);
