@@ -23,6 +23,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getTimer, spilledTimerView } from './cancel-lookup.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
+import { type BucketReads, cachedReads } from './spill/scan-reads.ts';
 import { type BucketGroup, BucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
 import type { RunRows } from './spill/run-rows.ts';
 import type { EngineState } from './state.ts';
@@ -113,6 +114,7 @@ export class HitQuery {
   readonly #spilled: HitList;
   readonly #scratch: HitList;
   readonly #liveSlots: boolean;
+  readonly #reads: BucketReads | undefined;
   #best: BestPositions | undefined;
 
   /**
@@ -120,9 +122,12 @@ export class HitQuery {
    * in one turn, and again after the spilled reads took turns; a user that looks each resident
    * timer up again itself (the export, batch by batch) saves that second pass over every
    * resident slot a window, and has the first in slices that leave the loop to others between.
+   * `reads`: where spilled batches are read from (a long scan's own, spill/scan-reads.ts: a
+   * window begins at each find), else through the engine's bucket cache.
    */
-  constructor(cap: number, { liveSlots = true }: { liveSlots?: boolean } = {}) {
+  constructor(cap: number, { liveSlots = true, reads }: { liveSlots?: boolean; reads?: BucketReads } = {}) {
     this.#liveSlots = liveSlots;
+    this.#reads = reads;
     this.#found = new HitList(cap);
     this.#resident = new HitList(cap);
     this.#spilled = new HitList(cap);
@@ -138,6 +143,8 @@ export class HitQuery {
   async find<T>(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, use: (hits: HitList) => T): Promise<T> {
     const found = this.#found;
     if (filter.key !== undefined) return keyHits(s, filter, filter.key, after, found, use);
+    const reads = this.#reads ?? cachedReads(s);
+    reads.startWindow();
     for (let tries = 1; ; tries++) {
       const watermarkMs = s.spill.watermarkMs;
       const runs = s.spill.runs;
@@ -147,7 +154,7 @@ export class HitQuery {
       else await residentHitsSliced(s, filter, after, best, resident);
       const bound = resident.length >= cap ? resident.length - 1 : -1;
       const boundDueMs = bound < 0 ? undefined : (resident.dueMs[bound] as number);
-      const read = await spilledHits(s, filter, after, cap, boundDueMs, this.#spilled, this.#scratch);
+      const read = await spilledHits(s, filter, after, cap, boundDueMs, this.#spilled, this.#scratch, reads);
       const moved = s.spill.watermarkMs !== watermarkMs || s.spill.runs !== runs;
       if (moved && tries < spillMovesMax) continue;
       // The reads took turns: the resident timers are read again, now, for `use`.
@@ -334,7 +341,7 @@ function residentPass(s: EngineState, test: ResidentTest, after: QueryPosition, 
  * there are so many; none in a bucket starting after `boundDueMs`); whether a bucket was read,
  * taking turns.
  */
-async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, boundDueMs: number | undefined, hits: HitList, scratch: HitList): Promise<boolean> {
+async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, boundDueMs: number | undefined, hits: HitList, scratch: HitList, reads: BucketReads): Promise<boolean> {
   hits.clear();
   // Spilled timers are pending and due at their fire time.
   if (filter.state !== undefined && filter.state !== 'pending') return false;
@@ -350,7 +357,7 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
   // is missing (at the share of rows that matched so far): an export's window or a filtered page
   // overlaps its reads with its scans, a page that one group fills decodes no bucket for nothing.
   const first = within(0);
-  let next = first === undefined ? undefined : readGroup(s, first);
+  let next = first === undefined ? undefined : readGroup(reads, first);
   let scanned = 0;
   for (let g = 0; next !== undefined; g++) {
     const batches = await next;
@@ -360,7 +367,7 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
     const groupRows = (groups.at(g) as BucketGroup).rows;
     const expected = scanned === 0 ? groupRows : (groupRows * hits.length) / scanned;
     const following = within(g + 1);
-    next = following !== undefined && expected < cap - hits.length ? readGroup(s, following) : undefined;
+    next = following !== undefined && expected < cap - hits.length ? readGroup(reads, following) : undefined;
     scanned += groupRows;
     const start = hits.length;
     // Each batch of the group may give what is missing (batches of one start overlap in time).
@@ -372,7 +379,7 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
     // Batches of one start may come from several runs: merged into order within the group.
     if (batches.length > 1) mergeRanges(hits, start, ends, scratch);
     if (hits.length >= cap) break;
-    if (next === undefined && following !== undefined) next = readGroup(s, following);
+    if (next === undefined && following !== undefined) next = readGroup(reads, following);
   }
   return read;
 }
@@ -401,8 +408,8 @@ function mergeRanges(hits: HitList, start: number, ends: readonly number[], scra
 }
 
 /** The batches of a group, read together; a read left unused when the scan stops has its failure ignored. */
-function readGroup(s: EngineState, group: BucketGroup): Promise<RunRows[]> {
-  const reading = Promise.all(group.batches.map(({ run, bucket }) => s.spill.readBucket(run, bucket)));
+function readGroup(reads: BucketReads, group: BucketGroup): Promise<RunRows[]> {
+  const reading = Promise.all(group.batches.map(({ run, bucket }) => reads.read(run, bucket)));
   reading.catch(() => undefined);
   return reading;
 }
@@ -416,11 +423,12 @@ export async function forEachSpilledMatch(s: EngineState, filter: TimerFilter, v
   if (filter.state !== undefined && filter.state !== 'pending') return;
   const groups = new BucketGroups(s.spill, filter.dueAfterMs ?? -Infinity, filter.dueBeforeMs ?? Infinity);
   const first = groups.at(0);
-  let next = first === undefined ? undefined : readGroup(s, first);
+  const reads = cachedReads(s);
+  let next = first === undefined ? undefined : readGroup(reads, first);
   for (let g = 0; next !== undefined; g++) {
     const batches = await next;
     const following = groups.at(g + 1);
-    next = following === undefined ? undefined : readGroup(s, following);
+    next = following === undefined ? undefined : readGroup(reads, following);
     for (const rows of batches) {
       const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
       if (filter.queue !== undefined && queue < 0) continue;

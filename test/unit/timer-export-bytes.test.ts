@@ -5,11 +5,14 @@
 // one cancelled and one rescheduled, spilled ones cancelled, keys, headers, callbacks; with
 // filters, from a cursor, and in batch sizes whose windows end inside a bucket group and across
 // several (so a scan that carries a group from one window to the next is held to the same bytes).
+// And the export's reads (engine/spill/scan-reads.ts): a run file opened once an export, closed at
+// its end.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { Engine, type QueryPosition, queryStart, type TimerFilter } from '../../engine/engine.ts';
+import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 
 const hour = 3600_000;
@@ -73,5 +76,47 @@ test('exports over resident and spilled timers make the same bytes as before, wi
     state: 'd0eeb2634b9bb7dd',
     fromCursor: '30af18f45a7f85c8',
   });
+  await engine.close();
+});
+
+test('an export opens each run file once, however many batches it reads, and closes it at its end or when abandoned', async () => {
+  const sim = new SimFileSystem({ seed: 4142 });
+  let watching = false;
+  let opens = 0;
+  let closes = 0;
+  // The simulated disk, counting the run files opened and closed while `watching`.
+  const fs: FileSystem = {
+    ...sim,
+    mkdirp: (dir) => sim.mkdirp(dir),
+    list: (dir) => sim.list(dir),
+    readFile: (path) => sim.readFile(path),
+    rename: (from, to) => sim.rename(from, to),
+    unlink: (path) => sim.unlink(path),
+    syncDir: (dir) => sim.syncDir(dir),
+    lockDir: (dir) => sim.lockDir(dir),
+    open: async (path, mode, options) => {
+      const handle = await sim.open(path, mode, options);
+      if (!watching || !path.endsWith('.arrow')) return handle;
+      opens++;
+      return { ...handle, writeThrough: handle.writeThrough, writev: (c, p) => handle.writev(c, p), read: (into, p) => handle.read(into, p), datasync: () => handle.datasync(), truncate: (l) => handle.truncate(l), size: () => handle.size(), close: () => (closes++, handle.close()) };
+    },
+  };
+  const engine = await Engine.open({ dataDir: '/data', fs, clock: { now: () => t0 } });
+  for (let run = 0; run < 3; run++) {
+    await engine.admit(batchFromSpecs(Array.from({ length: 600 }, (_, i) => ({ fireAtMs: t0 + 10 * hour + (((run * 600 + i) * 7919) % (6 * hour)), target: 'https://a.example/hook', payload: `p${i}` }))));
+    await engine.checkpoint(t0 + 3 * hour);
+  }
+  assert.equal(engine.stats().spill.runs, 3);
+  watching = true;
+  let chunks = 0;
+  // Windows of 40 timers: some 45 windows over 18 batches (6 buckets, a batch of each run).
+  for await (const _ of engine.exportTimers({}, 10)) chunks++;
+  assert.equal(chunks, 182, 'the schema, 180 record batches, the end');
+  assert.ok(opens >= 1 && opens <= 3, `${opens} run files opened for one export`);
+  assert.equal(closes, opens, 'every one closed at its end');
+  const abandoned = engine.exportTimers({}, 10);
+  for (let i = 0; i < 5; i++) await abandoned.next();
+  await abandoned.return(undefined);
+  assert.equal(closes, opens, 'an abandoned export closes its files too');
   await engine.close();
 });
