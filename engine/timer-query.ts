@@ -116,6 +116,12 @@ export class HitQuery {
   readonly #liveSlots: boolean;
   readonly #reads: BucketReads | undefined;
   #best: BestPositions | undefined;
+  /**
+   * A sliced pass that found every resident match after its position (fewer than the cap) with
+   * no change to the store meanwhile: while the store's change count stays the same, the next
+   * windows of the same filter take their resident matches from its list, not another pass.
+   */
+  #complete: { readonly filter: TimerFilter; readonly changes: number; readonly after: QueryPosition } | undefined;
 
   /**
    * `liveSlots`: whether `use` needs the resident entries' slots live, so the resident pass runs
@@ -151,7 +157,7 @@ export class HitQuery {
       const resident = this.#resident;
       const best = this.#bestOf(cap);
       if (this.#liveSlots) residentHits(s, filter, after, best, resident);
-      else await residentHitsSliced(s, filter, after, best, resident);
+      else await this.#residentSliced(s, filter, after, cap, best, resident);
       const bound = resident.length >= cap ? resident.length - 1 : -1;
       const boundDueMs = bound < 0 ? undefined : (resident.dueMs[bound] as number);
       const read = await spilledHits(s, filter, after, cap, boundDueMs, this.#spilled, this.#scratch, reads);
@@ -163,6 +169,22 @@ export class HitQuery {
       mergeHits(resident, this.#spilled, cap, found);
       return use(found);
     }
+  }
+
+  /**
+   * The resident matches after `after` for a user that looks them up again itself: from the
+   * last complete pass's list while the store is as it was then (an export past the resident
+   * timers' due times, window after window), else a sliced pass.
+   */
+  async #residentSliced(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, best: BestPositions, resident: HitList): Promise<void> {
+    const complete = this.#complete;
+    if (complete !== undefined && complete.filter === filter && complete.changes === s.store.changes && hitOrder(after, complete.after) >= 0) {
+      dropThrough(resident, after);
+      return;
+    }
+    const changes = s.store.changes;
+    await residentHitsSliced(s, filter, after, best, resident);
+    this.#complete = resident.length < cap && s.store.changes === changes ? { filter, changes, after } : undefined;
   }
 
   /** The heap of a resident pass keeping `cap`, made again only when the cap changes. */
@@ -184,6 +206,20 @@ function hitObjects(found: HitList): TimerHit[] {
     hits.push({ dueMs: found.dueMs[i] as number, seq: found.seq[i] as number, row: found.row[i] as number, fireAtMs: found.fireAtMs[i] as number, slot: found.slot[i] as number, rows, index: found.index[i] as number });
   }
   return hits;
+}
+
+/** The entries of a list in order that come at or before `after`, left out (in place). */
+function dropThrough(hits: HitList, after: QueryPosition): void {
+  let first = 0;
+  while (first < hits.length && !isAfter(hits, first, after)) first++;
+  if (first === 0) return;
+  for (let i = first; i < hits.length; i++) hits.move(i, i - first);
+  hits.length -= first;
+}
+
+/** Whether entry `i` of `hits` comes after `after` in (due, seq, row) order. */
+function isAfter(hits: HitList, i: number, after: QueryPosition): boolean {
+  return ((hits.dueMs[i] as number) - after.dueMs || (hits.seq[i] as number) - after.seq || (hits.row[i] as number) - after.row) > 0;
 }
 
 /** The spilled entries whose timer was cancelled since they were found, left out (in place). */

@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
+import { tableFromIPC } from 'apache-arrow';
 import { batchFromSpecs, type TimerSpec } from '../../engine/batch/timer-batch.ts';
 import { Engine, type QueryPosition, queryStart, type TimerFilter } from '../../engine/engine.ts';
 import type { FileSystem } from '../../engine/fs/file-system.ts';
@@ -118,5 +119,37 @@ test('an export opens each run file once, however many batches it reads, and clo
   for (let i = 0; i < 5; i++) await abandoned.next();
   await abandoned.return(undefined);
   assert.equal(closes, opens, 'an abandoned export closes its files too');
+  await engine.close();
+});
+
+test('an export past the resident timers still finds one added ahead of it meanwhile, and one cancelled meanwhile as cancelled', async () => {
+  const engine = await Engine.open({ dataDir: '/data', fs: new SimFileSystem({ seed: 4143 }), clock: { now: () => t0 } });
+  await engine.admit(batchFromSpecs(Array.from({ length: 3000 }, (_, i) => ({ fireAtMs: t0 + 10 * hour + ((i * 7919) % (6 * hour)), target: 'https://a.example/hook', payload: `s${i}` }))));
+  await engine.checkpoint(t0 + 3 * hour);
+  const early = await engine.admit(batchFromSpecs(Array.from({ length: 30 }, (_, i) => ({ fireAtMs: t0 + hour + i * 1000, target: 'https://a.example/hook', payload: `r${i}` }))));
+  // Timers added after the checkpoint stay resident, wherever they are due: one far ahead.
+  const ahead = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 14 * hour, target: 'https://a.example/hook', payload: 'ahead' }]));
+  assert.equal(engine.stats().resident, 31);
+
+  const ids: string[] = [];
+  const exporting = engine.exportTimers({}, 7);
+  const take = async (batches: number): Promise<void> => {
+    for (let b = 0; b < batches; b++) {
+      const next = await exporting.next();
+      if (next.done === true) return;
+      const table = tableFromIPC([schemaChunk as Uint8Array, next.value]);
+      ids.push(...(table.getChild('id')?.toArray() as string[]));
+    }
+  };
+  const schemaChunk = (await exporting.next()).value;
+  // Ten batches of 7: past the 30 early resident timers, into the spilled ones (windows of 28).
+  await take(10);
+  assert.ok(ids.includes(early.idOf(29)) && !ids.includes(ahead.idOf(0)));
+  const added = await engine.admit(batchFromSpecs([{ fireAtMs: t0 + 15 * hour, target: 'https://a.example/hook', payload: 'added' }]));
+  assert.equal(await engine.cancel(ahead.idOf(0)), 'cancelled');
+  await take(Infinity);
+  assert.ok(ids.includes(added.idOf(0)), 'a timer added ahead of the export while it ran is in it');
+  assert.equal(ids.filter((id) => id === ahead.idOf(0)).length, 1, 'the cancelled one once, as cancelled, at its fire time');
+  assert.equal(ids.length, 3032);
   await engine.close();
 });
