@@ -12,6 +12,9 @@
 // window's record batches before it looks for the next), so a batch two windows old is
 // referenced by nothing and its memory can take another batch. A read still under way then (a
 // read ahead the scan never waited for) is forgotten, not pooled: its memory is still written to.
+// A run a checkpoint or compaction dropped meanwhile has its file closed at the next window
+// (once the reads under way settle), so an export a slow client holds for hours keeps no
+// deleted run file's space.
 import type { EngineState } from '../state.ts';
 import { batchDecodeBytes } from './run-arrow.ts';
 import type { RunMeta } from './run-meta.ts';
@@ -47,6 +50,7 @@ export class ScanReads implements BucketReads {
   #previous = new Map<string, Read>();
   readonly #pool: Uint8Array[] = [];
   readonly #underWay = new Set<Promise<unknown>>();
+  readonly #closing = new Set<Promise<void>>();
 
   constructor(s: EngineState) {
     this.#s = s;
@@ -56,6 +60,7 @@ export class ScanReads implements BucketReads {
     for (const read of this.#previous.values()) if (read.settled) this.#free(read.memory);
     this.#previous = this.#current;
     this.#current = new Map();
+    this.#closeDropped();
   }
 
   read(run: RunMeta, bucket: number): Promise<RunRows> {
@@ -83,12 +88,31 @@ export class ScanReads implements BucketReads {
 
   /** Waits for the reads under way, then closes the run files. */
   async close(): Promise<void> {
-    await Promise.allSettled([...this.#underWay]);
+    await Promise.allSettled([...this.#underWay, ...this.#closing]);
     this.#current.clear();
     this.#previous.clear();
     const readers = await Promise.allSettled(this.#readers.values());
     this.#readers.clear();
     for (const reader of readers) if (reader.status === 'fulfilled') await reader.value.close();
+  }
+
+  /** Closes the files of runs the spill tier no longer lists (no window reads them again), after the reads under way. */
+  #closeDropped(): void {
+    if (this.#readers.size === 0) return;
+    const listed = new Set(this.#s.spill.runs.map((run) => run.meta.runId));
+    for (const [runId, reader] of this.#readers) {
+      if (listed.has(runId)) continue;
+      this.#readers.delete(runId);
+      const closing = Promise.allSettled([...this.#underWay])
+        .then(() => reader)
+        .then(
+          (open) => open.close(),
+          () => undefined,
+        );
+      this.#closing.add(closing);
+      const done = (): void => void this.#closing.delete(closing);
+      closing.then(done, done);
+    }
   }
 
   #readerOf(run: RunMeta): Promise<RunReader> {

@@ -80,14 +80,11 @@ test('exports over resident and spilled timers make the same bytes as before, wi
   await engine.close();
 });
 
-test('an export opens each run file once, however many batches it reads, and closes it at its end or when abandoned', async () => {
-  const sim = new SimFileSystem({ seed: 4142 });
-  let watching = false;
-  let opens = 0;
-  let closes = 0;
-  // The simulated disk, counting the run files opened and closed while `watching`.
+/** The simulated disk, counting the run files opened and closed while `counts.watching`. */
+function countingDisk(seed: number): { fs: FileSystem; counts: { watching: boolean; opens: number; closes: number } } {
+  const sim = new SimFileSystem({ seed });
+  const counts = { watching: false, opens: 0, closes: 0 };
   const fs: FileSystem = {
-    ...sim,
     mkdirp: (dir) => sim.mkdirp(dir),
     list: (dir) => sim.list(dir),
     readFile: (path) => sim.readFile(path),
@@ -97,28 +94,76 @@ test('an export opens each run file once, however many batches it reads, and clo
     lockDir: (dir) => sim.lockDir(dir),
     open: async (path, mode, options) => {
       const handle = await sim.open(path, mode, options);
-      if (!watching || !path.endsWith('.arrow')) return handle;
-      opens++;
-      return { ...handle, writeThrough: handle.writeThrough, writev: (c, p) => handle.writev(c, p), read: (into, p) => handle.read(into, p), datasync: () => handle.datasync(), truncate: (l) => handle.truncate(l), size: () => handle.size(), close: () => (closes++, handle.close()) };
+      if (!counts.watching || !path.endsWith('.arrow')) return handle;
+      counts.opens++;
+      return {
+        writeThrough: handle.writeThrough,
+        writev: (chunks, position) => handle.writev(chunks, position),
+        read: (into, position) => handle.read(into, position),
+        datasync: () => handle.datasync(),
+        truncate: (length) => handle.truncate(length),
+        size: () => handle.size(),
+        close: () => {
+          counts.closes++;
+          return handle.close();
+        },
+      };
     },
   };
-  const engine = await Engine.open({ dataDir: '/data', fs, clock: { now: () => t0 } });
-  for (let run = 0; run < 3; run++) {
-    await engine.admit(batchFromSpecs(Array.from({ length: 600 }, (_, i) => ({ fireAtMs: t0 + 10 * hour + (((run * 600 + i) * 7919) % (6 * hour)), target: 'https://a.example/hook', payload: `p${i}` }))));
+  return { fs, counts };
+}
+
+/** `runs` admits of `rows` timers over hours 10–16, each spilled by a checkpoint into a run of its own. */
+async function spillRuns(engine: Engine, runs: number, rows: number): Promise<void> {
+  for (let run = 0; run < runs; run++) {
+    await engine.admit(batchFromSpecs(Array.from({ length: rows }, (_, i) => ({ fireAtMs: t0 + 10 * hour + (((run * rows + i) * 7919) % (6 * hour)), target: 'https://a.example/hook', payload: `p${i}` }))));
     await engine.checkpoint(t0 + 3 * hour);
   }
+}
+
+test('an export opens each run file once, however many batches it reads, and closes it at its end or when abandoned', async () => {
+  const { fs, counts } = countingDisk(4142);
+  const engine = await Engine.open({ dataDir: '/data', fs, clock: { now: () => t0 } });
+  await spillRuns(engine, 3, 600);
   assert.equal(engine.stats().spill.runs, 3);
-  watching = true;
+  counts.watching = true;
   let chunks = 0;
   // Windows of 40 timers: some 45 windows over 18 batches (6 buckets, a batch of each run).
   for await (const _ of engine.exportTimers({}, 10)) chunks++;
   assert.equal(chunks, 182, 'the schema, 180 record batches, the end');
-  assert.ok(opens >= 1 && opens <= 3, `${opens} run files opened for one export`);
-  assert.equal(closes, opens, 'every one closed at its end');
+  assert.ok(counts.opens >= 1 && counts.opens <= 3, `${counts.opens} run files opened for one export`);
+  assert.equal(counts.closes, counts.opens, 'every one closed at its end');
   const abandoned = engine.exportTimers({}, 10);
   for (let i = 0; i < 5; i++) await abandoned.next();
   await abandoned.return(undefined);
-  assert.equal(closes, opens, 'an abandoned export closes its files too');
+  assert.equal(counts.closes, counts.opens, 'an abandoned export closes its files too');
+  await engine.close();
+});
+
+test('an export closes the files of runs a compaction dropped while it runs, before its end', async () => {
+  const { fs, counts } = countingDisk(4144);
+  const engine = await Engine.open({ dataDir: '/data', fs, clock: { now: () => t0 } });
+  await spillRuns(engine, 3, 600);
+  counts.watching = true;
+  const exporting = engine.exportTimers({}, 10);
+  for (let i = 0; i < 20; i++) await exporting.next();
+  const openedBefore = counts.opens;
+  assert.ok(openedBefore >= 1 && counts.closes === 0);
+  // More runs than spilledRunsMax: the checkpoint merges them all into one.
+  counts.watching = false;
+  await spillRuns(engine, 6, 10);
+  assert.equal(engine.stats().spill.runs, 1);
+  counts.watching = true;
+  for (let i = 0; i < 8; i++) await exporting.next();
+  assert.equal(counts.closes, openedBefore, 'the dropped runs\' files are closed while the export goes on');
+  let rest = 0;
+  for (;;) {
+    const next = await exporting.next();
+    if (next.done === true) break;
+    rest++;
+  }
+  assert.ok(rest > 100, `${rest} chunks after the compaction`);
+  assert.equal(counts.closes, counts.opens, 'and the merged run\'s at the end');
   await engine.close();
 });
 
