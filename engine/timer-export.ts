@@ -24,6 +24,7 @@ import { timerStateNames } from './store/timer-state.ts';
 import type { HitList } from './timer-hits.ts';
 import { HitQuery, type QueryPosition, queryStart, type TimerFilter } from './timer-query.ts';
 import { createdAtOf, type RunRows } from './spill/run-rows.ts';
+import { ScanReads } from './spill/scan-reads.ts';
 
 const timestamp = (): DataType => new Timestamp(TimeUnit.MILLISECOND, 'UTC');
 
@@ -69,20 +70,26 @@ export async function* exportTimers(s: EngineState, filter: TimerFilter, batchRo
   yield schemaMessage;
   const windowRows = batchRows * exportWindowBatches;
   const encoder = new BatchEncoder(batchRows, Buffer.from(idPrefix, 'latin1'));
-  // Each resident timer is looked up again when its batch is made.
-  const query = new HitQuery(windowRows, { liveSlots: false });
-  let after = from;
-  for (;;) {
-    const window = await query.find(s, filter, after, windowRows, (hits) => hits);
-    for (let at = 0; at < window.length; at += batchRows) {
-      // Deliveries and requests get the loop between finding a window and each of its batches.
-      await nextTurn();
-      const bytes = encoder.encode(s, window, at, Math.min(at + batchRows, window.length));
-      if (bytes !== undefined) yield bytes;
+  // Each resident timer is looked up again when its batch is made; spilled batches are read
+  // through run files held open for the export, into memory it reuses (spill/scan-reads.ts).
+  const reads = new ScanReads(s);
+  const query = new HitQuery(windowRows, { liveSlots: false, reads });
+  try {
+    let after = from;
+    for (;;) {
+      const window = await query.find(s, filter, after, windowRows, (hits) => hits);
+      for (let at = 0; at < window.length; at += batchRows) {
+        // Deliveries and requests get the loop between finding a window and each of its batches.
+        await nextTurn();
+        const bytes = encoder.encode(s, window, at, Math.min(at + batchRows, window.length));
+        if (bytes !== undefined) yield bytes;
+      }
+      const last = window.length - 1;
+      if (window.length < windowRows || last < 0) break;
+      after = { dueMs: window.dueMs[last] as number, seq: window.seq[last] as number, row: window.row[last] as number };
     }
-    const last = window.length - 1;
-    if (window.length < windowRows || last < 0) break;
-    after = { dueMs: window.dueMs[last] as number, seq: window.seq[last] as number, row: window.row[last] as number };
+  } finally {
+    await reads.close();
   }
   yield endOfStream;
 }

@@ -23,6 +23,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getTimer, spilledTimerView } from './cancel-lookup.ts';
 import { decodeTimerId, encodeTimerId } from './ids.ts';
+import { type BucketReads, cachedReads } from './spill/scan-reads.ts';
 import { type BucketGroup, BucketGroups, firstRowAfter } from './spill/spilled-scan.ts';
 import type { RunRows } from './spill/run-rows.ts';
 import type { EngineState } from './state.ts';
@@ -113,16 +114,26 @@ export class HitQuery {
   readonly #spilled: HitList;
   readonly #scratch: HitList;
   readonly #liveSlots: boolean;
+  readonly #reads: BucketReads | undefined;
   #best: BestPositions | undefined;
+  /**
+   * A sliced pass that found every resident match after its position (fewer than the cap) with
+   * no change to the store meanwhile: while the store's change count stays the same, the next
+   * windows of the same filter take their resident matches from its list, not another pass.
+   */
+  #complete: { readonly filter: TimerFilter; readonly changes: number; readonly after: QueryPosition } | undefined;
 
   /**
    * `liveSlots`: whether `use` needs the resident entries' slots live, so the resident pass runs
    * in one turn, and again after the spilled reads took turns; a user that looks each resident
    * timer up again itself (the export, batch by batch) saves that second pass over every
    * resident slot a window, and has the first in slices that leave the loop to others between.
+   * `reads`: where spilled batches are read from (a long scan's own, spill/scan-reads.ts: a
+   * window begins at each find), else through the engine's bucket cache.
    */
-  constructor(cap: number, { liveSlots = true }: { liveSlots?: boolean } = {}) {
+  constructor(cap: number, { liveSlots = true, reads }: { liveSlots?: boolean; reads?: BucketReads } = {}) {
     this.#liveSlots = liveSlots;
+    this.#reads = reads;
     this.#found = new HitList(cap);
     this.#resident = new HitList(cap);
     this.#spilled = new HitList(cap);
@@ -138,16 +149,18 @@ export class HitQuery {
   async find<T>(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, use: (hits: HitList) => T): Promise<T> {
     const found = this.#found;
     if (filter.key !== undefined) return keyHits(s, filter, filter.key, after, found, use);
+    const reads = this.#reads ?? cachedReads(s);
+    reads.startWindow();
     for (let tries = 1; ; tries++) {
       const watermarkMs = s.spill.watermarkMs;
       const runs = s.spill.runs;
       const resident = this.#resident;
       const best = this.#bestOf(cap);
       if (this.#liveSlots) residentHits(s, filter, after, best, resident);
-      else await residentHitsSliced(s, filter, after, best, resident);
+      else await this.#residentSliced(s, filter, after, cap, best, resident);
       const bound = resident.length >= cap ? resident.length - 1 : -1;
       const boundDueMs = bound < 0 ? undefined : (resident.dueMs[bound] as number);
-      const read = await spilledHits(s, filter, after, cap, boundDueMs, this.#spilled, this.#scratch);
+      const read = await spilledHits(s, filter, after, cap, boundDueMs, this.#spilled, this.#scratch, reads);
       const moved = s.spill.watermarkMs !== watermarkMs || s.spill.runs !== runs;
       if (moved && tries < spillMovesMax) continue;
       // The reads took turns: the resident timers are read again, now, for `use`.
@@ -156,6 +169,22 @@ export class HitQuery {
       mergeHits(resident, this.#spilled, cap, found);
       return use(found);
     }
+  }
+
+  /**
+   * The resident matches after `after` for a user that looks them up again itself: from the
+   * last complete pass's list while the store is as it was then (an export past the resident
+   * timers' due times, window after window), else a sliced pass.
+   */
+  async #residentSliced(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, best: BestPositions, resident: HitList): Promise<void> {
+    const complete = this.#complete;
+    if (complete !== undefined && complete.filter === filter && complete.changes === s.store.changes && hitOrder(after, complete.after) >= 0) {
+      dropThrough(resident, after);
+      return;
+    }
+    const changes = s.store.changes;
+    await residentHitsSliced(s, filter, after, best, resident);
+    this.#complete = resident.length < cap && s.store.changes === changes ? { filter, changes, after } : undefined;
   }
 
   /** The heap of a resident pass keeping `cap`, made again only when the cap changes. */
@@ -177,6 +206,20 @@ function hitObjects(found: HitList): TimerHit[] {
     hits.push({ dueMs: found.dueMs[i] as number, seq: found.seq[i] as number, row: found.row[i] as number, fireAtMs: found.fireAtMs[i] as number, slot: found.slot[i] as number, rows, index: found.index[i] as number });
   }
   return hits;
+}
+
+/** The entries of a list in order that come at or before `after`, left out (in place). */
+function dropThrough(hits: HitList, after: QueryPosition): void {
+  let first = 0;
+  while (first < hits.length && !isAfter(hits, first, after)) first++;
+  if (first === 0) return;
+  for (let i = first; i < hits.length; i++) hits.move(i, i - first);
+  hits.length -= first;
+}
+
+/** Whether entry `i` of `hits` comes after `after` in (due, seq, row) order. */
+function isAfter(hits: HitList, i: number, after: QueryPosition): boolean {
+  return ((hits.dueMs[i] as number) - after.dueMs || (hits.seq[i] as number) - after.seq || (hits.row[i] as number) - after.row) > 0;
 }
 
 /** The spilled entries whose timer was cancelled since they were found, left out (in place). */
@@ -334,7 +377,7 @@ function residentPass(s: EngineState, test: ResidentTest, after: QueryPosition, 
  * there are so many; none in a bucket starting after `boundDueMs`); whether a bucket was read,
  * taking turns.
  */
-async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, boundDueMs: number | undefined, hits: HitList, scratch: HitList): Promise<boolean> {
+async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosition, cap: number, boundDueMs: number | undefined, hits: HitList, scratch: HitList, reads: BucketReads): Promise<boolean> {
   hits.clear();
   // Spilled timers are pending and due at their fire time.
   if (filter.state !== undefined && filter.state !== 'pending') return false;
@@ -350,7 +393,7 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
   // is missing (at the share of rows that matched so far): an export's window or a filtered page
   // overlaps its reads with its scans, a page that one group fills decodes no bucket for nothing.
   const first = within(0);
-  let next = first === undefined ? undefined : readGroup(s, first);
+  let next = first === undefined ? undefined : readGroup(reads, first);
   let scanned = 0;
   for (let g = 0; next !== undefined; g++) {
     const batches = await next;
@@ -360,7 +403,7 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
     const groupRows = (groups.at(g) as BucketGroup).rows;
     const expected = scanned === 0 ? groupRows : (groupRows * hits.length) / scanned;
     const following = within(g + 1);
-    next = following !== undefined && expected < cap - hits.length ? readGroup(s, following) : undefined;
+    next = following !== undefined && expected < cap - hits.length ? readGroup(reads, following) : undefined;
     scanned += groupRows;
     const start = hits.length;
     // Each batch of the group may give what is missing (batches of one start overlap in time).
@@ -372,7 +415,7 @@ async function spilledHits(s: EngineState, filter: TimerFilter, after: QueryPosi
     // Batches of one start may come from several runs: merged into order within the group.
     if (batches.length > 1) mergeRanges(hits, start, ends, scratch);
     if (hits.length >= cap) break;
-    if (next === undefined && following !== undefined) next = readGroup(s, following);
+    if (next === undefined && following !== undefined) next = readGroup(reads, following);
   }
   return read;
 }
@@ -401,8 +444,8 @@ function mergeRanges(hits: HitList, start: number, ends: readonly number[], scra
 }
 
 /** The batches of a group, read together; a read left unused when the scan stops has its failure ignored. */
-function readGroup(s: EngineState, group: BucketGroup): Promise<RunRows[]> {
-  const reading = Promise.all(group.batches.map(({ run, bucket }) => s.spill.readBucket(run, bucket)));
+function readGroup(reads: BucketReads, group: BucketGroup): Promise<RunRows[]> {
+  const reading = Promise.all(group.batches.map(({ run, bucket }) => reads.read(run, bucket)));
   reading.catch(() => undefined);
   return reading;
 }
@@ -416,11 +459,12 @@ export async function forEachSpilledMatch(s: EngineState, filter: TimerFilter, v
   if (filter.state !== undefined && filter.state !== 'pending') return;
   const groups = new BucketGroups(s.spill, filter.dueAfterMs ?? -Infinity, filter.dueBeforeMs ?? Infinity);
   const first = groups.at(0);
-  let next = first === undefined ? undefined : readGroup(s, first);
+  const reads = cachedReads(s);
+  let next = first === undefined ? undefined : readGroup(reads, first);
   for (let g = 0; next !== undefined; g++) {
     const batches = await next;
     const following = groups.at(g + 1);
-    next = following === undefined ? undefined : readGroup(s, following);
+    next = following === undefined ? undefined : readGroup(reads, following);
     for (const rows of batches) {
       const queue = filter.queue === undefined ? -1 : rows.queues.indexOf(filter.queue);
       if (filter.queue !== undefined && queue < 0) continue;

@@ -294,13 +294,23 @@ export function encodeRunBatch(schema: Schema, rows: RunRows, from: number, to: 
 
 // ---- batch → RunRows ----
 
-/** A buffer laid out [schema message | `batchBytes` bytes | eos] for a batch of a run of `version`; read the batch into `batch`. */
-export function batchDecodeBuffer(batchBytes: number, version: number): { readonly whole: Uint8Array; readonly batch: Uint8Array } {
+/**
+ * A buffer laid out [schema message | `batchBytes` bytes | eos] for a batch of a run of `version`;
+ * read the batch into `batch`. It is the start of `memory` when given (at least
+ * batchDecodeBytes long; its batch bytes must then be read in full), else a new buffer.
+ */
+export function batchDecodeBuffer(batchBytes: number, version: number, memory?: Uint8Array): { readonly whole: Uint8Array; readonly batch: Uint8Array } {
   const prefix = schemaMessage(version);
-  const whole = new Uint8Array(prefix.length + batchBytes + arrowEos.length);
+  const length = batchDecodeBytes(batchBytes, version);
+  const whole = memory === undefined ? new Uint8Array(length) : memory.subarray(0, length);
   whole.set(prefix);
   whole.set(arrowEos, prefix.length + batchBytes);
   return { whole, batch: whole.subarray(prefix.length, prefix.length + batchBytes) };
+}
+
+/** The bytes batchDecodeBuffer lays a batch of `batchBytes` of a run of `version` out in. */
+export function batchDecodeBytes(batchBytes: number, version: number): number {
+  return schemaMessage(version).length + batchBytes + arrowEos.length;
 }
 
 /** Why a decoded batch is not a run batch; the caller wraps it into SPILL_CORRUPT with file and offset. */

@@ -32,12 +32,15 @@ export class RunReader {
     return this.#meta;
   }
 
-  /** Batch `index` of the run, checked against its crc and decoded (its columns view one buffer). */
-  async readBucket(index: number): Promise<RunRows> {
+  /**
+   * Batch `index` of the run, checked against its crc and decoded (its columns view one buffer:
+   * the start of `memory` when given, at least batchDecodeBytes long, else a new one).
+   */
+  async readBucket(index: number, memory?: Uint8Array): Promise<RunRows> {
     const bucket = this.#meta.buckets[index];
     if (bucket === undefined) throw new RangeError(`run ${this.#meta.runId} has no batch ${index}`);
     // The manifest says the run's version: a batch is decoded without a look at the footer.
-    const { whole, batch } = batchDecodeBuffer(bucket.byteLength, this.#meta.version);
+    const { whole, batch } = batchDecodeBuffer(bucket.byteLength, this.#meta.version, memory);
     await this.#readExactly(batch, bucket.fileOffset, `batch ${index}`);
     const actual = crc32(batch);
     if (actual !== bucket.crc32) {

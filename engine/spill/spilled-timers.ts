@@ -247,6 +247,14 @@ export class SpilledTimers {
     return this.#reader(this.#bucket(run, bucket));
   }
 
+  /**
+   * A read of run files another module makes (the export's, spill/scan-reads.ts), counted among
+   * the reads under way, so a checkpoint deletes no file it began on before it settles.
+   */
+  tracked<T>(work: Promise<T>): Promise<T> {
+    return this.#reader(work);
+  }
+
   /** The decoded buckets of every run that are spilled and start before `toMs`, for promotion. */
   bucketsBefore(toMs: number): Promise<RunRows[]> {
     return this.#reader(this.#bucketsBefore(toMs));

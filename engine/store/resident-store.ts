@@ -107,6 +107,8 @@ export class ResidentStore extends ResidentColumns {
   readonly arena: ByteArena;
 
   #count = 0;
+  /** Counts the changes to which slots hold timers, and to their due times and states (see changes). */
+  #changes = 0;
   /** Which slots are free (free-slots.ts). */
   readonly #slots = new FreeSlots();
 
@@ -152,6 +154,15 @@ export class ResidentStore extends ResidentColumns {
   /** Live timers. */
   get count(): number {
     return this.#count;
+  }
+
+  /**
+   * Grows with every change to which slots hold timers (allocations, releases, a shrink) and to
+   * their due times and states: a scan that saw the same count before and after a pass over the
+   * slots, and sees it again later, knows that pass's findings still hold (timer-query.ts).
+   */
+  get changes(): number {
+    return this.#changes;
   }
 
   /** Slots at or past this were never used: a pass over every live timer stops here. */
@@ -263,6 +274,7 @@ export class ResidentStore extends ResidentColumns {
     assert.ok(this.#targets.isInterned(targetIndex), 'targetIndex is not an interned target: pin it with internTarget()');
     const slot = this.#takeSlot();
     if (slot < 0) return -1;
+    this.#changes++;
     this.fireAtColumn[slot] = fireAt;
     this.dueAtColumn[slot] = fireAt;
     this.logSeqColumn[slot] = logSeq;
@@ -310,6 +322,7 @@ export class ResidentStore extends ResidentColumns {
     const { fireAtMs, queueIndex: batchQueues, targetIndex: batchTargets, payload, headers, keys } = batch;
     assertRowsFit(batch, rows, count);
     this.reserve(count);
+    this.#changes++;
     // The columns as they are after reserve(), which may have grown them.
     const { fireAtColumn: fireAt, dueAtColumn: dueAt, logSeqColumn: logSeqs, rowColumn, generationColumn: generation, stateColumn: state } = this;
     const { attemptsColumn: attempts, queueIndexColumn: queueIndex, targetIndexColumn: targetIndex, lastStatusColumn: lastStatus } = this;
@@ -479,6 +492,7 @@ export class ResidentStore extends ResidentColumns {
     this.#queueCounts?.add(this.queueIndexColumn[slot] as number, this.stateColumn[slot] as number, -1);
     this.stateColumn[slot] = timerState.free;
     this.#count--;
+    this.#changes++;
     const generation = (this.generationColumn[slot] as number) + 1;
     this.generationColumn[slot] = generation;
     // A slot whose generation would leave the handle's bits is retired, never handed out again:
@@ -620,6 +634,7 @@ export class ResidentStore extends ResidentColumns {
       this.#dueCounts.add(dueAt, 1);
     }
     this.dueAtColumn[slot] = dueAt;
+    this.#changes++;
   }
 
   setState(slot: number, state: TimerStateCode): void {
@@ -633,6 +648,7 @@ export class ResidentStore extends ResidentColumns {
       this.#queueCounts.add(queueIndex, state, 1);
     }
     this.stateColumn[slot] = state;
+    this.#changes++;
   }
 
   setAttempts(slot: number, attempts: number): void {
@@ -721,6 +737,7 @@ export class ResidentStore extends ResidentColumns {
     const floor = Math.max(this.#slots.generationFloor, plan.generationTop + 1);
     if (floor > this.generationMax) return undefined;
     this.shrinkColumnsTo(plan, capacity);
+    this.#changes++;
     this.generationColumn.fill(floor, 0, this.#count);
     this.#slots.restart(this.#count, floor);
     // The fill rate follows the high-water mark, which just fell: it starts again.
