@@ -144,6 +144,25 @@ test('an owner that fails mid-batch: its adds answer 503 with Retry-After, as ea
   assert.deepEqual(again.map((answer) => answer.status), [201, 201, 201]);
 });
 
+test("keyed adds over HTTP/1.1 (fastify's route) for another node, sent at once: fewer requests, each relayed as the owner answers it alone", async () => {
+  const post = async (fields: Record<string, unknown>): Promise<{ status: number; contentType: string | null; retryAfter: string | null; body: string }> => {
+    const response = await fetch(`${a().url}/v1/timers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ fire_at: later, target: 'https://example.com/hook', ...fields }) });
+    return { status: response.status, contentType: response.headers.get('content-type'), retryAfter: response.headers.get('retry-after'), body: await response.text() };
+  };
+  const known = Array.from({ length: 24 }, (_, n) => keyIn(2 + (n % 2), n, 'h1'));
+  // Added at once, which also opens the connections the burst then finds open.
+  for (const added of await Promise.all(known.map((key) => post({ key, payload: 'first' })))) assert.equal(added.status, 201, added.body);
+  const burst = known.map((key, n) => ({ key, payload: n % 2 === 0 ? 'changed' : 'first', delay_ms: 3_600_000, fire_at: undefined }));
+  const bBefore = b().fastify;
+  const answers = await Promise.all(burst.map(post));
+  const requests = b().fastify - bBefore;
+  assert.ok(requests >= 1 && requests < burst.length, `${burst.length} adds reached node B in ${requests} requests`);
+  for (let i = 0; i < burst.length; i++) {
+    assert.equal(answers[i]?.status, 200, answers[i]?.body);
+    assert.deepEqual(answers[i], await post(burst[i] as Record<string, unknown>), `duplicate ${i}: the same answer alone`);
+  }
+});
+
 test('several adds in one request are taken only from another node, with the cluster secret', async () => {
   const body = [0, 1].map((n) => JSON.stringify({ fire_at: Date.now() + 3_600_000, target: 'https://example.com/hook', key: keyIn(2, n, 'direct') })).join('\n');
   const headers = { 'content-type': 'application/vnd.fermata.forwarded-adds+x-ndjson' };

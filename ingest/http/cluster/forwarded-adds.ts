@@ -4,7 +4,8 @@
 // add sent alone. Without it, with N nodes, (N − 1)/N of keyed single adds cost a request each
 // between nodes. Main thread, the front's (one ForwardedAdds per front).
 //
-//   sender (stream-admitter.ts)               owner (front.ts, POST /v1/timers)
+//   sender (stream-admitter.ts: the raw HTTP/2 path, the add stream; front.ts: the route)
+//                                             owner (front.ts, POST /v1/timers)
 //   add(address, headers, timer, waiter) ─┐
 //   add(…) ─────────────────────────────┼─► group per (owner, authorization, trace context)
 //   add(…) ─────────────────────────────┘     flushed after the turn (setImmediate) or full
@@ -15,7 +16,7 @@
 //                                     join the partition's admit coalescer in order, in one turn)
 //                                  ◄─ 200 {"answers":[{"status","retry_after"?,"body"}, …]}
 //        each waiter is told its row's status, Retry-After and body, as it would have been
-//        told the owner's answer to its own request (tell, below)
+//        told the owner's answer to its own request (OwnerAnswer, below)
 //
 // What the owner's answer depends on is the same for every add of a group: the token
 // (authorization: its scopes and queues) and the trace context (which the owner puts into a
@@ -35,7 +36,7 @@ import { type TraceHeaders, withTrace } from '../../../engine/trace-context.ts';
 import { clusterIdOf } from '../../../cluster/partitioning.ts';
 import type { ClusterRouter } from '../../../cluster/router.ts';
 import { inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
-import { type ErrorBody, errorAnswer, httpErrorCodes, RelayedRefusal } from '../error-map.ts';
+import { type ErrorBody, errorAnswer, httpErrorCodes, HttpProblem, RelayedRefusal } from '../error-map.ts';
 import { mediaTypes } from '../media-types.ts';
 import { singleAddAnswer } from '../single-add.ts';
 import type { ForwardAnswer, ForwardRequest } from './forwarder.ts';
@@ -65,7 +66,7 @@ export function jsonOf(spec: TimerSpec): string {
   });
 }
 
-/** An owner's answer to one forwarded one-timer add (its status, Retry-After and parsed body), told to the add's waiter. */
+/** An owner's answer to one forwarded one-timer add (its status, Retry-After and parsed body), told to an admit waiter as the add's own. */
 function tellParsed(waiter: AdmitWaiter, status: number, retryAfter: unknown, body: unknown): void {
   const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
   if ((status === 201 || status === 200) && typeof fields.id === 'string') {
@@ -92,16 +93,51 @@ function parsedBody(answer: ForwardAnswer): unknown {
   }
 }
 
-/** The owner's answer to a request of its own, told to the add's waiter. */
-export function tell(waiter: AdmitWaiter, answer: ForwardAnswer): void {
-  tellParsed(waiter, answer.status, answer.headers['retry-after'], parsedBody(answer));
+/** What an owner answered one forwarded add: its status, the headers that carry meaning, and its body (parsed; undefined when it was not JSON). */
+export interface OwnerAnswer {
+  readonly status: number;
+  readonly retryAfter: string | undefined;
+  readonly wwwAuthenticate: string | undefined;
+  readonly body: unknown;
+}
+
+/** Who hears how one forwarded add ended: the owner's answer, or why none came (PARTITION_MOVING: the owner out of reach). */
+export interface ForwardWaiter {
+  answered(answer: OwnerAnswer): void;
+  refused(err: unknown): void;
+}
+
+/** A forwarded add's answer told to an admit waiter (the raw single-add path's, a stream line's), as the owner's answer to the add alone. */
+export class ToldAdmitWaiter implements ForwardWaiter {
+  readonly #waiter: AdmitWaiter;
+
+  constructor(waiter: AdmitWaiter) {
+    this.#waiter = waiter;
+  }
+
+  answered(answer: OwnerAnswer): void {
+    tellParsed(this.#waiter, answer.status, answer.retryAfter, answer.body);
+  }
+
+  refused(err: unknown): void {
+    this.#waiter.refused(err);
+  }
+}
+
+function headerOf(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** An owner's answer to a whole request. */
+function ownerAnswerOf(answer: ForwardAnswer, body: unknown): OwnerAnswer {
+  return { status: answer.status, retryAfter: headerOf(answer.headers['retry-after']), wwwAuthenticate: headerOf(answer.headers['www-authenticate']), body };
 }
 
 interface Group {
   readonly address: string;
   readonly headers: Headers;
   readonly lines: string[];
-  readonly waiters: AdmitWaiter[];
+  readonly waiters: ForwardWaiter[];
   bytes: number;
 }
 
@@ -126,7 +162,7 @@ export class ForwardedAdds {
   }
 
   /** Forwards one add (`timer`: its JSON, jsonOf) to the node at `address` with the client's `headers`; `waiter` hears the owner's answer, never synchronously. */
-  add(address: string, headers: Headers, timer: string, waiter: AdmitWaiter): void {
+  add(address: string, headers: Headers, timer: string, waiter: ForwardWaiter): void {
     const key = groupKeyOf(address, headers);
     let group = this.#groups.get(key);
     if (group !== undefined && group.bytes + timer.length + 1 > groupBytesMax) {
@@ -151,7 +187,7 @@ export class ForwardedAdds {
   }
 
   #sendGroup(group: Group): void {
-    if (group.lines.length === 1) return this.#sendAlone(group.address, group.headers, group.lines[0] as string, group.waiters[0] as AdmitWaiter);
+    if (group.lines.length === 1) return this.#sendAlone(group.address, group.headers, group.lines[0] as string, group.waiters[0] as ForwardWaiter);
     const request: ForwardRequest = {
       method: 'POST',
       path: '/v1/timers',
@@ -166,10 +202,10 @@ export class ForwardedAdds {
     );
   }
 
-  #sendAlone(address: string, headers: Headers, timer: string, waiter: AdmitWaiter): void {
+  #sendAlone(address: string, headers: Headers, timer: string, waiter: ForwardWaiter): void {
     const request: ForwardRequest = { method: 'POST', path: '/v1/timers', headers: { ...headers, 'content-type': mediaTypes.json, accept: mediaTypes.json }, body: Buffer.from(timer) };
     this.#send(address, request).then(
-      (answer) => tell(waiter, answer),
+      (answer) => waiter.answered(ownerAnswerOf(answer, parsedBody(answer))),
       (err: unknown) => waiter.refused(err),
     );
   }
@@ -177,19 +213,31 @@ export class ForwardedAdds {
   #answered(group: Group, answer: ForwardAnswer): void {
     const { waiters } = group;
     if (answer.status === 415) {
-      for (let row = 0; row < waiters.length; row++) this.#sendAlone(group.address, group.headers, group.lines[row] as string, waiters[row] as AdmitWaiter);
+      for (let row = 0; row < waiters.length; row++) this.#sendAlone(group.address, group.headers, group.lines[row] as string, waiters[row] as ForwardWaiter);
       return;
     }
     const body = parsedBody(answer);
     const answers = answer.status === 200 && typeof body === 'object' && body !== null ? (body as { answers?: unknown }).answers : undefined;
-    if (!Array.isArray(answers) || answers.length !== waiters.length) {
+    if (answer.status !== 200) {
       // The request refused whole (its token, say): what each add alone would have been told.
-      for (const waiter of waiters) tellParsed(waiter, answer.status === 200 ? 502 : answer.status, answer.headers['retry-after'], answer.status === 200 ? undefined : body);
+      const whole = ownerAnswerOf(answer, body);
+      for (const waiter of waiters) waiter.answered(whole);
+      return;
+    }
+    if (!Array.isArray(answers) || answers.length !== waiters.length) {
+      const broken = new HttpProblem(httpErrorCodes.internal, `the partition's owner answered ${waiters.length} forwarded adds with something else than their answers`);
+      for (const waiter of waiters) waiter.refused(broken);
       return;
     }
     for (let row = 0; row < waiters.length; row++) {
       const one = answers[row] as { status?: unknown; retry_after?: unknown; body?: unknown } | null;
-      tellParsed(waiters[row] as AdmitWaiter, typeof one?.status === 'number' ? one.status : 502, one?.retry_after, one?.body);
+      const retryAfter = one?.retry_after;
+      (waiters[row] as ForwardWaiter).answered({
+        status: typeof one?.status === 'number' ? one.status : 502,
+        retryAfter: typeof retryAfter === 'number' ? String(retryAfter) : undefined,
+        wwwAuthenticate: undefined,
+        body: one?.body,
+      });
     }
   }
 }

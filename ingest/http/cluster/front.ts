@@ -52,7 +52,7 @@ import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts'
 import { type TraceHeaders, traceHeadersOf, traceparentHeader, tracestateHeader, withTrace } from '../../../engine/trace-context.ts';
 import { clusterScheduleRoutes, type OnPartition } from './schedule-routes.ts';
 import { ClusterStreamAdmitter } from './stream-admitter.ts';
-import { answerForwardedAdds, ForwardedAdds, forwardedAddsMediaType } from './forwarded-adds.ts';
+import { answerForwardedAdds, ForwardedAdds, forwardedAddsMediaType, type OwnerAnswer } from './forwarded-adds.ts';
 import type { LineAdmitter } from '../timer-stream.ts';
 import { timerStreamRoutes } from '../routes/timer-stream.ts';
 import type { ClusterQueues } from '../../../cluster/cluster-queues.ts';
@@ -90,6 +90,13 @@ function relay(reply: Reply<RouteGenericInterface>, answer: ForwardAnswer): Repl
     const value = answer.headers[name];
     if (value !== undefined) reply.header(name, value);
   }
+  return reply.code(answer.status).send(answer.body);
+}
+
+/** Replies as the owner answered a forwarded one-timer add: its status, the headers that carry meaning, its body (JSON, serialized as the owner did). */
+function relayOwnerAnswer(reply: Reply<RouteGenericInterface>, answer: OwnerAnswer): Reply<RouteGenericInterface> {
+  if (answer.retryAfter !== undefined) reply.header('retry-after', answer.retryAfter);
+  if (answer.wwwAuthenticate !== undefined) reply.header('www-authenticate', answer.wwwAuthenticate);
   return reply.code(answer.status).send(answer.body);
 }
 
@@ -138,6 +145,10 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     return forwarded && route.kind === 'remote' ? { kind: 'moving', partition } : route;
   };
 
+  /** A one-timer add sent to its owner with the others of this turn (forwarded-adds.ts): the owner's answer to it. */
+  const forwardAdd = (address: string, headers: ForwardRequest['headers'], body: unknown): Promise<OwnerAnswer> =>
+    new Promise((resolve, reject) => forwardedAdds.add(address, headers, JSON.stringify(body), { answered: resolve, refused: reject }));
+
   /** Appends one part of a batch (an NDJSON body) in its partition, here or at its owner. */
   const admitPart: PartAdmitter = async (partition, body, forwarded, headers) => {
     const route = routeFor(partition, forwarded);
@@ -159,14 +170,14 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
         // This node owns no partition: an unkeyed timer goes to one that does.
         const address = forwarded ? undefined : router.anyOwnerAddress();
         if (address === undefined) throw new FermataError(errorCodes.partitionMoving, 'no partition has an owner that can take this timer now: try again');
-        return relay(reply, await forwarder.send(address, forwardOf(request, Buffer.from(JSON.stringify(request.body)))));
+        return relayOwnerAnswer(reply, await forwardAdd(address, request.headers, request.body));
       }
       // The engine asked first: a partition owned here (most unkeyed adds) makes no route object.
       const engine = directory.engineOf(partition);
       if (engine === undefined) {
         const route = routeFor(partition, forwarded);
         if (route.kind !== 'remote') throw moving(partition);
-        return relay(reply, await forwarder.send(route.address, forwardOf(request, Buffer.from(JSON.stringify(request.body)))));
+        return relayOwnerAnswer(reply, await forwardAdd(route.address, request.headers, request.body));
       }
       let admitted;
       try {

@@ -14,7 +14,7 @@ import type { DuplicateAnswer } from '../../../engine/types.ts';
 import { clusterIdOf } from '../../../cluster/partitioning.ts';
 import type { ClusterRouter } from '../../../cluster/router.ts';
 import type { LineAdmitter } from '../timer-stream.ts';
-import { type ForwardedAdds, jsonOf } from './forwarded-adds.ts';
+import { type ForwardedAdds, jsonOf, ToldAdmitWaiter } from './forwarded-adds.ts';
 
 export interface ClusterStreamOptions {
   readonly router: ClusterRouter;
@@ -75,6 +75,6 @@ export class ClusterStreamAdmitter implements LineAdmitter {
   }
 
   #forward(address: string, spec: TimerSpec, waiter: AdmitWaiter): void {
-    this.#options.adds.add(address, this.#options.headers, jsonOf(spec), waiter);
+    this.#options.adds.add(address, this.#options.headers, jsonOf(spec), new ToldAdmitWaiter(waiter));
   }
 }
