@@ -2,8 +2,9 @@
 // two in-process cluster nodes (real HTTP servers with real engines, P = 4: node A owns
 // partitions 0 and 1, node B 2 and 3): keyed adds sent to A at once for B's partitions reach B
 // in fewer requests than adds, and each is answered byte for byte as the same add sent alone
-// (new timers, duplicates of earlier ones and of one in the same burst); an owner that fails
-// mid-batch answers 503 with Retry-After to its own adds only.
+// (new timers, duplicates of earlier ones and of one in the same burst), over HTTP/2's raw path
+// and over HTTP/1.1 through fastify's route; an owner that fails mid-batch answers 503 with
+// Retry-After to its own adds only; a client may not send the batch's media type.
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { after, before, test } from 'node:test';
