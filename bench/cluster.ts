@@ -7,6 +7,9 @@
 //   single add   one-timer JSON adds, 256 in flight over all nodes, the same three ways; and
 //                in the cluster, the timers a PostgreSQL transaction of the log carried (the
 //                log rows' xmin)
+//   keyed add    the same with an idempotency key each (distinct keys), through 1 and 3 nodes:
+//                a key's partition may be another node's, so with 3 nodes about two thirds are
+//                forwarded (a turn's for one owner in one request: ingest/http/cluster/forwarded-adds.ts)
 //   deliveries   timers all due at one instant through 3 nodes: timers a second from that
 //                instant to the last arrival at an HTTP/2 sink
 //   kill -9      3 nodes with the default leases (TTL 5 s, renewal every second) under keyed single
@@ -34,7 +37,7 @@ import postgres, { type Sql } from 'postgres';
 import { initCluster } from '../cluster/cluster-init.ts';
 import { type LoadResult, runLoad } from '../loadgen/load-generator.ts';
 import { awaitTimers, type BenchSink, startSinkProcess } from '../loadgen/sink.ts';
-import { buildBodies } from '../loadgen/timer-bodies.ts';
+import { buildBodies, payloadText, type RequestBody } from '../loadgen/timer-bodies.ts';
 import { startPostgres } from '../test/helpers/postgres.ts';
 import { fermataBin, startFermata, stopChild } from './fermata-child.ts';
 import { type Figure, metaLine, roundTo, type SuiteOptions } from './report.ts';
@@ -173,6 +176,21 @@ async function logWritesSince(sql: Sql, marks: { partitions: number[]; lastSeqs:
   return { records: Number(row?.records ?? 0), transactions: Number(row?.transactions ?? 0) };
 }
 
+/**
+ * `count` one-timer JSON bodies, each with a key of its own (this run's prefix, so that no add of
+ * the load is a duplicate while the pool lasts), due in one to two hours, 64-byte payloads.
+ */
+function keyedJsonBodies(count: number, target: string): RequestBody[] {
+  const run = Date.now().toString(36);
+  const payload = payloadText(64);
+  const bodies: RequestBody[] = [];
+  for (let i = 0; i < count; i++) {
+    const text = JSON.stringify({ delay_ms: hourMs + ((i * 7_919) % hourMs), target, payload, key: `${run}-${i}` });
+    bodies.push({ bytes: Buffer.from(text), rows: 1, contentType: 'application/json' });
+  }
+  return bodies;
+}
+
 /** A sink that counts deliveries by idempotency key (the add's key), for the kill -9 ledger. */
 async function keySink(): Promise<{ url: string; byKey: Map<string, number>; close(): Promise<void> }> {
   const byKey = new Map<string, number>();
@@ -272,8 +290,9 @@ export async function clusterSuite(options: SuiteOptions): Promise<Figure[]> {
   };
   const arrowBodies = buildBodies({ mode: 'arrow', rows: 1_000, payloadBytes: 64, target: `${sink.url}/arrow`, fire: { kind: 'delay', minMs: hourMs, maxMs: 2 * hourMs } });
   const jsonBodies = buildBodies({ mode: 'json', rows: 1, payloadBytes: 64, target: `${sink.url}/single`, fire: { kind: 'delay', minMs: hourMs, maxMs: 2 * hourMs } });
+  const keyedBodies = keyedJsonBodies(options.quick ? 1 << 17 : 1 << 18, `${sink.url}/keyed`);
   /** `sql`: the cluster's database, whose log tells how many timers a transaction carried (none for the embedded WAL). */
-  const measure = async (urls: readonly string[], sql?: Sql): Promise<{ arrow: number; single: number; refused: number; singleTimersPerTransaction: number }> => {
+  const measure = async (urls: readonly string[], sql?: Sql): Promise<{ arrow: number; single: number; keyed: number; refused: number; singleTimersPerTransaction: number; keyedTimersPerTransaction: number }> => {
     const common = { token: undefined, ratePerS: undefined, warmupMs: timing.warmupMs, durationMs: timing.measureMs, drainTimeoutMs: 30_000 };
     for (const url of urls) await takesAdds(url, 60_000);
     const arrow = await loadAll(urls, (url) => runLoad({ ...common, url, bodies: arrowBodies, concurrency: 8, connections: 1 }));
@@ -281,12 +300,18 @@ export async function clusterSuite(options: SuiteOptions): Promise<Figure[]> {
     const marks = sql === undefined ? undefined : await logMarks(sql);
     const single = await loadAll(urls, (url) => runLoad({ ...common, url, bodies: jsonBodies, concurrency: perNode, connections: Math.max(1, Math.round(8 / urls.length)) }));
     const writes = sql === undefined || marks === undefined ? undefined : await logWritesSince(sql, marks);
-    for (const [what, result] of [['Arrow', arrow], ['single', single]] as const) {
+    const keyedMarks = sql === undefined ? undefined : await logMarks(sql);
+    const keyed = sql === undefined ? undefined : await loadAll(urls, (url) => runLoad({ ...common, url, bodies: keyedBodies, concurrency: perNode, connections: Math.max(1, Math.round(8 / urls.length)) }));
+    const keyedWrites = sql === undefined || keyedMarks === undefined ? undefined : await logWritesSince(sql, keyedMarks);
+    for (const [what, result] of [['Arrow', arrow], ['single', single], ['keyed', keyed]] as const) {
+      if (result === undefined) continue;
       if (result.errors > 0) options.progress(`${what} adds: ${result.errors} refused, the first: ${result.firstError}`);
     }
     if (writes !== undefined) options.progress(`single adds: ${single.okTimers} timers in ${writes.records} log records, ${writes.transactions} transactions`);
+    if (keyed !== undefined && keyedWrites !== undefined) options.progress(`keyed adds: ${keyed.okTimers} timers in ${keyedWrites.records} log records, ${keyedWrites.transactions} transactions`);
     const singleTimersPerTransaction = writes === undefined || writes.transactions === 0 ? 0 : single.okTimers / writes.transactions;
-    return { arrow: arrow.timersPerS, single: single.timersPerS, refused: arrow.errors + single.errors, singleTimersPerTransaction };
+    const keyedTimersPerTransaction = keyed === undefined || keyedWrites === undefined || keyedWrites.transactions === 0 ? 0 : keyed.okTimers / keyedWrites.transactions;
+    return { arrow: arrow.timersPerS, single: single.timersPerS, keyed: keyed?.timersPerS ?? 0, refused: arrow.errors + single.errors + (keyed?.errors ?? 0), singleTimersPerTransaction, keyedTimersPerTransaction };
   };
   try {
     options.progress('embedded WAL baseline');
@@ -314,6 +339,9 @@ export async function clusterSuite(options: SuiteOptions): Promise<Figure[]> {
         figure(`${prefix}.single_add.per_s`, Math.round(figuresOf.single), '1/s'),
         figure(`${prefix}.single_add.ratio`, roundTo(figuresOf.single / wal.single, 3), 'ratio'),
         figure(`${prefix}.single_add.timers_per_transaction`, roundTo(figuresOf.singleTimersPerTransaction, 1), 'timers'),
+        figure(`${prefix}.single_add_keyed.per_s`, Math.round(figuresOf.keyed), '1/s'),
+        figure(`${prefix}.single_add_keyed.ratio`, roundTo(figuresOf.keyed / wal.single, 3), 'ratio'),
+        figure(`${prefix}.single_add_keyed.timers_per_transaction`, roundTo(figuresOf.keyedTimersPerTransaction, 1), 'timers'),
       );
       if (count === 3) {
         options.progress('3 nodes: deliveries');

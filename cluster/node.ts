@@ -35,6 +35,7 @@ import { dispatchLimits, type MemoryLimits } from '../engine/limits.ts';
 import { type MemoryBudget, memoryBudget } from '../engine/memory-budget.ts';
 import { openPartitionFileSystem } from '../engine/pg-log/pg-file-system.ts';
 import { pgLog } from '../engine/pg-log/pg-log.ts';
+import { TransactionGate } from '../engine/pg-log/transaction-gate.ts';
 import { MemoryLoader } from '../engine/spill/memory-loader.ts';
 import type { ResidentStoreOptions } from '../engine/store/resident-store.ts';
 import { DeliveryPool } from '../dispatch/delivery-pool.ts';
@@ -102,6 +103,8 @@ export class ClusterNode implements PartitionDirectory {
   readonly #owned = new Map<number, OwnedPartition>();
   /** Engines being closed (lost or handed over): the same partition opens again only after. */
   readonly #closing = new Map<number, Promise<void>>();
+  /** Every owned partition's log transactions at once: the pool's connections but two, left for the node's other statements (transaction-gate.ts). */
+  readonly #logGate: TransactionGate;
   readonly #listeners = new Set<() => void>();
   /** partition → its owner's advertise address, from the lease rows (refreshed every renewal interval). */
   #addresses: (string | undefined)[];
@@ -115,6 +118,7 @@ export class ClusterNode implements PartitionDirectory {
   private constructor(options: ClusterNodeOptions, partitions: number) {
     this.#options = options;
     this.#logger = options.logger;
+    this.#logGate = new TransactionGate(Math.max(1, options.sql.options.max - 2));
     this.nodeId = options.nodeId;
     this.partitions = partitions;
     this.#addresses = new Array<string | undefined>(partitions).fill(undefined);
@@ -231,7 +235,7 @@ export class ClusterNode implements PartitionDirectory {
       fs,
       clock,
       idPrefix: clusterIdOf(partition, ''),
-      openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), logger: logger.child({ component: 'pg-log', partition }) }),
+      openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), logger: logger.child({ component: 'pg-log', partition }), gate: this.#logGate }),
       logger: logger.child({ component: 'engine', partition }),
       ...(this.#options.store === undefined ? {} : { store: this.#options.store }),
       ...(this.#options.checkTarget === undefined ? {} : { checkTarget: this.#options.checkTarget }),

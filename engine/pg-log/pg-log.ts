@@ -10,7 +10,9 @@
 // (the client's sql.begin, which sends COMMIT once the callback is done, and ROLLBACK if it throws)
 //
 // Appends made while transactions are under way ride the next group. Up to
-// transactionsInFlightMax transactions run at once, their sequences given when they start; their
+// transactionsInFlightMax transactions run at once (and, with the node's TransactionGate, only
+// while the node's logs together run fewer than its bound: transaction-gate.ts), their
+// sequences given when they start; their
 // COPYs overlap, but each reads the fence only once the one ahead of it has committed, so commits
 // (and acknowledgements) land in sequence order and no transaction commits past one that did not.
 //
@@ -42,6 +44,7 @@ import { formatTooNew, isKnownRecordType, recordSetVersion, recordTypeKnownMax }
 import { assertPgLogLimits, pgLogLimits, type PgLogLimits } from '../limits.ts';
 import type { AppendOptions, DurableLog, LogCounters, LogOpener, LogOpenRequest, LogRecord } from '../log.ts';
 import { encodeCopyRows } from './copy-rows.ts';
+import type { TransactionGate } from './transaction-gate.ts';
 
 export interface PgLogLogger {
   warn(details: object, message: string): void;
@@ -55,6 +58,8 @@ export interface PgLogOptions {
   readonly epoch: number;
   readonly limits?: Partial<PgLogLimits> | undefined;
   readonly logger?: PgLogLogger | undefined;
+  /** The node's bound on its logs' transactions at once, over every partition (transaction-gate.ts); none: only transactionsInFlightMax a log. */
+  readonly gate?: TransactionGate | undefined;
 }
 
 interface PendingAppend {
@@ -127,6 +132,9 @@ export class PgLog implements DurableLog {
   #poison: FermataError | undefined;
   #closed = false;
   #idle: (() => void)[] = [];
+  readonly #gate: TransactionGate | undefined;
+  /** What the gate calls when a slot comes back: this log may start what it queued. */
+  readonly #wake = (): void => this.#pump();
 
   constructor(options: PgLogOptions, state: { lastSeq: number; firstSeq: number; bytes: number }, onPoisoned: ((poison: FermataError) => void) | undefined) {
     this.#sql = options.sql;
@@ -135,6 +143,7 @@ export class PgLog implements DurableLog {
     this.#limits = { ...pgLogLimits, ...options.limits };
     assertPgLogLimits(this.#limits);
     this.#logger = options.logger;
+    this.#gate = options.gate;
     this.#onPoisoned = onPoisoned;
     this.#lastSeq = state.lastSeq;
     this.#nextSeq = state.lastSeq + 1;
@@ -262,7 +271,8 @@ export class PgLog implements DurableLog {
       this.#rewinding = false;
       this.#nextSeq = this.#lastSeq + 1;
     }
-    while (this.#queue.length > 0 && this.#inFlight.length < this.#limits.transactionsInFlightMax && this.#poison === undefined && !this.#rewinding) {
+    // The gate is asked last: a slot is taken only by a transaction that starts now.
+    while (this.#queue.length > 0 && this.#inFlight.length < this.#limits.transactionsInFlightMax && this.#poison === undefined && !this.#rewinding && (this.#gate?.tryTake(this.#wake) ?? true)) {
       let count = 0;
       let bytes = 0;
       for (const pending of this.#queue) {
@@ -358,6 +368,7 @@ export class PgLog implements DurableLog {
     }
     for (let i = 0; i < group.length; i++) (group[i] as PendingAppend).resolve(baseSeq + i);
     transaction.committed.resolve(true);
+    this.#gate?.release();
     this.#pump();
   }
 
@@ -373,6 +384,7 @@ export class PgLog implements DurableLog {
       for (const pending of transaction.group) pending.reject(failure);
     }
     transaction.committed.resolve(false);
+    this.#gate?.release();
     this.#pump();
   }
 

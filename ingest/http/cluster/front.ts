@@ -16,6 +16,8 @@
 //   GET /v1/stats, /v1/cluster  this node's partitions and the cluster's (cluster-stats.ts)
 //   /v1/schedules…   → the partition of the schedule's name (schedule-routes.ts)
 //   POST /v1/timers/stream  each line where its one-timer add would go (stream-admitter.ts)
+//   POST /v1/timers  forwardedAddsMediaType, from another node only: several one-timer adds,
+//                    each answered as alone (forwarded-adds.ts)
 //   /v1/queues…      the cluster's queue table, counts from every node (queue-routes.ts)
 //
 // A request another node forwarded (`fermata-forwarded`, with the cluster secret: anything else
@@ -51,6 +53,7 @@ import { fanOutRoutes, partitionHeader, type PartitionCall } from './fan-out.ts'
 import { type TraceHeaders, traceHeadersOf, traceparentHeader, tracestateHeader, withTrace } from '../../../engine/trace-context.ts';
 import { clusterScheduleRoutes, type OnPartition } from './schedule-routes.ts';
 import { ClusterStreamAdmitter } from './stream-admitter.ts';
+import { answerForwardedAdds, ForwardedAdds, forwardedAddsMediaType, type OwnerAnswer } from './forwarded-adds.ts';
 import type { LineAdmitter } from '../timer-stream.ts';
 import { timerStreamRoutes } from '../routes/timer-stream.ts';
 import type { ClusterQueues } from '../../../cluster/cluster-queues.ts';
@@ -91,6 +94,13 @@ function relay(reply: Reply<RouteGenericInterface>, answer: ForwardAnswer): Repl
   return reply.code(answer.status).send(answer.body);
 }
 
+/** Replies as the owner answered a forwarded one-timer add: its status, the headers that carry meaning, its body (JSON, serialized as the owner did). */
+function relayOwnerAnswer(reply: Reply<RouteGenericInterface>, answer: OwnerAnswer): Reply<RouteGenericInterface> {
+  if (answer.retryAfter !== undefined) reply.header('retry-after', answer.retryAfter);
+  if (answer.wwwAuthenticate !== undefined) reply.header('www-authenticate', answer.wwwAuthenticate);
+  return reply.code(answer.status).send(answer.body);
+}
+
 /** An owner's answer other than 200 to one partition's part of a fan-out. */
 class OwnerRefused extends Error {
   readonly answer: ForwardAnswer;
@@ -107,6 +117,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
   const { directory, clock } = options;
   const router = new ClusterRouter(directory);
   const forwarder = new Forwarder({ secret: options.secret, timeoutMs: options.forwardTimeoutMs ?? defaultForwardTimeoutMs });
+  const forwardedAdds = new ForwardedAdds((address, request) => forwarder.send(address, request));
   app.addHook('onClose', (_app, done) => {
     forwarder.close();
     router.close();
@@ -123,6 +134,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
   const readBody = (_request: unknown, body: Buffer, done: (err: Error | null, body?: unknown) => void): void => done(null, body);
   app.addContentTypeParser(mediaTypes.ndjson, { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax }, readBody);
   app.addContentTypeParser(mediaTypes.arrowStream, { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax }, readBody);
+  app.addContentTypeParser(forwardedAddsMediaType, { parseAs: 'buffer', bodyLimit: ingestLimits.bodyBytesMax }, readBody);
 
   const isForwarded = (request: { headers: Readonly<Record<string, unknown>> }): boolean => request.headers[forwardedHeader] !== undefined;
   const forwardOf = (request: { method: string; url: string; headers: ForwardRequest['headers'] }, body: Uint8Array | undefined): ForwardRequest =>
@@ -133,6 +145,10 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     const route = router.route(partition);
     return forwarded && route.kind === 'remote' ? { kind: 'moving', partition } : route;
   };
+
+  /** A one-timer add sent to its owner with the others of this turn (forwarded-adds.ts): the owner's answer to it. */
+  const forwardAdd = (address: string, headers: ForwardRequest['headers'], body: unknown): Promise<OwnerAnswer> =>
+    new Promise((resolve, reject) => forwardedAdds.add(address, headers, JSON.stringify(body), { answered: resolve, refused: reject }));
 
   /** Appends one part of a batch (an NDJSON body) in its partition, here or at its owner. */
   const admitPart: PartAdmitter = async (partition, body, forwarded, headers) => {
@@ -155,14 +171,14 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
         // This node owns no partition: an unkeyed timer goes to one that does.
         const address = forwarded ? undefined : router.anyOwnerAddress();
         if (address === undefined) throw new FermataError(errorCodes.partitionMoving, 'no partition has an owner that can take this timer now: try again');
-        return relay(reply, await forwarder.send(address, forwardOf(request, Buffer.from(JSON.stringify(request.body)))));
+        return relayOwnerAnswer(reply, await forwardAdd(address, request.headers, request.body));
       }
       // The engine asked first: a partition owned here (most unkeyed adds) makes no route object.
       const engine = directory.engineOf(partition);
       if (engine === undefined) {
         const route = routeFor(partition, forwarded);
         if (route.kind !== 'remote') throw moving(partition);
-        return relay(reply, await forwarder.send(route.address, forwardOf(request, Buffer.from(JSON.stringify(request.body)))));
+        return relayOwnerAnswer(reply, await forwardAdd(route.address, request.headers, request.body));
       }
       let admitted;
       try {
@@ -174,6 +190,12 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
       return reply.code(answer.status).send(answer.body);
     }
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+    // Several one-timer adds another node forwarded in one request, each answered as alone (forwarded-adds.ts).
+    if (mediaType === forwardedAddsMediaType && forwarded) {
+      const logError = (err: unknown): void => request.log.error({ err }, 'unexpected error answering a request');
+      const answers = await answerForwardedAdds(body, callerOf(request), traceHeadersOf(request.headers.traceparent, request.headers.tracestate), { router, clock, logError });
+      return reply.code(200).type(mediaTypes.json).send(answers);
+    }
     if (mediaType !== mediaTypes.ndjson && mediaType !== mediaTypes.arrowStream) {
       throw new HttpProblem(httpErrorCodes.unsupportedMediaType, `POST /v1/timers needs a Content-Type: ${mediaTypes.json}, ${mediaTypes.ndjson} or ${mediaTypes.arrowStream}`);
     }
@@ -297,11 +319,9 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
   clusterScheduleRoutes(app, { partitions: router.partitions, onPartition, call, onlyPartition });
   // A one-timer JSON add on the raw HTTP/2 stream goes where this route's would; one another node
   // forwarded is the route's, which checks the cluster's secret and never forwards it again.
-  options.fastSingleAdd?.((headers) =>
-    headers[forwardedHeader] !== undefined ? undefined : new ClusterStreamAdmitter({ router, send: (address, request) => forwarder.send(address, request), headers, forwarded: false }),
-  );
+  options.fastSingleAdd?.((headers) => (headers[forwardedHeader] !== undefined ? undefined : new ClusterStreamAdmitter({ router, adds: forwardedAdds, headers, forwarded: false })));
   await app.register(timerStreamRoutes, {
-    admitterFor: (headers) => new ClusterStreamAdmitter({ router, send: (address, request) => forwarder.send(address, request), headers, forwarded: headers[forwardedHeader] !== undefined }),
+    admitterFor: (headers) => new ClusterStreamAdmitter({ router, adds: forwardedAdds, headers, forwarded: headers[forwardedHeader] !== undefined }),
     clock,
   });
   // An owner's refusal of its part of a fan-out is the answer, as the owner gave it.

@@ -3,23 +3,23 @@
 // would go (cluster/router.ts). A line for a partition owned here joins that partition's admit
 // coalescer, and its id is answered as a cluster id; a line for another node's partition is
 // sent there as a one-timer add (forwarded once, with the stream's headers, so the owner checks
-// the same token), and its answer, or refusal, is the line's; a line whose partition has no owner
+// the same token; a turn's adds for one owner in one request: forwarded-adds.ts), and the owner's
+// answer to it, or refusal, is the line's; a line whose partition has no owner
 // now is refused PARTITION_MOVING (503, retry it). Lines answer in input order whatever their
 // partitions, as on one node. Main thread; one admitter per stream.
 import type { AdmitWaiter } from '../../../engine/admit-coalescer.ts';
 import type { TimerSpec } from '../../../engine/batch/timer-batch.ts';
 import { errorCodes, FermataError } from '../../../engine/errors.ts';
-import type { DuplicateAnswer, TimerStateName } from '../../../engine/types.ts';
+import type { DuplicateAnswer } from '../../../engine/types.ts';
 import { clusterIdOf } from '../../../cluster/partitioning.ts';
 import type { ClusterRouter } from '../../../cluster/router.ts';
-import { type ErrorBody, httpErrorCodes, RelayedRefusal } from '../error-map.ts';
-import { mediaTypes } from '../media-types.ts';
 import type { LineAdmitter } from '../timer-stream.ts';
-import type { ForwardAnswer, ForwardRequest } from './forwarder.ts';
+import { type ForwardedAdds, jsonOf, ToldAdmitWaiter } from './forwarded-adds.ts';
 
 export interface ClusterStreamOptions {
   readonly router: ClusterRouter;
-  readonly send: (address: string, request: ForwardRequest) => Promise<ForwardAnswer>;
+  /** Where adds for another node go: a turn's for one owner in one request (forwarded-adds.ts). */
+  readonly adds: ForwardedAdds;
   /** The stream's request headers, sent with each forwarded line (its token, its trace state). */
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** Whether the stream was itself forwarded (then nothing is forwarded again: one hop). */
@@ -45,53 +45,11 @@ class PartitionWaiter implements AdmitWaiter {
   }
 }
 
-/** A timer spec as the one-timer JSON add takes it (fire_at in epoch ms: the line's delay_ms is already counted). */
-function jsonOf(spec: TimerSpec): string {
-  const payload = spec.payload;
-  return JSON.stringify({
-    fire_at: spec.fireAtMs,
-    target: spec.target,
-    ...(payload === undefined ? {} : typeof payload === 'string' ? { payload } : { payload_base64: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString('base64') }),
-    ...(spec.headers === undefined ? {} : { headers: spec.headers }),
-    ...(spec.key === undefined ? {} : { key: spec.key }),
-    ...(spec.queue === undefined ? {} : { queue: spec.queue }),
-    ...(spec.callback === undefined ? {} : { callback: spec.callback }),
-    ...(spec.failureCallback === undefined ? {} : { failure_callback: spec.failureCallback }),
-  });
-}
-
 const moving = (partition: number | undefined): FermataError =>
   new FermataError(
     errorCodes.partitionMoving,
     partition === undefined ? 'no partition has an owner that can take this timer now: try again' : `partition ${partition} is moving between nodes (or its owner is out of reach): try again`,
   );
-
-/** The owner's answer to a forwarded one-timer add, told to the line's waiter. */
-function tell(waiter: AdmitWaiter, answer: ForwardAnswer): void {
-  let body: unknown;
-  try {
-    body = JSON.parse(answer.body.toString('utf8'));
-  } catch {
-    body = undefined;
-  }
-  const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
-  if ((answer.status === 201 || answer.status === 200) && typeof fields.id === 'string') {
-    if (fields.duplicate !== true) return waiter.admitted(fields.id, false, undefined);
-    const original: DuplicateAnswer = {
-      state: fields.state as TimerStateName,
-      revision: typeof fields.revision === 'number' ? fields.revision : 1,
-      fireAtMs: Date.parse(String(fields.fire_at)),
-      differs: Array.isArray(fields.differs) ? (fields.differs as DuplicateAnswer['differs']) : [],
-    };
-    return waiter.admitted(fields.id, true, original);
-  }
-  const retryAfter = Number(answer.headers['retry-after']);
-  const error: ErrorBody =
-    typeof fields.error === 'object' && fields.error !== null
-      ? (fields as unknown as ErrorBody)
-      : { error: { code: httpErrorCodes.internal, message: `the partition's owner answered ${answer.status}` } };
-  waiter.refused(new RelayedRefusal(answer.status, Number.isInteger(retryAfter) ? retryAfter : undefined, error));
-}
 
 export class ClusterStreamAdmitter implements LineAdmitter {
   readonly #options: ClusterStreamOptions;
@@ -117,16 +75,6 @@ export class ClusterStreamAdmitter implements LineAdmitter {
   }
 
   #forward(address: string, spec: TimerSpec, waiter: AdmitWaiter): void {
-    const { headers, send } = this.#options;
-    const request: ForwardRequest = {
-      method: 'POST',
-      path: '/v1/timers',
-      headers: { ...headers, 'content-type': mediaTypes.json, accept: 'application/json' },
-      body: Buffer.from(jsonOf(spec)),
-    };
-    send(address, request).then(
-      (answer) => tell(waiter, answer),
-      (err: unknown) => waiter.refused(err),
-    );
+    this.#options.adds.add(address, this.#options.headers, jsonOf(spec), new ToldAdmitWaiter(waiter));
   }
 }
