@@ -120,7 +120,9 @@ describe('PATCH /v1/timers/{id} on the raw HTTP/2 stream answers as fastify’s 
   test('a plain reschedule: 200, the new view and ETag "2", the same bytes; the timer moved', async () => {
     const ids = await twins();
     const body = JSON.stringify({ fire_at: '2030-02-01T10:00:00.000Z', payload: 'changed' });
+    const applied = served.engine.stats().reschedules.applied;
     const { fast, fastify } = await bothWays(served, ids.fast, ids.fastify, body);
+    assert.equal(served.engine.stats().reschedules.applied, applied + 2, 'both counted in /metrics and /v1/stats');
     assert.equal(fast.status, 200, fast.body.toString());
     assert.equal(fast.headers.etag, '"2"');
     assert.equal(fast.headers['content-type'], 'application/json; charset=utf-8');
