@@ -7,7 +7,8 @@
 // serves (404 ROUTE_NOT_FOUND, or 405 METHOD_NOT_ALLOWED with `Allow`: route-methods.ts).
 // One route has a second way in: a plain one-timer JSON `POST /v1/timers` over HTTP/2 is
 // answered on the raw stream before fastify sees it (h2-single-add.ts, decision 0013), with
-// this server's JSON parser, bearer check and admit coalescer and the route's own answer.
+// this server's JSON parser, bearer check and admit coalescer and the route's own answer;
+// so is a plain `PATCH /v1/timers/{id}` on a single node (h2-patch.ts).
 // Routes import their types from types.ts, never this file: nothing imports back into the
 // server. In cluster mode (`cluster` instead of `engine`) there is no single engine: the timer
 // routes are the cluster front's (cluster/front.ts) and health, /metrics, queues and schedules
@@ -36,6 +37,7 @@ import { jsonBodyProblem } from './body/json-hints.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { H2SingleAdd } from './h2-single-add.ts';
+import { H2Patch } from './h2-patch.ts';
 import type { LineAdmitter } from './timer-stream.ts';
 import { clusterFront, type ClusterFrontOptions } from './cluster/front.ts';
 import { clusterNodeRoutes, type NodeDirectory } from './cluster/node-routes.ts';
@@ -187,7 +189,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { engine, disk, warm } = options;
   // One coalescer for every kind of single add, so that those read in one turn share a record.
   const coalescer = options.coalescer ?? new AdmitCoalescer(engine);
-  app.server.takeStreams(new H2SingleAdd({ admitter: coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log }));
+  const singleAdd = new H2SingleAdd({ admitter: coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log });
+  // PATCH /v1/timers/{id} has a raw HTTP/2 path too (h2-patch.ts); each taker looks at the method first.
+  const patch = new H2Patch({ engine, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log });
+  app.server.takeStreams({ take: (stream, headers) => singleAdd.take(stream, headers) || patch.take(stream, headers) });
   void app.register(healthRoutes, { engine, disk, warm });
   // What /v1/stats shows of the data directory's disk: its files' bytes and the free space read for /readyz.
   const statsDisk = disk === undefined ? undefined : { check: disk, size: new DataDirSize({ dir: disk.dir, measureIntervalMs: readinessLimits.dataDirMeasureIntervalMs }) };
