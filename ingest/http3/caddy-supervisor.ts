@@ -11,12 +11,16 @@
 //
 //   stop ─► SIGTERM (Caddy finishes requests in flight) ─► SIGKILL after stopTimeoutMs
 //
+// Caddy writes its pid to <dir>/caddy.pid. A fermata killed with SIGKILL cannot stop its Caddy,
+// which would go on holding the HTTP/3 port (the next start's Caddy could not bind it): start
+// first stops the process that file names if its command line names this config file.
+//
 // The health check is GET /healthz through Caddy's TCP side (h2 over TLS, the same server and
 // certificate as its QUIC side), so it proves Caddy is up and reaches fermata. Caddy's own
 // warnings and errors are relayed to the log. Owned by the main thread's event loop.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -70,6 +74,7 @@ export class CaddySupervisor {
   readonly #options: CaddySupervisorOptions;
   readonly #binary: string;
   readonly #configFile: string;
+  readonly #pidFile: string;
   readonly accessLogFile: string;
   #child: ChildProcess | undefined;
   #startedAt = 0;
@@ -87,6 +92,7 @@ export class CaddySupervisor {
     this.#options = options;
     this.#binary = options.binary ?? 'caddy';
     this.#configFile = join(options.dir, 'caddy.json');
+    this.#pidFile = join(options.dir, 'caddy.pid');
     this.accessLogFile = join(options.dir, 'access.log');
   }
 
@@ -103,6 +109,7 @@ export class CaddySupervisor {
   async start(): Promise<void> {
     const version = checkCaddyInstalled(this.#binary);
     mkdirSync(this.#options.dir, { recursive: true });
+    await this.#stopLeftOver();
     writeFileSync(this.#configFile, JSON.stringify(caddyConfig({ ...this.#options.config, accessLogFile: this.accessLogFile }), null, 2));
     this.#starting = true;
     this.#spawn();
@@ -142,7 +149,7 @@ export class CaddySupervisor {
     const { dir, logger } = this.#options;
     // Caddy keeps its storage (autosave, locks) under HOME/XDG dirs: inside the data directory, not the user's.
     const env = { ...process.env, HOME: dir, XDG_DATA_HOME: join(dir, 'data'), XDG_CONFIG_HOME: join(dir, 'config') };
-    const child = spawn(this.#binary, ['run', '--config', this.#configFile], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(this.#binary, ['run', '--config', this.#configFile, '--pidfile', this.#pidFile], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     this.#child = child;
     this.#startedAt = Date.now();
     this.#failures = 0;
@@ -158,6 +165,49 @@ export class CaddySupervisor {
         logger.info({ pid: this.#child?.pid, restarts: this.#restarts }, 'caddy restarted');
       }, this.#backoffMs);
     });
+  }
+
+  /**
+   * Stops the Caddy an earlier life of this data directory left running (fermata killed with
+   * SIGKILL): the process caddy.pid names, if its command line is `caddy run` of this config file
+   * (a reused pid of another program is left alone). SIGTERM, then SIGKILL after stopTimeoutMs.
+   */
+  async #stopLeftOver(): Promise<void> {
+    let pid: number;
+    let commandLine: string[];
+    try {
+      pid = Number.parseInt(readFileSync(this.#pidFile, 'utf8'), 10);
+      commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    } catch {
+      return; // no pid file, or its process is gone
+    }
+    if (!commandLine.includes('run') || !commandLine.includes(this.#configFile)) return;
+    this.#options.logger.warn({ pid }, 'caddy left running by an earlier start of this data directory: stopping it');
+    const gone = (): boolean => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    const waitGone = async (): Promise<boolean> => {
+      const deadline = Date.now() + http3Limits.stopTimeoutMs;
+      while (!gone() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      return gone();
+    };
+    const signal = (name: NodeJS.Signals): void => {
+      try {
+        process.kill(pid, name);
+      } catch {
+        // gone meanwhile
+      }
+    };
+    signal('SIGTERM');
+    if (await waitGone()) return;
+    signal('SIGKILL');
+    // A zombie (nobody reaped it) still answers kill(pid, 0) but holds no port: go on regardless.
+    await waitGone();
   }
 
   #nextBackoff(): number {

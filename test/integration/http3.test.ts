@@ -147,3 +147,36 @@ test('HTTP/3 through Caddy: Chromium and gtlsclient over QUIC, timers stored, al
   assert.equal(service.child.exitCode, 0, service.output());
   assert.throws(() => process.kill(second, 0), { code: 'ESRCH' }, 'caddy stopped with the service');
 });
+
+test('a Caddy left running by a fermata killed with SIGKILL is stopped by the next start, whose own Caddy serves', { timeout: 90_000 }, async (t) => {
+  if (toolOrSkip(t, 'caddy') === undefined || toolOrSkip(t, 'curl') === undefined) return;
+  const port = await freePort();
+  const dataDir = scratch.tempDir('h3-left');
+  const caddyPid = (service: { output: () => string }): number | undefined => {
+    const line = service.output().split('\n').findLast((entry) => entry.includes('"msg":"caddy running"'));
+    return line === undefined ? undefined : (JSON.parse(line) as { pid: number }).pid;
+  };
+  // A zombie has an empty command line: it holds no port.
+  const alive = (pid: number): boolean => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').length > 0;
+    } catch {
+      return false;
+    }
+  };
+  const first = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--http3', String(port)], tls: true });
+  await waitFor('the first caddy', () => caddyPid(first) !== undefined);
+  const left = caddyPid(first) as number;
+  first.child.kill('SIGKILL');
+  await withTimeout(first.exited, 10_000, 'the first service to die');
+  assert.ok(alive(left), 'its caddy outlives a fermata killed with SIGKILL');
+
+  const second = await startService(dataDir, (child) => scratch.children.add(child), { args: ['--http3', String(port)], tls: true });
+  await waitFor('the second caddy', () => caddyPid(second) !== undefined);
+  assert.ok(!alive(left), 'the left-over caddy was stopped');
+  assert.match(second.output(), /caddy left running by an earlier start of this data directory: stopping it/);
+  const health = spawnSync('curl', ['-sk', '-o', '/dev/null', '-w', '%{http_code}', `https://127.0.0.1:${port}/healthz`], { encoding: 'utf8', timeout: 10_000 });
+  assert.equal(health.stdout, '200', 'the new caddy serves the port');
+  second.child.kill('SIGTERM');
+  await withTimeout(second.exited, 30_000, 'the second service to stop');
+});
