@@ -37,6 +37,13 @@ describe('a cluster node\'s TLS port and HTTP/3 serve the cluster front', { skip
   const dir = mkdtempSync(join(tmpdir(), 'fermata-cluster-tls-'));
   let server: PostgresServer | undefined;
   after(async () => {
+    // SIGTERM first: a node killed with SIGKILL leaves its Caddy running.
+    await Promise.all([...children].map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+    }));
     for (const child of children) child.kill('SIGKILL');
     await server?.stop();
     rmSync(dir, { recursive: true, force: true });
