@@ -524,6 +524,8 @@ export const scheduleLimits = {
   occurrencesPerWakeMax: 1000,
   /** Occurrences asked of a rule at a time while filling the window. */
   aheadChunk: 16,
+  /** Schedules the materializer looks at in one turn of the event loop (a few µs each): at open, a million are due at once. */
+  schedulesPerTurnMax: 512,
   /** The longest the materializer sleeps: the real clock may step, so it looks at least this often. */
   sleepMsMax: 1000,
   /** After a batch was refused (a full store, a failed log), its schedules are looked at again this much later. */

@@ -19,6 +19,7 @@
 // found overdue after downtime or before a manual clock step follow it too (settleOverdue).
 //
 //   wake heap ─► due schedules ─► [SCHEDULE_MARK of passed-over ones] ─► ADD of the occurrences ─► marks up ─► next wake
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { batchFromSpecs, type TimerSpec } from '../batch/timer-batch.ts';
 import { admitOccurrences } from '../admission.ts';
 import { bulkCancel } from '../bulk-cancel.ts';
@@ -126,15 +127,21 @@ export class Materializer {
     this.#timer.unref();
   }
 
-  /** Creates the occurrences of every schedule due by `nowMs`, a batch at a time. */
+  /**
+   * Creates the occurrences of every schedule due by `nowMs`, a batch at a time, a turn of the
+   * event loop between batches: a batch looks at schedulesPerTurnMax schedules at most, as at
+   * open every schedule is due and most of them have their next occurrence already.
+   */
   async #createDue(nowMs: number): Promise<void> {
     const book = this.#s.schedules;
-    while (!this.#stopped && book.peekDue(nowMs) >= 0) {
+    for (let first = true; !this.#stopped && book.peekDue(nowMs) >= 0; first = false) {
+      if (!first) await nextTurn();
       const specs: TimerSpec[] = [];
       const planned: Planned[] = [];
       const passedOver: ScheduleMark[] = [];
       let caughtUp = 0;
-      for (let slot = book.peekDue(nowMs); slot >= 0 && specs.length < scheduleLimits.batchRowsMax; slot = book.peekDue(nowMs)) {
+      let looked = 0;
+      for (let slot = book.peekDue(nowMs); slot >= 0 && specs.length < scheduleLimits.batchRowsMax && looked < scheduleLimits.schedulesPerTurnMax; slot = book.peekDue(nowMs), looked++) {
         book.take(slot);
         // A change in flight wakes it again once it is done.
         if (this.changing.has(book.nameOf(slot))) continue;
