@@ -3,11 +3,13 @@
 // file and holds its checksums, not the schedules; a checkpoint writes it again only when a
 // schedule changed, and the marks alone when only they moved. A manifest that holds its schedules
 // inline (test/fixtures/data-v1, the previous release's) still opens, and its next checkpoint
-// moves them into a file. A damaged section refuses to start, naming the file. 100,000 schedules
+// moves them into a file. A damaged section refuses to start, naming the file; a manifest whose
+// schedules files do not hold together is refused. Golden bytes: docs/format/spill.md's worked
+// example of a schedules file and its marks file. 100,000 schedules
 // are restored and looked at by the materializer over many turns of the event loop, inline and
 // from a file alike.
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -18,8 +20,9 @@ import { nodeFileSystem } from '../../engine/fs/node-file-system.ts';
 import { ScheduleBook } from '../../engine/schedules/schedule-book.ts';
 import { definitionJson } from '../../engine/schedules/schedule-records.ts';
 import type { ManifestSchedule } from '../../engine/schedules/schedule-checkpoint.ts';
-import { scheduleFileName, scheduleHeaderBytes, scheduleMarksFileName } from '../../engine/schedules/schedule-file.ts';
-import { encodeManifest, type Manifest, readManifest } from '../../engine/spill/manifest.ts';
+import { encodeScheduleHeader, encodeScheduleMarks, encodeScheduleSection, readScheduleFile, scheduleFileMagic, type ScheduleFileMeta, scheduleFileName, scheduleHeaderBytes, scheduleMarksFileName } from '../../engine/schedules/schedule-file.ts';
+import { crc32 } from '../../engine/checksum.ts';
+import { decodeManifest, encodeManifest, type Manifest, readManifest } from '../../engine/spill/manifest.ts';
 
 const t0 = 1_800_000_000_000;
 const minute = 60_000;
@@ -139,6 +142,54 @@ test('a damaged schedules section refuses to start, naming the file and the offs
   await assert.rejects(Engine.open({ dataDir, clock: new ManualClock(t0) }), (err) => {
     return isFermataError(err, errorCodes.spillCorrupt) && err.details.file === scheduleFileName(meta.fileId) && err.details.offset === scheduleHeaderBytes && /section checksum mismatch/.test(err.message);
   });
+});
+
+const hex = (text: string): number[] => text.split(/\s+/).filter(Boolean).map((b) => parseInt(b, 16));
+
+test("golden: docs/format/spill.md's worked example is what the encoders write, and reads back with the marks file's mark", async () => {
+  const entry: ManifestSchedule = { name: 's', created_at_ms: 0, updated_at_ms: 0, paused: false, mark_ms: 60000, definition: { every_ms: 60000, anchor_ms: 0, jitter_ms: 0, catch_up: 'latest', target: 'http://h/', queue: 'default', payload_base64: '' } };
+  const head = encodeScheduleHeader(scheduleFileMagic, 3, 1, 1);
+  const section = encodeScheduleSection([entry]);
+  const marks = encodeScheduleMarks(4, 3, Float64Array.of(120000));
+  assert.deepEqual([...head], hex('46 52 4d 54 53 43 48 0a 01 00 18 00 03 00 00 00 01 00 00 00 01 00 00 00'));
+  assert.equal(
+    new TextDecoder().decode(section),
+    '[{"name":"s","created_at_ms":0,"updated_at_ms":0,"paused":false,"mark_ms":60000,"definition":{"every_ms":60000,"anchor_ms":0,"jitter_ms":0,"catch_up":"latest","target":"http://h/","queue":"default","payload_base64":""}}]',
+  );
+  assert.deepEqual([...marks], hex('46 52 4d 54 53 4d 4b 0a 01 00 18 00 04 00 00 00 01 00 00 00 03 00 00 00 00 00 00 00 00 4c fd 40'));
+  const meta: ScheduleFileMeta = { fileId: 3, rows: 1, bytes: 244, headCrc32: 3125062780, sections: [[1, 220, 3515776926]], marks: { fileId: 4, bytes: 32, crc32: 4292169246 } };
+  assert.deepEqual([crc32(head), crc32(section), crc32(marks), head.length + section.length], [meta.headCrc32, 3515776926, meta.marks?.crc32, meta.bytes]);
+  const dir = freshDir();
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, scheduleFileName(3)), Buffer.concat([head, section]));
+  writeFileSync(join(dir, scheduleMarksFileName(4)), marks);
+  const read: ManifestSchedule[] = [];
+  await readScheduleFile(nodeFileSystem, dir, meta, (entries) => read.push(...entries));
+  assert.deepEqual(read, [{ ...entry, mark_ms: 120000 }]);
+  // A marks file of another schedules file is refused, naming it.
+  writeFileSync(join(dir, scheduleMarksFileName(4)), encodeScheduleMarks(4, 9, Float64Array.of(120000)));
+  await assert.rejects(readScheduleFile(nodeFileSystem, dir, { ...meta, marks: { fileId: 4, bytes: 32, crc32: crc32(encodeScheduleMarks(4, 9, Float64Array.of(120000))) } }, () => {}), (err) => {
+    return isFermataError(err, errorCodes.spillCorrupt) && err.details.file === scheduleMarksFileName(4) && err.details.offset === 20;
+  });
+});
+
+test('a manifest naming schedules files is refused when an id is not below nextRunId or is a run\'s, or when they are inline too', async () => {
+  const dataDir = freshDir();
+  const engine = await Engine.open({ dataDir, clock: new ManualClock(t0) });
+  await engine.putSchedule('s', everyMinute());
+  await engine.checkpoint();
+  await engine.close();
+  const manifest = await manifestOf(dataDir);
+  const meta = manifest.scheduleFile;
+  assert.ok(meta !== undefined);
+  assert.deepEqual(decodeManifest(encodeManifest(manifest)).scheduleFile, meta, 'round-trips');
+  const refused = (changed: Partial<Manifest>, why: RegExp): void => {
+    assert.throws(() => encodeManifest({ ...manifest, ...changed }), why);
+  };
+  refused({ scheduleFile: { ...meta, fileId: manifest.nextRunId } }, /schedules file \d+ is named twice or not below nextRunId/);
+  refused({ scheduleFile: { ...meta, fileId: manifest.residentRun.runId } }, /schedules file \d+ is named twice/);
+  refused({ schedules: [{ name: 's', created_at_ms: t0, updated_at_ms: t0, paused: false, mark_ms: t0, definition: {} }] }, /both inline and in a schedules file/);
+  refused({ scheduleFile: { ...meta, rows: meta.rows + 1 } }, /do not add up/);
 });
 
 /**
