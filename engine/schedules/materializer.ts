@@ -122,7 +122,8 @@ export class Materializer {
     const nextMs = this.#s.schedules.nextWakeMs();
     if (nextMs === Infinity) return;
     // Capped: the real clock may step, and the first schedule's wake is then not the first due.
-    const delayMs = Math.min(Math.max(nextMs - this.#s.clock.now(), 0), scheduleLimits.sleepMsMax);
+    // At least wakeCoalesceMs: the schedules due meanwhile go into one batch.
+    const delayMs = Math.min(Math.max(nextMs - this.#s.clock.now(), scheduleLimits.wakeCoalesceMs), scheduleLimits.sleepMsMax);
     this.#timer = setTimeout(() => this.#tick(), delayMs);
     this.#timer.unref();
   }
