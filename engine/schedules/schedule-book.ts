@@ -143,12 +143,17 @@ export class ScheduleBook {
     return this.#names[slot] !== undefined;
   }
 
-  /** Every schedule's slot, ascending (a typed-array pass: no object a schedule). */
-  liveSlots(): Int32Array {
-    const out = new Int32Array(this.#slotOf.size);
-    let count = 0;
-    for (let slot = 0; slot < this.#names.length; slot++) if (this.#names[slot] !== undefined) out[count++] = slot;
-    return out;
+  /** Slots handed out so far (free ones among them): what a copy of a column by slot needs. */
+  get slotCount(): number {
+    return this.#names.length;
+  }
+
+  /** Every slot's mark (a free slot's is meaningless), copied into `into` when it has room, else into a new array: one copy, no pass over the schedules. */
+  marksBySlot(into: Float64Array): Float64Array {
+    const count = this.#names.length;
+    if (into.length < count) return this.#mark.slice(0, count);
+    into.set(this.#mark.subarray(0, count));
+    return into.subarray(0, count);
   }
 
   /**

@@ -10,7 +10,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { failpoint } from '../failpoints.ts';
 import { memoryLimits, spillLimits } from '../limits.ts';
 import { queueRecordsInForce } from '../queue-registry.ts';
-import { cutSchedules, writeSchedules } from '../schedules/schedule-checkpoint.ts';
+import { cutSchedules, scheduleCutMemory, writeSchedules } from '../schedules/schedule-checkpoint.ts';
 import { deadReason } from '../records.ts';
 import type { EngineState } from '../state.ts';
 import { keyHash } from '../store/key-index.ts';
@@ -97,6 +97,7 @@ function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneS
 export async function checkpoint(s: EngineState, requestedMs: number): Promise<CheckpointReport> {
   assert.ok(requestedMs === Infinity || requestedMs === s.spill.bucketStartOf(requestedMs), 'a watermark is a bucket start');
   const memory = await snapshotMemoryAhead(s);
+  const scheduleMemory = await scheduleCutMemory(s);
   // Between macrotasks every durable record has been applied and no later one has: the
   // store is exactly the log up to its last durable sequence.
   await nextTurn();
@@ -118,7 +119,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     // Configured and paused queues, in the QUEUE record's JSON form (read back the way replay reads it).
     const queues = queueRecordsInForce(s);
     // The marks as of S; the schedules files are written with the runs (schedule-checkpoint.ts).
-    const scheduleCut = cutSchedules(s);
+    const scheduleCut = cutSchedules(s, scheduleMemory);
     const scheduleCancelsOwed = [...s.schedules.cancelsOwed];
     const releasedExpiryMaxMs = s.releasedExpiryMax;
     // From here the store keeps changing; the snapshot does not. Its timers are copied into
