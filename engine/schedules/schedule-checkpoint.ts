@@ -7,8 +7,8 @@
 // manifest names the previous files again. A manifest from before the files holds the schedules
 // inline (`schedules`), and still opens.
 //
-//   snapshot turn: cutSchedules (marks as of S, and which files can stay)
-//   ─► writeSchedules (sections over many turns) ─► manifest ─► book.checkpointed = what it names
+//   scheduleCutMemory (faulted in over turns) ─► snapshot turn: cutSchedules (marks as of S, and
+//   which files can stay) ─► writeSchedules (over many turns) ─► manifest ─► book.checkpointed
 //
 // The marks are taken in the snapshot's turn (as of S: one copy of the mark column). A schedules
 // file's definitions, pauses and times are read as it is written, a section a turn, so a row may
@@ -21,7 +21,7 @@ import { crc32 } from '../checksum.ts';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
 import type { FileSystem } from '../fs/file-system.ts';
 import type { EngineState } from '../state.ts';
-import { type CheckpointedSchedules, encodeScheduleHeader, type ManifestSchedule, encodeScheduleMarks, encodeScheduleSection, readScheduleFile, scheduleFileMagic, scheduleFileName, type ScheduleFileMeta, scheduleHeaderBytes, scheduleMarksFileName, type ScheduleSection, scheduleSectionRows } from './schedule-file.ts';
+import { type CheckpointedSchedules, encodeScheduleHeader, type ManifestSchedule, encodeScheduleSection, readScheduleFile, scheduleFileMagic, scheduleFileName, type ScheduleFileMeta, scheduleHeaderBytes, scheduleMarksFile, scheduleMarksFileName, type ScheduleSection, scheduleSectionRows } from './schedule-file.ts';
 import type { ScheduleBook } from './schedule-book.ts';
 import { definitionFromJson, definitionJson } from './schedule-records.ts';
 
@@ -40,6 +40,8 @@ export interface ScheduleCut {
 /** Pages faulted in a turn while preparing the cut's memory: 1 MiB. */
 const prefaultSliceElements = (1024 * 1024) / 8;
 const pageElements = 4096 / 8;
+/** Marks gathered into a marks file in one turn (1 MiB of them). */
+const marksSliceRows = (1024 * 1024) / 8;
 
 /**
  * Memory for the cut's copy of the marks, faulted in a MiB a turn before the snapshot's turn
@@ -82,10 +84,13 @@ export async function writeSchedules(s: EngineState, cut: ScheduleCut): Promise<
   const { changes, marksMoved } = cut;
   if (cut.kind === 'marks' && last !== undefined) {
     const fileId = s.nextRunId++;
-    // The file's rows are the same slots as when it was written: no schedule was put or deleted since.
-    const marks = new Float64Array(last.slots.length);
-    for (let i = 0; i < marks.length; i++) marks[i] = cut.marksBySlot[last.slots[i] as number] as number;
-    const bytes = encodeScheduleMarks(fileId, last.meta.fileId, marks);
+    // The file's rows are the same slots as when it was written: no schedule was put or deleted
+    // since. Gathered a slice a turn, so that the fresh pages are not all faulted in one.
+    const { bytes, marks } = scheduleMarksFile(fileId, last.meta.fileId, last.slots.length);
+    for (let from = 0; from < marks.length; from += marksSliceRows) {
+      if (from > 0) await nextTurn();
+      for (let i = from, end = Math.min(marks.length, from + marksSliceRows); i < end; i++) marks[i] = cut.marksBySlot[last.slots[i] as number] as number;
+    }
     await writeWhole(s.fs, posix.join(s.spillDir, scheduleMarksFileName(fileId)), bytes);
     const { fileId: schedulesId, rows, bytes: schedulesBytes, headCrc32, sections } = last.meta;
     const meta: ScheduleFileMeta = { fileId: schedulesId, rows, bytes: schedulesBytes, headCrc32, sections, marks: { fileId, bytes: bytes.length, crc32: crc32(bytes) } };

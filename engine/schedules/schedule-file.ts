@@ -121,10 +121,16 @@ export function encodeScheduleSection(entries: readonly ManifestSchedule[]): Uin
 
 /** A marks file's bytes: the marks of schedules file `schedulesId`'s rows, in its order. */
 export function encodeScheduleMarks(fileId: number, schedulesId: number, marks: Float64Array): Uint8Array {
-  const bytes = new Uint8Array(scheduleHeaderBytes + 8 * marks.length);
-  bytes.set(encodeScheduleHeader(scheduleMarksMagic, fileId, marks.length, schedulesId), 0);
-  new Float64Array(bytes.buffer, scheduleHeaderBytes, marks.length).set(marks);
-  return bytes;
+  const file = scheduleMarksFile(fileId, schedulesId, marks.length);
+  file.marks.set(marks);
+  return file.bytes;
+}
+
+/** A marks file's bytes with its header, and the view its marks go into (to be filled by the caller). */
+export function scheduleMarksFile(fileId: number, schedulesId: number, rows: number): { readonly bytes: Uint8Array; readonly marks: Float64Array } {
+  const bytes = new Uint8Array(scheduleHeaderBytes + 8 * rows);
+  bytes.set(encodeScheduleHeader(scheduleMarksMagic, fileId, rows, schedulesId), 0);
+  return { bytes, marks: new Float64Array(bytes.buffer, scheduleHeaderBytes, rows) };
 }
 
 const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
