@@ -8,13 +8,16 @@
 //   lateness_ms.p99     the occurrences falling due in a window after the PUTs, taken by a loop
 //                       that sleeps until the next one is due (as the scheduler does): taken at −
 //                       fire time, while the materializer creates each one's next occurrence
+//   meta: checkpoint_*  then two checkpoints: the first writes the schedules file, the second only
+//                       a marks file (occurrences moved the marks meanwhile) or nothing; their
+//                       times, the event loop's longest delay during them, and the files' sizes
 //
 // The schedules' instants are spread evenly over the hour, starting a few seconds after the PUTs
-// are expected to finish (N / 2,000 s), so the window sees the real rate: N / 3,600 a second
+// are expected to finish (N / 5,000 s), so the window sees the real rate: N / 3,600 a second
 // (about 280 at a million). N is 1,000,000; 100,000 with --quick. The measurement runs in a child
 // process (this file, forked with --expose-gc), so the parent's heap does not count.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -31,7 +34,7 @@ const putsInFlight = 256;
 const target = 'https://bench.example/hooks/schedule-001';
 const payload = new Uint8Array(64).fill(0x61);
 /** The PUT rate assumed when placing the first instants after the PUTs (slower PUTs just miss the first ones). */
-const assumedPutsPerS = 2_000;
+const assumedPutsPerS = 5_000;
 const firstAfterPutsMs = 5_000;
 const gcSettleMs = 200;
 const plainBatchRows = 10_000;
@@ -52,8 +55,21 @@ interface ChildResult {
   readonly occurrenceBytes: number;
   readonly pendingOccurrences: number;
   readonly lateness: Lateness;
+  readonly checkpoints: Checkpoints;
   /** The same window's lateness for as many plain timers due at the same instants, in an engine without schedules: the control. */
   readonly plainLateness: Lateness;
+}
+
+/** Two checkpoints after the window: the first writes the schedules file, the second (only marks moved, or nothing) does not. */
+interface Checkpoints {
+  readonly firstMs: number;
+  readonly secondMs: number;
+  /** The main thread's longest delay while either ran. */
+  readonly eventLoopDelayMaxMs: number;
+  readonly manifestBytes: number;
+  /** The schedules file's and the marks file's bytes after the second. */
+  readonly scheduleFileBytes: number;
+  readonly marksFileBytes: number;
 }
 
 interface Lateness {
@@ -73,7 +89,7 @@ export async function schedulesSuite(options: SuiteOptions): Promise<Figure[]> {
     const result = await runGcChild<ChildResult>(import.meta.filename, suite, ['measure', dir, String(timing.schedules), String(timing.latenessWindowMs)]);
     const n = timing.schedules;
     return [
-      metaLine(suite, { schedules: n, every_ms: hourMs, target_bytes: target.length, payload_bytes: payload.length, puts_in_flight: putsInFlight, lateness_window_ms: timing.latenessWindowMs, occurrences_timed: result.lateness.count, pending_occurrences: result.pendingOccurrences, event_loop_delay_ms_p99: roundTo(result.lateness.eventLoopDelayP99Ms, 3), plain_timers_lateness_ms_p99: result.plainLateness.p99, plain_timers_event_loop_delay_ms_p99: roundTo(result.plainLateness.eventLoopDelayP99Ms, 3) }),
+      metaLine(suite, { schedules: n, every_ms: hourMs, target_bytes: target.length, payload_bytes: payload.length, puts_in_flight: putsInFlight, lateness_window_ms: timing.latenessWindowMs, occurrences_timed: result.lateness.count, pending_occurrences: result.pendingOccurrences, event_loop_delay_ms_p99: roundTo(result.lateness.eventLoopDelayP99Ms, 3), plain_timers_lateness_ms_p99: result.plainLateness.p99, plain_timers_event_loop_delay_ms_p99: roundTo(result.plainLateness.eventLoopDelayP99Ms, 3), checkpoint_first_ms: Math.round(result.checkpoints.firstMs), checkpoint_second_ms: Math.round(result.checkpoints.secondMs), checkpoint_event_loop_delay_max_ms: roundTo(result.checkpoints.eventLoopDelayMaxMs, 3), manifest_bytes: result.checkpoints.manifestBytes, schedule_file_bytes: result.checkpoints.scheduleFileBytes, schedule_marks_file_bytes: result.checkpoints.marksFileBytes }),
       { suite, name: 'schedules.put.per_s', value: Math.round(n / result.putSeconds), unit: '1/s' },
       { suite, name: 'schedules.bytes_per_schedule', value: Math.round(result.scheduleBytes / n), unit: 'B' },
       { suite, name: 'schedules.occurrence_bytes', value: Math.round(result.occurrenceBytes / Math.max(1, result.pendingOccurrences)), unit: 'B' },
@@ -123,11 +139,32 @@ async function measureChild(dir: string, n: number, windowMs: number): Promise<C
     const occurrenceBytes = engine.residentBytes();
     const pendingOccurrences = engine.stats().pending;
     const lateness = await latenessOver(engine, Math.max(firstMs, Date.now()), windowMs);
-    measured = { putSeconds, scheduleBytes: after - before - occurrenceBytes, occurrenceBytes, pendingOccurrences, lateness };
+    const checkpoints = await checkpointTwice(engine, join(dir, 'schedules', 'spill'));
+    measured = { putSeconds, scheduleBytes: after - before - occurrenceBytes, occurrenceBytes, pendingOccurrences, lateness, checkpoints };
   } finally {
     await engine.close();
   }
   return { ...measured, plainLateness: await plainLateness(join(dir, 'plain'), n, windowMs) };
+}
+
+/**
+ * Checkpoints twice, as the memory loader would (everything resident: no watermark), timing each
+ * and the event loop's longest delay meanwhile; the spill directory's manifest and schedules
+ * files after them.
+ */
+async function checkpointTwice(engine: Engine, spillDir: string): Promise<Checkpoints> {
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  delay.enable();
+  let started = performance.now();
+  await engine.checkpoint();
+  const firstMs = performance.now() - started;
+  started = performance.now();
+  await engine.checkpoint();
+  const secondMs = performance.now() - started;
+  delay.disable();
+  const sizes = new Map<string, number>();
+  for (const name of await readdir(spillDir)) sizes.set(name.replace(/-\d+$/, ''), (await stat(join(spillDir, name))).size);
+  return { firstMs, secondMs, eventLoopDelayMaxMs: delay.max / 1e6, manifestBytes: sizes.get('MANIFEST') ?? 0, scheduleFileBytes: sizes.get('schedules') ?? 0, marksFileBytes: sizes.get('schedule-marks') ?? 0 };
 }
 
 /** The control: `n` plain timers spread over the hour as the occurrences are (admitted in 10,000-row batches), their lateness over the window. */

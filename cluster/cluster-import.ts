@@ -31,7 +31,8 @@ import { chunkBytes } from '../engine/pg-log/pg-file-system.ts';
 import { defaultQueueConfig, type QueueConfig, storedConfig } from '../engine/queues.ts';
 import { recordType } from '../engine/records.ts';
 import { definitionFromJson, encodeScheduleChange } from '../engine/schedules/schedule-records.ts';
-import type { ManifestSchedule } from '../engine/schedules/schedule-checkpoint.ts';
+import { type ManifestSchedule, manifestSchedules } from '../engine/schedules/schedule-checkpoint.ts';
+import { parseScheduleFileName, scheduleFileIds } from '../engine/schedules/schedule-file.ts';
 import { parseRunFileName } from '../engine/spill/format.ts';
 import { decodeManifest, encodeManifest, type Manifest } from '../engine/spill/manifest.ts';
 import { defaultLeaseSettings } from './leases.ts';
@@ -66,6 +67,8 @@ interface ImportQueue {
 interface DirectorySnapshot {
   readonly manifest: Manifest;
   readonly files: ReadonlyMap<string, Uint8Array>;
+  /** Every schedule the manifest holds (in its schedules files). */
+  readonly schedules: readonly ManifestSchedule[];
   readonly queues: readonly ImportQueue[];
   readonly pending: number;
 }
@@ -82,8 +85,10 @@ export async function importDataDirectory(sql: Sql, dataDir: string): Promise<Im
   await refuseLiveNodes(sql);
   const snapshot = await checkpointDirectory(dataDir);
   const { partitions } = cluster;
-  const { manifest, moved } = splitSchedules(snapshot.manifest, partitions);
+  const { manifest, moved, kept } = splitSchedules(snapshot.manifest, snapshot.schedules, partitions);
   const files = new Map(snapshot.files);
+  // Partition 0's schedules went inline when some moved: its schedules files are not named any more.
+  if (manifest.scheduleFile === undefined) for (const name of files.keys()) if (parseScheduleFileName(posix.basename(name)) !== undefined) files.delete(name);
   files.set(manifestName, encodeManifest(manifest));
 
   const epoch = await sql.begin(async (tx) => {
@@ -133,28 +138,33 @@ export async function importDataDirectory(sql: Sql, dataDir: string): Promise<Im
     bytes,
     queues: snapshot.queues.length,
     schedulesMoved: Object.fromEntries([...moved].flatMap(([partition, schedules]) => schedules.map((s) => [s.name, partition]))),
-    schedulesKept: manifest.schedules?.length ?? 0,
+    schedulesKept: kept,
   };
 }
 
 /**
  * Partition 0's manifest without the schedules whose name hashes elsewhere, and those schedules
- * by the partition they move to. Owed cancels stay: the occurrences they cancel are partition
- * 0's (and the open before the checkpoint settled them already).
+ * by the partition they move to. When none moves the manifest is as the checkpoint wrote it;
+ * otherwise partition 0's schedules go inline, as a manifest from before schedules files held
+ * them (read as such; its first checkpoint writes them into a schedules file). Owed cancels
+ * stay: the occurrences they cancel are partition 0's (and the open before the checkpoint
+ * settled them already).
  */
-function splitSchedules(all: Manifest, partitions: number): { manifest: Manifest; moved: Map<number, ManifestSchedule[]> } {
+function splitSchedules(all: Manifest, schedules: readonly ManifestSchedule[], partitions: number): { manifest: Manifest; moved: Map<number, ManifestSchedule[]>; kept: number } {
   const moved = new Map<number, ManifestSchedule[]>();
   const kept: ManifestSchedule[] = [];
-  for (const schedule of all.schedules ?? []) {
+  for (const schedule of schedules) {
     const partition = partitionOfKey(schedule.name, partitions);
     if (partition === 0) kept.push(schedule);
     else moved.set(partition, [...(moved.get(partition) ?? []), schedule]);
   }
+  if (moved.size === 0) return { manifest: all, moved, kept: kept.length };
   const manifest: { -readonly [K in keyof Manifest]: Manifest[K] } = { ...all };
+  delete manifest.scheduleFile;
   // Left out when there are none, as a checkpoint leaves them out.
   delete manifest.schedules;
   if (kept.length > 0) manifest.schedules = kept;
-  return { manifest, moved };
+  return { manifest, moved, kept: kept.length };
 }
 
 async function refuseLiveNodes(sql: Sql | TransactionSql): Promise<void> {
@@ -200,16 +210,16 @@ async function checkpointDirectory(dataDir: string): Promise<DirectorySnapshot> 
   }
 }
 
-async function readCheckpointFiles(dataDir: string): Promise<{ manifest: Manifest; files: Map<string, Uint8Array> }> {
+async function readCheckpointFiles(dataDir: string): Promise<{ manifest: Manifest; files: Map<string, Uint8Array>; schedules: ManifestSchedule[] }> {
   const manifest = decodeManifest(await nodeFileSystem.readFile(join(dataDir, manifestName)));
-  const named = new Set([manifest.residentRun.runId, ...manifest.spilledRuns.map((run) => run.runId)]);
+  const named = new Set([manifest.residentRun.runId, ...manifest.spilledRuns.map((run) => run.runId), ...scheduleFileIds(manifest.scheduleFile)]);
   const files = new Map<string, Uint8Array>();
   for (const name of (await nodeFileSystem.list(join(dataDir, 'spill'))).sort()) {
-    const runId = parseRunFileName(name);
+    const runId = parseRunFileName(name) ?? parseScheduleFileName(name);
     if (runId === undefined || !named.has(runId)) continue;
     files.set(posix.join('spill', name), await nodeFileSystem.readFile(join(dataDir, 'spill', name)));
   }
-  return { manifest, files };
+  return { manifest, files, schedules: await manifestSchedules(nodeFileSystem, join(dataDir, 'spill'), manifest) };
 }
 
 /** A file as partition file systems store it: 1 MiB chunks, chunk 0 always there. */

@@ -524,8 +524,17 @@ export const scheduleLimits = {
   occurrencesPerWakeMax: 1000,
   /** Occurrences asked of a rule at a time while filling the window. */
   aheadChunk: 16,
+  /** Schedules the materializer looks at in one turn of the event loop (a few µs each): at open, a million are due at once. */
+  schedulesPerTurnMax: 512,
   /** The longest the materializer sleeps: the real clock may step, so it looks at least this often. */
   sleepMsMax: 1000,
+  /**
+   * The shortest it sleeps after a run: the schedules falling due meanwhile are taken up together,
+   * one ADD record for several of them rather than one each (a million hourly schedules fall due
+   * 280 times a second). Their occurrences are at least the window ahead, or the one just fired's
+   * next: a few ms later changes nothing, and a change or a clock move wakes it at once.
+   */
+  wakeCoalesceMs: 20,
   /** After a batch was refused (a full store, a failed log), its schedules are looked at again this much later. */
   retryAfterMs: 1000,
   /** Overdue occurrences read a page at a time when catching up. */

@@ -19,6 +19,7 @@
 // found overdue after downtime or before a manual clock step follow it too (settleOverdue).
 //
 //   wake heap ─► due schedules ─► [SCHEDULE_MARK of passed-over ones] ─► ADD of the occurrences ─► marks up ─► next wake
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { batchFromSpecs, type TimerSpec } from '../batch/timer-batch.ts';
 import { admitOccurrences } from '../admission.ts';
 import { bulkCancel } from '../bulk-cancel.ts';
@@ -121,20 +122,27 @@ export class Materializer {
     const nextMs = this.#s.schedules.nextWakeMs();
     if (nextMs === Infinity) return;
     // Capped: the real clock may step, and the first schedule's wake is then not the first due.
-    const delayMs = Math.min(Math.max(nextMs - this.#s.clock.now(), 0), scheduleLimits.sleepMsMax);
+    // At least wakeCoalesceMs: the schedules due meanwhile go into one batch.
+    const delayMs = Math.min(Math.max(nextMs - this.#s.clock.now(), scheduleLimits.wakeCoalesceMs), scheduleLimits.sleepMsMax);
     this.#timer = setTimeout(() => this.#tick(), delayMs);
     this.#timer.unref();
   }
 
-  /** Creates the occurrences of every schedule due by `nowMs`, a batch at a time. */
+  /**
+   * Creates the occurrences of every schedule due by `nowMs`, a batch at a time, a turn of the
+   * event loop between batches: a batch looks at schedulesPerTurnMax schedules at most, as at
+   * open every schedule is due and most of them have their next occurrence already.
+   */
   async #createDue(nowMs: number): Promise<void> {
     const book = this.#s.schedules;
-    while (!this.#stopped && book.peekDue(nowMs) >= 0) {
+    for (let first = true; !this.#stopped && book.peekDue(nowMs) >= 0; first = false) {
+      if (!first) await nextTurn();
       const specs: TimerSpec[] = [];
       const planned: Planned[] = [];
       const passedOver: ScheduleMark[] = [];
       let caughtUp = 0;
-      for (let slot = book.peekDue(nowMs); slot >= 0 && specs.length < scheduleLimits.batchRowsMax; slot = book.peekDue(nowMs)) {
+      let looked = 0;
+      for (let slot = book.peekDue(nowMs); slot >= 0 && specs.length < scheduleLimits.batchRowsMax && looked < scheduleLimits.schedulesPerTurnMax; slot = book.peekDue(nowMs), looked++) {
         book.take(slot);
         // A change in flight wakes it again once it is done.
         if (this.changing.has(book.nameOf(slot))) continue;

@@ -10,6 +10,7 @@
 //   wake heap: slots by wakeAtMs (heapAt[slot] = its place, -1 when out)
 //   occurrence key  "schedule:{name}:{occurrence epoch ms}"  ──► mark = max(mark, occurrence)
 import type { TimerBatch } from '../batch/timer-batch.ts';
+import type { CheckpointedSchedules } from './schedule-file.ts';
 import { isOccurrenceKey, parseOccurrenceKey } from './occurrence-key.ts';
 import type { CatchUp } from './rule.ts';
 import type { ScheduleChange, ScheduleDefinition } from './schedule-records.ts';
@@ -75,6 +76,12 @@ export class ScheduleBook {
    * Schedules.settleOwedCancels makes those cancels at open.
    */
   readonly cancelsOwed = new Map<string, number>();
+  /** One more at every put, pause, resume and delete applied: a checkpoint writes a new schedules file when it moved. */
+  changes = 0;
+  /** One more at every mark raised: a checkpoint writes a new marks file when it moved. */
+  marksMoved = 0;
+  /** The schedules files the durable manifest names, and the book as of them (schedule-checkpoint.ts). */
+  checkpointed: CheckpointedSchedules | undefined;
 
   get size(): number {
     return this.#slotOf.size;
@@ -131,9 +138,22 @@ export class ScheduleBook {
     };
   }
 
-  /** Every schedule's slot, in no order. */
-  slots(): IterableIterator<number> {
-    return this.#slotOf.values();
+  /** Whether the slot holds a schedule. */
+  isLive(slot: number): boolean {
+    return this.#names[slot] !== undefined;
+  }
+
+  /** Slots handed out so far (free ones among them): what a copy of a column by slot needs. */
+  get slotCount(): number {
+    return this.#names.length;
+  }
+
+  /** Every slot's mark (a free slot's is meaningless), copied into `into` when it has room, else into a new array: one copy, no pass over the schedules. */
+  marksBySlot(into: Float64Array): Float64Array {
+    const count = this.#names.length;
+    if (into.length < count) return this.#mark.slice(0, count);
+    into.set(this.#mark.subarray(0, count));
+    return into.subarray(0, count);
   }
 
   /**
@@ -160,6 +180,7 @@ export class ScheduleBook {
   /** A durable SCHEDULE record's change (live, replayed or restored); the slot it leaves, or -1. A put and a resume set the mark to their time: the rule starts again from there. */
   apply(change: ScheduleChange): number {
     let slot = this.slotOf(change.name);
+    if (slot >= 0 || change.op === 'put') this.changes++;
     if (change.op === 'put') {
       if (slot < 0) {
         slot = this.#allocate(change.name);
@@ -191,7 +212,7 @@ export class ScheduleBook {
   }
 
   /** A schedule as a checkpoint's manifest kept it (restore at open, before replay). */
-  restore(name: string, definition: ScheduleDefinition, createdAtMs: number, updatedAtMs: number, paused: boolean, markMs: number): void {
+  restore(name: string, definition: ScheduleDefinition, createdAtMs: number, updatedAtMs: number, paused: boolean, markMs: number): number {
     const slot = this.#allocate(name);
     this.#define(slot, definition);
     this.#created[slot] = createdAtMs;
@@ -199,12 +220,16 @@ export class ScheduleBook {
     this.#mark[slot] = markMs;
     this.#setPaused(slot, paused);
     this.wake(slot, 0);
+    return slot;
   }
 
   /** Raises a schedule's mark (an occurrence created, or missed ones passed over); unknown names are skipped. */
   raiseMark(name: string, markMs: number): void {
     const slot = this.slotOf(name);
-    if (slot >= 0 && markMs > (this.#mark[slot] as number)) this.#mark[slot] = markMs;
+    if (slot >= 0 && markMs > (this.#mark[slot] as number)) {
+      this.#mark[slot] = markMs;
+      this.marksMoved++;
+    }
   }
 
   /** The marks an ADD's occurrence rows carry (replay: the ADD and the mark are one record). */

@@ -10,7 +10,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { failpoint } from '../failpoints.ts';
 import { memoryLimits, spillLimits } from '../limits.ts';
 import { queueRecordsInForce } from '../queue-registry.ts';
-import { schedulesInForce } from '../schedules/schedule-checkpoint.ts';
+import { cutSchedules, scheduleCutMemory, writeSchedules } from '../schedules/schedule-checkpoint.ts';
 import { deadReason } from '../records.ts';
 import type { EngineState } from '../state.ts';
 import { keyHash } from '../store/key-index.ts';
@@ -97,6 +97,7 @@ function withoutTombstones(all: TombstoneSet, applied: TombstoneSet): TombstoneS
 export async function checkpoint(s: EngineState, requestedMs: number): Promise<CheckpointReport> {
   assert.ok(requestedMs === Infinity || requestedMs === s.spill.bucketStartOf(requestedMs), 'a watermark is a bucket start');
   const memory = await snapshotMemoryAhead(s);
+  const scheduleMemory = await scheduleCutMemory(s);
   // Between macrotasks every durable record has been applied and no later one has: the
   // store is exactly the log up to its last durable sequence.
   await nextTurn();
@@ -117,7 +118,8 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
     const tombstones = s.cancellingSpilled.size === 0 && s.reschedulingSpilled.size === 0 ? s.spill.tombstoneColumns() : withoutTombstones(s.spill.tombstoneColumns(), spilledCancelsInFlight(s));
     // Configured and paused queues, in the QUEUE record's JSON form (read back the way replay reads it).
     const queues = queueRecordsInForce(s);
-    const schedules = schedulesInForce(s);
+    // The marks as of S; the schedules files are written with the runs (schedule-checkpoint.ts).
+    const scheduleCut = cutSchedules(s, scheduleMemory);
     const scheduleCancelsOwed = [...s.schedules.cancelsOwed];
     const releasedExpiryMaxMs = s.releasedExpiryMax;
     // From here the store keeps changing; the snapshot does not. Its timers are copied into
@@ -170,6 +172,7 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
       // Every tombstone of the snapshot guarded a row the merge left out.
       tombstonesKept = { seqs: new Float64Array(0), rows: new Uint32Array(0), fireAtMs: new Float64Array(0) };
     }
+    const schedules = await writeSchedules(s, scheduleCut);
     // The runs' names are durable before the manifest that names them.
     await fs.syncDir(dir);
     failpoint('checkpoint.runs-written');
@@ -185,11 +188,12 @@ export async function checkpoint(s: EngineState, requestedMs: number): Promise<C
       ...(s.clockPositionMs === undefined ? {} : { clockPositionMs: s.clockPositionMs }),
       rescheduled,
       addTimes: addTimes.kept,
-      schedules,
+      ...(schedules === undefined ? {} : { scheduleFile: schedules.meta }),
       ...(spilledQueues === undefined ? {} : { spilledQueues }),
       scheduleCancelsOwed,
     };
     await writeManifest(fs, dir, manifest);
+    s.schedules.checkpointed = schedules;
     failpoint('checkpoint.manifest-installed');
     // Durable: the spilled timers leave memory, and the log before the checkpoint can go.
     // Tombstones added while it was written guard rows of the new runs too: they stay.

@@ -14,6 +14,7 @@ import type { TombstoneColumns } from './tombstones.ts';
 import { noRescheduled, type RescheduledColumns } from '../rescheduled-timers.ts';
 import type { AddTimeColumns } from '../add-times.ts';
 import type { ManifestSchedule } from '../schedules/schedule-checkpoint.ts';
+import { scheduleFileIds, type ScheduleFileMeta, scheduleFileMetaProblem } from '../schedules/schedule-file.ts';
 
 /** A spilled run and the start of its part that still counts (promotion raises it). */
 export interface SpilledRunMeta extends RunMeta {
@@ -47,8 +48,10 @@ export interface Manifest {
   readonly rescheduled?: RescheduledColumns;
   /** When the ADD records it covers that still hold a timer were accepted, seqs ascending (engine/add-times.ts); absent: none known (and in manifests from before). */
   readonly addTimes?: AddTimeColumns;
-  /** Every schedule, whole, with its pause and high-water mark (engine/schedules/schedule-checkpoint.ts); absent: none (and in manifests from before). */
+  /** Every schedule, whole, inline: how manifests from before schedules files kept them (read, never written); absent: none. */
   readonly schedules?: readonly ManifestSchedule[];
+  /** The schedules file (and marks file) holding every schedule (engine/schedules/schedule-file.ts); absent: none (and in manifests from before). */
+  readonly scheduleFile?: ScheduleFileMeta;
   /**
    * The pending timers its spilled runs hold by queue, [name, count] with names ascending and
    * counts above 0 (spilled-queue-counts.ts): written whenever it names spilled runs; absent in
@@ -92,6 +95,7 @@ export function encodeManifest(manifest: Manifest): Uint8Array {
     ...(manifest.rescheduled !== undefined && manifest.rescheduled.seqs.length > 0 ? { rescheduled: rescheduledRows(manifest.rescheduled) } : {}),
     ...(manifest.addTimes !== undefined && manifest.addTimes.seqs.length > 0 ? { addTimes: addTimeRows(manifest.addTimes) } : {}),
     ...(manifest.schedules !== undefined && manifest.schedules.length > 0 ? { schedules: manifest.schedules } : {}),
+    ...(manifest.scheduleFile === undefined ? {} : { scheduleFile: manifest.scheduleFile }),
     ...(manifest.spilledQueues === undefined ? {} : { spilledQueues: manifest.spilledQueues }),
     ...(manifest.scheduleCancelsOwed !== undefined && manifest.scheduleCancelsOwed.length > 0 ? { scheduleCancelsOwed: manifest.scheduleCancelsOwed } : {}),
   };
@@ -178,6 +182,7 @@ export function decodeManifest(bytes: Uint8Array, path: string = manifestFileNam
     rescheduled: doc.rescheduled === undefined ? noRescheduled : rescheduledColumns(doc.rescheduled as number[][]),
     ...(doc.addTimes === undefined ? {} : { addTimes: addTimeColumns(doc.addTimes as number[][]) }),
     ...(doc.schedules === undefined ? {} : { schedules: doc.schedules as ManifestSchedule[] }),
+    ...(doc.scheduleFile === undefined ? {} : { scheduleFile: doc.scheduleFile as ScheduleFileMeta }),
     ...(doc.spilledQueues === undefined ? {} : { spilledQueues: doc.spilledQueues as SpilledQueueCount[] }),
     ...(doc.scheduleCancelsOwed === undefined ? {} : { scheduleCancelsOwed: doc.scheduleCancelsOwed as [string, number][] }),
   };
@@ -289,6 +294,12 @@ function manifestProblem(document: unknown, seqs: Float64Array, rows: Uint32Arra
     if (typeof queue !== 'object' || queue === null || typeof (queue as Record<string, unknown>).name !== 'string' || !('config' in queue || 'paused' in queue)) return 'a queue lacks its name, or a config or pause';
   }
   if (doc.schedules !== undefined && (!Array.isArray(doc.schedules) || (doc.schedules as unknown[]).some((entry) => typeof entry !== 'object' || entry === null || typeof (entry as Record<string, unknown>).name !== 'string'))) return 'schedules is not a list of named schedules';
+  if (doc.scheduleFile !== undefined) {
+    const problem = scheduleFileMetaProblem(doc.scheduleFile);
+    if (problem !== undefined) return problem;
+    if (doc.schedules !== undefined) return 'schedules are both inline and in a schedules file';
+    for (const id of scheduleFileIds(doc.scheduleFile as ScheduleFileMeta)) if (id >= nextRunId || ids.has(id)) return `schedules file ${id} is named twice or not below nextRunId ${nextRunId}`;
+  }
   const rescheduled = rescheduledProblem(doc.rescheduled);
   if (rescheduled !== undefined) return rescheduled;
   const addTimes = addTimesProblem(doc.addTimes);

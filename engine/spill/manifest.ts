@@ -9,6 +9,7 @@ import { failpoint } from '../failpoints.ts';
 import { spillLimits } from '../limits.ts';
 import { manifestFileName, manifestTempFileName, parseRunFileName, spillCorrupt } from './format.ts';
 import { decodeManifest, encodeManifest, type Manifest } from './manifest-codec.ts';
+import { parseScheduleFileName, scheduleFileIds } from '../schedules/schedule-file.ts';
 import { writeSynced } from './run-writer.ts';
 
 export { decodeManifest, encodeManifest, type Manifest, type ManifestQueue, type SpilledRunMeta } from './manifest-codec.ts';
@@ -50,7 +51,7 @@ export async function readManifest(fs: FileSystem, dir: string, bytesMax: number
 }
 
 /**
- * Deletes the run and keys files `manifest` does not name, and a stale MANIFEST.tmp, then
+ * Deletes the run, keys and schedules files `manifest` does not name, and a stale MANIFEST.tmp, then
  * fsyncs the directory if anything went. Other files are left alone. Returns the names removed.
  */
 export async function removeUnreferenced(fs: FileSystem, dir: string, manifest: Manifest | undefined): Promise<string[]> {
@@ -58,10 +59,11 @@ export async function removeUnreferenced(fs: FileSystem, dir: string, manifest: 
   if (manifest !== undefined) {
     named.add(manifest.residentRun.runId);
     for (const run of manifest.spilledRuns) named.add(run.runId);
+    for (const id of scheduleFileIds(manifest.scheduleFile)) named.add(id);
   }
   const removed: string[] = [];
   for (const name of await fs.list(dir)) {
-    const runId = parseRunFileName(name);
+    const runId = parseRunFileName(name) ?? parseScheduleFileName(name);
     if (name !== manifestTempFileName && (runId === undefined || named.has(runId))) continue;
     await fs.unlink(posix.join(dir, name));
     removed.push(name);

@@ -8,7 +8,7 @@
 import { errorCodes, FermataError } from '../errors.ts';
 import { applyQueueChange } from '../queue-registry.ts';
 import { decodeQueueRecord } from '../queues.ts';
-import { restoreSchedules } from '../schedules/schedule-checkpoint.ts';
+import { restoreScheduleFile, restoreSchedules } from '../schedules/schedule-checkpoint.ts';
 import { type EngineState, isFinished } from '../state.ts';
 import { keyHash } from '../store/key-index.ts';
 import { timerState, type TimerStateCode } from '../store/resident-store.ts';
@@ -31,7 +31,9 @@ export async function restoreCheckpoint(s: EngineState, manifest: Manifest): Pro
     if (decoded === undefined) throw new FermataError(errorCodes.spillCorrupt, `spill manifest: queue ${queue.name} has a config or pause this version cannot read`, { queue: queue.name });
     applyQueueChange(s, decoded);
   }
-  if (manifest.schedules !== undefined) restoreSchedules(s, manifest.schedules);
+  // A section (or slice) a turn: a million schedules are not looked at in one.
+  if (manifest.schedules !== undefined) await restoreSchedules(s, manifest.schedules);
+  if (manifest.scheduleFile !== undefined) await restoreScheduleFile(s, manifest.scheduleFile);
   // Changes whose cancel had not landed at the checkpoint: open settles them (Schedules.settleOwedCancels).
   for (const [name, seq] of manifest.scheduleCancelsOwed ?? []) s.schedules.cancelsOwed.set(name, seq);
   const run = manifest.residentRun;

@@ -18,7 +18,9 @@
 // (a spilled run and its keys sidecar, a tombstone) and whose WAL holds records after it, imported
 // and opened as partition 0 by an engine over the cluster's log and files (as a node opens it):
 // every timer is there, the far ones still spilled, the cancel kept, and a key from before the
-// import answers as a duplicate in partition 0.
+// import answers as a duplicate in partition 0. A schedule of partition 0 comes over in its
+// schedules file; paused and checkpointed there, it is found paused by the next owner's engine
+// (a takeover: the epoch raised, a fresh cache), from the files in PostgreSQL.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -212,17 +214,24 @@ describe('fermata cluster import --data DIR', { skip: skipUnlessTool('initdb') |
       assert.equal((await single.checkpoint(watermark)).spilledRows, 30);
       assert.equal(await single.cancel(far[3] as string), 'cancelled');
       const tail = idsOf(await single.admit(batchFromSpecs([{ fireAtMs: Date.now() + 7_200_000, target, payload: 'after the checkpoint' }])));
+      // A schedule of partition 0, in the checkpoint's schedules file: it comes over as that file.
+      let kept = 'kept-0';
+      for (let i = 1; partitionOfKey(kept, 2) !== 0; i++) kept = `kept-${i}`;
+      await single.putSchedule(kept, { everyMs: 3_600_000, startAtMs: Date.now() + 3_600_000, target, queue: 'default', payload: new TextEncoder().encode('tick'), headers: '' });
+      await single.checkpoint(watermark);
       await single.close();
 
       const report = await importDataDirectory(sql, dataDir);
-      assert.equal(report.pending, 50);
+      assert.equal(report.pending, 51, 'the timers and the schedule\'s next occurrence');
+      assert.equal(report.schedulesKept, 1);
       const [row] = await sql<{ epoch: string }[]>`UPDATE fermata_partitions SET epoch = epoch + 1, owner = 'test' WHERE partition = 0 RETURNING epoch::text AS epoch`;
       const epoch = Number(row?.epoch);
       const cacheDir = join(tempDir('cache'), 'p0');
       const fs = await openPartitionFileSystem({ sql, partition: 0, epoch, cacheDir });
       const engine = await Engine.open({ dataDir: cacheDir, fs, idPrefix: clusterIdOf(0, ''), openLog: pgLog({ sql, partition: 0, epoch }) });
       try {
-        assert.equal(engine.stats().pending, 50);
+        assert.equal(engine.stats().pending, 51);
+        assert.equal(engine.schedule(kept)?.definition.everyMs, 3_600_000, 'the schedule came over in its schedules file');
         for (const id of [...near, ...tail]) assert.equal((await engine.lookup(id))?.state, 'pending', id);
         for (const [i, id] of far.entries()) {
           const view = await engine.lookup(id);
@@ -236,8 +245,22 @@ describe('fermata cluster import --data DIR', { skip: skipUnlessTool('initdb') |
         // The log goes on after the checkpoint: a new id is none of the imported ones.
         const fresh = idsOf(await engine.admit(batchFromSpecs([{ fireAtMs: Date.now() + 60_000, target, payload: 'new' }])));
         assert.ok(![...near, ...far, ...tail].includes(fresh[0] as string));
+        // A checkpoint of the partition (its schedules file in PostgreSQL), then a takeover restores it.
+        await engine.setSchedulePaused(kept, true);
+        await engine.checkpoint(watermark);
       } finally {
         await engine.close();
+      }
+      const stored = await sql<{ name: string }[]>`SELECT DISTINCT name FROM fermata_checkpoint_files WHERE partition = 0 AND name LIKE 'spill/schedules-%'`;
+      assert.equal(stored.length, 1, 'the partition\'s schedules file is among its checkpoint files');
+      const [next] = await sql<{ epoch: string }[]>`UPDATE fermata_partitions SET epoch = epoch + 1, owner = 'test-2' WHERE partition = 0 RETURNING epoch::text AS epoch`;
+      const ownerCache = join(tempDir('cache'), 'p0');
+      const takeover = await openPartitionFileSystem({ sql, partition: 0, epoch: Number(next?.epoch), cacheDir: ownerCache });
+      const owner = await Engine.open({ dataDir: ownerCache, fs: takeover, idPrefix: clusterIdOf(0, ''), openLog: pgLog({ sql, partition: 0, epoch: Number(next?.epoch) }) });
+      try {
+        assert.equal(owner.schedule(kept)?.paused, true, 'the schedule, paused, survived the takeover in its schedules file');
+      } finally {
+        await owner.close();
       }
     } finally {
       await sql.end();
