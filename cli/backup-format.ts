@@ -7,7 +7,7 @@
 // restore`, on the command's main thread.
 //
 //   BACKUP.json = { format: "fermata-backup", version: 1, fermata, createdAt, checkpointSeq,
-//                   lastSeq, formats: { wal, recordSet, spill }, files: [{ path, bytes, sha256 }] }
+//                   lastSeq, formats: { wal, recordSet, manifest, spill }, files: [{ path, bytes, sha256 }] }
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
