@@ -84,13 +84,13 @@ test('a checkpoint finishing while the backup holds its files makes it open them
   assertRestored(await restoredTimers(restored), before, acked);
 });
 
-test('a checkpoint whose schedules are in a schedules file is backed up with it, and restores with every schedule', async () => {
+test('a checkpoint whose schedules are in a schedules file is backed up (to a tar file) with it, and restores with every schedule', async () => {
   const source = fresh('source');
   const engine = await open(source);
   for (const name of ['nightly', 'hourly']) await engine.putSchedule(name, { everyMs: hour, startAtMs: t0, target: 'https://hooks.example/s', queue: 'default', payload: new Uint8Array(0), headers: '' });
   await engine.checkpoint();
   await engine.close();
-  const backup = fresh('backup');
+  const backup = `${fresh('backup')}.tar`; // the tar path too: restore keeps only the names a backup may hold
   const report = await takeBackup(source, backup, 'test');
   assert.ok(report.index.files.some((file) => /^spill\/schedules-\d{10}$/.test(file.path)), 'the schedules file is in BACKUP.json');
   const restored = fresh('restored');
