@@ -60,9 +60,11 @@ async function refusal(dataDir: string): Promise<Error & { code: string; details
   return err as Error & { code: string; details: Record<string, unknown> };
 }
 
-test("the previous release's data directory opens with every timer, queue and schedule it held", async () => {
+/** Opens a copy of the fixture `folder` and finds in it what its expected.json says. */
+async function opensWhole(folder: string): Promise<void> {
+  const expected = JSON.parse(readFileSync(fixture(`${folder}/expected.json`), 'utf8')) as Expected;
   assert.ok(expected.timers.some((timer) => timer.key?.startsWith('far-') && timer.state === 'pending'), 'the fixture holds a spilled timer');
-  const engine = await open(copyOf('data-v1/data'));
+  const engine = await open(copyOf(`${folder}/data`));
   try {
     const page = await engine.listTimers({}, 1000);
     const found = page.timers.map((view) => ({ id: view.id, state: view.state, revision: view.revision, fireAtMs: view.fireAtMs, queue: view.queue, key: view.key, payload: new TextDecoder().decode(view.payload) }));
@@ -79,6 +81,15 @@ test("the previous release's data directory opens with every timer, queue and sc
   } finally {
     await engine.close();
   }
+}
+
+test("the previous release's data directory (manifest version 4, schedules inline) opens with every timer, queue and schedule it held", () => opensWhole('data-v1'));
+
+test("this release's data directory (manifest version 5, a schedules file) opens with every timer, queue and schedule it held", async () => {
+  const manifest = readFileSync(fixture('data-v2/data/spill/MANIFEST'));
+  assert.equal(new DataView(manifest.buffer, manifest.byteOffset).getUint16(12, true), 5);
+  assert.ok(decodeManifest(manifest).scheduleFile !== undefined, 'its schedules are in a schedules file');
+  await opensWhole('data-v2');
 });
 
 test('the newer-version fixture is refused naming its manifest, the version found and the versions known', async () => {
