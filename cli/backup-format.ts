@@ -1,13 +1,13 @@
 // What a backup is on disk (docs/operations.md, "Backup and restore"; decision 0027): a folder
 // holding a data directory's checkpoint and log, laid out as the data directory lays them out
-// (spill/MANIFEST, its runs and keys sidecars; wal/ segments from the one holding the record after
-// the checkpoint), and BACKUP.json, written last, which names every file with its size and
-// SHA-256. A backup without BACKUP.json is incomplete and is never restored. The same folder may
-// be packed into one tar file (a `--to` ending in .tar). Used by `fermata backup` and `fermata
-// restore`, on the command's main thread.
+// (spill/MANIFEST, its runs and keys sidecars and its schedules files; wal/ segments from the one
+// holding the record after the checkpoint), and BACKUP.json, written last, which names every
+// file with its size and SHA-256. A backup without BACKUP.json is incomplete and is never
+// restored. The same folder may be packed into one tar file (a `--to` ending in .tar). Used by
+// `fermata backup` and `fermata restore`, on the command's main thread.
 //
 //   BACKUP.json = { format: "fermata-backup", version: 1, fermata, createdAt, checkpointSeq,
-//                   lastSeq, formats: { wal, recordSet, spill }, files: [{ path, bytes, sha256 }] }
+//                   lastSeq, formats: { wal, recordSet, manifest, spill }, files: [{ path, bytes, sha256 }] }
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -40,7 +40,7 @@ export interface BackupIndex {
 }
 
 /** Paths a backup may name: the data directory's own folders and names, nothing that climbs out. */
-const filePathPattern = /^(spill\/(MANIFEST|run-\d{10}\.(arrow|keys))|wal\/\d{10}\.wal)$/;
+const filePathPattern = /^(spill\/(MANIFEST|run-\d{10}\.(arrow|keys)|schedules-\d{10}|schedule-marks-\d{10})|wal\/\d{10}\.wal)$/;
 
 /** Whether `path` (relative, '/'-separated) is one a backup may hold: BACKUP.json, or a data directory's own file. */
 export function isBackupPath(path: string): boolean {

@@ -22,6 +22,7 @@ import { formatTooNew, formatVersions } from '../engine/format-version.ts';
 import { systemErrorCode } from '../engine/errors.ts';
 import { decodeManifest, type Manifest } from '../engine/spill/manifest-codec.ts';
 import { keysFileName, manifestFileName, runFileName } from '../engine/spill/format.ts';
+import { scheduleFileName, scheduleMarksFileName } from '../engine/schedules/schedule-file.ts';
 import { decodeFrame, decodeSegmentHeader } from '../engine/wal/decoder.ts';
 import { formatVersion as walFormatVersion, parseSegmentFileName, segmentFileName, segmentHeaderBytes } from '../engine/wal/format.ts';
 import { BackupError, type BackupFile, backupFormat, backupFormatVersion, type BackupIndex, backupIndexName, sha256 } from './backup-format.ts';
@@ -51,6 +52,7 @@ export interface BackupReport {
 interface Snapshot {
   readonly manifest: Uint8Array | undefined;
   readonly checkpointSeq: number;
+  /** The files the manifest names: runs, keys sidecars, schedules files. */
   readonly runs: ReadonlyArray<{ readonly path: string; readonly handle: FileHandle }>;
   readonly segments: ReadonlyArray<{ readonly id: number; readonly handle: FileHandle }>;
 }
@@ -91,6 +93,14 @@ export interface BackupOptions {
   readonly onFilesOpened?: () => Promise<void>;
 }
 
+/** The files beside the manifest that it names: its runs, their keys sidecars, its schedules (and marks) file. */
+function checkpointFileNames(manifest: Manifest): string[] {
+  const runs = [manifest.residentRun, ...manifest.spilledRuns].flatMap((run) => [runFileName(run.runId), keysFileName(run.runId)]);
+  const schedules = manifest.scheduleFile;
+  if (schedules === undefined) return runs;
+  return [...runs, scheduleFileName(schedules.fileId), ...(schedules.marks === undefined ? [] : [scheduleMarksFileName(schedules.marks.fileId)])];
+}
+
 /** One try: the manifest, its runs and the segments opened; undefined when a checkpoint moved on meanwhile. */
 async function trySnapshot(dataDir: string, options: BackupOptions): Promise<Snapshot | undefined> {
   const manifestPath = join(dataDir, 'spill', manifestFileName);
@@ -101,14 +111,12 @@ async function trySnapshot(dataDir: string, options: BackupOptions): Promise<Sna
   const segments: Array<{ id: number; handle: FileHandle }> = [];
   let whole = false;
   try {
-    for (const run of manifest === undefined ? [] : [manifest.residentRun, ...manifest.spilledRuns]) {
-      for (const name of [runFileName(run.runId), keysFileName(run.runId)]) {
-        const handle = await openIfThere(join(dataDir, 'spill', name));
-        // A run of this manifest gone: a later checkpoint replaced it and trimmed it.
-        if (handle === undefined) return undefined;
-        opened.push(handle);
-        runs.push({ path: `spill/${name}`, handle });
-      }
+    for (const name of manifest === undefined ? [] : checkpointFileNames(manifest)) {
+      const handle = await openIfThere(join(dataDir, 'spill', name));
+      // A file of this manifest gone: a later checkpoint replaced it and trimmed it.
+      if (handle === undefined) return undefined;
+      opened.push(handle);
+      runs.push({ path: `spill/${name}`, handle });
     }
     for (const id of await segmentIds(join(dataDir, 'wal'))) {
       // One gone since the listing was trimmed: its records are covered by this manifest or a later one.

@@ -7,7 +7,7 @@
 //   format            where its version lives                    written  read
 //   WAL segment       segment header bytes 8–9                   1        1
 //   record-type set   a WAL segment's version (types 1–13)       1        1
-//   spill manifest    manifest header bytes 12–13                4        1–4
+//   spill manifest    manifest header bytes 12–13                5        1–5
 //   spill run, keys   their manifest's run entries ("version")   4        1–4
 //
 // The record-type set rides on the segment version: a release that adds a record type raises the
@@ -17,7 +17,7 @@
 // checksum first and stays what recovery makes of it).
 import { errorCodes, FermataError } from './errors.ts';
 import { recordType } from './records.ts';
-import { spillFormatVersion } from './spill/format.ts';
+import { manifestFormatVersion, spillFormatVersion } from './spill/format.ts';
 import { formatVersion as walFormatVersion } from './wal/format.ts';
 
 /** The record types of record-type set 1 (docs/format/engine-records.md). */
@@ -34,7 +34,7 @@ export function isKnownRecordType(type: number): boolean {
 }
 
 /** The format versions this build writes, for logs, `fermata --version` and backups. */
-export const formatVersions = { wal: walFormatVersion, recordSet: recordSetVersion, spill: spillFormatVersion } as const;
+export const formatVersions = { wal: walFormatVersion, recordSet: recordSetVersion, manifest: manifestFormatVersion, spill: spillFormatVersion } as const;
 
 /**
  * The refusal of a file (or a record in it) that a newer build wrote. `format` says what was read

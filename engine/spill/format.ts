@@ -9,7 +9,7 @@
 //   off len field                      off len field
 //    0   8 magic "FRMTKEY\n"             0   8 magic "FRMTMAN\n"
 //    8   4 crc32 of bytes [12, end)      8   4 crc32 of bytes [12, end)
-//   12   2 version (2; 1 is read)       12   2 version (2; 1 is read)
+//   12   2 version (4; 1–4 read)        12   2 version (5; 1–5 read)
 //   14   2 header bytes (32)            14   2 header bytes (24)
 //   16   4 run id                       16   4 JSON bytes
 //   20   4 bucket count                 20   4 tombstone count
@@ -20,7 +20,7 @@ import assert from 'node:assert/strict';
 import { endianness } from 'node:os';
 import { errorCodes, FermataError } from '../errors.ts';
 
-/** The version written: in every run's schema metadata and in the manifest's and keys sidecars' headers. */
+/** The version of runs and keys sidecars written: in every run's schema metadata, the manifest's entry for it and its sidecar's header. */
 export const spillFormatVersion = 4;
 /**
  * The oldest version read, so that an upgrade keeps what the previous releases wrote. Version 3
@@ -34,6 +34,16 @@ export const spillFormatVersionMin = 1;
 export function isReadableVersion(version: unknown): version is number {
   return typeof version === 'number' && Number.isInteger(version) && version >= spillFormatVersionMin && version <= spillFormatVersion;
 }
+
+/**
+ * The manifest's own version, written in its header: raised apart from the runs' when only the
+ * manifest changes, so that an older build refuses a manifest whose meaning it would miss (5: the
+ * schedules live in the schedules files `scheduleFile` names, which a build reading up to 4 would
+ * ignore, losing every schedule). Versions 1 to 4 were the runs' version too and are all read;
+ * a version 1 manifest's runs name no version (they are version 1 runs).
+ */
+export const manifestFormatVersion = 5;
+export const manifestFormatVersionMin = 1;
 
 /** Typed-array views of file bytes assume the file's byte order (little-endian, as Arrow's). */
 assert.equal(endianness(), 'LE', 'the spill formats are read through typed arrays: little-endian hosts only');
@@ -149,6 +159,7 @@ assert.ok(crcCoveredFrom < manifestHeaderBytes && crcCoveredFrom < keysHeaderByt
 assert.equal(keysHeaderBytes % 8, 0, 'the keys header keeps the u64 stamp aligned');
 assert.equal(manifestHeaderBytes % 8, 0);
 assert.equal(runIdMax.toString().length, runIdDigits, 'every run id must fit the padded name');
+assert.ok(manifestFormatVersion >= spillFormatVersion, 'a manifest version names runs of its version and before');
 assert.equal(runColumns.length, runColumnCounts[spillFormatVersion]);
 for (let version = spillFormatVersionMin; version < spillFormatVersion; version++) {
   assert.ok((runColumnCounts[version] as number) < (runColumnCounts[version + 1] as number), 'a version only adds columns, at the end');

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { crc32 } from '../checksum.ts';
 import { formatTooNew } from '../format-version.ts';
-import { crcCoveredFrom, headerCrcOffset, isReadableVersion, isRunId, manifestFileName, manifestHeaderBytes, manifestMagic, padTo8, runIdMax, spillCorrupt, spillFormatVersion, tombstoneBytes } from './format.ts';
+import { crcCoveredFrom, headerCrcOffset, isRunId, manifestFileName, manifestFormatVersion, manifestFormatVersionMin, manifestHeaderBytes, manifestMagic, padTo8, runIdMax, spillCorrupt, tombstoneBytes } from './format.ts';
 import { hex } from './keys-file.ts';
 import { type RunMeta, runMetaProblem } from './run-meta.ts';
 import type { TombstoneColumns } from './tombstones.ts';
@@ -105,7 +105,7 @@ export function encodeManifest(manifest: Manifest): Uint8Array {
   const bytes = new Uint8Array(columnsAt + tombstoneBytes * count);
   const view = new DataView(bytes.buffer);
   bytes.set(manifestMagic, 0);
-  view.setUint16(12, spillFormatVersion, true);
+  view.setUint16(12, manifestFormatVersion, true);
   view.setUint16(14, manifestHeaderBytes, true);
   view.setUint32(16, json.length, true);
   view.setUint32(20, count, true);
@@ -145,9 +145,10 @@ export function decodeManifest(bytes: Uint8Array, path: string = manifestFileNam
   const actual = crc32(bytes.subarray(crcCoveredFrom));
   if (stored !== actual) throw bad(headerCrcOffset, `checksum mismatch: stored ${hex(stored)}, computed ${hex(actual)}`);
   const version = view.getUint16(12, true);
-  // A newer build's manifest names runs of its version too: refused whole, before its document.
-  if (version > spillFormatVersion) throw formatTooNew(path, 'spill manifest format version', version, `versions 1–${spillFormatVersion}`, { offset: 12 });
-  if (!isReadableVersion(version)) throw bad(12, `version ${version} is not one this release reads (${spillFormatVersion} and before)`);
+  // A newer build's manifest may mean more than this build can read (and name runs of a newer
+  // version): refused whole, before its document.
+  if (version > manifestFormatVersion) throw formatTooNew(path, 'spill manifest format version', version, `versions ${manifestFormatVersionMin}–${manifestFormatVersion}`, { offset: 12 });
+  if (version < manifestFormatVersionMin) throw bad(12, `version ${version} is not one this release reads (${manifestFormatVersion} and before)`);
   if (view.getUint16(14, true) !== manifestHeaderBytes) throw bad(14, `header size ${view.getUint16(14, true)} is not ${manifestHeaderBytes}`);
   const jsonBytes = view.getUint32(16, true);
   const count = view.getUint32(20, true);

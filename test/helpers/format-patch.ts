@@ -26,7 +26,7 @@ export function withFirstRecordType(segment: Uint8Array, type: number): Uint8Arr
   return out;
 }
 
-/** A spill MANIFEST whose header says spill format `version`. */
+/** A spill MANIFEST whose header says manifest format `version`. */
 export function withManifestVersion(manifest: Uint8Array, version: number): Uint8Array {
   const out = new Uint8Array(manifest);
   const view = new DataView(out.buffer);

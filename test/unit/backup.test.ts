@@ -5,7 +5,8 @@
 // directory holds every timer acknowledged before the backup began, once, and no other timer
 // than acknowledged ones. A restore refuses a non-empty directory, a damaged, missing or extra
 // file (naming it) and a backup of a later format, and leaves the target as it was; a backup
-// refuses a target that is not empty or lies inside the data directory.
+// refuses a target that is not empty or lies inside the data directory. The schedules files a
+// manifest names are copied with it.
 import assert from 'node:assert/strict';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -81,6 +82,25 @@ test('a checkpoint finishing while the backup holds its files makes it open them
   const restored = fresh('restored');
   await restoreBackup(backup, restored);
   assertRestored(await restoredTimers(restored), before, acked);
+});
+
+test('a checkpoint whose schedules are in a schedules file is backed up (to a tar file) with it, and restores with every schedule', async () => {
+  const source = fresh('source');
+  const engine = await open(source);
+  for (const name of ['nightly', 'hourly']) await engine.putSchedule(name, { everyMs: hour, startAtMs: t0, target: 'https://hooks.example/s', queue: 'default', payload: new Uint8Array(0), headers: '' });
+  await engine.checkpoint();
+  await engine.close();
+  const backup = `${fresh('backup')}.tar`; // the tar path too: restore keeps only the names a backup may hold
+  const report = await takeBackup(source, backup, 'test');
+  assert.ok(report.index.files.some((file) => /^spill\/schedules-\d{10}$/.test(file.path)), 'the schedules file is in BACKUP.json');
+  const restored = fresh('restored');
+  await restoreBackup(backup, restored);
+  const reopened = await open(restored);
+  try {
+    assert.deepEqual(reopened.listSchedules(10).schedules.map((schedule) => schedule.name).sort(), ['hourly', 'nightly']);
+  } finally {
+    await reopened.close();
+  }
 });
 
 test('under adds and checkpoints, the restored directory holds every timer acknowledged before the backup began, once, and no unacknowledged one', async () => {

@@ -12,7 +12,8 @@ import { after, test } from 'node:test';
 import { ManualClock } from '../../engine/clock.ts';
 import { Engine } from '../../engine/engine.ts';
 import { errorCodes, isFermataError } from '../../engine/errors.ts';
-import { decodeManifest } from '../../engine/spill/manifest-codec.ts';
+import { formatVersions } from '../../engine/format-version.ts';
+import { decodeManifest, encodeManifest } from '../../engine/spill/manifest-codec.ts';
 import { decodeSegmentHeader } from '../../engine/wal/decoder.ts';
 import { encodeSegmentHeader } from '../../engine/wal/encoder.ts';
 import { withFirstRecordType, withManifestVersion, withWalVersion } from '../helpers/format-patch.ts';
@@ -59,9 +60,11 @@ async function refusal(dataDir: string): Promise<Error & { code: string; details
   return err as Error & { code: string; details: Record<string, unknown> };
 }
 
-test("the previous release's data directory opens with every timer, queue and schedule it held", async () => {
+/** Opens a copy of the fixture `folder` and finds in it what its expected.json says. */
+async function opensWhole(folder: string): Promise<void> {
+  const expected = JSON.parse(readFileSync(fixture(`${folder}/expected.json`), 'utf8')) as Expected;
   assert.ok(expected.timers.some((timer) => timer.key?.startsWith('far-') && timer.state === 'pending'), 'the fixture holds a spilled timer');
-  const engine = await open(copyOf('data-v1/data'));
+  const engine = await open(copyOf(`${folder}/data`));
   try {
     const page = await engine.listTimers({}, 1000);
     const found = page.timers.map((view) => ({ id: view.id, state: view.state, revision: view.revision, fireAtMs: view.fireAtMs, queue: view.queue, key: view.key, payload: new TextDecoder().decode(view.payload) }));
@@ -78,6 +81,15 @@ test("the previous release's data directory opens with every timer, queue and sc
   } finally {
     await engine.close();
   }
+}
+
+test("the previous release's data directory (manifest version 4, schedules inline) opens with every timer, queue and schedule it held", () => opensWhole('data-v1'));
+
+test("this release's data directory (manifest version 5, a schedules file) opens with every timer, queue and schedule it held", async () => {
+  const manifest = readFileSync(fixture('data-v2/data/spill/MANIFEST'));
+  assert.equal(new DataView(manifest.buffer, manifest.byteOffset).getUint16(12, true), 5);
+  assert.ok(decodeManifest(manifest).scheduleFile !== undefined, 'its schedules are in a schedules file');
+  await opensWhole('data-v2');
 });
 
 test('the newer-version fixture is refused naming its manifest, the version found and the versions known', async () => {
@@ -85,13 +97,13 @@ test('the newer-version fixture is refused naming its manifest, the version foun
   const err = await refusal(dataDir);
   assert.equal(err.code, errorCodes.formatTooNew);
   assert.equal(err.details.file, join(dataDir, 'spill', 'MANIFEST'));
-  assert.equal(err.details.found, 5);
-  assert.match(err.message, /spill\/MANIFEST: spill manifest format version 5 is newer than this build reads \(versions 1–4\)/);
+  assert.equal(err.details.found, 6);
+  assert.match(err.message, /spill\/MANIFEST: spill manifest format version 6 is newer than this build reads \(versions 1–5\)/);
 });
 
 test('fermata serve on the newer-version fixture exits before listening, its last log line coded FORMAT_TOO_NEW', async () => {
   const dataDir = copyOf('data-newer/data');
-  await assert.rejects(startService(dataDir), (err: Error) => /exited before listening/.test(err.message) && /"code":"FORMAT_TOO_NEW"/.test(err.message) && err.message.includes(`${dataDir}/spill/MANIFEST: spill manifest format version 5`));
+  await assert.rejects(startService(dataDir), (err: Error) => /exited before listening/.test(err.message) && /"code":"FORMAT_TOO_NEW"/.test(err.message) && err.message.includes(`${dataDir}/spill/MANIFEST: spill manifest format version 6`));
 });
 
 test('a WAL segment of a later format version is refused and left where it is, even a last one that holds no record', async () => {
@@ -141,9 +153,21 @@ test('segment header verdicts: a later version is too new, version 0 is corrupt'
   assert.equal(decodeSegmentHeader(header).verdict, 'ok');
 });
 
-test('manifest verdicts: a later version is too new, version 0 is corrupt, version 4 reads', () => {
+test('manifest verdicts: a later version is too new, version 0 is corrupt, versions 4 and 5 read', () => {
   const manifest = readFileSync(fixture('data-v1/data/spill/MANIFEST'));
-  assert.throws(() => decodeManifest(withManifestVersion(manifest, 5)), (err) => isFermataError(err, errorCodes.formatTooNew) && err.details.file === 'MANIFEST');
+  assert.equal(new DataView(manifest.buffer, manifest.byteOffset).getUint16(12, true), 4, "the previous release's manifest is version 4");
+  assert.throws(
+    () => decodeManifest(withManifestVersion(manifest, 6)),
+    (err) => isFermataError(err, errorCodes.formatTooNew) && err.details.file === 'MANIFEST' && err.details.found === 6 && /\(versions 1–5\)/.test(err.message),
+  );
   assert.throws(() => decodeManifest(withManifestVersion(manifest, 0)), (err) => isFermataError(err, errorCodes.spillCorrupt));
   assert.equal(decodeManifest(manifest).residentRun.version, 4);
+  assert.equal(decodeManifest(withManifestVersion(manifest, 5)).residentRun.version, 4, 'a version 5 manifest names version 4 runs');
+});
+
+test('a manifest this release writes says version 5 (the schedules files), so that a release reading up to 4 refuses it rather than lose the schedules', () => {
+  const written = encodeManifest(decodeManifest(readFileSync(fixture('data-v1/data/spill/MANIFEST'))));
+  assert.equal(new DataView(written.buffer, written.byteOffset).getUint16(12, true), 5);
+  assert.equal(decodeManifest(written).residentRun.version, 4, 'its runs keep their own version');
+  assert.deepEqual(formatVersions, { wal: 1, recordSet: 1, manifest: 5, spill: 4 });
 });

@@ -229,7 +229,7 @@ test("golden: docs/format/spill.md's worked examples are the bytes the encoders 
   const emptyRun: RunMeta = { runId: 1, version: 4, stamp: 5, bucketWidthMs: 3_600_000, rows: 0, bytes: 2578, headBytes: 1280, headCrc32: 1813203270, tailOffset: 1280, tailCrc32: 587072097, keysBytes: 32, buckets: [] };
   const bytes = encodeManifest({ checkpointSeq: 5, watermarkMs: 3_600_000, releasedExpiryMaxMs: -Infinity, nextRunId: 2, residentRun: emptyRun, spilledRuns: [], queues: [], tombstones: { seqs: Float64Array.of(3), rows: Uint32Array.of(1), fireAtMs: Float64Array.of(7_200_000) } });
   assert.equal(bytes.length, 0x16c);
-  assert.deepEqual([...bytes.subarray(0, 0x18)], hex('46 52 4d 54 4d 41 4e 0a 11 6d da d8 04 00 18 00 40 01 00 00 01 00 00 00'));
+  assert.deepEqual([...bytes.subarray(0, 0x18)], hex('46 52 4d 54 4d 41 4e 0a f2 fe c1 1d 05 00 18 00 40 01 00 00 01 00 00 00'));
   assert.equal(
     new TextDecoder().decode(bytes.subarray(0x18, 0x158)),
     '{"checkpointSeq":5,"watermarkMs":3600000,"releasedExpiryMaxMs":"-Infinity","nextRunId":2,"residentRun":{"runId":1,"version":4,"stamp":5,"bucketWidthMs":3600000,"rows":0,"bytes":2578,"headBytes":1280,"headCrc32":1813203270,"tailOffset":1280,"tailCrc32":587072097,"keysBytes":32,"buckets":[]},"spilledRuns":[],"queues":[]}',
@@ -248,7 +248,7 @@ test('golden, version 1: the worked examples of the previous release are read, t
   const m = decodeManifest(manifestV1);
   assert.deepEqual(m.residentRun, { ...(JSON.parse(json) as { residentRun: object }).residentRun, version: 1 });
   assert.deepEqual([m.checkpointSeq, m.watermarkMs, m.nextRunId, [...m.tombstones.seqs], [...m.tombstones.rows]], [5, 3_600_000, 2, [3], [1]]);
-  // Read back, it is written as version 4, its run still version 1.
+  // Read back, it is written as manifest version 5, its run still version 1.
   assert.equal(decodeManifest(encodeManifest(m)).residentRun.version, 1);
   const keysV1 = Uint8Array.from(hex('46 52 4d 54 4b 45 59 0a 9e fa 41 28 01 00 20 00 07 00 00 00 02 00 00 00 2a 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00 b2 69 25 3c 4c 11 31 4f'));
   const twoBatches = runMeta(7, 42, 2);
@@ -258,7 +258,7 @@ test('golden, version 1: the worked examples of the previous release are read, t
   assert.throws(() => decodeKeys(keysV1, keysFileName(7), { ...keysMeta, version: 2 }), (err) => isFermataError(err, errorCodes.spillCorrupt) && /version 1 is not its run's \(2\)/.test(err.message));
   const later = encodeManifest(manifest(3, 0));
   const view = new DataView(later.buffer);
-  view.setUint16(12, 5, true);
+  view.setUint16(12, 6, true);
   view.setUint32(8, crc32(later.subarray(12)), true);
-  assert.throws(() => decodeManifest(later), (err) => isFermataError(err, errorCodes.formatTooNew) && /spill manifest format version 5 is newer than this build reads/.test(err.message));
+  assert.throws(() => decodeManifest(later), (err) => isFermataError(err, errorCodes.formatTooNew) && /spill manifest format version 6 is newer than this build reads \(versions 1–5\)/.test(err.message));
 });
