@@ -76,6 +76,8 @@ export const routeAccess: ReadonlyMap<string, RouteAccess> = new Map([
   ['POST /v1/schedules/:name/resume', admin('service', 'schedule_resume')],
   ['POST /v1/clock', admin('service', 'clock_move')],
   ['POST /v1/admin/reload', admin('service')],
+  // bench/noop-server.ts's ceiling route (the ingest benchmark's); no fermata server registers it.
+  ['POST /noop', write('any')],
 ]);
 
 /** The access of a route as registered (`method` may be a list: fastify's `route.method`); undefined when the table lacks it. */
