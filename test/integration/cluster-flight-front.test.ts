@@ -122,12 +122,12 @@ test('Flight on a cluster node: a batch that lands in part is UNAVAILABLE naming
   }
 });
 
-/** Makes `engine`'s exports wait `gapMs` before each chunk (the owner's side of a slow export). */
+/** Makes `engine`'s exports wait `gapMs` before each chunk (the owner's side of a slow export); the waits hold no process alive, so an export the test cut leaves nothing behind. */
 function slowExports(engine: Engine, gapMs: () => number): () => void {
   const exportTimers = engine.exportTimers.bind(engine);
   engine.exportTimers = async function* (...args: Parameters<Engine['exportTimers']>): AsyncGenerator<Uint8Array> {
     for await (const chunk of exportTimers(...args)) {
-      await sleep(gapMs());
+      await sleep(gapMs(), undefined, { ref: false });
       yield chunk;
     }
   };
