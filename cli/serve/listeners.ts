@@ -185,12 +185,17 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
   if (address === undefined) return undefined;
   // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
   // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
-  const [{ default: grpc }, { FlightService }, { TimersService, grpcServerOptions }] = await Promise.all([import('@grpc/grpc-js'), import('../../ingest/flight/flight-service.ts'), import('../../ingest/grpc/timers-service.ts')]);
+  const [{ default: grpc }, { FlightService }, { engineFlightTimers }, { TimersService, grpcServerOptions }] = await Promise.all([
+    import('@grpc/grpc-js'),
+    import('../../ingest/flight/flight-service.ts'),
+    import('../../ingest/flight/flight-timers.ts'),
+    import('../../ingest/grpc/timers-service.ts'),
+  ]);
   const setGrpcLogger = grpc.setLogger;
   const flightLogger = logger.child({ component: 'flight' });
   // grpc-js writes its own diagnostics to stderr as bare text (a failed bind among them): into the log with the rest.
   setGrpcLogger(grpcLogger(flightLogger));
-  const service = new FlightService({ engine, logger: flightLogger, access, pull });
+  const service = new FlightService({ timers: engineFlightTimers(engine, pull), logger: flightLogger, access });
   const timers = new TimersService({ engine, logger: logger.child({ component: 'grpc' }), access, readiness, coalescer });
   const tls = settings.grpcTls ? settings.tls?.credentials : undefined;
   const credentials = tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false);
@@ -213,8 +218,9 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
 
 /**
  * A cluster node's gRPC port when --grpc (or --flight) is set: fermata.v1.Timers (with
- * reflection and health) made of requests to the node's own HTTP server, so the cluster front
- * routes every call (ingest/grpc/cluster-timers-service.ts); Arrow Flight is not served there.
+ * reflection and health) and Arrow Flight, both made of requests to the node's own HTTP server,
+ * so the cluster front routes every call (ingest/grpc/cluster-timers-service.ts,
+ * ingest/flight/cluster-flight-timers.ts).
  * TLS as on one node ("grpc.tls"), its connections seen by `guard`, health following `notReady`
  * (/readyz's). Logs the "flight listening" line one node logs; 'failed' (logged) when it cannot
  * bind, a PortInUseError when its port is taken.
@@ -222,7 +228,12 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
 export async function startClusterGrpc(settings: ServeSettings, app: HttpServer, { access, guard, notReady }: ClusterGrpcSources, logger: Logger): Promise<ClusterGrpcListener | undefined | 'failed'> {
   const address = settings.flight;
   if (address === undefined) return undefined;
-  const [{ default: grpc }, { ClusterTimersService }] = await Promise.all([import('@grpc/grpc-js'), import('../../ingest/grpc/cluster-timers-service.ts')]);
+  const [{ default: grpc }, { ClusterTimersService }, { FlightService }, { clusterFlightTimers }] = await Promise.all([
+    import('@grpc/grpc-js'),
+    import('../../ingest/grpc/cluster-timers-service.ts'),
+    import('../../ingest/flight/flight-service.ts'),
+    import('../../ingest/flight/cluster-flight-timers.ts'),
+  ]);
   const grpcLog = logger.child({ component: 'grpc' });
   grpc.setLogger(grpcLogger(grpcLog));
   const http = async (request: HttpRequest): Promise<{ status: number; headers: Record<string, string | string[] | number | undefined>; body: Buffer }> => {
@@ -230,10 +241,11 @@ export async function startClusterGrpc(settings: ServeSettings, app: HttpServer,
     return { status: answer.statusCode, headers: answer.headers, body: answer.rawPayload };
   };
   const service = new ClusterTimersService({ http, logger: grpcLog, access, notReady });
+  const flight = new FlightService({ timers: clusterFlightTimers(http), logger: logger.child({ component: 'flight' }), access });
   const tls = settings.grpcTls ? settings.tls?.credentials : undefined;
   try {
-    const listener = await service.listen(address.host, address.port, guard, tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false));
-    logger.info({ services: ['fermata.v1.Timers'], url: listener.url }, 'flight listening');
+    const listener = await service.listen(address.host, address.port, guard, tls === undefined ? undefined : grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], false), flight);
+    logger.info({ services: ['arrow.flight.protocol.FlightService', 'fermata.v1.Timers'], url: listener.url }, 'flight listening');
     return listener;
   } catch (err) {
     if (addressInUse(err)) throw new PortInUseError(address);

@@ -1,7 +1,9 @@
 // The Arrow Flight service (arrow.flight.protocol.FlightService over gRPC, @grpc/grpc-js): a thin
-// adapter that turns DoPut record batches into engine.admitArrow calls, like POST /v1/timers
-// with an Arrow body, and DoGet / DoAction into leases of a "pull" queue's due timers
-// (dispatch/pull-queues.ts). It knows the engine only through its public API.
+// adapter that turns DoPut record batches into admissions, like POST /v1/timers with an Arrow
+// body, and DoGet / DoAction into leases of a "pull" queue's due timers (dispatch/pull-queues.ts).
+// It knows the timers only through FlightTimers (flight-timers.ts): one engine's on a single node,
+// the node's front's on a cluster node (cluster-flight-timers.ts: ids are cluster ids, a batch's
+// rows go to their partitions, and DoGet / DoAction are UNIMPLEMENTED saying why).
 //
 //   DoPut          descriptor PATH ["timers"] or ["timers", QUEUE]; FlightData: schema, then
 //                  [dictionary batches] and record batches. Each record batch is admitted alone
@@ -13,7 +15,7 @@
 //                  batch ends the call with its error after the PutResults of the batches
 //                  before it; batches after it that were already being admitted may be stored
 //                  without a PutResult (resend with keys to make that harmless).
-//   ListFlights    one FlightInfo per queue (engine.queues()), descriptor ["timers", QUEUE],
+//   ListFlights    one FlightInfo per queue (FlightTimers.queues()), descriptor ["timers", QUEUE],
 //                  app_metadata JSON {"queue", "config"}; the criteria are not used. A "pull"
 //                  queue's FlightInfo has one endpoint: the ticket {"queue": QUEUE} to DoGet.
 //   GetFlightInfo  ["timers"] (all queues) or ["timers", QUEUE]; NOT_FOUND for an unknown queue.
@@ -40,8 +42,8 @@ import { type ChannelOptions, Server, ServerCredentials, status, type MethodDefi
 import { Field, Schema, Table, tableToIPC, TimeUnit, Timestamp, Binary, Utf8 } from 'apache-arrow';
 import type { Logger } from 'pino';
 import { PullRefusal, type PullQueues, type PullSettlement } from '../../dispatch/pull-queues.ts';
-import type { Admitted, Engine } from '../../engine/engine.ts';
 import { ingestLimits } from '../../engine/limits.ts';
+import { RelayedRefusal } from '../http/error-map.ts';
 import { type Access, type Caller, checkQueue, type Scope } from '../auth/access.ts';
 import { checkArrowAddQueues } from '../auth/batch-queues.ts';
 import { listenGuarded } from '../grpc/guarded-listener.ts';
@@ -65,9 +67,10 @@ import {
 import { IpcAssembler, splitIpcMessages } from './ipc-assembler.ts';
 import { parseLeaseBody, parsePullTicket } from './pull-ticket.ts';
 import { WireError } from './protobuf-wire.ts';
-import { idsHeader, type PutResultForm, putResultMetadata } from './put-result.ts';
+import { idsHeader, type PutResultForm } from './put-result.ts';
 import { applyQueue, schemaHasQueue } from './queue-column.ts';
-import { FlightFailure, flightFailure, pullFailure } from './status-map.ts';
+import { FlightFailure, flightFailure, pullFailure, relayedFailure } from './status-map.ts';
+import type { CallHeaders, FlightQueue, FlightTimers } from './flight-timers.ts';
 
 export const flightLimits = {
   /** Record batches of one DoPut being admitted at once; past it the call stops reading until one is durable. */
@@ -82,12 +85,11 @@ const servicePath = '/arrow.flight.protocol.FlightService/';
 const timersPath = 'timers';
 
 export interface FlightServiceOptions {
-  readonly engine: Engine;
+  /** What the calls act on: one engine and its pull queues, or a cluster node's front (flight-timers.ts). */
+  readonly timers: FlightTimers;
   readonly logger: Logger;
   /** The tokens in force, with their scopes and queues (ingest/auth/access.ts); no tokens = no authentication. */
   readonly access: Access;
-  /** "pull" queues' due timers (the dispatcher's), for DoGet and DoAction. */
-  readonly pull: PullQueues;
 }
 
 /** What else the Flight service's gRPC server carries (cli/serve/listeners.ts: fermata.v1.Timers). */
@@ -162,20 +164,34 @@ const notImplemented = {
 
 type Call = { readonly metadata: { get(key: string): Array<string | Buffer> } };
 
+/** The call's headers the timers' side may need again. */
+function callHeaders(call: Call): CallHeaders {
+  const header = call.metadata.get('authorization')[0];
+  return { authorization: typeof header === 'string' ? header : undefined };
+}
+
 export class FlightService {
-  readonly #engine: Engine;
+  readonly #timers: FlightTimers;
   readonly #logger: Logger;
   readonly #access: Access;
-  readonly #pull: PullQueues;
   /** Aborted when the listener closes: DoGets waiting for timers answer at once, so the drain is not held up by them. */
   readonly #closing = new AbortController();
   readonly #schema = encapsulatedSchema(putSchema);
 
   constructor(options: FlightServiceOptions) {
-    this.#engine = options.engine;
-    this.#pull = options.pull;
+    this.#timers = options.timers;
     this.#logger = options.logger;
     this.#access = options.access;
+  }
+
+  /** Adds the service to `server`, for a server another service owns (a cluster node's gRPC port: ingest/grpc/cluster-timers-service.ts). */
+  addTo(server: Server): void {
+    server.addService(flightServiceDefinition, this.#handlers());
+  }
+
+  /** Told when the server that carries the service begins to close: DoGets waiting for timers answer at once. */
+  stopping(): void {
+    this.#closing.abort();
   }
 
   /**
@@ -188,7 +204,7 @@ export class FlightService {
       'grpc.max_send_message_length': flightLimits.messageBytesMax,
       ...share.options,
     });
-    server.addService(flightServiceDefinition, this.#handlers());
+    this.addTo(server);
     share.register?.(server);
     const hostText = host.includes(':') ? `[${host}]` : host;
     const credentials = share.credentials ?? ServerCredentials.createInsecure();
@@ -202,7 +218,7 @@ export class FlightService {
       url: `${credentials._isSecure() ? 'grpc+tls' : 'grpc+tcp'}://${hostText}:${bound}`,
       port: bound,
       close: () => {
-        this.#closing.abort();
+        this.stopping();
         share.closing?.();
         guarded?.close();
         return closeServer(server);
@@ -214,29 +230,33 @@ export class FlightService {
     return {
       Handshake: (call: ServerDuplexStream<Buffer, Buffer>) => this.#refuse(call, status.UNIMPLEMENTED, notImplemented.handshake),
       ListFlights: (call: ServerWritableStream<Buffer, Buffer>) => this.#listFlights(call),
-      GetFlightInfo: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => this.#unary(call, callback, () => encodeFlightInfo(this.#flightInfo(decodeFlightDescriptor(call.request)))),
-      PollFlightInfo: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => this.#unary(call, callback, () => {
+      GetFlightInfo: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => this.#unary(call, callback, async () => encodeFlightInfo(await this.#flightInfo(decodeFlightDescriptor(call.request), callHeaders(call)))),
+      PollFlightInfo: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => this.#unary(call, callback, async () => {
         throw new FlightFailure(status.UNIMPLEMENTED, notImplemented.poll);
       }),
-      GetSchema: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => this.#unary(call, callback, () => {
-        this.#flightInfo(decodeFlightDescriptor(call.request));
+      GetSchema: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => this.#unary(call, callback, async () => {
+        await this.#flightInfo(decodeFlightDescriptor(call.request), callHeaders(call));
         return encodeSchemaResult(this.#schema);
       }),
       DoGet: (call: ServerWritableStream<Buffer, Buffer>) => {
         const caller = this.#authorized(call, 'write');
         if (caller instanceof FlightFailure) return fail(call, this.#logger, caller);
-        this.#doGet(call, caller).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
+        const pull = this.#timers.pull;
+        if ('unserved' in pull) return fail(call, this.#logger, new FlightFailure(status.UNIMPLEMENTED, pull.unserved));
+        this.#doGet(call, caller, pull).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
       },
       DoPut: (call: ServerDuplexStream<Buffer, Buffer>) => {
         const caller = this.#authorized(call, 'write');
         if (caller instanceof FlightFailure) fail(call, this.#logger, caller);
-        else new PutCall(call, this.#engine, this.#logger, caller).start();
+        else new PutCall(call, this.#timers, this.#logger, caller).start();
       },
       DoExchange: (call: ServerDuplexStream<Buffer, Buffer>) => this.#refuse(call, status.UNIMPLEMENTED, notImplemented.exchange),
       DoAction: (call: ServerWritableStream<Buffer, Buffer>) => {
         const caller = this.#authorized(call, 'write');
         if (caller instanceof FlightFailure) return fail(call, this.#logger, caller);
-        this.#doAction(call, caller).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
+        const pull = this.#timers.pull;
+        if ('unserved' in pull) return fail(call, this.#logger, new FlightFailure(status.UNIMPLEMENTED, pull.unserved));
+        this.#doAction(call, caller, pull).catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
       },
       ListActions: (call: ServerWritableStream<Buffer, Buffer>) => {
         const caller = this.#authorized(call, 'read');
@@ -264,13 +284,13 @@ export class FlightService {
   }
 
   /** Acks the ticket's previous lease (durably), leases what is due, streams it: schema, then the batch. */
-  async #doGet(call: ServerWritableStream<Buffer, Buffer>, caller: Caller): Promise<void> {
+  async #doGet(call: ServerWritableStream<Buffer, Buffer>, caller: Caller, pull: PullQueues): Promise<void> {
     const ticket = parsePullTicket(decodeTicket(call.request));
     checkQueue(caller, ticket.queue);
-    if (ticket.ack !== undefined) await this.#pull.settle(ticket.ack, 'ack', ticket.queue);
+    if (ticket.ack !== undefined) await pull.settle(ticket.ack, 'ack', ticket.queue);
     const gone = new AbortController();
     call.on('cancelled', () => gone.abort());
-    const batch = await this.#pull.lease(ticket.queue, ticket.maxRows, ticket.waitMs, AbortSignal.any([gone.signal, this.#closing.signal]));
+    const batch = await pull.lease(ticket.queue, ticket.maxRows, ticket.waitMs, AbortSignal.any([gone.signal, this.#closing.signal]));
     // The caller left while it waited: the lease expires and its timers are delivered again.
     if (gone.signal.aborted) return;
     const [schema, ...batches] = splitIpcMessages(batch.ipc);
@@ -284,58 +304,56 @@ export class FlightService {
   }
 
   /** "ack" / "nack" of a lease: one Result once the outcome is durable. */
-  async #doAction(call: ServerWritableStream<Buffer, Buffer>, caller: Caller): Promise<void> {
+  async #doAction(call: ServerWritableStream<Buffer, Buffer>, caller: Caller, pull: PullQueues): Promise<void> {
     const action = decodeAction(call.request);
     const known = actions.find(([type]) => type === action.type);
     if (known === undefined) throw new FlightFailure(status.INVALID_ARGUMENT, `unknown action type ${JSON.stringify(action.type)} (known: ${actions.map(([type]) => type).join(', ')})`);
     const lease = parseLeaseBody(action.body);
     // An unknown lease is the settle's to refuse (NOT_FOUND); a known one must be in the caller's queues.
-    const leaseQueue = this.#pull.queueOfLease(lease);
+    const leaseQueue = pull.queueOfLease(lease);
     if (leaseQueue !== undefined) checkQueue(caller, leaseQueue);
-    const settled = await this.#pull.settle(lease, known[0], leaseQueue);
+    const settled = await pull.settle(lease, known[0], leaseQueue);
     call.write(encodeActionResult(Buffer.from(JSON.stringify(settled))));
     call.end();
   }
 
-  #unary(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>, answer: () => Buffer): void {
+  #unary(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>, answer: () => Promise<Buffer>): void {
     const caller = this.#authorized(call, 'read');
     if (caller instanceof FlightFailure) return callback(caller);
-    try {
-      callback(null, answer());
-    } catch (err) {
-      callback(this.#failureOf(err));
-    }
+    answer().then(
+      (message) => callback(null, message),
+      (err: unknown) => callback(this.#failureOf(err)),
+    );
   }
 
   #listFlights(call: ServerWritableStream<Buffer, Buffer>): void {
     const caller = this.#authorized(call, 'read');
     if (caller instanceof FlightFailure) return fail(call, this.#logger, caller);
-    try {
+    (async () => {
       checkMessage(call.request);
-      for (const { name } of this.#engine.queues()) call.write(encodeFlightInfo(this.#queueInfo(name)));
+      for (const queue of await this.#timers.queues(callHeaders(call))) call.write(encodeFlightInfo(this.#queueInfo(queue)));
       call.end();
-    } catch (err) {
-      fail(call, this.#logger, asFailure(err), err);
-    }
+    })().catch((err: unknown) => fail(call, this.#logger, asFailure(err), err));
   }
 
-  #flightInfo(descriptor: FlightDescriptor): FlightInfo {
+  async #flightInfo(descriptor: FlightDescriptor, headers: CallHeaders): Promise<FlightInfo> {
     const queue = timersQueueOf(descriptor);
     if (queue === undefined) {
-      const names = this.#engine.queues().map((entry) => entry.name);
+      const names = (await this.#timers.queues(headers)).map((entry) => entry.name);
       return { schema: this.#schema, descriptor: { type: descriptorTypes.path, cmd: Buffer.alloc(0), path: [timersPath] }, totalRecords: -1, totalBytes: -1, appMetadata: Buffer.from(JSON.stringify({ queues: names })) };
     }
-    if (!this.#engine.queues().some((entry) => entry.name === queue)) {
+    const known = await this.#timers.queue(queue, headers);
+    if (known === undefined) {
       throw new FlightFailure(status.NOT_FOUND, `no queue ${JSON.stringify(queue)}: it was never configured and never held a timer (a DoPut to ["timers", ${JSON.stringify(queue)}] makes it)`);
     }
-    return this.#queueInfo(queue);
+    return this.#queueInfo(known);
   }
 
-  /** A queue's FlightInfo: how many timers it holds is not known per queue (-1); its config is in app_metadata; a "pull" queue's ticket. */
-  #queueInfo(name: string): FlightInfo {
-    const config = this.#engine.queueConfig(name);
+  /** A queue's FlightInfo: how many timers it holds is not known per queue (-1); its config is in app_metadata; a "pull" queue's ticket where DoGet is served. */
+  #queueInfo({ name, config }: FlightQueue): FlightInfo {
+    const pulled = config.delivery === 'pull' && !('unserved' in this.#timers.pull);
     return {
-      ...(config.delivery === 'pull' ? { tickets: [Buffer.from(JSON.stringify({ queue: name }))] } : {}),
+      ...(pulled ? { tickets: [Buffer.from(JSON.stringify({ queue: name }))] } : {}),
       schema: this.#schema,
       descriptor: { type: descriptorTypes.path, cmd: Buffer.alloc(0), path: [timersPath, name] },
       totalRecords: -1,
@@ -351,9 +369,10 @@ export class FlightService {
   }
 }
 
-/** A thrown Flight status as is, a malformed message as INVALID_ARGUMENT, anything else by its error code. */
+/** A thrown Flight status as is, a malformed message as INVALID_ARGUMENT, a cluster front's answer by its code, anything else by its error code. */
 function asFailure(err: unknown, batch?: number): FlightFailure {
   if (err instanceof FlightFailure) return err;
+  if (err instanceof RelayedRefusal) return relayedFailure(err, batch);
   if (err instanceof WireError) return new FlightFailure(status.INVALID_ARGUMENT, `malformed Flight message: ${err.message}`);
   if (err instanceof PullRefusal) return pullFailure(err);
   return flightFailure(err, batch);
@@ -378,7 +397,8 @@ function timersQueueOf(descriptor: FlightDescriptor | undefined): string | undef
 /** One DoPut call: reads FlightData, admits each record batch, answers PutResults in order. */
 class PutCall {
   readonly #call: ServerDuplexStream<Buffer, Buffer>;
-  readonly #engine: Engine;
+  readonly #timers: FlightTimers;
+  readonly #headers: CallHeaders;
   readonly #logger: Logger;
   readonly #assembler = new IpcAssembler();
   #described = false;
@@ -393,11 +413,12 @@ class PutCall {
   readonly #form: PutResultForm;
   readonly #caller: Caller;
 
-  constructor(call: ServerDuplexStream<Buffer, Buffer>, engine: Engine, logger: Logger, caller: Caller) {
+  constructor(call: ServerDuplexStream<Buffer, Buffer>, timers: FlightTimers, logger: Logger, caller: Caller) {
     this.#call = call;
     this.#caller = caller;
     this.#form = call.metadata.get(idsHeader.name)[0] === idsHeader.value ? 'ids' : 'counts';
-    this.#engine = engine;
+    this.#timers = timers;
+    this.#headers = callHeaders(call);
     this.#logger = logger;
   }
 
@@ -437,12 +458,12 @@ class PutCall {
   }
 
   #admit(ipc: Uint8Array, batch: number): void {
-    const admitted = this.#engine.admitArrow(ipc);
+    const admitted = this.#timers.put(ipc, this.#form, this.#headers);
     // Looked at in order below, maybe after it settles: a refusal must not count as unhandled meanwhile.
     admitted.catch(() => undefined);
     if (++this.#inFlight >= flightLimits.putBatchesInFlightMax) this.#call.pause();
     this.#answered = this.#answered.then(async () => {
-      let result: Admitted;
+      let result: Uint8Array;
       try {
         result = await admitted;
       } catch (err) {
@@ -451,7 +472,7 @@ class PutCall {
       } finally {
         if (--this.#inFlight < flightLimits.putBatchesInFlightMax && !this.#failed) this.#call.resume();
       }
-      if (!this.#failed) this.#call.write(encodePutResult(putResultMetadata(result, this.#form, ipc)));
+      if (!this.#failed) this.#call.write(encodePutResult(result));
     });
   }
 

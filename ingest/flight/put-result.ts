@@ -10,10 +10,14 @@
 //
 // Ids are opt-in because spelling them costs about 2 µs a row on the main thread (measured:
 // 10,000 ids ≈ 18 ms), which halved DoPut throughput in bench/flight.ts when always on.
+//
+// On a cluster node each batch is answered by the node's front as POST /v1/timers answers it
+// (JSON, cluster ids): putResultOfAnswer makes the same two forms of that answer.
 // Main thread, once per admitted batch.
+import { Bool, Field, List, Table, tableToIPC, Uint32, Utf8, vectorFromArray } from 'apache-arrow';
 import type { Admitted } from '../../engine/engine.ts';
 import { admittedToArrow } from '../admitted-arrow.ts';
-import { arrowGaveDelay } from '../duplicate-answers.ts';
+import { arrowGaveDelay, type DuplicateRowJson } from '../duplicate-answers.ts';
 
 export type PutResultForm = 'counts' | 'ids';
 
@@ -26,3 +30,35 @@ export function putResultMetadata(admitted: Admitted, form: PutResultForm, ipc: 
   return Buffer.from(JSON.stringify({ accepted: admitted.rows, duplicates: admitted.duplicates, first_id: admitted.rows === 0 ? null : admitted.idOf(0) }));
 }
 
+
+/** A batch's 201 answer to POST /v1/timers (ids are cluster ids on a cluster node). */
+export interface BatchAnswerJson {
+  readonly accepted: number;
+  readonly duplicates: number;
+  readonly ids: readonly string[];
+  readonly revisions: readonly number[];
+  /** Rows numbered as in the batch; `differs` already as the row asked (without fire_at for a delay_ms row). */
+  readonly duplicate_rows: readonly DuplicateRowJson[];
+}
+
+/** The PutResult app_metadata of a batch the HTTP API answered `answer`: the same JSON or Arrow as putResultMetadata gives. */
+export function putResultOfAnswer(answer: BatchAnswerJson, form: PutResultForm): Uint8Array {
+  if (form === 'counts') return Buffer.from(JSON.stringify({ accepted: answer.accepted, duplicates: answer.duplicates, first_id: answer.ids[0] ?? null }));
+  const rows = answer.ids.length;
+  const duplicate = new Array<boolean>(rows).fill(false);
+  const states = new Array<string | null>(rows).fill(null);
+  const differs = new Array<readonly string[] | null>(rows).fill(null);
+  for (const row of answer.duplicate_rows) {
+    duplicate[row.row] = true;
+    states[row.row] = row.state;
+    differs[row.row] = row.differs;
+  }
+  const table = new Table({
+    id: vectorFromArray(answer.ids, new Utf8()),
+    duplicate: vectorFromArray(duplicate, new Bool()),
+    state: vectorFromArray(states, new Utf8()),
+    differs: vectorFromArray(differs, new List(new Field('item', new Utf8(), false))),
+    revision: vectorFromArray(answer.revisions, new Uint32()),
+  });
+  return tableToIPC(table, 'stream');
+}

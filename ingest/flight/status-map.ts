@@ -5,10 +5,14 @@
 // starts with the stable code and carries the Arrow column and 0-based row, and the record
 // batch's 0-based index in the stream, when known; the same facts go in trailing metadata
 // (fermata-code, fermata-column, fermata-row, fermata-batch) for clients that read it.
-// Pull delivery's refusals (dispatch/pull-queues.ts) map here too.
+// Pull delivery's refusals (dispatch/pull-queues.ts) map here too, and on a cluster node the
+// error answers of the node's front (relayedFailure): an engine's code as here, another by its
+// HTTP status; a batch that failed in part (a partition's owner gone) names the rows that were
+// accepted, in the text and in fermata-accepted / fermata-accepted-rows.
 import { Metadata, status } from '@grpc/grpc-js';
 import { type PullRefusal, type PullRefusalCode, pullRefusalCodes } from '../../dispatch/pull-queues.ts';
 import { type ErrorCode, errorCodes, isFermataError } from '../../engine/errors.ts';
+import type { RelayedRefusal } from '../http/error-map.ts';
 
 /** Keyed by every code: a code added to errors.ts fails the typecheck here until it has a status. fermata.v1.Timers (ingest/grpc/status-map.ts) answers by it too. */
 export const statusOf: Record<ErrorCode, status> = {
@@ -103,4 +107,53 @@ export function pullFailure(refusal: PullRefusal): FlightFailure {
   const metadata = new Metadata();
   metadata.set('fermata-code', refusal.code);
   return new FlightFailure(pullStatusOf[refusal.code], `${refusal.code}: ${refusal.message}`, metadata);
+}
+
+/** An HTTP status as the gRPC status that says the same, for the front's own codes (engine codes go by statusOf). */
+const statusOfHttp: Readonly<Record<number, status>> = {
+  400: status.INVALID_ARGUMENT,
+  401: status.UNAUTHENTICATED,
+  403: status.PERMISSION_DENIED,
+  404: status.NOT_FOUND,
+  409: status.FAILED_PRECONDITION,
+  412: status.FAILED_PRECONDITION,
+  413: status.RESOURCE_EXHAUSTED,
+  415: status.INVALID_ARGUMENT,
+  429: status.RESOURCE_EXHAUSTED,
+  501: status.UNIMPLEMENTED,
+  503: status.UNAVAILABLE,
+  507: status.RESOURCE_EXHAUSTED,
+};
+
+/** The accepted rows named in a failure's text at most; past it the text gives the first ones and the count. */
+const acceptedRowsNamedMax = 200;
+
+/**
+ * The status for an error answer of a cluster node's front (cluster-flight-timers.ts), met while
+ * handling record batch `batch` of a DoPut: the text, trailing metadata and retry hint as for the
+ * same error on one node. A batch whose rows spanned partitions and failed in part (its body
+ * lists `accepted_rows`) also says which rows are durable: sending the batch again is safe.
+ */
+export function relayedFailure(refusal: RelayedRefusal, batch?: number): FlightFailure {
+  const { error } = refusal.body;
+  const code = statusOf[error.code as ErrorCode] ?? statusOfHttp[refusal.status] ?? status.INTERNAL;
+  const metadata = new Metadata();
+  if (batch !== undefined) metadata.set('fermata-batch', String(batch));
+  metadata.set('fermata-code', error.code);
+  if (error.column !== undefined && error.column !== '') metadata.set('fermata-column', error.column);
+  if (error.row !== undefined) metadata.set('fermata-row', String(error.row));
+  const inBatch = batch === undefined ? '' : ` (record batch ${batch} of the stream)`;
+  const retry = refusal.retryAfterSeconds === undefined ? '' : ` (retry in ${refusal.retryAfterSeconds} s)`;
+  const accepted = (error as { accepted_rows?: unknown }).accepted_rows;
+  let partial = '';
+  if (Array.isArray(accepted)) {
+    const rows = accepted.filter((row): row is number => typeof row === 'number');
+    const named = rows.slice(0, acceptedRowsNamedMax).join(', ');
+    metadata.set('fermata-accepted', String(rows.length));
+    if (rows.length <= acceptedRowsNamedMax) metadata.set('fermata-accepted-rows', named);
+    const list = rows.length === 0 ? '' : rows.length <= acceptedRowsNamedMax ? `: rows ${named}` : `, the first of them rows ${named}, …`;
+    partial = `; ${rows.length} of the batch's rows were accepted and are durable${list}; sending the batch again is safe (the accepted rows answer as duplicates)`;
+  }
+  // The front logged what it did not expect; this is its answer, not a new failure.
+  return new FlightFailure(code, `${error.code}: ${error.message}${inBatch}${retry}${partial}`, metadata);
 }

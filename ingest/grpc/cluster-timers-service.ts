@@ -9,8 +9,9 @@
 //
 // What differs from one node: AddTimers whose rows span partitions and that fail in part answer
 // the part's status (UNAVAILABLE with RetryInfo when an owner is gone), without the rows that
-// were accepted (the HTTP answer lists them; sending the batch again is safe, as there); Arrow
-// Flight is not served on the port (cli/serve/listeners.ts). Authentication is call-auth.ts's,
+// were accepted (the HTTP answer lists them; sending the batch again is safe, as there). Arrow
+// Flight shares the port (`also`: ingest/flight/cluster-flight-timers.ts, made of requests to the
+// front the same way; cli/serve/listeners.ts). Authentication is call-auth.ts's,
 // as on one node, and the caller's token goes on to the HTTP request, whose check it passes
 // again. Health follows the node's /readyz. Main thread.
 import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, Server, ServerCredentials, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
@@ -230,17 +231,20 @@ export class ClusterTimersService {
   /**
    * Serves the service on `host:port` (0: a free one), its connections seen by `guard` (the HTTP
    * port's peer guard), with `credentials` (TLS) or in cleartext; messages up to the HTTP API's
-   * bulk body limit, as one node's gRPC port takes them.
+   * bulk body limit, as one node's gRPC port takes them; `also` puts another service on the
+   * same server (Arrow Flight), told when the port begins to close.
    */
-  async listen(host: string, port: number, guard: PeerGuard, credentials = ServerCredentials.createInsecure()): Promise<ClusterGrpcListener> {
+  async listen(host: string, port: number, guard: PeerGuard, credentials = ServerCredentials.createInsecure(), also?: { addTo(server: Server): void; stopping(): void }): Promise<ClusterGrpcListener> {
     const server = new Server({ 'grpc.max_receive_message_length': ingestLimits.bodyBytesMax, 'grpc.max_send_message_length': ingestLimits.bodyBytesMax, ...grpcServerOptions });
     this.#addTo(server);
+    also?.addTo(server);
     const bound = await listenGuarded(server, credentials, host, port, guard);
     const hostText = host.includes(':') ? `[${host}]` : host;
     return {
       url: `${credentials._isSecure() ? 'grpc+tls' : 'grpc+tcp'}://${hostText}:${bound.port}`,
       close: async () => {
         this.#health.stopping();
+        also?.stopping();
         bound.close();
         const cut = setTimeout(() => server.forceShutdown(), httpLimits.drainTimeoutMs);
         try {
@@ -442,7 +446,7 @@ export class ClusterTimersService {
 }
 
 /** An HTTP error answer as the refusal it is (its code, message, field or row, Retry-After). */
-function refusalOf(answer: HttpAnswer): RelayedRefusal {
+export function refusalOf(answer: HttpAnswer): RelayedRefusal {
   const retryAfter = Number(answer.headers['retry-after']);
   let body: ErrorBody;
   try {

@@ -3,8 +3,10 @@
 // (engine/timer-export.ts), its record batches every partition's in turn, partition 0 first, each
 // partition's in its (fire_at, id) order, with cluster ids. A partition owned here is read from
 // its engine a batch at a time as the response takes them; another node's is asked of its owner
-// (forwarded once, for that partition alone, which the owner answers from its engine) and read
-// whole within the forward timeout before its batches are passed on. Every partition's route is
+// (forwarded once, for that partition alone, which the owner answers from its engine) and its
+// bytes passed on as they arrive, as the response takes them (the owner's sends wait meanwhile:
+// HTTP/2 flow control), so a partition of any size goes through: the forward timeout bounds the
+// wait for the owner's answer and each wait for more of it, not the whole. Every partition's route is
 // known before the answer starts (one that has no owner now is 503 PARTITION_MOVING, nothing
 // sent); a partition that fails later cuts the response short, without the stream's end marker
 // (curl: "transfer closed"), rather than end it as if it were whole. Main thread, fastify's.
@@ -18,7 +20,7 @@ import { clusterIdOf } from '../../../cluster/partitioning.ts';
 import type { PartitionRoute } from '../../../cluster/router.ts';
 import { mediaTypes } from '../media-types.ts';
 import { timerListLimits } from '../route-limits.ts';
-import type { ForwardAnswer, ForwardRequest } from './forwarder.ts';
+import type { ForwardRequest, ForwardStream } from './forwarder.ts';
 
 /** One partition of an export: where to start (its engine's cursor, '' for its start). */
 export interface ExportPart {
@@ -38,7 +40,8 @@ export interface ClusterArrowExport {
 export interface ClusterArrowExportOptions {
   /** Where a partition is for this request (a forwarded one is served here or not at all). */
   readonly routeFor: (partition: number, headers: ForwardRequest['headers']) => PartitionRoute;
-  readonly send: (address: string, request: ForwardRequest) => Promise<ForwardAnswer>;
+  /** Asks an owner, its answer's body read as it arrives (Forwarder.open). */
+  readonly open: (address: string, request: ForwardRequest) => Promise<ForwardStream>;
   /** The header naming the one partition a forwarded list asks for (fan-out.ts). */
   readonly partitionHeader: string;
 }
@@ -53,7 +56,7 @@ const endOfStream = emptyExport.subarray(emptyExport.length - endLength);
 const moving = (partition: number): FermataError =>
   new FermataError(errorCodes.partitionMoving, `partition ${partition} is moving between nodes (or its owner is out of reach): try again`);
 
-export function clusterArrowExport({ routeFor, send, partitionHeader }: ClusterArrowExportOptions): ClusterArrowExport {
+export function clusterArrowExport({ routeFor, open, partitionHeader }: ClusterArrowExportOptions): ClusterArrowExport {
   /** A local partition's record batches: its engine's export without its schema message and end marker. */
   async function* localBatches(route: Extract<PartitionRoute, { kind: 'local' }>, filter: TimerFilter, cursor: string): AsyncGenerator<Uint8Array> {
     const after = cursor === '' ? queryStart : (decodeCursor(cursor) ?? queryStart);
@@ -70,16 +73,39 @@ export function clusterArrowExport({ routeFor, send, partitionHeader }: ClusterA
     }
   }
 
-  /** A remote partition's record batches, asked of its owner for that partition alone. */
+  /**
+   * A remote partition's record batches, asked of its owner for that partition alone: the owner's
+   * export stream as it arrives, less its schema message (checked to be the export's) and its end
+   * marker (held back until the stream ends, and checked: an owner's stream cut short fails the
+   * partition rather than pass for whole).
+   */
   async function* remoteBatches(route: Extract<PartitionRoute, { kind: 'remote' }>, query: object, cursor: string, headers: ForwardRequest['headers']): AsyncGenerator<Uint8Array> {
     const params = new URLSearchParams();
     for (const [name, value] of Object.entries(query)) if (name !== 'cursor' && name !== 'limit' && typeof value === 'string') params.set(name, value);
     if (cursor !== '') params.set('cursor', cursor);
-    const answer = await send(route.address, { method: 'GET', path: `/v1/timers?${params.toString()}`, headers: { ...headers, accept: mediaTypes.arrowStream, [partitionHeader]: String(route.partition) } });
-    const body = answer.body;
-    const whole = answer.status === 200 && body.length >= schemaMessage.length + endLength && body.subarray(0, schemaMessage.length).equals(schemaMessage) && body.subarray(body.length - endLength).equals(endOfStream);
-    if (!whole) throw new Error(`partition ${route.partition}'s owner at ${route.address} answered its export ${answer.status} (${body.length} bytes), not a whole export stream`);
-    if (body.length > schemaMessage.length + endLength) yield body.subarray(schemaMessage.length, body.length - endLength);
+    const answer = await open(route.address, { method: 'GET', path: `/v1/timers?${params.toString()}`, headers: { ...headers, accept: mediaTypes.arrowStream, [partitionHeader]: String(route.partition) } });
+    const notWhole = (what: string): Error => new Error(`partition ${route.partition}'s owner at ${route.address} answered its export ${answer.status}: ${what}, not a whole export stream`);
+    if (answer.status !== 200) {
+      const error: Buffer[] = [];
+      for await (const chunk of answer.body) error.push(chunk);
+      throw notWhole(Buffer.concat(error).toString('utf8').slice(0, 500));
+    }
+    let head: Buffer = Buffer.alloc(0);
+    let tail: Buffer = Buffer.alloc(0);
+    for await (const chunk of answer.body) {
+      let bytes = chunk;
+      if (head.length < schemaMessage.length) {
+        const wanted = schemaMessage.length - head.length;
+        head = Buffer.concat([head, bytes.subarray(0, wanted)]);
+        bytes = bytes.subarray(wanted);
+        if (head.length < schemaMessage.length) continue;
+        if (!head.equals(schemaMessage)) throw notWhole('a stream of another schema');
+      }
+      const held = tail.length === 0 ? bytes : Buffer.concat([tail, bytes]);
+      tail = held.subarray(Math.max(0, held.length - endLength));
+      if (held.length > endLength) yield held.subarray(0, held.length - endLength);
+    }
+    if (head.length < schemaMessage.length || !tail.equals(endOfStream)) throw notWhole('a stream that ended before its end marker');
   }
 
   return (filter, parts, query, headers) => {

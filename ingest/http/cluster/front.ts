@@ -307,7 +307,7 @@ export async function clusterFront(app: HttpServer, options: ClusterFrontOptions
     if (!(Number.isInteger(partition) && partition >= 0 && partition < router.partitions)) throw new HttpProblem(httpErrorCodes.requestInvalid, `${partitionHeader} names no partition of this cluster`);
     return partition;
   };
-  const exportArrow = clusterArrowExport({ routeFor: (partition, headers) => routeFor(partition, headers[forwardedHeader] !== undefined), send: (address, request) => forwarder.send(address, request), partitionHeader });
+  const exportArrow = clusterArrowExport({ routeFor: (partition, headers) => routeFor(partition, headers[forwardedHeader] !== undefined), open: (address, request) => forwarder.open(address, request), partitionHeader });
   fanOutRoutes(app, { partitions: router.partitions, call, onlyPartition, exportArrow });
   const onPartition: OnPartition = async (partition, request, reply, local) => {
     const route = routeFor(partition, isForwarded(request));
