@@ -11,6 +11,12 @@
 //     forwarded one is the route's (without the cluster secret 401 even for a partition owned
 //     here; with it, for a partition owned elsewhere, 503 PARTITION_MOVING with Retry-After)
 //
+// And, on the same nodes, the occurrences `fermata cluster import` leaves in partition 0 (see
+// test/integration/cluster-import.test.ts for the import itself): partition 0's engine is given a
+// schedule whose name hashes to a partition of the other node, as the single node had it, and
+// its occurrences stand for those the import leaves; the schedule as the cluster knows it is
+// deleted through partition 0's owner (forwarded to the schedule's owner, which asks partition 0
+// back over HTTP): partition 0's untouched occurrences are cancelled, one a user patched is not.
 // Every request is bounded in time.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -231,6 +237,34 @@ describe('PATCH on a cluster node\'s raw HTTP/2 stream', { skip: skipUnlessTool(
       assert.equal(hop.status, 503, hop.body.toString());
       assert.equal(JSON.parse(hop.body.toString('utf8')).error.code, 'PARTITION_MOVING');
       assert.ok(hop.headers['retry-after'] !== undefined);
+    });
+
+    test('a schedule deleted through the cluster also cancels the untouched occurrences partition 0 holds of it', async () => {
+      const [a, b] = members as [Member, Member];
+      const zero = a.node.owned().includes(0) ? a : b;
+      const other = zero === a ? b : a;
+      let name = 'left-0';
+      for (let i = 1; !other.node.owned().includes(partitionOfKey(name, partitions)); i++) name = `left-${i}`;
+      const engine0 = zero.node.engineOf(0);
+      assert.ok(engine0 !== undefined);
+      // Four occurrences 20 s apart from a minute on: all within the two minutes created ahead.
+      await engine0.putSchedule(name, { everyMs: 20_000, startAtMs: Date.now() + 60_000, target, queue: 'default', payload: new TextEncoder().encode('tick'), headers: '' });
+      const prefix = new TextEncoder().encode(`schedule:${name}:`);
+      const pendingIn0 = async (): Promise<string[]> => (await engine0.listTimers({ keyPrefix: prefix, state: 'pending' }, 100)).timers.map((view) => view.id);
+      await waitUntil('partition 0 to create the occurrences ahead', 10_000, async () => (await pendingIn0()).length >= 3);
+      const occurrences = await pendingIn0();
+      // The schedule as the cluster has it, in its own partition; one of partition 0's occurrences patched by a user.
+      const put = await request(other, 'PUT', `/v1/schedules/${name}`, JSON.stringify({ every_ms: 3_600_000, start_at: new Date(Date.now() + 3_600_000).toISOString(), target }));
+      assert.equal(put.status, 200, put.body.toString());
+      const touched = occurrences[0] as string;
+      assert.equal((await request(zero, 'PATCH', `/v1/timers/${clusterIdOf(0, touched)}`, '{"payload":"mine"}')).status, 200);
+
+      const deleted = await request(zero, 'DELETE', `/v1/schedules/${name}`);
+      assert.equal(deleted.status, 200, deleted.body.toString());
+      assert.deepEqual(await pendingIn0(), [touched], 'the untouched occurrences in partition 0 are cancelled, the patched one is not');
+      for (const id of occurrences.slice(1)) assert.equal(engine0.get(id)?.state, 'cancelled', id);
+      assert.equal((await request(other, 'GET', `/v1/schedules/${name}`)).status, 404);
+      await engine0.deleteSchedule(name);
     });
   });
 });
