@@ -7,9 +7,10 @@
 //     headers (but date) and body the front's route gives the same request (sent with a query
 //     string, which the raw path leaves to fastify) and a single node gives: a reschedule,
 //     bad bodies, an unknown id, a stale If-Match
-//   - one of the other node's partition goes to fastify and is forwarded to its owner; a
-//     forwarded one is the route's (without the cluster secret 401 even for a partition owned
-//     here; with it, for a partition owned elsewhere, 503 PARTITION_MOVING with Retry-After)
+//   - one of the other node's partition goes to fastify and is forwarded to its owner, whose
+//     route (not its raw path) applies it; a forwarded one is the route's (without the cluster
+//     secret 401 even for a partition owned here; with it, applied by the route here, and for a
+//     partition owned elsewhere 503 PARTITION_MOVING with Retry-After)
 //
 // And, on the same nodes, the occurrences `fermata cluster import` leaves in partition 0 (see
 // test/integration/cluster-import.test.ts for the import itself): partition 0's engine is given a
@@ -89,11 +90,14 @@ async function add(to: Served, timer: object): Promise<string> {
   return (JSON.parse(answer.body.toString('utf8')) as { id: string }).id;
 }
 
-/** `body` PATCHed to `id` at `to`, asserting whether fastify answered it. */
-async function patch(to: Served, id: string, body: string, headers: Record<string, string>, viaFastify: boolean): Promise<H2Answer> {
+/**
+ * `body` PATCHed to `id` at `to`, asserting which answered it: the raw path, fastify (a request
+ * the raw path declines), or the route (sent with a query string, which the raw path leaves to fastify).
+ */
+async function patch(to: Served, id: string, body: string, headers: Record<string, string>, way: 'raw' | 'fastify' | 'route'): Promise<H2Answer> {
   const before = to.fastify;
-  const answer = await request(to, 'PATCH', `/v1/timers/${id}${viaFastify ? '?via=fastify' : ''}`, body, headers);
-  assert.equal(to.fastify, before + (viaFastify ? 1 : 0), viaFastify ? 'fastify answered it' : 'the raw path answered it');
+  const answer = await request(to, 'PATCH', `/v1/timers/${id}${way === 'route' ? '?via=fastify' : ''}`, body, headers);
+  assert.equal(to.fastify, before + (way === 'raw' ? 0 : 1), way === 'raw' ? 'the raw path answered it' : 'fastify answered it');
   return answer;
 }
 
@@ -181,9 +185,9 @@ describe('PATCH on a cluster node\'s raw HTTP/2 stream', { skip: skipUnlessTool(
       // on node a's raw path, through its fastify route and on the single node.
       const trio = async (): Promise<{ raw: string; route: string; single: string }> => ({ raw: await add(a, timer), route: await add(a, timer), single: await add(one, timer) });
       const all = async (ids: { raw: string; route: string; single: string }, body: string, headers: Record<string, string> = {}): Promise<void> => {
-        const raw = await patch(a, ids.raw, body, headers, false);
-        const route = await patch(a, ids.route, body, headers, true);
-        const alone = await patch(one, ids.single, body, headers, false);
+        const raw = await patch(a, ids.raw, body, headers, 'raw');
+        const route = await patch(a, ids.route, body, headers, 'route');
+        const alone = await patch(one, ids.single, body, headers, 'raw');
         assertSame(`PATCH ${body} ${JSON.stringify(headers)}`, { answer: raw, ids: [ids.raw] }, { answer: route, ids: [ids.route] }, { answer: alone, ids: [ids.single] });
       };
 
@@ -191,7 +195,7 @@ describe('PATCH on a cluster node\'s raw HTTP/2 stream', { skip: skipUnlessTool(
       const parts = clusterIdParts(ids.raw, partitions);
       assert.ok(parts !== undefined && a.node.owned().includes(parts.partition), 'the timer is in a partition of node a');
       const reschedule = JSON.stringify({ fire_at: '2030-02-01T10:00:00.000Z', payload: 'changed' });
-      const raw = await patch(a, ids.raw, reschedule, {}, false);
+      const raw = await patch(a, ids.raw, reschedule, {}, 'raw');
       assert.equal(raw.status, 200, raw.body.toString());
       assert.equal(raw.headers.etag, '"2"');
       assert.equal((JSON.parse(raw.body.toString('utf8')) as { id: string }).id, ids.raw, 'the answer names the timer by its cluster id');
@@ -201,8 +205,8 @@ describe('PATCH on a cluster node\'s raw HTTP/2 stream', { skip: skipUnlessTool(
       assertSame(
         'reschedule',
         { answer: raw, ids: [ids.raw] },
-        { answer: await patch(a, ids.route, reschedule, {}, true), ids: [ids.route] },
-        { answer: await patch(one, ids.single, reschedule, {}, false), ids: [ids.single] },
+        { answer: await patch(a, ids.route, reschedule, {}, 'route'), ids: [ids.route] },
+        { answer: await patch(one, ids.single, reschedule, {}, 'raw'), ids: [ids.single] },
       );
 
       // Refusals: the body, If-Match, an unknown id of a partition owned here.
@@ -212,28 +216,30 @@ describe('PATCH on a cluster node\'s raw HTTP/2 stream', { skip: skipUnlessTool(
       await all(stale, JSON.stringify({ payload: 'x' }), { 'if-match': 'W/"1"' });
       const unknown = { raw: clusterIdOf(parts.partition, unknownId), route: clusterIdOf(parts.partition, unknownId), single: unknownId };
       await all(unknown, JSON.stringify({ payload: 'x' }));
-      assert.equal(JSON.parse((await patch(a, unknown.raw, '{"payload":"x"}', {}, false)).body.toString('utf8')).error.code, 'NOT_FOUND');
+      assert.equal(JSON.parse((await patch(a, unknown.raw, '{"payload":"x"}', {}, 'raw')).body.toString('utf8')).error.code, 'NOT_FOUND');
 
       // The other node's timer: node a's fastify forwards it, node b's fastify applies it (a
       // forwarded request is the route's); node b patches its own on its raw path.
       const [remotePartition] = b.node.owned() as [number];
       const remote = await add(a, { ...timer, key: keyIn(remotePartition, 0, 'remote') });
       const bBefore = b.fastify;
-      const forwarded = await patch(a, remote, JSON.stringify({ payload: 'via a' }), { 'if-match': '"1"' }, true);
+      const forwarded = await patch(a, remote, JSON.stringify({ payload: 'via a' }), { 'if-match': '"1"' }, 'fastify');
       assert.equal(forwarded.status, 200, forwarded.body.toString());
       assert.equal(b.fastify, bBefore + 1, 'node b\'s route answered the forwarded PATCH');
       assert.equal(forwarded.headers.etag, '"2"');
       assert.equal((JSON.parse(forwarded.body.toString('utf8')) as { id: string }).id, remote);
-      const atB = await patch(b, remote, JSON.stringify({ payload: 'at b' }), { 'if-match': '"2"' }, false);
+      const atB = await patch(b, remote, JSON.stringify({ payload: 'at b' }), { 'if-match': '"2"' }, 'raw');
       assert.equal(atB.status, 200, atB.body.toString());
       assert.equal(atB.headers.etag, '"3"');
 
       // A forwarded PATCH is the route's: its secret checked even for a partition owned here, and
       // never forwarded again.
       const local = await add(a, timer);
-      const noSecret = await patch(a, local, '{"payload":"x"}', { 'fermata-forwarded': '1' }, true);
+      const noSecret = await patch(a, local, '{"payload":"x"}', { 'fermata-forwarded': '1' }, 'fastify');
       assert.equal(noSecret.status, 401, noSecret.body.toString());
-      const hop = await patch(a, remote, '{"payload":"x"}', { 'fermata-forwarded': '1', 'fermata-cluster-secret': secret }, true);
+      const withSecret = await patch(a, local, '{"payload":"x"}', { 'fermata-forwarded': '1', 'fermata-cluster-secret': secret }, 'fastify');
+      assert.equal(withSecret.status, 200, withSecret.body.toString());
+      const hop = await patch(a, remote, '{"payload":"x"}', { 'fermata-forwarded': '1', 'fermata-cluster-secret': secret }, 'fastify');
       assert.equal(hop.status, 503, hop.body.toString());
       assert.equal(JSON.parse(hop.body.toString('utf8')).error.code, 'PARTITION_MOVING');
       assert.ok(hop.headers['retry-after'] !== undefined);
