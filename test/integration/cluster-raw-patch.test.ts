@@ -15,9 +15,12 @@
 // And, on the same nodes, the occurrences `fermata cluster import` leaves in partition 0 (see
 // test/integration/cluster-import.test.ts for the import itself): partition 0's engine is given a
 // schedule whose name hashes to a partition of the other node, as the single node had it, and
-// its occurrences stand for those the import leaves; the schedule as the cluster knows it is
-// deleted through partition 0's owner (forwarded to the schedule's owner, which asks partition 0
-// back over HTTP): partition 0's untouched occurrences are cancelled, one a user patched is not.
+// its occurrences (the four within the two minutes created ahead; the next comes past this
+// test's span) stand for those the import leaves. The schedule as the cluster knows it, in its
+// own partition, is deleted through partition 0's owner (forwarded to the schedule's owner,
+// which asks partition 0 back over HTTP): partition 0's untouched occurrences are cancelled, one
+// a user patched is not. A pause and a replace do the same, a PUT that creates the schedule
+// does not, and a DELETE answered 404 (the schedule gone already) still does.
 // Every request is bounded in time.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -245,32 +248,54 @@ describe('PATCH on a cluster node\'s raw HTTP/2 stream', { skip: skipUnlessTool(
       assert.ok(hop.headers['retry-after'] !== undefined);
     });
 
-    test('a schedule deleted through the cluster also cancels the untouched occurrences partition 0 holds of it', async () => {
+    test('a schedule deleted, paused or replaced through the cluster also cancels the untouched occurrences partition 0 holds of it', async () => {
       const [a, b] = members as [Member, Member];
       const zero = a.node.owned().includes(0) ? a : b;
       const other = zero === a ? b : a;
-      let name = 'left-0';
-      for (let i = 1; !other.node.owned().includes(partitionOfKey(name, partitions)); i++) name = `left-${i}`;
       const engine0 = zero.node.engineOf(0);
       assert.ok(engine0 !== undefined);
-      // Four occurrences 20 s apart from a minute on: all within the two minutes created ahead.
-      await engine0.putSchedule(name, { everyMs: 20_000, startAtMs: Date.now() + 60_000, target, queue: 'default', payload: new TextEncoder().encode('tick'), headers: '' });
-      const prefix = new TextEncoder().encode(`schedule:${name}:`);
-      const pendingIn0 = async (): Promise<string[]> => (await engine0.listTimers({ keyPrefix: prefix, state: 'pending' }, 100)).timers.map((view) => view.id);
-      await waitUntil('partition 0 to create the occurrences ahead', 10_000, async () => (await pendingIn0()).length >= 3);
-      const occurrences = await pendingIn0();
-      // The schedule as the cluster has it, in its own partition; one of partition 0's occurrences patched by a user.
-      const put = await request(other, 'PUT', `/v1/schedules/${name}`, JSON.stringify({ every_ms: 3_600_000, start_at: new Date(Date.now() + 3_600_000).toISOString(), target }));
-      assert.equal(put.status, 200, put.body.toString());
-      const touched = occurrences[0] as string;
-      assert.equal((await request(zero, 'PATCH', `/v1/timers/${clusterIdOf(0, touched)}`, '{"payload":"mine"}')).status, 200);
+      let n = 0;
+      /** A schedule name of a partition of the other node, with occurrences pending in partition 0 as an import leaves them; their ids. */
+      const leftIn0 = async (): Promise<{ name: string; ids: string[] }> => {
+        let name = `left-${n++}`;
+        while (!other.node.owned().includes(partitionOfKey(name, partitions))) name = `left-${n++}`;
+        // Four occurrences 20 s apart from a minute on: all within the two minutes created ahead.
+        await engine0.putSchedule(name, { everyMs: 20_000, startAtMs: Date.now() + 60_000, target, queue: 'default', payload: new TextEncoder().encode('tick'), headers: '' });
+        await waitUntil('partition 0 to create the occurrences ahead', 10_000, async () => (await pendingIn0(name)).length >= 3);
+        return { name, ids: await pendingIn0(name) };
+      };
+      const pendingIn0 = async (name: string): Promise<string[]> =>
+        (await engine0.listTimers({ keyPrefix: new TextEncoder().encode(`schedule:${name}:`), state: 'pending' }, 100)).timers.map((view) => view.id);
+      const rule = JSON.stringify({ every_ms: 3_600_000, start_at: new Date(Date.now() + 3_600_000).toISOString(), target });
+      const put = async (name: string): Promise<void> => assert.equal((await request(other, 'PUT', `/v1/schedules/${name}`, rule)).status, 200);
 
-      const deleted = await request(zero, 'DELETE', `/v1/schedules/${name}`);
-      assert.equal(deleted.status, 200, deleted.body.toString());
-      assert.deepEqual(await pendingIn0(), [touched], 'the untouched occurrences in partition 0 are cancelled, the patched one is not');
-      for (const id of occurrences.slice(1)) assert.equal(engine0.get(id)?.state, 'cancelled', id);
-      assert.equal((await request(other, 'GET', `/v1/schedules/${name}`)).status, 404);
-      await engine0.deleteSchedule(name);
+      // DELETE through partition 0's owner (forwarded to the schedule's, which asks partition 0
+      // back): the occurrence a user patched stays.
+      const deleted = await leftIn0();
+      await put(deleted.name);
+      const touched = deleted.ids[0] as string;
+      assert.equal((await request(zero, 'PATCH', `/v1/timers/${clusterIdOf(0, touched)}`, '{"payload":"mine"}')).status, 200);
+      const answer = await request(zero, 'DELETE', `/v1/schedules/${deleted.name}`);
+      assert.equal(answer.status, 200, answer.body.toString());
+      assert.deepEqual(await pendingIn0(deleted.name), [touched], 'the untouched occurrences in partition 0 are cancelled, the patched one is not');
+      for (const id of deleted.ids.slice(1)) assert.equal(engine0.get(id)?.state, 'cancelled', id);
+      assert.equal((await request(other, 'GET', `/v1/schedules/${deleted.name}`)).status, 404);
+
+      // A pause and a replace through the schedule's owner; a DELETE of a schedule gone already
+      // (404) too, so a DELETE sent again after partition 0 failed to answer finishes the job.
+      const paused = await leftIn0();
+      await put(paused.name);
+      assert.equal((await request(other, 'POST', `/v1/schedules/${paused.name}/pause`)).status, 200);
+      assert.deepEqual(await pendingIn0(paused.name), [], 'a pause');
+      const replaced = await leftIn0();
+      await put(replaced.name);
+      assert.ok((await pendingIn0(replaced.name)).length >= 3, 'a PUT that creates the schedule cancels nothing, as on one node');
+      await put(replaced.name);
+      assert.deepEqual(await pendingIn0(replaced.name), [], 'a replace');
+      const gone = await leftIn0();
+      assert.equal((await request(other, 'DELETE', `/v1/schedules/${gone.name}`)).status, 404);
+      assert.deepEqual(await pendingIn0(gone.name), [], 'a DELETE answered 404');
+      for (const { name } of [deleted, paused, replaced, gone]) await engine0.deleteSchedule(name);
     });
   });
 });
