@@ -8,11 +8,11 @@
 // One route has a second way in: a plain one-timer JSON `POST /v1/timers` over HTTP/2 is
 // answered on the raw stream before fastify sees it (h2-single-add.ts, decision 0013), with
 // this server's JSON parser, bearer check and admit coalescer and the route's own answer;
-// so is a plain `PATCH /v1/timers/{id}` on a single node (h2-patch.ts).
+// so is a plain `PATCH /v1/timers/{id}` (h2-patch.ts; on a cluster node, of a partition it owns).
 // Routes import their types from types.ts, never this file: nothing imports back into the
 // server. In cluster mode (`cluster` instead of `engine`) there is no single engine: the timer
 // routes are the cluster front's (cluster/front.ts) and health, /metrics, queues and schedules
-// the node's (cluster/node-routes.ts); /v1/clock is not served and the HTTP/2 fast path is off.
+// the node's (cluster/node-routes.ts); /v1/clock is not served and the HTTP/2 fast paths route as the front does.
 // Built and served on the main thread.
 //
 // Why `http2: true` together with `serverFactory`: at run time fastify reads `http2` only to
@@ -37,10 +37,11 @@ import { jsonBodyProblem } from './body/json-hints.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';
 import { H2SingleAdd } from './h2-single-add.ts';
-import { H2Patch } from './h2-patch.ts';
+import { H2Patch, singleEngine } from './h2-patch.ts';
 import type { LineAdmitter } from './timer-stream.ts';
 import { clusterFront, type ClusterFrontOptions } from './cluster/front.ts';
 import { clusterNodeRoutes, type NodeDirectory } from './cluster/node-routes.ts';
+import { clusterPatchTimers } from './cluster/raw-patch.ts';
 import { Access, fullGrant } from '../auth/access.ts';
 import { AuditTrail } from '../auth/audit.ts';
 import { installAuditHook } from './audit-hook.ts';
@@ -176,9 +177,12 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   if (options.cluster !== undefined) {
     // Cluster mode: timers, lists, dead letters and stats act on the partitions' engines, the rest on the node (ingest/http/cluster/).
     const { notReady, ...front } = options.cluster;
-    // The single add's raw HTTP/2 path, its timer routed as the front routes it.
-    const fastSingleAdd = (admitterFor: (headers: http2.IncomingHttpHeaders) => LineAdmitter | undefined): void =>
-      app.server.takeStreams(new H2SingleAdd({ admitter: admitterFor, clock: front.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log }));
+    // The single add's raw HTTP/2 path, its timer routed as the front routes it; PATCH's, for a timer of a partition owned here (cluster/raw-patch.ts).
+    const fastSingleAdd = (admitterFor: (headers: http2.IncomingHttpHeaders) => LineAdmitter | undefined): void => {
+      const singleAdd = new H2SingleAdd({ admitter: admitterFor, clock: front.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log });
+      const patch = new H2Patch({ timers: clusterPatchTimers(front.directory), parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log });
+      app.server.takeStreams({ take: (stream, headers) => singleAdd.take(stream, headers) || patch.take(stream, headers) });
+    };
     void app.register(clusterFront, { ...front, fastSingleAdd });
     void app.register(clusterNodeRoutes, { directory: front.directory, notReady, guard, metrics });
     void app.register(limitsRoutes);
@@ -191,7 +195,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const coalescer = options.coalescer ?? new AdmitCoalescer(engine);
   const singleAdd = new H2SingleAdd({ admitter: coalescer, clock: engine.clock, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log });
   // PATCH /v1/timers/{id} has a raw HTTP/2 path too (h2-patch.ts); each taker looks at the method first.
-  const patch = new H2Patch({ engine, parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log });
+  const patch = new H2Patch({ timers: singleEngine(engine), parseJson: (text) => jsonParser.value(text), bearer: bearerCheck(access), logger: app.log });
   app.server.takeStreams({ take: (stream, headers) => singleAdd.take(stream, headers) || patch.take(stream, headers) });
   void app.register(healthRoutes, { engine, disk, warm });
   // What /v1/stats shows of the data directory's disk: its files' bytes and the free space read for /readyz.

@@ -70,7 +70,7 @@ export interface ClusterFrontOptions {
   readonly clock: Clock;
   /** The cluster's queue configs (queue-routes.ts); absent without a cluster database. */
   readonly queues?: ClusterQueues | undefined;
-  /** Installs the server's raw HTTP/2 single-add path with the front's routing (server.ts does; absent, fastify serves every add). */
+  /** Installs the server's raw HTTP/2 single-add path with the front's routing, and PATCH's (server.ts does: cluster/raw-patch.ts); absent, fastify serves every add and PATCH. */
   readonly fastSingleAdd?: ((admitterFor: (headers: http2.IncomingHttpHeaders) => LineAdmitter | undefined) => void) | undefined;
 }
 

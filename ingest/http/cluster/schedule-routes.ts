@@ -9,8 +9,11 @@
 //                       name is in one partition only, so the page's last name is the cursor
 //                       for every partition
 //
-// What each route does on the engine is the single node's (routes/schedules.ts). A partition
-// that cannot answer fails the request (503 PARTITION_MOVING, or what its owner answered).
+// What each route does on the engine is the single node's (routes/schedules.ts); a replace, a
+// pause and a delete (even one finding the schedule gone) of a schedule of partition p ≠ 0 also
+// cancel the occurrences `fermata cluster import` left of it in partition 0
+// (imported-occurrences.ts), once its own change is durable. A partition that cannot answer
+// fails the request (503 PARTITION_MOVING, or what its owner answered).
 import type { FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
 import type http2 from 'node:http2';
 import type { Engine } from '../../../engine/engine.ts';
@@ -31,6 +34,8 @@ import type { CleartextListener } from '../listen/cleartext-listener.ts';
 import type { HttpServer } from '../types.ts';
 import type { PartitionCall } from './fan-out.ts';
 import { partitionHeader } from './fan-out.ts';
+import { httpErrorCodes, HttpProblem } from '../error-map.ts';
+import { cancelLeftOccurrences } from './imported-occurrences.ts';
 
 /** Serves a request on its partition: `local` on the engine here, else the request as its owner answers it. */
 export type OnPartition = <G extends RouteGenericInterface>(
@@ -50,9 +55,18 @@ export interface ClusterScheduleRoutesOptions {
 
 export function clusterScheduleRoutes(app: HttpServer, { partitions, onPartition, call, onlyPartition }: ClusterScheduleRoutesOptions): void {
   const partitionOf = (name: string): number => partitionOfKey(name, partitions);
+  /** What a replace, pause or delete also cancels in partition 0 when the schedule is another partition's (imported-occurrences.ts). */
+  const cancelLeftIn0 = async (name: string, authorization: string | undefined): Promise<void> => {
+    if (partitionOf(name) !== 0) await cancelLeftOccurrences(call, name, authorization);
+  };
 
   app.put<{ Params: NameParams; Body: unknown }>('/v1/schedules/:name', { schema: { response: { 200: scheduleSchema } } }, async (request, reply) =>
-    onPartition(partitionOf(request.params.name), request, reply, (engine) => scheduleActions.put(engine, request.params.name, request.body)),
+    onPartition(partitionOf(request.params.name), request, reply, async (engine) => {
+      const replacing = engine.schedule(request.params.name) !== undefined;
+      const answer = await scheduleActions.put(engine, request.params.name, request.body);
+      if (replacing) await cancelLeftIn0(request.params.name, request.headers.authorization);
+      return answer;
+    }),
   );
 
   app.get<{ Params: NameParams }>('/v1/schedules/:name', { schema: { response: { 200: scheduleSchema } } }, async (request, reply) =>
@@ -60,12 +74,27 @@ export function clusterScheduleRoutes(app: HttpServer, { partitions, onPartition
   );
 
   app.delete<{ Params: NameParams }>('/v1/schedules/:name', { schema: { response: { 200: scheduleDeletedSchema } } }, async (request, reply) =>
-    onPartition(partitionOf(request.params.name), request, reply, (engine) => scheduleActions.delete(engine, request.params.name)),
+    onPartition(partitionOf(request.params.name), request, reply, async (engine) => {
+      let answer;
+      try {
+        answer = await scheduleActions.delete(engine, request.params.name);
+      } catch (err) {
+        // Gone already: a DELETE sent again after partition 0 could not answer cancels what is left there all the same.
+        if (err instanceof HttpProblem && err.code === httpErrorCodes.notFound) await cancelLeftIn0(request.params.name, request.headers.authorization);
+        throw err;
+      }
+      await cancelLeftIn0(request.params.name, request.headers.authorization);
+      return answer;
+    }),
   );
 
   for (const [action, paused] of pauseActions) {
     app.post<{ Params: NameParams }>(`/v1/schedules/:name/${action}`, { schema: { response: { 200: scheduleSchema } } }, async (request, reply) =>
-      onPartition(partitionOf(request.params.name), request, reply, (engine) => scheduleActions.setPaused(engine, request.params.name, paused)),
+      onPartition(partitionOf(request.params.name), request, reply, async (engine) => {
+        const answer = await scheduleActions.setPaused(engine, request.params.name, paused);
+        if (paused) await cancelLeftIn0(request.params.name, request.headers.authorization);
+        return answer;
+      }),
     );
   }
 
