@@ -17,7 +17,7 @@
 import { ColumnsAhead, type ColumnsAheadOptions } from '../memory/columns-ahead.ts';
 import { arenaOffsetSpan } from './byte-arena.ts';
 import { type ColumnMaker, ColumnMemory, widened } from './column-growth.ts';
-import type { IndexColumn, IndexColumnKind } from './resident-layout.ts';
+import type { IndexColumn, IndexColumnKind, ReadonlyColumn } from './resident-layout.ts';
 import { residentKeyBytesMax } from './resident-layout.ts';
 import { movedColumns, movedSlotNumbers, type ShrinkPlan } from './shrink.ts';
 
@@ -48,6 +48,35 @@ export class ResidentColumns {
     this.columnsAhead = new ColumnsAhead(aheadOptions);
     this.columnCapacity = capacity;
     this.#replace((Type) => new Type(capacity));
+  }
+
+  // The columns, read by slot. Growth replaces them, so read these again after any allocate().
+  get fireAt(): ReadonlyColumn {
+    return this.fireAtColumn;
+  }
+  get dueAt(): ReadonlyColumn {
+    return this.dueAtColumn;
+  }
+  get logSeq(): ReadonlyColumn {
+    return this.logSeqColumn;
+  }
+  get row(): ReadonlyColumn {
+    return this.rowColumn;
+  }
+  get state(): ReadonlyColumn {
+    return this.stateColumn;
+  }
+  get attempts(): ReadonlyColumn {
+    return this.attemptsColumn;
+  }
+  get queueIndex(): ReadonlyColumn {
+    return this.queueIndexColumn;
+  }
+  get targetIndex(): ReadonlyColumn {
+    return this.targetIndexColumn;
+  }
+  get lastStatus(): ReadonlyColumn {
+    return this.lastStatusColumn;
   }
 
   /** Widens every column to `capacity` slots (or more, when the columns made ahead for it are larger). */

@@ -16,7 +16,7 @@
 // The call's token goes on to the request, whose check it passes again. Main thread.
 import type { QueueConfig } from '../../engine/queues.ts';
 import { type HttpCall, type HttpRequest, refusalOf } from '../grpc/cluster-timers-service.ts';
-import { queueConfigFields } from '../grpc/timers-service.ts';
+import { queueConfigFields } from '../grpc/timer-messages.ts';
 import { mediaTypes } from '../http/media-types.ts';
 import type { CallHeaders, FlightQueue, FlightTimers } from './flight-timers.ts';
 import { type BatchAnswerJson, putResultOfAnswer } from './put-result.ts';

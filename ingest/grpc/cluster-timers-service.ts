@@ -11,12 +11,12 @@
 // the part's status (UNAVAILABLE with RetryInfo when an owner is gone), without the rows that
 // were accepted (the HTTP answer lists them; sending the batch again is safe, as there). Arrow
 // Flight shares the port (`also`: ingest/flight/cluster-flight-timers.ts, made of requests to the
-// front the same way; cli/serve/listeners.ts). Authentication is call-auth.ts's,
+// front the same way; cli/serve/listeners.ts). Calls are taken and answered as call-wrappers.ts
+// does for both Timers services. Authentication is call-auth.ts's,
 // as on one node, and the caller's token goes on to the HTTP request, whose check it passes
 // again. Health follows the node's /readyz. Main thread.
-import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, Server, ServerCredentials, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { type handleUnaryCall, type Metadata, Server, ServerCredentials, type ServerDuplexStream, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { isUtf8 } from 'node:buffer';
-import { once } from 'node:events';
 import type { Logger } from 'pino';
 import { ReflectionService } from '@grpc/reflection';
 import type { Access } from '../auth/access.ts';
@@ -25,15 +25,13 @@ import { isoOf } from '../http/iso-time.ts';
 import { streamLimits, timerListLimits } from '../http/route-limits.ts';
 import type { PeerGuard } from '../http/listen/peer-guard.ts';
 import { httpLimits, ingestLimits } from '../../engine/limits.ts';
-import { callRefusal } from './call-auth.ts';
+import { CallWrappers, writeTimerPages } from './call-wrappers.ts';
 import { listenGuarded } from './guarded-listener.ts';
 import { reflectedPackage, timersPackage } from './proto-files.ts';
 import { ReadinessHealth } from './readiness-health.ts';
-import { type GrpcFailure, grpcFailure, rpcStatusOf, type RpcStatus } from './status-map.ts';
-import { type DeadTimerMessage, filterFields, msOf, type NewTimer, type RescheduleRequest, type Seconds, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, type TimerMessage } from './timer-messages.ts';
-import { checkDeadline, grpcServerOptions, queueConfigFields, timersServiceName } from './timers-service.ts';
+import { type DeadTimerMessage, eachTimer, filterFields, msOf, type NewTimer, queueConfigOf, type RescheduleRequest, type Seconds, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, type TimerMessage } from './timer-messages.ts';
+import { grpcServerOptions, timersServiceName } from './timers-service.ts';
 import type { TimerStateName } from '../../engine/engine.ts';
-import { errorCodes, FermataError } from '../../engine/errors.ts';
 
 /** One request to the node's HTTP server and its answer. */
 export interface HttpRequest {
@@ -143,9 +141,7 @@ function addedOf(json: AddJson): Record<string, unknown> {
 
 /** A queue as GET /v1/queues/{name} writes it (its config's fields beside its name) → the Queue message. */
 function queueOf(json: Record<string, unknown>): Record<string, unknown> {
-  const config: Record<string, unknown> = {};
-  for (const field of queueConfigFields) if (json[field] !== undefined && json[field] !== null) config[field] = json[field];
-  return { name: json.name, config, paused: json.paused === true };
+  return { name: json.name, config: queueConfigOf(json), paused: json.paused === true };
 }
 
 /** A payload as an add's JSON takes it: text when it is UTF-8, else base64. */
@@ -210,14 +206,12 @@ export interface ClusterGrpcListener {
 
 export class ClusterTimersService {
   readonly #http: HttpCall;
-  readonly #logger: Logger;
-  readonly #access: Access;
+  readonly #calls: CallWrappers;
   readonly #health: ReadinessHealth;
 
   constructor(options: ClusterTimersServiceOptions) {
     this.#http = options.http;
-    this.#logger = options.logger;
-    this.#access = options.access;
+    this.#calls = new CallWrappers(options.access, options.logger);
     this.#health = new ReadinessHealth(['', timersServiceName], options.notReady);
   }
 
@@ -282,26 +276,13 @@ export class ClusterTimersService {
         if (request.batch === 'arrow' && request.arrow !== undefined) {
           answer = await this.#ask(metadata, 'POST', '/v1/timers', request.arrow, { 'content-type': 'application/vnd.apache.arrow.stream' });
         } else {
-          const timers = request.timers?.timers ?? [];
-          if (timers.length === 0) throw new FermataError(errorCodes.batchInvalid, 'timers must hold at least one timer', { field: 'timers' });
-          const lines = timers.map((timer, row) => {
-            try {
-              return JSON.stringify(timerJsonOf(timer));
-            } catch (err) {
-              if (!(err instanceof FermataError)) throw err;
-              throw new FermataError(err.code, `${err.message} (row ${row})`, { ...err.details, row }, err);
-            }
-          });
+          const lines = eachTimer(request.timers?.timers ?? [], (timer) => JSON.stringify(timerJsonOf(timer)));
           answer = await this.#ask(metadata, 'POST', '/v1/timers', Buffer.from(lines.join('\n') + '\n'), { 'content-type': 'application/x-ndjson' });
         }
         const duplicateRows = answer.duplicate_rows.map(({ row, state, differs }) => ({ row, state: stateEnumOf(state), differs }));
         return { accepted: answer.accepted, duplicates: answer.duplicates, ids: answer.ids, revisions: answer.revisions, duplicate_rows: duplicateRows };
       }, (request) => (request.batch === 'arrow' ? 'arrow' : 'timers')),
-      StreamAddTimers: ((call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>) => {
-        const refusal = callRefusal(this.#access, call.metadata, call.getPath());
-        if (refusal !== undefined) return this.#fail(call, grpcFailure(refusal));
-        this.#streamAdds(call);
-      }) satisfies handleBidiStreamingCall<{ timer: NewTimer | null }, unknown>,
+      StreamAddTimers: this.#calls.bidiStream((call: ServerDuplexStream<{ timer: NewTimer | null }, unknown>) => this.#streamAdds(call)),
       GetTimer: this.#unary<{ id: string }>(async ({ id }, metadata) => ({ timer: timerOf(await this.#ask<TimerJson>(metadata, 'GET', `/v1/timers/${path(id)}`)) })),
       CancelTimer: this.#unary<{ id: string; revision?: number }>(async ({ id, revision }, metadata) => {
         const cancelled = await this.#ask<{ id: string; state: TimerStateName; revision: number }>(metadata, 'DELETE', `/v1/timers/${path(id)}`, undefined, revision === undefined ? {} : { 'if-match': `"${revision}"` });
@@ -315,22 +296,14 @@ export class ClusterTimersService {
         const page = await this.#ask<{ timers: TimerJson[]; next_cursor: string | null }>(metadata, 'GET', `/v1/timers${listQuery(request.filter, request.limit, request.cursor)}`);
         return { timers: page.timers.map(timerOf), next_cursor: page.next_cursor ?? '' };
       }),
-      ExportTimers: ((call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>) => {
-        const refusal = callRefusal(this.#access, call.metadata, call.getPath());
-        if (refusal !== undefined) return this.#fail(call, grpcFailure(refusal));
-        this.#export(call).catch((err: unknown) => this.#fail(call, this.#failureOf(err)));
-      }) satisfies handleServerStreamingCall<{ filter: TimerFilterMessage | null }, unknown>,
+      ExportTimers: this.#calls.serverStream((call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>) => this.#export(call)),
       CancelTimers: this.#unary<{ target?: 'filter' | 'ids'; filter?: TimerFilterMessage | null; ids?: { ids: string[] } | null }>(async (request, metadata) => {
         const body = request.target === 'ids' ? { ids: request.ids?.ids ?? [] } : filterFields(request.filter ?? null);
         return this.#ask(metadata, 'POST', '/v1/timers/cancel', body);
       }),
       ListQueues: this.#unary<unknown>(async (_request, metadata) => ({ queues: (await this.#ask<{ queues: Record<string, unknown>[] }>(metadata, 'GET', '/v1/queues')).queues.map(queueOf) })),
       GetQueue: this.#unary<{ name: string }>(async ({ name }, metadata) => ({ queue: queueOf(await this.#ask(metadata, 'GET', `/v1/queues/${path(name)}`)) })),
-      SetQueue: this.#unary<{ name: string; config: Record<string, unknown> | null }>(async ({ name, config }, metadata) => {
-        const input: Record<string, unknown> = {};
-        for (const field of queueConfigFields) if (config?.[field] !== undefined && config[field] !== null) input[field] = config[field];
-        return { queue: queueOf(await this.#ask(metadata, 'PUT', `/v1/queues/${path(name)}`, input)) };
-      }),
+      SetQueue: this.#unary<{ name: string; config: Record<string, unknown> | null }>(async ({ name, config }, metadata) => ({ queue: queueOf(await this.#ask(metadata, 'PUT', `/v1/queues/${path(name)}`, queueConfigOf(config))) })),
       DeleteQueue: this.#unary<{ name: string }>(async ({ name }, metadata) => {
         await this.#ask(metadata, 'DELETE', `/v1/queues/${path(name)}`);
         return { name };
@@ -359,39 +332,20 @@ export class ClusterTimersService {
   }
 
   /**
-   * A unary method: authenticated, refused unstarted once its deadline passed (as one node
-   * refuses a write), then `answer`ed; `rowsOf` names a batch's rows in errors (timers[ROW].FIELD).
+   * A unary method (call-wrappers.ts): authenticated, refused unstarted once its deadline passed
+   * (as one node refuses a write), then `answer`ed; `rowsOf` names a batch's rows in errors
+   * (timers[ROW].FIELD).
    */
   #unary<Request>(answer: (request: Request, metadata: Metadata) => Promise<unknown>, rowsOf?: (request: Request) => string): handleUnaryCall<Request, unknown> {
-    return (call: ServerUnaryCall<Request, unknown>, callback) => {
-      const refusal = callRefusal(this.#access, call.metadata, call.getPath());
-      if (refusal !== undefined) return callback(grpcFailure(refusal));
-      const rowPath = rowsOf?.(call.request);
-      let answered: Promise<unknown>;
-      try {
-        checkDeadline(call);
-        answered = answer(call.request, call.metadata);
-      } catch (err) {
-        return callback(this.#failureOf(err, rowPath));
-      }
-      answered.then(
-        (response) => callback(null, response),
-        (err: unknown) => callback(this.#failureOf(err, rowPath)),
-      );
-    };
+    return this.#calls.unary(answer, true, rowsOf);
   }
 
   /** Every match, page after page of the merged list, each read once the one before it was taken. */
   async #export(call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>): Promise<void> {
-    let cursor = '';
-    for (;;) {
-      if (call.cancelled) return;
+    await writeTimerPages(call, '', async (cursor) => {
       const page = await this.#ask<{ timers: TimerJson[]; next_cursor: string | null }>(call.metadata, 'GET', `/v1/timers${listQuery(call.request.filter, timerListLimits.max, cursor)}`);
-      if (page.timers.length > 0 && !call.write({ timers: page.timers.map(timerOf) })) await Promise.race([once(call, 'drain'), once(call, 'cancelled')]);
-      if (page.next_cursor === null) break;
-      cursor = page.next_cursor;
-    }
-    if (!call.cancelled) call.end();
+      return { timers: page.timers.map(timerOf), next: page.next_cursor ?? undefined };
+    });
   }
 
   /**
@@ -410,7 +364,7 @@ export class ClusterTimersService {
         try {
           return { added: addedOf(await this.#ask<AddJson>(call.metadata, 'POST', '/v1/timers', timerJsonOf(request.timer))) };
         } catch (err) {
-          return { error: this.#statusOf(err) };
+          return { error: this.#calls.requestStatus(err) };
         }
       })();
       written = written.then(async () => {
@@ -426,22 +380,6 @@ export class ClusterTimersService {
         if (!call.cancelled) call.end();
       });
     });
-  }
-
-  #statusOf(err: unknown): RpcStatus {
-    const { unexpected, ...status } = rpcStatusOf(err);
-    if (unexpected) this.#logger.error({ err }, 'unexpected error answering a StreamAddTimers request');
-    return status;
-  }
-
-  #failureOf(err: unknown, rowPath?: string): GrpcFailure {
-    const failure = grpcFailure(err, rowPath);
-    if (failure.unexpected) this.#logger.error({ err }, 'unexpected error answering a gRPC call');
-    return failure;
-  }
-
-  #fail(call: { emit(event: 'error', value: unknown): boolean }, failure: GrpcFailure): void {
-    call.emit('error', { code: failure.code, details: failure.details, metadata: failure.metadata });
   }
 }
 

@@ -135,6 +135,22 @@ export function specOf(timer: NewTimer | null | undefined, nowMs: number): Timer
   return spec;
 }
 
+/**
+ * An AddTimers batch's timers, each made what `convert` makes of it; an empty batch is refused,
+ * and a timer refused is refused as its row (the status names timers[ROW].FIELD).
+ */
+export function eachTimer<T>(timers: readonly NewTimer[], convert: (timer: NewTimer) => T): T[] {
+  if (timers.length === 0) throw new FermataError(errorCodes.batchInvalid, 'timers must hold at least one timer', { field: 'timers' });
+  return timers.map((timer, row) => {
+    try {
+      return convert(timer);
+    } catch (err) {
+      if (!(err instanceof FermataError)) throw err;
+      throw new FermataError(err.code, `${err.message} (row ${row})`, { ...err.details, row }, err);
+    }
+  });
+}
+
 /** The change a RescheduleTimerRequest asks for; no field at all is refused, as an empty PATCH is. */
 export function patchOf(request: RescheduleRequest, nowMs: number): TimerPatch {
   const patch: { -readonly [K in keyof TimerPatch]: TimerPatch[K] } = {};
@@ -212,4 +228,19 @@ export function filterFields(filter: TimerFilterMessage | null): Record<string, 
   if (filter.due_after !== null) fields.due_after = msOf(filter.due_after, 'due_after');
   if (filter.due_before !== null) fields.due_before = msOf(filter.due_before, 'due_before');
   return fields;
+}
+
+/** The QueueConfig message's fields, as PUT /v1/queues/{name}'s body and GET's answer name them. */
+export const queueConfigFields = ['max_attempts', 'min_backoff_ms', 'max_backoff_ms', 'max_doublings', 'rate_per_s', 'max_concurrent', 'timeout_ms', 'delivery', 'sink', 'batch_rows_max', 'linger_ms', 'retention_ms', 'dead_retention_ms', 'max_pending'] as const;
+
+/**
+ * The QueueConfig fields `source` gives (neither undefined nor null): a QueueConfig message as
+ * PUT /v1/queues/{name}'s body, whose fields the engine checks, or a queue as the HTTP API
+ * writes it as the message's config.
+ */
+export function queueConfigOf(source: Readonly<Record<string, unknown>> | null): Record<string, unknown> {
+  const config: Record<string, unknown> = {};
+  if (source === null) return config;
+  for (const field of queueConfigFields) if (source[field] !== undefined && source[field] !== null) config[field] = source[field];
+  return config;
 }

@@ -3,7 +3,8 @@
 // each method calls the engine through the same helpers its HTTP route does (the admit
 // coalescer, timer-filter.ts, timer-patch.ts's rescheduleTimer, timer-cancel.ts, dead.ts's
 // redrive and discard, bulk cancel's body reader), so the two APIs cannot differ in what they do;
-// errors leave through status-map.ts. Every write is answered once durable.
+// calls are taken and answered as call-wrappers.ts does for both Timers services, errors leaving
+// through status-map.ts. Every write is answered once durable.
 //
 // Deadlines: a call whose deadline has passed when its handler runs is answered
 // DEADLINE_EXCEEDED without touching the engine; once a write is handed to the engine it
@@ -11,11 +12,10 @@
 // write stays durable (a retry with the key is then a duplicate). Streaming calls stop at their
 // deadline or when the client cancels.
 //
-// Authentication: every Timers call asks call-auth.ts; reflection and health are open, as
+// Authentication: every Timers call asks call-auth.ts (call-wrappers.ts); reflection and health are open, as
 // /healthz is (they say nothing a client without a token could misuse). Main thread.
-import { once } from 'node:events';
 import type http2 from 'node:http2';
-import { type handleBidiStreamingCall, type handleServerStreamingCall, type handleUnaryCall, type Metadata, type MethodDefinition, type Server, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { handleUnaryCall, MethodDefinition, Server, ServerDuplexStream, ServerWritableStream, ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import type { Logger } from 'pino';
@@ -36,14 +36,14 @@ import { bulkCancelTargetOf, limitOf } from '../http/routes/timer-list.ts';
 import { rescheduleTimer } from '../http/routes/timer-patch.ts';
 import { cancelTimer } from '../http/timer-cancel.ts';
 import { timerFilterOf } from '../http/timer-filter.ts';
-import { callRefusal } from './call-auth.ts';
+import { CallWrappers, writeTimerPages } from './call-wrappers.ts';
 import { traceOfMetadata } from './trace-metadata.ts';
 import { type TraceHeaders, withTrace } from '../../engine/trace-context.ts';
 import { reflectedPackage, timersPackage } from './proto-files.ts';
 import { ReadinessHealth } from './readiness-health.ts';
 import { StreamAddCodec, type StreamAddAnswer } from './stream-add-codec.ts';
-import { type GrpcFailure, grpcFailure, rpcStatusOf, type RpcStatus } from './status-map.ts';
-import { deadTimerMessage, filterFields, type NewTimer, patchOf, type RescheduleRequest, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, timerMessage, type TimerStateEnum } from './timer-messages.ts';
+import type { RpcStatus } from './status-map.ts';
+import { deadTimerMessage, eachTimer, filterFields, type NewTimer, patchOf, queueConfigOf, type RescheduleRequest, secondsOf, specOf, stateEnumOf, type TimerFilterMessage, timerMessage, type TimerStateEnum } from './timer-messages.ts';
 
 export const timersServiceName = 'fermata.v1.Timers';
 
@@ -91,8 +91,6 @@ interface AddTimerResponse<State = TimerStateEnum> {
   readonly differs: readonly string[];
 }
 
-type Call = { readonly metadata: Metadata; getDeadline(): Date | number; getPath(): string };
-
 const noDiffers: readonly string[] = [];
 
 /**
@@ -106,26 +104,8 @@ function addAnswer<State>(id: string, original: DuplicateAnswer | undefined, fir
 
 const enumName = (state: TimerStateEnum): TimerStateEnum => state;
 
-/** A write handed to the engine after its call's deadline would be answered to no one: refused before it starts. */
-export function checkDeadline(call: Call): void {
-  const deadline = call.getDeadline();
-  const ms = deadline instanceof Date ? deadline.getTime() : deadline;
-  if (Number.isFinite(ms) && Date.now() >= ms) throw new HttpProblem(httpErrorCodes.requestTimeout, 'the call\'s deadline passed before it was handled: nothing was done');
-}
-
 function queueMessage({ name, config, paused }: QueueView): Record<string, unknown> {
   return { name, config, paused };
-}
-
-/** The QueueConfig message's fields, as PUT /v1/queues/{name}'s body names them. */
-export const queueConfigFields = ['max_attempts', 'min_backoff_ms', 'max_backoff_ms', 'max_doublings', 'rate_per_s', 'max_concurrent', 'timeout_ms', 'delivery', 'sink', 'batch_rows_max', 'linger_ms', 'retention_ms', 'dead_retention_ms', 'max_pending'] as const;
-
-/** A QueueConfig message → PUT /v1/queues/{name}'s body: the fields given; the engine checks them. */
-function queueInput(config: Record<string, unknown> | null): Record<string, unknown> {
-  const input: Record<string, unknown> = {};
-  if (config === null) return input;
-  for (const field of queueConfigFields) if (config[field] !== undefined && config[field] !== null) input[field] = config[field];
-  return input;
 }
 
 const noSuchQueue = (name: string): HttpProblem => new HttpProblem(httpErrorCodes.notFound, `no queue ${name}`);
@@ -135,19 +115,6 @@ function cursorOf(cursor: string): ReturnType<typeof decodeCursor> {
   const after = decodeCursor(cursor);
   if (after === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(cursor)} is not one: pass a page's next_cursor as it came`, 'cursor');
   return after;
-}
-
-/** A batch's specs, each refused as its row (timers[ROW].FIELD). */
-function specsOf(timers: readonly NewTimer[], nowMs: number): TimerSpec[] {
-  if (timers.length === 0) throw new FermataError(errorCodes.batchInvalid, 'timers must hold at least one timer', { field: 'timers' });
-  return timers.map((timer, row) => {
-    try {
-      return specOf(timer, nowMs);
-    } catch (err) {
-      if (!(err instanceof FermataError)) throw err;
-      throw new FermataError(err.code, `${err.message} (row ${row})`, { ...err.details, row }, err);
-    }
-  });
 }
 
 function addTimersAnswer(admitted: Admitted, delayRows: boolean | Uint8Array): Record<string, unknown> {
@@ -163,8 +130,7 @@ function addTimersAnswer(admitted: Admitted, delayRows: boolean | Uint8Array): R
 
 export class TimersService {
   readonly #engine: Engine;
-  readonly #logger: Logger;
-  readonly #access: Access;
+  readonly #calls: CallWrappers;
   readonly #coalescer: AdmitCoalescer;
   readonly #package: PackageDefinition = timersPackage();
   readonly #health: ReadinessHealth;
@@ -172,8 +138,7 @@ export class TimersService {
 
   constructor(options: TimersServiceOptions) {
     this.#engine = options.engine;
-    this.#logger = options.logger;
-    this.#access = options.access;
+    this.#calls = new CallWrappers(options.access, options.logger);
     this.#health = new ReadinessHealth(['', timersServiceName], options.readiness ?? { engine: options.engine });
     // Single adds of one turn (AddTimer, every StreamAddTimers and, when shared, HTTP's) share a record.
     this.#coalescer = options.coalescer ?? new AdmitCoalescer(options.engine);
@@ -196,8 +161,9 @@ export class TimersService {
   #handlers(): UntypedServiceImplementation {
     const engine = this.#engine;
     const now = (): number => engine.clock.now();
+    const calls = this.#calls;
     return {
-      AddTimer: this.#unary<{ timer: NewTimer | null }, AddTimerResponse>(async (request, metadata) => {
+      AddTimer: calls.unary<{ timer: NewTimer | null }, AddTimerResponse>(async (request, metadata) => {
         const spec = withTrace(specOf(request.timer, now()), traceOfMetadata(metadata));
         try {
           const { id, original } = await this.#coalescer.admitOne(spec);
@@ -206,7 +172,7 @@ export class TimersService {
           throw inJsonTerms(err, undefined);
         }
       }, true),
-      AddTimers: this.#unary<{ batch?: 'timers' | 'arrow'; timers?: { timers: NewTimer[] } | null; arrow?: Buffer }, Record<string, unknown>>(async (request, metadata) => {
+      AddTimers: calls.unary<{ batch?: 'timers' | 'arrow'; timers?: { timers: NewTimer[] } | null; arrow?: Buffer }, Record<string, unknown>>(async (request, metadata) => {
         if (request.batch === 'arrow' && request.arrow !== undefined) {
           if (request.arrow.length === 0) throw new FermataError(errorCodes.batchInvalid, 'arrow is empty: send an Arrow IPC stream (schema, then record batches)', { field: 'arrow' });
           const admitted = await engine.admitArrow(request.arrow);
@@ -214,79 +180,72 @@ export class TimersService {
         }
         const timers = request.timers?.timers ?? [];
         const trace = traceOfMetadata(metadata);
-        const specs = specsOf(timers, now()).map((spec) => withTrace(spec, trace));
+        const nowMs = now();
+        const specs = eachTimer(timers, (timer) => specOf(timer, nowMs)).map((spec) => withTrace(spec, trace));
         const delayRows = Uint8Array.from(timers, (timer) => (timer.when === 'delay' ? 1 : 0));
         return addTimersAnswer(await engine.admit(batchFromSpecs(specs)), delayRows);
       }, true, (request) => (request.batch === 'arrow' ? 'arrow' : 'timers')),
-      StreamAddTimers: ((call: ServerDuplexStream<NewTimer | null, StreamAddAnswer>) => {
-        const refusal = callRefusal(this.#access, call.metadata, call.getPath());
-        if (refusal !== undefined) return this.#fail(call, grpcFailure(refusal));
-        new AddStream(call, this.#coalescer, this.#streamCodec, engine, this.#logger).start();
-      }) satisfies handleBidiStreamingCall<NewTimer | null, StreamAddAnswer>,
-      GetTimer: this.#unary<{ id: string }, unknown>(async ({ id }) => {
+      StreamAddTimers: calls.bidiStream((call: ServerDuplexStream<NewTimer | null, StreamAddAnswer>) => new AddStream(call, this.#coalescer, this.#streamCodec, engine, calls).start()),
+      GetTimer: calls.unary<{ id: string }, unknown>(async ({ id }) => {
         const view = await engine.lookup(id);
         if (view === undefined) throw new HttpProblem(httpErrorCodes.notFound, `no timer ${id}`, 'id');
         return { timer: timerMessage(view) };
       }),
-      CancelTimer: this.#unary<{ id: string; revision?: number }, unknown>(async ({ id, revision }) => {
+      CancelTimer: calls.unary<{ id: string; revision?: number }, unknown>(async ({ id, revision }) => {
         const cancelled = await cancelTimer(engine, id, revision === undefined ? undefined : [revision], (now) => `timer ${id} is at revision ${now}, not ${revision}: read it again (GetTimer) and decide`);
         return { id, state: stateEnumOf(cancelled.state), revision: cancelled.revision };
       }, true),
-      RescheduleTimer: this.#unary<RescheduleRequest, unknown>(async (request) => {
+      RescheduleTimer: calls.unary<RescheduleRequest, unknown>(async (request) => {
         const { id, revision } = request;
         const condition = revision === undefined ? undefined : [revision];
         const view = await rescheduleTimer(engine, id, id, patchOf(request, now()), condition, (at) => `timer ${id} is at revision ${at}, not ${revision}: read it again (GetTimer) and decide`);
         return { timer: timerMessage(view) };
       }, true),
-      ListTimers: this.#unary<{ filter: TimerFilterMessage | null; limit: number; cursor: string }, unknown>(async (request) => {
+      ListTimers: calls.unary<{ filter: TimerFilterMessage | null; limit: number; cursor: string }, unknown>(async (request) => {
         const filter = timerFilterOf(filterFields(request.filter));
         const page = await engine.listTimers(filter, limitOf(request.limit === 0 ? undefined : String(request.limit)), cursorOf(request.cursor));
         return { timers: page.timers.map(timerMessage), next_cursor: page.nextCursor ?? '' };
       }),
-      ExportTimers: ((call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>) => {
-        const refusal = callRefusal(this.#access, call.metadata, call.getPath());
-        if (refusal !== undefined) return this.#fail(call, grpcFailure(refusal));
-        this.#export(call).catch((err: unknown) => this.#fail(call, this.#failureOf(err)));
-      }) satisfies handleServerStreamingCall<{ filter: TimerFilterMessage | null }, unknown>,
-      CancelTimers: this.#unary<{ target?: 'filter' | 'ids'; filter?: TimerFilterMessage | null; ids?: { ids: string[] } | null }, unknown>(async (request) => {
+      ExportTimers: calls.serverStream((call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>) => this.#export(call)),
+      CancelTimers: calls.unary<{ target?: 'filter' | 'ids'; filter?: TimerFilterMessage | null; ids?: { ids: string[] } | null }, unknown>(async (request) => {
         const body = request.target === 'ids' ? { ids: request.ids?.ids ?? [] } : filterFields(request.filter ?? null);
         const outcome = await engine.bulkCancel(bulkCancelTargetOf(body));
         return { cancelled: outcome.cancelled, in_flight: outcome.inFlight };
       }, true),
-      ListQueues: this.#unary<unknown, unknown>(async () => ({ queues: engine.queues().map(queueMessage) })),
-      GetQueue: this.#unary<{ name: string }, unknown>(async ({ name }) => {
+      ListQueues: calls.unary<unknown, unknown>(async () => ({ queues: engine.queues().map(queueMessage) })),
+      GetQueue: calls.unary<{ name: string }, unknown>(async ({ name }) => {
         const view = engine.findQueueView(name);
         if (view === undefined) throw noSuchQueue(name);
         return { queue: queueMessage(view) };
       }),
-      SetQueue: this.#unary<{ name: string; config: Record<string, unknown> | null }, unknown>(async ({ name, config }) => {
-        await engine.setQueue(name, queueInput(config));
+      SetQueue: calls.unary<{ name: string; config: Record<string, unknown> | null }, unknown>(async ({ name, config }) => {
+        await engine.setQueue(name, queueConfigOf(config));
         const view = engine.findQueueView(name);
         if (view === undefined) throw noSuchQueue(name);
         return { queue: queueMessage(view) };
       }, true),
-      DeleteQueue: this.#unary<{ name: string }, unknown>(async ({ name }) => {
+      DeleteQueue: calls.unary<{ name: string }, unknown>(async ({ name }) => {
         if (!(await engine.deleteQueue(name))) throw noSuchQueue(name);
         return { name };
       }, true),
       PauseQueue: this.#pauseQueue(true),
       ResumeQueue: this.#pauseQueue(false),
-      PurgeQueue: this.#unary<{ name: string }, unknown>(async ({ name }) => {
+      PurgeQueue: calls.unary<{ name: string }, unknown>(async ({ name }) => {
         if (engine.findQueue(name) === undefined) throw noSuchQueue(name);
         const outcome = await engine.bulkCancel({ filter: { queue: name } });
         return { cancelled: outcome.cancelled, in_flight: outcome.inFlight };
       }, true),
-      ListDeadTimers: this.#unary<{ queue: string; limit: number; cursor: string }, unknown>(async ({ queue, limit, cursor }) => {
+      ListDeadTimers: calls.unary<{ queue: string; limit: number; cursor: string }, unknown>(async ({ queue, limit, cursor }) => {
         if (limit > deadListLimits.max) throw new HttpProblem(httpErrorCodes.requestInvalid, `limit must be from 1 to ${deadListLimits.max} (0: ${deadListLimits.default})`, 'limit');
         const page = engine.deadPage(limit === 0 ? deadListLimits.default : limit, queue === '' ? undefined : queue, cursor === '' ? undefined : cursor);
         if (page === undefined) throw new HttpProblem(httpErrorCodes.requestInvalid, `cursor ${JSON.stringify(cursor)} is not one: pass a page's next_cursor as it came`, 'cursor');
         return { dead: page.dead.map(deadTimerMessage), next_cursor: page.nextCursor ?? '' };
       }),
-      RetryDeadTimer: this.#unary<{ id: string }, unknown>(async ({ id }) => {
+      RetryDeadTimer: calls.unary<{ id: string }, unknown>(async ({ id }) => {
         await redriveDead(engine, id);
         return { id, state: stateEnumOf('pending') };
       }, true),
-      DiscardDeadTimer: this.#unary<{ id: string }, unknown>(async ({ id }) => {
+      DiscardDeadTimer: calls.unary<{ id: string }, unknown>(async ({ id }) => {
         await discardDead(engine, id);
         return { id };
       }, true),
@@ -294,60 +253,20 @@ export class TimersService {
   }
 
   #pauseQueue(paused: boolean): handleUnaryCall<{ name: string }, unknown> {
-    return this.#unary<{ name: string }, unknown>(async ({ name }) => {
+    return this.#calls.unary<{ name: string }, unknown>(async ({ name }) => {
       const view = await this.#engine.setQueuePaused(name, paused);
       if (view === undefined) throw noSuchQueue(name);
       return { queue: queueMessage(view) };
     }, true);
   }
 
-  /**
-   * A unary method: authenticated, then `answer`ed; a `write` is refused unstarted once its
-   * deadline passed. `rowsOf` names a batch's rows in errors (AddTimers: "timers", or "arrow" for
-   * an Arrow stream's rows: arrow[ROW].COLUMN).
-   */
-  #unary<Request, Response>(answer: (request: Request, metadata: Metadata) => Promise<Response>, write = false, rowsOf?: (request: Request) => string): handleUnaryCall<Request, Response> {
-    return (call: ServerUnaryCall<Request, Response>, callback) => {
-      const refusal = callRefusal(this.#access, call.metadata, call.getPath());
-      if (refusal !== undefined) return callback(grpcFailure(refusal));
-      const rowPath = rowsOf?.(call.request);
-      let answered: Promise<Response>;
-      try {
-        if (write) checkDeadline(call);
-        answered = answer(call.request, call.metadata);
-      } catch (err) {
-        return callback(this.#failureOf(err, rowPath));
-      }
-      answered.then(
-        (response) => callback(null, response),
-        (err: unknown) => callback(this.#failureOf(err, rowPath)),
-      );
-    };
-  }
-
   /** Every match, a page of timerListLimits.max a message, each read once the one before it was taken. */
   async #export(call: ServerWritableStream<{ filter: TimerFilterMessage | null }, unknown>): Promise<void> {
     const filter = timerFilterOf(filterFields(call.request.filter));
-    let after = queryStart;
-    for (;;) {
-      if (call.cancelled) return;
+    await writeTimerPages(call, queryStart, async (after) => {
       const page = await this.#engine.listTimers(filter, timerListLimits.max, after);
-      if (page.timers.length > 0 && !call.write({ timers: page.timers.map(timerMessage) })) await Promise.race([once(call, 'drain'), once(call, 'cancelled')]);
-      const next = page.nextCursor === null ? undefined : decodeCursor(page.nextCursor);
-      if (next === undefined) break;
-      after = next;
-    }
-    if (!call.cancelled) call.end();
-  }
-
-  #failureOf(err: unknown, rowPath?: string): GrpcFailure {
-    const failure = grpcFailure(err, rowPath);
-    if (failure.unexpected) this.#logger.error({ err }, 'unexpected error answering a gRPC call');
-    return failure;
-  }
-
-  #fail(call: { emit(event: 'error', value: unknown): boolean }, failure: GrpcFailure): void {
-    call.emit('error', { code: failure.code, details: failure.details, metadata: failure.metadata });
+      return { timers: page.timers.map(timerMessage), next: page.nextCursor === null ? undefined : decodeCursor(page.nextCursor) };
+    });
   }
 }
 
@@ -396,7 +315,8 @@ class AddStream {
   /** A TimerState's number, as the call's answers are encoded (stream-add-codec.ts). */
   readonly stateNumberOf: (state: TimerStateEnum) => number;
   readonly #engine: Engine;
-  readonly #logger: Logger;
+  /** Refuses a request with its status, logging an unexpected error. */
+  readonly #calls: CallWrappers;
   /** Requests read, oldest first from #head; those from #head on are not answered yet. */
   #waiting: StreamAdd[] = [];
   #head = 0;
@@ -412,13 +332,13 @@ class AddStream {
   /** The call's trace headers, given to each request's timer that names no traceparent of its own. */
   readonly #trace: TraceHeaders | undefined;
 
-  constructor(call: ServerDuplexStream<NewTimer | null, StreamAddAnswer>, coalescer: AdmitCoalescer, codec: StreamAddCodec, engine: Engine, logger: Logger) {
+  constructor(call: ServerDuplexStream<NewTimer | null, StreamAddAnswer>, coalescer: AdmitCoalescer, codec: StreamAddCodec, engine: Engine, calls: CallWrappers) {
     this.#call = call;
     this.stateNumberOf = (state) => codec.stateNumberOf(state);
     this.#trace = traceOfMetadata(call.metadata);
     this.#coalescer = coalescer;
     this.#engine = engine;
-    this.#logger = logger;
+    this.#calls = calls;
   }
 
   start(): void {
@@ -439,9 +359,7 @@ class AddStream {
   }
 
   refusal(err: unknown): RpcStatus {
-    const { unexpected, ...status } = rpcStatusOf(err);
-    if (unexpected) this.#logger.error({ err }, 'unexpected error answering a StreamAddTimers request');
-    return status;
+    return this.#calls.requestStatus(err);
   }
 
   /** Writes the answers now due, in order, in one write; ends the call once the client ended and all are written. */
