@@ -97,6 +97,27 @@ function transientSqlState(code: string): boolean {
 /** What the statement after a failed COPY meets: "current transaction is aborted". */
 const copyFailedState = '25P02';
 
+/** What the fence answers when the partition is not at the writer's epoch: division by zero. */
+const fencedState = '22012';
+
+/**
+ * A transaction's rows by binary COPY. The client writes the rows as they come, and CopyDone
+ * with what it is handed next (the fence and COMMIT, when nothing is ahead to wait for: one
+ * write); its answer to a refused COPY comes to the statement after it.
+ */
+async function copyRows(tx: TransactionSql, chunks: readonly Uint8Array[]): Promise<void> {
+  const copy = await tx`COPY fermata_log (partition, seq, type, epoch, body) FROM STDIN WITH (FORMAT binary)`.writable();
+  // A stream error is the connection's, or the server's refusal, and the next statement meets it.
+  copy.on('error', () => undefined);
+  for (let i = 0; i < chunks.length - 1; i++) copy.write(chunks[i]);
+  await new Promise<void>((resolve, reject) => copy.write(chunks.at(-1), (err) => (err === undefined || err === null ? resolve() : reject(err))));
+  // The client takes no statement until the stream has handed it its end (end()'s final step,
+  // at the latest a tick after end() with nothing left to write); the stream's finish waits for
+  // the server's answer, which never comes for a COPY the server refused.
+  copy.end();
+  await new Promise<void>((resolve) => process.nextTick(resolve));
+}
+
 function serverError(err: unknown): err is postgres.PostgresError {
   return err instanceof postgres.PostgresError;
 }
@@ -300,31 +321,48 @@ export class PgLog implements DurableLog {
 
   async #run(transaction: Transaction): Promise<void> {
     const startedMs = performance.now();
-    // Set when the transaction's work is done and the client sends COMMIT: from then on a lost
-    // connection leaves the outcome unknown.
+    const chunks = encodeCopyRows(this.#partition, this.#epoch, transaction.baseSeq, transaction.group);
+    // Set once the fence is handed to the client, which sends COMMIT right behind it: from then
+    // on a lost connection leaves the outcome unknown.
     let commitSent = false;
+    let fence: Promise<unknown> | undefined;
+    let failure: unknown;
     try {
       await this.#sql.begin(async (tx) => {
-        await this.#write(tx, transaction);
+        await copyRows(tx, chunks);
         if (!(await transaction.ahead)) throw new Error('a transaction ahead did not commit');
-        const [row] = await tx<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition} FOR SHARE`;
-        if (row === undefined || Number(row.epoch) !== this.#epoch) throw new Fenced(row === undefined ? 'no such partition' : `epoch ${row.epoch}`);
+        // Not awaited: the client sends the COMMIT once this returns, in the same write as the
+        // fence, and a fence that fails aborts the transaction, so that the COMMIT rolls it back.
+        fence = tx`SELECT 1 / count(*)::int FROM (SELECT FROM fermata_partitions WHERE partition = ${this.#partition} AND epoch = ${this.#epoch} FOR SHARE) AS fence`.execute();
         commitSent = true;
       });
     } catch (err) {
-      const failure = !commitSent && serverError(err) && err.code === copyFailedState ? await this.#whyCopyFailed(transaction, err) : err;
-      this.#failed(transaction, failure, commitSent);
+      failure = err;
+    }
+    // The fence's own answer first: an error there rolled the transaction back, whatever became
+    // of the connection after it.
+    const refusal = fence === undefined ? undefined : await fence.then(() => undefined, (err: unknown) => err);
+    if (serverError(refusal)) {
+      this.#failed(transaction, await this.#whyRefused(transaction, refusal), false);
+      return;
+    }
+    if (failure !== undefined || refusal !== undefined) {
+      this.#failed(transaction, failure ?? refusal, commitSent);
       return;
     }
     this.#committed(transaction, performance.now() - startedMs);
   }
 
   /**
-   * A COPY refused: by a deposed owner's rows colliding with the new owner's (the fence comes
-   * after the COPY), by rows already at these sequences (a bug, or a lost answer not cut), or by
-   * a passing condition of the database. Read after the rollback, outside the transaction.
+   * Why the fence refused: the epoch moved on (division by zero), or the COPY before it failed
+   * ("current transaction is aborted"): by a deposed owner's rows colliding with the new
+   * owner's (the fence comes after the COPY), by rows already at these sequences (a bug, or a
+   * lost answer not cut), or by a passing condition of the database. Read after the rollback,
+   * outside the transaction.
    */
-  async #whyCopyFailed(transaction: Transaction, err: unknown): Promise<unknown> {
+  async #whyRefused(transaction: Transaction, err: postgres.PostgresError): Promise<unknown> {
+    if (err.code === fencedState) return new Fenced(`not at epoch ${this.#epoch}`);
+    if (err.code !== copyFailedState) return err;
     try {
       const [row] = await this.#sql<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition}`;
       if (row === undefined || Number(row.epoch) !== this.#epoch) return new Fenced(row === undefined ? 'no such partition' : `epoch ${row.epoch}`);
@@ -336,21 +374,6 @@ export class PgLog implements DurableLog {
       // The database cannot be asked: the COPY's own failure stands.
     }
     return err;
-  }
-
-  /** The group's COPY; the statement after it tells whether it went through (the server answers a refused COPY's stream with nothing). */
-  async #write(tx: TransactionSql, transaction: Transaction): Promise<void> {
-    const copy = await tx`COPY fermata_log (partition, seq, type, epoch, body) FROM STDIN WITH (FORMAT binary)`.writable();
-    // A stream error is the connection's, and the next statement meets it.
-    copy.on('error', () => undefined);
-    const chunks = encodeCopyRows(this.#partition, this.#epoch, transaction.baseSeq, transaction.group);
-    for (let i = 0; i < chunks.length - 1; i++) copy.write(chunks[i]);
-    await new Promise<void>((resolve, reject) => copy.write(chunks.at(-1), (err) => (err === undefined || err === null ? resolve() : reject(err))));
-    // The client takes no statement until the stream's end is handed to it (its final step, a
-    // tick after end() once nothing is left to write); its finish waits for the server's
-    // answer, which never comes for a COPY the server refused.
-    copy.end();
-    await new Promise((resolve) => setImmediate(resolve));
   }
 
   #committed(transaction: Transaction, elapsedMs: number): void {
