@@ -3,37 +3,45 @@
 // from the main thread's event loop, like the local WAL; the pool (`sql`) is the node's.
 //
 // Group commit: `append` queues a record; the queue is taken as a group (up to groupBytesMax)
-// after the current task, numbered, and written by one transaction on a connection of its own:
+// after the current task, numbered, and written by one transaction on a connection of its own,
+// in four socket writes and three round trips (decision 0033):
 //
-//   BEGIN; COPY fermata_log FROM STDIN (FORMAT binary); SELECT epoch … FOR SHARE; COMMIT
+//   BEGIN | COPY fermata_log FROM STDIN (FORMAT binary) | the rows | CopyDone, fence, COMMIT
 //
-// (the client's sql.begin, which sends COMMIT once the callback is done, and ROLLBACK if it throws)
+// (the client's sql.begin, which sends COMMIT once the callback is done, and ROLLBACK if it
+// throws; CopyDone leaves with what is queued behind it in the same task, the fence and COMMIT
+// when nothing is ahead to wait for).
 //
 // Appends made while transactions are under way ride the next group. Up to
 // transactionsInFlightMax transactions run at once (and, with the node's TransactionGate, only
 // while the node's logs together run fewer than its bound: transaction-gate.ts), their
 // sequences given when they start; their
-// COPYs overlap, but each reads the fence only once the one ahead of it has committed, so commits
+// COPYs overlap, but each sends its fence only once the one ahead of it has committed, so commits
 // (and acknowledgements) land in sequence order and no transaction commits past one that did not.
 //
-// Fencing: the SELECT … FOR SHARE of the partition's row is in every transaction. Another owner's
-// takeover (UPDATE … SET epoch = epoch + 1) waits for it to end, and a transaction after the
-// takeover reads the new epoch: then it rolls back, and the log stops for good (LOG_FENCED).
-// The row is read after the COPY because it also tells whether the COPY went through (postgres
-// answers nothing to a failed COPY's stream; the next statement of its transaction fails).
-// A transaction holding the row's lock waits for nothing in the client: it sends COMMIT next.
-// Were it to wait there for the one ahead, an UPDATE of the row (a lease renewal) would wait for
-// it, the client may have queued the one ahead behind that UPDATE on a pooled connection, and
-// nothing would move again (test/integration/pg-log-renewal-deadlock.test.ts; decision 0016).
+// Fencing: the fence locks the partition's row FOR SHARE at this epoch and divides by zero when
+// it is not (the SQL in #run), in every transaction; COMMIT follows it unanswered, and rolls the
+// transaction back when the fence failed. Another owner's takeover (UPDATE … SET epoch = epoch
+// + 1) waits for the lock, and a transaction after the takeover fails at the fence: then it
+// rolls back, and the log stops for good (LOG_FENCED). The fence comes after the COPY because
+// its answer also tells whether the COPY went through (postgres answers nothing to a failed
+// COPY's stream; the next statement of its transaction fails). A transaction holding the row's
+// lock waits for nothing in the client: its COMMIT is already sent. Were it to wait there for
+// the one ahead, an UPDATE of the row (a lease renewal) would wait for it, the client may have
+// queued the one ahead behind that UPDATE on a pooled connection, and nothing would move again
+// (test/integration/pg-log-renewal-deadlock.test.ts; decision 0016).
 //
 // Failures:
-//   - anything before COMMIT was sent (the database unreachable, a connection lost, the
-//     database out of room): nothing was committed. The group and those behind it reject with
-//     LOG_UNAVAILABLE, the sequence goes back to the last committed record, and the next
-//     appends try again: no poison.
-//   - a connection lost after COMMIT was sent: whether it committed is unknown. The log stops
-//     (WAL_POISONED); the owner runs cutToSynced (which deletes what this epoch wrote past the
-//     last acknowledged record) and opens the log again.
+//   - anything before the fence was handed to the client (the database unreachable, a
+//     connection lost, the database out of room): nothing was committed. The group and those
+//     behind it reject with LOG_UNAVAILABLE, the sequence goes back to the last committed
+//     record, and the next appends try again: no poison. A fence answered with an error means
+//     nothing committed, whatever came after it: the epoch moved on (LOG_FENCED), or the COPY
+//     before it failed (why is read after the rollback: #whyRefused).
+//   - a connection lost after the fence and COMMIT were handed over, before the fence's answer
+//     or COMMIT's: whether it committed is unknown. The log stops (WAL_POISONED); the owner runs
+//     cutToSynced (which deletes what this epoch wrote past the last acknowledged record) and
+//     opens the log again.
 //   - an error the database should never give here (a duplicate sequence, a missing table):
 //     WAL_POISONED too.
 import assert from 'node:assert/strict';
