@@ -7,8 +7,12 @@
 //
 //   groups: Map<floor(dueAt / group width), Int32Array>   [slot 0 │ slot 1 │ … │ slot n−1 │ total]
 //
-// An add is an increment in a typed array (the map is asked only when a row's group is not one of
-// the last touched, cached by index). Main thread, with the store.
+// An add is an increment in a typed array: the group last counted in is kept with its bounds, so
+// the rows of a batch due in the same hour, and timers handed out in due order, find it by two
+// comparisons; another group is found by index among those touched last (the map is asked only
+// when it is not one of them). A group holds the times t with start ≤ t < start + width, compared
+// in exact arithmetic on both paths, so an add and the removal that undoes it always meet in the
+// same slot. Main thread, with the store.
 import assert from 'node:assert/strict';
 import { timerState } from './timer-state.ts';
 
@@ -35,6 +39,10 @@ export class DueSlotCounts {
    */
   readonly #cachedGroup = new Float64Array(cacheSize).fill(NaN);
   readonly #cachedCounts = new Array<Int32Array | undefined>(cacheSize).fill(undefined);
+  /** The group last counted in: [#lastStartMs, #lastEndMs) and its counts (NaN bounds: none). */
+  #lastStartMs = NaN;
+  #lastEndMs = NaN;
+  #lastCounts: Int32Array = new Int32Array(0);
   #total = 0;
 
   constructor(groupWidthMs: number) {
@@ -52,27 +60,51 @@ export class DueSlotCounts {
 
   /** Counts `delta` (1 or −1) timers due at `dueAtMs`. */
   add(dueAtMs: number, delta: number): void {
-    const group = Math.floor(dueAtMs / this.groupWidthMs);
+    // NaN bounds (no group yet, or it went) fail both comparisons.
+    if (!(dueAtMs >= this.#lastStartMs && dueAtMs < this.#lastEndMs)) this.#touch(dueAtMs);
+    const counts = this.#lastCounts;
+    const slot = Math.floor((dueAtMs - this.#lastStartMs) / this.slotWidthMs);
+    counts[slot] = (counts[slot] as number) + delta;
+    const total = (counts[this.slotsPerGroup] as number) + delta;
+    counts[this.slotsPerGroup] = total;
+    this.#total += delta;
+    // An empty group goes, so the map holds only groups with timers due in them.
+    if (total === 0) this.#drop(this.#lastStartMs / this.groupWidthMs);
+  }
+
+  /** Counts one timer due at times[rows[i]] (times[i] when `rows` is undefined) for each i < count: a batch's new rows. */
+  addRows(times: Float64Array, rows: Int32Array | undefined, count: number): void {
+    for (let i = 0; i < count; i++) this.add(times[rows === undefined ? i : (rows[i] as number)] as number, 1);
+  }
+
+  /** Makes the group `dueAtMs` falls in the last one counted in, made if new. */
+  #touch(dueAtMs: number): void {
+    const width = this.groupWidthMs;
+    let group = Math.floor(dueAtMs / width);
+    // The quotient may round up to the next whole number just below a boundary: the group is
+    // the one whose [start, end) holds dueAtMs, as the fast path in add() compares it.
+    if (group * width > dueAtMs) group--;
     const at = ((group % cacheSize) + cacheSize) % cacheSize;
     let counts = this.#cachedGroup[at] === group ? this.#cachedCounts[at] : this.#groups.get(group);
     if (counts === undefined) {
       counts = new Int32Array(this.slotsPerGroup + 1);
       this.#groups.set(group, counts);
     }
-    const slot = Math.floor((dueAtMs - group * this.groupWidthMs) / this.slotWidthMs);
-    counts[slot] = (counts[slot] as number) + delta;
-    const total = (counts[this.slotsPerGroup] as number) + delta;
-    counts[this.slotsPerGroup] = total;
-    this.#total += delta;
-    if (total === 0) {
-      // An empty group goes, so the map holds only groups with timers due in them.
-      this.#groups.delete(group);
-      this.#cachedGroup[at] = NaN;
-      this.#cachedCounts[at] = undefined;
-      return;
-    }
     this.#cachedGroup[at] = group;
     this.#cachedCounts[at] = counts;
+    this.#lastStartMs = group * width;
+    this.#lastEndMs = (group + 1) * width;
+    this.#lastCounts = counts;
+  }
+
+  /** Forgets group `group` (its counts are all zero), wherever it is kept. */
+  #drop(group: number): void {
+    this.#groups.delete(group);
+    const at = ((group % cacheSize) + cacheSize) % cacheSize;
+    this.#cachedGroup[at] = NaN;
+    this.#cachedCounts[at] = undefined;
+    this.#lastStartMs = NaN;
+    this.#lastEndMs = NaN;
   }
 
   /** Adds the counts to `into[k]`, k the bucket each slot falls in by `edgesMs` (sorted, on slot boundaries). */

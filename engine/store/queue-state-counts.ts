@@ -25,6 +25,19 @@ export class QueueStateCounts {
     this.#counts[at] = (this.#counts[at] as number) + delta;
   }
 
+  /**
+   * Counts one timer in state `state` for each of a batch's rows rows[i] (row i when `rows` is
+   * undefined), i < count, of queue queueIndexOf[batchQueues[row]]: a batch of one queue (the
+   * common case) is one add.
+   */
+  addRows(queueIndexOf: readonly number[], batchQueues: Int32Array, rows: Int32Array | undefined, count: number, state: number): void {
+    if (queueIndexOf.length === 1) {
+      this.add(queueIndexOf[0] as number, state, count);
+      return;
+    }
+    for (let i = 0; i < count; i++) this.add(queueIndexOf[batchQueues[rows === undefined ? i : (rows[i] as number)] as number] as number, state, 1);
+  }
+
   /** Timers of the queue in the state (0 for a queue never counted). */
   of(queueIndex: number, state: number): number {
     return this.#counts[queueIndex * stride + state] ?? 0;

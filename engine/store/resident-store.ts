@@ -283,10 +283,8 @@ export class ResidentStore extends ResidentContent {
       slotsOut[i] = slot;
     }
     slots.highWater = fresh;
-    const dueCounts = this.#dueCounts;
-    if (dueCounts !== undefined) for (let i = 0; i < count; i++) dueCounts.add(fireAtMs[rows === undefined ? i : (rows[i] as number)] as number, 1);
-    const queueCounts = this.#queueCounts;
-    if (queueCounts !== undefined) for (let i = 0; i < count; i++) queueCounts.add(queueIndex[slotsOut[i] as number] as number, timerState.pending, 1);
+    this.#dueCounts?.addRows(fireAtMs, rows, count);
+    this.#queueCounts?.addRows(queueIndexOf, batchQueues, rows, count, timerState.pending);
     this.arena.addRows(payload, headers, thirdColumn, rows, count, slotsOut, this.bytesSlabColumn, this.bytesOffsetColumn);
     this.#count += count;
   }
