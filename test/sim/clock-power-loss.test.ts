@@ -16,7 +16,7 @@ import { Engine } from '../../engine/engine.ts';
 import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { Prng } from '../helpers/prng.ts';
 import { soak } from '../helpers/soak.ts';
-import { canaryCatches, withPowerLossAt } from './power-loss-at.ts';
+import { canaryCatches, simStoreOptions, withPowerLossAt } from './power-loss-at.ts';
 import { SimFileSystem } from './sim-file-system.ts';
 import { withoutDatasync } from './without-datasync.ts';
 
@@ -38,7 +38,7 @@ interface Ledger {
   next: number;
 }
 
-const open = (fs: FileSystem, clock: ManualClock): Promise<Engine> => Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 }, spillBucketWidthMs: 60_000 });
+const open = (fs: FileSystem, clock: ManualClock): Promise<Engine> => Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 }, spillBucketWidthMs: 60_000, store: simStoreOptions });
 
 async function operation(engine: Engine, prng: Prng, ledger: Ledger): Promise<void> {
   const pick = prng.below(100);

@@ -26,7 +26,7 @@ import { type OutcomeKind, outcomeKind } from '../../engine/records.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { Prng } from '../helpers/prng.ts';
 import { soak } from '../helpers/soak.ts';
-import { withPowerLossAt } from './power-loss-at.ts';
+import { simStoreOptions, withPowerLossAt } from './power-loss-at.ts';
 import { SimFileSystem } from './sim-file-system.ts';
 import { withoutDatasync } from './without-datasync.ts';
 
@@ -90,7 +90,7 @@ function manualClock(): ManualClock {
 }
 
 const open = (fs: FileSystem, clock: Clock): Promise<Engine> =>
-  Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 }, spillBucketWidthMs: bucketWidthMs, retention: { finishedMs: 1000 * hour, deadMs: 1000 * hour } });
+  Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 }, spillBucketWidthMs: bucketWidthMs, retention: { finishedMs: 1000 * hour, deadMs: 1000 * hour }, store: simStoreOptions });
 
 const sliceIds = (slice: DueSlice): string[] => Array.from({ length: slice.count }, (_, i) => encodeTimerId(slice.seqs[i] as number, slice.rows[i] as number, slice.fireAtMs[i] as number));
 
