@@ -12,14 +12,18 @@
 // a hook to the context it is registered in, so this module cannot register it for its caller);
 // should the process end first, an exit handler stops every server still running (SIGQUIT to the
 // postmaster: an immediate shutdown) and removes its directory.
-// initdb is the slow part (about a second): start one per test file and give each test its own
-// database with createDatabase.
+// initdb is the slow part: start one server per test file and give each test its own database
+// with createDatabase. Without a password, initdb runs once per PostgreSQL build and server user:
+// its result is kept as a template under the temporary folder (made in a scratch folder and
+// renamed into place, so a half-made one is never used; `fermata-pg-template-*`) and each server
+// starts from a copy of it (cp -a), as two test processes at once may.
 //
 // startStandby adds a streaming standby of a primary (pg_basebackup -R) and makes it the
 // primary's synchronous standby, so that a commit acknowledged by the primary is on it; promote()
 // turns it into a primary, as a managed service's failover does.
-import { spawn } from 'node:child_process';
-import { appendFileSync, chownSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -102,7 +106,7 @@ function serverUser(): RunAs | undefined {
 
 function run(program: string, args: readonly string[], runAs: RunAs | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(join(binDir(), program), args, {
+    const child = spawn(program.includes('/') ? program : join(binDir(), program), args, {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C', LC_ALL: 'C', TZ: 'UTC' },
       ...(runAs ?? {}),
@@ -245,20 +249,58 @@ async function startServer(folder: ServerFolder, runAs: RunAs | undefined): Prom
   await run('pg_ctl', ['-D', folder.dataDir, '-l', join(folder.root, 'server.log'), '-w', '-t', '60', 'start'], runAs);
 }
 
-/** Runs initdb and starts a new server (the caller stops it in an `after` hook). */
+/**
+ * initdb into `dataDir`. --no-sync: initdb's own flush of the fresh files is not what the tests
+ * rely on; the server itself runs with fsync on.
+ */
+function initdb(dataDir: string, auth: readonly string[], runAs: RunAs | undefined): Promise<void> {
+  return run('initdb', ['-D', dataDir, '-U', postgresTestUser, ...auth, '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], runAs);
+}
+
+/**
+ * The data directory initdb makes without a password, for this PostgreSQL build (its bin folder
+ * and `postgres --version`) and server user, made when no test process has made it yet.
+ */
+async function trustTemplate(runAs: RunAs | undefined): Promise<string> {
+  const postgresProgram = join(binDir(), 'postgres');
+  const version = execFileSync(postgresProgram, ['--version'], { encoding: 'utf8' }).trim();
+  const key = createHash('sha256').update(`${postgresProgram}\n${version}\n${runAs?.uid ?? process.getuid?.() ?? ''}`).digest('hex').slice(0, 16);
+  const template = join(tmpdir(), `fermata-pg-template-${key}`);
+  if (existsSync(join(template, 'PG_VERSION'))) return template;
+  const building = mkdtempSync(`${template}.building-`);
+  try {
+    if (runAs !== undefined) chownSync(building, runAs.uid, runAs.gid);
+    const dataDir = join(building, 'data');
+    await initdb(dataDir, ['--auth=trust'], runAs);
+    try {
+      renameSync(dataDir, template);
+    } catch (err) {
+      if (!existsSync(join(template, 'PG_VERSION'))) throw err; // else another test process got there first: use its template
+    }
+  } finally {
+    rmSync(building, { recursive: true, force: true });
+  }
+  return template;
+}
+
+/** Makes a new server's data directory: a copy of the template, or initdb's own with a password. */
+async function newDataDir(folder: ServerFolder, password: string | undefined, runAs: RunAs | undefined): Promise<void> {
+  if (password === undefined) {
+    // cp -a keeps the owner (the postgres user) and the modes the server insists on.
+    await run('/bin/cp', ['-a', await trustTemplate(runAs), folder.dataDir], undefined);
+    return;
+  }
+  const passwordFile = join(folder.root, 'password');
+  writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
+  if (runAs !== undefined) chownSync(passwordFile, runAs.uid, runAs.gid);
+  await initdb(folder.dataDir, ['--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${passwordFile}`], runAs);
+}
+
+/** Makes a data directory and starts a new server (the caller stops it in an `after` hook). */
 export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresServer> {
   const runAs = serverUser();
   const folder = newFolder('primary', runAs);
-  // --no-sync: initdb's own flush of the fresh files is not what the tests rely on; the server
-  // itself runs with fsync on.
-  const auth = ['--auth=trust'];
-  if (options.password !== undefined) {
-    const passwordFile = join(folder.root, 'password');
-    writeFileSync(passwordFile, `${options.password}\n`, { mode: 0o600 });
-    if (runAs !== undefined) chownSync(passwordFile, runAs.uid, runAs.gid);
-    auth.splice(0, 1, '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${passwordFile}`);
-  }
-  await run('initdb', ['-D', folder.dataDir, '-U', postgresTestUser, ...auth, '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], runAs);
+  await newDataDir(folder, options.password, runAs);
   const port = await freePort();
   appendFileSync(join(folder.dataDir, 'postgresql.conf'), conf(serverSettings(folder, port, options.settings ?? {})));
   await startServer(folder, runAs);

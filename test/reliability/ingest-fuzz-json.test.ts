@@ -6,22 +6,25 @@
 //
 // The bulk goes in process through fastify's inject() into the service's own handler, where
 // fast-check runs the cases one by one and shrinks a failure to a small body, printing the seed
-// that replays it (FERMATA_PROPERTY_SEED=N). The rest go over real HTTP/2 sockets to a
-// `fermata serve` child, 16 streams at a time, which must still be running at the end.
+// that replays it (FERMATA_PROPERTY_SEED=N); in a worker thread (json-fuzz-in-process.ts), where
+// the test runner's async hook does not slow every promise. The rest go over real HTTP/2 sockets
+// to a `fermata serve` child, 16 streams at a time, which must still be running at the end.
 //
 // Sizes: `npm test` 20,000 bodies (18,000 in process + 2,000 over sockets); `npm run soak`
 // 1,000,000 (980,000 + 20,000).
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import fc from 'fast-check';
-import { jsonFuzzBody, type FuzzBody } from '../helpers/fuzz-json.ts';
-import { assertStillAdds, describeRequest, type FuzzRequest, InProcessApi, judged, sendAll, socketSend, Tally } from '../helpers/fuzz-verdict.ts';
+import { jsonFuzzBody } from '../helpers/fuzz-json.ts';
+import { assertStillAdds, sendAll, socketSend, Tally } from '../helpers/fuzz-verdict.ts';
 import { H2Client } from '../helpers/h2-client.ts';
+import { offHarness } from '../helpers/off-harness.ts';
 import { propertyRuns } from '../helpers/property.ts';
 import { testScratch } from '../helpers/scratch.ts';
 import { startService } from '../helpers/service.ts';
 import { startH2Sink } from '../helpers/sinks.ts';
 import { soak } from '../helpers/soak.ts';
+import { type JsonFuzzJob, requestOf } from './json-fuzz-in-process.ts';
 
 const sizes = {
   inProcess: soak ? 980_000 : 18_000,
@@ -33,25 +36,9 @@ const scratch = testScratch('fermata-fuzz-json');
 const sink = await startH2Sink();
 after(() => sink.close());
 
-const requestOf = (fuzz: FuzzBody): FuzzRequest => ({ headers: fuzz.contentType === undefined ? {} : { 'content-type': fuzz.contentType }, body: fuzz.body });
-
 test(`JSON and NDJSON bodies, ${sizes.inProcess} in process: 2xx or 4xx with an error code, no hang`, { timeout: soak ? 7_200_000 : 300_000 }, async (t) => {
-  const api = new InProcessApi();
-  const tally = new Tally();
-  try {
-    await fc.assert(
-      fc.asyncProperty(jsonFuzzBody(sink.url), async (fuzz) => {
-        const request = requestOf(fuzz);
-        const problem = await judged(api.send, request, tally);
-        if (problem !== undefined) throw new Error(`${problem}; ${describeRequest(request)}`);
-      }),
-      { ...propertyRuns(sizes.inProcess), numRuns: sizes.inProcess },
-    );
-    t.diagnostic(tally.summary('in process'));
-    await assertStillAdds(api.send, sink.url);
-  } finally {
-    await api.close();
-  }
+  const job: JsonFuzzJob = { target: sink.url, cases: sizes.inProcess, seed: propertyRuns(sizes.inProcess).seed };
+  t.diagnostic(await offHarness<string>({ module: new URL('./json-fuzz-in-process.ts', import.meta.url), name: 'fuzzJsonInProcess', input: job }));
 });
 
 test(`JSON and NDJSON bodies, ${sizes.overSockets} over HTTP/2 to fermata serve: the same verdict, and the service survives`, { timeout: soak ? 3_600_000 : 300_000 }, async (t) => {

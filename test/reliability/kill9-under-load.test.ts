@@ -19,8 +19,10 @@
 // cycle arming that point adds one far timer now and then and nothing else.
 // Replay: FERMATA_SEED picks the same failpoint plan (the load's timing still varies).
 //
-// Sizes: `npm test` 30 cycles (about a minute and a half); `npm run soak` 1,000;
-// FERMATA_KILL9_CYCLES=N with FERMATA_SEED=S runs N (a long soak in chunks, each on its own data directory).
+// Sizes: `npm test` runs one round of the failpoint plan: twice as many cycles as there are
+// failpoints (20 for 10), so every point is armed once between timed kills; a second round only
+// arms the same points at other hits. `npm run soak` runs 1,000; FERMATA_KILL9_CYCLES=N with
+// FERMATA_SEED=S runs N (a long soak in chunks, each on its own data directory).
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { type FailpointName, failpointNames } from '../../engine/failpoints.ts';
@@ -40,7 +42,7 @@ import { withTimeout } from '../helpers/timeout.ts';
 
 const sizes = {
   // FERMATA_KILL9_CYCLES=N runs N instead (a soak in chunks, each with its own FERMATA_SEED).
-  cycles: Number(process.env.FERMATA_KILL9_CYCLES ?? (soak ? 1_000 : 30)),
+  cycles: Number(process.env.FERMATA_KILL9_CYCLES ?? (soak ? 1_000 : 2 * failpointNames.length)),
   /** A cycle's load runs this long (uniform) before the kill. */
   loadMsMin: 150,
   loadMsMax: 1_200,
@@ -394,6 +396,8 @@ test(`kill -9 under HTTP/2 load, ${sizes.cycles} cycles on one data directory: t
   t.diagnostic(`failpoint cycles: ${perFailpoint.join('; ')}`);
   assert.ok(ledger.adds.size > sizes.cycles, 'the load got adds acknowledged');
   assert.ok(ledger.cancels.size > 0, 'the load got cancels acknowledged');
+  // A full round of the plan arms every point: the default size must not leave one out.
+  if (sizes.cycles >= 2 * failpointNames.length) for (const name of failpointNames) assert.ok(tallyOf(tally, name).armed > 0, `${name} was never armed in ${sizes.cycles} cycles`);
   for (const name of reachedUnderLoad) {
     const counts = tallyOf(tally, name);
     assert.ok(counts.armed === 0 || counts.reached > 0, `${name} was armed in ${counts.armed} cycles and never reached`);

@@ -5,6 +5,15 @@ import { Prng } from '../helpers/prng.ts';
 import { SimFileSystem } from './sim-file-system.ts';
 
 /**
+ * The store options of the engines a simulation opens, two or three a trial: 64 KiB arena slabs.
+ * A trial's engine holds a few dozen timers; at the default 4 MiB slabs its first add had two
+ * slabs made ahead (8 MiB read from /dev/zero on the threadpool, and as much outside the heap for
+ * the garbage collector to chase), which cost the simulations more CPU than their own work. They
+ * reach the same arena code at either size.
+ */
+export const simStoreOptions = { arena: { slabBytes: 64 * 1024 } } as const;
+
+/**
  * Runs `work` on `fs`, cutting the power at its `crashAt`-th file-system call; returns the disk
  * image. Errors of the workload after the cut are expected (the disk is gone) and dropped; its
  * own assertions must hold whenever it got to make them.

@@ -13,7 +13,7 @@ import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine } from '../../engine/engine.ts';
 import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { Prng } from '../helpers/prng.ts';
-import { canaryCatches, withPowerLossAt } from './power-loss-at.ts';
+import { canaryCatches, simStoreOptions, withPowerLossAt } from './power-loss-at.ts';
 import { SimFileSystem } from './sim-file-system.ts';
 import { withoutDatasync } from './without-datasync.ts';
 
@@ -33,7 +33,7 @@ interface Ledger {
 const newLedger = (): Ledger => ({ acked: new Map(queues.map((queue) => [queue, false])), underWay: new Map() });
 
 const clock: Clock = { now: () => t0 };
-const open = (fs: FileSystem): Promise<Engine> => Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 } });
+const open = (fs: FileSystem): Promise<Engine> => Engine.open({ dataDir, fs, clock, walLimits: { segmentBytes: 4096 }, store: simStoreOptions });
 
 async function operation(engine: Engine, prng: Prng, ledger: Ledger, added: { count: number }): Promise<void> {
   const queue = queues[prng.below(queues.length)] as string;

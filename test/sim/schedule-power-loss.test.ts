@@ -19,7 +19,7 @@ import { ManualClock } from '../../engine/clock.ts';
 import { Engine } from '../../engine/engine.ts';
 import type { FileSystem } from '../../engine/fs/file-system.ts';
 import { Prng } from '../helpers/prng.ts';
-import { canaryCatches, withPowerLossAt } from './power-loss-at.ts';
+import { canaryCatches, simStoreOptions, withPowerLossAt } from './power-loss-at.ts';
 import { SimFileSystem } from './sim-file-system.ts';
 import { withoutDatasync } from './without-datasync.ts';
 
@@ -49,7 +49,7 @@ interface Ledger {
 
 const newLedger = (): Ledger => ({ acked: new Map(), underWay: undefined, everPaused: new Set() });
 
-const open = (fs: FileSystem): Promise<Engine> => Engine.open({ dataDir, fs, clock: new ManualClock(t0), walLimits: { segmentBytes: 4096 } });
+const open = (fs: FileSystem): Promise<Engine> => Engine.open({ dataDir, fs, clock: new ManualClock(t0), walLimits: { segmentBytes: 4096 }, store: simStoreOptions });
 
 const target = { target: 'https://a.example/hook', queue: 'default', headers: '' };
 const payloadOf = (replaced: number): Uint8Array => new TextEncoder().encode(`v${replaced}`);

@@ -109,8 +109,15 @@ export interface PowerLossRun {
   readonly testFile: string;
 }
 
+/** What the trials came to, for the test's diagnostic. */
+export interface PowerLossSummary {
+  readonly acknowledged: number;
+  readonly crashedInRecovery: number;
+  readonly cutWithOverlapped: number;
+}
+
 /** Power loss at `trials` random points with the appenders running, and during recovery; the invariants checked after each. */
-export async function powerLossTrials({ trials, replaySeed, testFile }: PowerLossRun): Promise<void> {
+export async function powerLossTrials({ trials, replaySeed, testFile }: PowerLossRun): Promise<PowerLossSummary> {
   // How many file-system calls a whole run takes, to spread crash points over all of it.
   const callsPerRun = await countCallsPerRun();
   let acknowledged = 0;
@@ -137,4 +144,5 @@ export async function powerLossTrials({ trials, replaySeed, testFile }: PowerLos
   assert.ok(acknowledged > trials * 10, `appends were acknowledged before the crashes (${acknowledged})`);
   assert.ok(crashedInRecovery > 0 || trials < 4);
   assert.ok(cutWithOverlapped > 0 || trials < 1000, 'some power losses left a torn group behind an intact overlapped one');
+  return { acknowledged, crashedInRecovery, cutWithOverlapped };
 }

@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { type Clock, Engine, type TimerStateName } from '../../engine/engine.ts';
 import { emptyOutcomes, outcomeKind } from '../../engine/records.ts';
+import { simStoreOptions } from '../sim/power-loss-at.ts';
 import { SimFileSystem } from '../sim/sim-file-system.ts';
 import { propertyRuns } from '../helpers/property.ts';
 
@@ -55,7 +56,7 @@ test('the engine agrees with a plain model through admits, cancels, deliveries a
       const clock: Clock = { now: () => now };
       const fs = new SimFileSystem({ seed, maxExtraHops: 0 });
       const retention = { finishedMs: 200, deadMs: 400 };
-      const options = { dataDir: '/data', fs, clock, retention, spillBucketWidthMs: bucketWidthMs };
+      const options = { dataDir: '/data', fs, clock, retention, spillBucketWidthMs: bucketWidthMs, store: simStoreOptions };
       let engine = await Engine.open(options);
       let model: ModelTimer[] = [];
       /** The watermark: timers due at or past it wait for a promotion (and may be on disk). */
