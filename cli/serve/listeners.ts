@@ -185,8 +185,8 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
   if (address === undefined) return undefined;
   // grpc-js is CommonJS: its functions are on the module object, the default export of a dynamic
   // import (the bundle, bin/bundle.js, gives no named exports for a CommonJS chunk).
-  const [{ default: grpc }, { FlightService }, { engineFlightTimers }, { TimersService, grpcServerOptions }] = await Promise.all([
-    import('@grpc/grpc-js'),
+  const [grpc, { FlightService }, { engineFlightTimers }, { TimersService, grpcServerOptions }] = await Promise.all([
+    import('@grpc/grpc-js').then((module) => module.default),
     import('../../ingest/flight/flight-service.ts'),
     import('../../ingest/flight/flight-timers.ts'),
     import('../../ingest/grpc/timers-service.ts'),
@@ -228,8 +228,8 @@ export async function startFlight(settings: ServeSettings, address: ListenAddres
 export async function startClusterGrpc(settings: ServeSettings, app: HttpServer, { access, guard, notReady }: ClusterGrpcSources, logger: Logger): Promise<ClusterGrpcListener | undefined | 'failed'> {
   const address = settings.flight;
   if (address === undefined) return undefined;
-  const [{ default: grpc }, { ClusterTimersService }, { FlightService }, { clusterFlightTimers }] = await Promise.all([
-    import('@grpc/grpc-js'),
+  const [grpc, { ClusterTimersService }, { FlightService }, { clusterFlightTimers }] = await Promise.all([
+    import('@grpc/grpc-js').then((module) => module.default),
     import('../../ingest/grpc/cluster-timers-service.ts'),
     import('../../ingest/flight/flight-service.ts'),
     import('../../ingest/flight/cluster-flight-timers.ts'),
