@@ -6,42 +6,21 @@
 // timer another node owns.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import pino from 'pino';
-import { partitionOfKey } from '../../cluster/partitioning.ts';
-import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
-import { FixtureDirectory } from '../helpers/partition-fixture.ts';
+import { closeFixtureNodes, type FixtureNode, fixtureKeyIn, fixturePartitions, startFixtureNodes } from '../helpers/fixture-nodes.ts';
 
-const partitions = 4;
-const secret = 'the-cluster-secret';
-const nodes: { directory: FixtureDirectory; app: HttpServer; url: string; address: string }[] = [];
+const partitions = fixturePartitions;
+const nodes: FixtureNode[] = [];
 const target = 'https://example.com/hook';
 
 /** A key whose partition is `partition`, the n-th such. */
-function keyIn(partition: number, n: number): string {
-  for (let i = 0, found = 0; ; i++) {
-    const key = `d-${i}`;
-    if (partitionOfKey(key, partitions) === partition && found++ === n) return key;
-  }
-}
+const keyIn = (partition: number, n: number): string => fixtureKeyIn(partition, n, 'd');
 
 before(async () => {
-  for (const [name, owned] of [['a', [0, 1]], ['b', [2, 3]]] as const) {
-    const directory = new FixtureDirectory(name, partitions);
-    for (const partition of owned) await directory.take(partition, partition + 1);
-    const engine = directory.engineOf(owned[0]);
-    assert.ok(engine);
-    const app = createHttpServer({ logger: pino({ level: 'silent' }), cluster: { directory, secret, forwardTimeoutMs: 2000, clock: engine.clock } });
-    const url = await app.listen({ host: '127.0.0.1', port: 0 });
-    nodes.push({ directory, app, url, address: new URL(url).host });
-  }
-  for (const node of nodes) for (let p = 0; p < partitions; p++) node.directory.setAddress(p, (nodes[p < 2 ? 0 : 1] as (typeof nodes)[number]).address);
+  nodes.push(...(await startFixtureNodes()));
 });
 
 after(async () => {
-  for (const node of nodes) {
-    await node.app.close();
-    await node.directory.close();
-  }
+  await closeFixtureNodes(nodes);
 });
 
 const [a, b] = [() => nodes[0] as (typeof nodes)[number], () => nodes[1] as (typeof nodes)[number]];

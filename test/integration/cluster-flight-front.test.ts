@@ -18,45 +18,29 @@ import { after, before, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { tableFromIPC } from 'apache-arrow';
 import pino from 'pino';
-import { clusterIdParts, partitionOfKey } from '../../cluster/partitioning.ts';
+import { clusterIdParts } from '../../cluster/partitioning.ts';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import type { Engine } from '../../engine/engine.ts';
 import { Access } from '../../ingest/auth/access.ts';
 import { clusterFlightTimers, clusterPullUnserved } from '../../ingest/flight/cluster-flight-timers.ts';
 import { flightDataOf, FlightTestClient, timersDescriptor } from '../../ingest/flight/flight-client.ts';
 import { type FlightListener, FlightService } from '../../ingest/flight/flight-service.ts';
-import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
-import { FixtureDirectory } from '../helpers/partition-fixture.ts';
+import { closeFixtureNodes, type FixtureNode, fixtureKeyIn, fixturePartitions, startFixtureNodes } from '../helpers/fixture-nodes.ts';
 
-const partitions = 4;
-const secret = 'the-cluster-secret';
+const partitions = fixturePartitions;
 const forwardTimeoutMs = 600;
 const later = Date.now() + 3_600_000;
-const nodes: { directory: FixtureDirectory; app: HttpServer; url: string; address: string }[] = [];
+const nodes: FixtureNode[] = [];
 let flight: FlightListener | undefined;
 
 /** A key whose partition is `partition`, the n-th such. */
-function keyIn(partition: number, n: number, prefix = 'flight'): string {
-  for (let i = 0, found = 0; ; i++) {
-    const key = `${prefix}-${i}`;
-    if (partitionOfKey(key, partitions) === partition && found++ === n) return key;
-  }
-}
+const keyIn = (partition: number, n: number, prefix = 'flight'): string => fixtureKeyIn(partition, n, prefix);
 
 const ownerOf = (partition: number): (typeof nodes)[number] => nodes[partition < 2 ? 0 : 1] as (typeof nodes)[number];
 
 before(async () => {
-  for (const [name, owned] of [['a', [0, 1]], ['b', [2, 3]]] as const) {
-    const directory = new FixtureDirectory(name, partitions);
-    for (const partition of owned) await directory.take(partition, partition + 1);
-    const engine = directory.engineOf(owned[0]);
-    assert.ok(engine);
-    const app = createHttpServer({ logger: pino({ level: 'silent' }), cluster: { directory, secret, forwardTimeoutMs, clock: engine.clock } });
-    const url = await app.listen({ host: '127.0.0.1', port: 0 });
-    nodes.push({ directory, app, url, address: new URL(url).host });
-  }
-  for (const node of nodes) for (let p = 0; p < partitions; p++) node.directory.setAddress(p, ownerOf(p).address);
+  nodes.push(...(await startFixtureNodes(forwardTimeoutMs)));
   const a = nodes[0] as (typeof nodes)[number];
   const service = new FlightService({
     timers: clusterFlightTimers(async (request) => {
@@ -71,10 +55,7 @@ before(async () => {
 
 after(async () => {
   await flight?.close();
-  for (const node of nodes) {
-    await node.app.close();
-    await node.directory.close();
-  }
+  await closeFixtureNodes(nodes);
 });
 
 test('Flight on a cluster node: a batch that lands in part is UNAVAILABLE naming the rows accepted; sent again it completes, with cluster ids', async () => {

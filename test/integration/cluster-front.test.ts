@@ -11,53 +11,30 @@ import pino from 'pino';
 import { clusterIdParts, partitionOfKey } from '../../cluster/partitioning.ts';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
 import { systemClock } from '../../engine/engine.ts';
-import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
+import { createHttpServer } from '../../ingest/http/server.ts';
 import { curl, curlWithoutHttp2 } from '../helpers/curl.ts';
 import { type H2Answer, H2Client } from '../helpers/h2-client.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
+import { closeFixtureNodes, type FixtureNode, fixtureKeyIn, fixturePartitions, fixtureSecret, startFixtureNodes } from '../helpers/fixture-nodes.ts';
 import { FixtureDirectory } from '../helpers/partition-fixture.ts';
 import { outcomesFor } from '../helpers/outcomes.ts';
 import { toolPath } from '../helpers/tools.ts';
 import { outcomeKind } from '../../engine/records.ts';
 
-const partitions = 4;
-const secret = 'the-cluster-secret';
-const nodes: { directory: FixtureDirectory; app: HttpServer; url: string; address: string; fastify: number }[] = [];
+const partitions = fixturePartitions;
+const secret = fixtureSecret;
+const nodes: FixtureNode[] = [];
 const later = new Date(Date.now() + 3_600_000).toISOString();
 
 /** A key whose partition is `partition`, the n-th such. */
-function keyIn(partition: number, n: number, prefix = 'k'): string {
-  for (let i = 0, found = 0; ; i++) {
-    const key = `${prefix}-${i}`;
-    if (partitionOfKey(key, partitions) === partition && found++ === n) return key;
-  }
-}
+const keyIn = (partition: number, n: number, prefix = 'k'): string => fixtureKeyIn(partition, n, prefix);
 
 before(async () => {
-  for (const [name, owned] of [['a', [0, 1]], ['b', [2, 3]]] as const) {
-    const directory = new FixtureDirectory(name, partitions);
-    for (const partition of owned) await directory.take(partition, partition + 1);
-    const engine = directory.engineOf(owned[0]);
-    assert.ok(engine);
-    const app = createHttpServer({ logger: pino({ level: 'silent' }), cluster: { directory, secret, forwardTimeoutMs: 2000, clock: engine.clock } });
-    // Answers fastify sends: what the raw HTTP/2 single-add path takes never passes here.
-    const node = { directory, app, url: '', address: '', fastify: 0 };
-    app.addHook('onSend', (_request, _reply, payload, done) => {
-      node.fastify++;
-      done(null, payload);
-    });
-    node.url = await app.listen({ host: '127.0.0.1', port: 0 });
-    node.address = new URL(node.url).host;
-    nodes.push(node);
-  }
-  for (const node of nodes) for (let p = 0; p < partitions; p++) node.directory.setAddress(p, (nodes[p < 2 ? 0 : 1] as (typeof nodes)[number]).address);
+  nodes.push(...(await startFixtureNodes()));
 });
 
 after(async () => {
-  for (const node of nodes) {
-    await node.app.close();
-    await node.directory.close();
-  }
+  await closeFixtureNodes(nodes);
 });
 
 const [a, b] = [() => nodes[0] as (typeof nodes)[number], () => nodes[1] as (typeof nodes)[number]];

@@ -5,44 +5,23 @@
 // take it, as on one node (its rows carry theirs in `headers`).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import pino from 'pino';
-import { partitionOfKey } from '../../cluster/partitioning.ts';
 import { batchFromSpecs } from '../../engine/batch/timer-batch.ts';
-import { createHttpServer, type HttpServer } from '../../ingest/http/server.ts';
 import { batchToArrow } from '../helpers/arrow.ts';
-import { FixtureDirectory } from '../helpers/partition-fixture.ts';
+import { closeFixtureNodes, type FixtureNode, fixtureKeyIn, startFixtureNodes } from '../helpers/fixture-nodes.ts';
 
-const partitions = 4;
-const secret = 'the-cluster-secret';
-const nodes: { directory: FixtureDirectory; app: HttpServer; url: string }[] = [];
+const nodes: FixtureNode[] = [];
 const later = Date.now() + 3_600_000;
 const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
 /** A key whose partition is `partition`, the n-th such. */
-function keyIn(partition: number, n: number, prefix: string): string {
-  for (let i = 0, found = 0; ; i++) {
-    const key = `${prefix}-${i}`;
-    if (partitionOfKey(key, partitions) === partition && found++ === n) return key;
-  }
-}
+const keyIn = (partition: number, n: number, prefix: string): string => fixtureKeyIn(partition, n, prefix);
 
 before(async () => {
-  for (const [name, owned] of [['a', [0, 1]], ['b', [2, 3]]] as const) {
-    const directory = new FixtureDirectory(name, partitions);
-    for (const partition of owned) await directory.take(partition, partition + 1);
-    const engine = directory.engineOf(owned[0]);
-    assert.ok(engine);
-    const app = createHttpServer({ logger: pino({ level: 'silent' }), cluster: { directory, secret, forwardTimeoutMs: 2000, clock: engine.clock } });
-    nodes.push({ directory, app, url: await app.listen({ host: '127.0.0.1', port: 0 }) });
-  }
-  for (const node of nodes) for (let p = 0; p < partitions; p++) node.directory.setAddress(p, new URL((nodes[p < 2 ? 0 : 1] as (typeof nodes)[number]).url).host);
+  nodes.push(...(await startFixtureNodes()));
 });
 
 after(async () => {
-  for (const node of nodes) {
-    await node.app.close();
-    await node.directory.close();
-  }
+  await closeFixtureNodes(nodes);
 });
 
 const nodeA = (): string => (nodes[0] as (typeof nodes)[number]).url;
