@@ -3,45 +3,37 @@
 // from the main thread's event loop, like the local WAL; the pool (`sql`) is the node's.
 //
 // Group commit: `append` queues a record; the queue is taken as a group (up to groupBytesMax)
-// after the current task, numbered, and written by one transaction on a connection of its own,
-// in four socket writes and three round trips (decision 0033):
+// after the current task, numbered, and written by one transaction on a connection of its own:
 //
-//   BEGIN | COPY fermata_log FROM STDIN (FORMAT binary) | the rows | CopyDone, fence, COMMIT
+//   BEGIN; COPY fermata_log FROM STDIN (FORMAT binary); SELECT epoch … FOR SHARE; COMMIT
 //
-// (the client's sql.begin, which sends COMMIT once the callback is done, and ROLLBACK if it
-// throws; CopyDone leaves with what is queued behind it in the same task, the fence and COMMIT
-// when nothing is ahead to wait for).
+// (the client's sql.begin, which sends COMMIT once the callback is done, and ROLLBACK if it throws)
 //
 // Appends made while transactions are under way ride the next group. Up to
 // transactionsInFlightMax transactions run at once (and, with the node's TransactionGate, only
 // while the node's logs together run fewer than its bound: transaction-gate.ts), their
 // sequences given when they start; their
-// COPYs overlap, but each sends its fence only once the one ahead of it has committed, so commits
+// COPYs overlap, but each reads the fence only once the one ahead of it has committed, so commits
 // (and acknowledgements) land in sequence order and no transaction commits past one that did not.
 //
-// Fencing: the fence locks the partition's row FOR SHARE at this epoch and divides by zero when
-// it is not (the SQL in #run), in every transaction; COMMIT follows it unanswered, and rolls the
-// transaction back when the fence failed. Another owner's takeover (UPDATE … SET epoch = epoch
-// + 1) waits for the lock, and a transaction after the takeover fails at the fence: then it
-// rolls back, and the log stops for good (LOG_FENCED). The fence comes after the COPY because
-// its answer also tells whether the COPY went through (postgres answers nothing to a failed
-// COPY's stream; the next statement of its transaction fails). A transaction holding the row's
-// lock waits for nothing in the client: its COMMIT is already sent. Were it to wait there for
-// the one ahead, an UPDATE of the row (a lease renewal) would wait for it, the client may have
-// queued the one ahead behind that UPDATE on a pooled connection, and nothing would move again
-// (test/integration/pg-log-renewal-deadlock.test.ts; decision 0016).
+// Fencing: the SELECT … FOR SHARE of the partition's row is in every transaction. Another owner's
+// takeover (UPDATE … SET epoch = epoch + 1) waits for it to end, and a transaction after the
+// takeover reads the new epoch: then it rolls back, and the log stops for good (LOG_FENCED).
+// The row is read after the COPY because it also tells whether the COPY went through (postgres
+// answers nothing to a failed COPY's stream; the next statement of its transaction fails).
+// A transaction holding the row's lock waits for nothing in the client: it sends COMMIT next.
+// Were it to wait there for the one ahead, an UPDATE of the row (a lease renewal) would wait for
+// it, the client may have queued the one ahead behind that UPDATE on a pooled connection, and
+// nothing would move again (test/integration/pg-log-renewal-deadlock.test.ts; decision 0016).
 //
 // Failures:
-//   - anything before the fence was handed to the client (the database unreachable, a
-//     connection lost, the database out of room): nothing was committed. The group and those
-//     behind it reject with LOG_UNAVAILABLE, the sequence goes back to the last committed
-//     record, and the next appends try again: no poison. A fence answered with an error means
-//     nothing committed, whatever came after it: the epoch moved on (LOG_FENCED), or the COPY
-//     before it failed (why is read after the rollback: #whyRefused).
-//   - a connection lost after the fence and COMMIT were handed over, before the fence's answer
-//     or COMMIT's: whether it committed is unknown. The log stops (WAL_POISONED); the owner runs
-//     cutToSynced (which deletes what this epoch wrote past the last acknowledged record) and
-//     opens the log again.
+//   - anything before COMMIT was sent (the database unreachable, a connection lost, the
+//     database out of room): nothing was committed. The group and those behind it reject with
+//     LOG_UNAVAILABLE, the sequence goes back to the last committed record, and the next
+//     appends try again: no poison.
+//   - a connection lost after COMMIT was sent: whether it committed is unknown. The log stops
+//     (WAL_POISONED); the owner runs cutToSynced (which deletes what this epoch wrote past the
+//     last acknowledged record) and opens the log again.
 //   - an error the database should never give here (a duplicate sequence, a missing table):
 //     WAL_POISONED too.
 import assert from 'node:assert/strict';
@@ -104,27 +96,6 @@ function transientSqlState(code: string): boolean {
 
 /** What the statement after a failed COPY meets: "current transaction is aborted". */
 const copyFailedState = '25P02';
-
-/** What the fence answers when the partition is not at the writer's epoch: division by zero. */
-const fencedState = '22012';
-
-/**
- * A transaction's rows by binary COPY. The client writes the rows as they come, and CopyDone
- * with what it is handed next (the fence and COMMIT, when nothing is ahead to wait for: one
- * write); its answer to a refused COPY comes to the statement after it.
- */
-async function copyRows(tx: TransactionSql, chunks: readonly Uint8Array[]): Promise<void> {
-  const copy = await tx`COPY fermata_log (partition, seq, type, epoch, body) FROM STDIN WITH (FORMAT binary)`.writable();
-  // A stream error is the connection's, or the server's refusal, and the next statement meets it.
-  copy.on('error', () => undefined);
-  for (let i = 0; i < chunks.length - 1; i++) copy.write(chunks[i]);
-  await new Promise<void>((resolve, reject) => copy.write(chunks.at(-1), (err) => (err === undefined || err === null ? resolve() : reject(err))));
-  // The client takes no statement until the stream has handed it its end (end()'s final step,
-  // at the latest a tick after end() with nothing left to write); the stream's finish waits for
-  // the server's answer, which never comes for a COPY the server refused.
-  copy.end();
-  await new Promise<void>((resolve) => process.nextTick(resolve));
-}
 
 function serverError(err: unknown): err is postgres.PostgresError {
   return err instanceof postgres.PostgresError;
@@ -329,48 +300,31 @@ export class PgLog implements DurableLog {
 
   async #run(transaction: Transaction): Promise<void> {
     const startedMs = performance.now();
-    const chunks = encodeCopyRows(this.#partition, this.#epoch, transaction.baseSeq, transaction.group);
-    // Set once the fence is handed to the client, which sends COMMIT right behind it: from then
-    // on a lost connection leaves the outcome unknown.
+    // Set when the transaction's work is done and the client sends COMMIT: from then on a lost
+    // connection leaves the outcome unknown.
     let commitSent = false;
-    let fence: Promise<unknown> | undefined;
-    let failure: unknown;
     try {
       await this.#sql.begin(async (tx) => {
-        await copyRows(tx, chunks);
+        await this.#write(tx, transaction);
         if (!(await transaction.ahead)) throw new Error('a transaction ahead did not commit');
-        // Not awaited: the client sends the COMMIT once this returns, in the same write as the
-        // fence, and a fence that fails aborts the transaction, so that the COMMIT rolls it back.
-        fence = tx`SELECT 1 / count(*)::int FROM (SELECT FROM fermata_partitions WHERE partition = ${this.#partition} AND epoch = ${this.#epoch} FOR SHARE) AS fence`.execute();
+        const [row] = await tx<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition} FOR SHARE`;
+        if (row === undefined || Number(row.epoch) !== this.#epoch) throw new Fenced(row === undefined ? 'no such partition' : `epoch ${row.epoch}`);
         commitSent = true;
       });
     } catch (err) {
-      failure = err;
-    }
-    // The fence's own answer first: an error there rolled the transaction back, whatever became
-    // of the connection after it.
-    const refusal = fence === undefined ? undefined : await fence.then(() => undefined, (err: unknown) => err);
-    if (serverError(refusal)) {
-      this.#failed(transaction, await this.#whyRefused(transaction, refusal), false);
-      return;
-    }
-    if (failure !== undefined || refusal !== undefined) {
-      this.#failed(transaction, failure ?? refusal, commitSent);
+      const failure = !commitSent && serverError(err) && err.code === copyFailedState ? await this.#whyCopyFailed(transaction, err) : err;
+      this.#failed(transaction, failure, commitSent);
       return;
     }
     this.#committed(transaction, performance.now() - startedMs);
   }
 
   /**
-   * Why the fence refused: the epoch moved on (division by zero), or the COPY before it failed
-   * ("current transaction is aborted"): by a deposed owner's rows colliding with the new
-   * owner's (the fence comes after the COPY), by rows already at these sequences (a bug, or a
-   * lost answer not cut), or by a passing condition of the database. Read after the rollback,
-   * outside the transaction.
+   * A COPY refused: by a deposed owner's rows colliding with the new owner's (the fence comes
+   * after the COPY), by rows already at these sequences (a bug, or a lost answer not cut), or by
+   * a passing condition of the database. Read after the rollback, outside the transaction.
    */
-  async #whyRefused(transaction: Transaction, err: postgres.PostgresError): Promise<unknown> {
-    if (err.code === fencedState) return new Fenced(`not at epoch ${this.#epoch}`);
-    if (err.code !== copyFailedState) return err;
+  async #whyCopyFailed(transaction: Transaction, err: unknown): Promise<unknown> {
     try {
       const [row] = await this.#sql<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition}`;
       if (row === undefined || Number(row.epoch) !== this.#epoch) return new Fenced(row === undefined ? 'no such partition' : `epoch ${row.epoch}`);
@@ -382,6 +336,21 @@ export class PgLog implements DurableLog {
       // The database cannot be asked: the COPY's own failure stands.
     }
     return err;
+  }
+
+  /** The group's COPY; the statement after it tells whether it went through (the server answers a refused COPY's stream with nothing). */
+  async #write(tx: TransactionSql, transaction: Transaction): Promise<void> {
+    const copy = await tx`COPY fermata_log (partition, seq, type, epoch, body) FROM STDIN WITH (FORMAT binary)`.writable();
+    // A stream error is the connection's, and the next statement meets it.
+    copy.on('error', () => undefined);
+    const chunks = encodeCopyRows(this.#partition, this.#epoch, transaction.baseSeq, transaction.group);
+    for (let i = 0; i < chunks.length - 1; i++) copy.write(chunks[i]);
+    await new Promise<void>((resolve, reject) => copy.write(chunks.at(-1), (err) => (err === undefined || err === null ? resolve() : reject(err))));
+    // The client takes no statement until the stream's end is handed to it (its final step, a
+    // tick after end() once nothing is left to write); its finish waits for the server's
+    // answer, which never comes for a COPY the server refused.
+    copy.end();
+    await new Promise((resolve) => setImmediate(resolve));
   }
 
   #committed(transaction: Transaction, elapsedMs: number): void {

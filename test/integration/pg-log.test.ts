@@ -4,7 +4,6 @@
 // refused with LOG_UNAVAILABLE, no poison, the sequence gapless after); a COMMIT whose answer is
 // lost (the log poisons, cutToSynced removes what it may have written); truncation.
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -144,31 +143,6 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
     await log.close();
     const median = latencies.toSorted((a, b) => a - b)[10] ?? Number.NaN;
     assert.ok(median < 40, `median append ${median.toFixed(1)} ms`);
-  });
-
-  test('a transaction alone costs the client four socket writes: BEGIN, the COPY, the rows, and CopyDone with the fence and COMMIT', async () => {
-    // Seven before decision 0033: the fence and COMMIT each waited for the answer before, and the
-    // client's finished COPY stream wrote a CopyFail.
-    const { partition, epoch } = await takePartition();
-    const pool = openClusterPool(url, { max: 1 });
-    const writes = { count: 0 };
-    const write = net.Socket.prototype.write;
-    try {
-      const { log } = await open({ sql: pool, partition, epoch });
-      // The connection's first transaction describes the fence's statement first.
-      await log.append(1, bodyOf(0, 100));
-      net.Socket.prototype.write = function (this: net.Socket, ...args: unknown[]): boolean {
-        if (this.remotePort === server.port) writes.count++;
-        return (write as (...a: unknown[]) => boolean).apply(this, args);
-      } as typeof write;
-      for (let i = 1; i <= 10; i++) assert.equal(await log.append(1, bodyOf(i, 100)), i + 1);
-      net.Socket.prototype.write = write;
-      assert.equal(writes.count, 40, `${writes.count} socket writes for 10 transactions`);
-      await log.close();
-    } finally {
-      net.Socket.prototype.write = write;
-      await pool.end({ timeout: 5 });
-    }
   });
 
   test('an open at an epoch the partition has left is refused with LOG_FENCED', async () => {
