@@ -299,6 +299,9 @@ export class ClusterNode implements PartitionDirectory {
     const owned = this.#owned.get(partition);
     if (owned === undefined) return this.#closing.get(partition) ?? Promise.resolve();
     this.#owned.delete(partition);
+    // The owner read last was this node: until the next read names the new one, nobody (a
+    // request is PARTITION_MOVING, never forwarded back to this node).
+    this.#addresses[partition] = undefined;
     this.#changed();
     const closing = (async () => {
       // A checkpoint under way finishes (or fails fenced) before the engine closes under it.

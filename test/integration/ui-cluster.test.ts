@@ -124,7 +124,9 @@ test('with two nodes, the overview\'s numbers are the cluster\'s: counts, due ti
   const two = await startNode('node-ui-2');
   await waitFor('the second node to take a partition by handover', async () => {
     const views = await Promise.all([one, two].map(async (each) => (await (await fetch(`${each.url}/v1/cluster`)).json()) as ClusterView));
-    return views.every((each) => each.owned.length === 1 && each.owners.every((owner) => owner.address !== null));
+    // Both nodes name the same owner for each partition (a node's table of the others' is read every 200 ms).
+    const agree = views[0]?.owners.every((owner, partition) => owner.address !== null && owner.address === views[1]?.owners[partition]?.address);
+    return agree === true && views.every((each) => each.owned.length === 1);
   });
   // Timers through both nodes, into both partitions: some delivered, the rest waiting at several distances.
   const specs = [
