@@ -4,8 +4,9 @@
 // worker posts on its parent port once its code has loaded (ready() waits for all of them), and
 // hands an "arrow" task's buffers back once the task's body is encoded, for later tasks.
 // warmUp() asks every worker at once, on a BroadcastChannel of this pool's, to run its delivery
-// path and open sessions to the origins named (dispatch/delivery-warm-up.ts), and waits for each
-// to say it is done. reconfigure() sends a reload's allow-list and signing secrets the same way,
+// path against a loopback server this thread runs meanwhile (warm-up-target.ts) and open
+// sessions to the origins named (dispatch/delivery-warm-up.ts), and waits for each to say it is
+// done. reconfigure() sends a reload's allow-list and signing secrets the same way,
 // on a channel of its own, and waits for every worker to have them; a worker started later in
 // place of one that died is sent the latest again when it has loaded.
 import { randomUUID } from 'node:crypto';
@@ -13,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { DispatchLimits } from '../engine/limits.ts';
+import { startWarmUpTarget, type WarmUpTarget } from './warm-up-target.ts';
 import { type BatchAnswer, type DeliveryResults, type DeliveryTask, isSpareBuffersMessage, type RefusedTask, isWarmedUpMessage, type WarmUpRequest, workerLoadedMessage } from './delivery-task.ts';
 import type { DeliveryWorkerData } from './delivery-worker.ts';
 import { type DeliveryAccess, isReconfiguredMessage, type ReconfigureRequest, signersOf } from './signing-config.ts';
@@ -155,7 +157,7 @@ export class DeliveryPool {
   }
 
   /**
-   * Once every worker has loaded, has each run its delivery path against a server of its own
+   * Once every worker has loaded, has each run its delivery path against the warm-up target
    * (the first time) and open an HTTP/2 session to each of `origins` (scheme://host:port),
    * waiting warmUpConnectWaitMs for them at most; resolves once all have said so, or after
    * warmUpAnswerWaitMs (a worker that never answers costs speed, not a start).
@@ -174,15 +176,18 @@ export class DeliveryPool {
     const timer = setTimeout(resolve, this.#limits.warmUpAnswerWaitMs);
     const channel = new BroadcastChannel(this.#warmUpChannel);
     channel.unref();
+    let target: WarmUpTarget | undefined;
     try {
       const loaded = await Promise.race([this.ready().then(() => true), promise.then(() => false)]);
       if (loaded) {
-        const request: WarmUpRequest = { origins, connectWaitMs: this.#limits.warmUpConnectWaitMs };
+        target = await startWarmUpTarget();
+        const request: WarmUpRequest = { exerciseTarget: target.url, origins, connectWaitMs: this.#limits.warmUpConnectWaitMs };
         channel.postMessage(request);
         warming.asked = true;
         await promise;
       }
     } finally {
+      target?.close();
       clearTimeout(timer);
       channel.close();
       this.#warming = undefined;

@@ -146,6 +146,8 @@ export function isSpareBuffersMessage(message: unknown): message is SpareBuffers
  * warm up (dispatch/delivery-warm-up.ts) and open sessions to these origins.
  */
 export interface WarmUpRequest {
+  /** Where a worker that has not run its delivery path yet sends its made-up deliveries (warm-up-target.ts). */
+  readonly exerciseTarget: string;
   readonly origins: readonly string[];
   /** How long the worker waits for those sessions before it says it is warm (the rest connect meanwhile). */
   readonly connectWaitMs: number;

@@ -1,13 +1,10 @@
 // A delivery worker's warm-up, run in the worker when the pool asks for it (DeliveryPool.warmUp,
 // once a service has opened its data directory): first the single-delivery path run end to end,
-// made-up tasks POSTed to an HTTP/2 server of the worker's own on loopback (nothing reaches a
-// real target), so the first real timers after a start do not wait for V8 to compile that path;
-// then HTTP/2 sessions opened to the origins the pool names (those of timers due soon), so
+// made-up tasks POSTed to the pool's loopback server on the main thread (warm-up-target.ts;
+// nothing reaches a real target), so the first real timers after a start do not wait for V8 to
+// compile that path; then HTTP/2 sessions opened to the origins the pool names (those of timers due soon), so
 // their first deliveries do not wait for a connect and a handshake. Worker thread; tuning kept
 // beside the delivery path, with its measurements in docs/decisions/0014-delivery-warm-up.md.
-import { once } from 'node:events';
-import http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
 import { defaultQueueConfig } from '../engine/queues.ts';
 import type { DeliveryResults, DeliveryTask } from './delivery-task.ts';
 import { type AddressGuard, OriginClients, type OriginClientsOptions } from './origin-clients.ts';
@@ -21,7 +18,7 @@ const exercisePayload = new Uint8Array(128);
 const exerciseExtras = new TextEncoder().encode('{"x-warm-up":"1"}warm-up-key');
 const exerciseHeadersLength = 17;
 
-/** The warm-up server is this worker's own: its one address is the only one the warm-up's clients connect to. */
+/** The warm-up target is on loopback: its one address is the only one the warm-up's clients connect to. */
 const ownServerOnly: AddressGuard = {
   resolveTarget: () => Promise.resolve({ address: '127.0.0.1', family: 4, servername: undefined }),
   checkConnectedAddress: () => undefined,
@@ -30,19 +27,13 @@ const ownServerOnly: AddressGuard = {
 /** Runs a task's deliveries through `clients` (delivery-worker.ts's own path, given here to keep this module out of a cycle). */
 export type DeliverThrough = (task: DeliveryTask, clients: OriginClients) => Promise<DeliveryResults | unknown>;
 
-/** Runs exerciseTasks made-up tasks through `deliver` against a loopback server of this worker's, then closes both ends. */
-export async function exerciseDeliveryPath(deliver: DeliverThrough, limits: Omit<OriginClientsOptions, 'guard' | 'ca'>): Promise<void> {
-  const server = http2.createServer();
-  server.on('stream', answerWarmUp);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+/** Runs exerciseTasks made-up tasks through `deliver` against `target` (the pool's warm-up target), then closes its clients. */
+export async function exerciseDeliveryPath(deliver: DeliverThrough, limits: Omit<OriginClientsOptions, 'guard' | 'ca'>, target: string): Promise<void> {
   const clients = new OriginClients({ ...limits, guard: ownServerOnly });
   try {
-    const target = `http://127.0.0.1:${(server.address() as AddressInfo).port}/warm-up`;
     for (let round = 0; round < exerciseTasks; round++) await deliver(madeUpTask(target, round), clients);
   } finally {
     clients.close();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 }
 
@@ -94,10 +85,3 @@ function madeUpTask(target: string, round: number): DeliveryTask {
   return builder.finish().task;
 }
 
-function answerWarmUp(stream: http2.ServerHttp2Stream): void {
-  stream.on('error', ignore);
-  stream.once('end', () => stream.respond({ ':status': 200 }, { endStream: true }));
-  stream.resume();
-}
-
-function ignore(): void {}

@@ -142,7 +142,7 @@ async function warmUp(request: WarmUpRequest): Promise<void> {
   if (!exercised) {
     exercised = true;
     // A warm-up that fails costs speed, not deliveries: it is told, and the worker goes on.
-    await exerciseDeliveryPath(deliverThrough, clientLimits).catch((err: unknown) => failures.push(`the delivery path's warm-up: ${err instanceof Error ? err.message : String(err)}`));
+    await exerciseDeliveryPath(deliverThrough, clientLimits, request.exerciseTarget).catch((err: unknown) => failures.push(`the delivery path's warm-up: ${err instanceof Error ? err.message : String(err)}`));
   }
   const sessions = await openSessions(clients, request.origins, request.connectWaitMs);
   const done: WarmedUpMessage = { kind: warmedUpKind, sessionsOpened: sessions.opened, failures: [...failures, ...sessions.failures] };

@@ -109,6 +109,22 @@ test('closing the dispatcher while its worker warms up waits for the warm-up: th
   }
 });
 
+test('the process exiting while a worker warms up (a second stop signal) exits with its code, never by SIGABRT', { timeout: 120_000 }, () => {
+  // A worker thread torn down by process.exit while an HTTP/2 server of its own read aborted the
+  // whole process (an assertion in node's stream code): seen as SIGABRT on a second signal soon
+  // after "listening". Each exit lands at another point of the warm-up, in a process of its own.
+  const helper = fileURLToPath(new URL('../helpers/exit-while-warming.ts', import.meta.url));
+  for (const delayMs of [10, 20, 30, 40, 50, 75, 100, 150]) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'fermata-exit-warming-'));
+    try {
+      const child = spawnSync(process.execPath, [helper, dataDir, String(delayMs)], { encoding: 'utf8', timeout: 60_000 });
+      assert.deepEqual({ status: child.status, signal: child.signal }, { status: 3, signal: null }, `exit ${delayMs} ms into the warm-up: ${child.stderr.slice(0, 400)}`);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+});
+
 test('a pool closed while its workers load their code waits until they have loaded before it terminates them', { timeout: 60_000 }, async () => {
   // A worker thread terminated inside a module load trips an assertion in node's module loader
   // (ModuleWrap::CreateRequiredModuleFacade) and aborts the process: seen once in CI, a dispatch
