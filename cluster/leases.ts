@@ -6,8 +6,10 @@
 // - acquire: a partition that is unowned, lapsed (lease_until past, on PostgreSQL's clock, by at
 //   least a grace), or owned by an earlier process of this node. Every acquisition bumps the
 //   epoch, so an epoch names one process's tenure: the deposed process, paused or partitioned,
-//   is fenced at its next append (engine/pg-log checks the epoch in the append's transaction, and
-//   the UPDATE here waits for appends in flight, which hold the row in share mode).
+//   is fenced at its next append (engine/pg-log checks the epoch in the append's transaction,
+//   holding the row in share mode to its COMMIT: engine/pg-log/fence.ts). A row so held is
+//   skipped, not waited for, and taken at a later round: one owner stopped while it held a row
+//   must not stop this node's rounds, its renewals with them, for as long as the lock lasts.
 // - renew: every partition held, in one statement, lease_until = now() + ttl, only where the row
 //   still names this node at the epoch held; a partition the statement does not return is lost.
 // - release: the local deadline goes to zero, the caller's engine for the partition closes, then
@@ -93,8 +95,8 @@ export class Leases {
 
   /**
    * Takes those of `partitions` that are free: unowned or lapsed for at least `graceMs` (0:
-   * lapsed at all), or owned by an earlier process of this node. Returns each one taken with
-   * its new epoch; the rest stay whoever's they are.
+   * lapsed at all), or owned by an earlier process of this node, and not held by a write in
+   * flight. Returns each one taken with its new epoch; the rest stay whoever's they are.
    */
   async acquire(partitions: readonly number[], graceMs = 0): Promise<Map<number, bigint>> {
     const wanted = partitions.filter((partition) => !this.#held.has(partition));
@@ -102,13 +104,16 @@ export class Leases {
     if (wanted.length === 0) return taken;
     const sentNs = monotonicNs();
     const rows = await this.#sql<{ partition: number; epoch: string }[]>`
-      UPDATE fermata_partitions
-         SET epoch = epoch + 1, owner = ${this.#nodeId}, owner_address = ${this.#advertise},
+      UPDATE fermata_partitions AS p
+         SET epoch = p.epoch + 1, owner = ${this.#nodeId}, owner_address = ${this.#advertise},
              lease_until = now() + make_interval(secs => ${this.#ttlSeconds})
-       WHERE partition = ANY(${wanted}::int[])
-         AND (owner = ${this.#nodeId}
-              OR coalesce(lease_until, '-infinity') <= now() - make_interval(secs => ${graceMs / 1000}))
-      RETURNING partition, epoch::text AS epoch`;
+        FROM (SELECT partition FROM fermata_partitions
+               WHERE partition = ANY(${wanted}::int[])
+                 AND (owner = ${this.#nodeId}
+                      OR coalesce(lease_until, '-infinity') <= now() - make_interval(secs => ${graceMs / 1000}))
+                 FOR UPDATE SKIP LOCKED) AS free
+       WHERE p.partition = free.partition
+      RETURNING p.partition, p.epoch::text AS epoch`;
     for (const row of rows) {
       const epoch = BigInt(row.epoch);
       assert.ok(!this.#held.has(row.partition), `partition ${row.partition} was acquired twice by one process`);

@@ -227,7 +227,9 @@ export class ClusterNode implements PartitionDirectory {
     await this.#closing.get(partition);
     const { dataDir, logger, clock } = this.#options;
     const partitionDir = join(dataDir, 'partitions', String(partition));
-    const fs = await openPartitionFileSystem({ sql: this.#options.sql, partition, epoch: Number(epoch), cacheDir: partitionDir });
+    // A session holding the partition's row may sit idle for a lease at most (engine/pg-log/fence.ts).
+    const fenceIdleMsMax = (this.#options.leaseSettings ?? defaultLeaseSettings).leaseTtlMs;
+    const fs = await openPartitionFileSystem({ sql: this.#options.sql, partition, epoch: Number(epoch), cacheDir: partitionDir, fenceIdleMsMax });
     // Told to the poison handler, which may be called only once the engine is open.
     const opened: { engine?: Engine } = {};
     const engine = await Engine.open({
@@ -235,7 +237,7 @@ export class ClusterNode implements PartitionDirectory {
       fs,
       clock,
       idPrefix: clusterIdOf(partition, ''),
-      openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), logger: logger.child({ component: 'pg-log', partition }), gate: this.#logGate }),
+      openLog: pgLog({ sql: this.#options.sql, partition, epoch: Number(epoch), logger: logger.child({ component: 'pg-log', partition }), gate: this.#logGate, fenceIdleMsMax }),
       logger: logger.child({ component: 'engine', partition }),
       ...(this.#options.store === undefined ? {} : { store: this.#options.store }),
       ...(this.#options.checkTarget === undefined ? {} : { checkTarget: this.#options.checkTarget }),

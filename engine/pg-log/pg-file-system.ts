@@ -19,12 +19,12 @@
 //   written since the last datasync to the file's end (by binary COPY), and drops those past
 //   it. syncDir has nothing left to do; mkdirp is local.
 // - Every transaction that writes is fenced by the partition's epoch as PgLog's appends are:
-//   SELECT epoch … FOR SHARE after its writes, before COMMIT (a takeover's UPDATE waits for
-//   it; one committed before it is seen, and the transaction rolls back). Last, so the row is
-//   held for the COMMIT only, not while megabytes upload: a lease renewal, which updates the
-//   row, is not held up behind an upload. Another epoch → LOG_FENCED, and the file system
-//   refuses every later write with it, so a deposed owner can never overwrite the new owner's
-//   manifest. lockDir is that check, not a file lock.
+//   SELECT epoch … FOR SHARE after its writes, before COMMIT (fence.ts: a takeover's UPDATE
+//   waits for it; one committed before it is seen, and the transaction rolls back). Last, so
+//   the row is held for the COMMIT only, not while megabytes upload: a lease renewal, which
+//   updates the row, is not held up behind an upload. Another epoch → LOG_FENCED, and the file
+//   system refuses every later write with it, so a deposed owner can never overwrite the new
+//   owner's manifest. lockDir is that check, not a file lock.
 // - The database failing or out of reach: EIO (the cause attached), nothing of the
 //   transaction landed; a datasync can be tried again.
 // Transactions (and fetches) run one at a time, so an upload, a rename and a fetch of the same
@@ -35,6 +35,7 @@ import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { errorCodes, FermataError, systemErrorCode } from '../errors.ts';
 import type { DirLock, FileHandle, FileSystem, OpenMode } from '../fs/file-system.ts';
 import { nodeFileSystem } from '../fs/node-file-system.ts';
+import { fenceIdleMsDefault, readFence } from './fence.ts';
 import { chunkRowHead, copyHead, copyTrailer } from './pg-file-copy.ts';
 
 export interface PartitionFileSystemOptions {
@@ -45,6 +46,8 @@ export interface PartitionFileSystemOptions {
   readonly epoch: number;
   /** The local cache, the engine's dataDir; emptied at open (it must be absent, empty, or a cache this function made). */
   readonly cacheDir: string;
+  /** How long a transaction's session may sit idle holding the partition's row (fence.ts): the lease TTL; fenceIdleMsDefault if not given. */
+  readonly fenceIdleMsMax?: number | undefined;
 }
 
 /** Bytes of one chunk row: a run of tens of MiB is tens of rows, each within PostgreSQL's comfortable bytea size. */
@@ -140,6 +143,7 @@ class PgFileSystem implements FileSystem {
   readonly #partition: number;
   readonly #epoch: number;
   readonly #cacheDir: string;
+  readonly #fenceIdleMs: number;
   /** Files present in the cache, by name. A name absent here is absent locally (the cache starts empty). */
   readonly #cached = new Map<string, CachedFile>();
   #fencedBy: FermataError | undefined;
@@ -151,6 +155,7 @@ class PgFileSystem implements FileSystem {
     this.#partition = options.partition;
     this.#epoch = options.epoch;
     this.#cacheDir = cacheDir;
+    this.#fenceIdleMs = options.fenceIdleMsMax ?? fenceIdleMsDefault;
   }
 
   refuseIfFenced(): void {
@@ -393,8 +398,8 @@ class PgFileSystem implements FileSystem {
     try {
       return (await this.#sql.begin(async (tx) => {
         const result = await work(tx);
-        const [row] = await tx<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition} FOR SHARE`;
-        if (row === undefined || Number(row.epoch) !== this.#epoch) throw new Fenced(row === undefined ? 'no such partition' : `epoch ${row.epoch}`);
+        const epoch = await readFence(tx, this.#partition, this.#fenceIdleMs);
+        if (epoch !== this.#epoch) throw new Fenced(epoch === undefined ? 'no such partition' : `epoch ${epoch}`);
         return result;
       })) as T;
     } catch (err) {

@@ -21,7 +21,8 @@
 // takeover reads the new epoch: then it rolls back, and the log stops for good (LOG_FENCED).
 // The row is read after the COPY because it also tells whether the COPY went through (postgres
 // answers nothing to a failed COPY's stream; the next statement of its transaction fails).
-// A transaction holding the row's lock waits for nothing in the client: it sends COMMIT next.
+// A transaction holding the row's lock waits for nothing in the client: it sends COMMIT next,
+// and the database ends a session that sits idle holding it past the lease TTL (fence.ts).
 // Were it to wait there for the one ahead, an UPDATE of the row (a lease renewal) would wait for
 // it, the client may have queued the one ahead behind that UPDATE on a pooled connection, and
 // nothing would move again (test/integration/pg-log-renewal-deadlock.test.ts; decision 0016).
@@ -44,6 +45,7 @@ import { formatTooNew, isKnownRecordType, recordSetVersion, recordTypeKnownMax }
 import { assertPgLogLimits, pgLogLimits, type PgLogLimits } from '../limits.ts';
 import type { AppendOptions, DurableLog, LogCounters, LogOpener, LogOpenRequest, LogRecord } from '../log.ts';
 import { encodeCopyRows } from './copy-rows.ts';
+import { fenceIdleMsDefault, readFence } from './fence.ts';
 import type { TransactionGate } from './transaction-gate.ts';
 
 export interface PgLogLogger {
@@ -60,6 +62,8 @@ export interface PgLogOptions {
   readonly logger?: PgLogLogger | undefined;
   /** The node's bound on its logs' transactions at once, over every partition (transaction-gate.ts); none: only transactionsInFlightMax a log. */
   readonly gate?: TransactionGate | undefined;
+  /** How long a transaction's session may sit idle holding the partition's row (fence.ts): the lease TTL; fenceIdleMsDefault if not given. */
+  readonly fenceIdleMsMax?: number | undefined;
 }
 
 interface PendingAppend {
@@ -133,6 +137,7 @@ export class PgLog implements DurableLog {
   #closed = false;
   #idle: (() => void)[] = [];
   readonly #gate: TransactionGate | undefined;
+  readonly #fenceIdleMs: number;
   /** What the gate calls when a slot comes back: this log may start what it queued. */
   readonly #wake = (): void => this.#pump();
 
@@ -144,6 +149,7 @@ export class PgLog implements DurableLog {
     assertPgLogLimits(this.#limits);
     this.#logger = options.logger;
     this.#gate = options.gate;
+    this.#fenceIdleMs = options.fenceIdleMsMax ?? fenceIdleMsDefault;
     this.#onPoisoned = onPoisoned;
     this.#lastSeq = state.lastSeq;
     this.#nextSeq = state.lastSeq + 1;
@@ -233,8 +239,7 @@ export class PgLog implements DurableLog {
     assert.ok(this.#poison !== undefined, 'only a stopped log is cut back');
     await this.#whenIdle();
     await this.#sql.begin(async (tx) => {
-      const [row] = await tx<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition} FOR SHARE`;
-      if (row === undefined || Number(row.epoch) !== this.#epoch) return;
+      if ((await readFence(tx, this.#partition, this.#fenceIdleMs)) !== this.#epoch) return;
       await tx`DELETE FROM fermata_log WHERE partition = ${this.#partition} AND seq > ${this.#lastSeq} AND epoch = ${this.#epoch}`;
     });
   }
@@ -307,8 +312,8 @@ export class PgLog implements DurableLog {
       await this.#sql.begin(async (tx) => {
         await this.#write(tx, transaction);
         if (!(await transaction.ahead)) throw new Error('a transaction ahead did not commit');
-        const [row] = await tx<{ epoch: string }[]>`SELECT epoch FROM fermata_partitions WHERE partition = ${this.#partition} FOR SHARE`;
-        if (row === undefined || Number(row.epoch) !== this.#epoch) throw new Fenced(row === undefined ? 'no such partition' : `epoch ${row.epoch}`);
+        const epoch = await readFence(tx, this.#partition, this.#fenceIdleMs);
+        if (epoch !== this.#epoch) throw new Fenced(epoch === undefined ? 'no such partition' : `epoch ${epoch}`);
         commitSent = true;
       });
     } catch (err) {

@@ -59,9 +59,12 @@ interface Node {
 describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('initdb'), timeout: soak ? 6 * 3_600_000 : 300_000 }, () => {
   const children = new Set<ChildProcess>();
   const dirs: string[] = [];
+  /** Ends each load still running: a failed assertion leaves its loop going, which would keep this file's process alive. */
+  const loadsRunning = new Set<() => void>();
   let server: PostgresServer | undefined;
   let sink: Sink | undefined;
   after(async () => {
+    for (const stopLoad of loadsRunning) stopLoad();
     for (const child of children) child.kill('SIGKILL');
     await sink?.close();
     await server?.stop();
@@ -98,7 +101,11 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
   /** Adds batches to the live nodes round robin until `stop` resolves, each timer due within two seconds; the ledger records what was acknowledged. */
   async function load(ledger: Kill9Ledger, live: () => readonly Node[], stop: Promise<void>, prefix: string): Promise<void> {
     let stopped = false;
-    void stop.then(() => (stopped = true));
+    const stopNow = (): void => {
+      stopped = true;
+    };
+    loadsRunning.add(stopNow);
+    void stop.then(stopNow);
     for (let round = 0; !stopped; round++) {
       const nodes = live();
       const node = nodes[round % nodes.length] as Node;
@@ -119,6 +126,7 @@ describe('cluster failover: fermata serve --cluster', { skip: skipUnlessTool('in
       }
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
+    loadsRunning.delete(stopNow);
   }
 
   /** What the sink got for the load's timers (a schedule's occurrences go to /sched). */

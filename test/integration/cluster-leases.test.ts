@@ -2,13 +2,16 @@
 // contender, each with its own pool: acquisitions race and exactly one wins each epoch, a
 // restarted node takes its partitions back at once and fences its old process, and the local
 // deadline (cluster/lease-deadline.ts) always passes before the lease does in PostgreSQL, even
-// when the renewal's answer is held up or no renewal comes at all.
+// when the renewal's answer is held up or no renewal comes at all; a row held by a write in flight
+// is skipped, not waited for.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import postgres from 'postgres';
 import { LeaseDeadlines, monotonicNs } from '../../cluster/lease-deadline.ts';
 import { Leases } from '../../cluster/leases.ts';
+import { readFence } from '../../engine/pg-log/fence.ts';
 import { clusterTestbed, fastLeaseSettings as fast, waitUntil } from '../helpers/cluster-testbed.ts';
+import { withTimeout } from '../helpers/timeout.ts';
 import { skipUnlessTool } from '../helpers/tools.ts';
 
 describe('cluster leases', { skip: skipUnlessTool('initdb'), timeout: 120_000 }, () => {
@@ -113,5 +116,33 @@ describe('cluster leases', { skip: skipUnlessTool('initdb'), timeout: 120_000 },
     await new Promise((resolve) => setTimeout(resolve, row.left_ms + 50));
     assert.deepEqual([...(await taker.acquire([0]))], [[0, 2n]]);
     assert.deepEqual(await leases.renew(), [0]);
+  });
+
+  test('a row held by a stopped owner\'s write is skipped, not waited for: the rest are taken at once, it once the lock is gone', async () => {
+    const url = await newCluster(3);
+    const old = new Leases({ sql: pool(url), nodeId: 'n', advertise: 'n:1', settings: fast, deadlines: new LeaseDeadlines(3) });
+    assert.equal((await old.acquire([0, 1, 2])).size, 3);
+    // The old process's write on partition 1 read the fence and then stopped before its COMMIT.
+    const fenced = Promise.withResolvers<void>();
+    const resume = Promise.withResolvers<void>();
+    const writer = pool(url);
+    const writing = writer.begin(async (tx) => {
+      await readFence(tx, 1, 60_000);
+      fenced.resolve();
+      await resume.promise;
+    });
+    await fenced.promise;
+    try {
+      // This node's next process: it may take its own partitions at once.
+      const fresh = new Leases({ sql: pool(url), nodeId: 'n', advertise: 'n:2', settings: fast, deadlines: new LeaseDeadlines(3) });
+      const taken = await withTimeout(fresh.acquire([0, 1, 2]), 5_000, 'an acquisition beside a held row');
+      assert.deepEqual([...taken.keys()].sort(), [0, 2]);
+      resume.resolve();
+      await writing;
+      assert.deepEqual([...(await fresh.acquire([0, 1, 2])).keys()], [1]);
+    } finally {
+      resume.resolve();
+      await writing.catch(() => undefined);
+    }
   });
 });

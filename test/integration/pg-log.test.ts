@@ -2,7 +2,8 @@
 // transactions in flight resolving in order; the fence (a deposed owner's appends racing a
 // takeover never land after it, checked over many rounds); the database unreachable (appends
 // refused with LOG_UNAVAILABLE, no poison, the sequence gapless after); a COMMIT whose answer is
-// lost (the log poisons, cutToSynced removes what it may have written); truncation.
+// lost (the log poisons, cutToSynced removes what it may have written); an owner stopped while it
+// holds the fence (its session ended after the bound, the takeover not held up); truncation.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { performance } from 'node:perf_hooks';
@@ -12,6 +13,7 @@ import { initCluster } from '../../cluster/cluster-init.ts';
 import { openClusterPool } from '../../cluster/connection.ts';
 import { errorCodes, type FermataError, isFermataError } from '../../engine/errors.ts';
 import type { LogReplay } from '../../engine/log.ts';
+import { readFence } from '../../engine/pg-log/fence.ts';
 import { openPgLog, type PgLog, type PgLogOptions } from '../../engine/pg-log/pg-log.ts';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.ts';
 import { startTcpCutter } from '../helpers/tcp-cutter.ts';
@@ -207,6 +209,37 @@ describe('PostgreSQL log', { skip: noPostgres, timeout: 300_000 }, () => {
       }
     } finally {
       await pool.end({ timeout: 5 });
+    }
+  });
+
+  test('an owner stopped while it holds the fence holds up a takeover for the bound only: the database ends its session, and nothing of it commits', async () => {
+    const { partition, epoch } = await takePartition();
+    const { partition: other } = await takePartition();
+    const owner = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const fenced = Promise.withResolvers<void>();
+      const woken = Promise.withResolvers<boolean>();
+      let takenOver = false;
+      // The fence read, then nothing from the client for 4 s (as an owner stopped before its COMMIT).
+      const holding = owner
+        .begin(async (tx) => {
+          await tx`UPDATE fermata_partitions SET owner_address = 'stopped' WHERE partition = ${other}`;
+          assert.equal(await readFence(tx, partition, 300), epoch);
+          fenced.resolve();
+          await sleep(4_000);
+          woken.resolve(takenOver);
+        })
+        .then(() => 'committed', (err: unknown) => err);
+      await fenced.promise;
+      await sql`UPDATE fermata_partitions SET epoch = epoch + 1 WHERE partition = ${partition}`;
+      takenOver = true;
+      const outcome = await holding;
+      assert.equal(await woken.promise, true, 'the takeover went through while the owner was still stopped');
+      assert.ok(outcome instanceof Error, `the stopped owner's transaction did not commit (${String(outcome)})`);
+      const [row] = await sql<{ address: string | null }[]>`SELECT owner_address AS address FROM fermata_partitions WHERE partition = ${other}`;
+      assert.notEqual(row?.address, 'stopped', 'nothing of its transaction landed');
+    } finally {
+      await owner.end({ timeout: 1 });
     }
   });
 
