@@ -15,12 +15,13 @@
 //   send(request) ─► origin h2? ─► session (connect: guard → socket → h2 handshake) ─► stream
 //                        └─ h1 ─► guard → http(s).request to the checked address, keep-alive
 import assert from 'node:assert/strict';
-import http from 'node:http';
+import type { Agent } from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import { dispatchLimits } from '../engine/limits.ts';
+import { http } from '../runtime/node-http.ts';
 import { readResponseBody } from './response-body.ts';
 
 const { tcpKeepAliveDelayMs, sessionPingTimeoutMs } = dispatchLimits;
@@ -91,7 +92,7 @@ class Origin {
   protocol: Protocol = 'h2';
   session: http2.ClientHttp2Session | undefined;
   connecting: Promise<http2.ClientHttp2Session> | undefined;
-  agent: http.Agent | undefined;
+  agent: Agent | undefined;
   /**
    * Requests in flight at most: the HTTP/2 cap until the target's SETTINGS say it allows fewer
    * streams (nghttp2 would otherwise hold the excess back itself, unseen, and a timer's start

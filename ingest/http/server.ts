@@ -25,7 +25,6 @@
 // to fastify's request/reply API (or what both raw types share), because on an HTTP/1.1
 // connection `request.raw` is an http.IncomingMessage.
 import fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type RouteGenericInterface } from 'fastify';
-import http from 'node:http';
 import type http2 from 'node:http2';
 import type net from 'node:net';
 import type { Registry } from 'prom-client';
@@ -33,6 +32,7 @@ import { AdmitCoalescer } from '../../engine/admit-coalescer.ts';
 import type { Engine } from '../../engine/engine.ts';
 import { errorCodes, FermataError } from '../../engine/errors.ts';
 import { ingestLimits, readinessLimits } from '../../engine/limits.ts';
+import { http } from '../../runtime/node-http.ts';
 import { jsonBodyProblem } from './body/json-hints.ts';
 import { LazySchemas } from './lazy-schemas.ts';
 import { clientErrorAnswer, errorAnswer, httpErrorCodes, HttpProblem } from './error-map.ts';

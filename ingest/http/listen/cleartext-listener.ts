@@ -23,10 +23,11 @@
 //
 // Owned by the main thread's event loop, like every server in the process.
 import assert from 'node:assert/strict';
-import http from 'node:http';
+import type { IncomingMessage, Server as Http1Server, ServerResponse } from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { httpLimits } from '../../../engine/limits.ts';
+import { http } from '../../../runtime/node-http.ts';
 import type { Penalty } from './peer-penalty.ts';
 import type { PeerGuard } from './peer-guard.ts';
 import { type NegotiatedProtocol, type TlsCredentials, TlsListener } from './tls-listener.ts';
@@ -46,8 +47,8 @@ function sniffProtocol(head: Uint8Array): NegotiatedProtocol | undefined {
 
 /** A request handler that accepts both request kinds (fastify's is one: it is what fastify gives http and http2 servers alike). */
 export type DualProtocolRequestHandler = (
-  request: http.IncomingMessage | http2.Http2ServerRequest,
-  response: http.ServerResponse | http2.Http2ServerResponse,
+  request: IncomingMessage | http2.Http2ServerRequest,
+  response: ServerResponse | http2.Http2ServerResponse,
 ) => void;
 
 /** Answers some HTTP/2 streams itself (h2-single-add.ts): true when it took `stream`, which is then its own to answer. */
@@ -85,7 +86,7 @@ function serveCompat(stream: http2.ServerHttp2Stream, headers: http2.IncomingHtt
 }
 
 export class CleartextListener extends net.Server {
-  readonly #http1: http.Server;
+  readonly #http1: Http1Server;
   readonly #http2: http2.Http2Server;
   /** Every accepted socket until it closes, whatever protocol it turned out to speak. */
   readonly #sockets = new Set<net.Socket>();
