@@ -242,8 +242,8 @@ export class Dispatcher {
   }
 
   /**
-   * Warms the delivery workers up once they have loaded: each runs its delivery path against a
-   * server of its own and opens HTTP/2 sessions to `origins` (by default originsDueSoon()), so
+   * Warms the delivery workers up once they have loaded: each runs its delivery path against the
+   * pool's loopback warm-up server and opens HTTP/2 sessions to `origins` (by default originsDueSoon()), so
    * that the first timers after a start go out on time. Resolves once done; what failed is
    * logged (it costs the first deliveries time, not their outcome), and `warm` is true from then on.
    */
