@@ -2,9 +2,10 @@
 // once a service has opened its data directory): first the single-delivery path run end to end,
 // made-up tasks POSTed to the pool's loopback server on the main thread (warm-up-target.ts;
 // nothing reaches a real target), so the first real timers after a start do not wait for V8 to
-// compile that path; then HTTP/2 sessions opened to the origins the pool names (those of timers due soon), so
-// their first deliveries do not wait for a connect and a handshake. Worker thread; tuning kept
-// beside the delivery path, with its measurements in docs/decisions/0014-delivery-warm-up.md.
+// compile that path; then HTTP/2 sessions opened to the origins the pool names (those of timers
+// due soon), so their first deliveries do not wait for a connect and a handshake. Worker thread;
+// tuning kept beside the delivery path, with its measurements in
+// docs/decisions/0014-delivery-warm-up.md.
 import { defaultQueueConfig } from '../engine/queues.ts';
 import type { DeliveryResults, DeliveryTask } from './delivery-task.ts';
 import { type AddressGuard, OriginClients, type OriginClientsOptions } from './origin-clients.ts';

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 export interface WarmUpTarget {
   /** http://127.0.0.1:port/warm-up */
   readonly url: string;
-  /** Stops listening and ends its sessions; a worker still sending sees its requests fail. */
+  /** Stops listening; its sessions end as the workers close their clients, which each does once its exercise is done. */
   close(): void;
 }
 
