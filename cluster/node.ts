@@ -99,6 +99,7 @@ export class ClusterNode implements PartitionDirectory {
   readonly nodeId: string;
   readonly partitions: number;
   readonly #options: ClusterNodeOptions;
+  readonly #leaseSettings: LeaseSettings;
   readonly #logger: Logger;
   readonly #owned = new Map<number, OwnedPartition>();
   /** Engines being closed (lost or handed over): the same partition opens again only after. */
@@ -117,6 +118,7 @@ export class ClusterNode implements PartitionDirectory {
 
   private constructor(options: ClusterNodeOptions, partitions: number) {
     this.#options = options;
+    this.#leaseSettings = options.leaseSettings ?? defaultLeaseSettings;
     this.#logger = options.logger;
     this.#logGate = new TransactionGate(Math.max(1, options.sql.options.max - 2));
     this.nodeId = options.nodeId;
@@ -135,7 +137,7 @@ export class ClusterNode implements PartitionDirectory {
     const [cluster] = await options.sql<{ partitions: number }[]>`SELECT partitions FROM fermata_cluster`;
     if (cluster === undefined) throw new Error('the database holds no fermata cluster: run `fermata cluster init` first');
     const node = new ClusterNode(options, cluster.partitions);
-    const settings = options.leaseSettings ?? defaultLeaseSettings;
+    const settings = node.#leaseSettings;
     const ownership = await Ownership.start({
       sql: options.sql,
       nodeId: options.nodeId,
@@ -228,7 +230,7 @@ export class ClusterNode implements PartitionDirectory {
     const { dataDir, logger, clock } = this.#options;
     const partitionDir = join(dataDir, 'partitions', String(partition));
     // A session holding the partition's row may sit idle for a lease at most (engine/pg-log/fence.ts).
-    const fenceIdleMsMax = (this.#options.leaseSettings ?? defaultLeaseSettings).leaseTtlMs;
+    const fenceIdleMsMax = this.#leaseSettings.leaseTtlMs;
     const fs = await openPartitionFileSystem({ sql: this.#options.sql, partition, epoch: Number(epoch), cacheDir: partitionDir, fenceIdleMsMax });
     // Told to the poison handler, which may be called only once the engine is open.
     const opened: { engine?: Engine } = {};
@@ -332,7 +334,7 @@ export class ClusterNode implements PartitionDirectory {
     // The database that cut the COMMIT is often still failing over: the cut and the open are
     // tried again every renewal interval for as long as this node owns the partition at this
     // epoch (a lapse or a takeover ends it, and the next acquisition opens the partition).
-    const retryMs = (this.#options.leaseSettings ?? defaultLeaseSettings).renewIntervalMs;
+    const retryMs = this.#leaseSettings.renewIntervalMs;
     void (async () => {
       await this.#drop(partition);
       for (let attempt = 1; !this.#stopped && !this.#owned.has(partition) && this.#ownership?.owned().get(partition) === owned.epoch; attempt++) {
