@@ -124,10 +124,12 @@ describe('TLS to the cluster database (sslmode, sslrootcert)', { skip: skipUnles
     const init = await runCli(['cluster', 'init', '--partitions', '2', '--cluster', verified], {}, children);
     assert.equal(init.code, 0, init.stderr);
     const node = await startService(nodeDir, (child) => children.add(child), { args: ['--cluster', verified, '--config', config], env: { FERMATA_CLUSTER_SECRET: secret } });
+    // Ready once joined; the partitions it took open as their logs replay, so both are waited for.
     for (let started = performance.now(); ; ) {
       const readyz = await curlRequest({ url: `${node.url}/readyz` });
-      if (readyz.status === 200) break;
-      assert.ok(performance.now() - started < 20_000, `the node is not ready: ${readyz.body.toString()}`);
+      const cluster = readyz.status === 200 ? await curlRequest({ url: `${node.url}/v1/cluster` }) : undefined;
+      if (cluster?.status === 200 && json<{ owned: unknown[] }>(cluster).owned.length === 2) break;
+      assert.ok(performance.now() - started < 20_000, `the node does not own both partitions: ${(cluster ?? readyz).body.toString()}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     await addAndRead(node);
