@@ -9,8 +9,11 @@
 //        ▼                                    │ threadpool maps their pages
 //   take() ◀──────────── ready ◀──────────────┘     none ready: the arena allocates its own
 //
+//   (idle timer)  nothing said to be coming for slabsAheadIdleMs ──▶ let go
+//
 // An arena filling slowly, or told only what it will hold, keeps no spare memory; drop() lets
-// go of what a guess made too many of.
+// go of what a guess made too many of, and so does an arena that stopped filling: slabs made
+// ahead are let go once no bytes have been said to be coming for slabsAheadIdleMs.
 import { FillRate } from './fill-rate.ts';
 import { PrefaultedBuffers, prefaultMsPerByte } from './prefaulted-buffers.ts';
 
@@ -37,12 +40,22 @@ const slabLeadFactor = 2;
  */
 const groupSlabsFrom = 64;
 const groupSlabsStep = 8;
+/**
+ * Slabs made ahead and not taken are let go once no bytes have been said to be coming for this
+ * long. A ready slab holds its whole group's allocation, pages of the group's slabs the arena
+ * has since given back included: after a fill of millions of far-future timers that the loader
+ * then moved to disk, a service at rest held two ready slabs and the 24 and 28 MiB groups they
+ * came from, most of the VmRSS growth the fill left behind.
+ */
+const slabsAheadIdleMs = 1000;
 
 export interface SlabsAheadOptions {
   /** Monotonic ms for the rate bytes are added at (tests); performance.now() otherwise. */
   readonly now?: () => number;
   /** Ms making a byte ahead takes (tests); prefaultMsPerByte() otherwise. */
   readonly prefaultMsPerByte?: () => number;
+  /** Other than slabsAheadIdleMs only in tests (measured with `now`). */
+  readonly slabsAheadIdleMs?: number;
 }
 
 export class SlabsAhead {
@@ -52,13 +65,21 @@ export class SlabsAhead {
   /** The arena's bytes ever added, per ms. */
   readonly #addRate: FillRate;
   readonly #prefaultMsPerByte: () => number;
+  readonly #now: () => number;
+  readonly #idleMs: number;
+  /** When bytesComing was last called (`now` ms): slabs made ahead are wanted until idleMs past it. */
+  #askedMs = 0;
+  /** Lets the slabs made ahead go once no bytes have been said to be coming for idleMs. */
+  #idleTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
   /** For an arena whose full slabs are `slabBytes` long. */
   constructor(slabBytes: number, options: SlabsAheadOptions = {}) {
     this.#slabBytes = slabBytes;
-    this.#addRate = new FillRate(options.now ?? (() => performance.now()));
+    this.#now = options.now ?? (() => performance.now());
+    this.#addRate = new FillRate(this.#now);
     this.#prefaultMsPerByte = options.prefaultMsPerByte ?? prefaultMsPerByte;
+    this.#idleMs = options.slabsAheadIdleMs ?? slabsAheadIdleMs;
   }
 
   /** Slabs take() handed out. */
@@ -81,6 +102,7 @@ export class SlabsAhead {
    */
   bytesComing(bytes: number, room: number, bytesAdded: number, slabCount: number): void {
     if (this.#closed) return;
+    this.#askedMs = this.#now();
     const slabBytes = this.#slabBytes;
     // At least what the arena takes, at its rate, while a slab is made (slabLeadFactor), up to a slab.
     const lead = this.#addRate.sample(bytesAdded) * slabBytes * this.#prefaultMsPerByte() * slabLeadFactor;
@@ -94,6 +116,7 @@ export class SlabsAhead {
     const group = Math.max(coming, 1 + Math.floor(Math.max(0, slabCount - groupSlabsFrom) / groupSlabsStep));
     const slabs = Math.min(prefaultSlabsAhead, group);
     while (this.#supply.outstanding < slabs) this.#supply.request(group - this.#supply.outstanding);
+    this.#watchIdle();
   }
 
   /** A slab of slabBytes, zero, its pages mapped, if one is ready; never waits. */
@@ -104,11 +127,25 @@ export class SlabsAhead {
   /** Frees the slabs made ahead and not taken (and those still being made, as they are done). */
   drop(): void {
     this.#supply?.dropAll();
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
   }
 
   /** Stops making slabs ahead, for good. */
   close(): void {
     this.#closed = true;
-    this.#supply?.dropAll();
+    this.drop();
+  }
+
+  /** Checks, idleMs after bytes were last said to be coming, whether the slabs made ahead are still wanted. */
+  #watchIdle(): void {
+    if (this.#idleTimer !== undefined) return;
+    const check = (): void => {
+      this.#idleTimer = undefined;
+      const idleMs = this.#now() - this.#askedMs;
+      if (idleMs >= this.#idleMs) this.drop();
+      else this.#idleTimer = setTimeout(check, this.#idleMs - idleMs).unref();
+    };
+    this.#idleTimer = setTimeout(check, this.#idleMs).unref();
   }
 }
