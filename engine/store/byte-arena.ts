@@ -304,10 +304,19 @@ export class ByteArena {
     this.#bytesFreed += length;
     if (live > 0) return;
     // Rewinding writes new strings over freed ones: not while a hold may still read them (the
-    // slab then fills up and is released when it is replaced, as any other emptied slab).
-    if (slabId === this.#current) {
+    // slab then fills up and is released when it is replaced, as any other emptied slab). A
+    // current slab cut from a group of slabs made ahead (memory/prefaulted-buffers.ts) holds the
+    // whole group's allocation, whose other slabs' pages stay mapped: it is released instead,
+    // so that an arena emptied (a spill of everything) gives the group back, and the next add
+    // opens a slab as an empty arena's would.
+    if (slabId !== this.#current) this.#release(slabId);
+    else if (this.#ownsAllocationOf(slabId)) {
       if (this.#holds === 0) this.#end[slabId] = 0;
-    } else this.#release(slabId);
+    } else {
+      this.#current = -1;
+      this.#currentBytes = 0;
+      this.#release(slabId);
+    }
   }
 
   /**
@@ -424,6 +433,12 @@ export class ByteArena {
     this.#marked[slabId] = false;
     this.#bytesReserved += bytes;
     return slabId;
+  }
+
+  /** Whether the slab is its allocation's only user (not one of a group's slabs). */
+  #ownsAllocationOf(slabId: number): boolean {
+    const slab = this.#slabs[slabId] as Uint8Array;
+    return slab.byteLength === slab.buffer.byteLength;
   }
 
   #release(slabId: number): void {

@@ -200,6 +200,40 @@ test('a large arena allocates the slabs it makes ahead several at a time; a smal
   for (const { ref, bytes } of strings) assert.deepEqual(arena.view(ref, bytes.length), bytes);
 });
 
+test('an emptied arena gives back a current slab cut from a group; a slab of its own is rewound and kept', async () => {
+  const slabBytes = 16 * 1024;
+  const fill = async (arena: ByteArena, slabs: number, madeAhead: boolean): Promise<Array<{ ref: number; bytes: Uint8Array }>> => {
+    const strings: Array<{ ref: number; bytes: Uint8Array }> = [];
+    for (let slab = 0; slab < slabs; slab++) {
+      if (madeAhead) {
+        arena.prefaultFor(slabBytes);
+        assert.ok(await eventually(() => arena.slabsMadeAhead >= 1, readyWaitMs), `slab ${slab} made ahead`);
+      }
+      for (let i = 0; i < 16; i++) strings.push({ ref: arena.add(new Uint8Array(1024).fill(slab & 0xff)), bytes: new Uint8Array(1024).fill(slab & 0xff) });
+    }
+    return strings;
+  };
+  // Past 64 slabs the slabs made ahead come several to an allocation: the current one is among them.
+  const grouped = new ByteArena({ slabBytes });
+  const groupedStrings = await fill(grouped, 140, true);
+  const last = groupedStrings.at(-1) as { ref: number };
+  assert.ok(grouped.view(last.ref, 1).buffer.byteLength > slabBytes, 'the current slab is a part of a larger allocation');
+  grouped.close();
+  for (const { ref, bytes } of groupedStrings) grouped.free(ref, bytes.length);
+  assert.equal(grouped.bytesReserved, 0, 'every slab released, the current one too');
+  const again = grouped.add(new Uint8Array([1, 2, 3]));
+  assert.deepEqual([...grouped.view(again, 3)], [1, 2, 3]);
+  assert.equal(grouped.view(again, 3).buffer.byteLength, grouped.bytesReserved, 'the next add opens a slab of its own allocation, as an empty arena does');
+
+  const own = new ByteArena({ slabBytes });
+  const ownStrings = await fill(own, 3, false);
+  for (const { ref, bytes } of ownStrings) own.free(ref, bytes.length);
+  assert.equal(own.bytesReserved, slabBytes, 'the current slab, an allocation of its own, is kept');
+  const reused = own.add(new Uint8Array([4, 5]));
+  assert.deepEqual([...own.view(reused, 2)], [4, 5]);
+  assert.equal(own.bytesReserved, slabBytes, 'and written again from its start');
+});
+
 test('an arena makes nothing ahead for what its current slab holds, or when never told', async () => {
   const slabBytes = 16 * 1024;
   const arena = new ByteArena({ slabBytes });
@@ -230,6 +264,29 @@ test('dropPrefaulted and close let go of slabs made for a guess that fell short'
     for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
     assert.equal(arena.slabsPrefaulted, end === 'drop' ? 2 : 0, end);
   }
+});
+
+test('slabs made ahead are let go once no bytes have been said to be coming for slabsAheadIdleMs', async () => {
+  const slabBytes = 16 * 1024;
+  let now = 0;
+  const arena = new ByteArena({ slabBytes, now: () => now, slabsAheadIdleMs: 50 });
+  arena.prefaultFor(10 * slabBytes);
+  assert.ok(await eventually(() => arena.slabsMadeAhead === 2, readyWaitMs));
+  // Still being told of bytes (what the current slab holds, even): kept.
+  now = 40;
+  arena.prefaultFor(0);
+  now = 80;
+  await sleep(120);
+  assert.equal(arena.slabsMadeAhead, 2, 'told 40 ms ago, within the 50');
+  // Nothing said since: let go, and the arena allocates its own slabs from there.
+  now = 90 + 50;
+  assert.ok(await eventually(() => arena.slabsMadeAhead === 0, readyWaitMs), 'dropped after 50 ms without a word');
+  for (let i = 0; i < 400; i++) arena.add(new Uint8Array(100));
+  assert.equal(arena.slabsPrefaulted, 0);
+  // A fill that starts again has them made again.
+  arena.prefaultFor(10 * slabBytes);
+  assert.ok(await eventually(() => arena.slabsMadeAhead === 2, readyWaitMs));
+  arena.close();
 });
 
 test('an engine makes the slabs ahead that the admits in flight need together', async () => {
