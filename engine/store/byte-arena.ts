@@ -19,7 +19,8 @@
 //          └───────────────────────────────────────────────────────────┘ than a slab
 //
 // Each slab counts its live bytes; a slab that is not current is released when that count
-// reaches 0, and the current one is rewound to offset 0 instead. Compaction is driven by the
+// reaches 0, and the current one is rewound to offset 0 instead (released too when it is one of
+// a group of slabs made ahead, whose whole allocation it would hold). Compaction is driven by the
 // owner of the refs (only it knows where the strings are): markSparseSlabs() picks slabs whose
 // live share has fallen below a ratio, the owner move()s every string it holds in them, and
 // each such slab is released as its last string leaves.
