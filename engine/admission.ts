@@ -15,7 +15,7 @@ import { checkCallbacks } from './callbacks.ts';
 import { errorCodes, FermataError } from './errors.ts';
 import { compareDuplicates, differingNames, type DuplicateColumns } from './duplicate-answers.ts';
 import { timerStateNames } from './store/timer-state.ts';
-import { encodeTimerId } from './ids.ts';
+import { encodeTimerId, encodeTimerIdInto } from './ids.ts';
 import type { RescheduledTimers } from './rescheduled-timers.ts';
 import { type KeyPlan, planKeys } from './key-plan.ts';
 import { queueNamed } from './queue-registry.ts';
@@ -75,6 +75,16 @@ class AdmittedBatch implements Admitted {
     if (plan === undefined || !this.isDuplicate(row)) return encodeTimerId(this.seq, row, this.#fireAtMs[row] as number);
     const originalSeq = plan.originalSeq[row] as number;
     return encodeTimerId(originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
+  }
+
+  idInto(row: number, out: Uint8Array, at: number): void {
+    const plan = this.#plan;
+    if (plan === undefined || !this.isDuplicate(row)) {
+      encodeTimerIdInto(out, at, this.seq, row, this.#fireAtMs[row] as number);
+      return;
+    }
+    const originalSeq = plan.originalSeq[row] as number;
+    encodeTimerIdInto(out, at, originalSeq === 0 ? this.seq : originalSeq, plan.originalRow[row] as number, plan.originalFireAt[row] as number);
   }
 }
 

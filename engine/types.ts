@@ -200,6 +200,8 @@ export interface Admitted {
   readonly rows: number;
   readonly duplicates: number;
   idOf(row: number): string;
+  /** Row i's id as its 24 ASCII bytes at `out[at…at+24)`: no string, for answers written as bytes. */
+  idInto(row: number, out: Uint8Array, at: number): void;
   isDuplicate(row: number): boolean;
   /** Undefined for a new row. */
   duplicateOf(row: number): DuplicateAnswer | undefined;

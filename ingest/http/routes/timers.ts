@@ -36,6 +36,7 @@ import { BodyBuffers, pooledBodyParser } from '../body/body-buffers.ts';
 import { batchFromNdjson, inJsonTerms, specFromJsonTimer } from '../body/json-batch.ts';
 import { httpErrorCodes, HttpProblem } from '../error-map.ts';
 import { mediaTypeOf, mediaTypes } from '../media-types.ts';
+import { newRowsAnswer } from '../batch-answer.ts';
 import { singleAddAnswer } from '../single-add.ts';
 import { cancelTimer } from '../timer-cancel.ts';
 import { timerView } from '../timer-views.ts';
@@ -56,6 +57,8 @@ const cancelledSchema = {
 const wantsArrow = (accept: string | undefined): boolean => accept !== undefined && accept.toLowerCase().includes(mediaTypes.arrowStream);
 
 const emptyBody = Buffer.alloc(0);
+/** What fastify gives an object it serialises, for the answers written as bytes. */
+const jsonType = 'application/json; charset=utf-8';
 
 /** Every row's id, in input order (a duplicate's is its original's). */
 function idsOf(admitted: Admitted): string[] {
@@ -133,6 +136,7 @@ export async function timersRoutes(app: HttpServer, { engine, coalescer }: Timer
         const ipc = admittedToArrow(admitted, delayRows);
         return reply.code(201).type(mediaTypes.arrowStream).send(Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength));
       }
+      if (admitted.duplicates === 0) return reply.code(201).type(jsonType).send(newRowsAnswer(admitted));
       return reply
         .code(201)
         .send({ accepted: admitted.rows, duplicates: admitted.duplicates, ids: idsOf(admitted), revisions: revisionsOf(admitted), duplicate_rows: duplicateRowsJson(admitted, delayRows) });
